@@ -1,0 +1,5 @@
+import sys
+
+from fabriccap.cli import main
+
+sys.exit(main())

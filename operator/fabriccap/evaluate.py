@@ -1,0 +1,494 @@
+"""Facts -> FabricCapability status. Pure: no I/O, no clock.
+
+The operator and ``fabriccap evaluate`` both call this module, so the live answer and the
+offline answer cannot drift apart. Timestamps and generations are stamped by the writer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fabriccap.api import (
+    API_VERSION,
+    FABRIC_LABEL,
+    KIND,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    POOL_KEY_ANNOTATION,
+    POOL_LABEL,
+    POOL_VALUE_ANNOTATION,
+    Condition,
+    ConditionType,
+    CountBucket,
+    DevicePluginStatus,
+    EnvVarValue,
+    FabricCapabilityStatus,
+    GapStatus,
+    InstanceTypeCount,
+    PoolRef,
+    Recommendation,
+)
+from fabriccap.config import Config, FabricProfile
+from fabriccap.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
+from fabriccap.names import capability_name, is_label_value
+
+MAX_GAP_NODES = 20
+MAX_NAMED_NODES = 5
+
+TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginView:
+    """What a fabric's device plugin looks like cluster-wide."""
+
+    daemon_sets: tuple[str, ...]  # "namespace/name", sorted
+    nodes_with_pod: frozenset[str]
+    nodes_with_ready_pod: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCapability:
+    """One FabricCapability: its identity and its computed status."""
+
+    name: str
+    fabric: str
+    pool: Pool
+    status: FabricCapabilityStatus
+
+    def labels(self) -> dict[str, str]:
+        labels = {FABRIC_LABEL: self.fabric, MANAGED_BY_LABEL: MANAGED_BY_VALUE}
+        if is_label_value(self.pool.value):
+            labels[POOL_LABEL] = self.pool.value
+        return labels
+
+    def annotations(self) -> dict[str, str]:
+        return {POOL_KEY_ANNOTATION: self.pool.key, POOL_VALUE_ANNOTATION: self.pool.value}
+
+    def to_object(self) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": self.name, "labels": self.labels(), "annotations": self.annotations()},
+            "status": self.status.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    capabilities: tuple[PoolCapability, ...]  # sorted by name
+    unpooled_nodes: int  # target nodes of some fabric that carry no pool label
+
+
+def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
+    plugin = profile.device_plugin
+    if daemon_set.namespace != plugin.namespace:
+        return False
+    if daemon_set.name in plugin.daemon_set_names:
+        return True
+    selector = plugin.selector_labels
+    if not selector:
+        return False
+    labels = dict(daemon_set.labels)
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]) -> PluginView:
+    found = sorted((ds.namespace, ds.name) for ds in daemon_sets if is_plugin_daemon_set(profile, ds))
+    owners = set(found)
+    with_pod: set[str] = set()
+    with_ready_pod: set[str] = set()
+    for pod in pods:
+        if pod.node_name is None or (pod.namespace, pod.daemon_set) not in owners:
+            continue
+        with_pod.add(pod.node_name)
+        if pod.ready:
+            with_ready_pod.add(pod.node_name)
+    return PluginView(
+        daemon_sets=tuple(f"{namespace}/{name}" for namespace, name in found),
+        nodes_with_pod=frozenset(with_pod),
+        nodes_with_ready_pod=frozenset(with_ready_pod),
+    )
+
+
+def is_target_node(profile: FabricProfile, node: NodeFacts, plugin: PluginView) -> bool:
+    resource = profile.resource
+    if node.capacity_of(resource) > 0 or node.allocatable_of(resource) > 0:
+        return True
+    if node.name in plugin.nodes_with_pod:
+        return True
+    targets = profile.target_nodes
+    if any(node.allocatable_of(gpu) > 0 for gpu in targets.gpu_resources):
+        return True
+    return any(node.has_label(key, value) for key, value in targets.gpu_label_pairs)
+
+
+def _named(nodes: Sequence[str]) -> str:
+    shown = ", ".join(nodes[:MAX_NAMED_NODES])
+    more = len(nodes) - MAX_NAMED_NODES
+    return f"{shown} (+{more} more)" if more > 0 else shown
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _condition(condition_type: ConditionType, status: str, reason: str, message: str) -> Condition:
+    return Condition(type=condition_type.value, status=status, reason=reason, message=message)
+
+
+def _isolation_conflict(profile: FabricProfile, instance_types: Iterable[str]) -> tuple[str, str] | None:
+    """Two instance types in the pool whose EFA traffic cannot cross, if any."""
+    present = sorted(set(instance_types))
+    for first in present:
+        group = profile.isolation_group(first)
+        if group is None:
+            continue
+        for second in present:
+            if profile.isolation_group(second) != group:
+                return first, second
+    return None
+
+
+def evaluate_pool(
+    profile: FabricProfile, pool: Pool, target_nodes: Iterable[NodeFacts], plugin: PluginView
+) -> FabricCapabilityStatus:
+    """The status of one (fabric, pool) from its target nodes (cordoned ones included)."""
+    resource = profile.resource
+    ordered = sorted(target_nodes, key=lambda node: node.name)
+    gate = [node for node in ordered if not node.cordoned]
+    cordoned = len(ordered) - len(gate)
+    total = len(gate)
+
+    allocatable = {node.name: node.allocatable_of(resource) for node in gate}
+    advertising = [node.name for node in gate if allocatable[node.name] > 0]
+    not_advertising = [node.name for node in gate if allocatable[node.name] == 0]
+    distribution = Counter(allocatable.values())
+    counts = [CountBucket(count=count, nodes=nodes) for count, nodes in sorted(distribution.items(), reverse=True)]
+
+    with_ready_plugin = [node.name for node in gate if node.name in plugin.nodes_with_ready_pod]
+    without_plugin_pod = [node.name for node in gate if node.name not in plugin.nodes_with_pod]
+    plugin_not_ready = [
+        node.name
+        for node in gate
+        if node.name in plugin.nodes_with_pod and node.name not in plugin.nodes_with_ready_pod
+    ]
+    ready_plugin = set(with_ready_plugin)
+    plugin_ready_not_advertised = [name for name in not_advertising if name in ready_plugin]
+    unhealthy = [node.name for node in gate if node.capacity_of(resource) > allocatable[node.name]]
+    advertised_without_plugin = [name for name in advertising if name not in ready_plugin]
+    gap_nodes = sorted(set(plugin_ready_not_advertised) | set(unhealthy) | set(advertised_without_plugin))
+
+    type_counts = Counter(node.instance_type for node in gate if node.instance_type)
+    instance_types = [
+        InstanceTypeCount(name=name, nodes=nodes, max_count=profile.instance_types.get(name))
+        for name, nodes in sorted(type_counts.items())
+    ]
+    isolation_conflict = _isolation_conflict(profile, type_counts)
+    uniform = len(distribution) == 1 and isolation_conflict is None
+    uniform_count = next(iter(distribution)) if total and uniform else None
+
+    conditions = [
+        _device_plugin_condition(profile, plugin, total, without_plugin_pod, plugin_not_ready),
+        _advertised_condition(resource, total, advertising, not_advertising),
+        _homogeneous_condition(resource, total, allocatable, distribution, isolation_conflict),
+        _instance_type_condition(profile, gate, allocatable),
+    ]
+    ready = _ready_condition(resource, total, advertising, uniform_count, with_ready_plugin, conditions)
+    conditions.append(ready)
+    conditions.append(_stalled_condition(profile, gate, type_counts, isolation_conflict))
+
+    recommendation = None
+    if ready.status == TRUE and uniform_count is not None:
+        recommendation = Recommendation(
+            resources_per_node={resource: str(uniform_count)},
+            env=[EnvVarValue(name=env.name, value=env.value) for env in profile.recommended_env],
+        )
+    return FabricCapabilityStatus(
+        fabric=profile.name,
+        resource_name=resource,
+        pool=PoolRef(key=pool.key, value=pool.value),
+        nodes=total,
+        cordoned_nodes=cordoned,
+        advertising_nodes=len(advertising),
+        uniform_count=uniform_count,
+        counts=counts,
+        instance_types=instance_types,
+        device_plugin=DevicePluginStatus(daemon_sets=list(plugin.daemon_sets), ready_nodes=len(with_ready_plugin)),
+        gap=GapStatus(
+            plugin_ready_not_advertised=len(plugin_ready_not_advertised),
+            unhealthy=len(unhealthy),
+            advertised_without_plugin=len(advertised_without_plugin),
+            nodes=gap_nodes[:MAX_GAP_NODES],
+            truncated=len(gap_nodes) > MAX_GAP_NODES,
+        ),
+        recommendation=recommendation,
+        conditions=conditions,
+    )
+
+
+def _no_target_nodes(condition_type: ConditionType) -> Condition:
+    return _condition(condition_type, UNKNOWN, "NoTargetNodes", "no schedulable target node in the pool")
+
+
+def _device_plugin_condition(
+    profile: FabricProfile,
+    plugin: PluginView,
+    total: int,
+    without_pod: list[str],
+    not_ready: list[str],
+) -> Condition:
+    kind = ConditionType.DEVICE_PLUGIN_READY
+    if total == 0:
+        return _no_target_nodes(kind)
+    if not plugin.daemon_sets:
+        settings = profile.device_plugin
+        how = " or ".join(
+            part
+            for part in (
+                f"selector {settings.daemon_set_selector}" if settings.daemon_set_selector else "",
+                f"names {', '.join(settings.daemon_set_names)}" if settings.daemon_set_names else "",
+            )
+            if part
+        )
+        return _condition(
+            kind,
+            FALSE,
+            "PluginNotInstalled",
+            f"no {profile.name} device-plugin DaemonSet found in namespace {settings.namespace} ({how})",
+        )
+    if without_pod:
+        return _condition(
+            kind,
+            FALSE,
+            "PluginNotScheduled",
+            f"no device-plugin pod on {len(without_pod)} of {total} nodes: {_named(without_pod)}",
+        )
+    if not_ready:
+        return _condition(
+            kind,
+            FALSE,
+            "PluginNotReady",
+            f"device-plugin pod not Ready on {len(not_ready)} of {total} nodes: {_named(not_ready)}",
+        )
+    return _condition(kind, TRUE, "PluginReadyOnAllNodes", f"device-plugin pod Ready on all {total} nodes")
+
+
+def _advertised_condition(resource: str, total: int, advertising: list[str], not_advertising: list[str]) -> Condition:
+    kind = ConditionType.ADVERTISED
+    if total == 0:
+        return _no_target_nodes(kind)
+    if not advertising:
+        return _condition(kind, FALSE, "NotAdvertised", f"{resource} advertised on 0 of {total} target nodes")
+    if not_advertising:
+        return _condition(
+            kind,
+            FALSE,
+            "PartiallyAdvertised",
+            f"{resource} advertised on {len(advertising)} of {total} target nodes; 0 on {_named(not_advertising)}",
+        )
+    return _condition(kind, TRUE, "AllNodesAdvertise", f"{resource} advertised on all {total} target nodes")
+
+
+def _homogeneous_condition(
+    resource: str,
+    total: int,
+    allocatable: dict[str, int],
+    distribution: Counter[int],
+    isolation_conflict: tuple[str, str] | None,
+) -> Condition:
+    kind = ConditionType.HOMOGENEOUS
+    if total == 0:
+        return _no_target_nodes(kind)
+    if len(distribution) == 1:
+        count = next(iter(distribution))
+        if isolation_conflict is not None:
+            first, second = isolation_conflict
+            return _condition(
+                kind,
+                FALSE,
+                "MixedCounts",
+                f"all {total} nodes advertise {resource}: {count}, but EFA traffic between "
+                f"{first} and {second} is unsupported, so the pool cannot be one fabric",
+            )
+        return _condition(kind, TRUE, "UniformCount", f"all {total} nodes advertise {resource}: {count}")
+    spread = ", ".join(
+        f"{count} on {_plural(nodes, 'node')}" for count, nodes in sorted(distribution.items(), reverse=True)
+    )
+    if 0 in distribution:
+        offenders = [name for name, count in allocatable.items() if count == 0]
+        return _condition(
+            kind,
+            FALSE,
+            "PartialRollout",
+            f"{resource} differs across {total} nodes ({spread}); 0 on {_named(offenders)}",
+        )
+    # Name the nodes outside the most common count: they are the likely odd ones out.
+    most_common = max(distribution.items(), key=lambda item: (item[1], item[0]))[0]
+    offenders = [name for name, count in allocatable.items() if count != most_common]
+    return _condition(
+        kind,
+        FALSE,
+        "MixedCounts",
+        f"{resource} differs across {total} nodes ({spread}); not {most_common} on {_named(offenders)}",
+    )
+
+
+def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allocatable: dict[str, int]) -> Condition:
+    kind = ConditionType.MATCHES_INSTANCE_TYPE
+    known = [
+        (node, profile.instance_types[node.instance_type])
+        for node in gate
+        if node.instance_type is not None and node.instance_type in profile.instance_types
+    ]
+    if not known:
+        return _condition(
+            kind,
+            UNKNOWN,
+            "UnknownInstanceType",
+            f"no node of an instance type with a known {profile.resource} maximum",
+        )
+    above = [
+        f"{node.name} ({allocatable[node.name]} > {maximum})"
+        for node, maximum in known
+        if allocatable[node.name] > maximum
+    ]
+    below = [
+        f"{node.name} ({allocatable[node.name]} < {maximum})"
+        for node, maximum in known
+        if allocatable[node.name] < maximum
+    ]
+    if above:
+        return _condition(
+            kind,
+            FALSE,
+            "AboveInstanceMaximum",
+            f"{len(above)} of {len(known)} nodes of known types advertise more than their instance "
+            f"type's maximum: {_named(above)}",
+        )
+    if below:
+        return _condition(
+            kind,
+            FALSE,
+            "BelowInstanceMaximum",
+            f"{len(below)} of {len(known)} nodes of known types advertise fewer than their instance "
+            f"type's maximum: {_named(below)}",
+        )
+    unknown = len(gate) - len(known)
+    suffix = f" ({unknown} of unknown type)" if unknown else ""
+    return _condition(
+        kind,
+        TRUE,
+        "MatchesInstanceMaximum",
+        f"all {len(known)} nodes of known types advertise their instance type's maximum{suffix}",
+    )
+
+
+def _ready_condition(
+    resource: str,
+    total: int,
+    advertising: list[str],
+    uniform_count: int | None,
+    with_ready_plugin: list[str],
+    conditions: list[Condition],
+) -> Condition:
+    kind = ConditionType.READY
+    by_type = {condition.type: condition for condition in conditions}
+    homogeneous = by_type[ConditionType.HOMOGENEOUS]
+    if total == 0:
+        return _condition(kind, FALSE, "NoTargetNodes", "no schedulable target node in the pool")
+    if not advertising:
+        return _condition(kind, FALSE, "NotAdvertised", by_type[ConditionType.ADVERTISED].message)
+    if homogeneous.status != TRUE:
+        return _condition(kind, FALSE, homogeneous.reason, homogeneous.message)
+    if len(with_ready_plugin) < total:
+        plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
+        return _condition(
+            kind,
+            FALSE,
+            "DevicePluginGap",
+            f"all {total} nodes advertise {resource}: {uniform_count}, but {plugin.message}",
+        )
+    return _condition(
+        kind,
+        TRUE,
+        "UniformCapability",
+        f"all {total} nodes advertise {resource}: {uniform_count} with a Ready device plugin; "
+        f"a job may request up to {uniform_count} per node",
+    )
+
+
+def _stalled_condition(
+    profile: FabricProfile,
+    gate: list[NodeFacts],
+    type_counts: Counter[str],
+    isolation_conflict: tuple[str, str] | None,
+) -> Condition:
+    kind = ConditionType.STALLED
+    maxima = profile.instance_types
+    if gate and all(node.instance_type is not None and maxima.get(node.instance_type) == 0 for node in gate):
+        types = ", ".join(sorted(type_counts))
+        return _condition(
+            kind,
+            TRUE,
+            "InstanceTypeUnsupported",
+            f"every node's instance type supports no {profile.resource} ({types}: maximum 0); "
+            "this pool cannot become Ready without other instance types",
+        )
+    known = {name: maxima[name] for name in type_counts if name in maxima}
+    if len(set(known.values())) > 1:
+        listed = ", ".join(f"{name} ({maximum})" for name, maximum in sorted(known.items()))
+        return _condition(
+            kind,
+            TRUE,
+            "HeterogeneousInstanceTypes",
+            f"the pool mixes instance types with different {profile.resource} maxima: {listed}",
+        )
+    if isolation_conflict is not None:
+        first, second = isolation_conflict
+        return _condition(
+            kind,
+            TRUE,
+            "HeterogeneousInstanceTypes",
+            f"the pool mixes {first} and {second}; EFA traffic between them is unsupported",
+        )
+    return _condition(kind, FALSE, "NotStalled", "no instance-type condition prevents this pool from becoming Ready")
+
+
+def evaluate(
+    config: Config,
+    nodes: Iterable[NodeFacts],
+    pods: Iterable[PodFacts],
+    daemon_sets: Iterable[DaemonSetFacts],
+) -> Evaluation:
+    """Every FabricCapability the facts call for, sorted by name."""
+    node_list = list(nodes)
+    pod_list = list(pods)
+    daemon_set_list = list(daemon_sets)
+    primary_key = config.pool_labels[0]
+    capabilities: list[PoolCapability] = []
+    unpooled: set[str] = set()
+    for profile in config.enabled_fabrics:
+        plugin = plugin_view(profile, daemon_set_list, pod_list)
+        pools: dict[Pool, list[NodeFacts]] = defaultdict(list)
+        for node in node_list:
+            if not is_target_node(profile, node, plugin):
+                continue
+            if node.pool is None:
+                unpooled.add(node.name)
+            else:
+                pools[node.pool].append(node)
+        for pool, members in pools.items():
+            capabilities.append(
+                PoolCapability(
+                    name=capability_name(profile.name, pool.key, pool.value, primary_key),
+                    fabric=profile.name,
+                    pool=pool,
+                    status=evaluate_pool(profile, pool, members, plugin),
+                )
+            )
+    capabilities.sort(key=lambda capability: capability.name)
+    return Evaluation(capabilities=tuple(capabilities), unpooled_nodes=len(unpooled))

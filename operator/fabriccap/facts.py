@@ -1,0 +1,279 @@
+"""Object bodies -> small immutable facts.
+
+A realistic EKS Node body is 10-20 KB (images, managedFields, conditions); the facts the
+evaluation needs are a few dozen bytes. Everything downstream (the operator's memory, the
+dirty-pool detection, the evaluation) works on these facts only, so a heartbeat that changes
+nothing here changes nothing anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from typing import Any, NamedTuple
+
+from fabriccap.config import INSTANCE_TYPE_LABEL, Config
+
+
+class FactsError(ValueError):
+    """An object body that cannot be turned into facts; the message names it."""
+
+
+# Kubernetes resource.Quantity suffixes (apimachinery/pkg/api/resource).
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+)
+
+
+def parse_quantity(value: Any) -> int:
+    """Parse a Kubernetes quantity into a whole count, rounding a fraction down.
+
+    ``"32"`` -> 32, ``"1k"`` -> 1000, ``"1500m"`` -> 1, ``None`` -> 0. Device-plugin
+    resources are integers in practice; rounding down keeps a malformed fraction from ever
+    over-stating what a node can schedule. Raises ValueError on anything that is not a
+    quantity.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float):
+        return max(int(Decimal(repr(value)).to_integral_value(ROUND_FLOOR)), 0)
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a quantity")
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise ValueError(f"{value!r} is not a quantity")
+    try:
+        number = Decimal(match["number"])
+    except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
+        raise ValueError(f"{value!r} is not a quantity") from None
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY_SUFFIXES:
+        scaled = number * _BINARY_SUFFIXES[suffix]
+    elif suffix in _DECIMAL_SUFFIXES:
+        scaled = number * _DECIMAL_SUFFIXES[suffix]
+    else:
+        exponent = int(suffix[1:])
+        if exponent > 30:  # larger than any device count; refuse rather than allocate a huge int
+            raise ValueError(f"{value!r} is out of range")
+        scaled = number.scaleb(exponent)
+    if scaled <= 0:
+        return 0
+    return int(scaled.to_integral_value(ROUND_FLOOR))
+
+
+class Pool(NamedTuple):
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    name: str
+    pool: Pool | None
+    instance_type: str | None
+    cordoned: bool
+    # Only the resources some profile cares about (fabric and GPU resources), as sorted pairs.
+    capacity: tuple[tuple[str, int], ...]
+    allocatable: tuple[tuple[str, int], ...]
+    # Only labels some profile's gpuLabels mention, as sorted (key, value) pairs.
+    labels: tuple[tuple[str, str], ...]
+
+    def capacity_of(self, resource: str) -> int:
+        return _lookup(self.capacity, resource)
+
+    def allocatable_of(self, resource: str) -> int:
+        return _lookup(self.allocatable, resource)
+
+    def has_label(self, key: str, value: str) -> bool:
+        return (key, value) in self.labels
+
+
+def _lookup(pairs: tuple[tuple[str, int], ...], resource: str) -> int:
+    for name, amount in pairs:
+        if name == resource:
+            return amount
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSetFacts:
+    namespace: str
+    name: str
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    namespace: str
+    name: str
+    node_name: str | None
+    daemon_set: str  # name of the owning DaemonSet, in the pod's namespace
+    ready: bool
+
+
+class FactsExtractor:
+    """Turns object bodies into facts, knowing from the config which fields matter."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        fabrics = config.enabled_fabrics
+        self.resources: frozenset[str] = frozenset(
+            [fabric.resource for fabric in fabrics]
+            + [gpu for fabric in fabrics for gpu in fabric.target_nodes.gpu_resources]
+        )
+        self.label_keys: frozenset[str] = frozenset(
+            key for fabric in fabrics for key, _ in fabric.target_nodes.gpu_label_pairs
+        )
+        self.plugin_namespaces: frozenset[str] = frozenset(config.plugin_namespaces)
+
+    def node(self, body: Mapping[str, Any]) -> NodeFacts:
+        metadata = _mapping(body, "metadata", "Node")
+        name = metadata.get("name")
+        if not isinstance(name, str) or not name:
+            raise FactsError("Node without metadata.name")
+        labels = metadata.get("labels") or {}
+        if not isinstance(labels, Mapping):
+            raise FactsError(f"Node {name}: metadata.labels is not a mapping")
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+            raise FactsError(f"Node {name}: spec/status is not a mapping")
+        return NodeFacts(
+            name=name,
+            pool=self._pool_of(labels),
+            instance_type=_label_value(labels.get(INSTANCE_TYPE_LABEL)),
+            cordoned=bool(spec.get("unschedulable")),
+            capacity=self._resources(name, "capacity", status.get("capacity")),
+            allocatable=self._resources(name, "allocatable", status.get("allocatable")),
+            labels=tuple(sorted((key, str(labels[key])) for key in self.label_keys if labels.get(key) is not None)),
+        )
+
+    def _pool_of(self, labels: Mapping[str, Any]) -> Pool | None:
+        for key in self.config.pool_labels:
+            value = _label_value(labels.get(key))
+            if value is not None:
+                return Pool(key, value)
+        return None
+
+    def _resources(self, node: str, field: str, quantities: Any) -> tuple[tuple[str, int], ...]:
+        if quantities is None:
+            return ()
+        if not isinstance(quantities, Mapping):
+            raise FactsError(f"Node {node}: status.{field} is not a mapping")
+        parsed = []
+        for resource in self.resources:
+            if resource in quantities:
+                try:
+                    parsed.append((resource, parse_quantity(quantities[resource])))
+                except ValueError as error:
+                    raise FactsError(f"Node {node}: status.{field}[{resource}]: {error}") from None
+        return tuple(sorted(parsed))
+
+    def pod(self, body: Mapping[str, Any]) -> PodFacts | None:
+        """Facts of a pod owned by a DaemonSet in a plugin namespace; None for any other pod."""
+        metadata = _mapping(body, "metadata", "Pod")
+        namespace = metadata.get("namespace")
+        if namespace not in self.plugin_namespaces:
+            return None
+        owner = _daemon_set_owner(metadata.get("ownerReferences"))
+        if owner is None:
+            return None
+        name = str(metadata.get("name") or "")
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+            raise FactsError(f"Pod {namespace}/{name}: spec/status is not a mapping")
+        node_name = spec.get("nodeName") or None
+        ready = (
+            node_name is not None
+            and status.get("phase") == "Running"
+            and not metadata.get("deletionTimestamp")
+            and _condition_true(status.get("conditions"), "Ready")
+        )
+        return PodFacts(
+            namespace=str(namespace),
+            name=name,
+            node_name=str(node_name) if node_name else None,
+            daemon_set=owner,
+            ready=ready,
+        )
+
+    def daemon_set(self, body: Mapping[str, Any]) -> DaemonSetFacts | None:
+        """Facts of a DaemonSet in a plugin namespace; None elsewhere."""
+        metadata = _mapping(body, "metadata", "DaemonSet")
+        namespace = metadata.get("namespace")
+        if namespace not in self.plugin_namespaces:
+            return None
+        labels = metadata.get("labels") or {}
+        if not isinstance(labels, Mapping):
+            raise FactsError(f"DaemonSet {namespace}/{metadata.get('name')}: labels is not a mapping")
+        return DaemonSetFacts(
+            namespace=str(namespace),
+            name=str(metadata.get("name") or ""),
+            labels=tuple(sorted((str(key), str(value)) for key, value in labels.items())),
+        )
+
+
+def _mapping(body: Mapping[str, Any], field: str, kind: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise FactsError(f"{kind} is not an object")
+    value = body.get(field)
+    if not isinstance(value, Mapping):
+        raise FactsError(f"{kind} without {field}")
+    return value
+
+
+def _label_value(value: Any) -> str | None:
+    # An empty label value carries no pool identity: treat it like an absent label so the
+    # next pool key decides, rather than lumping unrelated nodes into a pool named "".
+    if value is None:
+        return None
+    text = str(value)
+    return text or None
+
+
+def _daemon_set_owner(owner_references: Any) -> str | None:
+    if not isinstance(owner_references, list):
+        return None
+    for reference in owner_references:
+        if (
+            isinstance(reference, Mapping)
+            and reference.get("kind") == "DaemonSet"
+            and str(reference.get("apiVersion", "apps/v1")).startswith("apps/")
+            and reference.get("name")
+        ):
+            return str(reference["name"])
+    return None
+
+
+def _condition_true(conditions: Any, condition_type: str) -> bool:
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(condition, Mapping) and condition.get("type") == condition_type and condition.get("status") == "True"
+        for condition in conditions
+    )

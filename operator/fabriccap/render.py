@@ -1,0 +1,71 @@
+"""Printing FabricCapability objects the way ``kubectl get`` does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from fabriccap.api import condition_status
+
+
+def _condition_reason(status: dict[str, Any], condition_type: str) -> str:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == condition_type:
+            return str(condition.get("reason", ""))
+    return ""
+
+
+def _cell(value: Any) -> str:
+    return "<none>" if value is None or value == "" else str(value)
+
+
+# The same columns, in the same order, as the CRD's additionalPrinterColumns (minus AGE:
+# an evaluated object has no creation time).
+TABLE_COLUMNS: tuple[str, ...] = ("NAME", "FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON")
+
+
+def table_rows(objects: Sequence[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for obj in objects:
+        status = obj.get("status") or {}
+        rows.append(
+            [
+                obj["metadata"]["name"],
+                _cell(status.get("fabric")),
+                _cell((status.get("pool") or {}).get("value")),
+                _cell(status.get("nodes")),
+                _cell(status.get("advertisingNodes")),
+                _cell(status.get("uniformCount")),
+                _cell((status.get("gap") or {}).get("pluginReadyNotAdvertised")),
+                _cell(condition_status(status, "Ready")),
+                _cell(_condition_reason(status, "Ready")),
+            ]
+        )
+    return rows
+
+
+def format_table(objects: Sequence[dict[str, Any]]) -> str:
+    if not objects:
+        return "No resources found"
+    rows = [list(TABLE_COLUMNS), *table_rows(objects)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    # kubectl pads with three spaces and leaves the last column unpadded.
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def as_list(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
+
+
+def format_output(objects: Sequence[dict[str, Any]], output: str) -> str:
+    ordered = sorted(objects, key=lambda obj: obj["metadata"]["name"])
+    if output == "json":
+        return json.dumps(as_list(ordered), indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(as_list(ordered), sort_keys=False, default_flow_style=False, width=4096).rstrip()
+    return format_table(ordered)

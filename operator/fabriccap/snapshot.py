@@ -1,0 +1,126 @@
+"""Reading snapshots (``kubectl get nodes,pods,daemonsets -A -o json``) into facts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from fabriccap.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, PodFacts
+
+
+class SnapshotError(ValueError):
+    """Unusable input; the message names the file and the problem."""
+
+
+@dataclass
+class FactSet:
+    """Facts keyed by object identity, so a repeated object counts once (the last wins)."""
+
+    nodes: dict[str, NodeFacts] = field(default_factory=dict)
+    pods: dict[tuple[str, str], PodFacts] = field(default_factory=dict)
+    daemon_sets: dict[tuple[str, str], DaemonSetFacts] = field(default_factory=dict)
+
+    def add(self, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+        kind = body.get("kind")
+        if kind == "Node":
+            node = extractor.node(body)
+            self.nodes[node.name] = node
+        elif kind == "Pod":
+            pod = extractor.pod(body)
+            if pod is not None:
+                self.pods[(pod.namespace, pod.name)] = pod
+        elif kind == "DaemonSet":
+            daemon_set = extractor.daemon_set(body)
+            if daemon_set is not None:
+                self.daemon_sets[(daemon_set.namespace, daemon_set.name)] = daemon_set
+
+
+def _documents(text: str, source: str) -> list[Any]:
+    stripped = text.lstrip()
+    if not stripped:
+        raise SnapshotError(f"{source}: empty input")
+    # JSON first: it is what kubectl prints, and json is an order of magnitude faster than
+    # YAML on a 10,000-node snapshot.
+    if stripped[0] in "{[":
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as error:
+            if stripped[0] == "[":
+                raise SnapshotError(f"{source}: malformed JSON at line {error.lineno}: {error.msg}") from None
+            json_error: json.JSONDecodeError | None = error
+        else:  # pragma: no cover - returned above
+            json_error = None
+    else:
+        json_error = None
+    try:
+        return [document for document in yaml.safe_load_all(text) if document is not None]
+    except yaml.YAMLError as error:
+        if json_error is not None:
+            raise SnapshotError(f"{source}: malformed JSON at line {json_error.lineno}: {json_error.msg}") from None
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or "syntax error"
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SnapshotError(f"{source}: malformed YAML{where}: {problem}") from None
+
+
+def _objects(document: Any, source: str) -> Iterator[Mapping[str, Any]]:
+    if not isinstance(document, Mapping) or not isinstance(document.get("kind"), str):
+        raise SnapshotError(f"{source}: not a Kubernetes object or v1 List (no 'kind' field)")
+    kind = document["kind"]
+    if kind == "List" or (kind.endswith("List") and "items" in document):
+        items = document.get("items")
+        if items is None:
+            return
+        if not isinstance(items, list):
+            raise SnapshotError(f"{source}: {kind}.items is not a list")
+        implied_kind = kind.removesuffix("List") if kind != "List" else None
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise SnapshotError(f"{source}: items[{index}] is not an object")
+            if "kind" not in item and implied_kind:
+                # Typed lists (NodeList from the API) leave kind off their items.
+                item = {**item, "kind": implied_kind}
+            if not isinstance(item.get("kind"), str):
+                raise SnapshotError(f"{source}: items[{index}] is not a Kubernetes object (no 'kind' field)")
+            yield item
+    else:
+        yield document
+
+
+def read_source(path: str, stdin: IO[str] | None = None) -> str:
+    if path == "-":
+        return (stdin or sys.stdin).read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"{path}: is a directory") from None
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{path}: not a text file (not UTF-8)") from None
+    except OSError as error:
+        raise SnapshotError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def add_bodies(facts: FactSet, extractor: FactsExtractor, bodies: Iterable[Mapping[str, Any]], source: str) -> None:
+    for body in bodies:
+        try:
+            facts.add(extractor, body)
+        except FactsError as error:
+            raise SnapshotError(f"{source}: {error}") from None
+
+
+def load_snapshots(paths: Iterable[str], extractor: FactsExtractor, stdin: IO[str] | None = None) -> FactSet:
+    facts = FactSet()
+    for path in paths:
+        source = "<stdin>" if path == "-" else path
+        text = read_source(path, stdin)
+        for document in _documents(text, source):
+            add_bodies(facts, extractor, _objects(document, source), source)
+    return facts

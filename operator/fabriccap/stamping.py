@@ -1,0 +1,48 @@
+"""Adding what the pure evaluation leaves out: generations and transition times.
+
+``lastTransitionTime`` must move only when a condition's status moves (metav1.Condition
+semantics); GitOps tools and humans read it as "since when". So the new status takes the
+previous one's time for every condition whose status did not change, including across
+operator restarts, where "previous" is what is published on the object.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamp_status(status: dict[str, Any], previous: dict[str, Any] | None, generation: int, now: str) -> dict[str, Any]:
+    """The status to publish: ``status`` with generations and transition times filled in."""
+    previous_conditions = {
+        condition.get("type"): condition
+        for condition in ((previous or {}).get("conditions") or [])
+        if isinstance(condition, dict)
+    }
+    stamped = copy.deepcopy(status)
+    stamped["observedGeneration"] = generation
+    for condition in stamped.get("conditions", []):
+        earlier = previous_conditions.get(condition["type"])
+        unchanged = earlier is not None and earlier.get("status") == condition["status"]
+        transition = earlier.get("lastTransitionTime") if unchanged and earlier else None
+        condition["lastTransitionTime"] = transition or now
+        condition["observedGeneration"] = generation
+    return stamped
+
+
+def strip_volatile(status: dict[str, Any] | None) -> dict[str, Any]:
+    """The status without generations and times: what decides whether a write is needed."""
+    if not status:
+        return {}
+    stripped = {key: value for key, value in status.items() if key != "observedGeneration"}
+    stripped["conditions"] = [
+        {key: value for key, value in condition.items() if key not in ("lastTransitionTime", "observedGeneration")}
+        for condition in status.get("conditions") or []
+        if isinstance(condition, dict)
+    ]
+    return stripped
