@@ -139,7 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NS",
         help="namespace(s) to watch for device-plugin DaemonSets and pods (default: the profiles')",
     )
-    run_parser.add_argument("--standalone", action="store_true", help="no peering (single replica)")
+    run_parser.add_argument("--standalone", action="store_true", help="no kopf peering (single replica)")
+    run_parser.add_argument(
+        "--bind-address", default="0.0.0.0", metavar="ADDR", help="address for the metrics and health servers"
+    )
     run_parser.add_argument("--kubeconfig", metavar="FILE")
     run_parser.set_defaults(handler=cmd_run)
 

@@ -1,0 +1,192 @@
+"""Prometheus metrics, every family declared once, as data (names are in SPEC.md).
+
+Pool families are produced at scrape time from the statuses currently published, so a
+deleted FabricCapability's series vanish with it: there is no per-series state to forget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from fabriccap import __version__
+
+# `*_created` series double every counter's cardinality and no alert or panel reads them.
+disable_created_metrics()
+
+POOL_LABELS = ("name", "fabric", "pool")
+CONDITION_STATUSES = ("true", "false", "unknown")
+GAP_KINDS = {
+    "plugin_ready_not_advertised": "pluginReadyNotAdvertised",
+    "unhealthy": "unhealthy",
+    "advertised_without_plugin": "advertisedWithoutPlugin",
+}
+
+Sample = tuple[tuple[str, ...], float]
+
+
+@dataclass(frozen=True)
+class PoolFamily:
+    name: str
+    documentation: str
+    extra_labels: tuple[str, ...]
+    samples: Callable[[dict[str, Any]], Iterable[Sample]]
+
+
+def _field(field: str) -> Callable[[dict[str, Any]], Iterable[Sample]]:
+    return lambda status: [((), float(status.get(field) or 0))]
+
+
+def _uniform_count(status: dict[str, Any]) -> Iterable[Sample]:
+    return [] if status.get("uniformCount") is None else [((), float(status["uniformCount"]))]
+
+
+def _nodes_by_count(status: dict[str, Any]) -> Iterable[Sample]:
+    return [((str(bucket["count"]),), float(bucket["nodes"])) for bucket in status.get("counts") or []]
+
+
+def _gap_nodes(status: dict[str, Any]) -> Iterable[Sample]:
+    gap = status.get("gap") or {}
+    return [((kind,), float(gap.get(field) or 0)) for kind, field in GAP_KINDS.items()]
+
+
+def _conditions(status: dict[str, Any]) -> Iterable[Sample]:
+    # kube-state-metrics style: one series per possible status, 1 on the current one, so
+    # `== 1` selects the state and a missing condition is visible as all zeros.
+    for condition in status.get("conditions") or []:
+        current = str(condition.get("status", "")).lower()
+        for possible in CONDITION_STATUSES:
+            yield (condition["type"], possible), 1.0 if possible == current else 0.0
+
+
+def _ready(status: dict[str, Any]) -> Iterable[Sample]:
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    return [((), 1.0 if ready is not None and ready.get("status") == "True" else 0.0)]
+
+
+POOL_FAMILIES: tuple[PoolFamily, ...] = (
+    PoolFamily("fabriccap_pool_nodes", "Schedulable target nodes of the pool (the gate set).", (), _field("nodes")),
+    PoolFamily("fabriccap_pool_cordoned_nodes", "Target nodes left out because cordoned.", (), _field("cordonedNodes")),
+    PoolFamily(
+        "fabriccap_pool_advertising_nodes",
+        "Gate-set nodes whose allocatable fabric resource is above 0.",
+        (),
+        _field("advertisingNodes"),
+    ),
+    PoolFamily(
+        "fabriccap_pool_uniform_count",
+        "The fabric resource count every gate-set node advertises; absent while counts differ.",
+        (),
+        _uniform_count,
+    ),
+    PoolFamily(
+        "fabriccap_pool_nodes_by_count",
+        "Gate-set nodes per allocatable fabric resource count.",
+        ("count",),
+        _nodes_by_count,
+    ),
+    PoolFamily(
+        "fabriccap_pool_gap_nodes",
+        "Gate-set nodes where the device plugin and the advertised resource disagree, by kind.",
+        ("kind",),
+        _gap_nodes,
+    ),
+    PoolFamily(
+        "fabriccap_pool_condition",
+        "FabricCapability condition status: 1 for the current status, 0 for the others.",
+        ("condition", "status"),
+        _conditions,
+    ),
+    PoolFamily("fabriccap_pool_ready", "1 when the pool's Ready condition is True, else 0.", (), _ready),
+)
+
+
+class PoolCollector:
+    """Yields the pool families from the statuses the operator currently publishes."""
+
+    def __init__(self) -> None:
+        self.pools: dict[str, tuple[str, str, dict[str, Any]]] = {}
+
+    def set_pool(self, name: str, fabric: str, pool: str, status: dict[str, Any]) -> None:
+        self.pools[name] = (fabric, pool, status)
+
+    def remove_pool(self, name: str) -> None:
+        self.pools.pop(name, None)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in POOL_FAMILIES:
+            metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
+            for name, (fabric, pool, status) in sorted(self.pools.items()):
+                for extra, value in family.samples(status):
+                    metric.add_metric([name, fabric, pool, *extra], value)
+            yield metric
+
+    def describe(self) -> Iterator[Metric]:
+        # Declaring the families lets the registry detect name clashes at registration.
+        for family in POOL_FAMILIES:
+            yield GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
+
+
+class OperatorMetrics:
+    """All of the operator's metrics, in a registry of its own (tests run several operators)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.pools = PoolCollector()
+        self.registry.register(self.pools)
+        self.unpooled_nodes = Gauge(
+            "fabriccap_unpooled_nodes",
+            "Target nodes that carry none of the pool label keys (never published).",
+            registry=self.registry,
+        )
+        self.watch_events = Counter(
+            "fabriccap_watch_events",
+            "Watch events received, by object kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.evaluations = Counter("fabriccap_evaluations", "Pool evaluations performed.", registry=self.registry)
+        self.status_writes = Counter(
+            "fabriccap_status_writes",
+            "Writes to FabricCapability objects, by result (created, updated, deleted, error).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.evaluation_duration = Histogram(
+            "fabriccap_evaluation_duration_seconds",
+            "Time to re-evaluate the dirty pools of one debounce window.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=self.registry,
+        )
+        self.last_evaluation = Gauge(
+            "fabriccap_last_evaluation_timestamp_seconds",
+            "Unix time of the last completed evaluation.",
+            registry=self.registry,
+        )
+        self.build_info = Gauge("fabriccap_build_info", "Build information.", ["version"], registry=self.registry)
+        self.build_info.labels(version=__version__).set(1)
+        for kind in ("node", "pod", "daemonset", "fabriccapability"):
+            self.watch_events.labels(kind=kind)
+        for result in ("created", "updated", "deleted", "error"):
+            self.status_writes.labels(result=result)
+
+    def exposition(self) -> bytes:
+        return bytes(generate_latest(self.registry))
+
+
+async def start_metrics_server(metrics: OperatorMetrics, host: str, port: int) -> web.AppRunner:
+    async def serve_metrics(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", serve_metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
