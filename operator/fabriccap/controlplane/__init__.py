@@ -1,0 +1,26 @@
+"""A local Kubernetes control plane (etcd + kube-apiserver) for end-to-end tests and demos.
+
+`binaries` finds or builds the servers; `cluster` runs them; `cli` is
+`fabriccap controlplane up|down`. `binaries` is deliberately not imported here, so that
+`python -m fabriccap.controlplane.binaries` does not load that module twice.
+"""
+
+from fabriccap.controlplane.cluster import (
+    ControlPlaneError,
+    ControlPlaneInfo,
+    LocalControlPlane,
+    down,
+    kubeconfig_for,
+    read_info,
+    up,
+)
+
+__all__ = [
+    "ControlPlaneError",
+    "ControlPlaneInfo",
+    "LocalControlPlane",
+    "down",
+    "kubeconfig_for",
+    "read_info",
+    "up",
+]

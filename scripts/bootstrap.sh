@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything the demo and the test suite need, from the registries this project may
+# use (PyPI, Debian, the Go module proxy). Idempotent: a second run only checks.
+#   scripts/bootstrap.sh          Python venv + dependencies + control-plane binaries
+#   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${FABRICCAP_VENV:-.venv}"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.requirements-$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "bootstrap: installing Python dependencies"
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+  "$VENV/bin/python" -m pip install --quiet --no-deps -e .
+  rm -f "$VENV"/.requirements-* && touch "$stamp"
+fi
+
+if [ "${1:-}" = "--test" ]; then
+  missing=()
+  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  command -v lua5.4 >/dev/null 2>&1 || missing+=(lua5.4)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "bootstrap: installing Debian packages: ${missing[*]}"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq >/dev/null
+      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+      echo "bootstrap: warning: ${missing[*]} missing and apt-get unavailable (not root?); those tests will fail" >&2
+    fi
+  fi
+  # Debian's prometheus service must not keep running here: tests start their own on 127.0.0.1.
+  if command -v systemctl >/dev/null 2>&1; then systemctl stop prometheus >/dev/null 2>&1 || true; fi
+fi
+
+# kube-apiserver, etcd and kubectl, built once from the Go module proxy into a cache outside
+# the repo keyed by version (minutes the first time, instant after).
+"$VENV/bin/python" -m fabriccap.controlplane.binaries >/dev/null

@@ -1,0 +1,111 @@
+"""End-to-end fixtures: a real kube-apiserver + etcd, or any cluster you point at.
+
+By default a local control plane (fabriccap.controlplane) starts once per test session; its
+binaries are built once into ~/.cache/fabriccap the first time (minutes). Set
+``FABRICCAP_E2E_KUBECONFIG=/path/to/kubeconfig`` to run the same tests against another
+cluster instead (kind on a laptop, a dev cluster); tests that mint users then skip, since only
+the local control plane's CA key is at hand.
+
+Every test under tests/e2e is marked ``e2e``: deselect them with ``-m "not e2e"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fabriccap.controlplane.binaries import KUBECTL, ensure_all, ensure_binaries
+from fabriccap.controlplane.cluster import LocalControlPlane
+
+E2E_DIR = Path(__file__).resolve().parent
+REPO_ROOT = E2E_DIR.parents[1]
+CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
+EXTERNAL_KUBECONFIG_ENV = "FABRICCAP_E2E_KUBECONFIG"
+KUBECTL_TIMEOUT_SECONDS = 60
+
+
+@dataclass
+class E2ECluster:
+    kubeconfig: Path
+    kubectl: Path
+    local: LocalControlPlane | None
+
+    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig acting as `user` in `groups`; skips the test on an external cluster."""
+        if self.local is None:
+            pytest.skip(f"minting users needs the local control plane ({EXTERNAL_KUBECONFIG_ENV} is set)")
+        return self.local.kubeconfig_for(user, groups)
+
+    def run_kubectl(
+        self, *args: str, kubeconfig: Path | None = None, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster (as admin unless `kubeconfig` says otherwise)."""
+        result = subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_SECONDS,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+
+def external_kubeconfig() -> Path | None:
+    configured = os.environ.get(EXTERNAL_KUBECONFIG_ENV)
+    return Path(configured).expanduser() if configured else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees the whole session's items, not only this directory's.
+    for item in items:
+        if item.path.is_relative_to(E2E_DIR):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster]:
+    external = external_kubeconfig()
+    if external is not None:
+        on_path = shutil.which("kubectl")
+        with _uncaptured(pytestconfig):
+            kubectl = Path(on_path) if on_path else ensure_binaries([KUBECTL])[KUBECTL]
+        target = E2ECluster(kubeconfig=external, kubectl=kubectl, local=None)
+        _apply_crds(target)
+        yield target
+        return
+
+    # Building the binaries the first time takes minutes: let its progress lines through.
+    with _uncaptured(pytestconfig):
+        binaries = ensure_all()
+    with LocalControlPlane(tmp_path_factory.mktemp("controlplane"), binaries=binaries) as control_plane:
+        target = E2ECluster(kubeconfig=control_plane.kubeconfig, kubectl=control_plane.kubectl, local=control_plane)
+        _apply_crds(target)
+        yield target
+
+
+def _apply_crds(target: E2ECluster) -> None:
+    if not CRD_FILE.exists():
+        return
+    target.run_kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+    target.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_FILE))
+
+
+@contextlib.contextmanager
+def _uncaptured(pytestconfig: pytest.Config) -> Iterator[None]:
+    """Suspend pytest's output capture so long-running setup can show progress."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    if capture is None:  # run with -p no:capture
+        yield
+        return
+    with capture.global_and_fixture_disabled():
+        yield
