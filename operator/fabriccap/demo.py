@@ -1,0 +1,234 @@
+"""``fabriccap demo``: local control plane + simulated EKS cluster + the operator, live.
+
+Every step runs the real thing: the apiserver validates the CRD and the objects, the
+operator is a separate ``fabriccap run`` process (as in a Deployment), and what is shown
+comes from the real ``kubectl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fabriccap.controlplane import LocalControlPlane, down
+from fabriccap.controlplane.binaries import BinaryError
+from fabriccap.controlplane.cluster import ControlPlaneError
+from fabriccap.kube import KubeError, connect
+from fabriccap.simulation import load_objects, set_node_fabric
+
+DEMO_POOL = "efa-p5-partial"
+OPERATOR_PID_FILE = "operator.pid"
+
+
+def data_path(name: str) -> Path:
+    return Path(str(resources.files("fabriccap") / "data" / name))
+
+
+def demo_objects() -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(data_path("demo-cluster.json").read_text())["items"]
+    return items
+
+
+def _say(message: str) -> None:
+    print(f"\n==> {message}", flush=True)
+
+
+def _kubectl(cp_kubectl: Path, kubeconfig: Path, *args: str, check: bool = True) -> str:
+    result = subprocess.run(
+        [str(cp_kubectl), f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _print_conditions(obj: dict[str, Any]) -> None:
+    rows = [("TYPE", "STATUS", "REASON", "MESSAGE")] + [
+        (c["type"], c["status"], c["reason"], c["message"]) for c in obj["status"]["conditions"]
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("   ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "   " + row[3])
+
+
+def start_operator(directory: Path, kubeconfig: Path) -> subprocess.Popen[bytes]:
+    log = (directory / "operator.log").open("ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabriccap",
+            "run",
+            "--standalone",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--bind-address",
+            "127.0.0.1",
+            "--metrics-port",
+            "0",
+            "--health-port",
+            "0",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # survives the demo with --keep-running; stopped by `controlplane down`
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    (directory / OPERATOR_PID_FILE).write_text(str(process.pid))
+    return process
+
+
+def stop_operator(directory: Path) -> None:
+    pid_file = directory / OPERATOR_PID_FILE
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            os.kill(pid, 0)
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    pid_file.unlink(missing_ok=True)
+
+
+def _wait_for(description: str, check: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {description}")
+
+
+async def _load(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
+    async with await connect(str(kubeconfig)) as client:
+        await load_objects(client, objects)
+
+
+async def _advertise(kubeconfig: Path, node: str, count: int) -> None:
+    async with await connect(str(kubeconfig)) as client:
+        await set_node_fabric(client, node, "vpc.amazonaws.com/efa", count, count)
+
+
+def _partial_pool_laggard(objects: list[dict[str, Any]]) -> str:
+    for obj in objects:
+        labels = obj["metadata"].get("labels") or {}
+        allocatable = (obj.get("status") or {}).get("allocatable") or {}
+        if (
+            obj["kind"] == "Node"
+            and DEMO_POOL.removeprefix("efa-") in labels.values()
+            and str(allocatable.get("vpc.amazonaws.com/efa", "0")) == "0"
+        ):
+            return str(obj["metadata"]["name"])
+    raise RuntimeError(f"the demo cluster has no non-advertising node in {DEMO_POOL}")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    directory = Path(args.dir or tempfile.mkdtemp(prefix="fabriccap-demo-")).resolve()
+    control_plane = LocalControlPlane(directory)
+    operator: subprocess.Popen[bytes] | None = None
+    keep = bool(args.keep_running)
+    try:
+        _say(f"Starting a local control plane (etcd + kube-apiserver) in {directory}")
+        info = control_plane.start(stop_at_exit=not keep)
+        kubeconfig, kubectl = info.kubeconfig, info.kubectl
+        _kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(data_path("fabriccapabilities.yaml")))
+        _kubectl(
+            kubectl,
+            kubeconfig,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/fabriccapabilities.fabriccap.dev",
+        )
+
+        objects = demo_objects()
+        counts = {kind: sum(1 for o in objects if o["kind"] == kind) for kind in ("Node", "DaemonSet", "Pod")}
+        _say(
+            f"Loading a simulated EKS cluster: {counts['Node']} nodes, {counts['DaemonSet']} DaemonSets, "
+            f"{counts['Pod']} pods (kubelets and controllers simulated by status patches)"
+        )
+        asyncio.run(_load(kubeconfig, objects))
+        print(
+            _kubectl(
+                kubectl,
+                kubeconfig,
+                "get",
+                "nodes",
+                "-L",
+                "eks.amazonaws.com/nodegroup,karpenter.sh/nodepool,node.kubernetes.io/instance-type",
+            ).rstrip()
+        )
+
+        _say("Starting the operator (fabriccap run) against it")
+        operator = start_operator(directory, kubeconfig)
+        expected = _expected_names(objects)
+        _wait_for(
+            f"{len(expected)} FabricCapabilities",
+            lambda: (
+                set(_kubectl(kubectl, kubeconfig, "get", "fcap", "-o", "name", check=False).split())
+                >= {f"fabriccapability.fabriccap.dev/{name}" for name in expected}
+            ),
+        )
+        time.sleep(1.0)  # one debounce window, so every status is written
+        _say("kubectl get fcap -o wide")
+        print(_kubectl(kubectl, kubeconfig, "get", "fcap", "-o", "wide").rstrip())
+        _say(f"Conditions of {DEMO_POOL} (a partial rollout: one node advertises nothing)")
+        _print_conditions(json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", DEMO_POOL, "-o", "json")))
+
+        laggard = _partial_pool_laggard(objects)
+        _say(f"The EFA device plugin on {laggard} comes up: it now advertises vpc.amazonaws.com/efa: 32")
+        asyncio.run(_advertise(kubeconfig, laggard, 32))
+        started = time.monotonic()
+        print(
+            _kubectl(
+                kubectl, kubeconfig, "wait", "--for=condition=Ready", "--timeout=60s", f"fcap/{DEMO_POOL}"
+            ).rstrip()
+            + f"  (after {time.monotonic() - started:.1f}s)"
+        )
+        print(_kubectl(kubectl, kubeconfig, "get", "fcap").rstrip())
+        if keep:
+            _say("Left running for exploration")
+            print(f"export KUBECONFIG={kubeconfig}")
+            print(f"{kubectl} get fcap -o wide      # the operator's log: {directory / 'operator.log'}")
+            print(f"stop everything: fabriccap controlplane down --dir {directory}")
+        return 0
+    except (ControlPlaneError, BinaryError, KubeError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        if (directory / "operator.log").exists():
+            print(f"(operator log: {directory / 'operator.log'})", file=sys.stderr)
+        keep = False
+        return 1
+    finally:
+        if not keep:
+            if operator is not None:
+                stop_operator(directory)
+            control_plane.stop()
+            down(directory)
+
+
+def _expected_names(objects: list[dict[str, Any]]) -> list[str]:
+    """The FabricCapabilities `fabriccap evaluate` computes for the same objects."""
+    from fabriccap.cli import evaluate_facts
+    from fabriccap.config import default_config
+    from fabriccap.facts import FactsExtractor
+    from fabriccap.snapshot import FactSet, add_bodies
+
+    config = default_config()
+    facts = FactSet()
+    add_bodies(facts, FactsExtractor(config), objects, "demo")
+    return [capability.name for capability in evaluate_facts(config, facts).capabilities]

@@ -1,0 +1,118 @@
+"""Loading a snapshot into a bare API server: what kubelets and controllers would have written.
+
+A local kube-apiserver has no kubelet, scheduler or controllers, so the demo and the
+end-to-end tests create Nodes and patch their ``/status`` (capacity, allocatable), create
+DaemonSets, and create bound Pods and patch their status, themselves. Only the demo, the
+tests and the benchmarks use this module; the operator never writes these kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fabriccap.kube import KubeClient, KubeError
+
+# Fields the API server sets itself and refuses (or ignores) on create.
+_SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")
+
+
+def _clean_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+    body = copy.deepcopy(dict(obj))
+    metadata = body.setdefault("metadata", {})
+    for key in _SERVER_FIELDS:
+        metadata.pop(key, None)
+    return body
+
+
+def node_path(name: str = "") -> str:
+    return f"/api/v1/nodes/{name}".rstrip("/")
+
+
+def pod_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}".rstrip("/")
+
+
+def daemon_set_path(namespace: str, name: str = "") -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}".rstrip("/")
+
+
+async def ensure_namespace(client: KubeClient, namespace: str) -> None:
+    try:
+        await client.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+    except KubeError as error:
+        if error.status != 409:
+            raise
+
+
+async def create_node(client: KubeClient, node: Mapping[str, Any]) -> dict[str, Any]:
+    body = _clean_metadata(node)
+    status = body.pop("status", None)
+    created: dict[str, Any] = await client.create(node_path(), body)
+    if status:
+        created = await client.merge_patch(node_path(body["metadata"]["name"]) + "/status", {"status": status})
+    return created
+
+
+async def create_daemon_set(client: KubeClient, daemon_set: Mapping[str, Any]) -> dict[str, Any]:
+    body = _clean_metadata(daemon_set)
+    status = body.pop("status", None)
+    namespace = body["metadata"].get("namespace", "default")
+    created: dict[str, Any] = await client.create(daemon_set_path(namespace), body)
+    if status:
+        created = await client.merge_patch(
+            daemon_set_path(namespace, body["metadata"]["name"]) + "/status", {"status": status}
+        )
+    return created
+
+
+async def create_pod(
+    client: KubeClient, pod: Mapping[str, Any], owner_uids: Mapping[tuple[str, str], str] | None = None
+) -> dict[str, Any]:
+    body = _clean_metadata(pod)
+    status = body.pop("status", None)
+    metadata = body["metadata"]
+    namespace = metadata.get("namespace", "default")
+    for reference in metadata.get("ownerReferences") or []:
+        uid = (owner_uids or {}).get((reference.get("kind", ""), reference.get("name", "")))
+        if uid:
+            reference["uid"] = uid
+    created: dict[str, Any] = await client.create(pod_path(namespace), body)
+    if status:
+        created = await client.merge_patch(pod_path(namespace, metadata["name"]) + "/status", {"status": status})
+    return created
+
+
+async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]], concurrency: int = 16) -> None:
+    """Create Nodes, then DaemonSets, then Pods (owner references get the real DaemonSet uids)."""
+    by_kind: dict[str, list[Mapping[str, Any]]] = {"Node": [], "DaemonSet": [], "Pod": []}
+    for obj in objects:
+        if obj.get("kind") in by_kind:
+            by_kind[str(obj["kind"])].append(obj)
+    namespaces = {
+        str(obj.get("metadata", {}).get("namespace", "default")) for obj in by_kind["DaemonSet"] + by_kind["Pod"]
+    }
+    for namespace in sorted(namespaces):
+        await ensure_namespace(client, namespace)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def bounded(coroutine: Any) -> Any:
+        async with limit:
+            return await coroutine
+
+    await asyncio.gather(*(bounded(create_node(client, node)) for node in by_kind["Node"]))
+    created_sets = await asyncio.gather(*(bounded(create_daemon_set(client, ds)) for ds in by_kind["DaemonSet"]))
+    owner_uids = {("DaemonSet", ds["metadata"]["name"]): ds["metadata"]["uid"] for ds in created_sets}
+    await asyncio.gather(*(bounded(create_pod(client, pod, owner_uids)) for pod in by_kind["Pod"]))
+
+
+async def set_node_fabric(client: KubeClient, name: str, resource: str, capacity: int, allocatable: int) -> None:
+    """What the device plugin (via the kubelet) does when devices come and go."""
+    await client.merge_patch(
+        node_path(name) + "/status",
+        {"status": {"capacity": {resource: str(capacity)}, "allocatable": {resource: str(allocatable)}}},
+    )
