@@ -239,12 +239,14 @@ class Config(_Model):
             raise ValueError("pool label keys must be unique")
         return keys
 
-    @model_validator(mode="after")
-    def _fabric_names_unique(self) -> Config:
-        names = [fabric.name for fabric in self.fabrics]
+    @field_validator("fabrics")
+    @classmethod
+    def _fabric_names_unique(cls, fabrics: tuple[FabricProfile, ...]) -> tuple[FabricProfile, ...]:
+        # A field validator, so the error's location names the field (``fabrics``).
+        names = [fabric.name for fabric in fabrics]
         if len(set(names)) != len(names):
             raise ValueError(f"fabric names must be unique, got {names}")
-        return self
+        return fabrics
 
     @property
     def enabled_fabrics(self) -> tuple[FabricProfile, ...]:

@@ -8,6 +8,7 @@ nothing here changes nothing anywhere.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ _DECIMAL_SUFFIXES = {
 }
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$",
+    re.ASCII,  # Kubernetes quantities are ASCII; \d alone would accept other scripts' digits
 )
 
 
@@ -56,6 +58,8 @@ def parse_quantity(value: Any) -> int:
     if isinstance(value, int):
         return max(value, 0)
     if isinstance(value, float):
+        if not math.isfinite(value):  # YAML .inf/.nan, JSON Infinity/NaN
+            raise ValueError(f"{value!r} is not a quantity")
         return max(int(Decimal(repr(value)).to_integral_value(ROUND_FLOOR)), 0)
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a quantity")

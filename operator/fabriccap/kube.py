@@ -9,6 +9,7 @@ not used: objects stay plain JSON, because the caller turns them into facts righ
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -81,6 +82,12 @@ class KubeClient:
                 _request_timeout=timeout,
             )
             raw = await response.read()
+            # With _preload_content=False kubernetes_asyncio returns error responses instead of
+            # raising: a 404/409 would pass as a "successful" Status body.
+            if not 200 <= response.status <= 299:
+                failure = ApiException(status=response.status, reason=response.reason)
+                failure.body = raw.decode(errors="replace")
+                raise failure
         except ApiException as error:
             raise KubeError(f"{method} {path}: {error.status} {_api_message(error)}", error.status) from None
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
@@ -120,14 +127,28 @@ async def load_configuration(kubeconfig: str | None = None) -> Any:
     """In-cluster config when running in a pod (and no kubeconfig given), else KUBECONFIG."""
     configuration = k8s_client.Configuration()
     in_cluster = os.environ.get("KUBERNETES_SERVICE_HOST") and IN_CLUSTER_TOKEN.exists()
-    try:
-        if kubeconfig is None and in_cluster:
+    if kubeconfig is None and in_cluster:
+        try:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError, TypeError, ValueError) as error:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise KubeError(f"no Kubernetes cluster configured (in-cluster or kubeconfig {where}): {error}") from None
+        except k8s_config.ConfigException as error:
+            raise KubeError(f"in-cluster configuration unusable: {error}") from None
+        return configuration
+    # Read $KUBECONFIG now, not when kubernetes_asyncio was imported (it caches it then).
+    environment = os.environ.get("KUBECONFIG", "")
+    path = kubeconfig or (environment if environment and os.pathsep not in environment else None)
+    shown = path or environment or "~/.kube/config"
+    if path is not None and not Path(path).expanduser().is_file():
+        raise KubeError(f"no Kubernetes cluster configured: kubeconfig {shown} does not exist")
+    # The library logs its own complaint before raising; our one-line error says it all.
+    library_logger = logging.getLogger("kubernetes_asyncio.config.kube_config")
+    previous_level = library_logger.level
+    library_logger.setLevel(logging.CRITICAL)
+    try:
+        await k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError, TypeError, ValueError, KeyError) as error:
+        raise KubeError(f"no Kubernetes cluster configured (kubeconfig {shown}): {error}") from None
+    finally:
+        library_logger.setLevel(previous_level)
     return configuration
 
 

@@ -1,0 +1,257 @@
+"""Configuration: built-in profiles, overrides, validation errors naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabriccap.config import (
+    DEFAULT_POOL_LABELS,
+    Config,
+    ConfigError,
+    build_config,
+    default_config,
+    load_config,
+)
+
+
+def _fabric(config: Config, name: str) -> Any:
+    return next(fabric for fabric in config.fabrics if fabric.name == name)
+
+
+def test_default_pool_labels_in_spec_order() -> None:
+    assert default_config().pool_labels == (
+        "eks.amazonaws.com/nodegroup",
+        "karpenter.sh/nodepool",
+        "alpha.eksctl.io/nodegroup-name",
+        "cloud.google.com/gke-nodepool",
+        "kubernetes.azure.com/agentpool",
+        "node.kubernetes.io/instance-type",
+    )
+    assert DEFAULT_POOL_LABELS[-1] == "node.kubernetes.io/instance-type"
+
+
+def test_default_profiles_efa_enabled_aks_rdma_present_but_disabled() -> None:
+    config = default_config()
+    assert [fabric.name for fabric in config.fabrics] == ["efa", "aks-rdma"]
+    assert [fabric.name for fabric in config.enabled_fabrics] == ["efa"]
+    assert config.plugin_namespaces == ("kube-system",)
+    rdma = _fabric(config, "aks-rdma")
+    assert rdma.enabled is False
+    assert rdma.resource == "rdma/hca_shared_devices_a"
+
+
+def test_default_efa_profile() -> None:
+    efa = _fabric(default_config(), "efa")
+    assert efa.resource == "vpc.amazonaws.com/efa"
+    assert efa.target_nodes.gpu_resources == ("nvidia.com/gpu",)
+    assert efa.target_nodes.gpu_label_pairs == (("nvidia.com/gpu.present", "true"),)
+    assert efa.device_plugin.namespace == "kube-system"
+    assert efa.device_plugin.selector_labels == {"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}
+    assert efa.device_plugin.daemon_set_names == (
+        "aws-efa-k8s-device-plugin",
+        "aws-efa-k8s-device-plugin-daemonset",
+    )
+    assert efa.recommended_env[0].name == "FI_PROVIDER"
+    assert efa.recommended_env[0].value == "efa"
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "maximum"),
+    [
+        ("p4d.24xlarge", 4),
+        ("p4de.24xlarge", 4),
+        ("p5.48xlarge", 32),
+        ("p5e.48xlarge", 32),
+        ("p5.4xlarge", 1),
+        ("p5en.48xlarge", 16),
+        ("p6-b200.48xlarge", 8),
+        ("p6-b300.48xlarge", 16),
+        ("p6e-gb200.36xlarge", 16),
+        ("trn1.32xlarge", 8),
+        ("trn1n.32xlarge", 16),
+        ("trn2.48xlarge", 16),
+        ("g6e.xlarge", 0),
+        ("g6e.4xlarge", 0),
+        ("g6e.8xlarge", 1),
+        ("g6e.12xlarge", 1),
+        ("g6e.16xlarge", 1),
+        ("g6e.24xlarge", 2),
+        ("g6e.48xlarge", 4),
+        ("g7e.2xlarge", 0),
+        ("g7e.4xlarge", 0),
+        ("g7e.8xlarge", 1),
+        ("g7e.12xlarge", 1),
+        ("g7e.24xlarge", 2),
+        ("g7e.48xlarge", 4),
+        ("g5.xlarge", 0),
+        ("g5.4xlarge", 0),
+        ("g5.8xlarge", 1),
+        ("g5.48xlarge", 1),
+        ("g6.2xlarge", 0),
+        ("g6.12xlarge", 1),
+        ("g6.24xlarge", 1),
+        ("g6.48xlarge", 1),
+    ],
+)
+def test_known_efa_maxima(instance_type: str, maximum: int) -> None:
+    assert _fabric(default_config(), "efa").instance_types[instance_type] == maximum
+
+
+@pytest.mark.parametrize("instance_type", ["m5.large", "p3dn.24xlarge-typo", "c7i.48xlarge"])
+def test_unlisted_instance_types_are_unknown(instance_type: str) -> None:
+    assert instance_type not in _fabric(default_config(), "efa").instance_types
+
+
+def test_p4d_is_isolated_from_other_types() -> None:
+    efa = _fabric(default_config(), "efa")
+    assert efa.isolation_group("p4d.24xlarge") == efa.isolation_group("p4de.24xlarge") == 0
+    assert efa.isolation_group("p5.48xlarge") is None
+
+
+def test_empty_or_null_document_is_the_default() -> None:
+    assert build_config(None) == default_config()
+    assert build_config({}) == default_config()
+
+
+def test_override_merges_onto_builtin_profile() -> None:
+    config = build_config(
+        {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": "efa-system", "daemonSetNames": ["efa-dp"]}}]}
+    )
+    efa = _fabric(config, "efa")
+    # Given fields replace the built-in ones ...
+    assert efa.device_plugin.namespace == "efa-system"
+    assert efa.device_plugin.daemon_set_names == ("efa-dp",)
+    assert efa.device_plugin.daemon_set_selector is None
+    # ... the rest comes from the built-in profile.
+    assert efa.resource == "vpc.amazonaws.com/efa"
+    assert efa.instance_types["p5.48xlarge"] == 32
+    assert efa.enabled is True
+    assert config.plugin_namespaces == ("efa-system",)
+
+
+def test_opting_in_to_aks_rdma() -> None:
+    config = build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]})
+    assert [fabric.name for fabric in config.enabled_fabrics] == ["efa", "aks-rdma"]
+    assert _fabric(config, "aks-rdma").device_plugin.namespace == "network-operator"
+    assert config.plugin_namespaces == ("kube-system", "network-operator")
+
+
+def test_disabling_efa_and_overriding_maxima() -> None:
+    config = build_config(
+        {"fabrics": [{"name": "efa", "enabled": False, "instanceTypes": {"p5.48xlarge": 16, "x9.metal": 2}}]}
+    )
+    efa = _fabric(config, "efa")
+    assert efa.enabled is False
+    assert config.enabled_fabrics == ()
+    assert efa.instance_types == {"p5.48xlarge": 16, "x9.metal": 2}
+
+
+def test_custom_fabric_and_pool_labels() -> None:
+    config = build_config(
+        {
+            "poolLabels": ["team.example.com/pool", "karpenter.sh/nodepool"],
+            "fabrics": [
+                {
+                    "name": "ib",
+                    "resource": "nvidia.com/hostdev",
+                    "devicePlugin": {"namespace": "nvidia-network-operator", "daemonSetSelector": "app=sriov, tier=dp"},
+                    "targetNodes": {"gpuResources": [], "gpuLabels": []},
+                }
+            ],
+        }
+    )
+    assert config.pool_labels == ("team.example.com/pool", "karpenter.sh/nodepool")
+    ib = _fabric(config, "ib")
+    assert ib.device_plugin.selector_labels == {"app": "sriov", "tier": "dp"}
+    assert ib.target_nodes.gpu_resources == ()
+    assert ib.instance_types == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "problem"),
+    [
+        ({"bogus": 1}, "bogus", "Extra inputs"),
+        ({"fabrics": [{"name": "efa", "resourse": "x"}]}, "fabrics.0.resourse", "Extra inputs"),
+        ({"fabrics": [{"name": "efa", "devicePlugin": {"nmespace": "x"}}]}, "fabrics.0.devicePlugin.nmespace", "Extra"),
+        ({"poolLabels": ["Not A Label"]}, "poolLabels", "not a valid label key"),
+        ({"poolLabels": ["-bad/key"]}, "poolLabels", "not a valid label key"),
+        ({"poolLabels": ["a/" + "x" * 64]}, "poolLabels", "not a valid label key"),
+        ({"poolLabels": []}, "poolLabels", "at least 1"),
+        ({"poolLabels": ["a", "a"]}, "poolLabels", "unique"),
+        ({"fabrics": [{"name": "efa", "instanceTypes": {"p5.48xlarge": -1}}]}, "fabrics.0.instanceTypes", "negative"),
+        ({"fabrics": [{"name": "efa"}, {"name": "efa"}]}, "fabrics", "unique"),
+        ({"fabrics": [{"name": "ib", "resource": "x.io/ib"}]}, "fabrics.0", "daemonSetSelector or daemonSetNames"),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": "kube-system"}}]},
+            "fabrics.0",
+            "daemonSetSelector or daemonSetNames",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": "novalue"}}]},
+            "fabrics.0.devicePlugin.daemonSetSelector",
+            "key=value",
+        ),
+        ({"fabrics": [{"name": "efa", "targetNodes": {"gpuLabels": ["nolabel"]}}]}, "fabrics.0.targetNodes", "key="),
+        ({"fabrics": [{"name": "EFA", "resource": "a/b", "devicePlugin": {"daemonSetNames": ["x"]}}]}, "name", "DNS"),
+        (
+            {"fabrics": [{"name": "ib", "resource": "not valid", "devicePlugin": {"daemonSetNames": ["x"]}}]},
+            "fabrics.0.resource",
+            "not a valid label key",
+        ),
+        ({"fabrics": "efa"}, "fabrics", "must be a list"),
+        ({"fabrics": ["efa"]}, "fabrics.0", "dictionary"),
+        ({"poolGracePeriodSeconds": -5}, "poolGracePeriodSeconds", "greater than or equal"),
+    ],
+)
+def test_invalid_config_names_the_field(raw: Any, field: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build_config(raw, source="values.yaml")
+    text = str(caught.value)
+    assert text.startswith("values.yaml: ")
+    assert field in text
+    assert problem in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("raw", [[1, 2], "just a string", 42])
+def test_config_not_a_mapping(raw: Any) -> None:
+    with pytest.raises(ConfigError, match=r"^cfg: config must be a mapping, got "):
+        build_config(raw, source="cfg")
+
+
+def test_load_config_none_is_default() -> None:
+    assert load_config(None) == default_config()
+
+
+def test_load_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("poolLabels: [karpenter.sh/nodepool]\nfabrics:\n- name: efa\n  enabled: true\n")
+    config = load_config(path)
+    assert config.pool_labels == ("karpenter.sh/nodepool",)
+    assert [fabric.name for fabric in config.enabled_fabrics] == ["efa"]
+
+
+def test_load_config_not_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("fabrics: [name: efa\n  : : :\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: config is not valid YAML at line \d+$"):
+        load_config(path)
+
+
+def test_load_config_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError, match=rf"^{path}: cannot read config"):
+        load_config(path)
+
+
+def test_load_config_invalid_field_names_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("fabrics:\n- name: efa\n  instanceTypes: {p5.48xlarge: -32}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: invalid config at fabrics.0.instanceTypes: maximum for 'p5.48xlarge' is negative (-32)"
+    )
