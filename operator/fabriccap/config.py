@@ -257,14 +257,25 @@ class Config(_Model):
         return tuple(sorted({fabric.device_plugin.namespace for fabric in self.enabled_fabrics}))
 
 
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else (lists included) in ``override`` replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def _merge_with_builtin(raw_fabric: Any) -> Any:
-    """A fabric entry named like a built-in profile starts from it; given fields replace."""
+    """A fabric entry named like a built-in profile starts from it; given fields replace.
+
+    Listing a built-in profile means wanting it, so it is enabled unless the entry says
+    otherwise (the built-in ``aks-rdma`` is off only while it is not listed).
+    """
     if isinstance(raw_fabric, Mapping) and raw_fabric.get("name") in BUILTIN_PROFILES:
-        merged = dict(BUILTIN_PROFILES[str(raw_fabric["name"])])
-        merged.setdefault("enabled", True)
-        merged["enabled"] = raw_fabric.get("enabled", True)
-        merged.update({key: value for key, value in raw_fabric.items() if key != "enabled"})
-        return merged
+        return _deep_merge({**BUILTIN_PROFILES[str(raw_fabric["name"])], "enabled": True}, raw_fabric)
     return raw_fabric
 
 

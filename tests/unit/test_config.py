@@ -121,10 +121,10 @@ def test_override_merges_onto_builtin_profile() -> None:
         {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": "efa-system", "daemonSetNames": ["efa-dp"]}}]}
     )
     efa = _fabric(config, "efa")
-    # Given fields replace the built-in ones ...
+    # Given fields replace the built-in ones (lists whole, mappings key by key) ...
     assert efa.device_plugin.namespace == "efa-system"
     assert efa.device_plugin.daemon_set_names == ("efa-dp",)
-    assert efa.device_plugin.daemon_set_selector is None
+    assert efa.device_plugin.daemon_set_selector == "app.kubernetes.io/name=aws-efa-k8s-device-plugin"
     # ... the rest comes from the built-in profile.
     assert efa.resource == "vpc.amazonaws.com/efa"
     assert efa.instance_types["p5.48xlarge"] == 32
@@ -146,7 +146,17 @@ def test_disabling_efa_and_overriding_maxima() -> None:
     efa = _fabric(config, "efa")
     assert efa.enabled is False
     assert config.enabled_fabrics == ()
-    assert efa.instance_types == {"p5.48xlarge": 16, "x9.metal": 2}
+    # The maxima table merges: one entry changes, one is added, the others stay.
+    assert efa.instance_types["p5.48xlarge"] == 16
+    assert efa.instance_types["x9.metal"] == 2
+    assert efa.instance_types["p4d.24xlarge"] == 4
+
+
+def test_clearing_a_builtin_selector() -> None:
+    config = build_config({"fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": None}}]})
+    efa = _fabric(config, "efa")
+    assert efa.device_plugin.daemon_set_selector is None
+    assert efa.device_plugin.daemon_set_names == ("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin-daemonset")
 
 
 def test_custom_fabric_and_pool_labels() -> None:
