@@ -195,7 +195,7 @@ def test_custom_fabric_and_pool_labels() -> None:
         ({"fabrics": [{"name": "efa"}, {"name": "efa"}]}, "fabrics", "unique"),
         ({"fabrics": [{"name": "ib", "resource": "x.io/ib"}]}, "fabrics.0", "daemonSetSelector or daemonSetNames"),
         (
-            {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": "kube-system"}}]},
+            {"fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": None, "daemonSetNames": []}}]},
             "fabrics.0",
             "daemonSetSelector or daemonSetNames",
         ),
