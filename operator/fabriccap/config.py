@@ -229,6 +229,10 @@ class Config(_Model):
     fabrics: tuple[FabricProfile, ...] = Field(default=())
     pool_grace_period_seconds: float = Field(default=600.0, alias="poolGracePeriodSeconds", ge=0)
     debounce_seconds: float = Field(default=0.2, alias="debounceSeconds", ge=0, le=60)
+    # A full re-evaluation this often even when nothing changed: a safety net for a missed
+    # watch event, and the heartbeat behind fabriccap_last_evaluation_timestamp_seconds
+    # (the FabricCapabilityStale alert assumes it is at most 5 minutes).
+    resync_seconds: float = Field(default=300.0, alias="resyncSeconds", gt=0)
 
     @field_validator("pool_labels")
     @classmethod

@@ -6,6 +6,7 @@ deleted FabricCapability's series vanish with it: there is no per-series state t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from fabriccap import __version__
 
+logger = logging.getLogger("fabriccap.metrics")
+
 # `*_created` series double every counter's cardinality and no alert or panel reads them.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 POOL_LABELS = ("name", "fabric", "pool")
 CONDITION_STATUSES = ("true", "false", "unknown")
@@ -123,7 +126,14 @@ class PoolCollector:
         for family in POOL_FAMILIES:
             metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
             for name, (fabric, pool, status) in sorted(self.pools.items()):
-                for extra, value in family.samples(status):
+                try:
+                    samples = list(family.samples(status))
+                except (KeyError, TypeError, ValueError) as error:
+                    # Statuses are read back from the cluster, where anyone with RBAC can edit
+                    # them: one malformed field must cost that pool's series, not the whole scrape.
+                    logger.warning("metrics: skipping %s for %s: malformed status (%r)", family.name, name, error)
+                    continue
+                for extra, value in samples:
                     metric.add_metric([name, fabric, pool, *extra], value)
             yield metric
 

@@ -102,10 +102,16 @@ class Publisher:
         for name in self.published:
             self.absent_since.setdefault(name, self.started)
         self.store.mark_all()
+        next_resync = self.clock() + self.config.resync_seconds
         while True:
-            timeout = self._next_deadline()
+            deadline = self._next_deadline()
+            until_resync = max(next_resync - self.clock(), 0.0)
+            timeout = until_resync if deadline is None else min(deadline, until_resync)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.store.changed.wait(), timeout=timeout)
+            if self.clock() >= next_resync:
+                self.store.mark_all()
+                next_resync = self.clock() + self.config.resync_seconds
             if self.store.changed.is_set() and self.config.debounce_seconds:
                 await asyncio.sleep(self.config.debounce_seconds)
             await self.reconcile_once()
