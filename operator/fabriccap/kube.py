@@ -20,16 +20,12 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from fabriccap.errors import KubeError
+
 MERGE_PATCH = "application/merge-patch+json"
+__all__ = ["KubeClient", "KubeError", "connect", "load_configuration"]
+
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
-
-
-class KubeError(RuntimeError):
-    """A failed API call or an unreachable cluster; ``status`` is the HTTP status, if any."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _api_message(error: ApiException) -> str:

@@ -19,7 +19,8 @@ def _condition_reason(status: dict[str, Any], condition_type: str) -> str:
 
 
 def _cell(value: Any) -> str:
-    return "<none>" if value is None or value == "" else str(value)
+    # kubectl prints an empty cell for a printer column whose JSONPath finds nothing.
+    return "" if value is None else str(value)
 
 
 # The same columns, in the same order, as the CRD's additionalPrinterColumns (minus AGE:

@@ -75,11 +75,14 @@ def test_table_output(mixed_cluster: str, capsys: pytest.CaptureFixture[str]) ->
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0].split() == ["NAME", "FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON"]
-    rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    # Cut at the header's column starts: like kubectl, an absent value is an empty cell.
+    starts = [lines[0].index(column) for column in lines[0].split()]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    rows = {cells[0]: cells[1:] for cells in ([line[a:b].strip() for a, b in bounds] for line in lines[1:])}
     assert rows["efa-train"] == ["efa", "train", "2", "2", "32", "0", "True", "UniformCapability"]
     assert rows["efa-infer"] == ["efa", "infer", "1", "0", "0", "0", "False", "NotAdvertised"]
     (spot,) = [name for name in rows if name.startswith("efa-spot-")]
-    assert rows[spot] == ["efa", "spot", "2", "2", "<none>", "0", "False", "MixedCounts"]
+    assert rows[spot] == ["efa", "spot", "2", "2", "", "0", "False", "MixedCounts"]
 
 
 def test_json_output_is_a_v1_list_sorted_by_name(mixed_cluster: str, capsys: pytest.CaptureFixture[str]) -> None:

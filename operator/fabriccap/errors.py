@@ -1,0 +1,11 @@
+"""Errors shared by modules that must stay cheap to import (the CLI imports these eagerly)."""
+
+from __future__ import annotations
+
+
+class KubeError(RuntimeError):
+    """A failed API call or an unreachable cluster; ``status`` is the HTTP status, if any."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
