@@ -34,8 +34,7 @@ def _fail(message: str) -> int:
 
 async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None) -> FactSet:
     """Facts read from the cluster: all nodes; pods and DaemonSets of the plugin namespaces."""
-    # Imported here: kubernetes_asyncio and aiohttp cost ~0.6 s of start-up that snapshot
-    # evaluation does not need.
+    # Imported here: aiohttp costs start-up time that snapshot evaluation does not need.
     from fabriccap.kube import connect
 
     facts = FactSet()

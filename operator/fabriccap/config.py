@@ -233,6 +233,8 @@ class Config(_Model):
     # watch event, and the heartbeat behind fabriccap_last_evaluation_timestamp_seconds
     # (the FabricCapabilityStale alert assumes it is at most 5 minutes).
     resync_seconds: float = Field(default=300.0, alias="resyncSeconds", gt=0)
+    # How long the first evaluation may wait for the initial listing to arrive.
+    startup_timeout_seconds: float = Field(default=120.0, alias="startupTimeoutSeconds", gt=0)
 
     @field_validator("pool_labels")
     @classmethod

@@ -1,14 +1,12 @@
 """kopf registrations, nothing else.
 
-Nodes, Pods and DaemonSets are observed through ``@kopf.index`` and ``@kopf.on.event``
-only: those never patch the watched object (no finalizers, no annotations, no status), and
-the RBAC grants only get/list/watch on them, so a slip would fail loudly with 403.
+kopf runs the operator's frame: credentials (``on.login``), the liveness endpoint, signal
+handling, and the watch on the project's own FabricCapability objects, through which the
+publisher notices an object deleted or edited by someone else and puts its answer back.
 
-Why both: kopf runs every index function over the initial listing of every indexed kind
-before it lets any other handler run, so the first ``on.event`` call means "all kinds are
-listed"; the publisher waits for that and never publishes a half-loaded picture. Index
-functions are not called for DELETED events, which ``on.event`` handles. The index
-functions return None: kopf keeps nothing, the facts live in the FactStore.
+Nodes, Pods and DaemonSets are not kopf resources here (see watchers.py for why): kopf
+would keep a worker and a memory per object, tens of kilobytes each. ``on.event`` never
+patches the watched object, so kopf stores nothing on FabricCapabilities either.
 """
 
 from __future__ import annotations
@@ -21,10 +19,9 @@ from typing import Any
 import kopf
 
 from fabriccap.api import GROUP, PLURAL, VERSION
-from fabriccap.facts import FactsError, FactsExtractor
+from fabriccap.kube import Credentials
 from fabriccap.metrics import OperatorMetrics
 from fabriccap.publish import Publisher
-from fabriccap.store import FactStore
 
 logger = logging.getLogger("fabriccap.handlers")
 
@@ -33,10 +30,9 @@ logger = logging.getLogger("fabriccap.handlers")
 class OperatorState:
     """Everything the handlers reach through kopf's ``memo``."""
 
-    extractor: FactsExtractor
-    store: FactStore
+    credentials: Credentials
     metrics: OperatorMetrics
-    publisher: Publisher | None = None
+    publisher: Publisher
 
 
 def _state(memo: Any) -> OperatorState:
@@ -45,79 +41,34 @@ def _state(memo: Any) -> OperatorState:
     return state
 
 
-def _is_deleted(event: Mapping[str, Any]) -> bool:
-    return event.get("type") == "DELETED"
+def connection_info(credentials: Credentials) -> kopf.ConnectionInfo:
+    """kopf's credentials from the ones the rest of the operator uses."""
+    credentials.refresh()
+    return kopf.ConnectionInfo(
+        server=credentials.server,
+        ca_data=credentials.ca_data,
+        insecure=credentials.insecure or None,
+        token=credentials.token,
+        username=credentials.username if credentials.password is not None else None,
+        password=credentials.password,
+        certificate_data=credentials.client_cert_data,
+        private_key_data=credentials.client_key_data,
+    )
 
 
 def build_registry() -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
-    @kopf.index("", "v1", "nodes", registry=registry)
-    async def index_node(body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.metrics.watch_events.labels(kind="node").inc()
-        try:
-            state.store.put_node(state.extractor.node(body))
-        except FactsError as error:
-            logger.error("ignoring node: %s", error)
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.store.listed.set()
-        if _is_deleted(event):
-            state.metrics.watch_events.labels(kind="node").inc()
-            state.store.remove_node(body.metadata.name or "")
-
-    @kopf.index("", "v1", "pods", registry=registry)
-    async def index_pod(body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.metrics.watch_events.labels(kind="pod").inc()
-        try:
-            facts = state.extractor.pod(body)
-        except FactsError as error:
-            logger.error("ignoring pod: %s", error)
-            return
-        if facts is not None:
-            state.store.put_pod(facts)
-        else:
-            # A pod that no longer qualifies (owner reference removed) must not linger.
-            state.store.remove_pod(body.metadata.namespace or "", body.metadata.name or "")
-
-    @kopf.on.event("", "v1", "pods", registry=registry)
-    async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.store.listed.set()
-        if _is_deleted(event):
-            state.metrics.watch_events.labels(kind="pod").inc()
-            state.store.remove_pod(body.metadata.namespace or "", body.metadata.name or "")
-
-    @kopf.index("apps", "v1", "daemonsets", registry=registry)
-    async def index_daemon_set(body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.metrics.watch_events.labels(kind="daemonset").inc()
-        try:
-            facts = state.extractor.daemon_set(body)
-        except FactsError as error:
-            logger.error("ignoring DaemonSet: %s", error)
-            return
-        if facts is not None:
-            state.store.put_daemon_set(facts)
-
-    @kopf.on.event("apps", "v1", "daemonsets", registry=registry)
-    async def daemon_set_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.store.listed.set()
-        if _is_deleted(event):
-            state.metrics.watch_events.labels(kind="daemonset").inc()
-            state.store.remove_daemon_set(body.metadata.namespace or "", body.metadata.name or "")
+    @kopf.on.login(registry=registry)
+    async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
+        # Called again on 401: rotated service-account tokens and exec credentials refresh.
+        return connection_info(_state(memo).credentials)
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def capability_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    async def capability_event(event: Mapping[str, Any], body: kopf.Body, memo: Any, **_: Any) -> None:
         state = _state(memo)
         state.metrics.watch_events.labels(kind="fabriccapability").inc()
-        state.store.listed.set()
-        if state.publisher is not None and state.publisher.loaded:
-            state.publisher.observe_published(dict(body), deleted=_is_deleted(event))
+        if state.publisher.loaded:
+            state.publisher.observe_published(dict(body), deleted=event.get("type") == "DELETED")
 
     return registry

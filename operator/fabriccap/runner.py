@@ -12,20 +12,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
-from kubernetes_asyncio import client as k8s_client
 
 from fabriccap.config import Config, ConfigError, load_config
 from fabriccap.facts import FactsExtractor
 from fabriccap.handlers import OperatorState, build_registry
-from fabriccap.kube import KubeClient, KubeError, load_configuration
+from fabriccap.kube import KubeClient, KubeError, load_credentials
 from fabriccap.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.publish import Publisher
 from fabriccap.store import FactStore
+from fabriccap.watchers import build_informers
 
 logger = logging.getLogger("fabriccap")
 
-# kopf stores nothing on Nodes/Pods/DaemonSets (only index and event handlers there), but
-# give anything it might store on our own kind a prefix of ours, never kopf's defaults.
+# kopf only watches our own kind, with an event handler that stores nothing; still, give
+# anything it might store a prefix of ours, never kopf's defaults.
 ANNOTATION_PREFIX = "operator.fabriccap.dev"
 FINALIZER = "operator.fabriccap.dev/finalizer"
 
@@ -54,8 +54,6 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     )
     # Handler errors are logged; posting them as Events on Nodes/Pods would be noise there.
     settings.posting.enabled = False
-    # kopf lists in pages when asked: a 10,000-node LIST is ~180 MB of JSON in one piece
-    # otherwise, and the operator's peak memory would be set by that one response.
     settings.watching.chunk_size = 500
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -63,37 +61,15 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     settings.networking.request_timeout = 60
 
 
-def _connection_info(configuration: Any) -> kopf.ConnectionInfo:
-    """kopf's credentials from the same kubernetes_asyncio configuration the publisher uses."""
-    token = (configuration.api_key or {}).get("BearerToken") or (configuration.api_key or {}).get("authorization")
-    if token:
-        token = str(token).removeprefix("Bearer ").strip()
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        token=token or None,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-    )
-
-
 async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = None) -> None:
     """Run the operator until cancelled or ``stop_flag`` is set."""
-    configuration = await load_configuration(options.kubeconfig)
-    client = KubeClient(k8s_client.ApiClient(configuration=configuration))
+    credentials = load_credentials(options.kubeconfig)
+    client = KubeClient(credentials)
     metrics = OperatorMetrics()
     store = FactStore()
-    state = OperatorState(extractor=FactsExtractor(options.config), store=store, metrics=metrics)
     publisher = Publisher(config=options.config, store=store, client=client, metrics=metrics)
-    state.publisher = publisher
-    registry = build_registry()
-
-    @kopf.on.login(registry=registry)
-    async def login(**_: Any) -> kopf.ConnectionInfo:
-        # Re-read on every login so rotated tokens and exec credentials stay fresh.
-        return _connection_info(await load_configuration(options.kubeconfig))
-
+    informers = build_informers(client, store, FactsExtractor(options.config), metrics, options.watched_namespaces)
+    state = OperatorState(credentials=credentials, metrics=metrics, publisher=publisher)
     settings = kopf.OperatorSettings()
     configure_settings(settings)
     liveness = f"http://{options.bind_address}:{options.health_port}/healthz" if options.health_port else None
@@ -101,31 +77,53 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     if options.metrics_port:
         metrics_runner = await start_metrics_server(metrics, options.bind_address, options.metrics_port)
     logger.info(
-        "fabriccap starting: fabrics %s, plugin namespaces %s",
+        "fabriccap starting against %s: fabrics %s, plugin namespaces %s",
+        credentials.server,
         ", ".join(f.name for f in options.config.enabled_fabrics),
         ", ".join(options.watched_namespaces),
     )
-    kopf_task = asyncio.create_task(
-        kopf.operator(
-            registry=registry,
-            settings=settings,
-            namespaces=options.watched_namespaces,
-            standalone=options.standalone,
-            liveness_endpoint=liveness,
-            memo=kopf.Memo(fabriccap=state),
-            stop_flag=stop_flag,
+
+    async def all_listed() -> None:
+        # The first evaluation waits for every collection: no half-loaded picture is published.
+        await asyncio.gather(*(informer.listed.wait() for informer in informers))
+        store.listed.set()
+        logger.info(
+            "listed %d nodes; %d plugin pods, %d DaemonSets in plugin namespaces",
+            len(store.nodes),
+            len(store.pods),
+            len(store.daemon_sets),
+        )
+
+    tasks = [
+        asyncio.create_task(
+            kopf.operator(
+                registry=build_registry(),
+                settings=settings,
+                clusterwide=True,
+                standalone=options.standalone,
+                liveness_endpoint=liveness,
+                memo=kopf.Memo(fabriccap=state),
+                stop_flag=stop_flag,
+            ),
+            name="kopf",
         ),
-        name="kopf",
-    )
-    publisher_task = asyncio.create_task(publisher.run(), name="publisher")
+        asyncio.create_task(publisher.run(), name="publisher"),
+        asyncio.create_task(all_listed(), name="listing"),
+        *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
+    ]
     try:
-        done, _ = await asyncio.wait({kopf_task, publisher_task}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            [task for task in tasks if task.get_name() != "listing"], return_when=asyncio.FIRST_COMPLETED
+        )
         for task in done:
-            task.result()  # surface a crash of either half
+            task.result()  # surface a crash of any part
     finally:
-        for task in (kopf_task, publisher_task):
+        # Await only the tasks still running: awaiting a crashed one again re-raises its
+        # exception and overwrites the traceback, hiding where the crash happened.
+        pending = [task for task in tasks if not task.done()]
+        for task in pending:
             task.cancel()
-        for task in (kopf_task, publisher_task):
+        for task in pending:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if metrics_runner is not None:

@@ -24,8 +24,8 @@ class FactStore:
         self.dirty_pools: set[Pool] = set()
         self.everything_dirty = True  # the first look evaluates every pool
         self.changed = asyncio.Event()
-        # Set once kopf has listed every watched kind: before that, a pool's facts may be
-        # partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
+        # Set once every watched collection has been listed: before that, a pool's facts may
+        # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
         self.listed = asyncio.Event()
 
     def _mark(self, pool: Pool | None) -> None:
@@ -102,6 +102,21 @@ class FactStore:
             return False
         self.mark_all()
         return True
+
+    def retain_nodes(self, names: set[str]) -> None:
+        """After a fresh LIST: forget the nodes it no longer has (deleted while unwatched)."""
+        for name in [name for name in self.nodes if name not in names]:
+            self.remove_node(name)
+
+    def retain_pods(self, namespace: str, keys: set[str]) -> None:
+        for pod_namespace, name in [key for key in self.pods if key[0] == namespace]:
+            if f"{pod_namespace}/{name}" not in keys:
+                self.remove_pod(pod_namespace, name)
+
+    def retain_daemon_sets(self, namespace: str, keys: set[str]) -> None:
+        for ds_namespace, name in [key for key in self.daemon_sets if key[0] == namespace]:
+            if f"{ds_namespace}/{name}" not in keys:
+                self.remove_daemon_set(ds_namespace, name)
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""
