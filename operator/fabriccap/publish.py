@@ -31,6 +31,7 @@ logger = logging.getLogger("fabriccap.publish")
 COLLECTION_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 MAX_BACKOFF_SECONDS = 60.0
+PARALLEL_WRITES = 8
 
 
 def object_path(name: str) -> str:
@@ -101,14 +102,18 @@ class Publisher:
         # Everything published but not (yet) called for starts its grace period now.
         for name in self.published:
             self.absent_since.setdefault(name, self.started)
-        self.store.mark_all()
+        # The first round needs no debounce: the listing already gathered everything.
+        await self.reconcile_once()
         next_resync = self.clock() + self.config.resync_seconds
         while True:
             deadline = self._next_deadline()
             until_resync = max(next_resync - self.clock(), 0.0)
             timeout = until_resync if deadline is None else min(deadline, until_resync)
+            # asyncio.timeout, not wait_for: wait_for runs the wait in a task of its own, which
+            # kopf counts as a stray task at shutdown, waits 5 s for, then cancels (exit 1).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.store.changed.wait(), timeout=timeout)
+                async with asyncio.timeout(timeout):
+                    await self.store.changed.wait()
             if self.clock() >= next_resync:
                 self.store.mark_all()
                 next_resync = self.clock() + self.config.resync_seconds
@@ -216,7 +221,14 @@ class Publisher:
         for capability in capabilities:
             self.desired[capability.name] = (capability.fabric, capability.pool)
             self.absent_since.pop(capability.name, None)
-            await self._guarded(self.publish(capability))
+        # Objects are independent: write them a few at a time (a cold start creates hundreds).
+        writers = asyncio.Semaphore(PARALLEL_WRITES)
+
+        async def publish_one(capability: PoolCapability) -> None:
+            async with writers:
+                await self._guarded(self.publish(capability))
+
+        await asyncio.gather(*(publish_one(capability) for capability in capabilities))
         for name, since in list(self.absent_since.items()):
             if name not in self.published:
                 self.absent_since.pop(name)

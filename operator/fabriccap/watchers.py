@@ -28,7 +28,7 @@ from fabriccap.store import FactStore
 
 logger = logging.getLogger("fabriccap.watchers")
 
-PAGE_SIZE = 100  # ~2 MB of JSON per page of realistic nodes: the transient peak at start-up
+PAGE_SIZE = 250  # ~5 MB of JSON per page of realistic nodes: the transient peak at start-up
 MAX_BACKOFF_SECONDS = 30.0
 
 

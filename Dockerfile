@@ -1,0 +1,48 @@
+# fabriccap operator image.
+#
+#   docker build -t ghcr.io/fabriccap/fabriccap:0.1.0 .
+#
+# The runtime dependencies come from requirements.txt, pinned, the same file CI installs
+# (scripts/bootstrap.sh); the package itself is installed with --no-deps so nothing unpinned
+# slips in. tests/unit/test_packaging.py checks these properties.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/fabriccap
+ENV PATH=/opt/fabriccap/bin:$PATH
+WORKDIR /src
+# Dependencies first: this layer stays cached while only the code changes. Every pinned
+# dependency has a wheel for CPython 3.11 on manylinux, so no compiler is needed. --no-deps
+# plus `pip check`: requirements.txt must pin the whole closure, or the build fails here
+# instead of resolving an unpinned version.
+COPY requirements.txt ./
+RUN pip install --no-deps --only-binary=:all: -r requirements.txt \
+    && pip check
+COPY pyproject.toml README.md ./
+COPY operator/ ./operator/
+RUN pip install --no-deps . \
+    && pip check \
+    && python -m compileall -q /opt/fabriccap/lib \
+    && pip uninstall --yes pip setuptools \
+    && fabriccap --version
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="fabriccap" \
+      org.opencontainers.image.description="Per node pool: do the nodes really advertise the fabric resource (AWS EFA, AKS RDMA), uniformly?" \
+      org.opencontainers.image.source="https://github.com/fabriccap/fabriccap" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# The venv holds the dependencies and the fabriccap package; nothing else is added to the
+# base image (no compiler, no pip cache, no build tree).
+COPY --from=builder /opt/fabriccap /opt/fabriccap
+ENV PATH=/opt/fabriccap/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp
+# Numeric, so the kubelet can verify runAsNonRoot without an /etc/passwd entry.
+USER 65532:65532
+EXPOSE 8080 8081
+ENTRYPOINT ["fabriccap"]
+CMD ["run", "--standalone"]

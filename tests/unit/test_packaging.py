@@ -1,0 +1,484 @@
+"""Packaging consistency: the image, the kustomize manifests and the Helm chart say the same.
+
+- The Dockerfile installs the pinned requirements.txt (the file CI installs), runs as a
+  numeric non-root user and keeps build tooling out of the final stage.
+- Every runtime dependency is pinned, transitively.
+- `kubectl kustomize manifests` and `helm template charts/fabriccap` agree on RBAC, the CRD,
+  the pod and container securityContext, the operator's command line and its config; the
+  copies of shared files (CRD, alerts, dashboard) match their sources.
+
+helm comes from scripts/ensure-helm.sh (cached); kubectl is the control plane's
+(fabriccap.controlplane.binaries), built once into the same cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import tomllib
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from fabriccap.config import build_config
+from fabriccap.controlplane.binaries import KUBECTL, ensure_binaries
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+REQUIREMENTS = REPO_ROOT / "requirements.txt"
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+BOOTSTRAP = REPO_ROOT / "scripts" / "bootstrap.sh"
+ENSURE_HELM = REPO_ROOT / "scripts" / "ensure-helm.sh"
+MANIFESTS = REPO_ROOT / "manifests"
+CHART = REPO_ROOT / "charts" / "fabriccap"
+CRD_SOURCE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
+MONITORING = REPO_ROOT / "monitoring"
+COMPONENTS = ("servicemonitor", "prometheusrule", "dashboard")
+IMAGE_UID = 65532
+RUN_TIMEOUT_SECONDS = 120
+
+# Copies kustomize and Helm need inside their own directories, and where each comes from.
+COPIES: dict[Path, Path] = {
+    MANIFESTS / "crd" / "fabriccapabilities.yaml": CRD_SOURCE,
+    CHART / "crds" / "fabriccapabilities.yaml": CRD_SOURCE,
+    MANIFESTS / "components" / "prometheusrule" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
+    MANIFESTS / "components" / "dashboard" / "dashboard-configmap.yaml": MONITORING / "dashboard-configmap.yaml",
+    CHART / "files" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
+    CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
+}
+
+Doc = dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tools and rendering
+
+
+def _run(args: Sequence[str], cwd: Path | None = None) -> str:
+    result = subprocess.run(
+        list(args), capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False, cwd=cwd
+    )
+    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+    return result.stdout
+
+
+@functools.cache
+def helm_binary() -> str:
+    return _run(["bash", str(ENSURE_HELM)]).strip()
+
+
+@functools.cache
+def kubectl_binary() -> str:
+    return str(ensure_binaries([KUBECTL])[KUBECTL])
+
+
+def _documents(text: str) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def render_kustomize(directory: Path) -> list[Doc]:
+    return _documents(_run([kubectl_binary(), "kustomize", str(directory)]))
+
+
+def render_helm(*values: str, release: str = "fabriccap", namespace: str = "fabriccap-system") -> list[Doc]:
+    args = [helm_binary(), "template", release, str(CHART), "--namespace", namespace, "--include-crds"]
+    for value in values:
+        args += ["--set-json", value]
+    return _documents(_run(args))
+
+
+def render_kustomize_with_components(tmp_path: Path) -> list[Doc]:
+    """An overlay as a user writes one: the base plus every monitoring component."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    # kustomize takes relative paths only; directories outside the overlay are fine.
+    base = os.path.relpath(MANIFESTS, overlay)
+    overlay.joinpath("kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [base],
+                "components": [f"{base}/components/{name}" for name in COMPONENTS],
+            }
+        )
+    )
+    return render_kustomize(overlay)
+
+
+@pytest.fixture(scope="module")
+def kustomized() -> list[Doc]:
+    return render_kustomize(MANIFESTS)
+
+
+@pytest.fixture(scope="module")
+def templated() -> list[Doc]:
+    return render_helm()
+
+
+def one(docs: Iterable[Doc], kind: str, name: str | None = None) -> Doc:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def of_kind(docs: Iterable[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+# ---------------------------------------------------------------------------------------------
+# The image
+
+
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """(INSTRUCTION, arguments) per stage, continuation lines joined, comments dropped."""
+    logical: list[str] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    stages: list[list[tuple[str, str]]] = []
+    for line in logical:
+        instruction, _, arguments = line.partition(" ")
+        instruction = instruction.upper()
+        if instruction == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((instruction, arguments.strip()))
+    return stages
+
+
+def _arguments(stage: list[tuple[str, str]], instruction: str) -> list[str]:
+    return [arguments for name, arguments in stage if name == instruction]
+
+
+def test_dockerfile_installs_the_requirements_file_ci_installs() -> None:
+    builder = dockerfile_stages()[0]
+    runs = " && ".join(_arguments(builder, "RUN"))
+    assert any(re.search(r"(^|\s)requirements\.txt(\s|$)", c) for c in _arguments(builder, "COPY"))
+    assert re.search(r"pip install [^&]*-r requirements\.txt", runs), "the builder must install requirements.txt"
+    # The package itself must not resolve dependencies on its own, around the pins.
+    assert re.search(r"pip install --no-deps \.", runs), "the package must be installed with --no-deps"
+    # ...and CI installs the very same file (scripts/bootstrap.sh, run by `make test`).
+    assert re.search(r"pip install [^\n]*-r requirements\.txt", BOOTSTRAP.read_text())
+
+
+def test_image_runs_as_numeric_non_root_user() -> None:
+    final = dockerfile_stages()[-1]
+    users = _arguments(final, "USER")
+    assert users, "the final stage must set USER"
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", users[-1])
+    assert match, f"USER {users[-1]!r} must be numeric (uid[:gid]) so runAsNonRoot can be verified"
+    assert int(match.group(1)) != 0 and (match.group(2) is None or int(match.group(2)) != 0)
+    assert int(match.group(1)) == IMAGE_UID
+
+
+def test_final_stage_carries_no_build_tooling() -> None:
+    stages = dockerfile_stages()
+    assert len(stages) >= 2, "multi-stage: build in one stage, run in another"
+    final = stages[-1]
+    assert not _arguments(final, "RUN"), "no RUN in the final stage: nothing installed, no caches left behind"
+    copies = _arguments(final, "COPY")
+    assert copies and all(c.startswith("--from=builder ") for c in copies), copies
+    assert _arguments(final, "ENTRYPOINT") == ['["fabriccap"]']
+    assert _arguments(final, "CMD") == ['["run", "--standalone"]']
+
+
+def test_both_stages_use_the_slim_python_version_the_project_requires() -> None:
+    stages = dockerfile_stages()
+    default_image = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert default_image, "the base image is one ARG shared by both stages"
+    image = default_image.group(1)
+    assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?(@sha256:[0-9a-f]{64})?", image), image
+    assert [_arguments(stage, "FROM")[0].split()[0] for stage in stages] == ["${PYTHON_IMAGE}"] * len(stages)
+    requires_python = tomllib.loads(PYPROJECT.read_text())["project"]["requires-python"]
+    assert requires_python == ">=3.11"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pinned dependencies
+
+
+def pinned_requirements() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for raw in REQUIREMENTS.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        requirement = Requirement(line)
+        specifiers = list(requirement.specifier)
+        assert len(specifiers) == 1 and specifiers[0].operator == "==", f"requirements.txt: {line!r} is not a pin"
+        pins[canonicalize_name(requirement.name)] = specifiers[0].version
+    return pins
+
+
+def test_every_runtime_dependency_is_pinned_in_requirements() -> None:
+    pins = pinned_requirements()
+    for line in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"pyproject.toml depends on {requirement.name}, which requirements.txt does not pin"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"requirements.txt pins {name}=={pins[name]}, outside pyproject.toml's {requirement.specifier}"
+        )
+
+
+def test_pins_are_closed_under_dependencies() -> None:
+    """What the pinned packages themselves require is pinned too: the image resolves nothing."""
+    pins = pinned_requirements()
+    missing = []
+    for name in pins:
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            pytest.fail(f"{name} is pinned but not installed in this environment (run scripts/bootstrap.sh)")
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            if canonicalize_name(requirement.name) not in pins:
+                missing.append(f"{name} -> {requirement}")
+    assert not missing, f"unpinned transitive dependencies: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Copies of shared files
+
+
+@pytest.mark.parametrize("copy", sorted(COPIES), ids=lambda path: str(path.relative_to(REPO_ROOT)))
+def test_copy_matches_its_source(copy: Path) -> None:
+    source = COPIES[copy]
+    assert copy.read_bytes() == source.read_bytes(), (
+        f"{copy.relative_to(REPO_ROOT)} differs from {source.relative_to(REPO_ROOT)}; "
+        f"refresh it: cp {source.relative_to(REPO_ROOT)} {copy.relative_to(REPO_ROOT)}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The chart on its own
+
+
+def test_helm_lint_passes() -> None:
+    _run([helm_binary(), "lint", "--strict", str(CHART)])
+    _run(
+        [
+            helm_binary(),
+            "lint",
+            "--strict",
+            str(CHART),
+            "--set",
+            "serviceMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true",
+        ]
+    )
+
+
+def test_monitoring_objects_are_off_by_default(templated: list[Doc]) -> None:
+    kinds = {d["kind"] for d in templated}
+    assert not kinds & {"ServiceMonitor", "PrometheusRule"}
+    assert [d["metadata"]["name"] for d in of_kind(templated, "ConfigMap")] == ["fabriccap-config"]
+
+
+def test_monitoring_toggles_render_the_shipped_rules_and_dashboard(tmp_path: Path) -> None:
+    docs = render_helm(
+        '{"serviceMonitor": {"enabled": true}, "prometheusRule": {"enabled": true}, "dashboard": {"enabled": true}}',
+        '{"prometheusRelease": "monitoring"}',
+    )
+    components = render_kustomize_with_components(tmp_path)
+
+    service_monitor = one(docs, "ServiceMonitor")
+    assert service_monitor["metadata"]["labels"]["release"] == "monitoring"
+    assert service_monitor["spec"] == one(components, "ServiceMonitor")["spec"]
+
+    rule = one(docs, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "monitoring"
+    shipped_rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    assert rule["spec"] == shipped_rule["spec"] == one(components, "PrometheusRule")["spec"]
+
+    dashboard = one(docs, "ConfigMap", "fabriccap-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped_dashboard = yaml.safe_load((MONITORING / "dashboard-configmap.yaml").read_text())
+    assert json.loads(dashboard["data"]["fabriccap.json"]) == json.loads(shipped_dashboard["data"]["fabriccap.json"])
+    assert one(components, "ConfigMap", "fabriccap-dashboard")["data"] == shipped_dashboard["data"]
+
+    # Every namespaced object lands in the operator's namespace.
+    for doc in (service_monitor, rule, dashboard):
+        assert doc["metadata"]["namespace"] == "fabriccap-system"
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert one(components, kind)["metadata"]["namespace"] == "fabriccap-system"
+
+
+def test_service_monitor_job_label_is_what_the_alerts_select(templated: list[Doc], tmp_path: Path) -> None:
+    # The ServiceMonitor names the job after the Service's app.kubernetes.io/name label.
+    service_monitor = one(render_kustomize_with_components(tmp_path), "ServiceMonitor")
+    job_label = service_monitor["spec"]["jobLabel"]
+    alerts = (MONITORING / "prometheusrule.yaml").read_text()
+    for docs in (render_kustomize(MANIFESTS), templated):
+        job = one(docs, "Service")["metadata"]["labels"][job_label]
+        assert f'job="{job}"' in alerts
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifests and chart agree
+
+
+Rule = tuple[str, str, tuple[str, ...]]
+
+
+def _rule_set(rules: list[Doc]) -> set[Rule]:
+    """RBAC rules as (apiGroup, resource, verbs): the order of rules and list items means nothing."""
+    flattened: set[Rule] = set()
+    for rule in rules:
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                flattened.add((group, resource, tuple(sorted(rule.get("verbs", [])))))
+    return flattened
+
+
+def _rbac(docs: list[Doc]) -> dict[str, Any]:
+    cluster_role = one(docs, "ClusterRole")
+    binding = one(docs, "ClusterRoleBinding")
+    service_account = one(docs, "ServiceAccount")
+    subject = {"kind": "ServiceAccount", "name": "<sa>", "namespace": "<ns>"}
+    sa_ref = (service_account["metadata"]["name"], service_account["metadata"]["namespace"])
+
+    def subjects(obj: Doc) -> list[Doc]:
+        found = obj["subjects"]
+        assert [(s["kind"], s["name"], s["namespace"]) for s in found] == [("ServiceAccount", *sa_ref)]
+        return [subject]
+
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": cluster_role["metadata"]["name"],
+    }
+    roles = {role["metadata"]["namespace"]: _rule_set(role["rules"]) for role in of_kind(docs, "Role")}
+    role_bindings = {}
+    for role_binding in of_kind(docs, "RoleBinding"):
+        namespace = role_binding["metadata"]["namespace"]
+        role = next(r for r in of_kind(docs, "Role") if r["metadata"]["namespace"] == namespace)
+        assert role_binding["roleRef"]["name"] == role["metadata"]["name"]
+        role_bindings[namespace] = subjects(role_binding)
+    return {
+        "clusterRole": _rule_set(cluster_role["rules"]),
+        "clusterRoleBinding": subjects(binding),
+        "roles": roles,
+        "roleBindings": role_bindings,
+    }
+
+
+def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
+    manifests, chart = _rbac(kustomized), _rbac(templated)
+    assert manifests == chart
+    # And it is the least privilege we mean: read-only on nodes, pods and DaemonSets.
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    for _, resources, verbs in manifests["clusterRole"].union(*manifests["roles"].values()):
+        if resources in {"nodes", "nodes/status", "pods", "daemonsets"}:
+            assert not writes & set(verbs), (resources, verbs)
+    assert all(resource != "secrets" for _, resource, _ in manifests["clusterRole"])
+    assert set(manifests["roles"]) == {"kube-system"}
+
+
+def test_crd_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
+    source = yaml.safe_load(CRD_SOURCE.read_text())
+    assert one(kustomized, "CustomResourceDefinition") == source
+    assert one(templated, "CustomResourceDefinition") == source
+
+
+def _pod_spec(docs: list[Doc]) -> Doc:
+    deployment = one(docs, "Deployment")
+    return dict(deployment["spec"]["template"]["spec"])
+
+
+def _container(docs: list[Doc]) -> Doc:
+    containers = _pod_spec(docs)["containers"]
+    assert len(containers) == 1
+    return dict(containers[0])
+
+
+def test_security_context_agrees_and_is_restricted(kustomized: list[Doc], templated: list[Doc]) -> None:
+    for docs in (kustomized, templated):
+        pod = _pod_spec(docs)["securityContext"]
+        container = _container(docs)["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] == IMAGE_UID
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["allowPrivilegeEscalation"] is False
+        assert container["readOnlyRootFilesystem"] is True
+        assert container["runAsNonRoot"] is True and container["runAsUser"] == IMAGE_UID
+        assert container["capabilities"] == {"drop": ["ALL"]}
+        assert container["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert _pod_spec(kustomized)["securityContext"] == _pod_spec(templated)["securityContext"]
+    assert _container(kustomized)["securityContext"] == _container(templated)["securityContext"]
+
+
+def test_deployment_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
+    same_fields = ("args", "ports", "livenessProbe", "resources", "volumeMounts", "name", "imagePullPolicy")
+    manifests, chart = _container(kustomized), _container(templated)
+    assert {f: manifests.get(f) for f in same_fields} == {f: chart.get(f) for f in same_fields}
+    assert manifests["image"] == chart["image"], "the image tag follows the chart's appVersion"
+    for docs in (kustomized, templated):
+        deployment = one(docs, "Deployment")
+        assert deployment["spec"]["replicas"] == 1
+        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+        spec = _pod_spec(docs)
+        assert "--standalone" in _container(docs)["args"]
+        assert {v["name"]: set(v) - {"name"} for v in spec["volumes"]} == {"config": {"configMap"}, "tmp": {"emptyDir"}}
+        config_map = one(docs, "ConfigMap", spec["volumes"][0]["configMap"]["name"])
+        assert set(config_map["data"]) == {"config.yaml"}
+    assert _pod_spec(kustomized)["nodeSelector"] == _pod_spec(templated)["nodeSelector"]
+
+
+def _config_of(docs: list[Doc]) -> Any:
+    spec = _pod_spec(docs)
+    config_map = one(docs, "ConfigMap", spec["volumes"][0]["configMap"]["name"])
+    return build_config(yaml.safe_load(config_map["data"]["config.yaml"]), source="rendered config")
+
+
+def test_config_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
+    assert _config_of(kustomized) == _config_of(templated)
+
+
+@pytest.mark.parametrize(
+    "fabrics",
+    [
+        None,  # the chart's default values
+        [{"name": "efa"}, {"name": "aks-rdma"}],
+        [{"name": "efa"}, {"name": "aks-rdma", "enabled": False}],
+        [{"name": "aks-rdma", "devicePlugin": {"daemonSetNames": ["rdma-dp"]}}],
+        [{"name": "efa", "devicePlugin": {"namespace": "efa-system", "daemonSetNames": ["efa-dp"]}}],
+        [{"name": "custom", "resource": "example.com/rdma", "devicePlugin": {"daemonSetNames": ["dp"]}}],
+    ],
+    ids=["default", "efa+aks-rdma", "aks-rdma-disabled", "aks-rdma-own-plugin", "efa-elsewhere", "custom"],
+)
+def test_chart_grants_exactly_the_namespaces_the_operator_watches(fabrics: list[Doc] | None) -> None:
+    values = [] if fabrics is None else [json.dumps({"config": {"fabrics": fabrics}})]
+    docs = render_helm(*values)
+    watched = set(_config_of(docs).plugin_namespaces)
+    assert {role["metadata"]["namespace"] for role in of_kind(docs, "Role")} == watched
+    assert {binding["metadata"]["namespace"] for binding in of_kind(docs, "RoleBinding")} == watched
+
+
+def test_chart_refuses_a_config_without_enabled_fabric() -> None:
+    result = subprocess.run(
+        [helm_binary(), "template", "fabriccap", str(CHART), "--set-json", '{"config":{"fabrics":[]}}'],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "no enabled fabric profile" in result.stderr
