@@ -15,7 +15,7 @@ import contextlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +70,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.is_relative_to(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """On failure, show what the fixtures can tell (operator logs, published objects).
+
+    Any fixture value with a ``report_sections() -> [(title, text)]`` method contributes.
+    """
+    report: pytest.TestReport = yield
+    if report.failed and item.path.is_relative_to(E2E_DIR):
+        for value in getattr(item, "funcargs", {}).values():
+            sections = getattr(value, "report_sections", None)
+            if callable(sections):
+                with contextlib.suppress(Exception):  # a report helper must not mask the failure
+                    for title, text in sections():
+                        report.sections.append((f"{title} [{call.when}]", text))
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,445 @@
+"""The shipped manifests and chart, applied to a real apiserver; their RBAC, proven.
+
+Both renders (`kubectl kustomize manifests`, `helm template charts/fabriccap`) are applied
+server-side and re-checked with a server dry run. The Deployments never run (no kubelet),
+but everything the apiserver decides is real: schema validation, Pod Security admission
+and RBAC. The operator then runs authenticated as each install's ServiceAccount, with the
+shipped config, and must publish a Ready FabricCapability; the same identity must be
+refused (403) what the operator has no business doing.
+
+The kustomize install goes to fabriccap-system (as shipped); the Helm release is named
+fabriccap-helm in namespace fabriccap-helm so both coexist with distinct identities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+from harness import (
+    FCAP_PATH,
+    OperatorProcess,
+    SyncKube,
+    condition,
+    daemon_set_body,
+    daemon_set_path,
+    node_body,
+    node_path,
+    plugin_pod_body,
+    pod_path,
+    pod_status,
+    wait_until,
+)
+
+from fabriccap.cli import evaluate_facts, evaluation_objects
+from fabriccap.config import default_config
+from fabriccap.facts import FactsExtractor
+from fabriccap.kube import MERGE_PATCH, KubeError, connect
+from fabriccap.snapshot import load_snapshots
+
+if TYPE_CHECKING:
+    from conftest import E2ECluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENSURE_HELM = REPO_ROOT / "scripts" / "ensure-helm.sh"
+PLUGIN_NAMESPACE = "kube-system"
+RESTRICTED_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
+Doc = dict[str, Any]
+# How a refused request shows in the operator's (and kopf's) log.
+REFUSED = re.compile(r"\b403\b|[Ff]orbidden|Not enough permissions")
+
+
+@dataclass(frozen=True)
+class Install:
+    source: str  # "kustomize" | "helm"
+    text: str
+    namespace: str
+    service_account: str
+
+    @property
+    def docs(self) -> list[Doc]:
+        return [doc for doc in yaml.safe_load_all(self.text) if doc]
+
+    def one(self, kind: str) -> Doc:
+        found = [doc for doc in self.docs if doc["kind"] == kind]
+        assert len(found) == 1, f"{self.source}: expected one {kind}, found {len(found)}"
+        return found[0]
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+    @property
+    def groups(self) -> list[str]:
+        return ["system:serviceaccounts", f"system:serviceaccounts:{self.namespace}"]
+
+    @property
+    def config_text(self) -> str:
+        deployment = self.one("Deployment")
+        name = deployment["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+        config_map = next(d for d in self.docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name)
+        return str(config_map["data"]["config.yaml"])
+
+
+def _render_kustomize(cluster: E2ECluster) -> Install:
+    text = _checked([str(cluster.kubectl), "kustomize", str(REPO_ROOT / "manifests")])
+    return Install("kustomize", text, namespace="fabriccap-system", service_account="fabriccap")
+
+
+def _render_helm() -> Install:
+    helm = _checked(["bash", str(ENSURE_HELM)]).strip()
+    release = namespace = "fabriccap-helm"
+    text = _checked(
+        [helm, "template", release, str(REPO_ROOT / "charts" / "fabriccap"), "--namespace", namespace, "--include-crds"]
+    )
+    return Install("helm", text, namespace=namespace, service_account=release)
+
+
+def _checked(args: list[str]) -> str:
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stderr}"
+    return result.stdout
+
+
+@dataclass
+class Applied:
+    install: Install
+    apply: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def applied(cluster: E2ECluster) -> dict[str, Applied]:
+    """Both installs applied server-side, once per module (RBAC is cluster-wide: local only)."""
+    if cluster.local is None:
+        pytest.skip("applies cluster-wide RBAC and a Deployment: only on the local control plane")
+    results = {}
+    for install in (_render_kustomize(cluster), _render_helm()):
+        if install.source == "helm":
+            # `helm install --create-namespace` would create it; the chart does not ship one.
+            namespace = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": install.namespace, "labels": RESTRICTED_LABELS},
+            }
+            cluster.run_kubectl("apply", "--server-side", "-f", "-", input=json.dumps(namespace))
+        result = cluster.run_kubectl(
+            "apply", "--server-side", f"--field-manager=fabriccap-e2e-{install.source}", "-f", "-", input=install.text
+        )
+        results[install.source] = Applied(install, result)
+    return results
+
+
+SOURCES = ["kustomize", "helm"]
+
+
+@pytest.fixture(params=SOURCES)
+def install(request: pytest.FixtureRequest, applied: dict[str, Applied]) -> Install:
+    return applied[str(request.param)].install
+
+
+# ---------------------------------------------------------------------------------------------
+# The objects are valid where it counts: on a real apiserver
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_render_applies_server_side_without_warnings(
+    source: str, applied: dict[str, Applied], cluster: E2ECluster
+) -> None:
+    result = applied[source]
+    kinds = {doc["kind"] for doc in result.install.docs}
+    assert {"CustomResourceDefinition", "ClusterRole", "Role", "Deployment", "Service", "ConfigMap"} <= kinds
+    assert "Warning" not in result.apply.stderr, result.apply.stderr
+    # Every object now exists as rendered...
+    listed = cluster.run_kubectl("get", "-f", "-", "-o", "name", input=result.install.text).stdout.split()
+    assert len(listed) == len(result.install.docs)
+    # ...and the server accepts applying them again (a dry run: nothing is written).
+    dry_run = cluster.run_kubectl("apply", "--dry-run=server", "-f", "-", input=result.install.text)
+    assert dry_run.stdout.count("(server dry run)") == len(result.install.docs), dry_run.stdout
+
+
+def test_operator_pod_is_admitted_under_restricted_pod_security(install: Install, cluster: E2ECluster) -> None:
+    template = install.one("Deployment")["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pss-{uuid.uuid4().hex[:8]}", "namespace": install.namespace, **template["metadata"]},
+        "spec": template["spec"],
+    }
+    admitted = cluster.run_kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+    assert admitted.returncode == 0, admitted.stderr
+    # The control: the namespace really enforces "restricted", so the admission above meant it.
+    loosened = copy.deepcopy(pod)
+    del loosened["spec"]["containers"][0]["securityContext"]
+    rejected = cluster.run_kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(loosened), check=False)
+    assert rejected.returncode != 0
+    assert "violates PodSecurity" in rejected.stderr, rejected.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# RBAC, proven as the ServiceAccount itself
+
+
+@pytest.fixture
+def identity(install: Install, cluster: E2ECluster) -> Path:
+    """A kubeconfig authenticating as the install's ServiceAccount, once its RBAC is live."""
+    kubeconfig = cluster.kubeconfig_for(install.user, install.groups)
+    # The RBAC authorizer reads through an informer cache: wait for the bindings to arrive.
+    wait_until(
+        lambda: (
+            _can_i(cluster, kubeconfig, "list", "pods", namespace=PLUGIN_NAMESPACE)
+            and _can_i(cluster, kubeconfig, "list", "nodes")
+        ),
+        f"RBAC for {install.user}",
+        timeout=20,
+    )
+    return kubeconfig
+
+
+def _can_i(
+    cluster: E2ECluster,
+    kubeconfig: Path,
+    verb: str,
+    resource: str,
+    namespace: str | None = None,
+    subresource: str | None = None,
+) -> bool:
+    args = ["auth", "can-i", verb, resource]
+    args += [f"--namespace={namespace}"] if namespace else []
+    args += [f"--subresource={subresource}"] if subresource else []
+    result = cluster.run_kubectl(*args, kubeconfig=kubeconfig, check=False)
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), f"kubectl auth can-i {verb} {resource}: {result.stdout}{result.stderr}"
+    return answer == "yes"
+
+
+ALLOWED = [
+    ("list", "nodes", None, None),
+    ("watch", "nodes", None, None),
+    ("list", "pods", PLUGIN_NAMESPACE, None),
+    ("watch", "daemonsets.apps", PLUGIN_NAMESPACE, None),
+    ("create", "fabriccapabilities.fabriccap.dev", None, None),
+    ("delete", "fabriccapabilities.fabriccap.dev", None, None),
+    ("patch", "fabriccapabilities.fabriccap.dev", None, "status"),
+    ("list", "customresourcedefinitions.apiextensions.k8s.io", None, None),
+]
+FORBIDDEN = [
+    ("patch", "nodes", None, None),
+    ("patch", "nodes", None, "status"),
+    ("delete", "nodes", None, None),
+    ("delete", "pods", PLUGIN_NAMESPACE, None),
+    ("create", "pods", PLUGIN_NAMESPACE, None),
+    ("patch", "daemonsets.apps", PLUGIN_NAMESPACE, None),
+    ("list", "pods", "default", None),
+    ("list", "pods", None, None),  # all namespaces
+    ("get", "secrets", PLUGIN_NAMESPACE, None),
+    ("list", "secrets", None, None),
+    ("get", "configmaps", PLUGIN_NAMESPACE, None),
+    ("create", "customresourcedefinitions.apiextensions.k8s.io", None, None),
+    ("list", "namespaces", None, None),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
+]
+
+
+def test_can_i_matches_least_privilege(install: Install, identity: Path, cluster: E2ECluster) -> None:
+    def describe(verb: str, resource: str, namespace: str | None, subresource: str | None) -> str:
+        return f"{verb} {resource}{'/' + subresource if subresource else ''} in {namespace or 'cluster scope'}"
+
+    denied = [describe(*check) for check in ALLOWED if not _can_i(cluster, identity, *check)]
+    granted = [describe(*check) for check in FORBIDDEN if _can_i(cluster, identity, *check)]
+    assert not denied, f"{install.user} lacks: {denied}"
+    assert not granted, f"{install.user} may: {granted}"
+
+
+def _status_code(
+    kubeconfig: Path, method: str, path: str, body: Any = None, content_type: str = "application/json"
+) -> int:
+    """The HTTP status the apiserver answers `method path` with, as the kubeconfig's user."""
+
+    async def call() -> int:
+        client = await connect(str(kubeconfig))
+        try:
+            await client.request(method, path, body=body, content_type=content_type)
+            return 200
+        except KubeError as error:
+            assert error.status is not None, str(error)
+            return error.status
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
+
+
+@pytest.fixture
+def admin(cluster: E2ECluster) -> Iterator[SyncKube]:
+    kube = SyncKube(cluster.kubeconfig)
+    yield kube
+    kube.close()
+
+
+@pytest.fixture
+def victims(admin: SyncKube) -> Iterator[dict[str, str]]:
+    """A Node, a Pod in the plugin namespace, a Secret there and a FabricCapability."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {key: f"rbac-{key}-{suffix}" for key in ("node", "pod", "secret", "fcap")}
+    admin.create(node_path(), {"apiVersion": "v1", "kind": "Node", "metadata": {"name": names["node"]}})
+    admin.create(
+        pod_path(PLUGIN_NAMESPACE),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": names["pod"], "namespace": PLUGIN_NAMESPACE},
+            "spec": {"containers": [{"name": "c", "image": "registry.invalid/none:e2e"}]},
+        },
+    )
+    admin.create(
+        f"/api/v1/namespaces/{PLUGIN_NAMESPACE}/secrets",
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": names["secret"]}, "stringData": {"k": "v"}},
+    )
+    admin.create(
+        FCAP_PATH,
+        {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": names["fcap"]}},
+    )
+    yield names
+    admin.delete(f"{FCAP_PATH}/{names['fcap']}")
+    admin.delete(f"/api/v1/namespaces/{PLUGIN_NAMESPACE}/secrets/{names['secret']}")
+    admin.delete(pod_path(PLUGIN_NAMESPACE, names["pod"]))
+    admin.delete(node_path(names["node"]))
+
+
+def _valid_status() -> dict[str, Any]:
+    """A status the CRD's schema accepts: one the evaluation computes for the example cluster."""
+    config = default_config()
+    facts = load_snapshots([str(REPO_ROOT / "examples" / "eks-cluster.json")], FactsExtractor(config))
+    return dict(evaluation_objects(evaluate_facts(config, facts))[0]["status"])
+
+
+def test_forbidden_requests_are_refused_with_403(
+    install: Install, identity: Path, victims: dict[str, str], admin: SyncKube
+) -> None:
+    node, pod, secret = victims["node"], victims["pod"], victims["secret"]
+    attempts = {
+        "patch a Node": ("PATCH", node_path(node), {"metadata": {"labels": {"rbac": "x"}}}, MERGE_PATCH),
+        "patch a Node's status": (
+            "PATCH",
+            node_path(node) + "/status",
+            {"status": {"allocatable": {"vpc.amazonaws.com/efa": "32"}}},
+            MERGE_PATCH,
+        ),
+        "delete a Pod": ("DELETE", pod_path(PLUGIN_NAMESPACE, pod), None, "application/json"),
+        "read a Secret": ("GET", f"/api/v1/namespaces/{PLUGIN_NAMESPACE}/secrets/{secret}", None, "application/json"),
+        "list Secrets": ("GET", "/api/v1/secrets", None, "application/json"),
+        "read pods outside the plugin namespace": ("GET", "/api/v1/namespaces/default/pods", None, "application/json"),
+    }
+    answers = {what: _status_code(identity, *attempt) for what, attempt in attempts.items()}
+    assert answers == dict.fromkeys(attempts, 403)
+    # Refused means untouched.
+    assert "rbac" not in (admin.get(node_path(node)) or {})["metadata"].get("labels", {})
+    assert admin.get(pod_path(PLUGIN_NAMESPACE, pod)) is not None
+
+
+def test_allowed_requests_succeed(install: Install, identity: Path, victims: dict[str, str], admin: SyncKube) -> None:
+    fcap = victims["fcap"]
+    status = {"status": _valid_status()}
+    answers = {
+        "list nodes": _status_code(identity, "GET", "/api/v1/nodes"),
+        "list plugin pods": _status_code(identity, "GET", pod_path(PLUGIN_NAMESPACE)),
+        "list plugin DaemonSets": _status_code(identity, "GET", daemon_set_path(PLUGIN_NAMESPACE)),
+        "patch FabricCapability status": _status_code(
+            identity, "PATCH", f"{FCAP_PATH}/{fcap}/status", status, MERGE_PATCH
+        ),
+    }
+    assert answers == dict.fromkeys(answers, 200)
+    assert (admin.get(f"{FCAP_PATH}/{fcap}") or {}).get("status", {}).get("resourceName") == "vpc.amazonaws.com/efa"
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator, authenticated as the ServiceAccount, with the shipped config
+
+
+@dataclass
+class HealthyPool:
+    pool: str
+    nodes: list[str]
+    daemon_set: str
+    pods: list[str]
+
+    @property
+    def fcap_name(self) -> str:
+        return f"efa-{self.pool}"
+
+
+def create_healthy_pool(admin: SyncKube, pool: str, marker: str, size: int = 2) -> HealthyPool:
+    """`size` p5.48xlarge nodes advertising 32 EFA, each with a Ready device-plugin pod."""
+    created = HealthyPool(pool=pool, nodes=[], daemon_set=f"aws-efa-k8s-device-plugin-{marker}", pods=[])
+    try:
+        for index in range(size):
+            body = node_body(f"{pool}-{index}", pool=pool, efa=32, marker=marker)
+            status = body.pop("status")
+            admin.create(node_path(), body)
+            created.nodes.append(body["metadata"]["name"])
+            admin.patch(node_path(body["metadata"]["name"]) + "/status", {"status": status})
+        # Found by its label (app.kubernetes.io/name=aws-efa-k8s-device-plugin), like the chart's.
+        daemon_set = admin.create(
+            daemon_set_path(PLUGIN_NAMESPACE), daemon_set_body(PLUGIN_NAMESPACE, created.daemon_set, marker=marker)
+        )
+        for node in created.nodes:
+            pod = plugin_pod_body(
+                PLUGIN_NAMESPACE, f"{created.daemon_set}-{node[-1]}", daemon_set=daemon_set, node=node
+            )
+            admin.create(pod_path(PLUGIN_NAMESPACE), pod)
+            created.pods.append(pod["metadata"]["name"])
+            admin.patch(pod_path(PLUGIN_NAMESPACE, pod["metadata"]["name"]) + "/status", pod_status(ready=True))
+    except BaseException:
+        delete_pool(admin, created)
+        raise
+    return created
+
+
+def delete_pool(admin: SyncKube, pool: HealthyPool) -> None:
+    for pod in pool.pods:
+        admin.delete(pod_path(PLUGIN_NAMESPACE, pod))
+    admin.delete(daemon_set_path(PLUGIN_NAMESPACE, pool.daemon_set))
+    for node in pool.nodes:
+        admin.delete(node_path(node))
+    admin.delete(f"{FCAP_PATH}/{pool.fcap_name}")
+
+
+def _ready(admin: SyncKube, name: str) -> Mapping[str, Any] | None:
+    obj = admin.fcap(name)
+    if obj is None or not (obj.get("status") or {}).get("conditions"):
+        return None
+    return obj if condition(obj, "Ready")["status"] == "True" else None
+
+
+def test_operator_publishes_as_its_service_account(
+    install: Install, identity: Path, admin: SyncKube, tmp_path: Path
+) -> None:
+    marker = uuid.uuid4().hex[:6]
+    config = tmp_path / "config.yaml"
+    config.write_text(install.config_text)
+    operator = OperatorProcess(kubeconfig=identity, config=config, log_path=tmp_path / "operator.log")
+    pool = create_healthy_pool(admin, f"deploy-{install.source}-{marker}", marker)
+    try:
+        operator.start()
+        obj = wait_until(lambda: _ready(admin, pool.fcap_name), f"{pool.fcap_name} Ready", timeout=60)
+        status = obj["status"]
+        assert (status["nodes"], status["advertisingNodes"], status["uniformCount"]) == (2, 2, 32)
+        assert status["devicePlugin"]["readyNodes"] == 2
+        assert condition(obj, "Ready")["reason"] == "UniformCapability"
+        assert operator.running
+        # Nothing the operator (or kopf, which watches FabricCapabilities and CRDs) tried was refused.
+        refused = [line for line in operator.log().splitlines() if REFUSED.search(line)]
+        assert not refused, "\n".join(refused)
+    finally:
+        operator.stop()
+        delete_pool(admin, pool)

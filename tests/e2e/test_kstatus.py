@@ -1,0 +1,389 @@
+"""kstatus, the real library, reads the operator's live FabricCapability objects as intended.
+
+Flux's health checks, cli-utils appliers and `kubectl wait`-style gates compute status with
+sigs.k8s.io/cli-utils' kstatus. gitops/kstatus-check is a tiny Go program around
+`status.Compute`; it is built once into the cache (keyed by a hash of its sources) and fed the
+objects the operator publishes for three pools: Ready (Current), a partial rollout
+(InProgress) and a pool of instance types without EFA (Stalled: Failed).
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+from harness import (
+    FCAP_PATH,
+    OperatorProcess,
+    SyncKube,
+    condition,
+    daemon_set_body,
+    daemon_set_path,
+    node_body,
+    node_path,
+    plugin_pod_body,
+    pod_path,
+    pod_status,
+    wait_until,
+    write_config,
+)
+
+from fabriccap.controlplane.binaries import cache_root
+
+if TYPE_CHECKING:
+    from conftest import E2ECluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KSTATUS_SOURCE = REPO_ROOT / "gitops" / "kstatus-check"
+KSTATUS_SOURCE_FILES = ("go.mod", "go.sum", "main.go")
+PLUGIN_NAMESPACE = "kube-system"
+BUILD_TIMEOUT_SECONDS = 900
+GITOPS_LABEL = "app.kubernetes.io/instance"
+
+
+# ---------------------------------------------------------------------------------------------
+# The kstatus-check binary, built once
+
+
+def kstatus_binary() -> Path:
+    digest = hashlib.sha256()
+    for name in KSTATUS_SOURCE_FILES:
+        digest.update(name.encode() + b"\0" + (KSTATUS_SOURCE / name).read_bytes() + b"\0")
+    target = cache_root() / "bin" / f"kstatus-check-{digest.hexdigest()[:16]}" / "kstatus-check"
+    if os.access(target, os.X_OK):
+        return target
+    go = shutil.which("go")
+    if go is None:
+        message = "building gitops/kstatus-check needs a Go toolchain on PATH"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions build it once
+        if os.access(target, os.X_OK):
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+            output = Path(scratch) / "kstatus-check"
+            started = time.monotonic()
+            result = subprocess.run(
+                # -mod=readonly: go.sum is committed, and the build must not rewrite it.
+                [go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(output), "."],
+                cwd=KSTATUS_SOURCE,
+                env={**os.environ, "CGO_ENABLED": "0", "GOWORK": "off", "GOFLAGS": ""},
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT_SECONDS,
+                check=False,
+            )
+            assert result.returncode == 0, f"go build gitops/kstatus-check failed:\n{result.stderr}"
+            print(f"built {target} in {time.monotonic() - started:.0f}s")
+            os.replace(output, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def kstatus() -> Path:
+    return kstatus_binary()
+
+
+def compute(kstatus: Path, obj: dict[str, Any]) -> tuple[str, str]:
+    result = subprocess.run(
+        [str(kstatus)], input=json.dumps(obj), capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, f"kstatus-check failed:\n{result.stderr}"
+    status, _, message = result.stdout.partition("\n")
+    return status, message.rstrip("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Three pools and the operator
+
+
+@dataclass
+class Pools:
+    marker: str
+    ready: str
+    partial: str
+    stalled: str
+    nodes: list[str] = field(default_factory=list)
+    pods: list[str] = field(default_factory=list)
+    daemon_set: str = ""
+
+    def fcap(self, pool: str) -> str:
+        return f"efa-{pool}"
+
+
+def _create_node(admin: SyncKube, pools: Pools, body: dict[str, Any]) -> str:
+    status = body.pop("status")
+    admin.create(node_path(), body)
+    name = str(body["metadata"]["name"])
+    pools.nodes.append(name)
+    admin.patch(node_path(name) + "/status", {"status": status})
+    return name
+
+
+def _cleanup(admin: SyncKube, pools: Pools) -> None:
+    for pod in pools.pods:
+        admin.delete(pod_path(PLUGIN_NAMESPACE, pod))
+    if pools.daemon_set:
+        admin.delete(daemon_set_path(PLUGIN_NAMESPACE, pools.daemon_set))
+    for node in pools.nodes:
+        admin.delete(node_path(node))
+    for pool in (pools.ready, pools.partial, pools.stalled):
+        admin.delete(f"{FCAP_PATH}/{pools.fcap(pool)}")
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: E2ECluster) -> Iterator[SyncKube]:
+    kube = SyncKube(cluster.kubeconfig)
+    yield kube
+    kube.close()
+
+
+@pytest.fixture(scope="module")
+def pools(cluster: E2ECluster, admin: SyncKube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pools]:
+    marker = uuid.uuid4().hex[:6]
+    pools = Pools(
+        marker=marker, ready=f"ks-ready-{marker}", partial=f"ks-partial-{marker}", stalled=f"ks-stalled-{marker}"
+    )
+    directory = tmp_path_factory.mktemp("kstatus")
+    operator = OperatorProcess(
+        kubeconfig=cluster.kubeconfig,
+        config=write_config(directory / "config.yaml", {}),
+        log_path=directory / "operator.log",
+    )
+    try:
+        plugin_nodes = []
+        # Ready: both p5.48xlarge nodes advertise 32 and run a Ready plugin pod.
+        for index in range(2):
+            name = f"{pools.ready}-{index}"
+            plugin_nodes.append(_create_node(admin, pools, node_body(name, pool=pools.ready, efa=32, marker=marker)))
+        # Partial rollout: one node advertises 32, the other 0, both with a Ready plugin pod.
+        for index, efa in enumerate((32, 0)):
+            name = f"{pools.partial}-{index}"
+            plugin_nodes.append(_create_node(admin, pools, node_body(name, pool=pools.partial, efa=efa, marker=marker)))
+        # Stalled: g6.2xlarge GPU nodes (EFA maximum 0) that advertise nothing.
+        for index in range(2):
+            name = f"{pools.stalled}-{index}"
+            body = node_body(name, pool=pools.stalled, instance_type="g6.2xlarge", efa=None, gpus=1, marker=marker)
+            _create_node(admin, pools, body)
+        pools.daemon_set = f"aws-efa-k8s-device-plugin-{marker}"
+        daemon_set = admin.create(
+            daemon_set_path(PLUGIN_NAMESPACE), daemon_set_body(PLUGIN_NAMESPACE, pools.daemon_set, marker=marker)
+        )
+        for node in plugin_nodes:
+            pod = plugin_pod_body(PLUGIN_NAMESPACE, f"{node}-plugin", daemon_set=daemon_set, node=node, marker=marker)
+            admin.create(pod_path(PLUGIN_NAMESPACE), pod)
+            pools.pods.append(pod["metadata"]["name"])
+            admin.patch(pod_path(PLUGIN_NAMESPACE, pod["metadata"]["name"]) + "/status", pod_status(ready=True))
+
+        # The Ready pool's FabricCapability is declared up front, as a GitOps tool applies a
+        # gate object from Git (docs/gitops.md, Argo CD); the operator adopts it.
+        declared = {
+            "apiVersion": "fabriccap.dev/v1alpha1",
+            "kind": "FabricCapability",
+            "metadata": {"name": pools.fcap(pools.ready), "labels": {GITOPS_LABEL: "training-gate"}},
+            "spec": {},
+        }
+        cluster.run_kubectl(
+            "apply", "--server-side", "--field-manager=argocd-controller", "-f", "-", input=json.dumps(declared)
+        )
+        operator.start()
+        expected = {pools.ready: "True", pools.partial: "False", pools.stalled: "False"}
+
+        def settled() -> bool:
+            for pool, ready in expected.items():
+                obj = admin.fcap(pools.fcap(pool))
+                if obj is None or not (obj.get("status") or {}).get("conditions"):
+                    return False
+                if condition(obj, "Ready")["status"] != ready:
+                    return False
+            return True
+
+        wait_until(settled, "the three FabricCapabilities", timeout=120)
+        yield pools
+    finally:
+        operator.stop()
+        _cleanup(admin, pools)
+
+
+def live(cluster: E2ECluster, name: str) -> dict[str, Any]:
+    """The object exactly as a GitOps tool reads it from the apiserver."""
+    return dict(json.loads(cluster.run_kubectl("get", "fabriccapability", name, "-o", "json").stdout))
+
+
+# ---------------------------------------------------------------------------------------------
+# kstatus
+
+
+def test_ready_pool_is_current(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
+    obj = live(cluster, pools.fcap(pools.ready))
+    assert condition(obj, "Ready")["reason"] == "UniformCapability"
+    assert compute(kstatus, obj) == ("Current", "Resource is Ready")
+
+
+def test_declared_gate_object_is_adopted(pools: Pools, cluster: E2ECluster) -> None:
+    obj = live(cluster, pools.fcap(pools.ready))
+    labels = obj["metadata"]["labels"]
+    assert labels[GITOPS_LABEL] == "training-gate", "the GitOps tool's label stays"
+    assert labels["app.kubernetes.io/managed-by"] == "fabriccap"
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+
+
+def test_partial_rollout_is_in_progress(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
+    obj = live(cluster, pools.fcap(pools.partial))
+    ready = condition(obj, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "PartialRollout")
+    assert condition(obj, "Stalled")["status"] == "False"
+    assert compute(kstatus, obj) == ("InProgress", ready["message"])
+
+
+def test_stalled_pool_is_failed(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
+    obj = live(cluster, pools.fcap(pools.stalled))
+    stalled = condition(obj, "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "InstanceTypeUnsupported")
+    assert compute(kstatus, obj) == ("Failed", stalled["message"])
+
+
+def test_status_older_than_generation_is_in_progress(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
+    obj = live(cluster, pools.fcap(pools.ready))
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    stale = copy.deepcopy(obj)
+    stale["metadata"]["generation"] += 1
+    status, _ = compute(kstatus, stale)
+    assert status == "InProgress"
+
+
+# ---------------------------------------------------------------------------------------------
+# kubectl wait, the simplest gate (docs/gitops.md)
+
+
+def test_kubectl_wait_gates_on_ready(pools: Pools, cluster: E2ECluster) -> None:
+    passed = cluster.run_kubectl(
+        "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pools.ready)}", "--timeout=30s", check=False
+    )
+    assert passed.returncode == 0, passed.stderr
+    for pool in (pools.partial, pools.stalled):
+        blocked = cluster.run_kubectl(
+            "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pool)}", "--timeout=2s", check=False
+        )
+        assert blocked.returncode != 0, f"kubectl wait passed for {pool}"
+        assert "timed out" in blocked.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Flux healthCheckExprs (gitops/flux-kustomization.yaml), evaluated by a real CEL engine
+#
+# Flux is not here, but the apiserver evaluates CEL: a ValidatingAdmissionPolicy in Warn mode
+# whose validations are `!(expr)` turns every expression that holds for an object into a
+# warning on a (dry-run) status update of that object. Flux binds the object's top-level
+# fields as variables (`status`); an admission policy binds the object as `object`.
+
+FLUX_EXAMPLE = REPO_ROOT / "gitops" / "flux-kustomization.yaml"
+CEL_PROBE_USER = "fabriccap-cel-probe"
+TOP_LEVEL_STATUS = re.compile(r"(?<![\w.])status\b")
+
+
+def flux_health_expressions() -> dict[str, str]:
+    for doc in yaml.safe_load_all(FLUX_EXAMPLE.read_text()):
+        for check in (doc or {}).get("spec", {}).get("healthCheckExprs", []):
+            if check["kind"] == "FabricCapability":
+                return {key: str(check[key]) for key in ("current", "failed")}
+    raise AssertionError(f"no FabricCapability healthCheckExprs in {FLUX_EXAMPLE}")
+
+
+def as_admission_expression(flux_expression: str) -> str:
+    """`status...` (Flux's variable) becomes `object.status...`; `e.status` stays."""
+    return TOP_LEVEL_STATUS.sub("object.status", flux_expression)
+
+
+@pytest.fixture(scope="module")
+def cel_policy(cluster: E2ECluster, pools: Pools) -> Iterator[str]:
+    name = f"fabriccap-flux-exprs-{pools.marker}"
+    validations = [
+        {
+            "expression": f"!({as_admission_expression(expression)})",
+            "message": f"expression {key} holds",
+        }
+        for key, expression in flux_health_expressions().items()
+    ]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["fabriccap.dev"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["fabriccapabilities/status"],
+                    }
+                ]
+            },
+            # Only the probe's requests: the operator's own status writes stay untouched.
+            "matchConditions": [{"name": "probe", "expression": f"request.userInfo.username == '{CEL_PROBE_USER}'"}],
+            "validations": validations,
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Warn"]},
+    }
+    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": [policy, binding]})
+    cluster.run_kubectl("apply", "--server-side", "-f", "-", input=manifest)
+    try:
+        # No controller-manager writes the policy's typeChecking status here; an expression
+        # that does not compile fails the probe's request instead (failurePolicy: Fail).
+        yield name
+    finally:
+        cluster.run_kubectl("delete", "-f", "-", "--wait=false", input=manifest, check=False)
+
+
+def holding_expressions(cluster: E2ECluster, fcap: str) -> set[str]:
+    """Which Flux expressions hold for the live object (via a dry-run no-op status patch)."""
+    obj = live(cluster, fcap)
+    result = cluster.run_kubectl(
+        "patch",
+        "fabriccapability",
+        fcap,
+        "--subresource=status",
+        "--type=merge",
+        "--dry-run=server",
+        f"--as={CEL_PROBE_USER}",
+        "--as-group=system:masters",
+        "-p",
+        json.dumps({"status": {"conditions": obj["status"]["conditions"]}}),
+    )
+    return set(re.findall(r"expression (\w+) holds", result.stderr))
+
+
+def test_flux_health_expressions_agree_with_kstatus(cel_policy: str, pools: Pools, cluster: E2ECluster) -> None:
+    def probe() -> dict[str, set[str]] | None:
+        answers = {pool: holding_expressions(cluster, pools.fcap(pool)) for pool in (pools.ready, pools.stalled)}
+        # Admission policies reach the apiserver's admission chain through an informer.
+        return answers if answers[pools.ready] else None
+
+    answers = wait_until(probe, f"policy {cel_policy} to take effect", timeout=30, interval=0.5)
+    assert answers == {pools.ready: {"current"}, pools.stalled: {"failed"}}
+    assert holding_expressions(cluster, pools.fcap(pools.partial)) == set(), "a partial rollout is neither"
