@@ -24,6 +24,10 @@ def main(args: argparse.Namespace) -> int:
             )
             print(info.export_line)
         else:
+            # A demo left running (--keep-running) has an operator process here too.
+            from fabriccap.demo import stop_operator
+
+            stop_operator(directory)
             down(directory)
     except (ControlPlaneError, BinaryError) as error:
         print(f"error: {error}", file=sys.stderr)
