@@ -556,6 +556,40 @@ def test_emptied_pool_is_deleted_after_the_grace_period_not_before(scenario: Sce
     assert scenario.operator.metrics().series("fabriccap_pool_nodes", name=name) == []
 
 
+def test_a_capability_deleted_by_someone_else_is_put_back(scenario: Scenario) -> None:
+    scenario.add_pool("undeleted", 2)
+    first = scenario.wait_ready("undeleted", "True", "UniformCapability", nodes=2)
+    scenario.kube.delete(f"{FCAP_PATH}/{scenario.fcap_name('undeleted')}")
+    again = wait_until(
+        lambda: (
+            (obj := scenario.fcap("undeleted")) is not None
+            and obj["metadata"]["uid"] != first["metadata"]["uid"]
+            and obj.get("status")
+            and obj
+        ),
+        "the deleted FabricCapability to be recreated with its status",
+    )
+    ready = next(c for c in again["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "UniformCapability")
+
+
+def test_a_capability_it_does_not_own_is_never_deleted(scenario: Scenario) -> None:
+    name = f"efa-{scenario.prefix}-foreign"
+    scenario.kube.create(
+        FCAP_PATH,
+        {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": name}, "spec": {}},
+    )
+    try:
+        # Restarted, the operator reads it back with no pool behind it: the grace period runs,
+        # and then the missing ownership label must stop the deletion.
+        scenario.operator.restart()
+        time.sleep(GRACE_SECONDS + 2.0)
+        assert scenario.kube.fcap(name) is not None, "a FabricCapability without the managed-by label was deleted"
+        assert "not managed by fabriccap; kept" in scenario.operator.log()
+    finally:
+        scenario.kube.delete(f"{FCAP_PATH}/{name}")
+
+
 def test_restart_changes_nothing(scenario: Scenario) -> None:
     scenario.add_pool("steady", 2)
     _, laggard = scenario.add_pool("lagging", 2)
