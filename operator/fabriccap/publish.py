@@ -162,7 +162,7 @@ class Publisher:
             if self.published.pop(name, None) is not None:
                 self.metrics.pools.remove_pool(name)
                 if name in self.desired:  # deleted by someone else while still called for
-                    self.store._mark(self.desired[name][1])
+                    self.store.mark_pool(self.desired[name][1])
             return
         current = Published.from_object(obj)
         known = self.published.get(name)
@@ -170,17 +170,16 @@ class Publisher:
             return
         self.published[name] = current
         if name in self.desired and (known is None or strip_volatile(known.status) != strip_volatile(current.status)):
-            self.store._mark(self.desired[name][1])  # edited by someone else: put our answer back
+            self.store.mark_pool(self.desired[name][1])  # edited by someone else: put our answer back
 
     def _plugin_views(self) -> dict[str, PluginView]:
         daemon_sets = list(self.store.daemon_sets.values())
         pods = list(self.store.pods.values())
         return {profile.name: plugin_view(profile, daemon_sets, pods) for profile in self.config.enabled_fabrics}
 
-    def evaluate_pools(self, pools: set[Pool]) -> tuple[list[PoolCapability], set[str]]:
+    def evaluate_pools(self, pools: set[Pool], views: dict[str, PluginView]) -> tuple[list[PoolCapability], set[str]]:
         """Capabilities for the given pools, and the names of those that have no target node now."""
         primary = self.config.pool_labels[0]
-        views = self._plugin_views()
         present: list[PoolCapability] = []
         empty: set[str] = set()
         for pool in pools:
@@ -196,12 +195,12 @@ class Publisher:
                     empty.add(name)
         return present, empty
 
-    def _unpooled_nodes(self) -> int:
-        views = self._plugin_views()
+    def _unpooled_target_nodes(self, views: dict[str, PluginView]) -> int:
+        fabrics = self.config.enabled_fabrics
         return sum(
             1
-            for node in self.store.nodes.values()
-            if node.pool is None and any(is_target_node(p, node, views[p.name]) for p in self.config.enabled_fabrics)
+            for name in self.store.unpooled
+            if any(is_target_node(profile, self.store.nodes[name], views[profile.name]) for profile in fabrics)
         )
 
     async def reconcile_once(self) -> None:
@@ -209,9 +208,9 @@ class Publisher:
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}
-        capabilities, empty = self.evaluate_pools(pools)
-        if everything:
-            self.metrics.unpooled_nodes.set(self._unpooled_nodes())
+        views = self._plugin_views()
+        capabilities, empty = self.evaluate_pools(pools, views)
+        self.metrics.unpooled_nodes.set(self._unpooled_target_nodes(views))
         self.metrics.evaluations.inc(len(pools))
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
         now = self.clock()

@@ -21,12 +21,16 @@ class FactStore:
         self.pods: dict[PodKey, PodFacts] = {}
         self.daemon_sets: dict[PodKey, DaemonSetFacts] = {}
         self.pool_members: dict[Pool, set[str]] = defaultdict(set)
+        self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
         self.dirty_pools: set[Pool] = set()
         self.everything_dirty = True  # the first look evaluates every pool
         self.changed = asyncio.Event()
         # Set once every watched collection has been listed: before that, a pool's facts may
         # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
         self.listed = asyncio.Event()
+
+    def mark_pool(self, pool: Pool | None) -> None:
+        self._mark(pool)
 
     def _mark(self, pool: Pool | None) -> None:
         if pool is not None:
@@ -51,6 +55,11 @@ class FactStore:
             self._mark(previous.pool)
         if facts.pool is not None:
             self.pool_members[facts.pool].add(facts.name)
+            self.unpooled.discard(facts.name)
+        else:
+            self.unpooled.add(facts.name)
+        if facts.pool is None or (previous is not None and previous.pool is None):
+            self.changed.set()  # no pool to re-evaluate, but the unpooled count may move
         self._mark(facts.pool)
         return True
 
@@ -58,6 +67,9 @@ class FactStore:
         previous = self.nodes.pop(name, None)
         if previous is None:
             return False
+        if previous.pool is None:
+            self.unpooled.discard(name)
+            self.changed.set()
         if previous.pool is not None:
             self._drop_member(previous.pool, name)
         self._mark(previous.pool)

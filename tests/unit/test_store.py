@@ -1,0 +1,101 @@
+"""FactStore: which facts changes mark which pools dirty, and what a fresh LIST forgets."""
+
+from __future__ import annotations
+
+from fabriccap.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
+from fabriccap.store import FactStore
+
+TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
+INFER = Pool("eks.amazonaws.com/nodegroup", "infer")
+
+
+def node(name: str, pool: Pool | None = TRAIN, efa: int = 32) -> NodeFacts:
+    resources = (("vpc.amazonaws.com/efa", efa),)
+    return NodeFacts(name, pool, "p5.48xlarge", False, resources, resources, ())
+
+
+def pod(name: str, node_name: str | None, ready: bool = True) -> PodFacts:
+    return PodFacts("kube-system", name, node_name, "aws-efa-k8s-device-plugin", ready)
+
+
+def settled() -> FactStore:
+    store = FactStore()
+    store.put_node(node("a"))
+    store.put_node(node("b", INFER))
+    store.take_dirty()
+    return store
+
+
+def test_the_first_look_evaluates_everything() -> None:
+    store = FactStore()
+    everything, pools = store.take_dirty()
+    assert everything is True and pools == set()
+    assert store.take_dirty() == (False, set())
+
+
+def test_an_unchanged_node_marks_nothing() -> None:
+    store = settled()
+    assert store.put_node(node("a")) is False
+    assert store.changed.is_set() is False
+    assert store.take_dirty() == (False, set())
+
+
+def test_a_changed_count_marks_only_its_pool() -> None:
+    store = settled()
+    assert store.put_node(node("a", efa=16)) is True
+    assert store.take_dirty() == (False, {TRAIN})
+
+
+def test_moving_a_node_marks_both_pools_and_moves_membership() -> None:
+    store = settled()
+    store.put_node(node("a", INFER))
+    assert store.take_dirty() == (False, {TRAIN, INFER})
+    assert TRAIN not in store.pool_members
+    assert {n.name for n in store.members(INFER)} == {"a", "b"}
+
+
+def test_unpooled_nodes_are_tracked_and_wake_the_publisher() -> None:
+    store = settled()
+    store.put_node(node("a", None))
+    assert store.unpooled == {"a"}
+    assert store.changed.is_set()
+    assert store.take_dirty() == (False, {TRAIN})
+    store.remove_node("a")
+    assert store.unpooled == set()
+    assert store.changed.is_set()
+
+
+def test_a_plugin_pod_marks_the_pool_of_its_node() -> None:
+    store = settled()
+    store.put_pod(pod("p", "b"))
+    assert store.take_dirty() == (False, {INFER})
+    store.put_pod(pod("p", "b", ready=False))
+    assert store.take_dirty() == (False, {INFER})
+    store.put_pod(pod("p", "a", ready=False))  # rebound: both nodes' pools
+    assert store.take_dirty() == (False, {INFER, TRAIN})
+    store.remove_pod("kube-system", "p")
+    assert store.take_dirty() == (False, {TRAIN})
+
+
+def test_a_daemon_set_change_marks_everything() -> None:
+    store = settled()
+    store.put_daemon_set(DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ()))
+    assert store.take_dirty()[0] is True
+    assert store.put_daemon_set(DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ())) is False
+
+
+def test_a_fresh_list_forgets_what_it_no_longer_has() -> None:
+    store = settled()
+    store.put_pod(pod("p", "a"))
+    store.put_pod(pod("q", "b"))
+    store.put_daemon_set(DaemonSetFacts("kube-system", "plugin", ()))
+    store.take_dirty()
+    store.retain_nodes({"b"})
+    store.retain_pods("kube-system", {"kube-system/q"})
+    store.retain_daemon_sets("kube-system", set())
+    assert set(store.nodes) == {"b"}
+    assert set(store.pods) == {("kube-system", "q")}
+    assert store.daemon_sets == {}
+    everything, pools = store.take_dirty()
+    assert everything is True  # the DaemonSet went
+    assert TRAIN in pools
