@@ -141,7 +141,8 @@ class Credentials:
 
 def _b64(value: Any, what: str) -> bytes:
     try:
-        return base64.b64decode(str(value), validate=True)
+        # Like kubectl (Go's decoder), ignore line breaks: `base64` wraps its output at 76 columns.
+        return base64.b64decode(str(value).replace("\r", "").replace("\n", ""), validate=True)
     except ValueError:
         raise KubeError(f"kubeconfig: {what} is not valid base64") from None
 
@@ -196,8 +197,10 @@ def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -
         raise KubeError(f"no Kubernetes cluster configured: no kubeconfig in {shown}")
     context_name = context or next((str(d["current-context"]) for _, d in documents if d.get("current-context")), None)
     contexts = _named(documents, "contexts")
-    if context_name is None or context_name not in contexts:
+    if context_name is None:
         raise KubeError(f"no Kubernetes cluster configured: kubeconfig {shown} has no current context")
+    if context_name not in contexts:
+        raise KubeError(f"kubeconfig {shown}: context {context_name} does not exist")
     _, context_entry = contexts[context_name]
     clusters, users = _named(documents, "clusters"), _named(documents, "users")
     cluster_name, user_name = str(context_entry.get("cluster")), str(context_entry.get("user", ""))
@@ -400,7 +403,12 @@ class KubeClient:
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         if line.strip():
-                            yield json.loads(line)
+                            try:
+                                event = json.loads(line)
+                            except ValueError:
+                                # A garbled stream: end it; the caller resumes from the last version.
+                                raise KubeError(f"watch {path}: malformed event ({len(line)} bytes)") from None
+                            yield event
         except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None
 

@@ -1,0 +1,574 @@
+"""Credentials for the aiohttp Kubernetes client: kubeconfig files, rotating tokens, exec plugins, in-cluster."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+import re
+import ssl
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from fabriccap import kube
+from fabriccap.errors import KubeError
+from fabriccap.kube import Credentials, load_credentials, load_in_cluster, load_kubeconfig
+
+CA_PEM = b"-----BEGIN CERTIFICATE-----\nfake CA\n-----END CERTIFICATE-----\n"
+CERT_PEM = b"-----BEGIN CERTIFICATE-----\nfake client\n-----END CERTIFICATE-----\n"
+KEY_PEM = b"-----BEGIN EC PRIVATE KEY-----\nfake key\n-----END EC PRIVATE KEY-----\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Neither the developer's kubeconfig nor a CI pod's service account may leak in."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_DIR", tmp_path / "no-service-account")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def write_kubeconfig(
+    path: Path,
+    *,
+    cluster: Mapping[str, Any] | None = None,
+    user: Mapping[str, Any] | None = None,
+    current_context: str | None = "ctx",
+    context_cluster: str = "c",
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    document: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": dict(cluster or {"server": "https://api.example:6443"})}],
+        "users": [{"name": "u", "user": dict(user or {})}],
+        "contexts": [{"name": "ctx", "context": {"cluster": context_cluster, "user": "u"}}],
+    }
+    if current_context is not None:
+        document["current-context"] = current_context
+    document.update(extra or {})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+# --- kubeconfig: where the cluster is, and certificates --------------------------------------
+
+
+def test_client_certificate_and_ca_data(tmp_path: Path) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config",
+        cluster={
+            "server": "https://api.example:6443/",
+            "certificate-authority-data": b64(CA_PEM),
+            "tls-server-name": "kubernetes.default",
+        },
+        user={"client-certificate-data": b64(CERT_PEM), "client-key-data": b64(KEY_PEM)},
+    )
+    credentials = load_kubeconfig(str(config))
+    assert credentials.server == "https://api.example:6443"  # trailing slash dropped
+    assert credentials.ca_data == CA_PEM
+    assert credentials.client_cert_data == CERT_PEM
+    assert credentials.client_key_data == KEY_PEM
+    assert credentials.tls_server_name == "kubernetes.default"
+    assert credentials.insecure is False
+    assert credentials.token is None
+    assert credentials.headers() == {}
+    assert credentials.source == f"kubeconfig {config}"
+
+
+def test_certificate_files_are_relative_to_the_kubeconfig_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "kube"
+    (directory / "pki").mkdir(parents=True)
+    (directory / "pki" / "ca.crt").write_bytes(CA_PEM)
+    (directory / "pki" / "client.crt").write_bytes(CERT_PEM)
+    absolute_key = tmp_path / "elsewhere" / "client.key"
+    absolute_key.parent.mkdir()
+    absolute_key.write_bytes(KEY_PEM)
+    config = write_kubeconfig(
+        directory / "config",
+        cluster={"server": "https://api.example:6443", "certificate-authority": "pki/ca.crt"},
+        user={"client-certificate": "pki/client.crt", "client-key": str(absolute_key)},
+    )
+    monkeypatch.chdir(tmp_path)  # not the kubeconfig's directory: "pki/ca.crt" must not resolve from here
+    credentials = load_kubeconfig(str(config))
+    assert credentials.ca_data == CA_PEM
+    assert credentials.client_cert_data == CERT_PEM
+    assert credentials.client_key_data == KEY_PEM
+
+
+def test_data_takes_precedence_over_a_file(tmp_path: Path) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config",
+        cluster={
+            "server": "https://api.example:6443",
+            "certificate-authority": "absent.crt",
+            "certificate-authority-data": b64(CA_PEM),
+        },
+    )
+    assert load_kubeconfig(str(config)).ca_data == CA_PEM
+
+
+def test_base64_wrapped_over_lines_is_accepted_like_kubectl(tmp_path: Path) -> None:
+    # `base64 ca.crt` wraps at 76 columns; kubectl (Go's decoder) ignores the newlines.
+    wrapped = "\n".join(b64(CA_PEM * 4)[i : i + 76] for i in range(0, len(b64(CA_PEM * 4)), 76)) + "\n"
+    assert "\n" in wrapped.strip()
+    config = write_kubeconfig(
+        tmp_path / "config", cluster={"server": "https://api.example:6443", "certificate-authority-data": wrapped}
+    )
+    assert load_kubeconfig(str(config)).ca_data == CA_PEM * 4
+
+
+def test_insecure_skip_tls_verify(tmp_path: Path) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config", cluster={"server": "https://api.example:6443", "insecure-skip-tls-verify": True}
+    )
+    credentials = load_kubeconfig(str(config))
+    assert credentials.insecure is True
+    context = credentials.ssl_context()
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_NONE
+    assert context.check_hostname is False
+
+
+def _self_signed(common_name: str) -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def test_ssl_context_trusts_the_ca_and_presents_the_client_certificate() -> None:
+    ca_pem, _ = _self_signed("test-ca")
+    cert_pem, key_pem = _self_signed("system:admin")
+    credentials = Credentials(
+        server="https://api.example:6443", ca_data=ca_pem, client_cert_data=cert_pem, client_key_data=key_pem
+    )
+    context = credentials.ssl_context()
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname is True
+    assert [cert["subject"] for cert in context.get_ca_certs()] == [((("commonName", "test-ca"),),)]
+    # A key that does not match the certificate is refused, proving the pair was loaded.
+    _, other_key = _self_signed("other")
+    mismatched = Credentials(
+        server="https://api.example:6443", ca_data=ca_pem, client_cert_data=cert_pem, client_key_data=other_key
+    )
+    with pytest.raises(ssl.SSLError):
+        mismatched.ssl_context()
+
+
+def test_plain_http_needs_no_ssl_context() -> None:
+    assert Credentials(server="http://127.0.0.1:8080").ssl_context() is False
+
+
+# --- tokens, token files, basic auth ---------------------------------------------------------
+
+
+def test_token(tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", user={"token": "abc.def"})
+    credentials = load_credentials(str(config))
+    assert credentials.headers() == {"Authorization": "Bearer abc.def"}
+
+
+def test_token_file_is_read_relative_to_the_kubeconfig_and_rotates(tmp_path: Path) -> None:
+    token_file = tmp_path / "kube" / "token"
+    token_file.parent.mkdir()
+    token_file.write_text("first\n")
+    config = write_kubeconfig(tmp_path / "kube" / "config", user={"tokenFile": "token"})
+    credentials = load_credentials(str(config))
+    assert credentials.token_file == token_file
+    assert credentials.headers() == {"Authorization": "Bearer first"}
+
+    token_file.write_text("second\n")
+    credentials.refresh()  # read moments ago: not re-read yet
+    assert credentials.headers() == {"Authorization": "Bearer first"}
+    credentials.refresh(force=True)
+    assert credentials.headers() == {"Authorization": "Bearer second"}
+
+
+def test_token_file_is_re_read_after_a_minute(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("first")
+    credentials = load_credentials(str(write_kubeconfig(tmp_path / "config", user={"tokenFile": str(token_file)})))
+    token_file.write_text("second")
+    credentials._token_read_at -= kube.TOKEN_FILE_REREAD_SECONDS + 1  # as if read over a minute ago
+    credentials.refresh()
+    assert credentials.token == "second"
+
+
+def test_unreadable_token_file(tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", user={"tokenFile": "missing-token"})
+    with pytest.raises(KubeError, match=r"cannot read token file .*missing-token"):
+        load_credentials(str(config))
+
+
+def test_basic_auth(tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", user={"username": "admin", "password": "s3cret"})
+    credentials = load_credentials(str(config))
+    expected = base64.b64encode(b"admin:s3cret").decode()
+    assert credentials.headers() == {"Authorization": f"Basic {expected}"}
+
+
+# --- exec credential plugins ------------------------------------------------------------------
+
+PLUGIN = """#!{python}
+import json, os, pathlib, sys
+
+here = pathlib.Path(__file__).resolve().parent
+calls = here / "calls"
+count = int(calls.read_text()) + 1 if calls.exists() else 1
+calls.write_text(str(count))
+(here / "last-call.json").write_text(json.dumps({{
+    "argv": sys.argv[1:],
+    "env": os.environ.get("PLUGIN_REGION"),
+    "exec_info": json.loads(os.environ["KUBERNETES_EXEC_INFO"]),
+    "cwd": os.getcwd(),
+}}))
+if (here / "fail").exists():
+    print("starting", file=sys.stderr)
+    print("error: the session has expired", file=sys.stderr)
+    sys.exit(3)
+status = {{"token": "token-%d" % count}}
+expiry = (here / "expiry").read_text().strip()
+if expiry:
+    status["expirationTimestamp"] = expiry
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}}))
+"""
+
+
+class Plugin:
+    """An exec credential plugin in a directory of its own, counting its invocations."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.script = directory / "get-token"
+        self.script.write_text(PLUGIN.format(python=sys.executable))
+        self.script.chmod(self.script.stat().st_mode | stat.S_IXUSR)
+        self.expires_in(None)
+
+    def expires_in(self, seconds: float | None) -> None:
+        if seconds is None:
+            (self.directory / "expiry").write_text("")
+            return
+        moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+        (self.directory / "expiry").write_text(moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    @property
+    def calls(self) -> int:
+        calls = self.directory / "calls"
+        return int(calls.read_text()) if calls.exists() else 0
+
+    @property
+    def last_call(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads((self.directory / "last-call.json").read_text())
+        return result
+
+    def kubeconfig(self, command: str | None = None) -> Path:
+        return write_kubeconfig(
+            self.directory / "config",
+            user={
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1",
+                    "command": command or str(self.script),
+                    "args": ["eks", "get-token", "--cluster-name", "prod"],
+                    "env": [{"name": "PLUGIN_REGION", "value": "us-west-2"}],
+                    "interactiveMode": "Never",
+                }
+            },
+        )
+
+
+def test_exec_plugin_runs_once_then_again_after_expiry_and_on_force(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    plugin.expires_in(3600)
+    credentials = load_credentials(str(plugin.kubeconfig()))
+    assert plugin.calls == 1
+    assert credentials.headers() == {"Authorization": "Bearer token-1"}
+    assert plugin.last_call["argv"] == ["eks", "get-token", "--cluster-name", "prod"]
+    assert plugin.last_call["env"] == "us-west-2"
+    assert plugin.last_call["exec_info"] == {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {"interactive": False},
+    }
+
+    credentials.refresh()  # an hour left: the token is reused
+    credentials.refresh()
+    assert plugin.calls == 1
+
+    plugin.expires_in(30)  # inside the refresh margin: as good as expired
+    credentials.refresh(force=True)
+    assert plugin.calls == 2
+    assert credentials.token == "token-2"
+
+    plugin.expires_in(3600)
+    credentials.refresh()  # token-2 is (nearly) expired: the plugin runs again
+    assert plugin.calls == 3
+    assert credentials.headers() == {"Authorization": "Bearer token-3"}
+    credentials.refresh()
+    assert plugin.calls == 3
+
+
+def test_exec_plugin_without_expiry_runs_only_when_forced(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    credentials = load_credentials(str(plugin.kubeconfig()))
+    credentials.refresh()
+    credentials.refresh()
+    assert plugin.calls == 1
+    credentials.refresh(force=True)
+    assert (plugin.calls, credentials.token) == (2, "token-2")
+
+
+def test_exec_plugin_relative_command_runs_in_the_kubeconfig_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    monkeypatch.chdir(tmp_path)
+    credentials = load_credentials(str(plugin.kubeconfig(command="./get-token")))
+    assert credentials.token == "token-1"
+    assert Path(plugin.last_call["cwd"]) == plugin.directory.resolve()
+
+
+def test_exec_plugin_failure_reports_its_last_error_line(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    (plugin.directory / "fail").touch()
+    with pytest.raises(KubeError, match=r"credential plugin .*get-token exited 3: error: the session has expired$"):
+        load_credentials(str(plugin.kubeconfig()))
+
+
+def test_exec_plugin_missing_command(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    with pytest.raises(KubeError, match=r"credential plugin /nonexistent/aws-iam-authenticator failed"):
+        load_credentials(str(plugin.kubeconfig(command="/nonexistent/aws-iam-authenticator")))
+
+
+# --- KUBECONFIG with several files -------------------------------------------------------------
+
+
+def test_kubeconfig_list_first_file_wins_per_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = tmp_path / "a" / "config"
+    first.parent.mkdir()
+    first.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "shared", "cluster": {"server": "https://first:6443"}}],
+                "users": [{"name": "admin", "user": {"token": "first-token"}}],
+            }
+        )
+    )
+    second = tmp_path / "b" / "config"
+    second.parent.mkdir()
+    second.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "work",
+                "clusters": [
+                    {"name": "shared", "cluster": {"server": "https://second:6443"}},
+                    {"name": "only-second", "cluster": {"server": "https://only-second:6443"}},
+                ],
+                "users": [{"name": "admin", "user": {"token": "second-token"}}],
+                "contexts": [
+                    {"name": "work", "context": {"cluster": "shared", "user": "admin"}},
+                    {"name": "lab", "context": {"cluster": "only-second", "user": "admin"}},
+                ],
+            }
+        )
+    )
+    third = write_kubeconfig(tmp_path / "c" / "config", current_context="ctx")
+    missing = tmp_path / "missing" / "config"  # a missing entry in the list is skipped
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(first), str(missing), str(second), str(third)]))
+
+    credentials = load_credentials()
+    assert credentials.server == "https://first:6443"  # current-context of the second file, names of the first
+    assert credentials.token == "first-token"
+    assert credentials.source == f"kubeconfig {os.pathsep.join(map(str, [first, missing, second, third]))}"
+
+    lab = load_kubeconfig(context="lab")
+    assert (lab.server, lab.token) == ("https://only-second:6443", "first-token")
+    other = load_kubeconfig(context="ctx")
+    assert other.server == "https://api.example:6443"
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_missing_kubeconfig_file(tmp_path: Path) -> None:
+    missing = tmp_path / "absent"
+    with pytest.raises(
+        KubeError, match=re.escape(f"no Kubernetes cluster configured: kubeconfig {missing} does not exist")
+    ):
+        load_credentials(str(missing))
+
+
+def test_default_kubeconfig_missing(tmp_path: Path) -> None:
+    expected = tmp_path / "home" / ".kube" / "config"
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {expected} does not exist")):
+        load_credentials()
+
+
+def test_kubeconfig_list_with_no_existing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "x"), str(tmp_path / "y")]))
+    with pytest.raises(KubeError, match="no Kubernetes cluster configured: no kubeconfig in") as caught:
+        load_credentials()
+    assert str(tmp_path / "y") in str(caught.value)
+
+
+def test_no_current_context(tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", current_context=None)
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config} has no current context")):
+        load_kubeconfig(str(config))
+
+
+@pytest.mark.parametrize(("current", "explicit"), [("gone", None), ("ctx", "gone")])
+def test_context_that_does_not_exist_is_named(tmp_path: Path, current: str, explicit: str | None) -> None:
+    config = write_kubeconfig(tmp_path / "config", current_context=current)
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config}: context gone does not exist")):
+        load_kubeconfig(str(config), context=explicit)
+
+
+def test_context_naming_an_unknown_cluster(tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", context_cluster="nowhere")
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config}: context ctx names unknown cluster nowhere")):
+        load_kubeconfig(str(config))
+
+
+def test_cluster_without_server(tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", cluster={"certificate-authority-data": b64(CA_PEM)})
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config}: cluster c has no server")):
+        load_kubeconfig(str(config))
+
+
+def test_auth_provider_is_unsupported(tmp_path: Path) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config", user={"auth-provider": {"name": "gcp", "config": {"cmd-path": "gcloud"}}}
+    )
+    with pytest.raises(KubeError, match="auth-provider credentials are not supported; use an exec plugin"):
+        load_kubeconfig(str(config))
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "what"),
+    [
+        ({"certificate-authority-data": "not base64!"}, {}, "certificate-authority-data"),
+        ({}, {"client-certificate-data": "@@@@"}, "client-certificate-data"),
+        ({}, {"client-key-data": "abc"}, "client-key-data"),  # bad padding
+    ],
+)
+def test_invalid_base64(tmp_path: Path, cluster: dict[str, str], user: dict[str, str], what: str) -> None:
+    config = write_kubeconfig(tmp_path / "config", cluster={"server": "https://api.example:6443", **cluster}, user=user)
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig: {what} is not valid base64")):
+        load_kubeconfig(str(config))
+
+
+def test_unreadable_certificate_file(tmp_path: Path) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config", cluster={"server": "https://api.example:6443", "certificate-authority": "nope.crt"}
+    )
+    with pytest.raises(
+        KubeError, match=re.escape(f"kubeconfig: cannot read certificate-authority {tmp_path / 'nope.crt'}")
+    ):
+        load_kubeconfig(str(config))
+
+
+def test_kubeconfig_that_is_not_yaml(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("clusters: [unclosed\n")
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config} is unreadable")):
+        load_kubeconfig(str(config))
+
+
+# --- in-cluster ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "serviceaccount"
+    directory.mkdir()
+    (directory / "token").write_text("sa-token-1\n")
+    (directory / "ca.crt").write_bytes(CA_PEM)
+    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_DIR", directory)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    return directory
+
+
+def test_in_cluster(service_account: Path) -> None:
+    credentials = load_credentials()
+    assert credentials.server == "https://10.96.0.1:443"
+    assert credentials.ca_data == CA_PEM
+    assert credentials.token_file == service_account / "token"
+    assert credentials.headers() == {"Authorization": "Bearer sa-token-1"}
+    assert credentials.source == "in-cluster service account"
+    # The kubelet rotates the projected token: a forced refresh (after a 401) picks it up.
+    (service_account / "token").write_text("sa-token-2\n")
+    credentials.refresh(force=True)
+    assert credentials.headers() == {"Authorization": "Bearer sa-token-2"}
+
+
+def test_in_cluster_ipv6_host_is_bracketed(service_account: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00:10:96::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
+    assert load_credentials().server == "https://[fd00:10:96::1]:6443"
+
+
+def test_in_cluster_default_port(service_account: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT")
+    assert load_in_cluster().server == "https://10.96.0.1:443"
+
+
+def test_in_cluster_without_ca(service_account: Path) -> None:
+    (service_account / "ca.crt").unlink()
+    with pytest.raises(KubeError, match="in-cluster CA unreadable"):
+        load_credentials()
+
+
+def test_in_cluster_outside_a_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(KubeError, match=r"not running in a cluster \(KUBERNETES_SERVICE_HOST is unset\)"):
+        load_in_cluster()
+
+
+def test_explicit_kubeconfig_wins_in_a_pod(service_account: Path, tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", user={"token": "from-kubeconfig"})
+    credentials = load_credentials(str(config))
+    assert (credentials.server, credentials.token) == ("https://api.example:6443", "from-kubeconfig")
+
+
+def test_without_a_service_account_token_the_kubeconfig_is_used(
+    service_account: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (service_account / "token").unlink()  # automountServiceAccountToken: false
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "config", user={"token": "t"})))
+    assert load_credentials().server == "https://api.example:6443"

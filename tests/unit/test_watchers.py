@@ -1,0 +1,594 @@
+"""Informers and the KubeClient against a small fake API server: LIST pages, WATCH streams, resumes, relists."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiohttp import web
+from builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod
+
+from fabriccap import watchers
+from fabriccap.config import default_config
+from fabriccap.errors import KubeError
+from fabriccap.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
+from fabriccap.kube import Credentials, KubeClient
+from fabriccap.metrics import OperatorMetrics
+from fabriccap.store import FactStore
+from fabriccap.watchers import Informer, build_informers
+
+NODES = "/api/v1/nodes"
+PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
+DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
+WAIT_SECONDS = 5.0
+
+Body = dict[str, Any]
+
+
+# --- the fake API server ---------------------------------------------------------------------
+
+
+@dataclass
+class Collection:
+    kind: str
+    items: list[Body]
+    resource_version: str
+
+
+@dataclass
+class WatchResponse:
+    """One scripted answer to a WATCH: an HTTP error, or events sent at once (then kept open, or closed)."""
+
+    status: int = 200
+    events: Sequence[Body] = ()
+    close: bool = False
+    chunks: Sequence[bytes] = ()  # raw bytes written as they are, after the events
+
+
+@dataclass
+class FakeApi:
+    collections: dict[str, Collection] = field(default_factory=dict)
+    requests: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)  # method, path, query, auth
+    watch_script: dict[str, deque[WatchResponse]] = field(default_factory=dict)
+    list_failures: dict[str, deque[int]] = field(default_factory=dict)
+    streams: dict[str, list[asyncio.Queue[Body | None]]] = field(default_factory=dict)
+    bodies: list[tuple[str, str, Any]] = field(default_factory=list)  # method, content type, body of writes
+    required_token: str | None = None
+    url: str = ""
+
+    def serve(self, path: str, kind: str, items: Sequence[Body], resource_version: str) -> None:
+        self.collections[path] = Collection(kind, [copy.deepcopy(item) for item in items], resource_version)
+
+    def script(self, path: str, *responses: WatchResponse) -> None:
+        self.watch_script.setdefault(path, deque()).extend(responses)
+
+    def lists(self, path: str) -> list[dict[str, str]]:
+        return [query for method, p, query, _ in self.requests if p == path and "watch" not in query]
+
+    def watches(self, path: str) -> list[dict[str, str]]:
+        return [query for method, p, query, _ in self.requests if p == path and query.get("watch") == "true"]
+
+    async def emit(self, path: str, *events: Body) -> None:
+        """Send events on the newest open watch stream of ``path``."""
+        await eventually(lambda: bool(self.streams.get(path)), f"a watch stream on {path}")
+        for sent in events:
+            self.streams[path][-1].put_nowait(sent)
+
+    async def close_stream(self, path: str) -> None:
+        await eventually(lambda: bool(self.streams.get(path)), f"a watch stream on {path}")
+        self.streams[path][-1].put_nowait(None)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append((request.method, request.path, query, request.headers.get("Authorization", "")))
+        if self.required_token is not None and request.headers.get("Authorization") != f"Bearer {self.required_token}":
+            return status_response(401, "Unauthorized")
+        if request.method != "GET":
+            self.bodies.append((request.method, request.content_type, await request.json()))
+            return web.json_response({"kind": "Status", "status": "Success"})
+        collection = self.collections.get(request.path)
+        if collection is None:
+            return status_response(404, f"the server could not find the requested resource ({request.path})")
+        if query.get("watch") == "true":
+            return await self._watch(request, request.path)
+        failures = self.list_failures.get(request.path)
+        if failures:
+            return status_response(failures.popleft(), "etcdserver: request timed out")
+        return self._list(collection, query)
+
+    def _list(self, collection: Collection, query: Mapping[str, str]) -> web.Response:
+        limit = int(query.get("limit", "0")) or len(collection.items)
+        start = int(query["continue"].removeprefix("page-")) if "continue" in query else 0
+        end = start + limit
+        metadata = {"resourceVersion": collection.resource_version}
+        if end < len(collection.items):
+            metadata["continue"] = f"page-{end}"
+        return web.json_response(
+            {
+                "apiVersion": "v1",
+                "kind": f"{collection.kind}List",
+                "metadata": metadata,
+                "items": collection.items[start:end],
+            }
+        )
+
+    async def _watch(self, request: web.Request, path: str) -> web.StreamResponse:
+        scripted = self.watch_script.get(path)
+        response_script = scripted.popleft() if scripted else WatchResponse()
+        if response_script.status != 200:
+            return status_response(response_script.status, f"scripted HTTP {response_script.status}")
+        queue: asyncio.Queue[Body | None] = asyncio.Queue()
+        self.streams.setdefault(path, []).append(queue)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        try:
+            for sent in response_script.events:
+                await response.write(json.dumps(sent).encode() + b"\n")
+            for chunk in response_script.chunks:
+                await response.write(chunk)
+                await asyncio.sleep(0.01)  # separate TCP reads
+            if not response_script.close:
+                while (live := await queue.get()) is not None:
+                    await response.write(json.dumps(live).encode() + b"\n")
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away
+            pass
+        return response
+
+
+def status_response(code: int, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
+    return web.json_response(body, status=code)
+
+
+@asynccontextmanager
+async def fake_api() -> AsyncIterator[tuple[FakeApi, KubeClient]]:
+    api = FakeApi()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", api.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    api.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    client = KubeClient(Credentials(server=api.url))
+    try:
+        yield api, client
+    finally:
+        await client.close()
+        for queues in api.streams.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        await runner.cleanup()
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+async def eventually(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+def at(body: Body, resource_version: str) -> Body:
+    versioned = copy.deepcopy(body)
+    versioned["metadata"]["resourceVersion"] = resource_version
+    return versioned
+
+
+def event(event_type: str, body: Body, resource_version: str) -> Body:
+    return {"type": event_type, "object": at(body, resource_version)}
+
+
+def bookmark(resource_version: str) -> Body:
+    return {
+        "type": "BOOKMARK",
+        "object": {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": resource_version}},
+    }
+
+
+def expired() -> Body:
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410}
+    return {"type": "ERROR", "object": {**status, "message": "too old resource version: 100 (150)"}}
+
+
+def node_events(metrics: OperatorMetrics) -> float:
+    value = metrics.registry.get_sample_value("fabriccap_watch_events_total", {"kind": "node"})
+    assert value is not None
+    return float(value)
+
+
+@dataclass
+class Operator:
+    api: FakeApi
+    client: KubeClient
+    store: FactStore
+    metrics: OperatorMetrics
+    informers: list[Informer]
+
+    @property
+    def nodes(self) -> Informer:
+        return self.informers[0]
+
+    def efa(self) -> dict[str, int]:
+        return {name: facts.allocatable_of(EFA) for name, facts in self.store.nodes.items()}
+
+
+@asynccontextmanager
+async def operator(
+    nodes: Sequence[Body] = (),
+    resource_version: str = "100",
+    namespaces: Sequence[str] = (),
+    setup: Callable[[FakeApi], None] | None = None,
+) -> AsyncIterator[Operator]:
+    """The fake API serving ``nodes``, and the informers of ``build_informers`` running on it."""
+    async with fake_api() as (api, client):
+        api.serve(NODES, "Node", nodes, resource_version)
+        if setup is not None:
+            setup(api)
+        store, metrics = FactStore(), OperatorMetrics()
+        informers = build_informers(client, store, FactsExtractor(default_config()), metrics, list(namespaces))
+        tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
+        try:
+            yield Operator(api, client, store, metrics, informers)
+            crashed = [task for task in tasks if task.done()]
+            assert not crashed, f"informer ended: {[task.exception() for task in crashed]}"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture(autouse=True)
+def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The informers' backoff sleeps, recorded and skipped (so no test waits a second)."""
+    delays: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(watchers, "asyncio", SimpleNamespace(sleep=sleep))
+    return delays
+
+
+# --- LIST -----------------------------------------------------------------------------------------
+
+
+async def test_initial_list_fills_the_store_and_sets_listed() -> None:
+    bodies = [node("n1", efa=32), node("n2", pool="p4", efa=4), node("cpu-1", pool="general", efa=None, gpu=None)]
+
+    def setup(api: FakeApi) -> None:
+        api.serve(DAEMON_SETS, "DaemonSet", [daemon_set()], "7")
+        api.serve(PODS, "Pod", [pod("n1", name="efa-n1"), pod("n1", name="web", daemon_set_name=None)], "8")
+
+    async with operator(bodies, resource_version="100", namespaces=[KUBE_SYSTEM], setup=setup) as op:
+        assert [informer.path for informer in op.informers] == [NODES, DAEMON_SETS, PODS]
+        assert [informer.kind for informer in op.informers] == ["node", "daemonset", "pod"]
+        await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
+
+        assert op.efa() == {"n1": 32, "n2": 4, "cpu-1": 0}
+        n1 = op.store.nodes["n1"]
+        assert (n1.pool, n1.instance_type, n1.cordoned) == (Pool(NODEGROUP, "p5"), "p5.48xlarge", False)
+        assert op.store.nodes["n2"].pool == Pool(NODEGROUP, "p4")
+        assert op.store.members(Pool(NODEGROUP, "p5")) == [n1]
+        assert list(op.store.daemon_sets.values()) == [
+            DaemonSetFacts(
+                KUBE_SYSTEM,
+                "aws-efa-k8s-device-plugin",
+                (("app.kubernetes.io/instance", "efa"), ("app.kubernetes.io/name", "aws-efa-k8s-device-plugin")),
+            )
+        ]
+        # Only the DaemonSet-owned pod becomes facts.
+        assert op.store.pods == {
+            (KUBE_SYSTEM, "efa-n1"): PodFacts(KUBE_SYSTEM, "efa-n1", "n1", "aws-efa-k8s-device-plugin", True)
+        }
+
+        assert op.api.lists(NODES) == [{"limit": str(watchers.PAGE_SIZE)}]
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the node watch")
+        assert op.api.watches(NODES) == [
+            {"watch": "true", "resourceVersion": "100", "allowWatchBookmarks": "true", "timeoutSeconds": "290"}
+        ]
+        await eventually(lambda: len(op.api.watches(PODS)) == 1, "the pod watch")
+        assert op.api.watches(PODS)[0]["resourceVersion"] == "8"
+        assert op.api.watches(DAEMON_SETS)[0]["resourceVersion"] == "7"
+        assert node_events(op.metrics) == 3
+
+
+async def test_listed_waits_for_the_list(backoffs: list[float]) -> None:
+    def setup(api: FakeApi) -> None:
+        api.list_failures[NODES] = deque([500, 504])
+
+    async with operator([node("n1")], setup=setup) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert len(op.api.lists(NODES)) == 3
+        assert backoffs == [1.0, 2.0]  # doubling between failed LISTs
+        assert op.efa() == {"n1": 32}
+
+
+async def test_pagination_sees_every_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watchers, "PAGE_SIZE", 2)
+    bodies = [node(f"n{index}", efa=index) for index in range(1, 6)]
+    async with operator(bodies, resource_version="555") as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 1, "n2": 2, "n3": 3, "n4": 4, "n5": 5}
+        assert op.api.lists(NODES) == [
+            {"limit": "2"},
+            {"limit": "2", "continue": "page-2"},
+            {"limit": "2", "continue": "page-4"},
+        ]
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        assert op.api.watches(NODES)[0]["resourceVersion"] == "555"
+        assert node_events(op.metrics) == 5
+
+
+async def test_list_pages_and_items_give_each_item_its_kind() -> None:
+    async with fake_api() as (api, client):
+        api.serve(NODES, "Node", [node(f"n{index}") for index in range(5)], "9")
+        for item in api.collections[NODES].items:
+            del item["kind"]  # a real LIST omits each item's kind
+        pages = [page async for page in client.list_pages(NODES, page_size=2)]
+        assert [len(page["items"]) for page in pages] == [2, 2, 1]
+        assert [page["metadata"]["resourceVersion"] for page in pages] == ["9", "9", "9"]
+        items = [item async for item in client.list_items(NODES, page_size=3)]
+        assert [(item["kind"], item["metadata"]["name"]) for item in items] == [("Node", f"n{i}") for i in range(5)]
+
+
+# --- WATCH ----------------------------------------------------------------------------------------
+
+
+async def test_watch_added_modified_deleted_update_the_store() -> None:
+    async with operator([node("n1", efa=32), node("n2", efa=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", node("n3", efa=16), "101"))
+        await eventually(lambda: "n3" in op.store.nodes, "n3 added")
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=0), "102"))
+        await eventually(lambda: op.efa()["n1"] == 0, "n1 modified")
+        await op.api.emit(NODES, event("DELETED", node("n2", efa=32), "103"))
+        await eventually(lambda: "n2" not in op.store.nodes, "n2 deleted")
+        assert op.efa() == {"n1": 0, "n3": 16}
+        assert len(op.api.watches(NODES)) == 1  # all on one stream
+        assert len(op.api.lists(NODES)) == 1
+
+
+async def test_bookmark_moves_the_resume_version_without_touching_the_store() -> None:
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        before = dict(op.store.nodes)
+        op.store.take_dirty()
+        await op.api.emit(NODES, bookmark("150"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert [query["resourceVersion"] for query in op.api.watches(NODES)] == ["100", "150"]
+        assert op.store.nodes == before
+        assert op.store.take_dirty() == (False, set())
+        assert node_events(op.metrics) == 1  # the listed node; not the bookmark
+        assert len(op.api.lists(NODES)) == 1
+
+
+async def test_closed_stream_resumes_from_the_last_version_seen() -> None:
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", node("n2"), "101"), event("MODIFIED", node("n1", efa=8), "102"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        await op.api.emit(NODES, event("MODIFIED", node("n2", efa=4), "103"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "the second resumed watch")
+        assert [query["resourceVersion"] for query in op.api.watches(NODES)] == ["100", "102", "103"]
+        assert op.efa() == {"n1": 8, "n2": 4}
+        assert len(op.api.lists(NODES)) == 1  # resumed, never re-listed
+
+
+async def test_events_split_across_reads_are_reassembled() -> None:
+    first = json.dumps(event("ADDED", node("n2", efa=2), "101")).encode()
+    second = json.dumps(event("ADDED", node("n3", efa=3), "102")).encode()
+    third = json.dumps(bookmark("103")).encode()
+    chunks = [first[:10], first[10:] + b"\n" + second[:50], second[50:] + b"\n\n" + third + b"\n"]
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, WatchResponse(chunks=chunks, close=True))
+
+    async with operator([node("n1", efa=1)], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.efa() == {"n1": 1, "n2": 2, "n3": 3}
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "103"
+
+
+async def test_a_garbled_event_line_resumes_the_watch_from_the_last_version(backoffs: list[float]) -> None:
+    good = json.dumps(event("ADDED", node("n2", efa=2), "101")).encode()
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, WatchResponse(chunks=[good + b"\n", b'{"type": "ADDED", "object": {\n'], close=False))
+
+    async with operator([node("n1", efa=1)], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch resumed after the garbled line")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "101"
+        assert op.efa() == {"n1": 1, "n2": 2}
+        assert len(op.api.lists(NODES)) == 1
+        assert backoffs == [1.0]
+
+
+async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.watchers")
+    async with operator([node("n1", efa=32), node("n2", efa=32), node("n3", efa=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("MODIFIED", node("n3", efa=16), "120"))
+        await eventually(lambda: op.efa()["n3"] == 16, "n3 modified")
+        # While the watch was away n2 was deleted and n4 created; the watch's version expires.
+        op.api.serve(NODES, "Node", [node("n1", efa=32), node("n3", efa=8), node("n4", efa=32)], "200")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the relist")
+        assert len(op.api.lists(NODES)) == 2
+        assert op.efa() == {"n1": 32, "n3": 8, "n4": 32}
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "200"
+        assert f"watch of {NODES} expired; listing again" in caplog.messages
+
+
+async def test_http_410_on_watch_lists_again() -> None:
+    async with operator([node("n1"), node("n2")]) as op:
+        await eventually(lambda: len(op.api.streams.get(NODES, [])) == 1, "the first watch")
+        op.api.serve(NODES, "Node", [node("n2")], "300")
+        op.api.script(NODES, WatchResponse(status=410))
+        await op.api.close_stream(NODES)  # the resumed watch is answered 410 Gone
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "the watch after the relist")
+        assert len(op.api.lists(NODES)) == 2
+        assert list(op.store.nodes) == ["n2"]
+        assert [query["resourceVersion"] for query in op.api.watches(NODES)] == ["100", "100", "300"]
+
+
+async def test_http_500_on_watch_resumes_after_backoff(backoffs: list[float], caplog: pytest.LogCaptureFixture) -> None:
+    def setup(api: FakeApi) -> None:
+        api.script(
+            NODES,
+            WatchResponse(status=500),
+            WatchResponse(status=503),
+            WatchResponse(events=[event("ADDED", node("n2"), "105")], close=True),
+            WatchResponse(status=500),
+        )
+
+    async with operator([node("n1")], setup=setup) as op:
+        await eventually(lambda: len(op.api.streams.get(NODES, [])) == 2, "the watch after the last failure")
+        versions = [query["resourceVersion"] for query in op.api.watches(NODES)]
+        assert versions == ["100", "100", "100", "105", "105"]
+        # Doubling after each failure; a healthy stream resets the backoff.
+        assert backoffs == [1.0, 2.0, 1.0]
+        assert len(op.api.lists(NODES)) == 1
+        assert set(op.store.nodes) == {"n1", "n2"}
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings[0] == (f"watch of {NODES} interrupted: WATCH {NODES}: 500 scripted HTTP 500; resuming in 1s")
+
+
+async def test_non_410_error_event_resumes_without_relisting(backoffs: list[float]) -> None:
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", node("n2"), "110"))
+        await op.api.emit(NODES, {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "boom"}})
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "110"
+        assert backoffs == [1.0]
+        assert len(op.api.lists(NODES)) == 1
+
+
+async def test_malformed_node_is_logged_and_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="fabriccap.watchers")
+    async with operator([node("good", efa=32), node("bad", efa="abc", efa_capacity=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"good": 32}
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert errors == [f"ignoring node: Node bad: status.allocatable[{EFA}]: 'abc' is not a quantity"]
+
+        await op.api.emit(NODES, event("MODIFIED", node("bad", efa=32), "101"))  # repaired
+        await eventually(lambda: "bad" in op.store.nodes, "the repaired node")
+        await op.api.emit(
+            NODES, event("MODIFIED", node("bad", efa="1.2.3", efa_capacity=32), "102")
+        )  # broken again: fail closed
+        await op.api.emit(NODES, event("ADDED", node("later", efa=4), "103"))
+        await eventually(lambda: "later" in op.store.nodes, "the event after the malformed one")
+        assert op.efa() == {"good": 32, "later": 4}
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert errors[1:] == [f"ignoring node: Node bad: status.allocatable[{EFA}]: '1.2.3' is not a quantity"]
+        assert len(op.api.watches(NODES)) == 1  # the stream was never dropped
+
+
+async def test_watch_events_metric_counts_items_and_events_not_bookmarks() -> None:
+    async with operator([node("n1"), node("n2")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert node_events(op.metrics) == 2
+        await op.api.emit(
+            NODES,
+            bookmark("101"),
+            event("ADDED", node("n3"), "102"),
+            bookmark("103"),
+            event("MODIFIED", node("n3", efa=1), "104"),
+            event("DELETED", node("n1"), "105"),
+            bookmark("106"),
+        )
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "106"
+        assert node_events(op.metrics) == 5
+        pod_events = op.metrics.registry.get_sample_value("fabriccap_watch_events_total", {"kind": "pod"})
+        assert pod_events == 0
+
+
+# --- KubeClient requests ------------------------------------------------------------------------
+
+
+async def test_401_refreshes_a_rotated_token_file_and_retries_once(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("old")
+    async with fake_api() as (api, _):
+        api.serve(NODES, "Node", [node("n1")], "1")
+        credentials = Credentials(server=api.url, token_file=token_file)
+        credentials.refresh(force=True)
+        token_file.write_text("rotated")  # the kubelet rotated it; the client still holds "old"
+        api.required_token = "rotated"
+        async with KubeClient(credentials) as client:
+            listing = await client.get(NODES)
+        assert [item["metadata"]["name"] for item in listing["items"]] == ["n1"]
+        assert [auth for _, _, _, auth in api.requests] == ["Bearer old", "Bearer rotated"]
+
+
+async def test_401_with_a_static_token_is_not_retried() -> None:
+    async with fake_api() as (api, _):
+        api.required_token = "right"
+        async with KubeClient(Credentials(server=api.url, token="wrong")) as client:
+            with pytest.raises(KubeError, match=f"^GET {NODES}: 401 Unauthorized$") as caught:
+                await client.get(NODES)
+        assert caught.value.status == 401
+        assert len(api.requests) == 1
+
+
+async def test_api_errors_carry_the_status_and_message() -> None:
+    async with fake_api() as (_, client):
+        with pytest.raises(KubeError) as caught:
+            await client.get("/apis/fabriccap.io/v1alpha1/fabriccapabilities")
+        assert caught.value.status == 404
+        assert str(caught.value) == (
+            "GET /apis/fabriccap.io/v1alpha1/fabriccapabilities: 404 the server could not find the requested "
+            "resource (/apis/fabriccap.io/v1alpha1/fabriccapabilities)"
+        )
+
+
+async def test_writes_send_json_with_the_right_content_type() -> None:
+    path = "/apis/fabriccap.io/v1alpha1/fabriccapabilities/efa-p5"
+    async with fake_api() as (api, client):
+        await client.create("/apis/fabriccap.io/v1alpha1/fabriccapabilities", {"metadata": {"name": "efa-p5"}})
+        await client.merge_patch(path + "/status", {"status": {"nodes": 2}})
+        await client.delete(path, {"propagationPolicy": "Background"})
+        assert api.bodies == [
+            ("POST", "application/json", {"metadata": {"name": "efa-p5"}}),
+            ("PATCH", "application/merge-patch+json", {"status": {"nodes": 2}}),
+            ("DELETE", "application/json", {"propagationPolicy": "Background"}),
+        ]
+
+
+async def test_unreachable_server() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    async with KubeClient(Credentials(server=f"http://127.0.0.1:{port}")) as client:
+        with pytest.raises(KubeError, match=f"cannot reach the Kubernetes API at http://127.0.0.1:{port}"):
+            await client.get(NODES)
+        with pytest.raises(KubeError, match=f"watch {NODES} broken"):
+            async for _ in client.watch(NODES, "1"):
+                pass
