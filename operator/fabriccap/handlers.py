@@ -1,6 +1,7 @@
 """kopf registrations, nothing else.
 
-kopf runs the operator's frame: credentials (``on.login``), the liveness endpoint, signal
+kopf runs the operator's frame: credentials (``on.login``), the liveness endpoint and its
+probe (``on.probe``: fails when the evaluation loop is stuck), signal
 handling, and the watch on the project's own FabricCapability objects, through which the
 publisher notices an object deleted or edited by someone else and puts its answer back.
 
@@ -63,6 +64,11 @@ def build_registry() -> kopf.OperatorRegistry:
     async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
         # Called again on 401: rotated service-account tokens and exec credentials refresh.
         return connection_info(_state(memo).credentials)
+
+    @kopf.on.probe(id="fabriccap", registry=registry)
+    async def probe(memo: Any, **_: Any) -> dict[str, Any]:
+        # Part of /healthz (the liveness probe): fails when the evaluation loop is stuck.
+        return _state(memo).publisher.health()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def capability_event(event: Mapping[str, Any], body: kopf.Body, memo: Any, **_: Any) -> None:

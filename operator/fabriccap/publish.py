@@ -94,6 +94,7 @@ class Publisher:
     absent_since: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
     loaded: bool = False  # published objects read back; watch events before that are moot
+    last_round: float | None = None  # monotonic time of the last completed reconcile round
 
     async def run(self) -> None:
         await self.store.listed.wait()
@@ -234,6 +235,23 @@ class Publisher:
             elif now - since >= self.config.pool_grace_period_seconds:
                 await self._guarded(self.expire(name))
         self.metrics.last_evaluation.set(time.time())
+        self.last_round = self.clock()
+
+    def health(self) -> dict[str, Any]:
+        """What /healthz reports; raises when the evaluation loop is stuck (so the pod restarts).
+
+        A round runs at least every resync period, so one missing for two periods (and a
+        minute) means the loop hangs, not that the cluster is quiet.
+        """
+        since = None if self.last_round is None else round(self.clock() - self.last_round, 1)
+        if since is not None and since > 2 * self.config.resync_seconds + 60:
+            raise RuntimeError(f"no evaluation for {since:.0f}s (resync every {self.config.resync_seconds:.0f}s)")
+        return {
+            "listed": self.store.listed.is_set(),
+            "nodes": len(self.store.nodes),
+            "published": len(self.published),
+            "secondsSinceEvaluation": since,
+        }
 
     async def _guarded(self, operation: Any) -> None:
         try:

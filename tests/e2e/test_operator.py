@@ -556,6 +556,22 @@ def test_emptied_pool_is_deleted_after_the_grace_period_not_before(scenario: Sce
     assert scenario.operator.metrics().series("fabriccap_pool_nodes", name=name) == []
 
 
+def test_healthz_reports_the_evaluation_loop(scenario: Scenario) -> None:
+    scenario.add_pool("health", 1)
+    scenario.wait_ready("health", "True", "UniformCapability", nodes=1)
+
+    def report() -> dict[str, Any] | None:
+        # kopf caches probe results for 10 s, so an early answer may predate the pool.
+        text = scenario.operator._get(scenario.operator.health_port, "/healthz")
+        found: dict[str, Any] = json.loads(text)["fabriccap"] if text else {}
+        return found if found.get("nodes", 0) >= 1 else None
+
+    found = wait_until(report, "/healthz to report the pool's node", timeout=20)
+    assert found["listed"] is True
+    assert found["published"] >= 1
+    assert 0 <= found["secondsSinceEvaluation"] < 60
+
+
 def test_a_capability_deleted_by_someone_else_is_put_back(scenario: Scenario) -> None:
     scenario.add_pool("undeleted", 2)
     first = scenario.wait_ready("undeleted", "True", "UniformCapability", nodes=2)

@@ -1,0 +1,57 @@
+"""Publisher pieces that need no cluster: merge patches, version order, the health probe."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabriccap.config import build_config
+from fabriccap.kube import Credentials, KubeClient
+from fabriccap.metrics import OperatorMetrics
+from fabriccap.publish import Published, Publisher, status_patch
+from fabriccap.store import FactStore
+
+
+def test_a_status_patch_nulls_the_fields_that_went_away() -> None:
+    previous = {"nodes": 2, "uniformCount": 32, "recommendation": {"env": []}, "conditions": []}
+    new = {"nodes": 3, "conditions": [{"type": "Ready"}]}
+    assert status_patch(previous, new) == {
+        "status": {"uniformCount": None, "recommendation": None, "nodes": 3, "conditions": [{"type": "Ready"}]}
+    }
+
+
+def _published(version: str) -> Published:
+    return Published(name="x", generation=1, status={}, labels={}, annotations={}, resource_version=version)
+
+
+def test_watch_events_older_than_our_write_are_not_news() -> None:
+    assert _published("12").is_newer_than(_published("9")) is True
+    assert _published("9").is_newer_than(_published("12")) is False
+    assert _published("12").is_newer_than(_published("12")) is False
+    # Opaque versions: any difference counts as newer.
+    assert _published("b").is_newer_than(_published("a")) is True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_health_fails_only_when_the_loop_is_stuck() -> None:
+    clock = Clock()
+    publisher = Publisher(
+        config=build_config({"resyncSeconds": 300}),
+        store=FactStore(),
+        client=KubeClient(Credentials(server="http://127.0.0.1:9")),
+        metrics=OperatorMetrics(),
+        clock=clock,
+    )
+    assert publisher.health()["secondsSinceEvaluation"] is None  # still listing: healthy
+    publisher.last_round = clock.now
+    clock.now += 600
+    assert publisher.health()["secondsSinceEvaluation"] == 600
+    clock.now += 61
+    with pytest.raises(RuntimeError, match="no evaluation for 661s"):
+        publisher.health()
