@@ -239,6 +239,33 @@ async def published(client: KubeClient) -> dict[str, dict[str, Any]]:
     return {item["metadata"]["name"]: item for item in page["items"] if item.get("status")}
 
 
+async def all_published(client: KubeClient, expected: set[str], operator: subprocess.Popen[bytes]) -> None:
+    """Return once every expected FabricCapability exists with a status (watched, not polled)."""
+    with_status: set[str] = set()
+    while True:
+        try:
+            page = await client.get("/apis/fabriccap.dev/v1alpha1/fabriccapabilities")
+        except KubeError as error:  # 429 while the new CRD's storage initializes
+            if error.status != 429:
+                raise
+            await asyncio.sleep(0.1)
+            continue
+        version = page["metadata"]["resourceVersion"]
+        with_status |= {o["metadata"]["name"] for o in page.get("items") or [] if o.get("status")}
+        try:
+            async for event in client.watch("/apis/fabriccap.dev/v1alpha1/fabriccapabilities", version):
+                obj = event.get("object") or {}
+                if event.get("type") in ("ADDED", "MODIFIED") and obj.get("status"):
+                    with_status.add(obj["metadata"]["name"])
+                if expected <= with_status:
+                    return
+        except KubeError:  # the stream broke: list and watch again
+            if operator.poll() is not None:
+                raise RuntimeError("operator exited; see its log") from None
+        if expected <= with_status:
+            return
+
+
 def ready_reason(obj: dict[str, Any]) -> str:
     return next(c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Ready")
 
@@ -308,10 +335,9 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
             )
             try:
                 expected = {f"efa-{pool}" for pool in pools}
-                while set(await published(client)) < expected:
-                    await asyncio.sleep(0.05)
-                    if operator.poll() is not None:
-                        raise RuntimeError("operator exited; see its log")
+                # A watch, not polling: a poller listing every object 20 times a second would
+                # load the apiserver the operator is racing against.
+                await asyncio.wait_for(all_published(client, expected, operator), timeout=600)
                 results["start_s"] = time.perf_counter() - started
                 results["start_ratio"] = results["start_s"] / results["bare_list_s"]
                 await asyncio.sleep(1.0)

@@ -31,7 +31,7 @@ logger = logging.getLogger("fabriccap.publish")
 COLLECTION_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 MAX_BACKOFF_SECONDS = 60.0
-PARALLEL_WRITES = 8
+PARALLEL_WRITES = 16
 
 
 def object_path(name: str) -> str:
