@@ -867,6 +867,29 @@ def test_live_status_equals_fabriccap_evaluate_on_a_snapshot(scenario: Scenario,
             break
         assert time.monotonic() < deadline, f"live != evaluate:\n{json.dumps(differences, indent=1)}"
         time.sleep(0.5)
+    # Live mode (no -f): the same answer read straight from the API server, in pages.
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fabriccap",
+            "evaluate",
+            "--kubeconfig",
+            str(scenario.cluster.kubeconfig),
+            "--config",
+            str(config_file),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    from_api = {obj["metadata"]["name"]: obj for obj in json.loads(result.stdout)["items"]}
+    for name in mine:
+        assert without_volatile(from_api[name]["status"]) == without_volatile(live[name]["status"]), name
     for name in mine:
         live_labels = live[name]["metadata"]["labels"]
         assert {k: live_labels.get(k) for k in offline[name]["metadata"]["labels"]} == offline[name]["metadata"][
