@@ -32,6 +32,7 @@ from typing import Any
 
 from fabriccap.controlplane import LocalControlPlane
 from fabriccap.kube import KubeClient, KubeError, connect
+from fabriccap.runner import local_run_command
 from fabriccap.simulation import create_daemon_set, create_pod, node_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -313,23 +314,7 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
             log = (Path(tmp) / "operator.log").open("w")
             started = time.perf_counter()
             operator = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "fabriccap",
-                    "run",
-                    "--standalone",
-                    "--kubeconfig",
-                    str(info.kubeconfig),
-                    "--config",
-                    str(config),
-                    "--bind-address",
-                    "127.0.0.1",
-                    "--metrics-port",
-                    str(metrics_port),
-                    "--health-port",
-                    "0",
-                ],
+                local_run_command(info.kubeconfig, config, metrics_port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

@@ -24,6 +24,7 @@ from fabriccap.controlplane import LocalControlPlane, down
 from fabriccap.controlplane.binaries import BinaryError
 from fabriccap.controlplane.cluster import ControlPlaneError
 from fabriccap.kube import KubeError, connect
+from fabriccap.runner import local_run_command
 from fabriccap.simulation import load_objects, set_node_fabric
 
 DEMO_POOL = "efa-p5-partial"
@@ -64,21 +65,7 @@ def _print_conditions(obj: dict[str, Any]) -> None:
 def start_operator(directory: Path, kubeconfig: Path) -> subprocess.Popen[bytes]:
     log = (directory / "operator.log").open("ab")
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fabriccap",
-            "run",
-            "--standalone",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--bind-address",
-            "127.0.0.1",
-            "--metrics-port",
-            "0",
-            "--health-port",
-            "0",
-        ],
+        local_run_command(kubeconfig),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # survives the demo with --keep-running; stopped by `controlplane down`

@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -44,6 +45,18 @@ class OperatorOptions:
     @property
     def watched_namespaces(self) -> list[str]:
         return sorted(set(self.namespaces) or set(self.config.plugin_namespaces))
+
+
+def local_run_command(
+    kubeconfig: Path, config: Path | None = None, metrics_port: int = 0, health_port: int = 0
+) -> list[str]:
+    """``fabriccap run`` as the demo, the tests and the benchmarks start it: this interpreter,
+    one replica, servers on loopback only (port 0 turns a server off)."""
+    command = [sys.executable, "-m", "fabriccap", "run", "--standalone", "--kubeconfig", str(kubeconfig)]
+    if config is not None:
+        command += ["--config", str(config)]
+    loopback = ["--bind-address", "127.0.0.1", "--metrics-port", str(metrics_port), "--health-port", str(health_port)]
+    return [*command, *loopback]
 
 
 def configure_settings(settings: kopf.OperatorSettings) -> None:

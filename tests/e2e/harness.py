@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabriccap.kube import KubeClient, KubeError, connect
+from fabriccap.runner import local_run_command
 
 EFA = "vpc.amazonaws.com/efa"
 GPU = "nvidia.com/gpu"
@@ -321,23 +321,7 @@ class OperatorProcess:
             log.write(f"\n===== operator start #{self.starts} =====\n".encode())
             self._log_offsets.append(log.tell())
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "fabriccap",
-                    "run",
-                    "--standalone",
-                    "--kubeconfig",
-                    str(self.kubeconfig),
-                    "--config",
-                    str(self.config),
-                    "--bind-address",
-                    "127.0.0.1",
-                    "--metrics-port",
-                    str(self.metrics_port),
-                    "--health-port",
-                    str(self.health_port),
-                ],
+                local_run_command(self.kubeconfig, self.config, self.metrics_port, self.health_port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

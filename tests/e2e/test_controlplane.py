@@ -56,9 +56,7 @@ def test_admin_creates_a_node_and_patches_its_status(cluster: E2ECluster) -> Non
     cluster.run_kubectl("create", "-f", "-", input=json.dumps(node))
     try:
         status = {"status": {"capacity": {EFA: "4"}, "allocatable": {EFA: "4"}}}
-        cluster.run_kubectl(
-            "patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status)
-        )
+        cluster.run_kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status))
         stored = json.loads(cluster.run_kubectl("get", "node", name, "-o", "json").stdout)
         assert stored["metadata"]["labels"]["e2e"] == "smoke"
         assert stored["status"]["allocatable"][EFA] == "4"
@@ -68,9 +66,7 @@ def test_admin_creates_a_node_and_patches_its_status(cluster: E2ECluster) -> Non
 
 def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `code` in a separate interpreter, as the CLI would."""
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, check=True
-    )
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, check=True)
 
 
 def _running_servers_mentioning(directory: Path) -> list[psutil.Process]:
@@ -99,7 +95,10 @@ def test_up_survives_its_process_and_down_leaves_nothing_behind(tmp_path: Path) 
     assert all(psutil.Process(pid).is_running() for pid in info.pids.values())
     ready = subprocess.run(
         [str(info.kubectl), f"--kubeconfig={info.kubeconfig}", "get", "--raw", "/readyz"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert ready.stdout.strip() == "ok", ready.stderr
     assert {p.pid for p in _running_servers_mentioning(directory.resolve())} >= set(info.pids.values())
