@@ -8,9 +8,8 @@ import contextlib
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import kopf
 
@@ -40,7 +39,6 @@ class OperatorOptions:
     health_port: int = 8081
     bind_address: str = "0.0.0.0"  # in a pod; tests and the demo pass 127.0.0.1
     standalone: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def watched_namespaces(self) -> list[str]:

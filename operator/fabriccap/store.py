@@ -30,16 +30,13 @@ class FactStore:
         self.listed = asyncio.Event()
 
     def mark_pool(self, pool: Pool | None) -> None:
-        self._mark(pool)
-
-    def _mark(self, pool: Pool | None) -> None:
         if pool is not None:
             self.dirty_pools.add(pool)
             self.changed.set()
 
     def _mark_node(self, node_name: str | None) -> None:
         if node_name is not None and (node := self.nodes.get(node_name)) is not None:
-            self._mark(node.pool)
+            self.mark_pool(node.pool)
 
     def mark_all(self) -> None:
         self.everything_dirty = True
@@ -52,7 +49,7 @@ class FactStore:
         self.nodes[facts.name] = facts
         if previous is not None and previous.pool != facts.pool and previous.pool is not None:
             self._drop_member(previous.pool, facts.name)
-            self._mark(previous.pool)
+            self.mark_pool(previous.pool)
         if facts.pool is not None:
             self.pool_members[facts.pool].add(facts.name)
             self.unpooled.discard(facts.name)
@@ -60,7 +57,7 @@ class FactStore:
             self.unpooled.add(facts.name)
         if facts.pool is None or (previous is not None and previous.pool is None):
             self.changed.set()  # no pool to re-evaluate, but the unpooled count may move
-        self._mark(facts.pool)
+        self.mark_pool(facts.pool)
         return True
 
     def remove_node(self, name: str) -> bool:
@@ -72,7 +69,7 @@ class FactStore:
             self.changed.set()
         if previous.pool is not None:
             self._drop_member(previous.pool, name)
-        self._mark(previous.pool)
+        self.mark_pool(previous.pool)
         return True
 
     def _drop_member(self, pool: Pool, name: str) -> None:
