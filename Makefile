@@ -1,8 +1,9 @@
 # The two commands: `make demo` (the main job on an embedded default) and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+SOURCES := operator tests examples benchmarks
 
-.PHONY: demo test lint unit e2e bootstrap bench clean
+.PHONY: demo test lint unit e2e bootstrap bench generate clean
 
 demo:
 	scripts/bootstrap.sh
@@ -10,14 +11,19 @@ demo:
 
 test:
 	scripts/bootstrap.sh --test
-	$(VENV)/bin/ruff check operator tests examples benchmarks
-	$(VENV)/bin/ruff format --check operator
-	$(VENV)/bin/mypy
+	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest -ra -p no:cacheprovider
 
+# Style, types and the layer contracts (import-linter; see [tool.importlinter] in pyproject.toml).
 lint:
-	$(VENV)/bin/ruff check operator tests examples benchmarks
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+# Every generated or copied file (alert rules, dashboard, CRD copies...); a unit test fails when one is stale.
+generate:
+	$(PY) -m fabriccap.dev.generate
 
 unit:
 	$(PY) -m pytest -q tests/unit

@@ -30,10 +30,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from fabriccap.controlplane import LocalControlPlane
-from fabriccap.kube import KubeClient, KubeError, connect
-from fabriccap.runner import local_run_command
-from fabriccap.simulation import create_daemon_set, create_pod, node_path
+from fabriccap.core.api import ConditionType, condition_reason
+from fabriccap.dev.controlplane import LocalControlPlane
+from fabriccap.dev.launch import local_run_command
+from fabriccap.dev.seeding import create_daemon_set, create_pod
+from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
 
 REPO = Path(__file__).resolve().parents[1]
 EFA = "vpc.amazonaws.com/efa"
@@ -147,8 +150,8 @@ async def populate(client: KubeClient, count: int) -> tuple[list[dict[str, Any]]
 
     async def create(body: dict[str, Any]) -> None:
         status = body["status"]
-        created = await client.create(node_path(), {k: v for k, v in body.items() if k != "status"})
-        await client.merge_patch(node_path(created["metadata"]["name"]) + "/status", {"status": status})
+        created = await client.create(NODES.collection(), {k: v for k, v in body.items() if k != "status"})
+        await client.merge_patch(NODES.status(created["metadata"]["name"]), {"status": status})
 
     await gather_bounded([create(body) for body in bodies])
     ds = await create_daemon_set(
@@ -231,7 +234,7 @@ def free_port() -> int:
 async def published(client: KubeClient) -> dict[str, dict[str, Any]]:
     for _ in range(100):
         try:
-            page = await client.get("/apis/fabriccap.dev/v1alpha1/fabriccapabilities")
+            page = await client.get(FABRIC_CAPABILITIES.collection())
             break
         except KubeError as error:  # 429 while the new CRD's storage initializes
             if error.status != 429:
@@ -245,7 +248,7 @@ async def all_published(client: KubeClient, expected: set[str], operator: subpro
     with_status: set[str] = set()
     while True:
         try:
-            page = await client.get("/apis/fabriccap.dev/v1alpha1/fabriccapabilities")
+            page = await client.get(FABRIC_CAPABILITIES.collection())
         except KubeError as error:  # 429 while the new CRD's storage initializes
             if error.status != 429:
                 raise
@@ -254,7 +257,7 @@ async def all_published(client: KubeClient, expected: set[str], operator: subpro
         version = page["metadata"]["resourceVersion"]
         with_status |= {o["metadata"]["name"] for o in page.get("items") or [] if o.get("status")}
         try:
-            async for event in client.watch("/apis/fabriccap.dev/v1alpha1/fabriccapabilities", version):
+            async for event in client.watch(FABRIC_CAPABILITIES.collection(), version):
                 obj = event.get("object") or {}
                 if event.get("type") in ("ADDED", "MODIFIED") and obj.get("status"):
                     with_status.add(obj["metadata"]["name"])
@@ -268,13 +271,13 @@ async def all_published(client: KubeClient, expected: set[str], operator: subpro
 
 
 def ready_reason(obj: dict[str, Any]) -> str:
-    return next(c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Ready")
+    return str(condition_reason(obj.get("status"), ConditionType.READY))
 
 
 async def wait_reason(client: KubeClient, name: str, reason: str, timeout: float = 30.0) -> float:
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
-        obj = await client.get(f"/apis/fabriccap.dev/v1alpha1/fabriccapabilities/{name}")
+        obj = await client.get(FABRIC_CAPABILITIES.item(name))
         if obj.get("status") and ready_reason(obj) == reason:
             return time.perf_counter()
         await asyncio.sleep(0.01)
@@ -297,12 +300,12 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
             started = time.perf_counter()
             bodies, pools = await populate(client, count)
             results["populate_s"] = time.perf_counter() - started
-            raw = await client.request("GET", "/api/v1/nodes")  # warm the apiserver's watch cache
+            raw = await client.request("GET", NODES.collection())  # warm the apiserver's watch cache
             results["node_body_kib"] = len(json.dumps(raw["items"][0])) / 1024
             list_times = []
             for _ in range(3):
                 started = time.perf_counter()
-                listing = await client.get("/api/v1/nodes")
+                listing = await client.get(NODES.collection())
                 list_times.append(time.perf_counter() - started)
                 assert len(listing["items"]) == count
             del listing, raw
@@ -339,7 +342,7 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
                     for value, reason in (("16", "MixedCounts"), ("32", "UniformCapability")):
                         patch = {"status": {"allocatable": {EFA: value}}}
                         sent = time.perf_counter()
-                        await client.merge_patch(node_path(node) + "/status", patch)
+                        await client.merge_patch(NODES.status(node), patch)
                         latencies.append(await wait_reason(client, name, reason) - sent)
                 latencies.sort()
                 results["latency_samples"] = len(latencies)
@@ -352,10 +355,7 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
                 burst_nodes = [b["metadata"]["name"] for b in bodies[: min(1000, count)]]
                 started = time.perf_counter()
                 await gather_bounded(
-                    [
-                        client.merge_patch(node_path(n) + "/status", {"status": {"allocatable": {EFA: "0"}}})
-                        for n in burst_nodes
-                    ]
+                    [client.merge_patch(NODES.status(n), {"status": {"allocatable": {EFA: "0"}}}) for n in burst_nodes]
                 )
                 affected = {f"efa-{pools[i // NODES_PER_POOL]}" for i in range(len(burst_nodes))}
                 while True:
@@ -388,7 +388,7 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
                     await gather_bounded(
                         [
                             client.merge_patch(
-                                node_path(b["metadata"]["name"]) + "/status",
+                                NODES.status(b["metadata"]["name"]),
                                 {
                                     "status": {
                                         "conditions": [

@@ -329,7 +329,7 @@ def node_managed_fields(spec: NodeSpec, body: dict[str, Any]) -> list[dict[str, 
     created = rfc3339(spec.created)
     updated = rfc3339(SNAPSHOT_TIME - timedelta(minutes=stable_int(spec.name, "mf", below=50)))
     kubelet_labels = [key for key in metadata["labels"] if not key.startswith(("topology.k8s.aws/", "karpenter"))]
-    conditions = {
+    conditions: dict[str, Any] = {
         f'k:{{"type":"{condition["type"]}"}}': {
             ".": {},
             "f:lastHeartbeatTime": {},

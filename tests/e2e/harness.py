@@ -1,8 +1,10 @@
-"""What the operator end-to-end tests need besides a cluster: a synchronous API client,
-object builders, the operator as a subprocess, polling, and a metrics reader.
+"""What the end-to-end tests need besides a cluster: the cluster handle, a synchronous API
+client, the test world on a cluster, the operator as a subprocess, polling, and metrics.
 
-No kubelet, scheduler or controller runs on the local control plane: the tests play their
-parts by creating Nodes (with status), DaemonSets and bound Pods, and by patching `/status`.
+No kubelet, scheduler or controller runs on the local control plane (unless real nodes are
+asked for): the tests play their parts by creating Nodes (with status), DaemonSets and bound
+Pods, and by patching `/status`. The bodies come from the test world (`fabriccap.dev.world`),
+shared with the unit tests and the benchmarks; API paths come from `fabriccap.kube.paths`.
 """
 
 from __future__ import annotations
@@ -14,42 +16,64 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabriccap.kube import KubeClient, KubeError, connect
-from fabriccap.runner import local_run_command
+from fabriccap.core.api import find_condition
+from fabriccap.core.stamping import strip_volatile
+from fabriccap.dev import world
+from fabriccap.dev.controlplane.cluster import LocalControlPlane
+from fabriccap.dev.launch import local_run_command
+from fabriccap.dev.seeding import creatable
+from fabriccap.dev.waiting import wait_until
+from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
 
-EFA = "vpc.amazonaws.com/efa"
-GPU = "nvidia.com/gpu"
-NODEGROUP = "eks.amazonaws.com/nodegroup"
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-PLUGIN_SELECTOR = {"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}
+__all__ = [
+    "EFA",
+    "FCAP_PATH",
+    "NODEGROUP",
+    "E2ECluster",
+    "Metrics",
+    "OperatorProcess",
+    "SyncKube",
+    "World",
+    "condition",
+    "daemon_set_body",
+    "daemon_set_path",
+    "free_port",
+    "listening_socket",
+    "node_body",
+    "node_path",
+    "plugin_pod_body",
+    "pod_path",
+    "pod_status",
+    "reasons",
+    "wait_until",
+    "without_volatile",
+    "write_config",
+]
+
+EFA = world.EFA
+GPU = world.GPU
+NODEGROUP = world.NODEGROUP
+INSTANCE_TYPE = world.INSTANCE_TYPE
+PLUGIN_SELECTOR = world.EFA_DS_SELECTOR
 # Every object a test creates carries this label, so leftovers are easy to find.
 E2E_LABEL = "fabriccap.dev/e2e"
-FCAP_PATH = "/apis/fabriccap.dev/v1alpha1/fabriccapabilities"
-
-T = TypeVar("T")
-
-
-def wait_until(probe: Callable[[], T | None], description: str, timeout: float = 20.0, interval: float = 0.1) -> T:
-    """Poll `probe` until it returns something truthy; fail naming what was awaited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {description}")
-        time.sleep(interval)
+FCAP_PATH = FABRIC_CAPABILITIES.collection()
+EXTERNAL_KUBECONFIG_ENV = "FABRICCAP_E2E_KUBECONFIG"
+KUBECTL_TIMEOUT_SECONDS = 60
 
 
 def free_port() -> int:
@@ -59,7 +83,40 @@ def free_port() -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# A synchronous face on fabriccap.kube.KubeClient (kubeconfig handling as the operator does it)
+# The cluster under test: the local control plane, or any cluster in FABRICCAP_E2E_KUBECONFIG
+
+
+@dataclass
+class E2ECluster:
+    kubeconfig: Path
+    kubectl: Path
+    local: LocalControlPlane | None
+
+    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig acting as `user` in `groups`; skips the test on an external cluster."""
+        if self.local is None:
+            pytest.skip(f"minting users needs the local control plane ({EXTERNAL_KUBECONFIG_ENV} is set)")
+        return self.local.kubeconfig_for(user, groups)
+
+    def run_kubectl(
+        self, *args: str, kubeconfig: Path | None = None, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster (as admin unless `kubeconfig` says otherwise)."""
+        result = subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_SECONDS,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# A synchronous face on fabriccap.kube.client.KubeClient (kubeconfig handling as the operator does it)
 
 
 class SyncKube:
@@ -105,26 +162,26 @@ class SyncKube:
     # -- the kinds the tests use
 
     def fcap(self, name: str) -> dict[str, Any] | None:
-        return self.get(f"{FCAP_PATH}/{name}")
+        return self.get(FABRIC_CAPABILITIES.item(name))
 
     def fcaps(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.list_objects(FCAP_PATH, label_selector)
 
 
 def node_path(name: str = "") -> str:
-    return f"/api/v1/nodes/{name}".rstrip("/")
+    return NODES.item(name) if name else NODES.collection()
 
 
 def pod_path(namespace: str, name: str = "") -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}".rstrip("/")
+    return PODS.item(name, namespace) if name else PODS.collection(namespace)
 
 
 def daemon_set_path(namespace: str, name: str = "") -> str:
-    return f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}".rstrip("/")
+    return DAEMON_SETS.item(name, namespace) if name else DAEMON_SETS.collection(namespace)
 
 
 # ---------------------------------------------------------------------------------------------
-# Bodies, with the noise a kubelet writes (cpu, memory, heartbeats) that the operator must ignore
+# Bodies from the test world, marked as this test's and ready to create
 
 
 def node_body(
@@ -137,92 +194,47 @@ def node_body(
     gpus: int = 8,
     marker: str = "",
 ) -> dict[str, Any]:
-    resources: dict[str, str] = {"cpu": "192", "memory": "2143516624Ki", "pods": "100", GPU: str(gpus)}
-    allocatable = dict(resources)
-    capacity = dict(resources)
-    if efa is not None:
-        allocatable[EFA] = str(efa)
-        capacity[EFA] = str(efa if efa_capacity is None else efa_capacity)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                NODEGROUP: pool,
-                INSTANCE_TYPE: instance_type,
-                "kubernetes.io/hostname": name,
-                "nvidia.com/gpu.present": "true",
-                E2E_LABEL: marker,
-            },
-        },
-        "spec": {"providerID": f"aws:///us-west-2a/i-{abs(hash(name)) % 10**17:017x}"},
-        "status": {
-            "capacity": capacity,
-            "allocatable": allocatable,
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": "2025-06-02T07:59:24Z",
-                    "lastTransitionTime": "2025-04-29T09:30:34Z",
-                }
-            ],
-        },
-    }
+    body = world.node(
+        name,
+        pool=pool,
+        instance_type=instance_type,
+        efa=efa,
+        efa_capacity="same" if efa_capacity is None else efa_capacity,
+        gpu=gpus,
+        gpu_present_label="true",
+        labels={E2E_LABEL: marker},
+    )
+    return creatable(body)
 
 
 def daemon_set_body(namespace: str, name: str, *, marker: str = "") -> dict[str, Any]:
-    pod_labels = {"name": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace, "labels": {**PLUGIN_SELECTOR, E2E_LABEL: marker}},
-        "spec": {
-            "selector": {"matchLabels": pod_labels},
-            "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {
-                    # On a real cluster (FABRICCAP_E2E_KUBECONFIG) the DaemonSet controller must
-                    # not place pods anywhere: the tests bind the pods themselves.
-                    "nodeSelector": {E2E_LABEL: "never"},
-                    "containers": [{"name": "plugin", "image": "registry.invalid/aws-efa-k8s-device-plugin:e2e"}],
-                },
-            },
-        },
-    }
+    body = world.daemon_set(
+        name,
+        namespace=namespace,
+        labels={**PLUGIN_SELECTOR, E2E_LABEL: marker},
+        # On a real cluster (FABRICCAP_E2E_KUBECONFIG) the DaemonSet controller must not
+        # place pods anywhere: the tests bind the pods themselves.
+        node_selector={E2E_LABEL: "never"},
+    )
+    body.pop("status")
+    return creatable(body)
 
 
 def plugin_pod_body(
     namespace: str, name: str, *, daemon_set: dict[str, Any], node: str, marker: str = ""
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            # Pods of the EFA chart do not carry app.kubernetes.io/name: only the owner tells.
-            "labels": {"name": daemon_set["metadata"]["name"], E2E_LABEL: marker},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "DaemonSet",
-                    "name": daemon_set["metadata"]["name"],
-                    "uid": daemon_set["metadata"]["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "plugin", "image": "registry.invalid/aws-efa-k8s-device-plugin:e2e"}],
-            "tolerations": [{"operator": "Exists"}],
-        },
-    }
+    daemon_set_name = daemon_set["metadata"]["name"]
+    # Pods of the EFA chart do not carry app.kubernetes.io/name: only the owner tells.
+    body = world.pod(
+        node,
+        daemon_set_name=daemon_set_name,
+        namespace=namespace,
+        name=name,
+        labels={"name": daemon_set_name, E2E_LABEL: marker},
+    )
+    body.pop("status")
+    body["metadata"]["ownerReferences"][0]["uid"] = daemon_set["metadata"]["uid"]
+    return creatable(body)
 
 
 def pod_status(*, ready: bool = True, phase: str = "Running") -> dict[str, Any]:
@@ -239,14 +251,139 @@ def pod_status(*, ready: bool = True, phase: str = "Running") -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# One test's world on the cluster: its pools, nodes, plugin DaemonSet and pods
+
+
+@dataclass
+class World:
+    """Nodes, a device-plugin DaemonSet and its pods, created the way kubelets and controllers
+    would have; every name carries ``prefix``, and ``cleanup`` deletes it all."""
+
+    kube: SyncKube = field(repr=False)
+    namespace: str  # where the plugin DaemonSet and its pods go
+    prefix: str = field(default_factory=lambda: f"e2e-{uuid.uuid4().hex[:6]}")
+    nodes: list[str] = field(default_factory=list)
+    pods: dict[str, str] = field(default_factory=dict)  # node -> plugin pod name
+    daemon_set: dict[str, Any] | None = field(default=None, repr=False)
+
+    # -- names
+
+    def pool(self, label: str) -> str:
+        return f"{self.prefix}-{label}"
+
+    def fcap_name(self, label: str) -> str:
+        return f"efa-{self.pool(label)}"
+
+    # -- building the world
+
+    def add_node(self, label: str, index: int, *, plugin: bool = False, **kwargs: Any) -> str:
+        """A node of pool `label` with its status (``node_body`` arguments), and its plugin pod."""
+        name = f"{self.pool(label)}-{index}"
+        body = node_body(name, pool=self.pool(label), marker=self.prefix, **kwargs)
+        status = body.pop("status")
+        self.kube.create(node_path(), body)
+        self.nodes.append(name)
+        self.kube.patch(node_path(name) + "/status", {"status": status})
+        if plugin:
+            self.add_plugin_pod(name)
+        return name
+
+    def add_pool(self, label: str, size: int, *, plugin: bool = True, **kwargs: Any) -> list[str]:
+        return [self.add_node(label, index, plugin=plugin, **kwargs) for index in range(size)]
+
+    def install_plugin(self) -> dict[str, Any]:
+        if self.daemon_set is None:
+            body = daemon_set_body(self.namespace, f"{self.prefix}-efa-plugin", marker=self.prefix)
+            self.daemon_set = self.kube.create(daemon_set_path(self.namespace), body)
+        return self.daemon_set
+
+    def add_plugin_pod(self, node: str, *, ready: bool = True, phase: str = "Running") -> str:
+        daemon_set = self.install_plugin()
+        name = f"plugin-{node}"
+        body = plugin_pod_body(self.namespace, name, daemon_set=daemon_set, node=node, marker=self.prefix)
+        self.kube.create(pod_path(self.namespace), body)
+        self.pods[node] = name
+        self.set_plugin_pod(node, ready=ready, phase=phase)
+        return name
+
+    def set_plugin_pod(self, node: str, *, ready: bool = True, phase: str = "Running") -> None:
+        """What the kubelet reports about the plugin pod on `node`."""
+        status = pod_status(ready=ready, phase=phase)
+        if not ready:
+            status["status"]["containerStatuses"] = [
+                {
+                    "name": "plugin",
+                    "image": world.PLUGIN_IMAGE,
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 7,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s"}},
+                }
+            ]
+        self.kube.patch(pod_path(self.namespace, self.pods[node]) + "/status", status)
+
+    def set_fabric(self, node: str, allocatable: int, capacity: int | None = None) -> None:
+        """What the device plugin, through the kubelet, reports in the node's status."""
+        capacity = allocatable if capacity is None else capacity
+        self.kube.patch(
+            node_path(node) + "/status",
+            {"status": {"capacity": {EFA: str(capacity)}, "allocatable": {EFA: str(allocatable)}}},
+        )
+
+    def delete_node(self, node: str) -> None:
+        self.kube.delete(node_path(node))
+        self.nodes.remove(node)
+
+    # -- reading the answer
+
+    def fcap(self, label: str) -> dict[str, Any] | None:
+        return self.kube.fcap(self.fcap_name(label))
+
+    def own_fcaps(self) -> list[dict[str, Any]]:
+        prefix = f"efa-{self.prefix}-"
+        return [obj for obj in self.kube.fcaps() if obj["metadata"]["name"].startswith(prefix)]
+
+    def report_sections(self) -> list[tuple[str, str]]:
+        shown = {obj["metadata"]["name"]: obj.get("status") for obj in self.own_fcaps()}
+        return [("FabricCapabilities of this test", yaml.safe_dump(shown, sort_keys=False))]
+
+    # -- cleaning up
+
+    def delete_objects(self) -> None:
+        """Delete the pods, the DaemonSet and the nodes (not the FabricCapabilities)."""
+        for pod in self.pods.values():
+            self.kube.delete(pod_path(self.namespace, pod))
+        if self.daemon_set is not None:
+            self.kube.delete(daemon_set_path(self.namespace, self.daemon_set["metadata"]["name"]))
+        for node in list(self.nodes):
+            self.kube.delete(node_path(node))
+
+    def cleanup(self, wait: bool = True) -> None:
+        self.delete_objects()
+
+        # The operator deletes them after the grace period; do not make the next test wait.
+        # Repeat: one may be re-created by a reconcile that started before the nodes went.
+        def gone() -> bool:
+            remaining = self.own_fcaps()
+            for obj in remaining:
+                self.kube.delete(FABRIC_CAPABILITIES.item(obj["metadata"]["name"]))
+            return not remaining
+
+        if wait:
+            wait_until(gone, f"the FabricCapabilities of {self.prefix} to be deleted", timeout=15, interval=0.5)
+        else:
+            gone()
+
+
+# ---------------------------------------------------------------------------------------------
 # Reading FabricCapability objects
 
 
 def condition(obj: Mapping[str, Any], condition_type: str) -> dict[str, Any]:
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if item.get("type") == condition_type:
-            return dict(item)
-    raise AssertionError(f"no {condition_type} condition in {json.dumps(obj.get('status'), indent=1)}")
+    found = find_condition(obj.get("status"), condition_type)
+    if found is None:
+        raise AssertionError(f"no {condition_type} condition in {json.dumps(obj.get('status'), indent=1)}")
+    return found
 
 
 def reasons(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
@@ -256,12 +393,7 @@ def reasons(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 def without_volatile(status: Mapping[str, Any]) -> dict[str, Any]:
     """A status without generations and transition times (what evaluation alone decides)."""
-    stripped = {key: value for key, value in status.items() if key != "observedGeneration"}
-    stripped["conditions"] = [
-        {key: value for key, value in c.items() if key not in ("lastTransitionTime", "observedGeneration")}
-        for c in status.get("conditions") or []
-    ]
-    return stripped
+    return strip_volatile(dict(status))
 
 
 # ---------------------------------------------------------------------------------------------

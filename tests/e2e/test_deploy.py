@@ -26,29 +26,28 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+from fabriccap.core.config import default_config
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.kube.client import MERGE_PATCH, connect
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS, SECRETS
+from fabriccap.offline.pipeline import evaluate_facts, evaluation_objects
+from fabriccap.offline.snapshot import load_snapshots
 from harness import (
     FCAP_PATH,
     OperatorProcess,
     SyncKube,
+    World,
     condition,
-    daemon_set_body,
     daemon_set_path,
-    node_body,
     node_path,
-    plugin_pod_body,
     pod_path,
-    pod_status,
     wait_until,
 )
 
-from fabriccap.cli import evaluate_facts, evaluation_objects
-from fabriccap.config import default_config
-from fabriccap.facts import FactsExtractor
-from fabriccap.kube import MERGE_PATCH, KubeError, connect
-from fabriccap.snapshot import load_snapshots
-
 if TYPE_CHECKING:
-    from conftest import E2ECluster
+    from harness import E2ECluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENSURE_HELM = REPO_ROOT / "scripts" / "ensure-helm.sh"
@@ -302,7 +301,7 @@ def victims(admin: SyncKube) -> Iterator[dict[str, str]]:
         },
     )
     admin.create(
-        f"/api/v1/namespaces/{PLUGIN_NAMESPACE}/secrets",
+        SECRETS.collection(PLUGIN_NAMESPACE),
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": names["secret"]}, "stringData": {"k": "v"}},
     )
     admin.create(
@@ -310,8 +309,8 @@ def victims(admin: SyncKube) -> Iterator[dict[str, str]]:
         {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": names["fcap"]}},
     )
     yield names
-    admin.delete(f"{FCAP_PATH}/{names['fcap']}")
-    admin.delete(f"/api/v1/namespaces/{PLUGIN_NAMESPACE}/secrets/{names['secret']}")
+    admin.delete(FABRIC_CAPABILITIES.item(names["fcap"]))
+    admin.delete(SECRETS.item(names["secret"], PLUGIN_NAMESPACE))
     admin.delete(pod_path(PLUGIN_NAMESPACE, names["pod"]))
     admin.delete(node_path(names["node"]))
 
@@ -336,9 +335,9 @@ def test_forbidden_requests_are_refused_with_403(
             MERGE_PATCH,
         ),
         "delete a Pod": ("DELETE", pod_path(PLUGIN_NAMESPACE, pod), None, "application/json"),
-        "read a Secret": ("GET", f"/api/v1/namespaces/{PLUGIN_NAMESPACE}/secrets/{secret}", None, "application/json"),
-        "list Secrets": ("GET", "/api/v1/secrets", None, "application/json"),
-        "read pods outside the plugin namespace": ("GET", "/api/v1/namespaces/default/pods", None, "application/json"),
+        "read a Secret": ("GET", SECRETS.item(secret, PLUGIN_NAMESPACE), None, "application/json"),
+        "list Secrets": ("GET", SECRETS.collection(), None, "application/json"),
+        "read pods outside the plugin namespace": ("GET", PODS.collection("default"), None, "application/json"),
     }
     answers = {what: _status_code(identity, *attempt) for what, attempt in attempts.items()}
     assert answers == dict.fromkeys(attempts, 403)
@@ -351,67 +350,21 @@ def test_allowed_requests_succeed(install: Install, identity: Path, victims: dic
     fcap = victims["fcap"]
     status = {"status": _valid_status()}
     answers = {
-        "list nodes": _status_code(identity, "GET", "/api/v1/nodes"),
+        "list nodes": _status_code(identity, "GET", NODES.collection()),
         "list plugin pods": _status_code(identity, "GET", pod_path(PLUGIN_NAMESPACE)),
         "list plugin DaemonSets": _status_code(identity, "GET", daemon_set_path(PLUGIN_NAMESPACE)),
         "patch FabricCapability status": _status_code(
-            identity, "PATCH", f"{FCAP_PATH}/{fcap}/status", status, MERGE_PATCH
+            identity, "PATCH", FABRIC_CAPABILITIES.status(fcap), status, MERGE_PATCH
         ),
     }
     assert answers == dict.fromkeys(answers, 200)
-    assert (admin.get(f"{FCAP_PATH}/{fcap}") or {}).get("status", {}).get("resourceName") == "vpc.amazonaws.com/efa"
+    assert (admin.get(FABRIC_CAPABILITIES.item(fcap)) or {}).get("status", {}).get(
+        "resourceName"
+    ) == "vpc.amazonaws.com/efa"
 
 
 # ---------------------------------------------------------------------------------------------
 # The operator, authenticated as the ServiceAccount, with the shipped config
-
-
-@dataclass
-class HealthyPool:
-    pool: str
-    nodes: list[str]
-    daemon_set: str
-    pods: list[str]
-
-    @property
-    def fcap_name(self) -> str:
-        return f"efa-{self.pool}"
-
-
-def create_healthy_pool(admin: SyncKube, pool: str, marker: str, size: int = 2) -> HealthyPool:
-    """`size` p5.48xlarge nodes advertising 32 EFA, each with a Ready device-plugin pod."""
-    created = HealthyPool(pool=pool, nodes=[], daemon_set=f"aws-efa-k8s-device-plugin-{marker}", pods=[])
-    try:
-        for index in range(size):
-            body = node_body(f"{pool}-{index}", pool=pool, efa=32, marker=marker)
-            status = body.pop("status")
-            admin.create(node_path(), body)
-            created.nodes.append(body["metadata"]["name"])
-            admin.patch(node_path(body["metadata"]["name"]) + "/status", {"status": status})
-        # Found by its label (app.kubernetes.io/name=aws-efa-k8s-device-plugin), like the chart's.
-        daemon_set = admin.create(
-            daemon_set_path(PLUGIN_NAMESPACE), daemon_set_body(PLUGIN_NAMESPACE, created.daemon_set, marker=marker)
-        )
-        for node in created.nodes:
-            pod = plugin_pod_body(
-                PLUGIN_NAMESPACE, f"{created.daemon_set}-{node[-1]}", daemon_set=daemon_set, node=node
-            )
-            admin.create(pod_path(PLUGIN_NAMESPACE), pod)
-            created.pods.append(pod["metadata"]["name"])
-            admin.patch(pod_path(PLUGIN_NAMESPACE, pod["metadata"]["name"]) + "/status", pod_status(ready=True))
-    except BaseException:
-        delete_pool(admin, created)
-        raise
-    return created
-
-
-def delete_pool(admin: SyncKube, pool: HealthyPool) -> None:
-    for pod in pool.pods:
-        admin.delete(pod_path(PLUGIN_NAMESPACE, pod))
-    admin.delete(daemon_set_path(PLUGIN_NAMESPACE, pool.daemon_set))
-    for node in pool.nodes:
-        admin.delete(node_path(node))
-    admin.delete(f"{FCAP_PATH}/{pool.fcap_name}")
 
 
 def _ready(admin: SyncKube, name: str) -> Mapping[str, Any] | None:
@@ -424,14 +377,16 @@ def _ready(admin: SyncKube, name: str) -> Mapping[str, Any] | None:
 def test_operator_publishes_as_its_service_account(
     install: Install, identity: Path, admin: SyncKube, tmp_path: Path
 ) -> None:
-    marker = uuid.uuid4().hex[:6]
     config = tmp_path / "config.yaml"
     config.write_text(install.config_text)
     operator = OperatorProcess(kubeconfig=identity, config=config, log_path=tmp_path / "operator.log")
-    pool = create_healthy_pool(admin, f"deploy-{install.source}-{marker}", marker)
+    # Found by its label (app.kubernetes.io/name=aws-efa-k8s-device-plugin), like the chart's.
+    world = World(kube=admin, namespace=PLUGIN_NAMESPACE, prefix=f"deploy-{install.source}-{uuid.uuid4().hex[:6]}")
+    fcap_name = world.fcap_name("healthy")
     try:
+        world.add_pool("healthy", 2, efa=32)
         operator.start()
-        obj = wait_until(lambda: _ready(admin, pool.fcap_name), f"{pool.fcap_name} Ready", timeout=60)
+        obj = wait_until(lambda: _ready(admin, fcap_name), f"{fcap_name} Ready", timeout=60)
         status = obj["status"]
         assert (status["nodes"], status["advertisingNodes"], status["uniformCount"]) == (2, 2, 32)
         assert status["devicePlugin"]["readyNodes"] == 2
@@ -442,4 +397,4 @@ def test_operator_publishes_as_its_service_account(
         assert not refused, "\n".join(refused)
     finally:
         operator.stop()
-        delete_pool(admin, pool)
+        world.cleanup(wait=False)

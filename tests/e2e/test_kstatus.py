@@ -21,32 +21,25 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+from fabriccap.dev.controlplane.binaries import cache_root
 from harness import (
-    FCAP_PATH,
     OperatorProcess,
     SyncKube,
+    World,
     condition,
-    daemon_set_body,
-    daemon_set_path,
-    node_body,
-    node_path,
-    plugin_pod_body,
-    pod_path,
-    pod_status,
     wait_until,
     write_config,
 )
 
-from fabriccap.controlplane.binaries import cache_root
-
 if TYPE_CHECKING:
-    from conftest import E2ECluster
+    from harness import E2ECluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KSTATUS_SOURCE = REPO_ROOT / "gitops" / "kstatus-check"
@@ -117,36 +110,28 @@ def compute(kstatus: Path, obj: dict[str, Any]) -> tuple[str, str]:
 
 @dataclass
 class Pools:
-    marker: str
-    ready: str
-    partial: str
-    stalled: str
-    nodes: list[str] = field(default_factory=list)
-    pods: list[str] = field(default_factory=list)
-    daemon_set: str = ""
+    """The three pools of this module, in one test world."""
+
+    world: World
+
+    @property
+    def marker(self) -> str:
+        return self.world.prefix
+
+    @property
+    def ready(self) -> str:
+        return self.world.pool("ready")
+
+    @property
+    def partial(self) -> str:
+        return self.world.pool("partial")
+
+    @property
+    def stalled(self) -> str:
+        return self.world.pool("stalled")
 
     def fcap(self, pool: str) -> str:
         return f"efa-{pool}"
-
-
-def _create_node(admin: SyncKube, pools: Pools, body: dict[str, Any]) -> str:
-    status = body.pop("status")
-    admin.create(node_path(), body)
-    name = str(body["metadata"]["name"])
-    pools.nodes.append(name)
-    admin.patch(node_path(name) + "/status", {"status": status})
-    return name
-
-
-def _cleanup(admin: SyncKube, pools: Pools) -> None:
-    for pod in pools.pods:
-        admin.delete(pod_path(PLUGIN_NAMESPACE, pod))
-    if pools.daemon_set:
-        admin.delete(daemon_set_path(PLUGIN_NAMESPACE, pools.daemon_set))
-    for node in pools.nodes:
-        admin.delete(node_path(node))
-    for pool in (pools.ready, pools.partial, pools.stalled):
-        admin.delete(f"{FCAP_PATH}/{pools.fcap(pool)}")
 
 
 @pytest.fixture(scope="module")
@@ -158,40 +143,22 @@ def admin(cluster: E2ECluster) -> Iterator[SyncKube]:
 
 @pytest.fixture(scope="module")
 def pools(cluster: E2ECluster, admin: SyncKube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pools]:
-    marker = uuid.uuid4().hex[:6]
-    pools = Pools(
-        marker=marker, ready=f"ks-ready-{marker}", partial=f"ks-partial-{marker}", stalled=f"ks-stalled-{marker}"
-    )
+    pools = Pools(World(kube=admin, namespace=PLUGIN_NAMESPACE, prefix=f"ks-{uuid.uuid4().hex[:6]}"))
     directory = tmp_path_factory.mktemp("kstatus")
     operator = OperatorProcess(
         kubeconfig=cluster.kubeconfig,
         config=write_config(directory / "config.yaml", {}),
         log_path=directory / "operator.log",
     )
+    world = pools.world
     try:
-        plugin_nodes = []
         # Ready: both p5.48xlarge nodes advertise 32 and run a Ready plugin pod.
-        for index in range(2):
-            name = f"{pools.ready}-{index}"
-            plugin_nodes.append(_create_node(admin, pools, node_body(name, pool=pools.ready, efa=32, marker=marker)))
+        world.add_pool("ready", 2, efa=32)
         # Partial rollout: one node advertises 32, the other 0, both with a Ready plugin pod.
         for index, efa in enumerate((32, 0)):
-            name = f"{pools.partial}-{index}"
-            plugin_nodes.append(_create_node(admin, pools, node_body(name, pool=pools.partial, efa=efa, marker=marker)))
+            world.add_node("partial", index, efa=efa, plugin=True)
         # Stalled: g6.2xlarge GPU nodes (EFA maximum 0) that advertise nothing.
-        for index in range(2):
-            name = f"{pools.stalled}-{index}"
-            body = node_body(name, pool=pools.stalled, instance_type="g6.2xlarge", efa=None, gpus=1, marker=marker)
-            _create_node(admin, pools, body)
-        pools.daemon_set = f"aws-efa-k8s-device-plugin-{marker}"
-        daemon_set = admin.create(
-            daemon_set_path(PLUGIN_NAMESPACE), daemon_set_body(PLUGIN_NAMESPACE, pools.daemon_set, marker=marker)
-        )
-        for node in plugin_nodes:
-            pod = plugin_pod_body(PLUGIN_NAMESPACE, f"{node}-plugin", daemon_set=daemon_set, node=node, marker=marker)
-            admin.create(pod_path(PLUGIN_NAMESPACE), pod)
-            pools.pods.append(pod["metadata"]["name"])
-            admin.patch(pod_path(PLUGIN_NAMESPACE, pod["metadata"]["name"]) + "/status", pod_status(ready=True))
+        world.add_pool("stalled", 2, plugin=False, instance_type="g6.2xlarge", efa=None, gpus=1)
 
         # The Ready pool's FabricCapability is declared up front, as a GitOps tool applies a
         # gate object from Git (docs/gitops.md, Argo CD); the operator adopts it.
@@ -220,7 +187,7 @@ def pools(cluster: E2ECluster, admin: SyncKube, tmp_path_factory: pytest.TempPat
         yield pools
     finally:
         operator.stop()
-        _cleanup(admin, pools)
+        world.cleanup(wait=False)
 
 
 def live(cluster: E2ECluster, name: str) -> dict[str, Any]:

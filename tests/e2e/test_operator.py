@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import yaml
+
+from fabriccap.dev.controlplane import LocalControlPlane
+from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NAMESPACES, NODES, PODS
 from harness import (
     EFA,
     FCAP_PATH,
@@ -33,27 +35,21 @@ from harness import (
     Metrics,
     OperatorProcess,
     SyncKube,
+    World,
     condition,
-    daemon_set_body,
-    daemon_set_path,
     listening_socket,
     node_body,
     node_path,
-    plugin_pod_body,
-    pod_path,
-    pod_status,
     reasons,
     wait_until,
     without_volatile,
     write_config,
 )
 
-from fabriccap.controlplane import LocalControlPlane
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from conftest import E2ECluster
+    from harness import E2ECluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -78,9 +74,9 @@ def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
 @pytest.fixture(scope="module")
 def plugin_namespace(kube: SyncKube) -> Iterator[str]:
     name = f"fcap-e2e-{uuid.uuid4().hex[:6]}"
-    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    kube.create(NAMESPACES.collection(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    kube.delete(f"/api/v1/namespaces/{name}")
+    kube.delete(NAMESPACES.item(name))
 
 
 def operator_config(namespace: str) -> dict[str, Any]:
@@ -114,93 +110,12 @@ def operator(cluster: E2ECluster, config_file: Path) -> Iterator[OperatorProcess
     process.stop()
 
 
-@dataclass
-class Scenario:
-    """One test's world: its pools, nodes, plugin DaemonSet and pods; deleted afterwards."""
+@dataclass(kw_only=True)
+class Scenario(World):
+    """One test's world, plus the operator that watches it and waiting for its answers."""
 
-    kube: SyncKube = field(repr=False)
     cluster: E2ECluster = field(repr=False)
     operator: OperatorProcess = field(repr=False)
-    namespace: str
-    prefix: str = field(default_factory=lambda: f"e2e-{uuid.uuid4().hex[:6]}")
-    nodes: list[str] = field(default_factory=list)
-    pods: dict[str, str] = field(default_factory=dict)  # node -> pod name
-    daemon_set: dict[str, Any] | None = field(default=None, repr=False)
-
-    # -- names
-
-    def pool(self, label: str) -> str:
-        return f"{self.prefix}-{label}"
-
-    def fcap_name(self, label: str) -> str:
-        return f"efa-{self.pool(label)}"
-
-    # -- building the world
-
-    def add_node(self, label: str, index: int, **kwargs: Any) -> str:
-        name = f"{self.pool(label)}-{index}"
-        self.kube.create(node_path(), node_body(name, pool=self.pool(label), marker=self.prefix, **kwargs))
-        self.nodes.append(name)
-        return name
-
-    def add_pool(self, label: str, size: int, *, plugin: bool = True, **kwargs: Any) -> list[str]:
-        names = [self.add_node(label, index, **kwargs) for index in range(size)]
-        if plugin:
-            for name in names:
-                self.add_plugin_pod(name)
-        return names
-
-    def install_plugin(self) -> dict[str, Any]:
-        if self.daemon_set is None:
-            body = daemon_set_body(self.namespace, f"{self.prefix}-efa-plugin", marker=self.prefix)
-            self.daemon_set = self.kube.create(daemon_set_path(self.namespace), body)
-        return self.daemon_set
-
-    def add_plugin_pod(self, node: str, *, ready: bool = True, phase: str = "Running") -> str:
-        daemon_set = self.install_plugin()
-        name = f"plugin-{node}"
-        body = plugin_pod_body(self.namespace, name, daemon_set=daemon_set, node=node, marker=self.prefix)
-        self.kube.create(pod_path(self.namespace), body)
-        self.pods[node] = name
-        self.set_plugin_pod(node, ready=ready, phase=phase)
-        return name
-
-    def set_plugin_pod(self, node: str, *, ready: bool = True, phase: str = "Running") -> None:
-        """What the kubelet reports about the plugin pod on `node`."""
-        status = pod_status(ready=ready, phase=phase)
-        if not ready:
-            status["status"]["containerStatuses"] = [
-                {
-                    "name": "plugin",
-                    "image": "registry.invalid/aws-efa-k8s-device-plugin:e2e",
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 7,
-                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s"}},
-                }
-            ]
-        self.kube.patch(pod_path(self.namespace, self.pods[node]) + "/status", status)
-
-    def set_fabric(self, node: str, allocatable: int, capacity: int | None = None) -> None:
-        """What the device plugin, through the kubelet, reports in the node's status."""
-        capacity = allocatable if capacity is None else capacity
-        self.kube.patch(
-            node_path(node) + "/status",
-            {"status": {"capacity": {EFA: str(capacity)}, "allocatable": {EFA: str(allocatable)}}},
-        )
-
-    def delete_node(self, node: str) -> None:
-        self.kube.delete(node_path(node))
-        self.nodes.remove(node)
-
-    # -- reading the answer
-
-    def fcap(self, label: str) -> dict[str, Any] | None:
-        return self.kube.fcap(self.fcap_name(label))
-
-    def own_fcaps(self) -> list[dict[str, Any]]:
-        prefix = f"efa-{self.prefix}-"
-        return [obj for obj in self.kube.fcaps() if obj["metadata"]["name"].startswith(prefix)]
 
     def wait_status(
         self,
@@ -233,31 +148,6 @@ class Scenario:
 
         wanted = ", ".join([f"Ready={status}/{reason}", *(f"{k}={v}" for k, v in more.items())])
         return self.wait_status(label, matches, wanted)
-
-    def report_sections(self) -> list[tuple[str, str]]:
-        shown = {obj["metadata"]["name"]: obj.get("status") for obj in self.own_fcaps()}
-        return [("FabricCapabilities of this test", yaml.safe_dump(shown, sort_keys=False))]
-
-    # -- cleaning up
-
-    def cleanup(self) -> None:
-        for node, pod in self.pods.items():
-            del node
-            self.kube.delete(pod_path(self.namespace, pod))
-        if self.daemon_set is not None:
-            self.kube.delete(daemon_set_path(self.namespace, self.daemon_set["metadata"]["name"]))
-        for node in list(self.nodes):
-            self.kube.delete(node_path(node))
-
-        # The operator deletes them after the grace period; do not make the next test wait.
-        # Repeat: one may be re-created by a reconcile that started before the nodes went.
-        def gone() -> bool:
-            remaining = self.own_fcaps()
-            for obj in remaining:
-                self.kube.delete(f"{FCAP_PATH}/{obj['metadata']['name']}")
-            return not remaining
-
-        wait_until(gone, f"the FabricCapabilities of {self.prefix} to be deleted", timeout=15, interval=0.5)
 
 
 @pytest.fixture
@@ -575,7 +465,7 @@ def test_healthz_reports_the_evaluation_loop(scenario: Scenario) -> None:
 def test_a_capability_deleted_by_someone_else_is_put_back(scenario: Scenario) -> None:
     scenario.add_pool("undeleted", 2)
     first = scenario.wait_ready("undeleted", "True", "UniformCapability", nodes=2)
-    scenario.kube.delete(f"{FCAP_PATH}/{scenario.fcap_name('undeleted')}")
+    scenario.kube.delete(FABRIC_CAPABILITIES.item(scenario.fcap_name("undeleted")))
     again = wait_until(
         lambda: (
             (obj := scenario.fcap("undeleted")) is not None
@@ -603,7 +493,7 @@ def test_a_capability_it_does_not_own_is_never_deleted(scenario: Scenario) -> No
         assert scenario.kube.fcap(name) is not None, "a FabricCapability without the managed-by label was deleted"
         assert "not managed by fabriccap; kept" in scenario.operator.log()
     finally:
-        scenario.kube.delete(f"{FCAP_PATH}/{name}")
+        scenario.kube.delete(FABRIC_CAPABILITIES.item(name))
 
 
 def test_restart_changes_nothing(scenario: Scenario) -> None:
@@ -653,7 +543,7 @@ def test_restart_changes_nothing(scenario: Scenario) -> None:
 def _fingerprints(kube: SyncKube) -> dict[str, tuple[Any, ...]]:
     """Everything the operator could have touched on Nodes, Pods and DaemonSets."""
     found: dict[str, tuple[Any, ...]] = {}
-    for path in ("/api/v1/nodes", "/api/v1/pods", "/apis/apps/v1/daemonsets"):
+    for path in (NODES.collection(), PODS.collection(), DAEMON_SETS.collection()):
         for obj in kube.list_objects(path):
             metadata = obj["metadata"]
             key = f"{path}/{metadata.get('namespace', '')}/{metadata['name']}"

@@ -22,34 +22,26 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+from fabriccap.observability.alerts import AlertSettings, rules_file
+from fabriccap.observability.dashboard import dashboard
 from harness import (
-    EFA,
-    FCAP_PATH,
     OperatorProcess,
     SyncKube,
-    daemon_set_body,
-    daemon_set_path,
+    World,
     free_port,
-    node_body,
-    node_path,
-    plugin_pod_body,
-    pod_path,
-    pod_status,
     wait_until,
     write_config,
 )
 
-from fabriccap.alerts import AlertSettings, rules_file
-from fabriccap.dashboard import dashboard
-
 if TYPE_CHECKING:
-    from conftest import E2ECluster
+    from harness import E2ECluster
 
 pytestmark = pytest.mark.prometheus
 
@@ -229,69 +221,20 @@ def stack(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         kube.close()
 
 
-@dataclass
-class World:
-    """One test's nodes, plugin DaemonSet and pods (in kube-system); deleted afterwards."""
-
-    kube: SyncKube = field(repr=False)
-    prefix: str = field(default_factory=lambda: f"prom-{uuid.uuid4().hex[:6]}")
-    nodes: list[str] = field(default_factory=list)
-    pods: list[str] = field(default_factory=list)
-    daemon_set: dict[str, Any] | None = field(default=None, repr=False)
-
-    def pool(self, label: str) -> str:
-        return f"{self.prefix}-{label}"
-
-    def fcap_name(self, label: str) -> str:
-        return f"efa-{self.pool(label)}"
-
-    def add_node(self, label: str, index: int, efa: int, *, plugin: bool = True) -> str:
-        name = f"{self.pool(label)}-{index}"
-        self.kube.create(node_path(), node_body(name, pool=self.pool(label), efa=efa, marker=self.prefix))
-        self.nodes.append(name)
-        if plugin:
-            if self.daemon_set is None:
-                body = daemon_set_body(PLUGIN_NAMESPACE, f"{self.prefix}-efa-plugin", marker=self.prefix)
-                self.daemon_set = self.kube.create(daemon_set_path(PLUGIN_NAMESPACE), body)
-            pod = f"plugin-{name}"
-            body = plugin_pod_body(PLUGIN_NAMESPACE, pod, daemon_set=self.daemon_set, node=name, marker=self.prefix)
-            self.kube.create(pod_path(PLUGIN_NAMESPACE), body)
-            self.kube.patch(pod_path(PLUGIN_NAMESPACE, pod) + "/status", pod_status(ready=True))
-            self.pods.append(pod)
-        return name
-
-    def set_fabric(self, node: str, count: int) -> None:
-        """What the device plugin, through the kubelet, reports in the node's status."""
-        self.kube.patch(
-            node_path(node) + "/status", {"status": {"capacity": {EFA: str(count)}, "allocatable": {EFA: str(count)}}}
-        )
-
-    def clean_up(self) -> None:
-        for pod in self.pods:
-            self.kube.delete(pod_path(PLUGIN_NAMESPACE, pod))
-        if self.daemon_set is not None:
-            self.kube.delete(daemon_set_path(PLUGIN_NAMESPACE, self.daemon_set["metadata"]["name"]))
-        for node in self.nodes:
-            self.kube.delete(node_path(node))
-        # The operator deletes them after its grace period; do not leave them if it is down.
-        for fcap in self.kube.fcaps():
-            if fcap["metadata"]["name"].startswith(f"efa-{self.prefix}-"):
-                self.kube.delete(f"{FCAP_PATH}/{fcap['metadata']['name']}")
-
-
 @pytest.fixture
 def world(stack: Stack) -> Iterator[World]:
     stack.operator.mark_log()
-    created = World(kube=stack.kube)
+    created = World(kube=stack.kube, namespace=PLUGIN_NAMESPACE, prefix=f"prom-{uuid.uuid4().hex[:6]}")
     yield created
-    created.clean_up()
+    # The operator deletes them after its grace period; do not leave them if it is down.
+    created.cleanup(wait=False)
 
 
 def test_mixed_rollout_fires_with_the_pools_labels_and_resolves_when_fixed(stack: Stack, world: World) -> None:
     prometheus = stack.prometheus
-    mixed = [world.add_node("mixed", 1, efa=32), world.add_node("mixed", 2, efa=16)]
-    world.add_node("uniform", 1, efa=32)
-    world.add_node("uniform", 2, efa=32)
+    mixed = [world.add_node("mixed", 1, efa=32, plugin=True), world.add_node("mixed", 2, efa=16, plugin=True)]
+    world.add_node("uniform", 1, efa=32, plugin=True)
+    world.add_node("uniform", 2, efa=32, plugin=True)
 
     (alert,) = wait_until(
         lambda: prometheus.firing("FabricMixedRollout", name=world.fcap_name("mixed")),
@@ -342,7 +285,7 @@ def test_mixed_rollout_fires_with_the_pools_labels_and_resolves_when_fixed(stack
 def test_device_plugin_gap_fires_with_the_node_count_and_resolves_when_advertised(stack: Stack, world: World) -> None:
     prometheus = stack.prometheus
     # Ready plugin pods, allocatable 0: what a DaemonSet health check calls healthy.
-    gap = [world.add_node("gap", 1, efa=0), world.add_node("gap", 2, efa=0)]
+    gap = [world.add_node("gap", 1, efa=0, plugin=True), world.add_node("gap", 2, efa=0, plugin=True)]
 
     (alert,) = wait_until(
         lambda: prometheus.firing("FabricDevicePluginGap", name=world.fcap_name("gap")),

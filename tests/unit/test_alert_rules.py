@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fabriccap import alerts, dashboard
+from fabriccap.observability import alerts, dashboard
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MONITORING = REPO_ROOT / "monitoring"

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap.cli import evaluate_facts, evaluation_objects
-from fabriccap.config import default_config
-from fabriccap.facts import FactsExtractor
-from fabriccap.snapshot import load_snapshots
+from fabriccap.core.config import default_config
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.offline.pipeline import evaluate_facts, evaluation_objects
+from fabriccap.offline.snapshot import load_snapshots
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEALTH_SCRIPT = REPO_ROOT / "gitops" / "argocd-health.lua"

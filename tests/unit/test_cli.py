@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
 
+from builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
 from fabriccap.cli import main
 
 Result = tuple[int, str, str]

@@ -7,14 +7,7 @@ from typing import Any
 
 import pytest
 
-from fabriccap.config import (
-    DEFAULT_POOL_LABELS,
-    Config,
-    ConfigError,
-    build_config,
-    default_config,
-    load_config,
-)
+from fabriccap.core.config import DEFAULT_POOL_LABELS, Config, ConfigError, build_config, default_config, load_config
 
 
 def _fabric(config: Config, name: str) -> Any:

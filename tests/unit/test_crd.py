@@ -22,7 +22,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from fabriccap import api, cli, render
+from fabriccap import cli
+from fabriccap.core import api
+from fabriccap.offline import render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -75,16 +77,17 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 
 def load_crd() -> dict[str, Any]:
-    return yaml.safe_load(CRD_FILE.read_text(encoding="utf-8"))
+    crd: dict[str, Any] = yaml.safe_load(CRD_FILE.read_text(encoding="utf-8"))
+    return crd
 
 
 def the_version(crd: dict[str, Any]) -> dict[str, Any]:
     (version,) = crd["spec"]["versions"]
-    return version
+    return dict(version)
 
 
 def object_schema() -> dict[str, Any]:
-    return the_version(load_crd())["schema"]["openAPIV3Schema"]
+    return dict(the_version(load_crd())["schema"]["openAPIV3Schema"])
 
 
 def _type_matches(schema_type: str, value: Any) -> bool:
@@ -396,7 +399,7 @@ def test_spec_keeps_unknown_fields(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def printer_columns() -> list[dict[str, Any]]:
-    return the_version(load_crd())["additionalPrinterColumns"]
+    return list(the_version(load_crd())["additionalPrinterColumns"])
 
 
 def test_printer_columns_match_spec() -> None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+
 from builders import (
     EFA,
     KARPENTER,
@@ -20,9 +21,8 @@ from builders import (
     pod,
     reason,
 )
-
-from fabriccap.api import CONDITION_ORDER
-from fabriccap.config import build_config
+from fabriccap.core.api import CONDITION_ORDER
+from fabriccap.core.config import build_config
 
 Bodies = list[dict[str, Any]]
 DS = daemon_set()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fabriccap import cli
-from fabriccap.config import default_config, load_config
+from fabriccap.core.config import default_config, load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"

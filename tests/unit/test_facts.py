@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import EFA, GPU, GPU_PRESENT, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, node, pod
 
-from fabriccap.config import build_config, default_config
-from fabriccap.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, Pool
+from builders import EFA, GPU, GPU_PRESENT, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, node, pod
+from fabriccap.core.config import build_config, default_config
+from fabriccap.core.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, Pool
 
 EXTRACTOR = FactsExtractor(default_config())
 

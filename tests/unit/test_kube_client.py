@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import json
 import os
 import re
+import socket
 import ssl
 import stat
 import sys
@@ -16,14 +18,16 @@ from typing import Any
 
 import pytest
 import yaml
+from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from fabriccap import kube
-from fabriccap.errors import KubeError
-from fabriccap.kube import Credentials, load_credentials, load_in_cluster, load_kubeconfig
+from fabriccap.kube import credentials as kube
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import Credentials, load_credentials, load_in_cluster, load_kubeconfig
+from fabriccap.kube.errors import KubeError
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nfake CA\n-----END CERTIFICATE-----\n"
 CERT_PEM = b"-----BEGIN CERTIFICATE-----\nfake client\n-----END CERTIFICATE-----\n"
@@ -572,3 +576,159 @@ def test_without_a_service_account_token_the_kubeconfig_is_used(
     (service_account / "token").unlink()  # automountServiceAccountToken: false
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "config", user={"token": "t"})))
     assert load_credentials().server == "https://api.example:6443"
+
+
+# --- exec plugins run off the event loop -------------------------------------------------------
+
+SLOW_PLUGIN = """#!{python}
+import json, pathlib, sys, time
+here = pathlib.Path(__file__).resolve().parent
+calls = here / "calls"
+count = int(calls.read_text()) + 1 if calls.exists() else 1
+calls.write_text(str(count))
+time.sleep(0.5)
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {{"token": "slow-%d" % count}}}}))
+"""
+
+
+async def test_an_exec_plugin_runs_off_the_event_loop_once_for_concurrent_callers(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    plugin.script.write_text(SLOW_PLUGIN.format(python=sys.executable))
+    credentials = kube.load_kubeconfig(str(plugin.kubeconfig()))
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await asyncio.gather(*(credentials.refresh_async() for _ in range(5)))
+    finally:
+        ticker.cancel()
+    assert plugin.calls == 1  # five callers, one run
+    assert credentials.token == "slow-1"
+    # The plugin slept 0.5 s; a loop blocked by it would not have ticked meanwhile.
+    assert ticks >= 20, ticks
+    await credentials.refresh_async(force=True)
+    assert (plugin.calls, credentials.token) == (2, "slow-2")
+
+
+async def test_load_credentials_async_runs_the_plugin_first(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path / "plugin")
+    credentials = await kube.load_credentials_async(str(plugin.kubeconfig()))
+    assert (plugin.calls, credentials.token) == (1, "token-1")
+
+
+def test_a_context_other_than_the_current_one_can_be_chosen(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "a", "cluster": {"server": "https://a.example:6443"}},
+                    {"name": "b", "cluster": {"server": "https://b.example:6443"}},
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [
+                    {"name": "first", "context": {"cluster": "a", "user": "u"}},
+                    {"name": "second", "context": {"cluster": "b", "user": "u"}},
+                ],
+                "current-context": "first",
+            }
+        )
+    )
+    assert load_credentials(str(config)).server == "https://a.example:6443"
+    assert load_credentials(str(config), context="second").server == "https://b.example:6443"
+
+
+# --- proxies, as kubectl reads them ------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_proxy_environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("server", "no_proxy", "expected"),
+    [
+        ("https://api.example:6443", "", "http://proxy.corp:3128"),
+        ("https://api.example:6443", "example", "DIRECT"),  # a domain suffix
+        ("https://api.example:6443", ".example", "DIRECT"),
+        ("https://api.example:6443", "other.example", "http://proxy.corp:3128"),
+        ("https://api.example:6443", "api.example:443", "http://proxy.corp:3128"),  # another port
+        ("https://api.example:6443", "api.example:6443", "DIRECT"),
+        ("https://10.1.2.3:6443", "10.0.0.0/8", "DIRECT"),
+        ("https://10.1.2.3:6443", "192.168.0.0/16", "http://proxy.corp:3128"),
+        ("https://api.example:6443", "*", "DIRECT"),
+        ("https://127.0.0.1:6443", "", "DIRECT"),  # loopback is never proxied, as in Go
+        ("https://localhost:6443", "", "DIRECT"),
+        ("https://[::1]:6443", "", "DIRECT"),
+    ],
+)
+def test_https_proxy_and_no_proxy(
+    clean_proxy_environment: pytest.MonkeyPatch, server: str, no_proxy: str, expected: str
+) -> None:
+    clean_proxy_environment.setenv("HTTPS_PROXY", "proxy.corp:3128")
+    clean_proxy_environment.setenv("NO_PROXY", no_proxy)
+    assert (kube.proxy_from_environment(server) or "DIRECT") == expected
+
+
+def test_http_servers_use_http_proxy(clean_proxy_environment: pytest.MonkeyPatch) -> None:
+    clean_proxy_environment.setenv("HTTPS_PROXY", "http://secure.corp:3128")
+    clean_proxy_environment.setenv("http_proxy", "http://plain.corp:3128")
+    assert kube.proxy_from_environment("http://api.example:8080") == "http://plain.corp:3128"
+    assert kube.proxy_from_environment("https://api.example:6443") == "http://secure.corp:3128"
+
+
+def test_the_clusters_proxy_url_wins_over_the_environment(
+    clean_proxy_environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    clean_proxy_environment.setenv("HTTPS_PROXY", "http://env.corp:3128")
+    config = write_kubeconfig(
+        tmp_path / "config", cluster={"server": "https://api.example:6443", "proxy-url": "http://kube.corp:8888"}
+    )
+    assert load_credentials(str(config)).proxy == "http://kube.corp:8888"
+
+
+@pytest.mark.parametrize("proxy_url", ["socks5://proxy:1080", "ftp://proxy:21"])
+def test_an_unsupported_proxy_scheme_is_named(tmp_path: Path, proxy_url: str) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config", cluster={"server": "https://api.example:6443", "proxy-url": proxy_url}
+    )
+    with pytest.raises(KubeError, match=r"proxy-url .*: scheme (socks5|ftp) is not supported \(http, https\)"):
+        load_credentials(str(config))
+
+
+async def test_requests_go_through_the_proxy(clean_proxy_environment: pytest.MonkeyPatch) -> None:
+    """A forward proxy sees the absolute URL of every request (plain HTTP through a proxy)."""
+    seen: list[str] = []
+
+    async def proxy(request: web.Request) -> web.Response:
+        seen.append(str(request.url))
+        return web.json_response({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", proxy)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, listener).start()
+    try:
+        credentials = kube.Credentials(
+            server="http://api.invalid:8080", proxy_url=f"http://127.0.0.1:{listener.getsockname()[1]}"
+        )
+        async with KubeClient(credentials) as client:
+            await client.get("/api/v1/nodes")
+    finally:
+        await runner.cleanup()
+    assert seen == ["http://api.invalid:8080/api/v1/nodes"]

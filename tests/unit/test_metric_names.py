@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabriccap import alerts, dashboard
-from fabriccap.evaluate import PoolCapability
-from fabriccap.metrics import OperatorMetrics
+from builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.core.evaluate import PoolCapability
+from fabriccap.observability import alerts, dashboard
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MONITORING = REPO_ROOT / "monitoring"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from builders import INSTANCE_TYPE, KARPENTER, NODEGROUP
 
-from fabriccap.names import capability_name, is_dns_label, is_label_value
+from builders import INSTANCE_TYPE, KARPENTER, NODEGROUP
+from fabriccap.core.names import capability_name, is_dns_label, is_label_value
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 HASHED = re.compile(r"^(?P<fabric>[a-z0-9-]+?)-(?:(?P<stem>[a-z0-9-]+)-)?(?P<digest>[0-9a-f]{8})$")

@@ -3,7 +3,7 @@ repo around it); these tests fail when a copy drifts from its source."""
 
 from pathlib import Path
 
-from fabriccap.demo import data_path
+from fabriccap.dev.demo import data_path
 
 REPO = Path(__file__).resolve().parents[2]
 

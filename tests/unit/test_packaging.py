@@ -8,7 +8,7 @@
   copies of shared files (CRD, alerts, dashboard) match their sources.
 
 helm comes from scripts/ensure-helm.sh (cached); kubectl is the control plane's
-(fabriccap.controlplane.binaries), built once into the same cache.
+(fabriccap.dev.controlplane.binaries), built once into the same cache.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from fabriccap.config import build_config
-from fabriccap.controlplane.binaries import KUBECTL, ensure_binaries
+from fabriccap.core.config import build_config
+from fabriccap.dev.controlplane.binaries import KUBECTL, ensure_binaries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from builders import EFA, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, evaluate_bodies, node, pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabriccap.evaluate import Evaluation
+from builders import EFA, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, evaluate_bodies, node, pod
+from fabriccap.core.evaluate import Evaluation
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 P4 = frozenset({"p4d.24xlarge", "p4de.24xlarge"})

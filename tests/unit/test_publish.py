@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from fabriccap.config import build_config
-from fabriccap.kube import Credentials, KubeClient
-from fabriccap.metrics import OperatorMetrics
-from fabriccap.publish import Published, Publisher, status_patch
-from fabriccap.store import FactStore
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.publisher import Published, Publisher, status_patch
+from fabriccap.controller.store import FactStore
+from fabriccap.core.config import build_config
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import Credentials
 
 
 def test_a_status_patch_nulls_the_fields_that_went_away() -> None:
@@ -55,3 +56,23 @@ def test_health_fails_only_when_the_loop_is_stuck() -> None:
     clock.now += 61
     with pytest.raises(RuntimeError, match="no evaluation for 661s"):
         publisher.health()
+
+
+def test_health_fails_when_the_initial_listing_never_finishes() -> None:
+    clock = Clock()
+    publisher = Publisher(
+        config=build_config({"startupTimeoutSeconds": 60}),
+        store=FactStore(),
+        client=KubeClient(Credentials(server="http://127.0.0.1:9")),
+        metrics=OperatorMetrics(),
+        clock=clock,
+    )
+    clock.now += 59
+    assert publisher.health()["listed"] is False  # still within the start-up timeout
+    clock.now += 2
+    with pytest.raises(
+        RuntimeError, match=r"the initial listing has not finished after 61s \(startupTimeoutSeconds 60\)"
+    ):
+        publisher.health()
+    publisher.store.listed.set()
+    assert publisher.health()["listed"] is True

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fabriccap.facts import parse_quantity
+from fabriccap.core.quantity import parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,7 @@ import re
 from typing import Any
 
 from builders import evaluate_bodies, healthy_pool, node
-
-from fabriccap.stamping import now_rfc3339, stamp_status, strip_volatile
+from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fabriccap.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
-from fabriccap.store import FactStore
+from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
 
 TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
 INFER = Pool("eks.amazonaws.com/nodegroup", "infer")

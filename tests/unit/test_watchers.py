@@ -3,209 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
-from aiohttp import web
-from builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod
 
-from fabriccap import watchers
-from fabriccap.config import default_config
-from fabriccap.errors import KubeError
-from fabriccap.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
-from fabriccap.kube import Credentials, KubeClient
-from fabriccap.metrics import OperatorMetrics
-from fabriccap.store import FactStore
-from fabriccap.watchers import Informer, build_informers
+from builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod
+from fabriccap.controller import informers as watchers
+from fabriccap.controller.informers import Informer, build_informers
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.store import FactStore
+from fabriccap.core.config import default_config
+from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import Credentials
+from fabriccap.kube.errors import KubeError
+from fakeapi import WAIT_SECONDS, Body, FakeApi, WatchResponse, bookmark, event, eventually, expired, fake_api
 
 NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
 DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
-WAIT_SECONDS = 5.0
-
-Body = dict[str, Any]
-
-
-# --- the fake API server ---------------------------------------------------------------------
-
-
-@dataclass
-class Collection:
-    kind: str
-    items: list[Body]
-    resource_version: str
-
-
-@dataclass
-class WatchResponse:
-    """One scripted answer to a WATCH: an HTTP error, or events sent at once (then kept open, or closed)."""
-
-    status: int = 200
-    events: Sequence[Body] = ()
-    close: bool = False
-    chunks: Sequence[bytes] = ()  # raw bytes written as they are, after the events
-
-
-@dataclass
-class FakeApi:
-    collections: dict[str, Collection] = field(default_factory=dict)
-    requests: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)  # method, path, query, auth
-    watch_script: dict[str, deque[WatchResponse]] = field(default_factory=dict)
-    list_failures: dict[str, deque[int]] = field(default_factory=dict)
-    streams: dict[str, list[asyncio.Queue[Body | None]]] = field(default_factory=dict)
-    bodies: list[tuple[str, str, Any]] = field(default_factory=list)  # method, content type, body of writes
-    required_token: str | None = None
-    url: str = ""
-
-    def serve(self, path: str, kind: str, items: Sequence[Body], resource_version: str) -> None:
-        self.collections[path] = Collection(kind, [copy.deepcopy(item) for item in items], resource_version)
-
-    def script(self, path: str, *responses: WatchResponse) -> None:
-        self.watch_script.setdefault(path, deque()).extend(responses)
-
-    def lists(self, path: str) -> list[dict[str, str]]:
-        return [query for method, p, query, _ in self.requests if p == path and "watch" not in query]
-
-    def watches(self, path: str) -> list[dict[str, str]]:
-        return [query for method, p, query, _ in self.requests if p == path and query.get("watch") == "true"]
-
-    async def emit(self, path: str, *events: Body) -> None:
-        """Send events on the newest open watch stream of ``path``."""
-        await eventually(lambda: bool(self.streams.get(path)), f"a watch stream on {path}")
-        for sent in events:
-            self.streams[path][-1].put_nowait(sent)
-
-    async def close_stream(self, path: str) -> None:
-        await eventually(lambda: bool(self.streams.get(path)), f"a watch stream on {path}")
-        self.streams[path][-1].put_nowait(None)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        query = dict(request.query)
-        self.requests.append((request.method, request.path, query, request.headers.get("Authorization", "")))
-        if self.required_token is not None and request.headers.get("Authorization") != f"Bearer {self.required_token}":
-            return status_response(401, "Unauthorized")
-        if request.method != "GET":
-            self.bodies.append((request.method, request.content_type, await request.json()))
-            return web.json_response({"kind": "Status", "status": "Success"})
-        collection = self.collections.get(request.path)
-        if collection is None:
-            return status_response(404, f"the server could not find the requested resource ({request.path})")
-        if query.get("watch") == "true":
-            return await self._watch(request, request.path)
-        failures = self.list_failures.get(request.path)
-        if failures:
-            return status_response(failures.popleft(), "etcdserver: request timed out")
-        return self._list(collection, query)
-
-    def _list(self, collection: Collection, query: Mapping[str, str]) -> web.Response:
-        limit = int(query.get("limit", "0")) or len(collection.items)
-        start = int(query["continue"].removeprefix("page-")) if "continue" in query else 0
-        end = start + limit
-        metadata = {"resourceVersion": collection.resource_version}
-        if end < len(collection.items):
-            metadata["continue"] = f"page-{end}"
-        return web.json_response(
-            {
-                "apiVersion": "v1",
-                "kind": f"{collection.kind}List",
-                "metadata": metadata,
-                "items": collection.items[start:end],
-            }
-        )
-
-    async def _watch(self, request: web.Request, path: str) -> web.StreamResponse:
-        scripted = self.watch_script.get(path)
-        response_script = scripted.popleft() if scripted else WatchResponse()
-        if response_script.status != 200:
-            return status_response(response_script.status, f"scripted HTTP {response_script.status}")
-        queue: asyncio.Queue[Body | None] = asyncio.Queue()
-        self.streams.setdefault(path, []).append(queue)
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request)
-        try:
-            for sent in response_script.events:
-                await response.write(json.dumps(sent).encode() + b"\n")
-            for chunk in response_script.chunks:
-                await response.write(chunk)
-                await asyncio.sleep(0.01)  # separate TCP reads
-            if not response_script.close:
-                while (live := await queue.get()) is not None:
-                    await response.write(json.dumps(live).encode() + b"\n")
-            await response.write_eof()
-        except (ConnectionResetError, RuntimeError):  # the client went away
-            pass
-        return response
-
-
-def status_response(code: int, message: str) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
-    return web.json_response(body, status=code)
-
-
-@asynccontextmanager
-async def fake_api() -> AsyncIterator[tuple[FakeApi, KubeClient]]:
-    api = FakeApi()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    await web.SockSite(runner, sock).start()
-    api.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    client = KubeClient(Credentials(server=api.url))
-    try:
-        yield api, client
-    finally:
-        await client.close()
-        for queues in api.streams.values():
-            for queue in queues:
-                queue.put_nowait(None)
-        await runner.cleanup()
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-
-async def eventually(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
-
-
-def at(body: Body, resource_version: str) -> Body:
-    versioned = copy.deepcopy(body)
-    versioned["metadata"]["resourceVersion"] = resource_version
-    return versioned
-
-
-def event(event_type: str, body: Body, resource_version: str) -> Body:
-    return {"type": event_type, "object": at(body, resource_version)}
-
-
-def bookmark(resource_version: str) -> Body:
-    return {
-        "type": "BOOKMARK",
-        "object": {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": resource_version}},
-    }
-
-
-def expired() -> Body:
-    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410}
-    return {"type": "ERROR", "object": {**status, "message": "too old resource version: 100 (150)"}}
 
 
 def node_events(metrics: OperatorMetrics) -> float:
@@ -427,7 +251,7 @@ async def test_a_garbled_event_line_resumes_the_watch_from_the_last_version(back
 
 
 async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="fabriccap.watchers")
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
     async with operator([node("n1", efa=32), node("n2", efa=32), node("n3", efa=32)]) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
         await op.api.emit(NODES, event("MODIFIED", node("n3", efa=16), "120"))
@@ -488,7 +312,7 @@ async def test_non_410_error_event_resumes_without_relisting(backoffs: list[floa
 
 
 async def test_malformed_node_is_logged_and_left_out(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="fabriccap.watchers")
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
     async with operator([node("good", efa=32), node("bad", efa="abc", efa_capacity=32)]) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
         assert op.efa() == {"good": 32}

@@ -40,7 +40,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{/*
 The device-plugin namespaces of the enabled fabric profiles, as a JSON list: the operator
 watches pods and DaemonSets there (and only there), so the chart grants read access there.
-Mirrors operator/fabriccap/config.py: without `fabrics` only the built-in efa profile is on;
+Mirrors operator/fabriccap/core/config.py: without `fabrics` only the built-in efa profile is on;
 an entry named like a built-in profile is merged onto it key by key, so it keeps the built-in
 devicePlugin.namespace unless it gives one; other profiles default to kube-system; `enabled`
 defaults to true.

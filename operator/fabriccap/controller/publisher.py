@@ -16,26 +16,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabriccap.api import GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PLURAL, POOL_KEY_ANNOTATION, VERSION
-from fabriccap.config import Config
-from fabriccap.evaluate import PluginView, PoolCapability, evaluate_pool, is_target_node, plugin_view
-from fabriccap.facts import Pool
-from fabriccap.kube import KubeClient, KubeError
-from fabriccap.metrics import OperatorMetrics
-from fabriccap.names import capability_name
-from fabriccap.stamping import now_rfc3339, stamp_status, strip_volatile
-from fabriccap.store import FactStore
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.store import FactStore
+from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, POOL_KEY_ANNOTATION, ConditionType
+from fabriccap.core.config import Config
+from fabriccap.core.evaluate import PoolCapability, evaluate
+from fabriccap.core.facts import Pool
+from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
-logger = logging.getLogger("fabriccap.publish")
+logger = logging.getLogger(__name__)
 
-COLLECTION_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-CRD_NAME = f"{PLURAL}.{GROUP}"
 MAX_BACKOFF_SECONDS = 60.0
 PARALLEL_WRITES = 16
-
-
-def object_path(name: str) -> str:
-    return f"{COLLECTION_PATH}/{name}"
 
 
 @dataclass
@@ -93,8 +88,12 @@ class Publisher:
     # name -> monotonic time since which its pool has had no target node
     absent_since: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
+    launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
     loaded: bool = False  # published objects read back; watch events before that are moot
     last_round: float | None = None  # monotonic time of the last completed reconcile round
+
+    def __post_init__(self) -> None:
+        self.launched = self.clock()
 
     async def run(self) -> None:
         await self.store.listed.wait()
@@ -135,7 +134,7 @@ class Publisher:
         delay = 1.0
         while True:
             try:
-                items = [item async for item in self.client.list_items(COLLECTION_PATH)]
+                items = [item async for item in self.client.list_items(FABRIC_CAPABILITIES.collection())]
             except KubeError as error:
                 if error.status == 404:
                     logger.error(
@@ -173,45 +172,14 @@ class Publisher:
         if name in self.desired and (known is None or strip_volatile(known.status) != strip_volatile(current.status)):
             self.store.mark_pool(self.desired[name][1])  # edited by someone else: put our answer back
 
-    def _plugin_views(self) -> dict[str, PluginView]:
-        daemon_sets = list(self.store.daemon_sets.values())
-        pods = list(self.store.pods.values())
-        return {profile.name: plugin_view(profile, daemon_sets, pods) for profile in self.config.enabled_fabrics}
-
-    def evaluate_pools(self, pools: set[Pool], views: dict[str, PluginView]) -> tuple[list[PoolCapability], set[str]]:
-        """Capabilities for the given pools, and the names of those that have no target node now."""
-        primary = self.config.pool_labels[0]
-        present: list[PoolCapability] = []
-        empty: set[str] = set()
-        for pool in pools:
-            members = self.store.members(pool)
-            for profile in self.config.enabled_fabrics:
-                name = capability_name(profile.name, pool.key, pool.value, primary)
-                plugin = views[profile.name]
-                targets = [node for node in members if is_target_node(profile, node, plugin)]
-                if targets:
-                    status = evaluate_pool(profile, pool, targets, plugin)
-                    present.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
-                else:
-                    empty.add(name)
-        return present, empty
-
-    def _unpooled_target_nodes(self, views: dict[str, PluginView]) -> int:
-        fabrics = self.config.enabled_fabrics
-        return sum(
-            1
-            for name in self.store.unpooled
-            if any(is_target_node(profile, self.store.nodes[name], views[profile.name]) for profile in fabrics)
-        )
-
     async def reconcile_once(self) -> None:
         everything, pools = self.store.take_dirty()
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}
-        views = self._plugin_views()
-        capabilities, empty = self.evaluate_pools(pools, views)
-        self.metrics.unpooled_nodes.set(self._unpooled_target_nodes(views))
+        evaluation = evaluate(self.config, self.store, pools)
+        capabilities, empty = evaluation.capabilities, evaluation.absent
+        self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
         now = self.clock()
@@ -244,6 +212,12 @@ class Publisher:
         minute) means the loop hangs, not that the cluster is quiet.
         """
         since = None if self.last_round is None else round(self.clock() - self.last_round, 1)
+        waiting = self.clock() - self.launched
+        if self.last_round is None and not self.store.listed.is_set() and waiting > self.config.startup_timeout_seconds:
+            raise RuntimeError(
+                f"the initial listing has not finished after {waiting:.0f}s "
+                f"(startupTimeoutSeconds {self.config.startup_timeout_seconds:.0f})"
+            )
         if since is not None and since > 2 * self.config.resync_seconds + 60:
             raise RuntimeError(f"no evaluation for {since:.0f}s (resync every {self.config.resync_seconds:.0f}s)")
         return {
@@ -273,26 +247,14 @@ class Publisher:
         new_status = capability.status.to_json()
         existing = self.published.get(capability.name)
         if existing is None:
-            created = await self.client.create(
-                COLLECTION_PATH,
-                {
-                    "apiVersion": f"{GROUP}/{VERSION}",
-                    "kind": "FabricCapability",
-                    "metadata": {
-                        "name": capability.name,
-                        "labels": capability.labels(),
-                        "annotations": capability.annotations(),
-                    },
-                    "spec": {},
-                },
-            )
+            created = await self.client.create(FABRIC_CAPABILITIES.collection(), capability.create_body())
             existing = Published.from_object(created)
             self.published[capability.name] = existing
             self.metrics.status_writes.labels(result="created").inc()
             logger.info("created FabricCapability %s", capability.name)
         elif not existing.owned or existing.labels != {**existing.labels, **capability.labels()}:
             patched = await self.client.merge_patch(
-                object_path(capability.name), {"metadata": {"labels": capability.labels()}}
+                FABRIC_CAPABILITIES.item(capability.name), {"metadata": {"labels": capability.labels()}}
             )
             existing = Published.from_object(patched)
             self.published[capability.name] = existing
@@ -305,13 +267,13 @@ class Publisher:
             return
         stamped = stamp_status(new_status, existing.status, existing.generation, now_rfc3339())
         written = await self.client.merge_patch(
-            object_path(capability.name) + "/status", status_patch(existing.status, stamped)
+            FABRIC_CAPABILITIES.status(capability.name), status_patch(existing.status, stamped)
         )
         written_state = Published.from_object(written)
         self.published[capability.name] = written_state
         self.metrics.status_writes.labels(result="updated").inc()
         self._set_metrics(written_state)
-        ready = capability.status.condition("Ready")
+        ready = capability.status.condition(ConditionType.READY)
         logger.info(
             "FabricCapability %s: Ready=%s (%s)",
             capability.name,
@@ -328,7 +290,7 @@ class Publisher:
             logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", name)
             return
         try:
-            await self.client.delete(object_path(name))
+            await self.client.delete(FABRIC_CAPABILITIES.item(name))
         except KubeError as error:
             if error.status != 404:
                 raise

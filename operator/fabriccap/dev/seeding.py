@@ -13,13 +13,16 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fabriccap.kube import KubeClient, KubeError
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS
 
 # Fields the API server sets itself and refuses (or ignores) on create.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")
 
 
-def _clean_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+def creatable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy without the fields the API server sets itself and refuses on create."""
     body = copy.deepcopy(dict(obj))
     metadata = body.setdefault("metadata", {})
     for key in _SERVER_FIELDS:
@@ -27,22 +30,10 @@ def _clean_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def node_path(name: str = "") -> str:
-    return f"/api/v1/nodes/{name}".rstrip("/")
-
-
-def pod_path(namespace: str, name: str = "") -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}".rstrip("/")
-
-
-def daemon_set_path(namespace: str, name: str = "") -> str:
-    return f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}".rstrip("/")
-
-
 async def ensure_namespace(client: KubeClient, namespace: str) -> None:
     try:
         await client.create(
-            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            NAMESPACES.collection(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
     except KubeError as error:
         if error.status != 409:
@@ -50,30 +41,28 @@ async def ensure_namespace(client: KubeClient, namespace: str) -> None:
 
 
 async def create_node(client: KubeClient, node: Mapping[str, Any]) -> dict[str, Any]:
-    body = _clean_metadata(node)
+    body = creatable(node)
     status = body.pop("status", None)
-    created: dict[str, Any] = await client.create(node_path(), body)
+    created: dict[str, Any] = await client.create(NODES.collection(), body)
     if status:
-        created = await client.merge_patch(node_path(body["metadata"]["name"]) + "/status", {"status": status})
+        created = await client.merge_patch(NODES.status(body["metadata"]["name"]), {"status": status})
     return created
 
 
 async def create_daemon_set(client: KubeClient, daemon_set: Mapping[str, Any]) -> dict[str, Any]:
-    body = _clean_metadata(daemon_set)
+    body = creatable(daemon_set)
     status = body.pop("status", None)
     namespace = body["metadata"].get("namespace", "default")
-    created: dict[str, Any] = await client.create(daemon_set_path(namespace), body)
+    created: dict[str, Any] = await client.create(DAEMON_SETS.collection(namespace), body)
     if status:
-        created = await client.merge_patch(
-            daemon_set_path(namespace, body["metadata"]["name"]) + "/status", {"status": status}
-        )
+        created = await client.merge_patch(DAEMON_SETS.status(body["metadata"]["name"], namespace), {"status": status})
     return created
 
 
 async def create_pod(
     client: KubeClient, pod: Mapping[str, Any], owner_uids: Mapping[tuple[str, str], str] | None = None
 ) -> dict[str, Any]:
-    body = _clean_metadata(pod)
+    body = creatable(pod)
     status = body.pop("status", None)
     metadata = body["metadata"]
     namespace = metadata.get("namespace", "default")
@@ -81,9 +70,9 @@ async def create_pod(
         uid = (owner_uids or {}).get((reference.get("kind", ""), reference.get("name", "")))
         if uid:
             reference["uid"] = uid
-    created: dict[str, Any] = await client.create(pod_path(namespace), body)
+    created: dict[str, Any] = await client.create(PODS.collection(namespace), body)
     if status:
-        created = await client.merge_patch(pod_path(namespace, metadata["name"]) + "/status", {"status": status})
+        created = await client.merge_patch(PODS.status(metadata["name"], namespace), {"status": status})
     return created
 
 
@@ -113,6 +102,6 @@ async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]],
 async def set_node_fabric(client: KubeClient, name: str, resource: str, capacity: int, allocatable: int) -> None:
     """What the device plugin (via the kubelet) does when devices come and go."""
     await client.merge_patch(
-        node_path(name) + "/status",
+        NODES.status(name),
         {"status": {"capacity": {resource: str(capacity)}, "allocatable": {resource: str(allocatable)}}},
     )

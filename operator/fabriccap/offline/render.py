@@ -8,14 +8,7 @@ from typing import Any
 
 import yaml
 
-from fabriccap.api import condition_status
-
-
-def _condition_reason(status: dict[str, Any], condition_type: str) -> str:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == condition_type:
-            return str(condition.get("reason", ""))
-    return ""
+from fabriccap.core.api import ConditionType, condition_reason, condition_status
 
 
 def _cell(value: Any) -> str:
@@ -41,8 +34,8 @@ def table_rows(objects: Sequence[dict[str, Any]]) -> list[list[str]]:
                 _cell(status.get("advertisingNodes")),
                 _cell(status.get("uniformCount")),
                 _cell((status.get("gap") or {}).get("pluginReadyNotAdvertised")),
-                _cell(condition_status(status, "Ready")),
-                _cell(_condition_reason(status, "Ready")),
+                _cell(condition_status(status, ConditionType.READY)),
+                _cell(condition_reason(status, ConditionType.READY)),
             ]
         )
     return rows

@@ -1,44 +1,22 @@
-"""Reading snapshots (``kubectl get nodes,pods,daemonsets -A -o json``) into facts."""
+"""Reading snapshots (``kubectl get nodes,pods,daemonsets -A -o json``) into a fact index."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
-from fabriccap.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, PodFacts
+from fabriccap.core.facts import FactsError, FactsExtractor
+from fabriccap.core.index import FactIndex
+from fabriccap.kube.kinds import BY_KIND
 
 
 class SnapshotError(ValueError):
     """Unusable input; the message names the file and the problem."""
-
-
-@dataclass
-class FactSet:
-    """Facts keyed by object identity, so a repeated object counts once (the last wins)."""
-
-    nodes: dict[str, NodeFacts] = field(default_factory=dict)
-    pods: dict[tuple[str, str], PodFacts] = field(default_factory=dict)
-    daemon_sets: dict[tuple[str, str], DaemonSetFacts] = field(default_factory=dict)
-
-    def add(self, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-        kind = body.get("kind")
-        if kind == "Node":
-            node = extractor.node(body)
-            self.nodes[node.name] = node
-        elif kind == "Pod":
-            pod = extractor.pod(body)
-            if pod is not None:
-                self.pods[(pod.namespace, pod.name)] = pod
-        elif kind == "DaemonSet":
-            daemon_set = extractor.daemon_set(body)
-            if daemon_set is not None:
-                self.daemon_sets[(daemon_set.namespace, daemon_set.name)] = daemon_set
 
 
 def _documents(text: str, source: str) -> list[Any]:
@@ -108,16 +86,20 @@ def read_source(path: str, stdin: IO[str] | None = None) -> str:
         raise SnapshotError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
-def add_bodies(facts: FactSet, extractor: FactsExtractor, bodies: Iterable[Mapping[str, Any]], source: str) -> None:
+def add_bodies(facts: FactIndex, extractor: FactsExtractor, bodies: Iterable[Mapping[str, Any]], source: str) -> None:
+    """Index the bodies of the watched kinds; a repeated object counts once (the last wins)."""
     for body in bodies:
+        watched = BY_KIND.get(str(body.get("kind")))
+        if watched is None:
+            continue
         try:
-            facts.add(extractor, body)
+            watched.upsert(facts, extractor, body)
         except FactsError as error:
             raise SnapshotError(f"{source}: {error}") from None
 
 
-def load_snapshots(paths: Iterable[str], extractor: FactsExtractor, stdin: IO[str] | None = None) -> FactSet:
-    facts = FactSet()
+def load_snapshots(paths: Iterable[str], extractor: FactsExtractor, stdin: IO[str] | None = None) -> FactIndex:
+    facts = FactIndex()
     for path in paths:
         source = "<stdin>" if path == "-" else path
         text = read_source(path, stdin)

@@ -6,12 +6,12 @@ offline answer cannot drift apart. Timestamps and generations are stamped by the
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabriccap.api import (
+from fabriccap.core.api import (
     API_VERSION,
     FABRIC_LABEL,
     KIND,
@@ -31,9 +31,10 @@ from fabriccap.api import (
     PoolRef,
     Recommendation,
 )
-from fabriccap.config import Config, FabricProfile
-from fabriccap.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
-from fabriccap.names import capability_name, is_label_value
+from fabriccap.core.config import Config, FabricProfile
+from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
+from fabriccap.core.index import FactIndex
+from fabriccap.core.names import capability_name, is_label_value
 
 MAX_GAP_NODES = 20
 MAX_NAMED_NODES = 5
@@ -68,19 +69,28 @@ class PoolCapability:
     def annotations(self) -> dict[str, str]:
         return {POOL_KEY_ANNOTATION: self.pool.key, POOL_VALUE_ANNOTATION: self.pool.value}
 
-    def to_object(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, Any]:
+        """apiVersion, kind and metadata: what the object is, without what it says."""
         return {
             "apiVersion": API_VERSION,
             "kind": KIND,
             "metadata": {"name": self.name, "labels": self.labels(), "annotations": self.annotations()},
-            "status": self.status.to_json(),
         }
+
+    def to_object(self) -> dict[str, Any]:
+        return {**self.identity(), "status": self.status.to_json()}
+
+    def create_body(self) -> dict[str, Any]:
+        """The POST body: the API server ignores ``status`` on create (status subresource)."""
+        return {**self.identity(), "spec": {}}
 
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     capabilities: tuple[PoolCapability, ...]  # sorted by name
     unpooled_nodes: int  # target nodes of some fabric that carry no pool label
+    # Names of the (fabric, pool) pairs evaluated that have no target node now.
+    absent: frozenset[str] = frozenset()
 
 
 def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
@@ -97,8 +107,10 @@ def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> 
 
 
 def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]) -> PluginView:
-    found = sorted((ds.namespace, ds.name) for ds in daemon_sets if is_plugin_daemon_set(profile, ds))
-    owners = set(found)
+    found = sorted(
+        (ds for ds in daemon_sets if is_plugin_daemon_set(profile, ds)), key=lambda ds: (ds.namespace, ds.name)
+    )
+    owners = {(ds.namespace, ds.name) for ds in found}
     with_pod: set[str] = set()
     with_ready_pod: set[str] = set()
     for pod in pods:
@@ -108,7 +120,7 @@ def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], p
         if pod.ready:
             with_ready_pod.add(pod.node_name)
     return PluginView(
-        daemon_sets=tuple(f"{namespace}/{name}" for namespace, name in found),
+        daemon_sets=tuple(daemon_set.qualified_name for daemon_set in found),
         nodes_with_pod=frozenset(with_pod),
         nodes_with_ready_pod=frozenset(with_ready_pod),
     )
@@ -458,37 +470,40 @@ def _stalled_condition(
     return _condition(kind, FALSE, "NotStalled", "no instance-type condition prevents this pool from becoming Ready")
 
 
-def evaluate(
-    config: Config,
-    nodes: Iterable[NodeFacts],
-    pods: Iterable[PodFacts],
-    daemon_sets: Iterable[DaemonSetFacts],
-) -> Evaluation:
-    """Every FabricCapability the facts call for, sorted by name."""
-    node_list = list(nodes)
-    pod_list = list(pods)
-    daemon_set_list = list(daemon_sets)
+def plugin_views(
+    config: Config, daemon_sets: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]
+) -> dict[str, PluginView]:
+    """Each enabled fabric's plugin view, computed once per evaluation round."""
+    daemon_set_list, pod_list = list(daemon_sets), list(pods)
+    return {profile.name: plugin_view(profile, daemon_set_list, pod_list) for profile in config.enabled_fabrics}
+
+
+def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = None) -> Evaluation:
+    """Every FabricCapability the facts call for, sorted by name: the one evaluation driver.
+
+    ``fabriccap evaluate`` passes no ``pools`` (every pool); the operator passes the pools
+    whose facts changed. A (fabric, pool) evaluated without a target node is named in
+    ``absent``, so the operator can start that object's grace period.
+    """
+    views = plugin_views(config, index.daemon_sets.values(), index.pods.values())
     primary_key = config.pool_labels[0]
     capabilities: list[PoolCapability] = []
-    unpooled: set[str] = set()
-    for profile in config.enabled_fabrics:
-        plugin = plugin_view(profile, daemon_set_list, pod_list)
-        pools: dict[Pool, list[NodeFacts]] = defaultdict(list)
-        for node in node_list:
-            if not is_target_node(profile, node, plugin):
-                continue
-            if node.pool is None:
-                unpooled.add(node.name)
+    absent: set[str] = set()
+    for pool in list(index.pool_members) if pools is None else pools:
+        members = index.members(pool)
+        for profile in config.enabled_fabrics:
+            name = capability_name(profile.name, pool.key, pool.value, primary_key)
+            plugin = views[profile.name]
+            targets = [node for node in members if is_target_node(profile, node, plugin)]
+            if targets:
+                status = evaluate_pool(profile, pool, targets, plugin)
+                capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
             else:
-                pools[node.pool].append(node)
-        for pool, members in pools.items():
-            capabilities.append(
-                PoolCapability(
-                    name=capability_name(profile.name, pool.key, pool.value, primary_key),
-                    fabric=profile.name,
-                    pool=pool,
-                    status=evaluate_pool(profile, pool, members, plugin),
-                )
-            )
+                absent.add(name)
+    unpooled = sum(
+        1
+        for name in index.unpooled
+        if any(is_target_node(profile, index.nodes[name], views[profile.name]) for profile in config.enabled_fabrics)
+    )
     capabilities.sort(key=lambda capability: capability.name)
-    return Evaluation(capabilities=tuple(capabilities), unpooled_nodes=len(unpooled))
+    return Evaluation(capabilities=tuple(capabilities), unpooled_nodes=unpooled, absent=frozenset(absent))

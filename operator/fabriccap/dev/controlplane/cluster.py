@@ -38,13 +38,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from fabriccap.controlplane import pki
+from fabriccap.dev.controlplane import pki
+from fabriccap.dev.waiting import WaitTimeoutError, wait_until
 
 if TYPE_CHECKING:
     # Imported lazily at run time: the package re-exports this module, and importing
     # `binaries` along with the package would make `python -m fabriccap.controlplane.binaries`
     # load that module twice.
-    from fabriccap.controlplane.binaries import Binaries
+    from fabriccap.dev.controlplane.binaries import Binaries
 
 STATE_FILE = "state.json"
 ADMIN_USER = "admin"
@@ -52,6 +53,7 @@ ADMIN_USER = "admin"
 ADMIN_GROUPS = ("system:masters",)
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 CONTEXT_NAME = "fabriccap-local"
+SERVER_NAMES = ("etcd", "kube-apiserver")
 
 DEFAULT_STARTUP_TIMEOUT = 120.0
 DEFAULT_STOP_TIMEOUT = 10.0
@@ -155,7 +157,7 @@ class LocalControlPlane:
         # A crashed earlier run may have left one of the two servers alive.
         down(self.directory)
         if self._binaries is None:
-            from fabriccap.controlplane.binaries import ensure_all
+            from fabriccap.dev.controlplane.binaries import ensure_all
 
             self._binaries = ensure_all()
         binaries = self._binaries
@@ -182,6 +184,8 @@ class LocalControlPlane:
     def stop(self) -> None:
         """Stop the apiserver, then etcd; safe to call twice."""
         atexit.unregister(self.stop)
+        if self._owns_state:
+            self._stop_recorded_extras()
         self._stop_processes()
         if self._owns_state:
             (self.directory / STATE_FILE).unlink(missing_ok=True)
@@ -313,25 +317,39 @@ class LocalControlPlane:
         os.replace(temporary, self.directory / STATE_FILE)
 
     def _wait_until(self, ready: Callable[[], bool], *, what: str) -> None:
-        deadline = time.monotonic() + self._startup_timeout
-        while True:
-            for record, process in self._processes:
-                if process.poll() is not None:
-                    log = self.directory / f"{record.name}.log"
-                    tail = _tail(log)
-                    message = f"{record.name} exited with {process.returncode} while waiting for {what}"
-                    if "address already in use" in tail:
-                        raise _PortTakenError(message)
-                    raise ControlPlaneError(f"{message}; last lines of {log}:\n{tail}")
-            if ready():
-                return
-            if time.monotonic() > deadline:
-                tails = "\n".join(
-                    f"--- last lines of {self.directory / f'{r.name}.log'}:\n{_tail(self.directory / f'{r.name}.log')}"
-                    for r, _ in self._processes
+        def probe() -> bool:
+            self._raise_if_exited(what)
+            return ready()
+
+        try:
+            wait_until(probe, what, timeout=self._startup_timeout, interval=0.2)
+        except WaitTimeoutError:
+            tails = "\n".join(
+                f"--- last lines of {self.directory / f'{r.name}.log'}:\n{_tail(self.directory / f'{r.name}.log')}"
+                for r, _ in self._processes
+            )
+            raise ControlPlaneError(
+                f"timed out after {self._startup_timeout:.0f}s waiting for {what}\n{tails}"
+            ) from None
+
+    def _raise_if_exited(self, what: str) -> None:
+        for record, process in self._processes:
+            if process.poll() is not None:
+                log = self.directory / f"{record.name}.log"
+                tail = _tail(log)
+                message = f"{record.name} exited with {process.returncode} while waiting for {what}"
+                if "address already in use" in tail:
+                    raise _PortTakenError(message)
+                raise ControlPlaneError(f"{message}; last lines of {log}:\n{tail}")
+
+    def _stop_recorded_extras(self) -> None:
+        """Processes others recorded here with ``record_process`` go first (they use the servers)."""
+        state = _read_state(self.directory / STATE_FILE)
+        for entry in (state or {}).get("processes", []):
+            if entry.get("name") not in SERVER_NAMES:
+                _terminate(
+                    _ProcessRecord(entry["name"], int(entry["pid"]), entry.get("start_time")), self._stop_timeout
                 )
-                raise ControlPlaneError(f"timed out after {self._startup_timeout:.0f}s waiting for {what}\n{tails}")
-            time.sleep(0.2)
 
     def _stop_processes(self) -> None:
         # Newest first: the apiserver, then etcd.
@@ -369,8 +387,8 @@ def read_info(directory: Path) -> ControlPlaneInfo | None:
     if state is None:
         return None
     records = [_ProcessRecord(e["name"], int(e["pid"]), e.get("start_time")) for e in state.get("processes", [])]
-    names = {r.name for r in records}
-    if names != {"etcd", "kube-apiserver"} or not all(_alive(r) for r in records):
+    servers = [r for r in records if r.name in SERVER_NAMES]
+    if {r.name for r in servers} != set(SERVER_NAMES) or not all(_alive(r) for r in servers):
         return None
     return ControlPlaneInfo(
         directory=directory,
@@ -380,6 +398,41 @@ def read_info(directory: Path) -> ControlPlaneInfo | None:
         kubectl=Path(state["kubectl"]),
         pids={r.name: r.pid for r in records},
     )
+
+
+def record_process(directory: Path, name: str, pid: int) -> None:
+    """Have ``down(directory)`` stop another process too (the demo's operator, say).
+
+    It is stopped before the servers, with the same guard against a recycled PID.
+    """
+    state_path = Path(directory).resolve() / STATE_FILE
+    state = _read_state(state_path)
+    if state is None:
+        raise ControlPlaneError(f"no control plane runs in {directory}")
+    record = _ProcessRecord.of(name, pid)
+    others = [entry for entry in state.get("processes", []) if entry.get("name") != name]
+    state["processes"] = [{"name": record.name, "pid": record.pid, "start_time": record.start_time}, *others]
+    temporary = state_path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(temporary, state_path)
+
+
+def stop_recorded(directory: Path, name: str, *, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+    """Stop one process recorded with ``record_process`` and forget it; no-op if unknown."""
+    state_path = Path(directory).resolve() / STATE_FILE
+    state = _read_state(state_path)
+    if state is None:
+        return
+    remaining = []
+    for entry in state.get("processes", []):
+        if entry.get("name") == name:
+            _terminate(_ProcessRecord(entry["name"], int(entry["pid"]), entry.get("start_time")), timeout)
+        else:
+            remaining.append(entry)
+    state["processes"] = remaining
+    temporary = state_path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(temporary, state_path)
 
 
 def kubeconfig_for(directory: Path, user: str, groups: Sequence[str] = ()) -> Path:

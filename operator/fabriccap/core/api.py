@@ -1,7 +1,8 @@
-"""The FabricCapability resource: names and status models (SPEC.md is the contract)."""
+"""The FabricCapability resource: its names, status models and condition helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -104,13 +105,41 @@ class FabricCapabilityStatus(_ApiModel):
     recommendation: Recommendation | None = None
     conditions: list[Condition]
 
-    def condition(self, condition_type: str) -> Condition | None:
+    def condition(self, condition_type: ConditionType | str) -> Condition | None:
         return next((c for c in self.conditions if c.type == condition_type), None)
 
+    @property
+    def is_ready(self) -> bool:
+        ready = self.condition(ConditionType.READY)
+        return ready is not None and ready.status == "True"
 
-def condition_status(status: dict[str, Any] | None, condition_type: str) -> str | None:
-    """The status string of a condition in a raw status dict, or None when absent."""
-    for condition in (status or {}).get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == condition_type:
-            return str(condition.get("status"))
+
+def find_condition(status: Mapping[str, Any] | None, condition_type: ConditionType | str) -> dict[str, Any] | None:
+    """A condition of a raw status dict (as read from the cluster), or None when absent.
+
+    Raw statuses come from objects anyone with RBAC can edit, so entries that are not
+    mappings are skipped rather than trusted.
+    """
+    conditions = (status or {}).get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == condition_type:
+            return dict(condition)
     return None
+
+
+def condition_status(status: Mapping[str, Any] | None, condition_type: ConditionType | str) -> str | None:
+    """The status string of a condition in a raw status dict, or None when absent."""
+    condition = find_condition(status, condition_type)
+    return None if condition is None else str(condition.get("status"))
+
+
+def condition_reason(status: Mapping[str, Any] | None, condition_type: ConditionType | str) -> str | None:
+    condition = find_condition(status, condition_type)
+    return None if condition is None else str(condition.get("reason", ""))
+
+
+def is_ready_status(status: Mapping[str, Any] | None) -> bool:
+    """Whether a raw status says Ready=True: the flip criterion as dashboards and gates read it."""
+    return condition_status(status, ConditionType.READY) == "True"

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from fabriccap.errors import KubeError
-from fabriccap.facts import FactsError, FactsExtractor
-from fabriccap.kube import KubeClient
-from fabriccap.metrics import OperatorMetrics
-from fabriccap.store import FactStore
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import FactsError, FactsExtractor
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.kinds import WATCHED_KINDS, WatchedKind, object_key
 
-logger = logging.getLogger("fabriccap.watchers")
+logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 250  # ~5 MB of JSON per page of realistic nodes: the transient peak at start-up
 MAX_BACKOFF_SECONDS = 30.0
@@ -36,22 +36,22 @@ class _ExpiredError(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
-def _key(body: Mapping[str, Any]) -> str:
-    metadata = body.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    return f"{namespace}/{metadata.get('name')}" if namespace else str(metadata.get("name"))
-
-
 @dataclass
 class Informer:
+    """List and watch one kind in one scope (a namespace, or None: cluster-wide)."""
+
     client: KubeClient
-    kind: str  # "node" | "pod" | "daemonset" (metrics label, logs)
+    watched: WatchedKind
+    scope: str | None
     path: str
-    upsert: Callable[[Mapping[str, Any]], object]
-    remove: Callable[[Mapping[str, Any]], object]
-    retain: Callable[[set[str]], object]  # after a LIST: forget every key not in the set
+    store: FactStore
+    extractor: FactsExtractor
     metrics: OperatorMetrics
     listed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def kind(self) -> str:
+        return self.watched.label
 
     async def run(self) -> None:
         delay = 1.0
@@ -77,9 +77,9 @@ class Informer:
             version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
             for item in page.get("items") or []:
                 self.metrics.watch_events.labels(kind=self.kind).inc()
-                keys.add(_key(item))
+                keys.add(object_key(item))
                 self._apply("ADDED", item)
-        self.retain(keys)
+        self.watched.retain(self.store, self.scope, keys)
         return version
 
     async def _watch_from(self, version: str) -> None:
@@ -107,18 +107,13 @@ class Informer:
     def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
         try:
             if event_type == "DELETED":
-                self.remove(body)
+                self.watched.delete(self.store, body)
             else:
-                self.upsert(body)
+                self.watched.upsert(self.store, self.extractor, body)
         except FactsError as error:
             # One malformed object must not stop the watch; it is left out (fail-closed).
             logger.error("ignoring %s: %s", self.kind, error)
-            self.remove(body)
-
-
-def _metadata(body: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = body.get("metadata") or {}
-    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+            self.watched.delete(self.store, body)
 
 
 def build_informers(
@@ -128,54 +123,17 @@ def build_informers(
     metrics: OperatorMetrics,
     namespaces: list[str],
 ) -> list[Informer]:
-    """Nodes cluster-wide; DaemonSets and Pods only in the device-plugin namespaces."""
-
-    def upsert_pod(body: Mapping[str, Any]) -> None:
-        facts = extractor.pod(body)
-        if facts is None:  # not (or no longer) owned by a DaemonSet: must not linger
-            store.remove_pod(*_metadata(body))
-        else:
-            store.put_pod(facts)
-
-    def upsert_daemon_set(body: Mapping[str, Any]) -> None:
-        facts = extractor.daemon_set(body)
-        if facts is None:
-            store.remove_daemon_set(*_metadata(body))
-        else:
-            store.put_daemon_set(facts)
-
-    informers = [
+    """One informer per watched kind and scope: Nodes cluster-wide, the rest per plugin namespace."""
+    return [
         Informer(
             client=client,
-            kind="node",
-            path="/api/v1/nodes",
-            upsert=lambda body: store.put_node(extractor.node(body)),
-            remove=lambda body: store.remove_node(_metadata(body)[1]),
-            retain=store.retain_nodes,
+            watched=watched,
+            scope=scope,
+            path=path,
+            store=store,
+            extractor=extractor,
             metrics=metrics,
         )
+        for watched in WATCHED_KINDS
+        for scope, path in watched.paths(tuple(namespaces))
     ]
-    for namespace in namespaces:
-        informers.append(
-            Informer(
-                client=client,
-                kind="daemonset",
-                path=f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
-                upsert=upsert_daemon_set,
-                remove=lambda body: store.remove_daemon_set(*_metadata(body)),
-                retain=partial(store.retain_daemon_sets, namespace),
-                metrics=metrics,
-            )
-        )
-        informers.append(
-            Informer(
-                client=client,
-                kind="pod",
-                path=f"/api/v1/namespaces/{namespace}/pods",
-                upsert=upsert_pod,
-                remove=lambda body: store.remove_pod(*_metadata(body)),
-                retain=partial(store.retain_pods, namespace),
-                metrics=metrics,
-            )
-        )
-    return informers

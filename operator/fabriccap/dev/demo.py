@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,19 +19,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fabriccap.controlplane import LocalControlPlane, down
-from fabriccap.controlplane.binaries import BinaryError
-from fabriccap.controlplane.cluster import ControlPlaneError
-from fabriccap.kube import KubeError, connect
-from fabriccap.runner import local_run_command
-from fabriccap.simulation import load_objects, set_node_fabric
+from fabriccap.core.config import default_config
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import FactIndex
+from fabriccap.dev.controlplane import LocalControlPlane, down, record_process, stop_recorded
+from fabriccap.dev.controlplane.binaries import BinaryError
+from fabriccap.dev.controlplane.cluster import ControlPlaneError
+from fabriccap.dev.launch import local_run_command
+from fabriccap.dev.seeding import load_objects, set_node_fabric
+from fabriccap.dev.waiting import WaitTimeoutError, wait_until
+from fabriccap.kube.client import connect
+from fabriccap.kube.errors import KubeError
+from fabriccap.offline.pipeline import evaluate_facts
+from fabriccap.offline.snapshot import add_bodies
 
 DEMO_POOL = "efa-p5-partial"
-OPERATOR_PID_FILE = "operator.pid"
+OPERATOR_PROCESS = "operator"
 
 
 def data_path(name: str) -> Path:
-    return Path(str(resources.files("fabriccap") / "data" / name))
+    return Path(str(resources.files("fabriccap.dev") / "data" / name))
 
 
 def demo_objects() -> list[dict[str, Any]]:
@@ -71,34 +77,12 @@ def start_operator(directory: Path, kubeconfig: Path) -> subprocess.Popen[bytes]
         start_new_session=True,  # survives the demo with --keep-running; stopped by `controlplane down`
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    (directory / OPERATOR_PID_FILE).write_text(str(process.pid))
+    record_process(directory, OPERATOR_PROCESS, process.pid)
     return process
 
 
 def stop_operator(directory: Path) -> None:
-    pid_file = directory / OPERATOR_PID_FILE
-    try:
-        pid = int(pid_file.read_text())
-    except (OSError, ValueError):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
-            os.kill(pid, 0)
-            time.sleep(0.05)
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    pid_file.unlink(missing_ok=True)
-
-
-def _wait_for(description: str, check: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {description}")
+    stop_recorded(directory, OPERATOR_PROCESS)
 
 
 async def _load(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
@@ -164,12 +148,14 @@ def run_demo(args: argparse.Namespace) -> int:
         _say("Starting the operator (fabriccap run) against it")
         operator = start_operator(directory, kubeconfig)
         expected = _expected_names(objects)
-        _wait_for(
-            f"{len(expected)} FabricCapabilities",
+        wait_until(
             lambda: (
                 set(_kubectl(kubectl, kubeconfig, "get", "fcap", "-o", "name", check=False).split())
                 >= {f"fabriccapability.fabriccap.dev/{name}" for name in expected}
             ),
+            f"{len(expected)} FabricCapabilities",
+            timeout=60.0,
+            interval=0.25,
         )
         time.sleep(1.0)  # one debounce window, so every status is written
         _say("kubectl get fcap -o wide")
@@ -194,7 +180,7 @@ def run_demo(args: argparse.Namespace) -> int:
             print(f"{kubectl} get fcap -o wide      # the operator's log: {directory / 'operator.log'}")
             print(f"stop everything: fabriccap controlplane down --dir {directory}")
         return 0
-    except (ControlPlaneError, BinaryError, KubeError, RuntimeError) as error:
+    except (ControlPlaneError, BinaryError, KubeError, RuntimeError, WaitTimeoutError) as error:
         print(f"error: {error}", file=sys.stderr)
         if (directory / "operator.log").exists():
             print(f"(operator log: {directory / 'operator.log'})", file=sys.stderr)
@@ -210,12 +196,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _expected_names(objects: list[dict[str, Any]]) -> list[str]:
     """The FabricCapabilities `fabriccap evaluate` computes for the same objects."""
-    from fabriccap.cli import evaluate_facts
-    from fabriccap.config import default_config
-    from fabriccap.facts import FactsExtractor
-    from fabriccap.snapshot import FactSet, add_bodies
-
     config = default_config()
-    facts = FactSet()
+    facts = FactIndex()
     add_bodies(facts, FactsExtractor(config), objects, "demo")
     return [capability.name for capability in evaluate_facts(config, facts).capabilities]

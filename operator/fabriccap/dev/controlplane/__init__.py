@@ -2,16 +2,18 @@
 
 `binaries` finds or builds the servers; `cluster` runs them; `cli` is
 `fabriccap controlplane up|down`. `binaries` is deliberately not imported here, so that
-`python -m fabriccap.controlplane.binaries` does not load that module twice.
+`python -m fabriccap.dev.controlplane.binaries` does not load that module twice.
 """
 
-from fabriccap.controlplane.cluster import (
+from fabriccap.dev.controlplane.cluster import (
     ControlPlaneError,
     ControlPlaneInfo,
     LocalControlPlane,
     down,
     kubeconfig_for,
     read_info,
+    record_process,
+    stop_recorded,
     up,
 )
 
@@ -22,5 +24,7 @@ __all__ = [
     "down",
     "kubeconfig_for",
     "read_info",
+    "record_process",
+    "stop_recorded",
     "up",
 ]

@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from fabriccap import __version__
+from fabriccap.core.api import is_ready_status
 
 logger = logging.getLogger("fabriccap.metrics")
 
@@ -69,8 +70,7 @@ def _conditions(status: dict[str, Any]) -> Iterable[Sample]:
 
 
 def _ready(status: dict[str, Any]) -> Iterable[Sample]:
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    return [((), 1.0 if ready is not None and ready.get("status") == "True" else 0.0)]
+    return [((), 1.0 if is_ready_status(status) else 0.0)]
 
 
 POOL_FAMILIES: tuple[PoolFamily, ...] = (

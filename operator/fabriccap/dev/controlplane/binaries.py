@@ -7,7 +7,7 @@ come from a cache directory outside the repository, keyed by version, and are bu
 first time. Release tarballs cannot be downloaded on our machines, but the Go module proxy is
 reachable, and both projects are ordinary Go modules.
 
-Run ``python -m fabriccap.controlplane.binaries`` to ensure the binaries and print their paths.
+Run ``python -m fabriccap.dev.controlplane.binaries`` to ensure the binaries and print their paths.
 """
 
 from __future__ import annotations

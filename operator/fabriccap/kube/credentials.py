@@ -1,37 +1,36 @@
-"""A small async Kubernetes client on aiohttp: kubeconfig or in-cluster credentials, raw JSON.
+"""Where the API server is and how to authenticate, as kubectl finds it.
 
-Why not kubernetes_asyncio: importing it costs ~35 MB of resident memory (its generated
-models; kopf imports them too when the package is present), a third of the operator's budget,
-and the operator never uses a model: objects become facts right away. What users expect from
-credentials is kept: kubeconfig files (``KUBECONFIG`` lists merged), client certificates,
-tokens and token files, exec plugins (``aws eks get-token``), and in-cluster service-account
-tokens that are re-read as they rotate.
+Kubeconfig files (``KUBECONFIG`` lists merged), contexts, client certificates, tokens and
+token files, exec plugins (``aws eks get-token``), in-cluster service-account tokens that are
+re-read as they rotate, and proxies (the cluster's ``proxy-url``, else ``HTTPS_PROXY`` /
+``NO_PROXY``, with loopback never proxied, as Go's net/http does for kubectl).
+
+An exec plugin may take up to a minute: ``refresh_async`` runs it in a worker thread, one
+run at a time, so the event loop keeps serving watches and probes meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import json
 import os
 import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import aiohttp
 import yaml
 
-from fabriccap.errors import KubeError
+from fabriccap.kube.errors import KubeError
 
-__all__ = ["Credentials", "KubeClient", "KubeError", "connect", "load_credentials"]
-
-MERGE_PATCH = "application/merge-patch+json"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # Exec credentials are refreshed this long before they expire.
 EXPIRY_MARGIN_SECONDS = 60.0
@@ -62,12 +61,38 @@ class Credentials:
     username: str | None = None
     password: str | None = None
     exec_plugin: ExecPlugin | None = None
+    # The cluster's `proxy-url`; None means the environment decides (see `proxy`).
+    proxy_url: str | None = None
     source: str = ""
     _expires_at: float | None = field(default=None, repr=False)
     _token_read_at: float = field(default=0.0, repr=False)
+    _exec_ran_at: float = field(default=0.0, repr=False)
+    _refreshing: asyncio.Lock | None = field(default=None, repr=False)
+    _refreshing_loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+
+    @property
+    def rotating(self) -> bool:
+        """Whether these credentials can be renewed (after a 401, say)."""
+        return self.exec_plugin is not None or self.token_file is not None
+
+    def needs_refresh(self, force: bool = False) -> bool:
+        now = time.monotonic()
+        token_file_due = self.token_file is not None and (
+            force or now - self._token_read_at > TOKEN_FILE_REREAD_SECONDS
+        )
+        exec_due = self.exec_plugin is not None and (
+            force
+            or (self.token is None and self.client_cert_data is None)
+            or (self._expires_at is not None and now >= self._expires_at)
+        )
+        return token_file_due or exec_due
 
     def refresh(self, force: bool = False) -> None:
-        """Re-read rotating credentials: the token file, or an exec plugin near expiry."""
+        """Re-read rotating credentials: the token file, or an exec plugin near expiry.
+
+        Blocking (an exec plugin may run for a minute): call it outside an event loop, and
+        ``refresh_async`` inside one.
+        """
         now = time.monotonic()
         if self.token_file is not None and (force or now - self._token_read_at > TOKEN_FILE_REREAD_SECONDS):
             try:
@@ -82,7 +107,31 @@ class Credentials:
         ):
             self._run_exec_plugin(self.exec_plugin)
 
+    async def refresh_async(self, force: bool = False) -> None:
+        """``refresh`` off the event loop; concurrent callers share one run of the plugin."""
+        if not self.needs_refresh(force):
+            return
+        loop = asyncio.get_running_loop()
+        if self._refreshing is None or self._refreshing_loop is not loop:
+            self._refreshing, self._refreshing_loop = asyncio.Lock(), loop
+        requested = time.monotonic()
+        async with self._refreshing:
+            # Someone else refreshed while we waited for the lock: their result will do.
+            if force and max(self._token_read_at, self._exec_ran_at) >= requested:
+                return
+            if not self.needs_refresh(force):
+                return
+            await asyncio.to_thread(self.refresh, force)
+
+    @property
+    def proxy(self) -> str | None:
+        """The proxy to reach the server through, or None for a direct connection."""
+        if self.proxy_url:
+            return self.proxy_url
+        return proxy_from_environment(self.server)
+
     def _run_exec_plugin(self, plugin: ExecPlugin) -> None:
+        self._exec_ran_at = time.monotonic()
         exec_info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
         try:
             result = subprocess.run(
@@ -231,6 +280,9 @@ def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -
         )
         if isinstance(exec_entry, Mapping) and exec_entry.get("command")
         else None,
+        proxy_url=check_proxy_url(str(cluster["proxy-url"]), f"kubeconfig {shown}")
+        if cluster.get("proxy-url")
+        else None,
         source=f"kubeconfig {shown}",
     )
     if not credentials.server:
@@ -255,172 +307,97 @@ def load_in_cluster() -> Credentials:
     )
 
 
-def load_credentials(kubeconfig: str | None = None) -> Credentials:
-    """In-cluster credentials in a pod (unless a kubeconfig is given), else kubeconfig."""
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT_DIR / "token").exists():
-        credentials = load_in_cluster()
-    else:
-        credentials = load_kubeconfig(kubeconfig)
-    if credentials.exec_plugin or credentials.token_file:
+def _resolve(kubeconfig: str | None, context: str | None) -> Credentials:
+    in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT_DIR / "token").exists()
+    if kubeconfig is None and context is None and in_pod:
+        return load_in_cluster()
+    return load_kubeconfig(kubeconfig, context)
+
+
+def load_credentials(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
+    """In-cluster credentials in a pod (unless a kubeconfig or context is given), else kubeconfig.
+
+    Blocking: a first exec-plugin run happens here. Inside an event loop use
+    ``load_credentials_async``.
+    """
+    credentials = _resolve(kubeconfig, context)
+    if credentials.rotating:
         credentials.refresh(force=True)
     return credentials
 
 
-def _api_message(status: int, raw: bytes) -> str:
+async def load_credentials_async(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
+    credentials = _resolve(kubeconfig, context)
+    if credentials.rotating:
+        await credentials.refresh_async(force=True)
+    return credentials
+
+
+# -- proxies, the way Go's net/http (and so kubectl) reads the environment
+
+_SUPPORTED_PROXY_SCHEMES = ("http", "https")
+
+
+def check_proxy_url(proxy_url: str, source: str) -> str:
+    scheme = urlsplit(proxy_url).scheme
+    if scheme not in _SUPPORTED_PROXY_SCHEMES:
+        raise KubeError(f"{source}: proxy-url {proxy_url}: scheme {scheme or '(none)'} is not supported (http, https)")
+    return proxy_url
+
+
+def _environment(*names: str) -> str:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return ""
+
+
+def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
+    """Whether NO_PROXY exempts ``host``: ``*``, exact hosts, domain suffixes, IPs and CIDRs."""
     try:
-        body = json.loads(raw)
-        if isinstance(body, dict) and body.get("message"):
-            return str(body["message"])
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for raw in no_proxy.split(","):
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        entry_host, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and port is not None and entry_port != str(port):
+            continue
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(entry_host, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        suffix = entry_host.lstrip("*").lstrip(".")
+        if host == suffix or host.endswith("." + suffix):
+            return True
+    return False
+
+
+def proxy_from_environment(server: str) -> str | None:
+    """HTTPS_PROXY (or HTTP_PROXY for http servers) unless NO_PROXY or loopback exempts the host."""
+    parts = urlsplit(server)
+    host = (parts.hostname or "").lower()
+    if not host or host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
     except ValueError:
         pass
-    return raw.decode(errors="replace").strip()[:200] or f"HTTP {status}"
-
-
-class KubeClient:
-    def __init__(self, credentials: Credentials) -> None:
-        self.credentials = credentials
-        self._session: aiohttp.ClientSession | None = None
-        self._ssl: ssl.SSLContext | bool | None = None
-
-    @property
-    def server(self) -> str:
-        return self.credentials.server
-
-    def _connection(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._ssl = self.credentials.ssl_context()
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=32),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
-            )
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-    async def __aenter__(self) -> KubeClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def _send(
-        self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str, timeout: float
-    ) -> tuple[int, bytes]:
-        self.credentials.refresh()
-        headers = {"Accept": "application/json", **self.credentials.headers()}
-        data = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = json.dumps(body)
-        params = {key: str(value) for key, value in (query or {}).items()}
-        try:
-            async with self._connection().request(
-                method,
-                self.server + path,
-                params=params,
-                data=data,
-                headers=headers,
-                server_hostname=self.credentials.tls_server_name,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as response:
-                return response.status, await response.read()
-        except (aiohttp.ClientError, OSError, TimeoutError) as error:
-            raise KubeError(
-                f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}"
-            ) from None
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: float = 60.0,
-    ) -> Any:
-        status, raw = await self._send(method, path, query, body, content_type, timeout)
-        if status == 401 and (self.credentials.exec_plugin or self.credentials.token_file):
-            self.credentials.refresh(force=True)  # a rotated or expired token: once more
-            status, raw = await self._send(method, path, query, body, content_type, timeout)
-        if status >= 400:
-            raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)
-        return json.loads(raw) if raw else None
-
-    async def get(self, path: str, query: Mapping[str, Any] | None = None) -> Any:
-        return await self.request("GET", path, query)
-
-    async def list_pages(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
-        """LIST in pages so a large cluster never sits in memory as one response."""
-        continue_token: str | None = None
-        while True:
-            query: dict[str, Any] = {"limit": page_size}
-            if continue_token:
-                query["continue"] = continue_token
-            page: dict[str, Any] = await self.get(path, query)
-            kind = str(page.get("kind", "List")).removesuffix("List")
-            for item in page.get("items") or []:
-                item.setdefault("kind", kind)
-            yield page
-            continue_token = (page.get("metadata") or {}).get("continue")
-            if not continue_token:
-                return
-
-    async def list_items(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
-        async for page in self.list_pages(path, page_size):
-            for item in page.get("items") or []:
-                yield item
-
-    async def watch(
-        self, path: str, resource_version: str, timeout_seconds: int = 290
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Watch events, one parsed JSON line at a time, until the server ends the stream."""
-        self.credentials.refresh()
-        params = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(timeout_seconds),
-        }
-        try:
-            async with self._connection().get(
-                self.server + path,
-                params=params,
-                headers={"Accept": "application/json", **self.credentials.headers()},
-                server_hostname=self.credentials.tls_server_name,
-                # No total limit: the server ends the stream; a silent stall is caught by this.
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-            ) as response:
-                if response.status >= 400:
-                    raw = await response.read()
-                    raise KubeError(
-                        f"WATCH {path}: {response.status} {_api_message(response.status, raw)}", response.status
-                    )
-                buffer = b""
-                async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            try:
-                                event = json.loads(line)
-                            except ValueError:
-                                # A garbled stream: end it; the caller resumes from the last version.
-                                raise KubeError(f"watch {path}: malformed event ({len(line)} bytes)") from None
-                            yield event
-        except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
-            raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None
-
-    async def create(self, path: str, body: Mapping[str, Any]) -> Any:
-        return await self.request("POST", path, body=body)
-
-    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> Any:
-        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
-
-    async def delete(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
-        return await self.request("DELETE", path, body=body)
-
-
-async def connect(kubeconfig: str | None = None) -> KubeClient:
-    return KubeClient(load_credentials(kubeconfig))
+    if parts.scheme == "https":
+        proxy = _environment("HTTPS_PROXY", "https_proxy")
+    else:
+        proxy = _environment("HTTP_PROXY", "http_proxy")
+    if not proxy or _bypassed(host, parts.port, _environment("NO_PROXY", "no_proxy")):
+        return None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"  # Go accepts a bare host:port
+    return check_proxy_url(proxy, "HTTPS_PROXY" if parts.scheme == "https" else "HTTP_PROXY")

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fabriccap.controlplane.binaries import BinaryError
-from fabriccap.controlplane.cluster import ControlPlaneError, down, up
+from fabriccap.dev.controlplane.binaries import BinaryError
+from fabriccap.dev.controlplane.cluster import ControlPlaneError, down, up
 
 DEFAULT_DIR = Path(".fabriccap-cp")
 
@@ -24,10 +24,7 @@ def main(args: argparse.Namespace) -> int:
             )
             print(info.export_line)
         else:
-            # A demo left running (--keep-running) has an operator process here too.
-            from fabriccap.demo import stop_operator
-
-            stop_operator(directory)
+            # Stops whatever was recorded too: the operator of a demo left running, say.
             down(directory)
     except (ControlPlaneError, BinaryError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``fabriccap run``: wiring kopf, the fact store, the publisher and the metrics server."""
+"""``fabriccap run``: wiring the informers, the fact store, the publisher, metrics and the kopf frame."""
 
 from __future__ import annotations
 
@@ -9,25 +9,19 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-import kopf
-
-from fabriccap.config import Config, ConfigError, load_config
-from fabriccap.facts import FactsExtractor
-from fabriccap.handlers import OperatorState, build_registry
-from fabriccap.kube import KubeClient, KubeError, load_credentials
-from fabriccap.metrics import OperatorMetrics, start_metrics_server
-from fabriccap.publish import Publisher
-from fabriccap.store import FactStore
-from fabriccap.watchers import build_informers
+from fabriccap.controller.frame import OperatorState, quiet_kopf_logging, run_frame
+from fabriccap.controller.informers import build_informers
+from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
+from fabriccap.controller.publisher import Publisher
+from fabriccap.controller.store import FactStore
+from fabriccap.core.config import Config, ConfigError, load_config
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import load_credentials_async
+from fabriccap.kube.errors import KubeError
 
 logger = logging.getLogger("fabriccap")
-
-# kopf only watches our own kind, with an event handler that stores nothing; still, give
-# anything it might store a prefix of ours, never kopf's defaults.
-ANNOTATION_PREFIX = "operator.fabriccap.dev"
-FINALIZER = "operator.fabriccap.dev/finalizer"
 
 
 @dataclass
@@ -38,51 +32,23 @@ class OperatorOptions:
     metrics_port: int = 8080
     health_port: int = 8081
     bind_address: str = "0.0.0.0"  # in a pod; tests and the demo pass 127.0.0.1
-    standalone: bool = True
+    # The command line's --standalone: one replica that writes without electing a leader.
+    standalone: bool = False
 
     @property
     def watched_namespaces(self) -> list[str]:
         return sorted(set(self.namespaces) or set(self.config.plugin_namespaces))
 
 
-def local_run_command(
-    kubeconfig: Path, config: Path | None = None, metrics_port: int = 0, health_port: int = 0
-) -> list[str]:
-    """``fabriccap run`` as the demo, the tests and the benchmarks start it: this interpreter,
-    one replica, servers on loopback only (port 0 turns a server off)."""
-    command = [sys.executable, "-m", "fabriccap", "run", "--standalone", "--kubeconfig", str(kubeconfig)]
-    if config is not None:
-        command += ["--config", str(config)]
-    loopback = ["--bind-address", "127.0.0.1", "--metrics-port", str(metrics_port), "--health-port", str(health_port)]
-    return [*command, *loopback]
-
-
-def configure_settings(settings: kopf.OperatorSettings) -> None:
-    settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
-    )
-    # Handler errors are logged; posting them as Events on Nodes/Pods would be noise there.
-    settings.posting.enabled = False
-    settings.watching.chunk_size = 500
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.watching.connect_timeout = 30
-    settings.networking.request_timeout = 60
-
-
 async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = None) -> None:
     """Run the operator until cancelled or ``stop_flag`` is set."""
-    credentials = load_credentials(options.kubeconfig)
+    credentials = await load_credentials_async(options.kubeconfig)
     client = KubeClient(credentials)
     metrics = OperatorMetrics()
     store = FactStore()
     publisher = Publisher(config=options.config, store=store, client=client, metrics=metrics)
     informers = build_informers(client, store, FactsExtractor(options.config), metrics, options.watched_namespaces)
     state = OperatorState(credentials=credentials, metrics=metrics, publisher=publisher)
-    settings = kopf.OperatorSettings()
-    configure_settings(settings)
     liveness = f"http://{options.bind_address}:{options.health_port}/healthz" if options.health_port else None
     metrics_runner = None
     if options.metrics_port:
@@ -106,18 +72,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         )
 
     tasks = [
-        asyncio.create_task(
-            kopf.operator(
-                registry=build_registry(),
-                settings=settings,
-                clusterwide=True,
-                standalone=options.standalone,
-                liveness_endpoint=liveness,
-                memo=kopf.Memo(fabriccap=state),
-                stop_flag=stop_flag,
-            ),
-            name="kopf",
-        ),
+        run_frame(state, liveness, stop_flag),
         asyncio.create_task(publisher.run(), name="publisher"),
         asyncio.create_task(all_listed(), name="listing"),
         *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
@@ -148,9 +103,7 @@ def setup_logging(level: int = logging.INFO) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # kopf logs every handler invocation at INFO; at 10,000 nodes that is noise, not news.
-    logging.getLogger("kopf").setLevel(logging.WARNING)
-    logging.getLogger("kopf.activities.probe").setLevel(logging.WARNING)
+    quiet_kopf_logging()
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 

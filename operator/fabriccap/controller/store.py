@@ -1,0 +1,49 @@
+"""The operator's memory: the fact index, plus which pools changed since the last look.
+
+Watch handlers only ever call ``put_*``/``remove_*``; the index compares the new facts with
+the stored ones and reports the pools a real difference concerns, so a node heartbeat (a new
+condition timestamp, a new image list) costs one small comparison and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fabriccap.core.facts import Pool
+from fabriccap.core.index import FactIndex
+
+
+class FactStore(FactIndex):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dirty_pools: set[Pool] = set()
+        self.everything_dirty = True  # the first look evaluates every pool
+        self.changed = asyncio.Event()
+        # Set once every watched collection has been listed: before that, a pool's facts may
+        # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
+        self.listed = asyncio.Event()
+
+    def mark_pool(self, pool: Pool | None) -> None:
+        if pool is not None:
+            self.dirty_pools.add(pool)
+            self.changed.set()
+
+    def mark_all(self) -> None:
+        self.everything_dirty = True
+        self.changed.set()
+
+    def _pool_touched(self, pool: Pool | None) -> None:
+        self.mark_pool(pool)
+
+    def _unpooled_touched(self) -> None:
+        self.changed.set()  # no pool to re-evaluate, but the unpooled count may move
+
+    def _everything_touched(self) -> None:
+        self.mark_all()
+
+    def take_dirty(self) -> tuple[bool, set[Pool]]:
+        """The pools to re-evaluate (or everything), resetting the marks."""
+        everything, pools = self.everything_dirty, self.dirty_pools
+        self.everything_dirty, self.dirty_pools = False, set()
+        self.changed.clear()
+        return everything, pools

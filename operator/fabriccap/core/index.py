@@ -1,0 +1,136 @@
+"""Facts keyed by object identity, with pool membership kept current as facts change.
+
+One index serves both paths: ``fabriccap evaluate`` fills it from snapshots, the operator's
+store (a subclass that also tracks which pools changed) fills it from watch events. The
+evaluation reads only this, so the live answer and the offline answer come from the same
+data structure as well as the same function.
+
+Every ``put_*``/``remove_*`` compares the new facts with the stored ones and reports whether
+anything changed; the ``_touched`` hooks tell a subclass which pools a change concerns.
+"""
+
+from __future__ import annotations
+
+from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
+
+NamespacedKey = tuple[str, str]
+
+
+class FactIndex:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeFacts] = {}
+        self.pods: dict[NamespacedKey, PodFacts] = {}
+        self.daemon_sets: dict[NamespacedKey, DaemonSetFacts] = {}
+        self.pool_members: dict[Pool, set[str]] = {}
+        self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
+
+    # -- change hooks (no-ops here; the operator's store marks pools dirty)
+
+    def _pool_touched(self, pool: Pool | None) -> None:
+        """Facts that decide ``pool``'s status changed."""
+
+    def _unpooled_touched(self) -> None:
+        """The set of unpooled nodes, or one of them, changed (the unpooled-nodes metric)."""
+
+    def _everything_touched(self) -> None:
+        """A change that can concern every pool (which DaemonSets count as the plugin)."""
+
+    def _node_touched(self, node_name: str | None) -> None:
+        if node_name is not None and (node := self.nodes.get(node_name)) is not None:
+            self._pool_touched(node.pool)
+
+    # -- nodes
+
+    def put_node(self, facts: NodeFacts) -> bool:
+        previous = self.nodes.get(facts.name)
+        if previous == facts:
+            return False
+        self.nodes[facts.name] = facts
+        if previous is not None and previous.pool is not None and previous.pool != facts.pool:
+            self._drop_member(previous.pool, facts.name)
+            self._pool_touched(previous.pool)
+        if facts.pool is not None:
+            self.pool_members.setdefault(facts.pool, set()).add(facts.name)
+            self.unpooled.discard(facts.name)
+        else:
+            self.unpooled.add(facts.name)
+        if facts.pool is None or (previous is not None and previous.pool is None):
+            self._unpooled_touched()
+        self._pool_touched(facts.pool)
+        return True
+
+    def remove_node(self, name: str) -> bool:
+        previous = self.nodes.pop(name, None)
+        if previous is None:
+            return False
+        if previous.pool is None:
+            self.unpooled.discard(name)
+            self._unpooled_touched()
+        else:
+            self._drop_member(previous.pool, name)
+            self._pool_touched(previous.pool)
+        return True
+
+    def _drop_member(self, pool: Pool, name: str) -> None:
+        members = self.pool_members.get(pool)
+        if members is not None:
+            members.discard(name)
+            if not members:
+                del self.pool_members[pool]
+
+    def members(self, pool: Pool) -> list[NodeFacts]:
+        return [self.nodes[name] for name in self.pool_members.get(pool, ())]
+
+    # -- pods
+
+    def put_pod(self, facts: PodFacts) -> bool:
+        key = (facts.namespace, facts.name)
+        previous = self.pods.get(key)
+        if previous == facts:
+            return False
+        self.pods[key] = facts
+        if previous is not None and previous.node_name != facts.node_name:
+            self._node_touched(previous.node_name)
+        self._node_touched(facts.node_name)
+        return True
+
+    def remove_pod(self, namespace: str, name: str) -> bool:
+        previous = self.pods.pop((namespace, name), None)
+        if previous is None:
+            return False
+        self._node_touched(previous.node_name)
+        return True
+
+    # -- DaemonSets
+
+    def put_daemon_set(self, facts: DaemonSetFacts) -> bool:
+        key = (facts.namespace, facts.name)
+        if self.daemon_sets.get(key) == facts:
+            return False
+        self.daemon_sets[key] = facts
+        # A plugin DaemonSet appearing changes which pods count, and the list every status shows.
+        self._everything_touched()
+        return True
+
+    def remove_daemon_set(self, namespace: str, name: str) -> bool:
+        if self.daemon_sets.pop((namespace, name), None) is None:
+            return False
+        self._everything_touched()
+        return True
+
+    # -- after a fresh LIST: forget what it no longer has (deleted while unwatched)
+
+    def retain_nodes(self, names: set[str]) -> None:
+        for name in [name for name in self.nodes if name not in names]:
+            self.remove_node(name)
+
+    def retain_pods(self, namespace: str | None, keys: set[str]) -> None:
+        """Forget the pods of ``namespace`` (None: every namespace) whose key is not in ``keys``."""
+        for pod_namespace, name in [key for key in self.pods if namespace is None or key[0] == namespace]:
+            if f"{pod_namespace}/{name}" not in keys:
+                self.remove_pod(pod_namespace, name)
+
+    def retain_daemon_sets(self, namespace: str | None, keys: set[str]) -> None:
+        for ds_namespace, name in [key for key in self.daemon_sets if namespace is None or key[0] == namespace]:
+            if f"{ds_namespace}/{name}" not in keys:
+                self.remove_daemon_set(ds_namespace, name)

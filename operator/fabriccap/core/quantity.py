@@ -1,0 +1,70 @@
+"""Kubernetes quantities (``32``, ``1k``, ``1500m``) as whole device counts."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from typing import Any
+
+# Kubernetes resource.Quantity suffixes (apimachinery/pkg/api/resource).
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$",
+    re.ASCII,  # Kubernetes quantities are ASCII; \d alone would accept other scripts' digits
+)
+
+
+def parse_quantity(value: Any) -> int:
+    """Parse a Kubernetes quantity into a whole count, rounding a fraction down.
+
+    ``"32"`` -> 32, ``"1k"`` -> 1000, ``"1500m"`` -> 1, ``None`` -> 0. Device-plugin
+    resources are integers in practice; rounding down keeps a malformed fraction from ever
+    over-stating what a node can schedule. Raises ValueError on anything that is not a
+    quantity.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float):
+        if not math.isfinite(value):  # YAML .inf/.nan, JSON Infinity/NaN
+            raise ValueError(f"{value!r} is not a quantity")
+        return max(int(Decimal(repr(value)).to_integral_value(ROUND_FLOOR)), 0)
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a quantity")
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise ValueError(f"{value!r} is not a quantity")
+    try:
+        number = Decimal(match["number"])
+    except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
+        raise ValueError(f"{value!r} is not a quantity") from None
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY_SUFFIXES:
+        scaled = number * _BINARY_SUFFIXES[suffix]
+    elif suffix in _DECIMAL_SUFFIXES:
+        scaled = number * _DECIMAL_SUFFIXES[suffix]
+    else:
+        exponent = int(suffix[1:])
+        if exponent > 30:  # larger than any device count; refuse rather than allocate a huge int
+            raise ValueError(f"{value!r} is out of range")
+        scaled = number.scaleb(exponent)
+    if scaled <= 0:
+        return 0
+    return int(scaled.to_integral_value(ROUND_FLOOR))

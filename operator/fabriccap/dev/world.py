@@ -1,0 +1,319 @@
+"""The test world: bodies of Nodes, DaemonSets and Pods as a real EKS cluster serves them.
+
+One set of builders for the unit tests, the end-to-end tests and the benchmarks. Bodies carry
+the noise a real cluster has (cpu, memory, conditions, nodeInfo, other labels, owner UIDs;
+optionally dozens of images and managedFields, as benchmarks want) so every user of them also
+proves the code ignores it. Everything is deterministic in the names given.
+
+The example cluster (``examples/eks-cluster.json``) has a richer generator of its own, with
+per-instance-type shapes: ``examples/generate_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+EFA = "vpc.amazonaws.com/efa"
+GPU = "nvidia.com/gpu"
+NODEGROUP = "eks.amazonaws.com/nodegroup"
+KARPENTER = "karpenter.sh/nodepool"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+GPU_PRESENT = "nvidia.com/gpu.present"
+EFA_DS = "aws-efa-k8s-device-plugin"
+EFA_DS_SELECTOR = {"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}
+KUBE_SYSTEM = "kube-system"
+
+# Never pulled: no test pod of these bodies runs on a real kubelet.
+PLUGIN_IMAGE = "registry.invalid/aws-efa-k8s-device-plugin:v0.5.6"
+
+Quantity = int | str | None
+
+
+def _uid(*parts: str) -> str:
+    digest = hashlib.sha256("/".join(parts).encode()).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def _quantity(value: Quantity) -> str | None:
+    return None if value is None else str(value)
+
+
+def node(
+    name: str,
+    *,
+    pool: str | None = "p5",
+    pool_key: str = NODEGROUP,
+    instance_type: str | None = "p5.48xlarge",
+    efa: Quantity = 32,
+    efa_capacity: Quantity | str = "same",
+    gpu: Quantity = 8,
+    gpu_present_label: str | None = None,
+    cordoned: bool = False,
+    labels: Mapping[str, str] | None = None,
+    images: int = 1,
+    heavy: bool = False,
+) -> dict[str, Any]:
+    """A Node. ``efa``/``gpu`` are allocatable (None: resource absent); capacity follows
+    allocatable unless ``efa_capacity`` says otherwise.
+
+    ``images`` and ``heavy`` (the EKS node monitoring agent's conditions with heartbeats, a
+    full nodeInfo, managedFields) make the body as large as a busy node's: 10-20 KB.
+    """
+    node_labels: dict[str, str] = {
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/hostname": name,
+        "topology.kubernetes.io/region": "us-west-2",
+        "topology.kubernetes.io/zone": "us-west-2a",
+    }
+    if pool is not None:
+        node_labels[pool_key] = pool
+    if instance_type is not None:
+        node_labels[INSTANCE_TYPE] = instance_type
+        node_labels["beta.kubernetes.io/instance-type"] = instance_type
+    if gpu_present_label is not None:
+        node_labels[GPU_PRESENT] = gpu_present_label
+    node_labels.update(labels or {})
+
+    base = {"cpu": "192", "memory": "2097152000Ki", "pods": "100", "ephemeral-storage": "3758010880Ki"}
+    capacity: dict[str, str] = dict(base)
+    allocatable: dict[str, str] = {**base, "cpu": "191450m", "memory": "2080000000Ki"}
+    efa_allocatable = _quantity(efa)
+    efa_cap = efa_allocatable if efa_capacity == "same" else _quantity(efa_capacity)
+    if efa_allocatable is not None:
+        allocatable[EFA] = efa_allocatable
+    if efa_cap is not None:
+        capacity[EFA] = efa_cap
+    if gpu is not None:
+        allocatable[GPU] = str(gpu)
+        capacity[GPU] = str(gpu)
+
+    spec: dict[str, Any] = {"providerID": f"aws:///us-west-2a/i-{_uid(name)[:17].replace('-', '')}"}
+    if cordoned:
+        spec["unschedulable"] = True
+        spec["taints"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": _uid("node", name),
+            "resourceVersion": "12345",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": node_labels,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": spec,
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+            ],
+            "addresses": [{"type": "InternalIP", "address": "10.0.1.5"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "v1.31.2-eks-7f9249a", "containerRuntimeVersion": "containerd://1.7.22"},
+            "images": node_images(name, images),
+        },
+    }
+    if heavy:
+        _add_weight(body)
+    return body
+
+
+def node_images(name: str, count: int) -> list[dict[str, Any]]:
+    """``count`` image entries, as the kubelet lists what it has pulled (the pause image first)."""
+    rng = random.Random(f"images/{name}")
+    images: list[dict[str, Any]] = [
+        {"names": ["602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.5"], "sizeBytes": 299}
+    ]
+    for index in range(1, count):
+        repository = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/team-{index}/training-image"
+        images.append(
+            {
+                "names": [
+                    f"{repository}@sha256:{rng.getrandbits(256):064x}",
+                    f"{repository}:v{index}.{rng.randint(0, 99)}",
+                ],
+                "sizeBytes": rng.randint(10**7, 10**10),
+            }
+        )
+    return images[:count]
+
+
+# The kubelet's conditions, then the EKS node monitoring agent's, every node of a recent cluster.
+_HEAVY_CONDITIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+    ("KernelReady", "True", "KernelIsReady", "Monitoring for the Kernel system is active"),
+    ("NetworkingReady", "True", "NetworkingIsReady", "Monitoring for the Networking system is active"),
+    ("StorageReady", "True", "DiskIsReady", "Monitoring for the Disk system is active"),
+    (
+        "ContainerRuntimeReady",
+        "True",
+        "ContainerRuntimeIsReady",
+        "Monitoring for the ContainerRuntime system is active",
+    ),
+)
+
+
+def _add_weight(body: dict[str, Any]) -> None:
+    name = body["metadata"]["name"]
+    rng = random.Random(f"weight/{name}")
+    now = "2026-11-30T10:00:00Z"
+    status = body["status"]
+    status["conditions"] = [
+        {
+            "type": kind,
+            "status": value,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": "2026-11-01T00:00:00Z",
+        }
+        for kind, value, reason, message in _HEAVY_CONDITIONS
+    ]
+    status["nodeInfo"] = {
+        "machineID": f"{rng.getrandbits(128):032x}",
+        "systemUUID": f"ec2{rng.getrandbits(116):029x}",
+        "bootID": f"{rng.getrandbits(128):032x}",
+        "kernelVersion": "6.1.132-147.221.amzn2023.x86_64",
+        "osImage": "Amazon Linux 2023.7.20250512",
+        "containerRuntimeVersion": "containerd://1.7.27",
+        "kubeletVersion": "v1.31.7-eks-473151a",
+        "kubeProxyVersion": "v1.31.7-eks-473151a",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+    status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": 10250}}
+    body["metadata"]["labels"].update(
+        {
+            "eks.amazonaws.com/capacityType": "ON_DEMAND",
+            "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
+            "k8s.io/cloud-provider-aws": f"{rng.getrandbits(128):032x}",
+        }
+    )
+    body["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"] = "true"
+    body["metadata"]["managedFields"] = [
+        {
+            "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:status": {
+                    "f:conditions": {
+                        f'k:{{"type":"{kind}"}}': {".": {}, "f:lastHeartbeatTime": {}} for kind, *_ in _HEAVY_CONDITIONS
+                    }
+                }
+            },
+            "manager": "kubelet",
+            "operation": "Update",
+            "subresource": "status",
+            "time": now,
+        }
+    ]
+
+
+def daemon_set(
+    name: str = EFA_DS,
+    *,
+    namespace: str = KUBE_SYSTEM,
+    labels: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A DaemonSet; by default the EFA chart's, labelled like the chart labels it.
+
+    ``node_selector`` keeps a real DaemonSet controller from placing pods where a test binds
+    its own.
+    """
+    ds_labels = dict(EFA_DS_SELECTOR) if labels is None else dict(labels)
+    template_spec: dict[str, Any] = {"containers": [{"name": name, "image": PLUGIN_IMAGE}]}
+    if node_selector:
+        template_spec["nodeSelector"] = dict(node_selector)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid("ds", namespace, name),
+            "labels": {**ds_labels, "app.kubernetes.io/instance": "efa"},
+            "annotations": {"deprecated.daemonset.template.generation": "1"},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"name": name}},
+            "template": {"metadata": {"labels": {"name": name}}, "spec": template_spec},
+        },
+        "status": {"desiredNumberScheduled": 1, "numberReady": 1},
+    }
+
+
+def pod(
+    node_name: str | None,
+    *,
+    daemon_set_name: str | None = EFA_DS,
+    namespace: str = KUBE_SYSTEM,
+    name: str | None = None,
+    phase: str = "Running",
+    ready: bool = True,
+    deleting: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod, owned by ``daemon_set_name`` (None: no owner) and bound to ``node_name``.
+
+    Like the EFA chart's pods it carries ``name: <ds>`` and not ``app.kubernetes.io/name``.
+    """
+    pod_name = name or f"{daemon_set_name or 'pod'}-{hashlib.sha256(str(node_name).encode()).hexdigest()[:5]}"
+    metadata: dict[str, Any] = {
+        "name": pod_name,
+        "namespace": namespace,
+        "uid": _uid("pod", namespace, pod_name),
+        "labels": dict(labels) if labels is not None else {"name": daemon_set_name or "standalone"},
+    }
+    if daemon_set_name is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": daemon_set_name,
+                "uid": _uid("ds", namespace, daemon_set_name),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    spec: dict[str, Any] = {
+        "containers": [{"name": "plugin", "image": PLUGIN_IMAGE}],
+        "tolerations": [{"operator": "Exists"}],
+    }
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {
+            "phase": phase,
+            "conditions": [
+                {"type": "Initialized", "status": "True"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+                {"type": "ContainersReady", "status": "True" if ready else "False"},
+                {"type": "PodScheduled", "status": "True" if node_name else "False"},
+            ],
+        },
+    }
+
+
+def plugin_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]]:
+    return [pod(name, **kwargs) for name in node_names]
+
+
+def kube_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A ``v1 List`` as ``kubectl get nodes,pods,daemonsets -A -o json`` prints it."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}

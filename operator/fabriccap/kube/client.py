@@ -1,0 +1,183 @@
+"""A small async Kubernetes client on aiohttp: raw JSON in and out, nothing more.
+
+Why not kubernetes_asyncio: importing it costs ~35 MB of resident memory (its generated
+models; kopf imports them too when the package is present), a third of the operator's budget,
+and the operator never uses a model: objects become facts right away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+
+from fabriccap.kube.credentials import Credentials, load_credentials_async
+from fabriccap.kube.errors import KubeError
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _api_message(status: int, raw: bytes) -> str:
+    try:
+        body = json.loads(raw)
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+    except ValueError:
+        pass
+    return raw.decode(errors="replace").strip()[:200] or f"HTTP {status}"
+
+
+class KubeClient:
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | bool | None = None
+
+    @property
+    def server(self) -> str:
+        return self.credentials.server
+
+    def _connection(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._ssl = self.credentials.ssl_context()
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=32),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _send(
+        self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str, timeout: float
+    ) -> tuple[int, bytes]:
+        await self.credentials.refresh_async()
+        headers = {"Accept": "application/json", **self.credentials.headers()}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body)
+        params = {key: str(value) for key, value in (query or {}).items()}
+        try:
+            async with self._connection().request(
+                method,
+                self.server + path,
+                params=params,
+                data=data,
+                headers=headers,
+                proxy=self.credentials.proxy,
+                server_hostname=self.credentials.tls_server_name,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:
+                return response.status, await response.read()
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            raise KubeError(
+                f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}"
+            ) from None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 60.0,
+    ) -> Any:
+        status, raw = await self._send(method, path, query, body, content_type, timeout)
+        if status == 401 and self.credentials.rotating:
+            await self.credentials.refresh_async(force=True)  # a rotated or expired token: once more
+            status, raw = await self._send(method, path, query, body, content_type, timeout)
+        if status >= 400:
+            raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)
+        return json.loads(raw) if raw else None
+
+    async def get(self, path: str, query: Mapping[str, Any] | None = None) -> Any:
+        return await self.request("GET", path, query)
+
+    async def list_pages(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
+        """LIST in pages so a large cluster never sits in memory as one response."""
+        continue_token: str | None = None
+        while True:
+            query: dict[str, Any] = {"limit": page_size}
+            if continue_token:
+                query["continue"] = continue_token
+            page: dict[str, Any] = await self.get(path, query)
+            kind = str(page.get("kind", "List")).removesuffix("List")
+            for item in page.get("items") or []:
+                item.setdefault("kind", kind)
+            yield page
+            continue_token = (page.get("metadata") or {}).get("continue")
+            if not continue_token:
+                return
+
+    async def list_items(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
+        async for page in self.list_pages(path, page_size):
+            for item in page.get("items") or []:
+                yield item
+
+    async def watch(
+        self, path: str, resource_version: str, timeout_seconds: int = 290
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events, one parsed JSON line at a time, until the server ends the stream."""
+        await self.credentials.refresh_async()
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        try:
+            async with self._connection().get(
+                self.server + path,
+                params=params,
+                headers={"Accept": "application/json", **self.credentials.headers()},
+                proxy=self.credentials.proxy,
+                server_hostname=self.credentials.tls_server_name,
+                # No total limit: the server ends the stream; a silent stall is caught by this.
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+            ) as response:
+                if response.status >= 400:
+                    raw = await response.read()
+                    raise KubeError(
+                        f"WATCH {path}: {response.status} {_api_message(response.status, raw)}", response.status
+                    )
+                buffer = b""
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            try:
+                                event = json.loads(line)
+                            except ValueError:
+                                # A garbled stream: end it; the caller resumes from the last version.
+                                raise KubeError(f"watch {path}: malformed event ({len(line)} bytes)") from None
+                            yield event
+        except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
+            raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> Any:
+        return await self.request("POST", path, body=body)
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> Any:
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def delete(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        return await self.request("DELETE", path, body=body)
+
+
+async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
+    return KubeClient(await load_credentials_async(kubeconfig, context))

@@ -1,0 +1,101 @@
+"""The watched kinds, one row each: where they are listed, in which scope, how they become facts.
+
+The operator's informers, ``fabriccap evaluate`` (live and from snapshots) and the tests all
+go through this table, so a kind is read the same way everywhere. Adding a kind means adding
+a row here and a fact extractor in ``fabriccap.core.facts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import FactIndex
+from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource
+
+
+def object_key(body: Mapping[str, Any]) -> str:
+    """``namespace/name``, or ``name`` for cluster-scoped objects: what a fresh LIST retains."""
+    metadata = body.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{metadata.get('name')}" if namespace else str(metadata.get("name"))
+
+
+def _namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = body.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+@dataclass(frozen=True)
+class WatchedKind:
+    label: str  # the `kind` label of fabriccap_watch_events_total, and in logs
+    resource: ApiResource
+    # Listed in every plugin namespace (True) or across the cluster (False).
+    per_plugin_namespace: bool
+    # Extract facts and store them; an object that concerns no fabric is removed instead, so
+    # nothing lingers when, say, a pod loses its DaemonSet owner. Raises FactsError.
+    upsert: Callable[[FactIndex, FactsExtractor, Mapping[str, Any]], object]
+    delete: Callable[[FactIndex, Mapping[str, Any]], object]
+    # After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest.
+    retain: Callable[[FactIndex, str | None, set[str]], object]
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    def paths(self, plugin_namespaces: tuple[str, ...]) -> list[tuple[str | None, str]]:
+        """(scope, list path) pairs to list and watch."""
+        if self.per_plugin_namespace:
+            return [(namespace, self.resource.collection(namespace)) for namespace in plugin_namespaces]
+        return [(None, self.resource.collection())]
+
+
+def _upsert_node(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+    index.put_node(extractor.node(body))
+
+
+def _upsert_pod(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+    facts = extractor.pod(body)
+    if facts is None:
+        index.remove_pod(*_namespace_and_name(body))
+    else:
+        index.put_pod(facts)
+
+
+def _upsert_daemon_set(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+    facts = extractor.daemon_set(body)
+    if facts is None:
+        index.remove_daemon_set(*_namespace_and_name(body))
+    else:
+        index.put_daemon_set(facts)
+
+
+NODE = WatchedKind(
+    label="node",
+    resource=NODES,
+    per_plugin_namespace=False,
+    upsert=_upsert_node,
+    delete=lambda index, body: index.remove_node(_namespace_and_name(body)[1]),
+    retain=lambda index, _scope, keys: index.retain_nodes(keys),
+)
+DAEMON_SET = WatchedKind(
+    label="daemonset",
+    resource=DAEMON_SETS,
+    per_plugin_namespace=True,
+    upsert=_upsert_daemon_set,
+    delete=lambda index, body: index.remove_daemon_set(*_namespace_and_name(body)),
+    retain=lambda index, scope, keys: index.retain_daemon_sets(scope, keys),
+)
+POD = WatchedKind(
+    label="pod",
+    resource=PODS,
+    per_plugin_namespace=True,
+    upsert=_upsert_pod,
+    delete=lambda index, body: index.remove_pod(*_namespace_and_name(body)),
+    retain=lambda index, scope, keys: index.retain_pods(scope, keys),
+)
+
+WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD)
+BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}

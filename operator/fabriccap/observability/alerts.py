@@ -1,0 +1,255 @@
+"""The shipped Prometheus alert rules, declared once as data and rendered two ways.
+
+``monitoring/fabriccap-alerts.rules.yaml`` (a plain rules file for ``rule_files:``) and
+``monitoring/prometheusrule.yaml`` (a Prometheus Operator ``PrometheusRule``) are both
+rendered from ``ALERTS`` below, so they cannot drift apart; a unit test fails when the
+committed files differ from what this module renders. Regenerate them with::
+
+    python -m fabriccap.alerts --out monitoring/
+
+Expressions and annotations are Prometheus text with ``@name`` placeholders (``@job``,
+``@for``, ``@stale_after``) filled in from ``AlertSettings``; ``@`` appears in neither
+these PromQL expressions nor Go templates, so it cannot collide with ``{{ $labels }}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import string
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabriccap.observability.generated import generated_header
+from fabriccap.observability.generated import to_yaml as render_yaml
+
+RUNBOOK_URL = "https://github.com/fabriccap/fabriccap/blob/main/docs/runbook.md"
+RULES_FILE = "fabriccap-alerts.rules.yaml"
+PROMETHEUS_RULE_FILE = "prometheusrule.yaml"
+GROUP_NAME = "fabriccap"
+GENERATED_HEADER = generated_header(__name__)
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    expr: str
+    for_: str  # the default `for:`; AlertSettings may override it
+    severity: str
+    summary: str
+    description: str
+    anchor: str  # section of docs/runbook.md
+
+    @property
+    def runbook_url(self) -> str:
+        return f"{RUNBOOK_URL}#{self.anchor}"
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """What differs between installations (and between production and the end-to-end test)."""
+
+    job: str = "fabriccap"  # the scrape job's name; OperatorDown can only see the job it names
+    stale_after_seconds: int = 900
+    for_all: str | None = None  # one `for:` for every alert (tests use a few seconds)
+    for_overrides: Mapping[str, str] = field(default_factory=dict)  # alert name -> `for:`
+
+    def for_duration(self, rule: AlertRule) -> str:
+        return self.for_overrides.get(rule.name) or self.for_all or rule.for_
+
+
+def _pool_value(metric: str, matchers: str = "") -> str:
+    """A Go-template snippet printing ``metric`` of the alert's own pool (same job, instance, name)."""
+    selector = f"{metric}{{{matchers}job=%q,instance=%q,name=%q}}"
+    return (
+        f'{{{{ with printf "{selector}" $labels.job $labels.instance $labels.name | query }}}}'
+        "{{ . | first | value }}{{ end }}"
+    )
+
+
+_POOL = "FabricCapability {{ $labels.name }} (fabric {{ $labels.fabric }}, pool {{ $labels.pool }})"
+
+# Nodes per advertised count, e.g. "0: 1, 32: 3" (sorted as strings: Go templates cannot sort numerically).
+_COUNT_DISTRIBUTION = (
+    '{{ range $i, $s := printf "fabriccap_pool_nodes_by_count{job=%q,instance=%q,name=%q}" '
+    '$labels.job $labels.instance $labels.name | query | sortByLabel "count" }}'
+    "{{ if $i }}, {{ end }}{{ $s.Labels.count }}: {{ $s.Value }}{{ end }}"
+)
+
+ALERTS: tuple[AlertRule, ...] = (
+    AlertRule(
+        name="FabricMixedRollout",
+        expr='fabriccap_pool_condition{condition="Homogeneous",status="false"} == 1',
+        # A node that just joined needs its device plugin to start before it advertises;
+        # that takes a minute or two, a real mixed rollout stays.
+        for_="10m",
+        severity="warning",
+        summary="Nodes of pool {{ $labels.pool }} advertise different {{ $labels.fabric }} counts.",
+        description=(
+            f"{_POOL}: the gate-set nodes do not all advertise the same count of the fabric resource"
+            f" (count: nodes = {_COUNT_DISTRIBUTION}), so fabric wiring must stay off for this pool."
+            " `kubectl describe fcap {{ $labels.name }}` names the offending nodes."
+        ),
+        anchor="fabricmixedrollout",
+    ),
+    AlertRule(
+        name="FabricDevicePluginGap",
+        expr='fabriccap_pool_gap_nodes{kind="plugin_ready_not_advertised"} > 0',
+        for_="10m",
+        severity="warning",
+        summary="{{ $value }} node(s) of pool {{ $labels.pool }} run a Ready {{ $labels.fabric }} device plugin"
+        " but advertise none.",
+        description=(
+            f"{_POOL}: {{{{ $value }}}} node(s) have a Ready device-plugin pod and allocatable 0: the provider"
+            " is present, the capability is not (wrong instance type, devices not attached, or the plugin"
+            " cannot see them). `kubectl get fcap {{ $labels.name }} -o jsonpath='{.status.gap.nodes}'`"
+            " lists them."
+        ),
+        anchor="fabricdeviceplugingap",
+    ),
+    AlertRule(
+        name="FabricCapabilityNotReady",
+        # Stalled pools (instance types that cannot carry the fabric, or an unsupported mix)
+        # will not become Ready by waiting; kstatus already reports them as Failed.
+        expr=(
+            "fabriccap_pool_ready == 0\n"
+            'unless on (job, instance, name) fabriccap_pool_condition{condition="Stalled",status="true"} == 1'
+        ),
+        for_="30m",
+        severity="warning",
+        summary="FabricCapability {{ $labels.name }} has not been Ready for @for.",
+        description=(
+            f"{_POOL} has not been Ready for @for: the fabric resource is advertised on"
+            f" {_pool_value('fabriccap_pool_advertising_nodes')} of {_pool_value('fabriccap_pool_nodes')}"
+            " schedulable target nodes. Workloads gated on this pool stay without fabric wiring."
+            " `kubectl get fcap {{ $labels.name }}` shows the reason."
+        ),
+        anchor="fabriccapabilitynotready",
+    ),
+    AlertRule(
+        name="FabricCapabilityOperatorDown",
+        # Down (every target's up is 0) or gone (no target discovered, e.g. the ServiceMonitor
+        # selects nothing); both branches keep the `job` label for routing.
+        expr='max by (job) (up{job="@job"}) == 0\nor\nabsent(up{job="@job"})',
+        for_="10m",
+        severity="critical",
+        summary="The fabriccap operator is down or not scraped (job @job).",
+        description=(
+            'No target of the scrape job "@job" has been up for @for. FabricCapability status is frozen at'
+            " its last value and the fabriccap_* metrics are gone, so gates that read the status may admit"
+            " pools whose nodes changed since."
+        ),
+        anchor="fabriccapabilityoperatordown",
+    ),
+    AlertRule(
+        name="FabricCapabilityStale",
+        expr="time() - fabriccap_last_evaluation_timestamp_seconds > @stale_after",
+        for_="5m",
+        severity="warning",
+        summary="The fabriccap operator {{ $labels.instance }} has not evaluated any pool for a while.",
+        description=(
+            "The fabriccap operator {{ $labels.instance }} (job {{ $labels.job }}) last evaluated its pools"
+            " {{ $value | humanizeDuration }} ago (threshold @{stale_after}s). It is up but its evaluation loop"
+            " is stuck or it cannot list the cluster, so FabricCapability status may no longer describe the"
+            " nodes."
+        ),
+        anchor="fabriccapabilitystale",
+    ),
+)
+
+
+class _Placeholders(string.Template):
+    delimiter = "@"
+
+
+def _fill(text: str, rule: AlertRule, settings: AlertSettings) -> str:
+    return _Placeholders(text).substitute(
+        job=settings.job, stale_after=str(settings.stale_after_seconds), **{"for": settings.for_duration(rule)}
+    )
+
+
+def rule_group(settings: AlertSettings | None = None) -> dict[str, Any]:
+    """The one rule group both renderings share."""
+    settings = settings or AlertSettings()
+    rules = [
+        {
+            "alert": rule.name,
+            "expr": _fill(rule.expr, rule, settings),
+            "for": settings.for_duration(rule),
+            "labels": {"severity": rule.severity},
+            "annotations": {
+                "summary": _fill(rule.summary, rule, settings),
+                "description": _fill(rule.description, rule, settings),
+                "runbook_url": rule.runbook_url,
+            },
+        }
+        for rule in ALERTS
+    ]
+    return {"name": GROUP_NAME, "rules": rules}
+
+
+def rules_file(settings: AlertSettings | None = None) -> dict[str, Any]:
+    """A plain Prometheus rules file (``rule_files:``)."""
+    return {"groups": [rule_group(settings)]}
+
+
+def prometheus_rule(settings: AlertSettings | None = None, name: str = "fabriccap") -> dict[str, Any]:
+    """A Prometheus Operator ``PrometheusRule``; add the labels your Prometheus' ruleSelector wants."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/name": "fabriccap", "app.kubernetes.io/component": "alerts"},
+        },
+        "spec": {"groups": [rule_group(settings)]},
+    }
+
+
+def to_yaml(document: Mapping[str, Any]) -> str:
+    return render_yaml(document, GENERATED_HEADER)
+
+
+def rendered_files(settings: AlertSettings | None = None) -> dict[str, str]:
+    """File name -> content, as committed under monitoring/."""
+    return {
+        RULES_FILE: to_yaml(rules_file(settings)),
+        PROMETHEUS_RULE_FILE: to_yaml(prometheus_rule(settings)),
+    }
+
+
+def _parse_override(text: str) -> tuple[str, str]:
+    name, sep, duration = text.partition("=")
+    known = {rule.name for rule in ALERTS}
+    if not sep or name not in known:
+        raise argparse.ArgumentTypeError(f"expected ALERT=DURATION with ALERT one of {', '.join(sorted(known))}")
+    return name, duration
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fabriccap.alerts", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, metavar="DIR", help="directory to write the rule files into")
+    parser.add_argument("--job", default=AlertSettings.job, help="scrape job of the operator (default: %(default)s)")
+    parser.add_argument(
+        "--stale-after", type=int, default=AlertSettings.stale_after_seconds, metavar="SECONDS", dest="stale_after"
+    )
+    parser.add_argument("--for-all", metavar="DURATION", help="one `for:` for every alert")
+    parser.add_argument(
+        "--for", dest="overrides", action="append", default=[], type=_parse_override, metavar="ALERT=DURATION"
+    )
+    args = parser.parse_args(argv)
+    settings = AlertSettings(
+        job=args.job, stale_after_seconds=args.stale_after, for_all=args.for_all, for_overrides=dict(args.overrides)
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in rendered_files(settings).items():
+        (out / name).write_text(content, encoding="utf-8")
+        print(out / name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""``fabriccap evaluate`` and ``explain`` without an operator: snapshots or one live read."""

@@ -1,0 +1,283 @@
+"""A small fake Kubernetes API server on 127.0.0.1, for unit tests of the client, the informers
+and the publisher: paged LISTs, scripted WATCH streams, failures on demand, and writes.
+
+A write to a collection it serves behaves like the API server's (POST creates with a uid and
+a resourceVersion and ignores ``status``; a merge PATCH of an object or of its ``/status``;
+DELETE; each seen by open watches); a write anywhere else is only recorded. Every request is
+recorded, so tests can assert on what was sent and how often.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import Credentials
+
+WAIT_SECONDS = 5.0
+
+Body = dict[str, Any]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+@dataclass
+class Collection:
+    kind: str
+    items: list[Body]
+    resource_version: str
+
+
+@dataclass
+class WatchResponse:
+    """One scripted answer to a WATCH: an HTTP error, or events sent at once (then kept open, or closed)."""
+
+    status: int = 200
+    events: Sequence[Body] = ()
+    close: bool = False
+    chunks: Sequence[bytes] = ()  # raw bytes written as they are, after the events
+
+
+@dataclass
+class FakeApi:
+    collections: dict[str, Collection] = field(default_factory=dict)
+    requests: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)  # method, path, query, auth
+    watch_script: dict[str, deque[WatchResponse]] = field(default_factory=dict)
+    list_failures: dict[str, deque[int]] = field(default_factory=dict)
+    streams: dict[str, list[asyncio.Queue[Body | None]]] = field(default_factory=dict)
+    bodies: list[tuple[str, str, Any]] = field(default_factory=list)  # method, content type, body of writes
+    required_token: str | None = None
+    # (method, path) -> HTTP codes to answer the next writes with, one each
+    write_failures: dict[tuple[str, str], deque[int]] = field(default_factory=dict)
+    url: str = ""
+    _versions: Any = field(default_factory=lambda: itertools.count(1000))
+
+    def serve(self, path: str, kind: str, items: Sequence[Body], resource_version: str) -> None:
+        self.collections[path] = Collection(kind, [copy.deepcopy(item) for item in items], resource_version)
+
+    def script(self, path: str, *responses: WatchResponse) -> None:
+        self.watch_script.setdefault(path, deque()).extend(responses)
+
+    def lists(self, path: str) -> list[dict[str, str]]:
+        return [query for method, p, query, _ in self.requests if p == path and "watch" not in query]
+
+    def watches(self, path: str) -> list[dict[str, str]]:
+        return [query for method, p, query, _ in self.requests if p == path and query.get("watch") == "true"]
+
+    async def emit(self, path: str, *events: Body) -> None:
+        """Send events on the newest open watch stream of ``path``."""
+        await eventually(lambda: bool(self.streams.get(path)), f"a watch stream on {path}")
+        for sent in events:
+            self.streams[path][-1].put_nowait(sent)
+
+    async def close_stream(self, path: str) -> None:
+        await eventually(lambda: bool(self.streams.get(path)), f"a watch stream on {path}")
+        self.streams[path][-1].put_nowait(None)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append((request.method, request.path, query, request.headers.get("Authorization", "")))
+        if self.required_token is not None and request.headers.get("Authorization") != f"Bearer {self.required_token}":
+            return status_response(401, "Unauthorized")
+        if request.method != "GET":
+            body = await request.json() if request.can_read_body else None
+            self.bodies.append((request.method, request.content_type, body))
+            failures = self.write_failures.get((request.method, request.path))
+            if failures:
+                code = failures.popleft()
+                return status_response(code, f"scripted HTTP {code}")
+            return self._write(request.method, request.path, body)
+        collection = self.collections.get(request.path)
+        if collection is None:
+            return status_response(404, f"the server could not find the requested resource ({request.path})")
+        if query.get("watch") == "true":
+            return await self._watch(request, request.path)
+        failures = self.list_failures.get(request.path)
+        if failures:
+            return status_response(failures.popleft(), "etcdserver: request timed out")
+        return self._list(collection, query)
+
+    def _list(self, collection: Collection, query: Mapping[str, str]) -> web.Response:
+        limit = int(query.get("limit", "0")) or len(collection.items)
+        start = int(query["continue"].removeprefix("page-")) if "continue" in query else 0
+        end = start + limit
+        metadata = {"resourceVersion": collection.resource_version}
+        if end < len(collection.items):
+            metadata["continue"] = f"page-{end}"
+        return web.json_response(
+            {
+                "apiVersion": "v1",
+                "kind": f"{collection.kind}List",
+                "metadata": metadata,
+                "items": collection.items[start:end],
+            }
+        )
+
+    # -- writes, for served collections
+
+    def objects(self, path: str) -> dict[str, Body]:
+        """The objects of a served collection, by name."""
+        return {item["metadata"]["name"]: item for item in self.collections[path].items}
+
+    def writes(self, method: str | None = None) -> list[tuple[str, str, Any]]:
+        return [entry for entry in self.bodies if method is None or entry[0] == method]
+
+    def _write(self, method: str, path: str, body: Any) -> web.Response:
+        collection_path, name, subresource = self._locate(method, path)
+        collection = self.collections.get(collection_path)
+        if collection is None:
+            return web.json_response({"kind": "Status", "status": "Success"})
+        existing = {item["metadata"]["name"]: index for index, item in enumerate(collection.items)}
+        version = str(next(self._versions))
+        if method == "POST":
+            created = {key: copy.deepcopy(value) for key, value in (body or {}).items() if key != "status"}
+            metadata = created.setdefault("metadata", {})
+            if metadata.get("name") in existing:
+                return status_response(409, f"{collection.kind} {metadata.get('name')} already exists")
+            metadata.update(
+                {"uid": f"uid-{version}", "resourceVersion": version, "generation": 1, "creationTimestamp": "now"}
+            )
+            collection.items.append(created)
+            collection.resource_version = version
+            self._broadcast(collection_path, "ADDED", created)
+            return web.json_response(created, status=201)
+        if name not in existing:
+            return status_response(404, f"{collection_path}/{name} not found")
+        index = existing[name]
+        current = collection.items[index]
+        if method == "DELETE":
+            del collection.items[index]
+            self._broadcast(
+                collection_path, "DELETED", {**current, "metadata": {**current["metadata"], "resourceVersion": version}}
+            )
+            return web.json_response({"kind": "Status", "status": "Success"})
+        if method == "PATCH":
+            patch = dict(body or {})
+            if subresource == "status":
+                updated = {**current, "status": merge_patch(current.get("status"), patch.get("status"))}
+            else:
+                patch.pop("status", None)
+                updated = merge_patch(current, patch)
+            updated["metadata"] = {**updated["metadata"], "resourceVersion": version}
+            collection.items[index] = updated
+            collection.resource_version = version
+            self._broadcast(collection_path, "MODIFIED", updated)
+            return web.json_response(updated)
+        return status_response(405, f"{method} is not supported here")
+
+    def _locate(self, method: str, path: str) -> tuple[str, str, str]:
+        """(collection path, object name, subresource) of a write."""
+        if method == "POST":
+            return path, "", ""
+        parts = path.rstrip("/").split("/")
+        if parts[-1] == "status" and "/".join(parts[:-2]) in self.collections:
+            return "/".join(parts[:-2]), parts[-2], "status"
+        return "/".join(parts[:-1]), parts[-1], ""
+
+    def _broadcast(self, path: str, event_type: str, body: Body) -> None:
+        for queue in self.streams.get(path, []):
+            queue.put_nowait({"type": event_type, "object": copy.deepcopy(body)})
+
+    async def _watch(self, request: web.Request, path: str) -> web.StreamResponse:
+        scripted = self.watch_script.get(path)
+        response_script = scripted.popleft() if scripted else WatchResponse()
+        if response_script.status != 200:
+            return status_response(response_script.status, f"scripted HTTP {response_script.status}")
+        queue: asyncio.Queue[Body | None] = asyncio.Queue()
+        self.streams.setdefault(path, []).append(queue)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        try:
+            for sent in response_script.events:
+                await response.write(json.dumps(sent).encode() + b"\n")
+            for chunk in response_script.chunks:
+                await response.write(chunk)
+                await asyncio.sleep(0.01)  # separate TCP reads
+            if not response_script.close:
+                while (live := await queue.get()) is not None:
+                    await response.write(json.dumps(live).encode() + b"\n")
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away
+            pass
+        return response
+
+
+def status_response(code: int, message: str) -> web.Response:
+    """An API ``Status`` error body, as the API server sends it."""
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
+    return web.json_response(body, status=code)
+
+
+@asynccontextmanager
+async def fake_api() -> AsyncIterator[tuple[FakeApi, KubeClient]]:
+    api = FakeApi()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", api.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    api.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    client = KubeClient(Credentials(server=api.url))
+    try:
+        yield api, client
+    finally:
+        await client.close()
+        for queues in api.streams.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        await runner.cleanup()
+
+
+async def eventually(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+def at(body: Body, resource_version: str) -> Body:
+    versioned = copy.deepcopy(body)
+    versioned["metadata"]["resourceVersion"] = resource_version
+    return versioned
+
+
+def event(event_type: str, body: Body, resource_version: str) -> Body:
+    return {"type": event_type, "object": at(body, resource_version)}
+
+
+def bookmark(resource_version: str) -> Body:
+    return {
+        "type": "BOOKMARK",
+        "object": {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": resource_version}},
+    }
+
+
+def expired() -> Body:
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410}
+    return {"type": "ERROR", "object": {**status, "message": "too old resource version: 100 (150)"}}
