@@ -1,0 +1,52 @@
+"""API paths and the table of watched kinds."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabriccap.kube.kinds import BY_KIND, WATCHED_KINDS, object_key
+from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
+
+
+def test_core_group_paths() -> None:
+    assert NODES.collection() == "/api/v1/nodes"
+    assert NODES.item("ip-10-0-1-5") == "/api/v1/nodes/ip-10-0-1-5"
+    assert NODES.status("ip-10-0-1-5") == "/api/v1/nodes/ip-10-0-1-5/status"
+    assert PODS.collection() == "/api/v1/pods"
+    assert PODS.collection("kube-system") == "/api/v1/namespaces/kube-system/pods"
+    assert PODS.status("p", "kube-system") == "/api/v1/namespaces/kube-system/pods/p/status"
+
+
+def test_named_group_paths() -> None:
+    assert DAEMON_SETS.item("efa", "kube-system") == "/apis/apps/v1/namespaces/kube-system/daemonsets/efa"
+    assert FABRIC_CAPABILITIES.status("efa-p5") == "/apis/fabriccap.dev/v1alpha1/fabriccapabilities/efa-p5/status"
+    assert FABRIC_CAPABILITIES.api_version == "fabriccap.dev/v1alpha1"
+    assert NODES.api_version == "v1"
+
+
+def test_scope_mistakes_are_refused() -> None:
+    with pytest.raises(ValueError, match="Node is cluster-scoped"):
+        NODES.collection("kube-system")
+    with pytest.raises(ValueError, match="Pod p needs a namespace"):
+        PODS.item("p")
+
+
+def test_every_watched_kind_is_listed_in_its_scope() -> None:
+    namespaces = ("kube-system", "network-operator")
+    assert {watched.kind: watched.paths(namespaces) for watched in WATCHED_KINDS} == {
+        "Node": [(None, "/api/v1/nodes")],
+        "DaemonSet": [
+            ("kube-system", "/apis/apps/v1/namespaces/kube-system/daemonsets"),
+            ("network-operator", "/apis/apps/v1/namespaces/network-operator/daemonsets"),
+        ],
+        "Pod": [
+            ("kube-system", "/api/v1/namespaces/kube-system/pods"),
+            ("network-operator", "/api/v1/namespaces/network-operator/pods"),
+        ],
+    }
+    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod"}
+
+
+def test_object_keys_are_what_a_list_retains() -> None:
+    assert object_key({"metadata": {"name": "n1"}}) == "n1"
+    assert object_key({"metadata": {"name": "p", "namespace": "kube-system"}}) == "kube-system/p"
