@@ -156,7 +156,7 @@ def test_render_applies_server_side_without_warnings(
 ) -> None:
     result = applied[source]
     kinds = {doc["kind"] for doc in result.install.docs}
-    assert {"CustomResourceDefinition", "ClusterRole", "Role", "Deployment", "Service", "ConfigMap"} <= kinds
+    assert {"CustomResourceDefinition", "ClusterRole", "Deployment", "Service", "ConfigMap"} <= kinds
     assert "Warning" not in result.apply.stderr, result.apply.stderr
     # Every object now exists as rendered...
     listed = cluster.run_kubectl("get", "-f", "-", "-o", "name", input=result.install.text).stdout.split()
@@ -226,6 +226,9 @@ ALLOWED = [
     ("watch", "nodes", None, None),
     ("list", "pods", PLUGIN_NAMESPACE, None),
     ("watch", "daemonsets.apps", PLUGIN_NAMESPACE, None),
+    # Cluster-wide reads: workloads anywhere, and plugin namespaces that need not exist.
+    ("list", "pods", None, None),
+    ("watch", "daemonsets.apps", None, None),
     ("create", "fabriccapabilities.fabriccap.dev", None, None),
     ("delete", "fabriccapabilities.fabriccap.dev", None, None),
     ("patch", "fabriccapabilities.fabriccap.dev", None, "status"),
@@ -238,8 +241,8 @@ FORBIDDEN = [
     ("delete", "pods", PLUGIN_NAMESPACE, None),
     ("create", "pods", PLUGIN_NAMESPACE, None),
     ("patch", "daemonsets.apps", PLUGIN_NAMESPACE, None),
-    ("list", "pods", "default", None),
-    ("list", "pods", None, None),  # all namespaces
+    ("create", "pods", "default", None),
+    ("delete", "daemonsets.apps", "default", None),
     ("get", "secrets", PLUGIN_NAMESPACE, None),
     ("list", "secrets", None, None),
     ("get", "configmaps", PLUGIN_NAMESPACE, None),
@@ -337,7 +340,7 @@ def test_forbidden_requests_are_refused_with_403(
         "delete a Pod": ("DELETE", pod_path(PLUGIN_NAMESPACE, pod), None, "application/json"),
         "read a Secret": ("GET", SECRETS.item(secret, PLUGIN_NAMESPACE), None, "application/json"),
         "list Secrets": ("GET", SECRETS.collection(), None, "application/json"),
-        "read pods outside the plugin namespace": ("GET", PODS.collection("default"), None, "application/json"),
+        "create a Pod": ("POST", PODS.collection("default"), {"apiVersion": "v1", "kind": "Pod"}, "application/json"),
     }
     answers = {what: _status_code(identity, *attempt) for what, attempt in attempts.items()}
     assert answers == dict.fromkeys(attempts, 403)

@@ -21,6 +21,7 @@ def test_default_pool_labels_in_spec_order() -> None:
         "alpha.eksctl.io/nodegroup-name",
         "cloud.google.com/gke-nodepool",
         "kubernetes.azure.com/agentpool",
+        "karpenter.sh/provisioner-name",
         "node.kubernetes.io/instance-type",
     )
     assert DEFAULT_POOL_LABELS[-1] == "node.kubernetes.io/instance-type"
@@ -39,9 +40,15 @@ def test_default_profiles_efa_enabled_aks_rdma_present_but_disabled() -> None:
 def test_default_efa_profile() -> None:
     efa = _fabric(default_config(), "efa")
     assert efa.resource == "vpc.amazonaws.com/efa"
-    assert efa.target_nodes.gpu_resources == ("nvidia.com/gpu",)
-    assert efa.target_nodes.gpu_label_pairs == (("nvidia.com/gpu.present", "true"),)
-    assert efa.device_plugin.namespace == "kube-system"
+    assert efa.target_nodes.accelerator_resources == (
+        "nvidia.com/gpu",
+        "aws.amazon.com/neuron",
+        "aws.amazon.com/neuroncore",
+        "aws.amazon.com/neurondevice",
+    )
+    assert efa.target_nodes.accelerator_label_pairs == (("nvidia.com/gpu.present", "true"),)
+    assert efa.device_plugin.namespaces == ("kube-system",)
+    assert efa.shared is False
     assert efa.device_plugin.selector_labels == {"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}
     assert efa.device_plugin.daemon_set_names == (
         "aws-efa-k8s-device-plugin",
@@ -115,7 +122,7 @@ def test_override_merges_onto_builtin_profile() -> None:
     )
     efa = _fabric(config, "efa")
     # Given fields replace the built-in ones (lists whole, mappings key by key) ...
-    assert efa.device_plugin.namespace == "efa-system"
+    assert efa.device_plugin.namespaces == ("efa-system",)  # `namespace: X` reads as [X]
     assert efa.device_plugin.daemon_set_names == ("efa-dp",)
     assert efa.device_plugin.daemon_set_selector == "app.kubernetes.io/name=aws-efa-k8s-device-plugin"
     # ... the rest comes from the built-in profile.
@@ -128,17 +135,24 @@ def test_override_merges_onto_builtin_profile() -> None:
 def test_opting_in_to_aks_rdma() -> None:
     config = build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]})
     assert [fabric.name for fabric in config.enabled_fabrics] == ["efa", "aks-rdma"]
-    assert _fabric(config, "aks-rdma").device_plugin.namespace == "network-operator"
-    assert config.plugin_namespaces == ("kube-system", "network-operator")
+    rdma = _fabric(config, "aks-rdma")
+    assert rdma.device_plugin.namespaces == ("nvidia-network-operator", "network-operator", "kube-system")
+    assert rdma.shared is True
+    assert config.plugin_namespaces == ("kube-system", "network-operator", "nvidia-network-operator")
 
 
 def test_disabling_efa_and_overriding_maxima() -> None:
     config = build_config(
-        {"fabrics": [{"name": "efa", "enabled": False, "instanceTypes": {"p5.48xlarge": 16, "x9.metal": 2}}]}
+        {
+            "fabrics": [
+                {"name": "efa", "enabled": False, "instanceTypes": {"p5.48xlarge": 16, "x9.metal": 2}},
+                {"name": "aks-rdma"},
+            ]
+        }
     )
     efa = _fabric(config, "efa")
     assert efa.enabled is False
-    assert config.enabled_fabrics == ()
+    assert [fabric.name for fabric in config.enabled_fabrics] == ["aks-rdma"]
     # The maxima table merges: one entry changes, one is added, the others stay.
     assert efa.instance_types["p5.48xlarge"] == 16
     assert efa.instance_types["x9.metal"] == 2
@@ -161,7 +175,7 @@ def test_custom_fabric_and_pool_labels() -> None:
                     "name": "ib",
                     "resource": "nvidia.com/hostdev",
                     "devicePlugin": {"namespace": "nvidia-network-operator", "daemonSetSelector": "app=sriov, tier=dp"},
-                    "targetNodes": {"gpuResources": [], "gpuLabels": []},
+                    "targetNodes": {"gpuResources": [], "gpuLabels": []},  # the old names, still read
                 }
             ],
         }
@@ -169,7 +183,9 @@ def test_custom_fabric_and_pool_labels() -> None:
     assert config.pool_labels == ("team.example.com/pool", "karpenter.sh/nodepool")
     ib = _fabric(config, "ib")
     assert ib.device_plugin.selector_labels == {"app": "sriov", "tier": "dp"}
-    assert ib.target_nodes.gpu_resources == ()
+    assert ib.target_nodes.accelerator_resources == ()
+    assert ib.target_nodes.accelerator_labels == ()
+    assert ib.device_plugin.namespaces == ("nvidia-network-operator",)
     assert ib.instance_types == {}
 
 
@@ -207,6 +223,60 @@ def test_custom_fabric_and_pool_labels() -> None:
         ({"fabrics": "efa"}, "fabrics", "must be a list"),
         ({"fabrics": ["efa"]}, "fabrics.0", "dictionary"),
         ({"poolGracePeriodSeconds": -5}, "poolGracePeriodSeconds", "greater than or equal"),
+        # What the operator could not use: each is refused with the field named.
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": "app=not a valid value!!"}}]},
+            "fabrics.0.devicePlugin.daemonSetSelector",
+            "'not a valid value!!' (for app) is not a valid label value",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": ""}}]},
+            "fabrics.0.devicePlugin.namespaces",
+            "namespace '' is not a DNS label",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": ["kube-system", "Not_A_Namespace"]}}]},
+            "fabrics.0.devicePlugin.namespaces",
+            "namespace 'Not_A_Namespace' is not a DNS label",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": []}}]},
+            "fabrics.0.devicePlugin.namespaces",
+            "at least 1",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": ["a", "a"]}}]},
+            "fabrics.0.devicePlugin.namespaces",
+            "unique",
+        ),
+        (
+            {
+                "fabrics": [
+                    {"name": "ib", "resource": "x.io/ib", "devicePlugin": {"namespace": "a", "namespaces": ["b"]}}
+                ]
+            },
+            "fabrics.0.devicePlugin",
+            "give namespaces or namespace, not both",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"daemonSetNames": ["Not/Valid"]}}]},
+            "fabrics.0.devicePlugin.daemonSetNames",
+            "DaemonSet name 'Not/Valid' is not a valid object name",
+        ),
+        ({"fabrics": [{"name": "efa", "shared": "yes"}]}, "fabrics.0.shared", "valid boolean"),
+        ({"fabrics": [{"name": "efa", "enabled": "no"}]}, "fabrics.0.enabled", "valid boolean"),
+        (
+            {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorResources": ["not a resource"]}}]},
+            "fabrics.0.targetNodes.acceleratorResources",
+            "not a valid label key",
+        ),
+        (
+            {"fabrics": [{"name": "efa", "targetNodes": {"gpuResources": ["a/b"], "acceleratorResources": ["c/d"]}}]},
+            "fabrics.0.targetNodes",
+            "give acceleratorResources or its old name gpuResources, not both",
+        ),
+        ({"fabrics": []}, "fabrics", "no fabric is enabled"),
+        ({"fabrics": [{"name": "efa", "enabled": False}]}, "fabrics", "no fabric is enabled"),
     ],
 )
 def test_invalid_config_names_the_field(raw: Any, field: str, problem: str) -> None:
@@ -258,3 +328,67 @@ def test_load_config_invalid_field_names_file_and_field(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{path}: invalid config at fabrics.0.instanceTypes: maximum for 'p5.48xlarge' is negative (-32)"
     )
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("fabrics:\n- name: efa\n  devicePlugin:\n    namespaces: [a]\n    namespaces: [b]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert (
+        str(caught.value) == f"{path}: config is not valid YAML at line 5: duplicate key 'namespaces' (first at line 4)"
+    )
+
+
+def test_hyperpod_instance_types_use_the_ec2_maxima() -> None:
+    efa = _fabric(default_config(), "efa")
+    assert efa.maximum_for("ml.p5.48xlarge") == efa.maximum_for("p5.48xlarge") == 32
+    assert efa.maximum_for("ml.trn1.32xlarge") == 8
+    assert efa.maximum_for("ml.unknown.type") is None
+    assert efa.maximum_for(None) is None
+    assert efa.isolation_group("ml.p4d.24xlarge") == efa.isolation_group("p4de.24xlarge")
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "maximum"),
+    [
+        ("g4dn.8xlarge", 1),
+        ("g4dn.metal", 1),
+        ("g4dn.4xlarge", 0),
+        ("p3dn.24xlarge", 1),
+        ("dl1.24xlarge", 4),
+        ("dl2q.24xlarge", 1),
+        ("inf1.24xlarge", 1),
+        ("gr6.8xlarge", 1),
+        ("gr6.4xlarge", 0),
+        ("gr6f.4xlarge", 0),
+        ("g6f.xlarge", 0),
+        ("g7.8xlarge", 1),
+        ("g7.48xlarge", 2),
+        ("g7.2xlarge", 0),
+        ("trn1.2xlarge", 0),
+        ("hpc6a.48xlarge", 1),
+        ("hpc7g.16xlarge", 1),
+        ("hpc6id.32xlarge", 2),
+        ("hpc7a.96xlarge", 2),
+        ("hpc8a.96xlarge", 2),
+        ("c5n.18xlarge", 1),
+        ("c5n.metal", 1),
+    ],
+)
+def test_the_karpenter_reference_maxima(instance_type: str, maximum: int) -> None:
+    assert _fabric(default_config(), "efa").maximum_for(instance_type) == maximum
+
+
+def test_old_names_merge_onto_the_builtin_profile() -> None:
+    config = build_config(
+        {
+            "fabrics": [
+                {"name": "efa", "targetNodes": {"gpuResources": ["nvidia.com/gpu"]}, "devicePlugin": {"namespace": "x"}}
+            ]
+        }
+    )
+    efa = _fabric(config, "efa")
+    assert efa.target_nodes.accelerator_resources == ("nvidia.com/gpu",)
+    assert efa.target_nodes.accelerator_labels == ("nvidia.com/gpu.present=true",)  # kept from the built-in
+    assert efa.device_plugin.namespaces == ("x",)

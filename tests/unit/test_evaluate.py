@@ -373,6 +373,9 @@ def test_conditions_in_contract_order() -> None:
 
 # --- target nodes ------------------------------------------------------------------------------------
 
+CPU_TYPE = "m7i.4xlarge"  # no known EFA maximum: only rules (a)-(c) can make it a target
+AKS_TYPE = "Standard_ND96isr_H100_v5"
+
 
 @pytest.mark.parametrize(
     ("bodies", "targets"),
@@ -380,18 +383,46 @@ def test_conditions_in_contract_order() -> None:
         pytest.param([node("n1", efa=32, gpu=None)], 1, id="a-allocatable"),
         pytest.param([node("n1", efa=0, efa_capacity=32, gpu=None)], 1, id="a-capacity-only"),
         pytest.param([node("n1", efa=None, efa_capacity=4, gpu=None)], 1, id="a-capacity-no-allocatable"),
-        pytest.param([node("n1", efa=0, gpu=None)], 0, id="a-zero-is-not-target"),
+        pytest.param([node("n1", efa=0, gpu=None, instance_type=CPU_TYPE)], 0, id="a-zero-is-not-target"),
+        pytest.param([node("n1", efa="1e40", gpu=None, instance_type=CPU_TYPE)], 1, id="a-unusable-quantity"),
         pytest.param([DS, node("n1", efa=None, gpu=None), pod("n1", ready=False)], 1, id="b-plugin-pod-bound"),
-        pytest.param([DS, node("n1", efa=None, gpu=None), pod(None, ready=False)], 0, id="b-plugin-pod-unbound"),
-        pytest.param([node("n1", efa=None, gpu=None), pod("n1")], 0, id="b-pod-of-undiscovered-daemonset"),
         pytest.param(
-            [DS, node("n1", efa=None, gpu=None), pod("n1", daemon_set_name="aws-node")], 0, id="b-pod-of-other-ds"
+            [DS, node("n1", efa=None, gpu=None, instance_type=CPU_TYPE), pod(None, ready=False)],
+            0,
+            id="b-plugin-pod-unbound",
+        ),
+        pytest.param(
+            [node("n1", efa=None, gpu=None, instance_type=CPU_TYPE), pod("n1")], 0, id="b-pod-of-undiscovered-daemonset"
+        ),
+        pytest.param(
+            [DS, node("n1", efa=None, gpu=None, instance_type=CPU_TYPE), pod("n1", daemon_set_name="aws-node")],
+            0,
+            id="b-pod-of-other-ds",
         ),
         pytest.param([node("n1", efa=None, gpu=8)], 1, id="c-gpu-allocatable"),
-        pytest.param([node("n1", efa=None, gpu=0)], 0, id="c-gpu-zero"),
+        pytest.param([node("n1", efa=None, gpu=0, instance_type=CPU_TYPE)], 0, id="c-gpu-zero"),
         pytest.param([node("n1", efa=None, gpu=None, gpu_present_label="true")], 1, id="c-gpu-label"),
-        pytest.param([node("n1", efa=None, gpu=None, gpu_present_label="false")], 0, id="c-gpu-label-false"),
-        pytest.param([node("n1", efa=None, gpu=None)], 0, id="cpu-node"),
+        pytest.param(
+            [node("n1", efa=None, gpu=None, gpu_present_label="false", instance_type=CPU_TYPE)],
+            0,
+            id="c-gpu-label-false",
+        ),
+        pytest.param(
+            [node("n1", efa=None, gpu=None, instance_type="inf2.xlarge", resources={"aws.amazon.com/neuron": "1"})],
+            1,
+            id="c-neuron-device",
+        ),
+        pytest.param(
+            [node("n1", efa=None, gpu=None, instance_type=CPU_TYPE, resources={"aws.amazon.com/neuroncore": "2"})],
+            1,
+            id="c-neuron-core",
+        ),
+        pytest.param([node("n1", efa=None, gpu=None, instance_type="trn1.32xlarge")], 1, id="d-known-maximum"),
+        pytest.param([node("n1", efa=None, gpu=None, instance_type="ml.p5.48xlarge")], 1, id="d-hyperpod-prefix"),
+        pytest.param([node("n1", efa=None, gpu=None, instance_type="c5n.18xlarge")], 1, id="d-cpu-type-with-efa"),
+        pytest.param([node("n1", efa=None, gpu=None, instance_type="g6.2xlarge")], 0, id="d-maximum-zero"),
+        pytest.param([node("n1", efa=None, gpu=None, instance_type=CPU_TYPE)], 0, id="cpu-node"),
+        pytest.param([node("n1", efa=None, gpu=None, instance_type=None)], 0, id="no-instance-type"),
     ],
 )
 def test_target_node_rules(bodies: Bodies, targets: int) -> None:
@@ -403,18 +434,18 @@ def test_target_node_rules(bodies: Bodies, targets: int) -> None:
 
 def test_gpu_target_rules_follow_profile_settings() -> None:
     config = build_config({"fabrics": [{"name": "efa", "targetNodes": {"gpuResources": [], "gpuLabels": []}}]})
-    bodies = [node("n1", efa=None, gpu=8, gpu_present_label="true")]
+    bodies = [node("n1", efa=None, gpu=8, gpu_present_label="true", instance_type=CPU_TYPE)]
     assert evaluate_bodies(bodies, config).capabilities == ()
     config = build_config(
         {"fabrics": [{"name": "efa", "targetNodes": {"gpuResources": ["amd.com/gpu"], "gpuLabels": []}}]}
     )
-    amd = node("n1", efa=None, gpu=None)
+    amd = node("n1", efa=None, gpu=None, instance_type=CPU_TYPE)
     amd["status"]["allocatable"]["amd.com/gpu"] = "8"
     assert len(evaluate_bodies([amd], config).capabilities) == 1
 
 
 def test_non_target_nodes_of_the_pool_are_not_counted() -> None:
-    bodies = [*healthy_pool(), node("cpu-1", efa=None, gpu=None)]
+    bodies = [*healthy_pool(), node("cpu-1", efa=None, gpu=None, instance_type=CPU_TYPE)]
     status = only_status(bodies)
     assert status.nodes == 2
     assert reason(status, "Ready") == ("True", "UniformCapability")
@@ -709,7 +740,9 @@ def test_ready_pod_wins_over_a_terminating_one_on_the_same_node() -> None:
 
 
 def test_disabled_fabric_publishes_nothing() -> None:
-    rdma_node = node("a1", pool="gpu", pool_key="kubernetes.azure.com/agentpool", efa=None, gpu=None)
+    rdma_node = node(
+        "a1", pool="gpu", pool_key="kubernetes.azure.com/agentpool", efa=None, gpu=None, instance_type=AKS_TYPE
+    )
     rdma_node["status"]["allocatable"]["rdma/hca_shared_devices_a"] = "1"
     assert evaluate_bodies([rdma_node]).capabilities == ()
 

@@ -122,24 +122,69 @@ def _set(body: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         (lambda b: _set(b, "spec", "x"), "Node bad: spec/status is not a mapping"),
         (lambda b: _set(b, "status.allocatable", ["32"]), "Node bad: status.allocatable is not a mapping"),
         (lambda b: _set(b, "status.capacity", "32"), "Node bad: status.capacity is not a mapping"),
-        (
-            lambda b: _set(b, "status.allocatable", {EFA: "lots"}),
-            "Node bad: status.allocatable[vpc.amazonaws.com/efa]: 'lots' is not a quantity",
-        ),
-        (
-            lambda b: _set(b, "status.capacity", {GPU: "8 GPUs"}),
-            "Node bad: status.capacity[nvidia.com/gpu]: '8 GPUs' is not a quantity",
-        ),
-        (
-            lambda b: _set(b, "status.allocatable", {EFA: float("inf")}),
-            "Node bad: status.allocatable[vpc.amazonaws.com/efa]: inf is not a quantity",
-        ),
     ],
 )
 def test_malformed_node_names_the_object(mutate: Any, expected: str) -> None:
     with pytest.raises(FactsError) as caught:
         EXTRACTOR.node(mutate(node("bad")))
     assert str(caught.value) == expected
+
+
+@pytest.mark.parametrize(
+    ("mutate", "resource", "problem", "malformed"),
+    [
+        (
+            lambda b: _set(b, "status.allocatable", {EFA: "lots"}),
+            EFA,
+            "status.allocatable[vpc.amazonaws.com/efa]: 'lots' is not a quantity",
+            True,
+        ),
+        (
+            lambda b: _set(b, "status.capacity", {GPU: "8 GPUs"}),
+            GPU,
+            "status.capacity[nvidia.com/gpu]: '8 GPUs' is not a quantity",
+            True,
+        ),
+        (
+            lambda b: _set(b, "status.allocatable", {EFA: float("inf")}),
+            EFA,
+            "status.allocatable[vpc.amazonaws.com/efa]: inf is not a quantity",
+            True,
+        ),
+        # Quantities the API server accepts, far beyond any device count.
+        (
+            lambda b: _set(b, "status.allocatable", {EFA: "1e40"}),
+            EFA,
+            "status.allocatable[vpc.amazonaws.com/efa]: '1e40' is out of range",
+            False,
+        ),
+        (
+            lambda b: _set(b, "status.allocatable", {EFA: "1e30"}),
+            EFA,
+            "status.allocatable[vpc.amazonaws.com/efa]: '1e30' is out of range (above 2147483647)",
+            False,
+        ),
+        (
+            lambda b: _set(b, "status.allocatable", {EFA: 10**40}),
+            EFA,
+            "status.allocatable[vpc.amazonaws.com/efa]: 1000000000000000000000000000000000000... is out of range",
+            False,
+        ),
+    ],
+)
+def test_an_unusable_quantity_counts_as_zero_and_is_named(
+    mutate: Any, resource: str, problem: str, malformed: bool
+) -> None:
+    facts = EXTRACTOR.node(mutate(node("bad")))
+    assert facts.allocatable_of(resource) == 0 or facts.capacity_of(resource) == 0
+    assert facts.problem_with(resource) is not None
+    assert facts.problem_with(resource).startswith(problem)  # type: ignore[union-attr]
+    assert [entry.malformed for entry in facts.unusable] == [malformed]
+
+
+def test_the_largest_believable_count_is_kept() -> None:
+    facts = EXTRACTOR.node(_set(node("n1"), "status.allocatable", {EFA: str(2**31 - 1)}))
+    assert (facts.allocatable_of(EFA), facts.unusable) == (2**31 - 1, ())
 
 
 def test_invalid_quantity_of_uninteresting_resource_is_ignored() -> None:
@@ -233,9 +278,10 @@ def test_pod_owner_found_among_several_references() -> None:
 def test_pod_outside_plugin_namespaces_is_ignored() -> None:
     assert EXTRACTOR.pod(pod("n1", namespace="default")) is None
     rdma = FactsExtractor(build_config({"fabrics": [{"name": "aks-rdma"}]}))
-    assert rdma.pod(pod("n1", namespace="kube-system")) is None
-    facts = rdma.pod(pod("n1", namespace="network-operator", daemon_set_name="rdma-shared-dp-ds"))
-    assert facts is not None and facts.daemon_set == "rdma-shared-dp-ds"
+    assert rdma.pod(pod("n1", namespace="default")) is None
+    for namespace in ("nvidia-network-operator", "network-operator", "kube-system"):
+        facts = rdma.pod(pod("n1", namespace=namespace, daemon_set_name="rdma-shared-dp-ds"))
+        assert facts is not None and facts.daemon_set == "rdma-shared-dp-ds"
 
 
 def test_malformed_plugin_pod_names_the_object() -> None:
@@ -256,6 +302,7 @@ def test_daemon_set_facts() -> None:
         namespace="kube-system",
         name="aws-efa-k8s-device-plugin",
         labels=(("app.kubernetes.io/instance", "efa"), ("app.kubernetes.io/name", "aws-efa-k8s-device-plugin")),
+        template_labels=(("name", "aws-efa-k8s-device-plugin"),),
     )
     assert facts.qualified_name == "kube-system/aws-efa-k8s-device-plugin"
 
@@ -280,8 +327,9 @@ def test_malformed_daemon_set_names_the_object() -> None:
 
 
 def test_extractor_resources_of_interest_follow_enabled_fabrics() -> None:
-    assert EXTRACTOR.resources == frozenset({EFA, GPU})
+    neuron = {"aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice"}
+    assert EXTRACTOR.resources == frozenset({EFA, GPU, *neuron})
     assert EXTRACTOR.label_keys == frozenset({GPU_PRESENT})
     both = FactsExtractor(build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]}))
-    assert both.resources == frozenset({EFA, GPU, "rdma/hca_shared_devices_a"})
-    assert both.plugin_namespaces == frozenset({"kube-system", "network-operator"})
+    assert both.resources == frozenset({EFA, GPU, *neuron, "rdma/hca_shared_devices_a"})
+    assert both.plugin_namespaces == frozenset({"kube-system", "network-operator", "nvidia-network-operator"})

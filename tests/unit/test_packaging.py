@@ -390,7 +390,11 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         if resources in {"nodes", "nodes/status", "pods", "daemonsets"}:
             assert not writes & set(verbs), (resources, verbs)
     assert all(resource != "secrets" for _, resource, _ in manifests["clusterRole"])
-    assert set(manifests["roles"]) == {"kube-system"}
+    # Plugin namespaces may not exist (aks-rdma lists three candidates): no Role is made there.
+    assert manifests["roles"] == {}
+    assert {("", "pods", ("get", "list", "watch")), ("apps", "daemonsets", ("get", "list", "watch"))} <= manifests[
+        "clusterRole"
+    ]
 
 
 def test_crd_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
@@ -457,19 +461,19 @@ def test_config_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
     [
         None,  # the chart's default values
         [{"name": "efa"}, {"name": "aks-rdma"}],
-        [{"name": "efa"}, {"name": "aks-rdma", "enabled": False}],
         [{"name": "aks-rdma", "devicePlugin": {"daemonSetNames": ["rdma-dp"]}}],
         [{"name": "efa", "devicePlugin": {"namespace": "efa-system", "daemonSetNames": ["efa-dp"]}}],
-        [{"name": "custom", "resource": "example.com/rdma", "devicePlugin": {"daemonSetNames": ["dp"]}}],
     ],
-    ids=["default", "efa+aks-rdma", "aks-rdma-disabled", "aks-rdma-own-plugin", "efa-elsewhere", "custom"],
+    ids=["default", "efa+aks-rdma", "aks-rdma-own-plugin", "efa-elsewhere"],
 )
-def test_chart_grants_exactly_the_namespaces_the_operator_watches(fabrics: list[Doc] | None) -> None:
+def test_the_chart_needs_no_plugin_namespace_to_exist(fabrics: list[Doc] | None) -> None:
+    """Reading plugins is cluster-wide: nothing is created in namespaces that may be missing."""
     values = [] if fabrics is None else [json.dumps({"config": {"fabrics": fabrics}})]
     docs = render_helm(*values)
-    watched = set(_config_of(docs).plugin_namespaces)
-    assert {role["metadata"]["namespace"] for role in of_kind(docs, "Role")} == watched
-    assert {binding["metadata"]["namespace"] for binding in of_kind(docs, "RoleBinding")} == watched
+    assert _config_of(docs).plugin_namespaces  # the config is the operator's, and valid
+    assert {doc["metadata"].get("namespace") for doc in docs if doc["kind"] in ("Role", "RoleBinding")} <= {
+        "fabriccap-system"
+    }
 
 
 def test_chart_refuses_a_config_without_enabled_fabric() -> None:

@@ -14,7 +14,7 @@ from fabriccap.core.evaluate import Evaluation
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 P4 = frozenset({"p4d.24xlarge", "p4de.24xlarge"})
 POOLS: list[tuple[str, str] | None] = [("a", NODEGROUP), ("b", NODEGROUP), ("c", KARPENTER), None]
-INSTANCE_TYPES = [None, "p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge", "g6e.xlarge", "m7i.large"]
+INSTANCE_TYPES = [None, "p5.48xlarge", "ml.p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge", "g6e.xlarge", "m7i.large"]
 PLUGIN_STATES = ["none", "ready", "not-ready", "terminating"]
 
 
@@ -100,11 +100,16 @@ def _objects(evaluation: Evaluation) -> list[dict[str, Any]]:
     return [capability.to_object() for capability in evaluation.capabilities]
 
 
+# Known EFA maxima above 0 of the instance types drawn, from SPEC's table (rule d).
+CARRIES_EFA = {"p5.48xlarge", "ml.p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge"}
+
+
 def _is_target(spec: NodeSpec, scenario: Scenario) -> bool:
-    """SPEC's target rules (a), (b), (c), restated independently of the code."""
+    """SPEC's target rules (a), (b), (c), (d), restated independently of the code."""
     advertised = (spec.count or 0) > 0 or spec.unhealthy
     has_plugin_pod = scenario.daemon_set and spec.plugin != "none"
-    return advertised or has_plugin_pod or (spec.gpu or 0) > 0
+    can_carry_efa = spec.instance_type in CARRIES_EFA
+    return advertised or has_plugin_pod or (spec.gpu or 0) > 0 or can_carry_efa
 
 
 def _gate_sets(scenario: Scenario) -> dict[tuple[str, str], list[NodeSpec]]:

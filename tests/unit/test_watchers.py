@@ -118,6 +118,7 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
                 KUBE_SYSTEM,
                 "aws-efa-k8s-device-plugin",
                 (("app.kubernetes.io/instance", "efa"), ("app.kubernetes.io/name", "aws-efa-k8s-device-plugin")),
+                (("name", "aws-efa-k8s-device-plugin"),),
             )
         ]
         # Only the DaemonSet-owned pod becomes facts.
@@ -311,24 +312,32 @@ async def test_non_410_error_event_resumes_without_relisting(backoffs: list[floa
         assert len(op.api.lists(NODES)) == 1
 
 
-async def test_malformed_node_is_logged_and_left_out(caplog: pytest.LogCaptureFixture) -> None:
+async def test_an_unusable_quantity_keeps_the_node_as_not_advertising(caplog: pytest.LogCaptureFixture) -> None:
+    """Fail closed: a node left out would let the rest of its pool look uniform."""
     caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
     async with operator([node("good", efa=32), node("bad", efa="abc", efa_capacity=32)]) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
-        assert op.efa() == {"good": 32}
+        assert op.efa() == {"good": 32, "bad": 0}
+        assert op.store.nodes["bad"].problem_with(EFA) == f"status.allocatable[{EFA}]: 'abc' is not a quantity"
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-        assert errors == [f"ignoring node: Node bad: status.allocatable[{EFA}]: 'abc' is not a quantity"]
+        assert errors == [
+            f"node bad: unusable quantity (status.allocatable[{EFA}]: 'abc' is not a quantity);"
+            " it counts as not advertising"
+        ]
 
         await op.api.emit(NODES, event("MODIFIED", node("bad", efa=32), "101"))  # repaired
-        await eventually(lambda: "bad" in op.store.nodes, "the repaired node")
-        await op.api.emit(
-            NODES, event("MODIFIED", node("bad", efa="1.2.3", efa_capacity=32), "102")
-        )  # broken again: fail closed
+        await eventually(lambda: op.efa()["bad"] == 32, "the repaired node")
+        assert op.store.nodes["bad"].unusable == ()
+        # Beyond any device count (the API server accepts it): fail closed again.
+        await op.api.emit(NODES, event("MODIFIED", node("bad", efa="1e30", efa_capacity=32), "102"))
         await op.api.emit(NODES, event("ADDED", node("later", efa=4), "103"))
-        await eventually(lambda: "later" in op.store.nodes, "the event after the malformed one")
-        assert op.efa() == {"good": 32, "later": 4}
+        await eventually(lambda: "later" in op.store.nodes, "the event after the unusable one")
+        assert op.efa() == {"good": 32, "bad": 0, "later": 4}
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-        assert errors[1:] == [f"ignoring node: Node bad: status.allocatable[{EFA}]: '1.2.3' is not a quantity"]
+        assert errors[1:] == [
+            f"node bad: unusable quantity (status.allocatable[{EFA}]: '1e30' is out of range (above 2147483647));"
+            " it counts as not advertising"
+        ]
         assert len(op.api.watches(NODES)) == 1  # the stream was never dropped
 
 

@@ -38,38 +38,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-The device-plugin namespaces of the enabled fabric profiles, as a JSON list: the operator
-watches pods and DaemonSets there (and only there), so the chart grants read access there.
-Mirrors operator/fabriccap/core/config.py: without `fabrics` only the built-in efa profile is on;
-an entry named like a built-in profile is merged onto it key by key, so it keeps the built-in
-devicePlugin.namespace unless it gives one; other profiles default to kube-system; `enabled`
-defaults to true.
-tests/unit/test_packaging.py checks this against the operator's own reading of the config.
+Refuses a config that enables no fabric (the operator would exit 2 on it at start).
+Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa profile is on;
+`enabled` defaults to true.
 */}}
-{{- define "fabriccap.pluginNamespaces" -}}
-{{- $builtin := dict "efa" "kube-system" "aks-rdma" "network-operator" -}}
+{{- define "fabriccap.checkFabrics" -}}
 {{- $fabrics := list (dict "name" "efa") -}}
 {{- if hasKey .Values.config "fabrics" -}}
 {{- $fabrics = .Values.config.fabrics -}}
 {{- end -}}
-{{- $namespaces := list -}}
+{{- $enabled := 0 -}}
 {{- range $fabrics -}}
-{{- $enabled := true -}}
-{{- if hasKey . "enabled" -}}
-{{- $enabled = .enabled -}}
-{{- end -}}
-{{- if $enabled -}}
-{{- $namespace := get $builtin (toString .name) | default "kube-system" -}}
-{{- with .devicePlugin -}}
-{{- with .namespace -}}
-{{- $namespace = . -}}
+{{- if or (not (hasKey . "enabled")) .enabled -}}
+{{- $enabled = add1 $enabled -}}
 {{- end -}}
 {{- end -}}
-{{- $namespaces = append $namespaces $namespace -}}
-{{- end -}}
-{{- end -}}
-{{- if not $namespaces -}}
+{{- if eq $enabled 0 -}}
 {{- fail "config.fabrics: no enabled fabric profile; the operator would have nothing to watch" -}}
 {{- end -}}
-{{- $namespaces | uniq | sortAlpha | toJson -}}
 {{- end -}}

@@ -108,6 +108,14 @@ class Informer:
         try:
             if event_type == "DELETED":
                 self.watched.delete(self.store, body)
+            elif self.watched.kind == "Node":
+                name = str((body.get("metadata") or {}).get("name"))
+                before = self.store.nodes.get(name)
+                self.watched.upsert(self.store, self.extractor, body)
+                after = self.store.nodes.get(name)
+                if after is not None and after.unusable and (before is None or before.unusable != after.unusable):
+                    problems = "; ".join(entry.problem for entry in after.unusable)
+                    logger.error("node %s: unusable quantity (%s); it counts as not advertising", name, problems)
             else:
                 self.watched.upsert(self.store, self.extractor, body)
         except FactsError as error:

@@ -1,8 +1,14 @@
 """Configuration: fabric profiles, pool label keys, validation.
 
-The file format is the one in SPEC.md (camelCase keys). Built-in profiles are data, so a
-user's file only needs to say what differs: ``fabrics: [{name: efa}]`` takes the built-in
-EFA profile, and any field given replaces the built-in one.
+The file format is the one documented in docs/reference/configuration.md (camelCase keys).
+Built-in profiles are data, so a user's file only needs to say what differs:
+``fabrics: [{name: efa}]`` takes the built-in EFA profile, and any field given replaces the
+built-in one (mappings merge key by key).
+
+Everything the operator cannot use is refused here, with the field named: a selector value
+that is not a label value, a namespace that is not a DNS label, a DaemonSet name that is not
+a DNS subdomain, a config that enables no fabric, duplicate YAML keys. Accepting such a file
+would start an operator that silently watches nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
     "eks.amazonaws.com/nodegroup",
@@ -21,12 +27,23 @@ DEFAULT_POOL_LABELS: tuple[str, ...] = (
     "alpha.eksctl.io/nodegroup-name",
     "cloud.google.com/gke-nodepool",
     "kubernetes.azure.com/agentpool",
+    "karpenter.sh/provisioner-name",  # Karpenter before v1 (Provisioner objects)
     "node.kubernetes.io/instance-type",
 )
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# SageMaker HyperPod names its EKS nodes' instance types with this prefix (ml.p5.48xlarge).
+HYPERPOD_INSTANCE_PREFIX = "ml."
 
-# EC2 MaximumEfaInterfaces per instance type (SPEC.md). Types absent here are "unknown".
+
+def _sizes(family: str, maxima: Mapping[str, int]) -> dict[str, int]:
+    return {f"{family}.{size}": maximum for size, maximum in maxima.items()}
+
+
+_SMALL_G = {"xlarge": 0, "2xlarge": 0, "4xlarge": 0}
+
+# EC2 MaximumEfaInterfaces per instance type (the EC2 figures, as Karpenter's generated
+# instance-type reference lists them). Types absent here are "unknown"; 0 means "no EFA".
 EFA_INSTANCE_MAXIMA: dict[str, int] = {
     "p4d.24xlarge": 4,
     "p4de.24xlarge": 4,
@@ -37,35 +54,40 @@ EFA_INSTANCE_MAXIMA: dict[str, int] = {
     "p6-b200.48xlarge": 8,
     "p6-b300.48xlarge": 16,
     "p6e-gb200.36xlarge": 16,
+    "p3dn.24xlarge": 1,
+    "trn1.2xlarge": 0,
     "trn1.32xlarge": 8,
     "trn1n.32xlarge": 16,
     "trn2.48xlarge": 16,
-    **{f"g6e.{size}": 0 for size in ("xlarge", "2xlarge", "4xlarge")},
-    "g6e.8xlarge": 1,
-    "g6e.12xlarge": 1,
-    "g6e.16xlarge": 1,
-    "g6e.24xlarge": 2,
-    "g6e.48xlarge": 4,
-    "g7e.2xlarge": 0,
-    "g7e.4xlarge": 0,
-    "g7e.8xlarge": 1,
-    "g7e.12xlarge": 1,
-    "g7e.24xlarge": 2,
-    "g7e.48xlarge": 4,
+    "dl1.24xlarge": 4,
+    "dl2q.24xlarge": 1,
+    "inf1.24xlarge": 1,
+    **_sizes("g6e", {**_SMALL_G, "8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "24xlarge": 2, "48xlarge": 4}),
+    **_sizes("g7e", {"2xlarge": 0, "4xlarge": 0, "8xlarge": 1, "12xlarge": 1, "24xlarge": 2, "48xlarge": 4}),
+    **_sizes("g7", {"2xlarge": 0, "4xlarge": 0, "8xlarge": 1, "12xlarge": 1, "24xlarge": 1, "48xlarge": 2}),
     **{
         f"{family}.{size}": maximum
         for family in ("g5", "g6")
-        for size, maximum in (
-            ("xlarge", 0),
-            ("2xlarge", 0),
-            ("4xlarge", 0),
-            ("8xlarge", 1),
-            ("12xlarge", 1),
-            ("16xlarge", 1),
-            ("24xlarge", 1),
-            ("48xlarge", 1),
-        )
+        for size, maximum in {
+            **_SMALL_G,
+            "8xlarge": 1,
+            "12xlarge": 1,
+            "16xlarge": 1,
+            "24xlarge": 1,
+            "48xlarge": 1,
+        }.items()
     },
+    **_sizes("g6f", {size: 0 for size in ("large", "xlarge", "2xlarge", "4xlarge")}),
+    **_sizes("g4dn", {**_SMALL_G, "8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "metal": 1}),
+    "gr6.4xlarge": 0,
+    "gr6.8xlarge": 1,
+    "gr6f.4xlarge": 0,
+    "hpc6a.48xlarge": 1,
+    **_sizes("hpc7g", {"4xlarge": 1, "8xlarge": 1, "16xlarge": 1}),
+    "hpc6id.32xlarge": 2,
+    **_sizes("hpc7a", {"12xlarge": 2, "24xlarge": 2, "48xlarge": 2, "96xlarge": 2}),
+    "hpc8a.96xlarge": 2,
+    **_sizes("c5n", {"9xlarge": 1, "18xlarge": 1, "metal": 1}),
 }
 
 # EFA traffic between P4d/P4de and any other instance type is unsupported: a pool mixing
@@ -78,11 +100,24 @@ EFA_RECOMMENDED_ENV: list[dict[str, str]] = [
     {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
 ]
 
+# Accelerators whose nodes are a fabric's targets: NVIDIA GPUs, and AWS Trainium/Inferentia
+# (the Neuron device plugin advertises one of the three neuron resources).
+DEFAULT_ACCELERATOR_RESOURCES: tuple[str, ...] = (
+    "nvidia.com/gpu",
+    "aws.amazon.com/neuron",
+    "aws.amazon.com/neuroncore",
+    "aws.amazon.com/neurondevice",
+)
+DEFAULT_ACCELERATOR_LABELS: tuple[str, ...] = ("nvidia.com/gpu.present=true",)
+
 _QUALIFIED_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
-_FABRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_FABRIC_NAME = _DNS_LABEL
 
 
 class ConfigError(ValueError):
@@ -95,28 +130,74 @@ class _Model(BaseModel):
 
 
 def _check_label_key(value: str) -> str:
-    if not _QUALIFIED_NAME.match(value) or len(value.rsplit("/", 1)[-1]) > 63:
+    prefix, _, name = value.rpartition("/")
+    if not _QUALIFIED_NAME.match(value) or len(name) > 63 or len(prefix) > 253:
         raise ValueError(f"{value!r} is not a valid label key")
     return value
 
 
+def _check_label_value(key: str, value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(f"{value!r} (for {key}) is not a valid label value")
+    return value
+
+
+def _check_dns_label(value: str, what: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(f"{what} {value!r} is not a DNS label (lowercase letters, digits, '-'; at most 63)")
+    return value
+
+
+def _check_dns_subdomain(value: str, what: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(f"{what} {value!r} is not a valid object name (a lowercase DNS subdomain)")
+    return value
+
+
 def _parse_selector(selector: str) -> dict[str, str]:
-    """Parse an equality-based label selector (``a=b,c=d``) into a dict."""
+    """Parse an equality-based label selector (``a=b,c=d``, ``==`` allowed) into a dict."""
     requirements: dict[str, str] = {}
     for term in filter(None, (part.strip() for part in selector.split(","))):
         key, separator, value = term.partition("=")
         if not separator:
             raise ValueError(f"selector term {term!r} is not of the form key=value")
-        key = key.rstrip("=").strip()
-        requirements[_check_label_key(key)] = value.lstrip("=").strip()
+        key, value = key.strip(), value.removeprefix("=").strip()
+        requirements[_check_label_key(key)] = _check_label_value(key, value)
     return requirements
 
 
-class TargetNodes(_Model):
-    gpu_resources: tuple[str, ...] = Field(default=("nvidia.com/gpu",), alias="gpuResources")
-    gpu_labels: tuple[str, ...] = Field(default=("nvidia.com/gpu.present=true",), alias="gpuLabels")
+def _renamed(document: Any, renames: Mapping[str, str], where: str) -> Any:
+    """Read an old field name as the new one; both at once is a contradiction, so an error."""
+    if not isinstance(document, Mapping):
+        return document
+    result = dict(document)
+    for old, new in renames.items():
+        if old in result:
+            if new in result:
+                raise ValueError(f"{where}: give {new} or its old name {old}, not both")
+            result[new] = result.pop(old)
+    return result
 
-    @field_validator("gpu_labels")
+
+class TargetNodes(_Model):
+    accelerator_resources: tuple[str, ...] = Field(default=DEFAULT_ACCELERATOR_RESOURCES, alias="acceleratorResources")
+    accelerator_labels: tuple[str, ...] = Field(default=DEFAULT_ACCELERATOR_LABELS, alias="acceleratorLabels")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, document: Any) -> Any:
+        return _renamed(
+            document, {"gpuResources": "acceleratorResources", "gpuLabels": "acceleratorLabels"}, "targetNodes"
+        )
+
+    @field_validator("accelerator_resources")
+    @classmethod
+    def _resources_are_names(cls, resources: tuple[str, ...]) -> tuple[str, ...]:
+        for resource in resources:
+            _check_label_key(resource)
+        return resources
+
+    @field_validator("accelerator_labels")
     @classmethod
     def _labels_are_pairs(cls, labels: tuple[str, ...]) -> tuple[str, ...]:
         for label in labels:
@@ -124,14 +205,34 @@ class TargetNodes(_Model):
         return labels
 
     @property
-    def gpu_label_pairs(self) -> tuple[tuple[str, str], ...]:
-        return tuple(pair for label in self.gpu_labels for pair in _parse_selector(label).items())
+    def accelerator_label_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple(pair for label in self.accelerator_labels for pair in _parse_selector(label).items())
 
 
 class DevicePlugin(_Model):
-    namespace: str = "kube-system"
+    namespaces: tuple[str, ...] = Field(default=("kube-system",), min_length=1)
     daemon_set_selector: str | None = Field(default=None, alias="daemonSetSelector")
     daemon_set_names: tuple[str, ...] = Field(default=(), alias="daemonSetNames")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_namespace_shorthand(cls, document: Any) -> Any:
+        # `namespace: X` (the first release's field) is read as `namespaces: [X]`.
+        if isinstance(document, Mapping) and "namespace" in document:
+            if "namespaces" in document:
+                raise ValueError("give namespaces or namespace, not both")
+            rest = {key: value for key, value in document.items() if key != "namespace"}
+            return {**rest, "namespaces": [document["namespace"]]}
+        return document
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces_are_dns_labels(cls, namespaces: tuple[str, ...]) -> tuple[str, ...]:
+        for namespace in namespaces:
+            _check_dns_label(namespace, "namespace")
+        if len(set(namespaces)) != len(namespaces):
+            raise ValueError(f"namespaces must be unique, got {list(namespaces)}")
+        return namespaces
 
     @field_validator("daemon_set_selector")
     @classmethod
@@ -140,9 +241,25 @@ class DevicePlugin(_Model):
             _parse_selector(selector)
         return selector
 
+    @field_validator("daemon_set_names")
+    @classmethod
+    def _names_are_object_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            _check_dns_subdomain(name, "DaemonSet name")
+        return names
+
     @property
     def selector_labels(self) -> dict[str, str]:
         return _parse_selector(self.daemon_set_selector) if self.daemon_set_selector else {}
+
+    def describe(self) -> str:
+        """How the DaemonSets are looked for, for messages: ``selector a=b or names x, y``."""
+        parts = []
+        if self.daemon_set_selector:
+            parts.append(f"selector {self.daemon_set_selector}")
+        if self.daemon_set_names:
+            parts.append(f"names {', '.join(self.daemon_set_names)}")
+        return " or ".join(parts)
 
 
 class EnvVar(_Model):
@@ -152,13 +269,16 @@ class EnvVar(_Model):
 
 class FabricProfile(_Model):
     name: str
-    enabled: bool = True
+    enabled: StrictBool = True
     resource: str
     target_nodes: TargetNodes = Field(default_factory=TargetNodes, alias="targetNodes")
     device_plugin: DevicePlugin = Field(default_factory=DevicePlugin, alias="devicePlugin")
     instance_types: dict[str, int] = Field(default_factory=dict, alias="instanceTypes")
     isolated_instance_type_groups: tuple[tuple[str, ...], ...] = Field(default=(), alias="isolatedInstanceTypeGroups")
     recommended_env: tuple[EnvVar, ...] = Field(default=(), alias="recommendedEnv")
+    # The resource counts how many pods may share the node's devices (the RDMA shared device
+    # plugin's rdmaHcaMax), not devices: uniformity is judged the same, a workload asks for 1.
+    shared: StrictBool = False
 
     @field_validator("name")
     @classmethod
@@ -186,9 +306,21 @@ class FabricProfile(_Model):
             raise ValueError("devicePlugin needs daemonSetSelector or daemonSetNames")
         return self
 
+    @staticmethod
+    def table_name(instance_type: str) -> str:
+        """The name the maxima table knows an instance type by (HyperPod's ``ml.`` stripped)."""
+        return instance_type.removeprefix(HYPERPOD_INSTANCE_PREFIX)
+
+    def maximum_for(self, instance_type: str | None) -> int | None:
+        """The known maximum count for an instance type, or None when it is unknown."""
+        if instance_type is None:
+            return None
+        return self.instance_types.get(self.table_name(instance_type))
+
     def isolation_group(self, instance_type: str) -> int | None:
+        name = self.table_name(instance_type)
         for index, group in enumerate(self.isolated_instance_type_groups):
-            if instance_type in group:
+            if name in group:
                 return index
         return None
 
@@ -198,9 +330,12 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "name": "efa",
         "enabled": True,
         "resource": "vpc.amazonaws.com/efa",
-        "targetNodes": {"gpuResources": ["nvidia.com/gpu"], "gpuLabels": ["nvidia.com/gpu.present=true"]},
+        "targetNodes": {
+            "acceleratorResources": list(DEFAULT_ACCELERATOR_RESOURCES),
+            "acceleratorLabels": list(DEFAULT_ACCELERATOR_LABELS),
+        },
         "devicePlugin": {
-            "namespace": "kube-system",
+            "namespaces": ["kube-system"],
             "daemonSetSelector": "app.kubernetes.io/name=aws-efa-k8s-device-plugin",
             "daemonSetNames": ["aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin-daemonset"],
         },
@@ -212,15 +347,27 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "name": "aks-rdma",
         "enabled": False,
         "resource": "rdma/hca_shared_devices_a",
-        "targetNodes": {"gpuResources": ["nvidia.com/gpu"], "gpuLabels": ["nvidia.com/gpu.present=true"]},
+        "targetNodes": {
+            "acceleratorResources": ["nvidia.com/gpu"],
+            "acceleratorLabels": ["nvidia.com/gpu.present=true"],
+        },
         "devicePlugin": {
-            "namespace": "network-operator",
+            # NVIDIA network-operator's Helm chart, older installs, the standalone manifests.
+            "namespaces": ["nvidia-network-operator", "network-operator", "kube-system"],
+            # A label of the DaemonSet's pod template (the DaemonSet itself carries ds-owner).
             "daemonSetSelector": "app=rdma-shared-dp",
             "daemonSetNames": ["rdma-shared-dp-ds"],
         },
         "instanceTypes": {},
         "recommendedEnv": [{"name": "NCCL_IB_DISABLE", "value": "0"}],
+        "shared": True,
     },
+}
+
+# Field pairs where a user's old name must replace the built-in's new one when merging.
+_MERGE_RENAMES: dict[str, dict[str, str]] = {
+    "devicePlugin": {"namespace": "namespaces"},
+    "targetNodes": {"gpuResources": "acceleratorResources", "gpuLabels": "acceleratorLabels"},
 }
 
 
@@ -233,7 +380,7 @@ class Config(_Model):
     # watch event, and the heartbeat behind fabriccap_last_evaluation_timestamp_seconds
     # (the FabricCapabilityStale alert assumes it is at most 5 minutes).
     resync_seconds: float = Field(default=300.0, alias="resyncSeconds", gt=0)
-    # How long the first evaluation may wait for the initial listing to arrive.
+    # How long the first listing may take before /healthz fails (and the pod is restarted).
     startup_timeout_seconds: float = Field(default=120.0, alias="startupTimeoutSeconds", gt=0)
 
     @field_validator("pool_labels")
@@ -252,6 +399,8 @@ class Config(_Model):
         names = [fabric.name for fabric in fabrics]
         if len(set(names)) != len(names):
             raise ValueError(f"fabric names must be unique, got {names}")
+        if not any(fabric.enabled for fabric in fabrics):
+            raise ValueError("no fabric is enabled: the operator would publish nothing")
         return fabrics
 
     @property
@@ -260,15 +409,20 @@ class Config(_Model):
 
     @property
     def plugin_namespaces(self) -> tuple[str, ...]:
-        return tuple(sorted({fabric.device_plugin.namespace for fabric in self.enabled_fabrics}))
+        return tuple(
+            sorted({namespace for fabric in self.enabled_fabrics for namespace in fabric.device_plugin.namespaces})
+        )
 
 
-def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any], path: str = "") -> dict[str, Any]:
     """Mappings merge key by key; anything else (lists included) in ``override`` replaces."""
     merged = dict(base)
+    for old, new in _MERGE_RENAMES.get(path, {}).items():
+        if old in override:
+            merged.pop(new, None)  # the user's shorthand replaces the built-in's full form
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = _deep_merge(merged[key], value, key)
         else:
             merged[key] = value
     return merged
@@ -317,18 +471,45 @@ def default_config() -> Config:
     return build_config({})
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's last-key-wins is how a misplaced override goes unnoticed: refuse duplicates."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line
+    loader.flatten_mapping(node)
+    return dict(loader.construct_pairs(node, deep=deep))
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_config_text(text: str, source: str) -> Any:
+    """The YAML document of a config file; duplicate keys and syntax errors are ConfigErrors."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None)
+        detail = f": {problem}" if problem and "duplicate key" in str(problem) else ""
+        raise ConfigError(f"{source}: config is not valid YAML{where}{detail}") from None
+
+
 def load_config(path: str | Path | None) -> Config:
     """Load and validate a config file; None means the built-in defaults."""
     if path is None:
         return default_config()
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read config: {error.strerror or error}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: config is not valid YAML{where}") from None
-    return build_config(raw, source=str(path))
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ConfigError(f"{path}: cannot read config: {reason}") from None
+    return build_config(parse_config_text(text, str(path)), source=str(path))

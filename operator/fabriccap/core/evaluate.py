@@ -94,16 +94,19 @@ class Evaluation:
 
 
 def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
+    """Named in the profile, or selected by its labels or its pod template's labels."""
     plugin = profile.device_plugin
-    if daemon_set.namespace != plugin.namespace:
+    if daemon_set.namespace not in plugin.namespaces:
         return False
     if daemon_set.name in plugin.daemon_set_names:
         return True
     selector = plugin.selector_labels
     if not selector:
         return False
-    labels = dict(daemon_set.labels)
-    return all(labels.get(key) == value for key, value in selector.items())
+    return any(
+        all(labels.get(key) == value for key, value in selector.items())
+        for labels in (dict(daemon_set.labels), dict(daemon_set.template_labels))
+    )
 
 
 def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]) -> PluginView:
@@ -127,15 +130,19 @@ def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], p
 
 
 def is_target_node(profile: FabricProfile, node: NodeFacts, plugin: PluginView) -> bool:
+    """The SPEC's rules: (a) it has the resource, (b) a plugin pod, (c) an accelerator, or
+    (d) an instance type that can carry the fabric (where a plugin that never landed shows)."""
     resource = profile.resource
-    if node.capacity_of(resource) > 0 or node.allocatable_of(resource) > 0:
+    if node.capacity_of(resource) > 0 or node.allocatable_of(resource) > 0 or node.problem_with(resource):
         return True
     if node.name in plugin.nodes_with_pod:
         return True
     targets = profile.target_nodes
-    if any(node.allocatable_of(gpu) > 0 for gpu in targets.gpu_resources):
+    if any(node.allocatable_of(accelerator) > 0 for accelerator in targets.accelerator_resources):
         return True
-    return any(node.has_label(key, value) for key, value in targets.gpu_label_pairs)
+    if any(node.has_label(key, value) for key, value in targets.accelerator_label_pairs):
+        return True
+    return (profile.maximum_for(node.instance_type) or 0) > 0
 
 
 def _named(nodes: Sequence[str]) -> str:
@@ -196,27 +203,33 @@ def evaluate_pool(
 
     type_counts = Counter(node.instance_type for node in gate if node.instance_type)
     instance_types = [
-        InstanceTypeCount(name=name, nodes=nodes, max_count=profile.instance_types.get(name))
+        InstanceTypeCount(name=name, nodes=nodes, max_count=profile.maximum_for(name))
         for name, nodes in sorted(type_counts.items())
     ]
+    # Quantities the node reports but that cannot be used count as 0: name them, or a user
+    # sees "0 on n4" while kubectl shows a number.
+    unusable = [f"{node.name} ({problem})" for node in gate if (problem := node.problem_with(resource))]
+    unusable_note = f"; unusable quantity on {_named(unusable)}" if unusable else ""
     isolation_conflict = _isolation_conflict(profile, type_counts)
     uniform = len(distribution) == 1 and isolation_conflict is None
     uniform_count = next(iter(distribution)) if total and uniform else None
 
     conditions = [
         _device_plugin_condition(profile, plugin, total, without_plugin_pod, plugin_not_ready),
-        _advertised_condition(resource, total, advertising, not_advertising),
-        _homogeneous_condition(resource, total, allocatable, distribution, isolation_conflict),
+        _advertised_condition(resource, total, advertising, not_advertising, unusable_note),
+        _homogeneous_condition(resource, total, allocatable, distribution, isolation_conflict, unusable_note),
         _instance_type_condition(profile, gate, allocatable),
     ]
-    ready = _ready_condition(resource, total, advertising, uniform_count, with_ready_plugin, conditions)
+    ready = _ready_condition(profile, total, advertising, uniform_count, with_ready_plugin, conditions)
     conditions.append(ready)
     conditions.append(_stalled_condition(profile, gate, type_counts, isolation_conflict))
 
     recommendation = None
     if ready.status == TRUE and uniform_count is not None:
+        # A shared resource counts pods that may share the devices: each pod asks for one.
+        per_node = 1 if profile.shared else uniform_count
         recommendation = Recommendation(
-            resources_per_node={resource: str(uniform_count)},
+            resources_per_node={resource: str(per_node)},
             env=[EnvVarValue(name=env.name, value=env.value) for env in profile.recommended_env],
         )
     return FabricCapabilityStatus(
@@ -258,19 +271,13 @@ def _device_plugin_condition(
         return _no_target_nodes(kind)
     if not plugin.daemon_sets:
         settings = profile.device_plugin
-        how = " or ".join(
-            part
-            for part in (
-                f"selector {settings.daemon_set_selector}" if settings.daemon_set_selector else "",
-                f"names {', '.join(settings.daemon_set_names)}" if settings.daemon_set_names else "",
-            )
-            if part
-        )
+        where = ", ".join(settings.namespaces)
+        scope = f"namespace {where}" if len(settings.namespaces) == 1 else f"namespaces {where}"
         return _condition(
             kind,
             FALSE,
             "PluginNotInstalled",
-            f"no {profile.name} device-plugin DaemonSet found in namespace {settings.namespace} ({how})",
+            f"no {profile.name} device-plugin DaemonSet found in {scope} ({settings.describe()})",
         )
     if without_pod:
         return _condition(
@@ -289,18 +296,21 @@ def _device_plugin_condition(
     return _condition(kind, TRUE, "PluginReadyOnAllNodes", f"device-plugin pod Ready on all {total} nodes")
 
 
-def _advertised_condition(resource: str, total: int, advertising: list[str], not_advertising: list[str]) -> Condition:
+def _advertised_condition(
+    resource: str, total: int, advertising: list[str], not_advertising: list[str], note: str = ""
+) -> Condition:
     kind = ConditionType.ADVERTISED
     if total == 0:
         return _no_target_nodes(kind)
     if not advertising:
-        return _condition(kind, FALSE, "NotAdvertised", f"{resource} advertised on 0 of {total} target nodes")
+        return _condition(kind, FALSE, "NotAdvertised", f"{resource} advertised on 0 of {total} target nodes{note}")
     if not_advertising:
         return _condition(
             kind,
             FALSE,
             "PartiallyAdvertised",
-            f"{resource} advertised on {len(advertising)} of {total} target nodes; 0 on {_named(not_advertising)}",
+            f"{resource} advertised on {len(advertising)} of {total} target nodes; 0 on {_named(not_advertising)}"
+            + note,
         )
     return _condition(kind, TRUE, "AllNodesAdvertise", f"{resource} advertised on all {total} target nodes")
 
@@ -311,6 +321,7 @@ def _homogeneous_condition(
     allocatable: dict[str, int],
     distribution: Counter[int],
     isolation_conflict: tuple[str, str] | None,
+    note: str = "",
 ) -> Condition:
     kind = ConditionType.HOMOGENEOUS
     if total == 0:
@@ -336,7 +347,7 @@ def _homogeneous_condition(
             kind,
             FALSE,
             "PartialRollout",
-            f"{resource} differs across {total} nodes ({spread}); 0 on {_named(offenders)}",
+            f"{resource} differs across {total} nodes ({spread}); 0 on {_named(offenders)}{note}",
         )
     # Name the nodes outside the most common count: they are the likely odd ones out.
     most_common = max(distribution.items(), key=lambda item: (item[1], item[0]))[0]
@@ -351,11 +362,7 @@ def _homogeneous_condition(
 
 def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allocatable: dict[str, int]) -> Condition:
     kind = ConditionType.MATCHES_INSTANCE_TYPE
-    known = [
-        (node, profile.instance_types[node.instance_type])
-        for node in gate
-        if node.instance_type is not None and node.instance_type in profile.instance_types
-    ]
+    known = [(node, maximum) for node in gate if (maximum := profile.maximum_for(node.instance_type)) is not None]
     if not known:
         return _condition(
             kind,
@@ -400,7 +407,7 @@ def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allo
 
 
 def _ready_condition(
-    resource: str,
+    profile: FabricProfile,
     total: int,
     advertising: list[str],
     uniform_count: int | None,
@@ -408,6 +415,7 @@ def _ready_condition(
     conditions: list[Condition],
 ) -> Condition:
     kind = ConditionType.READY
+    resource = profile.resource
     by_type = {condition.type: condition for condition in conditions}
     homogeneous = by_type[ConditionType.HOMOGENEOUS]
     if total == 0:
@@ -429,7 +437,11 @@ def _ready_condition(
         TRUE,
         "UniformCapability",
         f"all {total} nodes advertise {resource}: {uniform_count} with a Ready device plugin; "
-        f"a job may request up to {uniform_count} per node",
+        + (
+            f"up to {uniform_count} pods per node may share it, each requesting 1"
+            if profile.shared
+            else f"a job may request up to {uniform_count} per node"
+        ),
     )
 
 
@@ -440,8 +452,7 @@ def _stalled_condition(
     isolation_conflict: tuple[str, str] | None,
 ) -> Condition:
     kind = ConditionType.STALLED
-    maxima = profile.instance_types
-    if gate and all(node.instance_type is not None and maxima.get(node.instance_type) == 0 for node in gate):
+    if gate and all(profile.maximum_for(node.instance_type) == 0 for node in gate):
         types = ", ".join(sorted(type_counts))
         return _condition(
             kind,
@@ -450,7 +461,7 @@ def _stalled_condition(
             f"every node's instance type supports no {profile.resource} ({types}: maximum 0); "
             "this pool cannot become Ready without other instance types",
         )
-    known = {name: maxima[name] for name in type_counts if name in maxima}
+    known = {name: maximum for name in type_counts if (maximum := profile.maximum_for(name)) is not None}
     if len(set(known.values())) > 1:
         listed = ", ".join(f"{name} ({maximum})" for name, maximum in sorted(known.items()))
         return _condition(

@@ -13,16 +13,29 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config
-from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.quantity import parse_quantity, shown_value
 
 
 class FactsError(ValueError):
     """An object body that cannot be turned into facts; the message names it."""
 
 
+# The largest count a node's resource may carry and still be believed: the largest integer the
+# CRD's status fields, kubectl's printer columns (int32) and every consumer can hold. The API
+# server accepts quantities far beyond it (`1e30`); such a node counts as not advertising.
+MAX_DEVICE_COUNT = 2**31 - 1
+
+
 class Pool(NamedTuple):
     key: str
     value: str
+
+
+class UnusableQuantity(NamedTuple):
+    resource: str
+    problem: str  # e.g. "status.allocatable[vpc.amazonaws.com/efa]: '1e40' is out of range"
+    # Not a quantity at all: no API server stores that, so in a snapshot it is an input error.
+    malformed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +44,13 @@ class NodeFacts:
     pool: Pool | None
     instance_type: str | None
     cordoned: bool
-    # Only the resources some profile cares about (fabric and GPU resources), as sorted pairs.
+    # Only the resources some profile cares about (fabric and accelerator resources), as sorted pairs.
     capacity: tuple[tuple[str, int], ...]
     allocatable: tuple[tuple[str, int], ...]
-    # Only labels some profile's gpuLabels mention, as sorted (key, value) pairs.
+    # Only labels some profile's acceleratorLabels mention, as sorted (key, value) pairs.
     labels: tuple[tuple[str, str], ...]
+    # Each quantity that could not be used: it counts as 0.
+    unusable: tuple[UnusableQuantity, ...] = ()
 
     def capacity_of(self, resource: str) -> int:
         return _lookup(self.capacity, resource)
@@ -45,6 +60,11 @@ class NodeFacts:
 
     def has_label(self, key: str, value: str) -> bool:
         return (key, value) in self.labels
+
+    def problem_with(self, resource: str) -> str | None:
+        """Why this node's quantity of ``resource`` could not be used, if it could not."""
+        problems = [entry.problem for entry in self.unusable if entry.resource == resource]
+        return "; ".join(problems) if problems else None
 
 
 def _lookup(pairs: tuple[tuple[str, int], ...], resource: str) -> int:
@@ -59,6 +79,9 @@ class DaemonSetFacts:
     namespace: str
     name: str
     labels: tuple[tuple[str, str], ...]
+    # Its pod template's labels: selectors often name these, not the DaemonSet's own
+    # (the RDMA shared device plugin's DaemonSet carries ds-owner, its pods app=rdma-shared-dp).
+    template_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def qualified_name(self) -> str:
@@ -82,10 +105,10 @@ class FactsExtractor:
         fabrics = config.enabled_fabrics
         self.resources: frozenset[str] = frozenset(
             [fabric.resource for fabric in fabrics]
-            + [gpu for fabric in fabrics for gpu in fabric.target_nodes.gpu_resources]
+            + [resource for fabric in fabrics for resource in fabric.target_nodes.accelerator_resources]
         )
         self.label_keys: frozenset[str] = frozenset(
-            key for fabric in fabrics for key, _ in fabric.target_nodes.gpu_label_pairs
+            key for fabric in fabrics for key, _ in fabric.target_nodes.accelerator_label_pairs
         )
         self.plugin_namespaces: frozenset[str] = frozenset(config.plugin_namespaces)
 
@@ -101,14 +124,16 @@ class FactsExtractor:
         status = body.get("status") or {}
         if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
             raise FactsError(f"Node {name}: spec/status is not a mapping")
+        unusable: list[UnusableQuantity] = []
         return NodeFacts(
             name=name,
             pool=self._pool_of(labels),
             instance_type=_label_value(labels.get(INSTANCE_TYPE_LABEL)),
             cordoned=bool(spec.get("unschedulable")),
-            capacity=self._resources(name, "capacity", status.get("capacity")),
-            allocatable=self._resources(name, "allocatable", status.get("allocatable")),
+            capacity=self._resources(name, "capacity", status.get("capacity"), unusable),
+            allocatable=self._resources(name, "allocatable", status.get("allocatable"), unusable),
             labels=tuple(sorted((key, str(labels[key])) for key in self.label_keys if labels.get(key) is not None)),
+            unusable=tuple(sorted(unusable)),
         )
 
     def _pool_of(self, labels: Mapping[str, Any]) -> Pool | None:
@@ -118,7 +143,12 @@ class FactsExtractor:
                 return Pool(key, value)
         return None
 
-    def _resources(self, node: str, field: str, quantities: Any) -> tuple[tuple[str, int], ...]:
+    def _resources(
+        self, node: str, field: str, quantities: Any, unusable: list[UnusableQuantity]
+    ) -> tuple[tuple[str, int], ...]:
+        """The quantities of the resources that matter; one that cannot be used counts as 0
+        and is recorded in ``unusable``, so the node is kept and fails its pool closed (a node
+        left out would let the rest of its pool look uniform)."""
         if quantities is None:
             return ()
         if not isinstance(quantities, Mapping):
@@ -126,10 +156,18 @@ class FactsExtractor:
         parsed = []
         for resource in self.resources:
             if resource in quantities:
+                raw = quantities[resource]
+                where = f"status.{field}[{resource}]"
                 try:
-                    parsed.append((resource, parse_quantity(quantities[resource])))
+                    count = parse_quantity(raw)
                 except ValueError as error:
-                    raise FactsError(f"Node {node}: status.{field}[{resource}]: {error}") from None
+                    unusable.append(UnusableQuantity(resource, f"{where}: {error}", "out of range" not in str(error)))
+                    count = 0
+                if count > MAX_DEVICE_COUNT:
+                    problem = f"{where}: {shown_value(raw)} is out of range (above {MAX_DEVICE_COUNT})"
+                    unusable.append(UnusableQuantity(resource, problem, malformed=False))
+                    count = 0
+                parsed.append((resource, count))
         return tuple(sorted(parsed))
 
     def pod(self, body: Mapping[str, Any]) -> PodFacts | None:
@@ -170,11 +208,18 @@ class FactsExtractor:
         labels = metadata.get("labels") or {}
         if not isinstance(labels, Mapping):
             raise FactsError(f"DaemonSet {namespace}/{metadata.get('name')}: labels is not a mapping")
+        template = ((body.get("spec") or {}).get("template") or {}) if isinstance(body.get("spec"), Mapping) else {}
+        template_labels = (template.get("metadata") or {}).get("labels") if isinstance(template, Mapping) else None
         return DaemonSetFacts(
             namespace=str(namespace),
             name=str(metadata.get("name") or ""),
-            labels=tuple(sorted((str(key), str(value)) for key, value in labels.items())),
+            labels=_pairs(labels),
+            template_labels=_pairs(template_labels if isinstance(template_labels, Mapping) else {}),
         )
+
+
+def _pairs(labels: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(key), str(value)) for key, value in labels.items()))
 
 
 def _mapping(body: Mapping[str, Any], field: str, kind: str) -> Mapping[str, Any]:

@@ -28,6 +28,12 @@ _QUANTITY = re.compile(
 )
 
 
+def shown_value(value: Any) -> str:
+    # A 5,000-digit quantity must not become a 5,000-character error line.
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def parse_quantity(value: Any) -> int:
     """Parse a Kubernetes quantity into a whole count, rounding a fraction down.
 
@@ -39,22 +45,22 @@ def parse_quantity(value: Any) -> int:
     if value is None:
         return 0
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
+        raise ValueError(f"{shown_value(value)} is not a quantity")
     if isinstance(value, int):
         return max(value, 0)
     if isinstance(value, float):
         if not math.isfinite(value):  # YAML .inf/.nan, JSON Infinity/NaN
-            raise ValueError(f"{value!r} is not a quantity")
+            raise ValueError(f"{shown_value(value)} is not a quantity")
         return max(int(Decimal(repr(value)).to_integral_value(ROUND_FLOOR)), 0)
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a quantity")
+        raise ValueError(f"{shown_value(value)} is not a quantity")
     match = _QUANTITY.match(value.strip())
     if not match:
-        raise ValueError(f"{value!r} is not a quantity")
+        raise ValueError(f"{shown_value(value)} is not a quantity")
     try:
         number = Decimal(match["number"])
     except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
-        raise ValueError(f"{value!r} is not a quantity") from None
+        raise ValueError(f"{shown_value(value)} is not a quantity") from None
     suffix = match["suffix"] or ""
     if suffix in _BINARY_SUFFIXES:
         scaled = number * _BINARY_SUFFIXES[suffix]
@@ -63,7 +69,7 @@ def parse_quantity(value: Any) -> int:
     else:
         exponent = int(suffix[1:])
         if exponent > 30:  # larger than any device count; refuse rather than allocate a huge int
-            raise ValueError(f"{value!r} is out of range")
+            raise ValueError(f"{shown_value(value)} is out of range")
         scaled = number.scaleb(exponent)
     if scaled <= 0:
         return 0

@@ -53,14 +53,16 @@ def node(
     gpu_present_label: str | None = None,
     cordoned: bool = False,
     labels: Mapping[str, str] | None = None,
+    resources: Mapping[str, str] | None = None,
     images: int = 1,
     heavy: bool = False,
 ) -> dict[str, Any]:
     """A Node. ``efa``/``gpu`` are allocatable (None: resource absent); capacity follows
     allocatable unless ``efa_capacity`` says otherwise.
 
-    ``images`` and ``heavy`` (the EKS node monitoring agent's conditions with heartbeats, a
-    full nodeInfo, managedFields) make the body as large as a busy node's: 10-20 KB.
+    ``resources`` adds other extended resources (capacity = allocatable). ``images`` and
+    ``heavy`` (the EKS node monitoring agent's conditions with heartbeats, a full nodeInfo,
+    managedFields) make the body as large as a busy node's: 10-20 KB.
     """
     node_labels: dict[str, str] = {
         "kubernetes.io/arch": "amd64",
@@ -90,6 +92,8 @@ def node(
     if gpu is not None:
         allocatable[GPU] = str(gpu)
         capacity[GPU] = str(gpu)
+    for resource, quantity in (resources or {}).items():  # others: Neuron devices, RDMA
+        allocatable[resource] = capacity[resource] = quantity
 
     spec: dict[str, Any] = {"providerID": f"aws:///us-west-2a/i-{_uid(name)[:17].replace('-', '')}"}
     if cordoned:

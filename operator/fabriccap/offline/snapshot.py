@@ -86,8 +86,19 @@ def read_source(path: str, stdin: IO[str] | None = None) -> str:
         raise SnapshotError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
-def add_bodies(facts: FactIndex, extractor: FactsExtractor, bodies: Iterable[Mapping[str, Any]], source: str) -> None:
-    """Index the bodies of the watched kinds; a repeated object counts once (the last wins)."""
+def add_bodies(
+    facts: FactIndex,
+    extractor: FactsExtractor,
+    bodies: Iterable[Mapping[str, Any]],
+    source: str,
+    strict_quantities: bool = True,
+) -> None:
+    """Index the bodies of the watched kinds; a repeated object counts once (the last wins).
+
+    A quantity out of range counts as 0 (the node fails its pool closed, as in the operator).
+    One that is not a quantity at all never comes from an API server: in a snapshot
+    (``strict_quantities``) that is an input error naming the node and the field.
+    """
     for body in bodies:
         watched = BY_KIND.get(str(body.get("kind")))
         if watched is None:
@@ -96,6 +107,11 @@ def add_bodies(facts: FactIndex, extractor: FactsExtractor, bodies: Iterable[Map
             watched.upsert(facts, extractor, body)
         except FactsError as error:
             raise SnapshotError(f"{source}: {error}") from None
+        if strict_quantities and watched.kind == "Node":
+            name = str((body.get("metadata") or {}).get("name"))
+            for entry in facts.nodes[name].unusable:
+                if entry.malformed:
+                    raise SnapshotError(f"{source}: Node {name}: {entry.problem}")
 
 
 def load_snapshots(paths: Iterable[str], extractor: FactsExtractor, stdin: IO[str] | None = None) -> FactIndex:
