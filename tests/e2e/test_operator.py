@@ -231,7 +231,7 @@ def test_healthy_pool_is_ready_with_a_recommendation(scenario: Scenario) -> None
     name = scenario.fcap_name("healthy")
     pool_labels = {"name": name, "fabric": "efa", "pool": scenario.pool("healthy")}
     assert metrics.get("fabriccap_pool_ready", **pool_labels) == 1.0
-    assert metrics.get("fabriccap_pool_uniform_count", **pool_labels) == 32.0
+    assert metrics.get("fabriccap_pool_uniform_allocatable", **pool_labels) == 32.0
     assert metrics.get("fabriccap_pool_condition", **pool_labels, condition="Ready", status="true") == 1.0
     assert metrics.get("fabriccap_pool_condition", **pool_labels, condition="Ready", status="false") == 0.0
 
@@ -353,7 +353,7 @@ def test_devices_going_unhealthy_open_a_gap(scenario: Scenario) -> None:
     metrics = scenario.operator.metrics()
     labels = {"name": scenario.fcap_name("sick"), "fabric": "efa", "pool": scenario.pool("sick")}
     assert metrics.get("fabriccap_pool_gap_nodes", **labels, kind="unhealthy") == 1.0
-    assert metrics.get("fabriccap_pool_uniform_count", **labels) is None  # only while homogeneous
+    assert metrics.get("fabriccap_pool_uniform_allocatable", **labels) is None  # only while homogeneous
 
     # Half the devices come back: still not uniform, now without a zero.
     scenario.set_fabric(sick, allocatable=16, capacity=32)

@@ -250,7 +250,6 @@ def test_mixed_rollout_fires_with_the_pools_labels_and_resolves_when_fixed(stack
         "condition": "Homogeneous",
         "status": "false",
         "job": JOB,
-        "instance": f"127.0.0.1:{stack.operator.metrics_port}",
     }
     annotations = alert["annotations"]
     # The description's query template reads the pool's count distribution from Prometheus.
@@ -300,7 +299,6 @@ def test_device_plugin_gap_fires_with_the_node_count_and_resolves_when_advertise
         "pool": world.pool("gap"),
         "kind": "plugin_ready_not_advertised",
         "job": JOB,
-        "instance": f"127.0.0.1:{stack.operator.metrics_port}",
     }
     assert float(alert["value"]) == 2
     assert alert["annotations"]["summary"].startswith(f"2 node(s) of pool {world.pool('gap')} ")
@@ -319,6 +317,27 @@ def test_device_plugin_gap_fires_with_the_node_count_and_resolves_when_advertise
         timeout=ALERT_TIMEOUT,
     )
     assert prometheus.query(f'fabriccap_pool_ready{{name="{world.fcap_name("gap")}"}} == 1')
+
+
+def test_promtool_check_metrics_finds_nothing_in_the_live_exposition(stack: Stack, world: World) -> None:
+    """`promtool check metrics` lints names (no *_count outside histograms), HELP and units."""
+    world.add_node("lint", 1, efa=32, plugin=True)
+    world.add_node("lint", 2, efa=16, plugin=True)  # mixed: the count distribution has two series
+    wait_until(
+        lambda: stack.operator.metrics().get(
+            "fabriccap_pool_nodes", name=world.fcap_name("lint"), fabric="efa", pool=world.pool("lint")
+        ),
+        "the pool's series",
+        timeout=ALERT_TIMEOUT,
+    )
+    exposition = urllib.request.urlopen(f"http://127.0.0.1:{stack.operator.metrics_port}/metrics", timeout=5).read()
+    assert b"fabriccap_pool_nodes_by_allocatable{" in exposition
+    promtool = str(Path(_prometheus_binary()).with_name("promtool"))
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=exposition, capture_output=True, timeout=60, check=False
+    )
+    findings = (result.stdout + result.stderr).decode()
+    assert result.returncode == 0 and not findings.strip(), findings
 
 
 def test_operator_down_fires_when_the_operator_stops_and_resolves_when_it_is_back(stack: Stack) -> None:

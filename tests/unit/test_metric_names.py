@@ -137,8 +137,8 @@ GOLDEN_MIXED_POOL = """\
 fabriccap_pool_nodes{fabric="efa",name="efa-mx",pool="mx"} 3.0
 fabriccap_pool_cordoned_nodes{fabric="efa",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_advertising_nodes{fabric="efa",name="efa-mx",pool="mx"} 2.0
-fabriccap_pool_nodes_by_count{count="32",fabric="efa",name="efa-mx",pool="mx"} 2.0
-fabriccap_pool_nodes_by_count{count="0",fabric="efa",name="efa-mx",pool="mx"} 1.0
+fabriccap_pool_nodes_by_allocatable{allocatable="32",fabric="efa",name="efa-mx",pool="mx"} 2.0
+fabriccap_pool_nodes_by_allocatable{allocatable="0",fabric="efa",name="efa-mx",pool="mx"} 1.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="plugin_ready_not_advertised",name="efa-mx",pool="mx"} 1.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="unhealthy",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="advertised_without_plugin",name="efa-mx",pool="mx"} 0.0
@@ -172,9 +172,9 @@ def test_exposition_of_a_mixed_pool_is_golden() -> None:
     metrics = OperatorMetrics()
     _feed(metrics, _mixed_pool())
     assert _pool_lines(metrics.exposition()) == GOLDEN_MIXED_POOL
-    # uniform_count is absent while counts differ: `fabriccap_pool_uniform_count` is the
+    # uniform_count is absent while counts differ: `fabriccap_pool_uniform_allocatable` is the
     # fail-closed value, and a stale number there would invite wiring a mixed pool.
-    assert "fabriccap_pool_uniform_count{" not in metrics.exposition().decode()
+    assert "fabriccap_pool_uniform_allocatable{" not in metrics.exposition().decode()
 
 
 def test_condition_family_has_one_for_the_current_status_and_zero_for_the_others() -> None:
@@ -217,7 +217,11 @@ def test_a_pools_series_appear_with_set_pool_and_disappear_with_remove_pool() ->
     }
     assert names == {healthy.name, mixed.name}
     samples = _samples(metrics.exposition())
-    assert ("fabriccap_pool_uniform_count", {"name": healthy.name, "fabric": "efa", "pool": "p5-good"}, 32.0) in samples
+    assert (
+        "fabriccap_pool_uniform_allocatable",
+        {"name": healthy.name, "fabric": "efa", "pool": "p5-good"},
+        32.0,
+    ) in samples
     assert ("fabriccap_pool_ready", {"name": healthy.name, "fabric": "efa", "pool": "p5-good"}, 1.0) in samples
 
     metrics.pools.remove_pool(mixed.name)

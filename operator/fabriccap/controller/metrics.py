@@ -47,11 +47,11 @@ def _field(field: str) -> Callable[[dict[str, Any]], Iterable[Sample]]:
     return lambda status: [((), float(status.get(field) or 0))]
 
 
-def _uniform_count(status: dict[str, Any]) -> Iterable[Sample]:
+def _uniform_allocatable(status: dict[str, Any]) -> Iterable[Sample]:
     return [] if status.get("uniformCount") is None else [((), float(status["uniformCount"]))]
 
 
-def _nodes_by_count(status: dict[str, Any]) -> Iterable[Sample]:
+def _nodes_by_allocatable(status: dict[str, Any]) -> Iterable[Sample]:
     return [((str(bucket["count"]),), float(bucket["nodes"])) for bucket in status.get("counts") or []]
 
 
@@ -83,16 +83,17 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
         _field("advertisingNodes"),
     ),
     PoolFamily(
-        "fabriccap_pool_uniform_count",
+        # Not *_count: Prometheus reserves that suffix for histograms and summaries.
+        "fabriccap_pool_uniform_allocatable",
         "The fabric resource count every gate-set node advertises; absent while counts differ.",
         (),
-        _uniform_count,
+        _uniform_allocatable,
     ),
     PoolFamily(
-        "fabriccap_pool_nodes_by_count",
+        "fabriccap_pool_nodes_by_allocatable",
         "Gate-set nodes per allocatable fabric resource count.",
-        ("count",),
-        _nodes_by_count,
+        ("allocatable",),
+        _nodes_by_allocatable,
     ),
     PoolFamily(
         "fabriccap_pool_gap_nodes",

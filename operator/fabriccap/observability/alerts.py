@@ -60,12 +60,22 @@ class AlertSettings:
         return self.for_overrides.get(rule.name) or self.for_all or rule.for_
 
 
+# Pool series are exported by every replica of the operator, each with its own `instance`
+# (and `pod`, under the Prometheus Operator). Pool alerts aggregate those away: two replicas
+# count once, and an operator restart (a new pod IP) does not reset a pool alert's `for:`.
+PER_POOL = "max without (instance, pod)"
+
+
+def pool_series(metric: str, matchers: str = "") -> str:
+    """``metric`` of every pool, one series per pool whatever the number of replicas."""
+    return f'{PER_POOL} ({metric}{{job="@job"{"," + matchers if matchers else ""}}})'
+
+
 def _pool_value(metric: str, matchers: str = "") -> str:
-    """A Go-template snippet printing ``metric`` of the alert's own pool (same job, instance, name)."""
-    selector = f"{metric}{{{matchers}job=%q,instance=%q,name=%q}}"
+    """A Go-template snippet printing ``metric`` of the alert's own pool (same job and name)."""
+    selector = f"{PER_POOL} ({metric}{{{matchers}job=%q,name=%q}})"
     return (
-        f'{{{{ with printf "{selector}" $labels.job $labels.instance $labels.name | query }}}}'
-        "{{ . | first | value }}{{ end }}"
+        f'{{{{ with printf "{selector}" $labels.job $labels.name | query }}}}{{{{ . | first | value }}}}{{{{ end }}}}'
     )
 
 
@@ -73,15 +83,23 @@ _POOL = "FabricCapability {{ $labels.name }} (fabric {{ $labels.fabric }}, pool 
 
 # Nodes per advertised count, e.g. "0: 1, 32: 3" (sorted as strings: Go templates cannot sort numerically).
 _COUNT_DISTRIBUTION = (
-    '{{ range $i, $s := printf "fabriccap_pool_nodes_by_count{job=%q,instance=%q,name=%q}" '
-    '$labels.job $labels.instance $labels.name | query | sortByLabel "count" }}'
-    "{{ if $i }}, {{ end }}{{ $s.Labels.count }}: {{ $s.Value }}{{ end }}"
+    f'{{{{ range $i, $s := printf "{PER_POOL} (fabriccap_pool_nodes_by_allocatable{{job=%q,name=%q}})" '
+    '$labels.job $labels.name | query | sortByLabel "allocatable" }}'
+    "{{ if $i }}, {{ end }}{{ $s.Labels.allocatable }}: {{ $s.Value }}{{ end }}"
+)
+
+# The pool means to carry the fabric: some node advertises it, or runs a Ready device plugin
+# (it then advertises, or is a plugin-ready-not-advertised gap). A GPU inference pool of
+# g6.12xlarge (maximum 1, never wired) shows neither.
+_INTENDS_FABRIC = (
+    "(" + pool_series("fabriccap_pool_advertising_nodes") + " > 0\n"
+    " or " + pool_series("fabriccap_pool_gap_nodes", 'kind="plugin_ready_not_advertised"') + " > 0)"
 )
 
 ALERTS: tuple[AlertRule, ...] = (
     AlertRule(
         name="FabricMixedRollout",
-        expr='fabriccap_pool_condition{condition="Homogeneous",status="false"} == 1',
+        expr=pool_series("fabriccap_pool_condition", 'condition="Homogeneous",status="false"') + " == 1",
         # A node that just joined needs its device plugin to start before it advertises;
         # that takes a minute or two, a real mixed rollout stays.
         for_="10m",
@@ -96,7 +114,7 @@ ALERTS: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         name="FabricDevicePluginGap",
-        expr='fabriccap_pool_gap_nodes{kind="plugin_ready_not_advertised"} > 0',
+        expr=pool_series("fabriccap_pool_gap_nodes", 'kind="plugin_ready_not_advertised"') + " > 0",
         for_="10m",
         severity="warning",
         summary="{{ $value }} node(s) of pool {{ $labels.pool }} run a Ready {{ $labels.fabric }} device plugin"
@@ -112,10 +130,14 @@ ALERTS: tuple[AlertRule, ...] = (
     AlertRule(
         name="FabricCapabilityNotReady",
         # Stalled pools (instance types that cannot carry the fabric, or an unsupported mix)
-        # will not become Ready by waiting; kstatus already reports them as Failed.
+        # will not become Ready by waiting; kstatus already reports them as Failed. Pools that
+        # do not mean to carry the fabric (inference, web) are not paged about at all.
         expr=(
-            "fabriccap_pool_ready == 0\n"
-            'unless on (job, instance, name) fabriccap_pool_condition{condition="Stalled",status="true"} == 1'
+            pool_series("fabriccap_pool_ready") + " == 0\n"
+            "unless on (job, name) "
+            + pool_series("fabriccap_pool_condition", 'condition="Stalled",status="true"')
+            + " == 1\n"
+            "and on (job, name) " + _INTENDS_FABRIC
         ),
         for_="30m",
         severity="warning",
@@ -145,7 +167,7 @@ ALERTS: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         name="FabricCapabilityStale",
-        expr="time() - fabriccap_last_evaluation_timestamp_seconds > @stale_after",
+        expr='time() - fabriccap_last_evaluation_timestamp_seconds{job="@job"} > @stale_after',
         for_="5m",
         severity="warning",
         summary="The fabriccap operator {{ $labels.instance }} has not evaluated any pool for a while.",

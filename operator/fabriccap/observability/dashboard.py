@@ -96,7 +96,7 @@ ROWS: tuple[Row, ...] = (
                     Query(f"fabriccap_pool_ready{{{POOL}}}", instant=True),
                     Query(f"fabriccap_pool_nodes{{{POOL}}}", instant=True),
                     Query(f"fabriccap_pool_advertising_nodes{{{POOL}}}", instant=True),
-                    Query(f"fabriccap_pool_uniform_count{{{POOL}}}", instant=True),
+                    Query(f"fabriccap_pool_uniform_allocatable{{{POOL}}}", instant=True),
                     Query(f"fabriccap_pool_cordoned_nodes{{{POOL}}}", instant=True),
                 ),
                 width=24,
@@ -133,7 +133,13 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Nodes by advertised count",
                 "bargauge",
-                (Query(f"fabriccap_pool_nodes_by_count{{{POOL}}}", "{{name}} count={{count}}", instant=True),),
+                (
+                    Query(
+                        f"fabriccap_pool_nodes_by_allocatable{{{POOL}}}",
+                        "{{name}} allocatable={{allocatable}}",
+                        instant=True,
+                    ),
+                ),
                 width=12,
                 description="More than one bar for a pool is a mixed or partial rollout.",
                 options=(("displayMode", "basic"), ("orientation", "horizontal")),
