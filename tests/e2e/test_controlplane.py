@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
+from fabriccap.dev.controlplane.binaries import KUBERNETES_COMMIT, KUBERNETES_VERSION
 from fabriccap.dev.controlplane.cluster import read_info
 
 if TYPE_CHECKING:
@@ -24,6 +25,17 @@ EFA = "vpc.amazonaws.com/efa"
 
 def test_apiserver_is_ready(cluster: E2ECluster) -> None:
     assert cluster.run_kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+
+
+def test_the_servers_report_their_release_version(cluster: E2ECluster) -> None:
+    """Built with the release stamps: tools that check the server version (helm's kubeVersion)
+    see v1.35.4, not v0.0.0-master."""
+    if cluster.local is None:
+        pytest.skip("only the local control plane's binaries are ours")
+    version = json.loads(cluster.run_kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"] == KUBERNETES_VERSION
+    assert version["serverVersion"]["gitCommit"] == KUBERNETES_COMMIT
+    assert version["clientVersion"]["gitVersion"] == KUBERNETES_VERSION
 
 
 def test_user_without_bindings_is_forbidden_until_bound(cluster: E2ECluster) -> None:

@@ -1,4 +1,7 @@
-"""Find, or build once from the Go module proxy, the kube-apiserver, etcd and kubectl binaries.
+"""Find, or build once from the Go module proxy, the Kubernetes binaries and etcd.
+
+kube-apiserver, etcd and kubectl serve every end-to-end test; kubelet, kube-controller-manager
+and kube-scheduler are built only when real nodes are asked for.
 
 The binaries are resolved the way controller-runtime's envtest does (so assets a developer
 already has are reused): ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_ETCD`` /
@@ -27,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KUBERNETES_VERSION = "v1.35.4"
+# The commit the v1.35.4 tag points at, as release builds stamp it (`kubectl version -o json`).
+KUBERNETES_COMMIT = "7b8c6cf0edd376b3d7c2f255142977c7f93db258"
 ETCD_VERSION = "v3.6.16"
+# Bumped when the way the binaries are built changes, so the cache does not serve old ones:
+# "stamped1" added the release version stamps (a bare `go build` reports v0.0.0-master, which
+# `helm install` refuses against the chart's kubeVersion).
+BUILD_RECIPE = "stamped1"
 # k8s.io/kubernetes v1.35 declares `go 1.25.0`; the wrapper module must not ask for less.
 KUBERNETES_WRAPPER_GO_VERSION = "1.25.0"
 # etcd v3.6.16's go.mod declares `go 1.26.0`.
@@ -36,12 +45,21 @@ ETCD_WRAPPER_GO_VERSION = "1.26.0"
 KUBE_APISERVER = "kube-apiserver"
 ETCD = "etcd"
 KUBECTL = "kubectl"
+KUBELET = "kubelet"
+KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
+KUBE_SCHEDULER = "kube-scheduler"
+# What the control plane alone needs (envtest's set), and what real nodes add.
 COMPONENTS: tuple[str, ...] = (KUBE_APISERVER, ETCD, KUBECTL)
+NODE_COMPONENTS: tuple[str, ...] = (KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER)
+KUBERNETES_COMMANDS: tuple[str, ...] = (KUBE_APISERVER, KUBECTL, *NODE_COMPONENTS)
 
 _ENV_BY_COMPONENT: Mapping[str, str] = {
     KUBE_APISERVER: "TEST_ASSET_KUBE_APISERVER",
     ETCD: "TEST_ASSET_ETCD",
     KUBECTL: "TEST_ASSET_KUBECTL",
+    KUBELET: "TEST_ASSET_KUBELET",
+    KUBE_CONTROLLER_MANAGER: "TEST_ASSET_KUBE_CONTROLLER_MANAGER",
+    KUBE_SCHEDULER: "TEST_ASSET_KUBE_SCHEDULER",
 }
 
 # In k8s.io/kubernetes' go.mod every staging module is replaced by a path in its own tree,
@@ -70,7 +88,24 @@ def cache_root() -> Path:
 
 
 def cache_bin_dir() -> Path:
-    return cache_root() / "bin" / f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}"
+    return cache_root() / "bin" / f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-{BUILD_RECIPE}"
+
+
+def version_ldflags() -> str:
+    """The linker flags a Kubernetes release build stamps its version with (hack/lib/version.sh),
+    for both places the commands read it from."""
+    major, minor, _ = KUBERNETES_VERSION.lstrip("v").split(".")
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={KUBERNETES_VERSION}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitCommit={KUBERNETES_COMMIT}",
+            f"-X {package}.gitTreeState=clean",
+            f"-X {package}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return " ".join(flags)
 
 
 def locate(component: str) -> Path:
@@ -79,8 +114,8 @@ def locate(component: str) -> Path:
     An explicitly configured path that is missing is an error rather than a reason to fall
     back: silently using another binary than the one asked for hides version mistakes.
     """
-    if component not in COMPONENTS:
-        raise ValueError(f"unknown component {component!r}; expected one of {COMPONENTS}")
+    if component not in _ENV_BY_COMPONENT:
+        raise ValueError(f"unknown component {component!r}; expected one of {tuple(_ENV_BY_COMPONENT)}")
     env_name = _ENV_BY_COMPONENT[component]
     explicit = os.environ.get(env_name)
     if explicit:
@@ -154,8 +189,8 @@ def _build_into_cache(missing: list[str]) -> None:
         with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as scratch:
             scratch_dir = Path(scratch)
             built: dict[str, Path] = {}
-            if KUBE_APISERVER in still_missing or KUBECTL in still_missing:
-                wanted = [c for c in (KUBE_APISERVER, KUBECTL) if c in still_missing]
+            wanted = [c for c in KUBERNETES_COMMANDS if c in still_missing]
+            if wanted:
                 built.update(_build_kubernetes(go, scratch_dir / "kubernetes", wanted))
             if ETCD in still_missing:
                 built[ETCD] = _build_etcd(go, scratch_dir / "etcd")
@@ -230,24 +265,21 @@ def _build_kubernetes(go: str, workdir: Path, components: list[str]) -> dict[str
     )
     # Importing the commands from a build-tagged file makes `go mod tidy` resolve (and pin in
     # go.sum) every dependency they need, without a package that could ever be compiled.
-    (workdir / "tools.go").write_text(
-        "//go:build tools\n\npackage tools\n\nimport (\n"
-        '\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n'
-        '\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n'
-    )
+    imports = "".join(f'\t_ "k8s.io/kubernetes/cmd/{command}"\n' for command in KUBERNETES_COMMANDS)
+    (workdir / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports})\n")
     _run_go(go, ["mod", "tidy"], workdir, log, "go mod tidy (kubernetes wrapper module)")
-    outputs: dict[str, Path] = {}
-    for component in components:
-        output = workdir / "out" / component
-        _run_go(
-            go,
-            ["build", "-trimpath", "-o", str(output), f"k8s.io/kubernetes/cmd/{component}"],
-            workdir,
-            log,
-            f"go build {component}",
-        )
-        outputs[component] = output
-    return outputs
+    # One `go build` for every command: the packages they share compile once.
+    out = workdir / "out"
+    out.mkdir()
+    packages = [f"k8s.io/kubernetes/cmd/{component}" for component in components]
+    _run_go(
+        go,
+        ["build", "-trimpath", "-ldflags", version_ldflags(), "-o", f"{out}/", *packages],
+        workdir,
+        log,
+        f"go build {', '.join(components)}",
+    )
+    return {component: out / component for component in components}
 
 
 def _build_etcd(go: str, workdir: Path) -> Path:
@@ -268,14 +300,18 @@ def _build_etcd(go: str, workdir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Ensure the binaries (building once if needed) and print `TEST_ASSET_*=path` lines."""
-    del argv  # no options: the versions are pinned in this module
+    """Ensure the binaries (building once if needed) and print `TEST_ASSET_*=path` lines.
+
+    ``--nodes`` adds kubelet, kube-controller-manager and kube-scheduler (built together with
+    the others when all are missing: one build compiles their shared packages once).
+    """
+    wanted = (*COMPONENTS, *NODE_COMPONENTS) if "--nodes" in (argv or []) else COMPONENTS
     try:
-        paths = ensure_binaries(COMPONENTS)
+        paths = ensure_binaries(wanted)
     except BinaryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    for component in COMPONENTS:
+    for component in wanted:
         print(f"{_ENV_BY_COMPONENT[component]}={paths[component]}")
     return 0
 
