@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builders import INSTANCE_TYPE, KARPENTER, NODEGROUP
 from fabriccap.core.names import capability_name, is_dns_label, is_label_value
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-HASHED = re.compile(r"^(?P<fabric>[a-z0-9-]+?)-(?:(?P<stem>[a-z0-9-]+)-)?(?P<digest>[0-9a-f]{8})$")
+HASHED = re.compile(r"^(?P<fabric>[a-z0-9-]+?)-(?:(?P<stem>[a-z0-9-]+)-)?(?P<digest>[a-z2-7]{26})$")
 
 
 def _name(value: str, key: str = NODEGROUP, fabric: str = "efa") -> str:
@@ -46,7 +48,7 @@ def test_readable_name_for_dns_safe_value_under_first_pool_key(value: str, expec
         ("_leading", "leading"),
         ("trailing-", "trailing"),
         ("a__b..c", "a-b-c"),
-        ("x" * 60, "x" * 50),  # 60 + "efa-" is 64: too long to be readable
+        ("x" * 60, "x" * 32),  # 60 + "efa-" is 64: too long to be readable
         ("___", None),
         ("...", None),
     ],
@@ -79,7 +81,8 @@ def test_names_are_deterministic() -> None:
         assert _name(value, KARPENTER) == _name(value, KARPENTER)
     # Pinned: a name must survive operator restarts and upgrades.
     assert _name("p5.48xlarge", INSTANCE_TYPE) == capability_name("efa", INSTANCE_TYPE, "p5.48xlarge", NODEGROUP)
-    assert re.fullmatch(r"efa-p5-48xlarge-[0-9a-f]{8}", _name("p5.48xlarge", INSTANCE_TYPE))
+    assert _name("p5.48xlarge", INSTANCE_TYPE) == "efa-p5-48xlarge-2k55sxqw5mzhlqiatw3o2h5nu4"
+    assert _name("gpu-mixed", KARPENTER) == "efa-gpu-mixed-p4tqsoj6fw2bn3seuhpnv5tb44"
 
 
 def test_two_pool_keys_with_the_same_value_get_different_names() -> None:
@@ -135,3 +138,49 @@ def test_is_label_value(text: str, valid: bool) -> None:
 )
 def test_is_dns_label(text: str, valid: bool) -> None:
     assert is_dns_label(text) is valid
+
+
+def test_a_readable_name_can_never_be_another_pools_hashed_name() -> None:
+    """The defect behind 188 writes in 40 s: Karpenter pool `foo` was efa-foo-<8 hex>, and a
+    node group named exactly that got the same name. A value shaped like a hashed name is
+    hashed itself now, and hashed names carry 130 bits of the whole triple."""
+    karpenter = _name("foo", KARPENTER)
+    assert HASHED.match(karpenter)
+    lookalike = karpenter.removeprefix("efa-")  # a node group named after the other's suffix
+    assert _name(lookalike, NODEGROUP) != karpenter
+    assert HASHED.match(_name(lookalike, NODEGROUP))  # it is hashed too, with its own digest
+    # A value ending in any 26-character base32 segment is never readable.
+    assert _name("team-" + "a" * 26) != "efa-team-" + "a" * 26
+    assert _name("a" * 26) != "efa-" + "a" * 26
+    # One character short of a digest stays readable.
+    assert _name("team-" + "a" * 25) == "efa-team-" + "a" * 25
+
+
+def test_a_fabric_named_like_another_fabrics_prefix_cannot_take_its_names() -> None:
+    fabrics = ["aks", "aks-rdma"]
+    short = capability_name("aks", NODEGROUP, "rdma-x", NODEGROUP, fabrics)
+    long = capability_name("aks-rdma", NODEGROUP, "x", NODEGROUP, fabrics)
+    assert long == "aks-rdma-x"
+    assert short != long and HASHED.match(short)
+    # Without the longer fabric configured, the readable form is free to use.
+    assert capability_name("aks", NODEGROUP, "rdma-x", NODEGROUP, ["aks"]) == "aks-rdma-x"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["efa", "aks", "aks-rdma", "e"]),
+            st.sampled_from([NODEGROUP, KARPENTER, INSTANCE_TYPE]),
+            st.text(alphabet="ab-_.Z2", min_size=1, max_size=70),
+        ),
+        min_size=2,
+        max_size=40,
+        unique=True,
+    )
+)
+def test_distinct_triples_never_share_a_name(triples: list[tuple[str, str, str]]) -> None:
+    fabrics = ["efa", "aks", "aks-rdma", "e"]
+    names = [capability_name(fabric, key, value, NODEGROUP, fabrics) for fabric, key, value in triples]
+    assert len(set(names)) == len(triples), sorted(zip(names, triples, strict=True))
+    for name in names:
+        _assert_dns_label(name)

@@ -86,11 +86,24 @@ class PoolCapability:
 
 
 @dataclass(frozen=True, slots=True)
+class NameConflict:
+    """Two or more (fabric, pool) pairs that came out with one name: none of them is published."""
+
+    name: str
+    claimants: tuple[tuple[str, Pool], ...]  # (fabric, pool), sorted
+
+    def describe(self) -> str:
+        pools = ", ".join(f"{fabric} pool {pool.key}={pool.value}" for fabric, pool in self.claimants)
+        return f"FabricCapability name {self.name} is claimed by {pools}"
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
     capabilities: tuple[PoolCapability, ...]  # sorted by name
     unpooled_nodes: int  # target nodes of some fabric that carry no pool label
     # Names of the (fabric, pool) pairs evaluated that have no target node now.
     absent: frozenset[str] = frozenset()
+    conflicts: tuple[NameConflict, ...] = ()
 
 
 def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
@@ -498,12 +511,13 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
     """
     views = plugin_views(config, index.daemon_sets.values(), index.pods.values())
     primary_key = config.pool_labels[0]
+    fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
     absent: set[str] = set()
     for pool in list(index.pool_members) if pools is None else pools:
         members = index.members(pool)
         for profile in config.enabled_fabrics:
-            name = capability_name(profile.name, pool.key, pool.value, primary_key)
+            name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
             plugin = views[profile.name]
             targets = [node for node in members if is_target_node(profile, node, plugin)]
             if targets:
@@ -517,4 +531,19 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
         if any(is_target_node(profile, index.nodes[name], views[profile.name]) for profile in config.enabled_fabrics)
     )
     capabilities.sort(key=lambda capability: capability.name)
-    return Evaluation(capabilities=tuple(capabilities), unpooled_nodes=unpooled, absent=frozenset(absent))
+    # Names are unique by construction (names.py); should two pairs still meet, neither may
+    # overwrite the other, so neither is published and the conflict is reported.
+    by_name: dict[str, list[PoolCapability]] = {}
+    for capability in capabilities:
+        by_name.setdefault(capability.name, []).append(capability)
+    conflicts = tuple(
+        NameConflict(name, tuple(sorted((c.fabric, c.pool) for c in claimants)))
+        for name, claimants in by_name.items()
+        if len(claimants) > 1
+    )
+    if conflicts:
+        taken = {conflict.name for conflict in conflicts}
+        capabilities = [capability for capability in capabilities if capability.name not in taken]
+    return Evaluation(
+        capabilities=tuple(capabilities), unpooled_nodes=unpooled, absent=frozenset(absent), conflicts=conflicts
+    )
