@@ -11,10 +11,11 @@ from typing import NoReturn
 from fabriccap import __version__
 from fabriccap.core.config import ConfigError, load_config
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.quantity import parse_quantity
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
-from fabriccap.offline.render import format_output
-from fabriccap.offline.snapshot import SnapshotError, load_snapshots
+from fabriccap.offline.render import OUTPUTS, format_output
+from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
 
@@ -24,6 +25,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+
+
+def _input_size(text: str) -> int:
+    try:
+        size = parse_quantity(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (use e.g. 512Mi or 2Gi)") from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive size")
+    return size
 
 
 def _fail(message: str) -> int:
@@ -39,13 +50,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     extractor = FactsExtractor(config)
     try:
         if args.files:
-            facts = load_snapshots(args.files, extractor)
+            facts = load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
         else:
             facts = asyncio.run(live_facts(extractor, args.kubeconfig))
     except (SnapshotError, KubeError) as error:
         return _fail(str(error))
     evaluation = evaluate_facts(config, facts)
-    print(format_output(evaluation_objects(evaluation), args.output))
+    text = format_output(evaluation_objects(evaluation), args.output)
+    if text:  # -o name of nothing prints nothing, as kubectl does
+        print(text)
     if args.require_ready:
         return EXIT_OK if all_ready(evaluation) else EXIT_NOT_READY
     return EXIT_OK
@@ -87,29 +100,59 @@ def build_parser() -> argparse.ArgumentParser:
         help="snapshot (JSON or YAML, v1 List or single object); repeatable; - for stdin",
     )
     evaluate_parser.add_argument("--config", metavar="FILE", help="configuration file (default: built-in)")
-    evaluate_parser.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    evaluate_parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC), json or yaml "
+        "(a v1 List), name (fabriccapability.fabriccap.dev/NAME lines); default: table",
+    )
     evaluate_parser.add_argument(
         "--require-ready", action="store_true", help="exit 1 unless at least one pool exists and all are Ready"
     )
     evaluate_parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for live mode")
+    evaluate_parser.add_argument(
+        "--max-input-size",
+        type=_input_size,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="SIZE",
+        help="refuse an input file larger than this (a Kubernetes quantity: 512Mi, 2Gi; default: 512Mi)",
+    )
     evaluate_parser.set_defaults(handler=cmd_evaluate)
 
     run_parser = commands.add_parser("run", help="run the operator")
-    run_parser.add_argument("--config", metavar="FILE")
-    run_parser.add_argument("--metrics-port", type=int, default=8080, metavar="N")
-    run_parser.add_argument("--health-port", type=int, default=8081, metavar="N")
+    run_parser.add_argument("--config", metavar="FILE", help="configuration file (default: built-in)")
+    run_parser.add_argument(
+        "--metrics-port", type=int, default=8080, metavar="N", help="port of /metrics; 0 turns it off (default: 8080)"
+    )
+    run_parser.add_argument(
+        "--health-port", type=int, default=8081, metavar="N", help="port of /healthz; 0 turns it off (default: 8081)"
+    )
+    run_parser.add_argument(
+        "--metrics-bind-address",
+        metavar="ADDR",
+        help="address /metrics listens on (default: 0.0.0.0 in a pod, where Prometheus scrapes the pod IP; "
+        "127.0.0.1 elsewhere)",
+    )
+    run_parser.add_argument(
+        "--health-bind-address",
+        metavar="ADDR",
+        help="address /healthz listens on (default: 0.0.0.0 in a pod, for the kubelet's probes; 127.0.0.1 elsewhere)",
+    )
     run_parser.add_argument(
         "--namespace",
-        action="append",
-        default=[],
         metavar="NS",
-        help="namespace(s) to watch for device-plugin DaemonSets and pods (default: the profiles')",
+        help="the operator's own namespace, where its leader Lease lives "
+        "(default: the pod's service account namespace, else $POD_NAMESPACE, else default)",
     )
-    run_parser.add_argument("--standalone", action="store_true", help="no kopf peering (single replica)")
     run_parser.add_argument(
-        "--bind-address", default="0.0.0.0", metavar="ADDR", help="address for the metrics and health servers"
+        "--standalone",
+        action="store_true",
+        help="skip leader election: this replica writes without holding the Lease (run only one)",
     )
-    run_parser.add_argument("--kubeconfig", metavar="FILE")
+    run_parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, else $KUBECONFIG)")
+    run_parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
     run_parser.set_defaults(handler=cmd_run)
 
     demo_parser = commands.add_parser("demo", help="local control plane + simulated EKS cluster + operator")

@@ -17,36 +17,47 @@ def _cell(value: Any) -> str:
 
 
 # The same columns, in the same order, as the CRD's additionalPrinterColumns (minus AGE:
-# an evaluated object has no creation time).
+# an evaluated object has no creation time); -o wide adds the priority-1 columns, as kubectl.
 TABLE_COLUMNS: tuple[str, ...] = ("NAME", "FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON")
+WIDE_COLUMNS: tuple[str, ...] = ("RESOURCE", "PLUGIN-READY", "NO-FABRIC")
+OUTPUTS: tuple[str, ...] = ("table", "wide", "json", "yaml", "name")
 
 
-def table_rows(objects: Sequence[dict[str, Any]]) -> list[list[str]]:
+def table_rows(objects: Sequence[dict[str, Any]], wide: bool = False) -> list[list[str]]:
     rows = []
     for obj in objects:
         status = obj.get("status") or {}
-        rows.append(
-            [
-                obj["metadata"]["name"],
-                _cell(status.get("fabric")),
-                _cell((status.get("pool") or {}).get("value")),
-                _cell(status.get("nodes")),
-                _cell(status.get("advertisingNodes")),
-                _cell(status.get("uniformCount")),
-                _cell((status.get("gap") or {}).get("pluginReadyNotAdvertised")),
-                _cell(condition_status(status, ConditionType.READY)),
-                _cell(condition_reason(status, ConditionType.READY)),
+        row = [
+            obj["metadata"]["name"],
+            _cell(status.get("fabric")),
+            _cell((status.get("pool") or {}).get("value")),
+            _cell(status.get("nodes")),
+            _cell(status.get("advertisingNodes")),
+            _cell(status.get("uniformCount")),
+            _cell((status.get("gap") or {}).get("pluginReadyNotAdvertised")),
+            _cell(condition_status(status, ConditionType.READY)),
+            _cell(condition_reason(status, ConditionType.READY)),
+        ]
+        if wide:
+            row += [
+                _cell(status.get("resourceName")),
+                _cell((status.get("devicePlugin") or {}).get("readyNodes")),
+                _cell(((status.get("workloads") or {}).get("withoutFabric") or {}).get("pods")),
             ]
-        )
+        rows.append(row)
     return rows
 
 
-def format_table(objects: Sequence[dict[str, Any]]) -> str:
+def format_table(objects: Sequence[dict[str, Any]], wide: bool = False) -> str:
     if not objects:
         return "No resources found"
-    rows = [list(TABLE_COLUMNS), *table_rows(objects)]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
-    # kubectl pads with three spaces and leaves the last column unpadded.
+    header = [*TABLE_COLUMNS, *(WIDE_COLUMNS if wide else ())]
+    return align([header, *table_rows(objects, wide)])
+
+
+def align(rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded as kubectl pads them: three spaces apart, the last one unpadded."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return "\n".join(
         "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
     )
@@ -62,4 +73,6 @@ def format_output(objects: Sequence[dict[str, Any]], output: str) -> str:
         return json.dumps(as_list(ordered), indent=2)
     if output == "yaml":
         return yaml.safe_dump(as_list(ordered), sort_keys=False, default_flow_style=False, width=4096).rstrip()
-    return format_table(ordered)
+    if output == "name":
+        return "\n".join(f"fabriccapability.fabriccap.dev/{obj['metadata']['name']}" for obj in ordered)
+    return format_table(ordered, wide=output == "wide")

@@ -1,11 +1,20 @@
-"""Reading snapshots (``kubectl get nodes,pods,daemonsets -A -o json``) into a fact index."""
+"""Reading snapshots (``kubectl get nodes,pods,daemonsets -A -o json``) into a fact index.
+
+Input is hostile until proven otherwise: it is read with a bound (``DEFAULT_MAX_INPUT_BYTES``,
+raised with ``--max-input-size``), devices that never end (``/dev/zero``, ``/dev/urandom``)
+are refused before a byte is read, a FIFO without a writer is not waited for, and nesting
+too deep for the parser or integers too long to convert are input errors, not tracebacks.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import stat
 import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import IO, Any
 
 import yaml
@@ -14,9 +23,25 @@ from fabriccap.core.facts import FactsError, FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.kube.kinds import BY_KIND
 
+# 512 MiB: twice the largest snapshot a 10,000-node cluster prints (~450 MB as JSON).
+DEFAULT_MAX_INPUT_BYTES = 512 * 1024 * 1024
+# A pipe that sends nothing for this long is given up on (its writer hangs, or never came).
+PIPE_IDLE_SECONDS = 60.0
+# How long a FIFO without a writer is given to get one before it counts as empty input.
+NO_WRITER_GRACE_SECONDS = 1.0
+_CHUNK = 1024 * 1024
+
 
 class SnapshotError(ValueError):
     """Unusable input; the message names the file and the problem."""
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
+def _too_large(source: str, limit: int) -> SnapshotError:
+    return SnapshotError(f"{source}: larger than the input limit of {_size(limit)} (raise it with --max-input-size)")
 
 
 def _documents(text: str, source: str) -> list[Any]:
@@ -28,16 +53,26 @@ def _documents(text: str, source: str) -> list[Any]:
     if stripped[0] in "{[":
         try:
             return [json.loads(text)]
+        except RecursionError:
+            raise SnapshotError(f"{source}: JSON nested too deeply to be a Kubernetes object") from None
         except json.JSONDecodeError as error:
             if stripped[0] == "[":
                 raise SnapshotError(f"{source}: malformed JSON at line {error.lineno}: {error.msg}") from None
             json_error: json.JSONDecodeError | None = error
+        except ValueError as error:  # e.g. an integer of thousands of digits (int-string limit)
+            raise SnapshotError(f"{source}: unusable JSON value: {_first_line(error)}") from None
         else:  # pragma: no cover - returned above
             json_error = None
     else:
         json_error = None
     try:
         return [document for document in yaml.safe_load_all(text) if document is not None]
+    except RecursionError:
+        raise SnapshotError(f"{source}: YAML nested too deeply to be a Kubernetes object") from None
+    except ValueError as error:  # yaml's int constructor hits the int-string limit as well
+        if json_error is not None:
+            raise SnapshotError(f"{source}: malformed JSON at line {json_error.lineno}: {json_error.msg}") from None
+        raise SnapshotError(f"{source}: unusable YAML value: {_first_line(error)}") from None
     except yaml.YAMLError as error:
         if json_error is not None:
             raise SnapshotError(f"{source}: malformed JSON at line {json_error.lineno}: {json_error.msg}") from None
@@ -71,15 +106,79 @@ def _objects(document: Any, source: str) -> Iterator[Mapping[str, Any]]:
         yield document
 
 
-def read_source(path: str, stdin: IO[str] | None = None) -> str:
+def _first_line(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _read_stream(stream: IO[str], source: str, limit: int) -> str:
+    text = stream.read(limit + 1)
+    if len(text.encode("utf-8", errors="replace")) > limit:
+        raise _too_large(source, limit)
+    return text
+
+
+def _read_pipe(descriptor: int, source: str, limit: int) -> bytes:
+    """Read a FIFO or pipe (opened non-blocking) to its end, bounded in size and in silence.
+
+    With no writer at all a read returns end-of-file at once; with a writer that has not
+    written yet it would block (EAGAIN here). A named FIFO's writer may still be opening it
+    when we look, so an end-of-file before any data is trusted only after a short grace.
+    """
+    chunks: list[bytes] = []
+    total = 0
+    opened = idle_since = time.monotonic()
+    while True:
+        try:
+            chunk = os.read(descriptor, _CHUNK)
+        except BlockingIOError:  # a writer is there, nothing to read yet
+            select.select([descriptor], [], [], 1.0)
+            if time.monotonic() - idle_since > PIPE_IDLE_SECONDS:
+                raise SnapshotError(f"{source}: no data for {PIPE_IDLE_SECONDS:.0f}s; giving up on the pipe") from None
+            continue
+        if not chunk:
+            if not chunks and time.monotonic() - opened < NO_WRITER_GRACE_SECONDS:
+                time.sleep(0.05)  # no writer yet: it may be opening the FIFO right now
+                continue
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise _too_large(source, limit)
+        chunks.append(chunk)
+        idle_since = time.monotonic()
+
+
+def read_source(path: str, stdin: IO[str] | None = None, limit: int = DEFAULT_MAX_INPUT_BYTES) -> str:
     if path == "-":
-        return (stdin or sys.stdin).read()
+        return _read_stream(stdin or sys.stdin, "<stdin>", limit)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        info = os.stat(path)
     except FileNotFoundError:
         raise SnapshotError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SnapshotError(f"{path}: is a directory") from None
+    except OSError as error:
+        raise SnapshotError(f"{path}: cannot read: {error.strerror or error}") from None
+    mode = info.st_mode
+    if stat.S_ISDIR(mode):
+        raise SnapshotError(f"{path}: is a directory")
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        kind = "character device" if stat.S_ISCHR(mode) else "block device" if stat.S_ISBLK(mode) else "socket"
+        raise SnapshotError(f"{path}: is a {kind}, not a file; pass a file, a pipe, or - for standard input")
+    if stat.S_ISREG(mode) and info.st_size > limit:
+        raise _too_large(path, limit)
+    try:
+        if stat.S_ISFIFO(mode):
+            # Non-blocking open: a FIFO nobody writes to must not hang the command.
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                raw = _read_pipe(descriptor, path, limit)
+            finally:
+                os.close(descriptor)
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read(limit + 1)  # the size may have grown since stat
+            if len(raw) > limit:
+                raise _too_large(path, limit)
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SnapshotError(f"{path}: not a text file (not UTF-8)") from None
     except OSError as error:
@@ -114,11 +213,39 @@ def add_bodies(
                     raise SnapshotError(f"{source}: Node {name}: {entry.problem}")
 
 
-def load_snapshots(paths: Iterable[str], extractor: FactsExtractor, stdin: IO[str] | None = None) -> FactIndex:
+def _check_identity(body: Mapping[str, Any], source: str, seen_nodes: dict[str, str]) -> None:
+    """What an API server guarantees and a hand-made snapshot may not: one Node per name, and
+    the API version the kind is read in."""
+    watched = BY_KIND.get(str(body.get("kind")))
+    if watched is None:
+        return
+    name = str((body.get("metadata") or {}).get("name", "")) if isinstance(body.get("metadata"), Mapping) else ""
+    api_version = body.get("apiVersion")
+    if api_version is not None and api_version != watched.resource.api_version:
+        raise SnapshotError(
+            f"{source}: {watched.kind} {name}: apiVersion {api_version!r} is not {watched.resource.api_version}"
+        )
+    if watched.kind == "Node" and name:
+        if name in seen_nodes:
+            where = "earlier in it" if seen_nodes[name] == source else f"in {seen_nodes[name]}"
+            raise SnapshotError(f"{source}: Node {name} appears twice (also {where})")
+        seen_nodes[name] = source
+
+
+def load_snapshots(
+    paths: Iterable[str],
+    extractor: FactsExtractor,
+    stdin: IO[str] | None = None,
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> FactIndex:
     facts = FactIndex()
+    seen_nodes: dict[str, str] = {}
     for path in paths:
         source = "<stdin>" if path == "-" else path
-        text = read_source(path, stdin)
+        text = read_source(path, stdin, max_input_bytes)
         for document in _documents(text, source):
-            add_bodies(facts, extractor, _objects(document, source), source)
+            bodies = list(_objects(document, source))
+            for body in bodies:
+                _check_identity(body, source, seen_nodes)
+            add_bodies(facts, extractor, bodies, source)
     return facts
