@@ -111,6 +111,12 @@ class FakeApi:
             return self._write(request.method, request.path, body)
         collection = self.collections.get(request.path)
         if collection is None:
+            parent, _, name = request.path.rpartition("/")
+            if parent in self.collections and query.get("watch") != "true":  # GET of one object
+                found = self.objects(parent).get(name)
+                if found is None:
+                    return status_response(404, f'{self.collections[parent].kind.lower()}s "{name}" not found')
+                return web.json_response(found)
             return status_response(404, f"the server could not find the requested resource ({request.path})")
         if query.get("watch") == "true":
             return await self._watch(request, request.path)
@@ -173,6 +179,16 @@ class FakeApi:
                 collection_path, "DELETED", {**current, "metadata": {**current["metadata"], "resourceVersion": version}}
             )
             return web.json_response({"kind": "Status", "status": "Success"})
+        if method == "PUT":
+            sent_version = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if sent_version is not None and sent_version != current["metadata"].get("resourceVersion"):
+                return status_response(409, f"the object has been modified ({sent_version} is not current)")
+            replaced = copy.deepcopy(body or {})
+            replaced["metadata"] = {**current["metadata"], **replaced.get("metadata", {}), "resourceVersion": version}
+            collection.items[index] = replaced
+            collection.resource_version = version
+            self._broadcast(collection_path, "MODIFIED", replaced)
+            return web.json_response(replaced)
         if method == "PATCH":
             patch = dict(body or {})
             if subresource == "status":

@@ -8,7 +8,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from builders import daemon_set, node, plugin_pods
+from fabriccap.controller.leader import AlwaysLeader
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
@@ -169,12 +172,144 @@ async def test_an_object_it_does_not_own_is_never_deleted() -> None:
         assert setup.api.writes("DELETE") == []
 
 
-async def test_a_failed_write_is_counted_and_retried_at_the_next_round() -> None:
+async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
-        setup.api.write_failures[("POST", FCAPS)] = deque([500])
+        setup.api.write_failures[("POST", FCAPS)] = deque([500, 500])
         await start(setup)
         assert setup.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": "error"}) == 1
         assert "efa-p5" not in setup.published()
+        # The next round does not hammer the API server: the object is backing off.
+        setup.store.mark_all()
+        await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("POST")) == 1
+        first = setup.publisher.failures["efa-p5"]
+        assert 0.5 <= first.retry_at - setup.clock.now <= 1.5  # 1 s, jittered
+        # Due: the retry timer marks the pool, the write fails again and waits about twice as long.
+        setup.clock.now = first.retry_at
+        setup.publisher._retry_due_writes()
+        await setup.publisher.reconcile_once()
+        second = setup.publisher.failures["efa-p5"]
+        assert second.attempts == 2 and 1.0 <= second.retry_at - setup.clock.now <= 3.0
+        setup.clock.now = second.retry_at
+        setup.publisher._retry_due_writes()
         await setup.publisher.reconcile_once()
         assert "efa-p5" in setup.published()
+        assert "efa-p5" not in setup.publisher.failures
+
+
+async def test_a_status_refused_as_invalid_is_not_retried_until_it_changes(caplog: pytest.LogCaptureFixture) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        status_path = FABRIC_CAPABILITIES.status("efa-p5")
+        setup.api.write_failures[("PATCH", status_path)] = deque([422] * 10)
+        await start(setup)
+        for _ in range(5):  # resyncs and due timers: the same status is not sent again
+            setup.clock.now += 1000
+            setup.publisher._retry_due_writes()
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("PATCH")) == 1
+        refusals = [r for r in caplog.records if "not retried until the status to write changes" in r.getMessage()]
+        assert len(refusals) == 1  # logged once per object and status
+        setup.remove_node("b")  # the status changes: one new attempt
+        await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("PATCH")) == 2
+
+
+async def test_an_object_claimed_by_another_pool_is_never_overwritten() -> None:
+    squatter = {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {
+            "name": "efa-p5",
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, "fabriccap.dev/fabric": "efa"},
+            "annotations": {"fabriccap.dev/pool-key": "karpenter.sh/nodepool", "fabriccap.dev/pool-value": "other"},
+        },
+    }
+    async with publishing([squatter]) as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        for _ in range(3):
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert setup.api.writes("PATCH") == [] and setup.api.writes("POST") == []
+        assert setup.metrics.registry.get_sample_value("fabriccap_name_conflicts") == 1
+        assert "karpenter.sh/nodepool=other" in setup.publisher.conflicts["efa-p5"]
+
+
+async def test_a_hand_made_object_for_no_pool_is_deleted_after_the_grace_period() -> None:
+    async with publishing() as setup:
+        await start(setup)
+        forged = {
+            "apiVersion": "fabriccap.dev/v1alpha1",
+            "kind": "FabricCapability",
+            "metadata": {"name": "efa-nowhere", "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+        }
+        created = await setup.publisher.client.create(FCAPS, forged)
+        created = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.status("efa-nowhere"), {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        )
+        setup.publisher.observe_published(created, deleted=False)
+        await setup.publisher.reconcile_once()
+        # Its forged Ready=True is never exported: pool metrics come from evaluations only.
+        assert (
+            setup.metrics.registry.get_sample_value(
+                "fabriccap_pool_ready", {"name": "efa-nowhere", "fabric": "", "pool": ""}
+            )
+            is None
+        )
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        assert "efa-nowhere" not in setup.published()
+
+
+async def test_a_forged_transition_time_is_put_back() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        ours = {c["type"]: c["lastTransitionTime"] for c in setup.published()["efa-p5"]["status"]["conditions"]}
+        conditions = [
+            {**c, "lastTransitionTime": "2001-01-01T00:00:00Z"}
+            for c in setup.published()["efa-p5"]["status"]["conditions"]
+        ]
+        forged = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.status("efa-p5"), {"status": {"conditions": conditions}}
+        )
+        setup.publisher.observe_published(forged, deleted=False)
+        await setup.publisher.reconcile_once()
+        restored = {c["type"]: c["lastTransitionTime"] for c in setup.published()["efa-p5"]["status"]["conditions"]}
+        assert restored == ours
+
+
+async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
+    class Follower:
+        leading = False
+
+        def write_window(self) -> float:
+            return 0.0
+
+    async with publishing() as setup:
+        setup.publisher.leader = Follower()
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        assert setup.api.writes() == []
+        labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
+        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
+        # Leadership arrives: everything is reconciled at the next round.
+        setup.publisher.leader = AlwaysLeader()
+        setup.publisher.became_leader(True)
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+
+
+async def test_stale_watch_data_reads_as_not_ready() -> None:
+    async with publishing() as setup:
+        fresh = [True]
+        setup.metrics.pools.fresh = lambda: fresh[0]
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
+        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
+        fresh[0] = False  # a partition: nothing confirms the last answer
+        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 0

@@ -129,7 +129,7 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
         assert op.api.lists(NODES) == [{"limit": str(watchers.PAGE_SIZE)}]
         await eventually(lambda: len(op.api.watches(NODES)) == 1, "the node watch")
         assert op.api.watches(NODES) == [
-            {"watch": "true", "resourceVersion": "100", "allowWatchBookmarks": "true", "timeoutSeconds": "290"}
+            {"watch": "true", "resourceVersion": "100", "allowWatchBookmarks": "true", "timeoutSeconds": "60"}
         ]
         await eventually(lambda: len(op.api.watches(PODS)) == 1, "the pod watch")
         assert op.api.watches(PODS)[0]["resourceVersion"] == "8"

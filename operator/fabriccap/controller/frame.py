@@ -24,6 +24,7 @@ from typing import Any
 
 import kopf
 
+from fabriccap.controller.informers import Freshness
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.core.api import GROUP, PLURAL, VERSION
@@ -37,6 +38,7 @@ class OperatorState:
     credentials: Credentials
     metrics: OperatorMetrics
     publisher: Publisher
+    freshness: Freshness
 
 
 def _state(memo: Any) -> OperatorState:
@@ -71,8 +73,15 @@ def build_registry() -> kopf.OperatorRegistry:
 
     @kopf.on.probe(id="fabriccap", registry=registry)
     async def probe(memo: Any, **_: Any) -> dict[str, Any]:
-        # Part of /healthz (the liveness probe): fails when the evaluation loop is stuck.
-        return _state(memo).publisher.health()
+        # Part of /healthz: fails when the evaluation loop is stuck, or when the watch data is
+        # stale (a partition): a replica that cannot see the cluster must not look healthy.
+        state = _state(memo)
+        report = state.publisher.health()
+        ages = state.freshness.ages()
+        report["watchAgeSeconds"] = {kind: None if age is None else round(age, 1) for kind, age in ages.items()}
+        if state.publisher.store.listed.is_set() and not state.freshness.fresh():
+            raise RuntimeError(f"watch data is stale: {state.freshness.describe_staleness()}")
+        return report
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def capability_event(event: Mapping[str, Any], body: kopf.Body, memo: Any, **_: Any) -> None:

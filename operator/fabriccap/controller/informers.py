@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +49,22 @@ class Informer:
     extractor: FactsExtractor
     metrics: OperatorMetrics
     listed: asyncio.Event = field(default_factory=asyncio.Event)
+    clock: Callable[[], float] = time.monotonic
+    # Monotonic time of the last successful LIST or watch event (a BOOKMARK counts: the watch
+    # cache sends one at least every minute), and whether the watch is up right now.
+    last_success: float | None = None
+    connected: bool = False
 
     @property
     def kind(self) -> str:
         return self.watched.label
+
+    def _succeeded(self) -> None:
+        self.last_success = self.clock()
+        self.connected = True
+
+    def _failed(self) -> None:
+        self.connected = False
 
     async def run(self) -> None:
         delay = 1.0
@@ -59,6 +72,7 @@ class Informer:
             try:
                 version = await self._list()
             except KubeError as error:
+                self._failed()
                 logger.error("listing %s failed: %s; retrying in %.0fs", self.path, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
@@ -80,19 +94,21 @@ class Informer:
                 keys.add(object_key(item))
                 self._apply("ADDED", item)
         self.watched.retain(self.store, self.scope, keys)
+        self._succeeded()
         return version
 
     async def _watch_from(self, version: str) -> None:
         delay = 1.0
         while True:
             try:
-                async for event in self.client.watch(self.path, version):
+                async for event in self.client.watch(self.path, version, on_open=self._succeeded):
                     event_type, body = event.get("type"), event.get("object") or {}
                     if event_type == "ERROR":
                         if body.get("code") == 410:
                             raise _ExpiredError
                         raise KubeError(f"watch {self.path}: {body.get('message', body)}", body.get("code"))
                     version = str((body.get("metadata") or {}).get("resourceVersion") or version)
+                    self._succeeded()
                     if event_type != "BOOKMARK":
                         self.metrics.watch_events.labels(kind=self.kind).inc()
                         self._apply(str(event_type), body)
@@ -100,6 +116,7 @@ class Informer:
             except KubeError as error:
                 if error.status == 410:
                     raise _ExpiredError from None
+                self._failed()
                 logger.warning("watch of %s interrupted: %s; resuming in %.0fs", self.path, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
@@ -122,6 +139,60 @@ class Informer:
             # One malformed object must not stop the watch; it is left out (fail-closed).
             logger.error("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
+
+
+@dataclass
+class Freshness:
+    """How current the operator's view of the cluster is, over every informer.
+
+    The view is fresh while every informer has listed and heard from the API server (an event
+    or a bookmark) within ``stale_after`` seconds. A partition keeps the last facts in memory
+    and the evaluation loop running, so without this the published answer would look current.
+    """
+
+    informers: list[Informer]
+    stale_after: float
+    metrics: OperatorMetrics
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+    def ages(self) -> dict[str, float | None]:
+        """Seconds since each kind last heard from the API server (its oldest informer); None: never."""
+        now = self.clock()
+        by_kind: dict[str, list[float | None]] = {}
+        for informer in self.informers:
+            age = None if informer.last_success is None else now - informer.last_success
+            by_kind.setdefault(informer.kind, []).append(age)
+        return {
+            kind: None if any(age is None for age in ages) else max(age for age in ages if age is not None)
+            for kind, ages in by_kind.items()
+        }
+
+    def stale_kinds(self) -> dict[str, float | None]:
+        return {kind: age for kind, age in self.ages().items() if age is None or age > self.stale_after}
+
+    def fresh(self) -> bool:
+        return not self.stale_kinds()
+
+    def export(self) -> None:
+        """Refresh the per-kind freshness gauges (called at scrape time and every round)."""
+        now, wall = self.clock(), self.wall()
+        for kind in {informer.kind for informer in self.informers}:
+            own = [informer for informer in self.informers if informer.kind == kind]
+            seen = [informer.last_success for informer in own]
+            if all(moment is not None for moment in seen):
+                oldest = min(moment for moment in seen if moment is not None)
+                self.metrics.watch_last_event.labels(kind=kind).set(wall - (now - oldest))
+            self.metrics.watch_connected.labels(kind=kind).set(1 if all(i.connected for i in own) else 0)
+
+    def describe_staleness(self) -> str:
+        stale = self.stale_kinds()
+        parts = []
+        for kind, age in sorted(stale.items()):
+            connected = all(i.connected for i in self.informers if i.kind == kind)
+            state = "connected" if connected else "disconnected"
+            parts.append(f"{kind}s never listed" if age is None else f"{kind}s last heard {age:.0f}s ago ({state})")
+        return ", ".join(parts)
 
 
 def build_informers(

@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.frame import OperatorState, quiet_kopf_logging, run_frame
-from fabriccap.controller.informers import build_informers
+from fabriccap.controller.informers import Freshness, build_informers
+from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
@@ -24,40 +26,75 @@ from fabriccap.kube.errors import KubeError
 logger = logging.getLogger("fabriccap")
 
 
+def in_a_pod() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def default_bind_address() -> str:
+    """All interfaces in a pod (Prometheus and the kubelet's probes reach the pod IP), else
+    loopback only: a laptop or CI machine must not expose /metrics to its network."""
+    return "0.0.0.0" if in_a_pod() else "127.0.0.1"
+
+
 @dataclass
 class OperatorOptions:
     config: Config
     kubeconfig: str | None = None
-    namespaces: Sequence[str] = ()
+    context: str | None = None
     metrics_port: int = 8080
     health_port: int = 8081
-    bind_address: str = "0.0.0.0"  # in a pod; tests and the demo pass 127.0.0.1
+    metrics_bind_address: str = field(default_factory=default_bind_address)
+    health_bind_address: str = field(default_factory=default_bind_address)
+    # The operator's own namespace (its Lease); None: the service account's, else POD_NAMESPACE.
+    namespace: str | None = None
     # The command line's --standalone: one replica that writes without electing a leader.
     standalone: bool = False
 
     @property
     def watched_namespaces(self) -> list[str]:
-        return sorted(set(self.namespaces) or set(self.config.plugin_namespaces))
+        return sorted(self.config.plugin_namespaces)
 
 
 async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = None) -> None:
     """Run the operator until cancelled or ``stop_flag`` is set."""
-    credentials = await load_credentials_async(options.kubeconfig)
-    client = KubeClient(credentials)
+    credentials = await load_credentials_async(options.kubeconfig, options.context)
     metrics = OperatorMetrics()
+    client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
     store = FactStore()
-    publisher = Publisher(config=options.config, store=store, client=client, metrics=metrics)
     informers = build_informers(client, store, FactsExtractor(options.config), metrics, options.watched_namespaces)
-    state = OperatorState(credentials=credentials, metrics=metrics, publisher=publisher)
-    liveness = f"http://{options.bind_address}:{options.health_port}/healthz" if options.health_port else None
+    freshness = Freshness(informers, stale_after=options.config.stale_after_seconds, metrics=metrics)
+    identity = holder_identity()
+    leader: LeaderElector | AlwaysLeader
+    if options.standalone:
+        leader = AlwaysLeader()
+        metrics.leader.set(1)
+    else:
+        leader = LeaderElector(client, operator_namespace(options.namespace), identity, metrics)
+    publisher = Publisher(
+        config=options.config,
+        store=store,
+        client=client,
+        metrics=metrics,
+        leader=leader,
+        events=EventRecorder(client, identity),
+        fresh=freshness.fresh,
+    )
+    if isinstance(leader, LeaderElector):
+        leader.on_change = publisher.became_leader
+    state = OperatorState(credentials=credentials, metrics=metrics, publisher=publisher, freshness=freshness)
+    liveness = f"http://{options.health_bind_address}:{options.health_port}/healthz" if options.health_port else None
     metrics_runner = None
     if options.metrics_port:
-        metrics_runner = await start_metrics_server(metrics, options.bind_address, options.metrics_port)
+        metrics_runner = await start_metrics_server(
+            metrics, options.metrics_bind_address, options.metrics_port, before_scrape=freshness.export
+        )
     logger.info(
-        "fabriccap starting against %s: fabrics %s, plugin namespaces %s",
+        "fabriccap starting against %s as %s: fabrics %s, plugin namespaces %s, %s",
         credentials.server,
+        identity,
         ", ".join(f.name for f in options.config.enabled_fabrics),
         ", ".join(options.watched_namespaces),
+        "standalone" if options.standalone else f"leader election in {operator_namespace(options.namespace)}",
     )
 
     async def all_listed() -> None:
@@ -77,6 +114,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         asyncio.create_task(all_listed(), name="listing"),
         *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
     ]
+    if isinstance(leader, LeaderElector):
+        tasks.append(asyncio.create_task(leader.run(), name="leader election"))
     try:
         done, _ = await asyncio.wait(
             [task for task in tasks if task.get_name() != "listing"], return_when=asyncio.FIRST_COMPLETED
@@ -85,11 +124,19 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             task.result()  # surface a crash of any part
     finally:
         # Await only the tasks still running: awaiting a crashed one again re-raises its
-        # exception and overwrites the traceback, hiding where the crash happened.
+        # exception and overwrites the traceback, hiding where the crash happened. The
+        # leader election goes last: it releases the Lease once nothing writes any more.
         pending = [task for task in tasks if not task.done()]
+        electing = [task for task in pending if task.get_name() == "leader election"]
         for task in pending:
+            if task not in electing:
+                task.cancel()
+        for task in pending:
+            if task not in electing:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        for task in electing:
             task.cancel()
-        for task in pending:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if metrics_runner is not None:
@@ -117,10 +164,12 @@ def run_operator(args: argparse.Namespace) -> int:
     options = OperatorOptions(
         config=config,
         kubeconfig=args.kubeconfig,
-        namespaces=args.namespace,
+        context=args.context,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
-        bind_address=args.bind_address,
+        metrics_bind_address=args.metrics_bind_address or default_bind_address(),
+        health_bind_address=args.health_bind_address or default_bind_address(),
+        namespace=args.namespace,
         standalone=args.standalone,
     )
     try:

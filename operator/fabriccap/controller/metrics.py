@@ -6,13 +6,25 @@ deleted FabricCapability's series vanish with it: there is no per-series state t
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+import platform
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -41,6 +53,13 @@ class PoolFamily:
     documentation: str
     extra_labels: tuple[str, ...]
     samples: Callable[[dict[str, Any]], Iterable[Sample]]
+
+
+def _version_of(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _field(field: str) -> Callable[[dict[str, Any]], Iterable[Sample]]:
@@ -72,6 +91,8 @@ def _conditions(status: dict[str, Any]) -> Iterable[Sample]:
 def _ready(status: dict[str, Any]) -> Iterable[Sample]:
     return [((), 1.0 if is_ready_status(status) else 0.0)]
 
+
+READY_FAMILY = "fabriccap_pool_ready"
 
 POOL_FAMILIES: tuple[PoolFamily, ...] = (
     PoolFamily("fabriccap_pool_nodes", "Schedulable target nodes of the pool (the gate set).", (), _field("nodes")),
@@ -107,15 +128,26 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
         ("condition", "status"),
         _conditions,
     ),
-    PoolFamily("fabriccap_pool_ready", "1 when the pool's Ready condition is True, else 0.", (), _ready),
+    PoolFamily(
+        READY_FAMILY,
+        "1 when the pool's Ready condition is True and the operator's view is fresh, else 0.",
+        (),
+        _ready,
+    ),
 )
 
 
 class PoolCollector:
-    """Yields the pool families from the statuses the operator currently publishes."""
+    """Yields the pool families from the statuses the operator computed last.
+
+    While the operator's view of the cluster is stale (``fresh()`` is False: a partition,
+    an apiserver outage), ``fabriccap_pool_ready`` reads 0 whatever the last status said:
+    a gate must not stay open on data nobody can confirm.
+    """
 
     def __init__(self) -> None:
         self.pools: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self.fresh: Callable[[], bool] = lambda: True
 
     def set_pool(self, name: str, fabric: str, pool: str, status: dict[str, Any]) -> None:
         self.pools[name] = (fabric, pool, status)
@@ -124,11 +156,14 @@ class PoolCollector:
         self.pools.pop(name, None)
 
     def collect(self) -> Iterator[Metric]:
+        fresh = self.fresh()
         for family in POOL_FAMILIES:
             metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
             for name, (fabric, pool, status) in sorted(self.pools.items()):
                 try:
                     samples = list(family.samples(status))
+                    if family.name == READY_FAMILY and not fresh:
+                        samples = [(labels, 0.0) for labels, _ in samples]
                 except (KeyError, TypeError, ValueError) as error:
                     # Statuses are read back from the cluster, where anyone with RBAC can edit
                     # them: one malformed field must cost that pool's series, not the whole scrape.
@@ -151,6 +186,11 @@ class OperatorMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.pools = PoolCollector()
         self.registry.register(self.pools)
+        # The standard process_* and python_* families (the default registry's, in ours).
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        if GC_COLLECTOR is not None:
+            GCCollector(registry=self.registry)
         self.unpooled_nodes = Gauge(
             "fabriccap_unpooled_nodes",
             "Target nodes that carry none of the pool label keys (never published).",
@@ -180,8 +220,49 @@ class OperatorMetrics:
             "Unix time of the last completed evaluation.",
             registry=self.registry,
         )
-        self.build_info = Gauge("fabriccap_build_info", "Build information.", ["version"], registry=self.registry)
-        self.build_info.labels(version=__version__).set(1)
+        self.build_info = Gauge(
+            "fabriccap_build_info",
+            "Build information: 1, labelled with the versions that matter.",
+            ["version", "python_version", "kopf_version"],
+            registry=self.registry,
+        )
+        self.build_info.labels(
+            version=__version__, python_version=platform.python_version(), kopf_version=_version_of("kopf")
+        ).set(1)
+        self.leader = Gauge(
+            "fabriccap_leader",
+            "1 while this replica holds the leader Lease (and writes), else 0.",
+            registry=self.registry,
+        )
+        self.name_conflicts = Gauge(
+            "fabriccap_name_conflicts",
+            "FabricCapability names claimed by more than one (fabric, pool): none of them is written.",
+            registry=self.registry,
+        )
+        self.api_errors = Counter(
+            "fabriccap_api_errors",
+            "Failed Kubernetes API requests, by verb and HTTP code (0: no answer at all).",
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.watch_last_event = Gauge(
+            "fabriccap_watch_last_event_timestamp_seconds",
+            "Unix time of the last successful LIST or watch event (bookmarks included), per kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.watch_connected = Gauge(
+            "fabriccap_watch_connected",
+            "1 while every watch of the kind is connected, 0 after a failure until it recovers.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.unschedulable_fabric_pods = Gauge(
+            "fabriccap_unschedulable_fabric_pods",
+            "Pending pods that request a fabric and are unschedulable for it, per fabric.",
+            ["fabric"],
+            registry=self.registry,
+        )
         for kind in ("node", "pod", "daemonset", "fabriccapability"):
             self.watch_events.labels(kind=kind)
         for result in ("created", "updated", "deleted", "error"):
@@ -191,8 +272,11 @@ class OperatorMetrics:
         return bytes(generate_latest(self.registry))
 
 
-async def start_metrics_server(metrics: OperatorMetrics, host: str, port: int) -> web.AppRunner:
+async def start_metrics_server(
+    metrics: OperatorMetrics, host: str, port: int, before_scrape: Callable[[], None] = lambda: None
+) -> web.AppRunner:
     async def serve_metrics(_: web.Request) -> web.Response:
+        before_scrape()  # gauges computed from the clock (watch freshness) are refreshed here
         return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()

@@ -1,26 +1,47 @@
 """Dirty pools -> FabricCapability objects: create, write status on change, delete after grace.
 
 This is the only module that writes to the cluster, and it writes only FabricCapability
-objects. The loop wakes on changed facts, waits a short debounce window so a burst of node
-updates becomes one evaluation, re-evaluates only the pools marked dirty, and compares each
-result with what is published (ignoring timestamps) before writing anything.
+objects (and, through the event recorder, Events). The loop wakes on changed facts, waits a
+short debounce window so a burst of node updates becomes one evaluation, re-evaluates only
+the pools marked dirty, and compares each result with what is published (ignoring
+timestamps) before writing anything.
+
+Every replica runs the loop, so its metrics and its view of the published objects stay warm;
+only the leader writes, and only inside the window its Lease allows (leader.py).
+
+Failed writes back off per object (exponential, jittered, capped) instead of re-marking every
+pool; a write the API server refuses as invalid (422) is not retried until the status to
+write changes, and is logged once. An object whose pool annotations name another pool is a
+name conflict: it is reported (log, Event, ``fabriccap_name_conflicts``) and never written, so
+two pools can never overwrite each other in a loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from fabriccap.controller.events import EventRecorder, condition_events
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, POOL_KEY_ANNOTATION, ConditionType
+from fabriccap.core.api import (
+    FABRIC_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    POOL_KEY_ANNOTATION,
+    POOL_VALUE_ANNOTATION,
+    ConditionType,
+)
 from fabriccap.core.config import Config
-from fabriccap.core.evaluate import PoolCapability, evaluate
+from fabriccap.core.evaluate import NameConflict, PoolCapability, evaluate
 from fabriccap.core.facts import Pool
 from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
 from fabriccap.kube.client import KubeClient
@@ -30,7 +51,20 @@ from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 60.0
+WRITE_BACKOFF_BASE_SECONDS = 1.0
+WRITE_BACKOFF_CAP_SECONDS = 300.0
 PARALLEL_WRITES = 16
+# Statuses the API server refuses because of what is sent: retrying the same body cannot help.
+PERMANENT_WRITE_ERRORS = frozenset({400, 422})
+
+
+class WritePermit(Protocol):
+    """The leader election's answer to "may this replica write now, and for how long?"."""
+
+    @property
+    def leading(self) -> bool: ...
+
+    def write_window(self) -> float: ...
 
 
 @dataclass
@@ -43,6 +77,7 @@ class Published:
     labels: dict[str, str]
     annotations: dict[str, str]
     resource_version: str = ""
+    uid: str = ""
 
     def is_newer_than(self, other: Published) -> bool:
         # resourceVersions are opaque, but etcd-backed servers use increasing integers; a
@@ -55,17 +90,36 @@ class Published:
     def owned(self) -> bool:
         return self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
 
+    def claimed_by(self) -> tuple[str | None, Pool | None]:
+        """The (fabric, pool) this object says it is for, where it says so."""
+        key, value = self.annotations.get(POOL_KEY_ANNOTATION), self.annotations.get(POOL_VALUE_ANNOTATION)
+        pool = Pool(key, value) if key is not None and value is not None else None
+        return self.labels.get(FABRIC_LABEL), pool
+
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> Published:
         metadata = obj.get("metadata") or {}
+        try:
+            generation = int(metadata.get("generation") or 1)
+        except (TypeError, ValueError):
+            generation = 1
+        status = obj.get("status")
         return cls(
             name=str(metadata.get("name")),
-            generation=int(metadata.get("generation") or 1),
-            status=dict(obj.get("status") or {}),
-            labels=dict(metadata.get("labels") or {}),
-            annotations=dict(metadata.get("annotations") or {}),
+            generation=generation,
+            status=dict(status) if isinstance(status, dict) else {},
+            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+            annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
             resource_version=str(metadata.get("resourceVersion") or ""),
+            uid=str(metadata.get("uid") or ""),
         )
+
+
+@dataclass
+class WriteFailure:
+    attempts: int
+    retry_at: float  # monotonic
+    permanent_fingerprint: str | None  # the status the API server refused, if it was refused as invalid
 
 
 def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +129,25 @@ def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     return {"status": patch}
 
 
+def fingerprint(status: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(strip_volatile(status), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def transition_times(status: dict[str, Any]) -> dict[str, Any]:
+    return {
+        str(condition.get("type")): condition.get("lastTransitionTime")
+        for condition in status.get("conditions") or []
+        if isinstance(condition, dict)
+    }
+
+
+class _Standalone:
+    leading = True
+
+    def write_window(self) -> float:
+        return float("inf")
+
+
 @dataclass
 class Publisher:
     config: Config
@@ -82,11 +155,22 @@ class Publisher:
     client: KubeClient
     metrics: OperatorMetrics
     clock: Callable[[], float] = time.monotonic
+    leader: WritePermit = field(default_factory=_Standalone)
+    events: EventRecorder | None = None
+    # Whether the informers' data is fresh; stale data makes pool_ready read 0 (fail closed).
+    fresh: Callable[[], bool] = lambda: True
     published: dict[str, Published] = field(default_factory=dict)
     # name -> (fabric, pool) of every capability the facts currently call for
     desired: dict[str, tuple[str, Pool]] = field(default_factory=dict)
-    # name -> monotonic time since which its pool has had no target node
+    # name -> monotonic time since which its pool has had no target node (or it has no pool)
     absent_since: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, WriteFailure] = field(default_factory=dict)
+    conflicts: dict[str, str] = field(default_factory=dict)  # name -> why it is not written
+    # name -> the lastTransitionTime of each condition as this process last wrote them: an
+    # object whose times differ was edited by someone else, and is put back.
+    written_times: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # name -> fingerprint of the status last attempted: what a refusal as invalid refers to
+    _pending_fingerprint: dict[str, str] = field(default_factory=dict)
     started: float = 0.0
     launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
     loaded: bool = False  # published objects read back; watch events before that are moot
@@ -94,6 +178,9 @@ class Publisher:
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
+        self.metrics.pools.fresh = self.fresh
+
+    # -- the loop
 
     async def run(self) -> None:
         await self.store.listed.wait()
@@ -117,17 +204,38 @@ class Publisher:
             if self.clock() >= next_resync:
                 self.store.mark_all()
                 next_resync = self.clock() + self.config.resync_seconds
+            self._retry_due_writes()
             if self.store.changed.is_set() and self.config.debounce_seconds:
                 await asyncio.sleep(self.config.debounce_seconds)
             await self.reconcile_once()
 
     def _next_deadline(self) -> float | None:
+        now = self.clock()
         candidates = [
-            since + self.config.pool_grace_period_seconds - self.clock()
+            since + self.config.pool_grace_period_seconds - now
             for name, since in self.absent_since.items()
             if name in self.published
         ]
+        candidates += [
+            failure.retry_at - now
+            for name, failure in self.failures.items()
+            if failure.permanent_fingerprint is None and name in self.desired
+        ]
         return max(min(candidates), 0.05) if candidates else None
+
+    def _retry_due_writes(self) -> None:
+        now = self.clock()
+        for name, failure in self.failures.items():
+            if failure.permanent_fingerprint is None and failure.retry_at <= now and name in self.desired:
+                self.store.mark_pool(self.desired[name][1])
+
+    def became_leader(self, leading: bool) -> None:
+        """A new leader reconciles everything: the previous one may have left work undone."""
+        if leading:
+            self.failures.clear()
+            self.store.mark_all()
+
+    # -- reading what is published
 
     async def load_published(self) -> None:
         """Read back every FabricCapability, waiting with backoff while the CRD is missing."""
@@ -150,9 +258,6 @@ class Publisher:
             self.published = {p.name: p for p in map(Published.from_object, items)}
             self.loaded = True
             logger.info("found %d published FabricCapabilities", len(self.published))
-            for published in self.published.values():
-                if published.owned:
-                    self._set_metrics(published)
             return
 
     def observe_published(self, obj: dict[str, Any], deleted: bool) -> None:
@@ -160,17 +265,28 @@ class Publisher:
         name = str((obj.get("metadata") or {}).get("name"))
         if deleted:
             if self.published.pop(name, None) is not None:
-                self.metrics.pools.remove_pool(name)
+                self.written_times.pop(name, None)
                 if name in self.desired:  # deleted by someone else while still called for
                     self.store.mark_pool(self.desired[name][1])
+                else:
+                    self.metrics.pools.remove_pool(name)
             return
         current = Published.from_object(obj)
         known = self.published.get(name)
         if known is not None and not current.is_newer_than(known):
             return
         self.published[name] = current
-        if name in self.desired and (known is None or strip_volatile(known.status) != strip_volatile(current.status)):
+        if name not in self.desired:
+            # Made by someone else (by hand, a restore, another operator): no pool calls for
+            # it, so it gets the grace period and, if it says it is ours, deletion.
+            self.absent_since.setdefault(name, self.clock())
+            return
+        edited = known is None or strip_volatile(known.status) != strip_volatile(current.status)
+        forged = name in self.written_times and transition_times(current.status) != self.written_times[name]
+        if edited or forged or current.labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
             self.store.mark_pool(self.desired[name][1])  # edited by someone else: put our answer back
+
+    # -- one round
 
     async def reconcile_once(self) -> None:
         everything, pools = self.store.take_dirty()
@@ -178,30 +294,40 @@ class Publisher:
         if everything:
             pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}
         evaluation = evaluate(self.config, self.store, pools)
-        capabilities, empty = evaluation.capabilities, evaluation.absent
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
         now = self.clock()
-        for name in empty:
+        for name in evaluation.absent:
             self.desired.pop(name, None)
             self.absent_since.setdefault(name, now)
-        for capability in capabilities:
+        for conflict in evaluation.conflicts:
+            await self._conflict(conflict.name, conflict.describe())
+            self.desired.pop(conflict.name, None)
+        for capability in evaluation.capabilities:
             self.desired[capability.name] = (capability.fabric, capability.pool)
             self.absent_since.pop(capability.name, None)
-        # Objects are independent: write them a few at a time (a cold start creates hundreds).
-        writers = asyncio.Semaphore(PARALLEL_WRITES)
+            # Metrics come from what this replica computed, never from a status read back
+            # (which anyone with RBAC could have forged).
+            self.metrics.pools.set_pool(
+                capability.name, capability.fabric, capability.pool.value, capability.status.to_json()
+            )
+        if self.leader.leading:
+            # Objects are independent: write them a few at a time (a cold start creates hundreds).
+            writers = asyncio.Semaphore(PARALLEL_WRITES)
 
-        async def publish_one(capability: PoolCapability) -> None:
-            async with writers:
-                await self._guarded(self.publish(capability))
+            async def publish_one(capability: PoolCapability) -> None:
+                async with writers:
+                    await self._guarded(capability.name, self.publish(capability))
 
-        await asyncio.gather(*(publish_one(capability) for capability in capabilities))
+            await asyncio.gather(*(publish_one(capability) for capability in evaluation.capabilities))
         for name, since in list(self.absent_since.items()):
             if name not in self.published:
                 self.absent_since.pop(name)
-            elif now - since >= self.config.pool_grace_period_seconds:
-                await self._guarded(self.expire(name))
+                self.metrics.pools.remove_pool(name)
+            elif now - since >= self.config.pool_grace_period_seconds and self.leader.leading:
+                await self._guarded(name, self.expire(name))
+        self.metrics.name_conflicts.set(len(self.conflicts))
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
 
@@ -224,62 +350,148 @@ class Publisher:
             "listed": self.store.listed.is_set(),
             "nodes": len(self.store.nodes),
             "published": len(self.published),
+            "leader": self.leader.leading,
             "secondsSinceEvaluation": since,
+            "nameConflicts": len(self.conflicts),
         }
 
-    async def _guarded(self, operation: Any) -> None:
+    # -- writing
+
+    def _deadline(self) -> float | None:
+        """The request timeout that keeps a write inside the Lease's window; None: do not write."""
+        window = self.leader.write_window()
+        if window <= 0.5:  # too close to the renew deadline to start a write
+            return None
+        return min(window, 60.0)
+
+    async def _guarded(self, name: str, operation: Any) -> None:
         try:
             await operation
         except KubeError as error:
             self.metrics.status_writes.labels(result="error").inc()
-            logger.error("%s", error)
+            self._record_failure(name, error)
             if error.status == 404:
                 # The CRD went away, or the object: re-read everything before the next write.
                 await self.load_published()
-            self.store.mark_all()
 
-    def _set_metrics(self, published: Published) -> None:
-        status = published.status
-        pool = (status.get("pool") or {}).get("value") or published.annotations.get(POOL_KEY_ANNOTATION, "")
-        self.metrics.pools.set_pool(published.name, str(status.get("fabric", "")), str(pool), status)
+    def _record_failure(self, name: str, error: KubeError) -> None:
+        previous = self.failures.get(name)
+        attempts = (previous.attempts if previous else 0) + 1
+        delay = min(WRITE_BACKOFF_BASE_SECONDS * 2 ** (attempts - 1), WRITE_BACKOFF_CAP_SECONDS)
+        delay *= random.uniform(0.5, 1.5)
+        permanent = None
+        if error.status in PERMANENT_WRITE_ERRORS and name in self.desired:
+            permanent = self._pending_fingerprint.get(name)
+            if previous is None or previous.permanent_fingerprint != permanent:
+                logger.error("%s; not retried until the status to write changes", error)
+        else:
+            logger.error("%s; retrying %s in %.1fs (attempt %d)", error, name, delay, attempts)
+        self.failures[name] = WriteFailure(attempts, self.clock() + delay, permanent)
+
+    async def _conflict(self, name: str, why: str) -> None:
+        if self.conflicts.get(name) != why:
+            logger.error("name conflict: %s; neither is written until it is resolved", why)
+        self.conflicts[name] = why
+        if self.events is not None and name in self.published and self.leader.leading:
+            await self.events.warn_once(self.published[name], "NameConflict", why)
+
+    def _claim_conflict(self, capability: PoolCapability, existing: Published) -> str | None:
+        fabric, pool = existing.claimed_by()
+        if (fabric is not None and fabric != capability.fabric) or (pool is not None and pool != capability.pool):
+            claimed = f"{fabric or '?'} pool {pool.key}={pool.value}" if pool else f"fabric {fabric}"
+            return (
+                f"FabricCapability {capability.name} exists for {claimed}; "
+                f"{capability.fabric} pool {capability.pool.key}={capability.pool.value} computes the same name"
+            )
+        return None
 
     async def publish(self, capability: PoolCapability) -> None:
+        name = capability.name
         new_status = capability.status.to_json()
-        existing = self.published.get(capability.name)
+        wanted = self._pending_fingerprint[name] = fingerprint(new_status)
+        failure = self.failures.get(name)
+        if failure is not None:
+            if failure.permanent_fingerprint is not None and failure.permanent_fingerprint == wanted:
+                return  # refused as invalid; the same status would be refused again
+            if failure.permanent_fingerprint is None and self.clock() < failure.retry_at:
+                return  # backing off; the retry timer marks the pool again
+        existing = self.published.get(name)
+        if existing is not None and (why := self._claim_conflict(capability, existing)) is not None:
+            await self._conflict(name, why)
+            return
+        self.conflicts.pop(name, None)
+        timeout = self._deadline()
+        if timeout is None:
+            return
         if existing is None:
-            created = await self.client.create(FABRIC_CAPABILITIES.collection(), capability.create_body())
+            created = await self.client.request(
+                "POST", FABRIC_CAPABILITIES.collection(), body=capability.create_body(), timeout=timeout
+            )
             existing = Published.from_object(created)
-            self.published[capability.name] = existing
+            self.published[name] = existing
             self.metrics.status_writes.labels(result="created").inc()
-            logger.info("created FabricCapability %s", capability.name)
+            logger.info("created FabricCapability %s", name)
         elif not existing.owned or existing.labels != {**existing.labels, **capability.labels()}:
-            patched = await self.client.merge_patch(
-                FABRIC_CAPABILITIES.item(capability.name), {"metadata": {"labels": capability.labels()}}
+            if (timeout := self._deadline()) is None:
+                return
+            patched = await self.client.request(
+                "PATCH",
+                FABRIC_CAPABILITIES.item(name),
+                body={"metadata": {"labels": capability.labels(), "annotations": capability.annotations()}},
+                content_type="application/merge-patch+json",
+                timeout=timeout,
             )
             existing = Published.from_object(patched)
-            self.published[capability.name] = existing
-            logger.info("adopted FabricCapability %s", capability.name)
+            self.published[name] = existing
+            logger.info("adopted FabricCapability %s", name)
+        forged = name in self.written_times and transition_times(existing.status) != self.written_times[name]
         if (
-            strip_volatile(existing.status) == strip_volatile(new_status)
+            not forged
+            and strip_volatile(existing.status) == strip_volatile(new_status)
             and existing.status.get("observedGeneration") == existing.generation
         ):
-            self._set_metrics(existing)
+            self.failures.pop(name, None)
+            if name not in self.written_times:  # read back at start: these are ours now
+                self.written_times[name] = transition_times(existing.status)
             return
-        stamped = stamp_status(new_status, existing.status, existing.generation, now_rfc3339())
-        written = await self.client.merge_patch(
-            FABRIC_CAPABILITIES.status(capability.name), status_patch(existing.status, stamped)
+        previous = self._trusted_previous(name, existing)
+        stamped = stamp_status(new_status, previous, existing.generation, now_rfc3339())
+        if (timeout := self._deadline()) is None:
+            return
+        written = await self.client.request(
+            "PATCH",
+            FABRIC_CAPABILITIES.status(name),
+            body=status_patch(existing.status, stamped),
+            content_type="application/merge-patch+json",
+            timeout=timeout,
         )
         written_state = Published.from_object(written)
-        self.published[capability.name] = written_state
+        self.published[name] = written_state
+        self.written_times[name] = transition_times(written_state.status)
+        self.failures.pop(name, None)
         self.metrics.status_writes.labels(result="updated").inc()
-        self._set_metrics(written_state)
+        if self.events is not None:
+            for event in condition_events(previous, stamped):
+                await self.events.record(written_state, event)
         ready = capability.status.condition(ConditionType.READY)
         logger.info(
             "FabricCapability %s: Ready=%s (%s)",
-            capability.name,
+            name,
             ready.status if ready else "?",
             ready.reason if ready else "?",
         )
+
+    def _trusted_previous(self, name: str, existing: Published) -> dict[str, Any]:
+        """The status whose transition times carry over: ours, not someone's forgery."""
+        if name not in self.written_times:
+            return existing.status
+        ours = self.written_times[name]
+        conditions = [
+            {**condition, "lastTransitionTime": ours.get(str(condition.get("type")))}
+            for condition in existing.status.get("conditions") or []
+            if isinstance(condition, dict)
+        ]
+        return {**existing.status, "conditions": conditions}
 
     async def expire(self, name: str) -> None:
         existing = self.published.get(name)
@@ -289,12 +501,19 @@ class Publisher:
         if not existing.owned:
             logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", name)
             return
+        if (timeout := self._deadline()) is None:
+            self.absent_since[name] = self.clock() - self.config.pool_grace_period_seconds  # due again
+            return
         try:
-            await self.client.delete(FABRIC_CAPABILITIES.item(name))
+            await self.client.request("DELETE", FABRIC_CAPABILITIES.item(name), timeout=timeout)
         except KubeError as error:
             if error.status != 404:
                 raise
         self.published.pop(name, None)
+        self.written_times.pop(name, None)
         self.metrics.pools.remove_pool(name)
         self.metrics.status_writes.labels(result="deleted").inc()
         logger.info("deleted FabricCapability %s: its pool has had no target node for the grace period", name)
+
+
+__all__ = ["NameConflict", "Published", "Publisher", "WriteFailure", "status_patch"]

@@ -382,6 +382,11 @@ class Config(_Model):
     resync_seconds: float = Field(default=300.0, alias="resyncSeconds", gt=0)
     # How long the first listing may take before /healthz fails (and the pod is restarted).
     startup_timeout_seconds: float = Field(default=120.0, alias="startupTimeoutSeconds", gt=0)
+    # The view of the cluster is stale when a watched kind has not heard from the API server
+    # (an event, a bookmark, a watch accepted) for this long: /healthz fails and
+    # fabriccap_pool_ready reads 0. Watches are renewed every minute, so the default leaves
+    # room for one missed renewal.
+    stale_after_seconds: float = Field(default=150.0, alias="staleAfterSeconds", gt=0)
 
     @field_validator("pool_labels")
     @classmethod

@@ -7,11 +7,31 @@ from pathlib import Path
 
 
 def local_run_command(
-    kubeconfig: Path, config: Path | None = None, metrics_port: int = 0, health_port: int = 0
+    kubeconfig: Path,
+    config: Path | None = None,
+    metrics_port: int = 0,
+    health_port: int = 0,
+    *,
+    standalone: bool = True,
+    namespace: str | None = None,
 ) -> list[str]:
-    """This interpreter, one replica, servers on loopback only (port 0 turns a server off)."""
-    command = [sys.executable, "-m", "fabriccap", "run", "--standalone", "--kubeconfig", str(kubeconfig)]
+    """This interpreter, servers on loopback only (port 0 turns a server off); one replica
+    unless ``standalone`` is False (then it elects a leader in ``namespace``)."""
+    command = [sys.executable, "-m", "fabriccap", "run", "--kubeconfig", str(kubeconfig)]
+    if standalone:
+        command.append("--standalone")
+    if namespace is not None:
+        command += ["--namespace", namespace]
     if config is not None:
         command += ["--config", str(config)]
-    loopback = ["--bind-address", "127.0.0.1", "--metrics-port", str(metrics_port), "--health-port", str(health_port)]
+    loopback = [
+        "--metrics-bind-address",
+        "127.0.0.1",
+        "--health-bind-address",
+        "127.0.0.1",
+        "--metrics-port",
+        str(metrics_port),
+        "--health-port",
+        str(health_port),
+    ]
     return [*command, *loopback]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -19,6 +19,16 @@ from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError
 
 MERGE_PATCH = "application/merge-patch+json"
+# A watch line longer than this is not a Kubernetes object the operator can use: the stream is
+# ended (and resumed) instead of buffering without bound.
+MAX_WATCH_LINE_BYTES = 64 * 1024 * 1024
+# Watches are asked to end after a minute and are resumed right away: on a quiet cluster the
+# API server sends no BOOKMARK while nothing changes, so a stream that is silent for longer
+# than this (90 s) is stalled (a partition, a dead connection), and is dropped and resumed.
+DEFAULT_WATCH_SECONDS = 60
+DEFAULT_WATCH_READ_TIMEOUT = 90.0
+
+ErrorHook = Callable[[str, int], None]  # (verb, HTTP status or 0 when there was no answer)
 
 
 def _api_message(status: int, raw: bytes) -> str:
@@ -32,10 +42,17 @@ def _api_message(status: int, raw: bytes) -> str:
 
 
 class KubeClient:
-    def __init__(self, credentials: Credentials) -> None:
+    def __init__(self, credentials: Credentials, on_error: ErrorHook | None = None) -> None:
         self.credentials = credentials
+        # Called for every failed request (fabriccap_api_errors_total): a 403 or 429 retry loop
+        # must be visible without reading logs.
+        self.on_error = on_error
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
+
+    def _failed(self, verb: str, status: int) -> None:
+        if self.on_error is not None:
+            self.on_error(verb, status)
 
     @property
     def server(self) -> str:
@@ -83,6 +100,7 @@ class KubeClient:
             ) as response:
                 return response.status, await response.read()
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            self._failed(method, 0)
             raise KubeError(
                 f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}"
             ) from None
@@ -101,6 +119,7 @@ class KubeClient:
             await self.credentials.refresh_async(force=True)  # a rotated or expired token: once more
             status, raw = await self._send(method, path, query, body, content_type, timeout)
         if status >= 400:
+            self._failed(method, status)
             raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)
         return json.loads(raw) if raw else None
 
@@ -129,9 +148,18 @@ class KubeClient:
                 yield item
 
     async def watch(
-        self, path: str, resource_version: str, timeout_seconds: int = 290
+        self,
+        path: str,
+        resource_version: str,
+        timeout_seconds: int = DEFAULT_WATCH_SECONDS,
+        read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Watch events, one parsed JSON line at a time, until the server ends the stream."""
+        """Watch events, one parsed JSON line at a time, until the server ends the stream.
+
+        ``on_open`` is called once the API server has accepted the watch: proof of contact
+        even when no event follows.
+        """
         await self.credentials.refresh_async()
         params = {
             "watch": "true",
@@ -147,16 +175,21 @@ class KubeClient:
                 proxy=self.credentials.proxy,
                 server_hostname=self.credentials.tls_server_name,
                 # No total limit: the server ends the stream; a silent stall is caught by this.
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+                timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30, sock_read=read_timeout),
             ) as response:
                 if response.status >= 400:
                     raw = await response.read()
+                    self._failed("WATCH", response.status)
                     raise KubeError(
                         f"WATCH {path}: {response.status} {_api_message(response.status, raw)}", response.status
                     )
+                if on_open is not None:
+                    on_open()
                 buffer = b""
                 async for chunk in response.content.iter_any():
                     buffer += chunk
+                    if len(buffer) > MAX_WATCH_LINE_BYTES and b"\n" not in buffer:
+                        raise KubeError(f"watch {path}: an event over {MAX_WATCH_LINE_BYTES} bytes")
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         if line.strip():
@@ -167,6 +200,7 @@ class KubeClient:
                                 raise KubeError(f"watch {path}: malformed event ({len(line)} bytes)") from None
                             yield event
         except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
+            self._failed("WATCH", 0)
             raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None
 
     async def create(self, path: str, body: Mapping[str, Any]) -> Any:

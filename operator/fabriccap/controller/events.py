@@ -1,0 +1,119 @@
+"""Kubernetes Events: the history `kubectl describe fcap NAME` shows, and the warnings that
+reach a workload's owner.
+
+An Event is recorded when a condition's status changes (``Normal`` when Ready becomes True,
+``Warning`` otherwise; reason = the condition's new reason, message = its message). Those
+changes are computed against the status already published, so a restart that changes
+nothing sends nothing. Only the leader records: the publisher calls this after its own
+successful writes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from fabriccap.core.api import API_VERSION, KIND, ConditionType
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import EVENTS
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "fabriccap"
+# Events about cluster-scoped objects live in `default`, where kubectl describe looks for them.
+CLUSTER_SCOPED_EVENTS_NAMESPACE = "default"
+MAX_MESSAGE_LENGTH = 1024  # the API server refuses longer Event messages
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+class InvolvedObject(Protocol):
+    name: str
+    uid: str
+    resource_version: str
+
+
+def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[EventSpec]:
+    """One Event per condition whose status changed (or appeared) from ``previous`` to ``current``."""
+    before = {
+        condition.get("type"): condition.get("status")
+        for condition in (previous or {}).get("conditions") or []
+        if isinstance(condition, Mapping)
+    }
+    events = []
+    for condition in current.get("conditions") or []:
+        kind, status = condition.get("type"), condition.get("status")
+        if before.get(kind) == status:
+            continue
+        if kind not in before and kind != ConditionType.READY:
+            continue  # a new object: its Ready condition tells the story, the rest is detail
+        normal = kind == ConditionType.READY and status == "True"
+        events.append(
+            EventSpec(
+                type="Normal" if normal else "Warning",
+                reason=str(condition.get("reason") or "Unknown"),
+                message=f"{kind}={status}: {condition.get('message', '')}",
+            )
+        )
+    return events
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class EventRecorder:
+    client: KubeClient
+    identity: str  # reportingInstance: which replica said it
+    _warned: set[tuple[str, str, str]] = field(default_factory=set)
+    _sequence: itertools.count[int] = field(default_factory=itertools.count)
+
+    async def record(self, involved: InvolvedObject, event: EventSpec) -> None:
+        await self.emit(
+            CLUSTER_SCOPED_EVENTS_NAMESPACE,
+            {"apiVersion": API_VERSION, "kind": KIND, "name": involved.name, "uid": involved.uid},
+            event,
+        )
+
+    async def warn_once(self, involved: InvolvedObject, reason: str, message: str) -> None:
+        """A Warning recorded once per (object, reason, message) in this process's life."""
+        key = (involved.name, reason, message)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        await self.record(involved, EventSpec("Warning", reason, message))
+
+    async def emit(self, namespace: str, involved: Mapping[str, Any], event: EventSpec) -> None:
+        """POST one core/v1 Event; a failure is logged, never raised (Events are best effort)."""
+        now = _now()
+        message = event.message if len(event.message) <= MAX_MESSAGE_LENGTH else event.message[:1021] + "..."
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": dict(involved),
+            "type": event.type,
+            "reason": event.reason,
+            "message": message,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.client.create(EVENTS.collection(namespace), body)
+        except KubeError as error:
+            logger.warning("could not record Event %s on %s: %s", event.reason, involved.get("name"), error)

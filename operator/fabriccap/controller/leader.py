@@ -1,0 +1,222 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, client-go's algorithm and defaults.
+
+Every replica keeps its informers and evaluations warm; only the leader writes. The rules
+that make "only the leader writes" hold through pauses and partitions:
+
+- A follower takes the Lease only after it has seen the same holder record unchanged for a
+  whole lease duration (15 s) by its own monotonic clock: clocks of two machines never
+  need to agree.
+- The leader may write only within the renew deadline (10 s) after its last successful
+  renewal, also by its own monotonic clock. A leader that cannot renew (apiserver gone,
+  process paused by SIGSTOP) stops writing at least lease duration - renew deadline = 5 s
+  before anyone else may take over, and every write it sends carries a timeout that ends
+  at that deadline.
+- On a clean stop the leader releases the Lease (empty holder), so a rolling update hands
+  over at once instead of after 15 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import LEASES
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAME = "fabriccap-leader"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class LeaseTimings:
+    """client-go's defaults (leaderelection.LeaderElectionConfig)."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+def operator_namespace(explicit: str | None = None) -> str:
+    """Where the Lease lives: --namespace, else the pod's service account's, else POD_NAMESPACE."""
+    if explicit:
+        return explicit
+    with contextlib.suppress(OSError):
+        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+        if namespace:
+            return namespace
+    return os.environ.get("POD_NAMESPACE") or "default"
+
+
+def holder_identity() -> str:
+    """The pod's name (or host name) plus a per-process suffix: a restarted container is a new holder."""
+    base = os.environ.get("POD_NAME") or socket.gethostname() or "fabriccap"
+    return f"{base}_{secrets.token_hex(4)}"
+
+
+def _micro_time(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class LeaderElector:
+    client: KubeClient
+    namespace: str
+    identity: str
+    metrics: OperatorMetrics
+    name: str = LEASE_NAME
+    timings: LeaseTimings = field(default_factory=LeaseTimings)
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    # Called with True when this replica starts leading, False when it stops.
+    on_change: Callable[[bool], None] = lambda leading: None
+    leading: bool = False
+    _renewed_at: float | None = None  # monotonic time of the last successful acquire/renew
+    _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen on the Lease
+    _observed_at: float = 0.0  # monotonic time that record was first seen
+    _lease: dict[str, Any] | None = None
+
+    def write_window(self) -> float:
+        """Seconds this replica may still write for; 0 when it must not write."""
+        if not self.leading or self._renewed_at is None:
+            return 0.0
+        return max(self.timings.renew_deadline - (self.clock() - self._renewed_at), 0.0)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    await self._step()
+                except KubeError as error:
+                    logger.warning("leader election: %s", error)
+                if self.leading and self.write_window() <= 0:
+                    self._set_leading(False, "could not renew the lease within the renew deadline")
+                # Jitter, as client-go: replicas that start together do not retry in lockstep.
+                await asyncio.sleep(self.timings.retry_period * random.uniform(1.0, 1.2))
+        finally:
+            if self.leading:
+                await self._release()
+
+    async def _step(self) -> None:
+        lease = await self._get()
+        if lease is None:
+            await self._create()
+            return
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        record = (holder, str(spec.get("renewTime") or ""))
+        if record != self._observed:
+            self._observed, self._observed_at = record, self.clock()
+        if holder == self.identity:
+            await self._update(lease, acquiring=not self.leading)
+            return
+        duration = float(spec.get("leaseDurationSeconds") or self.timings.lease_duration)
+        if holder and self.clock() - self._observed_at < duration:
+            if self.leading:  # someone else holds it now: we lost it
+                self._set_leading(False, f"the lease is held by {holder}")
+            return
+        await self._update(lease, acquiring=True)
+
+    async def _get(self) -> dict[str, Any] | None:
+        try:
+            lease: dict[str, Any] = await self.client.get(LEASES.item(self.name, self.namespace))
+        except KubeError as error:
+            if error.status == 404:
+                return None
+            raise
+        return lease
+
+    def _spec(self, transitions: int, acquire_time: str | None = None) -> dict[str, Any]:
+        now = _micro_time(self.wall())
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.timings.lease_duration),
+            "acquireTime": acquire_time or now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    async def _create(self) -> None:
+        started = self.clock()
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": self._spec(transitions=0),
+        }
+        try:
+            await self.client.create(LEASES.collection(self.namespace), body)
+        except KubeError as error:
+            if error.status == 409:  # another replica created it first
+                return
+            raise
+        self._renewed(started)
+
+    async def _update(self, lease: dict[str, Any], acquiring: bool) -> None:
+        started = self.clock()
+        spec = lease.get("spec") or {}
+        transitions = int(spec.get("leaseTransitions") or 0) + (1 if acquiring else 0)
+        acquire_time = None if acquiring else spec.get("acquireTime")
+        # PUT with the resourceVersion read: a concurrent writer makes this a 409, not a race.
+        body = {**lease, "spec": self._spec(transitions, acquire_time)}
+        try:
+            await self.client.request(
+                "PUT", LEASES.item(self.name, self.namespace), body=body, timeout=self.timings.renew_deadline
+            )
+        except KubeError as error:
+            if error.status == 409:
+                return
+            raise
+        self._renewed(started)
+
+    def _renewed(self, started: float) -> None:
+        # Measured from when the request was sent: the lease may have been granted any time after.
+        self._renewed_at = started
+        if not self.leading:
+            self._set_leading(True, "acquired the lease")
+
+    def _set_leading(self, leading: bool, why: str) -> None:
+        self.leading = leading
+        self.metrics.leader.set(1 if leading else 0)
+        if leading:
+            logger.info("leading as %s (%s/%s): %s", self.identity, self.namespace, self.name, why)
+        else:
+            self._renewed_at = None
+            logger.warning("stopped leading as %s: %s; writes stop", self.identity, why)
+        self.on_change(leading)
+
+    async def _release(self) -> None:
+        """Hand the Lease over at once on a clean stop (client-go's ReleaseOnCancel)."""
+        self.leading = False
+        self.metrics.leader.set(0)
+        with contextlib.suppress(KubeError, OSError, asyncio.CancelledError):
+            lease = await self._get()
+            if lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                spec = {**(lease.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1}
+                await self.client.request(
+                    "PUT", LEASES.item(self.name, self.namespace), body={**lease, "spec": spec}, timeout=2.0
+                )
+                logger.info("released the lease %s/%s", self.namespace, self.name)
+
+
+class AlwaysLeader:
+    """--standalone: a single replica that writes without electing a leader."""
+
+    leading = True
+
+    def write_window(self) -> float:
+        return float("inf")
