@@ -1,7 +1,8 @@
 """``make generate``: every generated or copied file of the repository, written from one table.
 
-Alert rules, the dashboard and the argocd-cm patch come from their generators; kustomize and
-Helm refuse files outside their own directories, and a wheel has no repository around it, so the CRD, the rules,
+Alert rules (plain, and the chart's with placeholders), the dashboard, the chart's values
+schema and the argocd-cm patch come from their generators; kustomize and Helm refuse files
+outside their own directories, and a wheel has no repository around it, so the CRD, the rules,
 the dashboard and the example cluster are copied where each tool looks. A unit test compares
 every entry with what is committed, so a stale file fails the suite instead of a release.
 
@@ -17,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabriccap.observability import alerts, dashboard
+from fabriccap.dev.chart_schema import values_schema_json
+from fabriccap.observability import alerts, dashboard, helm_rules
 from fabriccap.observability.generated import to_yaml
 
 # operator/fabriccap/dev/generate.py -> the repository root (this only runs from a checkout).
@@ -91,7 +93,22 @@ def generated_files() -> list[Generated]:
         )
         for name in sorted(dashboard.rendered_files())
     ]
-    entries += [Generated(GITOPS / "argocd-cm-patch.yaml", argocd_cm_patch, str(ARGOCD_HEALTH.relative_to(REPO)))]
+    entries += [
+        Generated(
+            CHART / "files" / name,
+            _rendered(helm_rules.rendered_files, name),
+            "operator/fabriccap/observability/helm_rules.py",
+        )
+        for name in sorted(helm_rules.rendered_files())
+    ]
+    entries += [
+        Generated(
+            CHART / "values.schema.json",
+            values_schema_json,
+            "operator/fabriccap/dev/chart_schema.py and operator/fabriccap/core/config.py",
+        ),
+        Generated(GITOPS / "argocd-cm-patch.yaml", argocd_cm_patch, str(ARGOCD_HEALTH.relative_to(REPO))),
+    ]
     copies = {
         MANIFESTS / "crd" / "fabriccapabilities.yaml": CRD,
         CHART / "crds" / "fabriccapabilities.yaml": CRD,
@@ -99,7 +116,6 @@ def generated_files() -> list[Generated]:
         PACKAGE_DATA / "demo-cluster.json": EXAMPLE_CLUSTER,
         MANIFESTS / "components" / "prometheusrule" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
         MANIFESTS / "components" / "dashboard" / "dashboard-configmap.yaml": MONITORING / "dashboard-configmap.yaml",
-        CHART / "files" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
         CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
     }
     entries += [Generated(copy, _copy_of(source), str(source.relative_to(REPO))) for copy, source in copies.items()]
