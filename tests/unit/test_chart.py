@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap.core.config import _OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
+from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
 from fabriccap.observability import alerts
 from test_packaging import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one
 
@@ -145,10 +145,11 @@ def test_every_example_config_is_a_valid_chart_config(example: Path) -> None:
 
 def test_every_old_field_name_the_schema_lists_is_one_the_operator_reads() -> None:
     definitions = config_input_schema()["$defs"]
-    for model, old, new, single_item in _OLD_FIELD_NAMES:
+    for model, old, new, single_item in OLD_FIELD_NAMES:
         assert definitions[model.__name__]["properties"][old]["deprecated"] is True
         value: Any = "kube-system" if single_item else ["x.io/y=true" if "Labels" in new else "x.io/y"]
-        model.model_validate({old: value, **({"daemonSetNames": ["p"]} if single_item else {})})
+        read = model.model_validate({old: value}).model_dump(by_alias=True)
+        assert read[new] == ((value,) if single_item else tuple(value)), f"{old} is not read as {new}"
         with pytest.raises(ValueError, match="not both"):
             model.model_validate({old: value, new: [value] if single_item else value})
 

@@ -523,7 +523,7 @@ CONFIG_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # Old field names the models still read (their "before" validators), as (model, old name,
 # new name, whether the old one holds a single item of the new one's list).
-_OLD_FIELD_NAMES: tuple[tuple[type[_Model], str, str, bool], ...] = (
+OLD_FIELD_NAMES: tuple[tuple[type[_Model], str, str, bool], ...] = (
     (TargetNodes, "gpuResources", "acceleratorResources", False),
     (TargetNodes, "gpuLabels", "acceleratorLabels", False),
     (DevicePlugin, "namespace", "namespaces", True),
@@ -558,7 +558,7 @@ def config_input_schema() -> dict[str, Any]:
     """
     schema: dict[str, Any] = _without_titles(Config.model_json_schema(by_alias=True, mode="validation"))
     definitions = schema["$defs"]
-    for model, old, new, single_item in _OLD_FIELD_NAMES:
+    for model, old, new, single_item in OLD_FIELD_NAMES:
         definition = definitions[model.__name__]
         new_field = definition["properties"][new]
         old_field = dict(new_field["items"] if single_item else new_field)
