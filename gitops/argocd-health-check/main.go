@@ -94,13 +94,13 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("stdin: %w", err))
 		}
-		print([]Result{run(obj, string(script), overrides)})
+		writeJSON([]Result{run(obj, string(script), overrides)})
 	case "test":
 		results, err := runTests(dir, string(script), overrides)
 		if err != nil {
 			fail(err)
 		}
-		print(results)
+		writeJSON(results)
 		for _, result := range results {
 			if result.Builtin != *result.Expected || result.ConfigMap != *result.Expected {
 				os.Exit(1)
@@ -109,7 +109,7 @@ func main() {
 	}
 }
 
-func print(results []Result) {
+func writeJSON(results []Result) {
 	out, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		fail(err)
