@@ -82,6 +82,15 @@ def cmd_controlplane(args: argparse.Namespace) -> int:
     return controlplane_cli.main(args)
 
 
+def cmd_config_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from fabriccap.core.config import config_input_schema
+
+    print(json.dumps(config_input_schema(), indent=2))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fabriccap", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fabriccap {__version__}")
@@ -153,7 +162,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, else $KUBECONFIG)")
     run_parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+    run_parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="least severe log records written (default: %(default)s)",
+    )
+    run_parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object per record for log collectors (default: %(default)s)",
+    )
     run_parser.set_defaults(handler=cmd_run)
+
+    config_schema_parser = commands.add_parser(
+        "config-schema",
+        help="print the JSON Schema of the config file (the Helm chart's values.schema.json embeds it)",
+        description="Print the JSON Schema (draft 2020-12) of the file --config reads, generated from the"
+        " operator's own config model. Editors and CI can validate a config with it before the operator does.",
+        epilog="example:\n  fabriccap config-schema > fabriccap-config.schema.json\n"
+        "  # then, in an editor with yaml-language-server:\n"
+        "  # yaml-language-server: $schema=fabriccap-config.schema.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    config_schema_parser.set_defaults(handler=cmd_config_schema)
 
     demo_parser = commands.add_parser("demo", help="local control plane + simulated EKS cluster + operator")
     demo_parser.add_argument("--keep-running", action="store_true", help="leave everything up for exploration")

@@ -31,7 +31,7 @@ from fabriccap.core.config import default_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.client import MERGE_PATCH, connect
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS, SECRETS
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS, SECRETS, ApiResource
 from fabriccap.offline.pipeline import evaluate_facts, evaluation_objects
 from fabriccap.offline.snapshot import load_snapshots
 from harness import (
@@ -233,6 +233,13 @@ ALLOWED = [
     ("delete", "fabriccapabilities.fabriccap.dev", None, None),
     ("patch", "fabriccapabilities.fabriccap.dev", None, "status"),
     ("list", "customresourcedefinitions.apiextensions.k8s.io", None, None),
+    # Devices advertised through DRA, read only.
+    ("list", "resourceslices.resource.k8s.io", None, None),
+    ("watch", "resourceslices.resource.k8s.io", None, None),
+    ("get", "deviceclasses.resource.k8s.io", None, None),
+    # Events on FabricCapabilities and on the owners of workloads, in any namespace.
+    ("create", "events", "default", None),
+    ("patch", "events.events.k8s.io", PLUGIN_NAMESPACE, None),
 ]
 FORBIDDEN = [
     ("patch", "nodes", None, None),
@@ -249,6 +256,15 @@ FORBIDDEN = [
     ("create", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("list", "namespaces", None, None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
+    ("update", "nodes", None, None),
+    ("update", "daemonsets.apps", PLUGIN_NAMESPACE, None),
+    ("patch", "resourceslices.resource.k8s.io", None, None),
+    ("delete", "resourceslices.resource.k8s.io", None, None),
+    ("create", "resourceslices.resource.k8s.io", None, None),
+    ("update", "deviceclasses.resource.k8s.io", None, None),
+    # Leases only in its own namespace (test_leader_election_is_limited_to_its_lease).
+    ("create", "leases.coordination.k8s.io", PLUGIN_NAMESPACE, None),
+    ("get", "leases.coordination.k8s.io", "default", None),
 ]
 
 
@@ -364,6 +380,69 @@ def test_allowed_requests_succeed(install: Install, identity: Path, victims: dic
     assert (admin.get(FABRIC_CAPABILITIES.item(fcap)) or {}).get("status", {}).get(
         "resourceName"
     ) == "vpc.amazonaws.com/efa"
+
+
+LEASES = ApiResource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+LEADER_LEASE = "fabriccap-leader"
+
+
+def test_leader_election_is_limited_to_its_lease(
+    install: Install, identity: Path, admin: SyncKube, cluster: E2ECluster
+) -> None:
+    namespace = install.namespace
+    lease = f"leases.coordination.k8s.io/{LEADER_LEASE}"
+    other = "leases.coordination.k8s.io/someone-elses"
+    # The Role's binding reaches the RBAC authorizer's cache on its own schedule.
+    wait_until(
+        lambda: _can_i(cluster, identity, "create", "leases.coordination.k8s.io", namespace=namespace),
+        f"the leader-election Role for {install.user}",
+        timeout=20,
+    )
+    allowed = [(verb, lease) for verb in ("get", "watch", "update", "patch")] + [
+        ("create", "leases.coordination.k8s.io")
+    ]
+    forbidden = [("delete", lease), ("list", "leases.coordination.k8s.io"), ("get", other), ("update", other)]
+    assert [check for check in allowed if not _can_i(cluster, identity, *check, namespace=namespace)] == []
+    assert [check for check in forbidden if _can_i(cluster, identity, *check, namespace=namespace)] == []
+
+    # And for real, as the election does it: create the Lease, renew it; nothing else.
+    names = (LEADER_LEASE, "someone-elses")
+    for name in names:
+        admin.delete(LEASES.item(name, namespace))
+    try:
+
+        def lease_body(name: str) -> dict[str, Any]:
+            return {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"holderIdentity": "rbac-probe", "leaseDurationSeconds": 15},
+            }
+
+        renew = {"spec": {"holderIdentity": "rbac-probe-2"}}
+        answers = {
+            "create its Lease": _status_code(identity, "POST", LEASES.collection(namespace), lease_body(LEADER_LEASE)),
+            "renew its Lease": _status_code(
+                identity, "PATCH", LEASES.item(LEADER_LEASE, namespace), renew, MERGE_PATCH
+            ),
+            "delete its Lease": _status_code(identity, "DELETE", LEASES.item(LEADER_LEASE, namespace)),
+            # A create cannot be restricted by name; what it created stays out of reach.
+            "create another": _status_code(identity, "POST", LEASES.collection(namespace), lease_body(names[1])),
+            "renew another": _status_code(identity, "PATCH", LEASES.item(names[1], namespace), renew, MERGE_PATCH),
+            "list Leases": _status_code(identity, "GET", LEASES.collection(namespace)),
+        }
+        assert answers == {
+            "create its Lease": 200,
+            "renew its Lease": 200,
+            "delete its Lease": 403,
+            "create another": 200,
+            "renew another": 403,
+            "list Leases": 403,
+        }
+        assert (admin.get(LEASES.item(LEADER_LEASE, namespace)) or {})["spec"]["holderIdentity"] == "rbac-probe-2"
+    finally:
+        for name in names:
+            admin.delete(LEASES.item(name, namespace))
 
 
 # ---------------------------------------------------------------------------------------------

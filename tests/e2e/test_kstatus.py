@@ -10,15 +10,11 @@ objects the operator publishes for three pools: Ready (Current), a partial rollo
 from __future__ import annotations
 
 import copy
-import fcntl
-import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.dev.controlplane.binaries import cache_root
+from fabriccap.dev.gotools import GoToolError, build_go_tool
 from harness import (
     OperatorProcess,
     SyncKube,
@@ -43,9 +39,10 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KSTATUS_SOURCE = REPO_ROOT / "gitops" / "kstatus-check"
-KSTATUS_SOURCE_FILES = ("go.mod", "go.sum", "main.go")
+ARGOCD_SOURCE = REPO_ROOT / "gitops" / "argocd-health-check"
+ARGOCD_CUSTOMIZATION = REPO_ROOT / "gitops" / "resource_customizations" / "fabriccap.dev" / "FabricCapability"
+ARGOCD_CM_PATCH = REPO_ROOT / "gitops" / "argocd-cm-patch.yaml"
 PLUGIN_NAMESPACE = "kube-system"
-BUILD_TIMEOUT_SECONDS = 900
 GITOPS_LABEL = "app.kubernetes.io/instance"
 
 
@@ -53,46 +50,24 @@ GITOPS_LABEL = "app.kubernetes.io/instance"
 # The kstatus-check binary, built once
 
 
-def kstatus_binary() -> Path:
-    digest = hashlib.sha256()
-    for name in KSTATUS_SOURCE_FILES:
-        digest.update(name.encode() + b"\0" + (KSTATUS_SOURCE / name).read_bytes() + b"\0")
-    target = cache_root() / "bin" / f"kstatus-check-{digest.hexdigest()[:16]}" / "kstatus-check"
-    if os.access(target, os.X_OK):
-        return target
-    go = shutil.which("go")
-    if go is None:
-        message = "building gitops/kstatus-check needs a Go toolchain on PATH"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with (target.parent / ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions build it once
-        if os.access(target, os.X_OK):
-            return target
-        with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-            output = Path(scratch) / "kstatus-check"
-            started = time.monotonic()
-            result = subprocess.run(
-                # -mod=readonly: go.sum is committed, and the build must not rewrite it.
-                [go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(output), "."],
-                cwd=KSTATUS_SOURCE,
-                env={**os.environ, "CGO_ENABLED": "0", "GOWORK": "off", "GOFLAGS": ""},
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT_SECONDS,
-                check=False,
-            )
-            assert result.returncode == 0, f"go build gitops/kstatus-check failed:\n{result.stderr}"
-            print(f"built {target} in {time.monotonic() - started:.0f}s")
-            os.replace(output, target)
-    return target
+def go_tool(source: Path) -> Path:
+    if shutil.which("go") is None and os.environ.get("CI", "").lower() != "true":
+        pytest.skip(f"building {source.relative_to(REPO_ROOT)} needs a Go toolchain on PATH")
+    try:
+        return build_go_tool(source)
+    except GoToolError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")
 def kstatus() -> Path:
-    return kstatus_binary()
+    return go_tool(KSTATUS_SOURCE)
+
+
+@pytest.fixture(scope="module")
+def argocd() -> Path:
+    """Argo CD's own Lua runner around the shipped health check (tests/unit/test_argocd_health.py)."""
+    return go_tool(ARGOCD_SOURCE)
 
 
 def compute(kstatus: Path, obj: dict[str, Any]) -> tuple[str, str]:
@@ -235,6 +210,34 @@ def test_status_older_than_generation_is_in_progress(kstatus: Path, pools: Pools
     stale["metadata"]["generation"] += 1
     status, _ = compute(kstatus, stale)
     assert status == "InProgress"
+
+
+# ---------------------------------------------------------------------------------------------
+# Argo CD's health check reads the same live objects as kstatus does
+
+ARGOCD_FOR_KSTATUS = {"Current": "Healthy", "InProgress": "Progressing", "Failed": "Degraded"}
+
+
+def test_argocd_health_agrees_with_kstatus_on_live_objects(
+    kstatus: Path, argocd: Path, pools: Pools, cluster: E2ECluster
+) -> None:
+    for pool in (pools.ready, pools.partial, pools.stalled):
+        obj = live(cluster, pools.fcap(pool))
+        result = subprocess.run(
+            [str(argocd), "eval", str(ARGOCD_CUSTOMIZATION), str(ARGOCD_CM_PATCH)],
+            input=json.dumps(obj),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        (routes,) = json.loads(result.stdout)
+        kstatus_status, kstatus_message = compute(kstatus, obj)
+        # kstatus words Current itself ("Resource is Ready"); Argo CD shows the Ready message.
+        message = condition(obj, "Ready")["message"] if kstatus_status == "Current" else kstatus_message
+        expected = {"status": ARGOCD_FOR_KSTATUS[kstatus_status], "message": message}
+        assert routes["builtin"] == routes["configMap"] == expected, pool
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,8 +64,11 @@ def _prometheus_binary() -> str:
 
 
 def dashboard_queries(pool: str) -> Iterator[tuple[str, str]]:
-    """The dashboard's queries as Grafana sends them, its variables set to this job and pool."""
-    variables = {"$__rate_interval": "1m", "$job": JOB, "$fabric": "efa", "$pool": pool}
+    """The dashboard's queries as Grafana sends them, its variables set to this job and pool.
+
+    The series here carry no `cluster` label, so Grafana's cluster variable has no value.
+    """
+    variables = {"$__rate_interval": "1m", "$job": JOB, "$cluster": "", "$fabric": "efa", "$pool": pool}
     for panel in dashboard()["panels"]:
         for target in panel.get("targets", []):
             expr = target["expr"]

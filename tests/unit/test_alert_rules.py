@@ -126,7 +126,7 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     # promtool parses PromQL only inside rules: wrap each panel query in a recording rule,
     # with Grafana's variables replaced by what Grafana would send.
     promtool = _promtool()
-    variables = {"$__rate_interval": "1m", "$job": "fabriccap", "$fabric": ".*", "$pool": ".*"}
+    variables = {"$__rate_interval": "1m", "$job": "fabriccap", "$cluster": "", "$fabric": ".+", "$pool": ".+"}
     exprs = []
     for panel in dashboard.dashboard()["panels"]:
         for target in panel.get("targets", []):

@@ -15,12 +15,14 @@ def test_generated_file_is_current(entry: Generated) -> None:
     )
 
 
-def test_the_table_covers_every_copy_kustomize_and_helm_need() -> None:
+def test_the_table_covers_every_file_kustomize_helm_and_argocd_need() -> None:
     relative = {entry.relative for entry in generated_files()}
     assert {
         "manifests/crd/fabriccapabilities.yaml",
         "charts/fabriccap/crds/fabriccapabilities.yaml",
         "charts/fabriccap/files/dashboard.json",
-        "charts/fabriccap/files/prometheusrule.yaml",
+        "charts/fabriccap/files/alerts.yaml",
+        "charts/fabriccap/values.schema.json",
+        "gitops/argocd-cm-patch.yaml",
         "operator/fabriccap/dev/data/fabriccapabilities.yaml",
     } <= relative

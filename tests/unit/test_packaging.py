@@ -52,7 +52,6 @@ COPIES: dict[Path, Path] = {
     CHART / "crds" / "fabriccapabilities.yaml": CRD_SOURCE,
     MANIFESTS / "components" / "prometheusrule" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
     MANIFESTS / "components" / "dashboard" / "dashboard-configmap.yaml": MONITORING / "dashboard-configmap.yaml",
-    CHART / "files" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
     CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
 }
 
@@ -336,16 +335,17 @@ def test_service_monitor_job_label_is_what_the_alerts_select(templated: list[Doc
 # Manifests and chart agree
 
 
-Rule = tuple[str, str, tuple[str, ...]]
+Rule = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
 
 def _rule_set(rules: list[Doc]) -> set[Rule]:
-    """RBAC rules as (apiGroup, resource, verbs): the order of rules and list items means nothing."""
+    """RBAC rules as (apiGroup, resource, verbs, resourceNames): order means nothing."""
     flattened: set[Rule] = set()
     for rule in rules:
+        names = tuple(sorted(rule.get("resourceNames", [])))
         for group in rule.get("apiGroups", []):
             for resource in rule.get("resources", []):
-                flattened.add((group, resource, tuple(sorted(rule.get("verbs", [])))))
+                flattened.add((group, resource, tuple(sorted(rule.get("verbs", []))), names))
     return flattened
 
 
@@ -381,20 +381,40 @@ def _rbac(docs: list[Doc]) -> dict[str, Any]:
     }
 
 
+READ = ("get", "list", "watch")
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+LEASE = "fabriccap-leader"
+
+
 def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
     manifests, chart = _rbac(kustomized), _rbac(templated)
     assert manifests == chart
-    # And it is the least privilege we mean: read-only on nodes, pods and DaemonSets.
-    writes = {"create", "update", "patch", "delete", "deletecollection"}
-    for _, resources, verbs in manifests["clusterRole"].union(*manifests["roles"].values()):
-        if resources in {"nodes", "nodes/status", "pods", "daemonsets"}:
-            assert not writes & set(verbs), (resources, verbs)
-    assert all(resource != "secrets" for _, resource, _ in manifests["clusterRole"])
-    # Plugin namespaces may not exist (aks-rdma lists three candidates): no Role is made there.
-    assert manifests["roles"] == {}
-    assert {("", "pods", ("get", "list", "watch")), ("apps", "daemonsets", ("get", "list", "watch"))} <= manifests[
-        "clusterRole"
-    ]
+    cluster_role = manifests["clusterRole"]
+    # Read-only on everything it observes: a write would be refused (403), not slip through.
+    observed = {"nodes", "nodes/status", "pods", "pods/status", "daemonsets", "resourceslices", "deviceclasses"}
+    for _, resource, verbs, _ in cluster_role.union(*manifests["roles"].values()):
+        if resource in observed:
+            assert not WRITES & set(verbs), (resource, verbs)
+    assert all(resource != "secrets" for _, resource, _, _ in cluster_role)
+    assert {
+        ("", "pods", READ, ()),
+        ("apps", "daemonsets", READ, ()),
+        ("", "nodes", READ, ()),
+        ("resource.k8s.io", "resourceslices", READ, ()),
+        ("resource.k8s.io", "deviceclasses", READ, ()),
+        ("", "events", ("create", "patch"), ()),
+        ("events.k8s.io", "events", ("create", "patch"), ()),
+    } <= cluster_role
+    # Nothing on leases cluster-wide; in its own namespace, its one Lease (create cannot be
+    # restricted by name: the object does not exist yet). Plugin namespaces may not exist
+    # (aks-rdma lists three candidates): no Role is made there.
+    assert not any(resource == "leases" for _, resource, _, _ in cluster_role)
+    assert manifests["roles"] == {
+        "fabriccap-system": {
+            ("coordination.k8s.io", "leases", ("get", "patch", "update", "watch"), (LEASE,)),
+            ("coordination.k8s.io", "leases", ("create",), ()),
+        }
+    }
 
 
 def test_crd_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
@@ -430,19 +450,39 @@ def test_security_context_agrees_and_is_restricted(kustomized: list[Doc], templa
 
 
 def test_deployment_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
-    same_fields = ("args", "ports", "livenessProbe", "resources", "volumeMounts", "name", "imagePullPolicy")
+    same_fields = (
+        "args",
+        "env",
+        "ports",
+        "startupProbe",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "volumeMounts",
+        "name",
+        "imagePullPolicy",
+    )
     manifests, chart = _container(kustomized), _container(templated)
     assert {f: manifests.get(f) for f in same_fields} == {f: chart.get(f) for f in same_fields}
     assert manifests["image"] == chart["image"], "the image tag follows the chart's appVersion"
     for docs in (kustomized, templated):
         deployment = one(docs, "Deployment")
-        assert deployment["spec"]["replicas"] == 1
-        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+        # Two replicas behind a Lease, rolled one at a time (no --standalone).
+        assert deployment["spec"]["replicas"] == 2
+        assert "strategy" not in deployment["spec"]
+        container = _container(docs)
+        assert "--standalone" not in container["args"]
+        downward = {env["name"]: env["valueFrom"]["fieldRef"]["fieldPath"] for env in container["env"]}
+        assert downward == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
         spec = _pod_spec(docs)
-        assert "--standalone" in _container(docs)["args"]
         assert {v["name"]: set(v) - {"name"} for v in spec["volumes"]} == {"config": {"configMap"}, "tmp": {"emptyDir"}}
         config_map = one(docs, "ConfigMap", spec["volumes"][0]["configMap"]["name"])
         assert set(config_map["data"]) == {"config.yaml"}
+        budget = one(docs, "PodDisruptionBudget")
+        assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    assert one(kustomized, "PodDisruptionBudget")["spec"] == one(templated, "PodDisruptionBudget")["spec"]
     assert _pod_spec(kustomized)["nodeSelector"] == _pod_spec(templated)["nodeSelector"]
 
 

@@ -57,3 +57,29 @@ Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa pr
 {{- fail "config.fabrics: no enabled fabric profile; the operator would have nothing to watch" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The image reference: repository:tag, and @digest when one is given (the digest decides). */}}
+{{- define "fabriccap.image" -}}
+{{- $reference := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- if .Values.image.digest -}}
+{{- $reference = printf "%s@%s" $reference .Values.image.digest -}}
+{{- end -}}
+{{- $reference -}}
+{{- end -}}
+
+{{/*
+The scrape job of the operator: the ServiceMonitor takes it from the Service's
+app.kubernetes.io/name label (fabriccap.name), unless prometheusRule.job names another one.
+The alert rules select it; FabricCapabilityOperatorDown would fire forever on another name.
+*/}}
+{{- define "fabriccap.jobName" -}}
+{{- .Values.prometheusRule.job | default (include "fabriccap.name" .) -}}
+{{- end -}}
+
+{{/* A probe of /healthz on the health port, from a probe value without its `enabled`. */}}
+{{- define "fabriccap.probe" -}}
+httpGet:
+  path: /healthz
+  port: health
+{{ omit . "enabled" | toYaml }}
+{{- end -}}

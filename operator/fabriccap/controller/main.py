@@ -10,6 +10,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from pythonjsonlogger.json import JsonFormatter
+
 from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.frame import OperatorState, quiet_kopf_logging, run_frame
 from fabriccap.controller.informers import Freshness, build_informers
@@ -144,13 +146,27 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         await client.close()
 
 
-def setup_logging(level: int = logging.INFO) -> None:
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    quiet_kopf_logging()
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def setup_logging(level: str = "info", log_format: str = "text") -> None:
+    """stderr, as text lines or one JSON object per record (``--log-level``, ``--log-format``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        # Log collectors (Loki, CloudWatch, Elasticsearch) then index level and logger
+        # without parsing text: {"time": ..., "level": ..., "logger": ..., "message": ...}.
+        handler.setFormatter(
+            JsonFormatter(
+                "%(levelname)s %(name)s %(message)s",
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp="time",  # ISO 8601, UTC
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    if level != "debug":  # debugging wants kopf's own account of its handlers too
+        quiet_kopf_logging()
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
@@ -160,7 +176,7 @@ def run_operator(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    setup_logging()
+    setup_logging(args.log_level, args.log_format)
     options = OperatorOptions(
         config=config,
         kubeconfig=args.kubeconfig,

@@ -518,3 +518,102 @@ def load_config(path: str | Path | None) -> Config:
         reason = getattr(error, "strerror", None) or error
         raise ConfigError(f"{path}: cannot read config: {reason}") from None
     return build_config(parse_config_text(text, str(path)), source=str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# The JSON Schema of a config file
+
+
+CONFIG_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# Old field names the models still read (their "before" validators), as (model, old name,
+# new name, whether the old one holds a single item of the new one's list).
+OLD_FIELD_NAMES: tuple[tuple[type[_Model], str, str, bool], ...] = (
+    (TargetNodes, "gpuResources", "acceleratorResources", False),
+    (TargetNodes, "gpuLabels", "acceleratorLabels", False),
+    (DevicePlugin, "namespace", "namespaces", True),
+)
+
+
+def _without_titles(node: Any) -> Any:
+    """pydantic's generated ``title`` keys repeat the field names; they only add noise."""
+    if isinstance(node, dict):
+        return {key: _without_titles(value) for key, value in node.items() if key != "title"}
+    if isinstance(node, list):
+        return [_without_titles(value) for value in node]
+    return node
+
+
+def config_input_schema() -> dict[str, Any]:
+    """The JSON Schema of what a user writes in a config file (``fabriccap config-schema``).
+
+    Generated from the models, then adjusted where the file is not the model:
+
+    - entries of ``fabrics`` are partial: one named like a built-in profile is merged onto it
+      before validation (``_merge_with_builtin``), so ``{name: efa}`` alone is complete, while
+      any other entry needs ``resource`` and a ``devicePlugin`` that can find its DaemonSets;
+    - old field names (``gpuResources``, ``gpuLabels``, ``devicePlugin.namespace``) are still
+      read, but not together with their new names;
+    - what the field validators check in code is spelt out as patterns and bounds where JSON
+      Schema can say it (label keys, DNS names, non-negative maxima), so a chart or an editor
+      refuses it before the operator would.
+
+    The operator still validates every file itself: the schema refuses less than the models
+    (a label key's length limits, unique fabric names, at least one enabled fabric).
+    """
+    schema: dict[str, Any] = _without_titles(Config.model_json_schema(by_alias=True, mode="validation"))
+    definitions = schema["$defs"]
+    for model, old, new, single_item in OLD_FIELD_NAMES:
+        definition = definitions[model.__name__]
+        new_field = definition["properties"][new]
+        old_field = dict(new_field["items"] if single_item else new_field)
+        old_field.pop("default", None)
+        definition["properties"][old] = {**old_field, "deprecated": True, "description": f"old name of {new}"}
+        definition.setdefault("allOf", []).append({"not": {"required": [old, new]}})
+
+    label_key = {"type": "string", "pattern": _QUALIFIED_NAME.pattern, "maxLength": 253 + 1 + 63}
+    dns_label = {"type": "string", "pattern": _DNS_LABEL.pattern, "maxLength": 63}
+    dns_subdomain = {"type": "string", "pattern": _DNS_SUBDOMAIN.pattern, "maxLength": 253}
+    schema["properties"]["poolLabels"].update(items=label_key, uniqueItems=True)
+    fabrics = schema["properties"]["fabrics"]
+    fabrics.pop("default", None)  # absent is not [] but the built-in profiles
+    fabrics["description"] = (
+        "Replaces the built-in list (efa on, aks-rdma off); an entry named like a built-in profile starts from it."
+    )
+
+    target_nodes = definitions[TargetNodes.__name__]["properties"]
+    for name in ("acceleratorResources", "gpuResources"):
+        target_nodes[name]["items"] = label_key
+
+    device_plugin = definitions[DevicePlugin.__name__]["properties"]
+    device_plugin["namespaces"].update(items=dns_label, uniqueItems=True)
+    device_plugin["namespace"].update(dns_label)
+    device_plugin["daemonSetNames"]["items"] = dns_subdomain
+
+    profile = definitions[FabricProfile.__name__]
+    profile_properties = profile["properties"]
+    profile_properties["name"].update(pattern=_FABRIC_NAME.pattern, maxLength=20)
+    profile_properties["resource"].update(label_key)
+    profile_properties["instanceTypes"]["additionalProperties"]["minimum"] = 0
+    profile["required"] = ["name"]
+    # A built-in profile's name: the entry is merged onto the built-in, every field optional.
+    # Any other name: a whole profile, with a way to find its device plugin.
+    profile["if"] = {"properties": {"name": {"enum": sorted(BUILTIN_PROFILES)}}, "required": ["name"]}
+    profile["else"] = {
+        "required": ["resource", "devicePlugin"],
+        "properties": {
+            "devicePlugin": {
+                "anyOf": [
+                    {"required": ["daemonSetSelector"], "properties": {"daemonSetSelector": {"type": "string"}}},
+                    {"required": ["daemonSetNames"], "properties": {"daemonSetNames": {"minItems": 1}}},
+                ]
+            }
+        },
+    }
+    return {
+        "$schema": CONFIG_SCHEMA_DIALECT,
+        "title": "fabriccap configuration",
+        "description": "The file `fabriccap run --config` and `fabriccap evaluate --config` read; the Helm chart's"
+        " `config` value. Fabric entries named like a built-in profile (efa, aks-rdma) start from it.",
+        **schema,
+    }

@@ -24,9 +24,28 @@ UID = "fabriccap"
 DASHBOARD_FILE = "dashboard.json"
 CONFIGMAP_FILE = "dashboard-configmap.yaml"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-# Every pool query carries these, so the fabric/pool variables filter every pool panel.
-POOL = 'fabric=~"$fabric",pool=~"$pool"'
+# Every query selects one install: its scrape job, and its cluster where series carry a
+# `cluster` label (an external label, or a relabeling). Where they carry none the cluster
+# variable has no value, and `cluster=~""` matches exactly the series without the label.
+INSTALL = 'job=~"$job",cluster=~"$cluster"'
+# Every pool query carries these too, so the fabric/pool variables filter every pool panel.
+POOL = f'{INSTALL},fabric=~"$fabric",pool=~"$pool"'
+# Every replica of the operator exports the pool series (each with its own instance and
+# pod): one series per pool, whatever the number of replicas, as the alerts take them.
+PER_POOL = "max without (instance, pod)"
 GRID_WIDTH = 24
+# Labels Prometheus (or the Prometheus Operator) adds to every target: noise in a table.
+TARGET_LABELS = ("job", "instance", "pod", "namespace", "service", "endpoint", "container", "cluster")
+
+
+def pool_series(metric: str, matchers: str = "") -> str:
+    """``metric`` of the selected pools, once per pool."""
+    return f"{PER_POOL} ({metric}{{{POOL}{',' + matchers if matchers else ''}}})"
+
+
+def install_series(metric: str) -> str:
+    """``metric`` of the selected install, per replica."""
+    return f"{metric}{{{INSTALL}}}"
 
 
 @dataclass(frozen=True)
@@ -82,7 +101,7 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Pool readiness",
                 "state-timeline",
-                (Query(f"fabriccap_pool_ready{{{POOL}}}", "{{name}}"),),
+                (Query(pool_series("fabriccap_pool_ready"), "{{name}}"),),
                 width=24,
                 height=7,
                 description="Ready is the flip criterion: every schedulable target node advertises the same"
@@ -93,11 +112,11 @@ ROWS: tuple[Row, ...] = (
                 "Pools now",
                 "table",
                 (
-                    Query(f"fabriccap_pool_ready{{{POOL}}}", instant=True),
-                    Query(f"fabriccap_pool_nodes{{{POOL}}}", instant=True),
-                    Query(f"fabriccap_pool_advertising_nodes{{{POOL}}}", instant=True),
-                    Query(f"fabriccap_pool_uniform_allocatable{{{POOL}}}", instant=True),
-                    Query(f"fabriccap_pool_cordoned_nodes{{{POOL}}}", instant=True),
+                    Query(pool_series("fabriccap_pool_ready"), instant=True),
+                    Query(pool_series("fabriccap_pool_nodes"), instant=True),
+                    Query(pool_series("fabriccap_pool_advertising_nodes"), instant=True),
+                    Query(pool_series("fabriccap_pool_uniform_allocatable"), instant=True),
+                    Query(pool_series("fabriccap_pool_cordoned_nodes"), instant=True),
                 ),
                 width=24,
                 description="One row per FabricCapability. An empty uniform count means the counts differ:"
@@ -116,8 +135,8 @@ ROWS: tuple[Row, ...] = (
                 "Advertising vs schedulable target nodes",
                 "timeseries",
                 (
-                    Query(f"fabriccap_pool_nodes{{{POOL}}}", "{{name}} nodes"),
-                    Query(f"fabriccap_pool_advertising_nodes{{{POOL}}}", "{{name}} advertising"),
+                    Query(pool_series("fabriccap_pool_nodes"), "{{name}} nodes"),
+                    Query(pool_series("fabriccap_pool_advertising_nodes"), "{{name}} advertising"),
                 ),
                 width=12,
                 description="A gap between the two lines is nodes that advertise 0 of the fabric resource.",
@@ -125,7 +144,7 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Gap nodes by kind",
                 "timeseries",
-                (Query(f"fabriccap_pool_gap_nodes{{{POOL}}} > 0", "{{name}} {{kind}}"),),
+                (Query(pool_series("fabriccap_pool_gap_nodes") + " > 0", "{{name}} {{kind}}"),),
                 width=12,
                 description="plugin_ready_not_advertised: the plugin runs, the resource is 0."
                 " unhealthy: capacity above allocatable. advertised_without_plugin: no Ready plugin pod.",
@@ -135,7 +154,7 @@ ROWS: tuple[Row, ...] = (
                 "bargauge",
                 (
                     Query(
-                        f"fabriccap_pool_nodes_by_allocatable{{{POOL}}}",
+                        pool_series("fabriccap_pool_nodes_by_allocatable"),
                         "{{name}} allocatable={{allocatable}}",
                         instant=True,
                     ),
@@ -147,7 +166,7 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Conditions that are not True",
                 "table",
-                (Query(f'fabriccap_pool_condition{{{POOL},status!="true"}} == 1', instant=True),),
+                (Query(pool_series("fabriccap_pool_condition", 'status!="true"') + " == 1", instant=True),),
                 width=12,
                 description="Stalled is abnormal-true: its False is the healthy state.",
             ),
@@ -159,30 +178,35 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Operator up",
                 "stat",
-                (Query('up{job=~"$job"}', "{{instance}}"),),
+                (Query(install_series("up"), "{{instance}}"),),
                 width=6,
                 height=5,
+                description="Whether Prometheus scrapes each replica of the operator. Every replica serves"
+                " /metrics; one of them, the Lease holder, writes.",
                 options=(("mappings", UP_MAPPINGS),),
             ),
             Panel(
                 "Time since last evaluation",
                 "stat",
-                (Query("time() - fabriccap_last_evaluation_timestamp_seconds", "{{instance}}"),),
+                (Query("time() - " + install_series("fabriccap_last_evaluation_timestamp_seconds"), "{{instance}}"),),
                 width=6,
                 height=5,
+                description="Per replica. Pools are re-evaluated on change and at least every resyncSeconds"
+                " (300 s); far above that the evaluation loop is stuck (FabricCapabilityStale).",
                 unit="s",
             ),
             Panel(
                 "Build",
                 "table",
-                (Query("fabriccap_build_info", instant=True),),
+                (Query(install_series("fabriccap_build_info"), instant=True),),
                 width=6,
                 height=5,
+                description="The operator version each replica runs.",
             ),
             Panel(
                 "Unpooled target nodes",
                 "stat",
-                (Query("sum(fabriccap_unpooled_nodes)"),),
+                (Query(f"{PER_POOL} ({install_series('fabriccap_unpooled_nodes')})"),),
                 width=6,
                 height=5,
                 description="Target nodes carrying none of the pool label keys: never published.",
@@ -190,24 +214,43 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Pool evaluations",
                 "timeseries",
-                (Query("sum by (instance) (rate(fabriccap_evaluations_total[$__rate_interval]))", "{{instance}}"),),
+                (
+                    Query(
+                        f"sum by (instance) (rate({install_series('fabriccap_evaluations_total')}[$__rate_interval]))",
+                        "{{instance}}",
+                    ),
+                ),
                 width=8,
                 unit="ops",
+                description="Pool evaluations per second, per replica: every replica evaluates, so each has the"
+                " answer ready when it takes over.",
             ),
             Panel(
                 "Status writes by result",
                 "timeseries",
-                (Query("sum by (result) (rate(fabriccap_status_writes_total[$__rate_interval]))", "{{result}}"),),
+                (
+                    Query(
+                        f"sum by (result) (rate({install_series('fabriccap_status_writes_total')}[$__rate_interval]))",
+                        "{{result}}",
+                    ),
+                ),
                 width=8,
                 unit="ops",
-                description="Writes happen only on change: a steady cluster shows none.",
+                description="Writes happen only on change, and only on the leader: a steady cluster shows none.",
             ),
             Panel(
                 "Watch events by kind",
                 "timeseries",
-                (Query("sum by (kind) (rate(fabriccap_watch_events_total[$__rate_interval]))", "{{kind}}"),),
+                (
+                    Query(
+                        f"sum by (kind) (rate({install_series('fabriccap_watch_events_total')}[$__rate_interval]))",
+                        "{{kind}}",
+                    ),
+                ),
                 width=8,
                 unit="ops",
+                description="Watch events received per second, by kind, summed over the replicas. Node status"
+                " heartbeats dominate; a flat zero means the watches stopped.",
             ),
             Panel(
                 "Evaluation latency",
@@ -215,12 +258,12 @@ ROWS: tuple[Row, ...] = (
                 (
                     Query(
                         "histogram_quantile(0.99, sum by (le)"
-                        " (rate(fabriccap_evaluation_duration_seconds_bucket[$__rate_interval])))",
+                        f" (rate({install_series('fabriccap_evaluation_duration_seconds_bucket')}[$__rate_interval])))",
                         "p99",
                     ),
                     Query(
                         "histogram_quantile(0.5, sum by (le)"
-                        " (rate(fabriccap_evaluation_duration_seconds_bucket[$__rate_interval])))",
+                        f" (rate({install_series('fabriccap_evaluation_duration_seconds_bucket')}[$__rate_interval])))",
                         "p50",
                     ),
                 ),
@@ -234,21 +277,23 @@ ROWS: tuple[Row, ...] = (
 
 
 def _template_variables() -> list[dict[str, Any]]:
-    def label_variable(name: str, query: str) -> dict[str, Any]:
-        return {
+    def query_variable(name: str, label: str, query: str, *, multi: bool) -> dict[str, Any]:
+        variable: dict[str, Any] = {
             "name": name,
-            "label": name.capitalize(),
+            "label": label,
             "type": "query",
             "datasource": DATASOURCE,
             "query": {"query": query, "refId": f"{name}-variable"},
             "definition": query,
-            "refresh": 2,  # on time range change: pools come and go
-            "includeAll": True,
-            "multi": True,
-            "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "refresh": 2,  # on time range change: pools and installs come and go
+            "includeAll": multi,
+            "multi": multi,
             "sort": 1,
         }
+        if multi:
+            # ".+", not ".*": "All" must not also match series that lack the label.
+            variable.update(allValue=".+", current={"selected": True, "text": ["All"], "value": ["$__all"]})
+        return variable
 
     return [
         {
@@ -259,9 +304,13 @@ def _template_variables() -> list[dict[str, Any]]:
             "current": {},
             "hide": 0,
         },
-        label_variable("job", "label_values(fabriccap_build_info, job)"),
-        label_variable("fabric", "label_values(fabriccap_pool_nodes, fabric)"),
-        label_variable("pool", 'label_values(fabriccap_pool_nodes{fabric=~"$fabric"}, pool)'),
+        # One cluster and one install at a time: every query selects both.
+        query_variable("cluster", "Cluster", "label_values(fabriccap_build_info, cluster)", multi=False),
+        query_variable("job", "Job", 'label_values(fabriccap_build_info{cluster=~"$cluster"}, job)', multi=False),
+        query_variable("fabric", "Fabric", f"label_values(fabriccap_pool_nodes{{{INSTALL}}}, fabric)", multi=True),
+        query_variable(
+            "pool", "Pool", f'label_values(fabriccap_pool_nodes{{{INSTALL},fabric=~"$fabric"}}, pool)', multi=True
+        ),
     ]
 
 
@@ -299,7 +348,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
             {
                 "id": "organize",
                 "options": {
-                    "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
+                    "excludeByName": {"Time": True, "__name__": True, **dict.fromkeys(TARGET_LABELS, True)},
                     "renameByName": {
                         "Value #A": "Ready",
                         "Value #B": "Nodes",
@@ -312,7 +361,17 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         ]
     elif panel.kind == "table":
         result["transformations"] = [
-            {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "Value": True}}}
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {
+                        "Time": True,
+                        "__name__": True,
+                        "Value": True,
+                        **dict.fromkeys(TARGET_LABELS, True),
+                    }
+                },
+            }
         ]
     return result
 
@@ -349,7 +408,8 @@ def dashboard() -> dict[str, Any]:
         "title": "fabriccap: fabric capability per node pool",
         "description": "Do the nodes of each pool advertise the fabric resource uniformly, with a Ready device plugin?",
         "tags": ["fabriccap", "efa", "kubernetes"],
-        "editable": True,
+        # Provisioned from a file or a ConfigMap: edits in the UI would be lost on the next sync.
+        "editable": False,
         "graphTooltip": 1,
         "refresh": "30s",
         "schemaVersion": 39,
