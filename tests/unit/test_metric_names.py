@@ -69,6 +69,7 @@ def exposed() -> list[tuple[str, dict[str, str], float]]:
     metrics.watch_events.labels(kind="node").inc()
     metrics.status_writes.labels(result="updated").inc()
     metrics.last_evaluation.set(1_700_000_000)
+    metrics.watch_last_event.labels(kind="node").set(1_700_000_000)
     return _samples(metrics.exposition())
 
 

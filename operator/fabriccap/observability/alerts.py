@@ -8,7 +8,7 @@ committed files differ from what this module renders. Regenerate them with::
     python -m fabriccap.alerts --out monitoring/
 
 Expressions and annotations are Prometheus text with ``@name`` placeholders (``@job``,
-``@for``, ``@stale_after``) filled in from ``AlertSettings``; ``@`` appears in neither
+``@for``, ``@stale_after``, ``@watch_stale_after``) filled in from ``AlertSettings``; ``@`` appears in neither
 these PromQL expressions nor Go templates, so it cannot collide with ``{{ $labels }}``.
 """
 
@@ -53,6 +53,8 @@ class AlertSettings:
 
     job: str = "fabriccap"  # the scrape job's name; OperatorDown can only see the job it names
     stale_after_seconds: int = 900
+    # Watches hear from the API server at least every minute (a renewed watch counts).
+    watch_stale_after_seconds: int = 300
     for_all: str | None = None  # one `for:` for every alert (tests use a few seconds)
     for_overrides: Mapping[str, str] = field(default_factory=dict)  # alert name -> `for:`
 
@@ -167,15 +169,25 @@ ALERTS: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         name="FabricCapabilityStale",
-        expr='time() - fabriccap_last_evaluation_timestamp_seconds{job="@job"} > @stale_after',
+        # Two ways an operator that answers scrapes stops describing the cluster: its watches no
+        # longer hear from the API server (a partition; evaluations would go on over old facts),
+        # or its evaluation loop is stuck.
+        expr=(
+            'time() - min by (job, instance) (fabriccap_watch_last_event_timestamp_seconds{job="@job"})'
+            " > @watch_stale_after\n"
+            "or\n"
+            'time() - max by (job, instance) (fabriccap_last_evaluation_timestamp_seconds{job="@job"})'
+            " > @stale_after"
+        ),
         for_="5m",
         severity="warning",
-        summary="The fabriccap operator {{ $labels.instance }} has not evaluated any pool for a while.",
+        summary="The fabriccap operator {{ $labels.instance }} is working from stale data.",
         description=(
-            "The fabriccap operator {{ $labels.instance }} (job {{ $labels.job }}) last evaluated its pools"
-            " {{ $value | humanizeDuration }} ago (threshold @{stale_after}s). It is up but its evaluation loop"
-            " is stuck or it cannot list the cluster, so FabricCapability status may no longer describe the"
-            " nodes."
+            "The fabriccap operator {{ $labels.instance }} (job {{ $labels.job }}) has gone"
+            " {{ $value | humanizeDuration }} without fresh data: its watches have not heard from the API"
+            " server for over @{watch_stale_after}s, or it has not evaluated its pools for over"
+            " @{stale_after}s. It is up, but cut off from the API server or stuck, so FabricCapability status"
+            " may no longer describe the nodes (fabriccap_pool_ready reads 0 meanwhile)."
         ),
         anchor="fabriccapabilitystale",
     ),
@@ -188,7 +200,10 @@ class _Placeholders(string.Template):
 
 def _fill(text: str, rule: AlertRule, settings: AlertSettings) -> str:
     return _Placeholders(text).substitute(
-        job=settings.job, stale_after=str(settings.stale_after_seconds), **{"for": settings.for_duration(rule)}
+        job=settings.job,
+        stale_after=str(settings.stale_after_seconds),
+        watch_stale_after=str(settings.watch_stale_after_seconds),
+        **{"for": settings.for_duration(rule)},
     )
 
 
