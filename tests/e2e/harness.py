@@ -13,13 +13,17 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
+import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,20 +50,24 @@ __all__ = [
     "E2ECluster",
     "Metrics",
     "OperatorProcess",
+    "Relay",
     "SyncKube",
     "World",
     "condition",
     "daemon_set_body",
     "daemon_set_path",
     "free_port",
+    "kubeconfig_via",
     "listening_socket",
     "node_body",
     "node_path",
     "plugin_pod_body",
     "pod_path",
     "pod_status",
+    "published_equals_evaluate",
     "reasons",
     "wait_until",
+    "watched_kind_fingerprints",
     "without_volatile",
     "write_config",
 ]
@@ -443,6 +451,11 @@ class OperatorProcess:
     metrics_port: int = 0
     health_port: int = 0
     starts: int = 0
+    # Leader election instead of --standalone: the Lease goes in `namespace`, and `pod_name`
+    # (POD_NAME) names this replica in it.
+    standalone: bool = True
+    namespace: str | None = None
+    pod_name: str | None = None
     _log_offsets: list[int] = field(default_factory=list)
 
     def start(self, *, wait_healthy: bool = True) -> None:
@@ -452,12 +465,19 @@ class OperatorProcess:
         with self.log_path.open("ab") as log:
             log.write(f"\n===== operator start #{self.starts} =====\n".encode())
             self._log_offsets.append(log.tell())
+            command = local_run_command(
+                self.kubeconfig,
+                self.config,
+                self.metrics_port,
+                self.health_port,
+                standalone=self.standalone,
+                namespace=self.namespace,
+            )
+            environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            if self.pod_name:
+                environment["POD_NAME"] = self.pod_name
             self.process = subprocess.Popen(
-                local_run_command(self.kubeconfig, self.config, self.metrics_port, self.health_port),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
             )
         if wait_healthy:
             wait_until(self.healthy, "the operator's /healthz", timeout=60)
@@ -477,6 +497,31 @@ class OperatorProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to release the Lease or finish a write."""
+        process, self.process = self.process, None
+        if process is not None:
+            process.kill()
+            process.wait(10)
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def health_status(self) -> int | None:
+        """The HTTP status of /healthz (None: no answer)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except (urllib.error.URLError, OSError):
+            return None
 
     @property
     def running(self) -> bool:
@@ -516,6 +561,145 @@ class OperatorProcess:
     def report_sections(self) -> list[tuple[str, str]]:
         lines = self.log().splitlines()
         return [(f"operator log ({self.log_path})", "\n".join(lines[-300:]))]
+
+
+class Relay:
+    """A TCP relay between a client and the API server that can be paused: a partition.
+
+    Paused, it forwards nothing in either direction and connects nothing new, so the
+    operator's connections stall exactly as they would behind a dead network path (no RST,
+    no FIN); resumed, traffic flows again on the same connections.
+    """
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = int(self._listener.getsockname()[1])
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def pause(self) -> None:
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._flowing.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        with self._lock:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.close()
+        for thread in self._threads:
+            thread.join(5)
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, client: socket.socket) -> None:
+        while not self._flowing.wait(0.2):  # a partition: new connections hang too
+            if self._closed.is_set():
+                client.close()
+                return
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            self._sockets += [client, upstream]
+        pairs = {client: upstream, upstream: client}
+        try:
+            while not self._closed.is_set():
+                if not self._flowing.wait(0.2):
+                    continue  # hold every byte while paused
+                readable, _, _ = select.select(list(pairs), [], [], 0.2)
+                for sock in readable:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    pairs[sock].sendall(data)
+        except OSError:
+            return
+        finally:
+            client.close()
+            upstream.close()
+
+
+def kubeconfig_via(kubeconfig: Path, server: str, path: Path) -> Path:
+    """A copy of ``kubeconfig`` that reaches the cluster at ``server`` (a relay, say)."""
+    document = yaml.safe_load(kubeconfig.read_text())
+    for cluster in document.get("clusters") or []:
+        cluster["cluster"]["server"] = server
+    path.write_text(json.dumps(document))
+    return path
+
+
+def published_equals_evaluate(
+    cluster: E2ECluster, kube: SyncKube, config: Path, names: Collection[str], timeout: float = 30.0
+) -> None:
+    """The published status of every object in ``names`` is what `fabriccap evaluate` computes
+    from a dump of the same cluster (taken first: the live answer can only be newer)."""
+    snapshot = config.parent / f"snapshot-{uuid.uuid4().hex[:6]}.json"
+    differences: dict[str, Any] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snapshot.write_text(cluster.run_kubectl("get", "nodes,pods,daemonsets", "-A", "-o", "json").stdout)
+        result = subprocess.run(
+            [sys.executable, "-m", "fabriccap", "evaluate", "-f", str(snapshot), "--config", str(config), "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        offline = {obj["metadata"]["name"]: obj["status"] for obj in json.loads(result.stdout)["items"]}
+        live = {name: (kube.fcap(name) or {}).get("status") or {} for name in names}
+        differences = {
+            name: {"live": without_volatile(live[name]), "evaluate": without_volatile(offline.get(name) or {})}
+            for name in names
+            if without_volatile(live[name]) != without_volatile(offline.get(name) or {})
+        }
+        if not differences:
+            snapshot.unlink()
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"published != fabriccap evaluate:\n{json.dumps(differences, indent=1)}")
+
+
+def watched_kind_fingerprints(kube: SyncKube) -> dict[str, tuple[Any, ...]]:
+    """Everything the operator could have touched on Nodes, Pods and DaemonSets."""
+    found: dict[str, tuple[Any, ...]] = {}
+    for path in (NODES.collection(), PODS.collection(), DAEMON_SETS.collection()):
+        for obj in kube.list_objects(path):
+            metadata = obj["metadata"]
+            key = f"{path}/{metadata.get('namespace', '')}/{metadata['name']}"
+            found[key] = (
+                metadata["resourceVersion"],
+                metadata.get("annotations"),
+                metadata.get("finalizers"),
+                metadata.get("labels"),
+                sorted(entry.get("manager", "") for entry in metadata.get("managedFields") or []),
+            )
+    return found
 
 
 @contextlib.contextmanager

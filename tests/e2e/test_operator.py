@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fabriccap.dev.controlplane import LocalControlPlane
-from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NAMESPACES, NODES, PODS
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NAMESPACES
 from harness import (
     EFA,
     FCAP_PATH,
@@ -42,6 +42,7 @@ from harness import (
     node_path,
     reasons,
     wait_until,
+    watched_kind_fingerprints,
     without_volatile,
     write_config,
 )
@@ -540,34 +541,17 @@ def test_restart_changes_nothing(scenario: Scenario) -> None:
     )
 
 
-def _fingerprints(kube: SyncKube) -> dict[str, tuple[Any, ...]]:
-    """Everything the operator could have touched on Nodes, Pods and DaemonSets."""
-    found: dict[str, tuple[Any, ...]] = {}
-    for path in (NODES.collection(), PODS.collection(), DAEMON_SETS.collection()):
-        for obj in kube.list_objects(path):
-            metadata = obj["metadata"]
-            key = f"{path}/{metadata.get('namespace', '')}/{metadata['name']}"
-            found[key] = (
-                metadata["resourceVersion"],
-                metadata.get("annotations"),
-                metadata.get("finalizers"),
-                metadata.get("labels"),
-                sorted(entry.get("manager", "") for entry in metadata.get("managedFields") or []),
-            )
-    return found
-
-
 def test_operator_never_writes_nodes_pods_or_daemon_sets(scenario: Scenario) -> None:
     scenario.operator.stop()
     nodes = scenario.add_pool("readonly", 2)
     scenario.set_fabric(nodes[1], 16)  # a pool that needs writing: not Ready, then Ready below
-    before = _fingerprints(scenario.kube)
+    before = watched_kind_fingerprints(scenario.kube)
     assert any(key.endswith(f"/{nodes[0]}") for key in before)
 
     scenario.operator.start()
     scenario.wait_ready("readonly", "False", "MixedCounts", nodes=2)
     time.sleep(QUIET_SECONDS)
-    after = _fingerprints(scenario.kube)
+    after = watched_kind_fingerprints(scenario.kube)
 
     changed = {key: (before.get(key), value) for key, value in after.items() if before.get(key) != value}
     assert changed == {}

@@ -71,7 +71,9 @@ def build_registry() -> kopf.OperatorRegistry:
         # Called again on 401: rotated service-account tokens and exec credentials refresh.
         return await connection_info(_state(memo).credentials)
 
-    @kopf.on.probe(id="fabriccap", registry=registry)
+    # A failing probe fails /healthz at once (500): retrying it, kopf's default for activities,
+    # would hold the request for a minute while the kubelet's probe times out.
+    @kopf.on.probe(id="fabriccap", errors=kopf.ErrorsMode.PERMANENT, registry=registry)
     async def probe(memo: Any, **_: Any) -> dict[str, Any]:
         # Part of /healthz: fails when the evaluation loop is stuck, or when the watch data is
         # stale (a partition): a replica that cannot see the cluster must not look healthy.

@@ -23,7 +23,7 @@ from typing import Any
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import FactsError, FactsExtractor
-from fabriccap.kube.client import KubeClient
+from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WATCHED_KINDS, WatchedKind, object_key
 
@@ -50,6 +50,11 @@ class Informer:
     metrics: OperatorMetrics
     listed: asyncio.Event = field(default_factory=asyncio.Event)
     clock: Callable[[], float] = time.monotonic
+    # How long one watch request lasts (the server ends it, we resume), and how long a stream
+    # may stay silent before it counts as stalled. Both follow the staleness threshold
+    # (watch_timings): the defaults are the client's, 60 s and 90 s for 150 s.
+    watch_seconds: int = DEFAULT_WATCH_SECONDS
+    read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT
     # Monotonic time of the last successful LIST or watch event (a BOOKMARK counts: the watch
     # cache sends one at least every minute), and whether the watch is up right now.
     last_success: float | None = None
@@ -101,7 +106,9 @@ class Informer:
         delay = 1.0
         while True:
             try:
-                async for event in self.client.watch(self.path, version, on_open=self._succeeded):
+                async for event in self.client.watch(
+                    self.path, version, self.watch_seconds, self.read_timeout, on_open=self._succeeded
+                ):
                     event_type, body = event.get("type"), event.get("object") or {}
                     if event_type == "ERROR":
                         if body.get("code") == 410:
@@ -195,14 +202,26 @@ class Freshness:
         return ", ".join(parts)
 
 
+def watch_timings(stale_after: float) -> tuple[int, float]:
+    """(watch request seconds, read timeout) for a staleness threshold.
+
+    On a quiet cluster a watch may carry no event at all: what proves contact is a watch being
+    accepted, so watches are renewed well within the threshold (every 0.4 x) and a stream
+    silent for 0.6 x is dropped as stalled. 150 s gives 60 s and 90 s.
+    """
+    return max(int(stale_after * 0.4), 1), max(stale_after * 0.6, 1.0)
+
+
 def build_informers(
     client: KubeClient,
     store: FactStore,
     extractor: FactsExtractor,
     metrics: OperatorMetrics,
     namespaces: list[str],
+    stale_after: float = 150.0,
 ) -> list[Informer]:
     """One informer per watched kind and scope: Nodes cluster-wide, the rest per plugin namespace."""
+    watch_seconds, read_timeout = watch_timings(stale_after)
     return [
         Informer(
             client=client,
@@ -212,6 +231,8 @@ def build_informers(
             store=store,
             extractor=extractor,
             metrics=metrics,
+            watch_seconds=watch_seconds,
+            read_timeout=read_timeout,
         )
         for watched in WATCHED_KINDS
         for scope, path in watched.paths(tuple(namespaces))

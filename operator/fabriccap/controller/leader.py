@@ -105,11 +105,21 @@ class LeaderElector:
                     logger.warning("leader election: %s", error)
                 if self.leading and self.write_window() <= 0:
                     self._set_leading(False, "could not renew the lease within the renew deadline")
-                # Jitter, as client-go: replicas that start together do not retry in lockstep.
-                await asyncio.sleep(self.timings.retry_period * random.uniform(1.0, 1.2))
+                await asyncio.sleep(self._next_wait())
         finally:
             if self.leading:
                 await self._release()
+
+    def _next_wait(self) -> float:
+        """Retry with client-go's jitter (replicas that start together do not poll in lockstep),
+        but a follower wakes exactly when the record it watches would expire: takeover then
+        comes within lease duration + one retry period of the leader's last renewal."""
+        wait = self.timings.retry_period * random.uniform(1.0, 1.2)
+        if not self.leading and self._observed is not None and self._observed[0]:
+            expires_in = self._observed_at + self.timings.lease_duration - self.clock()
+            if 0 < expires_in < wait:
+                wait = expires_in + 0.01
+        return wait
 
     async def _step(self) -> None:
         lease = await self._get()

@@ -63,7 +63,14 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     metrics = OperatorMetrics()
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
     store = FactStore()
-    informers = build_informers(client, store, FactsExtractor(options.config), metrics, options.watched_namespaces)
+    informers = build_informers(
+        client,
+        store,
+        FactsExtractor(options.config),
+        metrics,
+        options.watched_namespaces,
+        stale_after=options.config.stale_after_seconds,
+    )
     freshness = Freshness(informers, stale_after=options.config.stale_after_seconds, metrics=metrics)
     identity = holder_identity()
     leader: LeaderElector | AlwaysLeader

@@ -166,9 +166,10 @@ class Publisher:
     absent_since: dict[str, float] = field(default_factory=dict)
     failures: dict[str, WriteFailure] = field(default_factory=dict)
     conflicts: dict[str, str] = field(default_factory=dict)  # name -> why it is not written
-    # name -> the lastTransitionTime of each condition as this process last wrote them: an
-    # object whose times differ was edited by someone else, and is put back.
-    written_times: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # name -> the status this process last wrote (or confirmed as its own): an object whose
+    # transition times differ was edited by someone else and is put back, and new transition
+    # times are judged against it, never against someone's forgery.
+    written: dict[str, dict[str, Any]] = field(default_factory=dict)
     # name -> fingerprint of the status last attempted: what a refusal as invalid refers to
     _pending_fingerprint: dict[str, str] = field(default_factory=dict)
     started: float = 0.0
@@ -265,7 +266,7 @@ class Publisher:
         name = str((obj.get("metadata") or {}).get("name"))
         if deleted:
             if self.published.pop(name, None) is not None:
-                self.written_times.pop(name, None)
+                self.written.pop(name, None)
                 if name in self.desired:  # deleted by someone else while still called for
                     self.store.mark_pool(self.desired[name][1])
                 else:
@@ -282,7 +283,7 @@ class Publisher:
             self.absent_since.setdefault(name, self.clock())
             return
         edited = known is None or strip_volatile(known.status) != strip_volatile(current.status)
-        forged = name in self.written_times and transition_times(current.status) != self.written_times[name]
+        forged = name in self.written and transition_times(current.status) != transition_times(self.written[name])
         if edited or forged or current.labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
             self.store.mark_pool(self.desired[name][1])  # edited by someone else: put our answer back
 
@@ -444,17 +445,19 @@ class Publisher:
             existing = Published.from_object(patched)
             self.published[name] = existing
             logger.info("adopted FabricCapability %s", name)
-        forged = name in self.written_times and transition_times(existing.status) != self.written_times[name]
+        forged = name in self.written and transition_times(existing.status) != transition_times(self.written[name])
         if (
             not forged
             and strip_volatile(existing.status) == strip_volatile(new_status)
             and existing.status.get("observedGeneration") == existing.generation
         ):
             self.failures.pop(name, None)
-            if name not in self.written_times:  # read back at start: these are ours now
-                self.written_times[name] = transition_times(existing.status)
+            if name not in self.written:  # read back at start and what we compute: ours now
+                self.written[name] = existing.status
             return
-        previous = self._trusted_previous(name, existing)
+        # Transition times carry over from what this process wrote; after a restart, from what
+        # is published (the only record there is).
+        previous = self.written.get(name, existing.status)
         stamped = stamp_status(new_status, previous, existing.generation, now_rfc3339())
         if (timeout := self._deadline()) is None:
             return
@@ -467,7 +470,7 @@ class Publisher:
         )
         written_state = Published.from_object(written)
         self.published[name] = written_state
-        self.written_times[name] = transition_times(written_state.status)
+        self.written[name] = written_state.status
         self.failures.pop(name, None)
         self.metrics.status_writes.labels(result="updated").inc()
         if self.events is not None:
@@ -480,18 +483,6 @@ class Publisher:
             ready.status if ready else "?",
             ready.reason if ready else "?",
         )
-
-    def _trusted_previous(self, name: str, existing: Published) -> dict[str, Any]:
-        """The status whose transition times carry over: ours, not someone's forgery."""
-        if name not in self.written_times:
-            return existing.status
-        ours = self.written_times[name]
-        conditions = [
-            {**condition, "lastTransitionTime": ours.get(str(condition.get("type")))}
-            for condition in existing.status.get("conditions") or []
-            if isinstance(condition, dict)
-        ]
-        return {**existing.status, "conditions": conditions}
 
     async def expire(self, name: str) -> None:
         existing = self.published.get(name)
@@ -510,7 +501,7 @@ class Publisher:
             if error.status != 404:
                 raise
         self.published.pop(name, None)
-        self.written_times.pop(name, None)
+        self.written.pop(name, None)
         self.metrics.pools.remove_pool(name)
         self.metrics.status_writes.labels(result="deleted").inc()
         logger.info("deleted FabricCapability %s: its pool has had no target node for the grace period", name)

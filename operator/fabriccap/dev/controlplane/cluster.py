@@ -120,6 +120,7 @@ class LocalControlPlane:
         self._stop_timeout = stop_timeout
         self._pki = pki.PkiPaths(self.directory / "pki")
         self._processes: list[tuple[_ProcessRecord, subprocess.Popen[bytes]]] = []
+        self._argv: dict[str, list[str]] = {}  # how each server was started, to restart it
         self._info: ControlPlaneInfo | None = None
         # Only the instance that wrote state.json may remove it: another may be running there.
         self._owns_state = False
@@ -262,6 +263,12 @@ class LocalControlPlane:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 f"--cert-dir={self._pki.directory / 'apiserver-generated'}",
+                # Every write (never a read), with who made it: tests prove from this log that
+                # only the leader writes and that nothing writes Nodes, Pods or DaemonSets.
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
             ],
         )
         self._write_state(server, etcd_url)
@@ -286,8 +293,64 @@ class LocalControlPlane:
             pids={record.name: record.pid for record, _ in self._processes},
         )
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        with (self.directory / f"{name}.log").open("wb") as log:
+    @property
+    def audit_log(self) -> Path:
+        return self.directory / "audit.log"
+
+    def _write_audit_policy(self) -> Path:
+        policy = self.directory / "audit-policy.yaml"
+        policy.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [
+                        {"level": "None", "verbs": ["get", "list", "watch"]},
+                        {"level": "Metadata"},
+                    ],
+                }
+            )
+        )
+        return policy
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every write the API server has audited so far (one JSON object a line)."""
+        if not self.audit_log.exists():
+            return []
+        events = []
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
+
+    def kill(self, name: str, signum: signal.Signals = signal.SIGKILL) -> None:
+        """Signal one server (a fault test: etcd or kube-apiserver dies) and wait until it is gone."""
+        for index, (record, process) in enumerate(self._processes):
+            if record.name == name:
+                _signal_group(record, signum)
+                process.wait(self._stop_timeout)
+                del self._processes[index]
+                return
+        raise ControlPlaneError(f"{name} is not running")
+
+    def restart(self, name: str) -> None:
+        """Start a killed server again, as it was (same ports, same data), and wait until it serves."""
+        if any(record.name == name for record, _ in self._processes):
+            raise ControlPlaneError(f"{name} is still running")
+        self._spawn(name, self._argv[name], append_log=True)
+        info = self.info
+        if name == "etcd":
+            self._wait_until(lambda: _etcd_healthy(info.etcd_url), what=f"etcd at {info.etcd_url}")
+        else:
+            admin = pki.issue_client(self._pki, ADMIN_USER, ADMIN_GROUPS)
+            context = _client_ssl_context(self._pki, admin)
+            self._wait_until(lambda: _https_ok(f"{info.server}/readyz", context), what="kube-apiserver /readyz")
+        self._write_state(info.server, info.etcd_url)
+
+    def _spawn(self, name: str, argv: list[str], append_log: bool = False) -> None:
+        self._argv[name] = argv
+        with (self.directory / f"{name}.log").open("ab" if append_log else "wb") as log:
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
