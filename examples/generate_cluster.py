@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate examples/eks-cluster.json: a simulated EKS cluster, as kubectl prints it.
 
-The output is what ``kubectl get nodes,pods,daemonsets -A -o json`` prints for a cluster with
+The output is what ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json`` prints for a cluster with
 one node pool per outcome fabriccap distinguishes (see POOLS below and SPEC.md). It is
 deterministic: every id, address and timestamp derives from the node or pod name, so running
 the script again reproduces the committed file byte for byte (tests/unit/test_examples.py
@@ -32,7 +32,8 @@ ACCOUNT = "111122223333"
 ECR = f"602401143452.dkr.ecr.{REGION}.amazonaws.com"  # the EKS add-on image registry
 CLUSTER_CREATED = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
 SNAPSHOT_TIME = datetime(2025, 6, 2, 8, 0, 0, tzinfo=UTC)
-KUBELET_VERSION = "v1.31.7-eks-473151a"
+# 1.34: resource.k8s.io/v1, so the DRANET pool below is a real possibility.
+KUBELET_VERSION = "v1.34.2-eks-b3126f4"
 EFA_PLUGIN = "aws-efa-k8s-device-plugin"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -112,6 +113,9 @@ class NodeSpec:
     efa_allocatable: int
     cordoned: bool = False
     plugin_pod: bool = True  # an EFA device-plugin pod runs here (and is Ready)
+    # DRANET runs here and publishes the node's EFA devices (its instance type's maximum) in a
+    # ResourceSlice; the device plugin does not, so allocatable has no EFA.
+    dranet: bool = False
     capacity_type: str = "ON_DEMAND"
     created: datetime = CLUSTER_CREATED
 
@@ -538,6 +542,8 @@ class DaemonSetTemplate:
     host_paths: tuple[tuple[str, str], ...] = ()  # (volume name, path)
     node_affinity_types: tuple[str, ...] = ()  # empty: every node
     tolerate_everything: bool = False
+    node_selector: dict[str, str] = field(default_factory=dict)
+    selector_labels: dict[str, str] | None = None  # the DaemonSet's selector; None: pod_labels
 
 
 EFA_DAEMON_SET = DaemonSetTemplate(
@@ -556,6 +562,32 @@ EFA_DAEMON_SET = DaemonSetTemplate(
     revision="6b7d8c9f54",
     host_paths=(("device-plugin", "/var/lib/kubelet/device-plugins"), ("infiniband-volume", "/dev/infiniband")),
     node_affinity_types=EFA_PLUGIN_INSTANCE_TYPES,
+)
+# AWS's aws-dranet chart: selector app=aws-dranet, no app.kubernetes.io/name; with its EFA-only
+# publish filter. Pinned here to the pool that uses DRA instead of the device plugin.
+DRANET_DAEMON_SET = DaemonSetTemplate(
+    namespace="kube-system",
+    name="aws-dranet",
+    labels={
+        "app": "aws-dranet",
+        "app.kubernetes.io/managed-by": "Helm",
+        "app.kubernetes.io/version": "v1.2.0-eksbuild.2",
+        "helm.sh/chart": "aws-dranet-1.0.0",
+        "k8s-app": "aws-dranet",
+        "tier": "node",
+    },
+    pod_labels={"app": "aws-dranet", "k8s-app": "aws-dranet", "tier": "node"},
+    selector_labels={"app": "aws-dranet"},
+    image=f"{ECR}/eks/dranet:v1.2.0-eksbuild.2",
+    revision="7f9c5d6b48",
+    container_args=(
+        "--cloud-provider-hint=AWS",
+        '--filter="dra.net/pciDevice" in attributes && '
+        'attributes["dra.net/pciDevice"].StringValue == "Elastic Fabric Adapter (EFA)"',
+        "--bind-address=:9177",
+    ),
+    host_paths=(("plugins-registry", "/var/lib/kubelet/plugins_registry"), ("plugins", "/var/lib/kubelet/plugins")),
+    node_selector={"eks.amazonaws.com/nodegroup": "p5-dranet"},
 )
 AWS_NODE_DAEMON_SET = DaemonSetTemplate(
     namespace="kube-system",
@@ -635,6 +667,8 @@ def daemon_set_body(template: DaemonSetTemplate, scheduled: int, ready: int) -> 
     }
     if template.node_affinity_types:
         pod_spec["affinity"] = _node_affinity(template.node_affinity_types)
+    if template.node_selector:
+        pod_spec["nodeSelector"] = dict(template.node_selector)
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -653,7 +687,7 @@ def daemon_set_body(template: DaemonSetTemplate, scheduled: int, ready: int) -> 
         },
         "spec": {
             "revisionHistoryLimit": 10,
-            "selector": {"matchLabels": template.pod_labels},
+            "selector": {"matchLabels": template.selector_labels or template.pod_labels},
             "template": {"metadata": {"creationTimestamp": None, "labels": template.pod_labels}, "spec": pod_spec},
             "updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}, "type": "RollingUpdate"},
         },
@@ -782,6 +816,7 @@ def _pool_nodes(
     efa: Sequence[tuple[int, int]] | None = None,
     plugin: bool = True,
     capacity_type: str = "ON_DEMAND",
+    dranet: bool = False,
 ) -> list[NodeSpec]:
     """Nodes of one pool; ``efa`` gives (capacity, allocatable) per node, default the type's maximum."""
     nodes = []
@@ -799,6 +834,7 @@ def _pool_nodes(
                 efa_capacity=capacity,
                 efa_allocatable=allocatable,
                 plugin_pod=plugin,
+                dranet=dranet,
                 capacity_type=capacity_type,
                 created=CLUSTER_CREATED + timedelta(days=30 + subnet, minutes=index * 3),
             )
@@ -830,6 +866,10 @@ def cluster_nodes() -> list[NodeSpec]:
         *_pool_nodes("cpu-general", ["m7i.4xlarge"] * 2, 64, efa=[ABSENT] * 3, plugin=False),
         # (g) p4d pool where 2 of one node's 4 EFA devices went unhealthy -> MixedCounts, unhealthy 1.
         *_pool_nodes("p4d-unhealthy", ["p4d.24xlarge"] * 3, 24, efa=[(4, 4), (4, 2), (4, 4)]),
+        # (h) A managed node group on the EFA DRA driver (DRANET), AWS's choice for new >= 1.34
+        #     clusters: allocatable has no EFA, each node's ResourceSlice holds 32 EFA devices,
+        #     the driver's pod is Ready -> Ready, sources dra 3, recommendation.resourceClaimTemplate.
+        *_pool_nodes("p5-dranet", [p5] * 3, 20, efa=[ABSENT] * 3, plugin=False, dranet=True),
     ]
     trn1 = [index for index, node in enumerate(nodes) if node.pool == "trn1-cordoned"]
     nodes[trn1[1]] = replace(nodes[trn1[1]], cordoned=True)
@@ -837,7 +877,7 @@ def cluster_nodes() -> list[NodeSpec]:
 
 
 def cluster_snapshot() -> dict[str, Any]:
-    """The v1 List kubectl prints for ``get nodes,pods,daemonsets -A -o json``."""
+    """The v1 List kubectl prints for ``get nodes,pods,daemonsets,resourceslices -A -o json``."""
     nodes = cluster_nodes()
     by_pool: dict[str, list[NodeSpec]] = {}
     for node in nodes:
@@ -846,6 +886,8 @@ def cluster_snapshot() -> dict[str, Any]:
     pods = [daemon_set_pod_body(AWS_NODE_DAEMON_SET, node) for node in nodes]
     plugin_nodes = [node for node in nodes if node.plugin_pod]
     pods += [daemon_set_pod_body(EFA_DAEMON_SET, node) for node in plugin_nodes]
+    dranet_nodes = [node for node in nodes if node.dranet]
+    pods += [daemon_set_pod_body(DRANET_DAEMON_SET, node) for node in dranet_nodes]
     coredns = _owner("ReplicaSet", "apps/v1", "coredns-787cb67946")
     for index, node in enumerate(by_pool["cpu-general"][:2]):
         name = f"coredns-787cb67946-{pod_suffix('coredns', index)}"
@@ -868,12 +910,64 @@ def cluster_snapshot() -> dict[str, Any]:
     daemon_sets = [
         daemon_set_body(AWS_NODE_DAEMON_SET, len(nodes), len(nodes)),
         daemon_set_body(EFA_DAEMON_SET, len(plugin_nodes), len(plugin_nodes)),
+        daemon_set_body(DRANET_DAEMON_SET, len(dranet_nodes), len(dranet_nodes)),
     ]
     daemon_sets.sort(key=lambda ds: (ds["metadata"]["namespace"], ds["metadata"]["name"]))
     for ds in daemon_sets:  # kubectl prints no null fields
         ds["status"] = {key: value for key, value in ds["status"].items() if value is not None}
-    items = [node_body(node) for node in sorted(nodes, key=lambda node: node.name)] + pods + daemon_sets
+    slices = [resource_slice_body(node) for node in sorted(dranet_nodes, key=lambda node: node.name)]
+    items = [node_body(node) for node in sorted(nodes, key=lambda node: node.name)] + pods + daemon_sets + slices
     return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+
+
+def _efa_device(index: int) -> dict[str, Any]:
+    """An EFA as DRANET publishes it: a PCI function with an RDMA link and no network interface."""
+    bus = 0x10 + 0x11 * (index // 4) + index % 4
+    return {
+        "attributes": {
+            "dra.net/numaNode": {"int": 0 if index < 16 else 1},
+            "dra.net/pciAddress": {"string": f"0000:{bus:02x}:00.0"},
+            "dra.net/pciDevice": {"string": "Elastic Fabric Adapter (EFA)"},
+            "dra.net/pciSubsystem": {"string": "efa1"},
+            "dra.net/pciVendor": {"string": "Amazon.com, Inc."},
+            "dra.net/rdma": {"bool": True},
+            "dra.net/rdmaDevice": {"string": f"rdmap{bus}s0"},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{bus - index % 4 - 1:02x}"},
+        },
+        "name": f"pci-0000-{bus:02x}-00-0",
+    }
+
+
+def resource_slice_body(node: NodeSpec) -> dict[str, Any]:
+    """DRANET's slice for one node: one pool named after the node, one slice, owned by the Node."""
+    created = node.created + timedelta(seconds=45)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {
+            "creationTimestamp": rfc3339(created),
+            "generateName": f"{node.name}-dra.net-",
+            "generation": 1,
+            "name": f"{node.name}-dra.net-{pod_suffix('slice', node.name)}",
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "controller": True,
+                    "kind": "Node",
+                    "name": node.name,
+                    "uid": stable_uid("node", node.name),
+                }
+            ],
+            "resourceVersion": str(82_000_000 + stable_int(node.name, "slice", below=1_000_000)),
+            "uid": stable_uid("ResourceSlice", node.name),
+        },
+        "spec": {
+            "devices": [_efa_device(index) for index in range(node.shape.efa_maximum)],
+            "driver": "dra.net",
+            "nodeName": node.name,
+            "pool": {"generation": 1, "name": node.name, "resourceSliceCount": 1},
+        },
+    }
 
 
 def render(snapshot: dict[str, Any]) -> str:

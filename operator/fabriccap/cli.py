@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -42,7 +43,21 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+class _LowercaseLevel(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def _log_to_stderr() -> None:
+    """Warnings (a ResourceSlice left out, a kind not served) as ``warning: …`` lines on stderr,
+    beside the output, like the ``error: …`` lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LowercaseLevel())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    _log_to_stderr()
     try:
         config = load_config(args.config)
     except ConfigError as error:

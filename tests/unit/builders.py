@@ -25,10 +25,13 @@ from fabriccap.dev.world import (
     KUBE_SYSTEM,
     NODEGROUP,
     daemon_set,
+    dranet_daemon_set,
+    dranet_pods,
     kube_list,
     node,
     plugin_pods,
     pod,
+    resource_slice,
 )
 from fabriccap.offline.snapshot import add_bodies
 
@@ -44,6 +47,9 @@ __all__ = [
     "NODEGROUP",
     "capability",
     "daemon_set",
+    "dra_pool",
+    "dranet_daemon_set",
+    "dranet_pods",
     "evaluate_bodies",
     "facts_of",
     "healthy_pool",
@@ -54,6 +60,7 @@ __all__ = [
     "plugin_pods",
     "pod",
     "reason",
+    "resource_slice",
 ]
 
 
@@ -98,3 +105,15 @@ def healthy_pool(count: int = 32, nodes: int = 2, pool: str = "p5", prefix: str 
     """Nodes all advertising ``count``, each with a Ready plugin pod, plus the DaemonSet."""
     names = [f"{prefix}{index}" for index in range(1, nodes + 1)]
     return [daemon_set(), *(node(name, pool=pool, efa=count) for name in names), *plugin_pods(names)]
+
+
+def dra_pool(count: int = 32, nodes: int = 2, pool: str = "p5", prefix: str = "d") -> list[dict[str, Any]]:
+    """Nodes advertising ``count`` EFA devices only in DRANET slices (allocatable has no EFA),
+    each with a Ready driver pod, plus the driver's DaemonSet."""
+    names = [f"{prefix}{index}" for index in range(1, nodes + 1)]
+    return [
+        dranet_daemon_set(),
+        *(node(name, pool=pool, efa=None) for name in names),
+        *(resource_slice(name, efa=count) for name in names),
+        *dranet_pods(names),
+    ]

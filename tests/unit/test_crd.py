@@ -313,6 +313,12 @@ def _alias_names(model: type[BaseModel]) -> set[str]:
         (api.DevicePluginStatus, ".status.devicePlugin"),
         (api.GapStatus, ".status.gap"),
         (api.Recommendation, ".status.recommendation"),
+        (api.ResourceClaimTemplateSpec, ".status.recommendation.resourceClaimTemplate"),
+        (api.ResourceClaimSpec, ".status.recommendation.resourceClaimTemplate.spec"),
+        (api.DeviceClaim, ".status.recommendation.resourceClaimTemplate.spec.devices"),
+        (api.DeviceRequest, ".status.recommendation.resourceClaimTemplate.spec.devices.requests[]"),
+        (api.ExactDeviceRequest, ".status.recommendation.resourceClaimTemplate.spec.devices.requests[].exactly"),
+        (api.SourceCount, ".status.sources[]"),
         (api.EnvVarValue, ".status.recommendation.env[]"),
         (api.Condition, ".status.conditions[]"),
     ],
@@ -344,7 +350,7 @@ def test_example_output_populates_every_status_field(capsys: pytest.CaptureFixtu
 
 def _valid_object(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     items = evaluate_example_json(capsys)
-    ready = [item for item in items if "recommendation" in item["status"]]
+    ready = [item for item in items if "resourcesPerNode" in item["status"].get("recommendation", {})]
     return copy.deepcopy(ready[0])
 
 
@@ -366,6 +372,8 @@ def _set(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
         (("status", "gap", "nodes"), [f"node-{index}" for index in range(21)], "maxItems"),
         (("status", "gap", "truncated"), "false", "expected boolean"),
         (("status", "recommendation", "resourcesPerNode", "vpc.amazonaws.com/efa"), 32, "expected string"),
+        (("status", "recommendation", "resourceClaimTemplate"), {"spec": {}}, "missing required field 'devices'"),
+        (("status", "sources"), [{"source": "cdi", "nodes": 1}], "not one of"),
         (("status", "conditions", 0, "status"), "Maybe", "not one of"),
         (("status", "conditions", 0, "reason"), "not camel", "does not match"),
         (("status", "conditions", 0, "lastTransitionTime"), "yesterday", "date-time"),

@@ -24,12 +24,14 @@ EXAMPLES = REPO_ROOT / "examples"
 SNAPSHOT = EXAMPLES / "eks-cluster.json"
 CONFIG = EXAMPLES / "config.yaml"
 GENERATOR = EXAMPLES / "generate_cluster.py"
-MAX_SNAPSHOT_BYTES = 400 * 1024
+# Three DRANET slices of 32 devices are ~60 KB each as kubectl prints them.
+MAX_SNAPSHOT_BYTES = 640 * 1024
 
 EFA = "vpc.amazonaws.com/efa"
 NODEGROUP = "eks.amazonaws.com/nodegroup"
 NODEPOOL = "karpenter.sh/nodepool"
 PLUGIN_DAEMON_SET = "kube-system/aws-efa-k8s-device-plugin"
+DRANET_DAEMON_SET = "kube-system/aws-dranet"
 EFA_ENV = [
     {"name": "FI_PROVIDER", "value": "efa"},
     {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"},
@@ -111,8 +113,8 @@ def test_snapshot_looks_like_kubectl_output() -> None:
     document = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
     assert (document["apiVersion"], document["kind"]) == ("v1", "List")
     kinds = [item["kind"] for item in document["items"]]
-    # kubectl prints the resources in the order asked: nodes, pods, daemonsets.
-    assert kinds == sorted(kinds, key=["Node", "Pod", "DaemonSet"].index)
+    # kubectl prints the resources in the order asked: nodes, pods, daemonsets, resourceslices.
+    assert kinds == sorted(kinds, key=["Node", "Pod", "DaemonSet", "ResourceSlice"].index)
     names = [item["metadata"]["name"] for item in document["items"] if item["kind"] == "Node"]
     assert len(names) == len(set(names))
 
@@ -152,14 +154,22 @@ def test_exactly_the_fabric_pools_are_published(published: dict[str, dict[str, A
         "g6-inference",
         "gpu-mixed",
         "p4d-unhealthy",
+        "p5-dranet",
         "p5-partial",
         "p5-training",
         "trn1-cordoned",
     ]
     # cpu-general: no GPU, no EFA and no plugin pod, so not a target pool of any fabric.
     assert "cpu-general" not in published
-    for obj in published.values():
-        assert obj["status"]["devicePlugin"]["daemonSets"] == [PLUGIN_DAEMON_SET]
+    for pool, obj in published.items():
+        # The DaemonSets that serve the pool: the device plugin where it advertises, DRANET
+        # where DRA does, both where nothing is advertised yet (either could be missing).
+        expected = {
+            "p5-dranet": [DRANET_DAEMON_SET],
+            "g6-inference": [DRANET_DAEMON_SET, PLUGIN_DAEMON_SET],
+            "p5-partial": [DRANET_DAEMON_SET, PLUGIN_DAEMON_SET],
+        }.get(pool, [PLUGIN_DAEMON_SET])
+        assert obj["status"]["devicePlugin"]["daemonSets"] == expected, pool
         assert obj["status"]["fabric"] == "efa"
         assert obj["status"]["resourceName"] == EFA
 
@@ -284,6 +294,50 @@ def test_unhealthy_devices_show_as_mixed_counts(published: dict[str, dict[str, A
         "Ready": ("False", "MixedCounts"),
         "Stalled": ("False", "NotStalled"),
     }
+
+
+def test_dranet_pool_is_ready_from_its_resource_slices(published: dict[str, dict[str, Any]]) -> None:
+    obj = published["p5-dranet"]
+    status = obj["status"]
+    assert all(efa_allocatable(node) is None for node in pool_nodes("p5-dranet")), "DRA nodes have no EFA allocatable"
+    slices = [item for item in snapshot_items() if item["kind"] == "ResourceSlice"]
+    assert sorted(item["spec"]["nodeName"] for item in slices) == node_names("p5-dranet")
+    assert (status["nodes"], status["advertisingNodes"], status["uniformCount"]) == (3, 3, 32)
+    assert status["sources"] == [{"source": "devicePlugin", "nodes": 0}, {"source": "dra", "nodes": 3}]
+    assert status["devicePlugin"]["readyNodes"] == 3
+    assert status["gap"] == NO_GAP
+    assert status["recommendation"] == {
+        "resourceClaimTemplate": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "efa",
+                            "exactly": {
+                                "deviceClassName": "efa.networking.k8s.aws",
+                                "allocationMode": "ExactCount",
+                                "count": 32,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+        "env": EFA_ENV,
+    }
+    assert conditions(obj) == {
+        "DevicePluginReady": ("True", "PluginReadyOnAllNodes"),
+        "Advertised": ("True", "AllNodesAdvertise"),
+        "Homogeneous": ("True", "UniformCount"),
+        "MatchesInstanceType": ("True", "MatchesInstanceMaximum"),
+        "Ready": ("True", "UniformCapability"),
+        "Stalled": ("False", "NotStalled"),
+    }
+
+
+def test_device_plugin_pools_list_their_source(published: dict[str, dict[str, Any]]) -> None:
+    status = published["p5-training"]["status"]
+    assert status["sources"] == [{"source": "devicePlugin", "nodes": 4}, {"source": "dra", "nodes": 0}]
 
 
 def test_require_ready_fails_on_the_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fabriccap.kube.kinds import BY_KIND, WATCHED_KINDS, object_key
+from fabriccap.core.config import build_config, default_config
+from fabriccap.kube.kinds import BY_KIND, WATCHED_KINDS, kinds_for, object_key
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
 
 
@@ -43,8 +44,15 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
             ("kube-system", "/api/v1/namespaces/kube-system/pods"),
             ("network-operator", "/api/v1/namespaces/network-operator/pods"),
         ],
+        "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
     }
-    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod"}
+    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "ResourceSlice"}
+
+
+def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
+    assert [watched.kind for watched in kinds_for(default_config())] == ["Node", "DaemonSet", "Pod", "ResourceSlice"]
+    plugin_only = build_config({"fabrics": [{"name": "efa", "sources": ["devicePlugin"]}, {"name": "aks-rdma"}]})
+    assert [watched.kind for watched in kinds_for(plugin_only)] == ["Node", "DaemonSet", "Pod"]
 
 
 def test_object_keys_are_what_a_list_retains() -> None:

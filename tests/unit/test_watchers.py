@@ -15,12 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod
+from builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod, resource_slice
 from fabriccap.controller import informers as watchers
-from fabriccap.controller.informers import Informer, build_informers
+from fabriccap.controller.informers import Freshness, Informer, build_informers
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import default_config
+from fabriccap.core.config import Config, default_config
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
@@ -30,6 +30,7 @@ from fakeapi import WAIT_SECONDS, Body, FakeApi, WatchResponse, bookmark, event,
 NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
 DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def node_events(metrics: OperatorMetrics) -> float:
@@ -60,14 +61,20 @@ async def operator(
     resource_version: str = "100",
     namespaces: Sequence[str] = (),
     setup: Callable[[FakeApi], None] | None = None,
+    slices: Sequence[Body] | None = (),
+    config: Config | None = None,
 ) -> AsyncIterator[Operator]:
-    """The fake API serving ``nodes``, and the informers of ``build_informers`` running on it."""
+    """The fake API serving ``nodes`` (and ``slices``; None: an API server before 1.34, which
+    has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it."""
     async with fake_api() as (api, client):
         api.serve(NODES, "Node", nodes, resource_version)
+        if slices is not None:
+            api.serve(RESOURCE_SLICES, "ResourceSlice", slices, "50")
         if setup is not None:
             setup(api)
         store, metrics = FactStore(), OperatorMetrics()
-        informers = build_informers(client, store, FactsExtractor(default_config()), metrics, list(namespaces))
+        extractor = FactsExtractor(config or default_config())
+        informers = build_informers(client, store, extractor, metrics, list(namespaces))
         tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
         try:
             yield Operator(api, client, store, metrics, informers)
@@ -104,8 +111,8 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
         api.serve(PODS, "Pod", [pod("n1", name="efa-n1"), pod("n1", name="web", daemon_set_name=None)], "8")
 
     async with operator(bodies, resource_version="100", namespaces=[KUBE_SYSTEM], setup=setup) as op:
-        assert [informer.path for informer in op.informers] == [NODES, DAEMON_SETS, PODS]
-        assert [informer.kind for informer in op.informers] == ["node", "daemonset", "pod"]
+        assert [informer.path for informer in op.informers] == [NODES, DAEMON_SETS, PODS, RESOURCE_SLICES]
+        assert [informer.kind for informer in op.informers] == ["node", "daemonset", "pod", "resourceslice"]
         await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
 
         assert op.efa() == {"n1": 32, "n2": 4, "cpu-1": 0}
@@ -425,3 +432,100 @@ async def test_unreachable_server() -> None:
         with pytest.raises(KubeError, match=f"watch {NODES} broken"):
             async for _ in client.watch(NODES, "1"):
                 pass
+
+
+# --- ResourceSlices -------------------------------------------------------------------------------
+
+
+def slices_informer(op: Operator) -> Informer:
+    (informer,) = [informer for informer in op.informers if informer.path == RESOURCE_SLICES]
+    return informer
+
+
+async def test_slices_become_per_node_device_counts() -> None:
+    async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")]) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        assert op.store.dra_devices("n1", "efa", ("dra.net",)).count == 32
+        await op.api.emit(RESOURCE_SLICES, event("MODIFIED", resource_slice("n1", efa=31, name="s1"), "51"))
+        await eventually(lambda: op.store.dra_devices("n1", "efa", ("dra.net",)).count == 31, "a device lost")
+        await op.api.emit(RESOURCE_SLICES, event("DELETED", resource_slice("n1", efa=31, name="s1"), "52"))
+        await eventually(lambda: not op.store.slices, "the slice deleted")
+        assert op.store.node_slices == {}
+
+
+async def test_a_slice_of_another_driver_is_never_kept() -> None:
+    async with operator([], slices=[resource_slice("n1", driver="gpu.nvidia.com")]) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        assert op.store.slices == {}
+
+
+async def test_malformed_and_unusable_slices_are_logged_once_and_the_watch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    shared = resource_slice("n1", name="shared")
+    del shared["spec"]["nodeName"]
+    shared["spec"]["allNodes"] = True
+    broken = resource_slice("n2", name="broken")
+    broken["spec"]["pool"]["generation"] = "x"
+    bare = resource_slice("n3", efa=2, name="bare")
+    bare["spec"]["devices"].append({"name": "no-attributes"})
+    async with operator([], slices=[shared, broken, bare]) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        # The same objects again: nothing more is logged.
+        await op.api.emit(
+            RESOURCE_SLICES,
+            event("MODIFIED", shared, "51"),
+            event("MODIFIED", broken, "52"),
+            event("MODIFIED", bare, "53"),
+        )
+        await op.api.emit(RESOURCE_SLICES, event("ADDED", resource_slice("n4", name="good"), "54"))
+        await eventually(lambda: "good" in op.store.slices, "the watch carries on")
+        assert sorted(op.store.slices) == ["bare", "broken", "good"]
+        assert op.store.dra_devices("n2", "efa", ("dra.net",)).count == 0
+        logged = [(r.levelname, r.getMessage()) for r in caplog.records if "ResourceSlice" in r.getMessage()]
+        assert logged == [
+            (
+                "WARNING",
+                "ignoring resourceslice: ResourceSlice shared of driver dra.net has no spec.nodeName (allNodes); "
+                "only slices of one node's own devices are counted",
+            ),
+            (
+                "ERROR",
+                "ResourceSlice broken: spec.pool.generation 'x' is not a count; "
+                "node n2 counts as not advertising through it",
+            ),
+            ("WARNING", "ResourceSlice bare: 1 devices have no attributes and match no fabric"),
+        ]
+
+
+async def test_an_api_server_before_1_34_is_read_without_slices(
+    backoffs: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """No resource.k8s.io/v1: one line, no retry storm, not stale; and picked up after an upgrade."""
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], slices=None) as op:
+        informer = slices_informer(op)
+        await asyncio.wait_for(informer.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: len(op.api.lists(RESOURCE_SLICES)) >= 3, "looked for again")
+        assert informer.absent
+        assert set(backoffs) == {watchers.ABSENT_RECHECK_SECONDS}  # never the error backoff
+        freshness = Freshness(op.informers, stale_after=150.0, metrics=op.metrics)
+        await eventually(lambda: "node" in freshness.ages(), "nodes listed")
+        assert "resourceslice" not in freshness.ages()
+        freshness.export()
+        exported = {sample.labels.get("kind") for metric in op.metrics.registry.collect() for sample in metric.samples}
+        assert "resourceslice" not in exported
+        absent_lines = [r for r in caplog.records if RESOURCE_SLICES in r.getMessage()]
+        assert [(r.levelname, r.getMessage()) for r in absent_lines] == [
+            (
+                "INFO",
+                f"{RESOURCE_SLICES} is not served (resource.k8s.io/v1 needs Kubernetes >= 1.34): carrying on "
+                "without ResourceSlices, looking again every 600s",
+            )
+        ]
+        # The cluster is upgraded: the next look finds the API and reads it.
+        op.api.serve(RESOURCE_SLICES, "ResourceSlice", [resource_slice("n1", efa=32, name="s1")], "60")
+        await eventually(lambda: "s1" in op.store.slices, "slices read after the upgrade")
+        assert not informer.absent
+        assert f"{RESOURCE_SLICES} is served now: reading ResourceSlices" in caplog.messages

@@ -14,6 +14,7 @@ resumes from the last version seen, an expired one (410 Gone) lists again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -22,15 +23,18 @@ from typing import Any
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.facts import FactsError, FactsExtractor
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import WATCHED_KINDS, WatchedKind, object_key
+from fabriccap.kube.kinds import WatchedKind, kinds_for, object_key
 
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 250  # ~5 MB of JSON per page of realistic nodes: the transient peak at start-up
 MAX_BACKOFF_SECONDS = 30.0
+# How often an optional kind the API server does not serve (ResourceSlices before 1.34) is
+# looked for again: an upgrade brings it, and one quiet GET per 10 minutes costs nothing.
+ABSENT_RECHECK_SECONDS = 600.0
 
 
 class _ExpiredError(Exception):
@@ -59,6 +63,11 @@ class Informer:
     # cache sends one at least every minute), and whether the watch is up right now.
     last_success: float | None = None
     connected: bool = False
+    # An optional kind this API server does not serve: nothing to watch, nothing gone stale.
+    absent: bool = False
+    absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
+    # Objects already logged as ignored (well-formed but of no use): said once, not per event.
+    ignored: set[str] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
@@ -77,17 +86,40 @@ class Informer:
             try:
                 version = await self._list()
             except KubeError as error:
+                if error.status == 404 and self.watched.optional:
+                    await self._absent()
+                    continue
                 self._failed()
                 logger.error("listing %s failed: %s; retrying in %.0fs", self.path, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
                 continue
+            if self.absent:
+                self.absent = False
+                logger.info("%s is served now: reading %ss", self.path, self.watched.kind)
             self.listed.set()
             delay = 1.0
             try:
                 await self._watch_from(version)
             except _ExpiredError:
                 logger.info("watch of %s expired; listing again", self.path)
+
+    async def _absent(self) -> None:
+        """The API server answered 404 for an optional kind: it does not serve it (one log line,
+        not a retry storm). The answer is contact, so the kind counts as listed, empty."""
+        if not self.absent:
+            logger.info(
+                "%s is not served (%s needs Kubernetes >= 1.34): carrying on without %ss, looking again every %.0fs",
+                self.path,
+                self.watched.resource.api_version,
+                self.watched.kind,
+                self.absent_recheck_seconds,
+            )
+        self.absent = True
+        self.watched.retain(self.store, self.scope, set())
+        self._succeeded()
+        self.listed.set()
+        await asyncio.sleep(self.absent_recheck_seconds)
 
     async def _list(self) -> str:
         keys: set[str] = set()
@@ -132,6 +164,8 @@ class Informer:
         try:
             if event_type == "DELETED":
                 self.watched.delete(self.store, body)
+            elif self.watched.kind == "ResourceSlice":
+                self._apply_slice(body)
             elif self.watched.kind == "Node":
                 name = str((body.get("metadata") or {}).get("name"))
                 before = self.store.nodes.get(name)
@@ -142,10 +176,31 @@ class Informer:
                     logger.error("node %s: unusable quantity (%s); it counts as not advertising", name, problems)
             else:
                 self.watched.upsert(self.store, self.extractor, body)
+        except IgnoredObjectError as error:
+            key = object_key(body)
+            if key not in self.ignored:
+                self.ignored.add(key)
+                logger.warning("ignoring %s: %s", self.kind, error)
+            self.watched.delete(self.store, body)
         except FactsError as error:
             # One malformed object must not stop the watch; it is left out (fail-closed).
             logger.error("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
+
+    def _apply_slice(self, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name"))
+        before = self.store.slices.get(name)
+        self.watched.upsert(self.store, self.extractor, body)
+        after = self.store.slices.get(name)
+        if after is None:
+            return
+        # Logged when it changes, not on every event: a driver republishes its slices often.
+        if after.problem and (before is None or before.problem != after.problem):
+            logger.error("%s; node %s counts as not advertising through it", after.problem, after.node_name)
+        if after.without_attributes and (before is None or before.without_attributes != after.without_attributes):
+            logger.warning(
+                "ResourceSlice %s: %d devices have no attributes and match no fabric", name, after.without_attributes
+            )
 
 
 @dataclass
@@ -168,6 +223,8 @@ class Freshness:
         now = self.clock()
         by_kind: dict[str, list[float | None]] = {}
         for informer in self.informers:
+            if informer.absent:
+                continue
             age = None if informer.last_success is None else now - informer.last_success
             by_kind.setdefault(informer.kind, []).append(age)
         return {
@@ -185,7 +242,13 @@ class Freshness:
         """Refresh the per-kind freshness gauges (called at scrape time and every round)."""
         now, wall = self.clock(), self.wall()
         for kind in {informer.kind for informer in self.informers}:
-            own = [informer for informer in self.informers if informer.kind == kind]
+            own = [informer for informer in self.informers if informer.kind == kind and not informer.absent]
+            if not own:
+                # Not served: no series, rather than one whose age would fire the Stale alert.
+                for gauge in (self.metrics.watch_last_event, self.metrics.watch_connected):
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(kind)
+                continue
             seen = [informer.last_success for informer in own]
             if all(moment is not None for moment in seen):
                 oldest = min(moment for moment in seen if moment is not None)
@@ -220,7 +283,8 @@ def build_informers(
     namespaces: list[str],
     stale_after: float = 150.0,
 ) -> list[Informer]:
-    """One informer per watched kind and scope: Nodes cluster-wide, the rest per plugin namespace."""
+    """One informer per watched kind and scope: Nodes (and ResourceSlices, when a fabric reads
+    DRA) cluster-wide, the rest per plugin namespace."""
     watch_seconds, read_timeout = watch_timings(stale_after)
     return [
         Informer(
@@ -234,6 +298,6 @@ def build_informers(
             watch_seconds=watch_seconds,
             read_timeout=read_timeout,
         )
-        for watched in WATCHED_KINDS
+        for watched in kinds_for(extractor.config)
         for scope, path in watched.paths(tuple(namespaces))
     ]

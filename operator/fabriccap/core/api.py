@@ -84,9 +84,46 @@ class EnvVarValue(_ApiModel):
     value: str
 
 
+class ExactDeviceRequest(_ApiModel):
+    """resource.k8s.io/v1 ExactDeviceRequest, the fields a recommendation sets."""
+
+    device_class_name: str = Field(alias="deviceClassName")
+    allocation_mode: str = Field(alias="allocationMode")  # "ExactCount"
+    count: int
+
+
+class DeviceRequest(_ApiModel):
+    name: str
+    exactly: ExactDeviceRequest
+
+
+class DeviceClaim(_ApiModel):
+    requests: list[DeviceRequest]
+
+
+class ResourceClaimSpec(_ApiModel):
+    devices: DeviceClaim
+
+
+class ResourceClaimTemplateSpec(_ApiModel):
+    """What goes under a ResourceClaimTemplate's ``spec``: the claim each pod gets."""
+
+    spec: ResourceClaimSpec
+
+
 class Recommendation(_ApiModel):
-    resources_per_node: dict[str, str] = Field(alias="resourcesPerNode")
+    # The extended resource, where a device plugin advertises the fabric.
+    resources_per_node: dict[str, str] | None = Field(default=None, alias="resourcesPerNode")
+    # A ResourceClaimTemplate's spec, where a DRA driver does.
+    resource_claim_template: ResourceClaimTemplateSpec | None = Field(default=None, alias="resourceClaimTemplate")
     env: list[EnvVarValue]
+
+
+class SourceCount(_ApiModel):
+    """How many of the pool's nodes advertise the fabric through one source."""
+
+    source: str  # "devicePlugin" | "dra"
+    nodes: int
 
 
 class FabricCapabilityStatus(_ApiModel):
@@ -103,6 +140,7 @@ class FabricCapabilityStatus(_ApiModel):
     device_plugin: DevicePluginStatus = Field(alias="devicePlugin")
     gap: GapStatus
     recommendation: Recommendation | None = None
+    sources: list[SourceCount] = Field(default_factory=list)
     conditions: list[Condition]
 
     def condition(self, condition_type: ConditionType | str) -> Condition | None:

@@ -15,11 +15,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
     "eks.amazonaws.com/nodegroup",
@@ -209,30 +220,12 @@ class TargetNodes(_Model):
         return tuple(pair for label in self.accelerator_labels for pair in _parse_selector(label).items())
 
 
-class DevicePlugin(_Model):
-    namespaces: tuple[str, ...] = Field(default=("kube-system",), min_length=1)
+class _DaemonSetFinder(_Model):
+    """How the DaemonSets that advertise a fabric are recognised: by a label selector
+    (matched against the DaemonSet's labels or its pod template's) or by name."""
+
     daemon_set_selector: str | None = Field(default=None, alias="daemonSetSelector")
     daemon_set_names: tuple[str, ...] = Field(default=(), alias="daemonSetNames")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_namespace_shorthand(cls, document: Any) -> Any:
-        # `namespace: X` (the first release's field) is read as `namespaces: [X]`.
-        if isinstance(document, Mapping) and "namespace" in document:
-            if "namespaces" in document:
-                raise ValueError("give namespaces or namespace, not both")
-            rest = {key: value for key, value in document.items() if key != "namespace"}
-            return {**rest, "namespaces": [document["namespace"]]}
-        return document
-
-    @field_validator("namespaces")
-    @classmethod
-    def _namespaces_are_dns_labels(cls, namespaces: tuple[str, ...]) -> tuple[str, ...]:
-        for namespace in namespaces:
-            _check_dns_label(namespace, "namespace")
-        if len(set(namespaces)) != len(namespaces):
-            raise ValueError(f"namespaces must be unique, got {list(namespaces)}")
-        return namespaces
 
     @field_validator("daemon_set_selector")
     @classmethod
@@ -262,6 +255,88 @@ class DevicePlugin(_Model):
         return " or ".join(parts)
 
 
+class DevicePlugin(_DaemonSetFinder):
+    namespaces: tuple[str, ...] = Field(default=("kube-system",), min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_namespace_shorthand(cls, document: Any) -> Any:
+        # `namespace: X` (the first release's field) is read as `namespaces: [X]`.
+        if isinstance(document, Mapping) and "namespace" in document:
+            if "namespaces" in document:
+                raise ValueError("give namespaces or namespace, not both")
+            rest = {key: value for key, value in document.items() if key != "namespace"}
+            return {**rest, "namespaces": [document["namespace"]]}
+        return document
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces_are_dns_labels(cls, namespaces: tuple[str, ...]) -> tuple[str, ...]:
+        for namespace in namespaces:
+            _check_dns_label(namespace, "namespace")
+        if len(set(namespaces)) != len(namespaces):
+            raise ValueError(f"namespaces must be unique, got {list(namespaces)}")
+        return namespaces
+
+
+class Source(StrEnum):
+    """Where a fabric's devices are advertised."""
+
+    DEVICE_PLUGIN = "devicePlugin"  # node status.allocatable / capacity, from a device plugin
+    DRA = "dra"  # resource.k8s.io/v1 ResourceSlices, from a DRA driver (Kubernetes >= 1.34)
+
+
+AttributeValue = StrictBool | StrictInt | StrictStr
+
+
+class DraSettings(_DaemonSetFinder):
+    """How a fabric's devices appear in ResourceSlices, and how its DRA driver is deployed."""
+
+    drivers: tuple[str, ...] = ()
+    # Qualified attribute name -> the value a device of the fabric has; every entry must match.
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    device_class_name: str | None = Field(default=None, alias="deviceClassName")
+
+    @field_validator("drivers")
+    @classmethod
+    def _drivers_are_names(cls, drivers: tuple[str, ...]) -> tuple[str, ...]:
+        for driver in drivers:
+            _check_dns_subdomain(driver, "DRA driver")
+        return drivers
+
+    @field_validator("attributes")
+    @classmethod
+    def _attributes_are_qualified(cls, attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        for name in attributes:
+            domain, slash, identifier = name.partition("/")
+            if not slash or not _DNS_SUBDOMAIN.match(domain) or not re.fullmatch(r"[A-Za-z0-9_]{1,32}", identifier):
+                raise ValueError(f"attribute {name!r} is not a qualified name (domain/identifier)")
+        return attributes
+
+    @field_validator("device_class_name")
+    @classmethod
+    def _class_is_a_name(cls, name: str | None) -> str | None:
+        return None if name is None else _check_dns_subdomain(name, "DeviceClass name")
+
+    def matches(self, driver: str, attributes: Mapping[str, Any]) -> bool:
+        """Whether a device of ``driver`` with these (raw, v1) attributes is one of the fabric's.
+
+        An attribute name without a domain is in the driver's own domain (the DRA API's rule),
+        so ``pciDevice`` from driver dra.net is ``dra.net/pciDevice``.
+        """
+        for name, wanted in self.attributes.items():
+            domain, _, identifier = name.partition("/")
+            raw = attributes.get(name)
+            if raw is None and domain == driver:
+                raw = attributes.get(identifier)
+            if not isinstance(raw, Mapping) or len(raw) != 1:
+                return False
+            ((kind, value),) = raw.items()
+            if kind not in ("string", "bool", "int", "version") or type(value) is not type(wanted) or value != wanted:
+                return False
+        return True
+
+
 class EnvVar(_Model):
     name: str
     value: str
@@ -279,6 +354,8 @@ class FabricProfile(_Model):
     # The resource counts how many pods may share the node's devices (the RDMA shared device
     # plugin's rdmaHcaMax), not devices: uniformity is judged the same, a workload asks for 1.
     shared: StrictBool = False
+    sources: tuple[Source, ...] = Field(default=(Source.DEVICE_PLUGIN,), min_length=1)
+    dra: DraSettings = Field(default_factory=DraSettings)
 
     @field_validator("name")
     @classmethod
@@ -300,11 +377,26 @@ class FabricProfile(_Model):
                 raise ValueError(f"maximum for {instance_type!r} is negative ({maximum})")
         return maxima
 
+    @field_validator("sources")
+    @classmethod
+    def _sources_unique(cls, sources: tuple[Source, ...]) -> tuple[Source, ...]:
+        if len(set(sources)) != len(sources):
+            raise ValueError(f"sources must be unique, got {[source.value for source in sources]}")
+        return sources
+
     @model_validator(mode="after")
     def _plugin_discoverable(self) -> FabricProfile:
         if not self.device_plugin.daemon_set_selector and not self.device_plugin.daemon_set_names:
             raise ValueError("devicePlugin needs daemonSetSelector or daemonSetNames")
+        if Source.DRA in self.sources:
+            if not self.dra.drivers:
+                raise ValueError("sources includes dra: dra.drivers must name at least one driver")
+            if not self.dra.device_class_name:
+                raise ValueError("sources includes dra: dra.deviceClassName is needed for the recommendation")
         return self
+
+    def uses(self, source: Source) -> bool:
+        return source in self.sources
 
     @staticmethod
     def table_name(instance_type: str) -> str:
@@ -342,6 +434,16 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "instanceTypes": EFA_INSTANCE_MAXIMA,
         "isolatedInstanceTypeGroups": EFA_ISOLATED_INSTANCE_TYPE_GROUPS,
         "recommendedEnv": EFA_RECOMMENDED_ENV,
+        "sources": ["devicePlugin", "dra"],
+        # DRANET, as AWS's EKS chart (aws-dranet) installs it; where each value comes from:
+        # docs/dra.md.
+        "dra": {
+            "drivers": ["dra.net", "dra.networking.k8s.aws"],
+            "attributes": {"dra.net/pciDevice": "Elastic Fabric Adapter (EFA)"},
+            "deviceClassName": "efa.networking.k8s.aws",
+            "daemonSetSelector": "app=aws-dranet",
+            "daemonSetNames": ["aws-dranet", "dranet"],
+        },
     },
     "aks-rdma": {
         "name": "aks-rdma",
@@ -369,6 +471,9 @@ _MERGE_RENAMES: dict[str, dict[str, str]] = {
     "devicePlugin": {"namespace": "namespaces"},
     "targetNodes": {"gpuResources": "acceleratorResources", "gpuLabels": "acceleratorLabels"},
 }
+
+
+_REPLACED_MAPPINGS = frozenset({"attributes"})
 
 
 class Config(_Model):
@@ -426,7 +531,9 @@ def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any], path: str 
         if old in override:
             merged.pop(new, None)  # the user's shorthand replaces the built-in's full form
     for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+        # What a device must match is one criterion, not a table: a user's list of attributes
+        # replaces the built-in one instead of adding to it.
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping) and key not in _REPLACED_MAPPINGS:
             merged[key] = _deep_merge(merged[key], value, key)
         else:
             merged[key] = value

@@ -7,7 +7,7 @@ offline answer cannot drift apart. Timestamps and generations are stamped by the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,17 +23,23 @@ from fabriccap.core.api import (
     Condition,
     ConditionType,
     CountBucket,
+    DeviceClaim,
     DevicePluginStatus,
+    DeviceRequest,
     EnvVarValue,
+    ExactDeviceRequest,
     FabricCapabilityStatus,
     GapStatus,
     InstanceTypeCount,
     PoolRef,
     Recommendation,
+    ResourceClaimSpec,
+    ResourceClaimTemplateSpec,
+    SourceCount,
 )
-from fabriccap.core.config import Config, FabricProfile
+from fabriccap.core.config import Config, DevicePlugin, DraSettings, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
-from fabriccap.core.index import FactIndex
+from fabriccap.core.index import DraDevices, FactIndex
 from fabriccap.core.names import capability_name, is_label_value
 
 MAX_GAP_NODES = 20
@@ -43,12 +49,56 @@ TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 
 
 @dataclass(frozen=True, slots=True)
-class PluginView:
-    """What a fabric's device plugin looks like cluster-wide."""
+class ProviderView:
+    """What the DaemonSets of one source (the device plugin, or the DRA driver's kubelet
+    plugin) look like cluster-wide."""
 
     daemon_sets: tuple[str, ...]  # "namespace/name", sorted
     nodes_with_pod: frozenset[str]
     nodes_with_ready_pod: frozenset[str]
+
+
+NO_PROVIDER = ProviderView((), frozenset(), frozenset())
+
+
+@dataclass(frozen=True, slots=True)
+class FabricView:
+    """A fabric's providers: the device plugin's DaemonSets, and its DRA driver's."""
+
+    device_plugin: ProviderView
+    dra_driver: ProviderView = NO_PROVIDER
+
+    def of(self, source: Source) -> ProviderView:
+        return self.device_plugin if source is Source.DEVICE_PLUGIN else self.dra_driver
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """One node's count of a fabric's devices, over the sources its profile reads."""
+
+    count: int  # the larger of the sources' counts
+    # The sources that advertise ``count`` (both when they agree); empty when count is 0.
+    sources: frozenset[Source]
+    plugin_count: int
+    dra: DraDevices
+    unusable: str | None  # why the node's allocatable quantity could not be used
+
+    @property
+    def advertising(self) -> bool:
+        return self.count > 0
+
+
+def node_devices(profile: FabricProfile, node: NodeFacts, index: FactIndex) -> NodeDevices:
+    """A node that advertises through both sources counts the larger (the SPEC's rule): a
+    DRANET node keeps a stale allocatable of 0 from a removed device plugin, and the other way."""
+    uses_plugin = profile.uses(Source.DEVICE_PLUGIN)
+    plugin_count = node.allocatable_of(profile.resource) if uses_plugin else 0
+    unusable = node.problem_with(profile.resource) if uses_plugin else None
+    dra = index.dra_devices(node.name, profile.name, profile.dra.drivers) if profile.uses(Source.DRA) else DraDevices(0)
+    count = max(plugin_count, dra.count)
+    by_source = ((Source.DEVICE_PLUGIN, plugin_count), (Source.DRA, dra.count))
+    sources = frozenset(source for source, amount in by_source if amount == count and count > 0)
+    return NodeDevices(count=count, sources=sources, plugin_count=plugin_count, dra=dra, unusable=unusable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +156,13 @@ class Evaluation:
     conflicts: tuple[NameConflict, ...] = ()
 
 
-def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
-    """Named in the profile, or selected by its labels or its pod template's labels."""
-    plugin = profile.device_plugin
-    if daemon_set.namespace not in plugin.namespaces:
+def _selects(finder: DevicePlugin | DraSettings, namespaces: tuple[str, ...], daemon_set: DaemonSetFacts) -> bool:
+    """Named in the settings, or selected by its labels or its pod template's labels."""
+    if daemon_set.namespace not in namespaces:
         return False
-    if daemon_set.name in plugin.daemon_set_names:
+    if daemon_set.name in finder.daemon_set_names:
         return True
-    selector = plugin.selector_labels
+    selector = finder.selector_labels
     if not selector:
         return False
     return any(
@@ -122,11 +171,18 @@ def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> 
     )
 
 
-def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]) -> PluginView:
-    found = sorted(
-        (ds for ds in daemon_sets if is_plugin_daemon_set(profile, ds)), key=lambda ds: (ds.namespace, ds.name)
-    )
-    owners = {(ds.namespace, ds.name) for ds in found}
+def is_plugin_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
+    return _selects(profile.device_plugin, profile.device_plugin.namespaces, daemon_set)
+
+
+def is_dra_driver_daemon_set(profile: FabricProfile, daemon_set: DaemonSetFacts) -> bool:
+    """The DRA driver's kubelet plugin, looked for in the device plugin's namespaces."""
+    return profile.uses(Source.DRA) and _selects(profile.dra, profile.device_plugin.namespaces, daemon_set)
+
+
+def provider_view(found: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]) -> ProviderView:
+    ordered = sorted(found, key=lambda ds: (ds.namespace, ds.name))
+    owners = {(ds.namespace, ds.name) for ds in ordered}
     with_pod: set[str] = set()
     with_ready_pod: set[str] = set()
     for pod in pods:
@@ -135,20 +191,31 @@ def plugin_view(profile: FabricProfile, daemon_sets: Iterable[DaemonSetFacts], p
         with_pod.add(pod.node_name)
         if pod.ready:
             with_ready_pod.add(pod.node_name)
-    return PluginView(
-        daemon_sets=tuple(daemon_set.qualified_name for daemon_set in found),
+    return ProviderView(
+        daemon_sets=tuple(daemon_set.qualified_name for daemon_set in ordered),
         nodes_with_pod=frozenset(with_pod),
         nodes_with_ready_pod=frozenset(with_ready_pod),
     )
 
 
-def is_target_node(profile: FabricProfile, node: NodeFacts, plugin: PluginView) -> bool:
-    """The SPEC's rules: (a) it has the resource, (b) a plugin pod, (c) an accelerator, or
-    (d) an instance type that can carry the fabric (where a plugin that never landed shows)."""
-    resource = profile.resource
-    if node.capacity_of(resource) > 0 or node.allocatable_of(resource) > 0 or node.problem_with(resource):
+def fabric_view(profile: FabricProfile, daemon_sets: Sequence[DaemonSetFacts], pods: Sequence[PodFacts]) -> FabricView:
+    plugin = provider_view((ds for ds in daemon_sets if is_plugin_daemon_set(profile, ds)), pods)
+    if not profile.uses(Source.DRA):
+        return FabricView(plugin)
+    driver = provider_view((ds for ds in daemon_sets if is_dra_driver_daemon_set(profile, ds)), pods)
+    return FabricView(plugin, driver)
+
+
+def is_target_node(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> bool:
+    """The SPEC's rules: (a) it has the fabric's devices, (b) a device-plugin pod, (c) an
+    accelerator, or (d) an instance type that can carry the fabric (where a plugin that never
+    landed shows). A DRA driver's pod is no evidence: DRANET runs on every node it may manage,
+    CPU nodes included, and publishes their ENA interfaces."""
+    if devices.advertising or devices.unusable or devices.dra.seen > 0:
         return True
-    if node.name in plugin.nodes_with_pod:
+    if profile.uses(Source.DEVICE_PLUGIN) and node.capacity_of(profile.resource) > 0:
+        return True
+    if node.name in view.device_plugin.nodes_with_pod:
         return True
     targets = profile.target_nodes
     if any(node.allocatable_of(accelerator) > 0 for accelerator in targets.accelerator_resources):
@@ -185,8 +252,50 @@ def _isolation_conflict(profile: FabricProfile, instance_types: Iterable[str]) -
     return None
 
 
+_PROVIDER_WORDS = {Source.DEVICE_PLUGIN: "device-plugin", Source.DRA: "DRA-driver"}
+
+
+def _providers_phrase(sources: Iterable[Source]) -> str:
+    """``device-plugin``, ``DRA-driver``, or ``device-plugin or DRA-driver``, in source order."""
+    present = set(sources)
+    return " or ".join(_PROVIDER_WORDS[source] for source in Source if source in present)
+
+
+def _subject(profile: FabricProfile, sources: Iterable[Source]) -> str:
+    """What the messages say is advertised: the extended resource, the fabric's DRA devices, or both."""
+    present = set(sources)
+    dra = f"{profile.name} DRA devices"
+    if Source.DRA not in present:
+        return profile.resource
+    if Source.DEVICE_PLUGIN not in present:
+        return dra
+    return f"{profile.resource} or {dra}"
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeProviders:
+    """Per node, the sources whose DaemonSet must serve it: those that advertise its count,
+    or, on a node that advertises nothing, every source the profile reads."""
+
+    relevant: dict[str, frozenset[Source]]
+    view: FabricView
+
+    def has_pod(self, name: str) -> bool:
+        return any(name in self.view.of(source).nodes_with_pod for source in self.relevant[name])
+
+    def has_ready_pod(self, name: str) -> bool:
+        return any(name in self.view.of(source).nodes_with_ready_pod for source in self.relevant[name])
+
+    def sources(self) -> frozenset[Source]:
+        return frozenset(source for sources in self.relevant.values() for source in sources)
+
+
 def evaluate_pool(
-    profile: FabricProfile, pool: Pool, target_nodes: Iterable[NodeFacts], plugin: PluginView
+    profile: FabricProfile,
+    pool: Pool,
+    target_nodes: Iterable[NodeFacts],
+    view: FabricView,
+    devices: Mapping[str, NodeDevices],
 ) -> FabricCapabilityStatus:
     """The status of one (fabric, pool) from its target nodes (cordoned ones included)."""
     resource = profile.resource
@@ -195,22 +304,45 @@ def evaluate_pool(
     cordoned = len(ordered) - len(gate)
     total = len(gate)
 
-    allocatable = {node.name: node.allocatable_of(resource) for node in gate}
-    advertising = [node.name for node in gate if allocatable[node.name] > 0]
-    not_advertising = [node.name for node in gate if allocatable[node.name] == 0]
-    distribution = Counter(allocatable.values())
+    counted = {node.name: devices[node.name].count for node in gate}
+    advertising = [node.name for node in gate if counted[node.name] > 0]
+    not_advertising = [node.name for node in gate if counted[node.name] == 0]
+    distribution = Counter(counted.values())
     counts = [CountBucket(count=count, nodes=nodes) for count, nodes in sorted(distribution.items(), reverse=True)]
+    sources_seen = {source for name in advertising for source in devices[name].sources}
+    subject = _subject(profile, sources_seen)
+    by_source = [
+        SourceCount(source=source.value, nodes=sum(1 for name in advertising if source in devices[name].sources))
+        for source in profile.sources
+    ]
+    mixed_note = ""
+    if len(sources_seen) > 1:
+        spread = ", ".join(
+            f"{_PROVIDER_WORDS[Source(entry.source)].replace('-', ' ')} on {_plural(entry.nodes, 'node')}"
+            for entry in by_source
+        )
+        mixed_note = f" (advertised through {spread})"
 
-    with_ready_plugin = [node.name for node in gate if node.name in plugin.nodes_with_ready_pod]
-    without_plugin_pod = [node.name for node in gate if node.name not in plugin.nodes_with_pod]
+    providers = _NodeProviders(
+        relevant={
+            node.name: devices[node.name].sources if counted[node.name] > 0 else frozenset(profile.sources)
+            for node in gate
+        },
+        view=view,
+    )
+    with_ready_plugin = [node.name for node in gate if providers.has_ready_pod(node.name)]
+    without_plugin_pod = [node.name for node in gate if not providers.has_pod(node.name)]
     plugin_not_ready = [
-        node.name
-        for node in gate
-        if node.name in plugin.nodes_with_pod and node.name not in plugin.nodes_with_ready_pod
+        node.name for node in gate if providers.has_pod(node.name) and not providers.has_ready_pod(node.name)
     ]
     ready_plugin = set(with_ready_plugin)
     plugin_ready_not_advertised = [name for name in not_advertising if name in ready_plugin]
-    unhealthy = [node.name for node in gate if node.capacity_of(resource) > allocatable[node.name]]
+    # Capacity above allocatable is the kubelet's mark of unhealthy devices: a device-plugin notion.
+    unhealthy = (
+        [node.name for node in gate if node.capacity_of(resource) > node.allocatable_of(resource)]
+        if profile.uses(Source.DEVICE_PLUGIN)
+        else []
+    )
     advertised_without_plugin = [name for name in advertising if name not in ready_plugin]
     gap_nodes = sorted(set(plugin_ready_not_advertised) | set(unhealthy) | set(advertised_without_plugin))
 
@@ -219,32 +351,36 @@ def evaluate_pool(
         InstanceTypeCount(name=name, nodes=nodes, max_count=profile.maximum_for(name))
         for name, nodes in sorted(type_counts.items())
     ]
-    # Quantities the node reports but that cannot be used count as 0: name them, or a user
-    # sees "0 on n4" while kubectl shows a number.
-    unusable = [f"{node.name} ({problem})" for node in gate if (problem := node.problem_with(resource))]
-    unusable_note = f"; unusable quantity on {_named(unusable)}" if unusable else ""
+    # Devices the node reports but that cannot be counted count as 0: say why, or a user sees
+    # "0 on n4" while kubectl shows a number (or a ResourceSlice).
+    unusable = [f"{node.name} ({problem})" for node in gate if (problem := devices[node.name].unusable)]
+    incomplete = [f"{node.name} ({problem})" for node in gate if (problem := devices[node.name].dra.problem)]
+    note = (f"; unusable quantity on {_named(unusable)}" if unusable else "") + (
+        f"; ResourceSlices not counted on {_named(incomplete)}" if incomplete else ""
+    )
     isolation_conflict = _isolation_conflict(profile, type_counts)
     uniform = len(distribution) == 1 and isolation_conflict is None
     uniform_count = next(iter(distribution)) if total and uniform else None
 
     conditions = [
-        _device_plugin_condition(profile, plugin, total, without_plugin_pod, plugin_not_ready),
-        _advertised_condition(resource, total, advertising, not_advertising, unusable_note),
-        _homogeneous_condition(resource, total, allocatable, distribution, isolation_conflict, unusable_note),
-        _instance_type_condition(profile, gate, allocatable),
+        _device_plugin_condition(
+            profile, view, providers, frozenset(counted), total, without_plugin_pod, plugin_not_ready
+        ),
+        _advertised_condition(profile, subject, total, advertising, not_advertising, note, mixed_note),
+        _homogeneous_condition(subject, total, counted, distribution, isolation_conflict, note, mixed_note),
+        _instance_type_condition(profile, gate, counted),
     ]
-    ready = _ready_condition(profile, total, advertising, uniform_count, with_ready_plugin, conditions)
+    ready = _ready_condition(
+        profile, subject, sources_seen, total, advertising, uniform_count, with_ready_plugin, conditions, mixed_note
+    )
     conditions.append(ready)
     conditions.append(_stalled_condition(profile, gate, type_counts, isolation_conflict))
 
     recommendation = None
     if ready.status == TRUE and uniform_count is not None:
-        # A shared resource counts pods that may share the devices: each pod asks for one.
-        per_node = 1 if profile.shared else uniform_count
-        recommendation = Recommendation(
-            resources_per_node={resource: str(per_node)},
-            env=[EnvVarValue(name=env.name, value=env.value) for env in profile.recommended_env],
-        )
+        recommendation = _recommendation(profile, sources_seen, uniform_count)
+    # The DaemonSets that serve this pool's nodes: a device-plugin pool does not list DRANET.
+    daemon_sets = sorted({ds for source in providers.sources() for ds in view.of(source).daemon_sets})
     return FabricCapabilityStatus(
         fabric=profile.name,
         resource_name=resource,
@@ -255,7 +391,7 @@ def evaluate_pool(
         uniform_count=uniform_count,
         counts=counts,
         instance_types=instance_types,
-        device_plugin=DevicePluginStatus(daemon_sets=list(plugin.daemon_sets), ready_nodes=len(with_ready_plugin)),
+        device_plugin=DevicePluginStatus(daemon_sets=daemon_sets, ready_nodes=len(with_ready_plugin)),
         gap=GapStatus(
             plugin_ready_not_advertised=len(plugin_ready_not_advertised),
             unhealthy=len(unhealthy),
@@ -264,7 +400,39 @@ def evaluate_pool(
             truncated=len(gap_nodes) > MAX_GAP_NODES,
         ),
         recommendation=recommendation,
+        sources=by_source,
         conditions=conditions,
+    )
+
+
+def _recommendation(profile: FabricProfile, sources: set[Source], uniform_count: int) -> Recommendation:
+    """What a workload asks for: the extended resource where a device plugin advertises it, a
+    ResourceClaimTemplate of the fabric's DeviceClass where a DRA driver does (both when the
+    pool mixes them: each form schedules only onto the nodes of its own source)."""
+    # A shared resource counts pods that may share the devices: each pod asks for one.
+    per_node = 1 if profile.shared else uniform_count
+    claim = None
+    if Source.DRA in sources and profile.dra.device_class_name:
+        claim = ResourceClaimTemplateSpec(
+            spec=ResourceClaimSpec(
+                devices=DeviceClaim(
+                    requests=[
+                        DeviceRequest(
+                            name=profile.name,
+                            exactly=ExactDeviceRequest(
+                                device_class_name=profile.dra.device_class_name,
+                                allocation_mode="ExactCount",
+                                count=per_node,
+                            ),
+                        )
+                    ]
+                )
+            )
+        )
+    return Recommendation(
+        resources_per_node={profile.resource: str(per_node)} if Source.DEVICE_PLUGIN in sources else None,
+        resource_claim_template=claim,
+        env=[EnvVarValue(name=env.name, value=env.value) for env in profile.recommended_env],
     )
 
 
@@ -274,7 +442,9 @@ def _no_target_nodes(condition_type: ConditionType) -> Condition:
 
 def _device_plugin_condition(
     profile: FabricProfile,
-    plugin: PluginView,
+    view: FabricView,
+    providers: _NodeProviders,
+    nodes: frozenset[str],
     total: int,
     without_pod: list[str],
     not_ready: list[str],
@@ -282,50 +452,78 @@ def _device_plugin_condition(
     kind = ConditionType.DEVICE_PLUGIN_READY
     if total == 0:
         return _no_target_nodes(kind)
-    if not plugin.daemon_sets:
+    needed = providers.sources()
+    word = _providers_phrase(needed)
+    if not any(view.of(source).daemon_sets for source in needed):
         settings = profile.device_plugin
         where = ", ".join(settings.namespaces)
         scope = f"namespace {where}" if len(settings.namespaces) == 1 else f"namespaces {where}"
+        finders = {Source.DEVICE_PLUGIN: settings.describe(), Source.DRA: profile.dra.describe()}
+        how = (
+            "; ".join(f"{_PROVIDER_WORDS[source]}: {finders[source]}" for source in Source if source in needed)
+            if len(needed) > 1
+            else finders[next(iter(needed))]
+        )
         return _condition(
-            kind,
-            FALSE,
-            "PluginNotInstalled",
-            f"no {profile.name} device-plugin DaemonSet found in {scope} ({settings.describe()})",
+            kind, FALSE, "PluginNotInstalled", f"no {profile.name} {word} DaemonSet found in {scope} ({how})"
         )
     if without_pod:
         return _condition(
             kind,
             FALSE,
             "PluginNotScheduled",
-            f"no device-plugin pod on {len(without_pod)} of {total} nodes: {_named(without_pod)}",
+            f"no {word} pod on {len(without_pod)} of {total} nodes: {_named(without_pod)}",
         )
     if not_ready:
         return _condition(
             kind,
             FALSE,
             "PluginNotReady",
-            f"device-plugin pod not Ready on {len(not_ready)} of {total} nodes: {_named(not_ready)}",
+            f"{word} pod not Ready on {len(not_ready)} of {total} nodes: {_named(not_ready)}",
         )
-    return _condition(kind, TRUE, "PluginReadyOnAllNodes", f"device-plugin pod Ready on all {total} nodes")
+    serving = [source for source in Source if source in needed and view.of(source).nodes_with_ready_pod & nodes]
+    return _condition(
+        kind, TRUE, "PluginReadyOnAllNodes", f"{_providers_phrase(serving)} pod Ready on all {total} nodes"
+    )
 
 
 def _advertised_condition(
-    resource: str, total: int, advertising: list[str], not_advertising: list[str], note: str = ""
+    profile: FabricProfile,
+    subject: str,
+    total: int,
+    advertising: list[str],
+    not_advertising: list[str],
+    note: str = "",
+    mixed_note: str = "",
 ) -> Condition:
     kind = ConditionType.ADVERTISED
     if total == 0:
         return _no_target_nodes(kind)
     if not advertising:
-        return _condition(kind, FALSE, "NotAdvertised", f"{resource} advertised on 0 of {total} target nodes{note}")
+        # Say where else was looked, or a DRA user reads "efa advertised on 0" as a plugin problem.
+        elsewhere = ""
+        if profile.uses(Source.DRA):
+            drivers = ", ".join(profile.dra.drivers)
+            elsewhere = f", and no ResourceSlice of {drivers} holds {profile.name} devices on them"
+            if not profile.uses(Source.DEVICE_PLUGIN):
+                return _condition(
+                    kind,
+                    FALSE,
+                    "NotAdvertised",
+                    f"no ResourceSlice of {drivers} holds {profile.name} devices on any of {total} target nodes{note}",
+                )
+        return _condition(
+            kind, FALSE, "NotAdvertised", f"{subject} advertised on 0 of {total} target nodes{elsewhere}{note}"
+        )
     if not_advertising:
         return _condition(
             kind,
             FALSE,
             "PartiallyAdvertised",
-            f"{resource} advertised on {len(advertising)} of {total} target nodes; 0 on {_named(not_advertising)}"
-            + note,
+            f"{subject} advertised on {len(advertising)} of {total} target nodes{mixed_note}; "
+            f"0 on {_named(not_advertising)}{note}",
         )
-    return _condition(kind, TRUE, "AllNodesAdvertise", f"{resource} advertised on all {total} target nodes")
+    return _condition(kind, TRUE, "AllNodesAdvertise", f"{subject} advertised on all {total} target nodes{mixed_note}")
 
 
 def _homogeneous_condition(
@@ -335,6 +533,7 @@ def _homogeneous_condition(
     distribution: Counter[int],
     isolation_conflict: tuple[str, str] | None,
     note: str = "",
+    mixed_note: str = "",
 ) -> Condition:
     kind = ConditionType.HOMOGENEOUS
     if total == 0:
@@ -350,7 +549,7 @@ def _homogeneous_condition(
                 f"all {total} nodes advertise {resource}: {count}, but EFA traffic between "
                 f"{first} and {second} is unsupported, so the pool cannot be one fabric",
             )
-        return _condition(kind, TRUE, "UniformCount", f"all {total} nodes advertise {resource}: {count}")
+        return _condition(kind, TRUE, "UniformCount", f"all {total} nodes advertise {resource}: {count}{mixed_note}")
     spread = ", ".join(
         f"{count} on {_plural(nodes, 'node')}" for count, nodes in sorted(distribution.items(), reverse=True)
     )
@@ -369,7 +568,9 @@ def _homogeneous_condition(
         kind,
         FALSE,
         "MixedCounts",
-        f"{resource} differs across {total} nodes ({spread}); not {most_common} on {_named(offenders)}",
+        f"{resource} differs across {total} nodes ({spread}); not {most_common} on {_named(offenders)}"
+        + mixed_note
+        + note,
     )
 
 
@@ -421,14 +622,16 @@ def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allo
 
 def _ready_condition(
     profile: FabricProfile,
+    subject: str,
+    sources: set[Source],
     total: int,
     advertising: list[str],
     uniform_count: int | None,
     with_ready_plugin: list[str],
     conditions: list[Condition],
+    mixed_note: str = "",
 ) -> Condition:
     kind = ConditionType.READY
-    resource = profile.resource
     by_type = {condition.type: condition for condition in conditions}
     homogeneous = by_type[ConditionType.HOMOGENEOUS]
     if total == 0:
@@ -443,18 +646,25 @@ def _ready_condition(
             kind,
             FALSE,
             "DevicePluginGap",
-            f"all {total} nodes advertise {resource}: {uniform_count}, but {plugin.message}",
+            f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}",
         )
+    provider = _providers_phrase(sources).replace("-", " ")
+    if profile.shared:
+        usage = f"up to {uniform_count} pods per node may share it, each requesting 1"
+    elif sources == {Source.DRA}:
+        usage = f"a job may claim up to {uniform_count} per node (recommendation.resourceClaimTemplate)"
+    elif Source.DRA in sources:
+        usage = (
+            f"a job may request up to {uniform_count} per node; a pod asking for the extended resource "
+            "schedules only onto device-plugin nodes, one with the ResourceClaim only onto DRA nodes"
+        )
+    else:
+        usage = f"a job may request up to {uniform_count} per node"
     return _condition(
         kind,
         TRUE,
         "UniformCapability",
-        f"all {total} nodes advertise {resource}: {uniform_count} with a Ready device plugin; "
-        + (
-            f"up to {uniform_count} pods per node may share it, each requesting 1"
-            if profile.shared
-            else f"a job may request up to {uniform_count} per node"
-        ),
+        f"all {total} nodes advertise {subject}: {uniform_count} with a Ready {provider}{mixed_note}; {usage}",
     )
 
 
@@ -494,12 +704,12 @@ def _stalled_condition(
     return _condition(kind, FALSE, "NotStalled", "no instance-type condition prevents this pool from becoming Ready")
 
 
-def plugin_views(
+def fabric_views(
     config: Config, daemon_sets: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]
-) -> dict[str, PluginView]:
-    """Each enabled fabric's plugin view, computed once per evaluation round."""
+) -> dict[str, FabricView]:
+    """Each enabled fabric's providers, computed once per evaluation round."""
     daemon_set_list, pod_list = list(daemon_sets), list(pods)
-    return {profile.name: plugin_view(profile, daemon_set_list, pod_list) for profile in config.enabled_fabrics}
+    return {profile.name: fabric_view(profile, daemon_set_list, pod_list) for profile in config.enabled_fabrics}
 
 
 def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = None) -> Evaluation:
@@ -509,7 +719,7 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
     whose facts changed. A (fabric, pool) evaluated without a target node is named in
     ``absent``, so the operator can start that object's grace period.
     """
-    views = plugin_views(config, index.daemon_sets.values(), index.pods.values())
+    views = fabric_views(config, index.daemon_sets.values(), index.pods.values())
     primary_key = config.pool_labels[0]
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
@@ -518,17 +728,22 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
         members = index.members(pool)
         for profile in config.enabled_fabrics:
             name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
-            plugin = views[profile.name]
-            targets = [node for node in members if is_target_node(profile, node, plugin)]
+            view = views[profile.name]
+            devices = {node.name: node_devices(profile, node, index) for node in members}
+            targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
             if targets:
-                status = evaluate_pool(profile, pool, targets, plugin)
+                status = evaluate_pool(profile, pool, targets, view, devices)
                 capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
             else:
                 absent.add(name)
     unpooled = sum(
         1
         for name in index.unpooled
-        if any(is_target_node(profile, index.nodes[name], views[profile.name]) for profile in config.enabled_fabrics)
+        if any(
+            is_target_node(profile, node, node_devices(profile, node, index), views[profile.name])
+            for profile in config.enabled_fabrics
+            for node in (index.nodes[name],)
+        )
     )
     capabilities.sort(key=lambda capability: capability.name)
     # Names are unique by construction (names.py); should two pairs still meet, neither may

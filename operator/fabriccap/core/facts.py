@@ -12,12 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config
+from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config, Source
 from fabriccap.core.quantity import parse_quantity, shown_value
 
 
 class FactsError(ValueError):
     """An object body that cannot be turned into facts; the message names it."""
+
+
+class IgnoredObjectError(FactsError):
+    """A well-formed object that carries no facts fabriccap can use (a ResourceSlice of
+    devices shared by many nodes); the message says why it is left out."""
 
 
 # The largest count a node's resource may carry and still be believed: the largest integer the
@@ -89,6 +94,29 @@ class DaemonSetFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class SliceFacts:
+    """One ResourceSlice of a node: which driver pool it belongs to, and how many of each
+    fabric's devices it holds. A DRANET slice of a p5 node carries 32 devices with a dozen
+    attributes each; this keeps a few fields."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int  # the pool's resourceSliceCount
+    node_name: str
+    devices: tuple[tuple[str, int], ...]  # (fabric, devices of it in this slice), sorted
+    # Devices published without attributes: they match no fabric, and the log says so once.
+    without_attributes: int = 0
+    # Why the slice cannot be read (its pool then counts as no devices); the node is known,
+    # so the pool's message can say why instead of showing a bare 0.
+    problem: str | None = None
+
+    def devices_of(self, fabric: str) -> int:
+        return _lookup(self.devices, fabric)
+
+
+@dataclass(frozen=True, slots=True)
 class PodFacts:
     namespace: str
     name: str
@@ -111,6 +139,10 @@ class FactsExtractor:
             key for fabric in fabrics for key, _ in fabric.target_nodes.accelerator_label_pairs
         )
         self.plugin_namespaces: frozenset[str] = frozenset(config.plugin_namespaces)
+        self.dra_fabrics = tuple(fabric for fabric in fabrics if fabric.uses(Source.DRA))
+        self.dra_drivers: frozenset[str] = frozenset(
+            driver for fabric in self.dra_fabrics for driver in fabric.dra.drivers
+        )
 
     def node(self, body: Mapping[str, Any]) -> NodeFacts:
         metadata = _mapping(body, "metadata", "Node")
@@ -199,6 +231,74 @@ class FactsExtractor:
             ready=ready,
         )
 
+    def resource_slice(self, body: Mapping[str, Any]) -> SliceFacts | None:
+        """Facts of a ResourceSlice of a configured DRA driver on one node; None for any other
+        driver. Raises IgnoredObjectError for a slice of a configured driver that names no node.
+
+        Slices without ``spec.nodeName`` (``allNodes``, a ``nodeSelector``: devices reachable
+        from many nodes) say nothing about one node's own devices. A slice that names its node
+        but cannot be read otherwise is kept with its problem, so that node fails closed and
+        its pool's messages say why.
+        """
+        metadata = _mapping(body, "metadata", "ResourceSlice")
+        name = str(metadata.get("name") or "")
+        spec = body.get("spec")
+        if not isinstance(spec, Mapping):
+            raise FactsError(f"ResourceSlice {name}: spec is not a mapping")
+        driver = spec.get("driver")
+        if not isinstance(driver, str) or driver not in self.dra_drivers:
+            return None
+        node_name = spec.get("nodeName")
+        if not isinstance(node_name, str) or not node_name:
+            scope = "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else "no node"
+            raise IgnoredObjectError(
+                f"ResourceSlice {name} of driver {driver} has no spec.nodeName ({scope}); "
+                "only slices of one node's own devices are counted"
+            )
+        pool = spec.get("pool")
+        pool_name = pool.get("name") if isinstance(pool, Mapping) else None
+        pool_label = str(pool_name) if isinstance(pool_name, str) and pool_name else f"of slice {name}"
+        try:
+            if not isinstance(pool, Mapping) or not pool_name:
+                raise FactsError("spec.pool.name is missing")
+            generation = _count(pool.get("generation"), "spec.pool.generation")
+            slice_count = _count(pool.get("resourceSliceCount", 1), "spec.pool.resourceSliceCount")
+            devices = spec.get("devices") or []
+            if not isinstance(devices, list):
+                raise FactsError("spec.devices is not a list")
+            if not all(isinstance(device, Mapping) for device in devices):
+                raise FactsError("spec.devices has an entry that is not a mapping")
+        except FactsError as error:
+            return SliceFacts(
+                name=name,
+                driver=driver,
+                pool=pool_label,
+                generation=0,
+                slice_count=1,
+                node_name=node_name,
+                devices=(),
+                problem=f"ResourceSlice {name}: {error}",
+            )
+        attribute_sets = [device.get("attributes") for device in devices]
+        described = [attributes for attributes in attribute_sets if isinstance(attributes, Mapping) and attributes]
+        counts = tuple(
+            sorted(
+                (fabric.name, sum(1 for attributes in described if fabric.dra.matches(driver, attributes)))
+                for fabric in self.dra_fabrics
+                if driver in fabric.dra.drivers
+            )
+        )
+        return SliceFacts(
+            name=name,
+            driver=driver,
+            pool=pool_label,
+            generation=generation,
+            slice_count=max(slice_count, 1),
+            node_name=node_name,
+            devices=counts,
+            without_attributes=len(devices) - len(described),
+        )
+
     def daemon_set(self, body: Mapping[str, Any]) -> DaemonSetFacts | None:
         """Facts of a DaemonSet in a plugin namespace; None elsewhere."""
         metadata = _mapping(body, "metadata", "DaemonSet")
@@ -216,6 +316,12 @@ class FactsExtractor:
             labels=_pairs(labels),
             template_labels=_pairs(template_labels if isinstance(template_labels, Mapping) else {}),
         )
+
+
+def _count(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FactsError(f"{field} {shown_value(value)} is not a count")
+    return value
 
 
 def _pairs(labels: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -11,9 +11,23 @@ anything changed; the ``_touched`` hooks tell a subclass which pools a change co
 
 from __future__ import annotations
 
-from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
+from dataclasses import dataclass
+
+from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool, SliceFacts
 
 NamespacedKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DraDevices:
+    """A node's devices of one fabric in ResourceSlices, and why some could not be counted."""
+
+    count: int
+    # An incomplete or unreadable driver pool: the node counts as not advertising, and why.
+    problem: str | None = None
+    # Devices of the fabric in the slices present, complete or not: a node with some is a
+    # target node of the fabric even while its pool is incomplete.
+    seen: int = 0
 
 
 class FactIndex:
@@ -23,6 +37,8 @@ class FactIndex:
         self.daemon_sets: dict[NamespacedKey, DaemonSetFacts] = {}
         self.pool_members: dict[Pool, set[str]] = {}
         self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
+        self.slices: dict[str, SliceFacts] = {}
+        self.node_slices: dict[str, set[str]] = {}  # node name -> names of its slices
 
     # -- change hooks (no-ops here; the operator's store marks pools dirty)
 
@@ -101,6 +117,67 @@ class FactIndex:
         self._node_touched(previous.node_name)
         return True
 
+    # -- ResourceSlices
+
+    def put_slice(self, facts: SliceFacts) -> bool:
+        previous = self.slices.get(facts.name)
+        if previous == facts:
+            return False
+        self.slices[facts.name] = facts
+        if previous is not None and previous.node_name != facts.node_name:
+            self._drop_slice(previous)
+            self._node_touched(previous.node_name)
+        self.node_slices.setdefault(facts.node_name, set()).add(facts.name)
+        self._node_touched(facts.node_name)
+        return True
+
+    def remove_slice(self, name: str) -> bool:
+        previous = self.slices.pop(name, None)
+        if previous is None:
+            return False
+        self._drop_slice(previous)
+        self._node_touched(previous.node_name)
+        return True
+
+    def _drop_slice(self, facts: SliceFacts) -> None:
+        names = self.node_slices.get(facts.node_name)
+        if names is not None:
+            names.discard(facts.name)
+            if not names:
+                del self.node_slices[facts.node_name]
+
+    def dra_devices(self, node_name: str, fabric: str, drivers: tuple[str, ...]) -> DraDevices:
+        """The node's devices of ``fabric`` from ``drivers``' ResourceSlices.
+
+        Per driver pool, only the latest generation counts (a driver republishing its pool
+        bumps it), and only once all ``resourceSliceCount`` slices of that generation are in:
+        a partly published pool counts as no devices, so the node fails closed.
+        """
+        pools: dict[tuple[str, str], list[SliceFacts]] = {}
+        for name in self.node_slices.get(node_name, ()):
+            facts = self.slices[name]
+            if facts.driver in drivers:
+                pools.setdefault((facts.driver, facts.pool), []).append(facts)
+        count, seen, problems = 0, 0, []
+        for (driver, pool), members in sorted(pools.items()):
+            unreadable = sorted(member.problem for member in members if member.problem)
+            if unreadable:
+                problems.extend(unreadable)
+                continue
+            latest = max(member.generation for member in members)
+            current = [member for member in members if member.generation == latest]
+            devices = sum(member.devices_of(fabric) for member in current)
+            seen += devices
+            expected = max(member.slice_count for member in current)
+            if len(current) < expected:
+                present = f"{len(current)} of {expected} ResourceSlices"
+                problems.append(f"driver {driver} pool {pool} has {present} of generation {latest}")
+                continue
+            count += devices
+        if problems:
+            return DraDevices(0, "; ".join(problems), seen)
+        return DraDevices(count, None, seen)
+
     # -- DaemonSets
 
     def put_daemon_set(self, facts: DaemonSetFacts) -> bool:
@@ -129,6 +206,10 @@ class FactIndex:
         for pod_namespace, name in [key for key in self.pods if namespace is None or key[0] == namespace]:
             if f"{pod_namespace}/{name}" not in keys:
                 self.remove_pod(pod_namespace, name)
+
+    def retain_slices(self, names: set[str]) -> None:
+        for name in [name for name in self.slices if name not in names]:
+            self.remove_slice(name)
 
     def retain_daemon_sets(self, namespace: str | None, keys: set[str]) -> None:
         for ds_namespace, name in [key for key in self.daemon_sets if namespace is None or key[0] == namespace]:

@@ -1,4 +1,4 @@
-"""The test world: bodies of Nodes, DaemonSets and Pods as a real EKS cluster serves them.
+"""The test world: bodies of Nodes, DaemonSets, Pods and ResourceSlices as a real EKS cluster serves them.
 
 One set of builders for the unit tests, the end-to-end tests and the benchmarks. Bodies carry
 the noise a real cluster has (cpu, memory, conditions, nodeInfo, other labels, owner UIDs;
@@ -314,10 +314,149 @@ def pod(
     }
 
 
+DRANET_DS = "aws-dranet"
+DRANET_DRIVER = "dra.net"
+EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
+EFA_PCI_DEVICE = "Elastic Fabric Adapter (EFA)"
+ENA_PCI_DEVICE = "Elastic Network Adapter (ENA)"
+DRANET_IMAGE = "registry.invalid/eks/dranet:v1.2.0-eksbuild.2"
+
+
+def dranet_daemon_set(
+    name: str = DRANET_DS, *, namespace: str = KUBE_SYSTEM, node_selector: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The DRA driver's kubelet-plugin DaemonSet as AWS's aws-dranet chart labels it
+    (selector ``app: aws-dranet``, no ``app.kubernetes.io/name``)."""
+    labels = {"app": DRANET_DS, "k8s-app": DRANET_DS, "tier": "node"}
+    template_spec: dict[str, Any] = {"containers": [{"name": "dranet", "image": DRANET_IMAGE}]}
+    if node_selector:
+        template_spec["nodeSelector"] = dict(node_selector)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid("ds", namespace, name),
+            "labels": {**labels, "app.kubernetes.io/managed-by": "Helm"},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": DRANET_DS}},
+            "template": {"metadata": {"labels": labels}, "spec": template_spec},
+        },
+        "status": {"desiredNumberScheduled": 1, "numberReady": 1},
+    }
+
+
+def dranet_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]]:
+    return [pod(name, daemon_set_name=DRANET_DS, labels={"app": DRANET_DS}, **kwargs) for name in node_names]
+
+
+def _efa_device(index: int) -> dict[str, Any]:
+    """An EFA as DRANET publishes it: a PCI function with an RDMA link and no netdev."""
+    bus = 0x10 + index
+    address = f"0000:{bus:02x}:00.0"
+    return {
+        "name": f"pci-0000-{bus:02x}-00-0",
+        "attributes": {
+            "dra.net/pciAddress": {"string": address},
+            "dra.net/pciVendor": {"string": "Amazon.com, Inc."},
+            "dra.net/pciDevice": {"string": EFA_PCI_DEVICE},
+            "dra.net/pciSubsystem": {"string": "efa1"},
+            "dra.net/numaNode": {"int": 0 if index < 16 else 1},
+            "dra.net/rdma": {"bool": True},
+            "dra.net/rdmaDevice": {"string": f"rdmap{bus}s0"},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{bus - bus % 4:02x}"},
+        },
+    }
+
+
+def _ena_device(index: int) -> dict[str, Any]:
+    """An ENA interface, which upstream DRANET (without the EKS chart's EFA filter) publishes too."""
+    bus = 0x80 + index
+    return {
+        "name": f"pci-0000-{bus:02x}-01-0",
+        "attributes": {
+            "dra.net/ifName": {"string": f"ens{bus}"},
+            "dra.net/mtu": {"int": 9001},
+            "dra.net/pciAddress": {"string": f"0000:{bus:02x}:01.0"},
+            "dra.net/pciVendor": {"string": "Amazon.com, Inc."},
+            "dra.net/pciDevice": {"string": ENA_PCI_DEVICE},
+            "dra.net/pciSubsystem": {"string": "ec20"},
+            "dra.net/rdma": {"bool": False},
+            "dra.net/type": {"string": "device"},
+            "dra.net/virtual": {"bool": False},
+        },
+    }
+
+
+def resource_slice(
+    node_name: str,
+    *,
+    efa: int = 32,
+    ena: int = 0,
+    driver: str = DRANET_DRIVER,
+    pool: str | None = None,
+    generation: int = 1,
+    slice_count: int = 1,
+    part: int = 0,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """A ResourceSlice as DRANET publishes one: one pool per node named after it, one slice,
+    ``efa`` EFA devices (and ``ena`` ENA ones), owned by the Node. ``part`` numbers the slices
+    of a pool published in several (``slice_count``); device names stay unique across them."""
+    pool_name = pool or node_name
+    devices = [_efa_device(part * efa + index) for index in range(efa)]
+    devices += [_ena_device(part * ena + index) for index in range(ena)]
+    slice_name = name or f"{node_name}-{driver}-{hashlib.sha256(f'{pool_name}/{part}'.encode()).hexdigest()[:5]}"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": slice_name,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": node_name,
+                    "uid": _uid("node", node_name),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "driver": driver,
+            "nodeName": node_name,
+            "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": slice_count},
+            "devices": devices,
+        },
+    }
+
+
+def efa_device_class() -> dict[str, Any]:
+    """The DeviceClass the aws-dranet chart installs, with a guard for devices without pciDevice."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": EFA_DEVICE_CLASS},
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": f'device.driver == "{DRANET_DRIVER}" && '
+                        '"pciDevice" in device.attributes["dra.net"] && '
+                        f'device.attributes["dra.net"].pciDevice == "{EFA_PCI_DEVICE}"'
+                    }
+                }
+            ]
+        },
+    }
+
+
 def plugin_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]]:
     return [pod(name, **kwargs) for name in node_names]
 
 
 def kube_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A ``v1 List`` as ``kubectl get nodes,pods,daemonsets -A -o json`` prints it."""
+    """A ``v1 List`` as ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json`` prints it."""
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}

@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fabriccap.core.config import Config, Source
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
-from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource
+from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, RESOURCE_SLICES, ApiResource
 
 
 def object_key(body: Mapping[str, Any]) -> str:
@@ -40,6 +41,11 @@ class WatchedKind:
     delete: Callable[[FactIndex, Mapping[str, Any]], object]
     # After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest.
     retain: Callable[[FactIndex, str | None, set[str]], object]
+    # Served only from some Kubernetes version on (resource.k8s.io/v1: 1.34): an API server
+    # without it is not an error, the kind is just not there.
+    optional: bool = False
+    # Whether a config needs this kind at all (ResourceSlices: only when a fabric reads DRA).
+    wanted_by: Callable[[Config], bool] = lambda _config: True
 
     @property
     def kind(self) -> str:
@@ -97,5 +103,30 @@ POD = WatchedKind(
     retain=lambda index, scope, keys: index.retain_pods(scope, keys),
 )
 
-WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD)
+
+def _upsert_slice(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+    facts = extractor.resource_slice(body)
+    if facts is None:
+        index.remove_slice(_namespace_and_name(body)[1])
+    else:
+        index.put_slice(facts)
+
+
+RESOURCE_SLICE = WatchedKind(
+    label="resourceslice",
+    resource=RESOURCE_SLICES,
+    per_plugin_namespace=False,
+    upsert=_upsert_slice,
+    delete=lambda index, body: index.remove_slice(_namespace_and_name(body)[1]),
+    retain=lambda index, _scope, keys: index.retain_slices(keys),
+    optional=True,
+    wanted_by=lambda config: any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics),
+)
+
+WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD, RESOURCE_SLICE)
 BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}
+
+
+def kinds_for(config: Config) -> tuple[WatchedKind, ...]:
+    """The kinds a config needs watched."""
+    return tuple(watched for watched in WATCHED_KINDS if watched.wanted_by(config))

@@ -45,6 +45,8 @@ NAMESPACES = ApiResource("", "v1", "namespaces", "Namespace", namespaced=False)
 SECRETS = ApiResource("", "v1", "secrets", "Secret", namespaced=True)
 DAEMON_SETS = ApiResource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 FABRIC_CAPABILITIES = ApiResource(GROUP, VERSION, PLURAL, KIND, namespaced=False)
+RESOURCE_SLICES = ApiResource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+DEVICE_CLASSES = ApiResource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 EVENTS = ApiResource("", "v1", "events", "Event", namespaced=True)
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 CUSTOM_RESOURCE_DEFINITIONS = ApiResource(

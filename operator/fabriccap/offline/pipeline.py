@@ -7,6 +7,7 @@ operator would publish for the same cluster.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fabriccap.core.config import Config
@@ -14,8 +15,11 @@ from fabriccap.core.evaluate import Evaluation, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.stamping import now_rfc3339, stamp_status
-from fabriccap.kube.kinds import WATCHED_KINDS
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.kinds import kinds_for
 from fabriccap.offline.snapshot import add_bodies
+
+logger = logging.getLogger(__name__)
 
 
 async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None, context: str | None = None) -> FactIndex:
@@ -26,9 +30,16 @@ async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None, c
     facts = FactIndex()
     namespaces = tuple(sorted(extractor.plugin_namespaces))
     async with await connect(kubeconfig, context) as client:
-        for watched in WATCHED_KINDS:
+        for watched in kinds_for(extractor.config):
             for _scope, path in watched.paths(namespaces):
-                bodies = [body async for body in client.list_items(path)]
+                try:
+                    bodies = [body async for body in client.list_items(path)]
+                except KubeError as error:
+                    if error.status == 404 and watched.optional:
+                        # ResourceSlices before Kubernetes 1.34: device plugins only, as the operator.
+                        logger.warning("%s is not served: evaluating without %ss", path, watched.kind)
+                        continue
+                    raise
                 # As the operator reads them: an unusable quantity fails its node's pool closed.
                 add_bodies(facts, extractor, bodies, "cluster", strict_quantities=False)
     return facts

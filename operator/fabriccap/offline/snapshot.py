@@ -1,4 +1,4 @@
-"""Reading snapshots (``kubectl get nodes,pods,daemonsets -A -o json``) into a fact index.
+"""Reading snapshots (``kubectl get nodes,pods,daemonsets,resourceslices -A -o json``) into a fact index.
 
 Input is hostile until proven otherwise: it is read with a bound (``DEFAULT_MAX_INPUT_BYTES``,
 raised with ``--max-input-size``), devices that never end (``/dev/zero``, ``/dev/urandom``)
@@ -9,6 +9,7 @@ too deep for the parser or integers too long to convert are input errors, not tr
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import stat
@@ -19,9 +20,11 @@ from typing import IO, Any
 
 import yaml
 
-from fabriccap.core.facts import FactsError, FactsExtractor
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.core.index import FactIndex
 from fabriccap.kube.kinds import BY_KIND
+
+logger = logging.getLogger(__name__)
 
 # 512 MiB: twice the largest snapshot a 10,000-node cluster prints (~450 MB as JSON).
 DEFAULT_MAX_INPUT_BYTES = 512 * 1024 * 1024
@@ -204,8 +207,16 @@ def add_bodies(
             continue
         try:
             watched.upsert(facts, extractor, body)
+        except IgnoredObjectError as error:
+            logger.warning("%s: ignoring %s", source, error)
+            continue
         except FactsError as error:
             raise SnapshotError(f"{source}: {error}") from None
+        if strict_quantities and watched.kind == "ResourceSlice":
+            name = str((body.get("metadata") or {}).get("name"))
+            problem = facts.slices[name].problem if name in facts.slices else None
+            if problem:
+                raise SnapshotError(f"{source}: {problem}")
         if strict_quantities and watched.kind == "Node":
             name = str((body.get("metadata") or {}).get("name"))
             for entry in facts.nodes[name].unusable:
