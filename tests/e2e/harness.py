@@ -41,7 +41,7 @@ from fabriccap.dev.seeding import creatable
 from fabriccap.dev.waiting import wait_until
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
+from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS, RESOURCE_SLICES
 
 __all__ = [
     "EFA",
@@ -662,7 +662,9 @@ def published_equals_evaluate(
     differences: dict[str, Any] = {}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        snapshot.write_text(cluster.run_kubectl("get", "nodes,pods,daemonsets", "-A", "-o", "json").stdout)
+        snapshot.write_text(
+            cluster.run_kubectl("get", "nodes,pods,daemonsets,resourceslices", "-A", "-o", "json").stdout
+        )
         result = subprocess.run(
             [sys.executable, "-m", "fabriccap", "evaluate", "-f", str(snapshot), "--config", str(config), "-o", "json"],
             capture_output=True,
@@ -686,9 +688,9 @@ def published_equals_evaluate(
 
 
 def watched_kind_fingerprints(kube: SyncKube) -> dict[str, tuple[Any, ...]]:
-    """Everything the operator could have touched on Nodes, Pods and DaemonSets."""
+    """Everything the operator could have touched on Nodes, Pods, DaemonSets and ResourceSlices."""
     found: dict[str, tuple[Any, ...]] = {}
-    for path in (NODES.collection(), PODS.collection(), DAEMON_SETS.collection()):
+    for path in (NODES.collection(), PODS.collection(), DAEMON_SETS.collection(), RESOURCE_SLICES.collection()):
         for obj in kube.list_objects(path):
             metadata = obj["metadata"]
             key = f"{path}/{metadata.get('namespace', '')}/{metadata['name']}"

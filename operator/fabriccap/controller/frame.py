@@ -107,22 +107,45 @@ def settings() -> kopf.OperatorSettings:
     return operator_settings
 
 
+FRAME_RESTART_MAX_SECONDS = 30.0
+
+logger = logging.getLogger(__name__)
+
+
+async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None) -> None:
+    """kopf's main loop, started again when it fails.
+
+    kopf does not recover a watcher that fails (kopf#1077): when the CRD is deleted, a watch
+    request that reaches the API server before kopf's resource scan notices answers 404, and
+    the whole of ``kopf.operator`` ends with it. The rest of the operator (informers, the
+    publisher, leader election) is fine, so only the frame is started again, with a backoff;
+    /healthz is down meanwhile, as it should be. A clean return (a signal, ``stop_flag``)
+    ends it for good.
+    """
+    delay = 1.0
+    while True:
+        try:
+            await kopf.operator(
+                registry=build_registry(),
+                settings=settings(),
+                clusterwide=True,
+                standalone=True,
+                liveness_endpoint=liveness_endpoint,
+                memo=kopf.Memo(fabriccap=state),
+                stop_flag=stop_flag,
+            )
+            return
+        except Exception as error:  # kopf's API errors are private classes
+            logger.error("the kopf frame failed (%s); starting it again in %.0fs", error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, FRAME_RESTART_MAX_SECONDS)
+
+
 def run_frame(
     state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None
 ) -> asyncio.Task[None]:
     """kopf's main loop as a task: login, probes, signals, the FabricCapability watch."""
-    return asyncio.create_task(
-        kopf.operator(
-            registry=build_registry(),
-            settings=settings(),
-            clusterwide=True,
-            standalone=True,
-            liveness_endpoint=liveness_endpoint,
-            memo=kopf.Memo(fabriccap=state),
-            stop_flag=stop_flag,
-        ),
-        name="kopf",
-    )
+    return asyncio.create_task(_frame(state, liveness_endpoint, stop_flag), name="kopf")
 
 
 def quiet_kopf_logging() -> None:

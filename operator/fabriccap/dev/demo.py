@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,12 +29,14 @@ from fabriccap.dev.controlplane.cluster import ControlPlaneError
 from fabriccap.dev.launch import local_run_command
 from fabriccap.dev.seeding import load_objects, set_node_fabric
 from fabriccap.dev.waiting import WaitTimeoutError, wait_until
+from fabriccap.dev.world import efa_device_class
 from fabriccap.kube.client import connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.pipeline import evaluate_facts
 from fabriccap.offline.snapshot import add_bodies
 
 DEMO_POOL = "efa-p5-partial"
+DRA_POOL = "efa-p5-dranet"
 OPERATOR_PROCESS = "operator"
 
 
@@ -50,9 +53,13 @@ def _say(message: str) -> None:
     print(f"\n==> {message}", flush=True)
 
 
-def _kubectl(cp_kubectl: Path, kubeconfig: Path, *args: str, check: bool = True) -> str:
+def _kubectl(cp_kubectl: Path, kubeconfig: Path, *args: str, check: bool = True, stdin: str | None = None) -> str:
     result = subprocess.run(
-        [str(cp_kubectl), f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True, check=False
+        [str(cp_kubectl), f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        input=stdin,
     )
     if check and result.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
@@ -109,6 +116,8 @@ def _partial_pool_laggard(objects: list[dict[str, Any]]) -> str:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    # A directory of our own making (no --dir) goes when the demo ends: it holds etcd's data.
+    owned = not args.dir
     directory = Path(args.dir or tempfile.mkdtemp(prefix="fabriccap-demo-")).resolve()
     control_plane = LocalControlPlane(directory)
     operator: subprocess.Popen[bytes] | None = None
@@ -128,11 +137,14 @@ def run_demo(args: argparse.Namespace) -> int:
         )
 
         objects = demo_objects()
-        counts = {kind: sum(1 for o in objects if o["kind"] == kind) for kind in ("Node", "DaemonSet", "Pod")}
+        kinds = ("Node", "DaemonSet", "Pod", "ResourceSlice")
+        counts = {kind: sum(1 for o in objects if o["kind"] == kind) for kind in kinds}
         _say(
             f"Loading a simulated EKS cluster: {counts['Node']} nodes, {counts['DaemonSet']} DaemonSets, "
-            f"{counts['Pod']} pods (kubelets and controllers simulated by status patches)"
+            f"{counts['Pod']} pods, {counts['ResourceSlice']} DRANET ResourceSlices and the EFA DeviceClass "
+            "(kubelets, controllers and the DRA driver simulated by writes)"
         )
+        _kubectl(kubectl, kubeconfig, "apply", "-f", "-", stdin=json.dumps(efa_device_class()))
         asyncio.run(_load(kubeconfig, objects))
         print(
             _kubectl(
@@ -163,6 +175,18 @@ def run_demo(args: argparse.Namespace) -> int:
         _say(f"Conditions of {DEMO_POOL} (a partial rollout: one node advertises nothing)")
         _print_conditions(json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", DEMO_POOL, "-o", "json")))
 
+        _say(f"{DRA_POOL}: EFA only in DRANET ResourceSlices (no vpc.amazonaws.com/efa in allocatable)")
+        slices = json.loads(_kubectl(kubectl, kubeconfig, "get", "resourceslices", "-o", "json"))["items"]
+        print(f"{'NODE':<46} {'DRIVER':<8} {'GENERATION':<11} DEVICES")
+        for item in slices:
+            spec = item["spec"]
+            print(f"{spec['nodeName']:<46} {spec['driver']:<8} {spec['pool']['generation']:<11} {len(spec['devices'])}")
+        dra_pool = json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", DRA_POOL, "-o", "json"))
+        _print_conditions(dra_pool)
+        recommendation = dra_pool["status"].get("recommendation") or {}
+        print("recommendation.resourceClaimTemplate (paste under a ResourceClaimTemplate's spec):")
+        print(json.dumps(recommendation.get("resourceClaimTemplate"), indent=2))
+
         laggard = _partial_pool_laggard(objects)
         _say(f"The EFA device plugin on {laggard} comes up: it now advertises vpc.amazonaws.com/efa: 32")
         asyncio.run(_advertise(kubeconfig, laggard, 32))
@@ -192,6 +216,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 stop_operator(directory)
             control_plane.stop()
             down(directory)
+            if owned:
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def _expected_names(objects: list[dict[str, Any]]) -> list[str]:

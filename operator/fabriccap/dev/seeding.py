@@ -2,7 +2,8 @@
 
 A local kube-apiserver has no kubelet, scheduler or controllers, so the demo and the
 end-to-end tests create Nodes and patch their ``/status`` (capacity, allocatable), create
-DaemonSets, and create bound Pods and patch their status, themselves. Only the demo, the
+DaemonSets, create bound Pods and patch their status, and publish ResourceSlices as a DRA
+driver would, themselves. Only the demo, the
 tests and the benchmarks use this module; the operator never writes these kinds.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS
+from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES
 
 # Fields the API server sets itself and refuses (or ignores) on create.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")
@@ -76,9 +77,23 @@ async def create_pod(
     return created
 
 
+async def create_resource_slice(
+    client: KubeClient, resource_slice: Mapping[str, Any], node_uids: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A ResourceSlice as a DRA driver publishes it; its Node owner reference gets the real uid."""
+    body = creatable(resource_slice)
+    for reference in body["metadata"].get("ownerReferences") or []:
+        uid = (node_uids or {}).get(reference.get("name", "")) if reference.get("kind") == "Node" else None
+        if uid:
+            reference["uid"] = uid
+    created: dict[str, Any] = await client.create(RESOURCE_SLICES.collection(), body)
+    return created
+
+
 async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]], concurrency: int = 16) -> None:
-    """Create Nodes, then DaemonSets, then Pods (owner references get the real DaemonSet uids)."""
-    by_kind: dict[str, list[Mapping[str, Any]]] = {"Node": [], "DaemonSet": [], "Pod": []}
+    """Create Nodes, then DaemonSets, then Pods and ResourceSlices (owner references get the
+    real DaemonSet and Node uids)."""
+    by_kind: dict[str, list[Mapping[str, Any]]] = {"Node": [], "DaemonSet": [], "Pod": [], "ResourceSlice": []}
     for obj in objects:
         if obj.get("kind") in by_kind:
             by_kind[str(obj["kind"])].append(obj)
@@ -93,10 +108,14 @@ async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]],
         async with limit:
             return await coroutine
 
-    await asyncio.gather(*(bounded(create_node(client, node)) for node in by_kind["Node"]))
+    created_nodes = await asyncio.gather(*(bounded(create_node(client, node)) for node in by_kind["Node"]))
+    node_uids = {node["metadata"]["name"]: node["metadata"]["uid"] for node in created_nodes}
     created_sets = await asyncio.gather(*(bounded(create_daemon_set(client, ds)) for ds in by_kind["DaemonSet"]))
     owner_uids = {("DaemonSet", ds["metadata"]["name"]): ds["metadata"]["uid"] for ds in created_sets}
     await asyncio.gather(*(bounded(create_pod(client, pod, owner_uids)) for pod in by_kind["Pod"]))
+    await asyncio.gather(
+        *(bounded(create_resource_slice(client, body, node_uids)) for body in by_kind["ResourceSlice"])
+    )
 
 
 async def set_node_fabric(client: KubeClient, name: str, resource: str, capacity: int, allocatable: int) -> None:
