@@ -130,15 +130,16 @@ rootfs_packages() {
 }
 
 # A scratch image holds nothing but the rootfs: the env the Dockerfile's first RUN needs (PATH)
-# is set here. The commit's timestamp is fixed, so the image ID is the same on every machine
-# and a re-keyed base with the same content still hits the image build's layer cache.
+# is set here. The commit's timestamp is fixed and it carries no buildah-version label, so the
+# image ID is the same on every machine, and a re-keyed base with the same content still hits
+# the image build's layer cache.
 commit_base() {
   local tar_in="$1" ref="$2" ctr env_args=() e
   for e in "${BASE_ENV[@]}"; do env_args+=(--env "$e"); done
   ctr="$(bah from --quiet scratch)"
   bah add --quiet "$ctr" "$tar_in" / >/dev/null
   bah config "${env_args[@]}" --cmd python3 --os linux --arch "$ARCH" "$ctr"
-  bah commit --quiet --rm --timestamp "$EPOCH" "$ctr" "$ref" >/dev/null
+  bah commit --quiet --rm --timestamp "$EPOCH" --identity-label=false "$ctr" "$ref" >/dev/null
 }
 # ----------------------------------------------------------------------------------------------
 
@@ -293,6 +294,10 @@ if bah inspect --type image "$base_ref" >/dev/null 2>&1; then
   say "base image cached: $base_ref"
 else
   t0="$(now)"
+  # buildah's layer cache matches a step by the layers and history below it, not by the base's
+  # config: layers cached on another base with the same rootfs would be reused, carrying that
+  # base's Env and Labels into the image. So the storage holds one base's builds at a time.
+  bah rmi --all --force >/dev/null 2>&1 || true
   commit_base "$base_dir/rootfs.tar" "$base_ref"
   say "base image committed in $(since "$t0") s: $base_ref"
 fi
@@ -327,14 +332,10 @@ bah bud "${bud_args[@]}" --iidfile "$scratch/iid" -t "$ref" "$repo" >/dev/null
 say "image built in $(since "$t0") s: $(cat "$scratch/iid")"
 
 # Drop what earlier builds left: untagged images no tagged one depends on (old code layers;
-# under vfs each is a full rootfs copy), and the bases of keys no longer cached (the 2 newest
-# are kept).
+# under vfs each is a full rootfs copy), and the rootfs tars of all but the 2 newest base keys.
 t0="$(now)"
 touch "$base_dir"
 for d in $(ls -1t "$cache/base" | tail -n +3); do rm -rf "${cache:?}/base/$d"; done
-for tag in $(bah images --format '{{.Tag}}' --filter reference=localhost/fabriccap-base); do
-  [ -d "$cache/base/$tag" ] || bah rmi "localhost/fabriccap-base:$tag" >/dev/null 2>&1 || true
-done
 bah rmi --prune >/dev/null 2>&1 || true
 say "pruned in $(since "$t0") s; storage $(du -sm "$cache/storage-$driver" | cut -f1) MiB"
 
