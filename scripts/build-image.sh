@@ -91,6 +91,7 @@ LOCK="$repo/scripts/base-packages-$ARCH.lock"
 #    Copyright files stay (licenses in the SBOM); 99mmdebstrap keeps the excludes in the image.
 #  - resolv.conf and hostname: mmdebstrap copies the host's, which leaks them into the image
 #    and makes the tar differ from host to host.
+# shellcheck disable=SC2016 # the hooks' "$1" (the chroot) is for mmdebstrap's shell to expand
 make_base_rootfs() {
   local tar_out="$1" mode="$2" include prefs="$1.preferences" pin_hooks=()
   if [ "$mode" = pinned ]; then
@@ -199,10 +200,10 @@ printf '[network]\nnetwork_backend = "cni"\nnetwork_config_dir = "%s"\n[engine]\
 export CONTAINERS_CONF="$cache/containers.conf" TMPDIR="$cache/tmp"
 # containers/image keeps a blob-info cache at /var/lib/containers/cache when run as root, with
 # no option to move it; it falls back to memory when it cannot create that directory. So /var/lib
-# is read-only in this namespace (nothing here writes there: storage, scratch and output are
-# elsewhere), unless the cache or the output lives under it.
-case " $cache/ $out/" in
-  *" /var/lib/"*) say "cache or output under /var/lib: /var/lib/containers/cache may be written" ;;
+# is read-only in this namespace (nothing here writes there: storage, scratch, output and the
+# lock --update-lock rewrites are elsewhere), unless the cache, the output or the repo is under it.
+case " $cache/ $out/ $repo/" in
+  *" /var/lib/"*) say "cache, output or repo under /var/lib: /var/lib/containers/cache may be written" ;;
   *) mount --bind /var/lib /var/lib && mount -o remount,bind,ro /var/lib ;;
 esac
 
@@ -335,6 +336,7 @@ say "image built in $(since "$t0") s: $(cat "$scratch/iid")"
 # under vfs each is a full rootfs copy), and the rootfs tars of all but the 2 newest base keys.
 t0="$(now)"
 touch "$base_dir"
+# shellcheck disable=SC2012 # the keys are hex names
 for d in $(ls -1t "$cache/base" | tail -n +3); do rm -rf "${cache:?}/base/$d"; done
 bah rmi --prune >/dev/null 2>&1 || true
 say "pruned in $(since "$t0") s; storage $(du -sm "$cache/storage-$driver" | cut -f1) MiB"
