@@ -152,16 +152,17 @@ def test_entrypoint_is_fabriccap_from_the_venv(build: Build) -> None:
 
 
 @pytest.fixture(scope="module")
-def rootfs(build: Build, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The image's filesystem extracted, with the repo's examples under /examples."""
-    root = tmp_path_factory.mktemp("rootfs")
-    ociimage.extract(build.archive, root)
-    shutil.copytree(REPO_ROOT / "examples", root / "examples")
-    # "/" as a runtime makes it (pytest creates the directory mode 700), and the pod's /tmp is an
-    # emptyDir (tarfile's filter dropped the image's sticky and world-write bits).
-    root.chmod(0o755)
-    (root / "tmp").chmod(0o1777)
-    return root
+def rootfs(build: Build) -> Iterator[Path]:
+    """The image's filesystem extracted (160 MB: removed afterwards), with the examples under /examples."""
+    with tempfile.TemporaryDirectory(prefix="fabriccap-rootfs-") as directory:
+        root = Path(directory)
+        ociimage.extract(build.archive, root)
+        shutil.copytree(REPO_ROOT / "examples", root / "examples")
+        # "/" as a runtime makes it (a temporary directory is mode 700), and the pod's /tmp is an
+        # emptyDir (tarfile's filter dropped the image's sticky and world-write bits).
+        root.chmod(0o755)
+        (root / "tmp").chmod(0o1777)
+        yield root
 
 
 def run_in_image(build: Build, rootfs: Path, *argv: str) -> subprocess.CompletedProcess[str]:
