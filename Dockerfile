@@ -4,10 +4,15 @@
 #
 # The runtime dependencies come from requirements.txt, pinned, the same file CI installs
 # (scripts/bootstrap.sh); the package itself is installed with --no-deps so nothing unpinned
-# slips in. tests/unit/test_packaging.py checks these properties.
+# slips in. tests/unit/test_packaging.py checks these properties; tests/image/test_image.py
+# checks the image itself (scripts/build-image.sh, `make image`, builds it without Docker).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
+# Unset unless given (--build-arg SOURCE_DATE_EPOCH=…, as scripts/build-image.sh does): then
+# pip and compileall write hash-based .pyc, which stay valid whatever the files' mtimes, so a
+# build that clamps timestamps is bit-reproducible and its bytecode is not stale.
+ARG SOURCE_DATE_EPOCH
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -34,6 +39,10 @@ LABEL org.opencontainers.image.title="fabriccap" \
       org.opencontainers.image.description="Per node pool: do the nodes really advertise the fabric resource (AWS EFA, AKS RDMA), uniformly?" \
       org.opencontainers.image.source="https://github.com/fabriccap/fabriccap" \
       org.opencontainers.image.licenses="Apache-2.0"
+# The wheels Debian's python3-venv keeps for ensurepip (pip, setuptools): with them
+# `python -m venv` in a container would install pip. Absent from python:*-slim, which ships
+# pip itself. (A whiteout: the bytes stay in the base's layer, unreachable in a container.)
+RUN rm -rf /usr/share/python-wheels
 # The venv holds the dependencies and the fabriccap package; nothing else is added to the
 # base image (no compiler, no pip cache, no build tree).
 COPY --from=builder /opt/fabriccap /opt/fabriccap

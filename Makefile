@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SOURCES := operator tests examples benchmarks
 
-.PHONY: demo test lint unit e2e bootstrap bench generate clean
+.PHONY: demo test lint unit e2e image bootstrap bench generate clean
 
 demo:
 	scripts/bootstrap.sh
@@ -30,6 +30,11 @@ unit:
 
 e2e:
 	$(PY) -m pytest -q tests/e2e
+
+# The operator image without Docker (root): dist/fabriccap-<version>.oci.tar, .digest and
+# .spdx.json; prints the digest. See docs/install.md.
+image:
+	scripts/build-image.sh
 
 bootstrap:
 	scripts/bootstrap.sh --test

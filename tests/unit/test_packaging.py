@@ -191,11 +191,31 @@ def test_final_stage_carries_no_build_tooling() -> None:
     stages = dockerfile_stages()
     assert len(stages) >= 2, "multi-stage: build in one stage, run in another"
     final = stages[-1]
-    assert not _arguments(final, "RUN"), "no RUN in the final stage: nothing installed, no caches left behind"
+    # Nothing installed, no caches left behind: the final stage's only RUN removes ensurepip's
+    # wheels (Debian's python3-venv keeps pip's there; `python -m venv` would install it).
+    assert _arguments(final, "RUN") == ["rm -rf /usr/share/python-wheels"]
     copies = _arguments(final, "COPY")
     assert copies and all(c.startswith("--from=builder ") for c in copies), copies
     assert _arguments(final, "ENTRYPOINT") == ['["fabriccap"]']
     assert _arguments(final, "CMD") == ['["run", "--standalone"]']
+
+
+def test_builder_stage_takes_source_date_epoch() -> None:
+    """scripts/build-image.sh passes it for a reproducible build; docker build leaves it unset.
+
+    With it pip and compileall write hash-based .pyc, which stay valid when the build clamps
+    every file's mtime (tests/image/test_image.py checks that no .pyc in the image is stale).
+    """
+    builder = dockerfile_stages()[0]
+    args = _arguments(builder, "ARG")
+    assert "SOURCE_DATE_EPOCH" in args, "no default value: a plain docker build must not clamp anything"
+    instructions = [name for name, _ in builder]
+    assert builder.index(("ARG", "SOURCE_DATE_EPOCH")) < instructions.index("RUN"), "declared before the first RUN"
+
+
+def test_docker_build_context_leaves_out_the_built_archives() -> None:
+    ignored = REPO_ROOT.joinpath(".dockerignore").read_text().split()
+    assert "dist/" in ignored, "make image writes dist/: docker build would send the archives"
 
 
 def test_both_stages_use_the_slim_python_version_the_project_requires() -> None:
