@@ -1,0 +1,188 @@
+"""Benchmark (not a test): the live operator on DRA pools, every node with one DRANET slice.
+
+    python benchmarks/dra_bench.py                       # 5000 and 10000 nodes
+    python benchmarks/dra_bench.py --nodes 1000          # one size
+
+For each size, in one run against one fresh kube-apiserver + etcd on 127.0.0.1:
+- nodes shaped like operator_bench's (10-12 KB each) but with no EFA in allocatable, each with a
+  Ready DRANET pod and one ResourceSlice of 32 EFA devices (8 attributes each, as DRANET
+  publishes them on a p5.48xlarge);
+- start: `fabriccap run` starting to every FabricCapability published, as a ratio to a bare
+  LIST of all nodes plus a bare LIST of all ResourceSlices (JSON-decoded) in the same run;
+- latency: a slice loses a device (the driver updates it in place) -> the pool's status shows
+  MixedCounts, and back; median and p99;
+- RSS of the operator process (current and peak, from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from operator_bench import (
+    NODES_PER_POOL,
+    REPO,
+    all_published,
+    free_port,
+    gather_bounded,
+    node_body,
+    rss_kib,
+    wait_reason,
+)
+
+from fabriccap.dev import world
+from fabriccap.dev.controlplane import LocalControlPlane
+from fabriccap.dev.launch import local_run_command
+from fabriccap.dev.seeding import creatable, create_daemon_set, create_pod
+from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.paths import DEVICE_CLASSES, NODES, RESOURCE_SLICES
+
+EFA = "vpc.amazonaws.com/efa"
+DEVICES = 32
+
+
+def dra_node_body(index: int, pool: str) -> dict[str, Any]:
+    """operator_bench's node, advertising EFA only through DRA (nothing in allocatable)."""
+    body = node_body(index, pool)
+    for field in ("capacity", "allocatable"):
+        body["status"][field] = {key: value for key, value in body["status"][field].items() if key != EFA}
+    return body
+
+
+async def populate(client: KubeClient, count: int) -> tuple[list[str], list[str], dict[str, str]]:
+    """Nodes, the DRANET DaemonSet with a Ready pod per node, and one slice per node."""
+    pools = [f"p5-dra-{i:03d}" for i in range((count + NODES_PER_POOL - 1) // NODES_PER_POOL)]
+    bodies = [dra_node_body(i, pools[i // NODES_PER_POOL]) for i in range(count)]
+    uids: dict[str, str] = {}
+
+    async def create_node(body: dict[str, Any]) -> None:
+        created = await client.create(NODES.collection(), {k: v for k, v in body.items() if k != "status"})
+        uids[created["metadata"]["name"]] = created["metadata"]["uid"]
+        await client.merge_patch(NODES.status(created["metadata"]["name"]), {"status": body["status"]})
+
+    await gather_bounded([create_node(body) for body in bodies])
+    await client.create(DEVICE_CLASSES.collection(), world.efa_device_class())
+    driver = await create_daemon_set(client, world.dranet_daemon_set())
+    names = [body["metadata"]["name"] for body in bodies]
+    pods = []
+    for name in names:
+        pod = world.pod(name, daemon_set_name=world.DRANET_DS, labels={"app": world.DRANET_DS})
+        pod["metadata"]["ownerReferences"][0]["uid"] = driver["metadata"]["uid"]
+        pods.append(create_pod(client, pod))
+    await gather_bounded(pods)
+    slice_names: dict[str, str] = {}
+
+    async def publish(name: str) -> None:
+        body = world.resource_slice(name, efa=DEVICES)
+        body["metadata"]["ownerReferences"][0]["uid"] = uids[name]
+        created = await client.create(RESOURCE_SLICES.collection(), creatable(body))
+        slice_names[name] = created["metadata"]["name"]
+
+    await gather_bounded([publish(name) for name in names])
+    return names, pools, slice_names
+
+
+async def bare_list_seconds(client: KubeClient, path: str, count: int) -> float:
+    await client.request("GET", path)  # warm the apiserver's watch cache
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        listing = await client.get(path)
+        times.append(time.perf_counter() - started)
+        assert len(listing["items"]) == count, (path, len(listing["items"]))
+    return min(times)
+
+
+async def bench(count: int, changes: int) -> dict[str, Any]:
+    results: dict[str, Any] = {"nodes": count, "devices_per_slice": DEVICES}
+    with tempfile.TemporaryDirectory(prefix="fabriccap-dra-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
+        info = cp.info
+        kubectl = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}"]
+        crd = str(REPO / "crds" / "fabriccapabilities.yaml")
+        subprocess.run([*kubectl, "apply", "--server-side", "-f", crd], check=True, capture_output=True)
+        subprocess.run(
+            [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/fabriccapabilities.fabriccap.dev"],
+            check=True,
+            capture_output=True,
+        )
+        async with await connect(str(info.kubeconfig)) as client:
+            started = time.perf_counter()
+            names, pools, slice_names = await populate(client, count)
+            results["populate_s"] = time.perf_counter() - started
+            sample = await client.get(RESOURCE_SLICES.item(slice_names[names[0]]))
+            results["slice_body_kib"] = len(json.dumps(sample)) / 1024
+            results["bare_list_nodes_s"] = await bare_list_seconds(client, NODES.collection(), count)
+            results["bare_list_slices_s"] = await bare_list_seconds(client, RESOURCE_SLICES.collection(), count)
+            baseline = results["bare_list_nodes_s"] + results["bare_list_slices_s"]
+
+            metrics_port = free_port()
+            config = Path(tmp) / "config.yaml"
+            config.write_text("debounceSeconds: 0.2\n")
+            log = (Path(tmp) / "operator.log").open("w")
+            started = time.perf_counter()
+            operator = subprocess.Popen(
+                local_run_command(info.kubeconfig, config, metrics_port), stdout=log, stderr=subprocess.STDOUT
+            )
+            try:
+                expected = {f"efa-{pool}" for pool in pools}
+                await asyncio.wait_for(all_published(client, expected, operator), timeout=900)
+                results["start_s"] = time.perf_counter() - started
+                results["start_ratio"] = results["start_s"] / baseline
+                first = f"efa-{pools[0]}"
+                await wait_reason(client, first, "UniformCapability", timeout=60)
+                await asyncio.sleep(1.0)
+                results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = (
+                    value / 1024 for value in rss_kib(operator.pid)
+                )
+
+                # A slice loses a device in place (what DRANET does when an EFA disappears),
+                # then gets it back; one node per pool, round robin.
+                latencies = []
+                for change in range(changes):
+                    pool_index = change % len(pools)
+                    node = names[pool_index * NODES_PER_POOL]
+                    name = f"efa-{pools[pool_index]}"
+                    devices = world.resource_slice(node, efa=DEVICES)["spec"]["devices"]
+                    for shown, reason in ((devices[:-1], "MixedCounts"), (devices, "UniformCapability")):
+                        sent = time.perf_counter()
+                        await client.merge_patch(
+                            RESOURCE_SLICES.item(slice_names[node]), {"spec": {"devices": shown}}
+                        )
+                        latencies.append(await wait_reason(client, name, reason) - sent)
+                latencies.sort()
+                results["latency_samples"] = len(latencies)
+                results["latency_median_s"] = statistics.median(latencies)
+                results["latency_p99_s"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+                results["rss_end_mib"], results["peak_rss_mib"] = (value / 1024 for value in rss_kib(operator.pid))
+            finally:
+                operator.terminate()
+                operator.wait(timeout=30)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, action="append", help="cluster size (repeatable; default 5000 and 10000)")
+    parser.add_argument("--changes", type=int, default=30, help="slice changes per size (2 samples each)")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}", flush=True)
+    for count in args.nodes or [5000, 10000]:
+        results = asyncio.run(bench(count, args.changes))
+        print(
+            json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()}, indent=1),
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
