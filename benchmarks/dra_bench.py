@@ -154,9 +154,7 @@ async def bench(count: int, changes: int) -> dict[str, Any]:
                     devices = world.resource_slice(node, efa=DEVICES)["spec"]["devices"]
                     for shown, reason in ((devices[:-1], "MixedCounts"), (devices, "UniformCapability")):
                         sent = time.perf_counter()
-                        await client.merge_patch(
-                            RESOURCE_SLICES.item(slice_names[node]), {"spec": {"devices": shown}}
-                        )
+                        await client.merge_patch(RESOURCE_SLICES.item(slice_names[node]), {"spec": {"devices": shown}})
                         latencies.append(await wait_reason(client, name, reason) - sent)
                 latencies.sort()
                 results["latency_samples"] = len(latencies)
