@@ -74,8 +74,10 @@ async def populate(client: KubeClient, count: int) -> tuple[list[str], list[str]
     driver = await create_daemon_set(client, world.dranet_daemon_set())
     names = [body["metadata"]["name"] for body in bodies]
     pods = []
-    for name in names:
-        pod = world.pod(name, daemon_set_name=world.DRANET_DS, labels={"app": world.DRANET_DS})
+    for index, name in enumerate(names):
+        pod = world.pod(
+            name, daemon_set_name=world.DRANET_DS, labels={"app": world.DRANET_DS}, name=f"aws-dranet-{index:05d}"
+        )
         pod["metadata"]["ownerReferences"][0]["uid"] = driver["metadata"]["uid"]
         pods.append(create_pod(client, pod))
     await gather_bounded(pods)
