@@ -705,7 +705,8 @@ def test_live_status_equals_fabriccap_evaluate_on_a_snapshot(scenario: Scenario,
     deadline = time.monotonic() + STATUS_TIMEOUT
     while True:
         # Snapshot first, then read live: the live answer can only be newer, never older.
-        snapshot.write_text(scenario.cluster.run_kubectl("get", "nodes,pods,daemonsets,resourceslices", "-A", "-o", "json").stdout)
+        dump = scenario.cluster.run_kubectl("get", "nodes,pods,daemonsets,resourceslices", "-A", "-o", "json")
+        snapshot.write_text(dump.stdout)
         result = subprocess.run(
             [
                 sys.executable,
