@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from fabriccap.dev.controlplane import pki
+from fabriccap.dev.controlplane import host, pki
 from fabriccap.dev.controlplane.access import client_ssl_context, https_ok, write_kubeconfig
 from fabriccap.dev.controlplane.controllers import (
     DEFAULT_CONTROLLER_OPTIONS,
@@ -191,6 +191,11 @@ class LocalControlPlane:
             raise ControlPlaneError(
                 f"a control plane already runs in {self.directory} (pids {existing.pids}); stop it with down() first"
             )
+        if self._node_specs:
+            # Before anything starts or builds: one line saying what is missing.
+            missing = host.missing_prerequisites()
+            if missing:
+                raise ControlPlaneError(f"real nodes need {'; '.join(missing)}")
         # A crashed earlier run may have left one of the servers, or nodes, alive.
         down(self.directory)
         if self._binaries is None:

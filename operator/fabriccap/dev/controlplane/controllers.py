@@ -32,15 +32,13 @@ NODE_CONTROLLERS: tuple[str, ...] = (
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
 )
-# Beside simulated nodes (the demo's, whose status the demo writes and which no kubelet
-# renews): node-lifecycle would mark them Unknown and their pods NotReady within a minute, and
-# the garbage collector would delete their pods, whose owners (Jobs, ReplicaSets) exist only
-# in the simulation.
-SIMULATION_SAFE_CONTROLLERS: tuple[str, ...] = tuple(
-    c
-    for c in NODE_CONTROLLERS
-    if c not in ("node-lifecycle-controller", "taint-eviction-controller", "garbage-collector-controller")
-)
+# Beside simulated nodes (the demo's, whose status the demo writes and whose pods' owners,
+# Jobs and ReplicaSets, exist only in the simulation): the garbage collector would delete
+# those pods. node-lifecycle stays (it lifts the not-ready taint every new Node is created with,
+# without which no DaemonSet pod is scheduled), with a grace long enough that simulated nodes,
+# whose Leases nobody renews, never go Unknown while a demo runs.
+SIMULATION_SAFE_CONTROLLERS: tuple[str, ...] = tuple(c for c in NODE_CONTROLLERS if c != "garbage-collector-controller")
+SIMULATED_NODE_GRACE_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
