@@ -285,6 +285,26 @@ def test_controlplane_down_leaves_the_machine_as_it_found_it(tmp_path: Path, tim
     assert host.host_mounts_under(directory) == []
 
 
+def test_the_demo_runs_with_a_pool_of_real_kubelets(tmp_path: Path, timings: Any) -> None:
+    """`fabriccap demo --real-nodes`: p5-partial is two kubelets; its laggard catches up when its
+    plugin finds its devices, and the simulated pools around it say what they say without it."""
+    _require_real_nodes()
+    started = time.monotonic()
+    demo = fabriccap("demo", "--real-nodes", "--dir", str(tmp_path / "demo"))
+    timings.record("demo", "`fabriccap demo --real-nodes`, start to finish", time.monotonic() - started)
+    tables = [line.split() for line in demo.stdout.splitlines() if line.startswith("efa-")]
+    rows = {row[0]: row for row in tables}
+    # The first table: the real pool in a partial rollout, one plugin Ready with no device.
+    first = next(row for row in tables if row[0] == "efa-p5-partial")
+    assert first[1:6] == ["efa", "p5-partial", "2", "1", "1"] and first[6:8] == ["False", "PartialRollout"], first
+    # The last: the same pool Ready with a p5's 32, the simulated ones unchanged.
+    assert rows["efa-p5-partial"][1:9] == ["efa", "p5-partial", "2", "2", "32", "0", "True", "UniformCapability"]
+    assert rows["efa-p5-training"][7:9] == ["True", "UniformCapability"]
+    assert rows["efa-p4d-unhealthy"][6:8] == ["False", "MixedCounts"]
+    assert "fcap-node-1" in demo.stdout and "device plugin registered" in demo.stdout
+    assert processes_mentioning(tmp_path) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # The chain, on the module's two nodes
 
@@ -508,26 +528,6 @@ def test_a_stopped_kubelet_turns_its_node_unknown_and_the_pool_not_ready(
     assert pod is not None
     logs = cluster_handle.run_kubectl("-n", KUBE_SYSTEM, "logs", pod["metadata"]["name"]).stdout
     assert "registering again" in logs, logs
-
-
-def test_the_demo_runs_with_a_pool_of_real_kubelets(tmp_path: Path, timings: Any) -> None:
-    """`fabriccap demo --real-nodes`: p5-partial is two kubelets; its laggard catches up when its
-    plugin finds its devices, and the simulated pools around it say what they say without it."""
-    _require_real_nodes()
-    started = time.monotonic()
-    demo = fabriccap("demo", "--real-nodes", "--dir", str(tmp_path / "demo"))
-    timings.record("demo", "`fabriccap demo --real-nodes`, start to finish", time.monotonic() - started)
-    tables = [line.split() for line in demo.stdout.splitlines() if line.startswith("efa-")]
-    rows = {row[0]: row for row in tables}
-    # The first table: the real pool in a partial rollout, one plugin Ready with no device.
-    first = next(row for row in tables if row[0] == "efa-p5-partial")
-    assert first[1:6] == ["efa", "p5-partial", "2", "1", "1"] and first[6:8] == ["False", "PartialRollout"], first
-    # The last: the same pool Ready with a p5's 32, the simulated ones unchanged.
-    assert rows["efa-p5-partial"][1:9] == ["efa", "p5-partial", "2", "2", "32", "0", "True", "UniformCapability"]
-    assert rows["efa-p5-training"][7:9] == ["True", "UniformCapability"]
-    assert rows["efa-p4d-unhealthy"][6:8] == ["False", "MixedCounts"]
-    assert "fcap-node-1" in demo.stdout and "device plugin registered" in demo.stdout
-    assert processes_mentioning(tmp_path) == []
 
 
 def fabriccap(*args: str) -> subprocess.CompletedProcess[str]:

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from fabriccap.dev.controlplane.state import state_path
 
-REGISTRY_DIR = Path("/run/fabriccap-nodes")
+REGISTRY_DIR = Path("/run/fabriccap-nodes")  # also holds each node's sockets (slot_runtime_dir)
 # Hard-coded host paths: the kubelet's root and device-plugin directory, the CNI result cache,
 # pod and container logs, containerd's shim sockets, the CRI's netns files, and the test
 # device plugin's hostPath (each node's own health files).
@@ -227,6 +227,11 @@ class HostRegistry:
 def slot_taken_on_host(slot: int) -> bool:
     """A bridge or cgroup of this slot exists: left by someone, so not ours to reuse."""
     return link_exists(bridge_name(slot)) or any((h / cgroup_name(slot)).exists() for h in cgroup_hierarchies())
+
+
+def slot_runtime_dir(slot: int) -> Path:
+    """Short paths of a slot's node (its containerd socket): unix socket paths are limited."""
+    return REGISTRY_DIR / f"node-{slot}"
 
 
 def bridge_name(slot: int) -> str:

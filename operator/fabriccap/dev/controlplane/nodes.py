@@ -7,11 +7,13 @@ over each path kubelet and containerd hard-code (``host.NODE_BIND_TARGETS``). co
 the kubelet are started in it (``nsenter``); everything they mount lives and dies with it.
 Node ``fcap-node-<i>`` in machine slot ``s`` (``host.HostRegistry``):
 
-    DIR/nodes/<name>/containerd.toml, containerd.sock, containerd/, runc/
+    DIR/nodes/<name>/containerd.toml, containerd/, runc/
                      kubelet-config.yaml, kubeconfig, pki/serving.{crt,key}
                      cni/net.d/10-fabriccap.conflist, cni/ipam/
                      binds/<target>/        what the namespace sees at each hard-coded path
                      logs/{namespace,containerd,kubelet}.log
+    /run/fabriccap-nodes/node-<s>/containerd.sock: a socket path must stay under 104 bytes,
+        which DIR (a pytest tmp_path, say) cannot promise
     bridge fcap<s>, 198.18.<s>.1/24: the node IP (the kubelet serves :10250 there; the
         kubelet refuses a loopback node IP), the pods' gateway, no route off the machine
     cgroup /fabriccap-<s> in every hierarchy: the kubelet's cgroupRoot (two kubelets sharing
@@ -148,8 +150,12 @@ class RealNode:
         return host.cgroup_name(self.slot)
 
     @property
+    def runtime_dir(self) -> Path:
+        return host.slot_runtime_dir(self.slot)
+
+    @property
     def containerd_socket(self) -> Path:
-        return self.directory / "containerd.sock"
+        return self.runtime_dir / "containerd.sock"
 
     @property
     def logs(self) -> Path:
@@ -420,6 +426,7 @@ class NodeFleet:
             _remove_runtime_dirs(node)
         for sub in ("containerd", "runc", "cni/net.d", "cni/ipam", "pki", "volume-plugins", "logs"):
             (node.directory / sub).mkdir(parents=True, exist_ok=True)
+        node.runtime_dir.mkdir(parents=True, exist_ok=True)
         for target in host.NODE_BIND_TARGETS:
             node.bind_source(target).mkdir(parents=True, exist_ok=True)
         host.create_bridge(node.bridge, ipaddress.IPv4Interface(f"{node.ip}/{node.subnet.prefixlen}"))
@@ -626,6 +633,9 @@ def _remove_runtime_dirs(node: RealNode) -> None:
     """Snapshots, checkpoints and pod volumes (tens of MB); the logs stay for reading."""
     if host.host_mounts_under(node.directory):
         raise NodeError(f"{node.directory} still has mounts; not removing files under it")
-    for sub in ("containerd", "runc", "binds", "cni", "volume-plugins"):
+    for directory in (
+        *(node.directory / sub for sub in ("containerd", "runc", "binds", "cni", "volume-plugins")),
+        node.runtime_dir,
+    ):
         with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(node.directory / sub)
+            shutil.rmtree(directory)
