@@ -414,10 +414,12 @@ def test_a_pod_asking_for_more_efa_than_a_node_has_stays_pending_with_the_schedu
         assert condition["message"].startswith(f"0/2 nodes are available: 2 Insufficient {EFA}."), condition["message"]
         print(f"scheduler's message: {condition['message']}")
 
-        # The control: a request that fits runs, and Allocate handed it two devices.
+        # The control: a request that fits runs, and Allocate handed it the two devices
+        # GetPreferredAllocation chose (the lowest; the kubelet passes them in no set order).
         wait_pod(kube, fits, lambda c: c.get("type") == "Ready" and c.get("status") == "True")
         logs = cluster_handle.run_kubectl("logs", fits).stdout
-        assert "FABRICCAP_EFA_DEVICES=efa0,efa1" in logs, logs
+        allocated = [line.partition("=")[2] for line in logs.splitlines() if line.startswith("FABRICCAP_EFA_DEVICES=")]
+        assert [sorted(a.split(",")) for a in allocated] == [["efa0", "efa1"]], logs
         # Still pending: nothing freed a node in the meantime.
         pod = kube.get(PODS.item(too_big, "default"))
         assert pod is not None and pod["status"]["phase"] == "Pending"

@@ -188,12 +188,12 @@ def test_the_last_node_out_restores_the_sysctls_and_removes_what_the_first_creat
     assert (first, second) == ([1, 2], [3])
     assert machine.targets[0].is_dir()
 
-    machine.registry.leave(Path("/cp/a"), first)
+    machine.registry.leave(Path("/cp/a"))
     # Another control plane's kubelets still run: nothing shared is undone yet.
     assert machine.sysctl("vm/overcommit_memory") == "1"
     assert machine.targets[0].is_dir()
 
-    machine.registry.leave(Path("/cp/b"), second)
+    machine.registry.leave(Path("/cp/b"))
     assert machine.sysctl("vm/overcommit_memory") == "0"
     assert machine.sysctl("kernel/panic_on_oops") == "0"
     assert not machine.targets[0].exists()
@@ -212,9 +212,24 @@ def test_a_crashed_owner_is_forgotten_but_its_snapshot_of_the_sysctls_kept(machi
     machine.gone_owners.add("/cp/crashed")
     slots = machine.registry.join(Path("/cp/next"), 1)
     assert slots == [1]
-    machine.registry.leave(Path("/cp/next"), slots)
+    machine.registry.leave(Path("/cp/next"))
     # The values from before the crashed run, not the ones its kubelet left.
     assert machine.sysctl("vm/overcommit_memory") == "0"
+
+
+def test_leaving_a_machine_where_no_node_ever_ran_creates_nothing(machine: FakeMachine) -> None:
+    machine.registry.leave(Path("/cp/a"))
+    assert not machine.registry.directory.exists()
+
+
+def test_a_control_plane_is_gone_when_nothing_it_recorded_runs(tmp_path: Path) -> None:
+    assert host.control_plane_gone(tmp_path)  # no state.json
+    alive_entry = ProcessRecord.of("etcd", os.getpid()).to_json()
+    dead_entry = {"name": "etcd", "pid": os.getpid(), "start_time": "1"}  # a recycled PID
+    update_state(tmp_path, lambda s: s.update(processes=[dead_entry], nodes=[]), create=True)
+    assert host.control_plane_gone(tmp_path)
+    update_state(tmp_path, lambda s: s.update(nodes=[{"processes": {"kubelet": alive_entry}}]))
+    assert not host.control_plane_gone(tmp_path)
 
 
 def test_no_slot_left_is_one_clear_error(machine: FakeMachine) -> None:

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from fabriccap.dev.controlplane.state import state_path
+from fabriccap.dev.controlplane.processes import ProcessRecord, alive
+from fabriccap.dev.controlplane.state import StateError, read_state
 
 REGISTRY_DIR = Path("/run/fabriccap-nodes")  # also holds each node's sockets (slot_runtime_dir)
 # Hard-coded host paths: the kubelet's root and device-plugin directory, the CNI result cache,
@@ -131,7 +132,7 @@ class HostRegistry:
     sysctl_root: Path = Path("/proc/sys")
     bind_targets: Sequence[Path] = NODE_BIND_TARGETS
     slot_in_use: Callable[[int], bool] = field(default=lambda slot: slot_taken_on_host(slot))
-    owner_gone: Callable[[str], bool] = field(default=lambda owner: not state_path(Path(owner)).exists())
+    owner_gone: Callable[[str], bool] = field(default=lambda owner: control_plane_gone(Path(owner)))
 
     @property
     def _file(self) -> Path:
@@ -198,15 +199,14 @@ class HostRegistry:
             members.setdefault(str(owner), []).extend(slots)
             return slots
 
-    def leave(self, owner: Path, slots: Sequence[int]) -> None:
-        """Release slots; the last member out restores the sysctls and removes the mount points."""
+    def leave(self, owner: Path) -> None:
+        """Release the owner's slots; the last member out restores the sysctls and removes the
+        mount points. A no-op when the machine has no registry (no node ever ran)."""
+        if not self._file.exists():
+            return
         with self._locked() as registry:
             members: dict[str, list[int]] = registry["members"]
-            remaining = [s for s in members.get(str(owner), []) if s not in slots]
-            if remaining:
-                members[str(owner)] = remaining
-            else:
-                members.pop(str(owner), None)
+            members.pop(str(owner), None)
             if members:
                 return
             for key, value in (registry.pop("sysctls", None) or {}).items():
@@ -222,6 +222,22 @@ class HostRegistry:
 
     def _read_sysctl(self, key: str) -> str:
         return (self.sysctl_root / key).read_text().strip()
+
+
+def control_plane_gone(directory: Path) -> bool:
+    """No state.json, or nothing it records still runs: a control plane killed without `down`.
+    (Its bridges and cgroups, if any, stay until `down` runs on its directory; their slots are
+    skipped meanwhile.)"""
+    try:
+        state = read_state(directory)
+    except StateError:
+        return False  # unreadable is not proof of death
+    if state is None:
+        return True
+    entries = [*state.get("processes", [])]
+    for node in state.get("nodes", []):
+        entries += (node.get("processes") or {}).values()
+    return not any(alive(ProcessRecord.from_json(entry)) for entry in entries)
 
 
 def slot_taken_on_host(slot: int) -> bool:

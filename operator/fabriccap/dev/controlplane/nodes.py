@@ -401,6 +401,9 @@ class NodeFleet:
         missing = host.missing_prerequisites()
         if missing:
             raise NodeError(f"real nodes need {'; '.join(missing)}")
+        # Marks this control plane as one with nodes before the registry knows it: a crash
+        # from here on still leads `teardown` to the registry.
+        update_state(self.access.directory, lambda state: state.setdefault("nodes", []))
         slots = self.registry.join(self.access.directory, len(self.specs))
         for spec, slot in zip(self.specs, slots, strict=True):
             node = RealNode(spec, slot, self.access.directory / NODES_DIR / spec.name)
@@ -562,13 +565,15 @@ def teardown(directory: Path, *, registry: host.HostRegistry | None = None) -> N
     reports them all at the end. Logs stay in each node's directory.
     """
     registry = registry or host.HostRegistry()
-    nodes = recorded_nodes(directory)
+    state = read_state(directory) or {}
+    if "nodes" not in state:
+        return  # a control plane without nodes: nothing on the machine to undo
     problems: list[str] = []
-    for node in nodes:
+    for node in recorded_nodes(directory):
         problems += _teardown_node(node)
         _forget(directory, node.name)
-    if nodes:
-        registry.leave(Path(directory).resolve(), [node.slot for node in nodes])
+    registry.leave(Path(directory).resolve())
+    update_state(directory, lambda s: s.pop("nodes", None))
     if problems:
         raise NodeError("; ".join(problems))
 
