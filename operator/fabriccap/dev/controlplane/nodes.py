@@ -127,7 +127,6 @@ class RealNode:
     slot: int
     directory: Path
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
-    healthz_port: int = 0  # the running kubelet's, on 127.0.0.1
 
     @property
     def name(self) -> str:
@@ -176,7 +175,6 @@ class RealNode:
             "slot": self.slot,
             "directory": str(self.directory),
             "processes": {role: record.to_json() for role, record in self.processes.items()},
-            "healthz_port": self.healthz_port,
         }
 
     @classmethod
@@ -186,7 +184,6 @@ class RealNode:
             slot=int(entry["slot"]),
             directory=Path(entry["directory"]),
             processes={role: ProcessRecord.from_json(r) for role, r in (entry.get("processes") or {}).items()},
-            healthz_port=int(entry.get("healthz_port") or 0),
         )
 
 
@@ -489,10 +486,8 @@ class NodeFleet:
         current = node.processes.get("kubelet")
         if current is not None and alive(current):
             raise NodeError(f"{name}: the kubelet already runs (pid {current.pid})")
-        (node.healthz_port,) = free_ports(1)
-        config = kubelet_config(
-            node, ca_file=self.access.pki.ca_cert, healthz_port=node.healthz_port, options=self.options
-        )
+        (healthz_port,) = free_ports(1)
+        config = kubelet_config(node, ca_file=self.access.pki.ca_cert, healthz_port=healthz_port, options=self.options)
         (node.directory / "kubelet-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         self._spawn(node, "kubelet", kubelet_argv(node, self.kubelet))
 
