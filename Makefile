@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SOURCES := operator tests examples benchmarks
 
-.PHONY: demo test lint unit e2e bootstrap bench generate clean
+.PHONY: demo test lint unit e2e realnodes bootstrap bench generate clean
 
 demo:
 	scripts/bootstrap.sh
@@ -30,6 +30,10 @@ unit:
 
 e2e:
 	$(PY) -m pytest -q tests/e2e
+
+# Real kubelets with containerd (root): docs/real-nodes.md.
+realnodes:
+	$(PY) -m pytest -q -m realnodes tests/e2e
 
 bootstrap:
 	scripts/bootstrap.sh --test
