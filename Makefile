@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SOURCES := operator tests examples benchmarks
 
-.PHONY: demo test lint unit e2e image bootstrap bench generate clean
+.PHONY: demo test lint unit e2e image realnodes bootstrap bench generate clean
 
 demo:
 	scripts/bootstrap.sh
@@ -35,6 +35,10 @@ e2e:
 # .spdx.json; prints the digest. See docs/install.md.
 image:
 	scripts/build-image.sh
+
+# Real kubelets with containerd (root): docs/real-nodes.md.
+realnodes:
+	$(PY) -m pytest -q -m realnodes tests/e2e
 
 bootstrap:
 	scripts/bootstrap.sh --test

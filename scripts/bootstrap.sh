@@ -3,8 +3,9 @@
 # use (PyPI, Debian, the Go module proxy). Idempotent: a second run only checks.
 #   scripts/bootstrap.sh          Python venv + dependencies + control-plane binaries
 #   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool;
-#                                 buildah, mmdebstrap, runc, uidmap for the image), helm, syft,
-#                                 and the Go harnesses under gitops/ (kstatus, Argo CD)
+#                                 buildah, mmdebstrap, runc, uidmap for the image; containerd,
+#                                 containernetworking-plugins for real nodes), helm, syft, the
+#                                 node images and the Go harnesses under gitops/ (kstatus, Argo CD)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,10 @@ fi
 if [ "${1:-}" = "--test" ]; then
   missing=()
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  # Real nodes (tests/e2e/test_real_nodes.py): each node runs its own containerd.
+  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+  [ -x /usr/sbin/runc ] || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "bootstrap: installing Debian packages: ${missing[*]}"
@@ -38,12 +43,18 @@ if [ "${1:-}" = "--test" ]; then
     fi
   fi
   # Debian's prometheus service must not keep running here: tests start their own on 127.0.0.1.
-  if command -v systemctl >/dev/null 2>&1; then systemctl stop prometheus >/dev/null 2>&1 || true; fi
+  # Nor its containerd service: every real node runs a containerd of its own, and a host one
+  # on /run/containerd would only take memory (and confuse whoever looks for ours).
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl stop prometheus >/dev/null 2>&1 || true
+    systemctl disable --now containerd >/dev/null 2>&1 || true
+  fi
 fi
 
 # kube-apiserver, etcd and kubectl (and, for the tests' real nodes, kubelet,
-# kube-controller-manager and kube-scheduler, built in the same go build), built once from the
-# Go module proxy into a cache outside the repo keyed by version (minutes the first time).
+# kube-controller-manager and kube-scheduler, built in the same go build, and the node images),
+# built once from the Go module proxy into a cache outside the repo keyed by version (minutes
+# the first time; the images about 15 s).
 if [ "${1:-}" = "--test" ]; then
   "$VENV/bin/python" -m fabriccap.dev.controlplane.binaries --nodes >/dev/null
 else

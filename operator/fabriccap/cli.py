@@ -38,6 +38,20 @@ def _input_size(text: str) -> int:
     return size
 
 
+# Each node is a /24 of 198.18.0.0/16 and about 150 MiB; a handful is what a laptop or CI VM holds.
+MAX_NODES = 8
+
+
+def _node_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of nodes") from None
+    if not 0 <= count <= MAX_NODES:
+        raise argparse.ArgumentTypeError(f"{count} nodes: choose 0 to {MAX_NODES}")
+    return count
+
+
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -206,11 +220,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser = commands.add_parser("demo", help="local control plane + simulated EKS cluster + operator")
     demo_parser.add_argument("--keep-running", action="store_true", help="leave everything up for exploration")
     demo_parser.add_argument("--dir", metavar="DIR", help="control-plane directory (default: a temp dir)")
+    demo_parser.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="one pool's counts come from two real kubelets and the test EFA device plugin (root only)",
+    )
     demo_parser.set_defaults(handler=cmd_demo)
 
-    controlplane_parser = commands.add_parser("controlplane", help="a local etcd + kube-apiserver")
+    controlplane_parser = commands.add_parser("controlplane", help="a local etcd + kube-apiserver (+ real nodes)")
     controlplane_parser.add_argument("action", choices=("up", "down"))
     controlplane_parser.add_argument("--dir", metavar="DIR", help="state directory (default: ./.fabriccap-cp)")
+    controlplane_parser.add_argument(
+        "--nodes",
+        type=_node_count,
+        default=0,
+        metavar="N",
+        help="also run kube-controller-manager, kube-scheduler and N real kubelets, each with its own"
+        " containerd (root only; about 150 MiB each)",
+    )
     controlplane_parser.set_defaults(handler=cmd_controlplane)
     return parser
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,39 @@ def pytest_runtest_makereport(
                     for title, text in sections():
                         report.sections.append((f"{title} [{call.when}]", text))
     return report
+
+
+class Timings:
+    """Measured durations a test reports; printed at the end of the session, whatever the outcome."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, float]] = []
+
+    def record(self, group: str, what: str, seconds: float) -> None:
+        self.rows.append((group, what, seconds))
+
+
+_TIMINGS = pytest.StashKey[Timings]()
+
+
+@pytest.fixture(scope="session")
+def timings(pytestconfig: pytest.Config) -> Timings:
+    return pytestconfig.stash.setdefault(_TIMINGS, Timings())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    measured = config.stash.get(_TIMINGS, None)
+    if measured is None or not measured.rows:
+        return
+    terminalreporter.section("real-node timings")
+    for group, what, seconds in measured.rows:
+        terminalreporter.write_line(f"{group:>15}  {seconds:6.1f} s  {what}")
+
+
+@pytest.fixture(scope="session")
+def uncaptured(pytestconfig: pytest.Config) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """``with uncaptured():`` lets long set-up steps (first builds) print their progress."""
+    return lambda: _uncaptured(pytestconfig)
 
 
 @pytest.fixture(scope="session")

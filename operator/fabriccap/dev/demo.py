@@ -3,12 +3,19 @@
 Every step runs the real thing: the apiserver validates the CRD and the objects, the
 operator is a separate ``fabriccap run`` process (as in a Deployment), and what is shown
 comes from the real ``kubectl``.
+
+With ``--real-nodes`` (root) the partial-rollout pool is two real kubelets instead of
+simulated nodes: their counts come from the test EFA device plugin, through the kubelet, and
+the laggard catches up when its plugin finds its devices, not by a status patch. The rest of
+the cluster stays simulated, so the controller-manager runs without the garbage collector and
+gives silent nodes a day (``controllers.SIMULATION_SAFE_CONTROLLERS``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import shutil
@@ -23,13 +30,20 @@ from typing import Any
 from fabriccap.core.config import default_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
+from fabriccap.dev import efaplugin
 from fabriccap.dev.controlplane import LocalControlPlane, down, record_process, stop_recorded
 from fabriccap.dev.controlplane.binaries import BinaryError
 from fabriccap.dev.controlplane.cluster import ControlPlaneError
+from fabriccap.dev.controlplane.controllers import (
+    SIMULATED_NODE_GRACE_SECONDS,
+    SIMULATION_SAFE_CONTROLLERS,
+    ControllerOptions,
+)
+from fabriccap.dev.controlplane.nodes import REAL_NODE_LABEL, node_specs
 from fabriccap.dev.launch import local_run_command
 from fabriccap.dev.seeding import load_objects, set_node_fabric
 from fabriccap.dev.waiting import WaitTimeoutError, wait_until
-from fabriccap.dev.world import efa_device_class
+from fabriccap.dev.world import EFA_DS, INSTANCE_TYPE, efa_device_class
 from fabriccap.kube.client import connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.pipeline import evaluate_facts
@@ -38,6 +52,11 @@ from fabriccap.offline.snapshot import add_bodies
 DEMO_POOL = "efa-p5-partial"
 DRA_POOL = "efa-p5-dranet"
 OPERATOR_PROCESS = "operator"
+# With --real-nodes: the pool the kubelets form, and what a p5.48xlarge advertises.
+REAL_POOL = DEMO_POOL.removeprefix("efa-")
+REAL_NODES = 2
+REAL_DEVICES = 32
+NODEGROUP = "eks.amazonaws.com/nodegroup"
 
 
 def data_path(name: str) -> Path:
@@ -92,9 +111,11 @@ def stop_operator(directory: Path) -> None:
     stop_recorded(directory, OPERATOR_PROCESS)
 
 
-async def _load(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
+async def _load(kubeconfig: Path, objects: list[dict[str, Any]], *, real_nodes: bool = False) -> None:
     async with await connect(str(kubeconfig)) as client:
-        await load_objects(client, objects)
+        # With real nodes, controllers run: ServiceAccount admission, and a DaemonSet controller
+        # that must adopt the simulated pods.
+        await load_objects(client, objects, service_accounts=real_nodes, adopt=real_nodes)
 
 
 async def _advertise(kubeconfig: Path, node: str, count: int) -> None:
@@ -115,15 +136,78 @@ def _partial_pool_laggard(objects: list[dict[str, Any]]) -> str:
     raise RuntimeError(f"the demo cluster has no non-advertising node in {DEMO_POOL}")
 
 
+def real_node_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The simulated cluster around real nodes of REAL_POOL.
+
+    The pool's simulated nodes, and the pods bound to them, give way to the kubelets. The EFA
+    plugin's DaemonSet becomes the test plugin's, under the same name and selector: the
+    simulated plugin pods elsewhere stay its own (the DaemonSet controller keeps a pod per
+    node that it would schedule there, and creates pods only where one is missing: on the
+    real nodes). Every other DaemonSet leaves the real nodes out, or the controller would
+    start its images there, which cannot be pulled.
+    """
+    real_pool_nodes = {
+        o["metadata"]["name"]
+        for o in objects
+        if o["kind"] == "Node" and (o["metadata"].get("labels") or {}).get(NODEGROUP) == REAL_POOL
+    }
+    kept: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "Node" and obj["metadata"]["name"] in real_pool_nodes:
+            continue
+        if obj["kind"] == "Pod" and (obj.get("spec") or {}).get("nodeName") in real_pool_nodes:
+            continue
+        if obj["kind"] == "DaemonSet" and obj["metadata"]["name"] == EFA_DS:
+            kept.append(efaplugin.daemon_set(devices=REAL_DEVICES, instance_types=_instance_types(obj)))
+            continue
+        if obj["kind"] == "DaemonSet":
+            obj = _excluding_real_nodes(obj)
+        kept.append(obj)
+    return kept
+
+
+def _instance_types(daemon_set: dict[str, Any]) -> list[str]:
+    terms = daemon_set["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    return [v for term in terms for e in term["matchExpressions"] if e["key"] == INSTANCE_TYPE for v in e["values"]]
+
+
+def _excluding_real_nodes(daemon_set: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = copy.deepcopy(daemon_set)
+    spec = body["spec"]["template"]["spec"]
+    affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]})
+    for term in required["nodeSelectorTerms"]:
+        term.setdefault("matchExpressions", []).append({"key": REAL_NODE_LABEL, "operator": "DoesNotExist"})
+    return body
+
+
 def run_demo(args: argparse.Namespace) -> int:
     # A directory of our own making (no --dir) goes when the demo ends: it holds etcd's data.
     owned = not args.dir
     directory = Path(args.dir or tempfile.mkdtemp(prefix="fabriccap-demo-")).resolve()
-    control_plane = LocalControlPlane(directory)
+    real_nodes = bool(getattr(args, "real_nodes", False))
+    if real_nodes:
+        control_plane = LocalControlPlane(
+            directory,
+            nodes=node_specs(REAL_NODES, pool=REAL_POOL),
+            controller_options=ControllerOptions(
+                controllers=SIMULATION_SAFE_CONTROLLERS, node_monitor_grace_seconds=SIMULATED_NODE_GRACE_SECONDS
+            ),
+        )
+    else:
+        control_plane = LocalControlPlane(directory)
     operator: subprocess.Popen[bytes] | None = None
     keep = bool(args.keep_running)
     try:
-        _say(f"Starting a local control plane (etcd + kube-apiserver) in {directory}")
+        if real_nodes:
+            _say(
+                f"Starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)"
+                f" and {REAL_NODES} real kubelets in {directory}"
+            )
+        else:
+            _say(f"Starting a local control plane (etcd + kube-apiserver) in {directory}")
         info = control_plane.start(stop_at_exit=not keep)
         kubeconfig, kubectl = info.kubeconfig, info.kubectl
         _kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(data_path("fabriccapabilities.yaml")))
@@ -137,15 +221,30 @@ def run_demo(args: argparse.Namespace) -> int:
         )
 
         objects = demo_objects()
+        laggard = _partial_pool_laggard(objects)
+        if real_nodes:
+            objects = real_node_objects(objects)
+            laggard = info.nodes[-1]
+            # Its plugin starts finding no device: the kubelet then advertises 0.
+            efaplugin.set_device_count(control_plane.fleet.nodes[laggard].efa_state_dir, 0)
         kinds = ("Node", "DaemonSet", "Pod", "ResourceSlice")
         counts = {kind: sum(1 for o in objects if o["kind"] == kind) for kind in kinds}
+        simulated = "kubelets, controllers and the DRA driver simulated by writes"
+        if real_nodes:
+            simulated = (
+                f"pool {REAL_POOL}: {REAL_NODES} real kubelets and the test EFA device plugin; the rest {simulated}"
+            )
         _say(
             f"Loading a simulated EKS cluster: {counts['Node']} nodes, {counts['DaemonSet']} DaemonSets, "
             f"{counts['Pod']} pods, {counts['ResourceSlice']} DRANET ResourceSlices and the EFA DeviceClass "
-            "(kubelets, controllers and the DRA driver simulated by writes)"
+            f"({simulated})"
         )
         _kubectl(kubectl, kubeconfig, "apply", "-f", "-", stdin=json.dumps(efa_device_class()))
-        asyncio.run(_load(kubeconfig, objects))
+        asyncio.run(_load(kubeconfig, objects, real_nodes=real_nodes))
+        if real_nodes:
+            started = time.monotonic()
+            _wait_real_pool(kubectl, kubeconfig, info.nodes, laggard)
+            print(f"device plugin registered on {', '.join(info.nodes)} after {time.monotonic() - started:.1f}s")
         print(
             _kubectl(
                 kubectl,
@@ -159,7 +258,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
         _say("Starting the operator (fabriccap run) against it")
         operator = start_operator(directory, kubeconfig)
-        expected = _expected_names(objects)
+        expected = set(_expected_names(objects)) | {DEMO_POOL}
         wait_until(
             lambda: (
                 set(_kubectl(kubectl, kubeconfig, "get", "fcap", "-o", "name", check=False).split())
@@ -187,9 +286,15 @@ def run_demo(args: argparse.Namespace) -> int:
         print("recommendation.resourceClaimTemplate (paste under a ResourceClaimTemplate's spec):")
         print(json.dumps(recommendation.get("resourceClaimTemplate"), indent=2))
 
-        laggard = _partial_pool_laggard(objects)
-        _say(f"The EFA device plugin on {laggard} comes up: it now advertises vpc.amazonaws.com/efa: 32")
-        asyncio.run(_advertise(kubeconfig, laggard, 32))
+        if real_nodes:
+            _say(
+                f"The EFA device plugin on {laggard} finds its devices: the kubelet now advertises"
+                f" vpc.amazonaws.com/efa: {REAL_DEVICES}"
+            )
+            efaplugin.set_device_count(control_plane.fleet.nodes[laggard].efa_state_dir, None)
+        else:
+            _say(f"The EFA device plugin on {laggard} comes up: it now advertises vpc.amazonaws.com/efa: 32")
+            asyncio.run(_advertise(kubeconfig, laggard, 32))
         started = time.monotonic()
         print(
             _kubectl(
@@ -202,6 +307,9 @@ def run_demo(args: argparse.Namespace) -> int:
             _say("Left running for exploration")
             print(f"export KUBECONFIG={kubeconfig}")
             print(f"{kubectl} get fcap -o wide      # the operator's log: {directory / 'operator.log'}")
+            if real_nodes:
+                state = control_plane.fleet.nodes[laggard].efa_state_dir
+                print(f"echo efa3 > {state / efaplugin.UNHEALTHY_FILE}   # a device of {laggard} turns unhealthy")
             print(f"stop everything: fabriccap controlplane down --dir {directory}")
         return 0
     except (ControlPlaneError, BinaryError, KubeError, RuntimeError, WaitTimeoutError) as error:
@@ -218,6 +326,31 @@ def run_demo(args: argparse.Namespace) -> int:
             down(directory)
             if owned:
                 shutil.rmtree(directory, ignore_errors=True)
+
+
+def _wait_real_pool(kubectl: Path, kubeconfig: Path, nodes: tuple[str, ...], laggard: str) -> None:
+    """Until the plugin registered on every real node: the first advertises REAL_DEVICES and
+    the laggard's plugin pod is Ready (its kubelet advertises none)."""
+    for node in nodes:
+        if node != laggard:
+            _kubectl(
+                kubectl,
+                kubeconfig,
+                "wait",
+                f"--for=jsonpath={{.status.allocatable.vpc\\.amazonaws\\.com/efa}}={REAL_DEVICES}",
+                "--timeout=120s",
+                f"node/{node}",
+            )
+    _kubectl(
+        kubectl,
+        kubeconfig,
+        "-n",
+        "kube-system",
+        "rollout",
+        "status",
+        f"daemonset/{EFA_DS}",
+        "--timeout=120s",
+    )
 
 
 def _expected_names(objects: list[dict[str, Any]]) -> list[str]:

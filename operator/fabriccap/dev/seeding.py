@@ -90,9 +90,36 @@ async def create_resource_slice(
     return created
 
 
-async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]], concurrency: int = 16) -> None:
+async def wait_for_default_service_account(client: KubeClient, namespace: str, timeout: float = 30.0) -> None:
+    """Where ServiceAccount admission is on (real nodes), a pod is refused until the
+    controller-manager has created its namespace's `default` ServiceAccount."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await client.get(f"{NAMESPACES.item(namespace)}/serviceaccounts/default")
+            return
+        except KubeError as error:
+            if error.status != 404 or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def load_objects(
+    client: KubeClient,
+    objects: Iterable[Mapping[str, Any]],
+    concurrency: int = 16,
+    *,
+    service_accounts: bool = False,
+    adopt: bool = False,
+) -> None:
     """Create Nodes, then DaemonSets, then Pods and ResourceSlices (owner references get the
-    real DaemonSet and Node uids)."""
+    real DaemonSet and Node uids).
+
+    ``service_accounts``: the apiserver admits pods only once their ServiceAccount exists.
+    ``adopt`` (a DaemonSet controller runs): Pods go first, without their DaemonSet owner
+    references, and the DaemonSets after them, so that the controller adopts the pods instead
+    of creating its own for every node (it would then delete ours as duplicates).
+    """
     by_kind: dict[str, list[Mapping[str, Any]]] = {"Node": [], "DaemonSet": [], "Pod": [], "ResourceSlice": []}
     for obj in objects:
         if obj.get("kind") in by_kind:
@@ -102,6 +129,8 @@ async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]],
     }
     for namespace in sorted(namespaces):
         await ensure_namespace(client, namespace)
+        if service_accounts:
+            await wait_for_default_service_account(client, namespace)
     limit = asyncio.Semaphore(concurrency)
 
     async def bounded(coroutine: Any) -> Any:
@@ -110,12 +139,28 @@ async def load_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]],
 
     created_nodes = await asyncio.gather(*(bounded(create_node(client, node)) for node in by_kind["Node"]))
     node_uids = {node["metadata"]["name"]: node["metadata"]["uid"] for node in created_nodes}
+
+    async def publish_slices() -> None:
+        await asyncio.gather(
+            *(bounded(create_resource_slice(client, body, node_uids)) for body in by_kind["ResourceSlice"])
+        )
+
+    if adopt:
+        await asyncio.gather(*(bounded(create_pod(client, _orphaned(pod))) for pod in by_kind["Pod"]))
+        await asyncio.gather(*(bounded(create_daemon_set(client, ds)) for ds in by_kind["DaemonSet"]))
+        await publish_slices()
+        return
     created_sets = await asyncio.gather(*(bounded(create_daemon_set(client, ds)) for ds in by_kind["DaemonSet"]))
     owner_uids = {("DaemonSet", ds["metadata"]["name"]): ds["metadata"]["uid"] for ds in created_sets}
     await asyncio.gather(*(bounded(create_pod(client, pod, owner_uids)) for pod in by_kind["Pod"]))
-    await asyncio.gather(
-        *(bounded(create_resource_slice(client, body, node_uids)) for body in by_kind["ResourceSlice"])
-    )
+    await publish_slices()
+
+
+def _orphaned(pod: Mapping[str, Any]) -> dict[str, Any]:
+    body = creatable(pod)
+    references = body["metadata"].get("ownerReferences") or []
+    body["metadata"]["ownerReferences"] = [r for r in references if r.get("kind") != "DaemonSet"]
+    return body
 
 
 async def set_node_fabric(client: KubeClient, name: str, resource: str, capacity: int, allocatable: int) -> None:

@@ -1,8 +1,12 @@
-"""A local Kubernetes control plane (etcd + kube-apiserver) for end-to-end tests and demos.
+"""A local Kubernetes control plane (etcd + kube-apiserver) for end-to-end tests and demos,
+with real nodes on request.
 
 `binaries` finds or builds the servers; `cluster` runs them; `cli` is
-`fabriccap controlplane up|down`. `binaries` is deliberately not imported here, so that
-`python -m fabriccap.dev.controlplane.binaries` does not load that module twice.
+`fabriccap controlplane up|down`. Real nodes: `controllers` (kcm, scheduler, the apiserver's
+side), `nodes` (kubelet + containerd per node), `host` (what they change on the machine, and
+undoing it), `images` (their container images). Underneath: `pki`, `access` (kubeconfigs),
+`processes` (recorded PIDs), `state` (state.json). `binaries` is deliberately not imported
+here, so that `python -m fabriccap.dev.controlplane.binaries` does not load that module twice.
 """
 
 from fabriccap.dev.controlplane.cluster import (

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabriccap.dev.controlplane.images import ImageError, ensure_images
+
 KUBERNETES_VERSION = "v1.35.4"
 # The commit the v1.35.4 tag points at, as release builds stamp it (`kubectl version -o json`).
 KUBERNETES_COMMIT = "7b8c6cf0edd376b3d7c2f255142977c7f93db258"
@@ -142,9 +144,27 @@ def ensure_binaries(components: Iterable[str] = COMPONENTS) -> dict[str, Path]:
     return paths
 
 
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What real nodes add: the kubelet, and the controllers and scheduler that serve it."""
+
+    kubelet: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+
+
 def ensure_all() -> Binaries:
     paths = ensure_binaries(COMPONENTS)
     return Binaries(kube_apiserver=paths[KUBE_APISERVER], etcd=paths[ETCD], kubectl=paths[KUBECTL])
+
+
+def ensure_node_binaries() -> NodeBinaries:
+    paths = ensure_binaries(NODE_COMPONENTS)
+    return NodeBinaries(
+        kubelet=paths[KUBELET],
+        kube_controller_manager=paths[KUBE_CONTROLLER_MANAGER],
+        kube_scheduler=paths[KUBE_SCHEDULER],
+    )
 
 
 def _is_executable(path: Path) -> bool:
@@ -303,9 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     """Ensure the binaries (building once if needed) and print `TEST_ASSET_*=path` lines.
 
     ``--nodes`` adds kubelet, kube-controller-manager and kube-scheduler (built together with
-    the others when all are missing: one build compiles their shared packages once).
+    the others when all are missing: one build compiles their shared packages once), and the
+    node images (``images``), printed as ``IMAGE reference=tarball`` lines.
     """
-    wanted = (*COMPONENTS, *NODE_COMPONENTS) if "--nodes" in (argv or []) else COMPONENTS
+    nodes = "--nodes" in (argv or [])
+    wanted = (*COMPONENTS, *NODE_COMPONENTS) if nodes else COMPONENTS
     try:
         paths = ensure_binaries(wanted)
     except BinaryError as error:
@@ -313,6 +335,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for component in wanted:
         print(f"{_ENV_BY_COMPONENT[component]}={paths[component]}")
+    if nodes:
+        try:
+            images = ensure_images()
+        except ImageError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        for reference, tarball in images.tarballs.items():
+            print(f"IMAGE {reference}={tarball}")
     return 0
 
 

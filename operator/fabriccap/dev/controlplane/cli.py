@@ -1,4 +1,4 @@
-"""`fabriccap controlplane up|down [--dir DIR]`: a local control plane that outlives the shell."""
+"""`fabriccap controlplane up|down [--dir DIR] [--nodes N]`: a local control plane that outlives the shell."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ def main(args: argparse.Namespace) -> int:
     directory = Path(args.dir or DEFAULT_DIR).resolve()
     try:
         if args.action == "up":
-            info = up(directory)
+            info = up(directory, nodes=args.nodes)
+            nodes = f" with node(s) {', '.join(info.nodes)}" if info.nodes else ""
             # stdout carries only the line to `eval`; everything else goes to stderr.
             print(
-                f"control plane ready at {info.server} (stop: fabriccap controlplane down --dir {directory})",
+                f"control plane ready at {info.server}{nodes} (stop: fabriccap controlplane down --dir {directory})",
                 file=sys.stderr,
             )
             print(info.export_line)

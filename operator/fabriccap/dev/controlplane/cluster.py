@@ -1,15 +1,20 @@
-"""A real kube-apiserver backed by etcd on 127.0.0.1, like controller-runtime's envtest.
+"""A real kube-apiserver backed by etcd on 127.0.0.1, like controller-runtime's envtest; with
+real nodes on request.
 
-There is no kubelet, scheduler or controller-manager: tests create the Nodes, Pods and
-DaemonSets they need. Everything lives in one directory:
+Without nodes there is no kubelet, scheduler or controller-manager: tests create the Nodes,
+Pods and DaemonSets they need. With ``nodes`` (root only) the control plane adds
+kube-controller-manager and kube-scheduler and starts that many kubelets, each with its own
+containerd (``nodes``, ``controllers``). Everything lives in one directory:
 
     DIR/kubeconfig            admin (CN=admin, O=system:masters)
     DIR/users/*.kubeconfig    users minted by `kubeconfig_for`
     DIR/bin/kubectl           the kubectl matching the apiserver
     DIR/pki/                  CA (with its key, to mint users later), serving cert, SA key
+    DIR/components/           identities of kcm, the scheduler, the apiserver's kubelet client
+    DIR/nodes/<name>/         each real node's files and logs
     DIR/etcd-data/            etcd's data, wiped at every start
-    DIR/etcd.log, DIR/kube-apiserver.log
-    DIR/state.json            PIDs and URLs, so `down(DIR)` works from another process
+    DIR/<server>.log          etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+    DIR/state.json            what runs and what changed, so `down(DIR)` works from another process
 
 `LocalControlPlane` is for code that owns the control plane's lifetime (a pytest fixture);
 `up`/`down` are for a shell, where the control plane must outlive the command that started it.
@@ -18,18 +23,15 @@ DaemonSets they need. Everything lives in one directory:
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
-import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -38,29 +40,61 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from fabriccap.dev.controlplane import pki
+from fabriccap.dev.controlplane import host, pki
+from fabriccap.dev.controlplane.access import client_ssl_context, https_ok, write_kubeconfig
+from fabriccap.dev.controlplane.controllers import (
+    DEFAULT_CONTROLLER_OPTIONS,
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_SCHEDULER,
+    ControllerOptions,
+    Identities,
+    apiserver_node_flags,
+    controller_manager_argv,
+    issue_identities,
+    scheduler_argv,
+)
+from fabriccap.dev.controlplane.nodes import (
+    DEFAULT_NODE_OPTIONS,
+    ControlPlaneAccess,
+    NodeError,
+    NodeFleet,
+    NodeOptions,
+    NodeSpec,
+    node_specs,
+    teardown,
+)
+from fabriccap.dev.controlplane.processes import (
+    ProcessError,
+    ProcessRecord,
+    alive,
+    free_ports,
+    signal_group,
+    spawn,
+    tail,
+    terminate,
+)
+from fabriccap.dev.controlplane.state import STATE_FILE as STATE_FILE  # re-exported: callers name state.json by it
+from fabriccap.dev.controlplane.state import StateError, read_state, remove_state, update_state
 from fabriccap.dev.waiting import WaitTimeoutError, wait_until
 
 if TYPE_CHECKING:
     # Imported lazily at run time: the package re-exports this module, and importing
     # `binaries` along with the package would make `python -m fabriccap.controlplane.binaries`
     # load that module twice.
-    from fabriccap.dev.controlplane.binaries import Binaries
+    from fabriccap.dev.controlplane.binaries import Binaries, NodeBinaries
 
-STATE_FILE = "state.json"
 ADMIN_USER = "admin"
 # system:masters bypasses RBAC entirely, which is what a test harness's admin needs.
 ADMIN_GROUPS = ("system:masters",)
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-CONTEXT_NAME = "fabriccap-local"
 SERVER_NAMES = ("etcd", "kube-apiserver")
+CONTROL_PLANE_NAMES = (*SERVER_NAMES, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER)
 
 DEFAULT_STARTUP_TIMEOUT = 120.0
 DEFAULT_STOP_TIMEOUT = 10.0
 # Ports are probed free, then released and handed to etcd/apiserver: another process can grab
 # one in between. Rare, so a few fresh attempts are enough.
 _PORT_ATTEMPTS = 3
-_LOG_TAIL_LINES = 40
 
 
 class ControlPlaneError(RuntimeError):
@@ -75,6 +109,7 @@ class ControlPlaneInfo:
     kubeconfig: Path
     kubectl: Path
     pids: dict[str, int]
+    nodes: tuple[str, ...] = ()
 
     @property
     def export_line(self) -> str:
@@ -82,28 +117,16 @@ class ControlPlaneInfo:
         return f"export KUBECONFIG={self.kubeconfig}"
 
 
-@dataclass(frozen=True)
-class _ProcessRecord:
-    """Enough to signal a process later without hitting a recycled PID."""
-
-    name: str
-    pid: int
-    start_time: str | None
-
-    @classmethod
-    def of(cls, name: str, pid: int) -> _ProcessRecord:
-        return cls(name=name, pid=pid, start_time=_proc_start_time(pid))
-
-
 class _PortTakenError(ControlPlaneError):
     """A probed-free port was taken by someone else before our server bound it."""
 
 
 class LocalControlPlane:
-    """etcd + kube-apiserver owned by this Python process.
+    """etcd + kube-apiserver (+ kcm, scheduler and real nodes) owned by this Python process.
 
     `start(stop_at_exit=True)` registers an atexit fallback so an interrupted test session
-    does not leave servers behind; `up()` passes False so they outlive the CLI.
+    does not leave servers (or nodes, bridges and changed sysctls) behind; `up()` passes
+    False so they outlive the CLI.
     """
 
     def __init__(
@@ -111,17 +134,26 @@ class LocalControlPlane:
         directory: Path,
         *,
         binaries: Binaries | None = None,
+        nodes: int | Sequence[NodeSpec] = 0,
+        node_options: NodeOptions = DEFAULT_NODE_OPTIONS,
+        controller_options: ControllerOptions = DEFAULT_CONTROLLER_OPTIONS,
+        node_binaries: NodeBinaries | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     ) -> None:
         self.directory = Path(directory).resolve()
         self._binaries = binaries
+        self._node_specs = node_specs(nodes) if isinstance(nodes, int) else list(nodes)
+        self._node_options = node_options
+        self._controller_options = controller_options
+        self._node_binaries = node_binaries
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._pki = pki.PkiPaths(self.directory / "pki")
-        self._processes: list[tuple[_ProcessRecord, subprocess.Popen[bytes]]] = []
+        self._processes: list[tuple[ProcessRecord, subprocess.Popen[bytes]]] = []
         self._argv: dict[str, list[str]] = {}  # how each server was started, to restart it
         self._info: ControlPlaneInfo | None = None
+        self._fleet: NodeFleet | None = None
         # Only the instance that wrote state.json may remove it: another may be running there.
         self._owns_state = False
 
@@ -143,6 +175,13 @@ class LocalControlPlane:
     def server(self) -> str:
         return self.info.server
 
+    @property
+    def fleet(self) -> NodeFleet:
+        """The real nodes (to stop and start a kubelet, find a node's files)."""
+        if self._fleet is None:
+            raise ControlPlaneError("this control plane runs no real nodes")
+        return self._fleet
+
     def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
         """A kubeconfig authenticating as `user` in `groups` (see module-level `kubeconfig_for`)."""
         return _mint_kubeconfig(self.directory, self._pki, self.info.server, user, groups)
@@ -155,12 +194,21 @@ class LocalControlPlane:
             raise ControlPlaneError(
                 f"a control plane already runs in {self.directory} (pids {existing.pids}); stop it with down() first"
             )
-        # A crashed earlier run may have left one of the two servers alive.
+        if self._node_specs:
+            # Before anything starts or builds: one line saying what is missing.
+            missing = host.missing_prerequisites()
+            if missing:
+                raise ControlPlaneError(f"real nodes need {'; '.join(missing)}")
+        # A crashed earlier run may have left one of the servers, or nodes, alive.
         down(self.directory)
         if self._binaries is None:
             from fabriccap.dev.controlplane.binaries import ensure_all
 
             self._binaries = ensure_all()
+        if self._node_specs and self._node_binaries is None:
+            from fabriccap.dev.controlplane.binaries import ensure_node_binaries
+
+            self._node_binaries = ensure_node_binaries()
         binaries = self._binaries
         self.directory.mkdir(parents=True, exist_ok=True)
         pki.ensure_pki(self._pki)
@@ -176,22 +224,40 @@ class LocalControlPlane:
                     self._stop_processes()
                     if attempt == _PORT_ATTEMPTS:
                         raise
+            if self._node_specs:
+                info = self._start_nodes(info)
+        except NodeError as error:
+            self._stop_after_failure()
+            raise ControlPlaneError(str(error)) from None
         except BaseException:
-            self.stop()
+            self._stop_after_failure()
             raise
         self._info = info
         return info
 
     def stop(self) -> None:
-        """Stop the apiserver, then etcd; safe to call twice."""
+        """Stop what others recorded, the nodes, then the servers; safe to call twice."""
         atexit.unregister(self.stop)
+        problems = []
         if self._owns_state:
             self._stop_recorded_extras()
+            try:
+                teardown(self.directory)
+            except NodeError as error:
+                problems.append(str(error))
+        self._fleet = None
         self._stop_processes()
         if self._owns_state:
-            (self.directory / STATE_FILE).unlink(missing_ok=True)
+            remove_state(self.directory)
             self._owns_state = False
         self._info = None
+        if problems:
+            raise ControlPlaneError("; ".join(problems))
+
+    def _stop_after_failure(self) -> None:
+        # The start's own error is the one to report; a cleanup problem must not replace it.
+        with contextlib.suppress(ControlPlaneError):
+            self.stop()
 
     def __enter__(self) -> Self:
         self.start()
@@ -211,7 +277,7 @@ class LocalControlPlane:
             shutil.copy2(kubectl, self.kubectl)
 
     def _start_servers(self, binaries: Binaries) -> ControlPlaneInfo:
-        etcd_client_port, etcd_peer_port, apiserver_port = _free_ports(3)
+        etcd_client_port, etcd_peer_port, apiserver_port = free_ports(3)
         etcd_url = f"http://127.0.0.1:{etcd_client_port}"
         peer_url = f"http://127.0.0.1:{etcd_peer_port}"
         server = f"https://127.0.0.1:{apiserver_port}"
@@ -239,6 +305,16 @@ class LocalControlPlane:
         self._write_state(server, etcd_url)
         self._wait_until(lambda: _etcd_healthy(etcd_url), what=f"etcd at {etcd_url}")
 
+        if self._node_specs:
+            identities = issue_identities(self.directory / "components", self._pki, server)
+            access_flags = apiserver_node_flags(self._pki, identities)
+        else:
+            access_flags = [
+                "--authorization-mode=RBAC",
+                # No controller-manager creates `default` ServiceAccounts, so this admission
+                # plugin would reject every Pod a test creates.
+                "--disable-admission-plugins=ServiceAccount",
+            ]
         self._spawn(
             "kube-apiserver",
             [
@@ -250,14 +326,11 @@ class LocalControlPlane:
                 f"--tls-cert-file={self._pki.serving_cert}",
                 f"--tls-private-key-file={self._pki.serving_key}",
                 f"--client-ca-file={self._pki.ca_cert}",
-                "--authorization-mode=RBAC",
+                *access_flags,
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={self._pki.service_account_public_key}",
                 f"--service-account-signing-key-file={self._pki.service_account_key}",
-                # No controller-manager creates `default` ServiceAccounts, so this admission
-                # plugin would reject every Pod a test creates.
-                "--disable-admission-plugins=ServiceAccount",
                 # The `kubernetes` Endpoints cannot hold a loopback address; without this the
                 # apiserver logs a validation error every few seconds.
                 "--endpoint-reconciler-type=none",
@@ -273,17 +346,19 @@ class LocalControlPlane:
         )
         self._write_state(server, etcd_url)
         admin = pki.issue_client(self._pki, ADMIN_USER, ADMIN_GROUPS)
-        _write_kubeconfig(self.kubeconfig, server, self._pki, admin)
-        admin_context = _client_ssl_context(self._pki, admin)
+        write_kubeconfig(self.kubeconfig, server, self._pki, admin, ADMIN_USER)
+        admin_context = client_ssl_context(self._pki, admin, ADMIN_USER)
         self._wait_until(
-            lambda: _https_ok(f"{server}/readyz", admin_context), what=f"kube-apiserver /readyz at {server}"
+            lambda: https_ok(f"{server}/readyz", admin_context), what=f"kube-apiserver /readyz at {server}"
         )
         # /readyz does not wait for the bootstrap controller that creates `default`; tests
         # that create objects there right away would race it.
         self._wait_until(
-            lambda: _https_ok(f"{server}/api/v1/namespaces/default", admin_context),
+            lambda: https_ok(f"{server}/api/v1/namespaces/default", admin_context),
             what="the default namespace",
         )
+        if self._node_specs:
+            self._start_controllers(server, etcd_url, identities)
         return ControlPlaneInfo(
             directory=self.directory,
             server=server,
@@ -328,7 +403,7 @@ class LocalControlPlane:
         """Signal one server (a fault test: etcd or kube-apiserver dies) and wait until it is gone."""
         for index, (record, process) in enumerate(self._processes):
             if record.name == name:
-                _signal_group(record, signum)
+                signal_group(record, signum)
                 process.wait(self._stop_timeout)
                 del self._processes[index]
                 return
@@ -338,46 +413,102 @@ class LocalControlPlane:
         """Start a killed server again, as it was (same ports, same data), and wait until it serves."""
         if any(record.name == name for record, _ in self._processes):
             raise ControlPlaneError(f"{name} is still running")
-        self._spawn(name, self._argv[name], append_log=True)
+        self._spawn(name, self._argv[name])
         info = self.info
         if name == "etcd":
             self._wait_until(lambda: _etcd_healthy(info.etcd_url), what=f"etcd at {info.etcd_url}")
         else:
             admin = pki.issue_client(self._pki, ADMIN_USER, ADMIN_GROUPS)
-            context = _client_ssl_context(self._pki, admin)
-            self._wait_until(lambda: _https_ok(f"{info.server}/readyz", context), what="kube-apiserver /readyz")
+            context = client_ssl_context(self._pki, admin, ADMIN_USER)
+            self._wait_until(lambda: https_ok(f"{info.server}/readyz", context), what="kube-apiserver /readyz")
         self._write_state(info.server, info.etcd_url)
 
-    def _spawn(self, name: str, argv: list[str], append_log: bool = False) -> None:
+    def _start_controllers(self, server: str, etcd_url: str, identities: Identities) -> None:
+        assert self._node_binaries is not None
+        kcm_port, scheduler_port = free_ports(2)
+        components = self.directory / "components"
+        self._spawn(
+            KUBE_CONTROLLER_MANAGER,
+            [
+                *controller_manager_argv(
+                    self._node_binaries.kube_controller_manager,
+                    identities,
+                    self._pki,
+                    kcm_port,
+                    self._controller_options,
+                ),
+                # Its self-signed serving certificate; the default directory is /var/run/kubernetes.
+                f"--cert-dir={components / 'kcm-serving'}",
+            ],
+        )
+        self._spawn(
+            KUBE_SCHEDULER,
+            [
+                *scheduler_argv(self._node_binaries.kube_scheduler, identities, scheduler_port),
+                f"--cert-dir={components / 'scheduler-serving'}",
+            ],
+        )
+        self._write_state(server, etcd_url)
+        # Their own self-signed certificates: only liveness is asked of them here.
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+
+        def healthy(port: int) -> Callable[[], bool]:
+            return lambda: https_ok(f"https://127.0.0.1:{port}/healthz", insecure)
+
+        self._wait_until(healthy(kcm_port), what=f"{KUBE_CONTROLLER_MANAGER} /healthz")
+        self._wait_until(healthy(scheduler_port), what=f"{KUBE_SCHEDULER} /healthz")
+
+    def _start_nodes(self, info: ControlPlaneInfo) -> ControlPlaneInfo:
+        from fabriccap.dev.controlplane.images import ImageError, ensure_images
+
+        assert self._node_binaries is not None
+        try:
+            images = ensure_images()
+        except ImageError as error:
+            raise NodeError(str(error)) from None
+        admin = pki.issue_client(self._pki, ADMIN_USER, ADMIN_GROUPS)
+        access = ControlPlaneAccess(
+            directory=self.directory,
+            server=info.server,
+            pki=self._pki,
+            admin=client_ssl_context(self._pki, admin, ADMIN_USER),
+        )
+        self._fleet = NodeFleet(
+            access,
+            self._node_specs,
+            kubelet=self._node_binaries.kubelet,
+            images=images,
+            options=self._node_options,
+        )
+        self._fleet.start()
+        return dataclasses.replace(info, nodes=tuple(spec.name for spec in self._node_specs))
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
         self._argv[name] = argv
-        with (self.directory / f"{name}.log").open("ab" if append_log else "wb") as log:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.directory,
-                # Own session and process group: immune to the terminal's SIGHUP/Ctrl-C (the
-                # CLI's `up` must outlive its shell), and stoppable as a group with killpg.
-                start_new_session=True,
-            )
-        self._processes.append((_ProcessRecord.of(name, process.pid), process))
+        record, process = spawn(name, argv, self.directory / f"{name}.log", cwd=self.directory)
+        self._processes.append((record, process))
 
     def _write_state(self, server: str, etcd_url: str) -> None:
-        state = {
-            "server": server,
-            "etcd_url": etcd_url,
-            "kubeconfig": str(self.kubeconfig),
-            "kubectl": str(self.kubectl),
-            # Listed in stop order: the apiserver first, so it never sees etcd vanish.
-            "processes": [
-                {"name": r.name, "pid": r.pid, "start_time": r.start_time} for r, _ in reversed(self._processes)
-            ],
-        }
+        own = [record.to_json() for record, _ in reversed(self._processes)]
+
+        def change(state: dict[str, Any]) -> None:
+            # Others' processes (recorded with record_process) and the nodes stay as they are.
+            others = [e for e in state.get("processes", []) if e.get("name") not in CONTROL_PLANE_NAMES]
+            state.update(
+                {
+                    "server": server,
+                    "etcd_url": etcd_url,
+                    "kubeconfig": str(self.kubeconfig),
+                    "kubectl": str(self.kubectl),
+                    # Stop order: the newest first, so the apiserver never sees etcd vanish.
+                    "processes": [*others, *own],
+                }
+            )
+
+        update_state(self.directory, change, create=True)
         self._owns_state = True
-        temporary = self.directory / f".{STATE_FILE}.tmp"
-        temporary.write_text(json.dumps(state, indent=2) + "\n")
-        os.replace(temporary, self.directory / STATE_FILE)
 
     def _wait_until(self, ready: Callable[[], bool], *, what: str) -> None:
         def probe() -> bool:
@@ -388,7 +519,7 @@ class LocalControlPlane:
             wait_until(probe, what, timeout=self._startup_timeout, interval=0.2)
         except WaitTimeoutError:
             tails = "\n".join(
-                f"--- last lines of {self.directory / f'{r.name}.log'}:\n{_tail(self.directory / f'{r.name}.log')}"
+                f"--- last lines of {self.directory / f'{r.name}.log'}:\n{tail(self.directory / f'{r.name}.log')}"
                 for r, _ in self._processes
             )
             raise ControlPlaneError(
@@ -399,59 +530,78 @@ class LocalControlPlane:
         for record, process in self._processes:
             if process.poll() is not None:
                 log = self.directory / f"{record.name}.log"
-                tail = _tail(log)
+                log_tail = tail(log)
                 message = f"{record.name} exited with {process.returncode} while waiting for {what}"
-                if "address already in use" in tail:
+                if "address already in use" in log_tail:
                     raise _PortTakenError(message)
-                raise ControlPlaneError(f"{message}; last lines of {log}:\n{tail}")
+                raise ControlPlaneError(f"{message}; last lines of {log}:\n{log_tail}")
 
     def _stop_recorded_extras(self) -> None:
         """Processes others recorded here with ``record_process`` go first (they use the servers)."""
-        state = _read_state(self.directory / STATE_FILE)
-        for entry in (state or {}).get("processes", []):
-            if entry.get("name") not in SERVER_NAMES:
-                _terminate(
-                    _ProcessRecord(entry["name"], int(entry["pid"]), entry.get("start_time")), self._stop_timeout
-                )
+        for record in _recorded(self.directory, extras=True):
+            _stop(record, self._stop_timeout)
 
     def _stop_processes(self) -> None:
-        # Newest first: the apiserver, then etcd.
+        # Newest first: the scheduler, kcm, the apiserver, then etcd.
         while self._processes:
             record, process = self._processes.pop()
-            _terminate(record, self._stop_timeout, process)
+            _stop(record, self._stop_timeout, process)
 
 
-def up(directory: Path, *, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> ControlPlaneInfo:
+def up(directory: Path, *, nodes: int = 0, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> ControlPlaneInfo:
     """Start a control plane in `directory` that outlives this process; return once ready.
 
-    Idempotent: if one already runs there, its info is returned unchanged.
+    Idempotent: if one already runs there with as many nodes, its info is returned unchanged.
     """
     existing = read_info(directory)
     if existing is not None:
+        if len(existing.nodes) != nodes:
+            raise ControlPlaneError(
+                f"a control plane with {len(existing.nodes)} node(s) already runs in {existing.directory}; "
+                f"stop it first (fabriccap controlplane down --dir {existing.directory})"
+            )
         return existing
-    return LocalControlPlane(directory, startup_timeout=startup_timeout).start(stop_at_exit=False)
+    return LocalControlPlane(directory, nodes=nodes, startup_timeout=startup_timeout).start(stop_at_exit=False)
 
 
 def down(directory: Path, *, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
-    """Stop the control plane recorded in `directory`, from any process. No-op if none."""
-    state_path = Path(directory).resolve() / STATE_FILE
-    state = _read_state(state_path)
+    """Stop the control plane recorded in `directory`, from any process. No-op if none.
+
+    Order: what others recorded (the demo's operator), the nodes (and what they changed on the
+    machine), then the scheduler, kcm, the apiserver and etcd.
+    """
+    try:
+        state = read_state(directory)
+    except StateError as error:
+        raise ControlPlaneError(str(error)) from None
     if state is None:
         return
-    for entry in state.get("processes", []):
-        _terminate(_ProcessRecord(entry["name"], int(entry["pid"]), entry.get("start_time")), timeout)
-    state_path.unlink(missing_ok=True)
+    problems = []
+    for record in _recorded(directory, extras=True):
+        _stop(record, timeout)
+    try:
+        teardown(directory)
+    except NodeError as error:
+        problems.append(str(error))
+    for record in _recorded(directory, extras=False):
+        _stop(record, timeout)
+    remove_state(directory)
+    if problems:
+        raise ControlPlaneError("; ".join(problems))
 
 
 def read_info(directory: Path) -> ControlPlaneInfo | None:
     """The running control plane in `directory`, or None if none (or only part of one) runs."""
     directory = Path(directory).resolve()
-    state = _read_state(directory / STATE_FILE)
+    try:
+        state = read_state(directory)
+    except StateError as error:
+        raise ControlPlaneError(str(error)) from None
     if state is None:
         return None
-    records = [_ProcessRecord(e["name"], int(e["pid"]), e.get("start_time")) for e in state.get("processes", [])]
+    records = [ProcessRecord.from_json(e) for e in state.get("processes", [])]
     servers = [r for r in records if r.name in SERVER_NAMES]
-    if {r.name for r in servers} != set(SERVER_NAMES) or not all(_alive(r) for r in servers):
+    if {r.name for r in servers} != set(SERVER_NAMES) or not all(alive(r) for r in servers):
         return None
     return ControlPlaneInfo(
         directory=directory,
@@ -460,42 +610,51 @@ def read_info(directory: Path) -> ControlPlaneInfo | None:
         kubeconfig=Path(state["kubeconfig"]),
         kubectl=Path(state["kubectl"]),
         pids={r.name: r.pid for r in records},
+        nodes=tuple(str(entry["name"]) for entry in state.get("nodes", [])),
     )
 
 
 def record_process(directory: Path, name: str, pid: int) -> None:
     """Have ``down(directory)`` stop another process too (the demo's operator, say).
 
-    It is stopped before the servers, with the same guard against a recycled PID.
+    It is stopped before the nodes and servers, with the same guard against a recycled PID.
     """
-    state_path = Path(directory).resolve() / STATE_FILE
-    state = _read_state(state_path)
-    if state is None:
+    if name in CONTROL_PLANE_NAMES:
+        raise ControlPlaneError(f"{name!r} is the name of a control-plane server")
+    record = ProcessRecord.of(name, pid)
+
+    def change(state: dict[str, Any]) -> None:
+        others = [entry for entry in state.get("processes", []) if entry.get("name") != name]
+        state["processes"] = [record.to_json(), *others]
+
+    if not update_state(directory, change):
         raise ControlPlaneError(f"no control plane runs in {directory}")
-    record = _ProcessRecord.of(name, pid)
-    others = [entry for entry in state.get("processes", []) if entry.get("name") != name]
-    state["processes"] = [{"name": record.name, "pid": record.pid, "start_time": record.start_time}, *others]
-    temporary = state_path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(temporary, state_path)
 
 
 def stop_recorded(directory: Path, name: str, *, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
     """Stop one process recorded with ``record_process`` and forget it; no-op if unknown."""
-    state_path = Path(directory).resolve() / STATE_FILE
-    state = _read_state(state_path)
-    if state is None:
-        return
-    remaining = []
-    for entry in state.get("processes", []):
-        if entry.get("name") == name:
-            _terminate(_ProcessRecord(entry["name"], int(entry["pid"]), entry.get("start_time")), timeout)
-        else:
-            remaining.append(entry)
-    state["processes"] = remaining
-    temporary = state_path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(temporary, state_path)
+    for record in _recorded(directory, extras=True):
+        if record.name == name:
+            _stop(record, timeout)
+
+    def change(state: dict[str, Any]) -> None:
+        state["processes"] = [entry for entry in state.get("processes", []) if entry.get("name") != name]
+
+    update_state(directory, change)
+
+
+def _recorded(directory: Path, *, extras: bool) -> list[ProcessRecord]:
+    """The recorded processes in stop order: others' (``extras``) or the control plane's own."""
+    state = read_state(directory) or {}
+    records = [ProcessRecord.from_json(entry) for entry in state.get("processes", [])]
+    return [r for r in records if (r.name not in CONTROL_PLANE_NAMES) == extras]
+
+
+def _stop(record: ProcessRecord, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    try:
+        terminate(record, timeout, process)
+    except ProcessError as error:
+        raise ControlPlaneError(str(error)) from None
 
 
 def kubeconfig_for(directory: Path, user: str, groups: Sequence[str] = ()) -> Path:
@@ -515,66 +674,8 @@ def _mint_kubeconfig(directory: Path, paths: pki.PkiPaths, server: str, user: st
     slug = re.sub(r"[^A-Za-z0-9.-]+", "_", user)[:60]
     digest = hashlib.sha256(json.dumps([user, sorted(groups)]).encode()).hexdigest()[:10]
     path = directory / "users" / f"{slug}-{digest}.kubeconfig"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_kubeconfig(path, server, paths, pki.issue_client(paths, user, groups), user=user)
+    write_kubeconfig(path, server, paths, pki.issue_client(paths, user, groups), user)
     return path
-
-
-def _write_kubeconfig(
-    path: Path, server: str, paths: pki.PkiPaths, credentials: pki.ClientCredentials, *, user: str = ADMIN_USER
-) -> None:
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode()
-
-    # JSON is valid YAML: kubectl, kubernetes_asyncio and kopf all read it, and embedding the
-    # PEMs keeps the file self-contained (usable after copying it elsewhere).
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": CONTEXT_NAME,
-                "cluster": {"server": server, "certificate-authority-data": b64(paths.ca_cert.read_bytes())},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": b64(credentials.cert_pem),
-                    "client-key-data": b64(credentials.key_pem),
-                },
-            }
-        ],
-        "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": user}}],
-        "current-context": CONTEXT_NAME,
-    }
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.unlink(missing_ok=True)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        json.dump(config, handle, indent=2)
-        handle.write("\n")
-    os.replace(temporary, path)
-
-
-def _client_ssl_context(paths: pki.PkiPaths, credentials: pki.ClientCredentials) -> ssl.SSLContext:
-    """An SSL context that trusts our CA and presents `credentials`."""
-    context = ssl.create_default_context(cafile=str(paths.ca_cert))
-    # ssl loads client certificates from files only.
-    cert_file, key_file = paths.directory / "admin.crt", paths.directory / "admin.key"
-    cert_file.write_bytes(credentials.cert_pem)
-    pki.write_private(key_file, credentials.key_pem)
-    context.load_cert_chain(cert_file, key_file)
-    return context
-
-
-def _https_ok(url: str, context: ssl.SSLContext) -> bool:
-    try:
-        with urllib.request.urlopen(url, context=context, timeout=5) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def _etcd_healthy(etcd_url: str) -> bool:
@@ -583,109 +684,3 @@ def _etcd_healthy(etcd_url: str) -> bool:
             return bool(json.loads(response.read()).get("health") == "true")
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        # Hold all of them open together so the kernel hands out distinct ports.
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        state = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except ValueError as error:
-        raise ControlPlaneError(f"{path} is not valid JSON: {error}") from error
-    if not isinstance(state, dict):
-        raise ControlPlaneError(f"{path} does not hold a JSON object")
-    return state
-
-
-def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return "(no log file)"
-    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """The kernel's start time of `pid` (field 22 of /proc/PID/stat); None off Linux or if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _alive(record: _ProcessRecord) -> bool:
-    # If we are the parent, reap it: otherwise a dead child lingers as a zombie that looks
-    # alive. Only when the start time matches, so we never steal a recycled PID's exit status.
-    if record.start_time is not None and _proc_start_time(record.pid) == record.start_time:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(record.pid, os.WNOHANG)
-    if Path("/proc/self/stat").exists():
-        state = _proc_state(record.pid)
-        if state is None or state in ("Z", "X"):
-            return False
-        # A different start time means the PID was recycled by an unrelated process.
-        return record.start_time is None or _proc_start_time(record.pid) == record.start_time
-    try:
-        os.kill(record.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(record: _ProcessRecord, signum: signal.Signals) -> None:
-    # Each server leads its own process group (start_new_session), so its PID is the group id
-    # and killpg also reaches anything it forked.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(record.pid, signum)
-
-
-def _terminate(record: _ProcessRecord, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
-    """SIGTERM the process group, SIGKILL it after `timeout`, and wait until it is gone."""
-    if not _alive(record):
-        return
-    _signal_group(record, signal.SIGTERM)
-    if _wait_gone(record, timeout, process):
-        return
-    _signal_group(record, signal.SIGKILL)
-    if not _wait_gone(record, timeout, process):
-        raise ControlPlaneError(f"{record.name} (pid {record.pid}) survived SIGKILL")
-
-
-def _wait_gone(record: _ProcessRecord, timeout: float, process: subprocess.Popen[bytes] | None) -> bool:
-    if process is not None:
-        try:
-            process.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    deadline = time.monotonic() + timeout
-    while _alive(record):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True

@@ -64,7 +64,7 @@ class PkiPaths:
 
 @dataclass(frozen=True)
 class ClientCredentials:
-    """PEM bytes for a client certificate and its key."""
+    """PEM bytes for a certificate (a client's, or a kubelet's serving one) and its key."""
 
     cert_pem: bytes
     key_pem: bytes
@@ -139,6 +139,21 @@ def issue_client(paths: PkiPaths, user: str, groups: Sequence[str] = ()) -> Clie
     attributes = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
     attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
     return _issue(paths, subject=x509.Name(attributes), usage=ExtendedKeyUsageOID.CLIENT_AUTH, sans=[])
+
+
+def issue_serving(
+    paths: PkiPaths, common_name: str, *, dns_names: Sequence[str] = (), ips: Sequence[str] = ()
+) -> ClientCredentials:
+    """A serving certificate for `dns_names` and `ips` (a kubelet's: the apiserver verifies it
+    when it dials the node for `kubectl logs/exec`)."""
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    return _issue(
+        paths,
+        subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        sans=sans,
+    )
 
 
 def _issue(
