@@ -543,6 +543,8 @@ class DaemonSetTemplate:
     node_affinity_types: tuple[str, ...] = ()  # empty: every node
     tolerate_everything: bool = False
     node_selector: dict[str, str] = field(default_factory=dict)
+    # Node groups the DaemonSet must not run on (its affinity says NotIn).
+    excluded_nodegroups: tuple[str, ...] = ()
     selector_labels: dict[str, str] | None = None  # the DaemonSet's selector; None: pod_labels
 
 
@@ -562,6 +564,8 @@ EFA_DAEMON_SET = DaemonSetTemplate(
     revision="6b7d8c9f54",
     host_paths=(("device-plugin", "/var/lib/kubelet/device-plugins"), ("infiniband-volume", "/dev/infiniband")),
     node_affinity_types=EFA_PLUGIN_INSTANCE_TYPES,
+    # The node group moved to DRANET: its EFA devices come from the DRA driver instead.
+    excluded_nodegroups=("p5-dranet",),
 )
 # AWS's aws-dranet chart: selector app=aws-dranet, no app.kubernetes.io/name; with its EFA-only
 # publish filter. Pinned here to the pool that uses DRA instead of the device plugin.
@@ -610,22 +614,17 @@ AWS_NODE_DAEMON_SET = DaemonSetTemplate(
 )
 
 
-def _node_affinity(instance_types: Sequence[str]) -> dict[str, Any]:
+def _node_affinity(instance_types: Sequence[str], excluded_nodegroups: Sequence[str] = ()) -> dict[str, Any]:
+    expressions: list[dict[str, Any]] = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(instance_types)}
+    ]
+    if excluded_nodegroups:
+        expressions.append(
+            {"key": "eks.amazonaws.com/nodegroup", "operator": "NotIn", "values": list(excluded_nodegroups)}
+        )
     return {
         "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {
-                                "key": "node.kubernetes.io/instance-type",
-                                "operator": "In",
-                                "values": list(instance_types),
-                            }
-                        ]
-                    }
-                ]
-            }
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
         }
     }
 
@@ -666,7 +665,7 @@ def daemon_set_body(template: DaemonSetTemplate, scheduled: int, ready: int) -> 
         "volumes": [{"hostPath": {"path": path, "type": ""}, "name": volume} for volume, path in template.host_paths],
     }
     if template.node_affinity_types:
-        pod_spec["affinity"] = _node_affinity(template.node_affinity_types)
+        pod_spec["affinity"] = _node_affinity(template.node_affinity_types, template.excluded_nodegroups)
     if template.node_selector:
         pod_spec["nodeSelector"] = dict(template.node_selector)
     return {
@@ -766,45 +765,133 @@ def workload_pod_body(
     namespace: str,
     name: str,
     owner: dict[str, Any],
-    node: NodeSpec,
+    node: NodeSpec | None,
     image: str,
     requests: dict[str, str],
     pod_ip: str,
+    *,
+    labels: dict[str, str] | None = None,
+    env: list[dict[str, str]] | None = None,
+    unschedulable: str | None = None,
 ) -> dict[str, Any]:
-    """A pod of some workload (not a DaemonSet): fabriccap must ignore it."""
+    """A pod of some workload (not a DaemonSet); ``node`` None with ``unschedulable``: a pod
+    the scheduler could not place, with its message."""
     created = SNAPSHOT_TIME - timedelta(hours=2 + stable_int(name, below=20))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "creationTimestamp": rfc3339(created),
-            "labels": {"app.kubernetes.io/name": name.rsplit("-", 2)[0]},
-            "name": name,
-            "namespace": namespace,
-            "ownerReferences": [owner],
-            "resourceVersion": str(83_000_000 + stable_int(name, below=1_000_000)),
-            "uid": stable_uid("Pod", name),
-        },
-        "spec": {
-            "containers": [
-                {
-                    "image": image,
-                    "name": "main",
-                    "resources": {"limits": requests, "requests": requests},
-                }
-            ],
-            "nodeName": node.name,
-            "restartPolicy": "Always" if owner["kind"] == "ReplicaSet" else "Never",
-        },
-        "status": {
+    container: dict[str, Any] = {
+        "image": image,
+        "name": "main",
+        "resources": {"limits": requests, "requests": requests},
+    }
+    if env:
+        container["env"] = env
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": "Always" if owner["kind"] == "ReplicaSet" else "Never",
+    }
+    if node is not None:
+        spec["nodeName"] = node.name
+        status: dict[str, Any] = {
             "conditions": _pod_status_conditions(created, True),
             "hostIP": node.ip,
             "phase": "Running",
             "podIP": pod_ip,
             "qosClass": "Guaranteed",
             "startTime": rfc3339(created),
+        }
+    else:
+        status = {
+            "conditions": [
+                {
+                    "lastProbeTime": None,
+                    "lastTransitionTime": rfc3339(created),
+                    "message": unschedulable or "",
+                    "reason": "Unschedulable",
+                    "status": "False",
+                    "type": "PodScheduled",
+                }
+            ],
+            "phase": "Pending",
+            "qosClass": "Guaranteed",
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "creationTimestamp": rfc3339(created),
+            "labels": labels or {"app.kubernetes.io/name": name.rsplit("-", 2)[0]},
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": [owner],
+            "resourceVersion": str(83_000_000 + stable_int(name, below=1_000_000)),
+            "uid": stable_uid("Pod", name),
         },
+        "spec": spec,
+        "status": status,
     }
+
+
+TRAINER_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/ml/bert-finetune:2025-06-01"
+
+
+def trainjob_without_efa(nodes: Sequence[NodeSpec]) -> list[dict[str, Any]]:
+    """A Kubeflow TrainJob's pods, as the Trainer, JobSet and Job controllers make them: the
+    runtime sets the EFA environment, but the TrainJob's resourcesPerNode replaced the
+    runtime's resources and asks for GPUs only. On a Ready EFA pool: NCCL runs over TCP."""
+    trainjob, replicated = "bert-finetune", "node"
+    job = f"{trainjob}-{replicated}-0"
+    jobset_uid = stable_uid("JobSet", trainjob)
+    pods = []
+    for index, node in enumerate(nodes):
+        labels = {
+            "batch.kubernetes.io/controller-uid": stable_uid("Job", job),
+            "batch.kubernetes.io/job-completion-index": str(index),
+            "batch.kubernetes.io/job-name": job,
+            "controller-uid": stable_uid("Job", job),
+            "job-name": job,
+            "jobset.sigs.k8s.io/jobset-name": trainjob,
+            "jobset.sigs.k8s.io/jobset-uid": jobset_uid,
+            "jobset.sigs.k8s.io/replicatedjob-name": replicated,
+            "jobset.sigs.k8s.io/job-index": "0",
+            "jobset.sigs.k8s.io/restart-attempt": "0",
+        }
+        pods.append(
+            workload_pod_body(
+                "ml-training",
+                f"{job}-{index}-{pod_suffix('trainjob', index)}",
+                _owner("Job", "batch/v1", job),
+                node,
+                TRAINER_IMAGE,
+                {"cpu": "96", "memory": "1000Gi", GPU_RESOURCE: "8"},
+                f"10.0.16.{240 + index}",
+                labels=labels,
+                env=[{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_DEBUG", "value": "INFO"}],
+            )
+        )
+    return pods
+
+
+def unschedulable_efa_pod() -> dict[str, Any]:
+    """A PyTorchJob worker that asks for more EFA than any node has: Pending for good."""
+    message = (
+        "0/30 nodes are available: 30 Insufficient vpc.amazonaws.com/efa. no new claims to deallocate, "
+        "preemption: 0/30 nodes are available: 30 Preemption is not helpful for scheduling."
+    )
+    return workload_pod_body(
+        "ml-research",
+        "resnet-efa-64-worker-0",
+        _owner("PyTorchJob", "kubeflow.org/v1", "resnet-efa-64"),
+        None,
+        f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/ml/resnet:2025-06-01",
+        {"cpu": "8", "memory": "64Gi", GPU_RESOURCE: "8", EFA_RESOURCE: "64"},
+        "",
+        labels={
+            "training.kubeflow.org/job-name": "resnet-efa-64",
+            "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/replica-index": "0",
+            "training.kubeflow.org/replica-type": "worker",
+        },
+        unschedulable=message,
+    )
 
 
 def _pool_nodes(
@@ -906,6 +993,8 @@ def cluster_snapshot() -> dict[str, Any]:
             "10.0.16.231",
         )
     )
+    pods += trainjob_without_efa(by_pool["p5-training"][1:3])
+    pods.append(unschedulable_efa_pod())
     pods.sort(key=lambda pod: (pod["metadata"]["namespace"], pod["metadata"]["name"]))
     daemon_sets = [
         daemon_set_body(AWS_NODE_DAEMON_SET, len(nodes), len(nodes)),

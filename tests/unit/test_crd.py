@@ -32,7 +32,7 @@ EXAMPLE_SNAPSHOT = REPO_ROOT / "examples" / "eks-cluster.json"
 
 # SPEC.md, "Printer columns": `kubectl get fcap`, then what -o wide adds.
 SPEC_COLUMNS = ["FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON", "AGE"]
-SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY"]
+SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC"]
 EXPECTED_JSON_PATHS = {
     "FABRIC": ".status.fabric",
     "POOL": ".status.pool.value",
@@ -45,6 +45,7 @@ EXPECTED_JSON_PATHS = {
     "AGE": ".metadata.creationTimestamp",
     "RESOURCE": ".status.resourceName",
     "PLUGIN-READY": ".status.devicePlugin.readyNodes",
+    "NO-FABRIC": ".status.workloads.withoutFabric.pods",
 }
 
 # Every keyword the validator enforces or may safely ignore (description). A schema keyword
@@ -319,6 +320,9 @@ def _alias_names(model: type[BaseModel]) -> set[str]:
         (api.DeviceRequest, ".status.recommendation.resourceClaimTemplate.spec.devices.requests[]"),
         (api.ExactDeviceRequest, ".status.recommendation.resourceClaimTemplate.spec.devices.requests[].exactly"),
         (api.SourceCount, ".status.sources[]"),
+        (api.WorkloadsStatus, ".status.workloads"),
+        (api.WorkloadCount, ".status.workloads.withoutFabric"),
+        (api.Offender, ".status.workloads.offenders[]"),
         (api.EnvVarValue, ".status.recommendation.env[]"),
         (api.Condition, ".status.conditions[]"),
     ],

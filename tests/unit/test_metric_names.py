@@ -161,6 +161,9 @@ fabriccap_pool_condition{condition="Ready",fabric="efa",name="efa-mx",pool="mx",
 fabriccap_pool_condition{condition="Stalled",fabric="efa",name="efa-mx",pool="mx",status="true"} 0.0
 fabriccap_pool_condition{condition="Stalled",fabric="efa",name="efa-mx",pool="mx",status="false"} 1.0
 fabriccap_pool_condition{condition="Stalled",fabric="efa",name="efa-mx",pool="mx",status="unknown"} 0.0
+fabriccap_pool_workload_pods{fabric="efa",name="efa-mx",pool="mx",use="requesting_fabric"} 0.0
+fabriccap_pool_workload_pods{fabric="efa",name="efa-mx",pool="mx",use="without_fabric"} 0.0
+fabriccap_pool_workload_pods{fabric="efa",name="efa-mx",pool="mx",use="intent_without_request"} 0.0
 fabriccap_pool_ready{fabric="efa",name="efa-mx",pool="mx"} 0.0
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabriccap.core.config import build_config, default_config
-from fabriccap.kube.kinds import BY_KIND, WATCHED_KINDS, kinds_for, object_key
+from fabriccap.kube.kinds import BY_KIND, POD, WATCHED_KINDS, kinds_for, object_key
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
 
 
@@ -33,19 +33,24 @@ def test_scope_mistakes_are_refused() -> None:
 
 
 def test_every_watched_kind_is_listed_in_its_scope() -> None:
-    namespaces = ("kube-system", "network-operator")
-    assert {watched.kind: watched.paths(namespaces) for watched in WATCHED_KINDS} == {
+    config = build_config(
+        {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": ["kube-system", "network-operator"]}}]}
+    )
+    assert {watched.kind: watched.paths(config) for watched in WATCHED_KINDS} == {
         "Node": [(None, "/api/v1/nodes")],
         "DaemonSet": [
             ("kube-system", "/apis/apps/v1/namespaces/kube-system/daemonsets"),
             ("network-operator", "/apis/apps/v1/namespaces/network-operator/daemonsets"),
         ],
-        "Pod": [
-            ("kube-system", "/api/v1/namespaces/kube-system/pods"),
-            ("network-operator", "/api/v1/namespaces/network-operator/pods"),
-        ],
+        # Workloads run anywhere: with workload reporting on (the default), pods cluster-wide.
+        "Pod": [(None, "/api/v1/pods")],
         "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
     }
+    quiet = config.model_copy(update={"workloads": build_config({"workloads": {"enabled": False}}).workloads})
+    assert POD.paths(quiet) == [
+        ("kube-system", "/api/v1/namespaces/kube-system/pods"),
+        ("network-operator", "/api/v1/namespaces/network-operator/pods"),
+    ]
     assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "ResourceSlice"}
 
 

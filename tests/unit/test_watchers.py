@@ -20,7 +20,7 @@ from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import Freshness, Informer, build_informers
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import Config, default_config
+from fabriccap.core.config import Config, build_config
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
@@ -31,6 +31,7 @@ NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
 DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
 RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+ALL_PODS = "/api/v1/pods"
 
 
 def node_events(metrics: OperatorMetrics) -> float:
@@ -59,7 +60,6 @@ class Operator:
 async def operator(
     nodes: Sequence[Body] = (),
     resource_version: str = "100",
-    namespaces: Sequence[str] = (),
     setup: Callable[[FakeApi], None] | None = None,
     slices: Sequence[Body] | None = (),
     config: Config | None = None,
@@ -68,13 +68,18 @@ async def operator(
     has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it."""
     async with fake_api() as (api, client):
         api.serve(NODES, "Node", nodes, resource_version)
+        # The plugin namespace's collections exist, empty, unless the test serves them.
+        api.serve(DAEMON_SETS, "DaemonSet", [], "1")
+        api.serve(PODS, "Pod", [], "1")
+        api.serve(ALL_PODS, "Pod", [], "1")
         if slices is not None:
             api.serve(RESOURCE_SLICES, "ResourceSlice", slices, "50")
         if setup is not None:
             setup(api)
         store, metrics = FactStore(), OperatorMetrics()
-        extractor = FactsExtractor(config or default_config())
-        informers = build_informers(client, store, extractor, metrics, list(namespaces))
+        # Pods are watched in the plugin namespace unless a test turns workloads on.
+        extractor = FactsExtractor(config or build_config({"workloads": {"enabled": False}}))
+        informers = build_informers(client, store, extractor, metrics)
         tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
         try:
             yield Operator(api, client, store, metrics, informers)
@@ -110,7 +115,7 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
         api.serve(DAEMON_SETS, "DaemonSet", [daemon_set()], "7")
         api.serve(PODS, "Pod", [pod("n1", name="efa-n1"), pod("n1", name="web", daemon_set_name=None)], "8")
 
-    async with operator(bodies, resource_version="100", namespaces=[KUBE_SYSTEM], setup=setup) as op:
+    async with operator(bodies, resource_version="100", setup=setup) as op:
         assert [informer.path for informer in op.informers] == [NODES, DAEMON_SETS, PODS, RESOURCE_SLICES]
         assert [informer.kind for informer in op.informers] == ["node", "daemonset", "pod", "resourceslice"]
         await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from fabriccap.core.api import API_VERSION, KIND, ConditionType
+from fabriccap.core.workloads import WorkloadEvent
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import EVENTS
@@ -94,14 +95,36 @@ class EventRecorder:
         self._warned.add(key)
         await self.record(involved, EventSpec("Warning", reason, message))
 
-    async def emit(self, namespace: str, involved: Mapping[str, Any], event: EventSpec) -> None:
-        """POST one core/v1 Event; a failure is logged, never raised (Events are best effort)."""
+    async def warn_workload(self, event: WorkloadEvent) -> bool:
+        """A Warning on a workload's top-level owner, named after the problem: a restart that
+        finds the same problem finds the Event already there (409) and sends nothing new.
+        True when the Event exists now."""
+        owner = event.involved
+        involved = {
+            "apiVersion": owner.api_version,
+            "kind": owner.kind,
+            "name": owner.name,
+            "namespace": owner.namespace,
+        }
+        if owner.uid:
+            involved["uid"] = owner.uid
+        return await self.emit(
+            owner.namespace, involved, EventSpec("Warning", event.reason, event.message), name=event.event_name
+        )
+
+    async def emit(
+        self, namespace: str, involved: Mapping[str, Any], event: EventSpec, name: str | None = None
+    ) -> bool:
+        """POST one core/v1 Event; a failure is logged, never raised (Events are best effort).
+        True when it was recorded, or (a named Event) already was."""
         now = _now()
         message = event.message if len(event.message) <= MAX_MESSAGE_LENGTH else event.message[:1021] + "..."
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace}
+            if name
+            else {"generateName": f"{involved['name']}.", "namespace": namespace},
             "involvedObject": dict(involved),
             "type": event.type,
             "reason": event.reason,
@@ -116,4 +139,8 @@ class EventRecorder:
         try:
             await self.client.create(EVENTS.collection(namespace), body)
         except KubeError as error:
+            if name and error.status == 409:
+                return True
             logger.warning("could not record Event %s on %s: %s", event.reason, involved.get("name"), error)
+            return False
+        return True

@@ -280,7 +280,6 @@ def build_informers(
     store: FactStore,
     extractor: FactsExtractor,
     metrics: OperatorMetrics,
-    namespaces: list[str],
     stale_after: float = 150.0,
 ) -> list[Informer]:
     """One informer per watched kind and scope: Nodes (and ResourceSlices, when a fabric reads
@@ -299,5 +298,5 @@ def build_informers(
             read_timeout=read_timeout,
         )
         for watched in kinds_for(extractor.config)
-        for scope, path in watched.paths(tuple(namespaces))
+        for scope, path in watched.paths(extractor.config)
     ]

@@ -16,6 +16,7 @@ from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.frame import OperatorState, quiet_kopf_logging, run_frame
 from fabriccap.controller.informers import Freshness, build_informers
 from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
+from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
@@ -68,7 +69,6 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         store,
         FactsExtractor(options.config),
         metrics,
-        options.watched_namespaces,
         stale_after=options.config.stale_after_seconds,
     )
     freshness = Freshness(informers, stale_after=options.config.stale_after_seconds, metrics=metrics)
@@ -87,6 +87,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         leader=leader,
         events=EventRecorder(client, identity),
         fresh=freshness.fresh,
+        lookups=LookupResolver(client, store) if options.config.workloads.enabled else None,
     )
     if isinstance(leader, LeaderElector):
         leader.on_change = publisher.became_leader
@@ -148,6 +149,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if publisher.lookups is not None:
+            await publisher.lookups.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await client.close()

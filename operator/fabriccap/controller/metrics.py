@@ -92,6 +92,18 @@ def _ready(status: dict[str, Any]) -> Iterable[Sample]:
     return [((), 1.0 if is_ready_status(status) else 0.0)]
 
 
+def _workload_pods(status: dict[str, Any]) -> Iterable[Sample]:
+    workloads = status.get("workloads")
+    if not isinstance(workloads, dict):
+        return []
+    uses = (
+        ("requesting_fabric", "requestingFabric"),
+        ("without_fabric", "withoutFabric"),
+        ("intent_without_request", "intentWithoutRequest"),
+    )
+    return [((use,), float(workloads[field]["pods"])) for use, field in uses if isinstance(workloads.get(field), dict)]
+
+
 READY_FAMILY = "fabriccap_pool_ready"
 
 POOL_FAMILIES: tuple[PoolFamily, ...] = (
@@ -127,6 +139,13 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
         "FabricCapability condition status: 1 for the current status, 0 for the others.",
         ("condition", "status"),
         _conditions,
+    ),
+    PoolFamily(
+        "fabriccap_pool_workload_pods",
+        "Pods bound to the pool's nodes by how they use the fabric: requesting_fabric, without_fabric "
+        "(an accelerator but no fabric, while the pool advertises it), intent_without_request.",
+        ("use",),
+        _workload_pods,
     ),
     PoolFamily(
         READY_FAMILY,

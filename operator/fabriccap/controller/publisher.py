@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fabriccap.controller.events import EventRecorder, condition_events
+from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.api import (
@@ -39,11 +40,13 @@ from fabriccap.core.api import (
     POOL_KEY_ANNOTATION,
     POOL_VALUE_ANNOTATION,
     ConditionType,
+    FabricCapabilityStatus,
 )
 from fabriccap.core.config import Config
-from fabriccap.core.evaluate import NameConflict, PoolCapability, evaluate
+from fabriccap.core.evaluate import Evaluation, NameConflict, PoolCapability, evaluate
 from fabriccap.core.facts import Pool
 from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
+from fabriccap.core.workloads import ReadyPool, unschedulable_event
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
@@ -54,6 +57,8 @@ MAX_BACKOFF_SECONDS = 60.0
 WRITE_BACKOFF_BASE_SECONDS = 1.0
 WRITE_BACKOFF_CAP_SECONDS = 300.0
 PARALLEL_WRITES = 16
+# How long the first publication waits for the workloads' owners to be read.
+FIRST_LOOKUPS_TIMEOUT_SECONDS = 10.0
 # Statuses the API server refuses because of what is sent: retrying the same body cannot help.
 PERMANENT_WRITE_ERRORS = frozenset({400, 422})
 
@@ -172,6 +177,12 @@ class Publisher:
     written: dict[str, dict[str, Any]] = field(default_factory=dict)
     # name -> fingerprint of the status last attempted: what a refusal as invalid refers to
     _pending_fingerprint: dict[str, str] = field(default_factory=dict)
+    # Reads the owners and claims the evaluation could not see through (workload reporting).
+    lookups: LookupResolver | None = None
+    # The last status computed per name: where an unschedulable request could go instead.
+    latest: dict[str, FabricCapabilityStatus] = field(default_factory=dict)
+    # Workload Events recorded (or found recorded) by this process: each problem once.
+    workload_events_sent: set[str] = field(default_factory=set)
     started: float = 0.0
     launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
     loaded: bool = False  # published objects read back; watch events before that are moot
@@ -190,6 +201,11 @@ class Publisher:
         # Everything published but not (yet) called for starts its grace period now.
         for name in self.published:
             self.absent_since.setdefault(name, self.started)
+        if self.lookups is not None and self.config.workloads.enabled:
+            # Read the owners first, so the first statuses name TrainJobs, not their JobSets.
+            await self.lookups.resolve_now(
+                evaluate(self.config, self.store).lookups, timeout=FIRST_LOOKUPS_TIMEOUT_SECONDS
+            )
         # The first round needs no debounce: the listing already gathered everything.
         await self.reconcile_once()
         next_resync = self.clock() + self.config.resync_seconds
@@ -222,9 +238,13 @@ class Publisher:
             for name, failure in self.failures.items()
             if failure.permanent_fingerprint is None and name in self.desired
         ]
+        if self.lookups is not None and (retry := self.lookups.next_retry()) is not None:
+            candidates.append(retry)
         return max(min(candidates), 0.05) if candidates else None
 
     def _retry_due_writes(self) -> None:
+        if self.lookups is not None:
+            self.lookups.request(self.lookups.due())
         now = self.clock()
         for name, failure in self.failures.items():
             if failure.permanent_fingerprint is None and failure.retry_at <= now and name in self.desired:
@@ -305,7 +325,16 @@ class Publisher:
         for conflict in evaluation.conflicts:
             await self._conflict(conflict.name, conflict.describe())
             self.desired.pop(conflict.name, None)
+        if self.lookups is not None:
+            self.lookups.request(evaluation.lookups)
+        for profile in self.config.enabled_fabrics:
+            self.metrics.unschedulable_fabric_pods.labels(fabric=profile.name).set(
+                evaluation.unschedulable_pods(profile.name)
+            )
+        for name in evaluation.absent:
+            self.latest.pop(name, None)
         for capability in evaluation.capabilities:
+            self.latest[capability.name] = capability.status
             self.desired[capability.name] = (capability.fabric, capability.pool)
             self.absent_since.pop(capability.name, None)
             # Metrics come from what this replica computed, never from a status read back
@@ -322,6 +351,7 @@ class Publisher:
                     await self._guarded(capability.name, self.publish(capability))
 
             await asyncio.gather(*(publish_one(capability) for capability in evaluation.capabilities))
+            await self._workload_events(evaluation)
         for name, since in list(self.absent_since.items()):
             if name not in self.published:
                 self.absent_since.pop(name)
@@ -331,6 +361,26 @@ class Publisher:
         self.metrics.name_conflicts.set(len(self.conflicts))
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
+
+    async def _workload_events(self, evaluation: Evaluation) -> None:
+        """FabricNotRequested and FabricUnschedulable, once per problem, on the owners."""
+        if self.events is None:
+            return
+        ready = [
+            ReadyPool(self.desired[name][0], status.pool.key, status.pool.value, status.uniform_count)
+            for name, status in self.latest.items()
+            if name in self.desired and status.is_ready and status.uniform_count is not None
+        ]
+        profiles = {profile.name: profile for profile in self.config.enabled_fabrics}
+        events = [
+            *evaluation.workload_events,
+            *(unschedulable_event(profiles[group.fabric], group, ready) for group in evaluation.unschedulable),
+        ]
+        for event in events:
+            if event.key in self.workload_events_sent or not self.leader.leading:
+                continue
+            if await self.events.warn_workload(event):
+                self.workload_events_sent.add(event.key)
 
     def health(self) -> dict[str, Any]:
         """What /healthz reports; raises when the evaluation loop is stuck (so the pod restarts).

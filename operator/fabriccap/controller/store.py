@@ -41,6 +41,13 @@ class FactStore(FactIndex):
     def _everything_touched(self) -> None:
         self.mark_all()
 
+    def _unscheduled_touched(self) -> None:
+        self.changed.set()  # no pool's status, but the unschedulable count and its Events
+
+    def _lookups_touched(self) -> None:
+        # An owner or a claim resolved: rare (once per owner) and it can concern any pool.
+        self.mark_all()
+
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""
         everything, pools = self.everything_dirty, self.dirty_pools

@@ -126,6 +126,28 @@ class SourceCount(_ApiModel):
     nodes: int
 
 
+class WorkloadCount(_ApiModel):
+    pods: int
+    workloads: int  # distinct top-level owners
+
+
+class Offender(_ApiModel):
+    """A workload on the pool that does not ask for the fabric it could use."""
+
+    namespace: str
+    kind: str  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...), else Pod
+    name: str
+    pods: int
+    problem: str  # "withoutFabric" | "intentWithoutRequest"
+
+
+class WorkloadsStatus(_ApiModel):
+    requesting_fabric: WorkloadCount = Field(alias="requestingFabric")
+    without_fabric: WorkloadCount = Field(alias="withoutFabric")
+    intent_without_request: WorkloadCount = Field(alias="intentWithoutRequest")
+    offenders: list[Offender]
+
+
 class FabricCapabilityStatus(_ApiModel):
     observed_generation: int | None = Field(default=None, alias="observedGeneration")
     fabric: str
@@ -141,6 +163,7 @@ class FabricCapabilityStatus(_ApiModel):
     gap: GapStatus
     recommendation: Recommendation | None = None
     sources: list[SourceCount] = Field(default_factory=list)
+    workloads: WorkloadsStatus | None = None  # absent when workload reporting is off
     conditions: list[Condition]
 
     def condition(self, condition_type: ConditionType | str) -> Condition | None:

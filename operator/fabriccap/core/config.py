@@ -476,6 +476,12 @@ _MERGE_RENAMES: dict[str, dict[str, str]] = {
 _REPLACED_MAPPINGS = frozenset({"attributes"})
 
 
+class WorkloadSettings(_Model):
+    """Whether the pods that run on the pools are read (cluster-wide) and reported."""
+
+    enabled: StrictBool = True
+
+
 class Config(_Model):
     pool_labels: tuple[str, ...] = Field(default=DEFAULT_POOL_LABELS, alias="poolLabels", min_length=1)
     fabrics: tuple[FabricProfile, ...] = Field(default=())
@@ -492,6 +498,7 @@ class Config(_Model):
     # fabriccap_pool_ready reads 0. Watches are renewed every minute, so the default leaves
     # room for one missed renewal.
     stale_after_seconds: float = Field(default=150.0, alias="staleAfterSeconds", gt=0)
+    workloads: WorkloadSettings = Field(default_factory=WorkloadSettings)
 
     @field_validator("pool_labels")
     @classmethod

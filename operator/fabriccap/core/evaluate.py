@@ -41,6 +41,14 @@ from fabriccap.core.config import Config, DevicePlugin, DraSettings, FabricProfi
 from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
 from fabriccap.core.index import DraDevices, FactIndex
 from fabriccap.core.names import capability_name, is_label_value
+from fabriccap.core.workloads import (
+    LookupKey,
+    UnschedulableGroup,
+    WorkloadEvent,
+    not_requested_event,
+    pool_workloads,
+    unschedulable_groups,
+)
 
 MAX_GAP_NODES = 20
 MAX_NAMED_NODES = 5
@@ -154,6 +162,15 @@ class Evaluation:
     # Names of the (fabric, pool) pairs evaluated that have no target node now.
     absent: frozenset[str] = frozenset()
     conflicts: tuple[NameConflict, ...] = ()
+    # FabricNotRequested Events for the workloads of the pools evaluated.
+    workload_events: tuple[WorkloadEvent, ...] = ()
+    # Pending pods no node can give the fabric, cluster-wide, grouped by owner and fabric.
+    unschedulable: tuple[UnschedulableGroup, ...] = ()
+    # Owners and claims the evaluation could not see through: read them, then evaluate again.
+    lookups: frozenset[LookupKey] = frozenset()
+
+    def unschedulable_pods(self, fabric: str) -> int:
+        return sum(group.pods for group in self.unschedulable if group.fabric == fabric)
 
 
 def _selects(finder: DevicePlugin | DraSettings, namespaces: tuple[str, ...], daemon_set: DaemonSetFacts) -> bool:
@@ -724,6 +741,8 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
     absent: set[str] = set()
+    events: list[WorkloadEvent] = []
+    lookups: set[LookupKey] = set()
     for pool in list(index.pool_members) if pools is None else pools:
         members = index.members(pool)
         for profile in config.enabled_fabrics:
@@ -731,11 +750,23 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
             view = views[profile.name]
             devices = {node.name: node_devices(profile, node, index) for node in members}
             targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
-            if targets:
-                status = evaluate_pool(profile, pool, targets, view, devices)
-                capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
-            else:
+            if not targets:
                 absent.add(name)
+                continue
+            status = evaluate_pool(profile, pool, targets, view, devices)
+            if config.workloads.enabled:
+                pods = index.workload_pods_on([node.name for node in targets])
+                found = pool_workloads(profile, pods, status.advertising_nodes > 0, index)
+                status = status.model_copy(update={"workloads": found.status})
+                lookups |= found.lookups
+                events.extend(
+                    not_requested_event(profile, name, status, owner, count) for owner, count in found.without_fabric
+                )
+            capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
+    unschedulable: tuple[UnschedulableGroup, ...] = ()
+    if config.workloads.enabled:
+        unschedulable, pending_lookups = unschedulable_groups(config.enabled_fabrics, index)
+        lookups |= pending_lookups
     unpooled = sum(
         1
         for name in index.unpooled
@@ -760,5 +791,11 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
         taken = {conflict.name for conflict in conflicts}
         capabilities = [capability for capability in capabilities if capability.name not in taken]
     return Evaluation(
-        capabilities=tuple(capabilities), unpooled_nodes=unpooled, absent=frozenset(absent), conflicts=conflicts
+        capabilities=tuple(capabilities),
+        unpooled_nodes=unpooled,
+        absent=frozenset(absent),
+        conflicts=conflicts,
+        workload_events=tuple(events),
+        unschedulable=unschedulable,
+        lookups=frozenset(lookups),
     )

@@ -116,6 +116,51 @@ class SliceFacts:
         return _lookup(self.devices, fabric)
 
 
+class ObjectRef(NamedTuple):
+    """A namespaced object by kind and name; the uid when known (an Event on it needs one)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+class ClaimRef(NamedTuple):
+    """A pod's ResourceClaim, by the object that says which devices it asks for."""
+
+    kind: str  # "ResourceClaimTemplate" or "ResourceClaim"
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPodFacts:
+    """A pod that requests an accelerator or a fabric, claims devices, or sets fabric
+    environment. Every other pod leaves nothing in memory."""
+
+    namespace: str
+    name: str
+    node_name: str | None
+    # The effective requests (as the scheduler computes them: containers, init containers,
+    # sidecars, overhead) of the resources some profile cares about, above 0 only, sorted.
+    requests: tuple[tuple[str, int], ...]
+    claims: tuple[ClaimRef, ...]
+    intent: tuple[str, ...]  # the fabrics whose environment the pod sets
+    # The nearest owner the pod itself tells: its controller, or the JobSet its labels name
+    # (a JobSet's Jobs are of no interest), else the pod.
+    owner: ObjectRef
+    # PodScheduled=False with reason Unschedulable: the scheduler's message, shortened.
+    unschedulable: str | None = None
+
+    def request_of(self, resource: str) -> int:
+        return _lookup(self.requests, resource)
+
+
 @dataclass(frozen=True, slots=True)
 class PodFacts:
     namespace: str
@@ -231,6 +276,72 @@ class FactsExtractor:
             ready=ready,
         )
 
+    def workload_pod(self, body: Mapping[str, Any]) -> WorkloadPodFacts | None:
+        """Facts of a pod that could use a fabric; None for any other pod, and for a pod that
+        has finished (it runs nothing any more). Raises FactsError for a quantity that is not
+        one: such a pod is left out, and the log says which."""
+        if not self.config.workloads.enabled:
+            return None
+        metadata = _mapping(body, "metadata", "Pod")
+        namespace = str(metadata.get("namespace") or "")
+        name = str(metadata.get("name") or "")
+        where = f"Pod {namespace}/{name}"
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+            raise FactsError(f"{where}: spec/status is not a mapping")
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return None
+        containers = _containers(spec, "containers", where)
+        init_containers = _containers(spec, "initContainers", where)
+        requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
+        claims = _claims(spec.get("resourceClaims"), namespace)
+        intent = self._intent([*containers, *init_containers])
+        if not requests and not claims and not intent:
+            return None
+        labels = metadata.get("labels") or {}
+        node_name = spec.get("nodeName") or None
+        return WorkloadPodFacts(
+            namespace=namespace,
+            name=name,
+            node_name=str(node_name) if node_name else None,
+            requests=requests,
+            claims=claims,
+            intent=intent,
+            owner=_nearest_owner(metadata, labels if isinstance(labels, Mapping) else {}, namespace, name),
+            unschedulable=None if node_name else _unschedulable_message(status.get("conditions")),
+        )
+
+    def _intent(self, containers: list[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The fabrics whose environment a pod sets: libfabric's EFA provider, NCCL's OFI
+        plugin, or any name of the profile's recommendedEnv."""
+        names: set[str] = set()
+        libfabric = False
+        for container in containers:
+            env = container.get("env")
+            if not isinstance(env, list):
+                continue
+            for variable in env:
+                if not isinstance(variable, Mapping) or not isinstance(variable.get("name"), str):
+                    continue
+                names.add(variable["name"])
+                value = variable.get("value")
+                if not isinstance(value, str):
+                    continue
+                if variable["name"] == "FI_PROVIDER" and "efa" in (part.strip() for part in value.lower().split(",")):
+                    libfabric = True
+                if variable["name"] == "NCCL_NET" and ("ofi" in value.lower() or "libfabric" in value.lower()):
+                    libfabric = True
+        if not names:
+            return ()
+        return tuple(
+            sorted(
+                fabric.name
+                for fabric in self.config.enabled_fabrics
+                if libfabric or any(env.name in names for env in fabric.recommended_env)
+            )
+        )
+
     def resource_slice(self, body: Mapping[str, Any]) -> SliceFacts | None:
         """Facts of a ResourceSlice of a configured DRA driver on one node; None for any other
         driver. Raises IgnoredObjectError for a slice of a configured driver that names no node.
@@ -316,6 +427,146 @@ class FactsExtractor:
             labels=_pairs(labels),
             template_labels=_pairs(template_labels if isinstance(template_labels, Mapping) else {}),
         )
+
+
+# A container count far beyond any real pod (the API server allows it, a kubelet would not
+# start it): the work per pod stays bounded and the pod is reported instead.
+MAX_CONTAINERS = 1000
+# The scheduler's message is kept for the Event, not in full: a long one says nothing more.
+MAX_MESSAGE = 1000
+# Owner labels set by the JobSet controller on its Jobs' pod templates.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+
+
+def _containers(spec: Mapping[str, Any], field: str, where: str) -> list[Mapping[str, Any]]:
+    containers = spec.get(field) or []
+    if not isinstance(containers, list):
+        raise FactsError(f"{where}: spec.{field} is not a list")
+    if len(containers) > MAX_CONTAINERS:
+        raise FactsError(f"{where}: spec.{field} has {len(containers)} entries (more than {MAX_CONTAINERS})")
+    if not all(isinstance(container, Mapping) for container in containers):
+        raise FactsError(f"{where}: spec.{field} has an entry that is not a mapping")
+    return containers
+
+
+def _container_requests(container: Mapping[str, Any], resources: frozenset[str], where: str) -> dict[str, int]:
+    """A container's requests of ``resources``; an extended resource's request defaults to its limit."""
+    spec = container.get("resources") or {}
+    if not isinstance(spec, Mapping):
+        raise FactsError(f"{where}: container {container.get('name')!r}: resources is not a mapping")
+    found: dict[str, int] = {}
+    for field in ("limits", "requests"):  # requests last: they win where both are given
+        quantities = spec.get(field) or {}
+        if not isinstance(quantities, Mapping):
+            raise FactsError(f"{where}: container {container.get('name')!r}: resources.{field} is not a mapping")
+        for resource in resources & quantities.keys():
+            raw = quantities[resource]
+            try:
+                count = parse_quantity(raw)
+            except ValueError as error:
+                raise FactsError(
+                    f"{where}: container {container.get('name')!r}: resources.{field}[{resource}]: {error}"
+                ) from None
+            if count > MAX_DEVICE_COUNT:
+                raise FactsError(
+                    f"{where}: container {container.get('name')!r}: resources.{field}[{resource}]: "
+                    f"{shown_value(raw)} is out of range"
+                )
+            found[resource] = count
+    return found
+
+
+def _effective_requests(
+    containers: list[Mapping[str, Any]],
+    init_containers: list[Mapping[str, Any]],
+    overhead: Any,
+    resources: frozenset[str],
+    where: str,
+) -> tuple[tuple[str, int], ...]:
+    """What the scheduler reserves: the app containers plus the sidecars (init containers with
+    restartPolicy Always), or the largest init container plus the sidecars started before it,
+    whichever is larger; plus the pod overhead."""
+    total: dict[str, int] = {}
+    for container in containers:
+        for resource, count in _container_requests(container, resources, where).items():
+            total[resource] = total.get(resource, 0) + count
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in init_containers:
+        requests = _container_requests(container, resources, where)
+        if container.get("restartPolicy") == "Always":
+            for resource, count in requests.items():
+                sidecars[resource] = sidecars.get(resource, 0) + count
+            running = sidecars
+        else:
+            running = {r: requests.get(r, 0) + sidecars.get(r, 0) for r in requests.keys() | sidecars.keys()}
+        for resource, count in running.items():
+            init_peak[resource] = max(init_peak.get(resource, 0), count)
+    extra = _container_requests({"name": "overhead", "resources": {"requests": overhead or {}}}, resources, where)
+    effective = {
+        resource: max(total.get(resource, 0) + sidecars.get(resource, 0), init_peak.get(resource, 0))
+        + extra.get(resource, 0)
+        for resource in total.keys() | sidecars.keys() | init_peak.keys() | extra.keys()
+    }
+    return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0))
+
+
+def _claims(resource_claims: Any, namespace: str) -> tuple[ClaimRef, ...]:
+    if not isinstance(resource_claims, list):
+        return ()
+    found = []
+    for claim in resource_claims:
+        if not isinstance(claim, Mapping):
+            continue
+        if isinstance(claim.get("resourceClaimTemplateName"), str):
+            found.append(ClaimRef("ResourceClaimTemplate", namespace, claim["resourceClaimTemplateName"]))
+        elif isinstance(claim.get("resourceClaimName"), str):
+            found.append(ClaimRef("ResourceClaim", namespace, claim["resourceClaimName"]))
+    return tuple(sorted(set(found)))
+
+
+def controller_owner(metadata: Mapping[str, Any], namespace: str, *, any_owner: bool = False) -> ObjectRef | None:
+    """The object's controller owner reference (or, with ``any_owner``, its first owner)."""
+    references = metadata.get("ownerReferences")
+    if not isinstance(references, list):
+        return None
+    candidates = [r for r in references if isinstance(r, Mapping) and r.get("kind") and r.get("name")]
+    chosen = next((r for r in candidates if r.get("controller") is True), None)
+    if chosen is None and any_owner and candidates:
+        chosen = candidates[0]
+    if chosen is None:
+        return None
+    api_version, uid = str(chosen.get("apiVersion") or ""), str(chosen.get("uid") or "")
+    return ObjectRef(api_version, str(chosen["kind"]), namespace, str(chosen["name"]), uid)
+
+
+def _nearest_owner(metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str) -> ObjectRef:
+    owner = controller_owner(metadata, namespace, any_owner=True)
+    if owner is None:
+        return ObjectRef("v1", "Pod", namespace, name, str(metadata.get("uid") or ""))
+    if owner.kind == "Job" and isinstance(labels.get(JOBSET_NAME_LABEL), str):
+        # The JobSet controller labels its pods with the JobSet's name and uid: no need to
+        # read the Job to learn whose it is.
+        uid = str(labels.get(JOBSET_UID_LABEL) or "")
+        return ObjectRef(JOBSET_API_VERSION, "JobSet", namespace, labels[JOBSET_NAME_LABEL], uid)
+    return owner
+
+
+def _unschedulable_message(conditions: Any) -> str | None:
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            message = str(condition.get("message") or "")
+            return message if len(message) <= MAX_MESSAGE else f"{message[: MAX_MESSAGE - 3]}..."
+    return None
 
 
 def _count(value: Any, field: str) -> int:

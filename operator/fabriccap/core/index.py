@@ -13,9 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool, SliceFacts
+from fabriccap.core.facts import (
+    ClaimRef,
+    DaemonSetFacts,
+    NodeFacts,
+    ObjectRef,
+    PodFacts,
+    Pool,
+    SliceFacts,
+    WorkloadPodFacts,
+)
 
 NamespacedKey = tuple[str, str]
+OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +49,14 @@ class FactIndex:
         self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
         self.slices: dict[str, SliceFacts] = {}
         self.node_slices: dict[str, set[str]] = {}  # node name -> names of its slices
+        self.workload_pods: dict[NamespacedKey, WorkloadPodFacts] = {}
+        self.node_workload_pods: dict[str, set[NamespacedKey]] = {}
+        self.unscheduled_pods: set[NamespacedKey] = set()  # not bound, and the scheduler said why
+        # What only other objects tell (their owners, the devices a claim asks for), learnt by
+        # lookups: the operator's cached reads, or the objects a snapshot carries. An owner
+        # mapped to None has none (or cannot be read): it is the top.
+        self.owner_parents: dict[OwnerKey, ObjectRef | None] = {}
+        self.claim_classes: dict[ClaimRef, frozenset[str]] = {}
 
     # -- change hooks (no-ops here; the operator's store marks pools dirty)
 
@@ -50,6 +68,12 @@ class FactIndex:
 
     def _everything_touched(self) -> None:
         """A change that can concern every pool (which DaemonSets count as the plugin)."""
+
+    def _unscheduled_touched(self) -> None:
+        """A pod no node could take changed (the unschedulable count and its Events)."""
+
+    def _lookups_touched(self) -> None:
+        """An owner or a claim became known: every pool whose pods it concerns may change."""
 
     def _node_touched(self, node_name: str | None) -> None:
         if node_name is not None and (node := self.nodes.get(node_name)) is not None:
@@ -115,6 +139,61 @@ class FactIndex:
         if previous is None:
             return False
         self._node_touched(previous.node_name)
+        return True
+
+    # -- workload pods (those that request an accelerator or a fabric, or set fabric env)
+
+    def put_workload_pod(self, facts: WorkloadPodFacts) -> bool:
+        key = (facts.namespace, facts.name)
+        previous = self.workload_pods.get(key)
+        if previous == facts:
+            return False
+        if previous is not None:
+            self._unlink_workload_pod(key, previous)
+        self.workload_pods[key] = facts
+        if facts.node_name is not None:
+            self.node_workload_pods.setdefault(facts.node_name, set()).add(key)
+            self._node_touched(facts.node_name)
+        elif facts.unschedulable is not None:
+            self.unscheduled_pods.add(key)
+            self._unscheduled_touched()
+        return True
+
+    def remove_workload_pod(self, namespace: str, name: str) -> bool:
+        key = (namespace, name)
+        previous = self.workload_pods.pop(key, None)
+        if previous is None:
+            return False
+        self._unlink_workload_pod(key, previous)
+        return True
+
+    def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
+        if facts.node_name is not None:
+            keys = self.node_workload_pods.get(facts.node_name)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.node_workload_pods[facts.node_name]
+            self._node_touched(facts.node_name)
+        if key in self.unscheduled_pods:
+            self.unscheduled_pods.discard(key)
+            self._unscheduled_touched()
+
+    def workload_pods_on(self, node_names: list[str]) -> list[WorkloadPodFacts]:
+        return [self.workload_pods[key] for name in node_names for key in self.node_workload_pods.get(name, ())]
+
+    def learn_owner(self, key: OwnerKey, parent: ObjectRef | None) -> bool:
+        if key in self.owner_parents and self.owner_parents[key] == parent:
+            return False
+        self.owner_parents[key] = parent
+        self._lookups_touched()
+        return True
+
+    def learn_claim(self, claim: ClaimRef, device_classes: frozenset[str]) -> bool:
+        if self.claim_classes.get(claim) == device_classes:
+            return False
+        self.claim_classes[claim] = device_classes
+        self._lookups_touched()
         return True
 
     # -- ResourceSlices
@@ -206,6 +285,9 @@ class FactIndex:
         for pod_namespace, name in [key for key in self.pods if namespace is None or key[0] == namespace]:
             if f"{pod_namespace}/{name}" not in keys:
                 self.remove_pod(pod_namespace, name)
+        for pod_namespace, name in [key for key in self.workload_pods if namespace is None or key[0] == namespace]:
+            if f"{pod_namespace}/{name}" not in keys:
+                self.remove_workload_pod(pod_namespace, name)
 
     def retain_slices(self, names: set[str]) -> None:
         for name in [name for name in self.slices if name not in names]:

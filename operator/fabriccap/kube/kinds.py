@@ -46,15 +46,17 @@ class WatchedKind:
     optional: bool = False
     # Whether a config needs this kind at all (ResourceSlices: only when a fabric reads DRA).
     wanted_by: Callable[[Config], bool] = lambda _config: True
+    # Whether a config needs it cluster-wide even so (Pods, when workloads are reported).
+    cluster_wide_for: Callable[[Config], bool] = lambda _config: False
 
     @property
     def kind(self) -> str:
         return self.resource.kind
 
-    def paths(self, plugin_namespaces: tuple[str, ...]) -> list[tuple[str | None, str]]:
+    def paths(self, config: Config) -> list[tuple[str | None, str]]:
         """(scope, list path) pairs to list and watch."""
-        if self.per_plugin_namespace:
-            return [(namespace, self.resource.collection(namespace)) for namespace in plugin_namespaces]
+        if self.per_plugin_namespace and not self.cluster_wide_for(config):
+            return [(namespace, self.resource.collection(namespace)) for namespace in config.plugin_namespaces]
         return [(None, self.resource.collection())]
 
 
@@ -68,6 +70,16 @@ def _upsert_pod(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, 
         index.remove_pod(*_namespace_and_name(body))
     else:
         index.put_pod(facts)
+    workload = extractor.workload_pod(body)
+    if workload is None:
+        index.remove_workload_pod(*_namespace_and_name(body))
+    else:
+        index.put_workload_pod(workload)
+
+
+def _delete_pod(index: FactIndex, body: Mapping[str, Any]) -> None:
+    index.remove_pod(*_namespace_and_name(body))
+    index.remove_workload_pod(*_namespace_and_name(body))
 
 
 def _upsert_daemon_set(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
@@ -99,8 +111,10 @@ POD = WatchedKind(
     resource=PODS,
     per_plugin_namespace=True,
     upsert=_upsert_pod,
-    delete=lambda index, body: index.remove_pod(*_namespace_and_name(body)),
+    delete=_delete_pod,
     retain=lambda index, scope, keys: index.retain_pods(scope, keys),
+    # Workloads run in any namespace; without them, only the plugins' pods matter.
+    cluster_wide_for=lambda config: config.workloads.enabled,
 )
 
 

@@ -28,10 +28,9 @@ async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None, c
     from fabriccap.kube.client import connect
 
     facts = FactIndex()
-    namespaces = tuple(sorted(extractor.plugin_namespaces))
     async with await connect(kubeconfig, context) as client:
         for watched in kinds_for(extractor.config):
-            for _scope, path in watched.paths(namespaces):
+            for _scope, path in watched.paths(extractor.config):
                 try:
                     bodies = [body async for body in client.list_items(path)]
                 except KubeError as error:

@@ -1,0 +1,146 @@
+"""Owners and claims the pods do not tell: read once each, cached in the fact index.
+
+A pod names its controller (a Job) and, through the JobSet controller's labels, its JobSet;
+whose the JobSet is (a TrainJob's) only the JobSet says, and which devices a claim asks for
+only its ResourceClaimTemplate says. The evaluation lists what it could not see through; this
+reads each object once (a GET, never a watch of those kinds: RBAC grants ``get`` only) and
+puts the answer in the index, which makes the pools concerned evaluate again.
+
+An object that is gone, or a kind the cluster does not serve (no JobSet CRD), is an answer:
+"no further owner". A kind the operator may not read (403) is said once in the log and treated
+the same way. Anything else is retried later, with a backoff per object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import ClaimRef
+from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey, device_classes_of, owner_of
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
+
+logger = logging.getLogger(__name__)
+
+PARALLEL_LOOKUPS = 8
+RETRY_BASE_SECONDS = 2.0
+RETRY_CAP_SECONDS = 300.0
+# The API versions a lookup reads a kind in when the reference does not say.
+DEFAULT_API_VERSIONS = {
+    "Job": "batch/v1",
+    "JobSet": "jobset.x-k8s.io/v1alpha2",
+    "ReplicaSet": "apps/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
+}
+
+
+def lookup_path(key: LookupKey) -> str:
+    plural = OWNER_LOOKUP_KINDS.get(key.kind) or CLAIM_LOOKUP_KINDS[key.kind]
+    api_version = key.api_version or DEFAULT_API_VERSIONS[key.kind]
+    # A claim is always read in resource.k8s.io/v1, whatever version wrote it.
+    if key.is_claim:
+        api_version = DEFAULT_API_VERSIONS[key.kind]
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    return f"{base}/namespaces/{key.namespace}/{plural}/{key.name}"
+
+
+@dataclass
+class LookupResolver:
+    client: KubeClient
+    store: FactStore
+    clock: Callable[[], float] = time.monotonic
+    _pending: set[LookupKey] = field(default_factory=set)
+    _retry_at: dict[LookupKey, tuple[float, int]] = field(default_factory=dict)  # key -> (when, attempts)
+    _forbidden_kinds: set[str] = field(default_factory=set)
+    _semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARALLEL_LOOKUPS))
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def request(self, keys: Iterable[LookupKey]) -> None:
+        """Start reading the objects not already being read (or waiting for their retry)."""
+        now = self.clock()
+        for key in keys:
+            if key in self._pending:
+                continue
+            retry = self._retry_at.get(key)
+            if retry is not None and retry[0] > now:
+                continue
+            self._pending.add(key)
+            task = asyncio.create_task(self._resolve(key), name=f"lookup {key.kind} {key.namespace}/{key.name}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def resolve_now(self, keys: Iterable[LookupKey], timeout: float) -> None:
+        """Read these and wait for them (bounded): the first publication should not name a
+        JobSet where a moment later it would name the TrainJob."""
+        self.request(keys)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending)
+
+    def next_retry(self) -> float | None:
+        """Seconds until the earliest retry falls due, if any."""
+        if not self._retry_at:
+            return None
+        return max(min(when for when, _ in self._retry_at.values()) - self.clock(), 0.0)
+
+    def due(self) -> list[LookupKey]:
+        now = self.clock()
+        return [key for key, (when, _) in self._retry_at.items() if when <= now]
+
+    async def _resolve(self, key: LookupKey) -> None:
+        try:
+            async with self._semaphore:
+                body = await self.client.get(lookup_path(key))
+        except KubeError as error:
+            self._failed(key, error)
+            return
+        except Exception as error:  # a garbled body, a dropped connection: retry later
+            self._failed(key, KubeError(str(error)))
+            return
+        finally:
+            self._pending.discard(key)
+        self._retry_at.pop(key, None)
+        self._learn(key, body)
+
+    def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
+        if key.is_claim:
+            classes = device_classes_of(body) if body is not None else frozenset()
+            self.store.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
+        else:
+            parent = owner_of(body, key.namespace) if body is not None else None
+            self.store.learn_owner((key.kind, key.namespace, key.name), parent)
+
+    def _failed(self, key: LookupKey, error: KubeError) -> None:
+        if error.status == 404:
+            # Gone, or a kind this cluster does not serve: the nearest known owner is the top.
+            self._retry_at.pop(key, None)
+            self._learn(key, None)
+            return
+        if error.status == 403:
+            if key.kind not in self._forbidden_kinds:
+                self._forbidden_kinds.add(key.kind)
+                logger.warning(
+                    "may not read %s objects (%s): workloads are reported by their nearest known owner",
+                    key.kind,
+                    error,
+                )
+            self._learn(key, None)
+            return
+        _, attempts = self._retry_at.get(key, (0.0, 0))
+        delay = min(RETRY_BASE_SECONDS * 2**attempts, RETRY_CAP_SECONDS)
+        self._retry_at[key] = (self.clock() + delay, attempts + 1)
+        logger.warning("reading %s %s/%s failed: %s; again in %.0fs", key.kind, key.namespace, key.name, error, delay)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

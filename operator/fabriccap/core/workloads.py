@@ -1,0 +1,373 @@
+"""Who on a pool asks for the fabric, and who does not. Pure, like the evaluation it is part of.
+
+A pod bound to a pool's node is one of three things for a fabric: it requests the fabric (the
+extended resource, or a ResourceClaim of the profile's DeviceClass); it requests an accelerator
+but not the fabric while the pool advertises it, so NCCL falls back to TCP sockets; or it sets
+fabric environment (FI_PROVIDER=efa, an OFI NCCL_NET) without asking for the devices. Pods are
+grouped by their top-level owner (a TrainJob, not its JobSet, Jobs and pods), which is also
+where the Warning Events go, because that is the object a user wrote.
+
+Some owners can only be known from the owner objects themselves (whose is this Job? this
+JobSet?), and some claims only from their template. Those are *lookups*: the evaluation says
+which it is missing; the operator reads each object once and the answer lands in the index.
+Until then the nearest known owner stands in, and a pod whose claims are unknown is not judged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from fabriccap.core.api import FabricCapabilityStatus, Offender, WorkloadCount, WorkloadsStatus
+from fabriccap.core.config import FabricProfile, Source
+from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner
+from fabriccap.core.index import FactIndex
+
+MAX_OFFENDERS = 20
+MAX_OWNER_DEPTH = 4
+WITHOUT_FABRIC = "withoutFabric"
+INTENT_WITHOUT_REQUEST = "intentWithoutRequest"
+FABRIC_NOT_REQUESTED = "FabricNotRequested"
+FABRIC_UNSCHEDULABLE = "FabricUnschedulable"
+
+# The kinds whose own owner is worth one read: a Job may belong to a CronJob or an MPIJob's
+# launcher, a JobSet to a TrainJob, a ReplicaSet to a Deployment. Any other kind is the top.
+OWNER_LOOKUP_KINDS: dict[str, str] = {"Job": "jobs", "JobSet": "jobsets", "ReplicaSet": "replicasets"}
+CLAIM_LOOKUP_KINDS: dict[str, str] = {
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "ResourceClaim": "resourceclaims",
+}
+
+# Where a user sets the resources of a kind's pods: what a FabricNotRequested Event points at.
+REQUEST_FIELDS: dict[str, str] = {
+    "TrainJob": "spec.trainer.resourcesPerNode",
+    "JobSet": "spec.replicatedJobs[].template.spec.template.spec.containers[].resources",
+    "PyTorchJob": "spec.pytorchReplicaSpecs.<Master|Worker>.template.spec.containers[].resources",
+    "MPIJob": "spec.mpiReplicaSpecs.Worker.template.spec.containers[].resources",
+    "TFJob": "spec.tfReplicaSpecs.<Worker>.template.spec.containers[].resources",
+    "Job": "spec.template.spec.containers[].resources",
+    "CronJob": "spec.jobTemplate.spec.template.spec.containers[].resources",
+    "Deployment": "spec.template.spec.containers[].resources",
+    "StatefulSet": "spec.template.spec.containers[].resources",
+    "ReplicaSet": "spec.template.spec.containers[].resources",
+    "Pod": "spec.containers[].resources",
+}
+DEFAULT_REQUEST_FIELD = "its pod template's containers[].resources"
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class LookupKey:
+    """An object to read once: an owner (for its own owner) or a claim (for its device classes)."""
+
+    kind: str
+    namespace: str
+    name: str
+    api_version: str = ""
+
+    @property
+    def is_claim(self) -> bool:
+        return self.kind in CLAIM_LOOKUP_KINDS
+
+
+def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, LookupKey | None]:
+    """The pod's top-level owner as far as known, and the lookup that would go one further."""
+    current = pod.owner
+    for _ in range(MAX_OWNER_DEPTH):
+        if current.kind not in OWNER_LOOKUP_KINDS:
+            return current, None
+        if current.key not in index.owner_parents:
+            return current, LookupKey(current.kind, current.namespace, current.name, current.api_version)
+        parent = index.owner_parents[current.key]
+        if parent is None:
+            return current, None
+        current = parent
+    return current, None
+
+
+def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[bool, list[LookupKey]]:
+    """Whether one of the pod's claims asks for the fabric's DeviceClass; the claims not yet known."""
+    device_class = profile.dra.device_class_name if profile.uses(Source.DRA) else None
+    unknown = []
+    for claim in pod.claims:
+        classes = index.claim_classes.get(claim)
+        if classes is None:
+            unknown.append(LookupKey(claim.kind, claim.namespace, claim.name, "resource.k8s.io/v1"))
+        elif device_class is not None and device_class in classes:
+            return True, []
+    return False, unknown
+
+
+@dataclass(frozen=True, slots=True)
+class PodUse:
+    fabric: bool
+    accelerator: bool
+    intent: bool
+    unknown: bool  # a claim not yet read: the pod is not judged
+
+
+def pod_use(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[PodUse, list[LookupKey]]:
+    by_claim, unknown = claims_fabric(pod, profile, index)
+    fabric = pod.request_of(profile.resource) > 0 or by_claim
+    accelerator = any(pod.request_of(resource) > 0 for resource in profile.target_nodes.accelerator_resources)
+    use = PodUse(
+        fabric=fabric, accelerator=accelerator, intent=profile.name in pod.intent, unknown=bool(unknown) and not fabric
+    )
+    return use, unknown
+
+
+@dataclass(frozen=True, slots=True)
+class PoolWorkloads:
+    status: WorkloadsStatus
+    # Every owner whose pods run without the fabric (not only the first 20), with their pods.
+    without_fabric: tuple[tuple[ObjectRef, int], ...]
+    lookups: frozenset[LookupKey]
+
+
+def _owner_sort_key(owner: ObjectRef) -> tuple[str, str, str]:
+    return (owner.namespace, owner.kind, owner.name)
+
+
+def pool_workloads(
+    profile: FabricProfile, pods: Iterable[WorkloadPodFacts], advertises: bool, index: FactIndex
+) -> PoolWorkloads:
+    """``status.workloads`` of one (fabric, pool) from the pods bound to its nodes."""
+    groups: dict[str, dict[ObjectRef, int]] = {"requesting": {}, WITHOUT_FABRIC: {}, INTENT_WITHOUT_REQUEST: {}}
+    lookups: set[LookupKey] = set()
+    for pod in pods:
+        use, unknown = pod_use(pod, profile, index)
+        lookups.update(unknown)
+        owner, missing = top_owner(pod, index)
+        if missing is not None:
+            lookups.add(missing)
+        if use.unknown:
+            continue
+        if use.fabric:
+            groups["requesting"][owner] = groups["requesting"].get(owner, 0) + 1
+        elif use.accelerator and advertises:
+            groups[WITHOUT_FABRIC][owner] = groups[WITHOUT_FABRIC].get(owner, 0) + 1
+        if use.intent and not use.fabric:
+            groups[INTENT_WITHOUT_REQUEST][owner] = groups[INTENT_WITHOUT_REQUEST].get(owner, 0) + 1
+
+    def count(group: Mapping[ObjectRef, int]) -> WorkloadCount:
+        return WorkloadCount(pods=sum(group.values()), workloads=len(group))
+
+    offenders = sorted(
+        (
+            Offender(namespace=owner.namespace, kind=owner.kind, name=owner.name, pods=pods, problem=problem)
+            for problem in (WITHOUT_FABRIC, INTENT_WITHOUT_REQUEST)
+            for owner, pods in groups[problem].items()
+        ),
+        key=lambda offender: (offender.namespace, offender.kind, offender.name, offender.problem),
+    )
+    status = WorkloadsStatus(
+        requesting_fabric=count(groups["requesting"]),
+        without_fabric=count(groups[WITHOUT_FABRIC]),
+        intent_without_request=count(groups[INTENT_WITHOUT_REQUEST]),
+        offenders=offenders[:MAX_OFFENDERS],
+    )
+    without = tuple(sorted(groups[WITHOUT_FABRIC].items(), key=lambda item: _owner_sort_key(item[0])))
+    return PoolWorkloads(status=status, without_fabric=without, lookups=frozenset(lookups))
+
+
+# -- Events on the top-level owners
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadEvent:
+    """A Warning Event to record once on a workload's top-level owner."""
+
+    involved: ObjectRef
+    reason: str
+    message: str
+    # Identifies the problem across restarts (it names the Event): the same problem of the
+    # same object is recorded once, whatever its pod count does.
+    key: str
+
+    @property
+    def event_name(self) -> str:
+        digest = hashlib.sha256(self.key.encode()).hexdigest()[:16]
+        return f"{self.involved.name[:200]}.fabriccap-{digest}"
+
+
+def _event_key(reason: str, owner: ObjectRef, *parts: str) -> str:
+    return "/".join((reason, owner.uid or "", owner.kind, owner.namespace, owner.name, *parts))
+
+
+def _per_node_request(profile: FabricProfile, status: FabricCapabilityStatus) -> str:
+    """What to ask for on this pool, in words."""
+    recommendation = status.recommendation
+    count = status.uniform_count
+    if recommendation is not None and recommendation.resources_per_node:
+        ((resource, amount),) = recommendation.resources_per_node.items()
+        request = f"{resource}: {amount} per node"
+        if recommendation.resource_claim_template is not None:
+            request += f", or a ResourceClaim of DeviceClass {profile.dra.device_class_name} for {amount} devices"
+        return request
+    if recommendation is not None and recommendation.resource_claim_template is not None:
+        (device_request,) = recommendation.resource_claim_template.spec.devices.requests
+        exactly = device_request.exactly
+        return f"a ResourceClaim of DeviceClass {exactly.device_class_name} for {exactly.count} devices per node"
+    return f"{profile.resource}{f': {count}' if count else ''} per node"
+
+
+def not_requested_event(
+    profile: FabricProfile, capability_name: str, status: FabricCapabilityStatus, owner: ObjectRef, pods: int
+) -> WorkloadEvent:
+    """FabricNotRequested: the owner's pods run on a pool that advertises the fabric and ask for none."""
+    where = REQUEST_FIELDS.get(owner.kind, DEFAULT_REQUEST_FIELD)
+    pool = status.pool.value
+    running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {pool}"
+    ready = status.is_ready and status.uniform_count is not None
+    offered = f"{profile.resource}: {status.uniform_count}" if ready else profile.resource
+    if ready:
+        message = (
+            f"{running} where {offered} is Ready, but requests none: NCCL will use TCP sockets; "
+            f"request {_per_node_request(profile, status)} ({owner.kind}: {where})"
+        )
+    else:
+        ready_condition = status.condition("Ready")
+        reason = ready_condition.reason if ready_condition is not None else "NotReady"
+        message = (
+            f"{running} where {offered} is advertised (the pool is not Ready: {reason}), but requests none: "
+            f"NCCL will use TCP sockets; once the pool is Ready (kubectl describe fcap {capability_name}), "
+            f"request {profile.resource} per node ({owner.kind}: {where})"
+        )
+    return WorkloadEvent(
+        involved=owner,
+        reason=FABRIC_NOT_REQUESTED,
+        message=message,
+        key=_event_key(FABRIC_NOT_REQUESTED, owner, profile.name, status.pool.key, pool),
+    )
+
+
+# -- Pods no node can take
+
+
+_INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+?)(?=[,.]\s|\.$|,$|$)")
+
+
+def insufficient_resources(message: str) -> set[str]:
+    """The resources the scheduler found too little of, from its FitError message (the part
+    before any preemption text, which repeats the nodes' reasons)."""
+    head = message.split(" preemption:", 1)[0]
+    return set(_INSUFFICIENT.findall(head))
+
+
+@dataclass(frozen=True, slots=True)
+class UnschedulableGroup:
+    """Pods of one top-level owner that request a fabric no node can give them now."""
+
+    owner: ObjectRef
+    fabric: str
+    pods: int
+    per_pod: int  # the extended resource each pod requests; 0 when it asks through a claim
+    scheduler_message: str
+
+
+def unschedulable_groups(
+    profiles: Iterable[FabricProfile], index: FactIndex
+) -> tuple[tuple[UnschedulableGroup, ...], frozenset[LookupKey]]:
+    """Pending pods the scheduler gave up on for lack of the fabric (PodScheduled=False,
+    Unschedulable, a message naming the resource, or the claims it could not allocate)."""
+    found: dict[tuple[str, ObjectRef], list[WorkloadPodFacts]] = {}
+    lookups: set[LookupKey] = set()
+    profile_list = list(profiles)
+    for key in sorted(index.unscheduled_pods):
+        pod = index.workload_pods[key]
+        message = pod.unschedulable or ""
+        for profile in profile_list:
+            by_claim, unknown = claims_fabric(pod, profile, index)
+            lookups.update(unknown)
+            short = profile.resource in insufficient_resources(message) and pod.request_of(profile.resource) > 0
+            claimed = by_claim and "cannot allocate all claims" in message
+            if short or claimed:
+                owner, missing = top_owner(pod, index)
+                if missing is not None:
+                    lookups.add(missing)
+                found.setdefault((profile.name, owner), []).append(pod)
+    groups = tuple(
+        UnschedulableGroup(
+            owner=owner,
+            fabric=fabric,
+            pods=len(pods),
+            per_pod=max(pod.request_of(next(p for p in profile_list if p.name == fabric).resource) for pod in pods),
+            scheduler_message=pods[0].unschedulable or "",
+        )
+        for (fabric, owner), pods in sorted(found.items(), key=lambda item: (item[0][0], _owner_sort_key(item[0][1])))
+    )
+    return groups, frozenset(lookups)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyPool:
+    """A pool that is Ready for a fabric, for the messages that say where a request would fit."""
+
+    fabric: str
+    pool_key: str
+    pool_value: str
+    uniform_count: int
+
+
+def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready: Iterable[ReadyPool]) -> WorkloadEvent:
+    """FabricUnschedulable: the message names the pools that could take the request, or says none can."""
+    asked = f"{profile.resource}: {group.per_pod}" if group.per_pod else f"a ResourceClaim of {profile.name} devices"
+    fitting = sorted(
+        (pool for pool in ready if pool.fabric == profile.name and pool.uniform_count >= group.per_pod),
+        key=lambda pool: (pool.pool_value, pool.pool_key),
+    )
+    pods = f"{group.pods} pod{'s' if group.pods != 1 else ''}"
+    if fitting:
+        names = ", ".join(f"{pool.pool_value} ({pool.pool_key}={pool.pool_value})" for pool in fitting[:5])
+        more = f" and {len(fitting) - 5} more" if len(fitting) > 5 else ""
+        where = f"pools where {profile.resource} is Ready with enough per node: {names}{more}"
+    else:
+        where = f"no pool has {profile.resource} Ready with {group.per_pod or 'the claimed number'} or more per node"
+    message = f"{pods} request {asked} and cannot be scheduled ({group.scheduler_message.strip()}); {where}"
+    return WorkloadEvent(
+        involved=group.owner,
+        reason=FABRIC_UNSCHEDULABLE,
+        message=message,
+        key=_event_key(FABRIC_UNSCHEDULABLE, group.owner, profile.name),
+    )
+
+
+def owner_of(body: Mapping[str, object], namespace: str) -> ObjectRef | None:
+    """An owner object's own controller owner, read from its body (None: it is the top)."""
+    metadata = body.get("metadata")
+    return controller_owner(metadata, namespace) if isinstance(metadata, Mapping) else None
+
+
+def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
+    """The DeviceClasses a ResourceClaimTemplate (``spec.spec``) or a ResourceClaim (``spec``) requests."""
+    spec = body.get("spec")
+    if isinstance(spec, Mapping) and body.get("kind") == "ResourceClaimTemplate":
+        spec = spec.get("spec")
+    devices = spec.get("devices") if isinstance(spec, Mapping) else None
+    requests = devices.get("requests") if isinstance(devices, Mapping) else None
+    classes: set[str] = set()
+    for request in requests if isinstance(requests, list) else []:
+        if not isinstance(request, Mapping):
+            continue
+        exactly = request.get("exactly")
+        if isinstance(exactly, Mapping) and isinstance(exactly.get("deviceClassName"), str):
+            classes.add(exactly["deviceClassName"])
+        for alternative in request.get("firstAvailable") or []:
+            if isinstance(alternative, Mapping) and isinstance(alternative.get("deviceClassName"), str):
+                classes.add(alternative["deviceClassName"])
+    return frozenset(classes)
+
+
+def learn_from_object(index: FactIndex, body: Mapping[str, object]) -> bool:
+    """Fill a lookup from an object at hand (a snapshot's Job, JobSet, claim template...)."""
+    kind = body.get("kind")
+    metadata = body.get("metadata")
+    if not isinstance(kind, str) or not isinstance(metadata, Mapping):
+        return False
+    namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    if kind in OWNER_LOOKUP_KINDS:
+        return index.learn_owner((kind, namespace, name), owner_of(body, namespace))
+    if kind in CLAIM_LOOKUP_KINDS:
+        return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
+    return False
