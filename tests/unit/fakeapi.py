@@ -66,6 +66,8 @@ class FakeApi:
     requests: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)  # method, path, query, auth
     watch_script: dict[str, deque[WatchResponse]] = field(default_factory=dict)
     list_failures: dict[str, deque[int]] = field(default_factory=dict)
+    # Failures of single-object GETs, by path, consumed one per request.
+    get_failures: dict[str, deque[int]] = field(default_factory=dict)
     streams: dict[str, list[asyncio.Queue[Body | None]]] = field(default_factory=dict)
     bodies: list[tuple[str, str, Any]] = field(default_factory=list)  # method, content type, body of writes
     required_token: str | None = None
@@ -109,6 +111,10 @@ class FakeApi:
                 code = failures.popleft()
                 return status_response(code, f"scripted HTTP {code}")
             return self._write(request.method, request.path, body)
+        get_failures = self.get_failures.get(request.path)
+        if get_failures:
+            code = get_failures.popleft()
+            return status_response(code, f"scripted HTTP {code}")
         collection = self.collections.get(request.path)
         if collection is None:
             parent, _, name = request.path.rpartition("/")

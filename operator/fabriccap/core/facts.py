@@ -314,31 +314,30 @@ class FactsExtractor:
 
     def _intent(self, containers: list[Mapping[str, Any]]) -> tuple[str, ...]:
         """The fabrics whose environment a pod sets: libfabric's EFA provider, NCCL's OFI
-        plugin, or any name of the profile's recommendedEnv."""
-        names: set[str] = set()
-        libfabric = False
+        plugin, or a variable of the profile's recommendedEnv set to its recommended value.
+        The value matters: ``FI_PROVIDER=tcp`` or ``NCCL_SOCKET_IFNAME=eth0`` says TCP, on purpose."""
+        values: dict[str, str] = {}
         for container in containers:
             env = container.get("env")
             if not isinstance(env, list):
                 continue
             for variable in env:
-                if not isinstance(variable, Mapping) or not isinstance(variable.get("name"), str):
-                    continue
-                names.add(variable["name"])
-                value = variable.get("value")
-                if not isinstance(value, str):
-                    continue
-                if variable["name"] == "FI_PROVIDER" and "efa" in (part.strip() for part in value.lower().split(",")):
-                    libfabric = True
-                if variable["name"] == "NCCL_NET" and ("ofi" in value.lower() or "libfabric" in value.lower()):
-                    libfabric = True
-        if not names:
+                if (
+                    isinstance(variable, Mapping)
+                    and isinstance(variable.get("name"), str)
+                    and isinstance(variable.get("value"), str)
+                ):
+                    values[variable["name"]] = variable["value"]
+        if not values:
             return ()
+        providers = {part.strip() for part in values.get("FI_PROVIDER", "").lower().split(",")}
+        nccl_net = values.get("NCCL_NET", "").lower()
+        libfabric = "efa" in providers or "ofi" in nccl_net or "libfabric" in nccl_net
         return tuple(
             sorted(
                 fabric.name
                 for fabric in self.config.enabled_fabrics
-                if libfabric or any(env.name in names for env in fabric.recommended_env)
+                if libfabric or any(values.get(env.name) == env.value for env in fabric.recommended_env)
             )
         )
 

@@ -158,7 +158,11 @@ def real_node_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if obj["kind"] == "Pod" and (obj.get("spec") or {}).get("nodeName") in real_pool_nodes:
             continue
         if obj["kind"] == "DaemonSet" and obj["metadata"]["name"] == EFA_DS:
-            kept.append(efaplugin.daemon_set(devices=REAL_DEVICES, instance_types=_instance_types(obj)))
+            plugin = efaplugin.daemon_set(devices=REAL_DEVICES, instance_types=_instance_types(obj))
+            # The simulated plugin's node affinity as it is (it also leaves the DRANET node
+            # group out): only the pods and their image change.
+            plugin["spec"]["template"]["spec"]["affinity"] = copy.deepcopy(obj["spec"]["template"]["spec"]["affinity"])
+            kept.append(plugin)
             continue
         if obj["kind"] == "DaemonSet":
             obj = _excluding_real_nodes(obj)

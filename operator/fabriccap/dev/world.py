@@ -460,3 +460,102 @@ def plugin_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]
 def kube_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A ``v1 List`` as ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json`` prints it."""
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}
+
+
+# -- workloads: pods of training jobs, as their controllers make them
+
+WORKLOAD_IMAGE = "registry.invalid/ml/trainer:2026-11"
+SCHEDULER_EFA_MESSAGE = (
+    "0/{nodes} nodes are available: {nodes} Insufficient vpc.amazonaws.com/efa. no new claims to deallocate, "
+    "preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
+)
+
+
+def owner_reference(kind: str, api_version: str, name: str, namespace: str = "ml") -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": _uid(kind.lower(), namespace, name),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def workload_pod(
+    node_name: str | None,
+    name: str,
+    *,
+    namespace: str = "ml",
+    gpu: Quantity = 8,
+    efa: Quantity = None,
+    owner: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    claims: Sequence[Mapping[str, str]] = (),
+    phase: str = "Running",
+    unschedulable: str | None = None,
+) -> dict[str, Any]:
+    """A training pod bound to ``node_name`` (None: pending), requesting ``gpu`` and ``efa``
+    (limits, as the extended-resource rule allows), owned by ``owner`` (None: a bare pod)."""
+    limits = {key: str(value) for key, value in ((GPU, gpu), (EFA, efa)) if value is not None}
+    container: dict[str, Any] = {
+        "name": "node",
+        "image": WORKLOAD_IMAGE,
+        "resources": {"limits": {"cpu": "8", "memory": "64Gi", **limits}, "requests": {"cpu": "8", "memory": "64Gi"}},
+    }
+    if env:
+        container["env"] = [{"name": key, "value": value} for key, value in env.items()]
+    if claims:
+        container["resources"]["claims"] = [{"name": claim["name"]} for claim in claims]
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": _uid("pod", namespace, name),
+        "labels": dict(labels or {}),
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [dict(owner)]
+    spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
+    if claims:
+        spec["resourceClaims"] = [dict(claim) for claim in claims]
+    conditions = [{"type": "PodScheduled", "status": "True"}]
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    elif unschedulable is not None:
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"phase": phase if node_name is not None else "Pending", "conditions": conditions},
+    }
+
+
+def trainjob_pods(
+    trainjob: str, node_names: Sequence[str | None], *, namespace: str = "ml", **kwargs: Any
+) -> list[dict[str, Any]]:
+    """The pods of a Kubeflow TrainJob: Trainer makes a JobSet of the same name, the JobSet a
+    Job per replicated job, the Job the pods. Each pod is owned by its Job and carries the
+    JobSet controller's labels and the batch labels the API server adds."""
+    job = f"{trainjob}-node-0"
+    labels = {
+        "batch.kubernetes.io/job-name": job,
+        "job-name": job,
+        "jobset.sigs.k8s.io/jobset-name": trainjob,
+        "jobset.sigs.k8s.io/jobset-uid": _uid("jobset", namespace, trainjob),
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "0",
+    }
+    return [
+        workload_pod(
+            node,
+            f"{job}-{index}",
+            namespace=namespace,
+            owner=owner_reference("Job", "batch/v1", job, namespace),
+            labels=labels,
+            **kwargs,
+        )
+        for index, node in enumerate(node_names)
+    ]

@@ -22,6 +22,7 @@ import yaml
 
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.core.index import FactIndex
+from fabriccap.core.workloads import learn_from_object
 from fabriccap.kube.kinds import BY_KIND
 
 logger = logging.getLogger(__name__)
@@ -204,6 +205,8 @@ def add_bodies(
     for body in bodies:
         watched = BY_KIND.get(str(body.get("kind")))
         if watched is None:
+            # A Job, JobSet or claim template in the snapshot tells whose a pod is, or what it claims.
+            learn_from_object(facts, body)
             continue
         try:
             watched.upsert(facts, extractor, body)
