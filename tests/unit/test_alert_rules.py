@@ -28,6 +28,8 @@ SPEC_ALERTS = {
     "FabricCapabilityNotReady",
     "FabricCapabilityOperatorDown",
     "FabricCapabilityStale",
+    "FabricNotRequested",
+    "FabricRequestUnschedulable",
 }
 
 

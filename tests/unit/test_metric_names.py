@@ -70,6 +70,7 @@ def exposed() -> list[tuple[str, dict[str, str], float]]:
     metrics.status_writes.labels(result="updated").inc()
     metrics.last_evaluation.set(1_700_000_000)
     metrics.watch_last_event.labels(kind="node").set(1_700_000_000)
+    metrics.unschedulable_fabric_pods.labels(fabric="efa").set(0)
     return _samples(metrics.exposition())
 
 

@@ -95,7 +95,10 @@ _COUNT_DISTRIBUTION = (
 # g6.12xlarge (maximum 1, never wired) shows neither.
 _INTENDS_FABRIC = (
     "(" + pool_series("fabriccap_pool_advertising_nodes") + " > 0\n"
-    " or " + pool_series("fabriccap_pool_gap_nodes", 'kind="plugin_ready_not_advertised"') + " > 0)"
+    " or " + pool_series("fabriccap_pool_gap_nodes", 'kind="plugin_ready_not_advertised"') + " > 0\n"
+    # Or workloads already ask for it there: a pool nobody wired for EFA, running jobs that
+    # request it, is exactly a pool that must become Ready.
+    " or " + pool_series("fabriccap_pool_workload_pods", 'use="requesting_fabric"') + " > 0)"
 )
 
 ALERTS: tuple[AlertRule, ...] = (
@@ -190,6 +193,36 @@ ALERTS: tuple[AlertRule, ...] = (
             " may no longer describe the nodes (fabriccap_pool_ready reads 0 meanwhile)."
         ),
         anchor="fabriccapabilitystale",
+    ),
+    AlertRule(
+        name="FabricNotRequested",
+        expr=pool_series("fabriccap_pool_workload_pods", 'use="without_fabric"') + " > 0",
+        # A job's pods are created before a user notices; 15 minutes of GPUs talking over TCP
+        # is a real job, not a rollout in progress.
+        for_="15m",
+        severity="warning",
+        summary="{{ $value }} pod(s) on pool {{ $labels.pool }} use accelerators without {{ $labels.fabric }}.",
+        description=(
+            f"{_POOL} advertises the fabric, but {{{{ $value }}}} pod(s) bound to its nodes request an"
+            " accelerator and not the fabric: NCCL falls back to TCP sockets, silently and slowly."
+            " `kubectl get fcap {{ $labels.name }} -o jsonpath='{.status.workloads.offenders}'` names the"
+            " workloads; a Warning Event (FabricNotRequested) on each says what to request and where."
+        ),
+        anchor="fabricnotrequested",
+    ),
+    AlertRule(
+        name="FabricRequestUnschedulable",
+        expr='max without (instance, pod) (fabriccap_unschedulable_fabric_pods{job="@job"}) > 0',
+        for_="10m",
+        severity="warning",
+        summary="{{ $value }} pod(s) request {{ $labels.fabric }} that no node can give them.",
+        description=(
+            "{{ $value }} Pending pod(s) request the {{ $labels.fabric }} fabric and the scheduler found no"
+            " node with enough of it: they stay Pending until a pool offers the count they ask for. A"
+            " Warning Event (FabricUnschedulable) on each workload names the pools that could take the"
+            " request, or says that none can."
+        ),
+        anchor="fabricrequestunschedulable",
     ),
 )
 
