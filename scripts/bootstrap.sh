@@ -3,7 +3,8 @@
 # use (PyPI, Debian, the Go module proxy). Idempotent: a second run only checks.
 #   scripts/bootstrap.sh          Python venv + dependencies + control-plane binaries
 #   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool;
-#                                 buildah, mmdebstrap, runc, uidmap for the image), helm, syft,
+#                                 zsh for the completion tests; buildah, mmdebstrap, runc,
+#                                 uidmap for the image), helm, syft,
 #                                 and the Go harnesses under gitops/ (kstatus, Argo CD)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ fi
 if [ "${1:-}" = "--test" ]; then
   missing=()
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "bootstrap: installing Debian packages: ${missing[*]}"
