@@ -12,7 +12,7 @@ import yaml
 
 from builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
 from fabriccap.core.stamping import strip_volatile
-from fabriccap.offline.explain import NODE_COLUMNS
+from fabriccap.offline.explain import NODE_COLUMNS, workload_lines
 from test_cli import Result, _closed_port, assert_one_line_error, run, write_json
 
 
@@ -210,3 +210,20 @@ def test_live_mode_is_used_without_f(
     monkeypatch.setenv("KUBECONFIG", _two_context_kubeconfig(tmp_path, port, port))
     assert os.environ["KUBECONFIG"]
     assert_one_line_error(run(["explain", "p5"], capsys), f"127.0.0.1:{port}")
+
+
+def test_workloads_are_shown_from_the_status_in_the_specs_shape() -> None:
+    """``status.workloads`` comes with workload reporting (SPEC: Workloads); the renderer reads
+    the published shape, so it shows as soon as the evaluation fills it in."""
+    workloads = {
+        "requestingFabric": {"pods": 8, "workloads": 1},
+        "withoutFabric": {"pods": 2, "workloads": 1},
+        "intentWithoutRequest": {"pods": 0, "workloads": 0},
+        "offenders": [{"namespace": "ml", "kind": "PyTorchJob", "name": "llm", "pods": 2, "problem": "withoutFabric"}],
+    }
+    lines = workload_lines(workloads)
+    assert lines[0] == "  requesting the fabric: 8 pods, 1 workloads"
+    assert lines[1] == "  accelerator without the fabric (TCP fallback): 2 pods, 1 workloads"
+    assert lines[3].split() == ["NAMESPACE", "KIND", "NAME", "PODS", "PROBLEM"]
+    assert lines[4].split() == ["ml", "PyTorchJob", "llm", "2", "withoutFabric"]
+    assert workload_lines(None)[0].startswith("  not reported")

@@ -85,7 +85,7 @@ def _indented(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  " + line for line in align(rows).splitlines()]
 
 
-def _workload_lines(workloads: Mapping[str, Any] | None) -> list[str]:
+def workload_lines(workloads: Mapping[str, Any] | None) -> list[str]:
     """``status.workloads`` (SPEC: Workloads), read from the status as published."""
     if not isinstance(workloads, Mapping):
         return ["  not reported (the status has no workloads: workload reporting is off or not in this version)"]
@@ -146,7 +146,7 @@ def format_explanation(explanation: PoolExplanation) -> str:
         [["TYPE", "STATUS", "REASON", "MESSAGE"]]
         + [[condition.type, condition.status, condition.reason, condition.message] for condition in status.conditions]
     )
-    lines += ["", "Workloads:", *_workload_lines(status.to_json().get("workloads"))]
+    lines += ["", "Workloads:", *workload_lines(status.to_json().get("workloads"))]
     return "\n".join(lines)
 
 
