@@ -207,7 +207,7 @@ class _PoolShape:
     most_common: int  # the evaluation's "most common count" (ties: the larger count)
     most_common_nonzero: int | None
     maxima: Counter[int]  # known maximum -> gate nodes of a type with that maximum
-    isolation_groups: Counter[int | None]  # isolation group -> gate nodes; None: none
+    isolation_groups: Counter[int | None]  # isolation group -> gate nodes of a known type; None: in none
     conflicted: bool  # the pool mixes instance types whose EFA traffic cannot cross
 
 
@@ -223,9 +223,8 @@ def _shape(profile: FabricProfile, gate: Sequence[NodeFacts], devices: Mapping[s
     groups: Counter[int | None] = Counter(
         profile.isolation_group(node.instance_type) for node in gate if node.instance_type
     )
-    present_types = {node.instance_type for node in gate if node.instance_type}
-    grouped = {profile.isolation_group(name) for name in present_types}
-    conflicted = any(group is not None for group in grouped) and len(grouped) > 1
+    # As evaluate's isolation conflict: some type in a group, and another type outside it.
+    conflicted = any(group is not None for group in groups) and len(groups) > 1
     return _PoolShape(
         counts=counts,
         most_common=_most_common(counts) if counts else 0,
