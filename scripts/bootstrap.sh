@@ -3,9 +3,10 @@
 # use (PyPI, Debian, the Go module proxy). Idempotent: a second run only checks.
 #   scripts/bootstrap.sh          Python venv + dependencies + control-plane binaries
 #   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool;
-#                                 buildah, mmdebstrap, runc, uidmap for the image; containerd,
-#                                 containernetworking-plugins for real nodes), helm, syft, the
-#                                 node images and the Go harnesses under gitops/ (kstatus, Argo CD)
+#                                 zsh for the completion tests; buildah, mmdebstrap, runc,
+#                                 uidmap for the image; containerd, containernetworking-plugins
+#                                 for real nodes), helm, syft, the node images and the Go
+#                                 harnesses under gitops/ (kstatus, Argo CD)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,10 +29,10 @@ fi
 if [ "${1:-}" = "--test" ]; then
   missing=()
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-  # Real nodes (tests/e2e/test_real_nodes.py): each node runs its own containerd.
-  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
-  [ -x /usr/sbin/runc ] || missing+=(runc)
-  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+#                                 zsh for the completion tests; buildah, mmdebstrap, runc,
+#                                 uidmap for the image; containerd, containernetworking-plugins
+#                                 for real nodes), helm, syft, the node images and the Go
+#                                 harnesses under gitops/ (kstatus, Argo CD)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "bootstrap: installing Debian packages: ${missing[*]}"

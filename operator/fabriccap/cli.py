@@ -1,31 +1,63 @@
-"""Command line: ``fabriccap evaluate | run | demo | controlplane``."""
+"""Command line: ``fabriccap evaluate | explain | run | demo | controlplane | config-schema | completion``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from fabriccap import __version__
-from fabriccap.core.config import ConfigError, load_config
+from fabriccap.core.config import Config, ConfigError, load_config
+from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.kube.errors import KubeError
+from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
 from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
 
+DESCRIPTION = """\
+fabriccap tells, per node pool, whether the pool's nodes really advertise a high-speed fabric
+(AWS EFA, AKS RDMA) uniformly: one FabricCapability object per (fabric, pool), with Ready as
+the flip criterion for enabling fabric wiring, plus Prometheus metrics and Events."""
+
+EPILOG = """\
+examples:
+  fabriccap demo                                   # a local cluster, the operator, every outcome
+  kubectl get nodes,pods,daemonsets,resourceslices -A -o json > cluster.json
+  fabriccap evaluate -f cluster.json               # what the operator would publish
+  fabriccap explain p5-training -f cluster.json    # one pool, node by node
+  fabriccap run --config config.yaml               # the operator (in a pod: in-cluster credentials)
+
+'fabriccap COMMAND --help' describes a command and its flags."""
+
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors follow the project's one-line ``error: …`` convention."""
+    """argparse, but usage errors follow the project's one-line ``error: …`` convention and
+    point at the help of the command that was being parsed."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+
+
+def _command_parser(
+    commands: argparse._SubParsersAction[_Parser], name: str, summary: str, description: str, example: str
+) -> _Parser:
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example{'s' if example.count(chr(10)) else ''}:\n{example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _input_size(text: str) -> int:
@@ -70,19 +102,21 @@ def _log_to_stderr() -> None:
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
 
 
+def _read_input(args: argparse.Namespace) -> tuple[Config, FactIndex]:
+    """The config and the facts: from ``-f`` snapshots, else one read of the live cluster.
+    Raises ConfigError, SnapshotError or KubeError with a message naming what failed."""
+    config = load_config(args.config)
+    extractor = FactsExtractor(config)
+    if args.files:
+        return config, load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
+    return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context))
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     _log_to_stderr()
     try:
-        config = load_config(args.config)
-    except ConfigError as error:
-        return _fail(str(error))
-    extractor = FactsExtractor(config)
-    try:
-        if args.files:
-            facts = load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
-        else:
-            facts = asyncio.run(live_facts(extractor, args.kubeconfig))
-    except (SnapshotError, KubeError) as error:
+        config, facts = _read_input(args)
+    except (ConfigError, SnapshotError, KubeError) as error:
         return _fail(str(error))
     evaluation = evaluate_facts(config, facts)
     text = format_output(evaluation_objects(evaluation), args.output)
@@ -90,6 +124,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(text)
     if args.require_ready:
         return EXIT_OK if all_ready(evaluation) else EXIT_NOT_READY
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    _log_to_stderr()
+    try:
+        config, facts = _read_input(args)
+        explanation = explain(config, facts, args.target)
+    except (ConfigError, SnapshotError, KubeError, ExplainError) as error:
+        return _fail(str(error))
+    print(format_explain_output(explanation, args.output))
+    if args.require_ready:
+        return EXIT_OK if explanation.status.is_ready else EXIT_NOT_READY
     return EXIT_OK
 
 
@@ -120,46 +167,129 @@ def cmd_config_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fabriccap", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"fabriccap {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def cmd_completion(args: argparse.Namespace) -> int:
+    from fabriccap.completion import SCRIPTS
 
-    evaluate_parser = commands.add_parser(
-        "evaluate", help="compute the FabricCapability objects once, from snapshots or the live cluster"
+    print(SCRIPTS[args.shell](build_parser()), end="")
+    return EXIT_OK
+
+
+def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--context``, as kubectl spells them."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file of the cluster (default: in a pod, its service account; else $KUBECONFIG, "
+        "else ~/.kube/config)",
     )
-    evaluate_parser.add_argument(
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use (default: the current context)")
+
+
+def _add_input_flags(parser: argparse.ArgumentParser) -> None:
+    """What ``evaluate`` and ``explain`` read: snapshots or the live cluster, and the config."""
+    parser.add_argument(
         "-f",
         "--filename",
         dest="files",
         action="append",
         default=[],
         metavar="FILE",
-        help="snapshot (JSON or YAML, v1 List or single object); repeatable; - for stdin",
+        help="snapshot to read instead of the live cluster: JSON or YAML, a v1 List or single objects "
+        "(Nodes, Pods, DaemonSets, ResourceSlices; other kinds are ignored); repeatable; - for stdin "
+        "(default: none, read the live cluster)",
     )
-    evaluate_parser.add_argument("--config", metavar="FILE", help="configuration file (default: built-in)")
+    parser.add_argument(
+        "--config", metavar="FILE", help="operator configuration file, as 'fabriccap run' reads it (default: built-in)"
+    )
+    parser.add_argument(
+        "--max-input-size",
+        type=_input_size,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="SIZE",
+        help="refuse an input file larger than SIZE, a Kubernetes quantity such as 512Mi or 2Gi (default: 512Mi)",
+    )
+    _add_cluster_flags(parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="fabriccap",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"fabriccap {__version__}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND", title="commands"
+    )
+
+    evaluate_parser = _command_parser(
+        commands,
+        "evaluate",
+        "compute the FabricCapability objects once, from snapshots or the live cluster",
+        "Compute the FabricCapability objects the operator would publish, once, with the operator's own\n"
+        "evaluation. Exit codes: 0 done; 1 with --require-ready when no pool exists or one is not Ready;\n"
+        "2 on a usage, input or config error (one 'error: ...' line on stderr, nothing on stdout).",
+        "  kubectl get nodes,pods,daemonsets,resourceslices -A -o json | fabriccap evaluate -f - -o wide\n"
+        "  fabriccap evaluate --context prod --require-ready -o name   # live; exit 1 unless all Ready",
+    )
+    _add_input_flags(evaluate_parser)
     evaluate_parser.add_argument(
         "-o",
         "--output",
         choices=OUTPUTS,
         default="table",
         help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC), json or yaml "
-        "(a v1 List), name (fabriccapability.fabriccap.dev/NAME lines); default: table",
+        "(a v1 List), name (fabriccapability.fabriccap.dev/NAME lines) (default: table)",
     )
     evaluate_parser.add_argument(
-        "--require-ready", action="store_true", help="exit 1 unless at least one pool exists and all are Ready"
-    )
-    evaluate_parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for live mode")
-    evaluate_parser.add_argument(
-        "--max-input-size",
-        type=_input_size,
-        default=DEFAULT_MAX_INPUT_BYTES,
-        metavar="SIZE",
-        help="refuse an input file larger than this (a Kubernetes quantity: 512Mi, 2Gi; default: 512Mi)",
+        "--require-ready",
+        action="store_true",
+        help="exit 1 unless at least one pool exists and all are Ready (default: off)",
     )
     evaluate_parser.set_defaults(handler=cmd_evaluate)
 
-    run_parser = commands.add_parser("run", help="run the operator")
+    explain_parser = _command_parser(
+        commands,
+        "explain",
+        "show one pool node by node: counts, sources, plugin pods, and why a node is the odd one out",
+        "Show one FabricCapability node by node: each target node's instance type and known maximum,\n"
+        "capacity, allocatable, DRA devices, the count the evaluation uses and its source, the\n"
+        "device-plugin (or DRA-driver) pod and its state, cordoned or not, the gap classes and the\n"
+        "conditions it breaks, and why; then the pool's conditions and workloads. Same inputs and exit\n"
+        "codes as 'fabriccap evaluate'.",
+        "  fabriccap explain efa-p5-training                  # by name, live cluster\n"
+        "  fabriccap explain p5-training -f cluster.json      # by pool value, from a snapshot\n"
+        "  fabriccap explain karpenter.sh/nodepool=spot -o json --context prod",
+    )
+    explain_parser.add_argument(
+        "target",
+        metavar="NAME|POOL",
+        help="a FabricCapability name (fcap/NAME names only objects), a pool label value, or KEY=VALUE "
+        "for a pool of one pool label key",
+    )
+    _add_input_flags(explain_parser)
+    explain_parser.add_argument(
+        "-o",
+        "--output",
+        choices=EXPLAIN_OUTPUTS,
+        default="table",
+        help="table (a summary, one row per node, why, conditions, workloads) or json (default: table)",
+    )
+    explain_parser.add_argument(
+        "--require-ready", action="store_true", help="exit 1 unless the pool is Ready (default: off)"
+    )
+    explain_parser.set_defaults(handler=cmd_explain)
+
+    run_parser = _command_parser(
+        commands,
+        "run",
+        "run the operator",
+        "Run the operator: watch Nodes, Pods, DaemonSets and ResourceSlices, publish the\n"
+        "FabricCapability objects, their Events and /metrics. Replicas elect a leader on a Lease\n"
+        "unless --standalone. An invalid --config exits 2 before touching the cluster.",
+        "  fabriccap run --config config.yaml --kubeconfig ~/.kube/config --context dev --standalone",
+    )
     run_parser.add_argument("--config", metavar="FILE", help="configuration file (default: built-in)")
     run_parser.add_argument(
         "--metrics-port", type=int, default=8080, metavar="N", help="port of /metrics; 0 turns it off (default: 8080)"
@@ -187,10 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument(
         "--standalone",
         action="store_true",
-        help="skip leader election: this replica writes without holding the Lease (run only one)",
+        help="skip leader election: this replica writes without holding the Lease; run only one (default: off)",
     )
-    run_parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, else $KUBECONFIG)")
-    run_parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+    _add_cluster_flags(run_parser)
     run_parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
@@ -205,30 +334,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_parser.set_defaults(handler=cmd_run)
 
-    config_schema_parser = commands.add_parser(
+    config_schema_parser = _command_parser(
+        commands,
         "config-schema",
-        help="print the JSON Schema of the config file (the Helm chart's values.schema.json embeds it)",
-        description="Print the JSON Schema (draft 2020-12) of the file --config reads, generated from the"
-        " operator's own config model. Editors and CI can validate a config with it before the operator does.",
-        epilog="example:\n  fabriccap config-schema > fabriccap-config.schema.json\n"
+        "print the JSON Schema of the config file (the Helm chart's values.schema.json embeds it)",
+        "Print the JSON Schema (draft 2020-12) of the file --config reads, generated from the operator's\n"
+        "own config model. Editors and CI can validate a config with it before the operator does.",
+        "  fabriccap config-schema > fabriccap-config.schema.json\n"
         "  # then, in an editor with yaml-language-server:\n"
         "  # yaml-language-server: $schema=fabriccap-config.schema.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     config_schema_parser.set_defaults(handler=cmd_config_schema)
 
-    demo_parser = commands.add_parser("demo", help="local control plane + simulated EKS cluster + operator")
-    demo_parser.add_argument("--keep-running", action="store_true", help="leave everything up for exploration")
-    demo_parser.add_argument("--dir", metavar="DIR", help="control-plane directory (default: a temp dir)")
+    demo_parser = _command_parser(
+        commands,
+        "demo",
+        "local control plane + simulated EKS cluster + operator",
+        "Start a local etcd + kube-apiserver, load a simulated EKS cluster (pools showing each outcome,\n"
+        "a DRA pool), run the operator against it with /metrics on 127.0.0.1, and show 'kubectl get fcap'\n"
+        "as one pool turns Ready. Everything stops and its directory goes away at the end, unless\n"
+        "--keep-running.",
+        "  fabriccap demo --keep-running    # then: fabriccap controlplane down --dir DIR",
+    )
+    demo_parser.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="leave the control plane and the operator up for exploration (default: off)",
+    )
+    demo_parser.add_argument(
+        "--dir", metavar="DIR", help="control-plane directory, kept afterwards (default: a temp dir, removed)"
+    )
     demo_parser.add_argument(
         "--real-nodes",
         action="store_true",
-        help="one pool's counts come from two real kubelets and the test EFA device plugin (root only)",
+        help="one pool's counts come from two real kubelets and the test EFA device plugin (root only; default: off)",
     )
     demo_parser.set_defaults(handler=cmd_demo)
 
-    controlplane_parser = commands.add_parser("controlplane", help="a local etcd + kube-apiserver (+ real nodes)")
-    controlplane_parser.add_argument("action", choices=("up", "down"))
+    controlplane_parser = _command_parser(
+        commands,
+        "controlplane",
+        "a local etcd + kube-apiserver (+ real nodes)",
+        "Start (up) or stop (down) a local etcd + kube-apiserver that outlives the shell; with --nodes,\n"
+        "also kube-controller-manager, kube-scheduler and real kubelets. 'up' prints the line to eval\n"
+        "(export KUBECONFIG=...) on stdout.",
+        '  eval "$(fabriccap controlplane up --dir /tmp/cp)" && kubectl get nodes\n'
+        "  fabriccap controlplane down --dir /tmp/cp",
+    )
+    controlplane_parser.add_argument("action", choices=("up", "down"), help="start or stop it")
     controlplane_parser.add_argument("--dir", metavar="DIR", help="state directory (default: ./.fabriccap-cp)")
     controlplane_parser.add_argument(
         "--nodes",
@@ -236,14 +389,50 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="also run kube-controller-manager, kube-scheduler and N real kubelets, each with its own"
-        " containerd (root only; about 150 MiB each)",
+        " containerd (root only; about 150 MiB each; default: 0)",
     )
     controlplane_parser.set_defaults(handler=cmd_controlplane)
+
+    completion_parser = _command_parser(
+        commands,
+        "completion",
+        "print a shell completion script (bash or zsh)",
+        "Print a completion script for fabriccap's commands, flags and flag values, generated from\n"
+        "this parser. Load it in the current shell, or install it where the shell looks for one.",
+        "  source <(fabriccap completion bash)     # bash, this shell; or into ~/.bashrc\n"
+        '  fabriccap completion zsh > "${fpath[1]}/_fabriccap"   # zsh, then start a new shell',
+    )
+    completion_parser.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    completion_parser.set_defaults(handler=cmd_completion)
     return parser
 
 
+def _subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown flag is reported by the command it was given to
+    (argparse leaves it for the top-level parser, whose help would not list the command's flags),
+    and a mistyped command gets a suggestion."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    commands = _subcommand_parsers(parser)
+    if arguments and not arguments[0].startswith("-") and arguments[0] not in commands:
+        close = difflib.get_close_matches(arguments[0], list(commands), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f" (choose from {', '.join(commands)})"
+        parser.error(f"invalid choice: {arguments[0]!r}{hint}")
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        owner = commands.get(getattr(args, "command", None) or "", parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

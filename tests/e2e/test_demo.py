@@ -3,37 +3,116 @@
 from __future__ import annotations
 
 import os
+import queue
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import IO
+
+from harness import Metrics
+
+DEMO_TIMEOUT_SECONDS = 280
+# The demo prints where its operator's /metrics is once it answers there.
+METRICS_LINE = re.compile(r"^==> The operator's metrics: (http://127\.0\.0\.1:(\d+)/metrics) ")
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+    except (urllib.error.URLError, OSError):
+        return None
 
 
 def test_the_demo_shows_each_outcome_and_leaves_nothing_behind(tmp_path: Path) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    result = subprocess.run(
+    errors = (tmp_path / "stderr").open("w+")  # a file: a full stderr pipe would block the demo
+    process = subprocess.Popen(
         [sys.executable, "-m", "fabriccap", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=280,
+        stdout=subprocess.PIPE,
+        stderr=errors,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(scratch)},
-        check=False,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch), "PYTHONUNBUFFERED": "1"},
     )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    lines = result.stdout.splitlines()
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read(stream: IO[str]) -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read, args=(process.stdout,), daemon=True)
+    reader.start()
+    output: list[str] = []
+    scraped: str | None = None
+    metrics_url = ""
+    deadline = time.monotonic() + DEMO_TIMEOUT_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            output.append(line)
+            match = METRICS_LINE.match(line)
+            if match:
+                # The demo is paused while the test scrapes (its operator is a process of its
+                # own and keeps serving), so the demo cannot reach its teardown first.
+                metrics_url = match.group(1)
+                os.kill(process.pid, signal.SIGSTOP)
+                try:
+                    scraped = _get(metrics_url)
+                finally:
+                    os.kill(process.pid, signal.SIGCONT)
+        returncode = process.wait(timeout=max(deadline - time.monotonic(), 1.0))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    errors.seek(0)
+    stdout, stderr = "".join(output), errors.read()
+    errors.close()
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    lines_out = stdout.splitlines()
 
     def row(name: str) -> list[str]:
-        rows = [line.split() for line in lines if line.startswith(f"{name} ")]
-        assert rows, f"no row for {name} in:\n{result.stdout}"
+        rows = [line.split() for line in lines_out if line.startswith(f"{name} ")]
+        assert rows, f"no row for {name} in:\n{stdout}"
         return rows[-1]  # the last table printed: after the laggard's plugin came up
 
     assert row("efa-p5-training")[7:9] == ["True", "UniformCapability"]
     # The DRANET pool: EFA only in ResourceSlices, Ready, with a ResourceClaimTemplate to use.
     assert row("efa-p5-dranet")[3:8] == ["3", "3", "32", "0", "True"]
-    assert '"deviceClassName": "efa.networking.k8s.aws"' in result.stdout
-    assert "fabriccapability.fabriccap.dev/efa-p5-partial condition met" in result.stdout
+    assert '"deviceClassName": "efa.networking.k8s.aws"' in stdout
+    assert "fabriccapability.fabriccap.dev/efa-p5-partial condition met" in stdout
     assert row("efa-p5-partial")[7:9] == ["True", "UniformCapability"]
     assert row("efa-gpu-mixed-p4tqsoj6fw2bn3seuhpnv5tb44")[5:7] == ["0", "False"]
-    # Its temporary directory (etcd's data, the operator's log) is gone with it.
+
+    # The operator served /metrics at the printed URL while the demo ran, before the flip.
+    assert metrics_url, f"no line saying where /metrics is in:\n{stdout}"
+    assert scraped is not None, f"nothing answered at {metrics_url} while the demo ran"
+    metrics = Metrics.parse(scraped)
+    ready = {
+        series["name"]: metrics.get("fabriccap_pool_ready", **series)
+        for series in metrics.series("fabriccap_pool_ready")
+    }
+    assert (ready["efa-p5-training"], ready["efa-p5-partial"]) == (1.0, 0.0), ready
+    # And the demo shows the flip in the metrics too.
+    assert any(
+        line.startswith("fabriccap_pool_ready{") and 'name="efa-p5-partial"' in line and line.endswith(" 1.0")
+        for line in lines_out
+    ), stdout
+    # Its operator is gone with it, and so is its temporary directory (etcd's data, the log).
+    assert _get(metrics_url) is None
     assert list(scratch.iterdir()) == []

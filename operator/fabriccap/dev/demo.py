@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,7 @@ from fabriccap.dev.controlplane.controllers import (
     ControllerOptions,
 )
 from fabriccap.dev.controlplane.nodes import REAL_NODE_LABEL, node_specs
-from fabriccap.dev.launch import local_run_command
+from fabriccap.dev.launch import free_loopback_port, local_run_command
 from fabriccap.dev.seeding import load_objects, set_node_fabric
 from fabriccap.dev.waiting import WaitTimeoutError, wait_until
 from fabriccap.dev.world import EFA_DS, INSTANCE_TYPE, efa_device_class
@@ -94,10 +96,10 @@ def _print_conditions(obj: dict[str, Any]) -> None:
         print("   ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "   " + row[3])
 
 
-def start_operator(directory: Path, kubeconfig: Path) -> subprocess.Popen[bytes]:
+def start_operator(directory: Path, kubeconfig: Path, metrics_port: int = 0) -> subprocess.Popen[bytes]:
     log = (directory / "operator.log").open("ab")
     process = subprocess.Popen(
-        local_run_command(kubeconfig),
+        local_run_command(kubeconfig, metrics_port=metrics_port),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # survives the demo with --keep-running; stopped by `controlplane down`
@@ -109,6 +111,19 @@ def start_operator(directory: Path, kubeconfig: Path) -> subprocess.Popen[bytes]
 
 def stop_operator(directory: Path) -> None:
     stop_recorded(directory, OPERATOR_PROCESS)
+
+
+def scrape(url: str) -> str | None:
+    """The exposition at ``url``, or None while nothing answers there."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return str(response.read().decode())
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _pool_ready_lines(exposition: str) -> list[str]:
+    return [line for line in exposition.splitlines() if line.startswith("fabriccap_pool_ready{")]
 
 
 async def _load(kubeconfig: Path, objects: list[dict[str, Any]], *, real_nodes: bool = False) -> None:
@@ -260,8 +275,10 @@ def run_demo(args: argparse.Namespace) -> int:
             ).rstrip()
         )
 
-        _say("Starting the operator (fabriccap run) against it")
-        operator = start_operator(directory, kubeconfig)
+        metrics_port = free_loopback_port()
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        _say(f"Starting the operator (fabriccap run) against it, with /metrics on {metrics_url}")
+        operator = start_operator(directory, kubeconfig, metrics_port)
         expected = set(_expected_names(objects)) | {DEMO_POOL}
         wait_until(
             lambda: (
@@ -273,6 +290,9 @@ def run_demo(args: argparse.Namespace) -> int:
             interval=0.25,
         )
         time.sleep(1.0)  # one debounce window, so every status is written
+        exposition = wait_until(lambda: scrape(metrics_url), f"the operator's {metrics_url}", timeout=30.0)
+        _say(f"The operator's metrics: {metrics_url} (Prometheus text; e.g. curl -s {metrics_url})")
+        print("\n".join(_pool_ready_lines(exposition)))
         _say("kubectl get fcap -o wide")
         print(_kubectl(kubectl, kubeconfig, "get", "fcap", "-o", "wide").rstrip())
         _say(f"Conditions of {DEMO_POOL} (a partial rollout: one node advertises nothing)")
@@ -307,10 +327,13 @@ def run_demo(args: argparse.Namespace) -> int:
             + f"  (after {time.monotonic() - started:.1f}s)"
         )
         print(_kubectl(kubectl, kubeconfig, "get", "fcap").rstrip())
+        flipped = [line for line in _pool_ready_lines(scrape(metrics_url) or "") if f'name="{DEMO_POOL}"' in line]
+        print("\n".join(flipped) or f"(no fabriccap_pool_ready series of {DEMO_POOL} at {metrics_url})")
         if keep:
             _say("Left running for exploration")
             print(f"export KUBECONFIG={kubeconfig}")
             print(f"{kubectl} get fcap -o wide      # the operator's log: {directory / 'operator.log'}")
+            print(f"curl -s {metrics_url}      # the operator's metrics")
             if real_nodes:
                 state = control_plane.fleet.nodes[laggard].efa_state_dir
                 print(f"echo efa3 > {state / efaplugin.UNHEALTHY_FILE}   # a device of {laggard} turns unhealthy")

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
+
+
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 right now, for a server started next (the kernel may hand
+    it out again before then: callers check that their server answers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def local_run_command(

@@ -1,0 +1,156 @@
+"""``fabriccap explain``: one pool node by node, from snapshots or one live read.
+
+The facts are read and evaluated exactly as ``fabriccap evaluate`` reads and evaluates them
+(the same fact index, ``core.evaluate.evaluate``); the per-node view comes from
+``core.explain``. This module only picks the pool and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fabriccap.core.api import ConditionType
+from fabriccap.core.config import Config
+from fabriccap.core.evaluate import evaluate
+from fabriccap.core.explain import NodeExplanation, PoolExplanation, explain_capability, find_capability
+from fabriccap.core.index import FactIndex
+from fabriccap.offline.render import align
+
+EXPLAIN_OUTPUTS: tuple[str, ...] = ("table", "json")
+NODE_COLUMNS: tuple[str, ...] = (
+    "NODE",
+    "INSTANCE-TYPE",
+    "MAX",
+    "CAPACITY",
+    "ALLOCATABLE",
+    "DRA",
+    "COUNT",
+    "SOURCE",
+    "PLUGIN",
+    "PLUGIN-POD",
+    "CORDONED",
+    "GAP",
+    "BREAKS",
+)
+NONE = "-"  # an empty cell, where kubectl describe would print <none>
+
+
+def explain(config: Config, facts: FactIndex, query: str) -> PoolExplanation:
+    """The pool ``query`` names (see ``core.explain.find_capability``), node by node.
+    Raises ExplainError when it names nothing or more than one thing."""
+    evaluation = evaluate(config, facts)
+    return explain_capability(config, facts, find_capability(evaluation, facts, query))
+
+
+def explanation_object(explanation: PoolExplanation) -> dict[str, Any]:
+    """``-o json``: the per-node view, and the status ``evaluate`` computes for the pool
+    (without generations or transition times: no object was written)."""
+    return explanation.to_json()
+
+
+def _cell(value: object) -> str:
+    if value is None or value == "" or value == []:
+        return NONE
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def node_row(node: NodeExplanation) -> list[str]:
+    serving_pod = next((pod for pod in node.plugin_pods if pod.ready), None) or next(iter(node.plugin_pods), None)
+    return [
+        node.name,
+        _cell(node.instance_type),
+        _cell(node.max_count),
+        _cell(node.capacity),
+        _cell(node.allocatable),
+        _cell(node.dra_devices),
+        str(node.count),
+        _cell(",".join(node.sources)),
+        node.plugin.value,
+        _cell(serving_pod.name.partition("/")[2] if serving_pod else None),
+        _cell(node.cordoned),
+        _cell(",".join(gap.value for gap in node.gaps)),
+        _cell("not judged" if node.cordoned else ",".join(node.breaks)),
+    ]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _indented(rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["  " + line for line in align(rows).splitlines()]
+
+
+def workload_lines(workloads: Mapping[str, Any] | None) -> list[str]:
+    """``status.workloads`` (SPEC: Workloads), read from the status as published."""
+    if not isinstance(workloads, Mapping):
+        return ["  not reported (the status has no workloads: workload reporting is off or not in this version)"]
+    lines = []
+    for field, label in (
+        ("requestingFabric", "requesting the fabric"),
+        ("withoutFabric", "accelerator without the fabric (TCP fallback)"),
+        ("intentWithoutRequest", "fabric environment without a request"),
+    ):
+        entry = workloads.get(field)
+        if isinstance(entry, Mapping):
+            lines.append(f"  {label}: {entry.get('pods', 0)} pods, {entry.get('workloads', 0)} workloads")
+    offenders = [entry for entry in workloads.get("offenders") or [] if isinstance(entry, Mapping)]
+    if offenders:
+        header = ["NAMESPACE", "KIND", "NAME", "PODS", "PROBLEM"]
+        rows = [[str(entry.get(key.lower(), "")) for key in header] for entry in offenders]
+        lines += _indented([header, *rows])
+    return lines or ["  none"]
+
+
+def format_explanation(explanation: PoolExplanation) -> str:
+    status = explanation.status
+    ready = status.condition(ConditionType.READY)
+    judged = [node for node in explanation.nodes if not node.cordoned]
+    cordoned = len(explanation.nodes) - len(judged)
+    targets = f"{_plural(len(explanation.nodes), 'target node')} ({len(judged)} judged, {cordoned} cordoned)"
+    if explanation.other_nodes:
+        shown = ", ".join(explanation.other_nodes[:5])
+        more = len(explanation.other_nodes) - 5
+        shown += f" (+{more} more)" if more > 0 else ""
+        targets += f"; not target nodes: {shown}"
+    summary = [
+        ["Name:", explanation.name],
+        ["Fabric:", f"{explanation.fabric} ({explanation.resource_name})"],
+        ["Pool:", f"{explanation.pool.key}={explanation.pool.value}"],
+        ["Nodes:", targets],
+        ["Ready:", f"{ready.status} {ready.reason}: {ready.message}" if ready else NONE],
+    ]
+    if status.uniform_count is not None:
+        summary.append(["Uniform count:", str(status.uniform_count)])
+    lines = align(summary).splitlines()
+    lines.append("")
+    lines += align([list(NODE_COLUMNS), *(node_row(node) for node in explanation.nodes)]).splitlines()
+
+    why = [node for node in explanation.nodes if node.findings or node.notes]
+    lines += ["", "Why:"]
+    if not why:
+        lines.append("  no node breaks a condition")
+    for node in why:
+        entries = [f"{finding.condition.value} {finding.reason}: {finding.detail}" for finding in node.findings]
+        entries += [f"note: {note}" for note in node.notes]
+        marker = " (keeps the pool from Ready)" if node.blocks_ready else ""
+        lines.append(f"  {node.name}{marker}")
+        lines += [f"    {entry}" for entry in entries]
+
+    lines += ["", "Conditions:"]
+    lines += _indented(
+        [["TYPE", "STATUS", "REASON", "MESSAGE"]]
+        + [[condition.type, condition.status, condition.reason, condition.message] for condition in status.conditions]
+    )
+    lines += ["", "Workloads:", *workload_lines(status.to_json().get("workloads"))]
+    return "\n".join(lines)
+
+
+def format_explain_output(explanation: PoolExplanation, output: str) -> str:
+    if output == "json":
+        return json.dumps(explanation_object(explanation), indent=2)
+    return format_explanation(explanation)
