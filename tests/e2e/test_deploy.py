@@ -237,6 +237,12 @@ ALLOWED = [
     ("list", "resourceslices.resource.k8s.io", None, None),
     ("watch", "resourceslices.resource.k8s.io", None, None),
     ("get", "deviceclasses.resource.k8s.io", None, None),
+    # Workloads' owners and claim templates: one read each.
+    ("get", "jobs.batch", "default", None),
+    ("get", "jobsets.jobset.x-k8s.io", "default", None),
+    ("get", "replicasets.apps", "default", None),
+    ("get", "resourceclaimtemplates.resource.k8s.io", "default", None),
+    ("get", "resourceclaims.resource.k8s.io", "default", None),
     # Events on FabricCapabilities and on the owners of workloads, in any namespace.
     ("create", "events", "default", None),
     ("patch", "events.events.k8s.io", PLUGIN_NAMESPACE, None),
@@ -262,6 +268,12 @@ FORBIDDEN = [
     ("delete", "resourceslices.resource.k8s.io", None, None),
     ("create", "resourceslices.resource.k8s.io", None, None),
     ("update", "deviceclasses.resource.k8s.io", None, None),
+    # Owners are read one by one: never listed, watched or written.
+    ("list", "jobs.batch", None, None),
+    ("watch", "jobsets.jobset.x-k8s.io", None, None),
+    ("list", "replicasets.apps", "default", None),
+    ("patch", "jobs.batch", "default", None),
+    ("create", "resourceclaims.resource.k8s.io", "default", None),
     # Leases only in its own namespace (test_leader_election_is_limited_to_its_lease).
     ("create", "leases.coordination.k8s.io", PLUGIN_NAMESPACE, None),
     ("get", "leases.coordination.k8s.io", "default", None),

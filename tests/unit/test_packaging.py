@@ -411,7 +411,20 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
     assert manifests == chart
     cluster_role = manifests["clusterRole"]
     # Read-only on everything it observes: a write would be refused (403), not slip through.
-    observed = {"nodes", "nodes/status", "pods", "pods/status", "daemonsets", "resourceslices", "deviceclasses"}
+    observed = {
+        "nodes",
+        "nodes/status",
+        "pods",
+        "pods/status",
+        "daemonsets",
+        "resourceslices",
+        "deviceclasses",
+        "jobs",
+        "jobsets",
+        "replicasets",
+        "resourceclaimtemplates",
+        "resourceclaims",
+    }
     for _, resource, verbs, _ in cluster_role.union(*manifests["roles"].values()):
         if resource in observed:
             assert not WRITES & set(verbs), (resource, verbs)
@@ -424,6 +437,12 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         ("resource.k8s.io", "deviceclasses", READ, ()),
         ("", "events", ("create", "patch"), ()),
         ("events.k8s.io", "events", ("create", "patch"), ()),
+        # Owners and claim templates: read one by one, never listed or watched.
+        ("batch", "jobs", ("get",), ()),
+        ("jobset.x-k8s.io", "jobsets", ("get",), ()),
+        ("apps", "replicasets", ("get",), ()),
+        ("resource.k8s.io", "resourceclaimtemplates", ("get",), ()),
+        ("resource.k8s.io", "resourceclaims", ("get",), ()),
     } <= cluster_role
     # Nothing on leases cluster-wide; in its own namespace, its one Lease (create cannot be
     # restricted by name: the object does not exist yet). Plugin namespaces may not exist
