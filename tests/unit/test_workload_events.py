@@ -13,7 +13,7 @@ import pytest
 
 from builders import daemon_set, node, plugin_pods
 from fabriccap.controller.events import EventRecorder
-from fabriccap.controller.lookups import LookupResolver, lookup_path
+from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
@@ -23,6 +23,7 @@ from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.workloads import LookupKey
 from fabriccap.dev.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
 from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fakeapi import FakeApi, eventually, fake_api
 

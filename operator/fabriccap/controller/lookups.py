@@ -20,34 +20,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fabriccap.controller.store import FactStore
-from fabriccap.core.facts import ClaimRef
-from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey, device_classes_of, owner_of
+from fabriccap.core.workloads import LookupKey, learn_lookup
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.lookups import lookup_path
 
 logger = logging.getLogger(__name__)
 
 PARALLEL_LOOKUPS = 8
 RETRY_BASE_SECONDS = 2.0
 RETRY_CAP_SECONDS = 300.0
-# The API versions a lookup reads a kind in when the reference does not say.
-DEFAULT_API_VERSIONS = {
-    "Job": "batch/v1",
-    "JobSet": "jobset.x-k8s.io/v1alpha2",
-    "ReplicaSet": "apps/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-    "ResourceClaim": "resource.k8s.io/v1",
-}
-
-
-def lookup_path(key: LookupKey) -> str:
-    plural = OWNER_LOOKUP_KINDS.get(key.kind) or CLAIM_LOOKUP_KINDS[key.kind]
-    api_version = key.api_version or DEFAULT_API_VERSIONS[key.kind]
-    # A claim is always read in resource.k8s.io/v1, whatever version wrote it.
-    if key.is_claim:
-        api_version = DEFAULT_API_VERSIONS[key.kind]
-    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    return f"{base}/namespaces/{key.namespace}/{plural}/{key.name}"
 
 
 @dataclass
@@ -112,12 +94,7 @@ class LookupResolver:
         self._learn(key, body)
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
-        if key.is_claim:
-            classes = device_classes_of(body) if body is not None else frozenset()
-            self.store.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
-        else:
-            parent = owner_of(body, key.namespace) if body is not None else None
-            self.store.learn_owner((key.kind, key.namespace, key.name), parent)
+        learn_lookup(self.store, key, body)
 
     def _failed(self, key: LookupKey, error: KubeError) -> None:
         if error.status == 404:

@@ -371,3 +371,13 @@ def learn_from_object(index: FactIndex, body: Mapping[str, object]) -> bool:
     if kind in CLAIM_LOOKUP_KINDS:
         return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
     return False
+
+
+def learn_lookup(index: FactIndex, key: LookupKey, body: Mapping[str, object] | None) -> bool:
+    """Put a lookup's answer in the index; no body (the object is gone, or unreadable) means
+    no further owner, or a claim of no known class."""
+    if key.is_claim:
+        classes = device_classes_of(body) if body is not None else frozenset()
+        return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
+    parent = owner_of(body, key.namespace) if body is not None else None
+    return index.learn_owner((key.kind, key.namespace, key.name), parent)

@@ -8,7 +8,7 @@ operator would publish for the same cluster.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, evaluate
@@ -18,6 +18,9 @@ from fabriccap.core.stamping import now_rfc3339, stamp_status
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import kinds_for
 from fabriccap.offline.snapshot import add_bodies
+
+if TYPE_CHECKING:
+    pass
 
 logger = logging.getLogger(__name__)
 
