@@ -653,8 +653,16 @@ def kubeconfig_via(kubeconfig: Path, server: str, path: Path) -> Path:
     return path
 
 
+SNAPSHOT_KINDS = "nodes,pods,daemonsets,resourceslices"
+
+
 def published_equals_evaluate(
-    cluster: E2ECluster, kube: SyncKube, config: Path, names: Collection[str], timeout: float = 30.0
+    cluster: E2ECluster,
+    kube: SyncKube,
+    config: Path,
+    names: Collection[str],
+    timeout: float = 30.0,
+    kinds: str = SNAPSHOT_KINDS,
 ) -> None:
     """The published status of every object in ``names`` is what `fabriccap evaluate` computes
     from a dump of the same cluster (taken first: the live answer can only be newer)."""
@@ -662,9 +670,7 @@ def published_equals_evaluate(
     differences: dict[str, Any] = {}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        snapshot.write_text(
-            cluster.run_kubectl("get", "nodes,pods,daemonsets,resourceslices", "-A", "-o", "json").stdout
-        )
+        snapshot.write_text(cluster.run_kubectl("get", kinds, "-A", "-o", "json").stdout)
         result = subprocess.run(
             [sys.executable, "-m", "fabriccap", "evaluate", "-f", str(snapshot), "--config", str(config), "-o", "json"],
             capture_output=True,
