@@ -397,7 +397,7 @@ def test_nodes_whose_plugins_report_different_counts_are_mixed(
 
 
 def test_a_pod_asking_for_more_efa_than_a_node_has_stays_pending_with_the_schedulers_reason(
-    steady: None, kube: SyncKube, cluster_handle: E2ECluster, timings: Any
+    steady: None, kube: SyncKube, cluster_handle: E2ECluster, timings: Any, operator: OperatorProcess
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
     fits, too_big = f"efa-2-{suffix}", f"efa-{DEVICES + 1}-{suffix}"
@@ -413,6 +413,26 @@ def test_a_pod_asking_for_more_efa_than_a_node_has_stays_pending_with_the_schedu
         assert condition["reason"] == "Unschedulable"
         assert condition["message"].startswith(f"0/2 nodes are available: 2 Insufficient {EFA}."), condition["message"]
         print(f"scheduler's message: {condition['message']}")
+
+        # The operator reads the real scheduler's message: counted, and a Warning on the pod
+        # (a bare pod is its own top-level owner) that says no pool offers that many.
+        deadline = time.monotonic() + TIMEOUT
+        while operator.metrics().get("fabriccap_unschedulable_fabric_pods", fabric="efa") != 1.0:
+            assert time.monotonic() < deadline, "the unschedulable pod was never counted"
+            time.sleep(0.5)
+        def warnings() -> list[dict[str, Any]]:
+            return [
+                event
+                for event in kube.list_objects("/api/v1/namespaces/default/events")
+                if event["involvedObject"].get("name") == too_big and event["reason"] == "FabricUnschedulable"
+            ]
+
+        while not (events := warnings()):  # the Event follows the gauge within the same round
+            assert time.monotonic() < deadline, "no FabricUnschedulable Event"
+            time.sleep(0.5)
+        assert len(events) == 1, events
+        assert condition["message"].strip() in events[0]["message"]
+        assert events[0]["message"].endswith(f"no pool has {EFA} Ready with {DEVICES + 1} or more per node")
 
         # The control: a request that fits runs, and Allocate handed it the two devices
         # GetPreferredAllocation chose (the lowest; the kubelet passes them in no set order).
