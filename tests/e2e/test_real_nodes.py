@@ -420,6 +420,7 @@ def test_a_pod_asking_for_more_efa_than_a_node_has_stays_pending_with_the_schedu
         while operator.metrics().get("fabriccap_unschedulable_fabric_pods", fabric="efa") != 1.0:
             assert time.monotonic() < deadline, "the unschedulable pod was never counted"
             time.sleep(0.5)
+
         def warnings() -> list[dict[str, Any]]:
             return [
                 event
