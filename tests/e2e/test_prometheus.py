@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from fabriccap.dev import world as fabriccap_world
+from fabriccap.dev.seeding import creatable
 from fabriccap.observability.alerts import AlertSettings, rules_file
 from fabriccap.observability.dashboard import dashboard
 from harness import (
@@ -36,6 +38,7 @@ from harness import (
     SyncKube,
     World,
     free_port,
+    pod_path,
     wait_until,
     write_config,
 )
@@ -320,6 +323,74 @@ def test_device_plugin_gap_fires_with_the_node_count_and_resolves_when_advertise
         timeout=ALERT_TIMEOUT,
     )
     assert prometheus.query(f'fabriccap_pool_ready{{name="{world.fcap_name("gap")}"}} == 1')
+
+
+def test_fabric_not_requested_fires_for_gpu_pods_without_efa_and_resolves_when_they_go(
+    stack: Stack, world: World
+) -> None:
+    prometheus = stack.prometheus
+    nodes = [world.add_node("train", 1, efa=32, plugin=True), world.add_node("train", 2, efa=32, plugin=True)]
+    pods = [f"{world.prefix}-bert-{index}" for index in range(2)]
+    for pod_name, node_name in zip(pods, nodes, strict=True):
+        body = fabriccap_world.workload_pod(node_name, pod_name, namespace=PLUGIN_NAMESPACE)  # GPUs, no EFA
+        status = body.pop("status")
+        stack.kube.create(pod_path(PLUGIN_NAMESPACE), creatable(body))
+        stack.kube.patch(pod_path(PLUGIN_NAMESPACE, pod_name) + "/status", {"status": status})
+    try:
+        (alert,) = wait_until(
+            lambda: prometheus.firing("FabricNotRequested", name=world.fcap_name("train")),
+            "FabricNotRequested to fire",
+            timeout=ALERT_TIMEOUT,
+        )
+        assert alert["labels"] == {
+            "alertname": "FabricNotRequested",
+            "severity": "warning",
+            "name": world.fcap_name("train"),
+            "fabric": "efa",
+            "pool": world.pool("train"),
+            "use": "without_fabric",
+            "job": JOB,
+        }
+        assert float(alert["value"]) == 2
+        assert alert["annotations"]["runbook_url"].endswith("/docs/runbook.md#fabricnotrequested")
+        # The pool itself is Ready: workloads are informational, nothing else fires for it.
+        assert prometheus.active("FabricCapabilityNotReady", name=world.fcap_name("train")) == []
+    finally:
+        for pod_name in pods:
+            stack.kube.delete(pod_path(PLUGIN_NAMESPACE, pod_name))
+    wait_until(
+        lambda: not prometheus.active("FabricNotRequested", name=world.fcap_name("train")),
+        "FabricNotRequested to resolve once the pods are gone",
+        timeout=ALERT_TIMEOUT,
+    )
+
+
+def test_fabric_request_unschedulable_fires_for_a_pending_efa_pod_and_resolves_when_it_goes(
+    stack: Stack, world: World
+) -> None:
+    prometheus = stack.prometheus
+    world.add_node("small", 1, efa=4, plugin=True, instance_type="p4d.24xlarge")
+    name = f"{world.prefix}-wants-32"
+    message = fabriccap_world.SCHEDULER_EFA_MESSAGE.format(nodes=1)
+    body = fabriccap_world.workload_pod(None, name, namespace=PLUGIN_NAMESPACE, efa=32, unschedulable=message)
+    status = body.pop("status")
+    stack.kube.create(pod_path(PLUGIN_NAMESPACE), creatable(body))
+    stack.kube.patch(pod_path(PLUGIN_NAMESPACE, name) + "/status", {"status": status})
+    try:
+        (alert,) = wait_until(
+            lambda: prometheus.firing("FabricRequestUnschedulable", fabric="efa"),
+            "FabricRequestUnschedulable to fire",
+            timeout=ALERT_TIMEOUT,
+        )
+        assert float(alert["value"]) == 1
+        assert alert["annotations"]["summary"] == "1 pod(s) request efa that no node can give them."
+    finally:
+        stack.kube.delete(pod_path(PLUGIN_NAMESPACE, name))
+    wait_until(
+        lambda: not prometheus.active("FabricRequestUnschedulable", fabric="efa"),
+        "FabricRequestUnschedulable to resolve once the pod is gone",
+        timeout=ALERT_TIMEOUT,
+    )
 
 
 def test_promtool_check_metrics_finds_nothing_in_the_live_exposition(stack: Stack, world: World) -> None:
