@@ -624,6 +624,7 @@ def test_object_shape() -> None:
         "fabriccap.dev/fabric": "efa",
         "fabriccap.dev/pool": "p5-training",
         "app.kubernetes.io/managed-by": "fabriccap",
+        "fabriccap.dev/ready": "true",  # what the admission policy selects its params by
     }
     assert obj["metadata"]["annotations"] == {
         "fabriccap.dev/pool-key": "eks.amazonaws.com/nodegroup",

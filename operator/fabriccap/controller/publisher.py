@@ -492,9 +492,13 @@ class Publisher:
                 content_type="application/merge-patch+json",
                 timeout=timeout,
             )
+            adopted = not existing.owned
             existing = Published.from_object(patched)
             self.published[name] = existing
-            logger.info("adopted FabricCapability %s", name)
+            if adopted:
+                logger.info("adopted FabricCapability %s", name)
+            else:
+                logger.info("labelled FabricCapability %s %s", name, capability.labels())
         forged = name in self.written and transition_times(existing.status) != transition_times(self.written[name])
         if (
             not forged

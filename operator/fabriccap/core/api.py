@@ -15,6 +15,9 @@ KIND = "FabricCapability"
 PLURAL = "fabriccapabilities"
 FABRIC_LABEL = f"{GROUP}/fabric"
 POOL_LABEL = f"{GROUP}/pool"
+# "true" on FabricCapabilities whose Ready condition is True: what the admission policy selects
+# its params by (a label selector cannot read a status).
+READY_LABEL = f"{GROUP}/ready"
 # Marks the objects this operator created; it never deletes a FabricCapability without it.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "fabriccap"

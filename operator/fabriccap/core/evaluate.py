@@ -20,6 +20,7 @@ from fabriccap.core.api import (
     POOL_KEY_ANNOTATION,
     POOL_LABEL,
     POOL_VALUE_ANNOTATION,
+    READY_LABEL,
     Condition,
     ConditionType,
     CountBucket,
@@ -119,7 +120,11 @@ class PoolCapability:
     status: FabricCapabilityStatus
 
     def labels(self) -> dict[str, str]:
-        labels = {FABRIC_LABEL: self.fabric, MANAGED_BY_LABEL: MANAGED_BY_VALUE}
+        labels = {
+            FABRIC_LABEL: self.fabric,
+            MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+            READY_LABEL: "true" if self.status.is_ready else "false",
+        }
         if is_label_value(self.pool.value):
             labels[POOL_LABEL] = self.pool.value
         return labels

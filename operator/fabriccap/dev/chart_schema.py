@@ -169,6 +169,7 @@ def values_schema() -> Schema:
                 "rules": _alert_settings(),
             }
         ),
+        "admissionPolicy": _object({"enabled": BOOLEAN}),
         "dashboard": _object({"enabled": BOOLEAN, "namespace": DNS_LABEL_OR_EMPTY, "labels": STRING_MAP}),
         # Helm's own: values shared with subcharts (this chart has none).
         "global": KUBE_OBJECT,

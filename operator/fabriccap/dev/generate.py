@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabriccap.dev import admission
 from fabriccap.dev.chart_schema import values_schema_json
 from fabriccap.observability import alerts, dashboard, helm_rules
 from fabriccap.observability.generated import to_yaml
@@ -108,6 +109,11 @@ def generated_files() -> list[Generated]:
             "operator/fabriccap/dev/chart_schema.py and operator/fabriccap/core/config.py",
         ),
         Generated(GITOPS / "argocd-cm-patch.yaml", argocd_cm_patch, str(ARGOCD_HEALTH.relative_to(REPO))),
+        Generated(
+            MANIFESTS / "components" / "admission-policy" / "admission-policy.yaml",
+            admission.policy_yaml,
+            "operator/fabriccap/dev/admission.py",
+        ),
     ]
     copies = {
         MANIFESTS / "crd" / "fabriccapabilities.yaml": CRD,
@@ -117,6 +123,10 @@ def generated_files() -> list[Generated]:
         MANIFESTS / "components" / "prometheusrule" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
         MANIFESTS / "components" / "dashboard" / "dashboard-configmap.yaml": MONITORING / "dashboard-configmap.yaml",
         CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
+        CHART / "files" / "admission-policy.yaml": MANIFESTS
+        / "components"
+        / "admission-policy"
+        / "admission-policy.yaml",
     }
     entries += [Generated(copy, _copy_of(source), str(source.relative_to(REPO))) for copy, source in copies.items()]
     return entries
