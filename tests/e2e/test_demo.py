@@ -98,6 +98,13 @@ def test_the_demo_shows_each_outcome_and_leaves_nothing_behind(tmp_path: Path) -
     assert "fabriccapability.fabriccap.dev/efa-p5-partial condition met" in stdout
     assert row("efa-p5-partial")[7:9] == ["True", "UniformCapability"]
     assert row("efa-gpu-mixed-p4tqsoj6fw2bn3seuhpnv5tb44")[5:7] == ["0", "False"]
+    # The TrainJob that forgot EFA: NO-FABRIC 2, a Warning on the TrainJob, then 0 once fixed.
+    wide = [line.split() for line in lines_out if line.startswith("efa-p5-training ") and len(line.split()) >= 13]
+    fixed = [columns for columns in wide if "(NO-FABRIC" in columns]
+    assert wide[0][12] == "2" and len(fixed) == 1 and fixed[0][12] == "0", stdout
+    warning = next(line for line in lines_out if line.startswith("Warning  FabricNotRequested"))
+    assert warning.startswith("Warning  FabricNotRequested  TrainJob/bert-finetune: runs 2 pods on pool p5-training")
+    assert warning.endswith("request vpc.amazonaws.com/efa: 32 per node (TrainJob: spec.trainer.resourcesPerNode)")
 
     # The operator served /metrics at the printed URL while the demo ran, before the flip.
     assert metrics_url, f"no line saying where /metrics is in:\n{stdout}"

@@ -32,7 +32,7 @@ from typing import Any
 from fabriccap.core.config import default_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
-from fabriccap.dev import efaplugin
+from fabriccap.dev import demo_workloads, efaplugin
 from fabriccap.dev.controlplane import LocalControlPlane, down, record_process, stop_recorded
 from fabriccap.dev.controlplane.binaries import BinaryError
 from fabriccap.dev.controlplane.cluster import ControlPlaneError
@@ -126,8 +126,33 @@ def _pool_ready_lines(exposition: str) -> list[str]:
     return [line for line in exposition.splitlines() if line.startswith("fabriccap_pool_ready{")]
 
 
-async def _load(kubeconfig: Path, objects: list[dict[str, Any]], *, real_nodes: bool = False) -> None:
+def _install_workload_crds(kubectl: Path, kubeconfig: Path) -> bool:
+    files = demo_workloads.crd_files(print)
+    if files is None:
+        return False
+    for file in files:
+        _kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", file)
+    for file in files:
+        wait_until(
+            lambda f=file: (
+                _kubectl(  # type: ignore[misc]
+                    kubectl, kubeconfig, "wait", "--for=condition=Established", "--timeout=30s", "-f", f, check=False
+                ).strip()
+                != ""
+            ),
+            f"the CRD in {file}",
+            timeout=60.0,
+            interval=0.5,
+        )
+    return True
+
+
+async def _load(
+    kubeconfig: Path, objects: list[dict[str, Any]], *, real_nodes: bool = False, trainjob: bool = False
+) -> None:
     async with await connect(str(kubeconfig)) as client:
+        if trainjob:
+            await demo_workloads.create_owners(client, objects)
         # With real nodes, controllers run: ServiceAccount admission, and a DaemonSet controller
         # that must adopt the simulated pods.
         await load_objects(client, objects, service_accounts=real_nodes, adopt=real_nodes)
@@ -259,7 +284,8 @@ def run_demo(args: argparse.Namespace) -> int:
             f"({simulated})"
         )
         _kubectl(kubectl, kubeconfig, "apply", "-f", "-", stdin=json.dumps(efa_device_class()))
-        asyncio.run(_load(kubeconfig, objects, real_nodes=real_nodes))
+        with_trainjob = _install_workload_crds(kubectl, kubeconfig)
+        asyncio.run(_load(kubeconfig, objects, real_nodes=real_nodes, trainjob=with_trainjob))
         if real_nodes:
             started = time.monotonic()
             _wait_real_pool(kubectl, kubeconfig, info.nodes, laggard)
@@ -310,6 +336,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print("recommendation.resourceClaimTemplate (paste under a ResourceClaimTemplate's spec):")
         print(json.dumps(recommendation.get("resourceClaimTemplate"), indent=2))
 
+        _trainjob_story(kubectl, kubeconfig, objects)
+
         if real_nodes:
             _say(
                 f"The EFA device plugin on {laggard} finds its devices: the kubelet now advertises"
@@ -353,6 +381,62 @@ def run_demo(args: argparse.Namespace) -> int:
             down(directory)
             if owned:
                 shutil.rmtree(directory, ignore_errors=True)
+
+
+TRAINING_POOL = "efa-p5-training"
+
+
+def _fcap_line(kubectl: Path, kubeconfig: Path, name: str) -> str:
+    return _kubectl(kubectl, kubeconfig, "get", "fcap", name, "-o", "wide").rstrip()
+
+
+def _without_fabric(kubectl: Path, kubeconfig: Path) -> int | None:
+    obj = json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", TRAINING_POOL, "-o", "json"))
+    workloads = (obj.get("status") or {}).get("workloads")
+    return None if workloads is None else int(workloads["withoutFabric"]["pods"])
+
+
+def _trainjob_story(kubectl: Path, kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
+    """bert-finetune runs on the Ready pool without asking for EFA: the NO-FABRIC count, the
+    Warning on the TrainJob, then the fix and the count dropping."""
+    namespace, name = demo_workloads.NAMESPACE, demo_workloads.NAME
+    _say(
+        f"TrainJob {namespace}/{name} runs on p5-training asking for GPUs only (its resourcesPerNode replaced"
+        " the runtime's resources): NCCL would use TCP sockets"
+    )
+    print(_fcap_line(kubectl, kubeconfig, TRAINING_POOL))
+
+    def warning() -> str | None:
+        listed = _kubectl(
+            kubectl,
+            kubeconfig,
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector=reason=FabricNotRequested",
+            "-o",
+            "json",
+            check=False,
+        )
+        items = json.loads(listed or "{}").get("items") or []
+        if not items:
+            return None
+        event = items[0]
+        involved = event["involvedObject"]
+        return f"{event['type']}  {event['reason']}  {involved['kind']}/{involved['name']}: {event['message']}"
+
+    print(wait_until(warning, "the FabricNotRequested Event", timeout=30.0, interval=0.25))
+    _say(f"{name} is fixed (resourcesPerNode asks for {demo_workloads.EFA}: 32): its pods come back with EFA")
+    asyncio.run(_fix_trainjob(kubeconfig, objects))
+    started = time.monotonic()
+    wait_until(lambda: _without_fabric(kubectl, kubeconfig) == 0, "NO-FABRIC to drop", timeout=30.0, interval=0.2)
+    print(_fcap_line(kubectl, kubeconfig, TRAINING_POOL) + f"   (NO-FABRIC 0 after {time.monotonic() - started:.1f}s)")
+
+
+async def _fix_trainjob(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
+    async with await connect(str(kubeconfig)) as client:
+        await demo_workloads.fix(client, objects)
 
 
 def _wait_real_pool(kubectl: Path, kubeconfig: Path, nodes: tuple[str, ...], laggard: str) -> None:
