@@ -125,8 +125,6 @@ CONDITIONS: tuple[ConditionMeaning, ...] = (
     ),
 )
 
-_CORDON = "cordon it (cordoned nodes leave the gate set)"
-
 REASONS: tuple[ReasonMeaning, ...] = (
     # DevicePluginReady
     ReasonMeaning(
@@ -194,7 +192,7 @@ REASONS: tuple[ReasonMeaning, ...] = (
         "Some nodes of the gate set advertise the fabric and some advertise 0; the message names up to 5 of"
         " the latter.",
         "Look at the plugin pod and the devices of the nodes named; a node that just joined recovers once its"
-        f" plugin registers. A node that cannot be fixed: {_CORDON}.",
+        " plugin registers. Cordon a node that cannot be fixed: cordoned nodes leave the gate set.",
     ),
     ReasonMeaning(
         ConditionType.ADVERTISED,
@@ -226,7 +224,7 @@ REASONS: tuple[ReasonMeaning, ...] = (
         " on some nodes); or the counts agree but the pool mixes instance types whose fabric traffic cannot"
         " cross (EFA between P4d/P4de and other types).",
         "Split the pool by instance type, or fix the nodes the message names (capacity above allocatable"
-        f" means unhealthy devices); or {_CORDON}.",
+        " means unhealthy devices) or cordon them: cordoned nodes leave the gate set.",
     ),
     ReasonMeaning(
         ConditionType.HOMOGENEOUS,
