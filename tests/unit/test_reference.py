@@ -273,9 +273,11 @@ def test_help_fields_are_filled_in() -> None:
 # --- How it decides --------------------------------------------------------------------------
 
 
-def test_quoted_evaluate_output_is_what_evaluate_prints(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("quoting", [REFERENCE / "how-it-decides.md", REPO / "README.md"], ids=lambda path: path.name)
+def test_quoted_evaluate_output_is_what_evaluate_prints(capsys: pytest.CaptureFixture[str], quoting: Path) -> None:
     """Each quoted command's lines are, line for line, what it prints now."""
-    blocks = [block for block in how_it_decides.quoted_blocks(page("how-it-decides.md")) if block[0] == "run"]
+    text = quoting.read_text(encoding="utf-8")
+    blocks = [block for block in how_it_decides.quoted_blocks(text) if block[0] == "run"]
     assert blocks
     for _, arguments, content in blocks:
         quoted = content.strip().removeprefix("```console\n").removesuffix("```").splitlines()

@@ -116,6 +116,8 @@ def generated_files() -> list[Generated]:
     entries.append(
         Generated(reference.REFERENCE / "README.md", reference.index, "operator/fabriccap/dev/reference/__init__.py")
     )
+    # The README is written by hand; the example output it quotes is refreshed like how-it-decides.md's.
+    entries.append(Generated(REPO / "README.md", reference.readme, "README.md (by hand) and examples/eks-cluster.json"))
     copies = {
         MANIFESTS / "crd" / "fabriccapabilities.yaml": CRD,
         CHART / "crds" / "fabriccapabilities.yaml": CRD,

@@ -80,6 +80,11 @@ def pages() -> list[Page]:
     ]
 
 
+def readme() -> str:
+    """The repository's README with the example output it quotes refreshed."""
+    return how_it_decides.refresh((REPO / "README.md").read_text(encoding="utf-8"), REPO)
+
+
 def index() -> str:
     rows = "".join(f"- [{page.title}]({page.name}): {page.summary}.\n" for page in pages())
     return (
