@@ -2,10 +2,10 @@
 """Generate examples/eks-cluster.json: a simulated EKS cluster, as kubectl prints it.
 
 The output is what ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json`` prints for a cluster with
-one node pool per outcome fabriccap distinguishes (see POOLS below and SPEC.md). It is
-deterministic: every id, address and timestamp derives from the node or pod name, so running
-the script again reproduces the committed file byte for byte (tests/unit/test_examples.py
-checks that).
+one node pool per outcome fabriccap distinguishes (see cluster_nodes() below, and
+docs/reference/how-it-decides.md for each pool's outcome). It is deterministic: every id,
+address and timestamp derives from the node or pod name, so running the script again
+reproduces the committed file byte for byte (tests/unit/test_examples.py checks that).
 
     python examples/generate_cluster.py            # rewrites examples/eks-cluster.json
     python examples/generate_cluster.py -o -       # prints it

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fabriccap.core.api import POOL_VALUE_ANNOTATION
 from fabriccap.dev import world
 from fabriccap.dev.seeding import creatable
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NAMESPACES
@@ -37,6 +38,13 @@ def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
     client = SyncKube(cluster.kubeconfig)
     yield client
     client.close()
+
+
+def _pool_of(obj: dict[str, Any]) -> str | None:
+    """The pool an object is for, from the annotation it carries from creation on (its status
+    comes a moment later: the operator creates the object, then patches the status)."""
+    value = obj["metadata"].get("annotations", {}).get(POOL_VALUE_ANNOTATION)
+    return None if value is None else str(value)
 
 
 def _ready(kube: SyncKube, name: str, status: str, reason: str) -> dict[str, Any] | None:
@@ -99,7 +107,7 @@ def test_aks_rdma_pool_in_nvidia_network_operator_turns_ready(
             kube.patch(pod_path(NAMESPACE, pods[-1]) + "/status", pod_status(ready=index == 0))
         operator.start()
         listed = wait_until(
-            lambda: [obj for obj in kube.fcaps() if obj["status"]["pool"]["value"] == pool] if kube.fcaps() else None,
+            lambda: [obj for obj in kube.fcaps() if _pool_of(obj) == pool and "status" in obj] or None,
             f"the FabricCapability of {pool}",
             timeout=30,
         )
@@ -123,7 +131,7 @@ def test_aks_rdma_pool_in_nvidia_network_operator_turns_ready(
         for name in nodes:
             kube.delete(node_path(name))
         for obj in kube.fcaps():
-            if obj["status"]["pool"]["value"] == pool:
+            if _pool_of(obj) == pool:
                 kube.delete(FABRIC_CAPABILITIES.item(obj["metadata"]["name"]))
         if created_namespace:
             kube.delete(NAMESPACES.item(NAMESPACE))

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import EFA, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, evaluate_bodies, node, pod
+from fabriccap.core.api import reason_meaning
 from fabriccap.core.evaluate import Evaluation
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -224,6 +225,8 @@ def test_status_invariants(scenario: Scenario) -> None:
         assert status.nodes + status.cordoned_nodes >= 1
         stalled = status.condition("Stalled")
         assert stalled is not None and stalled.status in ("True", "False")
+        for condition in status.conditions:  # every outcome is one the reference documents
+            assert reason_meaning(condition.type, condition.status, condition.reason) is not None, condition
         if status.nodes == 0:
             assert all(
                 condition.reason == "NoTargetNodes"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +36,320 @@ class ConditionType(StrEnum):
 
 
 CONDITION_ORDER: tuple[ConditionType, ...] = tuple(ConditionType)
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Reason(StrEnum):
+    """Every reason a FabricCapability condition can carry. The evaluation takes its reasons
+    from here only, so ``REASONS`` below (and the reference generated from it) cannot miss one."""
+
+    NO_TARGET_NODES = "NoTargetNodes"
+    PLUGIN_READY_ON_ALL_NODES = "PluginReadyOnAllNodes"
+    PLUGIN_NOT_INSTALLED = "PluginNotInstalled"
+    PLUGIN_NOT_SCHEDULED = "PluginNotScheduled"
+    PLUGIN_NOT_READY = "PluginNotReady"
+    ALL_NODES_ADVERTISE = "AllNodesAdvertise"
+    NOT_ADVERTISED = "NotAdvertised"
+    PARTIALLY_ADVERTISED = "PartiallyAdvertised"
+    UNIFORM_COUNT = "UniformCount"
+    PARTIAL_ROLLOUT = "PartialRollout"
+    MIXED_COUNTS = "MixedCounts"
+    MATCHES_INSTANCE_MAXIMUM = "MatchesInstanceMaximum"
+    BELOW_INSTANCE_MAXIMUM = "BelowInstanceMaximum"
+    ABOVE_INSTANCE_MAXIMUM = "AboveInstanceMaximum"
+    UNKNOWN_INSTANCE_TYPE = "UnknownInstanceType"
+    UNIFORM_CAPABILITY = "UniformCapability"
+    DEVICE_PLUGIN_GAP = "DevicePluginGap"
+    INSTANCE_TYPE_UNSUPPORTED = "InstanceTypeUnsupported"
+    HETEROGENEOUS_INSTANCE_TYPES = "HeterogeneousInstanceTypes"
+    NOT_STALLED = "NotStalled"
+
+
+@dataclass(frozen=True)
+class ConditionMeaning:
+    """What a condition type answers, for users (the reference under docs/reference/)."""
+
+    type: ConditionType
+    question: str
+    affects_ready: bool
+
+
+@dataclass(frozen=True)
+class ReasonMeaning:
+    """One (condition type, status, reason) the operator can write, what it means and what to do."""
+
+    condition: ConditionType
+    status: ConditionStatus
+    reason: Reason
+    meaning: str
+    action: str
+
+
+CONDITIONS: tuple[ConditionMeaning, ...] = (
+    ConditionMeaning(
+        ConditionType.DEVICE_PLUGIN_READY,
+        "Does every node of the gate set run a Ready pod of the DaemonSet that advertises its devices"
+        " (the device plugin, or the DRA driver's kubelet plugin on nodes that advertise through DRA)?",
+        affects_ready=True,
+    ),
+    ConditionMeaning(
+        ConditionType.ADVERTISED,
+        "Does every node of the gate set advertise at least one device of the fabric?",
+        affects_ready=True,
+    ),
+    ConditionMeaning(
+        ConditionType.HOMOGENEOUS,
+        "Does every node of the gate set advertise the same count, and can the pool's instance types share one fabric?",
+        affects_ready=True,
+    ),
+    ConditionMeaning(
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        "Does each node of a known instance type advertise that type's known maximum? Informational:"
+        " attaching fewer interfaces than the maximum can be deliberate.",
+        affects_ready=False,
+    ),
+    ConditionMeaning(
+        ConditionType.READY,
+        "The flip criterion: may fabric wiring be turned on for this pool? True only when the gate set is"
+        " not empty, every node advertises the same count N > 0 and every node runs a Ready plugin pod."
+        " kstatus reads True as Current and False as InProgress.",
+        affects_ready=True,
+    ),
+    ConditionMeaning(
+        ConditionType.STALLED,
+        "Abnormal-true (kstatus): is the pool unable to become Ready whatever happens to its plugins,"
+        " because of its instance types? kstatus reads True as Failed.",
+        affects_ready=False,
+    ),
+)
+
+REASONS: tuple[ReasonMeaning, ...] = (
+    # DevicePluginReady
+    ReasonMeaning(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.TRUE,
+        Reason.PLUGIN_READY_ON_ALL_NODES,
+        "Every node of the gate set has a Ready pod of the DaemonSet that serves it.",
+        "Nothing.",
+    ),
+    ReasonMeaning(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.FALSE,
+        Reason.PLUGIN_NOT_INSTALLED,
+        "No DaemonSet of the fabric was found: none in the configured namespaces matches the profile's"
+        " selector or names. The message says where and how it looked.",
+        "Install the device plugin (or DRA driver), or point `devicePlugin.namespaces`,"
+        " `devicePlugin.daemonSetSelector` / `daemonSetNames` (or `dra.daemonSetSelector` / `dra.daemonSetNames`)"
+        " at the one you run.",
+    ),
+    ReasonMeaning(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.FALSE,
+        Reason.PLUGIN_NOT_SCHEDULED,
+        "The DaemonSet exists, but some nodes of the gate set have no pod of it: its node selector,"
+        " affinity or tolerations leave them out. The message names up to 5 of them.",
+        "Compare the DaemonSet's nodeSelector, affinity and tolerations with the labels and taints of the nodes named.",
+    ),
+    ReasonMeaning(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.FALSE,
+        Reason.PLUGIN_NOT_READY,
+        "Every node has a plugin pod, but on some it is not Ready (not Running, not Ready, or being deleted).",
+        "`kubectl describe` and `kubectl logs` the plugin pods on the nodes named.",
+    ),
+    ReasonMeaning(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.UNKNOWN,
+        Reason.NO_TARGET_NODES,
+        "The pool has no schedulable target node (all cordoned), so there is nothing to judge.",
+        "Uncordon nodes or wait for new ones; the object is deleted after the grace period once the pool"
+        " has no target node at all.",
+    ),
+    # Advertised
+    ReasonMeaning(
+        ConditionType.ADVERTISED,
+        ConditionStatus.TRUE,
+        Reason.ALL_NODES_ADVERTISE,
+        "Every node of the gate set advertises at least one device of the fabric.",
+        "Nothing.",
+    ),
+    ReasonMeaning(
+        ConditionType.ADVERTISED,
+        ConditionStatus.FALSE,
+        Reason.NOT_ADVERTISED,
+        "No node of the gate set advertises the fabric: allocatable is 0 or absent, and no ResourceSlice"
+        " holds its devices (where the profile reads DRA).",
+        "If the pool should carry the fabric: check the instance type can (`MatchesInstanceType`), that"
+        " interfaces are attached in the launch template, and the plugin's logs. A pool that is a target only"
+        " because of its GPUs or instance type may stay like this by design.",
+    ),
+    ReasonMeaning(
+        ConditionType.ADVERTISED,
+        ConditionStatus.FALSE,
+        Reason.PARTIALLY_ADVERTISED,
+        "Some nodes of the gate set advertise the fabric and some advertise 0; the message names up to 5 of"
+        " the latter.",
+        "Look at the plugin pod and the devices of the nodes named; a node that just joined recovers once its"
+        " plugin registers. Cordon a node that cannot be fixed: cordoned nodes leave the gate set.",
+    ),
+    ReasonMeaning(
+        ConditionType.ADVERTISED,
+        ConditionStatus.UNKNOWN,
+        Reason.NO_TARGET_NODES,
+        "The pool has no schedulable target node.",
+        "As for DevicePluginReady.",
+    ),
+    # Homogeneous
+    ReasonMeaning(
+        ConditionType.HOMOGENEOUS,
+        ConditionStatus.TRUE,
+        Reason.UNIFORM_COUNT,
+        "Every node of the gate set advertises the same count (0 included); `status.uniformCount` holds it.",
+        "Nothing.",
+    ),
+    ReasonMeaning(
+        ConditionType.HOMOGENEOUS,
+        ConditionStatus.FALSE,
+        Reason.PARTIAL_ROLLOUT,
+        "Counts differ and some nodes advertise 0: the fabric reached only part of the pool.",
+        "Fix or cordon the nodes at 0 named in the message (see `status.gap.nodes`).",
+    ),
+    ReasonMeaning(
+        ConditionType.HOMOGENEOUS,
+        ConditionStatus.FALSE,
+        Reason.MIXED_COUNTS,
+        "Every node advertises some, but not the same count (different instance types, or unhealthy devices"
+        " on some nodes); or the counts agree but the pool mixes instance types whose fabric traffic cannot"
+        " cross (EFA between P4d/P4de and other types).",
+        "Split the pool by instance type, or fix the nodes the message names (capacity above allocatable"
+        " means unhealthy devices) or cordon them: cordoned nodes leave the gate set.",
+    ),
+    ReasonMeaning(
+        ConditionType.HOMOGENEOUS,
+        ConditionStatus.UNKNOWN,
+        Reason.NO_TARGET_NODES,
+        "The pool has no schedulable target node.",
+        "As for DevicePluginReady.",
+    ),
+    # MatchesInstanceType
+    ReasonMeaning(
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        ConditionStatus.TRUE,
+        Reason.MATCHES_INSTANCE_MAXIMUM,
+        "Every node of a known instance type advertises exactly that type's maximum.",
+        "Nothing.",
+    ),
+    ReasonMeaning(
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        ConditionStatus.FALSE,
+        Reason.BELOW_INSTANCE_MAXIMUM,
+        "Some nodes advertise fewer devices than their instance type supports.",
+        "Deliberate (fewer interfaces attached) needs nothing; otherwise check the launch template's"
+        " network interfaces and the plugin's logs.",
+    ),
+    ReasonMeaning(
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        ConditionStatus.FALSE,
+        Reason.ABOVE_INSTANCE_MAXIMUM,
+        "Some nodes advertise more devices than their instance type's known maximum.",
+        "The profile's `instanceTypes` table is out of date for that type: correct it in your config.",
+    ),
+    ReasonMeaning(
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        ConditionStatus.UNKNOWN,
+        Reason.UNKNOWN_INSTANCE_TYPE,
+        "No node of the gate set is of an instance type whose maximum the profile knows.",
+        "Add the types to the profile's `instanceTypes` if you want them checked.",
+    ),
+    # Ready
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.TRUE,
+        Reason.UNIFORM_CAPABILITY,
+        "Every node of the gate set advertises the same count N > 0 and runs a Ready plugin pod: a job that"
+        " asks for up to N per node schedules on any node of the pool. `status.recommendation` says what to"
+        " request.",
+        "Wire the fabric: request what `status.recommendation` says.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.NO_TARGET_NODES,
+        "The pool has no schedulable target node.",
+        "As for DevicePluginReady.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.NOT_ADVERTISED,
+        "No node advertises the fabric (the Advertised condition's message).",
+        "As for Advertised `NotAdvertised`.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.PARTIAL_ROLLOUT,
+        "Counts differ and some nodes advertise 0 (the Homogeneous condition's message).",
+        "As for Homogeneous `PartialRollout`.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.MIXED_COUNTS,
+        "Counts differ, none is 0, or the instance types cannot share one fabric (the Homogeneous"
+        " condition's message).",
+        "As for Homogeneous `MixedCounts`.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.DEVICE_PLUGIN_GAP,
+        "Every node advertises the same N > 0, but some nodes have no Ready pod of the DaemonSet that serves"
+        " them: what they advertise is not backed by a running plugin and may be stale.",
+        "As for DevicePluginReady's reason (`PluginNotInstalled`, `PluginNotScheduled` or `PluginNotReady`).",
+    ),
+    # Stalled
+    ReasonMeaning(
+        ConditionType.STALLED,
+        ConditionStatus.TRUE,
+        Reason.INSTANCE_TYPE_UNSUPPORTED,
+        "Every node's instance type has a known maximum of 0: the pool can never carry the fabric.",
+        "Nothing, if the pool is not meant to carry it; otherwise move the workload to instance types that"
+        " support the fabric.",
+    ),
+    ReasonMeaning(
+        ConditionType.STALLED,
+        ConditionStatus.TRUE,
+        Reason.HETEROGENEOUS_INSTANCE_TYPES,
+        "The pool mixes instance types with different known maxima, or types whose fabric traffic cannot"
+        " cross: it cannot become uniform as it is.",
+        "Split the pool so that each has one instance type (or types of the same maximum).",
+    ),
+    ReasonMeaning(
+        ConditionType.STALLED,
+        ConditionStatus.FALSE,
+        Reason.NOT_STALLED,
+        "Nothing about the pool's instance types keeps it from becoming Ready.",
+        "Nothing.",
+    ),
+)
+
+
+def reason_meaning(condition: ConditionType | str, status: str, reason: str) -> ReasonMeaning | None:
+    """The registered meaning of a (condition type, status, reason), or None when there is none."""
+    return next(
+        (
+            entry
+            for entry in REASONS
+            if entry.condition == condition and entry.status == status and entry.reason == reason
+        ),
+        None,
+    )
 
 
 class _ApiModel(BaseModel):

@@ -191,8 +191,20 @@ def _renamed(document: Any, renames: Mapping[str, str], where: str) -> Any:
 
 
 class TargetNodes(_Model):
-    accelerator_resources: tuple[str, ...] = Field(default=DEFAULT_ACCELERATOR_RESOURCES, alias="acceleratorResources")
-    accelerator_labels: tuple[str, ...] = Field(default=DEFAULT_ACCELERATOR_LABELS, alias="acceleratorLabels")
+    """Which nodes are the fabric's targets besides those that advertise it, run its device
+    plugin, or are of an instance type that can carry it: accelerator nodes."""
+
+    accelerator_resources: tuple[str, ...] = Field(
+        default=DEFAULT_ACCELERATOR_RESOURCES,
+        alias="acceleratorResources",
+        description="Extended resources that make a node an accelerator node, and so a target, when its"
+        " allocatable of one is above 0.",
+    )
+    accelerator_labels: tuple[str, ...] = Field(
+        default=DEFAULT_ACCELERATOR_LABELS,
+        alias="acceleratorLabels",
+        description="Node labels (key=value) that make a node an accelerator node, and so a target.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -224,8 +236,17 @@ class _DaemonSetFinder(_Model):
     """How the DaemonSets that advertise a fabric are recognised: by a label selector
     (matched against the DaemonSet's labels or its pod template's) or by name."""
 
-    daemon_set_selector: str | None = Field(default=None, alias="daemonSetSelector")
-    daemon_set_names: tuple[str, ...] = Field(default=(), alias="daemonSetNames")
+    daemon_set_selector: str | None = Field(
+        default=None,
+        alias="daemonSetSelector",
+        description="An equality label selector (a=b,c=d) matched against each DaemonSet's own labels and"
+        " against its pod template's labels.",
+    )
+    daemon_set_names: tuple[str, ...] = Field(
+        default=(),
+        alias="daemonSetNames",
+        description="DaemonSet names that are taken whatever their labels.",
+    )
 
     @field_validator("daemon_set_selector")
     @classmethod
@@ -256,7 +277,14 @@ class _DaemonSetFinder(_Model):
 
 
 class DevicePlugin(_DaemonSetFinder):
-    namespaces: tuple[str, ...] = Field(default=("kube-system",), min_length=1)
+    """The fabric's device-plugin DaemonSets; their namespaces are searched for the DRA driver's too."""
+
+    namespaces: tuple[str, ...] = Field(
+        default=("kube-system",),
+        min_length=1,
+        description="Namespaces searched for the device plugin's and the DRA driver's DaemonSets and their"
+        " pods. `namespace: X` is read as `[X]`.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -292,10 +320,23 @@ AttributeValue = StrictBool | StrictInt | StrictStr
 class DraSettings(_DaemonSetFinder):
     """How a fabric's devices appear in ResourceSlices, and how its DRA driver is deployed."""
 
-    drivers: tuple[str, ...] = ()
+    drivers: tuple[str, ...] = Field(
+        default=(),
+        description="DRA driver names whose ResourceSlices are read (spec.driver); needed when sources includes dra.",
+    )
     # Qualified attribute name -> the value a device of the fabric has; every entry must match.
-    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
-    device_class_name: str | None = Field(default=None, alias="deviceClassName")
+    attributes: dict[str, AttributeValue] = Field(
+        default_factory=dict,
+        description="Device attributes (qualified name: value) a device must have, every one, to count as one"
+        " of the fabric's; a name without a domain is in the driver's. Replaces the built-in mapping"
+        " instead of merging with it.",
+    )
+    device_class_name: str | None = Field(
+        default=None,
+        alias="deviceClassName",
+        description="The DeviceClass a workload's ResourceClaim names (status.recommendation.resourceClaimTemplate);"
+        " needed when sources includes dra.",
+    )
 
     @field_validator("drivers")
     @classmethod
@@ -338,23 +379,55 @@ class DraSettings(_DaemonSetFinder):
 
 
 class EnvVar(_Model):
-    name: str
-    value: str
+    name: str = Field(description="The environment variable's name.")
+    value: str = Field(description="Its value.")
 
 
 class FabricProfile(_Model):
-    name: str
-    enabled: StrictBool = True
-    resource: str
+    """One fabric: its resource, where its devices are advertised, which nodes are its targets."""
+
+    name: str = Field(
+        description="The fabric's name (a DNS label of at most 20 characters): the first part of each"
+        " FabricCapability's name and the value of its fabriccap.dev/fabric label."
+    )
+    enabled: StrictBool = Field(default=True, description="Whether the fabric is evaluated and published.")
+    resource: str = Field(
+        description="The extended resource the device plugin advertises in node allocatable, e.g."
+        " vpc.amazonaws.com/efa."
+    )
     target_nodes: TargetNodes = Field(default_factory=TargetNodes, alias="targetNodes")
     device_plugin: DevicePlugin = Field(default_factory=DevicePlugin, alias="devicePlugin")
-    instance_types: dict[str, int] = Field(default_factory=dict, alias="instanceTypes")
-    isolated_instance_type_groups: tuple[tuple[str, ...], ...] = Field(default=(), alias="isolatedInstanceTypeGroups")
-    recommended_env: tuple[EnvVar, ...] = Field(default=(), alias="recommendedEnv")
+    instance_types: dict[str, int] = Field(
+        default_factory=dict,
+        alias="instanceTypes",
+        description="Known maximum count per instance type (node.kubernetes.io/instance-type, a leading ml."
+        " stripped): a type above 0 makes its nodes targets, every node at 0 stalls the pool, and"
+        " MatchesInstanceType compares against it. Merged key by key with the built-in table.",
+    )
+    isolated_instance_type_groups: tuple[tuple[str, ...], ...] = Field(
+        default=(),
+        alias="isolatedInstanceTypeGroups",
+        description="Groups of instance types whose fabric traffic cannot cross to types outside the group:"
+        " a pool mixing a group's type with another type is never uniform.",
+    )
+    recommended_env: tuple[EnvVar, ...] = Field(
+        default=(),
+        alias="recommendedEnv",
+        description="Environment variables status.recommendation.env tells workloads to set.",
+    )
     # The resource counts how many pods may share the node's devices (the RDMA shared device
     # plugin's rdmaHcaMax), not devices: uniformity is judged the same, a workload asks for 1.
-    shared: StrictBool = False
-    sources: tuple[Source, ...] = Field(default=(Source.DEVICE_PLUGIN,), min_length=1)
+    shared: StrictBool = Field(
+        default=False,
+        description="The resource counts pods that may share the node's devices, not devices: the"
+        " recommendation asks for 1.",
+    )
+    sources: tuple[Source, ...] = Field(
+        default=(Source.DEVICE_PLUGIN,),
+        min_length=1,
+        description="Where the fabric's devices are advertised: devicePlugin (node allocatable), dra"
+        " (resource.k8s.io/v1 ResourceSlices), or both; a node advertising through both counts the larger.",
+    )
     dra: DraSettings = Field(default_factory=DraSettings)
 
     @field_validator("name")
@@ -479,26 +552,68 @@ _REPLACED_MAPPINGS = frozenset({"attributes"})
 class WorkloadSettings(_Model):
     """Whether the pods that run on the pools are read (cluster-wide) and reported."""
 
-    enabled: StrictBool = True
+    enabled: StrictBool = Field(
+        default=True,
+        description="Read Pods cluster-wide and report who on each pool asks for the fabric (status.workloads,"
+        " Events, alerts). Off: Pods are read only in the plugin namespaces.",
+    )
 
 
 class Config(_Model):
-    pool_labels: tuple[str, ...] = Field(default=DEFAULT_POOL_LABELS, alias="poolLabels", min_length=1)
-    fabrics: tuple[FabricProfile, ...] = Field(default=())
-    pool_grace_period_seconds: float = Field(default=600.0, alias="poolGracePeriodSeconds", ge=0)
-    debounce_seconds: float = Field(default=0.2, alias="debounceSeconds", ge=0, le=60)
+    """The operator's configuration: one YAML file, `--config`, or the Helm chart's `config` value."""
+
+    pool_labels: tuple[str, ...] = Field(
+        default=DEFAULT_POOL_LABELS,
+        alias="poolLabels",
+        min_length=1,
+        description="Node label keys that name a node's pool, in order: a node's pool is the first it carries;"
+        " a node with none is unpooled (counted in fabriccap_unpooled_nodes, never published).",
+    )
+    fabrics: tuple[FabricProfile, ...] = Field(default=(), description="The fabric profiles.")
+    pool_grace_period_seconds: float = Field(
+        default=600.0,
+        alias="poolGracePeriodSeconds",
+        ge=0,
+        description="How long a pool may have no target node before its FabricCapability is deleted.",
+    )
+    debounce_seconds: float = Field(
+        default=0.2,
+        alias="debounceSeconds",
+        ge=0,
+        le=60,
+        description="How long changes are gathered before the pools they touch are evaluated.",
+    )
     # A full re-evaluation this often even when nothing changed: a safety net for a missed
     # watch event, and the heartbeat behind fabriccap_last_evaluation_timestamp_seconds
     # (the FabricCapabilityStale alert assumes it is at most 5 minutes).
-    resync_seconds: float = Field(default=300.0, alias="resyncSeconds", gt=0)
+    resync_seconds: float = Field(
+        default=300.0,
+        alias="resyncSeconds",
+        gt=0,
+        description="Every pool is evaluated again this often even when nothing changed: a safety net for a"
+        " missed watch event (the FabricCapabilityStale alert assumes at most 300).",
+    )
     # How long the first listing may take before /healthz fails (and the pod is restarted).
-    startup_timeout_seconds: float = Field(default=120.0, alias="startupTimeoutSeconds", gt=0)
+    startup_timeout_seconds: float = Field(
+        default=120.0,
+        alias="startupTimeoutSeconds",
+        gt=0,
+        description="How long the first listing of the watched kinds may take before /healthz fails.",
+    )
     # The view of the cluster is stale when a watched kind has not heard from the API server
     # (an event, a bookmark, a watch accepted) for this long: /healthz fails and
     # fabriccap_pool_ready reads 0. Watches are renewed every minute, so the default leaves
     # room for one missed renewal.
-    stale_after_seconds: float = Field(default=150.0, alias="staleAfterSeconds", gt=0)
-    workloads: WorkloadSettings = Field(default_factory=WorkloadSettings)
+    stale_after_seconds: float = Field(
+        default=150.0,
+        alias="staleAfterSeconds",
+        gt=0,
+        description="A watched kind not heard from the API server for this long makes the view stale:"
+        " /healthz fails and fabriccap_pool_ready reads 0.",
+    )
+    workloads: WorkloadSettings = Field(
+        default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."
+    )
 
     @field_validator("pool_labels")
     @classmethod

@@ -33,6 +33,7 @@ from fabriccap.core.api import (
     GapStatus,
     InstanceTypeCount,
     PoolRef,
+    Reason,
     Recommendation,
     ResourceClaimSpec,
     ResourceClaimTemplateSpec,
@@ -257,8 +258,8 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def _condition(condition_type: ConditionType, status: str, reason: str, message: str) -> Condition:
-    return Condition(type=condition_type.value, status=status, reason=reason, message=message)
+def _condition(condition_type: ConditionType, status: str, reason: Reason, message: str) -> Condition:
+    return Condition(type=condition_type.value, status=status, reason=reason.value, message=message)
 
 
 def _isolation_conflict(profile: FabricProfile, instance_types: Iterable[str]) -> tuple[str, str] | None:
@@ -459,7 +460,7 @@ def _recommendation(profile: FabricProfile, sources: set[Source], uniform_count:
 
 
 def _no_target_nodes(condition_type: ConditionType) -> Condition:
-    return _condition(condition_type, UNKNOWN, "NoTargetNodes", "no schedulable target node in the pool")
+    return _condition(condition_type, UNKNOWN, Reason.NO_TARGET_NODES, "no schedulable target node in the pool")
 
 
 def _device_plugin_condition(
@@ -487,25 +488,25 @@ def _device_plugin_condition(
             else finders[next(iter(needed))]
         )
         return _condition(
-            kind, FALSE, "PluginNotInstalled", f"no {profile.name} {word} DaemonSet found in {scope} ({how})"
+            kind, FALSE, Reason.PLUGIN_NOT_INSTALLED, f"no {profile.name} {word} DaemonSet found in {scope} ({how})"
         )
     if without_pod:
         return _condition(
             kind,
             FALSE,
-            "PluginNotScheduled",
+            Reason.PLUGIN_NOT_SCHEDULED,
             f"no {word} pod on {len(without_pod)} of {total} nodes: {_named(without_pod)}",
         )
     if not_ready:
         return _condition(
             kind,
             FALSE,
-            "PluginNotReady",
+            Reason.PLUGIN_NOT_READY,
             f"{word} pod not Ready on {len(not_ready)} of {total} nodes: {_named(not_ready)}",
         )
     serving = [source for source in Source if source in needed and view.of(source).nodes_with_ready_pod & nodes]
     return _condition(
-        kind, TRUE, "PluginReadyOnAllNodes", f"{_providers_phrase(serving)} pod Ready on all {total} nodes"
+        kind, TRUE, Reason.PLUGIN_READY_ON_ALL_NODES, f"{_providers_phrase(serving)} pod Ready on all {total} nodes"
     )
 
 
@@ -531,21 +532,23 @@ def _advertised_condition(
                 return _condition(
                     kind,
                     FALSE,
-                    "NotAdvertised",
+                    Reason.NOT_ADVERTISED,
                     f"no ResourceSlice of {drivers} holds {profile.name} devices on any of {total} target nodes{note}",
                 )
         return _condition(
-            kind, FALSE, "NotAdvertised", f"{subject} advertised on 0 of {total} target nodes{elsewhere}{note}"
+            kind, FALSE, Reason.NOT_ADVERTISED, f"{subject} advertised on 0 of {total} target nodes{elsewhere}{note}"
         )
     if not_advertising:
         return _condition(
             kind,
             FALSE,
-            "PartiallyAdvertised",
+            Reason.PARTIALLY_ADVERTISED,
             f"{subject} advertised on {len(advertising)} of {total} target nodes{mixed_note}; "
             f"0 on {_named(not_advertising)}{note}",
         )
-    return _condition(kind, TRUE, "AllNodesAdvertise", f"{subject} advertised on all {total} target nodes{mixed_note}")
+    return _condition(
+        kind, TRUE, Reason.ALL_NODES_ADVERTISE, f"{subject} advertised on all {total} target nodes{mixed_note}"
+    )
 
 
 def _homogeneous_condition(
@@ -567,11 +570,13 @@ def _homogeneous_condition(
             return _condition(
                 kind,
                 FALSE,
-                "MixedCounts",
+                Reason.MIXED_COUNTS,
                 f"all {total} nodes advertise {resource}: {count}, but EFA traffic between "
                 f"{first} and {second} is unsupported, so the pool cannot be one fabric",
             )
-        return _condition(kind, TRUE, "UniformCount", f"all {total} nodes advertise {resource}: {count}{mixed_note}")
+        return _condition(
+            kind, TRUE, Reason.UNIFORM_COUNT, f"all {total} nodes advertise {resource}: {count}{mixed_note}"
+        )
     spread = ", ".join(
         f"{count} on {_plural(nodes, 'node')}" for count, nodes in sorted(distribution.items(), reverse=True)
     )
@@ -580,7 +585,7 @@ def _homogeneous_condition(
         return _condition(
             kind,
             FALSE,
-            "PartialRollout",
+            Reason.PARTIAL_ROLLOUT,
             f"{resource} differs across {total} nodes ({spread}); 0 on {_named(offenders)}{note}",
         )
     # Name the nodes outside the most common count: they are the likely odd ones out.
@@ -589,7 +594,7 @@ def _homogeneous_condition(
     return _condition(
         kind,
         FALSE,
-        "MixedCounts",
+        Reason.MIXED_COUNTS,
         f"{resource} differs across {total} nodes ({spread}); not {most_common} on {_named(offenders)}"
         + mixed_note
         + note,
@@ -603,7 +608,7 @@ def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allo
         return _condition(
             kind,
             UNKNOWN,
-            "UnknownInstanceType",
+            Reason.UNKNOWN_INSTANCE_TYPE,
             f"no node of an instance type with a known {profile.resource} maximum",
         )
     above = [
@@ -620,7 +625,7 @@ def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allo
         return _condition(
             kind,
             FALSE,
-            "AboveInstanceMaximum",
+            Reason.ABOVE_INSTANCE_MAXIMUM,
             f"{len(above)} of {len(known)} nodes of known types advertise more than their instance "
             f"type's maximum: {_named(above)}",
         )
@@ -628,7 +633,7 @@ def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allo
         return _condition(
             kind,
             FALSE,
-            "BelowInstanceMaximum",
+            Reason.BELOW_INSTANCE_MAXIMUM,
             f"{len(below)} of {len(known)} nodes of known types advertise fewer than their instance "
             f"type's maximum: {_named(below)}",
         )
@@ -637,7 +642,7 @@ def _instance_type_condition(profile: FabricProfile, gate: list[NodeFacts], allo
     return _condition(
         kind,
         TRUE,
-        "MatchesInstanceMaximum",
+        Reason.MATCHES_INSTANCE_MAXIMUM,
         f"all {len(known)} nodes of known types advertise their instance type's maximum{suffix}",
     )
 
@@ -657,17 +662,17 @@ def _ready_condition(
     by_type = {condition.type: condition for condition in conditions}
     homogeneous = by_type[ConditionType.HOMOGENEOUS]
     if total == 0:
-        return _condition(kind, FALSE, "NoTargetNodes", "no schedulable target node in the pool")
+        return _condition(kind, FALSE, Reason.NO_TARGET_NODES, "no schedulable target node in the pool")
     if not advertising:
-        return _condition(kind, FALSE, "NotAdvertised", by_type[ConditionType.ADVERTISED].message)
+        return _condition(kind, FALSE, Reason.NOT_ADVERTISED, by_type[ConditionType.ADVERTISED].message)
     if homogeneous.status != TRUE:
-        return _condition(kind, FALSE, homogeneous.reason, homogeneous.message)
+        return _condition(kind, FALSE, Reason(homogeneous.reason), homogeneous.message)
     if len(with_ready_plugin) < total:
         plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
         return _condition(
             kind,
             FALSE,
-            "DevicePluginGap",
+            Reason.DEVICE_PLUGIN_GAP,
             f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}",
         )
     provider = _providers_phrase(sources).replace("-", " ")
@@ -685,7 +690,7 @@ def _ready_condition(
     return _condition(
         kind,
         TRUE,
-        "UniformCapability",
+        Reason.UNIFORM_CAPABILITY,
         f"all {total} nodes advertise {subject}: {uniform_count} with a Ready {provider}{mixed_note}; {usage}",
     )
 
@@ -702,7 +707,7 @@ def _stalled_condition(
         return _condition(
             kind,
             TRUE,
-            "InstanceTypeUnsupported",
+            Reason.INSTANCE_TYPE_UNSUPPORTED,
             f"every node's instance type supports no {profile.resource} ({types}: maximum 0); "
             "this pool cannot become Ready without other instance types",
         )
@@ -712,7 +717,7 @@ def _stalled_condition(
         return _condition(
             kind,
             TRUE,
-            "HeterogeneousInstanceTypes",
+            Reason.HETEROGENEOUS_INSTANCE_TYPES,
             f"the pool mixes instance types with different {profile.resource} maxima: {listed}",
         )
     if isolation_conflict is not None:
@@ -720,10 +725,12 @@ def _stalled_condition(
         return _condition(
             kind,
             TRUE,
-            "HeterogeneousInstanceTypes",
+            Reason.HETEROGENEOUS_INSTANCE_TYPES,
             f"the pool mixes {first} and {second}; EFA traffic between them is unsupported",
         )
-    return _condition(kind, FALSE, "NotStalled", "no instance-type condition prevents this pool from becoming Ready")
+    return _condition(
+        kind, FALSE, Reason.NOT_STALLED, "no instance-type condition prevents this pool from becoming Ready"
+    )
 
 
 def fabric_views(

@@ -1,9 +1,10 @@
 """``make generate``: every generated or copied file of the repository, written from one table.
 
 Alert rules (plain, and the chart's with placeholders), the dashboard, the chart's values
-schema and the argocd-cm patch come from their generators; kustomize and Helm refuse files
-outside their own directories, and a wheel has no repository around it, so the CRD, the rules,
-the dashboard and the example cluster are copied where each tool looks. A unit test compares
+schema, the argocd-cm patch and the user reference (docs/reference/) come from their
+generators; kustomize and Helm refuse files outside their own directories, and a wheel has no
+repository around it, so the CRD, the rules, the dashboard and the example cluster are copied
+where each tool looks. A unit test compares
 every entry with what is committed, so a stale file fails the suite instead of a release.
 
     python -m fabriccap.dev.generate            # write every file that differs
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabriccap.dev import admission
+from fabriccap.dev import admission, reference
 from fabriccap.dev.chart_schema import values_schema_json
 from fabriccap.observability import alerts, dashboard, helm_rules
 from fabriccap.observability.generated import to_yaml
@@ -115,6 +116,13 @@ def generated_files() -> list[Generated]:
             "operator/fabriccap/dev/admission.py",
         ),
     ]
+    # The user reference (docs/reference/): each page walks its source of truth.
+    entries += [Generated(reference.REFERENCE / page.name, page.render, page.source) for page in reference.pages()]
+    entries.append(
+        Generated(reference.REFERENCE / "README.md", reference.index, "operator/fabriccap/dev/reference/__init__.py")
+    )
+    # The README is written by hand; the example output it quotes is refreshed like how-it-decides.md's.
+    entries.append(Generated(REPO / "README.md", reference.readme, "README.md (by hand) and examples/eks-cluster.json"))
     copies = {
         MANIFESTS / "crd" / "fabriccapabilities.yaml": CRD,
         CHART / "crds" / "fabriccapabilities.yaml": CRD,
