@@ -111,7 +111,7 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
     PoolFamily("fabriccap_pool_cordoned_nodes", "Target nodes left out because cordoned.", (), _field("cordonedNodes")),
     PoolFamily(
         "fabriccap_pool_advertising_nodes",
-        "Gate-set nodes whose allocatable fabric resource is above 0.",
+        "Gate-set nodes with devices of the fabric (allocatable above 0, or devices in ResourceSlices).",
         (),
         _field("advertisingNodes"),
     ),
@@ -282,7 +282,7 @@ class OperatorMetrics:
             ["fabric"],
             registry=self.registry,
         )
-        for kind in ("node", "pod", "daemonset", "fabriccapability"):
+        for kind in ("node", "pod", "daemonset", "resourceslice", "fabriccapability"):
             self.watch_events.labels(kind=kind)
         for result in ("created", "updated", "deleted", "error"):
             self.status_writes.labels(result=result)
