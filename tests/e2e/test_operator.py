@@ -639,8 +639,11 @@ def test_kubectl_get_shows_the_printer_columns(scenario: Scenario) -> None:
     assert all(age.endswith(("s", "m")) for age in ages), ages
 
     wide = kubectl_table(scenario.cluster, "fcap", *names, "-o", "wide")
-    assert list(wide[0])[-2:] == ["RESOURCE", "PLUGIN-READY"]
-    assert [(row["RESOURCE"], row["PLUGIN-READY"]) for row in wide] == [(EFA, "2"), (EFA, "2")]
+    assert list(wide[0])[-3:] == ["RESOURCE", "PLUGIN-READY", "NO-FABRIC"]
+    assert [(row["RESOURCE"], row["PLUGIN-READY"], row["NO-FABRIC"]) for row in wide] == [
+        (EFA, "2", "0"),
+        (EFA, "2", "0"),
+    ]
 
     # The short name and the category work too.
     by_category = kubectl_table(scenario.cluster, "fabric", "-l", f"fabriccap.dev/pool={scenario.pool('cols')}")

@@ -137,3 +137,33 @@ def binding() -> dict[str, Any]:
 def policy_yaml(config: Config | None = None) -> str:
     documents = [policy(config or default_config()), binding()]
     return HEADER + "---\n".join(to_yaml(document) for document in documents)
+
+
+CHART_NAME = '{{ include "fabriccap.fullname" . }}-fabric-request'
+
+
+def _indented(document: dict[str, Any], spaces: int) -> str:
+    pad = " " * spaces
+    return "".join(pad + line if line.strip() else line for line in to_yaml(document).splitlines(keepends=True))
+
+
+def chart_template(config: Config | None = None) -> str:
+    """The chart's template: the same policy and binding, named after the release and labelled
+    like the chart's other objects, so two releases (or Helm and kustomize) never claim one."""
+    objects = [policy(config or default_config()), binding()]
+    objects[1]["spec"]["policyName"] = "@POLICY_NAME@"
+    parts = []
+    for obj in objects:
+        spec = _indented({"spec": obj["spec"]}, 0).replace("@POLICY_NAME@", CHART_NAME)
+        parts.append(
+            f"apiVersion: {obj['apiVersion']}\n"
+            f"kind: {obj['kind']}\n"
+            "metadata:\n"
+            f"  name: {CHART_NAME}\n"
+            "  labels:\n"
+            '    {{- include "fabriccap.labels" . | nindent 4 }}\n' + spec
+        )
+    return (
+        "{{- /* " + HEADER.strip().removeprefix("# ") + " */ -}}\n"
+        "{{- if .Values.admissionPolicy.enabled }}\n" + "---\n".join(parts) + "{{- end }}\n"
+    )

@@ -115,6 +115,11 @@ def generated_files() -> list[Generated]:
             admission.policy_yaml,
             "operator/fabriccap/dev/admission.py",
         ),
+        Generated(
+            CHART / "templates" / "admission-policy.yaml",
+            admission.chart_template,
+            "operator/fabriccap/dev/admission.py",
+        ),
     ]
     # The user reference (docs/reference/): each page walks its source of truth.
     entries += [Generated(reference.REFERENCE / page.name, page.render, page.source) for page in reference.pages()]
@@ -131,10 +136,6 @@ def generated_files() -> list[Generated]:
         MANIFESTS / "components" / "prometheusrule" / "prometheusrule.yaml": MONITORING / "prometheusrule.yaml",
         MANIFESTS / "components" / "dashboard" / "dashboard-configmap.yaml": MONITORING / "dashboard-configmap.yaml",
         CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
-        CHART / "files" / "admission-policy.yaml": MANIFESTS
-        / "components"
-        / "admission-policy"
-        / "admission-policy.yaml",
     }
     entries += [Generated(copy, _copy_of(source), str(source.relative_to(REPO))) for copy, source in copies.items()]
     return entries

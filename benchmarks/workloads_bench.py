@@ -1,0 +1,321 @@
+"""Benchmark (not a test): workload reporting at scale, pods watched cluster-wide.
+
+    python benchmarks/workloads_bench.py                              # 10,000 nodes, 100,000 pods
+    python benchmarks/workloads_bench.py --nodes 1000 --pods 10000    # smaller
+
+In one run against one fresh kube-apiserver + etcd on 127.0.0.1:
+- nodes as in operator_bench (10-12 KB each, EFA 32, a Ready plugin pod each), in pools of 50;
+- pods bound to them: a fifth request 8 GPUs (half of those with EFA, half without: NCCL over
+  TCP), the rest are CPU pods of the same shape (sidecars, services) that must cost nothing;
+  every pod owned by a Job, with realistic labels, env and resources (~2.5 KB);
+- start: `fabriccap run` starting to every FabricCapability published with its workloads, as a
+  ratio to a bare LIST of all nodes plus a bare LIST of all pods, in the same run;
+- churn: 50 pods/s created and 50/s deleted for 60 s (GPU pods with EFA, on every pool), while
+  probe pods (GPUs, no EFA) on a quiet pool measure new pod -> the pool's withoutFabric count;
+  status writes during the churn, per pool touched per debounce window;
+- RSS of the operator (current and peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from operator_bench import (
+    NODES_PER_POOL,
+    PLUGIN,
+    REPO,
+    all_published,
+    free_port,
+    gather_bounded,
+    node_body,
+    rss_kib,
+    scrape,
+)
+
+from fabriccap.dev.controlplane import LocalControlPlane
+from fabriccap.dev.launch import local_run_command
+from fabriccap.dev.seeding import create_daemon_set, create_pod
+from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS
+
+EFA = "vpc.amazonaws.com/efa"
+GPU = "nvidia.com/gpu"
+NAMESPACE = "ml"
+DEBOUNCE = 0.2
+
+
+def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = None) -> dict[str, Any]:
+    job = f"job-{index // 8:06d}"
+    limits = {"cpu": "4", "memory": "16Gi"}
+    if gpu:
+        limits[GPU] = "8"
+    if efa:
+        limits[EFA] = "32"
+    pod_name = name or f"{job}-{index % 8}-{index:07d}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name,
+            "namespace": NAMESPACE,
+            "labels": {
+                "app.kubernetes.io/name": "trainer" if gpu else "sidecar",
+                "batch.kubernetes.io/job-name": job,
+                "job-name": job,
+                "batch.kubernetes.io/controller-uid": f"{index // 8:08x}-0000-4000-8000-000000000000",
+                "team": f"team-{index % 17}",
+            },
+            "annotations": {"kubectl.kubernetes.io/default-container": "main"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job,
+                    "uid": f"{index // 8:08x}-0000-4000-8000-000000000000",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/ml/trainer:2026-11-30",
+                    "command": ["torchrun", "--nnodes=2", "train.py"],
+                    "env": [
+                        {"name": "NCCL_DEBUG", "value": "WARN"},
+                        {"name": "MASTER_PORT", "value": "29500"},
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    ],
+                    "resources": {"limits": limits, "requests": limits},
+                    "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+                }
+            ],
+            "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}],
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+
+
+async def populate(client: KubeClient, nodes: int, pods: int) -> tuple[list[dict[str, Any]], list[str]]:
+    pools = [f"p5-wl-{i:03d}" for i in range((nodes + NODES_PER_POOL - 1) // NODES_PER_POOL)]
+    bodies = [node_body(i, pools[i // NODES_PER_POOL]) for i in range(nodes)]
+
+    async def create_node(body: dict[str, Any]) -> None:
+        created = await client.create(NODES.collection(), {k: v for k, v in body.items() if k != "status"})
+        await client.merge_patch(NODES.status(created["metadata"]["name"]), {"status": body["status"]})
+
+    await gather_bounded([create_node(body) for body in bodies])
+    ds = await create_daemon_set(
+        client,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": PLUGIN, "namespace": "kube-system", "labels": {"app.kubernetes.io/name": PLUGIN}},
+            "spec": {
+                "selector": {"matchLabels": {"name": PLUGIN}},
+                "template": {
+                    "metadata": {"labels": {"name": PLUGIN}},
+                    "spec": {"containers": [{"name": "plugin", "image": "efa-plugin:v0.5.6"}]},
+                },
+            },
+        },
+    )
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    plugin_pods = [
+        create_pod(
+            client,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{PLUGIN}-{i:05d}",
+                    "namespace": "kube-system",
+                    "labels": {"name": PLUGIN},
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": PLUGIN, "uid": ds["metadata"]["uid"]}
+                    ],
+                },
+                "spec": {"nodeName": body["metadata"]["name"], "containers": [{"name": "p", "image": "x"}]},
+                "status": ready,
+            },
+        )
+        for i, body in enumerate(bodies)
+    ]
+    await gather_bounded(plugin_pods)
+    await client.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    # The last pool stays quiet (no churn): its withoutFabric moves only with the probes.
+    busy = [body["metadata"]["name"] for body in bodies[: max(len(bodies) - NODES_PER_POOL, 1)]]
+    workload = []
+    for index in range(pods):
+        gpu = index % 5 == 0
+        workload.append(pod_body(index, busy[index % len(busy)], gpu=gpu, efa=gpu and index % 10 == 0))
+    await gather_bounded([client.create(PODS.collection(NAMESPACE), body) for body in workload], limit=32)
+    return bodies, pools
+
+
+async def bare_list_seconds(client: KubeClient, path: str) -> float:
+    await client.request("GET", path)
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        await client.get(path)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+async def without_fabric(client: KubeClient, name: str) -> int:
+    obj = await client.get(FABRIC_CAPABILITIES.item(name))
+    return int(((obj.get("status") or {}).get("workloads") or {}).get("withoutFabric", {}).get("pods", -1))
+
+
+async def churn(client: KubeClient, nodes: list[str], seconds: float, rate: int) -> int:
+    """``rate`` pods/s created and, after a lag, deleted again: GPU pods that ask for EFA."""
+    created: list[str] = []
+    made = 0
+    started = time.perf_counter()
+    tick = 0
+    while time.perf_counter() - started < seconds:
+        batch = [
+            pod_body(10_000_000 + made + i, random.choice(nodes), gpu=True, efa=True, name=f"churn-{made + i:07d}")
+            for i in range(rate)
+        ]
+        made += rate
+        await gather_bounded([client.create(PODS.collection(NAMESPACE), body) for body in batch], limit=16)
+        created.extend(body["metadata"]["name"] for body in batch)
+        if len(created) > 2 * rate:
+            doomed, created = created[:rate], created[rate:]
+            await gather_bounded(
+                [client.delete(PODS.item(name, NAMESPACE), body={"gracePeriodSeconds": 0}) for name in doomed],
+                limit=16,
+            )
+        tick += 1
+        await asyncio.sleep(max(started + tick - time.perf_counter(), 0))
+    return made
+
+
+async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dict[str, Any]:
+    results: dict[str, Any] = {"nodes": nodes, "pods": pods, "gpu_pods": (pods + 4) // 5}
+    with tempfile.TemporaryDirectory(prefix="fabriccap-wl-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
+        info = cp.info
+        kubectl = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}"]
+        crd = str(REPO / "crds" / "fabriccapabilities.yaml")
+        subprocess.run([*kubectl, "apply", "--server-side", "-f", crd], check=True, capture_output=True)
+        subprocess.run(
+            [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/fabriccapabilities.fabriccap.dev"],
+            check=True,
+            capture_output=True,
+        )
+        async with await connect(str(info.kubeconfig)) as client:
+            started = time.perf_counter()
+            bodies, pools = await populate(client, nodes, pods)
+            results["populate_s"] = time.perf_counter() - started
+            results["bare_list_nodes_s"] = await bare_list_seconds(client, NODES.collection())
+            results["bare_list_pods_s"] = await bare_list_seconds(client, "/api/v1/pods")
+            baseline = results["bare_list_nodes_s"] + results["bare_list_pods_s"]
+
+            metrics_port = free_port()
+            config = Path(tmp) / "config.yaml"
+            config.write_text(f"debounceSeconds: {DEBOUNCE}\n")
+            log = (Path(tmp) / "operator.log").open("w")
+            started = time.perf_counter()
+            operator = subprocess.Popen(
+                local_run_command(info.kubeconfig, config, metrics_port), stdout=log, stderr=subprocess.STDOUT
+            )
+            try:
+                expected = {f"efa-{pool}" for pool in pools}
+                await asyncio.wait_for(all_published(client, expected, operator), timeout=1800)
+                results["start_s"] = time.perf_counter() - started
+                results["start_ratio"] = results["start_s"] / baseline
+                await asyncio.sleep(2.0)
+                results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = (
+                    value / 1024 for value in rss_kib(operator.pid)
+                )
+                first = await client.get(FABRIC_CAPABILITIES.item(f"efa-{pools[0]}"))
+                results["pool0_workloads"] = first["status"].get("workloads", {}).get("withoutFabric")
+
+                quiet_pool = f"efa-{pools[-1]}"
+                quiet_nodes = [body["metadata"]["name"] for body in bodies[-NODES_PER_POOL:]]
+                busy_nodes = [
+                    body["metadata"]["name"] for body in bodies[: len(bodies) - NODES_PER_POOL]
+                ] or quiet_nodes
+                before = scrape(metrics_port)
+                churn_task = asyncio.create_task(churn(client, busy_nodes, churn_seconds, 50))
+                latencies: list[float] = []
+                baseline_count = await without_fabric(client, quiet_pool)
+                for probe in range(probes):
+                    name = f"probe-{probe:04d}"
+                    sent = time.perf_counter()
+                    await client.create(
+                        PODS.collection(NAMESPACE),
+                        pod_body(20_000_000 + probe, quiet_nodes[0], gpu=True, efa=False, name=name),
+                    )
+                    while await without_fabric(client, quiet_pool) != baseline_count + 1:
+                        await asyncio.sleep(0.01)
+                    latencies.append(time.perf_counter() - sent)
+                    await client.delete(PODS.item(name, NAMESPACE), body={"gracePeriodSeconds": 0})
+                    while await without_fabric(client, quiet_pool) != baseline_count:
+                        await asyncio.sleep(0.01)
+                    if churn_task.done():
+                        break
+                made = await churn_task
+                await asyncio.sleep(2 * DEBOUNCE + 1.0)
+                after = scrape(metrics_port)
+                key = 'fabriccap_status_writes_total{result="updated"}'
+                writes = after[key] - before[key]
+                windows = churn_seconds / DEBOUNCE
+                touched = len(pools) - 1 + (1 if latencies else 0)
+                latencies.sort()
+                results.update(
+                    {
+                        "churn_pods_created": made,
+                        "churn_status_writes": writes,
+                        "writes_per_pool_per_window": writes / (touched * windows),
+                        "probe_samples": len(latencies),
+                        "probe_latency_median_s": statistics.median(latencies) if latencies else None,
+                        "probe_latency_p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+                        if latencies
+                        else None,
+                    }
+                )
+                results["rss_end_mib"], results["peak_rss_mib"] = (value / 1024 for value in rss_kib(operator.pid))
+            except KubeError as error:
+                results["error"] = str(error)
+            finally:
+                operator.terminate()
+                operator.wait(timeout=30)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--churn-seconds", type=float, default=60.0)
+    parser.add_argument("--probes", type=int, default=40, help="probe pods measuring pod -> status latency")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}", flush=True)
+    results = asyncio.run(bench(args.nodes, args.pods, args.churn_seconds, args.probes))
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()}, indent=1), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
