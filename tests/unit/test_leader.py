@@ -13,7 +13,7 @@ from fabriccap.controller.leader import LeaderElector, LeaseTimings
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
-from fakeapi import FakeApi, fake_api
+from fakeapi import FakeApi, eventually, fake_api
 
 NAMESPACE = "fabriccap-system"
 LEASES_PATH = LEASES.collection(NAMESPACE)
@@ -119,3 +119,30 @@ async def test_two_replicas_racing_for_a_free_lease_get_one_winner() -> None:
         await asyncio.gather(a._step(), b._step())
         assert [a.leading, b.leading].count(True) == 1
         assert holder(api) in ("a", "b")
+
+
+async def test_a_follower_sees_each_renewal_through_its_watch() -> None:
+    """Between polls: the follower's lease count starts at the renewal it watched, not at its
+    next poll, so a takeover after a crash comes one lease duration after the last renewal."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()
+        await b._step()
+        first_seen = b._observed_at
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the follower's lease watch")
+            assert api.watches(LEASES_PATH)[-1]["fieldSelector"] == "metadata.name=fabriccap-leader"
+            clock_a.now += 1.0
+            clock_b.now += 1.3  # the renewal lands between two polls of b
+            a.wall = lambda: 1.7e9 + 1.0
+            await a._step()
+            await eventually(lambda: b._observed_at != first_seen, "the renewal seen through the watch")
+            assert b._observed_at == 101.3
+            assert b._wake.is_set()
+            # 15 s after that renewal, not after the first sighting.
+            clock_b.now = 101.3 + 14.9
+            await b._step()
+            assert not b.leading
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)

@@ -154,6 +154,7 @@ class KubeClient:
         timeout_seconds: int = DEFAULT_WATCH_SECONDS,
         read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
         on_open: Callable[[], None] | None = None,
+        field_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 
@@ -167,6 +168,8 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if field_selector:
+            params["fieldSelector"] = field_selector
         try:
             async with self._connection().get(
                 self.server + path,
