@@ -22,6 +22,7 @@ from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, build_config
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
+from fabriccap.dev import world
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
@@ -540,3 +541,33 @@ async def test_an_api_server_before_1_34_is_read_without_slices(
         await eventually(lambda: "s1" in op.store.slices, "slices read after the upgrade")
         assert not informer.absent
         assert f"{RESOURCE_SLICES} is served now: reading ResourceSlices" in caplog.messages
+
+
+# --- workload pods (cluster-wide) -----------------------------------------------------------------
+
+
+async def test_workload_pods_are_watched_cluster_wide_and_a_malformed_one_is_named_and_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
+    good = world.workload_pod("n1", "train-0")
+    broken = world.workload_pod("n1", "broken-0", gpu="lots")
+    stranger = world.workload_pod("n1", "ray-0", owner=world.owner_reference("RayCluster", "ray.io/v1", "ray"))
+
+    def setup(api: FakeApi) -> None:
+        api.serve(ALL_PODS, "Pod", [good, broken, stranger], "7")
+
+    config = build_config({})
+    async with operator([node("n1", efa=32)], setup=setup, config=config) as op:
+        pods = next(informer for informer in op.informers if informer.kind == "pod")
+        assert pods.path == ALL_PODS
+        await asyncio.wait_for(pods.listed.wait(), WAIT_SECONDS)
+        assert sorted(op.store.workload_pods) == [("ml", "ray-0"), ("ml", "train-0")]
+        assert op.store.workload_pods[("ml", "ray-0")].owner.kind == "RayCluster"
+        await op.api.emit(ALL_PODS, event("ADDED", world.workload_pod("n1", "train-1"), "8"))
+        await eventually(lambda: ("ml", "train-1") in op.store.workload_pods, "the watch carries on")
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert errors == [
+            "ignoring pod: Pod ml/broken-0: container 'node': resources.limits[nvidia.com/gpu]: "
+            "'lots' is not a quantity"
+        ]
