@@ -196,6 +196,7 @@ def node_body(
     name: str,
     *,
     pool: str,
+    pool_key: str = NODEGROUP,
     instance_type: str = "p5.48xlarge",
     efa: int | None = 32,
     efa_capacity: int | None = None,
@@ -205,6 +206,7 @@ def node_body(
     body = world.node(
         name,
         pool=pool,
+        pool_key=pool_key,
         instance_type=instance_type,
         efa=efa,
         efa_capacity="same" if efa_capacity is None else efa_capacity,

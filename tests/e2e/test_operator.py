@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fabriccap.core.api import POOL_VALUE_ANNOTATION
 from fabriccap.dev.controlplane import LocalControlPlane
+from fabriccap.dev.world import KARPENTER
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NAMESPACES
 from harness import (
     EFA,
@@ -595,6 +597,123 @@ def test_heartbeats_and_unrelated_labels_cause_no_write(scenario: Scenario) -> N
     scenario.wait_ready("quiet", "False", "MixedCounts")
     time.sleep(QUIET_SECONDS)
     assert scenario.operator.metrics().get("fabriccap_status_writes_total", result="updated") == (writes or 0) + 1
+
+
+def _writes(metrics: Metrics) -> dict[str, float]:
+    return {
+        result: metrics.get("fabriccap_status_writes_total", result=result) or 0.0
+        for result in ("created", "updated", "error")
+    }
+
+
+def test_a_node_group_named_like_another_pools_hashed_name_gets_its_own_object(scenario: Scenario) -> None:
+    """Issue 9, defect 1: Karpenter pool `foo` and a node group named after its hashed name
+    used to share one object and overwrite each other forever (188 writes in 40 s)."""
+    karpenter_pool = scenario.pool("foo")
+    scenario.add_node("foo", 0, plugin=True, pool_key=KARPENTER)
+    hashed = wait_until(
+        lambda: next(
+            (
+                o
+                for o in scenario.own_fcaps()
+                if o["metadata"]["annotations"].get(POOL_VALUE_ANNOTATION) == karpenter_pool
+            ),
+            None,
+        ),
+        "the Karpenter pool's object",
+    )
+    hashed_name = hashed["metadata"]["name"]
+    assert hashed_name != f"efa-{karpenter_pool}" and hashed_name.startswith(f"efa-{karpenter_pool}-")
+    # The node group whose readable name would be exactly that object's name.
+    colliding = hashed_name.removeprefix("efa-")
+    for index in range(2):
+        node = f"{colliding}-n{index}"
+        body = node_body(node, pool=colliding, marker=scenario.prefix)
+        status = body.pop("status")
+        scenario.kube.create(node_path(), body)
+        scenario.nodes.append(node)
+        scenario.kube.patch(node_path(node) + "/status", {"status": status})
+        scenario.add_plugin_pod(node)
+
+    def both_ready() -> dict[str, dict[str, Any]] | None:
+        by_pool = {o["metadata"]["annotations"].get(POOL_VALUE_ANNOTATION): o for o in scenario.kube.fcaps()}
+        wanted = {karpenter_pool: 1, colliding: 2}
+        ready = all(
+            (obj := by_pool.get(pool)) is not None
+            and obj.get("status", {}).get("nodes") == count
+            and reasons(obj).get("Ready") == ("True", "UniformCapability")
+            for pool, count in wanted.items()
+        )
+        return {pool: by_pool[pool] for pool in wanted} if ready else None
+
+    objects = wait_until(both_ready, "both pools Ready, each on its own object", timeout=STATUS_TIMEOUT)
+    assert objects[colliding]["metadata"]["name"] != hashed_name
+    assert objects[karpenter_pool]["metadata"]["name"] == hashed_name
+    # Nothing flaps: over several debounce windows neither object is written again.
+    writes = _writes(scenario.operator.metrics())
+    versions = {pool: obj["metadata"]["resourceVersion"] for pool, obj in objects.items()}
+    time.sleep(QUIET_SECONDS * 3)
+    after = both_ready()
+    assert after is not None
+    assert {pool: obj["metadata"]["resourceVersion"] for pool, obj in after.items()} == versions
+    assert _writes(scenario.operator.metrics()) == writes
+
+
+@pytest.mark.parametrize("quantity", ["1e40", "1e31"])
+def test_an_absurd_quantity_fails_the_pool_closed_without_a_write_loop(
+    scenario: Scenario, config_file: Path, quantity: str
+) -> None:
+    """Issue 9, defect 2: the API server accepts these; 1e40 used to drop the node silently
+    (Ready=True with 3 of 4) and 1e31 made every status write a 422, retried 5x/s forever."""
+    label = f"absurd-{quantity.replace('e', 'e-')}"
+    nodes = scenario.add_pool(label, 3)
+    scenario.wait_ready(label, "True", "UniformCapability", nodes=3)
+    odd = nodes[2]
+    scenario.kube.patch(
+        node_path(odd) + "/status", {"status": {"capacity": {EFA: quantity}, "allocatable": {EFA: quantity}}}
+    )
+    served = scenario.kube.get(node_path(odd))
+    # Accepted, and served in canonical form (1e40 comes back as 10e39).
+    assert served is not None and float(served["status"]["allocatable"][EFA]) == float(quantity)
+
+    obj = scenario.wait_status(
+        label,
+        lambda o: reasons(o).get("Ready", ("", ""))[0] == "False" and odd in condition(o, "Ready")["message"],
+        f"Ready=False naming {odd}",
+    )
+    ready = condition(obj, "Ready")
+    assert "unusable quantity" in ready["message"], ready
+    assert obj["status"]["nodes"] == 3  # the node is counted, as not advertising
+    writes = _writes(scenario.operator.metrics())
+    version = obj["metadata"]["resourceVersion"]
+    time.sleep(QUIET_SECONDS * 3)
+    assert _writes(scenario.operator.metrics()) == writes  # no retry loop, no failed write
+    after = scenario.fcap(label)
+    assert after is not None and after["metadata"]["resourceVersion"] == version
+
+    # Live `fabriccap evaluate` gives the same verdict (it used to exit 2 on 1e40).
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fabriccap",
+            "evaluate",
+            "--kubeconfig",
+            str(scenario.cluster.kubeconfig),
+            "--config",
+            str(config_file),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    offline = {o["metadata"]["name"]: o for o in json.loads(result.stdout)["items"]}
+    assert reasons(offline[scenario.fcap_name(label)])["Ready"] == reasons(after)["Ready"]
+    assert condition(offline[scenario.fcap_name(label)], "Ready")["message"] == ready["message"]
 
 
 # ---------------------------------------------------------------------------------------------
