@@ -108,6 +108,10 @@ def settings() -> kopf.OperatorSettings:
 
 
 FRAME_RESTART_MAX_SECONDS = 30.0
+# kopf names itself for peering, which stays off here. Without a name it asks
+# getpass.getuser(), which raises when the UID has no /etc/passwd entry: the image's numeric
+# 65532, an OpenShift-assigned UID. The Lease's holder identity is the project's own.
+KOPF_IDENTITY = "fabriccap"
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +134,7 @@ async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag:
                 settings=settings(),
                 clusterwide=True,
                 standalone=True,
+                identity=KOPF_IDENTITY,
                 liveness_endpoint=liveness_endpoint,
                 memo=kopf.Memo(fabriccap=state),
                 stop_flag=stop_flag,
