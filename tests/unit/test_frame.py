@@ -57,3 +57,17 @@ async def test_the_backoff_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     state: Any = object()
     await frame._frame(state, None, None)
     assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+
+
+async def test_kopf_is_named_so_it_never_asks_the_password_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the image the UID (65532) has no /etc/passwd entry: getpass.getuser() raises
+    KeyError, and a kopf left to name itself fails at every start (seen on real nodes)."""
+    calls: list[dict[str, Any]] = []
+
+    async def operator(**kwargs: Any) -> None:
+        calls.append(kwargs)
+
+    monkeypatch.setattr("fabriccap.controller.frame.kopf.operator", operator)
+    state: Any = object()
+    await frame._frame(state, None, None)
+    assert [call["identity"] for call in calls] == [frame.KOPF_IDENTITY]

@@ -108,6 +108,12 @@ def settings() -> kopf.OperatorSettings:
 
 
 FRAME_RESTART_MAX_SECONDS = 30.0
+# kopf names itself for peering, which stays off here. Without a name it asks
+# getpass.getuser(), which raises when the UID has no /etc/passwd entry: the image's numeric
+# 65532, an OpenShift-assigned UID. The Lease's holder identity is the project's own.
+KOPF_IDENTITY = "fabriccap"
+# kopf types it as peering.Identity, a NewType of str that kopf does not export.
+_KOPF_IDENTITY: Any = KOPF_IDENTITY
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +136,7 @@ async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag:
                 settings=settings(),
                 clusterwide=True,
                 standalone=True,
+                identity=_KOPF_IDENTITY,
                 liveness_endpoint=liveness_endpoint,
                 memo=kopf.Memo(fabriccap=state),
                 stop_flag=stop_flag,

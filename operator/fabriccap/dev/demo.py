@@ -305,7 +305,7 @@ def run_demo(args: argparse.Namespace) -> int:
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         _say(f"Starting the operator (fabriccap run) against it, with /metrics on {metrics_url}")
         operator = start_operator(directory, kubeconfig, metrics_port)
-        expected = set(_expected_names(objects)) | {DEMO_POOL}
+        expected = set(expected_capability_names(objects)) | {DEMO_POOL}
         wait_until(
             lambda: (
                 set(_kubectl(kubectl, kubeconfig, "get", "fcap", "-o", "name", check=False).split())
@@ -464,7 +464,7 @@ def _wait_real_pool(kubectl: Path, kubeconfig: Path, nodes: tuple[str, ...], lag
     )
 
 
-def _expected_names(objects: list[dict[str, Any]]) -> list[str]:
+def expected_capability_names(objects: list[dict[str, Any]]) -> list[str]:
     """The FabricCapabilities `fabriccap evaluate` computes for the same objects."""
     config = default_config()
     facts = FactIndex()

@@ -211,7 +211,9 @@ class LocalControlPlane:
             self._node_binaries = ensure_node_binaries()
         binaries = self._binaries
         self.directory.mkdir(parents=True, exist_ok=True)
-        pki.ensure_pki(self._pki)
+        # With nodes, the serving certificate also names each node IP, where the node's relay
+        # takes its pods' in-cluster clients to the apiserver (relay.py).
+        pki.ensure_pki(self._pki, node_ips=host.every_node_ip() if self._node_specs else ())
         self._link_kubectl(binaries.kubectl)
         if stop_at_exit:
             atexit.register(self.stop)

@@ -21,8 +21,13 @@ CLUSTER_NAME = "fabriccap"
 # nodes go (pod-garbage-collector), namespaces can be deleted (namespace), and pods get a
 # ServiceAccount token the kubelet can mount (serviceaccount, serviceaccount-token,
 # root-ca-certificate-publisher: the kube-root-ca.crt ConfigMap every projected token volume reads).
+# Deployments roll out their ReplicaSets' pods (deployment, replicaset: the operator's own
+# chart), and PodDisruptionBudgets get a status (disruption).
 NODE_CONTROLLERS: tuple[str, ...] = (
     "daemonset-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "disruption-controller",
     "node-lifecycle-controller",
     "taint-eviction-controller",
     "garbage-collector-controller",

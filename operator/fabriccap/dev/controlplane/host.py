@@ -264,6 +264,17 @@ def node_subnet(slot: int) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(f"{NODE_NETWORK.network_address + slot * 256}/24")
 
 
+def node_ip(slot: int) -> str:
+    """The node's own address on its bridge: the kubelet's InternalIP, the pods' gateway."""
+    return str(node_subnet(slot).network_address + 1)
+
+
+def every_node_ip() -> list[str]:
+    """The address of every slot a node on this machine may get (the API server's certificate
+    names them all: slots are handed out after it starts)."""
+    return [node_ip(slot) for slot in range(1, MAX_SLOT + 1)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bridges
 

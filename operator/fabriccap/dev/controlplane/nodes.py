@@ -42,10 +42,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
-from fabriccap.dev.controlplane import host, pki
+from fabriccap.dev.controlplane import host, pki, relay
 from fabriccap.dev.controlplane.access import get_json, write_kubeconfig
 from fabriccap.dev.controlplane.images import PAUSE_IMAGE, NodeImages
 from fabriccap.dev.controlplane.processes import (
@@ -70,6 +71,7 @@ DEFAULT_INSTANCE_TYPE = "p5.48xlarge"
 KUBELET_STOP_TIMEOUT = 20.0
 RUNTIME_STOP_TIMEOUT = 10.0
 CONTAINERD_READY_TIMEOUT = 30.0
+RELAY_READY_TIMEOUT = 10.0
 CTR_TIMEOUT = 60
 
 
@@ -138,7 +140,7 @@ class RealNode:
 
     @property
     def ip(self) -> str:
-        return str(self.subnet.network_address + 1)
+        return host.node_ip(self.slot)
 
     @property
     def bridge(self) -> str:
@@ -433,6 +435,7 @@ class NodeFleet:
         host.create_cgroup_root(node.cgroup)
         self._write_config(node)
         self._start_namespace(node)
+        self._start_relay(node)
         self._start_containerd(node)
         self.start_kubelet(node.name)
         _progress(f"{node.name}: kubelet started on {node.ip} ({time.monotonic() - started:.1f}s)")
@@ -466,6 +469,25 @@ class NodeFleet:
         for target in host.NODE_BIND_TARGETS:
             host.bind_in_namespace(record.pid, node.bind_source(target), target)
 
+    def _start_relay(self, node: RealNode) -> None:
+        """The API server at the node's IP, for its pods' in-cluster clients (``relay``)."""
+        upstream = urlsplit(self.access.server)
+        record = self._spawn(
+            node,
+            "apiserver-relay",
+            [
+                sys.executable,
+                "-m",
+                "fabriccap.dev.controlplane.relay",
+                f"--listen={node.ip}:{relay.RELAY_PORT}",
+                f"--upstream={upstream.hostname}:{upstream.port}",
+            ],
+        )
+        if not relay.wait_listening((node.ip, relay.RELAY_PORT), RELAY_READY_TIMEOUT, lambda: alive(record)):
+            raise NodeError(
+                f"{node.name}: the API server relay did not start:\n{tail(node.logs / 'apiserver-relay.log')}"
+            )
+
     def _start_containerd(self, node: RealNode) -> None:
         record = self._spawn(
             node,
@@ -480,6 +502,16 @@ class NodeFleet:
         # Before the kubelet: its first sandbox needs the pause image, and nothing can be pulled.
         for tarball in self.images.tarballs.values():
             _ctr(node, "--namespace", "k8s.io", "images", "import", str(tarball))
+
+    def import_image(self, archive: Path, base_name: str) -> None:
+        """Load an OCI archive into every node's containerd, as ``base_name@<manifest digest>``.
+
+        The kubelet then finds a pod's ``base_name:tag@digest`` image without pulling: CRI
+        resolves a reference that has both by its digest alone. ``--digests`` is what records
+        that name (without it containerd keeps only the archive's tag annotation).
+        """
+        for node in self.nodes.values():
+            _ctr(node, "--namespace", "k8s.io", "images", "import", "--base-name", base_name, "--digests", str(archive))
 
     def start_kubelet(self, name: str) -> None:
         node = self.nodes[name]
@@ -594,6 +626,8 @@ def _teardown_node(node: RealNode) -> list[str]:
         attempt("stopping the kubelet", terminate, node.processes["kubelet"], KUBELET_STOP_TIMEOUT)
     if "containerd" in node.processes:
         attempt("stopping containerd", terminate, node.processes["containerd"], RUNTIME_STOP_TIMEOUT)
+    if "apiserver-relay" in node.processes:
+        attempt("stopping the API server relay", terminate, node.processes["apiserver-relay"], RUNTIME_STOP_TIMEOUT)
     # Shims outlive containerd by design (their own session); they carry its socket in argv.
     attempt(
         "stopping shims",

@@ -70,10 +70,12 @@ class ClientCredentials:
     key_pem: bytes
 
 
-def ensure_pki(paths: PkiPaths) -> None:
+def ensure_pki(paths: PkiPaths, *, node_ips: Sequence[str] = ()) -> None:
     """Create the CA, the serving certificate and the service-account key unless present.
 
-    An existing CA is kept so kubeconfigs minted before a restart stay valid.
+    An existing CA is kept so kubeconfigs minted before a restart stay valid. `node_ips` are
+    more addresses the serving certificate names: where pods on real nodes reach the apiserver
+    (``relay``). A serving certificate that names other addresses is issued again.
     """
     paths.directory.mkdir(parents=True, exist_ok=True)
     if not (paths.ca_cert.exists() and paths.ca_key.exists()):
@@ -111,9 +113,12 @@ def ensure_pki(paths: PkiPaths) -> None:
         # A new CA invalidates the old serving certificate.
         paths.serving_cert.unlink(missing_ok=True)
 
-    if not (paths.serving_cert.exists() and paths.serving_key.exists()):
+    serving_ips = [ipaddress.ip_address(ip) for ip in (*SERVING_IPS, *node_ips)]
+    if not (paths.serving_cert.exists() and paths.serving_key.exists()) or _ip_sans(paths.serving_cert) != set(
+        serving_ips
+    ):
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS_NAMES]
-        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
+        sans += [x509.IPAddress(ip) for ip in serving_ips]
         credentials = _issue(
             paths,
             subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
@@ -132,6 +137,19 @@ def ensure_pki(paths: PkiPaths) -> None:
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
+
+
+def _ip_sans(cert_file: Path) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return {
+        ip
+        for ip in names.get_values_for_type(x509.IPAddress)
+        if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address)
+    }
 
 
 def issue_client(paths: PkiPaths, user: str, groups: Sequence[str] = ()) -> ClientCredentials:
