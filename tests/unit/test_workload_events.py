@@ -59,7 +59,13 @@ class Setup:
         """What ``Publisher.run`` does before its loop: read back, read the owners, a round."""
         await self.publisher.load_published()
         await self.lookups.resolve_now(evaluate(self.publisher.config, self.store).lookups, timeout=5)
+        await self.round()
+
+    async def round(self) -> None:
+        """One reconcile round, and the Events it handed to the outbox sent."""
         await self.publisher.reconcile_once()
+        assert self.publisher.outbox is not None
+        await self.publisher.outbox.drain()
 
     def events(self) -> list[dict[str, Any]]:
         return list(self.api.objects(ML_EVENTS).values())
@@ -114,7 +120,7 @@ async def test_a_trainjob_without_efa_gets_one_warning_event_on_the_trainjob() -
         # Another round, another pod of the same TrainJob: nothing new is sent, nothing re-read.
         setup.add(trainjob_pods("bert", ["n1", "n2", "n1"]))
         setup.store.mark_all()
-        await setup.publisher.reconcile_once()
+        await setup.round()
         assert len(setup.api.writes("POST")) == 3  # the FabricCapability, its Event... and no other
         assert len([1 for method, path, _, _ in setup.api.requests if path == f"{JOBSETS}/bert"]) == 1
 
@@ -136,6 +142,8 @@ async def test_a_restart_does_not_send_the_event_again() -> None:
         await again.load_published()
         setup.store.mark_all()
         await again.reconcile_once()
+        assert again.outbox is not None
+        await again.outbox.drain()
         assert len(setup.events()) == 1
         assert next(iter(again.workload_events_sent)).startswith("FabricNotRequested/")
 
@@ -157,7 +165,7 @@ async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:
         assert (event["reason"], event["involvedObject"]["kind"]) == ("FabricUnschedulable", "PyTorchJob")
         assert event["message"].endswith("no pool has vpc.amazonaws.com/efa Ready with 64 or more per node")
         setup.store.remove_workload_pod("ml", "big-worker-0")
-        await setup.publisher.reconcile_once()
+        await setup.round()
         gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
         assert gauge == 0.0
 

@@ -10,9 +10,12 @@ successful writes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -144,3 +147,78 @@ class EventRecorder:
             logger.warning("could not record Event %s on %s: %s", event.reason, involved.get("name"), error)
             return False
         return True
+
+
+# Workload Warnings leave through an outbox: a cluster where thousands of jobs forgot the
+# fabric has thousands of owners to warn, once each. Sent inline, they held up the round (a
+# 10,000-owner start left pools 71 s behind their pods); sent all at once, they would flood the
+# API server. So a few at a time, at a steady rate after a burst, never in the round's way.
+PARALLEL_WORKLOAD_EVENTS = 4
+WORKLOAD_EVENTS_PER_SECOND = 20.0
+WORKLOAD_EVENT_BURST = 100
+
+
+@dataclass
+class WorkloadEventOutbox:
+    """Workload Warnings, each problem once, sent in the background by whoever leads.
+
+    ``offer`` queues what was not sent yet and returns at once. A send that fails leaves the
+    problem unsent, so the next round offers it again. Losing the lead drops the queue: the
+    next leader finds what is still a problem, and a named Event already there is a 409.
+    """
+
+    recorder: EventRecorder
+    leading: Callable[[], bool]
+    clock: Callable[[], float] = time.monotonic
+    rate: float = WORKLOAD_EVENTS_PER_SECOND
+    burst: int = WORKLOAD_EVENT_BURST
+    sent: set[str] = field(default_factory=set)
+    _queue: dict[str, WorkloadEvent] = field(default_factory=dict)  # key -> event, oldest first
+    _tokens: float = -1.0  # a full bucket at the first send
+    _refilled: float = 0.0
+    _worker: asyncio.Task[None] | None = None
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def offer(self, events: Iterable[WorkloadEvent]) -> None:
+        for event in events:
+            if event.key not in self.sent and event.key not in self._queue:
+                self._queue[event.key] = event
+        if self._queue and (self._worker is None or self._worker.done()):
+            self._worker = asyncio.create_task(self._send_queued(), name="workload events")
+
+    async def drain(self) -> None:
+        """Wait until the queue is empty (tests, and a clean stop)."""
+        while self._worker is not None and not self._worker.done():
+            await asyncio.shield(self._worker)
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+
+    async def _send_queued(self) -> None:
+        while self._queue:
+            if not self.leading():
+                self._queue.clear()
+                return
+            batch = [self._queue.pop(key) for key in list(self._queue)[: self._take(PARALLEL_WORKLOAD_EVENTS)]]
+            if not batch:
+                await asyncio.sleep(1.0 / self.rate)
+                continue
+            results = await asyncio.gather(*(self.recorder.warn_workload(event) for event in batch))
+            self.sent.update(event.key for event, recorded in zip(batch, results, strict=True) if recorded)
+
+    def _take(self, wanted: int) -> int:
+        """How many sends the token bucket allows now (at most ``wanted``)."""
+        now = self.clock()
+        if self._tokens < 0:
+            self._tokens, self._refilled = float(self.burst), now
+        self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * self.rate)
+        self._refilled = now
+        granted = min(wanted, int(self._tokens))
+        self._tokens -= granted
+        return granted

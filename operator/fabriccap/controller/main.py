@@ -145,6 +145,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             if task not in electing:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        if publisher.outbox is not None:  # before the Lease is released: only a leader sends
+            await publisher.outbox.close()
         for task in electing:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -282,6 +282,12 @@ class OperatorMetrics:
             ["fabric"],
             registry=self.registry,
         )
+        self.workload_events_queued = Gauge(
+            "fabriccap_workload_events_queued",
+            "Workload Warning Events (FabricNotRequested, FabricUnschedulable) waiting to be sent: "
+            "they go out a few at a time at a bounded rate.",
+            registry=self.registry,
+        )
         for kind in ("node", "pod", "daemonset", "resourceslice", "fabriccapability"):
             self.watch_events.labels(kind=kind)
         for result in ("created", "updated", "deleted", "error"):

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fabriccap.controller.events import EventRecorder, condition_events
+from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox, condition_events
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
@@ -181,8 +181,8 @@ class Publisher:
     lookups: LookupResolver | None = None
     # The last status computed per name: where an unschedulable request could go instead.
     latest: dict[str, FabricCapabilityStatus] = field(default_factory=dict)
-    # Workload Events recorded (or found recorded) by this process: each problem once.
-    workload_events_sent: set[str] = field(default_factory=set)
+    # Workload Events go out in the background (each problem once), never holding up a round.
+    outbox: WorkloadEventOutbox | None = None
     started: float = 0.0
     launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
     loaded: bool = False  # published objects read back; watch events before that are moot
@@ -191,6 +191,16 @@ class Publisher:
     def __post_init__(self) -> None:
         self.launched = self.clock()
         self.metrics.pools.fresh = self.fresh
+        if self.events is not None and self.outbox is None:
+            self.outbox = WorkloadEventOutbox(self.events, leading=lambda: self.leader.leading)
+        if self.outbox is not None:
+            outbox = self.outbox
+            self.metrics.workload_events_queued.set_function(lambda: outbox.queued)
+
+    @property
+    def workload_events_sent(self) -> set[str]:
+        """The workload problems this process recorded (or found recorded) an Event for."""
+        return set() if self.outbox is None else self.outbox.sent
 
     # -- the loop
 
@@ -351,7 +361,7 @@ class Publisher:
                     await self._guarded(capability.name, self.publish(capability))
 
             await asyncio.gather(*(publish_one(capability) for capability in evaluation.capabilities))
-            await self._workload_events(evaluation)
+            self._workload_events(evaluation)
         for name, since in list(self.absent_since.items()):
             if name not in self.published:
                 self.absent_since.pop(name)
@@ -362,9 +372,10 @@ class Publisher:
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
 
-    async def _workload_events(self, evaluation: Evaluation) -> None:
-        """FabricNotRequested and FabricUnschedulable, once per problem, on the owners."""
-        if self.events is None:
+    def _workload_events(self, evaluation: Evaluation) -> None:
+        """FabricNotRequested and FabricUnschedulable, once per problem, on the owners: handed
+        to the outbox, which sends them in the background."""
+        if self.outbox is None:
             return
         ready = [
             ReadyPool(self.desired[name][0], status.pool.key, status.pool.value, status.uniform_count)
@@ -376,11 +387,7 @@ class Publisher:
             *evaluation.workload_events,
             *(unschedulable_event(profiles[group.fabric], group, ready) for group in evaluation.unschedulable),
         ]
-        for event in events:
-            if event.key in self.workload_events_sent or not self.leader.leading:
-                continue
-            if await self.events.warn_workload(event):
-                self.workload_events_sent.add(event.key)
+        self.outbox.offer(events)
 
     def health(self) -> dict[str, Any]:
         """What /healthz reports; raises when the evaluation loop is stuck (so the pod restarts).

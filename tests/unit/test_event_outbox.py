@@ -1,0 +1,123 @@
+"""The workload Event outbox: each problem once, in the background, a burst then a steady rate."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
+from fabriccap.core.facts import ObjectRef
+from fabriccap.core.workloads import WorkloadEvent
+
+# Bounded waits for the background sender: a test that hangs would say nothing.
+SETTLE_SECONDS = 0.2
+
+
+def problem(index: int) -> WorkloadEvent:
+    owner = ObjectRef("batch/v1", "Job", "ml", f"job-{index}", f"uid-{index}")
+    return WorkloadEvent(
+        involved=owner, reason="FabricNotRequested", message="requests none", key=f"FabricNotRequested/{index}"
+    )
+
+
+class FakeRecorder:
+    """Records what would be POSTed; ``failing`` keys are refused (the API server said no)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.failing: set[str] = set()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def warn_workload(self, event: WorkloadEvent) -> bool:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0)
+        self.in_flight -= 1
+        if event.key in self.failing:
+            return False
+        self.sent.append(event.key)
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def outbox_for(recorder: FakeRecorder, clock: Clock, *, leading: list[bool] | None = None) -> WorkloadEventOutbox:
+    lead = leading if leading is not None else [True]
+    return WorkloadEventOutbox(
+        cast(EventRecorder, recorder), leading=lambda: lead[0], clock=clock, rate=20.0, burst=100
+    )
+
+
+async def test_offer_returns_before_anything_is_sent() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    outbox = outbox_for(recorder, clock)
+    outbox.offer(problem(i) for i in range(10))
+    assert recorder.sent == [] and outbox.queued == 10  # the round goes on at once
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert sorted(recorder.sent) == sorted(f"FabricNotRequested/{i}" for i in range(10))
+    assert outbox.queued == 0
+    assert 1 < recorder.most_in_flight <= 4
+
+
+async def test_a_burst_then_the_steady_rate() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    outbox = outbox_for(recorder, clock)
+    outbox.offer(problem(i) for i in range(250))
+    await asyncio.sleep(SETTLE_SECONDS)
+    assert len(recorder.sent) == 100  # the burst; the clock stands still, so no more
+    clock.now += 2.0  # 2 s at 20/s
+    await asyncio.sleep(SETTLE_SECONDS)
+    assert len(recorder.sent) == 140
+    clock.now += 60.0  # the bucket refills to its burst, not beyond
+    await asyncio.sleep(SETTLE_SECONDS)
+    assert len(recorder.sent) == 240
+    clock.now += 1.0
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert len(recorder.sent) == 250 and len(set(recorder.sent)) == 250
+    await outbox.close()
+
+
+async def test_each_problem_is_sent_once_and_a_failed_one_is_offered_again() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    outbox = outbox_for(recorder, clock)
+    recorder.failing.add("FabricNotRequested/1")
+    outbox.offer([problem(0), problem(1), problem(0)])
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert recorder.sent == ["FabricNotRequested/0"]
+    assert outbox.sent == {"FabricNotRequested/0"}
+    # The next round offers both again: only the one that failed goes out.
+    recorder.failing.clear()
+    outbox.offer([problem(0), problem(1)])
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert recorder.sent == ["FabricNotRequested/0", "FabricNotRequested/1"]
+
+
+async def test_losing_the_lead_drops_the_queue() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    leading = [True]
+    outbox = outbox_for(recorder, clock, leading=leading)
+    outbox.offer(problem(i) for i in range(150))
+    await asyncio.sleep(SETTLE_SECONDS)
+    assert len(recorder.sent) == 100
+    leading[0] = False
+    clock.now += 10.0
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert len(recorder.sent) == 100 and outbox.queued == 0
+
+
+async def test_close_stops_the_sender() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    outbox = outbox_for(recorder, clock)
+    outbox.offer(problem(i) for i in range(150))
+    await asyncio.sleep(SETTLE_SECONDS)
+    await asyncio.wait_for(outbox.close(), SETTLE_SECONDS)
+    clock.now += 60.0
+    await asyncio.sleep(SETTLE_SECONDS)
+    assert len(recorder.sent) == 100
