@@ -125,6 +125,25 @@ async def test_a_trainjob_without_efa_gets_one_warning_event_on_the_trainjob() -
         assert len([1 for method, path, _, _ in setup.api.requests if path == f"{JOBSETS}/bert"]) == 1
 
 
+async def test_no_event_goes_to_an_owner_whose_owner_is_still_being_read() -> None:
+    async with operating() as setup:
+        setup.add(trainjob_pods("bert", ["n1", "n2"]))
+        await setup.publisher.load_published()
+        # A round before the JobSet was read (the start's wait ran out, or a new TrainJob): the
+        # status names the JobSet for now; an Event on it would be on the wrong object.
+        await setup.round()
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert status["workloads"]["offenders"][0]["kind"] == "JobSet"
+        assert setup.events() == []
+        # The read lands: the status and the one Event name the TrainJob.
+        await setup.lookups.resolve_now([], timeout=5)
+        await setup.round()
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert status["workloads"]["offenders"][0]["kind"] == "TrainJob"
+        (event,) = setup.events()
+        assert event["involvedObject"]["kind"] == "TrainJob"
+
+
 async def test_a_restart_does_not_send_the_event_again() -> None:
     async with operating() as setup:
         setup.add(trainjob_pods("bert", ["n1"]))
