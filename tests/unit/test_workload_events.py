@@ -13,7 +13,7 @@ import pytest
 
 from builders import daemon_set, node, plugin_pods
 from fabriccap.controller.events import EventRecorder
-from fabriccap.controller.lookups import LookupResolver
+from fabriccap.controller.lookups import PARALLEL_LOOKUPS, LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
@@ -209,6 +209,22 @@ async def test_a_missing_owner_kind_means_the_nearest_owner_is_the_top() -> None
         key = LookupKey("JobSet", "ml", "gone", "jobset.x-k8s.io/v1alpha2")
         await resolver.resolve_now([key], timeout=5)
         assert store.owner_parents == {("JobSet", "ml", "gone"): None}
+        await resolver.close()
+
+
+async def test_many_owners_are_read_by_a_few_workers_each_once() -> None:
+    async with fake_api() as (api, client):
+        store = FactStore()
+        resolver = LookupResolver(client, store)
+        keys = [LookupKey("Job", "ml", f"job-{index}") for index in range(300)]
+        resolver.request(keys)
+        resolver.request(keys[:50])  # asked again while queued: read once all the same
+        assert 0 < len(resolver._workers) <= PARALLEL_LOOKUPS
+        await resolver.resolve_now([], timeout=5)
+        assert not resolver.busy
+        assert set(store.owner_parents) == {("Job", "ml", f"job-{index}") for index in range(300)}
+        reads = [path for method, path, _, _ in api.requests if method == "GET" and "/jobs/" in path]
+        assert len(reads) == 300 and len(set(reads)) == 300
         await resolver.close()
 
 

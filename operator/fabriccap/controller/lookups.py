@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -40,11 +41,13 @@ class LookupResolver:
     _pending: set[LookupKey] = field(default_factory=set)
     _retry_at: dict[LookupKey, tuple[float, int]] = field(default_factory=dict)  # key -> (when, attempts)
     _forbidden_kinds: set[str] = field(default_factory=set)
-    _semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARALLEL_LOOKUPS))
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    # Keys waiting to be read, oldest first, and the few workers reading them: a worker per
+    # read, not a task per key (12,500 owners at start were 12,500 tasks and their frames).
+    _queue: deque[LookupKey] = field(default_factory=deque)
+    _workers: set[asyncio.Task[None]] = field(default_factory=set)
 
     def request(self, keys: Iterable[LookupKey]) -> None:
-        """Start reading the objects not already being read (or waiting for their retry)."""
+        """Queue the objects not already queued or being read (nor waiting for their retry)."""
         now = self.clock()
         for key in keys:
             if key in self._pending:
@@ -53,16 +56,22 @@ class LookupResolver:
             if retry is not None and retry[0] > now:
                 continue
             self._pending.add(key)
-            task = asyncio.create_task(self._resolve(key), name=f"lookup {key.kind} {key.namespace}/{key.name}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._queue.append(key)
+        while self._queue and len(self._workers) < PARALLEL_LOOKUPS:
+            worker = asyncio.create_task(self._work(), name="owner and claim lookups")
+            self._workers.add(worker)
+            worker.add_done_callback(self._workers.discard)
 
     async def resolve_now(self, keys: Iterable[LookupKey], timeout: float) -> None:
-        """Read these and wait for them (bounded): the first publication should not name a
-        JobSet where a moment later it would name the TrainJob."""
+        """Read these and wait until the queue is done (bounded): the first publication should
+        not name a JobSet where a moment later it would name the TrainJob."""
         self.request(keys)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
+        if self._workers:
+            await asyncio.wait(list(self._workers), timeout=timeout)
+
+    async def _work(self) -> None:
+        while self._queue:
+            await self._resolve(self._queue.popleft())
 
     @property
     def busy(self) -> bool:
@@ -80,8 +89,7 @@ class LookupResolver:
 
     async def _resolve(self, key: LookupKey) -> None:
         try:
-            async with self._semaphore:
-                body = await self.client.get(lookup_path(key))
+            body = await self.client.get(lookup_path(key))
         except KubeError as error:
             self._failed(key, error)
             return
@@ -118,6 +126,7 @@ class LookupResolver:
         logger.warning("reading %s %s/%s failed: %s; again in %.0fs", key.kind, key.namespace, key.name, error, delay)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._queue.clear()
+        for worker in list(self._workers):
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
