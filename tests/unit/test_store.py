@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from fabriccap.controller.store import FactStore
-from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
+from fabriccap.core.config import default_config
+from fabriccap.core.facts import (
+    DaemonSetFacts,
+    FactsExtractor,
+    NodeFacts,
+    ObjectRef,
+    PodFacts,
+    Pool,
+    WorkloadPodFacts,
+)
+from fabriccap.dev import world
 
 TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
 INFER = Pool("eks.amazonaws.com/nodegroup", "infer")
@@ -99,3 +109,50 @@ def test_a_fresh_list_forgets_what_it_no_longer_has() -> None:
     everything, pools = store.take_dirty()
     assert everything is True  # the DaemonSet went
     assert TRAIN in pools
+
+
+# --- lookups: an owner or a claim read marks the pools of the pods under it, no others
+
+
+def workload(name: str, node_name: str | None, owner: str) -> WorkloadPodFacts:
+    body = world.workload_pod(node_name, name, owner=world.owner_reference("Job", "batch/v1", owner))
+    facts = FactsExtractor(default_config()).workload_pod(body)
+    assert facts is not None
+    return facts
+
+
+def test_an_owner_read_marks_only_the_pools_of_its_pods() -> None:
+    store = settled()
+    store.put_workload_pod(workload("w-0", "a", owner="train-job"))
+    store.put_workload_pod(workload("w-1", "b", owner="infer-job"))
+    store.take_dirty()
+    jobset = ObjectRef("jobset.x-k8s.io/v1alpha2", "JobSet", "ml", "bert")
+    assert store.learn_owner(("Job", "ml", "train-job"), jobset) is True
+    assert store.take_dirty() == (False, {TRAIN})
+    # One level up: the JobSet's answer concerns the Job's pods too.
+    assert store.learn_owner(jobset.key, None) is True
+    assert store.take_dirty() == (False, {TRAIN})
+    # The same answer again changes nothing; an owner nobody runs under marks nothing.
+    assert store.learn_owner(jobset.key, None) is False
+    assert store.learn_owner(("Job", "ml", "nobody"), None) is True
+    assert store.take_dirty() == (False, set())
+    assert store.changed.is_set() is False
+
+
+def test_an_owner_read_for_a_pending_pod_wakes_the_loop_without_a_pool() -> None:
+    store = settled()
+    store.put_workload_pod(workload("w-0", None, owner="waiting-job"))
+    store.take_dirty()
+    store.learn_owner(("Job", "ml", "waiting-job"), None)
+    assert store.changed.is_set() is True
+    assert store.take_dirty() == (False, set())
+
+
+def test_a_deleted_pod_is_forgotten_by_its_owner() -> None:
+    store = settled()
+    store.put_workload_pod(workload("w-0", "a", owner="train-job"))
+    store.remove_workload_pod("ml", "w-0")
+    assert store.owner_pods == {}
+    store.take_dirty()
+    store.learn_owner(("Job", "ml", "train-job"), None)
+    assert store.take_dirty() == (False, set())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from fabriccap.core.facts import Pool
-from fabriccap.core.index import FactIndex
+from fabriccap.core.index import FactIndex, NamespacedKey
 
 
 class FactStore(FactIndex):
@@ -44,9 +44,18 @@ class FactStore(FactIndex):
     def _unscheduled_touched(self) -> None:
         self.changed.set()  # no pool's status, but the unschedulable count and its Events
 
-    def _lookups_touched(self) -> None:
-        # An owner or a claim resolved: rare (once per owner) and it can concern any pool.
-        self.mark_all()
+    def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
+        # An owner or a claim resolved: only the pools of the pods under it can change. At
+        # 12,500 owners read after a start this was mark_all() 12,500 times: every round a
+        # full evaluation (0.44 s at 10,000 nodes) while pods waited behind it.
+        for key in pods:
+            facts = self.workload_pods.get(key)
+            if facts is None:
+                continue
+            if facts.node_name is not None:
+                self._node_touched(facts.node_name)
+            else:
+                self.changed.set()  # a pending pod: the unschedulable count and its Events
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""

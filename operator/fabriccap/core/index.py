@@ -12,6 +12,7 @@ anything changed; the ``_touched`` hooks tell a subclass which pools a change co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fabriccap.core.facts import (
     ClaimRef,
@@ -57,6 +58,11 @@ class FactIndex:
         # mapped to None has none (or cannot be read): it is the top.
         self.owner_parents: dict[OwnerKey, ObjectRef | None] = {}
         self.claim_classes: dict[ClaimRef, frozenset[str]] = {}
+        # Who an answer concerns: the pods each owner and claim is named by, and each owner's
+        # known children, so a lookup re-evaluates only the pools of the pods under it.
+        self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
+        self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
+        self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
 
     # -- change hooks (no-ops here; the operator's store marks pools dirty)
 
@@ -72,8 +78,8 @@ class FactIndex:
     def _unscheduled_touched(self) -> None:
         """A pod no node could take changed (the unschedulable count and its Events)."""
 
-    def _lookups_touched(self) -> None:
-        """An owner or a claim became known: every pool whose pods it concerns may change."""
+    def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
+        """An owner or a claim became known: the pools of these workload pods may change."""
 
     def _node_touched(self, node_name: str | None) -> None:
         if node_name is not None and (node := self.nodes.get(node_name)) is not None:
@@ -151,6 +157,9 @@ class FactIndex:
         if previous is not None:
             self._unlink_workload_pod(key, previous)
         self.workload_pods[key] = facts
+        self.owner_pods.setdefault(facts.owner.key, set()).add(key)
+        for claim in facts.claims:
+            self.claim_pods.setdefault(claim, set()).add(key)
         if facts.node_name is not None:
             self.node_workload_pods.setdefault(facts.node_name, set()).add(key)
             self._node_touched(facts.node_name)
@@ -168,6 +177,9 @@ class FactIndex:
         return True
 
     def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
+        _discard(self.owner_pods, facts.owner.key, key)
+        for claim in facts.claims:
+            _discard(self.claim_pods, claim, key)
         if facts.node_name is not None:
             keys = self.node_workload_pods.get(facts.node_name)
             if keys is not None:
@@ -185,16 +197,35 @@ class FactIndex:
     def learn_owner(self, key: OwnerKey, parent: ObjectRef | None) -> bool:
         if key in self.owner_parents and self.owner_parents[key] == parent:
             return False
+        previous = self.owner_parents.get(key)
+        if previous is not None:
+            _discard(self.owner_children, previous.key, key)
         self.owner_parents[key] = parent
-        self._lookups_touched()
+        if parent is not None:
+            self.owner_children.setdefault(parent.key, set()).add(key)
+        self._lookups_touched(self.pods_under(key))
         return True
 
     def learn_claim(self, claim: ClaimRef, device_classes: frozenset[str]) -> bool:
         if self.claim_classes.get(claim) == device_classes:
             return False
         self.claim_classes[claim] = device_classes
-        self._lookups_touched()
+        self._lookups_touched(set(self.claim_pods.get(claim, ())))
         return True
+
+    def pods_under(self, owner: OwnerKey) -> set[NamespacedKey]:
+        """The workload pods whose chain of owners, as known, goes through ``owner``."""
+        pods: set[NamespacedKey] = set()
+        seen: set[OwnerKey] = set()
+        pending = [owner]
+        while pending:
+            current = pending.pop()
+            if current in seen:  # owner references can be made to loop
+                continue
+            seen.add(current)
+            pods |= self.owner_pods.get(current, set())
+            pending.extend(self.owner_children.get(current, ()))
+        return pods
 
     # -- ResourceSlices
 
@@ -297,3 +328,12 @@ class FactIndex:
         for ds_namespace, name in [key for key in self.daemon_sets if namespace is None or key[0] == namespace]:
             if f"{ds_namespace}/{name}" not in keys:
                 self.remove_daemon_set(ds_namespace, name)
+
+
+def _discard(index: dict[Any, set[Any]], key: Any, member: Any) -> None:
+    """Remove ``member`` from ``index[key]``, and the key once its set is empty."""
+    members = index.get(key)
+    if members is not None:
+        members.discard(member)
+        if not members:
+            del index[key]
