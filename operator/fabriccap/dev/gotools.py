@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from fabriccap.dev.controlplane.binaries import cache_root
+from fabriccap.dev.cache import cache_root
 
 BUILD_TIMEOUT_SECONDS = 1200  # Argo CD's util/lua pulls in ~1,400 packages: 4 min cold on 2 cores
 DOWNLOAD_TIMEOUT_SECONDS = 600

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabriccap.dev.cache import cache_root
 from fabriccap.dev.controlplane.images import ImageError, ensure_images
 
 KUBERNETES_VERSION = "v1.35.4"
@@ -79,14 +80,6 @@ class Binaries:
     kube_apiserver: Path
     etcd: Path
     kubectl: Path
-
-
-def cache_root() -> Path:
-    """Where built binaries live: outside the repository, shared by every checkout."""
-    configured = os.environ.get("FABRICCAP_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "fabriccap"
 
 
 def cache_bin_dir() -> Path:

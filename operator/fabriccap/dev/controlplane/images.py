@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from fabriccap.dev.cache import cache_root
+
 BUILD_TIMEOUT_SECONDS = 900
 # Fully qualified: a bare `pause:3.10` is normalised to docker.io/library/pause:3.10.
 PAUSE_IMAGE = "fabriccap.local/pause:3.10"
@@ -68,10 +70,6 @@ def source_digest(source: Path) -> str:
 
 
 def images_dir(source: Path | None = None) -> Path:
-    # Imported here: the package imports this module, and `python -m ...binaries` must not
-    # find `binaries` imported before it runs.
-    from fabriccap.dev.controlplane.binaries import cache_root
-
     return cache_root() / "images" / source_digest(source or source_dir())
 
 
