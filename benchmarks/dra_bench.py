@@ -30,10 +30,10 @@ from typing import Any
 
 from operator_bench import (
     NODES_PER_POOL,
-    REPO,
     all_published,
     free_port,
     gather_bounded,
+    install_crd,
     node_body,
     rss_kib,
     wait_reason,
@@ -42,7 +42,7 @@ from operator_bench import (
 from fabriccap.dev import world
 from fabriccap.dev.controlplane import LocalControlPlane
 from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import creatable, create_daemon_set, create_pod
+from fabriccap.dev.seeding import creatable, create_daemon_set, create_node, create_pod
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.paths import DEVICE_CLASSES, NODES, RESOURCE_SLICES
 
@@ -64,12 +64,11 @@ async def populate(client: KubeClient, count: int) -> tuple[list[str], list[str]
     bodies = [dra_node_body(i, pools[i // NODES_PER_POOL]) for i in range(count)]
     uids: dict[str, str] = {}
 
-    async def create_node(body: dict[str, Any]) -> None:
-        created = await client.create(NODES.collection(), {k: v for k, v in body.items() if k != "status"})
+    async def create(body: dict[str, Any]) -> None:
+        created = await create_node(client, body)
         uids[created["metadata"]["name"]] = created["metadata"]["uid"]
-        await client.merge_patch(NODES.status(created["metadata"]["name"]), {"status": body["status"]})
 
-    await gather_bounded([create_node(body) for body in bodies])
+    await gather_bounded([create(body) for body in bodies])
     await client.create(DEVICE_CLASSES.collection(), world.efa_device_class())
     driver = await create_daemon_set(client, world.dranet_daemon_set())
     names = [body["metadata"]["name"] for body in bodies]
@@ -109,13 +108,7 @@ async def bench(count: int, changes: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fabriccap-dra-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
         info = cp.info
         kubectl = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}"]
-        crd = str(REPO / "crds" / "fabriccapabilities.yaml")
-        subprocess.run([*kubectl, "apply", "--server-side", "-f", crd], check=True, capture_output=True)
-        subprocess.run(
-            [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/fabriccapabilities.fabriccap.dev"],
-            check=True,
-            capture_output=True,
-        )
+        install_crd(kubectl)
         async with await connect(str(info.kubeconfig)) as client:
             started = time.perf_counter()
             names, pools, slice_names = await populate(client, count)

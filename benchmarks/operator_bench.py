@@ -33,7 +33,7 @@ from typing import Any
 from fabriccap.core.api import ConditionType, condition_reason
 from fabriccap.dev.controlplane import LocalControlPlane
 from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import create_daemon_set, create_pod
+from fabriccap.dev.seeding import create_daemon_set, create_node, create_pod
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
@@ -147,13 +147,13 @@ async def gather_bounded(coroutines: list[Any], limit: int = 24) -> list[Any]:
 async def populate(client: KubeClient, count: int) -> tuple[list[dict[str, Any]], list[str]]:
     pools = [f"p5-bench-{i:03d}" for i in range((count + NODES_PER_POOL - 1) // NODES_PER_POOL)]
     bodies = [node_body(i, pools[i // NODES_PER_POOL]) for i in range(count)]
+    await create_nodes_with_plugin(client, bodies)
+    return bodies, pools
 
-    async def create(body: dict[str, Any]) -> None:
-        status = body["status"]
-        created = await client.create(NODES.collection(), {k: v for k, v in body.items() if k != "status"})
-        await client.merge_patch(NODES.status(created["metadata"]["name"]), {"status": status})
 
-    await gather_bounded([create(body) for body in bodies])
+async def create_nodes_with_plugin(client: KubeClient, bodies: list[dict[str, Any]]) -> None:
+    """The nodes, the EFA plugin's DaemonSet in kube-system and a Ready plugin pod on each node."""
+    await gather_bounded([create_node(client, body) for body in bodies])
     ds = await create_daemon_set(
         client,
         {
@@ -201,7 +201,17 @@ async def populate(client: KubeClient, count: int) -> tuple[list[dict[str, Any]]
             for i, body in enumerate(bodies)
         ]
     )
-    return bodies, pools
+
+
+def install_crd(kubectl: list[str]) -> None:
+    """Apply the FabricCapability CRD with `kubectl` (its argv, kubeconfig included) and wait for it."""
+    crd = str(REPO / "crds" / "fabriccapabilities.yaml")
+    subprocess.run([*kubectl, "apply", "--server-side", "-f", crd], check=True, capture_output=True)
+    subprocess.run(
+        [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/fabriccapabilities.fabriccap.dev"],
+        check=True,
+        capture_output=True,
+    )
 
 
 def rss_kib(pid: int) -> tuple[int, int]:
@@ -289,13 +299,7 @@ async def bench(count: int, changes: int, quiet_seconds: float) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="fabriccap-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
         info = cp.info
         kubectl = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}"]
-        crd = str(REPO / "crds" / "fabriccapabilities.yaml")
-        subprocess.run([*kubectl, "apply", "--server-side", "-f", crd], check=True, capture_output=True)
-        subprocess.run(
-            [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/fabriccapabilities.fabriccap.dev"],
-            check=True,
-            capture_output=True,
-        )
+        install_crd(kubectl)
         async with await connect(str(info.kubeconfig)) as client:
             started = time.perf_counter()
             bodies, pools = await populate(client, count)

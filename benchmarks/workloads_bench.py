@@ -35,11 +35,11 @@ from typing import Any
 
 from operator_bench import (
     NODES_PER_POOL,
-    PLUGIN,
-    REPO,
     all_published,
+    create_nodes_with_plugin,
     free_port,
     gather_bounded,
+    install_crd,
     node_body,
     rss_kib,
     scrape,
@@ -47,7 +47,6 @@ from operator_bench import (
 
 from fabriccap.dev.controlplane import LocalControlPlane
 from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import create_daemon_set, create_pod
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS
@@ -118,48 +117,7 @@ async def populate(client: KubeClient, nodes: int, pods: int) -> tuple[list[dict
     pools = [f"p5-wl-{i:03d}" for i in range((nodes + NODES_PER_POOL - 1) // NODES_PER_POOL)]
     bodies = [node_body(i, pools[i // NODES_PER_POOL]) for i in range(nodes)]
 
-    async def create_node(body: dict[str, Any]) -> None:
-        created = await client.create(NODES.collection(), {k: v for k, v in body.items() if k != "status"})
-        await client.merge_patch(NODES.status(created["metadata"]["name"]), {"status": body["status"]})
-
-    await gather_bounded([create_node(body) for body in bodies])
-    ds = await create_daemon_set(
-        client,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": PLUGIN, "namespace": "kube-system", "labels": {"app.kubernetes.io/name": PLUGIN}},
-            "spec": {
-                "selector": {"matchLabels": {"name": PLUGIN}},
-                "template": {
-                    "metadata": {"labels": {"name": PLUGIN}},
-                    "spec": {"containers": [{"name": "plugin", "image": "efa-plugin:v0.5.6"}]},
-                },
-            },
-        },
-    )
-    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    plugin_pods = [
-        create_pod(
-            client,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"{PLUGIN}-{i:05d}",
-                    "namespace": "kube-system",
-                    "labels": {"name": PLUGIN},
-                    "ownerReferences": [
-                        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": PLUGIN, "uid": ds["metadata"]["uid"]}
-                    ],
-                },
-                "spec": {"nodeName": body["metadata"]["name"], "containers": [{"name": "p", "image": "x"}]},
-                "status": ready,
-            },
-        )
-        for i, body in enumerate(bodies)
-    ]
-    await gather_bounded(plugin_pods)
+    await create_nodes_with_plugin(client, bodies)
     await client.create(
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     )
@@ -263,13 +221,7 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
     with tempfile.TemporaryDirectory(prefix="fabriccap-wl-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
         info = cp.info
         kubectl = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}"]
-        crd = str(REPO / "crds" / "fabriccapabilities.yaml")
-        subprocess.run([*kubectl, "apply", "--server-side", "-f", crd], check=True, capture_output=True)
-        subprocess.run(
-            [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/fabriccapabilities.fabriccap.dev"],
-            check=True,
-            capture_output=True,
-        )
+        install_crd(kubectl)
         async with await connect(str(info.kubeconfig)) as client:
             started = time.perf_counter()
             bodies, pools = await populate(client, nodes, pods)

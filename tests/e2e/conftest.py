@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ import pytest
 
 from fabriccap.dev.controlplane.binaries import KUBECTL, ensure_all, ensure_binaries
 from fabriccap.dev.controlplane.cluster import LocalControlPlane
-from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster
+from fabriccap.kube.paths import NAMESPACES
+from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, SyncKube
 
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parents[1]
@@ -130,3 +132,21 @@ def _uncaptured(pytestconfig: pytest.Config) -> Iterator[None]:
         return
     with capture.global_and_fixture_disabled():
         yield
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
+    """A synchronous client of the cluster, for one test module."""
+    client = SyncKube(cluster.kubeconfig)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def plugin_namespace(kube: SyncKube) -> Iterator[str]:
+    """A fresh namespace for one module's plugin DaemonSets and pods: a real plugin elsewhere
+    never interferes, and "no DaemonSet at all" is reachable."""
+    name = f"fcap-e2e-{uuid.uuid4().hex[:6]}"
+    kube.create(NAMESPACES.collection(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    kube.delete(NAMESPACES.item(name))

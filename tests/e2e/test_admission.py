@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +25,6 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POLICY = REPO_ROOT / "manifests" / "components" / "admission-policy" / "admission-policy.yaml"
 NODEGROUP = "eks.amazonaws.com/nodegroup"
-
-
-@pytest.fixture
-def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster.kubeconfig)
-    yield client
-    client.close()
 
 
 def job(name: str, namespace: str, pool: str, limits: dict[str, str]) -> dict[str, Any]:

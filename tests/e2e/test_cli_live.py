@@ -13,14 +13,13 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fabriccap.kube.paths import EVENTS, NAMESPACES
+from fabriccap.kube.paths import EVENTS
 from harness import (
     E2ECluster,
     OperatorProcess,
@@ -36,21 +35,6 @@ STATUS_TIMEOUT = 20.0
 EVENT_TIMEOUT = 20.0
 COMMAND_TIMEOUT = 120
 QUIET_SECONDS = 2.0
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def plugin_namespace(kube: SyncKube) -> Iterator[str]:
-    name = f"fcap-cli-{uuid.uuid4().hex[:6]}"
-    kube.create(NAMESPACES.collection(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    kube.delete(NAMESPACES.item(name))
 
 
 @pytest.fixture(scope="module")

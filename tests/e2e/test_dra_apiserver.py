@@ -9,12 +9,9 @@ One operator watches all the pools below; each ends in the outcome the SPEC name
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 from fabriccap.dev import world
 from fabriccap.dev.seeding import creatable
@@ -48,13 +45,6 @@ RESOURCE_CLAIM_TEMPLATES = ApiResource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True
 )
 WAIT = 30.0
-
-
-@pytest.fixture
-def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster.kubeconfig)
-    yield client
-    client.close()
 
 
 @dataclass

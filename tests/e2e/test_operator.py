@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 from fabriccap.core.api import POOL_VALUE_ANNOTATION
 from fabriccap.dev.controlplane import LocalControlPlane
 from fabriccap.dev.world import KARPENTER
-from fabriccap.kube.paths import FABRIC_CAPABILITIES, NAMESPACES
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from harness import (
     EFA,
     FCAP_PATH,
@@ -65,21 +64,6 @@ STATUS_TIMEOUT = 20.0
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def plugin_namespace(kube: SyncKube) -> Iterator[str]:
-    name = f"fcap-e2e-{uuid.uuid4().hex[:6]}"
-    kube.create(NAMESPACES.collection(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    kube.delete(NAMESPACES.item(name))
 
 
 def operator_config(namespace: str) -> dict[str, Any]:
@@ -177,6 +161,19 @@ def kubectl_table(cluster: E2ECluster, *args: str) -> list[dict[str, str]]:
         {name: line[start:end].strip() for (name, start), end in zip(columns, bounds, strict=True)}
         for line in lines[1:]
     ]
+
+
+def evaluate_json(*args: str) -> dict[str, dict[str, Any]]:
+    """``fabriccap evaluate ARGS -o json`` as a user runs it; the objects by name."""
+    result = subprocess.run(
+        [sys.executable, "-m", "fabriccap", "evaluate", *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return {obj["metadata"]["name"]: obj for obj in json.loads(result.stdout)["items"]}
 
 
 def transition_times(obj: dict[str, Any]) -> dict[str, str]:
@@ -692,26 +689,7 @@ def test_an_absurd_quantity_fails_the_pool_closed_without_a_write_loop(
     assert after is not None and after["metadata"]["resourceVersion"] == version
 
     # Live `fabriccap evaluate` gives the same verdict (it used to exit 2 on 1e40).
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fabriccap",
-            "evaluate",
-            "--kubeconfig",
-            str(scenario.cluster.kubeconfig),
-            "--config",
-            str(config_file),
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    offline = {o["metadata"]["name"]: o for o in json.loads(result.stdout)["items"]}
+    offline = evaluate_json("--kubeconfig", str(scenario.cluster.kubeconfig), "--config", str(config_file))
     assert reasons(offline[scenario.fcap_name(label)])["Ready"] == reasons(after)["Ready"]
     assert condition(offline[scenario.fcap_name(label)], "Ready")["message"] == ready["message"]
 
@@ -829,30 +807,8 @@ def test_live_status_equals_fabriccap_evaluate_on_a_snapshot(scenario: Scenario,
         # Snapshot first, then read live: the live answer can only be newer, never older.
         dump = scenario.cluster.run_kubectl("get", "nodes,pods,daemonsets,resourceslices", "-A", "-o", "json")
         snapshot.write_text(dump.stdout)
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fabriccap",
-                "evaluate",
-                "-f",
-                str(snapshot),
-                "--config",
-                str(config_file),
-                "-o",
-                "json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        offline = {
-            obj["metadata"]["name"]: obj
-            for obj in json.loads(result.stdout)["items"]
-            if obj["metadata"]["name"] in mine
-        }
+        evaluated = evaluate_json("-f", str(snapshot), "--config", str(config_file))
+        offline = {name: obj for name, obj in evaluated.items() if name in mine}
         live = {obj["metadata"]["name"]: obj for obj in scenario.own_fcaps()}
         assert sorted(offline) == sorted(mine)
         differences = {
@@ -865,26 +821,7 @@ def test_live_status_equals_fabriccap_evaluate_on_a_snapshot(scenario: Scenario,
         assert time.monotonic() < deadline, f"live != evaluate:\n{json.dumps(differences, indent=1)}"
         time.sleep(0.5)
     # Live mode (no -f): the same answer read straight from the API server, in pages.
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fabriccap",
-            "evaluate",
-            "--kubeconfig",
-            str(scenario.cluster.kubeconfig),
-            "--config",
-            str(config_file),
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    from_api = {obj["metadata"]["name"]: obj for obj in json.loads(result.stdout)["items"]}
+    from_api = evaluate_json("--kubeconfig", str(scenario.cluster.kubeconfig), "--config", str(config_file))
     for name in mine:
         assert without_volatile(from_api[name]["status"]) == without_volatile(live[name]["status"]), name
     for name in mine:

@@ -4,11 +4,8 @@ device plugin in the namespace its Helm chart uses, found by its pod template's 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 from fabriccap.core.api import POOL_VALUE_ANNOTATION
 from fabriccap.dev import world
@@ -31,13 +28,6 @@ if TYPE_CHECKING:
 RDMA = "rdma/hca_shared_devices_a"
 AGENTPOOL = "kubernetes.azure.com/agentpool"
 NAMESPACE = "nvidia-network-operator"
-
-
-@pytest.fixture
-def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster.kubeconfig)
-    yield client
-    client.close()
 
 
 def _pool_of(obj: dict[str, Any]) -> str | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,13 +73,6 @@ def established(kube: SyncKube, name: str) -> bool:
         c.get("type") == "Established" and c.get("status") == "True"
         for c in (crd.get("status") or {}).get("conditions") or []
     )
-
-
-@pytest.fixture
-def kube(cluster: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster.kubeconfig)
-    yield client
-    client.close()
 
 
 def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ anything changed; the ``_touched`` hooks tell a subclass which pools a change co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from fabriccap.core.facts import (
     ClaimRef,
@@ -27,6 +27,8 @@ from fabriccap.core.facts import (
 
 NamespacedKey = tuple[str, str]
 OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +120,7 @@ class FactIndex:
         return True
 
     def _drop_member(self, pool: Pool, name: str) -> None:
-        members = self.pool_members.get(pool)
-        if members is not None:
-            members.discard(name)
-            if not members:
-                del self.pool_members[pool]
+        _discard(self.pool_members, pool, name)
 
     def members(self, pool: Pool) -> list[NodeFacts]:
         return [self.nodes[name] for name in self.pool_members.get(pool, ())]
@@ -181,11 +179,7 @@ class FactIndex:
         for claim in facts.claims:
             _discard(self.claim_pods, claim, key)
         if facts.node_name is not None:
-            keys = self.node_workload_pods.get(facts.node_name)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self.node_workload_pods[facts.node_name]
+            _discard(self.node_workload_pods, facts.node_name, key)
             self._node_touched(facts.node_name)
         if key in self.unscheduled_pods:
             self.unscheduled_pods.discard(key)
@@ -250,11 +244,7 @@ class FactIndex:
         return True
 
     def _drop_slice(self, facts: SliceFacts) -> None:
-        names = self.node_slices.get(facts.node_name)
-        if names is not None:
-            names.discard(facts.name)
-            if not names:
-                del self.node_slices[facts.node_name]
+        _discard(self.node_slices, facts.node_name, facts.name)
 
     def dra_devices(self, node_name: str, fabric: str, drivers: tuple[str, ...]) -> DraDevices:
         """The node's devices of ``fabric`` from ``drivers``' ResourceSlices.
@@ -330,7 +320,7 @@ class FactIndex:
                 self.remove_daemon_set(ds_namespace, name)
 
 
-def _discard(index: dict[Any, set[Any]], key: Any, member: Any) -> None:
+def _discard(index: dict[K, set[V]], key: K, member: V) -> None:
     """Remove ``member`` from ``index[key]``, and the key once its set is empty."""
     members = index.get(key)
     if members is not None:
