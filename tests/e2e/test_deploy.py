@@ -242,7 +242,6 @@ ALLOWED = [
     ("create", "fabriccapabilities.fabriccap.dev", None, None),
     ("delete", "fabriccapabilities.fabriccap.dev", None, None),
     ("patch", "fabriccapabilities.fabriccap.dev", None, "status"),
-    ("list", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     # Devices advertised through DRA, read only.
     ("list", "resourceslices.resource.k8s.io", None, None),
     ("watch", "resourceslices.resource.k8s.io", None, None),
@@ -270,6 +269,8 @@ FORBIDDEN = [
     ("get", "secrets", PLUGIN_NAMESPACE, None),
     ("list", "secrets", None, None),
     ("get", "configmaps", PLUGIN_NAMESPACE, None),
+    # kopf watches nothing, so CRDs are not read at all (frame.py).
+    ("list", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("create", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("list", "namespaces", None, None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),

@@ -1,8 +1,7 @@
-"""The kopf frame: started again when kopf's main loop fails, ended by a clean return."""
+"""The kopf frame: login, probe and signals only; a failure of kopf stops the operator with one line."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,53 +9,37 @@ import pytest
 from fabriccap.controller import frame
 
 
-async def test_a_failed_frame_is_started_again_with_a_backoff(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """kopf ends ``kopf.operator`` when one watcher fails (a 404 once the CRD is deleted)."""
-    outcomes: list[BaseException | None] = [RuntimeError("404 page not found"), RuntimeError("404 again"), None]
+async def test_a_failed_frame_stops_the_operator_with_kopfs_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf cancels every task it did not start before it re-raises: the process is not whole
+    any more, so the failure is not retried in place."""
     calls: list[dict[str, Any]] = []
-    delays: list[float] = []
 
     async def operator(**kwargs: Any) -> None:
         calls.append(kwargs)
-        outcome = outcomes.pop(0)
-        if outcome is not None:
-            raise outcome
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
+        raise RuntimeError("Ran out of valid credentials")
 
     monkeypatch.setattr("fabriccap.controller.frame.kopf.operator", operator)
-    monkeypatch.setattr(frame, "asyncio", SimpleNamespace(sleep=sleep))
     state: Any = object()
-    await frame._frame(state, "http://127.0.0.1:1/healthz", None)
-    assert len(calls) == 3
-    assert all(call["liveness_endpoint"] == "http://127.0.0.1:1/healthz" for call in calls)
-    assert all(call["standalone"] is True and call["clusterwide"] is True for call in calls)
-    assert delays == [1.0, 2.0]
-    assert [record.getMessage() for record in caplog.records if record.name == frame.__name__] == [
-        "the kopf frame failed (404 page not found); starting it again in 1s",
-        "the kopf frame failed (404 again); starting it again in 2s",
+    with pytest.raises(frame.FrameFailedError) as failed:
+        await frame._frame(state, "http://127.0.0.1:1/healthz", None)
+    assert str(failed.value) == "the kopf frame failed (Ran out of valid credentials); stopping the operator"
+    assert len(calls) == 1
+    assert calls[0]["liveness_endpoint"] == "http://127.0.0.1:1/healthz"
+    assert calls[0]["standalone"] is True and calls[0]["clusterwide"] is True
+
+
+async def test_kopf_watches_nothing() -> None:
+    """A kopf watcher ends kopf when it answers 404 (the CRD deleted, kopf#1077): the project's
+    own objects are watched by informers.PublishedWatch, and kopf does not scan CRDs either."""
+    registry = frame.build_registry()
+    assert registry._watching.get_all_handlers() == []
+    assert registry._changing.get_all_handlers() == []
+    assert registry._spawning.get_all_handlers() == []
+    assert [handler.id.rsplit(".", 1)[-1] for handler in registry._activities.get_all_handlers()] == [
+        "login",
+        "fabriccap",
     ]
-
-
-async def test_the_backoff_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    failures = 8
-    delays: list[float] = []
-
-    async def operator(**_: Any) -> None:
-        if len(delays) < failures:
-            raise RuntimeError("down")
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
-
-    monkeypatch.setattr("fabriccap.controller.frame.kopf.operator", operator)
-    monkeypatch.setattr(frame, "asyncio", SimpleNamespace(sleep=sleep))
-    state: Any = object()
-    await frame._frame(state, None, None)
-    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert frame.settings().scanning.disabled is True
 
 
 async def test_kopf_is_named_so_it_never_asks_the_password_database(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from builders import daemon_set, node, plugin_pods
+from fabriccap.controller import informers as watchers
+from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
@@ -19,8 +23,8 @@ from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_sta
 from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.kinds import BY_KIND
-from fabriccap.kube.paths import FABRIC_CAPABILITIES
-from fakeapi import FakeApi, fake_api
+from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
+from fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api
 
 FCAPS = FABRIC_CAPABILITIES.collection()
 GRACE = 30.0
@@ -313,3 +317,86 @@ async def test_stale_watch_data_reads_as_not_ready() -> None:
         assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
         fresh[0] = False  # a partition: nothing confirms the last answer
         assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 0
+
+
+# --- the watch on the published objects (informers.PublishedWatch) -----------------------------
+
+
+@asynccontextmanager
+async def watching(setup: Setup) -> AsyncIterator[PublishedWatch]:
+    watch = PublishedWatch(client=setup.publisher.client, metrics=setup.metrics, observer=setup.publisher)
+    task = asyncio.create_task(watch.run())
+    try:
+        yield watch
+        assert not task.done(), f"the watch ended: {task.exception()}"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_deletion_missed_while_the_watch_was_away_is_seen_at_the_relist_and_undone() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        async with watching(setup) as watch:
+            await asyncio.wait_for(watch.listed.wait(), WAIT_SECONDS)
+            await setup.api.emit(FCAPS)  # the watch is open
+            # Deleted while the watch was down (no DELETED event reaches us); the watch's version expires.
+            del setup.api.collections[FCAPS].items[0]
+            setup.api.collections[FCAPS].resource_version = "5000"
+            await setup.api.emit(FCAPS, expired())
+            await eventually(lambda: "efa-p5" not in setup.publisher.published, "the relist to forget efa-p5")
+            assert setup.store.changed.is_set()
+            await setup.publisher.reconcile_once()
+            assert "efa-p5" in setup.published()
+
+
+async def test_the_relist_keeps_an_object_younger_than_itself() -> None:
+    """Our own create can be newer than a LIST already under way: that LIST lacks it, and
+    forgetting it would make the next round create it again (409)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        created = setup.publisher.published["efa-p5"].resource_version
+        setup.publisher.forget_unlisted(set(), str(int(created) - 1))
+        assert "efa-p5" in setup.publisher.published
+        setup.publisher.forget_unlisted(set(), "not-a-number")
+        assert "efa-p5" in setup.publisher.published
+        setup.publisher.forget_unlisted(set(), created)
+        assert "efa-p5" not in setup.publisher.published
+
+
+async def test_a_missing_crd_is_looked_for_again_with_a_backoff_until_it_is_served(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    delays: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+        await real_sleep(0.01)
+
+    monkeypatch.setattr(watchers, "asyncio", SimpleNamespace(sleep=sleep))
+    async with publishing() as setup:
+        crd_objects = setup.api.collections.pop(FCAPS)
+        async with watching(setup) as watch:
+            await eventually(lambda: len(delays) >= 3, "three looks at the missing CRD")
+            assert not watch.listed.is_set() and not watch.connected
+            setup.api.collections[FCAPS] = crd_objects  # the CRD is (re)created
+            await asyncio.wait_for(watch.listed.wait(), WAIT_SECONDS)
+            assert delays[:3] == [1.0, 2.0, 4.0]
+            assert watch.missing_delay == 1.0
+            created = {"metadata": {"name": "efa-x", "labels": {}}, "status": {}}
+            await setup.api.emit(FCAPS, event("ADDED", created, "2000"))
+            await eventually(lambda: "efa-x" in setup.publisher.published, "the event to reach the publisher")
+        missing = [r.getMessage() for r in caplog.records if "is not served" in r.getMessage()]
+        assert missing == [f"{FCAPS} is not served (CRD {CRD_NAME} missing): looking again with a backoff"]
+
+
+async def test_a_version_seen_on_the_watch_during_the_first_read_back_is_kept() -> None:
+    async with publishing([{"metadata": {"name": "efa-p5", "resourceVersion": "10"}}]) as setup:
+        setup.publisher.observe_published({"metadata": {"name": "efa-p5", "resourceVersion": "20"}}, deleted=False)
+        await setup.publisher.load_published()
+        assert setup.publisher.published["efa-p5"].resource_version == "20"
+        # Nothing is called for before the first round: its grace period starts with the publisher.
+        assert "efa-p5" not in setup.publisher.absent_since

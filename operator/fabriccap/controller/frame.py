@@ -2,32 +2,33 @@
 
 kopf runs the operator's frame: credentials (``on.login``, fed from the project's own
 credentials), the liveness endpoint and its probe (``on.probe``: fails when the evaluation
-loop is stuck), signal handling, and the watch on the project's own FabricCapability objects,
-through which the publisher notices an object deleted or edited by someone else and puts its
-answer back.
+loop is stuck or the watch data is stale), and signal handling.
 
-Nodes, Pods and DaemonSets are not kopf resources here (see informers.py for why): kopf
-would keep a worker and a memory per object, tens of kilobytes each. ``on.event`` never
-patches the watched object, so kopf stores nothing on FabricCapabilities either: no
-finalizer, no progress or diff-base annotations, hence no persistence settings. kopf's
-peering stays off (``standalone``): equal peering priorities freeze every replica, and
-high availability is the project's own Lease.
+kopf watches nothing. Nodes, Pods and DaemonSets are not kopf resources (see informers.py
+for why: kopf would keep a worker and a memory per object, tens of kilobytes each), and
+neither are the project's own FabricCapabilities any more (``informers.PublishedWatch``):
+when the CRD is deleted, a kopf watch request that reaches the API server before kopf's
+resource scan notices answers 404, and that ends the whole of ``kopf.operator`` (kopf#1077).
+Ending, kopf cancels every task on the event loop that it did not find at its start: the
+publisher's writes in flight among them, so the process died (seen in CI,
+``test_crd_deleted_and_recreated``). With no resource handler kopf has no watcher to fail,
+and resource scanning is switched off, so it does not watch CRDs either. kopf stores nothing
+on any object: no finalizer, no progress or diff-base annotations, hence no persistence
+settings. kopf's peering stays off (``standalone``): equal peering priorities freeze every
+replica, and high availability is the project's own Lease.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
 from fabriccap.controller.informers import Freshness
-from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
-from fabriccap.core.api import GROUP, PLURAL, VERSION
 from fabriccap.kube.credentials import Credentials
 
 
@@ -36,7 +37,6 @@ class OperatorState:
     """Everything the handlers reach through kopf's ``memo``."""
 
     credentials: Credentials
-    metrics: OperatorMetrics
     publisher: Publisher
     freshness: Freshness
 
@@ -85,13 +85,6 @@ def build_registry() -> kopf.OperatorRegistry:
             raise RuntimeError(f"watch data is stale: {state.freshness.describe_staleness()}")
         return report
 
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def capability_event(event: Mapping[str, Any], body: kopf.Body, memo: Any, **_: Any) -> None:
-        state = _state(memo)
-        state.metrics.watch_events.labels(kind="fabriccapability").inc()
-        if state.publisher.loaded:
-            state.publisher.observe_published(dict(body), deleted=event.get("type") == "DELETED")
-
     return registry
 
 
@@ -99,6 +92,8 @@ def settings() -> kopf.OperatorSettings:
     operator_settings = kopf.OperatorSettings()
     # Handler errors are logged; posting them as Events would be noise.
     operator_settings.posting.enabled = False
+    # No resource handlers: a CRD watch would serve nothing (and be one more thing to fail).
+    operator_settings.scanning.disabled = True
     operator_settings.watching.chunk_size = 500
     operator_settings.watching.server_timeout = 300
     operator_settings.watching.client_timeout = 330
@@ -107,7 +102,6 @@ def settings() -> kopf.OperatorSettings:
     return operator_settings
 
 
-FRAME_RESTART_MAX_SECONDS = 30.0
 # kopf names itself for peering, which stays off here. Without a name it asks
 # getpass.getuser(), which raises when the UID has no /etc/passwd entry: the image's numeric
 # 65532, an OpenShift-assigned UID. The Lease's holder identity is the project's own.
@@ -118,40 +112,38 @@ _KOPF_IDENTITY: Any = KOPF_IDENTITY
 logger = logging.getLogger(__name__)
 
 
-async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None) -> None:
-    """kopf's main loop, started again when it fails.
+class FrameFailedError(RuntimeError):
+    """kopf's main loop ended with an error: the operator stops, and its restart is the recovery."""
 
-    kopf does not recover a watcher that fails (kopf#1077): when the CRD is deleted, a watch
-    request that reaches the API server before kopf's resource scan notices answers 404, and
-    the whole of ``kopf.operator`` ends with it. The rest of the operator (informers, the
-    publisher, leader election) is fine, so only the frame is started again, with a backoff;
-    /healthz is down meanwhile, as it should be. A clean return (a signal, ``stop_flag``)
-    ends it for good.
+
+async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None) -> None:
+    """kopf's main loop; a clean return (a signal, ``stop_flag``) ends the operator.
+
+    A failure is not retried in place: before re-raising, kopf has cancelled every task it
+    did not find at its start, which includes work of the publisher, the informers and the
+    lookups, so the process is no longer whole. It ends with one clear line instead (the
+    Lease released on the way out), and the kubelet's restart is the recovery. With kopf
+    watching nothing, what is left to fail is credentials that stay unusable.
     """
-    delay = 1.0
-    while True:
-        try:
-            await kopf.operator(
-                registry=build_registry(),
-                settings=settings(),
-                clusterwide=True,
-                standalone=True,
-                identity=_KOPF_IDENTITY,
-                liveness_endpoint=liveness_endpoint,
-                memo=kopf.Memo(fabriccap=state),
-                stop_flag=stop_flag,
-            )
-            return
-        except Exception as error:  # kopf's API errors are private classes
-            logger.error("the kopf frame failed (%s); starting it again in %.0fs", error, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, FRAME_RESTART_MAX_SECONDS)
+    try:
+        await kopf.operator(
+            registry=build_registry(),
+            settings=settings(),
+            clusterwide=True,
+            standalone=True,
+            identity=_KOPF_IDENTITY,
+            liveness_endpoint=liveness_endpoint,
+            memo=kopf.Memo(fabriccap=state),
+            stop_flag=stop_flag,
+        )
+    except Exception as error:  # kopf's API errors are private classes
+        raise FrameFailedError(f"the kopf frame failed ({error}); stopping the operator") from error
 
 
 def run_frame(
     state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None
 ) -> asyncio.Task[None]:
-    """kopf's main loop as a task: login, probes, signals, the FabricCapability watch."""
+    """kopf's main loop as a task: login, the liveness probe, signals."""
     return asyncio.create_task(_frame(state, liveness_endpoint, stop_flag), name="kopf")
 
 

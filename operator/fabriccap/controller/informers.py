@@ -1,4 +1,4 @@
-"""Observing Nodes, Pods and DaemonSets: paginated LIST, then WATCH, keeping only facts.
+"""Observing Nodes, Pods and DaemonSets (and the operator's own objects): paginated LIST, then WATCH.
 
 Read-only by construction: the only calls made here are GET (list) and GET ?watch. Each
 page or event is turned into facts at once and dropped, so the operator's memory follows
@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
@@ -27,6 +27,7 @@ from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WatchedKind, kinds_for, object_key
+from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)
 
@@ -41,16 +42,18 @@ class _ExpiredError(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
-@dataclass
-class Informer:
-    """List and watch one kind in one scope (a namespace, or None: cluster-wide)."""
+@dataclass(kw_only=True)
+class ListWatch:
+    """LIST one collection in pages, then WATCH it from the listing's resourceVersion.
+
+    A broken stream resumes from the last version seen, an expired one (410 Gone) lists
+    again, and a failed LIST is retried with a backoff. What an object means is the
+    subclass's: ``_apply`` takes each listed item and event, ``_listed`` the keys a fresh
+    LIST holds (everything else is gone).
+    """
 
     client: KubeClient
-    watched: WatchedKind
-    scope: str | None
     path: str
-    store: FactStore
-    extractor: FactsExtractor
     metrics: OperatorMetrics
     listed: asyncio.Event = field(default_factory=asyncio.Event)
     clock: Callable[[], float] = time.monotonic
@@ -63,15 +66,10 @@ class Informer:
     # cache sends one at least every minute), and whether the watch is up right now.
     last_success: float | None = None
     connected: bool = False
-    # An optional kind this API server does not serve: nothing to watch, nothing gone stale.
-    absent: bool = False
-    absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
-    # Objects already logged as ignored (well-formed but of no use): said once, not per event.
-    ignored: set[str] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
-        return self.watched.label
+        raise NotImplementedError
 
     def _succeeded(self) -> None:
         self.last_success = self.clock()
@@ -80,46 +78,33 @@ class Informer:
     def _failed(self) -> None:
         self.connected = False
 
+    async def _list_refused(self, error: KubeError) -> bool:
+        """Handle a LIST error that is an answer rather than a failure; False: retry with a backoff."""
+        return False
+
+    def _served(self) -> None:
+        """Called after every successful LIST."""
+
     async def run(self) -> None:
         delay = 1.0
         while True:
             try:
                 version = await self._list()
             except KubeError as error:
-                if error.status == 404 and self.watched.optional:
-                    await self._absent()
+                if await self._list_refused(error):
                     continue
                 self._failed()
                 logger.error("listing %s failed: %s; retrying in %.0fs", self.path, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
                 continue
-            if self.absent:
-                self.absent = False
-                logger.info("%s is served now: reading %ss", self.path, self.watched.kind)
+            self._served()
             self.listed.set()
             delay = 1.0
             try:
                 await self._watch_from(version)
             except _ExpiredError:
                 logger.info("watch of %s expired; listing again", self.path)
-
-    async def _absent(self) -> None:
-        """The API server answered 404 for an optional kind: it does not serve it (one log line,
-        not a retry storm). The answer is contact, so the kind counts as listed, empty."""
-        if not self.absent:
-            logger.info(
-                "%s is not served (%s needs Kubernetes >= 1.34): carrying on without %ss, looking again every %.0fs",
-                self.path,
-                self.watched.resource.api_version,
-                self.watched.kind,
-                self.absent_recheck_seconds,
-            )
-        self.absent = True
-        self.watched.retain(self.store, self.scope, set())
-        self._succeeded()
-        self.listed.set()
-        await asyncio.sleep(self.absent_recheck_seconds)
 
     async def _list(self) -> str:
         keys: set[str] = set()
@@ -130,7 +115,7 @@ class Informer:
                 self.metrics.watch_events.labels(kind=self.kind).inc()
                 keys.add(object_key(item))
                 self._apply("ADDED", item)
-        self.watched.retain(self.store, self.scope, keys)
+        self._listed(keys, version)
         self._succeeded()
         return version
 
@@ -159,6 +144,62 @@ class Informer:
                 logger.warning("watch of %s interrupted: %s; resuming in %.0fs", self.path, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+
+    def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _listed(self, keys: set[str], version: str) -> None:
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class Informer(ListWatch):
+    """List and watch one kind in one scope (a namespace, or None: cluster-wide) into the fact store."""
+
+    watched: WatchedKind
+    scope: str | None
+    store: FactStore
+    extractor: FactsExtractor
+    # An optional kind this API server does not serve: nothing to watch, nothing gone stale.
+    absent: bool = False
+    absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
+    # Objects already logged as ignored (well-formed but of no use): said once, not per event.
+    ignored: set[str] = field(default_factory=set)
+
+    @property
+    def kind(self) -> str:
+        return self.watched.label
+
+    async def _list_refused(self, error: KubeError) -> bool:
+        if error.status == 404 and self.watched.optional:
+            await self._absent()
+            return True
+        return False
+
+    def _served(self) -> None:
+        if self.absent:
+            self.absent = False
+            logger.info("%s is served now: reading %ss", self.path, self.watched.kind)
+
+    async def _absent(self) -> None:
+        """The API server answered 404 for an optional kind: it does not serve it (one log line,
+        not a retry storm). The answer is contact, so the kind counts as listed, empty."""
+        if not self.absent:
+            logger.info(
+                "%s is not served (%s needs Kubernetes >= 1.34): carrying on without %ss, looking again every %.0fs",
+                self.path,
+                self.watched.resource.api_version,
+                self.watched.kind,
+                self.absent_recheck_seconds,
+            )
+        self.absent = True
+        self.watched.retain(self.store, self.scope, set())
+        self._succeeded()
+        self.listed.set()
+        await asyncio.sleep(self.absent_recheck_seconds)
+
+    def _listed(self, keys: set[str], version: str) -> None:
+        self.watched.retain(self.store, self.scope, keys)
 
     def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
         try:
@@ -201,6 +242,54 @@ class Informer:
             logger.warning(
                 "ResourceSlice %s: %d devices have no attributes and match no fabric", name, after.without_attributes
             )
+
+
+class PublishedObserver(Protocol):
+    """Where the operator's own FabricCapabilities go: the publisher."""
+
+    def observe_published(self, obj: dict[str, Any], deleted: bool) -> None: ...
+
+    def forget_unlisted(self, names: set[str], version: str) -> None: ...
+
+
+@dataclass(kw_only=True)
+class PublishedWatch(ListWatch):
+    """The operator's own FabricCapabilities, through which the publisher notices an object
+    deleted or edited by someone else and puts its answer back.
+
+    Not kopf's watch: a kopf watch that answers 404 (the CRD deleted) ends the whole of kopf,
+    which cancels the publisher's work on its way out (see frame.py). Here a missing CRD is
+    a LIST retried with a backoff, one warning per outage, and the recreated CRD is listed
+    as soon as it is served. Not part of ``Freshness`` either: these objects are the
+    operator's output, not the facts its answer rests on.
+    """
+
+    observer: PublishedObserver
+    path: str = FABRIC_CAPABILITIES.collection()
+    missing_delay: float = 1.0
+
+    @property
+    def kind(self) -> str:
+        return "fabriccapability"
+
+    async def _list_refused(self, error: KubeError) -> bool:
+        if error.status != 404:
+            return False
+        self._failed()
+        if self.missing_delay == 1.0:
+            logger.warning("%s is not served (CRD %s missing): looking again with a backoff", self.path, CRD_NAME)
+        await asyncio.sleep(self.missing_delay)
+        self.missing_delay = min(self.missing_delay * 2, MAX_BACKOFF_SECONDS)
+        return True
+
+    def _served(self) -> None:
+        self.missing_delay = 1.0
+
+    def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
+        self.observer.observe_published(dict(body), deleted=event_type == "DELETED")
+
+    def _listed(self, keys: set[str], version: str) -> None:
+        self.observer.forget_unlisted(keys, version)
 
 
 @dataclass

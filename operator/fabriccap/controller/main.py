@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pythonjsonlogger.json import JsonFormatter
 
 from fabriccap.controller.events import EventRecorder
-from fabriccap.controller.frame import OperatorState, quiet_kopf_logging, run_frame
-from fabriccap.controller.informers import Freshness, build_informers
+from fabriccap.controller.frame import FrameFailedError, OperatorState, quiet_kopf_logging, run_frame
+from fabriccap.controller.informers import Freshness, PublishedWatch, build_informers
 from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
@@ -27,6 +27,9 @@ from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
 
 logger = logging.getLogger("fabriccap")
+
+# kopf gives the tasks it cancels 5 s to end after its main loop has failed, then raises.
+KOPF_STOP_SECONDS = 10.0
 
 
 def in_a_pod() -> bool:
@@ -91,7 +94,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     )
     if isinstance(leader, LeaderElector):
         leader.on_change = publisher.became_leader
-    state = OperatorState(credentials=credentials, metrics=metrics, publisher=publisher, freshness=freshness)
+    state = OperatorState(credentials=credentials, publisher=publisher, freshness=freshness)
     liveness = f"http://{options.health_bind_address}:{options.health_port}/healthz" if options.health_port else None
     metrics_runner = None
     if options.metrics_port:
@@ -123,6 +126,9 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         asyncio.create_task(publisher.run(), name="publisher"),
         asyncio.create_task(all_listed(), name="listing"),
         *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
+        asyncio.create_task(
+            PublishedWatch(client=client, metrics=metrics, observer=publisher).run(), name="watch fabriccapabilities"
+        ),
     ]
     if isinstance(leader, LeaderElector):
         tasks.append(asyncio.create_task(leader.run(), name="leader election"))
@@ -130,8 +136,13 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         done, _ = await asyncio.wait(
             [task for task in tasks if task.get_name() != "listing"], return_when=asyncio.FIRST_COMPLETED
         )
-        for task in done:
-            task.result()  # surface a crash of any part
+        frame = tasks[0]
+        if any(task.cancelled() for task in done) and not frame.done():
+            # Nothing here cancels its own parts: kopf does, when its main loop fails, to every
+            # task it did not start. Its own error is the one that says why.
+            await asyncio.wait([frame], timeout=KOPF_STOP_SECONDS)
+        for task in sorted(done | ({frame} if frame.done() else set()), key=lambda task: task is not frame):
+            task.result()  # surface a crash of any part, kopf's first
     finally:
         # Await only the tasks still running: awaiting a crashed one again re-raises its
         # exception and overwrites the traceback, hiding where the crash happened. The
@@ -205,6 +216,9 @@ def run_operator(args: argparse.Namespace) -> int:
     except KubeError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except FrameFailedError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
     return 0

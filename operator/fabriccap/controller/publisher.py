@@ -188,7 +188,7 @@ class Publisher:
     outbox: WorkloadEventOutbox | None = None
     started: float = 0.0
     launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
-    loaded: bool = False  # published objects read back; watch events before that are moot
+    loaded: bool = False  # published objects read back; before that watch events only keep versions
     last_round: float | None = None  # monotonic time of the last completed reconcile round
 
     def __post_init__(self) -> None:
@@ -289,7 +289,12 @@ class Publisher:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
                 continue
-            self.published = {p.name: p for p in map(Published.from_object, items)}
+            listed = {p.name: p for p in map(Published.from_object, items)}
+            # The watch may have told of a newer version while this LIST was under way.
+            for name, known in self.published.items():
+                if name in listed and known.is_newer_than(listed[name]):
+                    listed[name] = known
+            self.published = listed
             self.loaded = True
             logger.info("found %d published FabricCapabilities", len(self.published))
             return
@@ -310,6 +315,8 @@ class Publisher:
         if known is not None and not current.is_newer_than(known):
             return
         self.published[name] = current
+        if not self.loaded:  # nothing is called for yet: load_published keeps the newest version
+            return
         if name not in self.desired:
             # Made by someone else (by hand, a restore, another operator): no pool calls for
             # it, so it gets the grace period and, if it says it is ours, deletion.
@@ -319,6 +326,20 @@ class Publisher:
         forged = name in self.written and transition_times(current.status) != transition_times(self.written[name])
         if edited or forged or current.labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
             self.store.mark_pool(self.desired[name][1])  # edited by someone else: put our answer back
+
+    def forget_unlisted(self, names: set[str], version: str) -> None:
+        """A fresh LIST of the watch (at resourceVersion ``version``) holds only ``names``.
+
+        What it lacks was deleted while the watch was down (a partition, the CRD deleted),
+        unless it is younger than the listing: this process's own create that the LIST
+        predates. Without comparable versions nothing is forgotten; a write to an object
+        that is gone answers 404, and the publisher reads everything again.
+        """
+        if not version.isdigit():
+            return
+        for name, known in list(self.published.items()):
+            if name not in names and known.resource_version.isdigit() and int(known.resource_version) <= int(version):
+                self.observe_published({"metadata": {"name": name}}, deleted=True)
 
     # -- one round
 
