@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -27,6 +28,13 @@ from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
 
 logger = logging.getLogger("fabriccap")
+
+# The cyclic garbage collector runs a young collection every 700 net container allocations by
+# default, and a full one each time the heap has grown by a quarter. Decoding a LIST page is
+# millions of dicts and lists that refcounting alone frees, so at start-up the collector
+# scanned an ever larger heap over and over (benchmarks/decode_bench.py, docs/performance.md).
+# Cycles are still found, only in larger batches.
+GC_THRESHOLDS = (50_000, 20, 20)
 
 # kopf gives the tasks it cancels 5 s to end after its main loop has failed, then raises.
 KOPF_STOP_SECONDS = 10.0
@@ -61,8 +69,22 @@ class OperatorOptions:
         return sorted(self.config.plugin_namespaces)
 
 
+def tune_garbage_collection() -> None:
+    """Fewer collections, and none that scan what was loaded before the operator began."""
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.freeze()  # the modules, kopf and pydantic included, stay for the life of the process
+
+
+def settle_heap() -> None:
+    """After the first listing: its facts live until their objects go, so later collections
+    need not walk them. One collection first, so that no garbage is kept forever."""
+    gc.collect()
+    gc.freeze()
+
+
 async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = None) -> None:
     """Run the operator until cancelled or ``stop_flag`` is set."""
+    tune_garbage_collection()
     credentials = await load_credentials_async(options.kubeconfig, options.context)
     metrics = OperatorMetrics()
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
@@ -114,6 +136,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         # The first evaluation waits for every collection: no half-loaded picture is published.
         await asyncio.gather(*(informer.listed.wait() for informer in informers))
         store.listed.set()
+        settle_heap()
         logger.info(
             "listed %d nodes; %d plugin pods, %d DaemonSets in plugin namespaces",
             len(store.nodes),
