@@ -18,8 +18,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from fabriccap.kube.client import KubeClient
@@ -303,3 +305,16 @@ def bookmark(resource_version: str) -> Body:
 def expired() -> Body:
     status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410}
     return {"type": "ERROR", "object": {**status, "message": "too old resource version: 100 (150)"}}
+
+
+def recorded_sleeps(monkeypatch: pytest.MonkeyPatch, module: ModuleType, pause: float = 0.0) -> list[float]:
+    """``module``'s backoff sleeps, recorded and cut to ``pause`` (so no test waits a second)."""
+    delays: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+        await real_sleep(pause)
+
+    monkeypatch.setattr(module, "asyncio", SimpleNamespace(sleep=sleep))
+    return delays

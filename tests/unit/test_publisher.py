@@ -7,7 +7,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
-from fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api
+from fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api, recorded_sleeps
 
 FCAPS = FABRIC_CAPABILITIES.collection()
 GRACE = 30.0
@@ -369,14 +368,7 @@ async def test_the_relist_keeps_an_object_younger_than_itself() -> None:
 async def test_a_missing_crd_is_looked_for_again_with_a_backoff_until_it_is_served(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    delays: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
-        await real_sleep(0.01)
-
-    monkeypatch.setattr(watchers, "asyncio", SimpleNamespace(sleep=sleep))
+    delays = recorded_sleeps(monkeypatch, watchers, pause=0.01)
     async with publishing() as setup:
         crd_objects = setup.api.collections.pop(FCAPS)
         async with watching(setup) as watch:

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -26,7 +25,18 @@ from fabriccap.dev import world
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
-from fakeapi import WAIT_SECONDS, Body, FakeApi, WatchResponse, bookmark, event, eventually, expired, fake_api
+from fakeapi import (
+    WAIT_SECONDS,
+    Body,
+    FakeApi,
+    WatchResponse,
+    bookmark,
+    event,
+    eventually,
+    expired,
+    fake_api,
+    recorded_sleeps,
+)
 
 NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
@@ -95,15 +105,7 @@ async def operator(
 @pytest.fixture(autouse=True)
 def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The informers' backoff sleeps, recorded and skipped (so no test waits a second)."""
-    delays: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
-        await real_sleep(0)
-
-    monkeypatch.setattr(watchers, "asyncio", SimpleNamespace(sleep=sleep))
-    return delays
+    return recorded_sleeps(monkeypatch, watchers)
 
 
 # --- LIST -----------------------------------------------------------------------------------------
