@@ -141,7 +141,9 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
             (KUBE_SYSTEM, "efa-n1"): PodFacts(KUBE_SYSTEM, "efa-n1", "n1", "aws-efa-k8s-device-plugin", True)
         }
 
-        assert op.api.lists(NODES) == [{"limit": str(watchers.PAGE_SIZE)}]
+        # Pages follow the object's size: Nodes are 10-20 KB each, Pods a few.
+        assert op.api.lists(NODES) == [{"limit": "250"}]
+        assert op.api.lists(PODS) == [{"limit": "1000"}]
         await eventually(lambda: len(op.api.watches(NODES)) == 1, "the node watch")
         assert op.api.watches(NODES) == [
             {"watch": "true", "resourceVersion": "100", "allowWatchBookmarks": "true", "timeoutSeconds": "60"}
@@ -164,9 +166,9 @@ async def test_listed_waits_for_the_list(backoffs: list[float]) -> None:
 
 
 async def test_pagination_sees_every_item(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(watchers, "PAGE_SIZE", 2)
     bodies = [node(f"n{index}", efa=index) for index in range(1, 6)]
     async with operator(bodies, resource_version="555") as op:
+        op.nodes.page_size = 2  # before the informer's first step: the LIST has not started
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
         assert op.efa() == {"n1": 1, "n2": 2, "n3": 3, "n4": 4, "n5": 5}
         assert op.api.lists(NODES) == [

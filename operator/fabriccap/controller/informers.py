@@ -31,7 +31,7 @@ from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)
 
-PAGE_SIZE = 250  # ~5 MB of JSON per page of realistic nodes: the transient peak at start-up
+PAGE_SIZE = 250  # unless the kind says otherwise (kinds.WatchedKind.page_size)
 MAX_BACKOFF_SECONDS = 30.0
 # How often an optional kind the API server does not serve (ResourceSlices before 1.34) is
 # looked for again: an upgrade brings it, and one quiet GET per 10 minutes costs nothing.
@@ -66,6 +66,7 @@ class ListWatch:
     # cache sends one at least every minute), and whether the watch is up right now.
     last_success: float | None = None
     connected: bool = False
+    page_size: int = PAGE_SIZE
 
     @property
     def kind(self) -> str:
@@ -109,7 +110,7 @@ class ListWatch:
     async def _list(self) -> str:
         keys: set[str] = set()
         version = ""
-        async for page in self.client.list_pages(self.path, PAGE_SIZE):
+        async for page in self.client.list_pages(self.path, self.page_size):
             version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
             for item in page.get("items") or []:
                 self.metrics.watch_events.labels(kind=self.kind).inc()
@@ -385,6 +386,7 @@ def build_informers(
             metrics=metrics,
             watch_seconds=watch_seconds,
             read_timeout=read_timeout,
+            page_size=watched.page_size,
         )
         for watched in kinds_for(extractor.config)
         for scope, path in watched.paths(extractor.config)
