@@ -156,20 +156,3 @@ def test_a_deleted_pod_is_forgotten_by_its_owner() -> None:
     store.take_dirty()
     store.learn_owner(("Job", "ml", "train-job"), None)
     assert store.take_dirty() == (False, set())
-
-
-def test_the_debounce_window_counts_from_the_oldest_change_not_yet_taken() -> None:
-    now = [100.0]
-    store = FactStore(clock=lambda: now[0])
-    store.take_dirty()
-    assert store.gathering_left(0.2) == 0.2  # nothing changed: a whole window
-    store.put_node(node("a"))
-    now[0] += 0.05
-    store.put_node(node("b", efa=16))  # a later change does not move the window's start
-    assert round(store.gathering_left(0.2), 6) == 0.15
-    now[0] += 0.5  # changes made while a round ran have waited long enough already
-    assert store.gathering_left(0.2) == 0.0
-    store.take_dirty()
-    assert store.changed_at is None
-    store.mark_pool(TRAIN)
-    assert store.changed_at == now[0]

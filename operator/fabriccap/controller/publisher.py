@@ -236,7 +236,7 @@ class Publisher:
                 next_resync = self.clock() + self.config.resync_seconds
             self._retry_due_writes()
             if self.store.changed.is_set() and self.config.debounce_seconds:
-                await asyncio.sleep(self.store.gathering_left(self.config.debounce_seconds))
+                await asyncio.sleep(self.config.debounce_seconds)
             await self.reconcile_once()
 
     def _next_deadline(self) -> float | None:

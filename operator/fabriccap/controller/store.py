@@ -8,60 +8,41 @@ condition timestamp, a new image list) costs one small comparison and nothing el
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 
 from fabriccap.core.facts import Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
 
 
 class FactStore(FactIndex):
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self.dirty_pools: set[Pool] = set()
         self.everything_dirty = True  # the first look evaluates every pool
         self.changed = asyncio.Event()
-        self.clock = clock
-        # When the oldest change not yet taken was made: the debounce window counts from it.
-        self.changed_at: float | None = None
         # Set once every watched collection has been listed: before that, a pool's facts may
         # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
         self.listed = asyncio.Event()
 
-    def _note_change(self) -> None:
-        if not self.changed.is_set():
-            self.changed_at = self.clock()
-            self.changed.set()
-
     def mark_pool(self, pool: Pool | None) -> None:
         if pool is not None:
             self.dirty_pools.add(pool)
-            self._note_change()
+            self.changed.set()
 
     def mark_all(self) -> None:
         self.everything_dirty = True
-        self._note_change()
-
-    def gathering_left(self, window: float) -> float:
-        """How much of a debounce ``window`` is left, counted from the oldest change not yet
-        taken. Changes made while a round ran have waited for it already: waiting the whole
-        window again after it added that round's length to every one of them (a pod created
-        during a 0.4 s round then waited 0.6 s before its own round began)."""
-        if self.changed_at is None:
-            return window
-        return max(window - (self.clock() - self.changed_at), 0.0)
+        self.changed.set()
 
     def _pool_touched(self, pool: Pool | None) -> None:
         self.mark_pool(pool)
 
     def _unpooled_touched(self) -> None:
-        self._note_change()  # no pool to re-evaluate, but the unpooled count may move
+        self.changed.set()  # no pool to re-evaluate, but the unpooled count may move
 
     def _everything_touched(self) -> None:
         self.mark_all()
 
     def _unscheduled_touched(self) -> None:
-        self._note_change()  # no pool's status, but the unschedulable count and its Events
+        self.changed.set()  # no pool's status, but the unschedulable count and its Events
 
     def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
         # An owner or a claim resolved: only the pools of the pods under it can change. At
@@ -74,12 +55,11 @@ class FactStore(FactIndex):
             if facts.node_name is not None:
                 self._node_touched(facts.node_name)
             else:
-                self._note_change()  # a pending pod: the unschedulable count and its Events
+                self.changed.set()  # a pending pod: the unschedulable count and its Events
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""
         everything, pools = self.everything_dirty, self.dirty_pools
         self.everything_dirty, self.dirty_pools = False, set()
         self.changed.clear()
-        self.changed_at = None
         return everything, pools

@@ -100,6 +100,8 @@ NODE = WatchedKind(
     upsert=_upsert_node,
     delete=lambda index, body: index.remove_node(_namespace_and_name(body)[1]),
     retain=lambda index, _scope, keys: index.retain_nodes(keys),
+    # ~1.2 MB of JSON and ~12 MB decoded per page, listed while the Pods' pages are too.
+    page_size=100,
 )
 DAEMON_SET = WatchedKind(
     label="daemonset",
@@ -119,7 +121,8 @@ POD = WatchedKind(
     # Workloads run in any namespace; without them, only the plugins' pods matter.
     cluster_wide_for=lambda config: config.workloads.enabled,
     # 100,000 pods in pages of 250 were 400 requests, each paying the API server's per-request
-    # cost on the cores that also decode them; 1,000 are ~3 MB of JSON per page.
+    # cost on the cores that also decode them: the start took 1.64x a bare LIST, 1.15x in
+    # pages of 1,000 (~2.5 MB of JSON per page; benchmarks/workloads_bench.py).
     page_size=1000,
 )
 
