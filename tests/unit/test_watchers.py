@@ -142,8 +142,8 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
         }
 
         # Pages follow the object's size: Nodes are 10-20 KB each, Pods a few.
-        assert op.api.lists(NODES) == [{"limit": "100"}]
-        assert op.api.lists(PODS) == [{"limit": "1000"}]
+        assert op.api.lists(NODES) == [{"limit": "250"}]
+        assert op.api.lists(PODS) == [{"limit": "500"}]
         await eventually(lambda: len(op.api.watches(NODES)) == 1, "the node watch")
         assert op.api.watches(NODES) == [
             {"watch": "true", "resourceVersion": "100", "allowWatchBookmarks": "true", "timeoutSeconds": "60"}

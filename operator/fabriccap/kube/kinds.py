@@ -100,8 +100,6 @@ NODE = WatchedKind(
     upsert=_upsert_node,
     delete=lambda index, body: index.remove_node(_namespace_and_name(body)[1]),
     retain=lambda index, _scope, keys: index.retain_nodes(keys),
-    # ~1.2 MB of JSON and ~12 MB decoded per page, listed while the Pods' pages are too.
-    page_size=100,
 )
 DAEMON_SET = WatchedKind(
     label="daemonset",
@@ -121,9 +119,12 @@ POD = WatchedKind(
     # Workloads run in any namespace; without them, only the plugins' pods matter.
     cluster_wide_for=lambda config: config.workloads.enabled,
     # 100,000 pods in pages of 250 were 400 requests, each paying the API server's per-request
-    # cost on the cores that also decode them: the start took 1.64x a bare LIST, 1.15x in
-    # pages of 1,000 (~2.5 MB of JSON per page; benchmarks/workloads_bench.py).
-    page_size=1000,
+    # cost on the cores that also decode them. At 10,000 nodes / 100,000 pods
+    # (benchmarks/workloads_bench.py) the start took 1.64x a bare LIST in pages of 250 and
+    # 1.12x in pages of 1,000, whose larger transient raised the RSS kept after the start from
+    # 140 to 155 MiB (freed pages leave the allocator's arenas fragmented by the facts made
+    # meanwhile). 500 is between the two.
+    page_size=500,
 )
 
 
