@@ -75,6 +75,8 @@ class FakeApi:
     required_token: str | None = None
     # (method, path) -> HTTP codes to answer the next writes with, one each
     write_failures: dict[tuple[str, str], deque[int]] = field(default_factory=dict)
+    # (method, path) -> a gate that writes to it wait for (a slow API server, on cue)
+    write_gates: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     url: str = ""
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
 
@@ -108,6 +110,9 @@ class FakeApi:
         if request.method != "GET":
             body = await request.json() if request.can_read_body else None
             self.bodies.append((request.method, request.content_type, body))
+            gate = self.write_gates.get((request.method, request.path))
+            if gate is not None:
+                await gate.wait()
             failures = self.write_failures.get((request.method, request.path))
             if failures:
                 code = failures.popleft()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -392,3 +393,66 @@ async def test_a_version_seen_on_the_watch_during_the_first_read_back_is_kept() 
         assert setup.publisher.published["efa-p5"].resource_version == "20"
         # Nothing is called for before the first round: its grace period starts with the publisher.
         assert "efa-p5" not in setup.publisher.absent_since
+
+
+# --- writes in the background ----------------------------------------------------------------
+
+
+async def test_a_slow_write_holds_up_neither_the_round_nor_other_pools_and_the_newest_status_follows_it() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b") + healthy("p4", "c"))
+        await start(setup)
+        p5_status = FABRIC_CAPABILITIES.status("efa-p5")
+
+        def p5_patches() -> int:
+            return sum((method, path) == ("PATCH", p5_status) for method, path, _, _ in setup.api.requests)
+
+        before = p5_patches()
+        gate = setup.api.write_gates[("PATCH", p5_status)] = asyncio.Event()
+        setup.remove_node("b")  # p5: 1 node now
+        await setup.publisher.reconcile_once(finish_writes=False)  # returns with p5's PATCH held
+        assert list(setup.publisher._writes) == ["efa-p5"]
+        setup.remove_node("a")
+        setup.add([node("a", pool="p5", efa=16)])  # p5 changes again while its write is held
+        setup.add(healthy("p4", "d"))
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: setup.published()["efa-p4"]["status"]["nodes"] == 2, "p4 written meanwhile")
+        assert p5_patches() == before + 1  # one write of an object at a time
+        assert not setup.store.changed.is_set()
+        gate.set()
+        await setup.publisher.finish_writes()
+        assert setup.store.changed.is_set()  # the held write's end brings its pool back
+        del setup.api.write_gates[("PATCH", p5_status)]
+        await setup.publisher.reconcile_once()
+        status = setup.published()["efa-p5"]["status"]
+        assert (status["nodes"], status.get("uniformCount")) == (1, 16)
+
+
+async def test_a_clean_stop_cancels_a_write_that_outlasts_its_wait() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        setup.api.write_gates[("POST", FCAPS)] = asyncio.Event()  # never opened
+        await setup.publisher.load_published()
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert list(setup.publisher._writes) == ["efa-p5"]
+        await asyncio.wait_for(setup.publisher.finish_writes(timeout=0.05), WAIT_SECONDS)
+        assert setup.publisher._writes == {}
+
+
+async def test_a_status_write_that_leaves_ready_alone_is_not_an_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.publisher")
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        assert "FabricCapability efa-p5: Ready=True (UniformCapability)" in caplog.messages
+        caplog.clear()
+        setup.add(healthy("p5", "c"))  # a third node: the counts move, Ready stays True
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["status"]["nodes"] == 3
+        assert [message for message in caplog.messages if "Ready=" in message] == []
+        setup.remove_node("c")
+        setup.add([node("c", pool="p5", efa=16)])  # mixed counts: Ready moves
+        await setup.publisher.reconcile_once()
+        assert [message for message in caplog.messages if "Ready=" in message] == [
+            "FabricCapability efa-p5: Ready=False (MixedCounts)"
+        ]

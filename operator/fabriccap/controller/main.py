@@ -19,7 +19,7 @@ from fabriccap.controller.informers import Freshness, PublishedWatch, build_info
 from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
-from fabriccap.controller.publisher import Publisher
+from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, ConfigError, load_config
 from fabriccap.core.facts import FactsExtractor
@@ -179,7 +179,9 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             if task not in electing:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        if publisher.outbox is not None:  # before the Lease is released: only a leader sends
+        # Before the Lease is released: only a leader writes or sends.
+        await publisher.finish_writes(timeout=WRITES_STOP_SECONDS)
+        if publisher.outbox is not None:
             await publisher.outbox.close()
         for task in electing:
             task.cancel()

@@ -41,6 +41,7 @@ from fabriccap.core.api import (
     POOL_VALUE_ANNOTATION,
     ConditionType,
     FabricCapabilityStatus,
+    find_condition,
 )
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, NameConflict, PoolCapability, evaluate
@@ -57,6 +58,8 @@ MAX_BACKOFF_SECONDS = 60.0
 WRITE_BACKOFF_BASE_SECONDS = 1.0
 WRITE_BACKOFF_CAP_SECONDS = 300.0
 PARALLEL_WRITES = 16
+# How long a clean stop waits for the writes in flight before the Lease is released.
+WRITES_STOP_SECONDS = 5.0
 # How long the first publication waits for the workloads' owners to be read. Short: the Ready
 # gates must not wait on owner names (at 10,000 nodes and 12,500 Jobs the reads take longer
 # than 10 s). A status that names a Job where its TrainJob is still being read is written once
@@ -190,6 +193,11 @@ class Publisher:
     launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
     loaded: bool = False  # published objects read back; before that watch events only keep versions
     last_round: float | None = None  # monotonic time of the last completed reconcile round
+    # The loop's rounds do not wait for their writes (see _start_write): name -> write in flight,
+    # and the names evaluated again while theirs was in flight (written again after it).
+    _writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _write_again: dict[str, Pool] = field(default_factory=dict)
+    _writers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARALLEL_WRITES))
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
@@ -237,7 +245,7 @@ class Publisher:
             self._retry_due_writes()
             if self.store.changed.is_set() and self.config.debounce_seconds:
                 await asyncio.sleep(self.config.debounce_seconds)
-            await self.reconcile_once()
+            await self.reconcile_once(finish_writes=False)
 
     def _next_deadline(self) -> float | None:
         now = self.clock()
@@ -343,7 +351,13 @@ class Publisher:
 
     # -- one round
 
-    async def reconcile_once(self) -> None:
+    async def reconcile_once(self, finish_writes: bool = True) -> None:
+        """One round: evaluate the dirty pools, start the writes they need, send Events.
+
+        The loop passes ``finish_writes=False``: a round then does not wait for its writes,
+        so one slow PATCH (or thirty, on a busy API server) never holds up the next round
+        and the pools it brings; each object still has at most one write in flight.
+        """
         everything, pools = self.store.take_dirty()
         started = time.perf_counter()
         if everything:
@@ -377,16 +391,13 @@ class Publisher:
                 capability.name, capability.fabric, capability.pool.value, capability.status.to_json()
             )
         if self.leader.leading:
-            # Objects are independent: write them a few at a time (a cold start creates hundreds).
-            writers = asyncio.Semaphore(PARALLEL_WRITES)
-
-            async def publish_one(capability: PoolCapability) -> None:
-                async with writers:
-                    await self._guarded(capability.name, self.publish(capability))
-
-            await asyncio.gather(*(publish_one(capability) for capability in evaluation.capabilities))
+            writes = [self._start_write(capability) for capability in evaluation.capabilities]
+            if finish_writes:
+                await asyncio.gather(*(task for task in writes if task is not None))
             self._workload_events(evaluation)
         for name, since in list(self.absent_since.items()):
+            if name in self._writes:
+                continue  # its write in flight goes first (a create has not recorded its object yet)
             if name not in self.published:
                 self.absent_since.pop(name)
                 self.metrics.pools.remove_pool(name)
@@ -395,6 +406,41 @@ class Publisher:
         self.metrics.name_conflicts.set(len(self.conflicts))
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
+
+    def _start_write(self, capability: PoolCapability) -> asyncio.Task[None] | None:
+        """Write ``capability`` in the background; None when a write of it is already in flight
+        (two PATCHes of one object must not race: the later status could land first). That
+        write's end marks the pool again, so the newest status follows it."""
+        name = capability.name
+        if name in self._writes:
+            self._write_again[name] = capability.pool
+            return None
+        task = asyncio.create_task(self._write(capability), name=f"write {name}")
+        self._writes[name] = task
+        return task
+
+    async def _write(self, capability: PoolCapability) -> None:
+        name = capability.name
+        try:
+            # Objects are independent: written a few at a time (a cold start creates hundreds).
+            async with self._writers:
+                await self._guarded(name, self.publish(capability))
+        finally:
+            del self._writes[name]
+            pool = self._write_again.pop(name, None)
+            if pool is not None:
+                self.store.mark_pool(pool)
+
+    async def finish_writes(self, timeout: float | None = None) -> None:
+        """Wait for the writes in flight (a clean stop, before the Lease is released; tests).
+        Those still running after ``timeout`` are cancelled."""
+        writes = list(self._writes.values())
+        if not writes:
+            return
+        _, running = await asyncio.wait(writes, timeout=timeout)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*writes, return_exceptions=True)
 
     def _workload_events(self, evaluation: Evaluation) -> None:
         """FabricNotRequested and FabricUnschedulable, once per problem, on the owners: handed
@@ -569,7 +615,14 @@ class Publisher:
             for event in condition_events(previous, stamped):
                 await self.events.record(written_state, event)
         ready = capability.status.condition(ConditionType.READY)
-        logger.info(
+        before = find_condition(previous, ConditionType.READY)
+        # At INFO only when Ready's status or reason moves: under churn every touched pool's
+        # counts are written each round, 70 writes/s at 10,000 nodes, and a line per write is noise.
+        # (what was there before may be anyone's edit: read, never trusted to be complete)
+        was = None if before is None else (before.get("status"), before.get("reason"))
+        moved = ready is None or (ready.status, ready.reason) != was
+        logger.log(
+            logging.INFO if moved else logging.DEBUG,
             "FabricCapability %s: Ready=%s (%s)",
             name,
             ready.status if ready else "?",
