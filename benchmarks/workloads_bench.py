@@ -12,7 +12,8 @@ In one run against one fresh kube-apiserver + etcd on 127.0.0.1:
   ratio to a bare LIST of all nodes plus a bare LIST of all pods, in the same run;
 - churn: 50 pods/s created and 50/s deleted for 60 s (GPU pods with EFA, on every pool), while
   probe pods (GPUs, no EFA) on a quiet pool measure new pod -> the pool's withoutFabric count,
-  as a watch of that FabricCapability delivers it;
+  as a watch of that FabricCapability delivers it, against the same probes reaching a watch of
+  their node (the API server's own share under that load, the latency's baseline);
   status writes during the churn, per pool touched per debounce window;
 - RSS of the operator (current and peak).
 """
@@ -191,6 +192,44 @@ class CountWatch:
             await self.task
 
 
+class ArrivalWatch:
+    """When the probe pods reach a watcher of their own node: the API server's share of the
+    probe latency under the same load, measured in the same run (the baseline)."""
+
+    def __init__(self, client: KubeClient, node: str) -> None:
+        self.client, self.selector = client, f"spec.nodeName={node}"
+        self.arrived: dict[str, float] = {}
+        self.ready = asyncio.Event()
+        self.task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        path = PODS.collection(NAMESPACE)
+        while True:
+            listed = await self.client.get(path, {"fieldSelector": self.selector, "limit": 1})
+            self.ready.set()
+            try:
+                async for event in self.client.watch(
+                    path, listed["metadata"]["resourceVersion"], field_selector=self.selector
+                ):
+                    if event.get("type") == "ADDED":
+                        name = str(((event.get("object") or {}).get("metadata") or {}).get("name"))
+                        self.arrived.setdefault(name, time.perf_counter())
+            except KubeError:
+                await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+def median_and_slowest(samples: list[float]) -> tuple[float | None, float | None]:
+    ordered = sorted(samples)
+    if not ordered:
+        return None, None
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 async def churn(client: KubeClient, nodes: list[str], seconds: float, rate: int) -> int:
     """``rate`` pods/s created and, after a lag, deleted again: GPU pods that ask for EFA."""
     created: list[str] = []
@@ -260,6 +299,9 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 latencies: list[float] = []
                 baseline_count = await without_fabric(client, quiet_pool)
                 counts = CountWatch(client, quiet_pool)
+                arrivals = ArrivalWatch(client, quiet_nodes[0])
+                await asyncio.wait_for(arrivals.ready.wait(), 60)
+                api_latencies: list[float] = []
                 for probe in range(probes):
                     name = f"probe-{probe:04d}"
                     sent = time.perf_counter()
@@ -269,11 +311,14 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                     )
                     await counts.wait_for(baseline_count + 1)
                     latencies.append(time.perf_counter() - sent)
+                    if name in arrivals.arrived:
+                        api_latencies.append(arrivals.arrived[name] - sent)
                     await client.delete(PODS.item(name, NAMESPACE), body={"gracePeriodSeconds": 0})
                     await counts.wait_for(baseline_count)
                     if churn_task.done():
                         break
                 await counts.close()
+                await arrivals.close()
                 made = await churn_task
                 await asyncio.sleep(2 * DEBOUNCE + 1.0)
                 after = scrape(metrics_port)
@@ -281,17 +326,21 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 writes = after[key] - before[key]
                 windows = churn_seconds / DEBOUNCE
                 touched = len(pools) - 1 + (1 if latencies else 0)
-                latencies.sort()
+                median, slowest = median_and_slowest(latencies)
+                api_median, api_slowest = median_and_slowest(api_latencies)
                 results.update(
                     {
                         "churn_pods_created": made,
                         "churn_status_writes": writes,
                         "writes_per_pool_per_window": writes / (touched * windows),
                         "probe_samples": len(latencies),
-                        "probe_latency_median_s": statistics.median(latencies) if latencies else None,
-                        "probe_latency_p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-                        if latencies
-                        else None,
+                        "probe_latency_median_s": median,
+                        "probe_latency_p99_s": slowest,
+                        # The same probes reaching a watcher of their node: what the API server
+                        # alone takes under this load (the baseline), and the ratio to it.
+                        "probe_api_latency_median_s": api_median,
+                        "probe_api_latency_p99_s": api_slowest,
+                        "probe_latency_median_ratio": median / api_median if median and api_median else None,
                     }
                 )
                 results["rss_end_mib"], results["peak_rss_mib"] = (value / 1024 for value in rss_kib(operator.pid))
