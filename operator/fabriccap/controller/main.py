@@ -144,8 +144,9 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             len(store.daemon_sets),
         )
 
+    frame = run_frame(state, liveness, stop_flag)
     tasks = [
-        run_frame(state, liveness, stop_flag),
+        frame,
         asyncio.create_task(publisher.run(), name="publisher"),
         asyncio.create_task(all_listed(), name="listing"),
         *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
@@ -159,7 +160,6 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         done, _ = await asyncio.wait(
             [task for task in tasks if task.get_name() != "listing"], return_when=asyncio.FIRST_COMPLETED
         )
-        frame = tasks[0]
         if any(task.cancelled() for task in done) and not frame.done():
             # Nothing here cancels its own parts: kopf does, when its main loop fails, to every
             # task it did not start. Its own error is the one that says why.
