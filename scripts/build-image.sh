@@ -91,6 +91,11 @@ LOCK="$repo/scripts/base-packages-$ARCH.lock"
 #    Copyright files stay (licenses in the SBOM); 99mmdebstrap keeps the excludes in the image.
 #  - resolv.conf and hostname: mmdebstrap copies the host's, which leaks them into the image
 #    and makes the tar differ from host to host.
+#  - /usr/share/python3 (debpython, py3compile's own modules): compiled again as checked-hash
+#    .pyc. Every other .pyc the packages' scripts write is hash-based (SOURCE_DATE_EPOCH is set),
+#    but in one cold build of the same lock these five came out timestamp-based, recording the
+#    source's packaged mtime; the image's fixed timestamps then made them stale (seen by
+#    tests/image/test_image.py::test_no_stale_bytecode in a cold run, 2026-12-01).
 # shellcheck disable=SC2016 # the hooks' "$1" (the chroot) is for mmdebstrap's shell to expand
 make_base_rootfs() {
   local tar_out="$1" mode="$2" include prefs="$1.preferences" pin_hooks=()
@@ -112,6 +117,7 @@ make_base_rootfs() {
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --customize-hook=': > "$1/etc/resolv.conf"' \
+    --customize-hook='chroot "$1" python3 -m compileall -q -f --invalidation-mode checked-hash /usr/share/python3' \
     --customize-hook='echo localhost > "$1/etc/hostname"' \
     --include="$include" \
     "$SUITE" - \
