@@ -456,3 +456,21 @@ async def test_a_status_write_that_leaves_ready_alone_is_not_an_info_line(caplog
         assert [message for message in caplog.messages if "Ready=" in message] == [
             "FabricCapability efa-p5: Ready=False (MixedCounts)"
         ]
+
+
+async def test_an_unexpected_error_in_a_background_write_is_logged_not_lost(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await setup.publisher.load_published()
+
+        async def broken(capability: Any) -> None:
+            raise ValueError("a bug")
+
+        monkeypatch.setattr(setup.publisher, "publish", broken)
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await setup.publisher.finish_writes()
+        assert setup.publisher._writes == {}
+        failed = [r for r in caplog.records if r.getMessage() == "writing FabricCapability efa-p5 failed unexpectedly"]
+        assert len(failed) == 1 and failed[0].exc_info is not None

@@ -425,6 +425,10 @@ class Publisher:
             # Objects are independent: written a few at a time (a cold start creates hundreds).
             async with self._writers:
                 await self._guarded(name, self.publish(capability))
+        except Exception:
+            # In a task of its own nobody awaits, an unexpected error would otherwise vanish
+            # (inline, it used to end the publisher). The next change or resync tries again.
+            logger.exception("writing FabricCapability %s failed unexpectedly", name)
         finally:
             del self._writes[name]
             pool = self._write_again.pop(name, None)
