@@ -110,15 +110,8 @@ class Pools:
 
 
 @pytest.fixture(scope="module")
-def admin(cluster: E2ECluster) -> Iterator[SyncKube]:
-    kube = SyncKube(cluster.kubeconfig)
-    yield kube
-    kube.close()
-
-
-@pytest.fixture(scope="module")
-def pools(cluster: E2ECluster, admin: SyncKube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pools]:
-    pools = Pools(World(kube=admin, namespace=PLUGIN_NAMESPACE, prefix=f"ks-{uuid.uuid4().hex[:6]}"))
+def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pools]:
+    pools = Pools(World(kube=kube, namespace=PLUGIN_NAMESPACE, prefix=f"ks-{uuid.uuid4().hex[:6]}"))
     directory = tmp_path_factory.mktemp("kstatus")
     operator = OperatorProcess(
         kubeconfig=cluster.kubeconfig,
@@ -151,7 +144,7 @@ def pools(cluster: E2ECluster, admin: SyncKube, tmp_path_factory: pytest.TempPat
 
         def settled() -> bool:
             for pool, ready in expected.items():
-                obj = admin.fcap(pools.fcap(pool))
+                obj = kube.fcap(pools.fcap(pool))
                 if obj is None or not (obj.get("status") or {}).get("conditions"):
                     return False
                 if condition(obj, "Ready")["status"] != ready:

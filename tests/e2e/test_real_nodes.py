@@ -104,7 +104,8 @@ def real_cluster(
 
 
 @pytest.fixture(scope="module")
-def cluster_handle(real_cluster: tuple[E2ECluster, LocalControlPlane]) -> E2ECluster:
+def cluster(real_cluster: tuple[E2ECluster, LocalControlPlane]) -> E2ECluster:
+    """This module's own cluster in place of the shared one (conftest's ``kube`` follows it)."""
     return real_cluster[0]
 
 
@@ -114,25 +115,18 @@ def fleet(real_cluster: tuple[E2ECluster, LocalControlPlane]) -> NodeFleet:
 
 
 @pytest.fixture(scope="module")
-def kube(cluster_handle: E2ECluster) -> Iterator[SyncKube]:
-    client = SyncKube(cluster_handle.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def recorder(cluster_handle: E2ECluster) -> Iterator[Recorder]:
-    recording = Recorder(cluster_handle.kubeconfig, [NODES_PATH, PLUGIN_PODS_PATH, FCAPS_PATH]).start()
+def recorder(cluster: E2ECluster) -> Iterator[Recorder]:
+    recording = Recorder(cluster.kubeconfig, [NODES_PATH, PLUGIN_PODS_PATH, FCAPS_PATH]).start()
     yield recording
     recording.stop()
 
 
 @pytest.fixture(scope="module")
-def operator(cluster_handle: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def operator(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     directory = tmp_path_factory.mktemp("realnodes-operator")
     # The built-in efa profile, as shipped: the plugin is found in kube-system by the chart's label.
     process = OperatorProcess(
-        kubeconfig=cluster_handle.kubeconfig,
+        kubeconfig=cluster.kubeconfig,
         config=write_config(directory / "config.yaml", {}),
         log_path=directory / "operator.log",
     )
@@ -149,7 +143,7 @@ class Rollout:
 
 
 @pytest.fixture(scope="module")
-def efa_plugin(cluster_handle: E2ECluster, kube: SyncKube, recorder: Recorder, operator: OperatorProcess) -> Rollout:
+def efa_plugin(cluster: E2ECluster, kube: SyncKube, recorder: Recorder, operator: OperatorProcess) -> Rollout:
     applied_at = time.monotonic()
     kube.create(DAEMON_SETS.collection(KUBE_SYSTEM), efaplugin.daemon_set(devices=DEVICES))
     rolled_out = wait_daemon_set_ready(kube, 2)
@@ -310,7 +304,7 @@ def test_the_demo_runs_with_a_pool_of_real_kubelets(tmp_path: Path, timings: Any
 
 
 def test_the_plugin_daemon_set_rolls_out_and_the_pool_turns_ready_with_its_count(
-    efa_plugin: Rollout, recorder: Recorder, kube: SyncKube, cluster_handle: E2ECluster, timings: Any
+    efa_plugin: Rollout, recorder: Recorder, kube: SyncKube, cluster: E2ECluster, timings: Any
 ) -> None:
     ready = wait_pool_ready(recorder, since=efa_plugin.applied_at)
     timings.record("rollout", "DaemonSet created -> its pods Ready", efa_plugin.rolled_out_at - efa_plugin.applied_at)
@@ -336,9 +330,9 @@ def test_the_plugin_daemon_set_rolls_out_and_the_pool_turns_ready_with_its_count
     # kubectl logs and exec reach the kubelet at its node IP (no /etc/hosts entry for the name).
     pod = plugin_pod_on(recorder, NODE_1)
     assert pod is not None
-    logs = cluster_handle.run_kubectl("-n", KUBE_SYSTEM, "logs", pod["metadata"]["name"]).stdout
+    logs = cluster.run_kubectl("-n", KUBE_SYSTEM, "logs", pod["metadata"]["name"]).stdout
     assert f"registered {EFA} with the kubelet" in logs
-    listed = cluster_handle.run_kubectl(
+    listed = cluster.run_kubectl(
         "-n", KUBE_SYSTEM, "exec", pod["metadata"]["name"], "--", "/efa-device-plugin", "-list"
     ).stdout
     assert listed.strip() == ",".join(f"efa{i}=Healthy" for i in range(DEVICES))
@@ -397,7 +391,7 @@ def test_nodes_whose_plugins_report_different_counts_are_mixed(
 
 
 def test_a_pod_asking_for_more_efa_than_a_node_has_stays_pending_with_the_schedulers_reason(
-    steady: None, kube: SyncKube, cluster_handle: E2ECluster, timings: Any, operator: OperatorProcess
+    steady: None, kube: SyncKube, cluster: E2ECluster, timings: Any, operator: OperatorProcess
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
     fits, too_big = f"efa-2-{suffix}", f"efa-{DEVICES + 1}-{suffix}"
@@ -438,7 +432,7 @@ def test_a_pod_asking_for_more_efa_than_a_node_has_stays_pending_with_the_schedu
         # The control: a request that fits runs, and Allocate handed it the two devices
         # GetPreferredAllocation chose (the lowest; the kubelet passes them in no set order).
         wait_pod(kube, fits, lambda c: c.get("type") == "Ready" and c.get("status") == "True")
-        logs = cluster_handle.run_kubectl("logs", fits).stdout
+        logs = cluster.run_kubectl("logs", fits).stdout
         allocated = [line.partition("=")[2] for line in logs.splitlines() if line.startswith("FABRICCAP_EFA_DEVICES=")]
         assert [sorted(a.split(",")) for a in allocated] == [["efa0", "efa1"]], logs
         # Still pending: nothing freed a node in the meantime.
@@ -495,7 +489,7 @@ def test_a_deleted_plugin_pod_registers_again_with_no_false_ready_in_between(
 
 
 def test_a_stopped_kubelet_turns_its_node_unknown_and_the_pool_not_ready(
-    steady: None, recorder: Recorder, kube: SyncKube, fleet: NodeFleet, cluster_handle: E2ECluster, timings: Any
+    steady: None, recorder: Recorder, kube: SyncKube, fleet: NodeFleet, cluster: E2ECluster, timings: Any
 ) -> None:
     """What the pool says when a node stops reporting, pinned (see docs/real-nodes.md): the
     evaluation does not read the Node's Ready condition, and the last allocatable stays on the
@@ -549,7 +543,7 @@ def test_a_stopped_kubelet_turns_its_node_unknown_and_the_pool_not_ready(
     # The plugin noticed the new kubelet (a new kubelet.sock, its own socket wiped) and registered again.
     pod = plugin_pod_on(recorder, NODE_2)
     assert pod is not None
-    logs = cluster_handle.run_kubectl("-n", KUBE_SYSTEM, "logs", pod["metadata"]["name"]).stdout
+    logs = cluster.run_kubectl("-n", KUBE_SYSTEM, "logs", pod["metadata"]["name"]).stdout
     assert "registering again" in logs, logs
 
 

@@ -26,12 +26,11 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import WatchedKind, kinds_for, object_key
+from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WatchedKind, kinds_for, object_key
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)
 
-PAGE_SIZE = 250  # unless the kind says otherwise (kinds.WatchedKind.page_size)
 MAX_BACKOFF_SECONDS = 30.0
 # How often an optional kind the API server does not serve (ResourceSlices before 1.34) is
 # looked for again: an upgrade brings it, and one quiet GET per 10 minutes costs nothing.
@@ -66,7 +65,7 @@ class ListWatch:
     # cache sends one at least every minute), and whether the watch is up right now.
     last_success: float | None = None
     connected: bool = False
-    page_size: int = PAGE_SIZE
+    page_size: int = DEFAULT_PAGE_SIZE
 
     @property
     def kind(self) -> str:

@@ -29,6 +29,10 @@ def _namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
+# ~3-5 MB of JSON per page of realistic Nodes, the largest objects listed.
+DEFAULT_PAGE_SIZE = 250
+
+
 @dataclass(frozen=True)
 class WatchedKind:
     label: str  # the `kind` label of fabriccap_watch_events_total, and in logs
@@ -50,7 +54,7 @@ class WatchedKind:
     cluster_wide_for: Callable[[Config], bool] = lambda _config: False
     # Objects per LIST page: the page's JSON and its decoded form are the transient peak of a
     # listing, so it follows the object's size (a Node is 10-20 KB, a Pod 2-5 KB).
-    page_size: int = 250
+    page_size: int = DEFAULT_PAGE_SIZE
 
     @property
     def kind(self) -> str:
