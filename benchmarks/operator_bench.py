@@ -224,7 +224,7 @@ def scrape(port: int) -> dict[str, float]:
     values: dict[str, float] = {}
     for line in text.splitlines():
         match = re.match(
-            r"^(fabriccap_(?:status_writes_total|evaluations_total|evaluation_duration_seconds_count)"
+            r"^(fabriccap_(?:status_writes_total|evaluations_total|evaluation_duration_seconds_(?:count|sum))"
             r"(\{[^}]*\})?) (\S+)$",
             line,
         )

@@ -326,6 +326,15 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 writes = after[key] - before[key]
                 windows = churn_seconds / DEBOUNCE
                 touched = len(pools) - 1 + (1 if latencies else 0)
+                rounds = (
+                    after["fabriccap_evaluation_duration_seconds_count"]
+                    - before["fabriccap_evaluation_duration_seconds_count"]
+                )
+                evaluating = (
+                    after["fabriccap_evaluation_duration_seconds_sum"]
+                    - before["fabriccap_evaluation_duration_seconds_sum"]
+                )
+                evaluated = after["fabriccap_evaluations_total"] - before["fabriccap_evaluations_total"]
                 median, slowest = median_and_slowest(latencies)
                 api_median, api_slowest = median_and_slowest(api_latencies)
                 results.update(
@@ -333,6 +342,11 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                         "churn_pods_created": made,
                         "churn_status_writes": writes,
                         "writes_per_pool_per_window": writes / (touched * windows),
+                        # Where a probe's time goes: how many rounds, how long each evaluated,
+                        # how many pools each took.
+                        "churn_rounds": rounds,
+                        "round_evaluation_mean_s": evaluating / rounds if rounds else None,
+                        "pools_per_round": evaluated / rounds if rounds else None,
                         "probe_samples": len(latencies),
                         "probe_latency_median_s": median,
                         "probe_latency_p99_s": slowest,

@@ -17,11 +17,12 @@ from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
 from fabriccap.controller.metrics import OperatorMetrics
-from fabriccap.controller.publisher import Publisher
+from fabriccap.controller.publisher import ROUTINE_WRITES, Publisher, is_routine_change
 from fabriccap.controller.store import FactStore
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.dev.world import workload_pod
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api, recorded_sleeps
@@ -412,12 +413,13 @@ async def test_a_slow_write_holds_up_neither_the_round_nor_other_pools_and_the_n
         setup.remove_node("b")  # p5: 1 node now
         await setup.publisher.reconcile_once(finish_writes=False)  # returns with p5's PATCH held
         assert list(setup.publisher._writes) == ["efa-p5"]
+        await eventually(lambda: p5_patches() == before + 1, "p5's PATCH sent, and held")
         setup.remove_node("a")
         setup.add([node("a", pool="p5", efa=16)])  # p5 changes again while its write is held
         setup.add(healthy("p4", "d"))
         await setup.publisher.reconcile_once(finish_writes=False)
         await eventually(lambda: setup.published()["efa-p4"]["status"]["nodes"] == 2, "p4 written meanwhile")
-        assert p5_patches() == before + 1  # one write of an object at a time
+        assert p5_patches() == before + 1  # one write of an object at a time, once it is sent
         assert not setup.store.changed.is_set()
         gate.set()
         await setup.publisher.finish_writes()
@@ -465,7 +467,7 @@ async def test_an_unexpected_error_in_a_background_write_is_logged_not_lost(
         setup.add(healthy("p5", "a"))
         await setup.publisher.load_published()
 
-        async def broken(capability: Any) -> None:
+        async def broken(capability: Any, new_status: Any = None) -> None:
             raise ValueError("a bug")
 
         monkeypatch.setattr(setup.publisher, "publish", broken)
@@ -474,3 +476,83 @@ async def test_an_unexpected_error_in_a_background_write_is_logged_not_lost(
         assert setup.publisher._writes == {}
         failed = [r for r in caplog.records if r.getMessage() == "writing FabricCapability efa-p5 failed unexpectedly"]
         assert len(failed) == 1 and failed[0].exc_info is not None
+
+
+def test_a_routine_change_moves_only_the_count_of_pods_requesting_the_fabric() -> None:
+    def status(requesting: int, without: int = 0, ready: str = "True", when: str = "t0") -> dict[str, Any]:
+        return {
+            "observedGeneration": 1,
+            "nodes": 2,
+            "conditions": [{"type": "Ready", "status": ready, "reason": "R", "lastTransitionTime": when}],
+            "workloads": {
+                "requestingFabric": {"pods": requesting, "workloads": requesting},
+                "withoutFabric": {"pods": without, "workloads": without},
+                "offenders": [],
+            },
+        }
+
+    assert is_routine_change(status(1), status(2))
+    assert is_routine_change(status(1), status(1, when="t1"))  # times are not a change
+    assert not is_routine_change(status(1), status(1, without=1))
+    assert not is_routine_change(status(1), status(2, ready="False"))
+    assert not is_routine_change({**status(1), "nodes": 3}, status(2))
+    no_workloads = {key: value for key, value in status(1).items() if key != "workloads"}
+    assert not is_routine_change(no_workloads, status(1))
+    assert not is_routine_change(status(1), no_workloads)
+
+
+async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> None:
+    """Every routine writer held (PATCHes that only move requestingFabric): a pod without the
+    fabric on another pool is still written at once."""
+    async with publishing() as setup:
+        pools = [f"p{number:02d}" for number in range(ROUTINE_WRITES + 2)]
+        for pool in pools:
+            setup.add(healthy(pool, f"{pool}-a"))
+        await start(setup)
+        for pool in pools:
+            setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
+            setup.add([workload_pod(f"{pool}-a", f"{pool}-efa", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert len(setup.publisher._writes) == len(pools)  # every routine lane busy, two waiting
+        quiet = pools[-1]
+        del setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{quiet}"))]
+        setup.add([workload_pod(f"{quiet}-a", f"{quiet}-tcp", efa=None)])
+        queued = setup.publisher._writes[f"efa-{quiet}"]  # its routine write, waiting for a lane
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert setup.publisher._writes[f"efa-{quiet}"] is not queued  # replaced, in an urgent lane
+        held = [setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] for pool in pools[:-1]]
+        await eventually(
+            lambda: setup.published()[f"efa-{quiet}"]["status"]["workloads"]["withoutFabric"]["pods"] == 1,
+            "the pool with a pod without the fabric written while the routine writes are held",
+        )
+        assert not any(gate.is_set() for gate in held)
+        for gate in held:
+            gate.set()
+        await setup.publisher.finish_writes()
+        await setup.publisher.reconcile_once()
+        assert all(
+            setup.published()[f"efa-{pool}"]["status"]["workloads"]["requestingFabric"]["pods"] == 1 for pool in pools
+        )
+
+
+async def test_a_write_not_sent_yet_gives_way_to_the_newer_status() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        p5_status = FABRIC_CAPABILITIES.status("efa-p5")
+
+        def p5_patches() -> int:
+            return sum((method, path) == ("PATCH", p5_status) for method, path, _, _ in setup.api.requests)
+
+        before = p5_patches()
+        setup.remove_node("b")
+        await setup.publisher.reconcile_once(finish_writes=False)  # its write has not run yet
+        first = setup.publisher._writes["efa-p5"]
+        setup.add([node("b", pool="p5", efa=16)])  # and the pool changes again
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert first.cancelled() or first.cancelling()
+        await setup.publisher.finish_writes()
+        assert p5_patches() == before + 1  # one PATCH, of the newer status
+        status = setup.published()["efa-p5"]["status"]
+        assert (status["nodes"], condition_status(status, "Ready")) == (2, "False")
+        assert setup.publisher._writes == {} and not setup.store.changed.is_set()
