@@ -182,6 +182,10 @@ class WorkloadEventOutbox:
     def queued(self) -> int:
         return len(self._queue)
 
+    def knows(self, key: str) -> bool:
+        """Whether the problem ``key`` was recorded (or found recorded), or is queued."""
+        return key in self.sent or key in self._queue
+
     def offer(self, events: Iterable[WorkloadEvent]) -> None:
         for event in events:
             if event.key not in self.sent and event.key not in self._queue:

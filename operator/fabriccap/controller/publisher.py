@@ -44,7 +44,7 @@ from fabriccap.core.api import (
     find_condition,
 )
 from fabriccap.core.config import Config
-from fabriccap.core.evaluate import Evaluation, NameConflict, PoolCapability, evaluate
+from fabriccap.core.evaluate import Evaluation, EvaluationMemo, NameConflict, PoolCapability, evaluate
 from fabriccap.core.facts import Pool
 from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event
@@ -218,6 +218,8 @@ class Publisher:
     _writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _sending: set[str] = field(default_factory=set)  # those of _writes that hold a lane
     _write_again: dict[str, Pool] = field(default_factory=dict)
+    # What a round reuses from the rounds before (the pools' node-side status, the pods' judgements).
+    memo: EvaluationMemo = field(default_factory=EvaluationMemo)
     _routine_writers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(ROUTINE_WRITES))
     _urgent_writers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(URGENT_WRITES))
 
@@ -384,7 +386,7 @@ class Publisher:
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}
-        evaluation = evaluate(self.config, self.store, pools)
+        evaluation = evaluate(self.config, self.store, pools, memo=self.memo, warned=self._warned)
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
@@ -478,6 +480,10 @@ class Publisher:
         for task in running:
             task.cancel()
         await asyncio.gather(*writes, return_exceptions=True)
+
+    def _warned(self, key: str) -> bool:
+        """Whether the workload problem ``key`` has had its Event (or has it queued)."""
+        return self.outbox is not None and self.outbox.knows(key)
 
     def _workload_events(self, evaluation: Evaluation) -> None:
         """FabricNotRequested and FabricUnschedulable, once per problem, on the owners: handed

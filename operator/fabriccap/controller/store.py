@@ -53,7 +53,7 @@ class FactStore(FactIndex):
             if facts is None:
                 continue
             if facts.node_name is not None:
-                self._node_touched(facts.node_name)
+                self._node_workloads_touched(facts.node_name)
             else:
                 self.changed.set()  # a pending pod: the unschedulable count and its Events
 

@@ -7,8 +7,8 @@ offline answer cannot drift apart. Timestamps and generations are stamped by the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from fabriccap.core.api import (
@@ -41,13 +41,16 @@ from fabriccap.core.api import (
 )
 from fabriccap.core.config import Config, DevicePlugin, DraSettings, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts, Pool
-from fabriccap.core.index import DraDevices, FactIndex
+from fabriccap.core.index import DraDevices, FactIndex, NamespacedKey
 from fabriccap.core.names import capability_name, is_label_value
 from fabriccap.core.workloads import (
     LookupKey,
+    PodJudgement,
     UnschedulableGroup,
     WorkloadEvent,
+    judge_pod,
     not_requested_event,
+    not_requested_key,
     pool_workloads,
     unschedulable_groups,
 )
@@ -741,14 +744,96 @@ def fabric_views(
     return {profile.name: fabric_view(profile, daemon_set_list, pod_list) for profile in config.enabled_fabrics}
 
 
-def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = None) -> Evaluation:
+@dataclass(slots=True)
+class _PoolMemo:
+    """One (fabric, pool) as last evaluated: valid while the versions it was made at hold."""
+
+    facts_version: int
+    provider_version: int
+    targets: tuple[str, ...]  # empty: the pool has no target node
+    status: FabricCapabilityStatus | None  # without workloads
+    judgements: dict[NamespacedKey, tuple[int, PodJudgement]] = field(default_factory=dict)
+
+
+@dataclass
+class EvaluationMemo:
+    """What the operator's rounds reuse from the ones before, for one config and one index.
+
+    Under pod churn a round re-evaluates the pools whose pods changed, and nothing else about
+    them did: their nodes, devices and providers (each pool's node-side status), and most of
+    their pods' judgements, are what they were. The index's versions say when they are not.
+    ``fabriccap evaluate`` has no memo: one evaluation has nothing to reuse.
+    """
+
+    views: tuple[int, dict[str, FabricView]] | None = None
+    pools: dict[tuple[str, Pool], _PoolMemo] = field(default_factory=dict)
+
+    def fabric_views(self, config: Config, index: FactIndex) -> dict[str, FabricView]:
+        if self.views is None or self.views[0] != index.provider_version:
+            self.views = (index.provider_version, fabric_views(config, index.daemon_sets.values(), index.pods.values()))
+        return self.views[1]
+
+
+def _pool_side(
+    profile: FabricProfile, pool: Pool, index: FactIndex, view: FabricView, memo: EvaluationMemo | None
+) -> _PoolMemo:
+    """The node-side evaluation of one (fabric, pool): from the memo while its versions hold."""
+    facts_version = index.pool_versions.get(pool, 0)
+    known = memo.pools.get((profile.name, pool)) if memo is not None else None
+    if known is not None and (known.facts_version, known.provider_version) == (facts_version, index.provider_version):
+        return known
+    members = index.members(pool)
+    if not members and memo is not None:
+        memo.pools.pop((profile.name, pool), None)  # a pool gone leaves nothing behind
+        memo = None
+    devices = {node.name: node_devices(profile, node, index) for node in members}
+    targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
+    status = evaluate_pool(profile, pool, targets, view, devices) if targets else None
+    fresh = _PoolMemo(facts_version, index.provider_version, tuple(node.name for node in targets), status)
+    if known is not None:
+        fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
+    if memo is not None:
+        memo.pools[(profile.name, pool)] = fresh
+    return fresh
+
+
+def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> list[PodJudgement]:
+    """The judgements of the pods on the pool's target nodes, kept in ``side`` for the next
+    round (only those: a pod gone is forgotten with the round that no longer sees it)."""
+    kept = side.judgements
+    current: dict[NamespacedKey, tuple[int, PodJudgement]] = {}
+    for node_name in side.targets:
+        for key in index.node_workload_pods.get(node_name, ()):
+            version = index.workload_versions[key]
+            known = kept.get(key)
+            if known is None or known[0] != version:
+                known = (version, judge_pod(index.workload_pods[key], profile, index))
+            current[key] = known
+    side.judgements = current
+    return [judgement for _, judgement in current.values()]
+
+
+def evaluate(
+    config: Config,
+    index: FactIndex,
+    pools: Iterable[Pool] | None = None,
+    *,
+    memo: EvaluationMemo | None = None,
+    warned: Callable[[str], bool] | None = None,
+) -> Evaluation:
     """Every FabricCapability the facts call for, sorted by name: the one evaluation driver.
 
     ``fabriccap evaluate`` passes no ``pools`` (every pool); the operator passes the pools
-    whose facts changed. A (fabric, pool) evaluated without a target node is named in
-    ``absent``, so the operator can start that object's grace period.
+    whose facts changed, its ``memo`` of the rounds before, and ``warned``: the keys of the
+    FabricNotRequested problems it already recorded, whose Events need no message built again.
+    A (fabric, pool) evaluated without a target node is named in ``absent``, so the operator
+    can start that object's grace period.
     """
-    views = fabric_views(config, index.daemon_sets.values(), index.pods.values())
+    views = (
+        memo.fabric_views(config, index)
+        if memo is not None
+        else fabric_views(config, index.daemon_sets.values(), index.pods.values())
+    )
     primary_key = config.pool_labels[0]
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
@@ -756,23 +841,21 @@ def evaluate(config: Config, index: FactIndex, pools: Iterable[Pool] | None = No
     events: list[WorkloadEvent] = []
     lookups: set[LookupKey] = set()
     for pool in list(index.pool_members) if pools is None else pools:
-        members = index.members(pool)
         for profile in config.enabled_fabrics:
             name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
-            view = views[profile.name]
-            devices = {node.name: node_devices(profile, node, index) for node in members}
-            targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
-            if not targets:
+            side = _pool_side(profile, pool, index, views[profile.name], memo)
+            status = side.status
+            if status is None:
                 absent.add(name)
                 continue
-            status = evaluate_pool(profile, pool, targets, view, devices)
             if config.workloads.enabled:
-                pods = index.workload_pods_on([node.name for node in targets])
-                found = pool_workloads(profile, pods, status.advertising_nodes > 0, index)
+                found = pool_workloads(_judgements(profile, side, index), status.advertising_nodes > 0)
                 status = status.model_copy(update={"workloads": found.status})
                 lookups |= found.lookups
                 events.extend(
-                    not_requested_event(profile, name, status, owner, count) for owner, count in found.without_fabric
+                    not_requested_event(profile, name, status, owner, count)
+                    for owner, count in found.without_fabric
+                    if warned is None or not warned(not_requested_key(profile, owner, status.pool))
                 )
             capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
     unschedulable: tuple[UnschedulableGroup, ...] = ()

@@ -7,10 +7,18 @@ data structure as well as the same function.
 
 Every ``put_*``/``remove_*`` compares the new facts with the stored ones and reports whether
 anything changed; the ``_touched`` hooks tell a subclass which pools a change concerns.
+
+Versions say what changed to whoever keeps results derived from these facts (the operator's
+evaluation memo): a pool's node-side facts (its members, their ResourceSlices), the
+providers (DaemonSets and their pods, which every pool's status reads), and each workload
+pod (its facts, or what a lookup learnt about its owners or claims). Every change takes the
+next number of one counter, so a version never repeats, even for a pool that goes and comes.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -65,6 +73,10 @@ class FactIndex:
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
         self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
+        self._versions = itertools.count(1)
+        self.pool_versions: dict[Pool, int] = {}
+        self.provider_version = 0
+        self.workload_versions: dict[NamespacedKey, int] = {}
 
     # -- change hooks (no-ops here; the operator's store marks pools dirty)
 
@@ -83,9 +95,27 @@ class FactIndex:
     def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
         """An owner or a claim became known: the pools of these workload pods may change."""
 
+    def _pool_facts_changed(self, pool: Pool | None) -> None:
+        if pool in self.pool_members:
+            self.pool_versions[pool] = next(self._versions)
+        elif pool is not None:
+            self.pool_versions.pop(pool, None)  # gone: it starts again from a new version
+        self._pool_touched(pool)
+
     def _node_touched(self, node_name: str | None) -> None:
+        """A fact of the node itself changed (a ResourceSlice, a provider's pod on it)."""
+        if node_name is not None and (node := self.nodes.get(node_name)) is not None:
+            self._pool_facts_changed(node.pool)
+
+    def _node_workloads_touched(self, node_name: str | None) -> None:
+        """Only the workload pods on the node changed: the node-side status did not."""
         if node_name is not None and (node := self.nodes.get(node_name)) is not None:
             self._pool_touched(node.pool)
+
+    def _workloads_changed(self, keys: Iterable[NamespacedKey]) -> None:
+        for key in keys:
+            if key in self.workload_pods:
+                self.workload_versions[key] = next(self._versions)
 
     # -- nodes
 
@@ -96,7 +126,7 @@ class FactIndex:
         self.nodes[facts.name] = facts
         if previous is not None and previous.pool is not None and previous.pool != facts.pool:
             self._drop_member(previous.pool, facts.name)
-            self._pool_touched(previous.pool)
+            self._pool_facts_changed(previous.pool)
         if facts.pool is not None:
             self.pool_members.setdefault(facts.pool, set()).add(facts.name)
             self.unpooled.discard(facts.name)
@@ -104,7 +134,7 @@ class FactIndex:
             self.unpooled.add(facts.name)
         if facts.pool is None or (previous is not None and previous.pool is None):
             self._unpooled_touched()
-        self._pool_touched(facts.pool)
+        self._pool_facts_changed(facts.pool)
         return True
 
     def remove_node(self, name: str) -> bool:
@@ -116,7 +146,7 @@ class FactIndex:
             self._unpooled_touched()
         else:
             self._drop_member(previous.pool, name)
-            self._pool_touched(previous.pool)
+            self._pool_facts_changed(previous.pool)
         return True
 
     def _drop_member(self, pool: Pool, name: str) -> None:
@@ -133,6 +163,7 @@ class FactIndex:
         if previous == facts:
             return False
         self.pods[key] = facts
+        self.provider_version = next(self._versions)
         if previous is not None and previous.node_name != facts.node_name:
             self._node_touched(previous.node_name)
         self._node_touched(facts.node_name)
@@ -142,6 +173,7 @@ class FactIndex:
         previous = self.pods.pop((namespace, name), None)
         if previous is None:
             return False
+        self.provider_version = next(self._versions)
         self._node_touched(previous.node_name)
         return True
 
@@ -155,12 +187,13 @@ class FactIndex:
         if previous is not None:
             self._unlink_workload_pod(key, previous)
         self.workload_pods[key] = facts
+        self.workload_versions[key] = next(self._versions)
         self.owner_pods.setdefault(facts.owner.key, set()).add(key)
         for claim in facts.claims:
             self.claim_pods.setdefault(claim, set()).add(key)
         if facts.node_name is not None:
             self.node_workload_pods.setdefault(facts.node_name, set()).add(key)
-            self._node_touched(facts.node_name)
+            self._node_workloads_touched(facts.node_name)
         elif facts.unschedulable is not None:
             self.unscheduled_pods.add(key)
             self._unscheduled_touched()
@@ -171,6 +204,7 @@ class FactIndex:
         previous = self.workload_pods.pop(key, None)
         if previous is None:
             return False
+        del self.workload_versions[key]
         self._unlink_workload_pod(key, previous)
         return True
 
@@ -180,7 +214,7 @@ class FactIndex:
             _discard(self.claim_pods, claim, key)
         if facts.node_name is not None:
             _discard(self.node_workload_pods, facts.node_name, key)
-            self._node_touched(facts.node_name)
+            self._node_workloads_touched(facts.node_name)
         if key in self.unscheduled_pods:
             self.unscheduled_pods.discard(key)
             self._unscheduled_touched()
@@ -197,14 +231,18 @@ class FactIndex:
         self.owner_parents[key] = parent
         if parent is not None:
             self.owner_children.setdefault(parent.key, set()).add(key)
-        self._lookups_touched(self.pods_under(key))
+        concerned = self.pods_under(key)
+        self._workloads_changed(concerned)
+        self._lookups_touched(concerned)
         return True
 
     def learn_claim(self, claim: ClaimRef, device_classes: frozenset[str]) -> bool:
         if self.claim_classes.get(claim) == device_classes:
             return False
         self.claim_classes[claim] = device_classes
-        self._lookups_touched(set(self.claim_pods.get(claim, ())))
+        concerned = set(self.claim_pods.get(claim, ()))
+        self._workloads_changed(concerned)
+        self._lookups_touched(concerned)
         return True
 
     def pods_under(self, owner: OwnerKey) -> set[NamespacedKey]:
@@ -285,6 +323,7 @@ class FactIndex:
         if self.daemon_sets.get(key) == facts:
             return False
         self.daemon_sets[key] = facts
+        self.provider_version = next(self._versions)
         # A plugin DaemonSet appearing changes which pods count, and the list every status shows.
         self._everything_touched()
         return True
@@ -292,6 +331,7 @@ class FactIndex:
     def remove_daemon_set(self, namespace: str, name: str) -> bool:
         if self.daemon_sets.pop((namespace, name), None) is None:
             return False
+        self.provider_version = next(self._versions)
         self._everything_touched()
         return True
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from fabriccap.core.api import FabricCapabilityStatus, Offender, WorkloadCount, WorkloadsStatus
+from fabriccap.core.api import FabricCapabilityStatus, Offender, PoolRef, WorkloadCount, WorkloadsStatus
 from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner
 from fabriccap.core.index import FactIndex
@@ -118,6 +118,23 @@ def pod_use(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> 
 
 
 @dataclass(frozen=True, slots=True)
+class PodJudgement:
+    """One pod, for one fabric: its use, its top-level owner as far as known, and the lookups
+    that would tell more. It changes only with the pod's facts or a lookup's answer about it
+    (the index's ``workload_versions``), which is what lets the operator keep it."""
+
+    use: PodUse
+    owner: ObjectRef
+    lookups: tuple[LookupKey, ...]
+
+
+def judge_pod(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> PodJudgement:
+    use, unknown = pod_use(pod, profile, index)
+    owner, missing = top_owner(pod, index)
+    return PodJudgement(use, owner, (*unknown, missing) if missing is not None else tuple(unknown))
+
+
+@dataclass(frozen=True, slots=True)
 class PoolWorkloads:
     status: WorkloadsStatus
     # Every owner whose pods run without the fabric (not only the first 20), with their pods.
@@ -129,26 +146,26 @@ def _owner_sort_key(owner: ObjectRef) -> tuple[str, str, str]:
     return (owner.namespace, owner.kind, owner.name)
 
 
-def pool_workloads(
-    profile: FabricProfile, pods: Iterable[WorkloadPodFacts], advertises: bool, index: FactIndex
-) -> PoolWorkloads:
-    """``status.workloads`` of one (fabric, pool) from the pods bound to its nodes."""
-    groups: dict[str, dict[ObjectRef, int]] = {"requesting": {}, WITHOUT_FABRIC: {}, INTENT_WITHOUT_REQUEST: {}}
+def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> PoolWorkloads:
+    """``status.workloads`` of one (fabric, pool) from its pods' judgements (``judge_pod`` of
+    each pod bound to its target nodes)."""
+    requesting: dict[ObjectRef, int] = {}
+    without: dict[ObjectRef, int] = {}
+    intent: dict[ObjectRef, int] = {}
+    groups = {"requesting": requesting, WITHOUT_FABRIC: without, INTENT_WITHOUT_REQUEST: intent}
     lookups: set[LookupKey] = set()
-    for pod in pods:
-        use, unknown = pod_use(pod, profile, index)
-        lookups.update(unknown)
-        owner, missing = top_owner(pod, index)
-        if missing is not None:
-            lookups.add(missing)
+    for judgement in judgements:
+        use, owner = judgement.use, judgement.owner
+        if judgement.lookups:
+            lookups.update(judgement.lookups)
         if use.unknown:
             continue
         if use.fabric:
-            groups["requesting"][owner] = groups["requesting"].get(owner, 0) + 1
+            requesting[owner] = requesting.get(owner, 0) + 1
         elif use.accelerator and advertises:
-            groups[WITHOUT_FABRIC][owner] = groups[WITHOUT_FABRIC].get(owner, 0) + 1
+            without[owner] = without.get(owner, 0) + 1
         if use.intent and not use.fabric:
-            groups[INTENT_WITHOUT_REQUEST][owner] = groups[INTENT_WITHOUT_REQUEST].get(owner, 0) + 1
+            intent[owner] = intent.get(owner, 0) + 1
 
     def count(group: Mapping[ObjectRef, int]) -> WorkloadCount:
         return WorkloadCount(pods=sum(group.values()), workloads=len(group))
@@ -167,8 +184,8 @@ def pool_workloads(
         intent_without_request=count(groups[INTENT_WITHOUT_REQUEST]),
         offenders=offenders[:MAX_OFFENDERS],
     )
-    without = tuple(sorted(groups[WITHOUT_FABRIC].items(), key=lambda item: _owner_sort_key(item[0])))
-    return PoolWorkloads(status=status, without_fabric=without, lookups=frozenset(lookups))
+    without_fabric = tuple(sorted(without.items(), key=lambda item: _owner_sort_key(item[0])))
+    return PoolWorkloads(status=status, without_fabric=without_fabric, lookups=frozenset(lookups))
 
 
 # -- Events on the top-level owners
@@ -212,6 +229,11 @@ def _per_node_request(profile: FabricProfile, status: FabricCapabilityStatus) ->
     return f"{profile.resource}{f': {count}' if count else ''} per node"
 
 
+def not_requested_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef) -> str:
+    """What names a FabricNotRequested problem (and its Event), without building the message."""
+    return _event_key(FABRIC_NOT_REQUESTED, owner, profile.name, pool.key, pool.value)
+
+
 def not_requested_event(
     profile: FabricProfile, capability_name: str, status: FabricCapabilityStatus, owner: ObjectRef, pods: int
 ) -> WorkloadEvent:
@@ -238,7 +260,7 @@ def not_requested_event(
         involved=owner,
         reason=FABRIC_NOT_REQUESTED,
         message=message,
-        key=_event_key(FABRIC_NOT_REQUESTED, owner, profile.name, status.pool.key, pool),
+        key=not_requested_key(profile, owner, status.pool),
     )
 
 
