@@ -405,17 +405,19 @@ class Publisher:
             )
         for name in evaluation.absent:
             self.latest.pop(name, None)
+        statuses = {}  # name -> its JSON, made once for the metrics and the write
         for capability in evaluation.capabilities:
+            statuses[capability.name] = status_json = capability.status.to_json()
             self.latest[capability.name] = capability.status
             self.desired[capability.name] = (capability.fabric, capability.pool)
             self.absent_since.pop(capability.name, None)
             # Metrics come from what this replica computed, never from a status read back
             # (which anyone with RBAC could have forged).
-            self.metrics.pools.set_pool(
-                capability.name, capability.fabric, capability.pool.value, capability.status.to_json()
-            )
+            self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, status_json)
         if self.leader.leading:
-            writes = [self._start_write(capability) for capability in evaluation.capabilities]
+            writes = [
+                self._start_write(capability, statuses[capability.name]) for capability in evaluation.capabilities
+            ]
             if finish_writes:
                 await asyncio.gather(*(task for task in writes if task is not None))
             self._workload_events(evaluation)
@@ -431,7 +433,7 @@ class Publisher:
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
 
-    def _start_write(self, capability: PoolCapability) -> asyncio.Task[None] | None:
+    def _start_write(self, capability: PoolCapability, new_status: dict[str, Any]) -> asyncio.Task[None] | None:
         """Write ``capability`` in the background; None when a write of it is being sent
         (two PATCHes of one object must not race: the later status could land first). That
         write's end marks the pool again, so the newest status follows it. A write still
@@ -443,7 +445,6 @@ class Publisher:
         if (waiting := self._writes.get(name)) is not None:
             waiting.cancel()
         existing = self.published.get(name)
-        new_status = capability.status.to_json()
         routine = existing is not None and is_routine_change(existing.status, new_status)
         task = asyncio.create_task(self._write(capability, new_status, routine), name=f"write {name}")
         self._writes[name] = task
