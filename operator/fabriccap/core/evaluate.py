@@ -752,7 +752,7 @@ class _PoolMemo:
     provider_version: int
     targets: tuple[str, ...]  # empty: the pool has no target node
     status: FabricCapabilityStatus | None  # without workloads
-    judgements: dict[NamespacedKey, tuple[int, PodJudgement]] = field(default_factory=dict)
+    judgements: dict[NamespacedKey, PodJudgement] = field(default_factory=dict)
 
 
 @dataclass
@@ -801,16 +801,16 @@ def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> li
     """The judgements of the pods on the pool's target nodes, kept in ``side`` for the next
     round (only those: a pod gone is forgotten with the round that no longer sees it)."""
     kept = side.judgements
-    current: dict[NamespacedKey, tuple[int, PodJudgement]] = {}
+    current: dict[NamespacedKey, PodJudgement] = {}
     for node_name in side.targets:
         for key in index.node_workload_pods.get(node_name, ()):
             version = index.workload_versions[key]
             known = kept.get(key)
-            if known is None or known[0] != version:
-                known = (version, judge_pod(index.workload_pods[key], profile, index))
+            if known is None or known.version != version:
+                known = judge_pod(index.workload_pods[key], profile, index, version)
             current[key] = known
     side.judgements = current
-    return [judgement for _, judgement in current.values()]
+    return list(current.values())
 
 
 def evaluate(
