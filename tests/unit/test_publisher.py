@@ -535,7 +535,7 @@ async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> No
         )
 
 
-async def test_a_write_not_sent_yet_gives_way_to_the_newer_status() -> None:
+async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
@@ -550,9 +550,43 @@ async def test_a_write_not_sent_yet_gives_way_to_the_newer_status() -> None:
         first = setup.publisher._writes["efa-p5"]
         setup.add([node("b", pool="p5", efa=16)])  # and the pool changes again
         await setup.publisher.reconcile_once(finish_writes=False)
-        assert first.cancelled() or first.cancelling()
+        assert setup.publisher._writes["efa-p5"] is first
         await setup.publisher.finish_writes()
         assert p5_patches() == before + 1  # one PATCH, of the newer status
         status = setup.published()["efa-p5"]["status"]
         assert (status["nodes"], condition_status(status, "Ready")) == (2, "False")
         assert setup.publisher._writes == {} and not setup.store.changed.is_set()
+
+
+async def test_a_routine_write_waiting_for_its_lane_is_not_sent_to_the_back_when_its_pool_moves_again() -> None:
+    """Every routine lane held; p-a's routine write waits, then p-b's; p-a's count moves again
+    (as a pod churn does every round): p-a is still written first."""
+    async with publishing() as setup:
+        held_pools = [f"h{number:02d}" for number in range(ROUTINE_WRITES)]
+        for pool in [*held_pools, "p-a", "p-b"]:
+            setup.add(healthy(pool, f"{pool}-n"))
+        await start(setup)
+        gates = {}
+        for pool in held_pools:
+            gates[pool] = setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
+            setup.add([workload_pod(f"{pool}-n", f"{pool}-efa", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: len(setup.publisher._sending) == ROUTINE_WRITES, "every routine lane taken")
+        setup.add([workload_pod("p-a-n", "a-1", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        setup.add([workload_pod("p-b-n", "b-1", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        waiting = setup.publisher._writes["efa-p-a"]
+        setup.add([workload_pod("p-a-n", "a-2", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert setup.publisher._writes["efa-p-a"] is waiting
+        gates[held_pools[0]].set()  # one lane frees
+        await eventually(lambda: "efa-p-b" not in setup.publisher._writes, "p-a and p-b written")
+        patched = [path for method, path, _, _ in setup.api.requests if method == "PATCH"]
+        order = [patched.index(FABRIC_CAPABILITIES.status(f"efa-{pool}")) for pool in ("p-a", "p-b")]
+        assert order == sorted(order)  # p-a first: the line is kept
+        assert setup.published()["efa-p-a"]["status"]["workloads"]["requestingFabric"]["pods"] == 2
+        for gate in gates.values():
+            gate.set()
+        await setup.publisher.finish_writes()
+        assert setup.published()["efa-p-b"]["status"]["workloads"]["requestingFabric"]["pods"] == 1

@@ -217,6 +217,9 @@ class Publisher:
     # and the names evaluated again while theirs was in flight (written again after it).
     _writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _sending: set[str] = field(default_factory=set)  # those of _writes that hold a lane
+    _routine: dict[str, bool] = field(default_factory=dict)  # the lane of each of _writes
+    # What each write waiting for its lane will send: the newest status computed.
+    _payloads: dict[str, tuple[PoolCapability, dict[str, Any]]] = field(default_factory=dict)
     _write_again: dict[str, Pool] = field(default_factory=dict)
     # What a round reuses from the rounds before (the pools' node-side status, the pods' judgements).
     memo: EvaluationMemo = field(default_factory=EvaluationMemo)
@@ -436,27 +439,37 @@ class Publisher:
     def _start_write(self, capability: PoolCapability, new_status: dict[str, Any]) -> asyncio.Task[None] | None:
         """Write ``capability`` in the background; None when a write of it is being sent
         (two PATCHes of one object must not race: the later status could land first). That
-        write's end marks the pool again, so the newest status follows it. A write still
-        waiting for its lane has sent nothing: this one takes its place, and its lane."""
+        write's end marks the pool again, so the newest status follows it.
+
+        A write still waiting for its lane has sent nothing: it takes the newer status and
+        keeps its place in the line (a pool the churn touches every round would otherwise go
+        to the back every round, and never be written). Only a routine write that is no
+        longer routine leaves its line, for an urgent lane.
+        """
         name = capability.name
         if name in self._sending:
             self._write_again[name] = capability.pool
             return None
-        if (waiting := self._writes.get(name)) is not None:
-            waiting.cancel()
         existing = self.published.get(name)
         routine = existing is not None and is_routine_change(existing.status, new_status)
-        task = asyncio.create_task(self._write(capability, new_status, routine), name=f"write {name}")
+        self._payloads[name] = (capability, new_status)
+        waiting = self._writes.get(name)
+        if waiting is not None:
+            if routine or not self._routine[name]:
+                return waiting
+            waiting.cancel()
+        self._routine[name] = routine
+        task = asyncio.create_task(self._write(name, routine), name=f"write {name}")
         self._writes[name] = task
         return task
 
-    async def _write(self, capability: PoolCapability, new_status: dict[str, Any], routine: bool) -> None:
-        name = capability.name
+    async def _write(self, name: str, routine: bool) -> None:
         sending = False
         try:
             async with self._routine_writers if routine else self._urgent_writers:
                 sending = True
                 self._sending.add(name)
+                capability, new_status = self._payloads.pop(name)
                 await self._guarded(name, self.publish(capability, new_status))
         except Exception:
             # In a task of its own nobody awaits, an unexpected error would otherwise vanish
@@ -467,6 +480,8 @@ class Publisher:
                 self._sending.discard(name)
             if self._writes.get(name) is asyncio.current_task():  # not replaced while it waited
                 del self._writes[name]
+                del self._routine[name]
+                self._payloads.pop(name, None)  # cancelled before its lane (a stop)
                 pool = self._write_again.pop(name, None)
                 if pool is not None:
                     self.store.mark_pool(pool)
