@@ -62,6 +62,7 @@ class World:
                     pool=rng.choice([*POOLS, None]),
                     efa=rng.choice([None, 0, 16, 32]),
                     gpu=rng.choice([0, 8]),
+                    instance_type=rng.choice(["p5.48xlarge", "m5.large"]),  # m5: not a target without devices
                     cordoned=rng.random() < 0.2,
                 )
             )
@@ -125,6 +126,8 @@ def test_rounds_with_the_memo_answer_what_a_fresh_evaluation_answers(seed: int) 
         remembered = answer(evaluate(config, world.index, pools, memo=memo))
         reused += sum(1 for key, entry in memo.pools.items() if before.get(key) == id(entry))
         assert remembered == answer(evaluate(config, world.index, pools))
+        # A pool without target nodes keeps no pods' judgements.
+        assert all(entry.judgements == {} for entry in memo.pools.values() if not entry.targets)
     assert reused > 0  # the memo was used, not rebuilt every round
 
 
@@ -179,3 +182,17 @@ def test_problems_already_warned_build_no_event() -> None:
     first = everything.workload_events[0].key
     rest = evaluate(config, world.index, warned=lambda key: key == first)
     assert [event.key for event in rest.workload_events] == [everything.workload_events[1].key]
+
+
+def test_a_pool_that_loses_its_target_nodes_keeps_no_judgements() -> None:
+    config = build_config({})
+    world = World(config, random.Random(0))
+    world.upsert(node("a", pool="p1", efa=32))
+    world.upsert(workload_pod("a", "first", efa=32))
+    memo = EvaluationMemo()
+    pool = Pool(NODEGROUP, "p1")
+    evaluate(config, world.index, [pool], memo=memo)
+    assert list(memo.pools[("efa", pool)].judgements) == [("ml", "first")]
+    world.upsert(node("a", pool="p1", efa=None, gpu=0, instance_type="m5.large"))  # a CPU node now
+    assert evaluate(config, world.index, [pool], memo=memo).absent == {"efa-p1"}
+    assert memo.pools[("efa", pool)].judgements == {}

@@ -790,7 +790,7 @@ def _pool_side(
     targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
     status = evaluate_pool(profile, pool, targets, view, devices) if targets else None
     fresh = _PoolMemo(facts_version, index.provider_version, tuple(node.name for node in targets), status)
-    if known is not None:
+    if known is not None and targets:
         fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
     if memo is not None:
         memo.pools[(profile.name, pool)] = fresh
