@@ -599,10 +599,9 @@ class Publisher:
             )
         return None
 
-    async def publish(self, capability: PoolCapability, new_status: dict[str, Any] | None = None) -> None:
+    async def publish(self, capability: PoolCapability, new_status: dict[str, Any]) -> None:
+        """Write ``new_status`` (``capability.status`` as JSON) if what is published differs."""
         name = capability.name
-        if new_status is None:
-            new_status = capability.status.to_json()
         wanted = self._pending_fingerprint[name] = fingerprint(new_status)
         failure = self.failures.get(name)
         if failure is not None:

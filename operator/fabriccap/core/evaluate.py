@@ -783,17 +783,16 @@ def _pool_side(
     if known is not None and (known.facts_version, known.provider_version) == (facts_version, index.provider_version):
         return known
     members = index.members(pool)
-    if not members and memo is not None:
-        memo.pools.pop((profile.name, pool), None)  # a pool gone leaves nothing behind
-        memo = None
     devices = {node.name: node_devices(profile, node, index) for node in members}
     targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
     status = evaluate_pool(profile, pool, targets, view, devices) if targets else None
     fresh = _PoolMemo(facts_version, index.provider_version, tuple(node.name for node in targets), status)
     if known is not None and targets:
         fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
-    if memo is not None:
+    if memo is not None and members:
         memo.pools[(profile.name, pool)] = fresh
+    elif memo is not None:
+        memo.pools.pop((profile.name, pool), None)  # a pool gone leaves nothing behind
     return fresh
 
 

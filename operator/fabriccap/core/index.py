@@ -219,9 +219,6 @@ class FactIndex:
             self.unscheduled_pods.discard(key)
             self._unscheduled_touched()
 
-    def workload_pods_on(self, node_names: list[str]) -> list[WorkloadPodFacts]:
-        return [self.workload_pods[key] for name in node_names for key in self.node_workload_pods.get(name, ())]
-
     def learn_owner(self, key: OwnerKey, parent: ObjectRef | None) -> bool:
         if key in self.owner_parents and self.owner_parents[key] == parent:
             return False

@@ -162,7 +162,6 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> Pool
     requesting: dict[ObjectRef, int] = {}
     without: dict[ObjectRef, int] = {}
     intent: dict[ObjectRef, int] = {}
-    groups = {"requesting": requesting, WITHOUT_FABRIC: without, INTENT_WITHOUT_REQUEST: intent}
     lookups: set[LookupKey] = set()
     for judgement in judgements:
         use, owner = judgement.use, judgement.owner
@@ -186,8 +185,8 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> Pool
         MAX_OFFENDERS,
         (
             (owner.namespace, owner.kind, owner.name, problem, pods)
-            for problem in (WITHOUT_FABRIC, INTENT_WITHOUT_REQUEST)
-            for owner, pods in groups[problem].items()
+            for problem, group in ((WITHOUT_FABRIC, without), (INTENT_WITHOUT_REQUEST, intent))
+            for owner, pods in group.items()
         ),
     )
     offenders = [
@@ -195,9 +194,9 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> Pool
         for namespace, kind, name, problem, pods in first
     ]
     status = WorkloadsStatus(
-        requesting_fabric=count(groups["requesting"]),
-        without_fabric=count(groups[WITHOUT_FABRIC]),
-        intent_without_request=count(groups[INTENT_WITHOUT_REQUEST]),
+        requesting_fabric=count(requesting),
+        without_fabric=count(without),
+        intent_without_request=count(intent),
         offenders=offenders,
     )
     without_fabric = tuple(sorted(without.items(), key=lambda item: _owner_sort_key(item[0])))
