@@ -29,10 +29,12 @@ fi
 if [ "${1:-}" = "--test" ]; then
   missing=()
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-#                                 zsh for the completion tests; buildah, mmdebstrap, runc,
-#                                 uidmap for the image; containerd, containernetworking-plugins
-#                                 for real nodes), helm, syft, the node images and the Go
-#                                 harnesses under gitops/ (kstatus, Argo CD)
+  # Real nodes (tests/e2e/test_real_nodes.py): each node runs its own containerd.
+  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+  [ -x /usr/sbin/runc ] || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  # The completion tests (tests/unit/test_completion.py) run zsh.
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "bootstrap: installing Debian packages: ${missing[*]}"
