@@ -2,11 +2,10 @@
 # Installs everything the demo and the test suite need, from the registries this project may
 # use (PyPI, Debian, the Go module proxy). Idempotent: a second run only checks.
 #   scripts/bootstrap.sh          Python venv + dependencies + control-plane binaries
-#   scripts/bootstrap.sh --test   ... + Debian packages the tests use (prometheus for promtool;
-#                                 zsh for the completion tests; buildah, mmdebstrap, runc,
-#                                 uidmap for the image; containerd, containernetworking-plugins
-#                                 for real nodes), helm, syft, the node images and the Go
-#                                 harnesses under gitops/ (kstatus, Argo CD)
+#   scripts/bootstrap.sh --test   ... + the Debian packages of scripts/debian-packages.txt
+#                                 (promtool, zsh, containerd and CNI plugins for real nodes,
+#                                 buildah and mmdebstrap for the image...), helm, syft, the node
+#                                 images and the Go harnesses under gitops/ (kstatus, Argo CD)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,23 +26,12 @@ if [ ! -f "$stamp" ]; then
 fi
 
 if [ "${1:-}" = "--test" ]; then
-  missing=()
-  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-  # Real nodes (tests/e2e/test_real_nodes.py): each node runs its own containerd.
-  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
-  [ -x /usr/sbin/runc ] || missing+=(runc)
-  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
-  # The completion tests (tests/unit/test_completion.py) run zsh.
-  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
-  if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      echo "bootstrap: installing Debian packages: ${missing[*]}"
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get update -qq >/dev/null
-      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    else
-      echo "bootstrap: warning: ${missing[*]} missing and apt-get unavailable (not root?); those tests will fail" >&2
-    fi
+  # Every Debian package of scripts/debian-packages.txt, by its dpkg status.
+  if [ "$(id -u)" = 0 ]; then
+    scripts/debian-packages.sh install
+  else
+    absent="$(scripts/debian-packages.sh missing | tr '\n' ' ')"
+    [ -z "$absent" ] || echo "bootstrap: warning: not root: ${absent}not installed; the tests that need them will fail" >&2
   fi
   # Debian's prometheus service must not keep running here: tests start their own on 127.0.0.1.
   # Nor its containerd service: every real node runs a containerd of its own, and a host one

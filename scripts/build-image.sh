@@ -33,10 +33,11 @@
 #   FABRICCAP_STORAGE_DRIVER overlay or vfs (default overlay when it works here, else vfs)
 #   TEST_ASSET_SYFT          a syft binary to use instead of building one
 #
-# Needs root: buildah's storage and chroot isolation, mmdebstrap's root mode. Installs buildah,
-# runc, mmdebstrap, uidmap and gpg with apt-get when missing. Everything it keeps is under the
-# cache (buildah's storage included, never /var/lib/containers/storage), and it runs in a
-# private mount namespace, so none of its mounts outlives it, even when it is killed.
+# Needs root: buildah's storage and chroot isolation, mmdebstrap's root mode. Installs the image
+# group of scripts/debian-packages.txt (buildah, runc, mmdebstrap, uidmap, gpg...) when missing.
+# Everything it keeps is under the cache (buildah's storage included, never
+# /var/lib/containers/storage), and it runs in a private mount namespace, so none of its mounts
+# outlives it, even when it is killed.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -157,20 +158,7 @@ bah() {
 }
 
 # --- tools -----------------------------------------------------------------------------------
-missing=()
-command -v buildah >/dev/null 2>&1 || missing+=(buildah)
-command -v runc >/dev/null 2>&1 || missing+=(runc)
-command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
-command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
-command -v gpg >/dev/null 2>&1 || missing+=(gpg) # mmdebstrap checks the mirror's signatures with it
-[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
-if [ "${#missing[@]}" -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  # No recommends: crun (fails on hybrid cgroup hosts) and fuse-overlayfs are not used.
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash "$repo/scripts/debian-packages.sh" install image
 if [ "$tools_only" = 1 ]; then
   [ "$sbom" = 0 ] || bash "$repo/scripts/ensure-syft.sh" >/dev/null
   exit 0
