@@ -4,7 +4,7 @@
 #
 # The runtime dependencies come from requirements.txt, pinned, the same file CI installs
 # (scripts/bootstrap.sh); the package itself is installed with --no-deps so nothing unpinned
-# slips in. tests/unit/test_packaging.py checks these properties; tests/image/test_image.py
+# slips in. tests/repo/test_packaging.py checks these properties; tests/image/test_image.py
 # checks the image itself (scripts/build-image.sh, `make image`, builds it without Docker).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -26,7 +26,9 @@ WORKDIR /src
 COPY requirements.txt ./
 RUN pip install --no-deps --only-binary=:all: -r requirements.txt \
     && pip check
-COPY pyproject.toml README.md ./
+# build_backend.py (named by pyproject.toml) builds the product alone: operator/fabriccap_devtools,
+# the test bench, stays out of the wheel and so out of the image (tests/image checks it).
+COPY pyproject.toml setup.py build_backend.py README.md ./
 COPY operator/ ./operator/
 RUN pip install --no-deps . \
     && pip check \

@@ -1,7 +1,7 @@
 # The two commands: `make demo` (the main job on an embedded default) and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SOURCES := operator tests examples benchmarks
+SOURCES := operator tests examples benchmarks setup.py build_backend.py
 
 .PHONY: demo test lint unit e2e image realnodes bootstrap bench generate clean
 
@@ -23,7 +23,7 @@ lint:
 
 # Every generated or copied file (alert rules, dashboard, CRD copies...); a unit test fails when one is stale.
 generate:
-	$(PY) -m fabriccap.dev.generate
+	$(VENV)/bin/fabriccap-dev generate
 
 unit:
 	$(PY) -m pytest -q tests/unit

@@ -39,12 +39,12 @@ from operator_bench import (
     wait_reason,
 )
 
-from fabriccap.dev import world
-from fabriccap.dev.controlplane import LocalControlPlane
-from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import creatable, create_daemon_set, create_node, create_pod
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.paths import DEVICE_CLASSES, NODES, RESOURCE_SLICES
+from fabriccap_devtools import world
+from fabriccap_devtools.controlplane import LocalControlPlane
+from fabriccap_devtools.launch import local_run_command
+from fabriccap_devtools.seeding import creatable, create_daemon_set, create_node, create_pod
 
 EFA = "vpc.amazonaws.com/efa"
 DEVICES = 32

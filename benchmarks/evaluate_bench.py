@@ -10,7 +10,7 @@ accelerated node), then measures, each best of ``--runs`` in a fresh subprocess 
 RSS is per run:
 
 - ``json.load`` of the file: the floor any tool reading the file pays;
-- ``fabriccap.cli.main(["evaluate", "-f", FILE, "-o", "json"])`` in-process, stdout to
+- ``fabriccap.cli.commands.main(["evaluate", "-f", FILE, "-o", "json"])`` in-process, stdout to
   /dev/null, timed after imports (the same code path as the command);
 - the ``fabriccap evaluate`` command itself, wall clock including interpreter start-up.
 
@@ -171,7 +171,7 @@ def child_json_load(path: str) -> tuple[float, float]:
 def child_evaluate(path: str) -> tuple[float, float]:
     from contextlib import redirect_stdout
 
-    from fabriccap import cli
+    from fabriccap.cli import commands as cli
 
     with open(os.devnull, "w", encoding="utf-8") as sink, redirect_stdout(sink):
         started, cpu_started = time.perf_counter(), time.process_time()

@@ -27,11 +27,11 @@ from typing import Any
 
 import yaml
 
-from fabriccap.dev import world
-from fabriccap.dev.controlplane import LocalControlPlane
-from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import creatable
-from fabriccap.dev.waiting import wait_until
+from fabriccap_devtools import world
+from fabriccap_devtools.controlplane import LocalControlPlane
+from fabriccap_devtools.launch import local_run_command
+from fabriccap_devtools.seeding import creatable
+from fabriccap_devtools.waiting import wait_until
 
 NAMESPACE = "fabriccap-failover"
 POOL = "failover"

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from fabriccap.core.api import ConditionType, condition_reason
-from fabriccap.dev.controlplane import LocalControlPlane
-from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import create_daemon_set, create_node, create_pod
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
+from fabriccap_devtools.controlplane import LocalControlPlane
+from fabriccap_devtools.launch import local_run_command
+from fabriccap_devtools.seeding import create_daemon_set, create_node, create_pod
 
 REPO = Path(__file__).resolve().parents[1]
 EFA = "vpc.amazonaws.com/efa"

@@ -32,15 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fabriccap.dev import efaplugin
-from fabriccap.dev.controlplane import LocalControlPlane, host
-from fabriccap.dev.controlplane.images import ensure_images
-from fabriccap.dev.controlplane.nodes import NodeFleet, node_specs
-from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.world import KUBE_SYSTEM
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES
+from fabriccap_devtools import efaplugin
+from fabriccap_devtools.controlplane import LocalControlPlane, host
+from fabriccap_devtools.controlplane.images import ensure_images
+from fabriccap_devtools.controlplane.nodes import NodeFleet, node_specs
+from fabriccap_devtools.launch import local_run_command
+from fabriccap_devtools.world import KUBE_SYSTEM
 
 EFA = "vpc.amazonaws.com/efa"
 DEVICES = 4

@@ -46,11 +46,11 @@ from operator_bench import (
     scrape,
 )
 
-from fabriccap.dev.controlplane import LocalControlPlane
-from fabriccap.dev.launch import local_run_command
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS
+from fabriccap_devtools.controlplane import LocalControlPlane
+from fabriccap_devtools.launch import local_run_command
 
 EFA = "vpc.amazonaws.com/efa"
 GPU = "nvidia.com/gpu"

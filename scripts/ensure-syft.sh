@@ -5,7 +5,7 @@
 #   ${FABRICCAP_CACHE_DIR:-$HOME/.cache/fabriccap}/bin/syft-<version>/syft
 #
 # No release download is reachable from our machines, so it is built like the repo's other Go
-# tools (fabriccap.dev.gotools): `go install module@version`, with Go's default module and
+# tools (fabriccap_devtools.gotools): `go install module@version`, with Go's default module and
 # build caches. The module is pinned by version and by its h1: checksum (its go.sum then pins
 # every dependency, and the Go checksum database verifies each download). The version is
 # stamped the way syft's release builds do it (-X main.version), so `syft version` and the

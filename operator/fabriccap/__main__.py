@@ -1,5 +1,5 @@
 import sys
 
-from fabriccap.cli import main
+from fabriccap.cli.commands import main
 
 sys.exit(main())

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from fabriccap.dev.controlplane.binaries import KUBECTL, ensure_all, ensure_binaries
-from fabriccap.dev.controlplane.cluster import LocalControlPlane
 from fabriccap.kube.paths import NAMESPACES
+from fabriccap_devtools.controlplane.binaries import KUBECTL, ensure_all, ensure_binaries
+from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, SyncKube
 
 E2E_DIR = Path(__file__).resolve().parent

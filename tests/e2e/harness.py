@@ -3,7 +3,7 @@ client, the test world on a cluster, the operator as a subprocess, polling, and 
 
 No kubelet, scheduler or controller runs on the local control plane (unless real nodes are
 asked for): the tests play their parts by creating Nodes (with status), DaemonSets and bound
-Pods, and by patching `/status`. The bodies come from the test world (`fabriccap.dev.world`),
+Pods, and by patching `/status`. The bodies come from the test world (`fabriccap_devtools.world`),
 shared with the unit tests and the benchmarks; API paths come from `fabriccap.kube.paths`.
 """
 
@@ -34,14 +34,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabriccap.core.api import find_condition
 from fabriccap.core.stamping import strip_volatile
-from fabriccap.dev import world
-from fabriccap.dev.controlplane.cluster import LocalControlPlane
-from fabriccap.dev.launch import local_run_command
-from fabriccap.dev.seeding import creatable
-from fabriccap.dev.waiting import wait_until
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS, RESOURCE_SLICES
+from fabriccap_devtools import world
+from fabriccap_devtools.controlplane.cluster import LocalControlPlane
+from fabriccap_devtools.launch import local_run_command
+from fabriccap_devtools.seeding import creatable
+from fabriccap_devtools.waiting import wait_until
 
 __all__ = [
     "EFA",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fabriccap.core.api import READY_LABEL
-from fabriccap.dev.admission import POLICY_NAME
+from fabriccap.observability.admission import POLICY_NAME
 from harness import OperatorProcess, SyncKube, World, wait_until, write_config
 
 if TYPE_CHECKING:

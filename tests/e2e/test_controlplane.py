@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from fabriccap.dev.controlplane.binaries import KUBERNETES_COMMIT, KUBERNETES_VERSION
-from fabriccap.dev.controlplane.cluster import read_info
+from fabriccap_devtools.controlplane.binaries import KUBERNETES_COMMIT, KUBERNETES_VERSION
+from fabriccap_devtools.controlplane.cluster import read_info
 
 if TYPE_CHECKING:
     from harness import E2ECluster
@@ -94,7 +94,7 @@ def _running_servers_mentioning(directory: Path) -> list[psutil.Process]:
 def test_up_survives_its_process_and_down_leaves_nothing_behind(tmp_path: Path) -> None:
     directory = tmp_path / "cp"
     started = _python(
-        "import sys; from pathlib import Path; from fabriccap.dev.controlplane.cluster import up; "
+        "import sys; from pathlib import Path; from fabriccap_devtools.controlplane.cluster import up; "
         "print(up(Path(sys.argv[1])).export_line)",
         str(directory),
     )
@@ -116,7 +116,7 @@ def test_up_survives_its_process_and_down_leaves_nothing_behind(tmp_path: Path) 
     assert {p.pid for p in _running_servers_mentioning(directory.resolve())} >= set(info.pids.values())
 
     _python(
-        "import sys; from pathlib import Path; from fabriccap.dev.controlplane.cluster import down; "
+        "import sys; from pathlib import Path; from fabriccap_devtools.controlplane.cluster import down; "
         "down(Path(sys.argv[1]))",
         str(directory),
     )

@@ -1,6 +1,6 @@
 """DRA end to end: EFA devices in resource.k8s.io/v1 ResourceSlices on a real kube-apiserver.
 
-The DeviceClass and the slices are shaped like DRANET's on EKS (fabriccap.dev.world), created
+The DeviceClass and the slices are shaped like DRANET's on EKS (fabriccap_devtools.world), created
 the way the driver publishes them: one pool per node named after it, ``nodeName`` set, owned
 by the Node. The API server validates every slice, so a shape it refuses fails here first.
 One operator watches all the pools below; each ends in the outcome the SPEC names.
@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fabriccap.dev import world
-from fabriccap.dev.seeding import creatable
 from fabriccap.kube.paths import (
     DAEMON_SETS,
     DEVICE_CLASSES,
@@ -23,6 +21,8 @@ from fabriccap.kube.paths import (
     RESOURCE_SLICES,
     ApiResource,
 )
+from fabriccap_devtools import world
+from fabriccap_devtools.seeding import creatable
 from harness import (
     E2E_LABEL,
     OperatorProcess,

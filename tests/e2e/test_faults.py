@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from fabriccap.dev.controlplane.binaries import ensure_all
-from fabriccap.dev.controlplane.cluster import LocalControlPlane
 from fabriccap.kube.paths import CRD_NAME, CUSTOM_RESOURCE_DEFINITIONS, FABRIC_CAPABILITIES, NAMESPACES
+from fabriccap_devtools.controlplane.binaries import ensure_all
+from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from harness import (
     E2ECluster,
     OperatorProcess,

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.dev.gotools import GoToolError, go_module_file
 from fabriccap.observability.alerts import AlertSettings, rule_group
+from fabriccap_devtools.gotools import GoToolError, go_module_file
 
 if TYPE_CHECKING:
     from harness import E2ECluster

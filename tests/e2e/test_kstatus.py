@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.dev.gotools import GoToolError, build_go_tool
+from fabriccap_devtools.gotools import GoToolError, build_go_tool
 from harness import (
     OperatorProcess,
     SyncKube,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.dev.waiting import wait_until
+from fabriccap_devtools.waiting import wait_until
 
 if TYPE_CHECKING:
     from harness import E2ECluster

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fabriccap.core.api import POOL_VALUE_ANNOTATION
-from fabriccap.dev.controlplane import LocalControlPlane
-from fabriccap.dev.world import KARPENTER
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from fabriccap_devtools.controlplane import LocalControlPlane
+from fabriccap_devtools.world import KARPENTER
 from harness import (
     EFA,
     FCAP_PATH,

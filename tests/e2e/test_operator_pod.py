@@ -3,7 +3,7 @@
 The image is the one ``make image`` builds (scripts/build-image.sh, cached: ~10 s warm), imported
 into each node's containerd by digest; nothing is pulled. ``helm install`` puts the chart into a
 namespace that enforces Pod Security ``restricted``; the pod reaches the API server through its
-node's relay (``fabriccap.dev.controlplane.relay``: ``extraEnv`` sets ``KUBERNETES_SERVICE_HOST``
+node's relay (``fabriccap_devtools.controlplane.relay``: ``extraEnv`` sets ``KUBERNETES_SERVICE_HOST``
 from ``status.hostIP``) with its own ServiceAccount token. Around the two kubelets (pool
 ``p5-partial``) the demo's simulated cluster is loaded, so the pod publishes the demo's pools
 and its memory is measured at the demo's size.
@@ -32,20 +32,20 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap.dev.controlplane import host, relay
-from fabriccap.dev.controlplane.binaries import ensure_all, ensure_node_binaries
-from fabriccap.dev.controlplane.cluster import LocalControlPlane
-from fabriccap.dev.controlplane.controllers import (
+from fabriccap.kube.client import connect
+from fabriccap_devtools.controlplane import host, relay
+from fabriccap_devtools.controlplane.binaries import ensure_all, ensure_node_binaries
+from fabriccap_devtools.controlplane.cluster import LocalControlPlane
+from fabriccap_devtools.controlplane.controllers import (
     SIMULATED_NODE_GRACE_SECONDS,
     SIMULATION_SAFE_CONTROLLERS,
     ControllerOptions,
 )
-from fabriccap.dev.controlplane.nodes import REAL_NODE_LABEL, node_specs
-from fabriccap.dev.demo import DEMO_POOL, REAL_DEVICES, REAL_NODES, REAL_POOL, demo_objects, real_node_objects
-from fabriccap.dev.demo import expected_capability_names as demo_capability_names
-from fabriccap.dev.seeding import load_objects
-from fabriccap.dev.world import efa_device_class
-from fabriccap.kube.client import connect
+from fabriccap_devtools.controlplane.nodes import REAL_NODE_LABEL, node_specs
+from fabriccap_devtools.demo import DEMO_POOL, REAL_DEVICES, REAL_NODES, REAL_POOL, demo_objects, real_node_objects
+from fabriccap_devtools.demo import expected_capability_names as demo_capability_names
+from fabriccap_devtools.seeding import load_objects
+from fabriccap_devtools.world import efa_device_class
 from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, reasons
 
 pytestmark = pytest.mark.realnodes

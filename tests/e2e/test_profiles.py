@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fabriccap.core.api import POOL_VALUE_ANNOTATION
-from fabriccap.dev import world
-from fabriccap.dev.seeding import creatable
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NAMESPACES
+from fabriccap_devtools import world
+from fabriccap_devtools.seeding import creatable
 from harness import (
     OperatorProcess,
     SyncKube,

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.dev import world as fabriccap_world
-from fabriccap.dev.seeding import creatable
 from fabriccap.observability.alerts import AlertSettings, rules_file
 from fabriccap.observability.dashboard import dashboard
+from fabriccap_devtools import world as fabriccap_world
+from fabriccap_devtools.seeding import creatable
 from harness import (
     OperatorProcess,
     SyncKube,

@@ -30,14 +30,14 @@ from typing import Any
 
 import pytest
 
-from fabriccap.dev import efaplugin
-from fabriccap.dev.controlplane import host
-from fabriccap.dev.controlplane.binaries import ensure_all, ensure_node_binaries
-from fabriccap.dev.controlplane.cluster import LocalControlPlane
-from fabriccap.dev.controlplane.controllers import ControllerOptions
-from fabriccap.dev.controlplane.nodes import NodeFleet, NodeOptions, node_specs
-from fabriccap.dev.world import EFA_DS, KUBE_SYSTEM
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
+from fabriccap_devtools import efaplugin
+from fabriccap_devtools.controlplane import host
+from fabriccap_devtools.controlplane.binaries import ensure_all, ensure_node_binaries
+from fabriccap_devtools.controlplane.cluster import LocalControlPlane
+from fabriccap_devtools.controlplane.controllers import ControllerOptions
+from fabriccap_devtools.controlplane.nodes import NodeFleet, NodeOptions, node_specs
+from fabriccap_devtools.world import EFA_DS, KUBE_SYSTEM
 from harness import EFA, EXTERNAL_KUBECONFIG_ENV, E2ECluster, OperatorProcess, SyncKube, reasons, write_config
 from recording import Recorder, Seen
 
@@ -255,7 +255,7 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 
 
 def test_controlplane_down_leaves_the_machine_as_it_found_it(tmp_path: Path, timings: Any) -> None:
-    """`fabriccap controlplane up --nodes 1` in one process, `down` in another: afterwards no
+    """`fabriccap-dev controlplane up --nodes 1` in one process, `down` in another: afterwards no
     process, bridge, cgroup, mount, directory or sysctl of ours remains. It runs before the
     module's cluster starts, so (unless another session runs nodes right now) this control
     plane is the machine's only one and its `down` restores the sysctls and removes the

@@ -1,5 +1,5 @@
 """Workloads end to end: TrainJob, JobSet, PyTorchJob and MPIJob objects of the projects' own
-released CRDs (fabriccap.dev.workload_crds, from the Go module proxy), pods owned through the
+released CRDs (fabriccap_devtools.workload_crds, from the Go module proxy), pods owned through the
 chains their controllers build, and what the operator makes of them: status.workloads,
 Warning Events on the top-level owners (once, across a restart), the unschedulable gauge.
 
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.dev import world
-from fabriccap.dev.gotools import GoToolError
-from fabriccap.dev.seeding import creatable
-from fabriccap.dev.workload_crds import WORKLOAD_CRDS, jobset_of, trainjob
 from fabriccap.kube.paths import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, ApiResource
+from fabriccap_devtools import world
+from fabriccap_devtools.gotools import GoToolError
+from fabriccap_devtools.seeding import creatable
+from fabriccap_devtools.workload_crds import WORKLOAD_CRDS, jobset_of, trainjob
 from harness import (
     OperatorProcess,
     SyncKube,

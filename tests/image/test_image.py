@@ -208,6 +208,37 @@ def without_transition_times(listed: dict[str, Any]) -> dict[str, Any]:
     return listed
 
 
+def test_image_leaves_the_dev_tools_out_of_its_command_line(build: Build, rootfs: Path) -> None:
+    """The product alone: --help lists no command that cannot work here, ``demo`` says in one line
+    how to run it from a checkout (exit 2), and neither ``controlplane`` nor ``fabriccap-dev`` exists."""
+    entrypoint = build.image.runtime["Entrypoint"]
+    helped = run_in_image(build, rootfs, *entrypoint, "--help")
+    assert helped.returncode == 0, helped.stderr
+    listed = helped.stdout.split("commands:", 1)[1]
+    assert "evaluate" in listed and "run" in listed
+    assert "demo" not in listed and "controlplane" not in listed
+    demo = run_in_image(build, rootfs, *entrypoint, "demo")
+    assert (demo.returncode, demo.stdout) == (2, "")
+    assert len(demo.stderr.splitlines()) == 1 and "make demo" in demo.stderr, demo.stderr
+    controlplane = run_in_image(build, rootfs, *entrypoint, "controlplane", "up")
+    assert controlplane.returncode == 2 and "invalid choice: 'controlplane'" in controlplane.stderr
+
+
+def test_image_holds_no_dev_module_go_source_or_demo_data(build: Build) -> None:
+    files = build.image.files
+    assert [path for path in files if "fabriccap_devtools" in path] == []
+    assert f"{VENV}/bin/fabriccap-dev" not in files
+    assert [path for path in files if path.endswith((".go", "/go.mod", "/go.sum"))] == []
+    assert [path for path in files if path.endswith(("/eks-cluster.json", "/demo-cluster.json"))] == []
+    # The package is code: modules, their bytecode and the typing marker, nothing else.
+    package = f"{ociimage.site_packages(files, VENV)[0]}/fabriccap/"
+    assert [
+        path
+        for path, entry in files.items()
+        if path.startswith(package) and entry.kind != "dir" and not path.endswith((".py", ".pyc", "/py.typed"))
+    ] == []
+
+
 def test_image_user_cannot_write_the_venv_nor_get_pip(build: Build, rootfs: Path) -> None:
     touch = run_in_image(build, rootfs, "/usr/bin/touch", f"{VENV}/written")
     assert touch.returncode != 0 and "Permission denied" in touch.stderr
@@ -238,7 +269,7 @@ def test_venv_holds_exactly_the_pinned_requirements_and_fabriccap(build: Build) 
     assert other == []
     expected = ociimage.read_pins(REQUIREMENTS) | {PROJECT["name"]: PROJECT["version"]}
     assert installed == expected
-    # The `dev` extra (the local control plane's PKI) stays out; requirements-dev.txt is not installed.
+    # The dev tools' dependencies (the local control plane's PKI) stay out: requirements-dev.txt is not installed.
     assert not set(installed) & set(ociimage.read_pins(REQUIREMENTS_DEV))
     assert "cryptography" not in installed
 

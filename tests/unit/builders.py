@@ -1,4 +1,4 @@
-"""Evaluating bodies from the test world (``fabriccap.dev.world``) in unit tests.
+"""Evaluating bodies from the test world (``fabriccap_devtools.world``) in unit tests.
 
 The body builders themselves live in the world module, shared with the end-to-end tests and
 the benchmarks; they are re-exported here so unit tests import one place.
@@ -14,7 +14,8 @@ from fabriccap.core.config import Config, default_config
 from fabriccap.core.evaluate import Evaluation, PoolCapability, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
-from fabriccap.dev.world import (
+from fabriccap.offline.snapshot import add_bodies
+from fabriccap_devtools.world import (
     EFA,
     EFA_DS,
     EFA_DS_SELECTOR,
@@ -33,7 +34,6 @@ from fabriccap.dev.world import (
     pod,
     resource_slice,
 )
-from fabriccap.offline.snapshot import add_bodies
 
 __all__ = [
     "EFA",

@@ -27,10 +27,10 @@ import yaml
 
 from fabriccap.core.config import default_config
 from fabriccap.core.facts import FactsExtractor
-from fabriccap.dev.generate import ARGOCD_HEALTH_KEY, argocd_cm_patch
-from fabriccap.dev.gotools import GoToolError, build_go_tool
 from fabriccap.offline.pipeline import evaluate_facts, evaluation_objects
 from fabriccap.offline.snapshot import load_snapshots
+from fabriccap_devtools.generate import ARGOCD_HEALTH_KEY, argocd_cm_patch
+from fabriccap_devtools.gotools import GoToolError, build_go_tool
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CUSTOMIZATION = REPO_ROOT / "gitops" / "resource_customizations" / "fabriccap.dev" / "FabricCapability"

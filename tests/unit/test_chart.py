@@ -155,7 +155,7 @@ def test_every_old_field_name_the_schema_lists_is_one_the_operator_reads() -> No
 
 
 def test_config_schema_command_prints_what_the_chart_embeds(capsys: pytest.CaptureFixture[str]) -> None:
-    from fabriccap.cli import main
+    from fabriccap.cli.commands import main
 
     assert main(["config-schema"]) == 0
     printed = json.loads(capsys.readouterr().out)

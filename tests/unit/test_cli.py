@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
-from fabriccap.cli import main
+from fabriccap.cli.commands import main
 
 Result = tuple[int, str, str]
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from fabriccap import cli
-from fabriccap.cli import build_parser, main
+from fabriccap.cli import commands as cli
+from fabriccap.cli.commands import build_parser, main
 from test_cli import assert_one_line_error, run
 
 PARSER = build_parser()
 COMMANDS: dict[str, argparse.ArgumentParser] = cli._subcommand_parsers(PARSER)
-# The commands that read or run against a user's cluster (demo and controlplane start their own).
+# The commands that read or run against a user's cluster (demo starts its own).
 CLUSTER_COMMANDS = ("evaluate", "explain", "run")
 
 
@@ -59,7 +59,7 @@ def test_every_command_has_a_description_and_an_example(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_a_mistyped_flag_points_at_the_commands_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    positionals = {"explain": ["p5"], "controlplane": ["up"], "completion": ["bash"]}
+    positionals = {"explain": ["p5"], "completion": ["bash"]}
     result = run([name, *positionals.get(name, []), "--no-such-flag"], capsys)
     assert_one_line_error(result, "unrecognized arguments: --no-such-flag", f"(see 'fabriccap {name} --help')")
 

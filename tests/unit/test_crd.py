@@ -22,7 +22,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from fabriccap import cli
+from fabriccap.cli import commands as cli
 from fabriccap.core import api
 from fabriccap.offline import render
 

@@ -1,6 +1,6 @@
 """DRA: EFA devices read from DRANET-shaped ResourceSlices, alone and beside device plugins.
 
-The slice bodies come from ``fabriccap.dev.world.resource_slice``, shaped like the slices
+The slice bodies come from ``fabriccap_devtools.world.resource_slice``, shaped like the slices
 DRANET publishes on EKS (one pool per node named after it, one slice, EFA devices marked by
 ``dra.net/pciDevice``); see docs/dra.md for where each default comes from.
 """
@@ -29,7 +29,7 @@ from builders import (
     reason,
     resource_slice,
 )
-from fabriccap import cli
+from fabriccap.cli import commands as cli
 from fabriccap.core.config import ConfigError, Source, build_config, default_config
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
 from fabriccap.core.index import FactIndex

@@ -20,8 +20,8 @@ from fabriccap.core.config import Config, build_config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor, ObjectRef, Pool
 from fabriccap.core.index import FactIndex
-from fabriccap.dev.world import DRANET_DS, NODEGROUP, owner_reference, workload_pod
 from fabriccap.kube.kinds import BY_KIND
+from fabriccap_devtools.world import DRANET_DS, NODEGROUP, owner_reference, workload_pod
 
 NODES = [f"n{number}" for number in range(8)]
 POOLS = ["p1", "p2", "p3"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fabriccap import cli
+from fabriccap.cli import commands as cli
 from fabriccap.core.config import default_config, load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap import cli
+from fabriccap.cli import commands as cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 AKS = EXAMPLES / "aks-ndv5-rdma.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabriccap.dev.generate import Generated, generated_files
+from fabriccap_devtools.generate import Generated, generated_files
 
 
 @pytest.mark.parametrize("entry", generated_files(), ids=lambda entry: entry.relative)
@@ -24,5 +24,4 @@ def test_the_table_covers_every_file_kustomize_helm_and_argocd_need() -> None:
         "charts/fabriccap/files/alerts.yaml",
         "charts/fabriccap/values.schema.json",
         "gitops/argocd-cm-patch.yaml",
-        "operator/fabriccap/dev/data/fabriccapabilities.yaml",
     } <= relative

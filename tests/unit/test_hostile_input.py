@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from builders import healthy_pool, kube_list, node
-from fabriccap.cli import main
+from fabriccap.cli.commands import main
 
 Result = tuple[int, str, str]
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fabriccap.cli import build_parser
+from fabriccap.cli.commands import build_parser
 from fabriccap.controller.main import setup_logging
 
 

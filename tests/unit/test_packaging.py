@@ -8,7 +8,7 @@
   copies of shared files (CRD, alerts, dashboard) match their sources.
 
 helm comes from scripts/ensure-helm.sh (cached); kubectl is the control plane's
-(fabriccap.dev.controlplane.binaries), built once into the same cache.
+(fabriccap_devtools.controlplane.binaries), built once into the same cache.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from fabriccap.core.config import build_config
-from fabriccap.dev.controlplane.binaries import KUBECTL, ensure_binaries
+from fabriccap_devtools.controlplane.binaries import KUBECTL, ensure_binaries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"

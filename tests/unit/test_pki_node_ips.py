@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from fabriccap.dev.controlplane import host, pki
+from fabriccap_devtools.controlplane import host, pki
 
 
 def ip_names(cert: Path) -> set[str]:

@@ -22,9 +22,9 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
-from fabriccap.dev.world import workload_pod
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
+from fabriccap_devtools.world import workload_pod
 from fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api, recorded_sleeps
 
 FCAPS = FABRIC_CAPABILITIES.collection()

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fabriccap.cli import main
-from fabriccap.dev import efaplugin
-from fabriccap.dev.controlplane import controllers, host, images
-from fabriccap.dev.controlplane.nodes import (
+from fabriccap_devtools import efaplugin
+from fabriccap_devtools.cli import main
+from fabriccap_devtools.controlplane import controllers, host, images
+from fabriccap_devtools.controlplane.nodes import (
     REAL_NODE_LABEL,
     NodeOptions,
     NodeSpec,
@@ -28,8 +28,8 @@ from fabriccap.dev.controlplane.nodes import (
     kubelet_config,
     node_specs,
 )
-from fabriccap.dev.controlplane.processes import ProcessRecord, alive, kill_unrecorded
-from fabriccap.dev.controlplane.state import read_state, update_state
+from fabriccap_devtools.controlplane.processes import ProcessRecord, alive, kill_unrecorded
+from fabriccap_devtools.controlplane.state import read_state, update_state
 
 
 @pytest.fixture
@@ -345,7 +345,7 @@ def test_the_plugin_binary_lists_its_devices_from_the_state_files(tmp_path: Path
     """The Go program itself, outside a container: -list reads what the kubelet would be told."""
     plugin = images.images_dir() / "efa-device-plugin"
     if not plugin.is_file():
-        pytest.skip("the node images are not built (python -m fabriccap.dev.controlplane.binaries --nodes)")
+        pytest.skip("the node images are not built (python -m fabriccap_devtools.controlplane.binaries --nodes)")
     efaplugin.set_unhealthy(tmp_path, ["efa1", "# a comment", "efa9"])
     efaplugin.set_device_count(tmp_path, 3)
     listed = subprocess.run(

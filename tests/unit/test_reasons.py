@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
-from fabriccap import cli
+from fabriccap.cli import commands as cli
 from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType, Reason, reason_meaning
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -20,16 +20,16 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabriccap import cli
+from fabriccap.cli import commands as cli
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.core.api import CONDITIONS, REASONS, ConditionType
 from fabriccap.core.config import BUILTIN_PROFILES, Config, build_config, config_input_schema
-from fabriccap.dev import reference
-from fabriccap.dev.generate import generated_files
-from fabriccap.dev.reference import alerts as alerts_page
-from fabriccap.dev.reference import commandline, configuration, how_it_decides
-from fabriccap.dev.reference.markdown import anchors, cell, code, slug
 from fabriccap.observability.alerts import ALERTS, rule_group
+from fabriccap_devtools import reference
+from fabriccap_devtools.generate import generated_files
+from fabriccap_devtools.reference import alerts as alerts_page
+from fabriccap_devtools.reference import commandline, configuration, how_it_decides
+from fabriccap_devtools.reference.markdown import anchors, cell, code, slug
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "docs" / "reference"

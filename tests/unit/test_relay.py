@@ -1,4 +1,4 @@
-"""The API server relay of real nodes (fabriccap.dev.controlplane.relay), on 127.0.0.1 only."""
+"""The API server relay of real nodes (fabriccap_devtools.controlplane.relay), on 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from fabriccap.dev.controlplane import relay
+from fabriccap_devtools.controlplane import relay
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from fabriccap.core.facts import (
     Pool,
     WorkloadPodFacts,
 )
-from fabriccap.dev import world
+from fabriccap_devtools import world
 
 TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
 INFER = Pool("eks.amazonaws.com/nodegroup", "infer")

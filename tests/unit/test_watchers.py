@@ -21,10 +21,10 @@ from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, build_config
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
-from fabriccap.dev import world
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
+from fabriccap_devtools import world
 from fakeapi import (
     WAIT_SECONDS,
     Body,

@@ -21,10 +21,10 @@ from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.workloads import LookupKey
-from fabriccap.dev.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
 from fakeapi import FakeApi, eventually, fake_api
 
 FCAPS = FABRIC_CAPABILITIES.collection()

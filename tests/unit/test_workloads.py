@@ -1,6 +1,6 @@
 """Workloads: who on a pool asks for the fabric, who does not, and who cannot get it.
 
-Pod bodies come from ``fabriccap.dev.world`` (``workload_pod``, ``trainjob_pods``): shaped as
+Pod bodies come from ``fabriccap_devtools.world`` (``workload_pod``, ``trainjob_pods``): shaped as
 the Trainer, JobSet, Job and training-operator controllers make them.
 """
 
@@ -24,7 +24,7 @@ from fabriccap.core.workloads import (
     unschedulable_event,
     unschedulable_groups,
 )
-from fabriccap.dev.world import (
+from fabriccap_devtools.world import (
     SCHEDULER_EFA_MESSAGE,
     daemon_set,
     dranet_daemon_set,

@@ -1,0 +1,29 @@
+"""The part of the package's configuration that depends on what is built (build_backend.py).
+
+Everything static is in pyproject.toml. The packages and the console scripts are computed here:
+the product alone, unless build_backend.py says this is the checkout's editable install, which
+also gets the dev tools and their command.
+"""
+
+from __future__ import annotations
+
+import os
+
+from build_backend import WITH_DEVTOOLS
+from setuptools import find_packages, setup
+
+with_devtools = os.environ.get(WITH_DEVTOOLS) == "1"
+packages = ["fabriccap", "fabriccap.*"]
+scripts = ["fabriccap = fabriccap.cli.commands:main"]
+if with_devtools:
+    packages += ["fabriccap_devtools", "fabriccap_devtools.*"]
+    scripts += ["fabriccap-dev = fabriccap_devtools.cli:main"]
+
+setup(
+    package_dir={"": "operator"},
+    packages=find_packages("operator", include=packages),
+    # The dev tools need no package data: they read their files (the node images' Go module,
+    # the CRD, the example cluster) from the checkout an editable install points at.
+    package_data={"fabriccap": ["py.typed"]},
+    entry_points={"console_scripts": scripts},
+)
