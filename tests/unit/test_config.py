@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.config import DEFAULT_POOL_LABELS, Config, ConfigError, build_config, default_config, load_config
+from fabriccap.configfile import load_config
+from fabriccap.core.config import DEFAULT_POOL_LABELS, Config, ConfigError, build_config, default_config
 
 
 def _fabric(config: Config, name: str) -> Any:

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from fabriccap.cli import commands as cli
-from fabriccap.core.config import default_config, load_config
+from fabriccap.configfile import load_config
+from fabriccap.core.config import default_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"

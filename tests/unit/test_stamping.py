@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from builders import evaluate_bodies, healthy_pool, node
-from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
+from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"
 
@@ -89,5 +90,7 @@ def test_strip_volatile_sees_real_changes() -> None:
     assert strip_volatile(first) != strip_volatile(second)
 
 
-def test_now_is_rfc3339_utc() -> None:
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", now_rfc3339())
+def test_times_are_rfc3339_utc_seconds() -> None:
+    moment = datetime(2025, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
+    assert moment.strftime(RFC3339) == "2025-01-02T03:04:05Z"
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", datetime.now(UTC).strftime(RFC3339))

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from fabriccap import __version__
-from fabriccap.core.config import Config, ConfigError, load_config
+from fabriccap.configfile import load_config
+from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pythonjsonlogger.json import JsonFormatter
 
+from fabriccap.configfile import load_config
 from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.frame import FrameFailedError, OperatorState, quiet_kopf_logging, run_frame
 from fabriccap.controller.informers import Freshness, PublishedWatch, build_informers
@@ -21,7 +22,7 @@ from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import Config, ConfigError, load_config
+from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async

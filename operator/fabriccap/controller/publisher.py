@@ -27,6 +27,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox, condition_events
@@ -46,7 +47,7 @@ from fabriccap.core.api import (
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, NameConflict, PoolCapability, evaluate
 from fabriccap.core.facts import Pool
-from fabriccap.core.stamping import now_rfc3339, stamp_status, strip_volatile
+from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
@@ -655,7 +656,7 @@ class Publisher:
         # Transition times carry over from what this process wrote; after a restart, from what
         # is published (the only record there is).
         previous = self.written.get(name, existing.status)
-        stamped = stamp_status(new_status, previous, existing.generation, now_rfc3339())
+        stamped = stamp_status(new_status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
         if (timeout := self._deadline()) is None:
             return
         written = await self.client.request(

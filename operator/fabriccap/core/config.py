@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -737,16 +736,10 @@ def parse_config_text(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: config is not valid YAML{where}{detail}") from None
 
 
-def load_config(path: str | Path | None) -> Config:
-    """Load and validate a config file; None means the built-in defaults."""
-    if path is None:
-        return default_config()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or error
-        raise ConfigError(f"{path}: cannot read config: {reason}") from None
-    return build_config(parse_config_text(text, str(path)), source=str(path))
+def parse_config(text: str, source: str) -> Config:
+    """A config file's text, validated; ``source`` names it in errors (``fabriccap.configfile``
+    reads the file)."""
+    return build_config(parse_config_text(text, source), source=source)
 
 
 # ---------------------------------------------------------------------------------------------

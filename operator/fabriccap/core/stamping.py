@@ -4,17 +4,18 @@
 semantics); GitOps tools and humans read it as "since when". So the new status takes the
 previous one's time for every condition whose status did not change, including across
 operator restarts, where "previous" is what is published on the object.
+
+The time itself is an argument: the core reads no clock. Callers take it with
+``datetime.now(UTC).strftime(RFC3339)``.
 """
 
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 from typing import Any
 
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# metav1.Time as the API server writes it: UTC, whole seconds (a strftime/strptime format).
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def stamp_status(status: dict[str, Any], previous: dict[str, Any] | None, generation: int, now: str) -> dict[str, Any]:

@@ -8,19 +8,17 @@ operator would publish for the same cluster.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import Any
 
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
-from fabriccap.core.stamping import now_rfc3339, stamp_status
+from fabriccap.core.stamping import RFC3339, stamp_status
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import kinds_for
 from fabriccap.offline.snapshot import add_bodies
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ def evaluate_facts(config: Config, facts: FactIndex) -> Evaluation:
 
 def evaluation_objects(evaluation: Evaluation, now: str | None = None) -> list[dict[str, Any]]:
     """The objects as a fresh operator would publish them (generation 1, transitions now)."""
-    timestamp = now or now_rfc3339()
+    timestamp = now or datetime.now(UTC).strftime(RFC3339)
     objects = []
     for capability in evaluation.capabilities:
         obj = capability.to_object()
