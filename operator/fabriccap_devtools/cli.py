@@ -1,10 +1,11 @@
-"""``fabriccap-dev``: the development tools' own command (SPEC "Command line").
+"""``fabriccap-dev``: the development tools' own command (docs/reference/command-line.md).
 
     fabriccap-dev controlplane up [--dir DIR] [--nodes N]   # etcd + kube-apiserver (+ real nodes)
     fabriccap-dev controlplane down [--dir DIR]
     fabriccap-dev generate [--check]                        # make generate
 
-Installed with the dev tools by the checkout's editable install, never with the wheel. Usage
+Installed with the dev tools by the checkout's editable install, never with the wheel (also
+``python -m fabriccap_devtools``). Usage
 errors follow the product's one-line ``error: …`` convention: the parser is the product's.
 """
 
@@ -117,7 +118,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

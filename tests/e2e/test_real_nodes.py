@@ -264,7 +264,7 @@ def test_controlplane_down_leaves_the_machine_as_it_found_it(tmp_path: Path, tim
     before = machine_snapshot()
     directory = tmp_path / "cp"
     started = time.monotonic()
-    up = fabriccap("controlplane", "up", "--nodes", "1", "--dir", str(directory))
+    up = fabriccap_dev("controlplane", "up", "--nodes", "1", "--dir", str(directory))
     assert up.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", up.stderr
     timings.record("setup", "`controlplane up --nodes 1` (binaries and images cached)", time.monotonic() - started)
     during = machine_snapshot()
@@ -272,7 +272,7 @@ def test_controlplane_down_leaves_the_machine_as_it_found_it(tmp_path: Path, tim
     assert processes_mentioning(directory), "no process of the control plane found"
 
     stopping = time.monotonic()
-    fabriccap("controlplane", "down", "--dir", str(directory))
+    fabriccap_dev("controlplane", "down", "--dir", str(directory))
     timings.record("teardown", "`controlplane down` with 1 node", time.monotonic() - stopping)
     assert processes_mentioning(directory) == []
     assert machine_snapshot() == before
@@ -547,12 +547,20 @@ def test_a_stopped_kubelet_turns_its_node_unknown_and_the_pool_not_ready(
     assert "registering again" in logs, logs
 
 
-def fabriccap(*args: str) -> subprocess.CompletedProcess[str]:
+def _command(module: str, name: str, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "fabriccap", *args], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300, check=False
     )
-    assert result.returncode == 0, f"fabriccap {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+    assert result.returncode == 0, f"{name} {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
     return result
+
+
+def fabriccap(*args: str) -> subprocess.CompletedProcess[str]:
+    return _command("fabriccap", "fabriccap", *args)
+
+
+def fabriccap_dev(*args: str) -> subprocess.CompletedProcess[str]:
+    return _command("fabriccap_devtools", "fabriccap-dev", *args)
 
 
 def machine_snapshot() -> dict[str, Any]:

@@ -1,0 +1,5 @@
+import sys
+
+from fabriccap_devtools.cli import main
+
+sys.exit(main())
