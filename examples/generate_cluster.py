@@ -5,7 +5,7 @@ The output is what ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json
 one node pool per outcome fabriccap distinguishes (see cluster_nodes() below, and
 docs/reference/how-it-decides.md for each pool's outcome). It is deterministic: every id,
 address and timestamp derives from the node or pod name, so running the script again
-reproduces the committed file byte for byte (tests/unit/test_examples.py checks that).
+reproduces the committed file byte for byte (tests/repo/test_examples.py checks that).
 
     python examples/generate_cluster.py            # rewrites examples/eks-cluster.json
     python examples/generate_cluster.py -o -       # prints it
@@ -933,7 +933,7 @@ ABSENT = (-1, -1)  # the EFA resource does not appear in the node status at all
 
 
 def cluster_nodes() -> list[NodeSpec]:
-    """The pools; each comment says what fabriccap must conclude (tests/unit/test_examples.py)."""
+    """The pools; each comment says what fabriccap must conclude (tests/repo/test_examples.py)."""
     p5 = "p5.48xlarge"
     nodes = [
         # (a) Healthy: 4 nodes advertise 32, plugin Ready everywhere -> Ready/UniformCapability.

@@ -66,7 +66,7 @@ def kstatus() -> Path:
 
 @pytest.fixture(scope="module")
 def argocd() -> Path:
-    """Argo CD's own Lua runner around the shipped health check (tests/unit/test_argocd_health.py)."""
+    """Argo CD's own Lua runner around the shipped health check (tests/repo/test_argocd_health.py)."""
     return go_tool(ARGOCD_SOURCE)
 
 

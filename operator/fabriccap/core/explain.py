@@ -6,7 +6,7 @@ it from the same facts and the same functions as the evaluation (``node_devices`
 ``is_target_node``, ``fabric_views``), next to the status ``evaluate`` computed for the pool,
 so a node's count here is the count that went into the published ``counts``. Which conditions
 a node breaks is read off the evaluated conditions: a node is blamed only for a condition
-that is not met. ``tests/unit/test_explain.py`` checks the per-node view against the status
+that is not met. ``tests/unit/core/test_explain.py`` checks the per-node view against the status
 over generated clusters.
 """
 

@@ -5,7 +5,7 @@ follows ``nameOverride``; an alert's ``for:``, severity, whether it is on) is on
 Helm renders. So the rules are rendered here once with placeholders in place of the job and
 of ``for:``, with each alert's default ``for:`` and severity beside them, and
 ``templates/prometheusrule.yaml`` fills them in per release. A chart rendered with the
-defaults is exactly ``monitoring/prometheusrule.yaml`` (tests/unit/test_chart.py).
+defaults is exactly ``monitoring/prometheusrule.yaml`` (tests/repo/test_chart.py).
 """
 
 from __future__ import annotations

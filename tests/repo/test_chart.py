@@ -1,0 +1,354 @@
+"""The Helm chart's values, rendered by the real helm binary (scripts/ensure-helm.sh).
+
+- values.schema.json refuses what the operator would (a typo anywhere, a config the model
+  refuses) before anything is rendered, with a message naming the value;
+- the features a platform team expects (replicas and a PodDisruptionBudget, probes, image
+  digests, ServiceMonitor and PrometheusRule settings, spread constraints, extra arguments
+  and environment, log level and format) render as the values say;
+- the PrometheusRule's job is the one the ServiceMonitor produces, whatever `nameOverride`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
+from fabriccap.observability import alerts
+from support.rendering import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "examples"
+SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
+DIGEST = "sha256:" + "ab" * 32
+
+
+def helm_template(*values: Any, namespace: str = "fabriccap-system") -> subprocess.CompletedProcess[str]:
+    """``helm template`` with each value a ``--set-json`` document (a dict) or a ``--set`` string."""
+    args = [helm_binary(), "template", "fabriccap", str(CHART), "--namespace", namespace]
+    for value in values:
+        args += ["--set-json", json.dumps(value)] if isinstance(value, dict) else ["--set", value]
+    return subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+
+
+def render(*values: Any, namespace: str = "fabriccap-system") -> list[Doc]:
+    result = helm_template(*values, namespace=namespace)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def refusal(*values: Any) -> str:
+    """Helm's error when it refuses the values; fails the test if it renders them."""
+    result = helm_template(*values)
+    assert result.returncode != 0, f"helm rendered {values}"
+    return result.stderr
+
+
+def container(docs: list[Doc]) -> Doc:
+    (operator,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return dict(operator)
+
+
+# ---------------------------------------------------------------------------------------------
+# values.schema.json refuses, by name, before rendering
+
+
+def test_a_typo_in_resources_is_refused_by_name() -> None:
+    stderr = refusal("resources.limits.memroy=1Gi")
+    assert SCHEMA_REFUSAL in stderr
+    assert re.search(r"at '/resources/limits': additional properties 'memroy' not allowed", stderr), stderr
+    # The control: the value spelt right renders.
+    assert container(render("resources.limits.memory=1Gi"))["resources"]["limits"] == {"memory": "1Gi"}
+
+
+def test_an_invalid_config_is_refused_by_name() -> None:
+    stderr = refusal({"config": {"fabrics": [{"name": "efa", "resource": 12}]}})
+    assert SCHEMA_REFUSAL in stderr
+    assert "at '/config/fabrics/0/resource': got number, want string" in stderr, stderr
+    # The operator refuses the same file, naming the same field.
+    with pytest.raises(ConfigError, match=r"fabrics\.0\.resource"):
+        build_config({"fabrics": [{"name": "efa", "resource": 12}]})
+    render({"config": {"fabrics": [{"name": "efa", "resource": "vpc.amazonaws.com/efa"}]}})
+
+
+def test_unknown_top_level_values_are_refused() -> None:
+    assert "additional properties 'replicas' not allowed" in refusal("replicas=3")
+
+
+PLUGIN = {"daemonSetNames": ["my-plugin"]}
+CONFIGS: list[tuple[str, dict[str, Any], bool]] = [
+    # (id, config, the operator accepts it)
+    ("builtin-efa-alone", {"fabrics": [{"name": "efa"}]}, True),
+    ("builtin-aks-rdma-alone", {"fabrics": [{"name": "aks-rdma"}]}, True),
+    ("builtin-one-field", {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": ["efa"]}}]}, True),
+    ("custom-with-names", {"fabrics": [{"name": "ib", "resource": "example.com/ib", "devicePlugin": PLUGIN}]}, True),
+    (
+        "custom-with-selector",
+        {"fabrics": [{"name": "ib", "resource": "example.com/ib", "devicePlugin": {"daemonSetSelector": "app=ib"}}]},
+        True,
+    ),
+    ("custom-without-resource", {"fabrics": [{"name": "ib", "devicePlugin": PLUGIN}]}, False),
+    ("custom-without-plugin", {"fabrics": [{"name": "ib", "resource": "example.com/ib"}]}, False),
+    (
+        "custom-with-no-plugin-names",
+        {"fabrics": [{"name": "ib", "resource": "example.com/ib", "devicePlugin": {"daemonSetNames": []}}]},
+        False,
+    ),
+    ("old-gpu-names", {"fabrics": [{"name": "efa", "targetNodes": {"gpuResources": ["nvidia.com/gpu"]}}]}, True),
+    ("old-gpu-labels", {"fabrics": [{"name": "efa", "targetNodes": {"gpuLabels": ["a.io/gpu=true"]}}]}, True),
+    ("old-namespace", {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": "efa-system"}}]}, True),
+    (
+        "old-and-new-namespace",
+        {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": "a", "namespaces": ["b"]}}]},
+        False,
+    ),
+    ("typo-in-profile", {"fabrics": [{"name": "efa", "devicePlugin": {"namespaec": "efa"}}]}, False),
+    ("typo-at-top", {"poolLabel": ["eks.amazonaws.com/nodegroup"]}, False),
+    ("bad-label-key", {"poolLabels": ["not a key!"]}, False),
+    ("bad-namespace", {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": ["Kube_System"]}}]}, False),
+    ("negative-maximum", {"fabrics": [{"name": "efa", "instanceTypes": {"p5.48xlarge": -1}}]}, False),
+    ("uppercase-fabric-name", {"fabrics": [{"name": "EFA", "resource": "x.io/y", "devicePlugin": PLUGIN}]}, False),
+    ("debounce-too-long", {"debounceSeconds": 61}, False),
+    ("enabled-as-string", {"fabrics": [{"name": "efa", "enabled": "yes"}]}, False),
+]
+
+
+@pytest.mark.parametrize(("config", "operator_accepts"), [c[1:] for c in CONFIGS], ids=[c[0] for c in CONFIGS])
+def test_the_schema_refuses_what_the_operator_refuses(config: dict[str, Any], operator_accepts: bool) -> None:
+    try:
+        build_config(config)
+        accepted = True
+    except ConfigError:
+        accepted = False
+    assert accepted is operator_accepts, "the expectation of this case is wrong"
+    result = helm_template({"config": config})
+    if operator_accepts:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0 and SCHEMA_REFUSAL in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("config*.yaml")), ids=lambda path: path.name)
+def test_every_example_config_is_a_valid_chart_config(example: Path) -> None:
+    config = yaml.safe_load(example.read_text())
+    build_config(config, source=str(example))
+    rendered = yaml.safe_load(one(render({"config": config}), "ConfigMap")["data"]["config.yaml"])
+    # Helm merges the given config over the chart's default one, key by key.
+    assert {key: rendered[key] for key in config} == config
+
+
+def test_every_old_field_name_the_schema_lists_is_one_the_operator_reads() -> None:
+    definitions = config_input_schema()["$defs"]
+    for model, old, new, single_item in OLD_FIELD_NAMES:
+        assert definitions[model.__name__]["properties"][old]["deprecated"] is True
+        value: Any = "kube-system" if single_item else ["x.io/y=true" if "Labels" in new else "x.io/y"]
+        read = model.model_validate({old: value}).model_dump(by_alias=True)
+        assert read[new] == ((value,) if single_item else tuple(value)), f"{old} is not read as {new}"
+        with pytest.raises(ValueError, match="not both"):
+            model.model_validate({old: value, new: [value] if single_item else value})
+
+
+def test_config_schema_command_prints_what_the_chart_embeds(capsys: pytest.CaptureFixture[str]) -> None:
+    from fabriccap.cli.commands import main
+
+    assert main(["config-schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == config_input_schema()
+    chart_schema = json.loads((CHART / "values.schema.json").read_text())
+    assert chart_schema["properties"]["config"] == {"$ref": "#/$defs/Config"}
+    embedded = chart_schema["$defs"]["Config"]
+    assert {key: value for key, value in printed.items() if key not in ("$defs", "$schema")} == embedded
+    assert all(chart_schema["$defs"][name] == schema for name, schema in printed["$defs"].items())
+
+
+# ---------------------------------------------------------------------------------------------
+# High availability: replicas, a disruption budget, the leader-election Lease
+
+
+def test_replicas_and_disruption_budget() -> None:
+    docs = render()
+    assert one(docs, "Deployment")["spec"]["replicas"] == 2
+    assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    docs = render("replicaCount=3", {"podDisruptionBudget": {"minAvailable": "50%"}})
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    assert one(docs, "PodDisruptionBudget")["spec"] == {
+        "selector": one(docs, "Deployment")["spec"]["selector"],
+        "minAvailable": "50%",
+    }
+    # Values merge key by key, so null removes the default key: no budget.
+    assert not of_kind(render({"podDisruptionBudget": {"maxUnavailable": None}}), "PodDisruptionBudget")
+    assert "/podDisruptionBudget/maxUnavailable" in refusal("podDisruptionBudget.maxUnavailable=-1")
+
+
+def test_leader_election_role_is_in_the_release_namespace_for_its_lease_only() -> None:
+    docs = render(namespace="platform")
+    (role,) = of_kind(docs, "Role")
+    (binding,) = of_kind(docs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "platform"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fabriccap", "namespace": "platform"}]
+    named = [rule for rule in role["rules"] if "resourceNames" in rule]
+    unnamed = [rule for rule in role["rules"] if "resourceNames" not in rule]
+    assert [rule["resourceNames"] for rule in named] == [["fabriccap-leader"]]
+    assert [rule["verbs"] for rule in unnamed] == [["create"]], "only create may go without a name"
+    env = {item["name"]: item for item in container(docs)["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+# ---------------------------------------------------------------------------------------------
+# The pod
+
+
+def test_probes_use_healthz_and_are_configurable() -> None:
+    operator = container(render())
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert operator[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+        assert "enabled" not in operator[probe]
+    operator = container(render("startupProbe.enabled=false", "readinessProbe.periodSeconds=3"))
+    assert "startupProbe" not in operator
+    assert operator["readinessProbe"]["periodSeconds"] == 3
+    assert "additional properties 'path' not allowed" in refusal("livenessProbe.path=/other")
+
+
+def test_image_by_digest() -> None:
+    assert container(render())["image"] == "ghcr.io/fabriccap/fabriccap:0.1.0"
+    assert container(render(f"image.digest={DIGEST}"))["image"] == f"ghcr.io/fabriccap/fabriccap:0.1.0@{DIGEST}"
+    assert "/image/digest" in refusal("image.digest=latest")
+
+
+def test_log_level_format_extra_args_and_env() -> None:
+    operator = container(
+        render(
+            "logLevel=debug",
+            "logFormat=json",
+            {"extraArgs": ["--namespace=kube-system"], "extraEnv": [{"name": "TZ", "value": "UTC"}]},
+        )
+    )
+    assert operator["args"][-3:] == ["--log-level=debug", "--log-format=json", "--namespace=kube-system"]
+    assert operator["env"][-1] == {"name": "TZ", "value": "UTC"}
+    assert [env["name"] for env in operator["env"]] == ["POD_NAME", "POD_NAMESPACE", "TZ"]
+    assert "/logFormat" in refusal("logFormat=yaml")
+
+
+def test_topology_spread_constraints() -> None:
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "fabriccap"}},
+    }
+    spec = one(render({"topologySpreadConstraints": [spread]}), "Deployment")["spec"]["template"]["spec"]
+    assert spec["topologySpreadConstraints"] == [spread]
+    assert "topologySpreadConstraints" not in one(render(), "Deployment")["spec"]["template"]["spec"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Monitoring: the ServiceMonitor and the PrometheusRule
+
+
+MONITORING_ON = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}
+
+
+def scrape_job(docs: list[Doc]) -> str:
+    """The job Prometheus Operator gives the targets: the Service's label named by jobLabel."""
+    job_label = one(docs, "ServiceMonitor")["spec"]["jobLabel"]
+    return str(one(docs, "Service")["metadata"]["labels"][job_label])
+
+
+def rules(docs: list[Doc]) -> list[Doc]:
+    (group,) = one(docs, "PrometheusRule")["spec"]["groups"]
+    return list(group["rules"])
+
+
+def test_default_rules_are_the_shipped_rules() -> None:
+    docs = render(MONITORING_ON)
+    shipped = yaml.safe_load((REPO_ROOT / "monitoring" / "prometheusrule.yaml").read_text())
+    assert one(docs, "PrometheusRule")["spec"] == shipped["spec"]
+    assert scrape_job(docs) == "fabriccap"
+
+
+@pytest.mark.parametrize("name_override", ["fcap", "fabric-capability"])
+def test_rules_select_the_job_the_service_monitor_produces(name_override: str) -> None:
+    docs = render(MONITORING_ON, f"nameOverride={name_override}")
+    job = scrape_job(docs)
+    assert job == name_override
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == [alerts.rule_group(alerts.AlertSettings(job=job))]
+    selected = {match for rule in rules(docs) for match in re.findall(r'job="([^"]*)"', rule["expr"])}
+    assert selected == {job}, "FabricCapabilityOperatorDown would fire forever on another job"
+
+
+def test_rules_job_can_be_named_for_another_scrape_config() -> None:
+    docs = render(MONITORING_ON, "prometheusRule.job=kubernetes-pods")
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == [
+        alerts.rule_group(alerts.AlertSettings(job="kubernetes-pods"))
+    ]
+
+
+def test_per_alert_enabled_for_and_severity_and_extra_rule_labels() -> None:
+    docs = render(
+        MONITORING_ON,
+        {
+            "prometheusRule": {
+                "additionalRuleLabels": {"team": "ml-platform", "severity": "ignored"},
+                "rules": {
+                    "FabricCapabilityStale": {"enabled": False},
+                    "FabricCapabilityNotReady": {"for": "1h"},
+                    "FabricMixedRollout": {"severity": "critical", "enabled": True},
+                },
+            }
+        },
+    )
+    by_name = {rule["alert"]: rule for rule in rules(docs)}
+    assert set(by_name) == {rule.name for rule in alerts.ALERTS} - {"FabricCapabilityStale"}
+    expected = alerts.rule_group(alerts.AlertSettings(for_overrides={"FabricCapabilityNotReady": "1h"}))
+    for rule in expected["rules"]:
+        if rule["alert"] == "FabricCapabilityStale":
+            continue
+        severity = "critical" if rule["alert"] == "FabricMixedRollout" else rule["labels"]["severity"]
+        # The `for:` shows in the text too ("has not been Ready for 1h").
+        assert by_name[rule["alert"]] == {**rule, "labels": {"severity": severity, "team": "ml-platform"}}
+    assert "for 1h" in by_name["FabricCapabilityNotReady"]["annotations"]["summary"]
+
+
+def test_an_unknown_alert_or_bad_duration_is_refused() -> None:
+    assert "'FabricMixedRolout' not allowed" in refusal("prometheusRule.rules.FabricMixedRolout.for=1m")
+    assert "/prometheusRule/rules/FabricMixedRollout/for" in refusal("prometheusRule.rules.FabricMixedRollout.for=soon")
+
+
+def test_service_monitor_settings() -> None:
+    relabeling = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+    dropping = {"sourceLabels": ["__name__"], "regex": "python_gc_.*", "action": "drop"}
+    docs = render(
+        MONITORING_ON,
+        {
+            "serviceMonitor": {
+                "namespace": "monitoring",
+                "additionalLabels": {"team": "ml-platform"},
+                "relabelings": [relabeling],
+                "metricRelabelings": [dropping],
+            },
+            "prometheusRule": {"namespace": "monitoring", "additionalLabels": {"rules": "fabric"}},
+        },
+    )
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["metadata"]["labels"]["team"] == "ml-platform"
+    # It still selects the Service where the release is.
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["fabriccap-system"]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [relabeling]
+    assert endpoint["metricRelabelings"] == [dropping]
+    rule = one(docs, "PrometheusRule")
+    assert rule["metadata"]["namespace"] == "monitoring"
+    assert rule["metadata"]["labels"]["rules"] == "fabric"
+
+
+def test_the_first_names_of_the_label_values_are_still_read() -> None:
+    docs = render(MONITORING_ON, "serviceMonitor.labels.old=yes", "prometheusRule.labels.old=yes")
+    assert one(docs, "ServiceMonitor")["metadata"]["labels"]["old"] == "yes"
+    assert one(docs, "PrometheusRule")["metadata"]["labels"]["old"] == "yes"

@@ -1,0 +1,148 @@
+"""Leader election against the fake API server: one holder, takeover after the lease expires
+by the follower's own clock, no writes outside the renew deadline, release on a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from fabriccap.controller.leader import LeaderElector, LeaseTimings
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.paths import LEASES
+from support.fakeapi import FakeApi, eventually, fake_api
+
+NAMESPACE = "fabriccap-system"
+LEASES_PATH = LEASES.collection(NAMESPACE)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(client: KubeClient, identity: str, clock: Clock) -> LeaderElector:
+    return LeaderElector(
+        client, NAMESPACE, identity, OperatorMetrics(), timings=LeaseTimings(), clock=clock, wall=lambda: 1.7e9
+    )
+
+
+@asynccontextmanager
+async def two_replicas() -> AsyncIterator[tuple[FakeApi, LeaderElector, Clock, LeaderElector, Clock]]:
+    async with fake_api() as (api, client):
+        api.serve(LEASES_PATH, "Lease", [], "1")
+        clock_a, clock_b = Clock(), Clock()
+        yield api, elector(client, "a", clock_a), clock_a, elector(client, "b", clock_b), clock_b
+
+
+def holder(api: FakeApi) -> str:
+    return str(api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["holderIdentity"])
+
+
+async def test_one_replica_leads_and_the_other_follows() -> None:
+    async with two_replicas() as (api, a, _, b, _):
+        await a._step()
+        await b._step()
+        assert (a.leading, b.leading) == (True, False)
+        assert holder(api) == "a"
+        assert a.write_window() == pytest.approx(10.0)
+        assert b.write_window() == 0.0
+        assert a.metrics.registry.get_sample_value("fabriccap_leader") == 1
+        assert b.metrics.registry.get_sample_value("fabriccap_leader") == 0
+
+
+async def test_the_follower_takes_over_only_after_a_whole_lease_duration_unchanged() -> None:
+    async with two_replicas() as (api, a, _clock_a, b, clock_b):
+        await a._step()
+        await b._step()  # b sees a's record at its t=100
+        clock_b.now += 14.9
+        await b._step()
+        assert not b.leading  # a's record is not yet 15 s old by b's clock
+        clock_b.now += 0.2
+        await b._step()
+        assert b.leading and holder(api) == "b"
+        assert api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 1
+
+
+async def test_a_leader_that_cannot_renew_stops_writing_before_the_lease_can_pass() -> None:
+    async with two_replicas() as (_, a, clock_a, _, _):
+        await a._step()
+        clock_a.now += 9.0
+        assert 0 < a.write_window() <= 1.0
+        clock_a.now += 1.1  # past the renew deadline (10 s), 5 s before anyone may take over
+        assert a.write_window() == 0.0
+
+
+async def test_a_paused_leader_that_lost_the_lease_does_not_write_when_resumed() -> None:
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()
+        await b._step()
+        clock_a.now += 20  # SIGSTOP for 20 s
+        clock_b.now += 16
+        await b._step()
+        assert b.leading
+        assert a.write_window() == 0.0  # resumed: its last renewal is 20 s old
+        await a._step()  # it reads the Lease: b holds it
+        assert not a.leading and holder(api) == "b"
+
+
+async def test_a_renewal_keeps_the_window_open() -> None:
+    async with two_replicas() as (_, a, clock_a, _, _):
+        await a._step()
+        for _ in range(10):
+            clock_a.now += 2.0
+            await a._step()
+        assert a.leading and a.write_window() == pytest.approx(10.0)
+
+
+async def test_a_clean_stop_releases_the_lease() -> None:
+    async with two_replicas() as (api, a, _, b, _):
+        await a._step()
+        task = asyncio.create_task(a.run())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert holder(api) == ""
+        await b._step()  # an empty holder is free at once
+        assert b.leading
+
+
+async def test_two_replicas_racing_for_a_free_lease_get_one_winner() -> None:
+    async with two_replicas() as (api, a, _, b, _):
+        await asyncio.gather(a._step(), b._step())
+        assert [a.leading, b.leading].count(True) == 1
+        assert holder(api) in ("a", "b")
+
+
+async def test_a_follower_sees_each_renewal_through_its_watch() -> None:
+    """Between polls: the follower's lease count starts at the renewal it watched, not at its
+    next poll, so a takeover after a crash comes one lease duration after the last renewal."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()
+        await b._step()
+        first_seen = b._observed_at
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the follower's lease watch")
+            assert api.watches(LEASES_PATH)[-1]["fieldSelector"] == "metadata.name=fabriccap-leader"
+            clock_a.now += 1.0
+            clock_b.now += 1.3  # the renewal lands between two polls of b
+            a.wall = lambda: 1.7e9 + 1.0
+            await a._step()
+            await eventually(lambda: b._observed_at != first_seen, "the renewal seen through the watch")
+            assert b._observed_at == 101.3
+            assert b._wake.is_set()
+            # 15 s after that renewal, not after the first sighting.
+            clock_b.now = 101.3 + 14.9
+            await b._step()
+            assert not b.leading
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)

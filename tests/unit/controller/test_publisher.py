@@ -1,0 +1,592 @@
+"""The publisher against the fake API server: create, adopt, leave alone, put back, expire."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from fabriccap.controller import informers as watchers
+from fabriccap.controller.informers import PublishedWatch
+from fabriccap.controller.leader import AlwaysLeader
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.publisher import ROUTINE_WRITES, Publisher, is_routine_change
+from fabriccap.controller.store import FactStore
+from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
+from fabriccap.core.config import build_config
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
+from fabriccap_devtools.world import workload_pod
+from support.builders import daemon_set, node, plugin_pods
+from support.fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api, recorded_sleeps
+
+FCAPS = FABRIC_CAPABILITIES.collection()
+GRACE = 30.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Setup:
+    api: FakeApi
+    publisher: Publisher
+    store: FactStore
+    metrics: OperatorMetrics
+    clock: Clock
+    extractor: FactsExtractor
+
+    def add(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        for body in bodies:
+            BY_KIND[str(body["kind"])].upsert(self.store, self.extractor, body)
+
+    def remove_node(self, name: str) -> None:
+        self.store.remove_node(name)
+
+    def writes(self) -> float:
+        return sum(
+            self.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": result}) or 0.0
+            for result in ("created", "updated", "deleted")
+        )
+
+    def published(self) -> dict[str, dict[str, Any]]:
+        return self.api.objects(FCAPS)
+
+
+def healthy(pool: str, *names: str) -> list[dict[str, Any]]:
+    return [node(name, pool=pool, efa=32) for name in names] + plugin_pods(names)
+
+
+@asynccontextmanager
+async def publishing(existing: Iterable[dict[str, Any]] = ()) -> AsyncIterator[Setup]:
+    async with fake_api() as (api, client):
+        api.serve(FCAPS, "FabricCapability", list(existing), "1")
+        config = build_config({"poolGracePeriodSeconds": GRACE})
+        store, metrics, clock = FactStore(), OperatorMetrics(), Clock()
+        publisher = Publisher(config=config, store=store, client=client, metrics=metrics, clock=clock)
+        setup = Setup(api, publisher, store, metrics, clock, FactsExtractor(config))
+        setup.add([daemon_set()])
+        yield setup
+
+
+async def start(setup: Setup) -> None:
+    """What ``Publisher.run`` does before its loop: read back, then the first round."""
+    await setup.publisher.load_published()
+    for name in setup.publisher.published:
+        setup.publisher.absent_since.setdefault(name, setup.clock())
+    await setup.publisher.reconcile_once()
+
+
+async def test_a_new_pool_is_created_then_its_status_written() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+
+        posts = setup.api.writes("POST")
+        assert len(posts) == 1
+        created = posts[0][2]
+        assert created["metadata"]["name"] == "efa-p5"
+        assert created["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY_VALUE
+        assert created["spec"] == {} and "status" not in created  # status is a subresource
+        obj = setup.published()["efa-p5"]
+        assert condition_status(obj["status"], "Ready") == "True"
+        assert obj["status"]["observedGeneration"] == 1
+        assert setup.writes() == 2  # created, then status updated
+
+
+async def test_a_round_that_changes_nothing_writes_nothing() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        before = len(setup.api.bodies)
+        setup.store.mark_all()
+        await setup.publisher.reconcile_once()
+        assert len(setup.api.bodies) == before
+
+
+async def test_an_existing_object_without_the_label_is_adopted() -> None:
+    declared = {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": "efa-p5"}}
+    async with publishing([declared]) as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        assert setup.api.writes("POST") == []
+        obj = setup.published()["efa-p5"]
+        assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY_VALUE
+        assert condition_status(obj["status"], "Ready") == "True"
+
+
+async def test_an_edit_by_someone_else_is_put_back() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        forged = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.status("efa-p5"), {"status": {"nodes": 7}}
+        )
+        setup.publisher.observe_published(forged, deleted=False)
+        assert setup.store.changed.is_set()
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["status"]["nodes"] == 2
+
+
+async def test_a_deletion_by_someone_else_is_undone() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        gone = setup.published()["efa-p5"]
+        await setup.publisher.client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
+        setup.publisher.observe_published(gone, deleted=True)
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+        assert len(setup.api.writes("POST")) == 2
+
+
+async def test_an_emptied_pool_is_deleted_after_the_grace_period_only() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        setup.clock.now += GRACE - 1
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+        setup.clock.now += 2
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" not in setup.published()
+        assert setup.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": "deleted"}) == 1
+
+
+async def test_an_object_it_does_not_own_is_never_deleted() -> None:
+    foreign = {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": "efa-gone"}}
+    async with publishing([foreign]) as setup:
+        await start(setup)
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        assert "efa-gone" in setup.published()
+        assert setup.api.writes("DELETE") == []
+
+
+async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        setup.api.write_failures[("POST", FCAPS)] = deque([500, 500])
+        await start(setup)
+        assert setup.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": "error"}) == 1
+        assert "efa-p5" not in setup.published()
+        # The next round does not hammer the API server: the object is backing off.
+        setup.store.mark_all()
+        await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("POST")) == 1
+        first = setup.publisher.failures["efa-p5"]
+        assert 0.5 <= first.retry_at - setup.clock.now <= 1.5  # 1 s, jittered
+        # Due: the retry timer marks the pool, the write fails again and waits about twice as long.
+        setup.clock.now = first.retry_at
+        setup.publisher._retry_due_writes()
+        await setup.publisher.reconcile_once()
+        second = setup.publisher.failures["efa-p5"]
+        assert second.attempts == 2 and 1.0 <= second.retry_at - setup.clock.now <= 3.0
+        setup.clock.now = second.retry_at
+        setup.publisher._retry_due_writes()
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+        assert "efa-p5" not in setup.publisher.failures
+
+
+async def test_a_status_refused_as_invalid_is_not_retried_until_it_changes(caplog: pytest.LogCaptureFixture) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        status_path = FABRIC_CAPABILITIES.status("efa-p5")
+        setup.api.write_failures[("PATCH", status_path)] = deque([422] * 10)
+        await start(setup)
+        for _ in range(5):  # resyncs and due timers: the same status is not sent again
+            setup.clock.now += 1000
+            setup.publisher._retry_due_writes()
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("PATCH")) == 1
+        refusals = [r for r in caplog.records if "not retried until the status to write changes" in r.getMessage()]
+        assert len(refusals) == 1  # logged once per object and status
+        setup.remove_node("b")  # the status changes: one new attempt
+        await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("PATCH")) == 2
+
+
+async def test_an_object_claimed_by_another_pool_is_never_overwritten() -> None:
+    squatter = {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {
+            "name": "efa-p5",
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, "fabriccap.dev/fabric": "efa"},
+            "annotations": {"fabriccap.dev/pool-key": "karpenter.sh/nodepool", "fabriccap.dev/pool-value": "other"},
+        },
+    }
+    async with publishing([squatter]) as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        for _ in range(3):
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert setup.api.writes("PATCH") == [] and setup.api.writes("POST") == []
+        assert setup.metrics.registry.get_sample_value("fabriccap_name_conflicts") == 1
+        assert "karpenter.sh/nodepool=other" in setup.publisher.conflicts["efa-p5"]
+
+
+async def test_a_hand_made_object_for_no_pool_is_deleted_after_the_grace_period() -> None:
+    async with publishing() as setup:
+        await start(setup)
+        forged = {
+            "apiVersion": "fabriccap.dev/v1alpha1",
+            "kind": "FabricCapability",
+            "metadata": {"name": "efa-nowhere", "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+        }
+        created = await setup.publisher.client.create(FCAPS, forged)
+        created = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.status("efa-nowhere"), {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        )
+        setup.publisher.observe_published(created, deleted=False)
+        await setup.publisher.reconcile_once()
+        # Its forged Ready=True is never exported: pool metrics come from evaluations only.
+        assert (
+            setup.metrics.registry.get_sample_value(
+                "fabriccap_pool_ready", {"name": "efa-nowhere", "fabric": "", "pool": ""}
+            )
+            is None
+        )
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        assert "efa-nowhere" not in setup.published()
+
+
+async def test_a_forged_transition_time_is_put_back() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        ours = {c["type"]: c["lastTransitionTime"] for c in setup.published()["efa-p5"]["status"]["conditions"]}
+        conditions = [
+            {**c, "lastTransitionTime": "2001-01-01T00:00:00Z"}
+            for c in setup.published()["efa-p5"]["status"]["conditions"]
+        ]
+        forged = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.status("efa-p5"), {"status": {"conditions": conditions}}
+        )
+        setup.publisher.observe_published(forged, deleted=False)
+        await setup.publisher.reconcile_once()
+        restored = {c["type"]: c["lastTransitionTime"] for c in setup.published()["efa-p5"]["status"]["conditions"]}
+        assert restored == ours
+
+
+async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
+    class Follower:
+        leading = False
+
+        def write_window(self) -> float:
+            return 0.0
+
+    async with publishing() as setup:
+        setup.publisher.leader = Follower()
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        assert setup.api.writes() == []
+        labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
+        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
+        # Leadership arrives: everything is reconciled at the next round.
+        setup.publisher.leader = AlwaysLeader()
+        setup.publisher.became_leader(True)
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+
+
+async def test_stale_watch_data_reads_as_not_ready() -> None:
+    async with publishing() as setup:
+        fresh = [True]
+        setup.metrics.pools.fresh = lambda: fresh[0]
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
+        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
+        fresh[0] = False  # a partition: nothing confirms the last answer
+        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 0
+
+
+# --- the watch on the published objects (informers.PublishedWatch) -----------------------------
+
+
+@asynccontextmanager
+async def watching(setup: Setup) -> AsyncIterator[PublishedWatch]:
+    watch = PublishedWatch(client=setup.publisher.client, metrics=setup.metrics, observer=setup.publisher)
+    task = asyncio.create_task(watch.run())
+    try:
+        yield watch
+        assert not task.done(), f"the watch ended: {task.exception()}"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_deletion_missed_while_the_watch_was_away_is_seen_at_the_relist_and_undone() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        async with watching(setup) as watch:
+            await asyncio.wait_for(watch.listed.wait(), WAIT_SECONDS)
+            await setup.api.emit(FCAPS)  # the watch is open
+            # Deleted while the watch was down (no DELETED event reaches us); the watch's version expires.
+            del setup.api.collections[FCAPS].items[0]
+            setup.api.collections[FCAPS].resource_version = "5000"
+            await setup.api.emit(FCAPS, expired())
+            await eventually(lambda: "efa-p5" not in setup.publisher.published, "the relist to forget efa-p5")
+            assert setup.store.changed.is_set()
+            await setup.publisher.reconcile_once()
+            assert "efa-p5" in setup.published()
+
+
+async def test_the_relist_keeps_an_object_younger_than_itself() -> None:
+    """Our own create can be newer than a LIST already under way: that LIST lacks it, and
+    forgetting it would make the next round create it again (409)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        created = setup.publisher.published["efa-p5"].resource_version
+        setup.publisher.forget_unlisted(set(), str(int(created) - 1))
+        assert "efa-p5" in setup.publisher.published
+        setup.publisher.forget_unlisted(set(), "not-a-number")
+        assert "efa-p5" in setup.publisher.published
+        setup.publisher.forget_unlisted(set(), created)
+        assert "efa-p5" not in setup.publisher.published
+
+
+async def test_a_missing_crd_is_looked_for_again_with_a_backoff_until_it_is_served(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    delays = recorded_sleeps(monkeypatch, watchers, pause=0.01)
+    async with publishing() as setup:
+        crd_objects = setup.api.collections.pop(FCAPS)
+        async with watching(setup) as watch:
+            await eventually(lambda: len(delays) >= 3, "three looks at the missing CRD")
+            assert not watch.listed.is_set() and not watch.connected
+            setup.api.collections[FCAPS] = crd_objects  # the CRD is (re)created
+            await asyncio.wait_for(watch.listed.wait(), WAIT_SECONDS)
+            assert delays[:3] == [1.0, 2.0, 4.0]
+            assert watch.missing_delay == 1.0
+            created = {"metadata": {"name": "efa-x", "labels": {}}, "status": {}}
+            await setup.api.emit(FCAPS, event("ADDED", created, "2000"))
+            await eventually(lambda: "efa-x" in setup.publisher.published, "the event to reach the publisher")
+        missing = [r.getMessage() for r in caplog.records if "is not served" in r.getMessage()]
+        assert missing == [f"{FCAPS} is not served (CRD {CRD_NAME} missing): looking again with a backoff"]
+
+
+async def test_a_version_seen_on_the_watch_during_the_first_read_back_is_kept() -> None:
+    async with publishing([{"metadata": {"name": "efa-p5", "resourceVersion": "10"}}]) as setup:
+        setup.publisher.observe_published({"metadata": {"name": "efa-p5", "resourceVersion": "20"}}, deleted=False)
+        await setup.publisher.load_published()
+        assert setup.publisher.published["efa-p5"].resource_version == "20"
+        # Nothing is called for before the first round: its grace period starts with the publisher.
+        assert "efa-p5" not in setup.publisher.absent_since
+
+
+# --- writes in the background ----------------------------------------------------------------
+
+
+async def test_a_slow_write_holds_up_neither_the_round_nor_other_pools_and_the_newest_status_follows_it() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b") + healthy("p4", "c"))
+        await start(setup)
+        p5_status = FABRIC_CAPABILITIES.status("efa-p5")
+
+        def p5_patches() -> int:
+            return sum((method, path) == ("PATCH", p5_status) for method, path, _, _ in setup.api.requests)
+
+        before = p5_patches()
+        gate = setup.api.write_gates[("PATCH", p5_status)] = asyncio.Event()
+        setup.remove_node("b")  # p5: 1 node now
+        await setup.publisher.reconcile_once(finish_writes=False)  # returns with p5's PATCH held
+        assert list(setup.publisher._writes) == ["efa-p5"]
+        await eventually(lambda: p5_patches() == before + 1, "p5's PATCH sent, and held")
+        setup.remove_node("a")
+        setup.add([node("a", pool="p5", efa=16)])  # p5 changes again while its write is held
+        setup.add(healthy("p4", "d"))
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: setup.published()["efa-p4"]["status"]["nodes"] == 2, "p4 written meanwhile")
+        assert p5_patches() == before + 1  # one write of an object at a time, once it is sent
+        assert not setup.store.changed.is_set()
+        gate.set()
+        await setup.publisher.finish_writes()
+        assert setup.store.changed.is_set()  # the held write's end brings its pool back
+        del setup.api.write_gates[("PATCH", p5_status)]
+        await setup.publisher.reconcile_once()
+        status = setup.published()["efa-p5"]["status"]
+        assert (status["nodes"], status.get("uniformCount")) == (1, 16)
+
+
+async def test_a_clean_stop_cancels_a_write_that_outlasts_its_wait() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        setup.api.write_gates[("POST", FCAPS)] = asyncio.Event()  # never opened
+        await setup.publisher.load_published()
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert list(setup.publisher._writes) == ["efa-p5"]
+        await asyncio.wait_for(setup.publisher.finish_writes(timeout=0.05), WAIT_SECONDS)
+        assert setup.publisher._writes == {}
+
+
+async def test_a_status_write_that_leaves_ready_alone_is_not_an_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.publisher")
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        assert "FabricCapability efa-p5: Ready=True (UniformCapability)" in caplog.messages
+        caplog.clear()
+        setup.add(healthy("p5", "c"))  # a third node: the counts move, Ready stays True
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["status"]["nodes"] == 3
+        assert [message for message in caplog.messages if "Ready=" in message] == []
+        setup.remove_node("c")
+        setup.add([node("c", pool="p5", efa=16)])  # mixed counts: Ready moves
+        await setup.publisher.reconcile_once()
+        assert [message for message in caplog.messages if "Ready=" in message] == [
+            "FabricCapability efa-p5: Ready=False (MixedCounts)"
+        ]
+
+
+async def test_an_unexpected_error_in_a_background_write_is_logged_not_lost(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await setup.publisher.load_published()
+
+        async def broken(capability: Any, new_status: Any = None) -> None:
+            raise ValueError("a bug")
+
+        monkeypatch.setattr(setup.publisher, "publish", broken)
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await setup.publisher.finish_writes()
+        assert setup.publisher._writes == {}
+        failed = [r for r in caplog.records if r.getMessage() == "writing FabricCapability efa-p5 failed unexpectedly"]
+        assert len(failed) == 1 and failed[0].exc_info is not None
+
+
+def test_a_routine_change_moves_only_the_count_of_pods_requesting_the_fabric() -> None:
+    def status(requesting: int, without: int = 0, ready: str = "True", when: str = "t0") -> dict[str, Any]:
+        return {
+            "observedGeneration": 1,
+            "nodes": 2,
+            "conditions": [{"type": "Ready", "status": ready, "reason": "R", "lastTransitionTime": when}],
+            "workloads": {
+                "requestingFabric": {"pods": requesting, "workloads": requesting},
+                "withoutFabric": {"pods": without, "workloads": without},
+                "offenders": [],
+            },
+        }
+
+    assert is_routine_change(status(1), status(2))
+    assert is_routine_change(status(1), status(1, when="t1"))  # times are not a change
+    assert not is_routine_change(status(1), status(1, without=1))
+    assert not is_routine_change(status(1), status(2, ready="False"))
+    assert not is_routine_change({**status(1), "nodes": 3}, status(2))
+    no_workloads = {key: value for key, value in status(1).items() if key != "workloads"}
+    assert not is_routine_change(no_workloads, status(1))
+    assert not is_routine_change(status(1), no_workloads)
+
+
+async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> None:
+    """Every routine writer held (PATCHes that only move requestingFabric): a pod without the
+    fabric on another pool is still written at once."""
+    async with publishing() as setup:
+        pools = [f"p{number:02d}" for number in range(ROUTINE_WRITES + 2)]
+        for pool in pools:
+            setup.add(healthy(pool, f"{pool}-a"))
+        await start(setup)
+        for pool in pools:
+            setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
+            setup.add([workload_pod(f"{pool}-a", f"{pool}-efa", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert len(setup.publisher._writes) == len(pools)  # every routine lane busy, two waiting
+        quiet = pools[-1]
+        del setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{quiet}"))]
+        setup.add([workload_pod(f"{quiet}-a", f"{quiet}-tcp", efa=None)])
+        queued = setup.publisher._writes[f"efa-{quiet}"]  # its routine write, waiting for a lane
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert setup.publisher._writes[f"efa-{quiet}"] is not queued  # replaced, in an urgent lane
+        held = [setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] for pool in pools[:-1]]
+        await eventually(
+            lambda: setup.published()[f"efa-{quiet}"]["status"]["workloads"]["withoutFabric"]["pods"] == 1,
+            "the pool with a pod without the fabric written while the routine writes are held",
+        )
+        assert not any(gate.is_set() for gate in held)
+        for gate in held:
+            gate.set()
+        await setup.publisher.finish_writes()
+        await setup.publisher.reconcile_once()
+        assert all(
+            setup.published()[f"efa-{pool}"]["status"]["workloads"]["requestingFabric"]["pods"] == 1 for pool in pools
+        )
+
+
+async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        p5_status = FABRIC_CAPABILITIES.status("efa-p5")
+
+        def p5_patches() -> int:
+            return sum((method, path) == ("PATCH", p5_status) for method, path, _, _ in setup.api.requests)
+
+        before = p5_patches()
+        setup.remove_node("b")
+        await setup.publisher.reconcile_once(finish_writes=False)  # its write has not run yet
+        first = setup.publisher._writes["efa-p5"]
+        setup.add([node("b", pool="p5", efa=16)])  # and the pool changes again
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert setup.publisher._writes["efa-p5"] is first
+        await setup.publisher.finish_writes()
+        assert p5_patches() == before + 1  # one PATCH, of the newer status
+        status = setup.published()["efa-p5"]["status"]
+        assert (status["nodes"], condition_status(status, "Ready")) == (2, "False")
+        assert setup.publisher._writes == {} and not setup.store.changed.is_set()
+
+
+async def test_a_routine_write_waiting_for_its_lane_is_not_sent_to_the_back_when_its_pool_moves_again() -> None:
+    """Every routine lane held; p-a's routine write waits, then p-b's; p-a's count moves again
+    (as a pod churn does every round): p-a is still written first."""
+    async with publishing() as setup:
+        held_pools = [f"h{number:02d}" for number in range(ROUTINE_WRITES)]
+        for pool in [*held_pools, "p-a", "p-b"]:
+            setup.add(healthy(pool, f"{pool}-n"))
+        await start(setup)
+        gates = {}
+        for pool in held_pools:
+            gates[pool] = setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
+            setup.add([workload_pod(f"{pool}-n", f"{pool}-efa", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: len(setup.publisher._sending) == ROUTINE_WRITES, "every routine lane taken")
+        setup.add([workload_pod("p-a-n", "a-1", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        setup.add([workload_pod("p-b-n", "b-1", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        waiting = setup.publisher._writes["efa-p-a"]
+        setup.add([workload_pod("p-a-n", "a-2", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        assert setup.publisher._writes["efa-p-a"] is waiting
+        gates[held_pools[0]].set()  # one lane frees
+        await eventually(lambda: "efa-p-b" not in setup.publisher._writes, "p-a and p-b written")
+        patched = [path for method, path, _, _ in setup.api.requests if method == "PATCH"]
+        order = [patched.index(FABRIC_CAPABILITIES.status(f"efa-{pool}")) for pool in ("p-a", "p-b")]
+        assert order == sorted(order)  # p-a first: the line is kept
+        assert setup.published()["efa-p-a"]["status"]["workloads"]["requestingFabric"]["pods"] == 2
+        for gate in gates.values():
+            gate.set()
+        await setup.publisher.finish_writes()
+        assert setup.published()["efa-p-b"]["status"]["workloads"]["requestingFabric"]["pods"] == 1

@@ -1,0 +1,577 @@
+"""Informers and the KubeClient against a small fake API server: LIST pages, WATCH streams, resumes, relists."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fabriccap.controller import informers as watchers
+from fabriccap.controller.informers import Freshness, Informer, build_informers
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.store import FactStore
+from fabriccap.core.config import Config, build_config
+from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import Credentials
+from fabriccap.kube.errors import KubeError
+from fabriccap_devtools import world
+from support.builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod, resource_slice
+from support.fakeapi import (
+    WAIT_SECONDS,
+    Body,
+    FakeApi,
+    WatchResponse,
+    bookmark,
+    event,
+    eventually,
+    expired,
+    fake_api,
+    recorded_sleeps,
+)
+
+NODES = "/api/v1/nodes"
+PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
+DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+ALL_PODS = "/api/v1/pods"
+
+
+def node_events(metrics: OperatorMetrics) -> float:
+    value = metrics.registry.get_sample_value("fabriccap_watch_events_total", {"kind": "node"})
+    assert value is not None
+    return float(value)
+
+
+@dataclass
+class Operator:
+    api: FakeApi
+    client: KubeClient
+    store: FactStore
+    metrics: OperatorMetrics
+    informers: list[Informer]
+
+    @property
+    def nodes(self) -> Informer:
+        return self.informers[0]
+
+    def efa(self) -> dict[str, int]:
+        return {name: facts.allocatable_of(EFA) for name, facts in self.store.nodes.items()}
+
+
+@asynccontextmanager
+async def operator(
+    nodes: Sequence[Body] = (),
+    resource_version: str = "100",
+    setup: Callable[[FakeApi], None] | None = None,
+    slices: Sequence[Body] | None = (),
+    config: Config | None = None,
+) -> AsyncIterator[Operator]:
+    """The fake API serving ``nodes`` (and ``slices``; None: an API server before 1.34, which
+    has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it."""
+    async with fake_api() as (api, client):
+        api.serve(NODES, "Node", nodes, resource_version)
+        # The plugin namespace's collections exist, empty, unless the test serves them.
+        api.serve(DAEMON_SETS, "DaemonSet", [], "1")
+        api.serve(PODS, "Pod", [], "1")
+        api.serve(ALL_PODS, "Pod", [], "1")
+        if slices is not None:
+            api.serve(RESOURCE_SLICES, "ResourceSlice", slices, "50")
+        if setup is not None:
+            setup(api)
+        store, metrics = FactStore(), OperatorMetrics()
+        # Pods are watched in the plugin namespace unless a test turns workloads on.
+        extractor = FactsExtractor(config or build_config({"workloads": {"enabled": False}}))
+        informers = build_informers(client, store, extractor, metrics)
+        tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
+        try:
+            yield Operator(api, client, store, metrics, informers)
+            crashed = [task for task in tasks if task.done()]
+            assert not crashed, f"informer ended: {[task.exception() for task in crashed]}"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture(autouse=True)
+def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The informers' backoff sleeps, recorded and skipped (so no test waits a second)."""
+    return recorded_sleeps(monkeypatch, watchers)
+
+
+# --- LIST -----------------------------------------------------------------------------------------
+
+
+async def test_initial_list_fills_the_store_and_sets_listed() -> None:
+    bodies = [node("n1", efa=32), node("n2", pool="p4", efa=4), node("cpu-1", pool="general", efa=None, gpu=None)]
+
+    def setup(api: FakeApi) -> None:
+        api.serve(DAEMON_SETS, "DaemonSet", [daemon_set()], "7")
+        api.serve(PODS, "Pod", [pod("n1", name="efa-n1"), pod("n1", name="web", daemon_set_name=None)], "8")
+
+    async with operator(bodies, resource_version="100", setup=setup) as op:
+        assert [informer.path for informer in op.informers] == [NODES, DAEMON_SETS, PODS, RESOURCE_SLICES]
+        assert [informer.kind for informer in op.informers] == ["node", "daemonset", "pod", "resourceslice"]
+        await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
+
+        assert op.efa() == {"n1": 32, "n2": 4, "cpu-1": 0}
+        n1 = op.store.nodes["n1"]
+        assert (n1.pool, n1.instance_type, n1.cordoned) == (Pool(NODEGROUP, "p5"), "p5.48xlarge", False)
+        assert op.store.nodes["n2"].pool == Pool(NODEGROUP, "p4")
+        assert op.store.members(Pool(NODEGROUP, "p5")) == [n1]
+        assert list(op.store.daemon_sets.values()) == [
+            DaemonSetFacts(
+                KUBE_SYSTEM,
+                "aws-efa-k8s-device-plugin",
+                (("app.kubernetes.io/instance", "efa"), ("app.kubernetes.io/name", "aws-efa-k8s-device-plugin")),
+                (("name", "aws-efa-k8s-device-plugin"),),
+            )
+        ]
+        # Only the DaemonSet-owned pod becomes facts.
+        assert op.store.pods == {
+            (KUBE_SYSTEM, "efa-n1"): PodFacts(KUBE_SYSTEM, "efa-n1", "n1", "aws-efa-k8s-device-plugin", True)
+        }
+
+        # Pages follow the object's size: Nodes are 10-20 KB each, Pods a few.
+        assert op.api.lists(NODES) == [{"limit": "250"}]
+        assert op.api.lists(PODS) == [{"limit": "500"}]
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the node watch")
+        assert op.api.watches(NODES) == [
+            {"watch": "true", "resourceVersion": "100", "allowWatchBookmarks": "true", "timeoutSeconds": "60"}
+        ]
+        await eventually(lambda: len(op.api.watches(PODS)) == 1, "the pod watch")
+        assert op.api.watches(PODS)[0]["resourceVersion"] == "8"
+        assert op.api.watches(DAEMON_SETS)[0]["resourceVersion"] == "7"
+        assert node_events(op.metrics) == 3
+
+
+async def test_listed_waits_for_the_list(backoffs: list[float]) -> None:
+    def setup(api: FakeApi) -> None:
+        api.list_failures[NODES] = deque([500, 504])
+
+    async with operator([node("n1")], setup=setup) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert len(op.api.lists(NODES)) == 3
+        assert backoffs == [1.0, 2.0]  # doubling between failed LISTs
+        assert op.efa() == {"n1": 32}
+
+
+async def test_pagination_sees_every_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    bodies = [node(f"n{index}", efa=index) for index in range(1, 6)]
+    async with operator(bodies, resource_version="555") as op:
+        op.nodes.page_size = 2  # before the informer's first step: the LIST has not started
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 1, "n2": 2, "n3": 3, "n4": 4, "n5": 5}
+        assert op.api.lists(NODES) == [
+            {"limit": "2"},
+            {"limit": "2", "continue": "page-2"},
+            {"limit": "2", "continue": "page-4"},
+        ]
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        assert op.api.watches(NODES)[0]["resourceVersion"] == "555"
+        assert node_events(op.metrics) == 5
+
+
+async def test_list_pages_and_items_give_each_item_its_kind() -> None:
+    async with fake_api() as (api, client):
+        api.serve(NODES, "Node", [node(f"n{index}") for index in range(5)], "9")
+        for item in api.collections[NODES].items:
+            del item["kind"]  # a real LIST omits each item's kind
+        pages = [page async for page in client.list_pages(NODES, page_size=2)]
+        assert [len(page["items"]) for page in pages] == [2, 2, 1]
+        assert [page["metadata"]["resourceVersion"] for page in pages] == ["9", "9", "9"]
+        items = [item async for item in client.list_items(NODES, page_size=3)]
+        assert [(item["kind"], item["metadata"]["name"]) for item in items] == [("Node", f"n{i}") for i in range(5)]
+
+
+# --- WATCH ----------------------------------------------------------------------------------------
+
+
+async def test_watch_added_modified_deleted_update_the_store() -> None:
+    async with operator([node("n1", efa=32), node("n2", efa=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", node("n3", efa=16), "101"))
+        await eventually(lambda: "n3" in op.store.nodes, "n3 added")
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=0), "102"))
+        await eventually(lambda: op.efa()["n1"] == 0, "n1 modified")
+        await op.api.emit(NODES, event("DELETED", node("n2", efa=32), "103"))
+        await eventually(lambda: "n2" not in op.store.nodes, "n2 deleted")
+        assert op.efa() == {"n1": 0, "n3": 16}
+        assert len(op.api.watches(NODES)) == 1  # all on one stream
+        assert len(op.api.lists(NODES)) == 1
+
+
+async def test_bookmark_moves_the_resume_version_without_touching_the_store() -> None:
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        before = dict(op.store.nodes)
+        op.store.take_dirty()
+        await op.api.emit(NODES, bookmark("150"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert [query["resourceVersion"] for query in op.api.watches(NODES)] == ["100", "150"]
+        assert op.store.nodes == before
+        assert op.store.take_dirty() == (False, set())
+        assert node_events(op.metrics) == 1  # the listed node; not the bookmark
+        assert len(op.api.lists(NODES)) == 1
+
+
+async def test_closed_stream_resumes_from_the_last_version_seen() -> None:
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", node("n2"), "101"), event("MODIFIED", node("n1", efa=8), "102"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        await op.api.emit(NODES, event("MODIFIED", node("n2", efa=4), "103"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "the second resumed watch")
+        assert [query["resourceVersion"] for query in op.api.watches(NODES)] == ["100", "102", "103"]
+        assert op.efa() == {"n1": 8, "n2": 4}
+        assert len(op.api.lists(NODES)) == 1  # resumed, never re-listed
+
+
+async def test_events_split_across_reads_are_reassembled() -> None:
+    first = json.dumps(event("ADDED", node("n2", efa=2), "101")).encode()
+    second = json.dumps(event("ADDED", node("n3", efa=3), "102")).encode()
+    third = json.dumps(bookmark("103")).encode()
+    chunks = [first[:10], first[10:] + b"\n" + second[:50], second[50:] + b"\n\n" + third + b"\n"]
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, WatchResponse(chunks=chunks, close=True))
+
+    async with operator([node("n1", efa=1)], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.efa() == {"n1": 1, "n2": 2, "n3": 3}
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "103"
+
+
+async def test_a_garbled_event_line_resumes_the_watch_from_the_last_version(backoffs: list[float]) -> None:
+    good = json.dumps(event("ADDED", node("n2", efa=2), "101")).encode()
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, WatchResponse(chunks=[good + b"\n", b'{"type": "ADDED", "object": {\n'], close=False))
+
+    async with operator([node("n1", efa=1)], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch resumed after the garbled line")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "101"
+        assert op.efa() == {"n1": 1, "n2": 2}
+        assert len(op.api.lists(NODES)) == 1
+        assert backoffs == [1.0]
+
+
+async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32), node("n2", efa=32), node("n3", efa=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("MODIFIED", node("n3", efa=16), "120"))
+        await eventually(lambda: op.efa()["n3"] == 16, "n3 modified")
+        # While the watch was away n2 was deleted and n4 created; the watch's version expires.
+        op.api.serve(NODES, "Node", [node("n1", efa=32), node("n3", efa=8), node("n4", efa=32)], "200")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the relist")
+        assert len(op.api.lists(NODES)) == 2
+        assert op.efa() == {"n1": 32, "n3": 8, "n4": 32}
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "200"
+        assert f"watch of {NODES} expired; listing again" in caplog.messages
+
+
+async def test_http_410_on_watch_lists_again() -> None:
+    async with operator([node("n1"), node("n2")]) as op:
+        await eventually(lambda: len(op.api.streams.get(NODES, [])) == 1, "the first watch")
+        op.api.serve(NODES, "Node", [node("n2")], "300")
+        op.api.script(NODES, WatchResponse(status=410))
+        await op.api.close_stream(NODES)  # the resumed watch is answered 410 Gone
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "the watch after the relist")
+        assert len(op.api.lists(NODES)) == 2
+        assert list(op.store.nodes) == ["n2"]
+        assert [query["resourceVersion"] for query in op.api.watches(NODES)] == ["100", "100", "300"]
+
+
+async def test_http_500_on_watch_resumes_after_backoff(backoffs: list[float], caplog: pytest.LogCaptureFixture) -> None:
+    def setup(api: FakeApi) -> None:
+        api.script(
+            NODES,
+            WatchResponse(status=500),
+            WatchResponse(status=503),
+            WatchResponse(events=[event("ADDED", node("n2"), "105")], close=True),
+            WatchResponse(status=500),
+        )
+
+    async with operator([node("n1")], setup=setup) as op:
+        await eventually(lambda: len(op.api.streams.get(NODES, [])) == 2, "the watch after the last failure")
+        versions = [query["resourceVersion"] for query in op.api.watches(NODES)]
+        assert versions == ["100", "100", "100", "105", "105"]
+        # Doubling after each failure; a healthy stream resets the backoff.
+        assert backoffs == [1.0, 2.0, 1.0]
+        assert len(op.api.lists(NODES)) == 1
+        assert set(op.store.nodes) == {"n1", "n2"}
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings[0] == (f"watch of {NODES} interrupted: WATCH {NODES}: 500 scripted HTTP 500; resuming in 1s")
+
+
+async def test_non_410_error_event_resumes_without_relisting(backoffs: list[float]) -> None:
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", node("n2"), "110"))
+        await op.api.emit(NODES, {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "boom"}})
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "110"
+        assert backoffs == [1.0]
+        assert len(op.api.lists(NODES)) == 1
+
+
+async def test_an_unusable_quantity_keeps_the_node_as_not_advertising(caplog: pytest.LogCaptureFixture) -> None:
+    """Fail closed: a node left out would let the rest of its pool look uniform."""
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
+    async with operator([node("good", efa=32), node("bad", efa="abc", efa_capacity=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"good": 32, "bad": 0}
+        assert op.store.nodes["bad"].problem_with(EFA) == f"status.allocatable[{EFA}]: 'abc' is not a quantity"
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert errors == [
+            f"node bad: unusable quantity (status.allocatable[{EFA}]: 'abc' is not a quantity);"
+            " it counts as not advertising"
+        ]
+
+        await op.api.emit(NODES, event("MODIFIED", node("bad", efa=32), "101"))  # repaired
+        await eventually(lambda: op.efa()["bad"] == 32, "the repaired node")
+        assert op.store.nodes["bad"].unusable == ()
+        # Beyond any device count (the API server accepts it): fail closed again.
+        await op.api.emit(NODES, event("MODIFIED", node("bad", efa="1e30", efa_capacity=32), "102"))
+        await op.api.emit(NODES, event("ADDED", node("later", efa=4), "103"))
+        await eventually(lambda: "later" in op.store.nodes, "the event after the unusable one")
+        assert op.efa() == {"good": 32, "bad": 0, "later": 4}
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert errors[1:] == [
+            f"node bad: unusable quantity (status.allocatable[{EFA}]: '1e30' is out of range (above 2147483647));"
+            " it counts as not advertising"
+        ]
+        assert len(op.api.watches(NODES)) == 1  # the stream was never dropped
+
+
+async def test_watch_events_metric_counts_items_and_events_not_bookmarks() -> None:
+    async with operator([node("n1"), node("n2")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert node_events(op.metrics) == 2
+        await op.api.emit(
+            NODES,
+            bookmark("101"),
+            event("ADDED", node("n3"), "102"),
+            bookmark("103"),
+            event("MODIFIED", node("n3", efa=1), "104"),
+            event("DELETED", node("n1"), "105"),
+            bookmark("106"),
+        )
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "106"
+        assert node_events(op.metrics) == 5
+        pod_events = op.metrics.registry.get_sample_value("fabriccap_watch_events_total", {"kind": "pod"})
+        assert pod_events == 0
+
+
+# --- KubeClient requests ------------------------------------------------------------------------
+
+
+async def test_401_refreshes_a_rotated_token_file_and_retries_once(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("old")
+    async with fake_api() as (api, _):
+        api.serve(NODES, "Node", [node("n1")], "1")
+        credentials = Credentials(server=api.url, token_file=token_file)
+        credentials.refresh(force=True)
+        token_file.write_text("rotated")  # the kubelet rotated it; the client still holds "old"
+        api.required_token = "rotated"
+        async with KubeClient(credentials) as client:
+            listing = await client.get(NODES)
+        assert [item["metadata"]["name"] for item in listing["items"]] == ["n1"]
+        assert [auth for _, _, _, auth in api.requests] == ["Bearer old", "Bearer rotated"]
+
+
+async def test_401_with_a_static_token_is_not_retried() -> None:
+    async with fake_api() as (api, _):
+        api.required_token = "right"
+        async with KubeClient(Credentials(server=api.url, token="wrong")) as client:
+            with pytest.raises(KubeError, match=f"^GET {NODES}: 401 Unauthorized$") as caught:
+                await client.get(NODES)
+        assert caught.value.status == 401
+        assert len(api.requests) == 1
+
+
+async def test_api_errors_carry_the_status_and_message() -> None:
+    async with fake_api() as (_, client):
+        with pytest.raises(KubeError) as caught:
+            await client.get("/apis/fabriccap.io/v1alpha1/fabriccapabilities")
+        assert caught.value.status == 404
+        assert str(caught.value) == (
+            "GET /apis/fabriccap.io/v1alpha1/fabriccapabilities: 404 the server could not find the requested "
+            "resource (/apis/fabriccap.io/v1alpha1/fabriccapabilities)"
+        )
+
+
+async def test_writes_send_json_with_the_right_content_type() -> None:
+    path = "/apis/fabriccap.io/v1alpha1/fabriccapabilities/efa-p5"
+    async with fake_api() as (api, client):
+        await client.create("/apis/fabriccap.io/v1alpha1/fabriccapabilities", {"metadata": {"name": "efa-p5"}})
+        await client.merge_patch(path + "/status", {"status": {"nodes": 2}})
+        await client.delete(path, {"propagationPolicy": "Background"})
+        assert api.bodies == [
+            ("POST", "application/json", {"metadata": {"name": "efa-p5"}}),
+            ("PATCH", "application/merge-patch+json", {"status": {"nodes": 2}}),
+            ("DELETE", "application/json", {"propagationPolicy": "Background"}),
+        ]
+
+
+async def test_unreachable_server() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    async with KubeClient(Credentials(server=f"http://127.0.0.1:{port}")) as client:
+        with pytest.raises(KubeError, match=f"cannot reach the Kubernetes API at http://127.0.0.1:{port}"):
+            await client.get(NODES)
+        with pytest.raises(KubeError, match=f"watch {NODES} broken"):
+            async for _ in client.watch(NODES, "1"):
+                pass
+
+
+# --- ResourceSlices -------------------------------------------------------------------------------
+
+
+def slices_informer(op: Operator) -> Informer:
+    (informer,) = [informer for informer in op.informers if informer.path == RESOURCE_SLICES]
+    return informer
+
+
+async def test_slices_become_per_node_device_counts() -> None:
+    async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")]) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        assert op.store.dra_devices("n1", "efa", ("dra.net",)).count == 32
+        await op.api.emit(RESOURCE_SLICES, event("MODIFIED", resource_slice("n1", efa=31, name="s1"), "51"))
+        await eventually(lambda: op.store.dra_devices("n1", "efa", ("dra.net",)).count == 31, "a device lost")
+        await op.api.emit(RESOURCE_SLICES, event("DELETED", resource_slice("n1", efa=31, name="s1"), "52"))
+        await eventually(lambda: not op.store.slices, "the slice deleted")
+        assert op.store.node_slices == {}
+
+
+async def test_a_slice_of_another_driver_is_never_kept() -> None:
+    async with operator([], slices=[resource_slice("n1", driver="gpu.nvidia.com")]) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        assert op.store.slices == {}
+
+
+async def test_malformed_and_unusable_slices_are_logged_once_and_the_watch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    shared = resource_slice("n1", name="shared")
+    del shared["spec"]["nodeName"]
+    shared["spec"]["allNodes"] = True
+    broken = resource_slice("n2", name="broken")
+    broken["spec"]["pool"]["generation"] = "x"
+    bare = resource_slice("n3", efa=2, name="bare")
+    bare["spec"]["devices"].append({"name": "no-attributes"})
+    async with operator([], slices=[shared, broken, bare]) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        # The same objects again: nothing more is logged.
+        await op.api.emit(
+            RESOURCE_SLICES,
+            event("MODIFIED", shared, "51"),
+            event("MODIFIED", broken, "52"),
+            event("MODIFIED", bare, "53"),
+        )
+        await op.api.emit(RESOURCE_SLICES, event("ADDED", resource_slice("n4", name="good"), "54"))
+        await eventually(lambda: "good" in op.store.slices, "the watch carries on")
+        assert sorted(op.store.slices) == ["bare", "broken", "good"]
+        assert op.store.dra_devices("n2", "efa", ("dra.net",)).count == 0
+        logged = [(r.levelname, r.getMessage()) for r in caplog.records if "ResourceSlice" in r.getMessage()]
+        assert logged == [
+            (
+                "WARNING",
+                "ignoring resourceslice: ResourceSlice shared of driver dra.net has no spec.nodeName (allNodes); "
+                "only slices of one node's own devices are counted",
+            ),
+            (
+                "ERROR",
+                "ResourceSlice broken: spec.pool.generation 'x' is not a count; "
+                "node n2 counts as not advertising through it",
+            ),
+            ("WARNING", "ResourceSlice bare: 1 devices have no attributes and match no fabric"),
+        ]
+
+
+async def test_an_api_server_before_1_34_is_read_without_slices(
+    backoffs: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """No resource.k8s.io/v1: one line, no retry storm, not stale; and picked up after an upgrade."""
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], slices=None) as op:
+        informer = slices_informer(op)
+        await asyncio.wait_for(informer.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: len(op.api.lists(RESOURCE_SLICES)) >= 3, "looked for again")
+        assert informer.absent
+        assert set(backoffs) == {watchers.ABSENT_RECHECK_SECONDS}  # never the error backoff
+        freshness = Freshness(op.informers, stale_after=150.0, metrics=op.metrics)
+        await eventually(lambda: "node" in freshness.ages(), "nodes listed")
+        assert "resourceslice" not in freshness.ages()
+        freshness.export()
+        freshness_gauges = ("fabriccap_watch_last_event_timestamp_seconds", "fabriccap_watch_connected")
+        exported = {
+            sample.labels.get("kind")
+            for metric in op.metrics.registry.collect()
+            for sample in metric.samples
+            if sample.name in freshness_gauges
+        }
+        assert "node" in exported and "resourceslice" not in exported
+        absent_lines = [r for r in caplog.records if RESOURCE_SLICES in r.getMessage()]
+        assert [(r.levelname, r.getMessage()) for r in absent_lines] == [
+            (
+                "INFO",
+                f"{RESOURCE_SLICES} is not served (resource.k8s.io/v1 needs Kubernetes >= 1.34): carrying on "
+                "without ResourceSlices, looking again every 600s",
+            )
+        ]
+        # The cluster is upgraded: the next look finds the API and reads it.
+        op.api.serve(RESOURCE_SLICES, "ResourceSlice", [resource_slice("n1", efa=32, name="s1")], "60")
+        await eventually(lambda: "s1" in op.store.slices, "slices read after the upgrade")
+        assert not informer.absent
+        assert f"{RESOURCE_SLICES} is served now: reading ResourceSlices" in caplog.messages
+
+
+# --- workload pods (cluster-wide) -----------------------------------------------------------------
+
+
+async def test_workload_pods_are_watched_cluster_wide_and_a_malformed_one_is_named_and_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
+    good = world.workload_pod("n1", "train-0")
+    broken = world.workload_pod("n1", "broken-0", gpu="lots")
+    stranger = world.workload_pod("n1", "ray-0", owner=world.owner_reference("RayCluster", "ray.io/v1", "ray"))
+
+    def setup(api: FakeApi) -> None:
+        api.serve(ALL_PODS, "Pod", [good, broken, stranger], "7")
+
+    config = build_config({})
+    async with operator([node("n1", efa=32)], setup=setup, config=config) as op:
+        pods = next(informer for informer in op.informers if informer.kind == "pod")
+        assert pods.path == ALL_PODS
+        await asyncio.wait_for(pods.listed.wait(), WAIT_SECONDS)
+        assert sorted(op.store.workload_pods) == [("ml", "ray-0"), ("ml", "train-0")]
+        assert op.store.workload_pods[("ml", "ray-0")].owner.kind == "RayCluster"
+        await op.api.emit(ALL_PODS, event("ADDED", world.workload_pod("n1", "train-1"), "8"))
+        await eventually(lambda: ("ml", "train-1") in op.store.workload_pods, "the watch carries on")
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert errors == [
+            "ignoring pod: Pod ml/broken-0: container 'node': resources.limits[nvidia.com/gpu]: "
+            "'lots' is not a quantity"
+        ]

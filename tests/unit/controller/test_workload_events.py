@@ -1,0 +1,296 @@
+"""The operator's side of workloads, against the fake API: owners read once, Events once."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from fabriccap.controller.events import EventRecorder
+from fabriccap.controller.lookups import PARALLEL_LOOKUPS, LookupResolver
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.publisher import Publisher
+from fabriccap.controller.store import FactStore
+from fabriccap.core.config import build_config
+from fabriccap.core.evaluate import evaluate
+from fabriccap.core.facts import ClaimRef, FactsExtractor
+from fabriccap.core.workloads import LookupKey
+from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.lookups import lookup_path
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
+from support.builders import daemon_set, node, plugin_pods
+from support.fakeapi import FakeApi, eventually, fake_api
+
+FCAPS = FABRIC_CAPABILITIES.collection()
+ML_EVENTS = "/api/v1/namespaces/ml/events"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets"
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates"
+TRAINJOB = owner_reference("TrainJob", "trainer.kubeflow.org/v1alpha1", "bert")
+
+
+def jobset(name: str = "bert") -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "ml", "ownerReferences": [TRAINJOB]},
+    }
+
+
+@dataclass
+class Setup:
+    api: FakeApi
+    publisher: Publisher
+    store: FactStore
+    metrics: OperatorMetrics
+    lookups: LookupResolver
+    extractor: FactsExtractor
+
+    def add(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        for body in bodies:
+            BY_KIND[str(body["kind"])].upsert(self.store, self.extractor, body)
+
+    async def start(self) -> None:
+        """What ``Publisher.run`` does before its loop: read back, read the owners, a round."""
+        await self.publisher.load_published()
+        await self.lookups.resolve_now(evaluate(self.publisher.config, self.store).lookups, timeout=5)
+        await self.round()
+
+    async def round(self) -> None:
+        """One reconcile round, and the Events it handed to the outbox sent."""
+        await self.publisher.reconcile_once()
+        assert self.publisher.outbox is not None
+        await self.publisher.outbox.drain()
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self.api.objects(ML_EVENTS).values())
+
+
+@asynccontextmanager
+async def operating(api_setup: Any = None, *, reuse: FakeApi | None = None) -> AsyncIterator[Setup]:
+    async with fake_api() as (api, client):
+        api.serve(FCAPS, "FabricCapability", [], "1")
+        api.serve(ML_EVENTS, "Event", [], "1")
+        api.serve(JOBSETS, "JobSet", [jobset()], "1")
+        if api_setup is not None:
+            api_setup(api)
+        config = build_config({})
+        store, metrics = FactStore(), OperatorMetrics()
+        lookups = LookupResolver(client, store)
+        publisher = Publisher(
+            config=config,
+            store=store,
+            client=client,
+            metrics=metrics,
+            events=EventRecorder(client, "test"),
+            lookups=lookups,
+        )
+        setup = Setup(api, publisher, store, metrics, lookups, FactsExtractor(config))
+        setup.add([daemon_set(), node("n1", efa=32), node("n2", efa=32), *plugin_pods(["n1", "n2"])])
+        yield setup
+        await lookups.close()
+
+
+async def test_a_trainjob_without_efa_gets_one_warning_event_on_the_trainjob() -> None:
+    async with operating() as setup:
+        setup.add(trainjob_pods("bert", ["n1", "n2"]))
+        await setup.start()
+        (event,) = setup.events()
+        assert event["involvedObject"] == {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "name": "bert",
+            "namespace": "ml",
+            "uid": TRAINJOB["uid"],
+        }
+        assert (event["type"], event["reason"]) == ("Warning", "FabricNotRequested")
+        assert event["metadata"]["name"].startswith("bert.fabriccap-")
+        assert (
+            "request vpc.amazonaws.com/efa: 32 per node (TrainJob: spec.trainer.resourcesPerNode)" in event["message"]
+        )
+        # The status names the TrainJob too: the owners were read before the first write.
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert status["workloads"]["offenders"][0]["kind"] == "TrainJob"
+        assert [query for method, path, query, _ in setup.api.requests if path == f"{JOBSETS}/bert"] == [{}]
+        # Another round, another pod of the same TrainJob: nothing new is sent, nothing re-read.
+        setup.add(trainjob_pods("bert", ["n1", "n2", "n1"]))
+        setup.store.mark_all()
+        await setup.round()
+        assert len(setup.api.writes("POST")) == 3  # the FabricCapability, its Event... and no other
+        assert len([1 for method, path, _, _ in setup.api.requests if path == f"{JOBSETS}/bert"]) == 1
+
+
+async def test_no_event_goes_to_an_owner_whose_owner_is_still_being_read() -> None:
+    async with operating() as setup:
+        setup.add(trainjob_pods("bert", ["n1", "n2"]))
+        await setup.publisher.load_published()
+        # A round before the JobSet was read (the start's wait ran out, or a new TrainJob): the
+        # status names the JobSet for now; an Event on it would be on the wrong object.
+        await setup.round()
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert status["workloads"]["offenders"][0]["kind"] == "JobSet"
+        assert setup.events() == []
+        # The read lands: the status and the one Event name the TrainJob.
+        await setup.lookups.resolve_now([], timeout=5)
+        await setup.round()
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert status["workloads"]["offenders"][0]["kind"] == "TrainJob"
+        (event,) = setup.events()
+        assert event["involvedObject"]["kind"] == "TrainJob"
+
+
+async def test_a_restart_does_not_send_the_event_again() -> None:
+    async with operating() as setup:
+        setup.add(trainjob_pods("bert", ["n1"]))
+        await setup.start()
+        assert len(setup.events()) == 1
+        # A new process: it knows nothing it sent, but the Event's name is the problem's.
+        again = Publisher(
+            config=setup.publisher.config,
+            store=setup.store,
+            client=setup.publisher.client,
+            metrics=OperatorMetrics(),
+            events=EventRecorder(setup.publisher.client, "test-2"),
+            lookups=setup.lookups,
+        )
+        await again.load_published()
+        setup.store.mark_all()
+        await again.reconcile_once()
+        assert again.outbox is not None
+        await again.outbox.drain()
+        assert len(setup.events()) == 1
+        assert next(iter(again.workload_events_sent)).startswith("FabricNotRequested/")
+
+
+async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:
+    async with operating() as setup:
+        pending = workload_pod(
+            None,
+            "big-worker-0",
+            efa=64,
+            owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "big"),
+            unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
+        )
+        setup.add([pending])
+        await setup.start()
+        gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
+        assert gauge == 1.0
+        (event,) = setup.events()
+        assert (event["reason"], event["involvedObject"]["kind"]) == ("FabricUnschedulable", "PyTorchJob")
+        assert event["message"].endswith("no pool has vpc.amazonaws.com/efa Ready with 64 or more per node")
+        setup.store.remove_workload_pod("ml", "big-worker-0")
+        await setup.round()
+        gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
+        assert gauge == 0.0
+
+
+async def test_the_workload_gauge_follows_the_pods() -> None:
+    async with operating() as setup:
+        setup.add([workload_pod("n1", "llama-0", efa=32)])
+        await setup.start()
+        labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
+        value = setup.metrics.registry.get_sample_value
+        assert value("fabriccap_pool_workload_pods", {**labels, "use": "requesting_fabric"}) == 1.0
+        assert value("fabriccap_pool_workload_pods", {**labels, "use": "without_fabric"}) == 0.0
+
+
+# --- lookups ------------------------------------------------------------------------------------
+
+
+async def test_a_missing_owner_kind_means_the_nearest_owner_is_the_top() -> None:
+    async with fake_api() as (_api, client):
+        store = FactStore()
+        resolver = LookupResolver(client, store)
+        key = LookupKey("JobSet", "ml", "gone", "jobset.x-k8s.io/v1alpha2")
+        await resolver.resolve_now([key], timeout=5)
+        assert store.owner_parents == {("JobSet", "ml", "gone"): None}
+        await resolver.close()
+
+
+async def test_many_owners_are_read_by_a_few_workers_each_once() -> None:
+    async with fake_api() as (api, client):
+        store = FactStore()
+        resolver = LookupResolver(client, store)
+        keys = [LookupKey("Job", "ml", f"job-{index}") for index in range(300)]
+        resolver.request(keys)
+        resolver.request(keys[:50])  # asked again while queued: read once all the same
+        assert 0 < len(resolver._workers) <= PARALLEL_LOOKUPS
+        await resolver.resolve_now([], timeout=5)
+        assert not resolver.busy
+        assert set(store.owner_parents) == {("Job", "ml", f"job-{index}") for index in range(300)}
+        reads = [path for method, path, _, _ in api.requests if method == "GET" and "/jobs/" in path]
+        assert len(reads) == 300 and len(set(reads)) == 300
+        await resolver.close()
+
+
+async def test_a_forbidden_kind_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.lookups")
+    async with fake_api() as (api, client):
+        for name in ("a", "b"):
+            api.get_failures[f"/apis/batch/v1/namespaces/ml/jobs/{name}"] = deque([403])
+        store = FactStore()
+        resolver = LookupResolver(client, store)
+        await resolver.resolve_now([LookupKey("Job", "ml", "a"), LookupKey("Job", "ml", "b")], timeout=5)
+        await resolver.close()
+    assert store.owner_parents == {("Job", "ml", "a"): None, ("Job", "ml", "b"): None}
+    assert len([r for r in caplog.records if "may not read Job objects" in r.getMessage()]) == 1
+
+
+async def test_a_claim_template_tells_its_device_classes() -> None:
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "efa-32", "namespace": "ml"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "efa", "exactly": {"deviceClassName": "efa.networking.k8s.aws", "count": 32}},
+                        {"name": "gpu", "firstAvailable": [{"name": "h100", "deviceClassName": "gpu.nvidia.com"}]},
+                    ]
+                }
+            }
+        },
+    }
+    async with fake_api() as (api, client):
+        api.serve(TEMPLATES, "ResourceClaimTemplate", [template], "1")
+        store = FactStore()
+        resolver = LookupResolver(client, store)
+        await resolver.resolve_now([LookupKey("ResourceClaimTemplate", "ml", "efa-32")], timeout=5)
+        await resolver.close()
+    assert store.claim_classes == {
+        ClaimRef("ResourceClaimTemplate", "ml", "efa-32"): frozenset({"efa.networking.k8s.aws", "gpu.nvidia.com"})
+    }
+
+
+async def test_a_failed_read_is_retried_later() -> None:
+    async with fake_api() as (api, client):
+        api.serve(JOBSETS, "JobSet", [jobset()], "1")
+        store = FactStore()
+        now = [100.0]
+        resolver = LookupResolver(client, store, clock=lambda: now[0])
+        key = LookupKey("JobSet", "ml", "bert", "jobset.x-k8s.io/v1alpha2")
+        api.get_failures[f"{JOBSETS}/bert"] = deque([500])
+        await resolver.resolve_now([key], timeout=5)
+        assert store.owner_parents == {}
+        assert resolver.next_retry() == 2.0
+        assert resolver.due() == []
+        now[0] += 2.0
+        await resolver.resolve_now(resolver.due(), timeout=5)
+        await eventually(lambda: ("JobSet", "ml", "bert") in store.owner_parents, "the retry")
+        assert store.owner_parents[("JobSet", "ml", "bert")] is not None
+        await resolver.close()
+
+
+def test_lookup_paths() -> None:
+    assert lookup_path(LookupKey("Job", "ml", "j")) == "/apis/batch/v1/namespaces/ml/jobs/j"
+    assert lookup_path(LookupKey("JobSet", "ml", "s", "jobset.x-k8s.io/v1alpha2")) == f"{JOBSETS}/s"
+    assert lookup_path(LookupKey("ReplicaSet", "ml", "r", "apps/v1")) == "/apis/apps/v1/namespaces/ml/replicasets/r"
+    assert lookup_path(LookupKey("ResourceClaim", "ml", "c", "resource.k8s.io/v1beta2")) == (
+        "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/c"
+    )

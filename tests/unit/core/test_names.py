@@ -1,0 +1,186 @@
+"""FabricCapability names: DNS-1123, deterministic, unique per (fabric, key, value), readable."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fabriccap.core.names import capability_name, is_dns_label, is_label_value
+from support.builders import INSTANCE_TYPE, KARPENTER, NODEGROUP
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+HASHED = re.compile(r"^(?P<fabric>[a-z0-9-]+?)-(?:(?P<stem>[a-z0-9-]+)-)?(?P<digest>[a-z2-7]{26})$")
+
+
+def _name(value: str, key: str = NODEGROUP, fabric: str = "efa") -> str:
+    return capability_name(fabric, key, value, NODEGROUP)
+
+
+def _assert_dns_label(name: str) -> None:
+    assert len(name) <= 63, name
+    assert DNS_LABEL.match(name), name
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("p5-training", "efa-p5-training"),
+        ("a", "efa-a"),
+        ("0", "efa-0"),
+        ("gpu-2026", "efa-gpu-2026"),
+        ("x" * 59, "efa-" + "x" * 59),  # exactly 63 characters
+    ],
+)
+def test_readable_name_for_dns_safe_value_under_first_pool_key(value: str, expected: str) -> None:
+    assert _name(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "stem"),
+    [
+        ("P5-Training", "p5-training"),
+        ("p5_training", "p5-training"),
+        ("p5.48xlarge", "p5-48xlarge"),
+        ("team.ml_gpu-A", "team-ml-gpu-a"),
+        ("_leading", "leading"),
+        ("trailing-", "trailing"),
+        ("a__b..c", "a-b-c"),
+        ("x" * 60, "x" * 32),  # 60 + "efa-" is 64: too long to be readable
+        ("___", None),
+        ("...", None),
+    ],
+)
+def test_sanitized_hashed_name(value: str, stem: str | None) -> None:
+    name = _name(value)
+    _assert_dns_label(name)
+    match = HASHED.match(name)
+    assert match is not None, name
+    assert match["fabric"] == "efa"
+    assert match["stem"] == stem
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["A" * 63, "a" * 63, "a." * 31 + "a", "Z_" * 31 + "z", "x-" * 31 + "x", "9" * 63, "a" + "-" * 61 + "b"],
+)
+@pytest.mark.parametrize("key", [NODEGROUP, KARPENTER, INSTANCE_TYPE])
+@pytest.mark.parametrize("fabric", ["efa", "aks-rdma", "f" * 20])
+def test_names_are_dns_labels_at_most_63(value: str, key: str, fabric: str) -> None:
+    name = capability_name(fabric, key, value, NODEGROUP)
+    _assert_dns_label(name)
+    assert name.startswith(f"{fabric}-")
+    assert is_dns_label(name)
+
+
+def test_names_are_deterministic() -> None:
+    for value in ("p5-training", "P5_Training", "p5.48xlarge", "x" * 63):
+        assert _name(value) == _name(value)
+        assert _name(value, KARPENTER) == _name(value, KARPENTER)
+    # Pinned: a name must survive operator restarts and upgrades.
+    assert _name("p5.48xlarge", INSTANCE_TYPE) == capability_name("efa", INSTANCE_TYPE, "p5.48xlarge", NODEGROUP)
+    assert _name("p5.48xlarge", INSTANCE_TYPE) == "efa-p5-48xlarge-2k55sxqw5mzhlqiatw3o2h5nu4"
+    assert _name("gpu-mixed", KARPENTER) == "efa-gpu-mixed-p4tqsoj6fw2bn3seuhpnv5tb44"
+
+
+def test_two_pool_keys_with_the_same_value_get_different_names() -> None:
+    names = {_name("training", key) for key in (NODEGROUP, KARPENTER, INSTANCE_TYPE, "alpha.eksctl.io/nodegroup-name")}
+    assert len(names) == 4
+    assert _name("training", NODEGROUP) == "efa-training"
+    assert _name("training", KARPENTER).startswith("efa-training-")
+    for name in names:
+        _assert_dns_label(name)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("P5_Training", "p5-training", "p5.training", "P5-TRAINING", "p5__training"),
+        ("x" * 70, "x" * 71, "x" * 60 + "y"),  # same truncated stem
+        ("___", "...", "_._"),  # empty stem
+    ],
+)
+@pytest.mark.parametrize("key", [NODEGROUP, KARPENTER])
+def test_values_that_sanitize_the_same_get_different_names(values: tuple[str, ...], key: str) -> None:
+    names = [_name(value, key) for value in values]
+    assert len(set(names)) == len(values), names
+
+
+def test_same_pool_for_two_fabrics_gets_different_names() -> None:
+    assert _name("training", fabric="efa") != _name("training", fabric="aks-rdma")
+    assert _name("Training", fabric="efa") != _name("Training", fabric="aks-rdma")
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("p5-training", True),
+        ("P5_Training.v2", True),
+        ("", True),  # the empty label value is valid in Kubernetes
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("-a", False),
+        ("a-", False),
+        ("_a", False),
+        ("a b", False),
+        ("a/b", False),
+    ],
+)
+def test_is_label_value(text: str, valid: bool) -> None:
+    assert is_label_value(text) is valid
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [("efa-p5", True), ("a" * 63, True), ("a" * 64, False), ("Efa", False), ("efa_p5", False), ("-efa", False)],
+)
+def test_is_dns_label(text: str, valid: bool) -> None:
+    assert is_dns_label(text) is valid
+
+
+def test_a_readable_name_can_never_be_another_pools_hashed_name() -> None:
+    """The defect behind 188 writes in 40 s: Karpenter pool `foo` was efa-foo-<8 hex>, and a
+    node group named exactly that got the same name. A value shaped like a hashed name is
+    hashed itself now, and hashed names carry 130 bits of the whole triple."""
+    karpenter = _name("foo", KARPENTER)
+    assert HASHED.match(karpenter)
+    lookalike = karpenter.removeprefix("efa-")  # a node group named after the other's suffix
+    assert _name(lookalike, NODEGROUP) != karpenter
+    assert HASHED.match(_name(lookalike, NODEGROUP))  # it is hashed too, with its own digest
+    # A value ending in any 26-character base32 segment is never readable.
+    assert _name("team-" + "a" * 26) != "efa-team-" + "a" * 26
+    assert _name("a" * 26) != "efa-" + "a" * 26
+    # One character short of a digest stays readable.
+    assert _name("team-" + "a" * 25) == "efa-team-" + "a" * 25
+
+
+def test_a_fabric_named_like_another_fabrics_prefix_cannot_take_its_names() -> None:
+    fabrics = ["aks", "aks-rdma"]
+    short = capability_name("aks", NODEGROUP, "rdma-x", NODEGROUP, fabrics)
+    long = capability_name("aks-rdma", NODEGROUP, "x", NODEGROUP, fabrics)
+    assert long == "aks-rdma-x"
+    assert short != long and HASHED.match(short)
+    # Without the longer fabric configured, the readable form is free to use.
+    assert capability_name("aks", NODEGROUP, "rdma-x", NODEGROUP, ["aks"]) == "aks-rdma-x"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["efa", "aks", "aks-rdma", "e"]),
+            st.sampled_from([NODEGROUP, KARPENTER, INSTANCE_TYPE]),
+            st.text(alphabet="ab-_.Z2", min_size=1, max_size=70),
+        ),
+        min_size=2,
+        max_size=40,
+        unique=True,
+    )
+)
+def test_distinct_triples_never_share_a_name(triples: list[tuple[str, str, str]]) -> None:
+    fabrics = ["efa", "aks", "aks-rdma", "e"]
+    names = [capability_name(fabric, key, value, NODEGROUP, fabrics) for fabric, key, value in triples]
+    assert len(set(names)) == len(triples), sorted(zip(names, triples, strict=True))
+    for name in names:
+        _assert_dns_label(name)

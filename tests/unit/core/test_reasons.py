@@ -1,0 +1,94 @@
+"""The registry of condition reasons (core.api.REASONS) against what the evaluation writes.
+
+The user reference (docs/reference/fabriccapability.md) is generated from the registry, so a
+reason the evaluation writes but the registry lacks would be undocumented, and a registered
+reason no pool can reach would document nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabriccap.cli import commands as cli
+from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType, Reason, reason_meaning
+from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+Triple = tuple[str, str, str]
+
+# Every example snapshot with the config it is meant for.
+EXAMPLE_RUNS = [
+    ["-f", str(EXAMPLES / "eks-cluster.json")],
+    ["-f", str(EXAMPLES / "eks-trainium-hyperpod.yaml")],
+    ["--config", str(EXAMPLES / "config-aks.yaml"), "-f", str(EXAMPLES / "aks-ndv5-rdma.yaml")],
+    ["--config", str(EXAMPLES / "config-aks-shared-ib.yaml"), "-f", str(EXAMPLES / "aks-ndv5-rdma.yaml")],
+]
+
+# Small pools for the outcomes no example shows.
+WORLDS: dict[str, list[dict[str, Any]]] = {
+    "all-cordoned": [daemon_set(), node("n1", cordoned=True), pod("n1")],
+    "above-maximum": healthy_pool(count=64),
+    "plugin-gap": [daemon_set(), node("n1"), node("n2"), *plugin_pods(["n1"]), pod("n2", ready=False)],
+}
+
+
+def triples_of(statuses: list[dict[str, Any]]) -> set[Triple]:
+    return {(c["type"], c["status"], c["reason"]) for status in statuses for c in status["conditions"]}
+
+
+def example_statuses(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    statuses = []
+    for run in EXAMPLE_RUNS:
+        assert cli.main(["evaluate", *run, "-o", "json"]) == 0
+        statuses += [item["status"] for item in json.loads(capsys.readouterr().out)["items"]]
+    return statuses
+
+
+def world_statuses() -> list[dict[str, Any]]:
+    return [
+        capability.status.to_json() for bodies in WORLDS.values() for capability in evaluate_bodies(bodies).capabilities
+    ]
+
+
+REGISTERED = {(entry.condition.value, entry.status.value, entry.reason.value) for entry in REASONS}
+
+
+def test_each_entry_is_registered_once_with_a_meaning_and_an_action() -> None:
+    counts = Counter((entry.condition, entry.status, entry.reason) for entry in REASONS)
+    assert [key for key, count in counts.items() if count > 1] == []
+    for entry in REASONS:
+        assert entry.meaning.strip() and entry.action.strip(), entry
+
+
+def test_every_reason_and_condition_type_is_described() -> None:
+    assert {entry.reason for entry in REASONS} == set(Reason)
+    assert [meaning.type for meaning in CONDITIONS] == list(ConditionType)
+
+
+def test_ready_has_one_true_reason_and_never_unknown() -> None:
+    ready = [entry for entry in REASONS if entry.condition is ConditionType.READY]
+    assert [entry.reason for entry in ready if entry.status is ConditionStatus.TRUE] == [Reason.UNIFORM_CAPABILITY]
+    assert all(entry.status is not ConditionStatus.UNKNOWN for entry in ready)
+
+
+def test_reason_meaning_looks_up_the_triple() -> None:
+    found = reason_meaning("Ready", "False", "DevicePluginGap")
+    assert found is not None and found.reason is Reason.DEVICE_PLUGIN_GAP
+    assert reason_meaning("Ready", "Unknown", "NoTargetNodes") is None  # Ready is never Unknown
+    assert reason_meaning("Advertised", "True", "NotAdvertised") is None
+
+
+def test_everything_the_examples_write_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
+    assert triples_of(example_statuses(capsys)) - REGISTERED == set()
+
+
+def test_every_registered_reason_is_reached(capsys: pytest.CaptureFixture[str]) -> None:
+    """By the examples, or by one of the small WORLDS above: no entry documents a dead outcome."""
+    reached = triples_of(example_statuses(capsys)) | triples_of(world_statuses())
+    assert REGISTERED - reached == set()
+    assert reached - REGISTERED == set()

@@ -1,0 +1,346 @@
+"""Workloads: who on a pool asks for the fabric, who does not, and who cannot get it.
+
+Pod bodies come from ``fabriccap_devtools.world`` (``workload_pod``, ``trainjob_pods``): shaped as
+the Trainer, JobSet, Job and training-operator controllers make them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fabriccap.core.config import build_config, default_config
+from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef
+from fabriccap.core.index import FactIndex
+from fabriccap.core.workloads import (
+    FABRIC_NOT_REQUESTED,
+    LookupKey,
+    ReadyPool,
+    insufficient_resources,
+    learn_from_object,
+    top_owner,
+    unschedulable_event,
+    unschedulable_groups,
+)
+from fabriccap_devtools.world import (
+    SCHEDULER_EFA_MESSAGE,
+    daemon_set,
+    dranet_daemon_set,
+    dranet_pods,
+    owner_reference,
+    resource_slice,
+    trainjob_pods,
+    workload_pod,
+)
+from support.builders import EFA, GPU, evaluate_bodies, facts_of, healthy_pool, node, only_status, plugin_pods
+
+EXTRACTOR = FactsExtractor(default_config())
+Bodies = list[dict[str, Any]]
+
+
+def facts(body: dict[str, Any]) -> Any:
+    return EXTRACTOR.workload_pod(body)
+
+
+# --- Pod facts ----------------------------------------------------------------------------------
+
+
+def test_a_pod_that_uses_nothing_leaves_nothing() -> None:
+    assert facts(workload_pod("n1", "web", gpu=None)) is None
+
+
+def test_a_finished_pod_runs_nothing_any_more() -> None:
+    assert facts(workload_pod("n1", "done", phase="Succeeded")) is None
+    assert facts(workload_pod("n1", "failed", phase="Failed")) is None
+
+
+def test_requests_follow_the_scheduler() -> None:
+    """App containers add up; an init container counts alone, with the sidecars started before it;
+    sidecars (restartPolicy Always) run beside the app; the overhead comes on top."""
+    body = workload_pod("n1", "p", gpu=2, efa=4)
+    spec = body["spec"]
+    spec["containers"].append({"name": "second", "resources": {"limits": {GPU: "2"}}})
+    spec["initContainers"] = [
+        {"name": "warmup", "resources": {"limits": {GPU: "6"}}},
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {EFA: "1"}, "limits": {EFA: "1"}}},
+        {"name": "late-init", "resources": {"limits": {EFA: "8"}}},
+    ]
+    spec["overhead"] = {EFA: "1"}
+    found = facts(body)
+    assert found is not None
+    # gpu: max(2 + 2 + 0, 6) = 6; efa: max(4 + 1, 8 + 1) + 1 = 10
+    assert found.requests == ((GPU, 6), (EFA, 10))
+
+
+def test_a_request_equal_to_its_limit_or_the_limit_alone() -> None:
+    body = workload_pod("n1", "p", gpu=None)
+    body["spec"]["containers"][0]["resources"] = {"requests": {GPU: "4"}, "limits": {GPU: "4"}}
+    assert facts(body).requests == ((GPU, 4),)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        pytest.param("abc", "'abc' is not a quantity", id="garbage"),
+        pytest.param("1e40", "'1e40' is out of range", id="huge-exponent"),
+        pytest.param("99999999999", "'99999999999' is out of range", id="beyond-int32"),
+    ],
+)
+def test_a_malformed_quantity_is_named_and_the_pod_left_out(value: str, problem: str) -> None:
+    body = workload_pod("n1", "broken", gpu=value)
+    with pytest.raises(FactsError) as raised:
+        facts(body)
+    assert str(raised.value).startswith(f"Pod ml/broken: container 'node': resources.limits[{GPU}]: ")
+    assert problem in str(raised.value)
+
+
+def test_a_pod_with_500_containers_is_read_and_one_with_2000_is_refused() -> None:
+    body = workload_pod("n1", "wide", gpu=None)
+    body["spec"]["containers"] = [{"name": f"c{index}", "resources": {"limits": {GPU: "1"}}} for index in range(500)]
+    assert facts(body).requests == ((GPU, 500),)
+    body["spec"]["containers"] *= 4
+    with pytest.raises(FactsError, match=r"spec\.containers has 2000 entries"):
+        facts(body)
+
+
+@pytest.mark.parametrize(
+    ("env", "intent"),
+    [
+        pytest.param({"FI_PROVIDER": "efa"}, ("efa",), id="fi-provider"),
+        pytest.param({"FI_PROVIDER": "shm, EFA"}, ("efa",), id="fi-provider-list"),
+        pytest.param({"NCCL_NET": "AWS Libfabric"}, ("efa",), id="nccl-net-libfabric"),
+        pytest.param({"NCCL_NET": "ofi"}, ("efa",), id="nccl-net-ofi"),
+        pytest.param({"FI_EFA_USE_DEVICE_RDMA": "1"}, ("efa",), id="recommended-value"),
+        pytest.param({"FI_EFA_USE_DEVICE_RDMA": "0"}, (), id="recommended-name-other-value"),
+        pytest.param({"FI_PROVIDER": "tcp"}, (), id="tcp-provider"),
+        pytest.param({"NCCL_SOCKET_IFNAME": "eth0"}, (), id="tcp-interface"),
+        pytest.param({"NCCL_DEBUG": "INFO"}, (), id="unrelated"),
+    ],
+)
+def test_fabric_intent_in_the_environment(env: dict[str, str], intent: tuple[str, ...]) -> None:
+    found = facts(workload_pod("n1", "p", gpu=None, env=env))
+    assert (found.intent if found is not None else ()) == intent
+
+
+def test_the_nearest_owner_is_the_jobset_its_labels_name() -> None:
+    (pod,) = trainjob_pods("bert", ["n1"])
+    found = facts(pod)
+    assert found.owner == ObjectRef(
+        "jobset.x-k8s.io/v1alpha2", "JobSet", "ml", "bert", pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"]
+    )
+
+
+def test_an_owner_of_a_kind_fabriccap_does_not_know_is_the_top() -> None:
+    owner = owner_reference("RayCluster", "ray.io/v1", "ray-1")
+    found = facts(workload_pod("n1", "ray-worker", owner=owner))
+    assert found.owner == ObjectRef("ray.io/v1", "RayCluster", "ml", "ray-1", owner["uid"])
+    assert top_owner(found, FactIndex()) == (found.owner, None)
+
+
+def test_a_bare_pod_is_its_own_owner() -> None:
+    body = workload_pod("n1", "alone")
+    assert facts(body).owner == ObjectRef("v1", "Pod", "ml", "alone", body["metadata"]["uid"])
+
+
+def test_claims_and_the_unschedulable_message_are_kept() -> None:
+    claim = {"name": "efa", "resourceClaimTemplateName": "efa-32"}
+    message = SCHEDULER_EFA_MESSAGE.format(nodes=12)
+    found = facts(workload_pod(None, "waiting", claims=[claim], unschedulable=message))
+    assert found.claims == (ClaimRef("ResourceClaimTemplate", "ml", "efa-32"),)
+    assert found.unschedulable == message
+    assert found.node_name is None
+
+
+def test_workloads_off_keeps_no_pod() -> None:
+    extractor = FactsExtractor(build_config({"workloads": {"enabled": False}}))
+    assert extractor.workload_pod(workload_pod("n1", "p")) is None
+
+
+# --- Owners -------------------------------------------------------------------------------------
+
+
+def test_the_top_owner_is_found_through_the_lookups() -> None:
+    (pod,) = trainjob_pods("bert", ["n1"])
+    found = facts(pod)
+    index = FactIndex()
+    assert top_owner(found, index) == (found.owner, LookupKey("JobSet", "ml", "bert", "jobset.x-k8s.io/v1alpha2"))
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "bert",
+            "namespace": "ml",
+            "ownerReferences": [owner_reference("TrainJob", "trainer.kubeflow.org/v1alpha1", "bert")],
+        },
+    }
+    assert learn_from_object(index, jobset)
+    owner, missing = top_owner(found, index)
+    assert (owner.kind, owner.name, missing) == ("TrainJob", "bert", None)
+
+
+def test_a_job_owned_by_nothing_is_the_top_once_read() -> None:
+    owner = owner_reference("Job", "batch/v1", "plain")
+    found = facts(workload_pod("n1", "p", owner=owner))
+    index = FactIndex()
+    learn_from_object(index, {"kind": "Job", "metadata": {"name": "plain", "namespace": "ml"}})
+    assert top_owner(found, index) == (found.owner, None)
+
+
+# --- status.workloads ---------------------------------------------------------------------------
+
+
+def ready_pool(nodes: int = 2) -> Bodies:
+    return healthy_pool(count=32, nodes=nodes)
+
+
+def test_a_ready_pool_reports_who_asks_and_who_does_not() -> None:
+    bodies = ready_pool()
+    bodies += trainjob_pods("bert", ["n1", "n2"], env={"FI_PROVIDER": "efa"})  # GPUs only: TCP
+    bodies += [workload_pod("n1", "llama-0", efa=32), workload_pod("n2", "llama-1", efa=32)]
+    bodies.append(workload_pod("n2", "env-only", gpu=None, env={"FI_PROVIDER": "efa"}))
+    workloads = only_status(bodies).workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.requesting_fabric.workloads) == (2, 2)
+    assert (workloads.without_fabric.pods, workloads.without_fabric.workloads) == (2, 1)
+    assert (workloads.intent_without_request.pods, workloads.intent_without_request.workloads) == (3, 2)
+    assert [(o.kind, o.name, o.pods, o.problem) for o in workloads.offenders] == [
+        ("JobSet", "bert", 2, "intentWithoutRequest"),
+        ("JobSet", "bert", 2, "withoutFabric"),
+        ("Pod", "env-only", 1, "intentWithoutRequest"),
+    ]
+
+
+def test_without_fabric_counts_only_where_the_pool_advertises() -> None:
+    bodies: Bodies = [daemon_set(), node("n1", efa=0), *plugin_pods(["n1"]), *trainjob_pods("bert", ["n1"])]
+    workloads = only_status(bodies).workloads
+    assert workloads is not None and workloads.without_fabric.pods == 0
+
+
+def test_offenders_are_sorted_and_at_most_twenty() -> None:
+    bodies = ready_pool()
+    bodies += [
+        workload_pod("n1", f"solo-{index:02d}", owner=owner_reference("Job", "batch/v1", f"job-{index:02d}"))
+        for index in range(25)
+    ]
+    workloads = only_status(bodies).workloads
+    assert workloads is not None
+    assert workloads.without_fabric.workloads == 25
+    assert [o.name for o in workloads.offenders] == [f"job-{index:02d}" for index in range(20)]
+
+
+def test_a_claim_of_the_fabrics_device_class_is_a_request() -> None:
+    bodies: Bodies = [dranet_daemon_set(), node("d1", efa=None), resource_slice("d1"), *dranet_pods(["d1"])]
+    claim = {"name": "efa", "resourceClaimTemplateName": "efa-32"}
+    bodies.append(workload_pod("d1", "claimed", claims=[claim]))
+    # Until the template is read, the pod is not judged: no false FabricNotRequested.
+    unknown = only_status(bodies).workloads
+    assert unknown is not None and (unknown.requesting_fabric.pods, unknown.without_fabric.pods) == (0, 0)
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "efa-32", "namespace": "ml"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "efa", "exactly": {"deviceClassName": "efa.networking.k8s.aws", "count": 32}}]
+                }
+            }
+        },
+    }
+    index = facts_of([*bodies, template])
+    evaluation = evaluate_bodies([*bodies, template])
+    assert index.claim_classes[ClaimRef("ResourceClaimTemplate", "ml", "efa-32")] == frozenset(
+        {"efa.networking.k8s.aws"}
+    )
+    (capability,) = evaluation.capabilities
+    assert capability.status.workloads is not None
+    assert capability.status.workloads.requesting_fabric.pods == 1
+
+
+def test_workloads_never_change_ready() -> None:
+    bodies = ready_pool()
+    before = only_status(bodies)
+    after = only_status([*bodies, *trainjob_pods("bert", ["n1", "n2"])])
+    assert before.conditions == after.conditions
+
+
+def test_a_phase_change_within_a_class_changes_no_status() -> None:
+    bodies = ready_pool()
+    pending = only_status([*bodies, workload_pod("n1", "job-0", efa=32, phase="Pending")])
+    running = only_status([*bodies, workload_pod("n1", "job-0", efa=32, phase="Running")])
+    assert pending == running
+
+
+def test_workloads_off_publishes_none() -> None:
+    config = build_config({"workloads": {"enabled": False}})
+    (capability,) = evaluate_bodies([*ready_pool(), *trainjob_pods("bert", ["n1"])], config).capabilities
+    assert capability.status.workloads is None
+    assert "workloads" not in capability.status.to_json()
+
+
+# --- Events -------------------------------------------------------------------------------------
+
+
+def test_fabric_not_requested_says_what_to_request_and_where() -> None:
+    bodies = [*ready_pool(), *trainjob_pods("bert", ["n1", "n2"])]
+    jobset = {
+        "kind": "JobSet",
+        "metadata": {
+            "name": "bert",
+            "namespace": "ml",
+            "ownerReferences": [owner_reference("TrainJob", "trainer.kubeflow.org/v1alpha1", "bert")],
+        },
+    }
+    evaluation = evaluate_bodies([*bodies, jobset])
+    (event,) = evaluation.workload_events
+    assert event.reason == FABRIC_NOT_REQUESTED
+    assert (event.involved.kind, event.involved.name, event.involved.namespace) == ("TrainJob", "bert", "ml")
+    assert event.message == (
+        "runs 2 pods on pool p5 where vpc.amazonaws.com/efa: 32 is Ready, but requests none: NCCL will use TCP "
+        "sockets; request vpc.amazonaws.com/efa: 32 per node (TrainJob: spec.trainer.resourcesPerNode)"
+    )
+    again = evaluate_bodies(
+        [*bodies, jobset, workload_pod("n1", "extra", owner=owner_reference("Job", "batch/v1", "other"))]
+    )
+    keys = {e.key for e in again.workload_events}
+    assert event.key in keys  # one more pod elsewhere: the same problem, the same Event
+
+
+def test_insufficient_resources_reads_the_fit_error_not_the_preemption_text() -> None:
+    message = (
+        "0/8 nodes are available: 2 Insufficient cpu, 6 Insufficient vpc.amazonaws.com/efa. no new claims to "
+        "deallocate, preemption: 0/8 nodes are available: 1 Insufficient nvidia.com/gpu, 7 No preemption victims."
+    )
+    assert insufficient_resources(message) == {"cpu", EFA}
+    assert insufficient_resources("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.") == {GPU}
+
+
+def test_an_unschedulable_request_names_the_pools_that_could_take_it() -> None:
+    pending = workload_pod(
+        None,
+        "big-0",
+        efa=32,
+        owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "big"),
+        unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=4),
+    )
+    index = facts_of([*ready_pool(), pending])
+    (efa,) = default_config().enabled_fabrics
+    groups, _ = unschedulable_groups([efa], index)
+    (group,) = groups
+    assert (group.owner.kind, group.owner.name, group.pods, group.per_pod) == ("PyTorchJob", "big", 1, 32)
+    event = unschedulable_event(efa, group, [ReadyPool("efa", "eks.amazonaws.com/nodegroup", "p5-training", 32)])
+    assert event.message == (
+        f"1 pod request vpc.amazonaws.com/efa: 32 and cannot be scheduled ({SCHEDULER_EFA_MESSAGE.format(nodes=4)}); "
+        "pools where vpc.amazonaws.com/efa is Ready with enough per node: p5-training "
+        "(eks.amazonaws.com/nodegroup=p5-training)"
+    )
+    none = unschedulable_event(efa, group, [ReadyPool("efa", "eks.amazonaws.com/nodegroup", "p4", 4)])
+    assert none.message.endswith("no pool has vpc.amazonaws.com/efa Ready with 32 or more per node")
+
+
+def test_a_pending_pod_for_another_reason_is_not_counted() -> None:
+    pending = workload_pod(None, "cpu-bound", efa=32, unschedulable="0/4 nodes are available: 4 Insufficient cpu.")
+    (efa,) = default_config().enabled_fabrics
+    groups, _ = unschedulable_groups([efa], facts_of([pending]))
+    assert groups == ()

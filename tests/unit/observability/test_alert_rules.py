@@ -1,0 +1,149 @@
+"""The shipped alert rules: generated from one source, valid for promtool, tested by promtool.
+
+promtool comes from Debian's ``prometheus`` package (``scripts/bootstrap.sh --test``). Without
+it these tests skip on a laptop but fail under ``CI=true``: a CI run that silently skipped
+the only check of the alert expressions would prove nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabriccap.observability import alerts, dashboard
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+MONITORING = REPO_ROOT / "monitoring"
+RULES_TEST = REPO_ROOT / "tests" / "rules" / "alerts-test.yaml"
+RUNBOOK = REPO_ROOT / "docs" / "runbook.md"
+SPEC_ALERTS = {
+    "FabricMixedRollout",
+    "FabricDevicePluginGap",
+    "FabricCapabilityNotReady",
+    "FabricCapabilityOperatorDown",
+    "FabricCapabilityStale",
+    "FabricNotRequested",
+    "FabricRequestUnschedulable",
+}
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is not None:
+        return found
+    if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+        pytest.fail("promtool is missing under CI: install Debian's prometheus package (scripts/bootstrap.sh --test)")
+    pytest.skip("promtool not installed (apt-get install prometheus, or scripts/bootstrap.sh --test)")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False, cwd=REPO_ROOT)
+
+
+def test_both_renderings_carry_the_same_rules() -> None:
+    plain = yaml.safe_load((MONITORING / alerts.RULES_FILE).read_text())
+    operator_rule = yaml.safe_load((MONITORING / alerts.PROMETHEUS_RULE_FILE).read_text())
+    assert operator_rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert operator_rule["kind"] == "PrometheusRule"
+    assert operator_rule["spec"]["groups"] == plain["groups"]
+
+
+def test_every_spec_alert_is_shipped_with_severity_annotations_and_a_runbook_section() -> None:
+    rules = alerts.rules_file()["groups"][0]["rules"]
+    assert {rule["alert"] for rule in rules} == SPEC_ALERTS
+    # GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
+    anchors = {
+        re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in RUNBOOK.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    }
+    for rule in rules:
+        assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
+        assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}, rule["alert"]
+        url = rule["annotations"]["runbook_url"]
+        assert url.startswith(alerts.RUNBOOK_URL + "#"), url
+        assert url.partition("#")[2] in anchors, f"docs/runbook.md has no section for {url}"
+
+
+def test_for_durations_job_and_threshold_are_configurable() -> None:
+    settings = alerts.AlertSettings(
+        job="monitoring/fabriccap-metrics",
+        stale_after_seconds=120,
+        for_all="2s",
+        for_overrides={"FabricCapabilityStale": "7s"},
+    )
+    rules = {rule["alert"]: rule for rule in alerts.rules_file(settings)["groups"][0]["rules"]}
+    assert {name: rule["for"] for name, rule in rules.items()} == {
+        **dict.fromkeys(SPEC_ALERTS, "2s"),
+        "FabricCapabilityStale": "7s",
+    }
+    assert 'up{job="monitoring/fabriccap-metrics"}' in rules["FabricCapabilityOperatorDown"]["expr"]
+    assert rules["FabricCapabilityStale"]["expr"].endswith("> 120")
+    # Durations named in the text follow the setting, so the page does not lie.
+    assert "for 2s" in rules["FabricCapabilityNotReady"]["annotations"]["description"]
+    # No placeholder survives rendering.
+    assert "@" not in yaml.safe_dump(alerts.rules_file(settings))
+
+
+def test_cli_writes_both_files(tmp_path: Path) -> None:
+    assert alerts.main(["--out", str(tmp_path), "--for-all", "3s", "--for", "FabricCapabilityStale=9s"]) == 0
+    plain = yaml.safe_load((tmp_path / alerts.RULES_FILE).read_text())
+    durations = {rule["alert"]: rule["for"] for rule in plain["groups"][0]["rules"]}
+    assert durations["FabricCapabilityStale"] == "9s"
+    assert durations["FabricMixedRollout"] == "3s"
+    assert (tmp_path / alerts.PROMETHEUS_RULE_FILE).exists()
+
+
+@pytest.mark.prometheus
+def test_promtool_check_rules() -> None:
+    promtool = _promtool()
+    result = _run(promtool, "check", "rules", str(MONITORING / alerts.RULES_FILE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(SPEC_ALERTS)} rules found" in result.stdout
+
+
+@pytest.mark.prometheus
+def test_promtool_test_rules() -> None:
+    promtool = _promtool()
+    result = _run(promtool, "test", "rules", str(RULES_TEST))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.prometheus
+def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
+    # promtool parses PromQL only inside rules: wrap each panel query in a recording rule,
+    # with Grafana's variables replaced by what Grafana would send.
+    promtool = _promtool()
+    variables = {"$__rate_interval": "1m", "$job": "fabriccap", "$cluster": "", "$fabric": ".+", "$pool": ".+"}
+    exprs = []
+    for panel in dashboard.dashboard()["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for variable, value in variables.items():
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, f"unknown variable in panel {panel['title']!r}: {expr}"
+            exprs.append(expr)
+    rules = {
+        "groups": [{"name": "dashboard", "rules": [{"record": f"panel:{i}", "expr": e} for i, e in enumerate(exprs)]}]
+    }
+    path = tmp_path / "dashboard-queries.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    result = _run(promtool, "check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_rule_tests_cover_every_alert_firing_and_quiet() -> None:
+    suite = yaml.safe_load(RULES_TEST.read_text(encoding="utf-8"))
+    fired: set[str] = set()
+    quiet: set[str] = set()
+    for case in suite["tests"]:
+        for check in case["alert_rule_test"]:
+            (fired if check["exp_alerts"] else quiet).add(check["alertname"])
+    assert fired == SPEC_ALERTS
+    assert quiet == SPEC_ALERTS
