@@ -159,7 +159,7 @@ def test_kubectl_describe_shows_the_events_of_the_flip_to_ready(
         "uid": ready["metadata"]["uid"],
     }
 
-    # A restart that changes nothing sends none (SPEC: Events).
+    # A restart that changes nothing sends none (docs/workloads.md, Events).
     def recorded() -> int:
         return sum(1 for event in kube.list_objects(EVENTS.collection()) if event["involvedObject"].get("name") == name)
 

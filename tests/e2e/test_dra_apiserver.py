@@ -3,7 +3,7 @@
 The DeviceClass and the slices are shaped like DRANET's on EKS (fabriccap_devtools.world), created
 the way the driver publishes them: one pool per node named after it, ``nodeName`` set, owned
 by the Node. The API server validates every slice, so a shape it refuses fails here first.
-One operator watches all the pools below; each ends in the outcome the SPEC names.
+One operator watches all the pools below; each ends in the outcome docs/reference/how-it-decides.md names.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Two replicas on one Lease (SPEC "High availability"): one writes, the other takes over when
+"""Two replicas on one Lease (docs/install.md, "High availability"): one writes, the other takes over when
 the leader dies, and a leader paused past its renew deadline writes nothing when it wakes.
 
 Each replica authenticates as its own user, so the API server's audit log says who wrote

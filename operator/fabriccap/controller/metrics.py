@@ -1,4 +1,5 @@
-"""Prometheus metrics, every family declared once, as data (names are in SPEC.md).
+"""Prometheus metrics, every family declared once, as data (docs/reference/metrics.md lists them,
+generated from these declarations).
 
 Pool families are produced at scrape time from the statuses currently published, so a
 deleted FabricCapability's series vanish with it: there is no per-series state to forget.

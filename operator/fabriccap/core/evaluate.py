@@ -102,7 +102,7 @@ class NodeDevices:
 
 
 def node_devices(profile: FabricProfile, node: NodeFacts, index: FactIndex) -> NodeDevices:
-    """A node that advertises through both sources counts the larger (the SPEC's rule): a
+    """A node that advertises through both sources counts the larger (docs/reference/how-it-decides.md, Counting): a
     DRANET node keeps a stale allocatable of 0 from a removed device plugin, and the other way."""
     uses_plugin = profile.uses(Source.DEVICE_PLUGIN)
     plugin_count = node.allocatable_of(profile.resource) if uses_plugin else 0
@@ -233,10 +233,10 @@ def fabric_view(profile: FabricProfile, daemon_sets: Sequence[DaemonSetFacts], p
 
 
 def is_target_node(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> bool:
-    """The SPEC's rules: (a) it has the fabric's devices, (b) a device-plugin pod, (c) an
-    accelerator, or (d) an instance type that can carry the fabric (where a plugin that never
-    landed shows). A DRA driver's pod is no evidence: DRANET runs on every node it may manage,
-    CPU nodes included, and publishes their ENA interfaces."""
+    """The target rules (docs/reference/how-it-decides.md): (a) it has the fabric's devices, (b) a
+    device-plugin pod, (c) an accelerator, or (d) an instance type that can carry the fabric
+    (where a plugin that never landed shows). A DRA driver's pod is no evidence: DRANET runs on
+    every node it may manage, CPU nodes included, and publishes their ENA interfaces."""
     if devices.advertising or devices.unusable or devices.dra.seen > 0:
         return True
     if profile.uses(Source.DEVICE_PLUGIN) and node.capacity_of(profile.resource) > 0:

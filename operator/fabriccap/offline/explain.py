@@ -86,7 +86,8 @@ def _indented(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def workload_lines(workloads: Mapping[str, Any] | None) -> list[str]:
-    """``status.workloads`` (SPEC: Workloads), read from the status as published."""
+    """``status.workloads`` (docs/reference/fabriccapability.md, docs/workloads.md), read from the
+    status as published."""
     if not isinstance(workloads, Mapping):
         return ["  not reported (the status has no workloads: workload reporting is off or not in this version)"]
     lines = []
