@@ -290,7 +290,17 @@ def test_plugin_ready_but_nothing_advertised(scenario: Scenario) -> None:
     # g6.2xlarge: GPU nodes the EFA plugin lands on, but the type has no EFA at all.
     scenario.add_pool("dark", 2, instance_type="g6.2xlarge", efa=None)
 
-    obj = scenario.wait_ready("dark", "False", "NotAdvertised", nodes=2)
+    # NotAdvertised with both nodes holds as soon as the operator has seen them, possibly before
+    # it has seen both plugin pods turn ready: wait for those too, or the gap counts one node.
+    obj = scenario.wait_status(
+        "dark",
+        lambda obj: (
+            reasons(obj).get("Ready") == ("False", "NotAdvertised")
+            and obj["status"].get("nodes") == 2
+            and obj["status"].get("devicePlugin", {}).get("readyNodes") == 2
+        ),
+        "Ready=False/NotAdvertised, nodes=2, devicePlugin.readyNodes=2",
+    )
 
     status = obj["status"]
     assert status["gap"]["pluginReadyNotAdvertised"] == 2
