@@ -22,7 +22,8 @@ from builders import (
     reason,
 )
 from fabriccap.core.api import CONDITION_ORDER
-from fabriccap.core.config import build_config
+from fabriccap.core.config import Source, build_config
+from fabriccap.core.sources import SOURCES
 
 Bodies = list[dict[str, Any]]
 DS = daemon_set()
@@ -766,3 +767,14 @@ def test_aks_rdma_profile_when_enabled() -> None:
     assert rdma.status.resource_name == "rdma/hca_shared_devices_a"
     assert reason(rdma.status, "Ready") == ("True", "UniformCapability")
     assert reason(efa.status, "Ready") == ("False", "NotAdvertised")
+
+
+# --- sources ---------------------------------------------------------------------------------------------
+
+
+def test_every_source_is_one_row() -> None:
+    """What the evaluation reads, finds and says about a source is its row: a source without
+    one could not be read, and a row keyed by the wrong source would speak for another."""
+    assert list(SOURCES) == list(Source)
+    assert all(row.source is source for source, row in SOURCES.items())
+    assert len({row.provider for row in SOURCES.values()}) == len(SOURCES)

@@ -1,0 +1,410 @@
+"""One pool of one fabric, node by node: the analysis both the status and ``explain`` read.
+
+``analyse_pool`` decides, once per node, everything the FabricCapability's conditions are
+made of: the node's count and the sources that advertise it, the sources whose DaemonSet must
+serve it and the state of that pod, its gap classes, and which conditions it breaks and why;
+and, once per pool, the facts those are judged against (the distribution of counts, the most
+common count, an isolation conflict, the sources seen). ``core.evaluate`` builds the status
+from it and ``core.explain`` shows it node by node, so the two cannot tell different stories.
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import TypeVar
+
+from fabriccap.core.api import ConditionType, Reason
+from fabriccap.core.config import FabricProfile, Source
+from fabriccap.core.facts import NodeFacts, Pool
+from fabriccap.core.index import FactIndex
+from fabriccap.core.sources import SOURCES, FabricView, Reading, read_sources, subject
+
+# ---------------------------------------------------------------------------------------------
+# A node's devices, and whether it is a target node
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """One node's count of a fabric's devices, over the sources its profile reads."""
+
+    count: int  # the larger of the sources' counts (the SPEC's rule)
+    # The sources that advertise ``count`` (all that agree); empty when count is 0.
+    sources: frozenset[Source]
+    readings: Mapping[Source, Reading]  # per source the profile reads, in source order
+
+    @property
+    def advertising(self) -> bool:
+        return self.count > 0
+
+    def problems(self) -> list[tuple[Source, str]]:
+        """Why devices some source reports could not be counted, per source."""
+        return [(source, reading.problem) for source, reading in self.readings.items() if reading.problem]
+
+    def unhealthy(self) -> list[str]:
+        return [reading.unhealthy for reading in self.readings.values() if reading.unhealthy]
+
+
+def node_devices(profile: FabricProfile, node: NodeFacts, index: FactIndex) -> NodeDevices:
+    """A node that advertises through several sources counts the larger: a DRANET node keeps a
+    stale allocatable of 0 from a removed device plugin, and the other way."""
+    readings = {source: SOURCES[source].read(profile, node, index) for source in read_sources(profile)}
+    count = max(reading.count for reading in readings.values())
+    sources = frozenset(source for source, reading in readings.items() if reading.count == count and count > 0)
+    return NodeDevices(count=count, sources=sources, readings=readings)
+
+
+def is_target_node(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> bool:
+    """The SPEC's rules: (a) it shows the fabric's devices in some source, (b) a pod of a
+    provider whose pod marks a target (the device plugin's), (c) an accelerator, or (d) an
+    instance type that can carry the fabric (where a plugin that never landed shows)."""
+    if devices.advertising or any(reading.evidence for reading in devices.readings.values()):
+        return True
+    if any(node.name in view.of(source).nodes_with_pod for source, row in SOURCES.items() if row.pod_marks_target):
+        return True
+    targets = profile.target_nodes
+    if any(node.allocatable_of(accelerator) > 0 for accelerator in targets.accelerator_resources):
+        return True
+    if any(node.has_label(key, value) for key, value in targets.accelerator_label_pairs):
+        return True
+    return (profile.maximum_for(node.instance_type) or 0) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# What is judged per node
+
+
+class PluginState(StrEnum):
+    """The state of the DaemonSet pod that must serve a node (device plugin or DRA driver)."""
+
+    READY = "Ready"
+    NOT_READY = "NotReady"  # a pod is bound, none is Ready
+    NO_POD = "NoPod"  # a DaemonSet exists, no pod of it on the node
+    NOT_INSTALLED = "NotInstalled"  # no DaemonSet of the node's sources found at all
+
+
+class Gap(StrEnum):
+    """The status's gap classes, as named in ``status.gap``."""
+
+    PLUGIN_READY_NOT_ADVERTISED = "pluginReadyNotAdvertised"
+    UNHEALTHY = "unhealthy"
+    ADVERTISED_WITHOUT_PLUGIN = "advertisedWithoutPlugin"
+
+
+class Cause(Enum):
+    """What about a node breaks a condition: what ``explain`` describes."""
+
+    PROVIDER = "provider"  # the pod that must serve it is not Ready (its PluginState says how)
+    NOTHING_ADVERTISED = "nothing-advertised"
+    AT_ZERO = "at-zero"  # 0 while other nodes advertise
+    UNCOMMON_COUNT = "uncommon-count"  # a count other than the pool's most common
+    ISOLATED = "isolated"  # on the smaller side of an isolation split (both sides on a tie)
+    ABOVE_MAXIMUM = "above-maximum"
+    BELOW_MAXIMUM = "below-maximum"
+    TYPE_UNSUPPORTED = "type-unsupported"  # its instance type's maximum is 0
+    UNCOMMON_MAXIMUM = "uncommon-maximum"  # a maximum other than the pool's most common
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """One condition a node breaks, with the node's own reason."""
+
+    condition: ConditionType
+    reason: Reason
+    cause: Cause
+
+
+_PROVIDER_REASONS = {
+    PluginState.NOT_READY: Reason.PLUGIN_NOT_READY,
+    PluginState.NO_POD: Reason.PLUGIN_NOT_SCHEDULED,
+    PluginState.NOT_INSTALLED: Reason.PLUGIN_NOT_INSTALLED,
+}
+# Why the pool is not Homogeneous, or why it is Stalled, as the condition's reason.
+COUNT_REASONS = {
+    Cause.AT_ZERO: Reason.PARTIAL_ROLLOUT,
+    Cause.UNCOMMON_COUNT: Reason.MIXED_COUNTS,
+    Cause.ISOLATED: Reason.MIXED_COUNTS,
+}
+STALL_REASONS = {
+    Cause.TYPE_UNSUPPORTED: Reason.INSTANCE_TYPE_UNSUPPORTED,
+    Cause.UNCOMMON_MAXIMUM: Reason.HETEROGENEOUS_INSTANCE_TYPES,
+    Cause.ISOLATED: Reason.HETEROGENEOUS_INSTANCE_TYPES,
+}
+# A node that breaks one of these keeps the pool from Ready.
+READY_INPUTS = (ConditionType.DEVICE_PLUGIN_READY, ConditionType.ADVERTISED, ConditionType.HOMOGENEOUS)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAnalysis:
+    """One target node as the evaluation judges it."""
+
+    facts: NodeFacts
+    devices: NodeDevices
+    maximum: int | None  # the profile's known maximum for its instance type
+    # The sources whose DaemonSet must serve it: those that advertise its count, or, on a
+    # node at 0, every source the profile reads.
+    serving: frozenset[Source]
+    provider: PluginState  # of the pod that must serve it
+    ready_providers: frozenset[Source]  # the profile's sources with a Ready pod on it, serving or not
+    gaps: tuple[Gap, ...]  # empty for a cordoned node: it is reported, not judged
+    breaches: tuple[Breach, ...]  # in the status's condition order; empty for a cordoned node
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def count(self) -> int:
+        return self.devices.count
+
+    @property
+    def cordoned(self) -> bool:
+        return self.facts.cordoned
+
+    @property
+    def blocks_ready(self) -> bool:
+        """It breaks a condition Ready needs, so it is (one of) the reason(s) the pool is not Ready."""
+        return any(breach.condition in READY_INPUTS for breach in self.breaches)
+
+    def breach(self, condition: ConditionType) -> Breach | None:
+        return next((breach for breach in self.breaches if breach.condition == condition), None)
+
+
+def _provider_state(name: str, serving: frozenset[Source], view: FabricView) -> PluginState:
+    if any(name in view.of(source).nodes_with_ready_pod for source in serving):
+        return PluginState.READY
+    if any(name in view.of(source).nodes_with_pod for source in serving):
+        return PluginState.NOT_READY
+    if any(view.of(source).daemon_sets for source in serving):
+        return PluginState.NO_POD
+    return PluginState.NOT_INSTALLED
+
+
+def _gaps(devices: NodeDevices, provider: PluginState) -> tuple[Gap, ...]:
+    gaps = []
+    ready = provider is PluginState.READY
+    if devices.count == 0 and ready:
+        gaps.append(Gap.PLUGIN_READY_NOT_ADVERTISED)
+    if devices.unhealthy():
+        gaps.append(Gap.UNHEALTHY)
+    if devices.count > 0 and not ready:
+        gaps.append(Gap.ADVERTISED_WITHOUT_PLUGIN)
+    return tuple(gaps)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pool
+
+_Value = TypeVar("_Value")
+
+
+def _most_common(counter: Mapping[int, int]) -> int | None:
+    """The value most nodes have; on a tie, the larger value."""
+    return max(counter.items(), key=lambda item: (item[1], item[0]))[0] if counter else None
+
+
+def _isolation_conflict(profile: FabricProfile, instance_types: Iterable[str]) -> tuple[str, str] | None:
+    """Two instance types in the pool whose fabric traffic cannot cross, if any."""
+    present = sorted(set(instance_types))
+    for first in present:
+        group = profile.isolation_group(first)
+        if group is None:
+            continue
+        for second in present:
+            if profile.isolation_group(second) != group:
+                return first, second
+    return None
+
+
+def _in_minority(counter: Mapping[_Value, int], value: _Value) -> bool:
+    """Whether ``value`` is not the one value most nodes share (every value is, on a tie)."""
+    largest = max(counter.values())
+    tied = sum(1 for nodes in counter.values() if nodes == largest) > 1
+    return tied or counter.get(value, 0) != largest
+
+
+@dataclass(frozen=True, slots=True)
+class PoolAnalysis:
+    """One (fabric, pool): its target nodes judged one by one, and the pool-wide facts they
+    are judged against. Node lists are in name order."""
+
+    profile: FabricProfile
+    pool: Pool
+    view: FabricView
+    nodes: tuple[NodeAnalysis, ...]  # the target nodes, cordoned ones included
+    other_nodes: tuple[str, ...]  # members of the pool that are not target nodes: not counted
+    gate: tuple[NodeAnalysis, ...]  # the target nodes not cordoned: the ones judged
+    counts: Mapping[int, int]  # count -> gate nodes, the larger count first
+    typical_count: int | None  # the most common count above 0 (on a tie, the larger)
+    uniform_count: int | None  # the one count, when the gate set is not empty and can be one fabric
+    instance_types: Mapping[str, int]  # instance type -> gate nodes, by name
+    maxima: Mapping[int, int]  # known maximum -> gate nodes of a type with it
+    isolation_conflict: tuple[str, str] | None  # two instance types whose traffic cannot cross
+    # Why the gate set is not homogeneous (AT_ZERO, UNCOMMON_COUNT or ISOLATED), if it is not.
+    count_fault: Cause | None
+    # Why the pool cannot become Ready (TYPE_UNSUPPORTED, UNCOMMON_MAXIMUM or ISOLATED), if so.
+    stall: Cause | None
+    sources_seen: frozenset[Source]  # the sources that advertise some gate node's count
+    subject: str  # what messages say is advertised
+    serving: frozenset[Source]  # the sources whose DaemonSets serve some gate node
+
+    @property
+    def advertising(self) -> list[NodeAnalysis]:
+        return [node for node in self.gate if node.count > 0]
+
+    def breaking(self, condition: ConditionType, *causes: Cause) -> list[NodeAnalysis]:
+        """The gate nodes that break ``condition`` (for one of ``causes``, when given)."""
+        return [
+            node
+            for node in self.gate
+            if (breach := node.breach(condition)) is not None and (not causes or breach.cause in causes)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A gate node before its breaches: what they are decided from."""
+
+    facts: NodeFacts
+    devices: NodeDevices
+    maximum: int | None
+    provider: PluginState
+
+
+def _breaches(
+    node: _Judged,
+    profile: FabricProfile,
+    typical_count: int | None,
+    count_fault: Cause | None,
+    stall: Cause | None,
+    isolation_groups: Counter[int | None],
+    maxima: Counter[int],
+) -> tuple[Breach, ...]:
+    """Which conditions the node breaks, in the status's condition order. A condition is not
+    met exactly when some gate node breaks it (Ready aside: it is judged from the others)."""
+    breaches = []
+    count, maximum, instance_type = node.devices.count, node.maximum, node.facts.instance_type
+    if node.provider is not PluginState.READY:
+        reason = _PROVIDER_REASONS[node.provider]
+        breaches.append(Breach(ConditionType.DEVICE_PLUGIN_READY, reason, Cause.PROVIDER))
+    if count == 0:
+        breaches.append(Breach(ConditionType.ADVERTISED, Reason.NOT_ADVERTISED, Cause.NOTHING_ADVERTISED))
+    isolated = (
+        instance_type is not None
+        and (stall is Cause.ISOLATED or count_fault is Cause.ISOLATED)
+        and _in_minority(isolation_groups, profile.isolation_group(instance_type))
+    )
+    homogeneous_cause: Cause | None = None
+    if count_fault is Cause.ISOLATED:
+        homogeneous_cause = Cause.ISOLATED if isolated else None
+    elif count_fault is Cause.AT_ZERO and count == 0:
+        homogeneous_cause = Cause.AT_ZERO
+    elif count_fault is not None and count != typical_count:
+        homogeneous_cause = Cause.UNCOMMON_COUNT
+    if homogeneous_cause is not None:
+        reason = COUNT_REASONS[homogeneous_cause]
+        breaches.append(Breach(ConditionType.HOMOGENEOUS, reason, homogeneous_cause))
+    if maximum is not None and count != maximum:
+        above = count > maximum
+        reason = Reason.ABOVE_INSTANCE_MAXIMUM if above else Reason.BELOW_INSTANCE_MAXIMUM
+        cause = Cause.ABOVE_MAXIMUM if above else Cause.BELOW_MAXIMUM
+        breaches.append(Breach(ConditionType.MATCHES_INSTANCE_TYPE, reason, cause))
+    if stall is not None and (
+        stall is Cause.TYPE_UNSUPPORTED
+        or (stall is Cause.UNCOMMON_MAXIMUM and maximum is not None and _in_minority(maxima, maximum))
+        or (stall is Cause.ISOLATED and isolated)
+    ):
+        breaches.append(Breach(ConditionType.STALLED, STALL_REASONS[stall], stall))
+    return tuple(breaches)
+
+
+def analyse_pool(
+    profile: FabricProfile, pool: Pool, members: Iterable[NodeFacts], view: FabricView, index: FactIndex
+) -> PoolAnalysis:
+    """The pool's target nodes among ``members`` (cordoned ones included), judged."""
+    ordered = sorted(members, key=lambda node: node.name)
+    devices = {node.name: node_devices(profile, node, index) for node in ordered}
+    targets = [node for node in ordered if is_target_node(profile, node, devices[node.name], view)]
+    target_names = {node.name for node in targets}
+    all_sources = frozenset(profile.sources)
+
+    judged: dict[str, _Judged] = {}
+    serving: dict[str, frozenset[Source]] = {}
+    for node in targets:
+        found = devices[node.name]
+        serving[node.name] = found.sources if found.count > 0 else all_sources
+        judged[node.name] = _Judged(
+            node, found, profile.maximum_for(node.instance_type), _provider_state(node.name, serving[node.name], view)
+        )
+    gate = [judged[node.name] for node in targets if not node.cordoned]
+
+    distribution = Counter(node.devices.count for node in gate)
+    counts = dict(sorted(distribution.items(), reverse=True))
+    typical_count = _most_common(Counter({count: nodes for count, nodes in distribution.items() if count > 0}))
+    instance_types = Counter(node.facts.instance_type for node in gate if node.facts.instance_type)
+    isolation_conflict = _isolation_conflict(profile, instance_types)
+    count_fault = None
+    if len(counts) > 1:
+        count_fault = Cause.AT_ZERO if 0 in counts else Cause.UNCOMMON_COUNT
+    elif isolation_conflict is not None:
+        count_fault = Cause.ISOLATED
+    uniform_count = next(iter(counts)) if gate and count_fault is None else None
+
+    maxima = Counter(node.maximum for node in gate if node.maximum is not None)  # known maximum -> gate nodes
+    stall = None
+    if gate and all(node.maximum == 0 for node in gate):
+        stall = Cause.TYPE_UNSUPPORTED
+    elif len(maxima) > 1:
+        stall = Cause.UNCOMMON_MAXIMUM
+    elif isolation_conflict is not None:
+        stall = Cause.ISOLATED
+    isolation_groups: Counter[int | None] = Counter(
+        profile.isolation_group(node.facts.instance_type) for node in gate if node.facts.instance_type
+    )
+
+    analysed = []
+    for node in targets:
+        state = judged[node.name]
+        name = node.name
+        ready_providers = frozenset(source for source in all_sources if name in view.of(source).nodes_with_ready_pod)
+        judged_here = not node.cordoned
+        analysed.append(
+            NodeAnalysis(
+                facts=node,
+                devices=state.devices,
+                maximum=state.maximum,
+                serving=serving[name],
+                provider=state.provider,
+                ready_providers=ready_providers,
+                gaps=_gaps(state.devices, state.provider) if judged_here else (),
+                breaches=(
+                    _breaches(state, profile, typical_count, count_fault, stall, isolation_groups, maxima)
+                    if judged_here
+                    else ()
+                ),
+            )
+        )
+    gate_nodes = tuple(node for node in analysed if not node.cordoned)
+    sources_seen = frozenset(source for node in gate_nodes for source in node.devices.sources)
+    return PoolAnalysis(
+        profile=profile,
+        pool=pool,
+        view=view,
+        nodes=tuple(analysed),
+        other_nodes=tuple(node.name for node in ordered if node.name not in target_names),
+        gate=gate_nodes,
+        counts=counts,
+        typical_count=typical_count,
+        uniform_count=uniform_count,
+        instance_types=dict(sorted(instance_types.items())),
+        maxima=dict(maxima),
+        isolation_conflict=isolation_conflict,
+        count_fault=count_fault,
+        stall=stall,
+        sources_seen=sources_seen,
+        subject=subject(profile, sources_seen),
+        serving=frozenset(source for node in gate_nodes for source in node.serving),
+    )
