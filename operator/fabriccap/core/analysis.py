@@ -12,8 +12,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum, StrEnum
 from typing import TypeVar
 
@@ -265,85 +265,22 @@ class PoolAnalysis:
 
 
 @dataclass(frozen=True, slots=True)
-class _Judged:
-    """A gate node before its breaches: what they are decided from."""
+class _Verdict:
+    """The pool-wide facts each gate node is compared with."""
 
-    facts: NodeFacts
-    devices: NodeDevices
-    maximum: int | None
-    provider: PluginState
-
-
-def _breaches(
-    node: _Judged,
-    profile: FabricProfile,
-    typical_count: int | None,
-    count_fault: Cause | None,
-    stall: Cause | None,
-    isolation_groups: Counter[int | None],
-    maxima: Counter[int],
-) -> tuple[Breach, ...]:
-    """Which conditions the node breaks, in the status's condition order. A condition is not
-    met exactly when some gate node breaks it (Ready aside: it is judged from the others)."""
-    breaches = []
-    count, maximum, instance_type = node.devices.count, node.maximum, node.facts.instance_type
-    if node.provider is not PluginState.READY:
-        reason = _PROVIDER_REASONS[node.provider]
-        breaches.append(Breach(ConditionType.DEVICE_PLUGIN_READY, reason, Cause.PROVIDER))
-    if count == 0:
-        breaches.append(Breach(ConditionType.ADVERTISED, Reason.NOT_ADVERTISED, Cause.NOTHING_ADVERTISED))
-    isolated = (
-        instance_type is not None
-        and (stall is Cause.ISOLATED or count_fault is Cause.ISOLATED)
-        and _in_minority(isolation_groups, profile.isolation_group(instance_type))
-    )
-    homogeneous_cause: Cause | None = None
-    if count_fault is Cause.ISOLATED:
-        homogeneous_cause = Cause.ISOLATED if isolated else None
-    elif count_fault is Cause.AT_ZERO and count == 0:
-        homogeneous_cause = Cause.AT_ZERO
-    elif count_fault is not None and count != typical_count:
-        homogeneous_cause = Cause.UNCOMMON_COUNT
-    if homogeneous_cause is not None:
-        reason = COUNT_REASONS[homogeneous_cause]
-        breaches.append(Breach(ConditionType.HOMOGENEOUS, reason, homogeneous_cause))
-    if maximum is not None and count != maximum:
-        above = count > maximum
-        reason = Reason.ABOVE_INSTANCE_MAXIMUM if above else Reason.BELOW_INSTANCE_MAXIMUM
-        cause = Cause.ABOVE_MAXIMUM if above else Cause.BELOW_MAXIMUM
-        breaches.append(Breach(ConditionType.MATCHES_INSTANCE_TYPE, reason, cause))
-    if stall is not None and (
-        stall is Cause.TYPE_UNSUPPORTED
-        or (stall is Cause.UNCOMMON_MAXIMUM and maximum is not None and _in_minority(maxima, maximum))
-        or (stall is Cause.ISOLATED and isolated)
-    ):
-        breaches.append(Breach(ConditionType.STALLED, STALL_REASONS[stall], stall))
-    return tuple(breaches)
+    counts: dict[int, int]  # count -> gate nodes, the larger count first
+    typical_count: int | None
+    instance_types: Counter[str]
+    isolation_conflict: tuple[str, str] | None
+    isolation_groups: Counter[int | None]  # isolation group -> gate nodes of a type (None: in no group)
+    maxima: Counter[int]  # known maximum -> gate nodes
+    count_fault: Cause | None
+    stall: Cause | None
 
 
-def analyse_pool(
-    profile: FabricProfile, pool: Pool, members: Iterable[NodeFacts], view: FabricView, index: FactIndex
-) -> PoolAnalysis:
-    """The pool's target nodes among ``members`` (cordoned ones included), judged."""
-    ordered = sorted(members, key=lambda node: node.name)
-    devices = {node.name: node_devices(profile, node, index) for node in ordered}
-    targets = [node for node in ordered if is_target_node(profile, node, devices[node.name], view)]
-    target_names = {node.name for node in targets}
-    all_sources = frozenset(profile.sources)
-
-    judged: dict[str, _Judged] = {}
-    serving: dict[str, frozenset[Source]] = {}
-    for node in targets:
-        found = devices[node.name]
-        serving[node.name] = found.sources if found.count > 0 else all_sources
-        judged[node.name] = _Judged(
-            node, found, profile.maximum_for(node.instance_type), _provider_state(node.name, serving[node.name], view)
-        )
-    gate = [judged[node.name] for node in targets if not node.cordoned]
-
-    distribution = Counter(node.devices.count for node in gate)
+def _verdict(profile: FabricProfile, gate: Sequence[NodeAnalysis]) -> _Verdict:
+    distribution = Counter(node.count for node in gate)
     counts = dict(sorted(distribution.items(), reverse=True))
-    typical_count = _most_common(Counter({count: nodes for count, nodes in distribution.items() if count > 0}))
     instance_types = Counter(node.facts.instance_type for node in gate if node.facts.instance_type)
     isolation_conflict = _isolation_conflict(profile, instance_types)
     count_fault = None
@@ -351,9 +288,7 @@ def analyse_pool(
         count_fault = Cause.AT_ZERO if 0 in counts else Cause.UNCOMMON_COUNT
     elif isolation_conflict is not None:
         count_fault = Cause.ISOLATED
-    uniform_count = next(iter(counts)) if gate and count_fault is None else None
-
-    maxima = Counter(node.maximum for node in gate if node.maximum is not None)  # known maximum -> gate nodes
+    maxima = Counter(node.maximum for node in gate if node.maximum is not None)
     stall = None
     if gate and all(node.maximum == 0 for node in gate):
         stall = Cause.TYPE_UNSUPPORTED
@@ -361,50 +296,112 @@ def analyse_pool(
         stall = Cause.UNCOMMON_MAXIMUM
     elif isolation_conflict is not None:
         stall = Cause.ISOLATED
-    isolation_groups: Counter[int | None] = Counter(
-        profile.isolation_group(node.facts.instance_type) for node in gate if node.facts.instance_type
+    return _Verdict(
+        counts=counts,
+        typical_count=_most_common({count: nodes for count, nodes in counts.items() if count > 0}),
+        instance_types=instance_types,
+        isolation_conflict=isolation_conflict,
+        isolation_groups=Counter(profile.isolation_group(name) for name in instance_types.elements()),
+        maxima=maxima,
+        count_fault=count_fault,
+        stall=stall,
     )
 
-    analysed = []
-    for node in targets:
-        state = judged[node.name]
-        name = node.name
-        ready_providers = frozenset(source for source in all_sources if name in view.of(source).nodes_with_ready_pod)
-        judged_here = not node.cordoned
-        analysed.append(
-            NodeAnalysis(
-                facts=node,
-                devices=state.devices,
-                maximum=state.maximum,
-                serving=serving[name],
-                provider=state.provider,
-                ready_providers=ready_providers,
-                gaps=_gaps(state.devices, state.provider) if judged_here else (),
-                breaches=(
-                    _breaches(state, profile, typical_count, count_fault, stall, isolation_groups, maxima)
-                    if judged_here
-                    else ()
-                ),
-            )
-        )
-    gate_nodes = tuple(node for node in analysed if not node.cordoned)
-    sources_seen = frozenset(source for node in gate_nodes for source in node.devices.sources)
+
+def _breaches(profile: FabricProfile, node: NodeAnalysis, verdict: _Verdict) -> tuple[Breach, ...]:
+    """Which conditions the node breaks, in the status's condition order. A condition is not
+    met exactly when some gate node breaks it (Ready aside: it is judged from the others)."""
+    breaches = []
+    count, maximum, instance_type = node.count, node.maximum, node.facts.instance_type
+    count_fault, stall = verdict.count_fault, verdict.stall
+    if node.provider is not PluginState.READY:
+        breaches.append(Breach(ConditionType.DEVICE_PLUGIN_READY, _PROVIDER_REASONS[node.provider], Cause.PROVIDER))
+    if count == 0:
+        breaches.append(Breach(ConditionType.ADVERTISED, Reason.NOT_ADVERTISED, Cause.NOTHING_ADVERTISED))
+    isolated = (
+        instance_type is not None
+        and Cause.ISOLATED in (count_fault, stall)
+        and _in_minority(verdict.isolation_groups, profile.isolation_group(instance_type))
+    )
+    homogeneous_cause: Cause | None = None
+    if count_fault is Cause.ISOLATED:
+        homogeneous_cause = Cause.ISOLATED if isolated else None
+    elif count_fault is Cause.AT_ZERO and count == 0:
+        homogeneous_cause = Cause.AT_ZERO
+    elif count_fault is not None and count != verdict.typical_count:
+        homogeneous_cause = Cause.UNCOMMON_COUNT
+    if homogeneous_cause is not None:
+        breaches.append(Breach(ConditionType.HOMOGENEOUS, COUNT_REASONS[homogeneous_cause], homogeneous_cause))
+    if maximum is not None and count != maximum:
+        above = count > maximum
+        reason = Reason.ABOVE_INSTANCE_MAXIMUM if above else Reason.BELOW_INSTANCE_MAXIMUM
+        cause = Cause.ABOVE_MAXIMUM if above else Cause.BELOW_MAXIMUM
+        breaches.append(Breach(ConditionType.MATCHES_INSTANCE_TYPE, reason, cause))
+    if stall is not None and (
+        stall is Cause.TYPE_UNSUPPORTED
+        or (stall is Cause.UNCOMMON_MAXIMUM and maximum is not None and _in_minority(verdict.maxima, maximum))
+        or (stall is Cause.ISOLATED and isolated)
+    ):
+        breaches.append(Breach(ConditionType.STALLED, STALL_REASONS[stall], stall))
+    return tuple(breaches)
+
+
+def _judged_alone(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> NodeAnalysis:
+    """A target node as far as it can be judged without the rest of the pool."""
+    # The sources that must serve it: those that advertise its count, or, at 0, every one read.
+    serving = devices.sources if devices.count > 0 else frozenset(profile.sources)
+    provider = _provider_state(node.name, serving, view)
+    return NodeAnalysis(
+        facts=node,
+        devices=devices,
+        maximum=profile.maximum_for(node.instance_type),
+        serving=serving,
+        provider=provider,
+        ready_providers=frozenset(
+            source for source in profile.sources if node.name in view.of(source).nodes_with_ready_pod
+        ),
+        gaps=() if node.cordoned else _gaps(devices, provider),
+        breaches=(),
+    )
+
+
+def analyse_pool(
+    profile: FabricProfile, pool: Pool, members: Iterable[NodeFacts], view: FabricView, index: FactIndex
+) -> PoolAnalysis:
+    """The pool's target nodes among ``members`` (cordoned ones included), judged: each on its
+    own, then against the pool-wide facts of the gate set."""
+    ordered = sorted(members, key=lambda node: node.name)
+    alone: list[NodeAnalysis] = []
+    others: list[str] = []
+    for facts in ordered:
+        devices = node_devices(profile, facts, index)
+        if is_target_node(profile, facts, devices, view):
+            alone.append(_judged_alone(profile, facts, devices, view))
+        else:
+            others.append(facts.name)
+    verdict = _verdict(profile, [judged for judged in alone if not judged.cordoned])
+    nodes = []
+    for judged in alone:
+        breaches = () if judged.cordoned else _breaches(profile, judged, verdict)
+        nodes.append(replace(judged, breaches=breaches) if breaches else judged)
+    gate = tuple(node for node in nodes if not node.cordoned)
+    sources_seen = frozenset(source for node in gate for source in node.devices.sources)
     return PoolAnalysis(
         profile=profile,
         pool=pool,
         view=view,
-        nodes=tuple(analysed),
-        other_nodes=tuple(node.name for node in ordered if node.name not in target_names),
-        gate=gate_nodes,
-        counts=counts,
-        typical_count=typical_count,
-        uniform_count=uniform_count,
-        instance_types=dict(sorted(instance_types.items())),
-        maxima=dict(maxima),
-        isolation_conflict=isolation_conflict,
-        count_fault=count_fault,
-        stall=stall,
+        nodes=tuple(nodes),
+        other_nodes=tuple(others),
+        gate=gate,
+        counts=verdict.counts,
+        typical_count=verdict.typical_count,
+        uniform_count=next(iter(verdict.counts)) if gate and verdict.count_fault is None else None,
+        instance_types=dict(sorted(verdict.instance_types.items())),
+        maxima=dict(verdict.maxima),
+        isolation_conflict=verdict.isolation_conflict,
+        count_fault=verdict.count_fault,
+        stall=verdict.stall,
         sources_seen=sources_seen,
         subject=subject(profile, sources_seen),
-        serving=frozenset(source for node in gate_nodes for source in node.serving),
+        serving=frozenset(source for node in gate for source in node.serving),
     )

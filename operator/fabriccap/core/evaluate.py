@@ -506,43 +506,30 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
 def _stalled_condition(analysis: PoolAnalysis) -> Condition:
     kind = ConditionType.STALLED
     profile, stall = analysis.profile, analysis.stall
-    if stall is not None:
-        reason = STALL_REASONS[stall]
-    if stall is Cause.TYPE_UNSUPPORTED:
-        types = ", ".join(analysis.instance_types)
+    if stall is None:
         return _condition(
             kind,
-            ConditionStatus.TRUE,
-            reason,
-            f"every node's instance type supports no {profile.resource} ({types}: maximum 0); "
-            "this pool cannot become Ready without other instance types",
+            ConditionStatus.FALSE,
+            Reason.NOT_STALLED,
+            "no instance-type condition prevents this pool from becoming Ready",
         )
-    if stall is Cause.UNCOMMON_MAXIMUM:
+    if stall is Cause.TYPE_UNSUPPORTED:
+        types = ", ".join(analysis.instance_types)
+        message = (
+            f"every node's instance type supports no {profile.resource} ({types}: maximum 0); "
+            "this pool cannot become Ready without other instance types"
+        )
+    elif stall is Cause.UNCOMMON_MAXIMUM:
         listed = ", ".join(
             f"{name} ({maximum})"
             for name in analysis.instance_types
             if (maximum := profile.maximum_for(name)) is not None
         )
-        return _condition(
-            kind,
-            ConditionStatus.TRUE,
-            reason,
-            f"the pool mixes instance types with different {profile.resource} maxima: {listed}",
-        )
-    if stall is Cause.ISOLATED and analysis.isolation_conflict is not None:
-        first, second = analysis.isolation_conflict
-        return _condition(
-            kind,
-            ConditionStatus.TRUE,
-            reason,
-            f"the pool mixes {first} and {second}; {profile.spoken_name} traffic between them is unsupported",
-        )
-    return _condition(
-        kind,
-        ConditionStatus.FALSE,
-        Reason.NOT_STALLED,
-        "no instance-type condition prevents this pool from becoming Ready",
-    )
+        message = f"the pool mixes instance types with different {profile.resource} maxima: {listed}"
+    else:  # isolated instance types
+        first, second = analysis.isolation_conflict or ("", "")
+        message = f"the pool mixes {first} and {second}; {profile.spoken_name} traffic between them is unsupported"
+    return _condition(kind, ConditionStatus.TRUE, STALL_REASONS[stall], message)
 
 
 def analyse_capability(config: Config, index: FactIndex, capability: PoolCapability) -> PoolAnalysis:

@@ -232,9 +232,8 @@ def _uncommon_count_detail(subject: _Subject) -> str:
     )
 
 
-def _maximum_detail(subject: _Subject) -> str:
+def _maximum_detail(subject: _Subject, sign: str) -> str:
     node = subject.node
-    sign = ">" if node.maximum is not None and node.count > node.maximum else "<"
     return f"{node.count} {sign} {node.maximum}, the maximum of {node.facts.instance_type}"
 
 
@@ -258,8 +257,8 @@ DETAILS: dict[Cause, Callable[[_Subject], str]] = {
         f"{s.profile.spoken_name} traffic between {s.node.facts.instance_type} and the pool's other instance"
         " types is unsupported"
     ),
-    Cause.ABOVE_MAXIMUM: _maximum_detail,
-    Cause.BELOW_MAXIMUM: _maximum_detail,
+    Cause.ABOVE_MAXIMUM: lambda s: _maximum_detail(s, ">"),
+    Cause.BELOW_MAXIMUM: lambda s: _maximum_detail(s, "<"),
     Cause.TYPE_UNSUPPORTED: lambda s: f"{s.node.facts.instance_type} supports no {s.profile.resource} (maximum 0)",
     Cause.UNCOMMON_MAXIMUM: _uncommon_maximum_detail,
 }
