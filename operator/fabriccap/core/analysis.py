@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import TypeVar
+from operator import attrgetter
+from typing import NamedTuple, TypeVar
 
 from fabriccap.core.api import ConditionType, Reason
 from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import NodeFacts, Pool
 from fabriccap.core.index import FactIndex
-from fabriccap.core.sources import SOURCES, FabricView, Reading, read_sources, subject
+from fabriccap.core.sources import SOURCES, TARGET_MARKING, FabricView, Reading, in_order, read_sources, subject
 
 # ---------------------------------------------------------------------------------------------
 # A node's devices, and whether it is a target node
@@ -35,6 +36,8 @@ class NodeDevices:
     # The sources that advertise ``count`` (all that agree); empty when count is 0.
     sources: frozenset[Source]
     readings: Mapping[Source, Reading]  # per source the profile reads, in source order
+    evidence: bool  # some source shows devices of the fabric on it, countable or not
+    unhealthy: bool  # some source holds devices back as unhealthy
 
     @property
     def advertising(self) -> bool:
@@ -44,26 +47,43 @@ class NodeDevices:
         """Why devices some source reports could not be counted, per source."""
         return [(source, reading.problem) for source, reading in self.readings.items() if reading.problem]
 
-    def unhealthy(self) -> list[str]:
+    def unhealthy_devices(self) -> list[str]:
+        """The devices sources hold back as unhealthy, described."""
         return [reading.unhealthy for reading in self.readings.values() if reading.unhealthy]
 
 
-def node_devices(profile: FabricProfile, node: NodeFacts, index: FactIndex) -> NodeDevices:
+_NO_SOURCES: frozenset[Source] = frozenset()
+
+
+def node_devices(
+    profile: FabricProfile, node: NodeFacts, index: FactIndex, sources: Sequence[Source] | None = None
+) -> NodeDevices:
     """A node that advertises through several sources counts the larger: a DRANET node keeps a
-    stale allocatable of 0 from a removed device plugin, and the other way."""
-    readings = {source: SOURCES[source].read(profile, node, index) for source in read_sources(profile)}
-    count = max(reading.count for reading in readings.values())
-    sources = frozenset(source for source, reading in readings.items() if reading.count == count and count > 0)
-    return NodeDevices(count=count, sources=sources, readings=readings)
+    stale allocatable of 0 from a removed device plugin, and the other way. ``sources`` are the
+    profile's (``read_sources``), when the caller reads many nodes."""
+    # Plain loops: this runs for every member of every pool each round.
+    readings: dict[Source, Reading] = {}
+    count, evidence, unhealthy = 0, False, False
+    for source in read_sources(profile) if sources is None else sources:
+        reading = readings[source] = SOURCES[source].read(profile, node, index)
+        count = reading.devices if reading.devices > count else count
+        evidence = evidence or reading.evidence
+        unhealthy = unhealthy or reading.unhealthy is not None
+    advertised_by = (
+        frozenset([source for source, reading in readings.items() if reading.devices == count])
+        if count > 0
+        else _NO_SOURCES
+    )
+    return NodeDevices(count, advertised_by, readings, evidence, unhealthy)
 
 
 def is_target_node(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> bool:
     """The SPEC's rules: (a) it shows the fabric's devices in some source, (b) a pod of a
     provider whose pod marks a target (the device plugin's), (c) an accelerator, or (d) an
     instance type that can carry the fabric (where a plugin that never landed shows)."""
-    if devices.advertising or any(reading.evidence for reading in devices.readings.values()):
+    if devices.count > 0 or devices.evidence:
         return True
-    if any(node.name in view.of(source).nodes_with_pod for source, row in SOURCES.items() if row.pod_marks_target):
+    if any(node.name in view.of(source).nodes_with_pod for source in TARGET_MARKING):
         return True
     targets = profile.target_nodes
     if any(node.allocatable_of(accelerator) > 0 for accelerator in targets.accelerator_resources):
@@ -108,8 +128,7 @@ class Cause(Enum):
     UNCOMMON_MAXIMUM = "uncommon-maximum"  # a maximum other than the pool's most common
 
 
-@dataclass(frozen=True, slots=True)
-class Breach:
+class Breach(NamedTuple):
     """One condition a node breaks, with the node's own reason."""
 
     condition: ConditionType
@@ -148,7 +167,6 @@ class NodeAnalysis:
     # node at 0, every source the profile reads.
     serving: frozenset[Source]
     provider: PluginState  # of the pod that must serve it
-    ready_providers: frozenset[Source]  # the profile's sources with a Ready pod on it, serving or not
     gaps: tuple[Gap, ...]  # empty for a cordoned node: it is reported, not judged
     breaches: tuple[Breach, ...]  # in the status's condition order; empty for a cordoned node
 
@@ -174,21 +192,28 @@ class NodeAnalysis:
 
 
 def _provider_state(name: str, serving: frozenset[Source], view: FabricView) -> PluginState:
-    if any(name in view.of(source).nodes_with_ready_pod for source in serving):
-        return PluginState.READY
-    if any(name in view.of(source).nodes_with_pod for source in serving):
-        return PluginState.NOT_READY
-    if any(view.of(source).daemon_sets for source in serving):
-        return PluginState.NO_POD
+    providers = [view.of(source) for source in serving]
+    for provider in providers:
+        if name in provider.nodes_with_ready_pod:
+            return PluginState.READY
+    for provider in providers:
+        if name in provider.nodes_with_pod:
+            return PluginState.NOT_READY
+    for provider in providers:
+        if provider.daemon_sets:
+            return PluginState.NO_POD
     return PluginState.NOT_INSTALLED
 
 
 def _gaps(devices: NodeDevices, provider: PluginState) -> tuple[Gap, ...]:
-    gaps = []
     ready = provider is PluginState.READY
+    missing = (devices.count == 0) == ready  # at 0 with a Ready pod, or advertising without one
+    if not missing and not devices.unhealthy:
+        return ()
+    gaps = []
     if devices.count == 0 and ready:
         gaps.append(Gap.PLUGIN_READY_NOT_ADVERTISED)
-    if devices.unhealthy():
+    if devices.unhealthy:
         gaps.append(Gap.UNHEALTHY)
     if devices.count > 0 and not ready:
         gaps.append(Gap.ADVERTISED_WITHOUT_PLUGIN)
@@ -217,6 +242,14 @@ def _isolation_conflict(profile: FabricProfile, instance_types: Iterable[str]) -
             if profile.isolation_group(second) != group:
                 return first, second
     return None
+
+
+def _isolation_groups(profile: FabricProfile, instance_types: Mapping[str, int]) -> Counter[int | None]:
+    """Isolation group -> gate nodes of an instance type in it (None: in no group)."""
+    groups: Counter[int | None] = Counter()
+    for name, nodes in instance_types.items():
+        groups[profile.isolation_group(name)] += nodes
+    return groups
 
 
 def _in_minority(counter: Mapping[_Value, int], value: _Value) -> bool:
@@ -251,17 +284,32 @@ class PoolAnalysis:
     subject: str  # what messages say is advertised
     serving: frozenset[Source]  # the sources whose DaemonSets serve some gate node
 
-    @property
-    def advertising(self) -> list[NodeAnalysis]:
-        return [node for node in self.gate if node.count > 0]
+    advertising: tuple[NodeAnalysis, ...]  # the gate nodes whose count is above 0
+    breakers: Mapping[ConditionType, tuple[NodeAnalysis, ...]]  # condition -> the gate nodes that break it
 
     def breaking(self, condition: ConditionType, *causes: Cause) -> list[NodeAnalysis]:
         """The gate nodes that break ``condition`` (for one of ``causes``, when given)."""
         return [
             node
-            for node in self.gate
-            if (breach := node.breach(condition)) is not None and (not causes or breach.cause in causes)
+            for node in self.breakers.get(condition, ())
+            if not causes or ((breach := node.breach(condition)) is not None and breach.cause in causes)
         ]
+
+    def ready_providers(self, node: NodeAnalysis) -> list[Source]:
+        """The profile's sources with a Ready pod on ``node``, serving it or not."""
+        return [
+            source
+            for source in in_order(self.profile.sources)
+            if node.name in self.view.of(source).nodes_with_ready_pod
+        ]
+
+
+class _Candidate(NamedTuple):
+    """A target node, before it is judged."""
+
+    facts: NodeFacts
+    devices: NodeDevices
+    maximum: int | None  # the profile's known maximum for its instance type
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +326,8 @@ class _Verdict:
     stall: Cause | None
 
 
-def _verdict(profile: FabricProfile, gate: Sequence[NodeAnalysis]) -> _Verdict:
-    distribution = Counter(node.count for node in gate)
+def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
+    distribution = Counter(node.devices.count for node in gate)
     counts = dict(sorted(distribution.items(), reverse=True))
     instance_types = Counter(node.facts.instance_type for node in gate if node.facts.instance_type)
     isolation_conflict = _isolation_conflict(profile, instance_types)
@@ -301,21 +349,21 @@ def _verdict(profile: FabricProfile, gate: Sequence[NodeAnalysis]) -> _Verdict:
         typical_count=_most_common({count: nodes for count, nodes in counts.items() if count > 0}),
         instance_types=instance_types,
         isolation_conflict=isolation_conflict,
-        isolation_groups=Counter(profile.isolation_group(name) for name in instance_types.elements()),
+        isolation_groups=_isolation_groups(profile, instance_types),
         maxima=maxima,
         count_fault=count_fault,
         stall=stall,
     )
 
 
-def _breaches(profile: FabricProfile, node: NodeAnalysis, verdict: _Verdict) -> tuple[Breach, ...]:
+def _breaches(profile: FabricProfile, node: _Candidate, provider: PluginState, verdict: _Verdict) -> tuple[Breach, ...]:
     """Which conditions the node breaks, in the status's condition order. A condition is not
     met exactly when some gate node breaks it (Ready aside: it is judged from the others)."""
     breaches = []
-    count, maximum, instance_type = node.count, node.maximum, node.facts.instance_type
+    count, maximum, instance_type = node.devices.count, node.maximum, node.facts.instance_type
     count_fault, stall = verdict.count_fault, verdict.stall
-    if node.provider is not PluginState.READY:
-        breaches.append(Breach(ConditionType.DEVICE_PLUGIN_READY, _PROVIDER_REASONS[node.provider], Cause.PROVIDER))
+    if provider is not PluginState.READY:
+        breaches.append(Breach(ConditionType.DEVICE_PLUGIN_READY, _PROVIDER_REASONS[provider], Cause.PROVIDER))
     if count == 0:
         breaches.append(Breach(ConditionType.ADVERTISED, Reason.NOT_ADVERTISED, Cause.NOTHING_ADVERTISED))
     isolated = (
@@ -346,51 +394,56 @@ def _breaches(profile: FabricProfile, node: NodeAnalysis, verdict: _Verdict) -> 
     return tuple(breaches)
 
 
-def _judged_alone(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> NodeAnalysis:
-    """A target node as far as it can be judged without the rest of the pool."""
+def _judged(
+    profile: FabricProfile, node: _Candidate, verdict: _Verdict, view: FabricView, all_sources: frozenset[Source]
+) -> NodeAnalysis:
+    devices, cordoned = node.devices, node.facts.cordoned
     # The sources that must serve it: those that advertise its count, or, at 0, every one read.
-    serving = devices.sources if devices.count > 0 else frozenset(profile.sources)
-    provider = _provider_state(node.name, serving, view)
+    serving = devices.sources if devices.count > 0 else all_sources
+    provider = _provider_state(node.facts.name, serving, view)
     return NodeAnalysis(
-        facts=node,
+        facts=node.facts,
         devices=devices,
-        maximum=profile.maximum_for(node.instance_type),
+        maximum=node.maximum,
         serving=serving,
         provider=provider,
-        ready_providers=frozenset(
-            source for source in profile.sources if node.name in view.of(source).nodes_with_ready_pod
-        ),
-        gaps=() if node.cordoned else _gaps(devices, provider),
-        breaches=(),
+        # A cordoned node is reported, not judged.
+        gaps=() if cordoned else _gaps(devices, provider),
+        breaches=() if cordoned else _breaches(profile, node, provider, verdict),
     )
+
+
+_BY_NAME = attrgetter("name")
 
 
 def analyse_pool(
     profile: FabricProfile, pool: Pool, members: Iterable[NodeFacts], view: FabricView, index: FactIndex
 ) -> PoolAnalysis:
-    """The pool's target nodes among ``members`` (cordoned ones included), judged: each on its
-    own, then against the pool-wide facts of the gate set."""
-    ordered = sorted(members, key=lambda node: node.name)
-    alone: list[NodeAnalysis] = []
+    """The pool's target nodes among ``members`` (cordoned ones included), judged against the
+    pool-wide facts of the gate set."""
+    sources = read_sources(profile)
+    candidates: list[_Candidate] = []
     others: list[str] = []
-    for facts in ordered:
-        devices = node_devices(profile, facts, index)
+    for facts in sorted(members, key=_BY_NAME):
+        devices = node_devices(profile, facts, index, sources)
         if is_target_node(profile, facts, devices, view):
-            alone.append(_judged_alone(profile, facts, devices, view))
+            candidates.append(_Candidate(facts, devices, profile.maximum_for(facts.instance_type)))
         else:
             others.append(facts.name)
-    verdict = _verdict(profile, [judged for judged in alone if not judged.cordoned])
-    nodes = []
-    for judged in alone:
-        breaches = () if judged.cordoned else _breaches(profile, judged, verdict)
-        nodes.append(replace(judged, breaches=breaches) if breaches else judged)
-    gate = tuple(node for node in nodes if not node.cordoned)
+    verdict = _verdict(profile, [node for node in candidates if not node.facts.cordoned])
+    all_sources = frozenset(profile.sources)
+    nodes = tuple(_judged(profile, node, verdict, view, all_sources) for node in candidates)
+    gate = tuple(node for node in nodes if not node.facts.cordoned)
+    breakers: dict[ConditionType, list[NodeAnalysis]] = {}
+    for node in gate:
+        for breach in node.breaches:
+            breakers.setdefault(breach.condition, []).append(node)
     sources_seen = frozenset(source for node in gate for source in node.devices.sources)
     return PoolAnalysis(
         profile=profile,
         pool=pool,
         view=view,
-        nodes=tuple(nodes),
+        nodes=nodes,
         other_nodes=tuple(others),
         gate=gate,
         counts=verdict.counts,
@@ -404,4 +457,6 @@ def analyse_pool(
         sources_seen=sources_seen,
         subject=subject(profile, sources_seen),
         serving=frozenset(source for node in gate for source in node.serving),
+        advertising=tuple(node for node in gate if node.devices.count > 0),
+        breakers={condition: tuple(nodes) for condition, nodes in breakers.items()},
     )

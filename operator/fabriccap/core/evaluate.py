@@ -330,7 +330,7 @@ def _device_plugin_condition(analysis: PoolAnalysis) -> Condition:
             Reason.PLUGIN_NOT_READY,
             f"{word} pod not Ready on {len(not_ready)} of {total} nodes: {_named(not_ready)}",
         )
-    serving = [source for source in in_order(needed) if any(source in node.ready_providers for node in gate)]
+    serving = [source for source in in_order(needed) if any(source in analysis.ready_providers(node) for node in gate)]
     return _condition(
         kind,
         ConditionStatus.TRUE,

@@ -187,7 +187,7 @@ def _uncounted(node: NodeAnalysis) -> list[str]:
 def _causes(node: NodeAnalysis) -> list[str]:
     """Why a node counts fewer devices than it might: devices that could not be counted, and
     devices a source holds back as unhealthy."""
-    return [*_uncounted(node), *node.devices.unhealthy()]
+    return [*_uncounted(node), *node.devices.unhealthy_devices()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +217,9 @@ def _provider_detail(subject: _Subject) -> str:
 def _nothing_advertised_detail(subject: _Subject) -> str:
     node, causes = subject.node, _causes(subject.node)
     if not causes:
-        if node.provider is PluginState.READY and node.ready_providers:
-            causes.append(f"its {providers_phrase(node.ready_providers)} pod is Ready, yet the node advertises nothing")
+        ready = subject.pool.ready_providers(node)
+        if node.provider is PluginState.READY and ready:
+            causes.append(f"its {providers_phrase(ready)} pod is Ready, yet the node advertises nothing")
         else:
             causes.append("nothing in " + " nor in ".join(SOURCES[source].place for source in subject.profile.sources))
     return "advertises 0: " + "; ".join(causes)
@@ -280,8 +281,8 @@ def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[Provide
         max_count=node.maximum,
         cordoned=node.cordoned,
         capacity=facts.capacity_of(pool.profile.resource) if plugin else None,
-        allocatable=plugin.count if plugin else None,
-        dra_devices=dra.count if dra else None,
+        allocatable=plugin.devices if plugin else None,
+        dra_devices=dra.devices if dra else None,
         count=node.count,
         sources=[source.value for source in in_order(node.devices.sources)],
         plugin=node.provider,

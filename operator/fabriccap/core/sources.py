@@ -13,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from fabriccap.core.config import DevicePlugin, DraSettings, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts
 from fabriccap.core.index import FactIndex
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """What one source says about one node's devices of one fabric."""
+class Reading(NamedTuple):
+    """What one source says about one node's devices of one fabric (a tuple: one is made per
+    node and source every round, and a frozen dataclass costs three times as much to make)."""
 
-    count: int  # the devices that count; 0 when they cannot be counted
+    devices: int  # the devices that count; 0 when they cannot be counted
     problem: str | None  # why the devices it reports could not be counted
     # The source shows devices of the fabric on the node, countable or not: target rule (a).
     evidence: bool
@@ -75,13 +76,13 @@ def _read_allocatable(profile: FabricProfile, node: NodeFacts, index: FactIndex)
         if capacity > allocatable
         else None
     )
-    return Reading(allocatable, problem, evidence=capacity > 0 or problem is not None, unhealthy=unhealthy)
+    return Reading(allocatable, problem, capacity > 0 or problem is not None, unhealthy)
 
 
 def _read_resource_slices(profile: FabricProfile, node: NodeFacts, index: FactIndex) -> Reading:
     devices = index.dra_devices(node.name, profile.name, profile.dra.drivers)
     # Devices in an incomplete pool do not count, but they show the node is one of the fabric's.
-    return Reading(devices.count, devices.problem, evidence=devices.seen > 0)
+    return Reading(devices.count, devices.problem, devices.seen > 0)
 
 
 def _slices_hold_none(profile: FabricProfile, nodes: str | None) -> str:
@@ -122,10 +123,14 @@ SOURCES: Mapping[Source, SourceRow] = {
 }
 
 
+_ORDER = {source: position for position, source in enumerate(Source)}
+# The sources whose DaemonSet's pod makes a node a target (rule b).
+TARGET_MARKING: tuple[Source, ...] = tuple(source for source, row in SOURCES.items() if row.pod_marks_target)
+
+
 def in_order(sources: Iterable[Source]) -> list[Source]:
     """``sources`` in the one order messages list them: the order of ``Source``."""
-    present = set(sources)
-    return [source for source in Source if source in present]
+    return sorted(set(sources), key=_ORDER.__getitem__)
 
 
 def read_sources(profile: FabricProfile) -> list[Source]:
@@ -213,7 +218,7 @@ def provider_view(found: Iterable[DaemonSetFacts], pods: Iterable[PodFacts]) -> 
 def viewed_sources(profile: FabricProfile) -> list[Source]:
     """The sources whose DaemonSets matter for the profile: those it reads, and those whose pod
     marks a target node (the device plugin's, which a profile reading only DRA still looks for)."""
-    return [source for source in Source if profile.uses(source) or SOURCES[source].pod_marks_target]
+    return in_order([*profile.sources, *TARGET_MARKING])
 
 
 def fabric_view(profile: FabricProfile, daemon_sets: Sequence[DaemonSetFacts], pods: Sequence[PodFacts]) -> FabricView:
