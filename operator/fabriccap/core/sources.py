@@ -3,8 +3,9 @@
 Everything the evaluation reads, looks for or says about one source is in its row of
 ``SOURCES``: how a node's devices are read from it, how its DaemonSets are recognised, how a
 workload asks for what it advertises, and the words the conditions and ``explain`` use for it.
-The code that judges a pool iterates the rows and never names a source, so a new kind of
-provider (a platform-managed one, DRA by DeviceClass) is a row here, not a branch elsewhere.
+The code that judges a pool iterates the rows and names no source (``explain``'s CAPACITY,
+ALLOCATABLE and DRA columns aside: they are its output format), so a new kind of provider (a
+platform-managed one, DRA by DeviceClass) is a row here, not a branch elsewhere.
 Pure: no I/O, no clock.
 """
 
@@ -46,7 +47,7 @@ class SourceRow:
 
     source: Source
     provider: str  # whose pod serves a node through it, as messages write it: "device-plugin"
-    node_kind: str  # what messages call a node that advertises through it: "device-plugin nodes"
+    node_kind: str  # what messages call the nodes that advertise through it: "device-plugin" (nodes)
     place: str  # where a node's devices are read, for "nothing in X nor in Y"
     problem: str  # what messages call devices it reports that could not be counted
     request: RequestForm
