@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fabriccap.core.api import API_VERSION, KIND, ConditionType
+from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType
 from fabriccap.core.workloads import WorkloadEvent
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
@@ -61,7 +61,7 @@ def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, A
             continue
         if kind not in before and kind != ConditionType.READY:
             continue  # a new object: its Ready condition tells the story, the rest is detail
-        normal = kind == ConditionType.READY and status == "True"
+        normal = kind == ConditionType.READY and status == ConditionStatus.TRUE
         events.append(
             EventSpec(
                 type="Normal" if normal else "Warning",

@@ -39,6 +39,9 @@ CONDITION_ORDER: tuple[ConditionType, ...] = tuple(ConditionType)
 
 
 class ConditionStatus(StrEnum):
+    """A condition's status: Kubernetes' three words (metav1.ConditionStatus), the same for
+    every kind's conditions. Spelt here only; compare raw statuses with these members."""
+
     TRUE = "True"
     FALSE = "False"
     UNKNOWN = "Unknown"
@@ -361,7 +364,7 @@ class _ApiModel(BaseModel):
 
 class Condition(_ApiModel):
     type: str
-    status: str  # "True" | "False" | "Unknown"
+    status: ConditionStatus
     reason: str
     message: str
     last_transition_time: str | None = Field(default=None, alias="lastTransitionTime")
@@ -490,7 +493,7 @@ class FabricCapabilityStatus(_ApiModel):
     @property
     def is_ready(self) -> bool:
         ready = self.condition(ConditionType.READY)
-        return ready is not None and ready.status == "True"
+        return ready is not None and ready.status == ConditionStatus.TRUE
 
 
 def find_condition(status: Mapping[str, Any] | None, condition_type: ConditionType | str) -> dict[str, Any] | None:
@@ -521,4 +524,4 @@ def condition_reason(status: Mapping[str, Any] | None, condition_type: Condition
 
 def is_ready_status(status: Mapping[str, Any] | None) -> bool:
     """Whether a raw status says Ready=True: the flip criterion as dashboards and gates read it."""
-    return condition_status(status, ConditionType.READY) == "True"
+    return condition_status(status, ConditionType.READY) == ConditionStatus.TRUE

@@ -390,6 +390,15 @@ class FabricProfile(_Model):
         " FabricCapability's name and the value of its fabriccap.dev/fabric label."
     )
     enabled: StrictBool = Field(default=True, description="Whether the fabric is evaluated and published.")
+    display_name: str | None = Field(
+        default=None,
+        alias="displayName",
+        min_length=1,
+        max_length=40,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description='How messages name the fabric, as in "EFA traffic between p4d.24xlarge and p5.48xlarge is'
+        " unsupported\"; the fabric's name when unset.",
+    )
     resource: str = Field(
         description="The extended resource the device plugin advertises in node allocatable, e.g."
         " vpc.amazonaws.com/efa."
@@ -470,6 +479,11 @@ class FabricProfile(_Model):
     def uses(self, source: Source) -> bool:
         return source in self.sources
 
+    @property
+    def spoken_name(self) -> str:
+        """The fabric as messages name it: ``EFA``."""
+        return self.display_name or self.name
+
     @staticmethod
     def table_name(instance_type: str) -> str:
         """The name the maxima table knows an instance type by (HyperPod's ``ml.`` stripped)."""
@@ -493,6 +507,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "efa": {
         "name": "efa",
         "enabled": True,
+        "displayName": "EFA",
         "resource": "vpc.amazonaws.com/efa",
         "targetNodes": {
             "acceleratorResources": list(DEFAULT_ACCELERATOR_RESOURCES),
@@ -520,6 +535,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "aks-rdma": {
         "name": "aks-rdma",
         "enabled": False,
+        "displayName": "RDMA",
         "resource": "rdma/hca_shared_devices_a",
         "targetNodes": {
             "acceleratorResources": ["nvidia.com/gpu"],

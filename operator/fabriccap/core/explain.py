@@ -2,42 +2,26 @@
 
 A FabricCapability's status is a summary (counts, at most 20 gap names, 5 names per message);
 the question a user brings is "which node is the odd one out, and why". This module answers
-it from the same facts and the same functions as the evaluation (``node_devices``,
-``is_target_node``, ``fabric_views``), next to the status ``evaluate`` computed for the pool,
-so a node's count here is the count that went into the published ``counts``. Which conditions
-a node breaks is read off the evaluated conditions: a node is blamed only for a condition
-that is not met. ``tests/unit/core/test_explain.py`` checks the per-node view against the status
-over generated clusters.
+it from the pool's analysis (``core.analysis.analyse_pool``), the one the status is built
+from: each node's count, serving sources, provider state, gap classes and the conditions it
+breaks are decided there, once, and only put into words here. ``tests/unit/core/test_explain.py``
+checks the per-node view against the status over generated clusters.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabriccap.core.api import (
-    CONDITION_ORDER,
-    Condition,
-    ConditionType,
-    FabricCapabilityStatus,
-    PoolRef,
-)
+from fabriccap.core.analysis import Breach, Cause, Gap, NodeAnalysis, PluginState, PoolAnalysis
+from fabriccap.core.api import CONDITION_ORDER, ConditionType, FabricCapabilityStatus, PoolRef
 from fabriccap.core.config import Config, FabricProfile, Source
-from fabriccap.core.evaluate import (
-    Evaluation,
-    FabricView,
-    NodeDevices,
-    PoolCapability,
-    fabric_views,
-    is_target_node,
-    node_devices,
-)
-from fabriccap.core.facts import NodeFacts, Pool
+from fabriccap.core.evaluate import Evaluation, PoolCapability, analyse_capability
+from fabriccap.core.facts import Pool
 from fabriccap.core.index import FactIndex
+from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase
 
 # The ways to name an object kubectl accepts (and `fabriccap evaluate -o name` prints).
 NAME_PREFIXES: tuple[str, ...] = (
@@ -52,27 +36,6 @@ MAX_LISTED = 10  # names listed in an error about what matched or exists
 
 class ExplainError(ValueError):
     """The query names nothing, or more than one thing; the message says which."""
-
-
-class PluginState(StrEnum):
-    """The state of the DaemonSet pod that must serve a node (device plugin or DRA driver)."""
-
-    READY = "Ready"
-    NOT_READY = "NotReady"  # a pod is bound, none is Ready
-    NO_POD = "NoPod"  # a DaemonSet exists, no pod of it on the node
-    NOT_INSTALLED = "NotInstalled"  # no DaemonSet of the node's source found at all
-
-
-class Gap(StrEnum):
-    """The status's gap classes, as named in ``status.gap``."""
-
-    PLUGIN_READY_NOT_ADVERTISED = "pluginReadyNotAdvertised"
-    UNHEALTHY = "unhealthy"
-    ADVERTISED_WITHOUT_PLUGIN = "advertisedWithoutPlugin"
-
-
-# A node breaks these and Ready is False: it is (one of) the reason(s) the pool is not Ready.
-READY_INPUTS = (ConditionType.DEVICE_PLUGIN_READY, ConditionType.ADVERTISED, ConditionType.HOMOGENEOUS)
 
 
 class _Model(BaseModel):
@@ -196,49 +159,7 @@ def find_capability(evaluation: Evaluation, index: FactIndex, query: str) -> Poo
 
 
 # ---------------------------------------------------------------------------------------------
-# The per-node view
-
-
-@dataclass(frozen=True, slots=True)
-class _PoolShape:
-    """What a node is compared with: the pool's gate set as the evaluation saw it."""
-
-    counts: Counter[int]  # count -> gate nodes
-    most_common: int  # the evaluation's "most common count" (ties: the larger count)
-    most_common_nonzero: int | None
-    maxima: Counter[int]  # known maximum -> gate nodes of a type with that maximum
-    isolation_groups: Counter[int | None]  # isolation group -> gate nodes of a known type; None: in none
-    conflicted: bool  # the pool mixes instance types whose EFA traffic cannot cross
-
-
-def _most_common(counter: Mapping[int, int]) -> int:
-    """As ``evaluate`` picks it: the count most nodes have; on a tie, the larger count."""
-    return max(counter.items(), key=lambda item: (item[1], item[0]))[0]
-
-
-def _shape(profile: FabricProfile, gate: Sequence[NodeFacts], devices: Mapping[str, NodeDevices]) -> _PoolShape:
-    counts = Counter(devices[node.name].count for node in gate)
-    nonzero = Counter({count: nodes for count, nodes in counts.items() if count > 0})
-    maxima = Counter(maximum for node in gate if (maximum := profile.maximum_for(node.instance_type)) is not None)
-    groups: Counter[int | None] = Counter(
-        profile.isolation_group(node.instance_type) for node in gate if node.instance_type
-    )
-    # As evaluate's isolation conflict: some type in a group, and another type outside it.
-    conflicted = any(group is not None for group in groups) and len(groups) > 1
-    return _PoolShape(
-        counts=counts,
-        most_common=_most_common(counts) if counts else 0,
-        most_common_nonzero=_most_common(nonzero) if nonzero else None,
-        maxima=maxima,
-        isolation_groups=groups,
-        conflicted=conflicted,
-    )
-
-
-def _serving_sources(profile: FabricProfile, devices: NodeDevices) -> frozenset[Source]:
-    """The sources whose DaemonSet must serve the node, as the evaluation decides them: those
-    that advertise its count, or every source the profile reads on a node at 0."""
-    return devices.sources if devices.count > 0 else frozenset(profile.sources)
+# The per-node view: the analysis, put into words
 
 
 def _provider_pods(index: FactIndex, view: FabricView, profile: FabricProfile) -> dict[str, list[ProviderPod]]:
@@ -257,277 +178,132 @@ def _provider_pods(index: FactIndex, view: FabricView, profile: FabricProfile) -
     return {name: sorted(pods, key=lambda pod: pod.name) for name, pods in by_node.items()}
 
 
-def _plugin_state(view: FabricView, name: str, serving: frozenset[Source]) -> PluginState:
-    if any(name in view.of(source).nodes_with_ready_pod for source in serving):
-        return PluginState.READY
-    if any(name in view.of(source).nodes_with_pod for source in serving):
-        return PluginState.NOT_READY
-    if any(view.of(source).daemon_sets for source in serving):
-        return PluginState.NO_POD
-    return PluginState.NOT_INSTALLED
+def _uncounted(node: NodeAnalysis) -> list[str]:
+    """Why some of the node's devices could not be counted, per source: what the status's
+    messages note as an unusable quantity or uncounted ResourceSlices."""
+    return [f"{SOURCES[source].problem}: {problem}" for source, problem in node.devices.problems()]
 
 
-_PROVIDER_WORDS = {Source.DEVICE_PLUGIN: "device-plugin", Source.DRA: "DRA-driver"}
-
-
-def _providers(sources: Iterable[Source]) -> str:
-    present = set(sources)
-    return " or ".join(_PROVIDER_WORDS[source] for source in Source if source in present)
+def _causes(node: NodeAnalysis) -> list[str]:
+    """Why a node counts fewer devices than it might: devices that could not be counted, and
+    devices a source holds back as unhealthy."""
+    return [*_uncounted(node), *node.devices.unhealthy_devices()]
 
 
 @dataclass(frozen=True, slots=True)
-class _NodeView:
-    """One target node with everything its findings are judged from."""
+class _Subject:
+    """What a finding's detail is written from."""
 
-    facts: NodeFacts
-    devices: NodeDevices
-    serving: frozenset[Source]
-    plugin: PluginState
+    pool: PoolAnalysis
+    node: NodeAnalysis
     pods: list[ProviderPod]
-    gaps: list[Gap]
+
+    @property
+    def profile(self) -> FabricProfile:
+        return self.pool.profile
 
 
-def _causes(profile: FabricProfile, node: _NodeView) -> list[str]:
-    """Why a node counts fewer devices than it might: what the evaluation's messages call an
-    unusable quantity or uncounted ResourceSlices, and the kubelet's mark of unhealthy devices."""
-    causes: list[str] = []
-    if node.devices.unusable:
-        causes.append(f"unusable quantity: {node.devices.unusable}")
-    if node.devices.dra.problem:
-        causes.append(f"ResourceSlices not counted: {node.devices.dra.problem}")
-    if profile.uses(Source.DEVICE_PLUGIN):
-        capacity, allocatable = node.facts.capacity_of(profile.resource), node.facts.allocatable_of(profile.resource)
-        if capacity > allocatable:
-            causes.append(f"capacity {capacity} but allocatable {allocatable}: {capacity - allocatable} unhealthy")
-    return causes
+def _provider_detail(subject: _Subject) -> str:
+    node = subject.node
+    word = providers_phrase(node.serving)
+    if node.provider is PluginState.NOT_INSTALLED:
+        return f"no {word} DaemonSet found"
+    if node.provider is PluginState.NO_POD:
+        return f"no {word} pod on the node"
+    waiting = ", ".join(pod.name for pod in subject.pods if Source(pod.source) in node.serving)
+    return f"{word} pod not Ready: {waiting}"
 
 
-def _with_causes(text: str, causes: Sequence[str]) -> str:
-    return "; ".join([text, *causes])
-
-
-def _advertised_finding(profile: FabricProfile, node: _NodeView, condition: Condition) -> Finding | None:
-    if condition.status != "False" or node.devices.count > 0:
-        return None
-    causes = _causes(profile, node)
+def _nothing_advertised_detail(subject: _Subject) -> str:
+    node, causes = subject.node, _causes(subject.node)
     if not causes:
-        ready_sources = {Source(pod.source) for pod in node.pods if pod.ready}
-        if node.plugin is PluginState.READY and ready_sources:
-            causes.append(f"its {_providers(ready_sources)} pod is Ready, yet the node advertises nothing")
+        ready = subject.pool.ready_providers(node)
+        if node.provider is PluginState.READY and ready:
+            causes.append(f"its {providers_phrase(ready)} pod is Ready, yet the node advertises nothing")
         else:
-            places = {Source.DEVICE_PLUGIN: "allocatable", Source.DRA: "its ResourceSlices"}
-            causes.append("nothing in " + " nor in ".join(places[source] for source in profile.sources))
-    return Finding(
-        condition=ConditionType.ADVERTISED, reason="NotAdvertised", detail="advertises 0: " + "; ".join(causes)
+            causes.append("nothing in " + " nor in ".join(SOURCES[source].place for source in subject.profile.sources))
+    return "advertises 0: " + "; ".join(causes)
+
+
+def _uncommon_count_detail(subject: _Subject) -> str:
+    typical = subject.pool.typical_count
+    nodes = subject.pool.counts.get(typical or 0, 0)
+    return "; ".join(
+        [f"{subject.node.count}, not the most common count {typical} ({nodes} nodes)", *_causes(subject.node)]
     )
 
 
-def _isolation_finding(
-    profile: FabricProfile, node: _NodeView, shape: _PoolShape, condition: ConditionType
-) -> Finding | None:
-    """A node on the smaller side of an isolation split (both sides on a tie)."""
-    if not shape.conflicted or node.facts.instance_type is None:
-        return None
-    group = profile.isolation_group(node.facts.instance_type)
-    largest = max(shape.isolation_groups.values())
-    tied = sum(1 for nodes in shape.isolation_groups.values() if nodes == largest) > 1
-    if shape.isolation_groups[group] == largest and not tied:
-        return None
-    return Finding(
-        condition=condition,
-        reason="MixedCounts" if condition == ConditionType.HOMOGENEOUS else "HeterogeneousInstanceTypes",
-        detail=f"EFA traffic between {node.facts.instance_type} and the pool's other instance types is unsupported",
+def _maximum_detail(subject: _Subject, sign: str) -> str:
+    node = subject.node
+    return f"{node.count} {sign} {node.maximum}, the maximum of {node.facts.instance_type}"
+
+
+def _uncommon_maximum_detail(subject: _Subject) -> str:
+    node = subject.node
+    others = sorted(maximum for maximum in subject.pool.maxima if maximum != node.maximum)
+    return f"{node.facts.instance_type} has maximum {node.maximum}; the pool's other known maxima: " + ", ".join(
+        str(other) for other in others
     )
 
 
-def _homogeneous_finding(
-    profile: FabricProfile, node: _NodeView, shape: _PoolShape, condition: Condition
-) -> Finding | None:
-    if condition.status != "False":
-        return None
-    kind = ConditionType.HOMOGENEOUS
-    count = node.devices.count
-    if len(shape.counts) == 1:  # one count, but instance types whose traffic cannot cross
-        return _isolation_finding(profile, node, shape, kind)
-    if 0 in shape.counts:
-        if count == 0:
-            others = shape.most_common_nonzero
-            return Finding(
-                condition=kind,
-                reason="PartialRollout",
-                detail=f"0, while {sum(shape.counts.values()) - shape.counts[0]} nodes advertise "
-                f"(most commonly {others})",
-            )
-        if count != shape.most_common_nonzero:
-            return Finding(
-                condition=kind,
-                reason="MixedCounts",
-                detail=_with_causes(
-                    f"{count}, not the most common count {shape.most_common_nonzero} "
-                    f"({shape.counts[shape.most_common_nonzero or 0]} nodes)",
-                    _causes(profile, node),
-                ),
-            )
-        return None
-    if count != shape.most_common:
-        return Finding(
-            condition=kind,
-            reason="MixedCounts",
-            detail=_with_causes(
-                f"{count}, not the most common count {shape.most_common} ({shape.counts[shape.most_common]} nodes)",
-                _causes(profile, node),
-            ),
-        )
-    return None
+# How each cause of a breach is told: one row per Cause.
+DETAILS: dict[Cause, Callable[[_Subject], str]] = {
+    Cause.PROVIDER: _provider_detail,
+    Cause.NOTHING_ADVERTISED: _nothing_advertised_detail,
+    Cause.AT_ZERO: lambda s: (
+        f"0, while {len(s.pool.advertising)} nodes advertise (most commonly {s.pool.typical_count})"
+    ),
+    Cause.UNCOMMON_COUNT: _uncommon_count_detail,
+    Cause.ISOLATED: lambda s: (
+        f"{s.profile.spoken_name} traffic between {s.node.facts.instance_type} and the pool's other instance"
+        " types is unsupported"
+    ),
+    Cause.ABOVE_MAXIMUM: lambda s: _maximum_detail(s, ">"),
+    Cause.BELOW_MAXIMUM: lambda s: _maximum_detail(s, "<"),
+    Cause.TYPE_UNSUPPORTED: lambda s: f"{s.node.facts.instance_type} supports no {s.profile.resource} (maximum 0)",
+    Cause.UNCOMMON_MAXIMUM: _uncommon_maximum_detail,
+}
 
 
-def _plugin_finding(node: _NodeView, condition: Condition) -> Finding | None:
-    if condition.status != "False" or node.plugin is PluginState.READY:
-        return None
-    word = _providers(node.serving)
-    kind = ConditionType.DEVICE_PLUGIN_READY
-    if node.plugin is PluginState.NOT_INSTALLED:
-        return Finding(condition=kind, reason="PluginNotInstalled", detail=f"no {word} DaemonSet found")
-    if node.plugin is PluginState.NO_POD:
-        return Finding(condition=kind, reason="PluginNotScheduled", detail=f"no {word} pod on the node")
-    waiting = ", ".join(pod.name for pod in node.pods if Source(pod.source) in node.serving)
-    return Finding(condition=kind, reason="PluginNotReady", detail=f"{word} pod not Ready: {waiting}")
+def _finding(subject: _Subject, breach: Breach) -> Finding:
+    return Finding(condition=breach.condition, reason=breach.reason.value, detail=DETAILS[breach.cause](subject))
 
 
-def _instance_type_finding(profile: FabricProfile, node: _NodeView, condition: Condition) -> Finding | None:
-    maximum = profile.maximum_for(node.facts.instance_type)
-    if condition.status != "False" or maximum is None or node.devices.count == maximum:
-        return None
-    above = node.devices.count > maximum
-    return Finding(
-        condition=ConditionType.MATCHES_INSTANCE_TYPE,
-        reason="AboveInstanceMaximum" if above else "BelowInstanceMaximum",
-        detail=f"{node.devices.count} {'>' if above else '<'} {maximum}, the maximum of {node.facts.instance_type}",
+def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[ProviderPod]) -> NodeExplanation:
+    subject = _Subject(pool, node, pods)
+    findings = [_finding(subject, breach) for breach in node.breaches]
+    facts, readings = node.facts, node.devices.readings
+    # The columns of the sources the profile reads: the device plugin's node status, the DRA devices.
+    plugin, dra = readings.get(Source.DEVICE_PLUGIN), readings.get(Source.DRA)
+    return NodeExplanation(
+        name=node.name,
+        instance_type=facts.instance_type,
+        max_count=node.maximum,
+        cordoned=node.cordoned,
+        capacity=facts.capacity_of(pool.profile.resource) if plugin else None,
+        allocatable=plugin.devices if plugin else None,
+        dra_devices=dra.devices if dra else None,
+        count=node.count,
+        sources=[source.value for source in in_order(node.devices.sources)],
+        plugin=node.provider,
+        plugin_pods=pods,
+        gaps=list(node.gaps),
+        findings=findings,
+        notes=[note for note in _uncounted(node) if not any(note in finding.detail for finding in findings)],
+        blocks_ready=node.blocks_ready,
     )
-
-
-def _stalled_finding(
-    profile: FabricProfile, node: _NodeView, shape: _PoolShape, condition: Condition
-) -> Finding | None:
-    if condition.status != "True":
-        return None
-    kind = ConditionType.STALLED
-    instance_type = node.facts.instance_type
-    maximum = profile.maximum_for(instance_type)
-    if condition.reason == "InstanceTypeUnsupported":
-        return Finding(
-            condition=kind,
-            reason="InstanceTypeUnsupported",
-            detail=f"{instance_type} supports no {profile.resource} (maximum 0)",
-        )
-    if len(shape.maxima) > 1:
-        if maximum is None:
-            return None
-        largest = max(shape.maxima.values())
-        tied = sum(1 for nodes in shape.maxima.values() if nodes == largest) > 1
-        if shape.maxima[maximum] == largest and not tied:
-            return None
-        others = sorted(other for other in shape.maxima if other != maximum)
-        return Finding(
-            condition=kind,
-            reason="HeterogeneousInstanceTypes",
-            detail=f"{instance_type} has maximum {maximum}; the pool's other known maxima: "
-            + ", ".join(str(other) for other in others),
-        )
-    return _isolation_finding(profile, node, shape, kind)
-
-
-def _gaps(profile: FabricProfile, facts: NodeFacts, devices: NodeDevices, plugin: PluginState) -> list[Gap]:
-    """The gap classes of ``status.gap``, by the evaluation's rules."""
-    gaps = []
-    ready = plugin is PluginState.READY
-    if devices.count == 0 and ready:
-        gaps.append(Gap.PLUGIN_READY_NOT_ADVERTISED)
-    if profile.uses(Source.DEVICE_PLUGIN) and facts.capacity_of(profile.resource) > facts.allocatable_of(
-        profile.resource
-    ):
-        gaps.append(Gap.UNHEALTHY)
-    if devices.count > 0 and not ready:
-        gaps.append(Gap.ADVERTISED_WITHOUT_PLUGIN)
-    return gaps
-
-
-def _notes(devices: NodeDevices) -> list[str]:
-    """What the evaluation's messages note about the node, though it may advertise anyway
-    (a DRA pool that is incomplete while the device plugin advertises)."""
-    notes = []
-    if devices.unusable:
-        notes.append(f"unusable quantity: {devices.unusable}")
-    if devices.dra.problem:
-        notes.append(f"ResourceSlices not counted: {devices.dra.problem}")
-    return notes
 
 
 def explain_capability(config: Config, index: FactIndex, capability: PoolCapability) -> PoolExplanation:
-    """The per-node view of one evaluated FabricCapability."""
-    profile = next(fabric for fabric in config.enabled_fabrics if fabric.name == capability.fabric)
-    view = fabric_views(config, index.daemon_sets.values(), index.pods.values())[profile.name]
-    members = sorted(index.members(capability.pool), key=lambda node: node.name)
-    # The evaluation's own two steps, per member: count its devices, decide whether it is a target.
-    devices = {node.name: node_devices(profile, node, index) for node in members}
-    targets = [node for node in members if is_target_node(profile, node, devices[node.name], view)]
-    gate = [node for node in targets if not node.cordoned]
-    shape = _shape(profile, gate, devices)
-    status = capability.status
-    conditions = {condition.type: condition for condition in status.conditions}
-    pods = _provider_pods(index, view, profile)
-    ready = conditions[ConditionType.READY]
-
-    explained = []
-    for facts in targets:
-        node_devices_ = devices[facts.name]
-        serving = _serving_sources(profile, node_devices_)
-        plugin = _plugin_state(view, facts.name, serving)
-        node = _NodeView(
-            facts=facts,
-            devices=node_devices_,
-            serving=serving,
-            plugin=plugin,
-            pods=pods.get(facts.name, []),
-            gaps=_gaps(profile, facts, node_devices_, plugin),
-        )
-        findings: list[Finding] = []
-        if not facts.cordoned:
-            candidates = (
-                _plugin_finding(node, conditions[ConditionType.DEVICE_PLUGIN_READY]),
-                _advertised_finding(profile, node, conditions[ConditionType.ADVERTISED]),
-                _homogeneous_finding(profile, node, shape, conditions[ConditionType.HOMOGENEOUS]),
-                _instance_type_finding(profile, node, conditions[ConditionType.MATCHES_INSTANCE_TYPE]),
-                _stalled_finding(profile, node, shape, conditions[ConditionType.STALLED]),
-            )
-            findings = [finding for finding in candidates if finding is not None]
-        uses_plugin, uses_dra = profile.uses(Source.DEVICE_PLUGIN), profile.uses(Source.DRA)
-        explained.append(
-            NodeExplanation(
-                name=facts.name,
-                instance_type=facts.instance_type,
-                max_count=profile.maximum_for(facts.instance_type),
-                cordoned=facts.cordoned,
-                capacity=facts.capacity_of(profile.resource) if uses_plugin else None,
-                allocatable=facts.allocatable_of(profile.resource) if uses_plugin else None,
-                dra_devices=node_devices_.dra.count if uses_dra else None,
-                count=node_devices_.count,
-                sources=[source.value for source in Source if source in node_devices_.sources],
-                plugin=plugin,
-                plugin_pods=node.pods,
-                gaps=node.gaps if not facts.cordoned else [],
-                findings=findings,
-                notes=[note for note in _notes(node_devices_) if not any(note in f.detail for f in findings)],
-                blocks_ready=ready.status == "False" and any(finding.condition in READY_INPUTS for finding in findings),
-            )
-        )
-    target_names = {node.name for node in targets}
+    """The per-node view of one evaluated FabricCapability: its analysis, in words."""
+    analysis = analyse_capability(config, index, capability)
+    pods = _provider_pods(index, analysis.view, analysis.profile)
     return PoolExplanation(
         name=capability.name,
         fabric=capability.fabric,
-        resource_name=profile.resource,
+        resource_name=analysis.profile.resource,
         pool=PoolRef(key=capability.pool.key, value=capability.pool.value),
-        nodes=explained,
-        other_nodes=[node.name for node in members if node.name not in target_names],
-        status=status,
+        nodes=[_node_explanation(analysis, node, pods.get(node.name, [])) for node in analysis.nodes],
+        other_nodes=list(analysis.other_nodes),
+        status=capability.status,
     )

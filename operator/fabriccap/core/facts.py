@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from fabriccap.core.api import ConditionStatus
 from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config, Source
 from fabriccap.core.quantity import parse_quantity, shown_value
 
@@ -560,7 +561,7 @@ def _unschedulable_message(conditions: Any) -> str | None:
         if (
             isinstance(condition, Mapping)
             and condition.get("type") == "PodScheduled"
-            and condition.get("status") == "False"
+            and condition.get("status") == ConditionStatus.FALSE
             and condition.get("reason") == "Unschedulable"
         ):
             message = str(condition.get("message") or "")
@@ -614,6 +615,8 @@ def _condition_true(conditions: Any, condition_type: str) -> bool:
     if not isinstance(conditions, list):
         return False
     return any(
-        isinstance(condition, Mapping) and condition.get("type") == condition_type and condition.get("status") == "True"
+        isinstance(condition, Mapping)
+        and condition.get("type") == condition_type
+        and condition.get("status") == ConditionStatus.TRUE
         for condition in conditions
     )

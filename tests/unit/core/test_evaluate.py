@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from fabriccap.core.api import CONDITION_ORDER
-from fabriccap.core.config import build_config
+from fabriccap.core.config import Source, build_config
+from fabriccap.core.sources import SOURCES
 from support.builders import (
     EFA,
     KARPENTER,
@@ -767,3 +768,14 @@ def test_aks_rdma_profile_when_enabled() -> None:
     assert rdma.status.resource_name == "rdma/hca_shared_devices_a"
     assert reason(rdma.status, "Ready") == ("True", "UniformCapability")
     assert reason(efa.status, "Ready") == ("False", "NotAdvertised")
+
+
+# --- sources ---------------------------------------------------------------------------------------------
+
+
+def test_every_source_is_one_row() -> None:
+    """What the evaluation reads, finds and says about a source is its row: a source without
+    one could not be read, and a row keyed by the wrong source would speak for another."""
+    assert list(SOURCES) == list(Source)
+    assert all(row.source is source for source, row in SOURCES.items())
+    assert len({row.provider for row in SOURCES.values()}) == len(SOURCES)

@@ -14,15 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabriccap.core.api import ConditionType
-from fabriccap.core.config import Config, build_config, default_config
-from fabriccap.core.evaluate import evaluate
+from fabriccap.core.analysis import READY_INPUTS, Cause, Gap, PluginState, PoolAnalysis
+from fabriccap.core.api import ConditionStatus, ConditionType, FabricCapabilityStatus
+from fabriccap.core.config import Config, Source, build_config, default_config
+from fabriccap.core.evaluate import analyse_capability, evaluate
 from fabriccap.core.explain import (
-    READY_INPUTS,
+    DETAILS,
     ExplainError,
-    Gap,
     NodeExplanation,
-    PluginState,
     PoolExplanation,
     explain_capability,
     find_capability,
@@ -442,7 +441,11 @@ def _rebuilt_status(explanation: PoolExplanation) -> dict[str, Any]:
 
 
 def _status_fields(explanation: PoolExplanation) -> dict[str, Any]:
-    status = explanation.status.to_json()
+    return _published(explanation.status)
+
+
+def _published(capability_status: FabricCapabilityStatus) -> dict[str, Any]:
+    status = capability_status.to_json()
     return {
         "nodes": status["nodes"],
         "cordonedNodes": status["cordonedNodes"],
@@ -485,3 +488,115 @@ def test_the_plugin_pod_of_another_daemon_set_is_not_the_plugins() -> None:
     bodies = [daemon_set(), node("n1"), pod("n1", daemon_set_name="something-else"), pod("n1", name=f"{EFA_DS}-x")]
     row = explained(bodies).node("n1")
     assert [pod.name for pod in row.plugin_pods] == [f"kube-system/{EFA_DS}-x"]
+
+
+# --- one analysis: the status and the per-node view are both read off it ---------------------------
+
+
+def _status_of_analysis(analysis: PoolAnalysis) -> dict[str, Any]:
+    """The status fields the analysis decides, summed from its nodes alone."""
+    gate = analysis.gate
+    gap_names = [judged.name for judged in gate if judged.gaps]
+    return {
+        "nodes": len(gate),
+        "cordonedNodes": len(analysis.nodes) - len(gate),
+        "advertisingNodes": sum(1 for judged in gate if judged.count > 0),
+        "uniformCount": analysis.uniform_count,
+        "counts": sorted(Counter(judged.count for judged in gate).items(), reverse=True),
+        "instanceTypes": sorted(
+            Counter(judged.facts.instance_type for judged in gate if judged.facts.instance_type).items()
+        ),
+        "readyNodes": sum(1 for judged in gate if judged.provider is PluginState.READY),
+        "gap": {gap.value: sum(1 for judged in gate if gap in judged.gaps) for gap in Gap},
+        "gapNodes": gap_names[:20],
+        "sources": {
+            source.value: sum(1 for judged in gate if judged.count > 0 and source in judged.devices.sources)
+            for source in analysis.profile.sources
+        },
+    }
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dra_scenarios())
+def test_the_status_is_its_analysis_summed(drawn: tuple[Scenario, Bodies]) -> None:
+    scenario, extra = drawn
+    config = default_config()
+    facts = facts_of([*scenario.bodies(), *extra], config)
+    for capability in evaluate(config, facts).capabilities:
+        analysis = analyse_capability(config, facts, capability)
+        status = capability.status
+        published = {**_published(status), "uniformCount": status.uniform_count}
+        assert _status_of_analysis(analysis) == published, capability.name
+        gate = analysis.gate
+        for condition in status.conditions:
+            breaking = [judged for judged in gate if judged.breach(ConditionType(condition.type)) is not None]
+            if condition.type == ConditionType.READY:
+                blocked = not gate or any(judged.blocks_ready for judged in gate)
+                assert (condition.status == ConditionStatus.TRUE) is not blocked, condition
+                continue
+            # A condition is not met exactly when some node breaks it, and then for its reason.
+            unmet = ConditionStatus.TRUE if condition.type == ConditionType.STALLED else ConditionStatus.FALSE
+            assert bool(breaking) == (condition.status == unmet), (condition, [judged.name for judged in breaking])
+            reasons = {breach.reason for judged in breaking if (breach := judged.breach(ConditionType(condition.type)))}
+            if breaking and condition.type in (
+                ConditionType.HOMOGENEOUS,
+                ConditionType.MATCHES_INSTANCE_TYPE,
+                ConditionType.STALLED,
+            ):
+                assert condition.reason in reasons, (condition, reasons)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dra_scenarios())
+def test_the_per_node_view_is_the_analysis_in_words(drawn: tuple[Scenario, Bodies]) -> None:
+    scenario, extra = drawn
+    config = default_config()
+    facts = facts_of([*scenario.bodies(), *extra], config)
+    for capability in evaluate(config, facts).capabilities:
+        analysis = analyse_capability(config, facts, capability)
+        explanation = explain_capability(config, facts, capability)
+        assert [row.name for row in explanation.nodes] == [judged.name for judged in analysis.nodes]
+        assert explanation.other_nodes == list(analysis.other_nodes)
+        for row, judged in zip(explanation.nodes, analysis.nodes, strict=True):
+            assert (row.count, row.max_count, row.plugin, row.gaps, row.blocks_ready) == (
+                judged.count,
+                judged.maximum,
+                judged.provider,
+                list(judged.gaps),
+                judged.blocks_ready,
+            )
+            assert row.sources == [source.value for source in Source if source in judged.devices.sources]
+            assert [(f.condition, f.reason) for f in row.findings] == [
+                (breach.condition, breach.reason.value) for breach in judged.breaches
+            ]
+
+
+def test_every_cause_of_a_breach_is_told() -> None:
+    assert set(DETAILS) == set(Cause)
+
+
+def test_the_fabric_is_named_as_its_profile_names_it() -> None:
+    config = build_config(
+        {
+            "fabrics": [
+                {
+                    "name": "ib",
+                    "displayName": "InfiniBand",
+                    "resource": "example.com/ib",
+                    "devicePlugin": {"daemonSetNames": ["ib-dp"]},
+                    "instanceTypes": {"a.large": 4, "b.large": 4},
+                    "isolatedInstanceTypeGroups": [["a.large"]],
+                }
+            ]
+        }
+    )
+    bodies = [daemon_set("ib-dp", labels={})]
+    for name, instance_type in (("n1", "a.large"), ("n2", "a.large"), ("n3", "b.large")):
+        body = node(name, efa=None, gpu=None, instance_type=instance_type, resources={"example.com/ib": "4"})
+        bodies += [body, pod(name, daemon_set_name="ib-dp")]
+    explanation = explained(bodies, "ib-p5", config)
+    homogeneous = explanation.status.condition(ConditionType.HOMOGENEOUS)
+    assert homogeneous is not None
+    assert "InfiniBand traffic between a.large and b.large is unsupported" in homogeneous.message
+    (finding,) = [f for f in explanation.node("n3").findings if f.condition is ConditionType.HOMOGENEOUS]
+    assert finding.detail == "InfiniBand traffic between b.large and the pool's other instance types is unsupported"

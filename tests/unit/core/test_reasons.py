@@ -7,6 +7,7 @@ reason no pool can reach would document nothing.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import fabriccap
 from fabriccap.cli import commands as cli
 from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType, Reason, reason_meaning
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
@@ -92,3 +94,25 @@ def test_every_registered_reason_is_reached(capsys: pytest.CaptureFixture[str]) 
     reached = triples_of(example_statuses(capsys)) | triples_of(world_statuses())
     assert REGISTERED - reached == set()
     assert reached - REGISTERED == set()
+
+
+# Raw condition-status words the product may still spell, and why each means something else.
+NOT_A_CONDITION_STATUS = {
+    ("fabriccap/core/api.py", "True"),  # the enum's own definition
+    ("fabriccap/core/api.py", "False"),
+    ("fabriccap/core/api.py", "Unknown"),
+    ("fabriccap/controller/events.py", "Unknown"),  # an Event's reason when a condition has none
+}
+
+
+def test_condition_status_is_spelt_once() -> None:
+    """Every comparison with a condition's status goes through ConditionStatus: a string
+    literal "True", "False" or "Unknown" in the product is either in the list above or a bug."""
+    package = Path(fabriccap.__file__).resolve().parent
+    found = set()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package.parent).as_posix()
+        for child in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(child, ast.Constant) and child.value in {status.value for status in ConditionStatus}:
+                found.add((relative, child.value))
+    assert found == NOT_A_CONDITION_STATUS
