@@ -395,10 +395,14 @@ class TransportScanner:
             if position >= end:
                 return
 
-    def finish(self) -> TransportReport:
-        """The report, counting a last line that had no newline."""
+    def flush(self) -> None:
+        """End the line being read, as the end of a file or stream does."""
         if self._partial:
             self._end_line()
+
+    def finish(self) -> TransportReport:
+        """The report, counting a last line that had no newline."""
+        self.flush()
         return self.report()
 
     # Lines to facts ---------------------------------------------------------------------
