@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import time
 import tracemalloc
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -385,6 +386,13 @@ def test_evidence_is_cut_and_clean() -> None:
     assert "\u202e" not in evidence and "\x1b" not in evidence
 
 
+def test_every_unicode_format_surrogate_and_private_character_is_removed() -> None:
+    hidden = [chr(point) for point in range(0x110000) if unicodedata.category(chr(point)) in ("Cf", "Cs", "Co")]
+    assert len(hidden) > 100_000
+    assert clean_text("a" + "".join(hidden) + "b") == "ab"
+    assert clean_text("ünïcode ✓ 日本 \U0001f600") == "ünïcode ✓ 日本 \U0001f600"
+
+
 def test_binary_noise_around_real_lines() -> None:
     noise = random.Random(7).randbytes(16 * MiB)
     real = lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
@@ -467,6 +475,26 @@ def test_one_gibibyte_streamed_in_chunks_in_bounded_memory_and_linear_work() -> 
     assert report.verdict is Verdict.SOCKET
     assert report.lines_read == blocks * nccl_lines_per_block + 1
     assert peak < MEMORY_BOUND_BYTES, peak
+
+
+def test_work_grows_linearly_with_the_input_even_when_every_line_is_nccl() -> None:
+    """A search that looked back to the chunk's start at every line made 4x the lines cost
+    16x the time; linear work costs about 4x. CPU time, best of three, with a 2x margin: the
+    ratio is the check, not any duration."""
+    line = b"ip-10-0-0-1:41:52 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"
+
+    def cpu_seconds(count: int) -> float:
+        data = line * count
+        best = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            scan([data], EFA)
+            best = min(best, time.process_time() - started)
+        return best
+
+    small, large = cpu_seconds(10_000), cpu_seconds(40_000)
+    print(f"10k NCCL lines {small * 1000:.0f} ms, 40k {large * 1000:.0f} ms (x{large / small:.1f})")
+    assert large < 8 * small, (small, large)
 
 
 def test_many_ranks_are_bounded_and_counted() -> None:
