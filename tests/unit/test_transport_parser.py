@@ -8,6 +8,7 @@ profiles. Hostile input is generated lazily: nothing here holds a gigabyte.
 from __future__ import annotations
 
 import random
+import re
 import time
 import tracemalloc
 import unicodedata
@@ -124,6 +125,13 @@ def test_the_whole_corpus_as_one_log_is_socket_first() -> None:
     report = read(data)
     assert report.verdict is Verdict.SOCKET
     assert {rank.verdict for rank in report.ranks} == set(Verdict)
+
+
+def test_the_docs_cite_every_corpus_entry_and_no_other() -> None:
+    docs = next(parent / "docs" / "transport.md" for parent in Path(__file__).parents if (parent / "docs").is_dir())
+    text = docs.read_text()
+    listed = {entry["file"] for entry in CORPUS}
+    assert set(re.findall(r"`([\w.\-]+\.log)`", text)) == listed
 
 
 # --- The rules -----------------------------------------------------------------------------
