@@ -164,6 +164,24 @@ W = "ip-10-0-0-1:41:52 [0] nccl_net_ofi_create_plugin:335 NCCL WARN "
         ([H + "NET/OFI Selected Provider is sockets", H + "Using network AWS Libfabric"], "other", "other"),
         ([H + "NET/OFI Selected Provider is cxi"], "other", "other"),
         ([H + "NET/OFI Selected Provider is ofi_rxr;efa", H + "Using network AWS Libfabric"], "fabric", "other"),
+        # NCCL 2.27+ also says which plugin it assigned to the communicator.
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                H + "Assigned NET plugin Libfabric to comm",
+            ],
+            "fabric",
+            "other",
+        ),
+        ([H + "Failed to initialize NET plugin IB", H + "Assigned NET plugin Socket to comm"], "socket", "socket"),
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                H + "Failed to initialize NET plugin Libfabric",
+            ],
+            "unknown",
+            "unknown",
+        ),
         # NCCL's own transports.
         ([H + "Using network Socket"], "socket", "socket"),
         ([H + "Using network IB"], "other", "fabric"),

@@ -149,7 +149,10 @@ _UNPREFIXED = re.compile(r"NCCL (?:INFO|WARN) |NCCL version |NET/OFI ")
 # Ray deduplicates repeated lines and says so at their end.
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$")
 
-_USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>[A-Za-z0-9_.\- ]{1,64}?)\s*$")
+_USING_NETWORK = re.compile(
+    r"^(?:Using (?:internal )?[Nn]etwork (?P<name>[A-Za-z0-9_.\- ]{1,64}?)"
+    r"|Assigned NET plugin (?P<assigned>[A-Za-z0-9_.\- ]{1,64}?) to comm)\s*$"
+)
 _VIA_NET = re.compile(r"\bvia NET/(?P<name>[^/]{1,64})/\d")
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,()]{1,64})")
 _NODES = re.compile(r"\bnNodes (?P<nodes>\d{1,7})\b")
@@ -159,7 +162,9 @@ _LOCAL_CHANNEL = re.compile(r"\bvia (?:P2P|SHM|direct shared memory)")
 # The OFI plugin failed after it had chosen a provider: NCCL falls back to its own transports.
 _PLUGIN_INIT_FAILED = re.compile(
     r"NET/OFI (?:aws-ofi-nccl initialization failed|Initializing plugin failed|Only EFA provider is supported"
-    r"|Couldn't find any optimal provider|Could not find any optimal provider|OFI fi_getinfo\(\) call failed)"
+    r"|Couldn't find any optimal provider|Could not find any optimal provider|OFI fi_getinfo\(\) call failed"
+    r"|No eligible providers were found)"
+    r"|^Failed to initialize NET plugin (?:AWS )?Libfabric\b"
 )
 # No network plugin at all (NCCL's wordings from 2.3 to 2.29); ncclCollNetPlugin symbols are a
 # different, optional plugin interface and are not listed.
@@ -178,7 +183,7 @@ _LINE_BREAK = re.compile(rb"[\r\n]")
 # Lines that can matter contain one of these; others are skipped without being decoded.
 _INTERESTING = re.compile(rb"NCCL (?:INFO|WARN|TRACE|ABORT|version)|NET/OFI ")
 # ... and one of the words some rule reads: most of NCCL's own lines (topology, tuning) have none.
-_RULE_WORDS = re.compile(rb"etwork|via |NET/|anks |libnccl-net|internal net|version|aws-ofi")
+_RULE_WORDS = re.compile(rb"etwork|NET plugin|via |NET/|anks |libnccl-net|internal net|version|aws-ofi")
 
 
 # --- Per-rank facts ------------------------------------------------------------------------
@@ -509,14 +514,14 @@ class TransportScanner:
         # A substring test first: most NCCL lines match none of the rules, and "in" is cheaper
         # than a regular expression.
         facts: list[tuple[str, str]] = []
-        if "etwork" in message and (network := _USING_NETWORK.match(message)):
-            facts.append(("network", network["name"]))
+        if ("etwork" in message or "NET plugin" in message) and (network := _USING_NETWORK.match(message)):
+            facts.append(("network", network["name"] or network["assigned"]))
         if "via " in message:
             if via := _VIA_NET.search(message):
                 facts.append(("via_net", via["name"]))
             elif _LOCAL_CHANNEL.search(message):
                 facts.append(("local_channel", ""))
-        if "NET/" in message:
+        if "NET/" in message or "NET plugin" in message:
             if provider := _PROVIDER.search(message):
                 facts.append(("provider", provider["provider"]))
             if _PLUGIN_INIT_FAILED.search(message):
