@@ -459,13 +459,45 @@ class Offender(_ApiModel):
     kind: str  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...), else Pod
     name: str
     pods: int
-    problem: str  # "withoutFabric" | "intentWithoutRequest"
+    problem: str  # "withoutFabric" | "intentWithoutRequest" | "FabricNotUsed"
+
+
+class TransportCount(_ApiModel):
+    """Pods (and their workloads) whose NCCL log shows one verdict."""
+
+    pods: int
+    workloads: int  # distinct top-level owners
+    # Of ``pods``, those that request the fabric: socket or other there is FabricNotUsed.
+    requesting_fabric_pods: int = Field(alias="requestingFabricPods")
+
+
+class ReadError(_ApiModel):
+    """Why some pods' logs could not be read (their verdict is unknown): an HTTP status and
+    the start of the API server's message."""
+
+    reason: str
+    pods: int
+
+
+class TransportStatus(_ApiModel):
+    """What NCCL chose, over the pods that request the fabric or an accelerator: ``fabric``,
+    ``socket`` (TCP), ``other`` (another network), ``none`` (one node) or ``unknown`` (no line
+    says, or the log was not read yet or could not be)."""
+
+    fabric: TransportCount
+    socket: TransportCount
+    other: TransportCount
+    none: TransportCount
+    unknown: TransportCount
+    read_errors: list[ReadError] = Field(default_factory=list, alias="readErrors")
 
 
 class WorkloadsStatus(_ApiModel):
     requesting_fabric: WorkloadCount = Field(alias="requestingFabric")
     without_fabric: WorkloadCount = Field(alias="withoutFabric")
     intent_without_request: WorkloadCount = Field(alias="intentWithoutRequest")
+    # Absent unless transport is read (config.transport.enabled).
+    transport: TransportStatus | None = None
     offenders: list[Offender]
 
 

@@ -32,6 +32,7 @@ from fabriccap.core.facts import (
     SliceFacts,
     WorkloadPodFacts,
 )
+from fabriccap.core.verdicts import PodTransport
 
 NamespacedKey = tuple[str, str]
 OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -73,6 +74,9 @@ class FactIndex:
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
         self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
+        # What NCCL chose, per workload pod whose logs were read (config.transport): a verdict
+        # and an evidence line each, never the log. Forgotten with the pod.
+        self.transport: dict[NamespacedKey, PodTransport] = {}
         self._versions = itertools.count(1)
         self.pool_versions: dict[Pool, int] = {}
         self.provider_version = 0
@@ -94,6 +98,9 @@ class FactIndex:
 
     def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
         """An owner or a claim became known: the pools of these workload pods may change."""
+
+    def _workload_pod_changed(self, key: NamespacedKey, facts: WorkloadPodFacts | None) -> None:
+        """A workload pod's facts changed, or it went (None): the log reader's cue."""
 
     def _pool_facts_changed(self, pool: Pool | None) -> None:
         if pool in self.pool_members:
@@ -186,6 +193,8 @@ class FactIndex:
             return False
         if previous is not None:
             self._unlink_workload_pod(key, previous)
+            if previous.uid != facts.uid:
+                self.transport.pop(key, None)  # another pod of the same name: its log is another
         self.workload_pods[key] = facts
         self.workload_versions[key] = next(self._versions)
         self.owner_pods.setdefault(facts.owner.key, set()).add(key)
@@ -197,6 +206,7 @@ class FactIndex:
         elif facts.unschedulable is not None:
             self.unscheduled_pods.add(key)
             self._unscheduled_touched()
+        self._workload_pod_changed(key, facts)
         return True
 
     def remove_workload_pod(self, namespace: str, name: str) -> bool:
@@ -205,7 +215,20 @@ class FactIndex:
         if previous is None:
             return False
         del self.workload_versions[key]
+        self.transport.pop(key, None)
         self._unlink_workload_pod(key, previous)
+        self._workload_pod_changed(key, None)
+        return True
+
+    def put_transport(self, key: NamespacedKey, transport: PodTransport) -> bool:
+        """Keep what a log read found for the pod ``key``, if it is still the pod that was read
+        (same uid): a pod deleted or replaced meanwhile gets nothing. True when it changed."""
+        facts = self.workload_pods.get(key)
+        if facts is None or facts.uid != transport.uid or self.transport.get(key) == transport:
+            return False
+        self.transport[key] = transport
+        self._workloads_changed((key,))
+        self._node_workloads_touched(facts.node_name)
         return True
 
     def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
