@@ -47,18 +47,18 @@ def test_max_bytes_reads_a_quantity_and_refuses_what_it_cannot_hold() -> None:
     assert build_config({"transport": {"maxBytes": "512Ki"}}).transport.max_bytes == 512 * 1024
     assert build_config({"transport": {"maxBytes": 65536}}).transport.max_bytes == 65536
     for bad in ("lots", "1Gi", 10, -1):
-        with pytest.raises(ConfigError, match="transport.maxBytes"):
+        with pytest.raises(ConfigError, match=r"transport\.maxBytes"):
             build_config({"transport": {"maxBytes": bad}})
 
 
 @pytest.mark.parametrize("steps", [[300, 60], [60, 60], [-1, 60], [], list(range(1, 20))])
 def test_read_steps_must_be_ascending_non_negative_and_few(steps: list[int]) -> None:
-    with pytest.raises(ConfigError, match="transport.readAfterSeconds"):
+    with pytest.raises(ConfigError, match=r"transport\.readAfterSeconds"):
         build_config({"transport": {"readAfterSeconds": steps}})
 
 
 def test_transport_needs_workload_reporting() -> None:
-    with pytest.raises(ConfigError, match="transport.enabled needs workloads.enabled"):
+    with pytest.raises(ConfigError, match=r"transport\.enabled needs workloads\.enabled"):
         build_config({"transport": {"enabled": True}, "workloads": {"enabled": False}})
 
 
