@@ -8,8 +8,9 @@ condition timestamp, a new image list) costs one small comparison and nothing el
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
-from fabriccap.core.facts import Pool
+from fabriccap.core.facts import Pool, WorkloadPodFacts
 from fabriccap.core.index import FactIndex, NamespacedKey
 
 
@@ -22,6 +23,8 @@ class FactStore(FactIndex):
         # Set once every watched collection has been listed: before that, a pool's facts may
         # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
         self.listed = asyncio.Event()
+        # Told of every workload pod's new facts (None: gone): the log reader (config.transport).
+        self.on_workload_pod: Callable[[NamespacedKey, WorkloadPodFacts | None], None] | None = None
 
     def mark_pool(self, pool: Pool | None) -> None:
         if pool is not None:
@@ -56,6 +59,10 @@ class FactStore(FactIndex):
                 self._node_workloads_touched(facts.node_name)
             else:
                 self.changed.set()  # a pending pod: the unschedulable count and its Events
+
+    def _workload_pod_changed(self, key: NamespacedKey, facts: WorkloadPodFacts | None) -> None:
+        if self.on_workload_pod is not None:
+            self.on_workload_pod(key, facts)
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""

@@ -604,7 +604,7 @@ class TransportSettings(_Model):
     max_bytes: int = Field(
         default=DEFAULT_TRANSPORT_MAX_BYTES,
         alias="maxBytes",
-        ge=4 * KiB,
+        ge=256 * KiB,
         le=64 * MiB,
         description="How much of a container's log is read, from its beginning (limitBytes): an integer or a"
         " quantity such as 4Mi. Also the most memory one read may hold.",

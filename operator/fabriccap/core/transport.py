@@ -37,8 +37,13 @@ EVIDENCE_CHARS = 200
 # One rank at worst: its host name (253 characters) and five evidence lines of EVIDENCE_CHARS
 # characters, all outside the BMP (4 bytes each), its process's two lines, and the objects
 # themselves; tests/unit/core/test_transport_parser.py measures it with tracemalloc.
-_RANK_BYTES = 8 * 1024
-MEMORY_BOUND_BYTES = MAX_LINE_BYTES + MAX_RANKS * _RANK_BYTES  # 2 MiB and 4 KiB
+RANK_BYTES = 8 * 1024
+MEMORY_BOUND_BYTES = MAX_LINE_BYTES + MAX_RANKS * RANK_BYTES  # 2 MiB and 4 KiB
+
+
+def memory_bound(max_ranks: int = MAX_RANKS) -> int:
+    """The most a scanner tracking at most ``max_ranks`` ranks holds, whatever its input."""
+    return MAX_LINE_BYTES + max_ranks * RANK_BYTES
 
 
 class Verdict(StrEnum):
@@ -336,8 +341,11 @@ class TransportScanner:
     <Verdict.SOCKET: 'socket'>
     """
 
-    def __init__(self, signature: FabricSignature) -> None:
+    def __init__(self, signature: FabricSignature, max_ranks: int = MAX_RANKS) -> None:
+        """``max_ranks`` bounds the ranks tracked (and so the memory, ``memory_bound``): a
+        reader with less room than ``MEMORY_BOUND_BYTES`` per read passes fewer."""
         self.signature = signature
+        self.max_ranks = max(1, min(max_ranks, MAX_RANKS))
         self._partial = bytearray()  # the kept prefix of the line being read
         self._cutting = False  # the current line outgrew MAX_LINE_BYTES: drop until its end
         self._processes: dict[tuple[str, int | None], _Process] = {}
@@ -460,7 +468,7 @@ class TransportScanner:
     def _rank(self, key: tuple[str, int | None, int | None]) -> _Rank | None:
         rank = self._ranks.get(key)
         if rank is None:
-            if len(self._ranks) >= MAX_RANKS:
+            if len(self._ranks) >= self.max_ranks:
                 self._ranks_dropped += 1
                 return None
             host, pid, device = key

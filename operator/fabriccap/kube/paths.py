@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from fabriccap.core.api import GROUP, KIND, PLURAL, VERSION
+
+
+def path_segment(text: str) -> str:
+    """``text`` as one segment of an API path, percent-encoded whole (no ``?``, ``#`` or blank
+    in a name can start a query); ValueError for what cannot be a segment at all (empty, ``.``,
+    ``..``, or holding ``/`` or ``%``, which the API server refuses in names too)."""
+    if text in ("", ".", "..") or "/" in text or "%" in text:
+        raise ValueError(f"{text[:80]!r} cannot be a segment of an API path")
+    return quote(text, safe="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +64,9 @@ CUSTOM_RESOURCE_DEFINITIONS = ApiResource(
 )
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+
+
+def pod_log(namespace: str, name: str) -> str:
+    """The pods/log subresource of one pod (the container, limitBytes... go in the query).
+    Its segments come from watched Pods; they are escaped all the same."""
+    return f"{PODS.collection(path_segment(namespace))}/{path_segment(name)}/log"

@@ -45,8 +45,8 @@ def test_transport_is_off_by_default_with_the_documented_settings() -> None:
 
 def test_max_bytes_reads_a_quantity_and_refuses_what_it_cannot_hold() -> None:
     assert build_config({"transport": {"maxBytes": "512Ki"}}).transport.max_bytes == 512 * 1024
-    assert build_config({"transport": {"maxBytes": 65536}}).transport.max_bytes == 65536
-    for bad in ("lots", "1Gi", 10, -1):
+    assert build_config({"transport": {"maxBytes": 1048576}}).transport.max_bytes == 1048576
+    for bad in ("lots", "1Gi", "64Ki", 10, -1):
         with pytest.raises(ConfigError, match=r"transport\.maxBytes"):
             build_config({"transport": {"maxBytes": bad}})
 
