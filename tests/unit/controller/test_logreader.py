@@ -11,6 +11,7 @@ token bucket on a fake clock.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import tracemalloc
@@ -325,7 +326,7 @@ async def test_a_hostile_log_costs_at_most_max_bytes_and_never_holds_the_loop(sh
         verdict, evidence, _ = r.verdict("hostile-0") or (None, "", "")
         assert r.reader.bytes_scanned <= max_bytes
         assert peak < max_bytes, f"{shape}: {peak / MiB:.2f} MiB traced"
-        steps = [later - earlier for earlier, later in zip(parsed_at_each_turn, parsed_at_each_turn[1:], strict=False)]
+        steps = [later - earlier for earlier, later in itertools.pairwise(parsed_at_each_turn)]
         assert max(steps, default=0) <= READ_CHUNK_BYTES, shape
         assert all(character.isprintable() for character in evidence)
         assert len(evidence) <= 200
