@@ -73,7 +73,7 @@ class Rig:
         return body
 
     def reads(self, result: str) -> float:
-        return self.metrics.transport_log_reads.labels(result=result)._value.get()
+        return float(self.metrics.transport_log_reads.labels(result=result)._value.get())
 
     def verdict(self, name: str) -> tuple[Verdict, str, str] | None:
         known = self.store.transport.get(("ml", name))
