@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         choices=OUTPUTS,
         default="table",
-        help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC), json or yaml "
+        help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC, TCP), json or yaml "
         "(a v1 List), name (fabriccapability.fabriccap.dev/NAME lines) (default: table)",
     )
     evaluate_parser.add_argument(

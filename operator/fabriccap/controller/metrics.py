@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import platform
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -54,6 +54,8 @@ class PoolFamily:
     documentation: str
     extra_labels: tuple[str, ...]
     samples: Callable[[dict[str, Any]], Iterable[Sample]]
+    # The values an extra label can take, where they are a fixed set (docs/reference/metrics.md).
+    label_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _version_of(distribution: str) -> str:
@@ -170,6 +172,7 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
         "accelerator); only while transport is read.",
         ("transport", "request"),
         _transport_pods,
+        {"transport": TRANSPORT_VERDICTS, "request": ("fabric", "accelerator")},
     ),
     PoolFamily(
         READY_FAMILY,
