@@ -218,7 +218,8 @@ ALERTS: tuple[AlertRule, ...] = (
         expr=pool_series("fabriccap_pool_transport_pods", 'transport="socket",request="fabric"') + " > 0",
         for_="15m",
         severity="warning",
-        summary="{{ $value }} pod(s) on pool {{ $labels.pool }} request {{ $labels.fabric }} but NCCL uses TCP sockets.",
+        summary="{{ $value }} pod(s) on pool {{ $labels.pool }} request {{ $labels.fabric }}"
+        " but NCCL uses TCP sockets.",
         description=(
             f"{_POOL}: {{{{ $value }}}} pod(s) request the fabric and hold its devices, but NCCL's own log"
             " shows it chose its TCP sockets (NET/Socket): the image lacks the fabric's NCCL plugin"
