@@ -7,13 +7,13 @@ container started while no line decides the transport (``readAfterSeconds``: 1, 
 60 minutes by default), then never again. A run first seen after some steps have passed gets
 one read for all of them.
 
-Each read streams: the body is taken in chunks of ``READ_CHUNK_BYTES``, each chunk goes
-through one parser per fabric (``core.transport.TransportScanner``) and the reader hands the
-event loop back after each one, so the pools' evaluation never waits more than one chunk's
-work (about 1.5 ms at worst, benchmarks/transport_parser_bench.py). The read stops at the
-first decisive line, or after ``maxBytes``; what it holds is one chunk and the parsers'
-bounded state, never the log. What is kept is a verdict and one evidence line per pod
-(``core.verdicts``), put in the index, which re-evaluates the pod's pool.
+Each read (``kube.logs.read_container_log``) streams: the body is taken in chunks of 16 KiB,
+each goes through one parser per fabric (``core.transport.TransportScanner``) and the event
+loop runs between two chunks, so the pools' evaluation never waits more than one chunk's work
+(about 1.5 ms at worst, benchmarks/transport_parser_bench.py). The read stops at the first
+decisive line, or after ``maxBytes``; what it holds is one chunk and the parsers' bounded state,
+never the log. What is kept is a verdict and one evidence line per pod (``core.verdicts``), put
+in the index, which re-evaluates the pod's pool.
 
 Reads are bounded: at most ``maxConcurrentReads`` in flight, started at ``readsPerSecond``
 after a burst of as many (a token bucket), by a few workers rather than a task per pod. A read
@@ -43,49 +43,18 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config
 from fabriccap.core.facts import ContainerRun, WorkloadPodFacts
 from fabriccap.core.index import NamespacedKey
-from fabriccap.core.transport import RANK_BYTES, SIGNATURES, TransportScanner, memory_bound
-from fabriccap.core.verdicts import ContainerRead, FabricVerdict, combine, read_failure_reason
+from fabriccap.core.transport import SIGNATURES
+from fabriccap.core.verdicts import ContainerRead, combine, read_failure_reason
 from fabriccap.kube.client import KubeClient
-from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import pod_log
+from fabriccap.kube.logs import ReadOutcome, ReadResult, TokenBucket, read_container_log
 
 logger = logging.getLogger(__name__)
 
-# The most log one step hands to the parsers before the loop runs again: 16 KiB of the worst
-# input (every line one the rules read) is about 1.5 ms of CPU on this project's machines.
-READ_CHUNK_BYTES = 16 * 1024
-# One read may take this long in all (a kubelet that stalls), and stay silent this long.
-READ_TIMEOUT_SECONDS = 60.0
-READ_SILENCE_SECONDS = 20.0
 # A heap of due reads keeps stale entries (a run that restarted, a pod gone) until they come
 # up; it is rebuilt when they outnumber the live ones this much.
 COMPACT_FACTOR = 4
 
 RunKey = tuple[str, str, int, str]  # (pod uid, container, restart count, started at)
-
-
-class ReadResult:
-    """``fabriccap_transport_log_reads_total{result}``: how each read ended."""
-
-    DECISIVE = "decisive"  # a line decided the transport for every fabric: read no more
-    UNDECIDED = "undecided"  # read, nothing decisive yet: read again at the next step
-    FORBIDDEN = "forbidden"  # 403: no RBAC get on pods/log
-    NOT_FOUND = "not_found"  # 404: the pod or container is gone
-    SERVER_ERROR = "server_error"  # 5xx: the API server or the kubelet failed
-    FAILED = "failed"  # no answer, a broken stream, another HTTP status
-    DROPPED = "dropped"  # the pod went while its log was read: nothing kept
-
-    ALL = (DECISIVE, UNDECIDED, FORBIDDEN, NOT_FOUND, SERVER_ERROR, FAILED, DROPPED)
-
-
-def result_of(error: KubeError) -> str:
-    if error.status == 403:
-        return ReadResult.FORBIDDEN
-    if error.status == 404:
-        return ReadResult.NOT_FOUND
-    if error.status is not None and error.status >= 500:
-        return ReadResult.SERVER_ERROR
-    return ReadResult.FAILED
 
 
 def seconds_since_epoch(timestamp: str) -> float | None:
@@ -121,29 +90,6 @@ class _Pod:
     runs: dict[str, _Run] = field(default_factory=dict)  # by container name
 
 
-@dataclass(slots=True)
-class TokenBucket:
-    """``rate`` starts per second after a burst of ``burst``."""
-
-    rate: float
-    burst: float
-    clock: Callable[[], float]
-    tokens: float = -1.0
-    refilled: float = 0.0
-
-    def wait_seconds(self) -> float:
-        """Take a token if there is one (0.0); else how long until there is."""
-        now = self.clock()
-        if self.tokens < 0:
-            self.tokens, self.refilled = self.burst, now
-        self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.rate)
-        self.refilled = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return 0.0
-        return (1.0 - self.tokens) / self.rate
-
-
 @dataclass
 class LogReader:
     config: Config
@@ -169,10 +115,6 @@ class LogReader:
         settings = self.config.transport
         self.fabrics = tuple(profile.name for profile in self.config.enabled_fabrics if profile.name in SIGNATURES)
         self._bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second), self.clock)
-        # The parsers' share of maxBytes, after the chunk in hand and one kept line each: a
-        # smaller maxBytes tracks fewer ranks, so one read never holds more than maxBytes.
-        room = settings.max_bytes - READ_CHUNK_BYTES - memory_bound(0) * max(1, len(self.fabrics))
-        self.max_ranks = max(1, room // (RANK_BYTES * max(1, len(self.fabrics))))
         for result in ReadResult.ALL:
             self.metrics.transport_log_reads.labels(result=result)
         self.store.on_workload_pod = self.pod_changed
@@ -284,8 +226,7 @@ class LogReader:
             key, container, run_key = self._ready.popleft()
             if not self._live(key, container, run_key) or (key, container) in self._in_flight:
                 continue
-            while (wait := self._bucket.wait_seconds()) > 0:
-                await asyncio.sleep(wait)
+            await self._bucket.take()
             if not self._live(key, container, run_key):
                 continue
             read = asyncio.create_task(self._read(key, container, run_key), name="log read")
@@ -307,48 +248,25 @@ class LogReader:
 
     async def _read(self, key: NamespacedKey, container: str, run_key: RunKey) -> None:
         namespace, name = key
-        settings = self.config.transport
-        scanners = [TransportScanner(SIGNATURES[fabric], self.max_ranks) for fabric in self.fabrics]
-        query = {"container": container, "limitBytes": settings.max_bytes}
         try:
-            async with self.client.stream(
-                pod_log(namespace, name),
-                query,
-                max_bytes=settings.max_bytes,
-                chunk_bytes=READ_CHUNK_BYTES,
-                timeout=READ_TIMEOUT_SECONDS,
-                read_timeout=READ_SILENCE_SECONDS,
-            ) as chunks:
-                async for chunk in chunks:
-                    decisive = [scanner.feed(chunk) for scanner in scanners]
-                    self.bytes_scanned += len(chunk)
-                    self.metrics.transport_log_bytes.inc(len(chunk))
-                    if all(decisive):
-                        break
-                    await asyncio.sleep(0)  # the loop runs between two chunks
-        except KubeError as error:
-            self._done(key, container, run_key, ContainerRead((), read_failure_reason(error.status, _message(error))))
-            self._count(result_of(error), error)
-            return
-        except ValueError as error:  # a name that cannot be a path: no read can succeed
-            self._done(key, container, run_key, ContainerRead((), read_failure_reason(None, str(error))), final=True)
-            self._count(ReadResult.FAILED, KubeError(str(error)))
-            return
+            outcome = await read_container_log(
+                self.client,
+                namespace,
+                name,
+                container,
+                self.fabrics,
+                self.config.transport.max_bytes,
+                progress=self._parsed,
+            )
         except Exception as error:  # in a task nobody awaits for its result: say it, fail closed
             logger.exception("reading the log of %s/%s container %s failed unexpectedly", namespace, name, container)
-            self._done(key, container, run_key, ContainerRead((), read_failure_reason(None, type(error).__name__)))
-            self._count(ReadResult.FAILED)
-            return
-        reports = [scanner.finish() for scanner in scanners]
-        read = ContainerRead(
-            tuple(
-                FabricVerdict(fabric, report.verdict, report.evidence, scanner.decisive)
-                for fabric, report, scanner in zip(self.fabrics, reports, scanners, strict=True)
-            )
-        )
-        decided = read.decided(self.fabrics)
-        self._done(key, container, run_key, read, final=decided)
-        self._count(ReadResult.DECISIVE if decided else ReadResult.UNDECIDED)
+            outcome = ReadOutcome(ContainerRead((), read_failure_reason(None, type(error).__name__)), ReadResult.FAILED)
+        self._done(key, container, run_key, outcome.read, final=outcome.final)
+        self._count(outcome)
+
+    def _parsed(self, size: int) -> None:
+        self.bytes_scanned += size
+        self.metrics.transport_log_bytes.inc(size)
 
     def _done(
         self, key: NamespacedKey, container: str, run_key: RunKey, read: ContainerRead, final: bool = False
@@ -370,7 +288,8 @@ class LogReader:
         reads = [run.read for run in pod.runs.values() if run.read is not None]
         self.store.put_transport(key, combine(pod.uid, self.fabrics, reads))
 
-    def _count(self, result: str, error: KubeError | None = None) -> None:
+    def _count(self, outcome: ReadOutcome) -> None:
+        result, error = outcome.result, outcome.error
         self.metrics.transport_log_reads.labels(result=result).inc()
         if error is None:
             return
@@ -385,13 +304,3 @@ class LogReader:
     def pending(self) -> int:
         """Reads due or in flight (tests and benchmarks wait for none)."""
         return len(self._ready) + len(self._in_flight)
-
-
-def _message(error: KubeError) -> str:
-    """The API server's message without the ``GET path: status`` the client put before it."""
-    text = str(error)
-    head, separator, rest = text.partition(": ")
-    if separator and head.startswith("GET "):
-        code, _, message = rest.partition(" ")
-        return message if code.isdigit() else rest
-    return text

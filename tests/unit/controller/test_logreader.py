@@ -23,15 +23,16 @@ from typing import Any
 
 import pytest
 
-from fabriccap.controller import logreader
-from fabriccap.controller.logreader import READ_CHUNK_BYTES, LogReader, ReadResult, TokenBucket, read_steps
+from fabriccap.controller.logreader import LogReader, read_steps
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.transport import Verdict
+from fabriccap.kube import logs
 from fabriccap.kube.client import KubeClient
+from fabriccap.kube.logs import READ_CHUNK_BYTES, ReadResult, TokenBucket
 from fabriccap.kube.paths import pod_log
 from fabriccap.offline.snapshot import add_bodies
 from fabriccap_devtools.world import workload_pod
@@ -239,7 +240,7 @@ async def test_a_refused_read_is_unknown_with_its_reason_and_the_reader_goes_on(
 
 
 async def test_a_server_that_never_answers_is_a_failed_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logreader, "READ_SILENCE_SECONDS", 0.2)
+    monkeypatch.setattr(logs, "READ_SILENCE_SECONDS", 0.2)
     async with rig() as r:
         r.add_pod("silent-0", LogScript(silent=True))
         await eventually(lambda: r.verdict("silent-0") is not None, "an outcome")
