@@ -27,7 +27,7 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.transport import SIGNATURES, signature_for
 from fabriccap.kube.errors import KubeError
-from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
+from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, explain_live, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
 from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
@@ -143,8 +143,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     _log_to_stderr()
     try:
-        config, facts = _read_input(args)
-        explanation = explain(config, facts, args.target)
+        if args.files:
+            config, facts = _read_input(args)
+            explanation = explain(config, facts, args.target)
+        else:
+            config = load_config(args.config)
+            explanation = asyncio.run(
+                explain_live(config, FactsExtractor(config), args.target, args.kubeconfig, args.context)
+            )
     except (ConfigError, SnapshotError, KubeError, ExplainError) as error:
         return _fail(str(error))
     print(format_explain_output(explanation, args.output))
