@@ -305,8 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Show one FabricCapability node by node: each target node's instance type and known maximum,\n"
         "capacity, allocatable, DRA devices, the count the evaluation uses and its source, the\n"
         "device-plugin (or DRA-driver) pod and its state, cordoned or not, the gap classes and the\n"
-        "conditions it breaks, and why; then the pool's conditions and workloads. Same inputs and exit\n"
-        "codes as 'fabriccap evaluate'.",
+        "conditions it breaks, and why; then the pool's conditions and workloads. With transport on in\n"
+        "the config, each pod that requests the fabric or an accelerator with what its NCCL chose and the\n"
+        "line of its log that shows it (live, the pool's pods' logs are read first: get on pods/log).\n"
+        "Same inputs and exit codes as 'fabriccap evaluate'.",
         "  fabriccap explain efa-p5-training                  # by name, live cluster\n"
         "  fabriccap explain p5-training -f cluster.json      # by pool value, from a snapshot\n"
         "  fabriccap explain karpenter.sh/nodepool=spot -o json --context prod",
