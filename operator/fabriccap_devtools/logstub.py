@@ -302,11 +302,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fabriccap_devtools.logstub", description=__doc__)
     parser.add_argument("--kubeconfig", required=True, help="the API server, and the identity to reach it with")
     parser.add_argument("--out", required=True, help="where to write the kubeconfig that reaches the front")
+    parser.add_argument(
+        "--serve",
+        choices=("bench", "demo"),
+        default="bench",
+        help="bench: every pod a corpus excerpt (BENCH_LOGS); demo: the demo's one job (demo_transport)",
+    )
     args = parser.parse_args(argv)
-    stub = LogStub(Path(args.kubeconfig), corpus_logs())
+    if args.serve == "demo":
+        from fabriccap_devtools.demo_transport import served_log
+
+        logs: LogSource = served_log
+    else:
+        logs = corpus_logs()
+    stub = LogStub(Path(args.kubeconfig), logs)
     stub.start()
-    stub.kubeconfig_for(Path(args.out))
-    print(f"serving corpus logs in front of {stub.credentials.server} at {stub.url}; kubeconfig {args.out}", flush=True)
+    # Written whole at once: whoever waits for the file may read it as soon as it exists.
+    scratch = Path(f"{args.out}.partial")
+    stub.kubeconfig_for(scratch)
+    scratch.replace(args.out)
+    print(f"serving {args.serve} logs in front of {stub.credentials.server} at {stub.url}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -407,9 +407,10 @@ def not_used_event(profile: FabricProfile, status: FabricCapabilityStatus, found
     """FabricNotUsed: the owner's pods request the fabric and NCCL chose sockets or another
     network. The message names one pod, the line of its log that shows it, and the likely cause."""
     example = found.example
-    pods = f"{found.pods} pod{'s' if found.pods != 1 else ''}"
+    pods = f"{found.pods} pod on" if found.pods == 1 else f"{found.pods} pods on"
+    request = "requests" if found.pods == 1 else "request"
     message = (
-        f"{pods} on pool {status.pool.value} request {profile.resource} but NCCL uses {CHOSE[example.verdict]}"
+        f"{pods} pool {status.pool.value} {request} {profile.resource} but NCCL uses {CHOSE[example.verdict]}"
         f' (pod {example.pod}: "{example.evidence}"); likely cause: '
         f"{likely_cause(profile.name, example.verdict, example.evidence)}"
     )
