@@ -47,9 +47,10 @@ LogSource = Callable[[str, str, str], bytes | None]
 
 @dataclass
 class LogStats:
-    requests: int = 0
+    requests: int = 0  # pods/log GETs
     bytes: int = 0  # of log bodies sent
     by_pod: Counter[str] = field(default_factory=Counter)  # namespace/name -> requests
+    forwarded: int = 0  # every other request, passed on to the API server
 
 
 class LogStub:
@@ -135,6 +136,10 @@ class LogStub:
             self.stats.requests += 1
             self.stats.by_pod[pod] += 1
 
+    def _forwarded(self) -> None:
+        with self._lock:
+            self.stats.forwarded += 1
+
     def _sent(self, size: int) -> None:
         with self._lock:
             self.stats.bytes += size
@@ -207,6 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         return connection, connection.getresponse()
 
     def _forward(self) -> None:
+        self.owner._forwarded()
         connection, response = self._upstream()
         try:
             self._stream(response)
