@@ -79,7 +79,7 @@ class LogStub:
         class Handler(_Handler):
             owner = stub
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="logstub", daemon=True)
         self._thread.start()
@@ -158,6 +158,15 @@ class LogStub:
                 context=context if isinstance(context, ssl.SSLContext) else None,
             )
         return http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT_SECONDS)
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that goes (an operator stopped, a watch it drops) resets its connections:
+        # that is no error of the front's, and not worth a traceback on stderr.
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class _Handler(BaseHTTPRequestHandler):
