@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from fabriccap.core.api import API_VERSION, KIND, ConditionType
+from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_MESSAGE, MAX_NAME, MAX_NAMESPACE, MAX_UID, clean_text
 from fabriccap.core.workloads import WorkloadEvent
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
@@ -31,7 +32,16 @@ logger = logging.getLogger(__name__)
 COMPONENT = "fabriccap"
 # Events about cluster-scoped objects live in `default`, where kubectl describe looks for them.
 CLUSTER_SCOPED_EVENTS_NAMESPACE = "default"
-MAX_MESSAGE_LENGTH = 1024  # the API server refuses longer Event messages
+MAX_MESSAGE_LENGTH = MAX_MESSAGE  # the API server refuses longer Event messages
+MAX_REASON_LENGTH = 128  # the API server's limit for an Event's reason
+# The bounds of an involvedObject's fields: what the API server allows each of them to be.
+_INVOLVED_LIMITS = {
+    "apiVersion": MAX_API_VERSION,
+    "kind": MAX_KIND,
+    "name": MAX_NAME,
+    "namespace": MAX_NAMESPACE,
+    "uid": MAX_UID,
+}
 
 
 @dataclass(frozen=True)
@@ -121,7 +131,10 @@ class EventRecorder:
         """POST one core/v1 Event; a failure is logged, never raised (Events are best effort).
         True when it was recorded, or (a named Event) already was."""
         now = _now()
-        message = event.message if len(event.message) <= MAX_MESSAGE_LENGTH else event.message[:1021] + "..."
+        # Every string here may come from an object's creator: cleaned and bounded again at
+        # the door, whatever made the Event (the facts already were).
+        involved = {key: clean_text(value, _INVOLVED_LIMITS.get(key, MAX_NAME)) for key, value in involved.items()}
+        message = clean_text(event.message, MAX_MESSAGE_LENGTH)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -130,7 +143,7 @@ class EventRecorder:
             else {"generateName": f"{involved['name']}.", "namespace": namespace},
             "involvedObject": dict(involved),
             "type": event.type,
-            "reason": event.reason,
+            "reason": clean_text(event.reason, MAX_REASON_LENGTH),
             "message": message,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,

@@ -24,6 +24,7 @@ from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.text import escape_controls
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
@@ -198,6 +199,15 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+class OneLineFormatter(logging.Formatter):
+    """Text records of one line each. A record carries text others wrote (owner names, messages
+    of the API server, exceptions about both), and a newline in it would start what reads as
+    a record of its own: every control character is escaped (``\\n``), tracebacks included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape_controls(super().format(record))
+
+
 def setup_logging(level: str = "info", log_format: str = "text") -> None:
     """stderr, as text lines or one JSON object per record (``--log-level``, ``--log-format``)."""
     handler = logging.StreamHandler(sys.stderr)
@@ -212,7 +222,7 @@ def setup_logging(level: str = "info", log_format: str = "text") -> None:
             )
         )
     else:
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(OneLineFormatter(LOG_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     if level != "debug":  # debugging wants kopf's own account of its handlers too
         quiet_kopf_logging()

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from fabriccap.core.api import FabricCapabilityStatus, Offender, PoolRef, WorkloadCount, WorkloadsStatus
 from fabriccap.core.config import FabricProfile, Source
-from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner
+from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
 from fabriccap.core.index import FactIndex
+from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 
 MAX_OFFENDERS = 20
 MAX_OWNER_DEPTH = 4
@@ -219,8 +220,14 @@ class WorkloadEvent:
 
     @property
     def event_name(self) -> str:
-        digest = hashlib.sha256(self.key.encode()).hexdigest()[:16]
-        return f"{self.involved.name[:200]}.fabriccap-{digest}"
+        """``<owner name>.fabriccap-<digest of the key>``, or ``fabriccap-<digest>`` where the
+        owner's name would not make a valid one: an Event name must be a DNS subdomain, and an
+        owner's name is whatever its creator wrote (an invalid name made every POST a 422)."""
+        digest = hashlib.sha256(self.key.encode(errors="replace")).hexdigest()[:16]
+        suffix = f"fabriccap-{digest}"
+        prefix = self.involved.name[: MAX_SUBDOMAIN_LENGTH - len(suffix) - 1].rstrip("-.")
+        readable = f"{prefix}.{suffix}"
+        return readable if is_dns_subdomain(readable) else suffix
 
 
 def _event_key(reason: str, owner: ObjectRef, *parts: str) -> str:
@@ -402,7 +409,7 @@ def learn_from_object(index: FactIndex, body: Mapping[str, object]) -> bool:
     metadata = body.get("metadata")
     if not isinstance(kind, str) or not isinstance(metadata, Mapping):
         return False
-    namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
     if kind in OWNER_LOOKUP_KINDS:
         return index.learn_owner((kind, namespace, name), owner_of(body, namespace))
     if kind in CLAIM_LOOKUP_KINDS:

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import yaml
 
-from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import learn_from_object
 from fabriccap.kube.kinds import BY_KIND
@@ -216,12 +216,12 @@ def add_bodies(
         except FactsError as error:
             raise SnapshotError(f"{source}: {error}") from None
         if strict_quantities and watched.kind == "ResourceSlice":
-            name = str((body.get("metadata") or {}).get("name"))
+            name = object_name((body.get("metadata") or {}).get("name"))
             problem = facts.slices[name].problem if name in facts.slices else None
             if problem:
                 raise SnapshotError(f"{source}: {problem}")
         if strict_quantities and watched.kind == "Node":
-            name = str((body.get("metadata") or {}).get("name"))
+            name = object_name((body.get("metadata") or {}).get("name"))
             for entry in facts.nodes[name].unusable:
                 if entry.malformed:
                     raise SnapshotError(f"{source}: Node {name}: {entry.problem}")
