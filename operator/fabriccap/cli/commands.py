@@ -25,6 +25,7 @@ from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
@@ -112,7 +113,8 @@ def _read_input(args: argparse.Namespace) -> tuple[Config, FactIndex]:
     """The config and the facts: from ``-f`` snapshots, else one read of the live cluster.
     Raises ConfigError, SnapshotError or KubeError with a message naming what failed."""
     config = load_config(args.config)
-    extractor = FactsExtractor(config)
+    # An owner reference naming no possible object: one `warning:` line per cause.
+    extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
     if args.files:
         return config, load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
     return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context))

@@ -24,6 +24,7 @@ from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async
@@ -91,10 +92,13 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     metrics = OperatorMetrics()
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
     store = FactStore()
+    # Owner references that name no possible object (a pod's creator wrote them): never
+    # followed, and each cause said once, from the pods and from the owners read.
+    refused_references = OncePerCause(logging.getLogger("fabriccap.references").warning)
     informers = build_informers(
         client,
         store,
-        FactsExtractor(options.config),
+        FactsExtractor(options.config, on_refused=refused_references),
         metrics,
         stale_after=options.config.stale_after_seconds,
     )
@@ -114,7 +118,9 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         leader=leader,
         events=EventRecorder(client, identity),
         fresh=freshness.fresh,
-        lookups=LookupResolver(client, store) if options.config.workloads.enabled else None,
+        lookups=(
+            LookupResolver(client, store, refused=refused_references) if options.config.workloads.enabled else None
+        ),
     )
     if isinstance(leader, LeaderElector):
         leader.on_change = publisher.became_leader

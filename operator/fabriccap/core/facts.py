@@ -18,9 +18,16 @@ from typing import Any, NamedTuple
 
 from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config, Source
 from fabriccap.core.quantity import parse_quantity, shown_value
+from fabriccap.core.references import (
+    INVALID_API_VERSION,
+    INVALID_NAME,
+    RefusalHook,
+    RefusedReference,
+    is_object_name,
+    reference_problem,
+    shown_reference,
+)
 from fabriccap.core.text import (
-    MAX_API_VERSION,
-    MAX_KIND,
     MAX_NAME,
     MAX_NAMESPACE,
     MAX_UID,
@@ -196,8 +203,11 @@ class PodFacts:
 class FactsExtractor:
     """Turns object bodies into facts, knowing from the config which fields matter."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, on_refused: RefusalHook | None = None) -> None:
         self.config = config
+        # Told of each owner reference (or claim) not followed because no object can be named
+        # so (core.references): the operator logs each cause once.
+        self.on_refused = on_refused
         fabrics = config.enabled_fabrics
         self.resources: frozenset[str] = frozenset(
             [fabric.resource for fabric in fabrics]
@@ -319,7 +329,7 @@ class FactsExtractor:
         containers = _containers(spec, "containers", where)
         init_containers = _containers(spec, "initContainers", where)
         requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
-        claims = _claims(spec.get("resourceClaims"), namespace)
+        claims = _claims(spec.get("resourceClaims"), namespace, where, self.on_refused)
         intent = self._intent([*containers, *init_containers])
         if not requests and not claims and not intent:
             return None
@@ -332,7 +342,9 @@ class FactsExtractor:
             requests=requests,
             claims=claims,
             intent=intent,
-            owner=_nearest_owner(metadata, labels if isinstance(labels, Mapping) else {}, namespace, name),
+            owner=_nearest_owner(
+                metadata, labels if isinstance(labels, Mapping) else {}, namespace, name, self.on_refused
+            ),
             unschedulable=None if node_name else _unschedulable_message(status.get("conditions")),
         )
 
@@ -545,7 +557,9 @@ def _effective_requests(
     return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0))
 
 
-def _claims(resource_claims: Any, namespace: str) -> tuple[ClaimRef, ...]:
+def _claims(resource_claims: Any, namespace: str, holder: str, refused: RefusalHook | None) -> tuple[ClaimRef, ...]:
+    """The pod's claims; one whose name no claim can have is left out (its devices unknown,
+    the pod is judged by its other requests), as it is read with a GET of that name."""
     if not isinstance(resource_claims, list):
         return ()
     found = []
@@ -553,16 +567,35 @@ def _claims(resource_claims: Any, namespace: str) -> tuple[ClaimRef, ...]:
         if not isinstance(claim, Mapping):
             continue
         if isinstance(claim.get("resourceClaimTemplateName"), str):
-            found.append(
-                ClaimRef("ResourceClaimTemplate", namespace, clean_text(claim["resourceClaimTemplateName"], MAX_NAME))
-            )
+            kind, name = "ResourceClaimTemplate", claim["resourceClaimTemplateName"]
         elif isinstance(claim.get("resourceClaimName"), str):
-            found.append(ClaimRef("ResourceClaim", namespace, clean_text(claim["resourceClaimName"], MAX_NAME)))
+            kind, name = "ResourceClaim", claim["resourceClaimName"]
+        else:
+            continue
+        if not is_object_name(name):
+            _refuse(refused, INVALID_NAME, holder, "resource.k8s.io/v1", kind, name)
+            continue
+        found.append(ClaimRef(kind, namespace, name))
     return tuple(sorted(set(found)))
 
 
-def controller_owner(metadata: Mapping[str, Any], namespace: str, *, any_owner: bool = False) -> ObjectRef | None:
-    """The object's controller owner reference (or, with ``any_owner``, its first owner)."""
+def _refuse(refused: RefusalHook | None, cause: str, holder: str, api_version: Any, kind: Any, name: Any) -> None:
+    if refused is not None:
+        refused(RefusedReference(cause, holder, shown_reference(api_version, kind, name)))
+
+
+def controller_owner(
+    metadata: Mapping[str, Any],
+    namespace: str,
+    *,
+    any_owner: bool = False,
+    holder: str = "",
+    refused: RefusalHook | None = None,
+) -> ObjectRef | None:
+    """The object's controller owner reference (or, with ``any_owner``, its first owner), in
+    the object's own namespace (a reference cannot name another, and none is ever followed
+    there); None when it has none, or when the reference names no object an API server could
+    hold (core.references): then ``refused`` is told, and the object is its own top."""
     references = metadata.get("ownerReferences")
     if not isinstance(references, list):
         return None
@@ -572,24 +605,33 @@ def controller_owner(metadata: Mapping[str, Any], namespace: str, *, any_owner: 
         chosen = candidates[0]
     if chosen is None:
         return None
-    return ObjectRef(
-        clean_text(chosen.get("apiVersion") or "", MAX_API_VERSION),
-        clean_text(chosen["kind"], MAX_KIND),
-        namespace,
-        clean_text(chosen["name"], MAX_NAME),
-        clean_text(chosen.get("uid") or "", MAX_UID),
-    )
+    api_version, kind, name = chosen.get("apiVersion") or "", chosen["kind"], chosen["name"]
+    if not (isinstance(api_version, str) and isinstance(kind, str) and isinstance(name, str)):
+        problem: str | None = INVALID_API_VERSION if not isinstance(api_version, str) else INVALID_NAME
+    else:
+        problem = reference_problem(api_version, kind, name)
+    if problem is not None:
+        _refuse(refused, problem, holder, api_version, kind, name)
+        return None
+    return ObjectRef(api_version, kind, namespace, name, clean_text(chosen.get("uid") or "", MAX_UID))
 
 
-def _nearest_owner(metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str) -> ObjectRef:
-    owner = controller_owner(metadata, namespace, any_owner=True)
+def _nearest_owner(
+    metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str, refused: RefusalHook | None
+) -> ObjectRef:
+    holder = f"Pod {namespace}/{name}"
+    owner = controller_owner(metadata, namespace, any_owner=True, holder=holder, refused=refused)
     if owner is None:
         return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID))
-    if owner.kind == "Job" and isinstance(labels.get(JOBSET_NAME_LABEL), str):
+    jobset = labels.get(JOBSET_NAME_LABEL)
+    if owner.kind == "Job" and isinstance(jobset, str):
+        if not is_object_name(jobset):
+            _refuse(refused, INVALID_NAME, holder, JOBSET_API_VERSION, "JobSet", jobset)
+            return owner  # the Job: the nearest valid owner
         # The JobSet controller labels its pods with the JobSet's name and uid: no need to
         # read the Job to learn whose it is.
         uid = clean_text(labels.get(JOBSET_UID_LABEL) or "", MAX_UID)
-        return ObjectRef(JOBSET_API_VERSION, "JobSet", namespace, clean_text(labels[JOBSET_NAME_LABEL], MAX_NAME), uid)
+        return ObjectRef(JOBSET_API_VERSION, "JobSet", namespace, jobset, uid)
     return owner
 
 

@@ -206,7 +206,7 @@ def add_bodies(
         watched = BY_KIND.get(str(body.get("kind")))
         if watched is None:
             # A Job, JobSet or claim template in the snapshot tells whose a pod is, or what it claims.
-            learn_from_object(facts, body)
+            learn_from_object(facts, body, extractor.on_refused)
             continue
         try:
             watched.upsert(facts, extractor, body)
