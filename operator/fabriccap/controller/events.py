@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +35,11 @@ COMPONENT = "fabriccap"
 CLUSTER_SCOPED_EVENTS_NAMESPACE = "default"
 MAX_MESSAGE_LENGTH = MAX_MESSAGE  # the API server refuses longer Event messages
 MAX_REASON_LENGTH = 128  # the API server's limit for an Event's reason
+# An Event the API server refused as invalid (400, 422) would be refused again: it is never
+# sent again (it was POSTed every round, 120 times a minute, before). Remembered by its key, the
+# newest this many: after the text cleaning no valid input makes one, so this stays near empty.
+REFUSED_STATUSES = frozenset({400, 422})
+MAX_REFUSED_EVENTS = 4096
 # The bounds of an involvedObject's fields: what the API server allows each of them to be.
 _INVOLVED_LIMITS = {
     "apiVersion": MAX_API_VERSION,
@@ -92,6 +98,7 @@ class EventRecorder:
     identity: str  # reportingInstance: which replica said it
     _warned: set[tuple[str, str, str]] = field(default_factory=set)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
+    _refused: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
     async def record(self, involved: InvolvedObject, event: EventSpec) -> None:
         await self.emit(
@@ -111,7 +118,7 @@ class EventRecorder:
     async def warn_workload(self, event: WorkloadEvent) -> bool:
         """A Warning on a workload's top-level owner, named after the problem: a restart that
         finds the same problem finds the Event already there (409) and sends nothing new.
-        True when the Event exists now."""
+        True when nothing more is to be done for it (see ``emit``)."""
         owner = event.involved
         involved = {
             "apiVersion": owner.api_version,
@@ -129,12 +136,17 @@ class EventRecorder:
         self, namespace: str, involved: Mapping[str, Any], event: EventSpec, name: str | None = None
     ) -> bool:
         """POST one core/v1 Event; a failure is logged, never raised (Events are best effort).
-        True when it was recorded, or (a named Event) already was."""
+        True when nothing more is to be done for it: it was recorded, (a named Event) already
+        was, or the API server refused it as invalid, which is final for that Event. False when
+        a later try may succeed (a 500, a 429, no answer)."""
         now = _now()
         # Every string here may come from an object's creator: cleaned and bounded again at
         # the door, whatever made the Event (the facts already were).
         involved = {key: clean_text(value, _INVOLVED_LIMITS.get(key, MAX_NAME)) for key, value in involved.items()}
         message = clean_text(event.message, MAX_MESSAGE_LENGTH)
+        key = name or "\x00".join((namespace, involved.get("name", ""), event.type, event.reason, message))
+        if key in self._refused:
+            return True
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -157,9 +169,20 @@ class EventRecorder:
         except KubeError as error:
             if name and error.status == 409:
                 return True
+            if error.status in REFUSED_STATUSES:
+                self._refuse(key)
+                logger.warning(
+                    "Event %s on %s refused (%s); it is not sent again", event.reason, involved.get("name"), error
+                )
+                return True
             logger.warning("could not record Event %s on %s: %s", event.reason, involved.get("name"), error)
             return False
         return True
+
+    def _refuse(self, key: str) -> None:
+        self._refused[key] = None
+        while len(self._refused) > MAX_REFUSED_EVENTS:
+            self._refused.popitem(last=False)
 
 
 # Workload Warnings leave through an outbox: a cluster where thousands of jobs forgot the
@@ -176,7 +199,8 @@ class WorkloadEventOutbox:
     """Workload Warnings, each problem once, sent in the background by whoever leads.
 
     ``offer`` queues what was not sent yet and returns at once. A send that fails leaves the
-    problem unsent, so the next round offers it again. Losing the lead drops the queue: the
+    problem unsent, so the next round offers it again, unless the API server refused the Event
+    as invalid: that is final, and it counts as sent. Losing the lead drops the queue: the
     next leader finds what is still a problem, and a named Event already there is a 409.
     """
 
