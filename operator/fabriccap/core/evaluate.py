@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabriccap.core import api
 from fabriccap.core.api import (
     API_VERSION,
     FABRIC_LABEL,
@@ -55,7 +56,7 @@ from fabriccap.core.workloads import (
     unschedulable_groups,
 )
 
-MAX_GAP_NODES = 20
+MAX_GAP_NODES = api.MAX_GAP_NODES  # the status model's bound (api.py: how large a status can be)
 MAX_NAMED_NODES = 5
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"

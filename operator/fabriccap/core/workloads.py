@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from fabriccap.core import api
 from fabriccap.core.api import FabricCapabilityStatus, Offender, PoolRef, WorkloadCount, WorkloadsStatus
 from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
@@ -29,7 +30,7 @@ from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.text import MAX_KIND, clean_text
 
-MAX_OFFENDERS = 20
+MAX_OFFENDERS = api.MAX_OFFENDERS  # the status model's bound (api.py: how large a status can be)
 MAX_OWNER_DEPTH = 4
 WITHOUT_FABRIC = "withoutFabric"
 INTENT_WITHOUT_REQUEST = "intentWithoutRequest"
