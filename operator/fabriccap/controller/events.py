@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from fabriccap.core.api import API_VERSION, KIND, ConditionType
+from fabriccap.core.index import OwnerKey
 from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_MESSAGE, MAX_NAME, MAX_NAMESPACE, MAX_UID, clean_text
 from fabriccap.core.workloads import WorkloadEvent
 from fabriccap.kube.client import KubeClient
@@ -198,6 +199,11 @@ WORKLOAD_EVENT_BURST = 100
 class WorkloadEventOutbox:
     """Workload Warnings, each problem once, sent in the background by whoever leads.
 
+    A problem stays known as sent while its owner is: ``forget`` drops the problems of owners
+    no workload pod leads to any more (the fact store says which), so churn leaves nothing
+    behind (reliability round 3, H7). An owner that comes back is warned again; its Event,
+    named after the problem, is then a 409 if it still exists.
+
     ``offer`` queues what was not sent yet and returns at once. A send that fails leaves the
     problem unsent, so the next round offers it again, unless the API server refused the Event
     as invalid: that is final, and it counts as sent. Losing the lead drops the queue: the
@@ -209,7 +215,11 @@ class WorkloadEventOutbox:
     clock: Callable[[], float] = time.monotonic
     rate: float = WORKLOAD_EVENTS_PER_SECOND
     burst: int = WORKLOAD_EVENT_BURST
-    sent: set[str] = field(default_factory=set)
+    # Whether an owner is still some workload pod's (the fact store's owner_referenced): a
+    # problem whose owner went while its Event was being sent is not kept.
+    referenced: Callable[[OwnerKey], bool] = lambda _owner: True
+    sent: dict[str, OwnerKey] = field(default_factory=dict)  # problem key -> its owner
+    _sent_by_owner: dict[OwnerKey, set[str]] = field(default_factory=dict)
     _queue: dict[str, WorkloadEvent] = field(default_factory=dict)  # key -> event, oldest first
     _tokens: float = -1.0  # a full bucket at the first send
     _refilled: float = 0.0
@@ -222,6 +232,21 @@ class WorkloadEventOutbox:
     def knows(self, key: str) -> bool:
         """Whether the problem ``key`` was recorded (or found recorded), or is queued."""
         return key in self.sent or key in self._queue
+
+    def forget(self, owners: set[OwnerKey]) -> None:
+        """Drop what is known of the problems of ``owners``, sent or queued."""
+        for owner in owners:
+            for key in self._sent_by_owner.pop(owner, ()):
+                self.sent.pop(key, None)
+        if self._queue and owners:
+            for key in [key for key, event in self._queue.items() if event.involved.key in owners]:
+                del self._queue[key]
+
+    def _sent(self, event: WorkloadEvent) -> None:
+        owner = event.involved.key
+        if self.referenced(owner):
+            self.sent[event.key] = owner
+            self._sent_by_owner.setdefault(owner, set()).add(event.key)
 
     def offer(self, events: Iterable[WorkloadEvent]) -> None:
         for event in events:
@@ -251,7 +276,9 @@ class WorkloadEventOutbox:
                 await asyncio.sleep(1.0 / self.rate)
                 continue
             results = await asyncio.gather(*(self.recorder.warn_workload(event) for event in batch))
-            self.sent.update(event.key for event, recorded in zip(batch, results, strict=True) if recorded)
+            for event, done in zip(batch, results, strict=True):
+                if done:
+                    self._sent(event)
 
     def _take(self, wanted: int) -> int:
         """How many sends the token bucket allows now (at most ``wanted``)."""

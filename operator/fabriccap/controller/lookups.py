@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.workloads import LookupKey, learn_lookup
 from fabriccap.kube.client import KubeClient
@@ -88,13 +89,25 @@ class LookupResolver:
 
     def next_retry(self) -> float | None:
         """Seconds until the earliest retry falls due, if any."""
+        self._forget_unreferenced()
         if not self._retry_at:
             return None
         return max(min(when for when, _ in self._retry_at.values()) - self.clock(), 0.0)
 
     def due(self) -> list[LookupKey]:
         now = self.clock()
+        self._forget_unreferenced()
         return [key for key, (when, _) in self._retry_at.items() if when <= now]
+
+    def _forget_unreferenced(self) -> None:
+        for key in [key for key in self._retry_at if not self._referenced(key)]:
+            del self._retry_at[key]  # its pods went: nothing to retry for
+
+    def _referenced(self, key: LookupKey) -> bool:
+        """Whether a live workload pod still leads to ``key``: what its answer may be kept for."""
+        if key.is_claim:
+            return self.store.claim_referenced(ClaimRef(key.kind, key.namespace, key.name))
+        return self.store.owner_referenced((key.kind, key.namespace, key.name))
 
     async def _resolve(self, key: LookupKey) -> None:
         try:
@@ -122,7 +135,9 @@ class LookupResolver:
         self._learn(key, body)
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
-        learn_lookup(self.store, key, body, self.refused)
+        # An answer that lands after the last pod naming it went is dropped, not kept for good.
+        if self._referenced(key):
+            learn_lookup(self.store, key, body, self.refused)
 
     def _oversized(self, key: LookupKey, error: KubeError) -> None:
         self._retry_at.pop(key, None)

@@ -245,12 +245,13 @@ class Publisher:
             self.outbox = WorkloadEventOutbox(self.events, leading=lambda: self.leader.leading)
         if self.outbox is not None:
             outbox = self.outbox
+            outbox.referenced = self.store.owner_referenced
             self.metrics.workload_events_queued.set_function(lambda: outbox.queued)
 
     @property
     def workload_events_sent(self) -> set[str]:
         """The workload problems this process recorded (or found recorded) an Event for."""
-        return set() if self.outbox is None else self.outbox.sent
+        return set() if self.outbox is None else set(self.outbox.sent)
 
     # -- the loop
 
@@ -398,6 +399,9 @@ class Publisher:
         and the pools it brings; each object still has at most one write in flight.
         """
         everything, pools = self.store.take_dirty()
+        if self.outbox is not None:
+            # Owners whose pods all went: their problems are forgotten (reliability round 3, H7).
+            self.outbox.forget(self.store.take_released())
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}
