@@ -399,9 +399,10 @@ class Publisher:
         and the pools it brings; each object still has at most one write in flight.
         """
         everything, pools = self.store.take_dirty()
+        # Owners whose pods all went: their problems are forgotten (reliability round 3, H7).
+        released = self.store.take_released()
         if self.outbox is not None:
-            # Owners whose pods all went: their problems are forgotten (reliability round 3, H7).
-            self.outbox.forget(self.store.take_released())
+            self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}

@@ -225,3 +225,19 @@ async def test_an_answer_for_an_owner_no_pod_leads_to_any_more_is_dropped() -> N
     await lookups.close()
     assert api.requests == 1  # it was read
     assert store.owner_parents == {} and store.owner_children == {}
+
+
+async def test_released_owners_are_taken_each_round_even_without_events() -> None:
+    """The store's record of released owners is emptied every round, not only when an outbox
+    wants it: without one (no Events) it would grow with the churn it records."""
+    api = MemoryApi()
+    config = build_config({})
+    store, extractor = FactStore(), FactsExtractor(config)
+    publisher = Publisher(config=config, store=store, client=cast(KubeClient, api), metrics=OperatorMetrics())
+    assert publisher.outbox is None
+    body = pod(0, 0)
+    BY_KIND["Pod"].upsert(store, extractor, body)
+    BY_KIND["Pod"].delete(store, body)
+    assert store.released_owners
+    await publisher.reconcile_once()
+    assert store.released_owners == set()
