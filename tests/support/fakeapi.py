@@ -90,11 +90,14 @@ class FakeApi:
     required_token: str | None = None
     # (method, path) -> HTTP codes to answer the next writes with, one each
     write_failures: dict[tuple[str, str], deque[int]] = field(default_factory=dict)
+    # HTTP code -> the message a scripted failure carries (the API server's own words)
+    failure_messages: dict[int, str] = field(default_factory=dict)
     # (method, path) -> a gate that writes to it wait for (a slow API server, on cue)
     write_gates: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     url: str = ""
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
-    # pods/log paths -> how to answer; the queries of the reads, and how many ran at once.
+    # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
+    # reads, and how many ran at once.
     logs: dict[str, LogScript] = field(default_factory=dict)
     log_reads: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     log_streams: int = 0
@@ -136,10 +139,12 @@ class FakeApi:
             failures = self.write_failures.get((request.method, request.path))
             if failures:
                 code = failures.popleft()
-                return status_response(code, f"scripted HTTP {code}")
+                return status_response(code, self.failure_messages.get(code, f"scripted HTTP {code}"))
             return self._write(request.method, request.path, body)
-        if request.path.endswith("/log") and request.path in self.logs:
-            return await self._log(request, self.logs[request.path], query)
+        if request.path.endswith("/log"):
+            script = self.logs.get(f"{request.path}?container={query.get('container')}") or self.logs.get(request.path)
+            if script is not None:
+                return await self._log(request, script, query)
         get_failures = self.get_failures.get(request.path)
         if get_failures:
             code = get_failures.popleft()

@@ -285,7 +285,11 @@ class LogReader:
 
     def _publish(self, key: NamespacedKey) -> None:
         pod = self._pods[key]
-        reads = [run.read for run in pod.runs.values() if run.read is not None]
+        # Every running container counts, read or not: one not read yet keeps the pod from
+        # ``fabric`` (combine). A stopped one's last read stands for it until it runs again.
+        facts = self.store.workload_pods.get(key)
+        unread = [None] * (facts.unread_containers if facts is not None else 0)
+        reads = [run.read for run in pod.runs.values()] + unread
         self.store.put_transport(key, combine(pod.uid, self.fabrics, reads))
 
     def _count(self, outcome: ReadOutcome) -> None:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 
 from fabriccap.core.facts import Pool, WorkloadPodFacts
-from fabriccap.core.index import FactIndex, NamespacedKey
+from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
 
 
 class FactStore(FactIndex):
@@ -25,6 +25,9 @@ class FactStore(FactIndex):
         self.listed = asyncio.Event()
         # Told of every workload pod's new facts (None: gone): the log reader (config.transport).
         self.on_workload_pod: Callable[[NamespacedKey, WorkloadPodFacts | None], None] | None = None
+        # Owners no workload pod leads to any more, since the publisher last looked: the
+        # problems warned about on them are forgotten with them.
+        self.released_owners: set[OwnerKey] = set()
 
     def mark_pool(self, pool: Pool | None) -> None:
         if pool is not None:
@@ -63,6 +66,13 @@ class FactStore(FactIndex):
     def _workload_pod_changed(self, key: NamespacedKey, facts: WorkloadPodFacts | None) -> None:
         if self.on_workload_pod is not None:
             self.on_workload_pod(key, facts)
+
+    def _owner_released(self, owner: OwnerKey) -> None:
+        self.released_owners.add(owner)
+
+    def take_released(self) -> set[OwnerKey]:
+        released, self.released_owners = self.released_owners, set()
+        return released
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""

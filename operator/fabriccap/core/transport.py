@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from fabriccap.core.text import clean_text
+
 # The kept prefix of one line. NCCL's lines are well under 1 KiB and everything the rules read
 # (the prefix, the message's first words) is at their start; the rest of a longer line is
 # counted and dropped, never held.
@@ -116,7 +118,7 @@ _FORMAT = re.compile(
 )
 
 
-def clean_text(text: str) -> str:
+def readable_text(text: str) -> str:
     """``text`` without ANSI escapes or control characters: tabs become spaces, and Unicode
     format characters (bidi overrides that reorder what a reader sees) are dropped."""
     # The tests first: nearly every line has none of these, and a search is cheaper than a copy.
@@ -133,8 +135,9 @@ def clean_text(text: str) -> str:
 
 def evidence_line(text: str) -> str:
     """A line as it may reach a status, an Event or a metric label: cleaned, stripped, at most
-    ``EVIDENCE_CHARS`` characters."""
-    return clean_text(text).strip()[:EVIDENCE_CHARS]
+    ``EVIDENCE_CHARS`` characters. After the parser's own cleaning (what its rules read), the
+    operator's rule for all text others wrote (core.text.clean_text) has the last word."""
+    return clean_text(readable_text(text).strip(), EVIDENCE_CHARS)
 
 
 # --- Line patterns (docs/transport.md gives each one's versions) ---------------------------
@@ -441,7 +444,7 @@ class TransportScanner:
         if not _RULE_WORDS.search(raw):
             return
         self._lines_read += 1
-        text = clean_text(raw.decode("utf-8", errors="replace"))
+        text = readable_text(raw.decode("utf-8", errors="replace"))
         key: tuple[str, int | None, int | None] = ("", None, None)  # facts no prefix attributes
         # The last prefix of the line: log shippers that repeat a line after a separator
         # (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end.

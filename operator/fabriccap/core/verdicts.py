@@ -14,11 +14,17 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from fabriccap.core.api import MAX_READ_ERROR_REASON
 from fabriccap.core.transport import EVIDENCE_CHARS, JOB_VERDICT_ORDER, Verdict, evidence_line
 
 # A failed read's reason, as the status and explain show it: the HTTP status and the start of
 # the API server's message (which names the pod, the kubelet or the RBAC rule, never the log).
-REASON_CHARS = 160
+REASON_CHARS = MAX_READ_ERROR_REASON
+
+
+# What a pod's verdict may be only when every one of its accelerator containers' logs was read:
+# a container not read could show sockets (combine).
+UNPROVEN_WITHOUT_EVERY_LOG = frozenset({Verdict.FABRIC, Verdict.NONE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,11 @@ class ContainerRead:
     def of(self, fabric: str) -> FabricVerdict | None:
         return next((entry for entry in self.verdicts if entry.fabric == fabric), None)
 
+    @property
+    def failed(self) -> bool:
+        """The log could not be read: no verdict came of it."""
+        return not self.verdicts
+
     def decided(self, fabrics: Iterable[str]) -> bool:
         """Whether every one of ``fabrics`` has a decisive verdict: nothing left to read."""
         return all((entry := self.of(fabric)) is not None and entry.decisive for fabric in fabrics)
@@ -60,20 +71,29 @@ class PodTransport:
         return next((entry for entry in self.verdicts if entry.fabric == fabric), None)
 
 
-def combine(uid: str, fabrics: Iterable[str], reads: Iterable[ContainerRead]) -> PodTransport:
-    """A pod's verdict per fabric from its containers' reads: the first of socket, other,
-    fabric, none that any container shows (the job's rule, SPEC), else unknown with the first
-    evidence there is. The reason of a failed read is kept while some container is unknown."""
+def combine(uid: str, fabrics: Iterable[str], reads: Iterable[ContainerRead | None]) -> PodTransport:
+    """A pod's verdict per fabric from its accelerator containers' reads (None: not read yet):
+    the first of socket, other, fabric, none that any container shows (the job's rule, SPEC),
+    else unknown with the first evidence there is.
+
+    Fail closed: ``socket`` and ``other`` are proven by the line that shows them, whatever the
+    other containers say; ``fabric`` and ``none`` only when every container's log was read,
+    since the one not read could show sockets. A pod one of whose logs could not be read (or
+    not yet) is then ``unknown``, never ``fabric``. The reason of a failed read is kept while
+    some container is unknown."""
     read_list = list(reads)
+    every_log_read = all(read is not None and not read.failed for read in read_list)
     verdicts = []
     for fabric in fabrics:
-        mine = [entry for read in read_list if (entry := read.of(fabric)) is not None]
+        mine = [entry for read in read_list if read is not None and (entry := read.of(fabric)) is not None]
         chosen = next((entry for order in JOB_VERDICT_ORDER for entry in mine if entry.verdict is order), None)
+        if chosen is not None and chosen.verdict in UNPROVEN_WITHOUT_EVERY_LOG and not every_log_read:
+            chosen = FabricVerdict(fabric, Verdict.UNKNOWN, "", decisive=False)
         if chosen is None:
             evidence = next((entry.evidence for entry in mine if entry.evidence), "")
             chosen = FabricVerdict(fabric, Verdict.UNKNOWN, evidence, decisive=False)
         verdicts.append(chosen)
-    reason = next((read.reason for read in read_list if read.reason), "")
+    reason = next((read.reason for read in read_list if read is not None and read.reason), "")
     return PodTransport(uid=uid, verdicts=tuple(verdicts), reason=reason)
 
 

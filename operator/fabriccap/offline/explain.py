@@ -25,6 +25,7 @@ from fabriccap.core.explain import (
 )
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
+from fabriccap.core.text import escape_controls
 from fabriccap.core.transport import SIGNATURES
 from fabriccap.core.verdicts import combine
 from fabriccap.offline.pipeline import live_facts
@@ -101,7 +102,8 @@ async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, po
         if facts_of_pod is None:
             continue
         reads = await asyncio.gather(*(read_one(namespace, name, run.name) for run in facts_of_pod.containers))
-        facts.put_transport((namespace, name), combine(facts_of_pod.uid, fabrics, reads))
+        unread = [None] * facts_of_pod.unread_containers  # past the cap: never fabric
+        facts.put_transport((namespace, name), combine(facts_of_pod.uid, fabrics, [*reads, *unread]))
 
 
 def explanation_object(explanation: PoolExplanation) -> dict[str, Any]:
@@ -230,7 +232,8 @@ def format_explanation(explanation: PoolExplanation) -> str:
     )
     lines += ["", "Workloads:", *workload_lines(status.to_json().get("workloads"))]
     lines += pod_lines(explanation.pods)
-    return "\n".join(lines)
+    # Names and messages come from objects: shown escaped, one line each, as kubectl shows them.
+    return "\n".join(escape_controls(line) for line in lines)
 
 
 def format_explain_output(explanation: PoolExplanation, output: str) -> str:

@@ -20,7 +20,7 @@ from fabriccap.core.transport import (
     TransportReport,
     TransportScanner,
     Verdict,
-    clean_text,
+    readable_text,
 )
 from fabriccap.offline.render import align
 
@@ -39,7 +39,7 @@ class LogInputError(ValueError):
 
 def _shown(path: str) -> str:
     # A file name is the user's, but it still reaches a terminal.
-    return clean_text(path) or repr(path)
+    return readable_text(path) or repr(path)
 
 
 def _size(limit: int) -> str:
@@ -114,7 +114,7 @@ def passes(report: TransportReport) -> bool:
 
 
 def _cell(value: object) -> str:
-    return "-" if value is None else clean_text(str(value))
+    return "-" if value is None else readable_text(str(value))
 
 
 def format_table(report: TransportReport) -> str:

@@ -188,6 +188,29 @@ async def test_a_restarted_container_is_read_again_and_its_new_log_decides() -> 
         assert len(r.log_requests("restarting-0")) == 2
 
 
+async def test_a_pod_with_a_log_that_cannot_be_read_is_unknown_never_fabric() -> None:
+    """Two accelerator containers: one log shows EFA, the other cannot be read (403). The
+    unread one could have shown sockets, so the pod is unknown with the reason, and counted so."""
+    async with rig() as r:
+        r.api.logs[f"{pod_log('ml', 'pair-0')}?container=node"] = LogScript(chunks=lambda: [FABRIC_LOG])
+        r.api.logs[f"{pod_log('ml', 'pair-0')}?container=rank-1"] = LogScript(status=403, message="forbidden")
+        body = workload_pod("n1", "pair-0", efa=32, started_at=now_rfc3339())
+        (container,) = body["spec"]["containers"]
+        (status,) = body["status"]["containerStatuses"]
+        body["spec"]["containers"].append({**container, "name": "rank-1"})
+        body["status"]["containerStatuses"].append({**status, "name": "rank-1"})
+        add_bodies(r.store, FactsExtractor(r.config), [body], "test")
+        await eventually(lambda: len(r.log_requests("pair-0")) == 2 and r.reader.pending == 0, "both reads")
+        await eventually(lambda: r.verdict("pair-0") is not None, "an outcome")
+        verdict, evidence, reason = r.verdict("pair-0") or (None, "", "")
+        assert (verdict, evidence) == (Verdict.UNKNOWN, "") and reason.startswith("403 Forbidden")
+        read = r.reader._pods[("ml", "pair-0")].runs["node"].read  # the readable log did show EFA
+        assert read is not None and (fabric := read.of("efa")) is not None and fabric.verdict is Verdict.FABRIC
+        assert r.reads(ReadResult.FORBIDDEN) == 1 and r.reads(ReadResult.DECISIVE) + r.reads(ReadResult.UNDECIDED) == 1
+        transport = evaluate(r.config, r.store).capabilities[0].status.workloads.transport  # type: ignore[union-attr]
+        assert transport is not None and (transport.fabric.pods, transport.unknown.pods) == (0, 1)
+
+
 async def test_a_pod_that_asks_for_nothing_is_not_read() -> None:
     async with rig() as r:
         r.add_pod("cpu-0", LogScript(chunks=lambda: [SOCKET_LOG]), gpu=None, efa=None, env={"FI_PROVIDER": "efa"})

@@ -27,9 +27,9 @@ from fabriccap.core.transport import (
     TransportReport,
     TransportScanner,
     Verdict,
-    clean_text,
     evidence_line,
     job_verdict,
+    readable_text,
     scan,
     signature_for,
 )
@@ -82,7 +82,7 @@ def test_corpus_verdict(entry: dict[str, Any], fabric: str, key: str) -> None:
     data = (CORPUS_DIR / entry["file"]).read_bytes()
     report = read(data, fabric)
     assert report.verdict.value == entry[key], (entry["why"], report)
-    cleaned = [clean_text(line.decode("utf-8", errors="replace")) for line in data.splitlines()]
+    cleaned = [readable_text(line.decode("utf-8", errors="replace")) for line in data.splitlines()]
     # Every evidence line is a real line of the file (the part from NCCL's prefix on), cut and cleaned.
     for evidence in [report.evidence, *(rank.evidence for rank in report.ranks)]:
         if evidence:
@@ -408,8 +408,8 @@ def test_evidence_is_cut_and_clean() -> None:
 def test_every_unicode_format_surrogate_and_private_character_is_removed() -> None:
     hidden = [chr(point) for point in range(0x110000) if unicodedata.category(chr(point)) in ("Cf", "Cs", "Co")]
     assert len(hidden) > 100_000
-    assert clean_text("a" + "".join(hidden) + "b") == "ab"
-    assert clean_text("ünïcode ✓ 日本 \U0001f600") == "ünïcode ✓ 日本 \U0001f600"
+    assert readable_text("a" + "".join(hidden) + "b") == "ab"
+    assert readable_text("ünïcode ✓ 日本 \U0001f600") == "ünïcode ✓ 日本 \U0001f600"
 
 
 def test_binary_noise_around_real_lines() -> None:

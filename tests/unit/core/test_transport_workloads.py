@@ -10,7 +10,7 @@ import pytest
 
 from fabriccap.core.config import Config, ConfigError, build_config
 from fabriccap.core.evaluate import evaluate
-from fabriccap.core.facts import ContainerRun, FactsExtractor
+from fabriccap.core.facts import MAX_READ_CONTAINERS, ContainerRun, FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.transport import EVIDENCE_CHARS, Verdict
 from fabriccap.core.verdicts import (
@@ -155,6 +155,48 @@ def test_a_pods_containers_combine_socket_first() -> None:
     nothing = combine("u", ["efa"], [ContainerRead((), reason="403 Forbidden: no")]).of("efa")
     assert nothing is not None and nothing.verdict is Verdict.UNKNOWN
     assert combine("u", ["efa"], [ContainerRead((), reason="403 Forbidden: no")]).reason == "403 Forbidden: no"
+
+
+FORBIDDEN = ContainerRead((), reason="403 Forbidden: no")
+
+
+@pytest.mark.parametrize(
+    ("reads", "verdict"),
+    [
+        # fabric and none only when every container's log was read ...
+        ([_read(Verdict.FABRIC, FABRIC_LINE), _read(Verdict.UNKNOWN)], Verdict.FABRIC),
+        ([_read(Verdict.FABRIC, FABRIC_LINE), FORBIDDEN], Verdict.UNKNOWN),
+        ([_read(Verdict.FABRIC, FABRIC_LINE), None], Verdict.UNKNOWN),
+        ([_read(Verdict.NONE, "nNodes 1"), FORBIDDEN], Verdict.UNKNOWN),
+        # ... while socket and other are proven by their line, whatever the others say.
+        ([_read(Verdict.SOCKET, SOCKET_LINE), FORBIDDEN], Verdict.SOCKET),
+        ([_read(Verdict.OTHER, PROVIDER_TCP), None], Verdict.OTHER),
+    ],
+)
+def test_a_pod_whose_log_cannot_be_read_is_unknown_never_fabric(
+    reads: list[ContainerRead | None], verdict: Verdict
+) -> None:
+    combined = combine("u", ["efa"], reads)
+    chosen = combined.of("efa")
+    assert chosen is not None and chosen.verdict is verdict
+    if verdict is Verdict.UNKNOWN:
+        # No fabric line stands as the evidence of an unknown pod; the failed read's reason does.
+        assert chosen.evidence == "" and not chosen.decisive
+        assert combined.reason == (FORBIDDEN.reason if FORBIDDEN in reads else "")
+
+
+def test_the_containers_read_of_one_pod_are_bounded() -> None:
+    body = workload_pod("n1", "wide-0", efa=32, started_at="2026-01-01T00:10:00Z")
+    (template,) = body["spec"]["containers"]
+    (status,) = body["status"]["containerStatuses"]
+    body["spec"]["containers"] = [{**template, "name": f"c{index:03d}"} for index in range(MAX_READ_CONTAINERS + 4)]
+    body["status"]["containerStatuses"] = [
+        {**status, "name": f"c{index:03d}"} for index in range(MAX_READ_CONTAINERS + 4)
+    ]
+    facts = FactsExtractor(ON).workload_pod(body)
+    assert facts is not None
+    assert [run.name for run in facts.containers] == [f"c{index:03d}" for index in range(MAX_READ_CONTAINERS)]
+    assert facts.unread_containers == 4
 
 
 def test_a_failed_reads_reason_is_short_and_clean() -> None:
