@@ -25,6 +25,7 @@ from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
+from fabriccap.inputfile import bounded_line
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
@@ -54,7 +55,8 @@ class CommandParser(argparse.ArgumentParser):
     point at the help of the command that was being parsed."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+        hint = f" (see '{self.prog} --help')"
+        self.exit(EXIT_USAGE, f"error: {bounded_line(message + hint)}\n")
 
 
 def _command_parser(
@@ -89,7 +91,7 @@ def _input_size(text: str) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {bounded_line(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 

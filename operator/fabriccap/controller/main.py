@@ -24,6 +24,7 @@ from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.inputfile import bounded_line
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
@@ -223,7 +224,7 @@ def run_operator(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {bounded_line(str(error))}", file=sys.stderr)
         return 2
     setup_logging(args.log_level, args.log_format)
     options = OperatorOptions(
