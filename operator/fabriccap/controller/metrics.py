@@ -307,8 +307,13 @@ class OperatorMetrics:
 
 # How old a rendered exposition may be when it is served. Prometheus scrapes every 15 s or more,
 # so one second is current, and however many scrapes come, the exposition is rendered at most
-# once a second.
+# once a second...
 EXPOSITION_MAX_AGE_SECONDS = 1.0
+# ... and at most once per this many times its own duration, from start to start: rendering
+# takes at most a fifth of the process's time however hard /metrics is hammered (at 5,000
+# pools a render takes seconds; a render started as soon as the last ended would compete
+# with the event loop for the interpreter all the time).
+RENDER_SPACING = 5.0
 # /metrics requests served at once; more are answered 503 at once. Prometheus sends one scrape
 # at a time per target (an HA pair of Prometheus, two). A queue would not serve a legitimate
 # scraper sooner under a flood (the flood fills it first), and each waiting request holds a
@@ -320,8 +325,9 @@ SCRAPE_SEND_TIMEOUT_SECONDS = 10.0
 
 
 class SharedExposition:
-    """The exposition, rendered at most once per ``max_age`` and shared by every scrape that
-    wants it meanwhile; concurrent scrapes while it renders wait for that one render.
+    """The exposition, rendered at most once per ``max_age`` (or per ``RENDER_SPACING`` times
+    the last render's duration, when longer) and shared by every scrape that wants it
+    meanwhile; concurrent scrapes while it renders wait for that one render.
 
     The render runs in a worker thread: at 1,000 pools it takes about 0.4 s, which on the event
     loop held every watch, write and /healthz answer (50 scrapers stalled the loop 29 s).
@@ -341,10 +347,12 @@ class SharedExposition:
         self.renders = 0
         self._body: bytes | None = None
         self._rendered_at = -math.inf
+        self._render_seconds = 0.0
         self._rendering: asyncio.Task[bytes] | None = None
 
     async def get(self) -> bytes:
-        if self._body is not None and self.clock() - self._rendered_at < self.max_age:
+        reuse_for = max(self.max_age, RENDER_SPACING * self._render_seconds)
+        if self._body is not None and self.clock() - self._rendered_at < reuse_for:
             return self._body
         if self._rendering is None:
             self._rendering = asyncio.create_task(self._render(), name="render /metrics")
@@ -357,7 +365,7 @@ class SharedExposition:
             self.before_render()
             body = await asyncio.to_thread(self.render)
             self.renders += 1
-            self._body, self._rendered_at = body, started
+            self._body, self._rendered_at, self._render_seconds = body, started, self.clock() - started
             return body
         finally:
             self._rendering = None

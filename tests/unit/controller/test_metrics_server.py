@@ -179,6 +179,27 @@ async def test_the_exposition_is_rendered_at_most_once_per_interval() -> None:
     assert (len(renders), len(prepared)) == (2, 2)
 
 
+async def test_a_slow_render_is_reused_for_longer() -> None:
+    """A render of 2 s (thousands of pools) is reused for 5 times that, from its start: under
+    any flood of scrapes, rendering takes at most a fifth of the time."""
+    clock = FakeClock()
+    renders: list[float] = []
+
+    def render() -> bytes:
+        renders.append(clock.now)
+        clock.now += 2.0
+        return b"slow\n"
+
+    shared = metrics_module.SharedExposition(render, max_age=1.0, clock=clock)
+    await shared.get()
+    clock.now = 9.9
+    await shared.get()
+    assert renders == [0.0]
+    clock.now = 10.0
+    await shared.get()
+    assert renders == [0.0, 10.0]
+
+
 async def test_a_failed_render_fails_its_scrapes_and_the_next_one_renders_again() -> None:
     attempts: list[int] = []
 
