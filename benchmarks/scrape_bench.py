@@ -32,9 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -139,7 +141,7 @@ async def per_request_server(metrics: OperatorMetrics, host: str, port: int, ren
     return runner
 
 
-async def run(pools: int, mode: str, scrapers: int, seconds: float) -> dict[str, Any]:
+async def run(pools: int, mode: str, scrapers: int, seconds: float) -> None:
     metrics = OperatorMetrics()
     for name, fabric, pool, status in statuses(pools):
         metrics.pools.set_pool(name, fabric, pool, status)
@@ -176,47 +178,55 @@ async def run(pools: int, mode: str, scrapers: int, seconds: float) -> dict[str,
         runner = await per_request_server(metrics, "127.0.0.1", port, renders)
 
     lags: list[float] = []
+    last_wake = [time.perf_counter()]
 
     async def probe_lag() -> None:
         while True:
             before = time.perf_counter()
             await asyncio.sleep(LAG_TICK_SECONDS)
-            lags.append(time.perf_counter() - before - LAG_TICK_SECONDS)
+            last_wake[0] = time.perf_counter()
+            lags.append(last_wake[0] - before - LAG_TICK_SECONDS)
 
     rss_before = rss_kib("VmRSS")
-    lag_task = asyncio.create_task(probe_lag())
-    hammer = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        SCRAPER,
-        f"http://127.0.0.1:{port}/metrics",
-        healthz_url,
-        str(scrapers),
-        str(seconds),
-        stdout=subprocess.PIPE,
-    )
-    output, _ = await hammer.communicate()
-    lag_task.cancel()
-    await runner.cleanup()
-    health_server.cancel()
-    await asyncio.gather(lag_task, health_server, return_exceptions=True)
-    result = json.loads(output)
-    ordered = sorted(lags)
-    return {
-        "pools": pools,
-        "mode": mode,
-        "scrapers_n": scrapers,
-        "exposition_kib": exposition_bytes // 1024,
-        "render_s": round(render_seconds, 3),
-        "scrapes": result["scrapes"],
-        "renders": shared.renders if mode == "shared" else len(renders),
-        "lag_p50_ms": round(statistics.median(ordered) * 1000, 1),
-        "lag_p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 1),
-        "lag_max_ms": round(ordered[-1] * 1000, 1),
-        "healthz": result["healthz"],
-        "rss_before_mib": rss_before // 1024,
-        "peak_rss_mib": rss_kib("VmHWM") // 1024,
-    }
+    asyncio.create_task(probe_lag())  # noqa: RUF006  # the process ends with the report (see report)
+
+    def report() -> None:
+        """In a thread, not on the loop: with the per-request server one loop iteration can run
+        hundreds of queued renders, long after the scrapers left, and nothing on the loop would
+        get to report. The scrapers' window is the measurement; a stall still open at its end
+        counts as a lag of its length so far."""
+        urls = [f"http://127.0.0.1:{port}/metrics", healthz_url]
+        hammer = subprocess.Popen(
+            [sys.executable, "-c", SCRAPER, *urls, str(scrapers), str(seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        output, _ = hammer.communicate()
+        ordered = sorted([*lags, time.perf_counter() - last_wake[0]])
+        result = json.loads(output)
+        figures = {
+            "pools": pools,
+            "mode": mode,
+            "scrapers_n": scrapers,
+            "exposition_kib": exposition_bytes // 1024,
+            "render_s": round(render_seconds, 3),
+            "scrapes": result["scrapes"],
+            "renders": shared.renders if mode == "shared" else len(renders),
+            "lag_p50_ms": round(statistics.median(ordered) * 1000, 1),
+            "lag_p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 1),
+            "lag_max_ms": round(ordered[-1] * 1000, 1),
+            "healthz": result["healthz"],
+            "rss_before_mib": rss_before // 1024,
+            "peak_rss_mib": rss_kib("VmHWM") // 1024,
+        }
+        print(json.dumps(figures), flush=True)
+        # Without cleanup: the per-request server may hold hundreds of accepted scrapes, each a
+        # render on the loop, long after their clients left. The process ends without them.
+        os._exit(0)
+
+    threading.Thread(target=report, daemon=True).start()
+    await asyncio.Event().wait()  # the loop serves until report() ends the process
+    del runner, health_server
 
 
 def main() -> None:
@@ -228,8 +238,7 @@ def main() -> None:
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one run, one JSON line
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(asyncio.run(run(args.pools[0], args.modes[0], args.scrapers[0], args.seconds))), flush=True)
-        return
+        asyncio.run(run(args.pools[0], args.modes[0], args.scrapers[0], args.seconds))  # ends the process
     results = []
     for pools in args.pools:
         # The baseline first: no scraper, only the /healthz client.
