@@ -49,8 +49,9 @@ TRAVERSAL_NAMES = [
 # The API server: every GET is answered with the Node list, streamed in 1 MiB chunks. It prints
 # its port, then the count of requests it saw when its stdin closes.
 SERVER = r"""
-import asyncio, json, socket, sys
+import asyncio, json, logging, socket, sys
 from aiohttp import web
+logging.getLogger("aiohttp").setLevel(logging.CRITICAL)  # a client that stops reading is the point
 sys.path[:0] = [sys.argv[2]]
 from fabriccap_devtools.world import kube_list, node
 
