@@ -2,17 +2,16 @@
 
 The same parser as the operator's (fabriccap.core.transport) reads files or standard input in
 chunks, so a log of any size takes the parser's bounded memory; a size limit (raised with
-``--max-input-size``) bounds the time. Files that are not regular files are refused before a
-byte is read, except standard input (``-``), which is how ``kubectl logs job/x | fabriccap
-transport -f -`` reaches it.
+``--max-input-size``) bounds the time. Files are read as every command reads them
+(fabriccap.inputfile): directories, devices and sockets refused before a byte is read, a FIFO
+(``-f <(kubectl logs job/x)``) read while its writer writes, standard input (``-``) as
+``kubectl logs job/x | fabriccap transport -f -`` sends it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import BinaryIO
 
 from fabriccap.core.transport import (
@@ -22,12 +21,12 @@ from fabriccap.core.transport import (
     Verdict,
     readable_text,
 )
+from fabriccap.inputfile import InputFileError, bounded_line, input_chunks
 from fabriccap.offline.render import align
 
 # A day of a chatty trainer's log; NCCL's choice is in its first seconds.
 DEFAULT_MAX_LOG_BYTES = 1024 * 1024 * 1024
 TRANSPORT_OUTPUTS: tuple[str, ...] = ("table", "json")
-_CHUNK = 1024 * 1024
 # The verdicts a job passes with: it used the fabric, or no network at all.
 PASSING: frozenset[Verdict] = frozenset({Verdict.FABRIC, Verdict.NONE})
 HOW_TO_LOG = "run the job with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET"
@@ -37,74 +36,23 @@ class LogInputError(ValueError):
     """Unusable input; the message names the file and the problem."""
 
 
-def _shown(path: str) -> str:
-    # A file name is the user's, but it still reaches a terminal.
-    return readable_text(path) or repr(path)
-
-
-def _size(limit: int) -> str:
-    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
-
-
-def _too_large(source: str, limit: int) -> LogInputError:
-    return LogInputError(f"{source}: larger than the input limit of {_size(limit)} (raise it with --max-input-size)")
-
-
-def _bounded(stream: BinaryIO, source: str, limit: int) -> Iterator[bytes]:
-    total = 0
-    while chunk := stream.read(_CHUNK):
-        total += len(chunk)
-        if total > limit:
-            raise _too_large(source, limit)
-        yield chunk
-
-
-def _file_chunks(path: str, limit: int) -> Iterator[bytes]:
-    source = _shown(path)
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise LogInputError(f"{source}: no such file") from None
-    except OSError as error:
-        raise LogInputError(f"{source}: cannot read: {error.strerror or error}") from None
-    mode = info.st_mode
-    if stat.S_ISDIR(mode):
-        raise LogInputError(f"{source}: is a directory")
-    if not stat.S_ISREG(mode):
-        # A FIFO may never get a writer, a device never ends: only a pipe on stdin is read.
-        kind = (
-            "FIFO"
-            if stat.S_ISFIFO(mode)
-            else "character device"
-            if stat.S_ISCHR(mode)
-            else "block device"
-            if stat.S_ISBLK(mode)
-            else "socket"
-            if stat.S_ISSOCK(mode)
-            else "special file"
-        )
-        raise LogInputError(f"{source}: is a {kind}, not a file; pass a file, or pipe the log to -f -")
-    if info.st_size > limit:
-        raise _too_large(source, limit)
-    try:
-        with open(path, "rb") as handle:
-            yield from _bounded(handle, source, limit)  # the file may have grown since stat
-    except OSError as error:
-        raise LogInputError(f"{source}: cannot read: {error.strerror or error}") from None
+# How the too-large message ends: the flag that raises the limit.
+RAISE_THE_LIMIT = " (raise it with --max-input-size)"
 
 
 def read_logs(
     paths: Sequence[str], signature: FabricSignature, stdin: BinaryIO, limit: int = DEFAULT_MAX_LOG_BYTES
 ) -> TransportReport:
-    """One report over every log: the files' ranks together make the job. Raises LogInputError."""
+    """One report over every log: the files' ranks together make the job. Each file is read
+    by the one reader every command uses (fabriccap.inputfile: what is refused, FIFOs and their
+    writers, the size limit), chunk by chunk into the parser. Raises LogInputError."""
     scanner = TransportScanner(signature)
     for path in paths:
-        chunks = _bounded(stdin, "<stdin>", limit) if path == "-" else _file_chunks(path, limit)
         try:
-            for chunk in chunks:
+            for chunk in input_chunks(path, limit, stdin, hint=RAISE_THE_LIMIT):
                 scanner.feed(chunk)
-        except OSError as error:
-            raise LogInputError(f"{_shown(path)}: cannot read: {error.strerror or error}") from None
+        except InputFileError as error:
+            raise LogInputError(bounded_line(str(error))) from None
         scanner.flush()  # a last line without a newline ends with its file
     return scanner.finish()
 

@@ -17,6 +17,7 @@ from support.nccl import CORPUS, CORPUS_DIR
 BY_VERDICT = {entry["verdict"]: entry for entry in reversed(CORPUS)}  # one entry of each verdict
 PASSING = {"fabric", "none"}
 MiB = 1024 * 1024
+SOCKET_LOG = CORPUS_DIR / "nccl-tests-166-channels-socket.log"
 
 
 def fabriccap(*argv: str, stdin: bytes | int | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -153,10 +154,24 @@ def test_devices_are_refused_before_a_byte_is_read(device: str) -> None:
     one_error_line(fabriccap("transport", "-f", device, timeout=20), device, "character device, not a file")
 
 
-def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+def test_a_fifo_without_a_writer_does_not_hang(tmp_path: Path) -> None:
+    """Nothing ever writes: after the shared reader's grace, one error line (fabriccap.inputfile)."""
     fifo = tmp_path / "nccl.fifo"
     os.mkfifo(fifo)
-    one_error_line(fabriccap("transport", "-f", str(fifo), timeout=20), "is a FIFO", "-f -")
+    one_error_line(fabriccap("transport", "-f", str(fifo), timeout=20), "nccl.fifo", "a FIFO that nothing wrote to")
+
+
+def test_a_fifo_with_a_writer_is_read_as_process_substitution_sends_it(tmp_path: Path) -> None:
+    """``fabriccap transport -f <(kubectl logs job/x)``: the shell hands over a FIFO."""
+    done = subprocess.run(
+        ["bash", "-c", '"$0" -m fabriccap transport -f <(cat "$1") -o json', sys.executable, str(SOCKET_LOG)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done
+    assert json.loads(done.stdout)["verdict"] == "socket"
 
 
 def test_a_file_over_the_size_limit(tmp_path: Path) -> None:
