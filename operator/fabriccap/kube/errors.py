@@ -9,3 +9,13 @@ class KubeError(RuntimeError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class WatchLineError(KubeError):
+    """A watch line that is not JSON at all (or too long to be an object): the stream is
+    garbled, so it is ended and resumed from the last good resourceVersion. ``cause`` is short
+    and stable (it keys a once-only log line and names the rejection)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
