@@ -438,6 +438,7 @@ MAX_MESSAGE = 1000
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET_JOB_KIND = "Job"  # what a JobSet's pods are owned by
 
 
 def _containers(spec: Mapping[str, Any], field: str, where: str) -> list[Mapping[str, Any]]:
@@ -546,7 +547,7 @@ def _nearest_owner(metadata: Mapping[str, Any], labels: Mapping[str, Any], names
     owner = controller_owner(metadata, namespace, any_owner=True)
     if owner is None:
         return ObjectRef("v1", "Pod", namespace, name, str(metadata.get("uid") or ""))
-    if owner.kind == "Job" and isinstance(labels.get(JOBSET_NAME_LABEL), str):
+    if owner.kind == JOBSET_JOB_KIND and isinstance(labels.get(JOBSET_NAME_LABEL), str):
         # The JobSet controller labels its pods with the JobSet's name and uid: no need to
         # read the Job to learn whose it is.
         uid = str(labels.get(JOBSET_UID_LABEL) or "")
