@@ -615,16 +615,19 @@ class Config(_Model):
         gt=0,
         description="How long the first listing of the watched kinds may take before /healthz fails.",
     )
-    # The view of the cluster is stale when a watched kind has not heard from the API server
-    # (an event, a bookmark, a watch accepted) for this long: /healthz fails and
-    # fabriccap_pool_ready reads 0. Watches are renewed every minute, so the default leaves
-    # room for one missed renewal.
+    # The view of the cluster is stale when a watched kind has made no progress (a completed
+    # LIST, or an event or bookmark that advanced its resourceVersion; a watch merely accepted
+    # does not count) for this long: /healthz fails and fabriccap_pool_ready reads 0. A watch
+    # lasts 0.4x this and is bookmarked before its end, and one without progress for 0.5x is
+    # replaced by a LIST (controller/informers.py watch_timings), so the view goes stale only
+    # when that LIST fails too.
     stale_after_seconds: float = Field(
         default=150.0,
         alias="staleAfterSeconds",
         gt=0,
-        description="A watched kind not heard from the API server for this long makes the view stale:"
-        " /healthz fails and fabriccap_pool_ready reads 0.",
+        description="A watched kind whose view has made no progress for this long (no completed LIST, no event"
+        " or bookmark that advanced its resourceVersion) makes the view stale: /healthz fails and"
+        " fabriccap_pool_ready reads 0.",
     )
     workloads: WorkloadSettings = Field(
         default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."
