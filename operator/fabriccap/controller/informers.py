@@ -141,7 +141,7 @@ def _number(version: str) -> int | None:
     return int(version) if version.isdigit() and len(version) <= 20 else None
 
 
-class _SaidOnce:
+class SaidOnce:
     """Messages already logged, so each is said once; bounded (the oldest go first)."""
 
     def __init__(self, limit: int = MAX_REMEMBERED_MESSAGES) -> None:
@@ -186,12 +186,13 @@ class ListWatch:
     last_progress: float | None = None
     connected: bool = False
     page_size: int = DEFAULT_PAGE_SIZE
+    # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
+    said: SaidOnce = field(default_factory=SaidOnce)
     # The version to resume from, and the last one this server gave us with when it came:
     # the anchor of the plausibility rule (MAX_WRITES_PER_SECOND).
-    version: str = ""
-    _anchor: tuple[int, float] | None = None
-    _said: _SaidOnce = field(default_factory=_SaidOnce)
-    _deadline: asyncio.Timeout | None = None
+    version: str = field(default="", init=False)
+    _anchor: tuple[int, float] | None = field(default=None, init=False)
+    _deadline: asyncio.Timeout | None = field(default=None, init=False)
 
     @property
     def kind(self) -> str:
@@ -359,7 +360,7 @@ class ListWatch:
     def _rejected(self, rejected: RejectedEventError | WatchLineError) -> None:
         self._count("rejected")
         name = rejected.name if isinstance(rejected, RejectedEventError) else ""
-        if self._said.first_time(f"stream: {rejected.cause}"):
+        if self.said.first_time(f"stream: {rejected.cause}"):
             detail = rejected.detail if isinstance(rejected, RejectedEventError) else str(rejected)
             logger.error(
                 "watch of %s: rejected a line (%s%s%s); resuming from resourceVersion %s"
@@ -441,13 +442,13 @@ class Informer(ListWatch):
             after = self.watched.upsert(self.store, self.extractor, body)
         except IgnoredObjectError as error:
             # Well-formed but of no use (a slice of every node): said once, left out.
-            if self._said.first_time(str(error)):
+            if self.said.first_time(str(error)):
                 logger.warning("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
             return "ignored"
         except FactsError as error:
             # One malformed object must not stop the watch; it is left out (fail-closed).
-            if self._said.first_time(str(error)):
+            if self.said.first_time(str(error)):
                 logger.error("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
             return "rejected"
@@ -534,6 +535,8 @@ def build_informers(
 ) -> list[Informer]:
     """One informer per watched kind and scope: each row says in which scopes it is listed."""
     watch_seconds, read_timeout, progress_timeout = watch_timings(stale_after)
+    wanted = kinds_for(extractor.config, rows)
+    said = {watched.label: SaidOnce() for watched in wanted}
     return [
         Informer(
             client=client,
@@ -547,7 +550,8 @@ def build_informers(
             read_timeout=read_timeout,
             progress_timeout=progress_timeout,
             page_size=watched.page_size,
+            said=said[watched.label],
         )
-        for watched in kinds_for(extractor.config, rows)
+        for watched in wanted
         for scope, path in watched.paths(extractor.config)
     ]
