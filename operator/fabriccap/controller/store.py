@@ -11,7 +11,7 @@ import asyncio
 from typing import Protocol
 
 from fabriccap.core.facts import Pool
-from fabriccap.core.index import FactIndex, NamespacedKey
+from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
 
 
 class KindFreshness(Protocol):
@@ -38,6 +38,9 @@ class FactStore(FactIndex):
         self.listed = asyncio.Event()
         # The informers' progress, per kind (the operator's wiring sets it).
         self.freshness: KindFreshness = _NeverStale()
+        # Owners no workload pod leads to any more, since the publisher last looked: the
+        # problems warned about on them are forgotten with them.
+        self.released_owners: set[OwnerKey] = set()
 
     def stale_kinds(self) -> dict[str, float | None]:
         """The watched kinds whose facts are older than ``staleAfterSeconds`` (or were never
@@ -83,6 +86,13 @@ class FactStore(FactIndex):
                 self._node_workloads_touched(facts.node_name)
             else:
                 self.changed.set()  # a pending pod: the unschedulable count and its Events
+
+    def _owner_released(self, owner: OwnerKey) -> None:
+        self.released_owners.add(owner)
+
+    def take_released(self) -> set[OwnerKey]:
+        released, self.released_owners = self.released_owners, set()
+        return released
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""

@@ -19,3 +19,7 @@ class WatchLineError(KubeError):
     def __init__(self, message: str, cause: str) -> None:
         super().__init__(message)
         self.cause = cause
+
+
+class ResponseTooLargeError(KubeError):
+    """An answer longer than the reader allows: not read further (and not retried as it is)."""

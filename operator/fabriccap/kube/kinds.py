@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fabriccap.core.config import Config, Source
-from fabriccap.core.facts import FactsExtractor, NodeFacts, SliceFacts
+from fabriccap.core.facts import FactsExtractor, NodeFacts, SliceFacts, object_name, object_namespace
 from fabriccap.core.index import (
     DAEMON_SET_FACTS,
     NODE_FACTS,
@@ -38,12 +38,16 @@ __all__ = ["BY_KIND", "BY_LABEL", "DEFAULT_PAGE_SIZE", "WATCHED_KINDS", "Facet",
 
 
 def namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
-    """An object's (namespace, name); "" for what it does not have."""
+    """An object's (namespace, name), cleaned and bounded as the facts keep them (so a deletion
+    or a fresh LIST finds what was stored); "" for what it does not have."""
     metadata = body.get("metadata")
     if not isinstance(metadata, Mapping):
         return "", ""
     namespace, name = metadata.get("namespace"), metadata.get("name")
-    return (namespace if isinstance(namespace, str) else ""), (name if isinstance(name, str) else "")
+    return (
+        object_namespace(namespace) if isinstance(namespace, str) else "",
+        object_name(name) if isinstance(name, str) else "",
+    )
 
 
 def object_key(body: Mapping[str, Any]) -> str:

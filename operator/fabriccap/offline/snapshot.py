@@ -210,7 +210,7 @@ def add_bodies(
         watched = kinds.get(str(body.get("kind")))
         if watched is None:
             # A Job, JobSet or claim template in the snapshot tells whose a pod is, or what it claims.
-            learn_from_object(facts, body)
+            learn_from_object(facts, body, extractor.on_refused)
             continue
         try:
             held = watched.upsert(facts, extractor, body)
