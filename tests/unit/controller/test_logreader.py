@@ -29,6 +29,7 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import WORKLOAD_POD_FACTS
 from fabriccap.core.transport import Verdict
 from fabriccap.kube import logs
 from fabriccap.kube.client import KubeClient
@@ -224,7 +225,7 @@ async def test_a_pod_deleted_mid_read_is_dropped() -> None:
     async with rig() as r:
         r.add_pod("leaving-0", LogScript(chunks=lambda: [b"x" * 1000, SOCKET_LOG], gate=gate))
         await eventually(lambda: r.api.log_streams == 1, "the read under way")
-        r.store.remove_workload_pod("ml", "leaving-0")
+        r.store.remove(WORKLOAD_POD_FACTS, ("ml", "leaving-0"))
         await eventually(lambda: r.reads(ReadResult.DROPPED) == 1, "the read dropped")
         gate.set()
         await eventually(lambda: r.api.log_streams == 0, "the stream closed")

@@ -11,7 +11,7 @@ import pytest
 from fabriccap.core.config import Config, ConfigError, build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import MAX_READ_CONTAINERS, ContainerRun, FactsExtractor
-from fabriccap.core.index import FactIndex
+from fabriccap.core.index import WORKLOAD_POD_FACTS, FactIndex
 from fabriccap.core.transport import EVIDENCE_CHARS, Verdict
 from fabriccap.core.verdicts import (
     ContainerRead,
@@ -238,7 +238,7 @@ def test_a_verdict_is_kept_only_for_the_pod_that_was_read() -> None:
     assert index.put_transport(key, _verdict(uid, Verdict.SOCKET))
     assert index.workload_versions[key] > before  # the pool is judged again
     assert not index.put_transport(key, _verdict(uid, Verdict.SOCKET))  # nothing new
-    index.remove_workload_pod(*key)
+    index.remove(WORKLOAD_POD_FACTS, key)
     assert key not in index.transport
 
 
@@ -251,7 +251,7 @@ def test_a_pod_recreated_under_the_same_name_forgets_the_old_verdict() -> None:
     extractor = FactsExtractor(ON)
     facts = extractor.workload_pod(again)
     assert facts is not None
-    index.put_workload_pod(facts)
+    index.put(WORKLOAD_POD_FACTS, facts)
     assert ("ml", "trainer-0") not in index.transport
 
 
