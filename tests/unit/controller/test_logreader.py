@@ -124,8 +124,10 @@ async def test_a_socket_log_gives_a_socket_verdict_with_its_line() -> None:
         (query,) = r.log_requests("socket-0")
         assert query == {"container": "node", "limitBytes": str(4 * MiB)}
         assert r.reads(ReadResult.DECISIVE) == 1
-        # Decided: no step reads it again.
-        assert r.reader.pending == 0
+        # Decided: no step reads it again (the worker lets go of the read just after its verdict).
+        await eventually(lambda: r.reader.pending == 0, "the read finished")
+        assert r.reader._pods[("ml", "socket-0")].runs["node"].steps == []
+        assert len(r.log_requests("socket-0")) == 1
 
 
 async def test_the_verdict_reaches_the_pools_status() -> None:
