@@ -15,7 +15,7 @@ import select
 import stat
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import yaml
@@ -251,7 +251,11 @@ def load_snapshots(
     extractor: FactsExtractor,
     stdin: IO[str] | None = None,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+    keep: Callable[[Mapping[str, Any]], bool] | None = None,
+    kept: list[Mapping[str, Any]] | None = None,
 ) -> FactIndex:
+    """The facts of every snapshot in ``paths``; the objects ``keep`` accepts are also appended
+    to ``kept`` as they are (``explain`` of a workload: the workload object itself)."""
     facts = FactIndex()
     seen_nodes: dict[str, str] = {}
     for path in paths:
@@ -261,5 +265,7 @@ def load_snapshots(
             bodies = list(_objects(document, source))
             for body in bodies:
                 _check_identity(body, source, seen_nodes)
+                if keep is not None and kept is not None and keep(body):
+                    kept.append(body)
             add_bodies(facts, extractor, bodies, source)
     return facts
