@@ -30,8 +30,11 @@ from fabriccap.core.workloads import top_owner
 
 NOTHING_TO_CHANGE = "nothing to change"
 # Kinds whose pod template cannot be changed once created: the patch is what to apply to the
-# manifest before creating it again (a Pod's resources, a Job's template; Trainer v2.3.0's CRD
-# marks spec.trainer `self == oldSelf`; JobSet v0.12.0's webhook refuses replicatedJobs changes).
+# manifest before creating it again. A Pod's extended resources and a batch Job's template are
+# immutable (Kubernetes validation); Trainer v2.3.0's CRD marks spec.trainer `self == oldSelf`
+# (trainjob_types.go); JobSet's webhook refuses changes to replicatedJobs beyond what Kueue
+# needs while suspended (jobset_webhook.go ValidateUpdate; not exercised here: no webhook runs
+# in the tests, where the API server alone accepts the patch).
 IMMUTABLE_TEMPLATES = frozenset({"Pod", "Job.batch", "TrainJob.trainer.kubeflow.org", "JobSet.jobset.x-k8s.io"})
 
 
