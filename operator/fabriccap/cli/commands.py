@@ -15,7 +15,7 @@ import importlib
 import importlib.util
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from fabriccap import __version__
@@ -28,10 +28,12 @@ from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
 from fabriccap.core.transport import SIGNATURES, signature_for
+from fabriccap.core.workload_explain import WorkloadExplainError, explain_workload
+from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, explain_live, format_explain_output
-from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
+from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts, live_object
 from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 from fabriccap.offline.transport import (
@@ -41,6 +43,12 @@ from fabriccap.offline.transport import (
     format_transport_output,
     passes,
     read_logs,
+)
+from fabriccap.offline.workload_explain import (
+    WorkloadQueryError,
+    format_workload_explanation,
+    matches,
+    parse_workload_query,
 )
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
@@ -148,8 +156,39 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _explain_workload(args: argparse.Namespace, kind: WorkloadKind, namespace: str, name: str) -> int:
+    """``explain KIND/NAMESPACE/NAME``: the object from the snapshots, or one GET of it."""
+    kept: list[Mapping[str, Any]] = []
+    try:
+        config = load_config(args.config)
+        extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
+        if args.files:
+            keep = matches(kind, namespace, name)
+            facts = load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size, keep=keep, kept=kept)
+        else:
+            facts = asyncio.run(live_facts(extractor, args.kubeconfig, args.context))
+            body = asyncio.run(live_object(kind, namespace, name, args.kubeconfig, args.context))
+            kept = [body] if body is not None else []
+        if not kept:
+            where = "in the snapshots" if args.files else "in the cluster"
+            raise WorkloadQueryError(f"no {kind.kind} ({kind.api_version}) {namespace}/{name} {where}")
+        explanation = explain_workload(config, evaluate_facts(config, facts), facts, kept[-1])
+    except (ConfigError, SnapshotError, KubeError, WorkloadQueryError, WorkloadExplainError) as error:
+        return _fail(str(error))
+    print(format_workload_explanation(explanation, args.output))
+    if args.require_ready:
+        return EXIT_OK if explanation.ready else EXIT_NOT_READY
+    return EXIT_OK
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     _log_to_stderr()
+    try:
+        workload = parse_workload_query(args.target)
+    except WorkloadQueryError as error:
+        return _fail(str(error))
+    if workload is not None:
+        return _explain_workload(args, *workload)
     try:
         if args.files:
             config, facts = _read_input(args)
@@ -269,10 +308,10 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     _add_cluster_flags(parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
     devtools = _devtools_installed()
     parser = CommandParser(
-        prog="fabriccap",
+        prog=prog,
         description=DESCRIPTION,
         epilog=EPILOG.format(demo=DEMO_EXAMPLE if devtools else ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -318,16 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
         "conditions it breaks, and why; then the pool's conditions and workloads. With transport on in\n"
         "the config, each pod that requests the fabric or an accelerator with what its NCCL chose and the\n"
         "line of its log that shows it (live, the pool's pods' logs are read first: get on pods/log).\n"
+        "Given a workload (KIND/NAMESPACE/NAME, any kind of docs/workloads.md), show the pool it selects\n"
+        "or runs on, what it requests, what the pool offers, and the exact change for its kind, or\n"
+        "'nothing to change'.\n"
         "Same inputs and exit codes as 'fabriccap evaluate'.",
         "  fabriccap explain efa-p5-training                  # by name, live cluster\n"
         "  fabriccap explain p5-training -f cluster.json      # by pool value, from a snapshot\n"
-        "  fabriccap explain karpenter.sh/nodepool=spot -o json --context prod",
+        "  fabriccap explain karpenter.sh/nodepool=spot -o json --context prod\n"
+        "  kubectl fabriccap explain trainjob/ml/bert         # a workload: what to change",
     )
     explain_parser.add_argument(
         "target",
-        metavar="NAME|POOL",
-        help="a FabricCapability name (fcap/NAME names only objects), a pool label value, or KEY=VALUE "
-        "for a pool of one pool label key",
+        metavar="NAME|POOL|KIND/NAMESPACE/NAME",
+        help="a FabricCapability name (fcap/NAME names only objects), a pool label value, KEY=VALUE "
+        "for a pool of one pool label key, or a workload (trainjob/ml/bert, jobs.batch.volcano.sh/ml/x)",
     )
     _add_input_flags(explain_parser)
     explain_parser.add_argument(
@@ -532,14 +575,23 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(build_parser(), argv)
+KUBECTL_PLUGIN_PROG = "kubectl fabriccap"
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "fabriccap") -> int:
+    args = parse_args(build_parser(prog), argv)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl-fabriccap``: the same command as a kubectl plugin (kubectl runs any
+    ``kubectl-NAME`` on the PATH for ``kubectl NAME``), whose help says how it is called."""
+    return main(argv, prog=KUBECTL_PLUGIN_PROG)
 
 
 if __name__ == "__main__":
