@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy
 from fabriccap.controller.store import FactStore
 from fabriccap.core.workloads import LookupKey, learn_lookup
 from fabriccap.kube.client import KubeClient
@@ -29,8 +30,7 @@ from fabriccap.kube.lookups import lookup_path
 logger = logging.getLogger(__name__)
 
 PARALLEL_LOOKUPS = 8
-RETRY_BASE_SECONDS = 2.0
-RETRY_CAP_SECONDS = 300.0
+LOOKUP_BACKOFF = BackoffPolicy(base=2.0, cap=300.0)
 
 
 @dataclass
@@ -39,21 +39,20 @@ class LookupResolver:
     store: FactStore
     clock: Callable[[], float] = time.monotonic
     _pending: set[LookupKey] = field(default_factory=set)
-    _retry_at: dict[LookupKey, tuple[float, int]] = field(default_factory=dict)  # key -> (when, attempts)
+    _retries: Backoff[LookupKey] = field(init=False)
     _forbidden_kinds: set[str] = field(default_factory=set)
     # Keys waiting to be read, oldest first, and the few workers reading them: a worker per
     # read, not a task per key (12,500 owners at start were 12,500 tasks and their frames).
     _queue: deque[LookupKey] = field(default_factory=deque)
     _workers: set[asyncio.Task[None]] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        self._retries = Backoff(LOOKUP_BACKOFF, clock=self.clock)
+
     def request(self, keys: Iterable[LookupKey]) -> None:
         """Queue the objects not already queued or being read (nor waiting for their retry)."""
-        now = self.clock()
         for key in keys:
-            if key in self._pending:
-                continue
-            retry = self._retry_at.get(key)
-            if retry is not None and retry[0] > now:
+            if key in self._pending or self._retries.waiting(key):
                 continue
             self._pending.add(key)
             self._queue.append(key)
@@ -79,13 +78,10 @@ class LookupResolver:
 
     def next_retry(self) -> float | None:
         """Seconds until the earliest retry falls due, if any."""
-        if not self._retry_at:
-            return None
-        return max(min(when for when, _ in self._retry_at.values()) - self.clock(), 0.0)
+        return self._retries.next_due()
 
     def due(self) -> list[LookupKey]:
-        now = self.clock()
-        return [key for key, (when, _) in self._retry_at.items() if when <= now]
+        return self._retries.due()
 
     async def _resolve(self, key: LookupKey) -> None:
         try:
@@ -98,7 +94,7 @@ class LookupResolver:
             return
         finally:
             self._pending.discard(key)
-        self._retry_at.pop(key, None)
+        self._retries.forget(key)
         self._learn(key, body)
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
@@ -107,7 +103,7 @@ class LookupResolver:
     def _failed(self, key: LookupKey, error: KubeError) -> None:
         if error.status == 404:
             # Gone, or a kind this cluster does not serve: the nearest known owner is the top.
-            self._retry_at.pop(key, None)
+            self._retries.forget(key)
             self._learn(key, None)
             return
         if error.status == 403:
@@ -118,11 +114,10 @@ class LookupResolver:
                     key.kind,
                     error,
                 )
+            self._retries.forget(key)
             self._learn(key, None)
             return
-        _, attempts = self._retry_at.get(key, (0.0, 0))
-        delay = min(RETRY_BASE_SECONDS * 2**attempts, RETRY_CAP_SECONDS)
-        self._retry_at[key] = (self.clock() + delay, attempts + 1)
+        delay = self._retries.failed(key)
         logger.warning("reading %s %s/%s failed: %s; again in %.0fs", key.kind, key.namespace, key.name, error, delay)
 
     async def close(self) -> None:

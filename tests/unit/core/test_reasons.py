@@ -18,6 +18,7 @@ import pytest
 import fabriccap
 from fabriccap.cli import commands as cli
 from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType, Reason, reason_meaning
+from fabriccap.core.evaluate import data_unavailable
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -57,6 +58,12 @@ def world_statuses() -> list[dict[str, Any]]:
     ]
 
 
+def failed_closed_statuses() -> list[dict[str, Any]]:
+    """What only the operator writes: a status whose data could not be read for staleAfterSeconds."""
+    (capability,) = evaluate_bodies(healthy_pool()).capabilities
+    return [data_unavailable(capability.status, "Pods could not be read").to_json()]
+
+
 REGISTERED = {(entry.condition.value, entry.status.value, entry.reason.value) for entry in REASONS}
 
 
@@ -91,7 +98,7 @@ def test_everything_the_examples_write_is_registered(capsys: pytest.CaptureFixtu
 
 def test_every_registered_reason_is_reached(capsys: pytest.CaptureFixture[str]) -> None:
     """By the examples, or by one of the small WORLDS above: no entry documents a dead outcome."""
-    reached = triples_of(example_statuses(capsys)) | triples_of(world_statuses())
+    reached = triples_of(example_statuses(capsys)) | triples_of(world_statuses() + failed_closed_statuses())
     assert REGISTERED - reached == set()
     assert reached - REGISTERED == set()
 
