@@ -59,8 +59,8 @@ class Setup:
     def published(self) -> dict[str, dict[str, Any]]:
         return self.api.objects(FCAPS)
 
-    def gauge(self, name: str, **labels: str) -> float | None:
-        return self.metrics.registry.get_sample_value(name, labels)
+    def gauge(self, metric: str, /, **labels: str) -> float | None:
+        return self.metrics.registry.get_sample_value(metric, labels)
 
 
 def healthy(pool: str, *names: str) -> list[dict[str, Any]]:
@@ -68,12 +68,15 @@ def healthy(pool: str, *names: str) -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def publishing(existing: Iterable[dict[str, Any]] = (), **config: Any) -> AsyncIterator[Setup]:
+async def publishing(
+    existing: Iterable[dict[str, Any]] = (), field_manager: str = "fabriccap/tests/config", **config: Any
+) -> AsyncIterator[Setup]:
     async with fake_api() as (api, client):
         api.serve(FCAPS, "FabricCapability", list(existing), "1")
         built = build_config({"poolGracePeriodSeconds": GRACE, **config})
         store, metrics, clock = FactStore(), OperatorMetrics(), Clock()
         publisher = Publisher(config=built, store=store, client=client, metrics=metrics, clock=clock)
+        publisher.field_manager = publisher.requests.field_manager = field_manager
         setup = Setup(api, publisher, store, metrics, clock, FactsExtractor(built))
         setup.add([daemon_set()])
         yield setup
@@ -82,10 +85,15 @@ async def publishing(existing: Iterable[dict[str, Any]] = (), **config: Any) -> 
 async def start(setup: Setup) -> None:
     """What ``Publisher.run`` does before its loop: read back, then the first round."""
     await setup.publisher.load_published()
+    start_grace(setup)
+    await setup.publisher.reconcile_once()
+
+
+def start_grace(setup: Setup) -> None:
+    """Everything published but not (yet) called for starts its grace period now (``Publisher.run``)."""
     for state in setup.publisher.objects.values():
         if state.published is not None and state.absent_since is None:
             state.absent_since = setup.clock()
-    await setup.publisher.reconcile_once()
 
 
 @overload
