@@ -989,8 +989,9 @@ def _metadata_before_status(existing: Published, intent: StatusWrite) -> tuple[d
     if capability is None:  # no pool calls for it: only a "true" ready label is lowered
         return ({READY_LABEL: "false"} if existing.labels.get(READY_LABEL) == "true" else {}), {}
     wanted = capability.labels()
-    if wanted.get(READY_LABEL) == "true":
-        wanted[READY_LABEL] = existing.labels.get(READY_LABEL, "false")
+    # From the status to write (which may say less than the capability: stale data, a held
+    # not-Ready), and only ever lowered here.
+    wanted[READY_LABEL] = existing.labels.get(READY_LABEL, "false") if intent.ready else "false"
     labels = {key: value for key, value in wanted.items() if existing.labels.get(key) != value}
     annotations = {
         key: value for key, value in capability.annotations().items() if existing.annotations.get(key) != value
