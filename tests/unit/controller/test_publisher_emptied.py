@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, READY_LABEL, condition_reason, condition_status
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
@@ -75,7 +76,7 @@ async def test_a_hand_made_object_for_no_pool_is_overwritten_at_once_and_deleted
 async def test_a_deletion_storm_never_holds_up_another_pools_change() -> None:
     """5,000 pools expire at once; while their deletions are held by the API server, another
     pool's new node is published."""
-    expiring = [
+    expiring: list[dict[str, Any]] = [
         {
             "apiVersion": "fabriccap.dev/v1alpha1",
             "kind": "FabricCapability",

@@ -65,7 +65,7 @@ async def test_a_failed_status_write_is_retried_on_its_backoff_not_at_the_next_r
 
 async def test_the_ready_label_goes_up_only_after_the_status_says_ready() -> None:
     async with publishing() as setup:
-        setup.add(healthy("p5", "a") + [node("b", pool="p5", efa=0)])
+        setup.add([*healthy("p5", "a"), node("b", pool="p5", efa=0)])
         await start(setup)
         assert ready_and_label(setup, "efa-p5") == ("False", "false")
         status = FABRIC_CAPABILITIES.status("efa-p5")
