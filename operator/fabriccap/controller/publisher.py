@@ -429,6 +429,7 @@ class Publisher:
             state.foreign = None
             state.empty_due = state.claim is None
         self._read_back = False
+        self.store.mark_all()  # what was held back while reading (or lost with a 404) is looked at again
         logger.info("read back %d published FabricCapabilities before writing", len(self.published))
 
     def observe_published(self, obj: dict[str, Any], deleted: bool) -> None:
@@ -456,6 +457,7 @@ class Publisher:
             if state.absent_since is None:
                 state.absent_since = self.clock()
             state.empty_due = True
+            self.store.changed.set()  # a round writes its empty state now (``_settle_absent``)
             return
         edited = known is None or strip_volatile(known.status) != strip_volatile(current.status)
         forged = state.written is not None and transition_times(current.status) != transition_times(state.written)
@@ -666,7 +668,7 @@ class Publisher:
         False when it was held back (its object's write budget): the loop comes back to it."""
         now = self.clock()
         if isinstance(intent, Delete):
-            if not state.yielded:
+            if not state.yielded and not state.retry.waiting(now):
                 self.lanes.submit(state, intent, Lane.EXPIRY)
             return True
         capability = intent.capability
@@ -857,9 +859,13 @@ class Publisher:
         self._wake_in(delay)
 
     def _write_ended(self, state: ObjectState, again: bool) -> None:
-        """A write ended: evaluate its pool again if it changed while being written."""
-        if again and state.claim is not None:
-            self.store.mark_pool(state.claim[1])
+        """A write ended: evaluate its pool again if it changed while being written; an object
+        no pool calls for gets a round (its empty state or its deletion may have waited for it)."""
+        if state.claim is not None:
+            if again:
+                self.store.mark_pool(state.claim[1])
+        elif state.empty_due or state.published is None or state.absent_since is not None:
+            self.store.changed.set()
 
     async def finish_writes(self, timeout: float | None = None) -> None:
         """Wait for the writes in flight (a clean stop, before the Lease is released; tests).

@@ -108,3 +108,35 @@ async def test_a_deletion_storm_never_holds_up_another_pools_change() -> None:
         await setup.publisher.reconcile_once()
         assert sorted(setup.published()) == ["efa-p5"]
         assert setup.gauge("fabriccap_status_writes_total", result="deleted") == len(expiring)
+
+
+async def test_the_running_loop_overwrites_a_hand_made_object_without_waiting_for_a_deadline() -> None:
+    """Its watch event is what wakes the loop: nothing else is due for an hour (the resync) or
+    for the grace period."""
+    async with publishing(resyncSeconds=3600, debounceSeconds=0.01) as setup:
+        setup.publisher.clock = time.monotonic
+        setup.store.listed.set()
+        loop = asyncio.create_task(setup.publisher.run())
+        try:
+            await eventually(lambda: setup.publisher.last_round is not None, "the first round")
+            await setup.publisher.client.create(
+                FCAPS,
+                {
+                    "apiVersion": "fabriccap.dev/v1alpha1",
+                    "kind": "FabricCapability",
+                    "metadata": {"name": "efa-nowhere", "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+                },
+            )
+            async with publishing() as elsewhere:  # a valid Ready status, from a real pool
+                elsewhere.add(healthy("p5", "a"))
+                await start(elsewhere)
+                forged = {"status": elsewhere.published()["efa-p5"]["status"]}
+            created = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-nowhere"), forged)
+            setup.publisher.observe_published(created, deleted=False)
+            await eventually(
+                lambda: condition_reason(setup.published()["efa-nowhere"].get("status"), "Ready") == "NoTargetNodes",
+                "the hand-made object overwritten",
+            )
+        finally:
+            loop.cancel()
+            await asyncio.gather(loop, return_exceptions=True)
