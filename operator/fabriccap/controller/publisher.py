@@ -48,10 +48,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox, condition_events, event_time
+from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
 from fabriccap.controller.expiry import Settle, expires_in, no_pool_write, settle
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
@@ -69,26 +68,23 @@ from fabriccap.controller.ratelimit import BackoffPolicy, Retry
 from fabriccap.controller.store import FactStore
 from fabriccap.controller.writes import (
     FIELD_MANAGER_PREFIX,
-    WRITE_BACKOFF,
+    ObjectWriter,
     Requests,
-    WriteErrorAction,
     WriteLanes,
     fingerprint,
     is_routine_change,
-    on_write_error,
+    labels_current,
+    status_current,
     status_patch,
     transition_times,
 )
 from fabriccap.core.api import (
-    READY_LABEL,
-    ConditionType,
     FabricCapabilityStatus,
-    find_condition,
     is_ready_status,
 )
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, PoolCapability, data_unavailable, evaluate
-from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
+from fabriccap.core.stamping import strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
@@ -171,6 +167,7 @@ class Publisher:
     memo: EvaluationMemo = field(default_factory=EvaluationMemo)
     lanes: WriteLanes = field(init=False)
     requests: Requests = field(init=False)
+    writer: ObjectWriter = field(init=False)
     _read_back: bool = False  # the Lease was acquired: read everything back before writing
     _first_round_done: bool = False
     _unavailable: str | None = None  # the DataUnavailable message of the last round, if any
@@ -180,8 +177,17 @@ class Publisher:
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
-        self.lanes = WriteLanes(perform=self._perform, done=self._write_ended)
         self.requests = Requests(self.client, self.field_manager)
+        self.writer = ObjectWriter(
+            requests=self.requests,
+            metrics=self.metrics,
+            clock=self.clock,
+            timeout=self._timeout,
+            events=lambda: self.events,
+            wake_in=self._wake_in,
+            read_back=self._must_read_back,
+        )
+        self.lanes = WriteLanes(perform=self.writer.perform, done=self._write_ended)
         self.metrics.pools.fresh = self.fresh
         self.metrics.publishing.set_function(lambda: 1.0 if self.publishing else 0.0)
         if self.events is not None and self.outbox is None:
@@ -703,18 +709,9 @@ class Publisher:
             return intent.create and intent.capability is not None
         if intent.capability is None and not existing.owned:
             return False
-        return not (self._status_current(state, existing, intent.status) and _labels_current(existing, intent))
+        return not (status_current(state, existing, intent.status) and labels_current(existing, intent))
 
-    def _status_current(self, state: ObjectState, existing: Published, status: dict[str, Any]) -> bool:
-        """Whether ``existing`` already holds ``status`` as this process would write it."""
-        forged = state.written is not None and transition_times(existing.status) != transition_times(state.written)
-        return (
-            not forged
-            and strip_volatile(existing.status) == strip_volatile(status)
-            and existing.status.get("observedGeneration") == existing.generation
-        )
-
-    # -- writing (in the lanes' tasks)
+    # -- writing (in the lanes' tasks: writes.ObjectWriter)
 
     def _timeout(self) -> float | None:
         """The request timeout that keeps a write inside the Lease's window; None: do not write."""
@@ -723,140 +720,9 @@ class Publisher:
             return None
         return min(window, 60.0)
 
-    async def _perform(self, state: ObjectState, intent: Intent) -> None:
-        try:
-            if isinstance(intent, Delete):
-                await self._delete(state)
-            else:
-                await self._write(state, intent)
-        except KubeError as error:
-            self._write_failed(state, intent, error)
-
-    async def _write(self, state: ObjectState, intent: StatusWrite) -> None:
-        """Make the object hold ``intent``: create it, lower its ready label, write its status,
-        raise its ready label, each only when needed."""
-        name, capability = state.name, intent.capability
-        if state.yielded or (state.refused is not None and state.refused == fingerprint(intent.status)):
-            return
-        existing = state.published
-        if existing is None:
-            if not intent.create or capability is None or (timeout := self._timeout()) is None:
-                return
-            body = capability.create_body()
-            body["metadata"]["labels"][READY_LABEL] = "false"  # raised once the status says Ready
-            existing = state.published = Published.from_object(
-                await self.requests.create(FABRIC_CAPABILITIES.collection(), body, timeout)
-            )
-            self.metrics.status_writes.labels(result="created").inc()
-            logger.info("created FabricCapability %s", name)
-        labels, annotations = _metadata_before_status(existing, intent)
-        if labels or annotations:
-            if (timeout := self._timeout()) is None:
-                return
-            adopted = capability is not None and not existing.owned
-            patch: dict[str, Any] = {"labels": labels}
-            if annotations:
-                patch["annotations"] = annotations
-            existing = state.published = Published.from_object(
-                await self.requests.merge_patch(FABRIC_CAPABILITIES.item(name), {"metadata": patch}, timeout)
-            )
-            logger.info("%s FabricCapability %s %s", "adopted" if adopted else "labelled", name, labels)
-        if not self._status_current(state, existing, intent.status):
-            await self._write_status(state, existing, intent)
-            existing = state.published
-            assert existing is not None
-        if intent.ready and existing.labels.get(READY_LABEL) != "true":
-            if (timeout := self._timeout()) is None:
-                return
-            state.published = Published.from_object(
-                await self.requests.merge_patch(
-                    FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "true"}}}, timeout
-                )
-            )
-        state.retry.forget()
-        state.refused = None
-        if intent is state.empty:
-            state.empty_due = False
-
-    async def _write_status(self, state: ObjectState, existing: Published, intent: StatusWrite) -> None:
-        name = state.name
-        # Transition times carry over from what this process wrote; after a restart or a new
-        # Lease, from what is published (the only record there is).
-        previous = state.written if state.written is not None else existing.status
-        stamped = stamp_status(intent.status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
-        if (timeout := self._timeout()) is None:
-            return
-        written = Published.from_object(
-            await self.requests.merge_patch(
-                FABRIC_CAPABILITIES.status(name), status_patch(existing.status, stamped), timeout
-            )
-        )
-        state.published, state.written = written, written.status
-        self.metrics.status_writes.labels(result="updated").inc()
-        if self.events is not None:
-            now, wall = self.clock(), event_time()
-            limiter = state.limiter()
-            for event in condition_events(previous, stamped):
-                outgoing = limiter.offer(event, now, wall)
-                if outgoing is not None:
-                    await self.events.record(written, outgoing.event, outgoing.count, outgoing.first)
-            if limiter.holding:
-                self._wake_in(limiter.next_due(now) or 0.0)
-        ready = find_condition(stamped, ConditionType.READY)
-        before = find_condition(previous, ConditionType.READY)
-        # At INFO only when Ready's status or reason moves: under churn every touched pool's
-        # counts are written each round, 70 writes/s at 10,000 nodes, and a line per write is noise.
-        # (what was there before may be anyone's edit: read, never trusted to be complete)
-        now_shown = None if ready is None else (ready.get("status"), ready.get("reason"))
-        was = None if before is None else (before.get("status"), before.get("reason"))
-        logger.log(
-            logging.INFO if now_shown != was else logging.DEBUG,
-            "FabricCapability %s: Ready=%s (%s)",
-            name,
-            now_shown[0] if now_shown else "?",
-            now_shown[1] if now_shown else "?",
-        )
-
-    async def _delete(self, state: ObjectState) -> None:
-        existing = state.published
-        if existing is None or state.claim is not None or state.absent_since is None:
-            return  # gone meanwhile, or its pool came back
-        if not existing.owned:
-            logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", state.name)
-            return
-        if (timeout := self._timeout()) is None:
-            return
-        try:
-            await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), timeout)
-        except KubeError as error:
-            if error.status != 404:
-                raise
-        state.published, state.written = None, None
-        state.retry.forget()
-        self.metrics.pools.remove_pool(state.name)
-        self.metrics.status_writes.labels(result="deleted").inc()
-        logger.info("deleted FabricCapability %s: its pool has had no target node for the grace period", state.name)
-
-    def _write_failed(self, state: ObjectState, intent: Intent, error: KubeError) -> None:
-        """What a failed write leads to (``writes.on_write_error`` says what it means)."""
-        self.metrics.status_writes.labels(result="error").inc()
-        action = on_write_error(error)
-        if isinstance(intent, StatusWrite) and action in (WriteErrorAction.REFUSED, WriteErrorAction.TOO_LARGE):
-            # TOO_LARGE: the status is bounded by construction; the refusal is final for it.
-            refused = fingerprint(intent.status)
-            if state.refused != refused:
-                logger.error("%s; not retried until the status to write changes", error)
-            state.refused = refused
-            return
-        if action is WriteErrorAction.GONE:
-            if isinstance(intent, Delete):
-                return  # gone already: what a delete wanted
-            # The object went away, or the CRD: read everything back before the next write.
-            state.published = None
-            self._read_back = True
-        delay = state.retry.failed(WRITE_BACKOFF, self.clock())
-        logger.error("%s; retrying %s in %.1fs (attempt %d)", error, state.name, delay, state.retry.failures)
-        self._wake_in(delay)
+    def _must_read_back(self) -> None:
+        """An object (or the CRD) went away under a write: read everything back first."""
+        self._read_back = True
 
     def _write_ended(self, state: ObjectState, again: bool) -> None:
         """A write ended: evaluate its pool again if it changed while being written; an object
@@ -986,30 +852,6 @@ def _claim_conflict(capability: PoolCapability, existing: Published) -> str | No
         f"FabricCapability {capability.name} exists for {claimed}; "
         f"{capability.fabric} pool {capability.pool.key}={capability.pool.value} computes the same name"
     )
-
-
-def _metadata_before_status(existing: Published, intent: StatusWrite) -> tuple[dict[str, str], dict[str, str]]:
-    """The labels and annotations to set before the status: everything the capability says,
-    except that the ready label may only go down here (it goes up after the status)."""
-    capability = intent.capability
-    if capability is None:  # no pool calls for it: only a "true" ready label is lowered
-        return ({READY_LABEL: "false"} if existing.labels.get(READY_LABEL) == "true" else {}), {}
-    wanted = capability.labels()
-    # From the status to write (which may say less than the capability: stale data, a held
-    # not-Ready), and only ever lowered here.
-    wanted[READY_LABEL] = existing.labels.get(READY_LABEL, "false") if intent.ready else "false"
-    labels = {key: value for key, value in wanted.items() if existing.labels.get(key) != value}
-    annotations = {
-        key: value for key, value in capability.annotations().items() if existing.annotations.get(key) != value
-    }
-    if labels and not existing.owned:
-        labels = wanted  # adopted: every label, so the object reads as ours
-    return labels, annotations
-
-
-def _labels_current(existing: Published, intent: StatusWrite) -> bool:
-    labels, annotations = _metadata_before_status(existing, intent)
-    return not labels and not annotations and not (intent.ready and existing.labels.get(READY_LABEL) != "true")
 
 
 __all__ = ["Published", "Publisher", "WritePermit", "is_ready_status", "status_patch"]

@@ -375,7 +375,7 @@ async def test_a_clean_stop_cancels_a_write_that_outlasts_its_wait() -> None:
 
 
 async def test_a_status_write_that_leaves_ready_alone_is_not_an_info_line(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="fabriccap.controller.publisher")
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.writes")
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
