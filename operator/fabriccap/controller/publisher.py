@@ -194,6 +194,7 @@ class Publisher:
             self.outbox = WorkloadEventOutbox(self.events, leading=lambda: self.leader.leading)
         if self.outbox is not None:
             outbox = self.outbox
+            outbox.referenced = self.store.owner_referenced
             self.metrics.workload_events_queued.set_function(lambda: outbox.queued)
 
     # -- views (health, tests)
@@ -212,7 +213,7 @@ class Publisher:
     @property
     def workload_events_sent(self) -> set[str]:
         """The workload problems this process recorded (or found recorded) an Event for."""
-        return set() if self.outbox is None else self.outbox.sent
+        return set() if self.outbox is None else set(self.outbox.sent)
 
     def _state(self, name: str) -> ObjectState:
         state = self.objects.get(name)
@@ -555,6 +556,10 @@ class Publisher:
             self._unavailable = unavailable
             self.store.mark_all()
         everything, pools = self.store.take_dirty()
+        # Owners whose pods all went: their problems are forgotten (reliability round 3, H7).
+        released = self.store.take_released()
+        if self.outbox is not None:
+            self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pool_members) | {state.claim[1] for state in self.objects.values() if state.claim}

@@ -46,8 +46,9 @@ from fabriccap.controller.events import EventRecorder, condition_events, event_t
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.objects import Delete, Intent, Lane, ObjectState, Published, StatusWrite, WriteSlot
 from fabriccap.controller.ratelimit import BackoffPolicy
-from fabriccap.core.api import READY_LABEL, ConditionType, find_condition
+from fabriccap.core.api import READY_LABEL, ConditionType, find_condition, too_large_status
 from fabriccap.core.config import Config
+from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
 from fabriccap.kube.client import MERGE_PATCH, KubeClient
 from fabriccap.kube.errors import KubeError
@@ -68,21 +69,35 @@ FIELD_MANAGER_PREFIX = "fabriccap"
 MAX_FIELD_MANAGER_LENGTH = 128  # the API server's limit
 
 
+# How the API server says a write is too large: 413 for a body over its 3 MiB request limit;
+# etcd's own limit (1.5 MiB per object) comes back as a 500 or 422 naming the size.
+TOO_LARGE_PHRASES = ("too large", "too long", "request entity", "exceeds the maximum")
+
+
 class WriteErrorAction(Enum):
     """What a failed write means, and so what the publisher does next."""
 
     RETRY = "retry"  # try again on the object's backoff: 429, 5xx, 403, 409, no answer
     REFUSED = "refused"  # 400, 422: the same status would be refused again; not before it changes
-    TOO_LARGE = "too large"  # 413: the status is larger than the API server takes
+    # 413, or a 422/500 naming the size: a summary that fails closed stands in, and the full
+    # status is tried again on the backoff (the pool's facts shrink as pods go).
+    TOO_LARGE = "too large"
     GONE = "gone"  # 404: the object, or the CRD, went away: read everything back
+
+
+def is_too_large(error: KubeError) -> bool:
+    """Whether the API server refused a write for its size."""
+    if error.status == 413:
+        return True
+    return error.status in (422, 500) and any(phrase in str(error).lower() for phrase in TOO_LARGE_PHRASES)
 
 
 def on_write_error(error: KubeError) -> WriteErrorAction:
     """The one place that decides what a failed write means."""
+    if is_too_large(error):
+        return WriteErrorAction.TOO_LARGE
     if error.status in (400, 422):
         return WriteErrorAction.REFUSED
-    if error.status == 413:
-        return WriteErrorAction.TOO_LARGE
     if error.status == 404:
         return WriteErrorAction.GONE
     # A 403 is retried too (RBAC fixed, a webhook relenting), visibly: each try counts in
@@ -344,11 +359,50 @@ class ObjectWriter:
             state.empty_due = False
 
     async def _write_status(self, state: ObjectState, existing: Published, intent: StatusWrite) -> None:
-        name = state.name
         # Transition times carry over from what this process wrote; after a restart or a new
         # Lease, from what is published (the only record there is).
         previous = state.written if state.written is not None else existing.status
         stamped = stamp_status(intent.status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
+        try:
+            await self._patch_status(state, existing, previous, stamped)
+        except KubeError as error:
+            if intent.capability is not None and on_write_error(error) is WriteErrorAction.TOO_LARGE:
+                await self._publish_summary(state, intent.capability, error)
+            raise  # a failure all the same: the full status is tried again on its backoff
+
+    async def _publish_summary(self, state: ObjectState, capability: PoolCapability, refusal: KubeError) -> None:
+        """The API server refused the status as too large: publish a summary that fails closed
+        (``too_large_status``: Ready False, StatusTooLarge), its ready label lowered first, so
+        that no gate keeps reading the last status as current (reliability round 3, S2)."""
+        name = state.name
+        existing = state.published
+        assert existing is not None
+        logger.error(
+            "FabricCapability %s: the API server refused its status as too large (%s); publishing a summary"
+            " with Ready=False (StatusTooLarge) until the full status is accepted",
+            name,
+            refusal,
+        )
+        if existing.labels.get(READY_LABEL) != "false":
+            if (timeout := self.timeout()) is None:
+                return
+            existing = state.published = Published.from_object(
+                await self.requests.merge_patch(
+                    FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "false"}}}, timeout
+                )
+            )
+        summary = too_large_status(capability.status, str(refusal)).to_json()
+        if strip_volatile(existing.status) == strip_volatile(summary):
+            return
+        previous = state.written if state.written is not None else existing.status
+        stamped = stamp_status(summary, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
+        await self._patch_status(state, existing, previous, stamped)
+
+    async def _patch_status(
+        self, state: ObjectState, existing: Published, previous: dict[str, Any], stamped: dict[str, Any]
+    ) -> None:
+        """Write ``stamped`` over ``existing``'s status; then its Events and a log line."""
+        name = state.name
         if (timeout := self.timeout()) is None:
             return
         written = Published.from_object(
@@ -406,8 +460,7 @@ class ObjectWriter:
         """What a failed write leads to (``on_write_error`` says what it means)."""
         self.metrics.status_writes.labels(result="error").inc()
         action = on_write_error(error)
-        if isinstance(intent, StatusWrite) and action in (WriteErrorAction.REFUSED, WriteErrorAction.TOO_LARGE):
-            # TOO_LARGE: the status is bounded by construction; the refusal is final for it.
+        if isinstance(intent, StatusWrite) and action is WriteErrorAction.REFUSED:
             refused = fingerprint(intent.status)
             if state.refused != refused:
                 logger.error("%s; not retried until the status to write changes", error)
