@@ -71,6 +71,36 @@ async def test_a_returning_leader_keeps_the_transition_times_another_replica_pub
         assert status_patches(setup) == before  # nothing to write: the same answer
 
 
+async def test_a_returning_leader_reads_back_what_its_watch_missed_before_its_first_write() -> None:
+    """The other replica's writes never reached this one's watch (it was paused through them):
+    its first write after the Lease comes back stamps from what is published, not from memory."""
+    async with publishing(field_manager="fabriccap/ns/config") as setup:
+        lease = Lease()
+        setup.publisher.leader = lease
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        lease.leading = False
+        setup.publisher.became_leader(False)
+        conditions = [
+            {**c, "lastTransitionTime": "2092-01-01T00:00:00Z"} if c["type"] == "Ready" else c
+            for c in setup.published()["efa-p5"]["status"]["conditions"]
+        ]
+        await setup.publisher.client.request(
+            "PATCH",
+            STATUS,
+            query={"fieldManager": "fabriccap/ns/config"},
+            body={"status": {"conditions": conditions}},
+            content_type=MERGE_PATCH,
+        )  # no watch event: this replica does not hear of it
+        lease.leading = True
+        setup.publisher.became_leader(True)
+        setup.add(healthy("p5", "c"))  # a third node: a write, and Ready stays True
+        await setup.publisher.reconcile_once()
+        published = setup.published()["efa-p5"]
+        assert published["status"]["nodes"] == 3  # written
+        assert ready_since(published) == "2092-01-01T00:00:00Z"  # from what was published
+
+
 def rival(setup: Setup, manager: str, config: dict[str, Any]) -> Publisher:
     """A second operator on the same cluster (a --standalone replica, another install)."""
     built = build_config({"poolGracePeriodSeconds": GRACE, **config})
