@@ -164,3 +164,22 @@ async def test_a_one_off_edit_is_put_back_and_is_no_war() -> None:
         await setup.publisher.reconcile_once()
         assert setup.published()["efa-p5"]["status"]["nodes"] == 2
         assert setup.gauge("fabriccap_foreign_writers") == 0
+
+
+async def test_publishing_says_whether_this_replica_writes_now() -> None:
+    """fabriccap_publishing (issue 27 item 7; round 3 L15): 1 only while this replica leads and
+    has read back what is published since it acquired the Lease; 0 while another holds it."""
+    async with publishing() as setup:
+        lease = Lease()
+        setup.publisher.leader = lease
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        assert setup.gauge("fabriccap_publishing") == 1.0
+        lease.leading = False  # a stranger holds the Lease
+        setup.publisher.became_leader(False)
+        assert setup.gauge("fabriccap_publishing") == 0.0
+        lease.leading = True
+        setup.publisher.became_leader(True)
+        assert setup.gauge("fabriccap_publishing") == 0.0  # not before it has read back
+        await setup.publisher.reconcile_once()
+        assert setup.gauge("fabriccap_publishing") == 1.0
