@@ -624,7 +624,8 @@ class Config(_Model):
         alias="staleAfterSeconds",
         gt=0,
         description="A watched kind not heard from the API server for this long makes the view stale:"
-        " /healthz fails and fabriccap_pool_ready reads 0.",
+        " /healthz fails, fabriccap_pool_ready reads 0, and every FabricCapability says Ready False"
+        " (DataUnavailable, naming the kind).",
     )
     workloads: WorkloadSettings = Field(
         default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."
