@@ -15,6 +15,7 @@ from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import NODE_FACTS
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import daemon_set, node, plugin_pods
@@ -48,7 +49,7 @@ class Setup:
             BY_KIND[str(body["kind"])].upsert(self.store, self.extractor, body)
 
     def remove_node(self, name: str) -> None:
-        self.store.remove_node(name)
+        self.store.remove(NODE_FACTS, name)
 
     def writes(self) -> float:
         return sum(
