@@ -36,6 +36,7 @@ from fabriccap_devtools.world import (
     pod,
     pod_id_link_device,
     resource_slice,
+    workload_pod,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "pod_id_link_device",
     "reason",
     "resource_slice",
+    "workload_pod",
 ]
 
 

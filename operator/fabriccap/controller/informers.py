@@ -238,10 +238,6 @@ class Informer(ListWatch):
         # Logged when it changes, not on every event: a driver republishes its slices often.
         if after.problem and (before is None or before.problem != after.problem):
             logger.error("%s; node %s counts as not advertising through it", after.problem, after.node_name)
-        if after.without_attributes and (before is None or before.without_attributes != after.without_attributes):
-            logger.warning(
-                "ResourceSlice %s: %d devices have no attributes and match no fabric", name, after.without_attributes
-            )
 
 
 class PublishedObserver(Protocol):

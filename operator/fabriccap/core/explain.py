@@ -21,7 +21,7 @@ from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.evaluate import Evaluation, PoolCapability, analyse_capability
 from fabriccap.core.facts import Pool
 from fabriccap.core.index import FactIndex
-from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase
+from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase, request_forms
 
 # The ways to name an object kubectl accepts (and `fabriccap evaluate -o name` prints).
 NAME_PREFIXES: tuple[str, ...] = (
@@ -180,8 +180,16 @@ def _provider_pods(index: FactIndex, view: FabricView, profile: FabricProfile) -
 
 def _uncounted(node: NodeAnalysis) -> list[str]:
     """Why some of the node's devices could not be counted, per source: what the status's
-    messages note as an unusable quantity or uncounted ResourceSlices."""
-    return [f"{SOURCES[source].problem}: {problem}" for source, problem in node.devices.problems()]
+    messages note as an unusable quantity or uncounted ResourceSlices; and how its DRA devices
+    were counted (selector failures, devices counted from ResourceClaims, older slices)."""
+    notes = [f"{SOURCES[source].problem}: {problem}" for source, problem in node.devices.problems()]
+    for reading in node.devices.readings.values():
+        notes += [
+            f"{error.class_name} {error.cause} on {error.devices} device(s), e.g. {error.example}: not counted"
+            for error in reading.errors
+        ]
+        notes += list(reading.notes)
+    return notes
 
 
 def _causes(node: NodeAnalysis) -> list[str]:
@@ -246,6 +254,26 @@ def _uncommon_maximum_detail(subject: _Subject) -> str:
     )
 
 
+def _advertisers(node: NodeAnalysis) -> str:
+    return ", ".join(
+        f"{SOURCES[source].provider_spelled} {node.devices.readings[source].devices}"
+        for source in in_order(node.devices.advertisers)
+    )
+
+
+def _uncommon_source_detail(subject: _Subject) -> str:
+    pool, node = subject.pool, subject.node
+    mapped = pool.selection is not None and pool.selection.extended_resource_class is not None
+    own = request_forms(node.devices.advertisers, extended_resource_mapped=mapped)
+    others = sum(
+        1
+        for other in pool.advertising
+        if request_forms(other.devices.advertisers, extended_resource_mapped=mapped) != own
+    )
+    forms = " or ".join(form.value for form in own)
+    return f"advertises through {_advertisers(node)}: only a pod {forms} schedules here, unlike on {others} other nodes"
+
+
 # How each cause of a breach is told: one row per Cause.
 DETAILS: dict[Cause, Callable[[_Subject], str]] = {
     Cause.PROVIDER: _provider_detail,
@@ -262,6 +290,10 @@ DETAILS: dict[Cause, Callable[[_Subject], str]] = {
     Cause.BELOW_MAXIMUM: lambda s: _maximum_detail(s, "<"),
     Cause.TYPE_UNSUPPORTED: lambda s: f"{s.node.facts.instance_type} supports no {s.profile.resource} (maximum 0)",
     Cause.UNCOMMON_MAXIMUM: _uncommon_maximum_detail,
+    Cause.UNCOMMON_SOURCE: _uncommon_source_detail,
+    Cause.CONFLICTING_ADVERTISERS: lambda s: (
+        f"advertises through both {_advertisers(s.node)}: the same devices can be handed out twice"
+    ),
 }
 
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabriccap.core.config import Config, Source
-from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.index import FactIndex
-from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, RESOURCE_SLICES, ApiResource
+from fabriccap.core.workloads import device_classes_of
+from fabriccap.kube.paths import DAEMON_SETS, DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, ApiResource
 
 
 def object_key(body: Mapping[str, Any]) -> str:
@@ -133,13 +134,38 @@ POD = WatchedKind(
 
 
 def _upsert_slice(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.resource_slice(body)
+    name = _namespace_and_name(body)[1]
+    # Read with the DeviceClasses as they stand; what the index holds is the per-slice memo.
+    facts = extractor.resource_slice(body, index.class_view(), index.slices.get(name))
     if facts is None:
-        index.remove_slice(_namespace_and_name(body)[1])
+        index.remove_slice(name)
     else:
         index.put_slice(facts)
 
 
+def _reads_dra(config: Config) -> bool:
+    return any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics)
+
+
+def _upsert_device_class(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+    facts = extractor.device_class(body)
+    if facts is None:
+        index.remove_device_class(_namespace_and_name(body)[1])
+    else:
+        index.put_device_class(facts)
+
+
+# Listed before the slices (snapshots are read in this order): slices are read with them.
+DEVICE_CLASS = WatchedKind(
+    label="deviceclass",
+    resource=DEVICE_CLASSES,
+    per_plugin_namespace=False,
+    upsert=_upsert_device_class,
+    delete=lambda index, body: index.remove_device_class(_namespace_and_name(body)[1]),
+    retain=lambda index, _scope, keys: index.retain_device_classes(keys),
+    optional=True,
+    wanted_by=_reads_dra,
+)
 RESOURCE_SLICE = WatchedKind(
     label="resourceslice",
     resource=RESOURCE_SLICES,
@@ -148,10 +174,35 @@ RESOURCE_SLICE = WatchedKind(
     delete=lambda index, body: index.remove_slice(_namespace_and_name(body)[1]),
     retain=lambda index, _scope, keys: index.retain_slices(keys),
     optional=True,
-    wanted_by=lambda config: any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics),
+    wanted_by=_reads_dra,
 )
 
-WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD, RESOURCE_SLICE)
+
+def _upsert_claim(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
+    namespace, name = _namespace_and_name(body)
+    # Every claim says which classes it asks for: what the workload view would look up.
+    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), device_classes_of(body))
+    facts = extractor.resource_claim(body)
+    if facts is None:
+        index.remove_claim(namespace, name)
+    else:
+        index.put_claim(facts)
+
+
+# Read only (the operator never writes claims): the devices allocated to them count for their
+# node even after the driver drops them from its slice.
+RESOURCE_CLAIM = WatchedKind(
+    label="resourceclaim",
+    resource=RESOURCE_CLAIMS,
+    per_plugin_namespace=False,
+    upsert=_upsert_claim,
+    delete=lambda index, body: index.remove_claim(*_namespace_and_name(body)),
+    retain=lambda index, scope, keys: index.retain_claims(scope, keys),
+    optional=True,
+    wanted_by=_reads_dra,
+)
+
+WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD, DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM)
 BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}
 
 

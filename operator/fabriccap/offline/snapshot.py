@@ -23,7 +23,7 @@ import yaml
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import learn_from_object
-from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.kinds import BY_KIND, WATCHED_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -254,6 +254,7 @@ def load_snapshots(
 ) -> FactIndex:
     facts = FactIndex()
     seen_nodes: dict[str, str] = {}
+    read: list[tuple[str, Mapping[str, Any]]] = []
     for path in paths:
         source = "<stdin>" if path == "-" else path
         text = read_source(path, stdin, max_input_bytes)
@@ -261,5 +262,11 @@ def load_snapshots(
             bodies = list(_objects(document, source))
             for body in bodies:
                 _check_identity(body, source, seen_nodes)
-            add_bodies(facts, extractor, bodies, source)
+            read.extend((source, body) for body in bodies)
+    # In the order of the watched kinds, whatever the files' order: DeviceClasses before the
+    # ResourceSlices that are read with them. A stable sort: within a kind, the input's order.
+    order = {watched.kind: position for position, watched in enumerate(WATCHED_KINDS)}
+    read.sort(key=lambda item: order.get(str(item[1].get("kind")), len(order)))
+    for source, body in read:
+        add_bodies(facts, extractor, [body], source)
     return facts

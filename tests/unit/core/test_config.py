@@ -50,7 +50,7 @@ def test_default_efa_profile() -> None:
     assert efa.target_nodes.accelerator_label_pairs == (("nvidia.com/gpu.present", "true"),)
     assert efa.device_plugin.namespaces == ("kube-system",)
     assert efa.shared is False
-    assert efa.device_plugin.selector_labels == {"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}
+    assert efa.device_plugin.selector_label_sets == [{"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}]
     assert efa.device_plugin.daemon_set_names == (
         "aws-efa-k8s-device-plugin",
         "aws-efa-k8s-device-plugin-daemonset",
@@ -183,7 +183,7 @@ def test_custom_fabric_and_pool_labels() -> None:
     )
     assert config.pool_labels == ("team.example.com/pool", "karpenter.sh/nodepool")
     ib = _fabric(config, "ib")
-    assert ib.device_plugin.selector_labels == {"app": "sriov", "tier": "dp"}
+    assert ib.device_plugin.selector_label_sets == [{"app": "sriov", "tier": "dp"}]
     assert ib.target_nodes.accelerator_resources == ()
     assert ib.target_nodes.accelerator_labels == ()
     assert ib.device_plugin.namespaces == ("nvidia-network-operator",)
