@@ -30,6 +30,7 @@ SPEC_ALERTS = {
     "FabricCapabilityStale",
     "FabricNotRequested",
     "FabricRequestUnschedulable",
+    "FabricAdvertiserConflict",
 }
 
 
