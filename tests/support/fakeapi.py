@@ -323,5 +323,7 @@ def recorded_sleeps(monkeypatch: pytest.MonkeyPatch, module: ModuleType, pause: 
         delays.append(delay)
         await real_sleep(pause)
 
-    monkeypatch.setattr(module, "asyncio", SimpleNamespace(sleep=sleep))
+    # The rest of asyncio stays as it is (an informer also waits on tasks and events).
+    patched = {name: getattr(asyncio, name) for name in dir(asyncio) if not name.startswith("__")}
+    monkeypatch.setattr(module, "asyncio", SimpleNamespace(**{**patched, "sleep": sleep}))
     return delays

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
+from fabriccap.core.evaluate import SCHEDULER_ON_ERROR
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError
@@ -35,6 +36,9 @@ MAX_BACKOFF_SECONDS = 30.0
 # How often an optional kind the API server does not serve (ResourceSlices before 1.34) is
 # looked for again: an upgrade brings it, and one quiet GET per 10 minutes costs nothing.
 ABSENT_RECHECK_SECONDS = 600.0
+# Distinct (class, cause) selector failures logged between two changes of the classes: a cause
+# quotes what the device holds, so a hostile driver could make many; the status counts the rest.
+MAX_SAID_FAILURES = 100
 
 
 class _ExpiredError(Exception):
@@ -66,6 +70,12 @@ class ListWatch:
     last_success: float | None = None
     connected: bool = False
     page_size: int = DEFAULT_PAGE_SIZE
+    # Listed only once these are set (ResourceSlices wait for the DeviceClasses they are read
+    # with, so a start does not read every slice twice).
+    after: tuple[asyncio.Event, ...] = ()
+    # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
+    # per-slice memo keeps that cheap: only the classes' verdicts on distinct devices are new.
+    relist_on: asyncio.Event | None = None
 
     @property
     def kind(self) -> str:
@@ -85,9 +95,16 @@ class ListWatch:
     def _served(self) -> None:
         """Called after every successful LIST."""
 
+    def _relisting(self) -> None:
+        """Called before a LIST that ``relist_on`` asked for."""
+
     async def run(self) -> None:
+        for first in self.after:
+            await first.wait()
         delay = 1.0
         while True:
+            if self.relist_on is not None:
+                self.relist_on.clear()  # this LIST reads with what changed
             try:
                 version = await self._list()
             except KubeError as error:
@@ -102,9 +119,29 @@ class ListWatch:
             self.listed.set()
             delay = 1.0
             try:
-                await self._watch_from(version)
+                await self._watch_until_relist(version)
             except _ExpiredError:
                 logger.info("watch of %s expired; listing again", self.path)
+
+    async def _watch_until_relist(self, version: str) -> None:
+        """Watch from ``version`` until ``relist_on`` is set (then return: the caller lists
+        again), or the watch expires (_ExpiredError)."""
+        if self.relist_on is None:
+            await self._watch_from(version)
+            return
+        watching = asyncio.ensure_future(self._watch_from(version))
+        asked = asyncio.ensure_future(self.relist_on.wait())
+        try:
+            await asyncio.wait({watching, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watching, asked):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        if watching.done() and not watching.cancelled():
+            watching.result()  # _ExpiredError, or a crash to surface
+        self._relisting()
 
     async def _list(self) -> str:
         keys: set[str] = set()
@@ -165,6 +202,12 @@ class Informer(ListWatch):
     absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
     # Objects already logged as ignored (well-formed but of no use): said once, not per event.
     ignored: set[str] = field(default_factory=set)
+    # What the DeviceClasses' state was last said to be (a class broken, missing, stood in for
+    # by a copy): each line once while it holds, again if it comes back.
+    said_classes: set[str] = field(default_factory=set)
+    # Selector failures on devices already logged, per (class, cause): once each, however many
+    # devices and slices share it, until the classes change.
+    said_failures: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
@@ -194,17 +237,49 @@ class Informer(ListWatch):
             )
         self.absent = True
         self.watched.retain(self.store, self.scope, set())
+        self._say_classes()
         self._succeeded()
         self.listed.set()
         await asyncio.sleep(self.absent_recheck_seconds)
 
     def _listed(self, keys: set[str], version: str) -> None:
         self.watched.retain(self.store, self.scope, keys)
+        self._say_classes()
+
+    def _relisting(self) -> None:
+        logger.info("DeviceClasses changed: listing %s again to read them with the new selectors", self.path)
+        self.said_failures.clear()
+
+    def _say_classes(self) -> None:
+        """Log how the DRA fabrics' classes stand, when that changed: a class that selects
+        nothing (it does not compile, or there is none to be had) or one counted from the
+        profile's copy because the cluster lacks it (a DeviceClass deleted mid-run)."""
+        if self.watched.kind != "DeviceClass":
+            return
+        lines: dict[str, int] = {}
+        for fabric, selection in sorted(self.extractor.selections(self.store.class_view()).items()):
+            for effective in selection.classes:
+                if effective.error is not None:
+                    lines[f"{fabric}: {effective.describe()} selects nothing: {effective.error}"] = logging.ERROR
+                elif effective.stands_in:
+                    origin = effective.copy_origin
+                    lines[
+                        f"{fabric}: {effective.describe()} is not in the cluster: counting with {origin};"
+                        " ResourceClaims of it cannot be allocated until it is installed"
+                    ] = logging.WARNING
+        for line, level in lines.items():
+            if line not in self.said_classes:
+                logger.log(level, "%s", line)
+        self.said_classes = set(lines)
 
     def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
         try:
             if event_type == "DELETED":
                 self.watched.delete(self.store, body)
+                self._say_classes()
+            elif self.watched.kind == "DeviceClass":
+                self.watched.upsert(self.store, self.extractor, body)
+                self._say_classes()
             elif self.watched.kind == "ResourceSlice":
                 self._apply_slice(body)
             elif self.watched.kind == "Node":
@@ -238,6 +313,21 @@ class Informer(ListWatch):
         # Logged when it changes, not on every event: a driver republishes its slices often.
         if after.problem and (before is None or before.problem != after.problem):
             logger.error("%s; node %s counts as not advertising through it", after.problem, after.node_name)
+        for _fabric, count in after.devices:
+            for error in count.errors:
+                cause = (error.class_name, error.cause)
+                if cause in self.said_failures or len(self.said_failures) >= MAX_SAID_FAILURES:
+                    continue
+                self.said_failures.add(cause)
+                logger.error(
+                    "DeviceClass %s %s on device %s of ResourceSlice %s (node %s): not counted; %s",
+                    error.class_name,
+                    error.cause,
+                    error.example,
+                    name,
+                    after.node_name,
+                    SCHEDULER_ON_ERROR,
+                )
 
 
 class PublishedObserver(Protocol):
@@ -367,10 +457,12 @@ def build_informers(
     metrics: OperatorMetrics,
     stale_after: float = 150.0,
 ) -> list[Informer]:
-    """One informer per watched kind and scope: Nodes (and ResourceSlices, when a fabric reads
-    DRA) cluster-wide, the rest per plugin namespace."""
+    """One informer per watched kind and scope: Nodes (and, when a fabric reads DRA,
+    DeviceClasses, ResourceSlices and ResourceClaims) cluster-wide, the rest per plugin
+    namespace. The ResourceSlices wait for the DeviceClasses' first LIST and are listed again
+    when the classes change."""
     watch_seconds, read_timeout = watch_timings(stale_after)
-    return [
+    informers = [
         Informer(
             client=client,
             watched=watched,
@@ -386,3 +478,9 @@ def build_informers(
         for watched in kinds_for(extractor.config)
         for scope, path in watched.paths(extractor.config)
     ]
+    classes_listed = tuple(informer.listed for informer in informers if informer.watched.kind == "DeviceClass")
+    for informer in informers:
+        if informer.watched.read_with_classes:
+            informer.after = classes_listed
+            informer.relist_on = store.classes_changed
+    return informers

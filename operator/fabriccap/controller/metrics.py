@@ -290,7 +290,7 @@ class OperatorMetrics:
             "they go out a few at a time at a bounded rate.",
             registry=self.registry,
         )
-        for kind in ("node", "pod", "daemonset", "resourceslice", "fabriccapability"):
+        for kind in ("node", "pod", "daemonset", "deviceclass", "resourceslice", "resourceclaim", "fabriccapability"):
             self.watch_events.labels(kind=kind)
         for result in ("created", "updated", "deleted", "error"):
             self.status_writes.labels(result=result)

@@ -57,6 +57,9 @@ class WatchedKind:
     # Objects per LIST page: the page's JSON and its decoded form are the transient peak of a
     # listing, so it follows the object's size (a Node is 10-20 KB, a Pod 2-5 KB).
     page_size: int = DEFAULT_PAGE_SIZE
+    # Its facts are read with the DeviceClasses as they stand (ResourceSlices: which devices are
+    # a fabric's): the classes are listed first, and a change to them lists this kind again.
+    read_with_classes: bool = False
 
     @property
     def kind(self) -> str:
@@ -176,6 +179,7 @@ RESOURCE_SLICE = WatchedKind(
     retain=lambda index, _scope, keys: index.retain_slices(keys),
     optional=True,
     wanted_by=_reads_dra,
+    read_with_classes=True,
 )
 
 
