@@ -1,8 +1,9 @@
 """Kubernetes Events: the history `kubectl describe fcap NAME` shows, and the warnings that
 reach a workload's owner.
 
-An Event is recorded when a condition's status changes (``Normal`` when Ready becomes True,
-``Warning`` otherwise; reason = the condition's new reason, message = its message). Those
+An Event is recorded when a condition's status or reason changes (``Normal`` when it reaches
+its healthy status, True or False for Stalled, ``Warning`` otherwise; reason = the condition's
+new reason, message = ``<Type>=<Status>: <its message>``). Those
 changes are computed against the status already published, so a restart that changes
 nothing sends nothing. Only the leader records: the publisher calls this after its own
 successful writes.
@@ -64,25 +65,32 @@ class InvolvedObject(Protocol):
     resource_version: str
 
 
+def healthy_status(kind: object) -> str:
+    """The status a condition has when all is well: True, except for the abnormal-true Stalled."""
+    return ConditionStatus.FALSE if kind == ConditionType.STALLED else ConditionStatus.TRUE
+
+
 def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[EventSpec]:
-    """One Event per condition whose status changed (or appeared) from ``previous`` to ``current``."""
+    """One Event per condition whose status or reason changed (or that appeared) from
+    ``previous`` to ``current`` (SPEC "Events": a pool going from PartialRollout to MixedCounts
+    stays Ready=False, yet what is wrong changed). ``Normal`` when the condition reaches its
+    healthy status, ``Warning`` otherwise."""
     before = {
-        condition.get("type"): condition.get("status")
+        condition.get("type"): (condition.get("status"), condition.get("reason"))
         for condition in (previous or {}).get("conditions") or []
         if isinstance(condition, Mapping)
     }
     events = []
     for condition in current.get("conditions") or []:
-        kind, status = condition.get("type"), condition.get("status")
-        if before.get(kind) == status:
+        kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
+        if before.get(kind) == (status, reason):
             continue
         if kind not in before and kind != ConditionType.READY:
             continue  # a new object: its Ready condition tells the story, the rest is detail
-        normal = kind == ConditionType.READY and status == ConditionStatus.TRUE
         events.append(
             EventSpec(
-                type="Normal" if normal else "Warning",
-                reason=str(condition.get("reason") or "Unknown"),
+                type="Normal" if status == healthy_status(kind) else "Warning",
+                reason=str(reason or "Unknown"),
                 message=f"{kind}={status}: {condition.get('message', '')}",
             )
         )
