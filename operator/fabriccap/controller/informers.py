@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -124,15 +124,22 @@ class ListWatch:
                 logger.info("watch of %s expired; listing again", self.path)
 
     async def _watch_until_relist(self, version: str) -> None:
-        """Watch from ``version`` until ``relist_on`` is set (then return: the caller lists
-        again), or the watch expires (_ExpiredError)."""
+        """Watch from ``version`` until ``relist_on`` is set and ``_relist_needed`` (then
+        return: the caller lists again), or the watch expires (_ExpiredError)."""
         if self.relist_on is None:
             await self._watch_from(version)
             return
         watching = asyncio.ensure_future(self._watch_from(version))
         asked = asyncio.ensure_future(self.relist_on.wait())
         try:
-            await asyncio.wait({watching, asked}, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                await asyncio.wait({watching, asked}, return_when=asyncio.FIRST_COMPLETED)
+                if watching.done():
+                    break
+                self.relist_on.clear()
+                if self._relist_needed():
+                    break
+                asked = asyncio.ensure_future(self.relist_on.wait())
         finally:
             for task in (watching, asked):
                 if not task.done():
@@ -142,6 +149,10 @@ class ListWatch:
         if watching.done() and not watching.cancelled():
             watching.result()  # _ExpiredError, or a crash to surface
         self._relisting()
+
+    def _relist_needed(self) -> bool:
+        """Whether what ``relist_on`` announced changes what this collection's facts say."""
+        return True
 
     async def _list(self) -> str:
         keys: set[str] = set()
@@ -208,6 +219,8 @@ class Informer(ListWatch):
     # Selector failures on devices already logged, per (class, cause): once each, however many
     # devices and slices share it, until the classes change.
     said_failures: set[tuple[str, str]] = field(default_factory=set)
+    # The classes' signature the last LIST read the slices with (FactsExtractor.selection_signature).
+    read_with: Hashable = None
 
     @property
     def kind(self) -> str:
@@ -242,9 +255,19 @@ class Informer(ListWatch):
         self.listed.set()
         await asyncio.sleep(self.absent_recheck_seconds)
 
+    async def _list(self) -> str:
+        if self.watched.read_with_classes:
+            self.read_with = self.extractor.selection_signature(self.store.class_view())
+        return await super()._list()
+
     def _listed(self, keys: set[str], version: str) -> None:
         self.watched.retain(self.store, self.scope, keys)
         self._say_classes()
+
+    def _relist_needed(self) -> bool:
+        # A class edited in a way that selects the same (its labels, its extendedResourceName)
+        # leaves every slice's facts as they are: no LIST, no new log lines.
+        return self.extractor.selection_signature(self.store.class_view()) != self.read_with
 
     def _relisting(self) -> None:
         logger.info("DeviceClasses changed: listing %s again to read them with the new selectors", self.path)

@@ -509,9 +509,19 @@ async def test_slices_are_read_with_the_clusters_classes_and_again_when_they_cha
             lambda: op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32, "read with the new class"
         )
         assert len(op.api.lists(RESOURCE_SLICES)) == 2
+        await eventually(lambda: len(op.api.watches(RESOURCE_SLICES)) >= 2, "the watch after the LIST")
+        # Mapped to the extended resource (KEP-5004): what it selects is the same, so no LIST.
+        mapped = world.efa_device_class(extended_resource_name="vpc.amazonaws.com/efa")
+        await op.api.emit(DEVICE_CLASSES, event("MODIFIED", mapped, "42"))
+        await eventually(
+            lambda: op.store.device_classes[world.EFA_DEVICE_CLASS].extended_resource_name is not None, "mapped"
+        )
         # Deleted mid-run: the profile's copy (the same selector) stands in, and the log says so once.
-        await op.api.emit(DEVICE_CLASSES, event("DELETED", world.efa_device_class(), "42"))
-        await eventually(lambda: len(op.api.lists(RESOURCE_SLICES)) == 3, "listed again")
+        await op.api.emit(DEVICE_CLASSES, event("DELETED", mapped, "43"))
+        await eventually(lambda: not op.store.device_classes, "the class gone")
+        await op.api.emit(RESOURCE_SLICES, event("MODIFIED", resource_slice("n1", efa=32, name="s1"), "61"))
+        await eventually(lambda: op.store.slices["s1"].resource_version == "61", "a later slice event")
+        assert len(op.api.lists(RESOURCE_SLICES)) == 2
         assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32
         copies = [r for r in caplog.records if "is not in the cluster" in r.getMessage()]
         assert [(r.levelname, r.getMessage()) for r in copies] == [
@@ -545,6 +555,7 @@ async def test_a_class_that_does_not_compile_is_one_line_and_selects_nothing(cap
         ), said[0].getMessage()
         assert "drivr" in said[0].getMessage()
         # The watch goes on: a slice added now is read (with the broken class: nothing).
+        await eventually(lambda: len(op.api.watches(RESOURCE_SLICES)) >= 2, "the watch after the LIST")
         await op.api.emit(RESOURCE_SLICES, event("ADDED", resource_slice("n2", efa=32, name="s2"), "60"))
         await eventually(lambda: "s2" in op.store.slices, "the watch carries on")
 
