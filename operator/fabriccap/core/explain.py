@@ -89,11 +89,35 @@ class NodeExplanation(_Model):
         return [kind.value for kind in CONDITION_ORDER if kind in broken]
 
 
+class DeviceClassExplanation(_Model):
+    """One DeviceClass a DRA fabric's devices are selected with, and where it came from."""
+
+    name: str
+    source: str  # cluster | copy | attributes | missing (core.selection.ClassSource)
+    # What stands in for a class the cluster lacks: "the aws-dranet-1.0.0 chart's copy".
+    stands_in: str | None = Field(default=None, alias="standsIn")
+    # Why it selects nothing (a selector that does not compile, no class to be had).
+    error: str | None = None
+    # KEP-5004: the cluster serves the fabric's extended resource from this class.
+    extended_resource: bool = Field(default=False, alias="extendedResource")
+
+    def describe(self) -> str:
+        if self.error is not None:
+            told = f"selects nothing: {self.error}"
+        elif self.stands_in is not None:
+            told = f"not in the cluster: counted with {self.stands_in}"
+        else:
+            told = "from the cluster"
+        return f"{self.name} ({told}{'; serves the extended resource, KEP-5004' if self.extended_resource else ''})"
+
+
 class PoolExplanation(_Model):
     name: str
     fabric: str
     resource_name: str = Field(alias="resourceName")
     pool: PoolRef
+    # The classes that select the fabric's DRA devices, when the profile reads DRA.
+    device_classes: list[DeviceClassExplanation] | None = Field(default=None, alias="deviceClasses")
     nodes: list[NodeExplanation]  # the pool's target nodes (cordoned ones included), by name
     # Members of the pool that are not target nodes of the fabric: not counted anywhere.
     other_nodes: list[str] = Field(alias="nonTargetNodes")
@@ -326,6 +350,22 @@ def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[Provide
     )
 
 
+def _device_classes(pool: PoolAnalysis) -> list[DeviceClassExplanation] | None:
+    selection = pool.selection
+    if selection is None:
+        return None
+    return [
+        DeviceClassExplanation(
+            name=effective.name,
+            source=effective.source.value,
+            stands_in=effective.copy_origin if effective.stands_in else None,
+            error=effective.error,
+            extended_resource=effective.name == selection.extended_resource_class,
+        )
+        for effective in selection.classes
+    ]
+
+
 def explain_capability(config: Config, index: FactIndex, capability: PoolCapability) -> PoolExplanation:
     """The per-node view of one evaluated FabricCapability: its analysis, in words."""
     analysis = analyse_capability(config, index, capability)
@@ -335,6 +375,7 @@ def explain_capability(config: Config, index: FactIndex, capability: PoolCapabil
         fabric=capability.fabric,
         resource_name=analysis.profile.resource,
         pool=PoolRef(key=capability.pool.key, value=capability.pool.value),
+        device_classes=_device_classes(analysis),
         nodes=[_node_explanation(analysis, node, pods.get(node.name, [])) for node in analysis.nodes],
         other_nodes=list(analysis.other_nodes),
         status=capability.status,
