@@ -565,7 +565,8 @@ class FabricProfile(_Model):
         default=(Source.DEVICE_PLUGIN,),
         min_length=1,
         description="Where the fabric's devices are advertised: devicePlugin (node allocatable), dra"
-        " (resource.k8s.io/v1 ResourceSlices), or both; a node advertising through both counts the larger.",
+        " (resource.k8s.io/v1 ResourceSlices), or both; a node advertising through both counts the larger and"
+        " is an advertiser conflict (Ready False AdvertiserConflict).",
     )
     dra: DraSettings = Field(default_factory=DraSettings)
 
