@@ -146,8 +146,10 @@ class ListWatch:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-        if watching.done() and not watching.cancelled():
-            watching.result()  # _ExpiredError, or a crash to surface
+        if watching.done():
+            # _ExpiredError, a crash to surface, or a cancellation from outside (kopf cancels
+            # every task on its way out): never read as a request to list again.
+            watching.result()
         self._relisting()
 
     def _relist_needed(self) -> bool:
