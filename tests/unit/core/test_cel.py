@@ -271,3 +271,11 @@ def test_versions_are_parsed_as_strictly_as_blang_semver(text: str, valid: bool)
         assert not valid
     else:
         assert valid
+
+
+def test_the_quick_key_of_a_plain_value_is_the_general_one() -> None:
+    """The exact-type shortcut for ``{string: x}`` must give the key any other mapping gives."""
+    from types import MappingProxyType
+
+    for value in ({"string": "efa0"}, {"int": 0}, {"bool": True}, {"version": "1.2.3"}):
+        assert cel._frozen(value) == cel._frozen(MappingProxyType(value))
