@@ -131,10 +131,12 @@ class ListWatch:
             return
         watching = asyncio.ensure_future(self._watch_from(version))
         asked = asyncio.ensure_future(self.relist_on.wait())
+        ended = False  # the watch ended by itself (expired, crashed, cancelled from outside)
         try:
             while True:
                 await asyncio.wait({watching, asked}, return_when=asyncio.FIRST_COMPLETED)
                 if watching.done():
+                    ended = True
                     break
                 self.relist_on.clear()
                 if self._relist_needed():
@@ -146,7 +148,7 @@ class ListWatch:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-        if watching.done():
+        if ended:
             # _ExpiredError, a crash to surface, or a cancellation from outside (kopf cancels
             # every task on its way out): never read as a request to list again.
             watching.result()
