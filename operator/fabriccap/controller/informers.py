@@ -41,6 +41,10 @@ ABSENT_RECHECK_SECONDS = 600.0
 MAX_SAID_FAILURES = 100
 
 
+# The message of the cancellation an informer sends itself to list again.
+RELIST = "the classes changed: list again"
+
+
 class _ExpiredError(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
 
@@ -125,33 +129,36 @@ class ListWatch:
 
     async def _watch_until_relist(self, version: str) -> None:
         """Watch from ``version`` until ``relist_on`` is set and ``_relist_needed`` (then
-        return: the caller lists again), or the watch expires (_ExpiredError)."""
+        return: the caller lists again), or the watch expires (_ExpiredError).
+
+        The watch runs in this task, so a cancellation from outside (kopf stops every task on
+        its way out) ends it as before; a small waiter cancels it to ask for a LIST, and that
+        one cancellation is taken back (``uncancel``), never one from outside."""
         if self.relist_on is None:
             await self._watch_from(version)
             return
-        watching = asyncio.ensure_future(self._watch_from(version))
-        asked = asyncio.ensure_future(self.relist_on.wait())
-        ended = False  # the watch ended by itself (expired, crashed, cancelled from outside)
-        try:
+        task = asyncio.current_task()
+        assert task is not None
+        asked = False
+
+        async def wait_for_a_change(relist_on: asyncio.Event) -> None:
+            nonlocal asked
             while True:
-                await asyncio.wait({watching, asked}, return_when=asyncio.FIRST_COMPLETED)
-                if watching.done():
-                    ended = True
-                    break
-                self.relist_on.clear()
+                await relist_on.wait()
+                relist_on.clear()
                 if self._relist_needed():
-                    break
-                asked = asyncio.ensure_future(self.relist_on.wait())
+                    asked = True
+                    task.cancel(RELIST)
+                    return
+
+        waiter = asyncio.ensure_future(wait_for_a_change(self.relist_on))
+        try:
+            await self._watch_from(version)
+        except asyncio.CancelledError:
+            if not asked or task.uncancel() > 0:
+                raise  # stopped from outside (as well)
         finally:
-            for task in (watching, asked):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-        if ended:
-            # _ExpiredError, a crash to surface, or a cancellation from outside (kopf cancels
-            # every task on its way out): never read as a request to list again.
-            watching.result()
+            waiter.cancel()
         self._relisting()
 
     def _relist_needed(self) -> bool:
