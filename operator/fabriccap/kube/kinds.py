@@ -1,52 +1,124 @@
 """The watched kinds, one row each: where they are listed, in which scope, how they become facts.
 
 The operator's informers, ``fabriccap evaluate`` (live and from snapshots) and the tests all
-go through this table, so a kind is read the same way everywhere. Adding a kind means adding
-a row here and a fact extractor in ``fabriccap.core.facts``.
+go through this table, so a kind is read the same way everywhere, and none of them names a
+kind: what differs between kinds is in the row. Adding a kind means adding a row here, a fact
+extractor in ``fabriccap.core.facts`` and a ``Table`` in ``fabriccap.core.index`` (what a
+change to its facts touches).
+
+A row's facets say what an object of the kind becomes: a Node is one node fact; a Pod may be
+a plugin pod, a workload pod, both or neither. Each facet extracts its facts from the body
+(None: the object concerns no fabric, and whatever the facet held for it is removed, so
+nothing lingers when, say, a pod loses its DaemonSet owner) and holds them in its table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from fabriccap.core.config import Config, Source
-from fabriccap.core.facts import ClaimRef, FactsExtractor, object_name, object_namespace
-from fabriccap.core.index import FactIndex
+from fabriccap.core.facts import (
+    ClaimFacts,
+    ClaimRef,
+    FactsExtractor,
+    NodeFacts,
+    SliceFacts,
+    object_name,
+    object_namespace,
+)
+from fabriccap.core.index import (
+    CLAIM_FACTS,
+    DAEMON_SET_FACTS,
+    DEVICE_CLASS_FACTS,
+    NODE_FACTS,
+    PLUGIN_POD_FACTS,
+    SLICE_FACTS,
+    WORKLOAD_POD_FACTS,
+    FactIndex,
+    Table,
+)
 from fabriccap.core.workloads import device_classes_of
-from fabriccap.kube.paths import DAEMON_SETS, DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, ApiResource
+from fabriccap.kube.paths import (
+    DAEMON_SETS,
+    DEFAULT_PAGE_SIZE,
+    DEVICE_CLASSES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    ApiResource,
+)
+
+FactsT = TypeVar("FactsT")
+
+__all__ = ["BY_KIND", "BY_LABEL", "DEFAULT_PAGE_SIZE", "WATCHED_KINDS", "Facet", "Problem", "WatchedKind", "kinds_for"]
+
+
+def namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
+    """An object's (namespace, name), cleaned and bounded as the facts keep them (so a deletion
+    or a fresh LIST finds what was stored); "" for what it does not have."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "", ""
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    return (
+        object_namespace(namespace) if isinstance(namespace, str) else "",
+        object_name(name) if isinstance(name, str) else "",
+    )
 
 
 def object_key(body: Mapping[str, Any]) -> str:
     """``namespace/name``, or ``name`` for cluster-scoped objects: what a fresh LIST retains."""
-    metadata = body.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    name = object_name(metadata.get("name"))
-    return f"{object_namespace(namespace)}/{name}" if namespace else name
+    namespace, name = namespace_and_name(body)
+    return f"{namespace}/{name}" if namespace else name
 
 
-def _namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = body.get("metadata") or {}
-    return object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong in an object that the operator works around (failing its node closed),
+    said once when it appears rather than at every event of the object."""
+
+    level: int  # logging.ERROR or logging.WARNING
+    message: str
+    # A fault no API server lets through (a value that is not a quantity at all): a snapshot
+    # that holds it is refused with this text instead (``fabriccap evaluate``).
+    input_error: str | None = None
 
 
-# ~3-5 MB of JSON per page of realistic Nodes, the largest objects listed.
-DEFAULT_PAGE_SIZE = 250
+@dataclass(frozen=True)
+class Facet(Generic[FactsT]):
+    """One kind of fact an object becomes, and where it is held."""
+
+    table: Table[Any, FactsT]
+    # The facts of a body, or None: it concerns no fabric. Raises FactsError when the body is
+    # unusable, IgnoredObjectError when it is well-formed but of no use.
+    extract: Callable[[FactsExtractor, Mapping[str, Any]], FactsT | None]
+    # What is wrong in facts that were kept anyway (logged when it changes).
+    problems: Callable[[FactsT], tuple[Problem, ...]] = lambda _facts: ()
+    # In place of ``extract``, for facts that depend on what the index holds (a slice is read
+    # with the DeviceClasses as they stand, and its held facts are its memo).
+    extract_in: Callable[[FactsExtractor, FactIndex, Mapping[str, Any]], FactsT | None] | None = None
+
+    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> FactsT | None:
+        facts = self.extract(extractor, body) if self.extract_in is None else self.extract_in(extractor, index, body)
+        if facts is None:
+            index.remove(self.table, self.table.key_of(*namespace_and_name(body)))
+        else:
+            index.put(self.table, facts)
+        return facts
 
 
 @dataclass(frozen=True)
 class WatchedKind:
-    label: str  # the `kind` label of fabriccap_watch_events_total, and in logs
+    label: str  # the `kind` label of the fabriccap_watch_* metrics, and in logs
     resource: ApiResource
     # Listed in every plugin namespace (True) or across the cluster (False).
     per_plugin_namespace: bool
-    # Extract facts and store them; an object that concerns no fabric is removed instead, so
-    # nothing lingers when, say, a pod loses its DaemonSet owner. Raises FactsError.
-    upsert: Callable[[FactIndex, FactsExtractor, Mapping[str, Any]], object]
-    delete: Callable[[FactIndex, Mapping[str, Any]], object]
-    # After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest.
-    retain: Callable[[FactIndex, str | None, set[str]], object]
+    facets: tuple[Facet[Any], ...]
     # Served only from some Kubernetes version on (resource.k8s.io/v1: 1.34): an API server
     # without it is not an error, the kind is just not there.
     optional: bool = False
@@ -57,9 +129,16 @@ class WatchedKind:
     # Objects per LIST page: the page's JSON and its decoded form are the transient peak of a
     # listing, so it follows the object's size (a Node is 10-20 KB, a Pod 2-5 KB).
     page_size: int = DEFAULT_PAGE_SIZE
+    # Two objects of this name in one offline input are an error: an API server holds one,
+    # so two snapshots of different clusters were mixed (Nodes: their pools would merge).
+    unique_in_snapshots: bool = False
     # Its facts are read with the DeviceClasses as they stand (ResourceSlices: which devices are
-    # a fabric's): the classes are listed first, and a change to them lists this kind again.
+    # a fabric's): the classes are listed first, and a change to what they select lists this
+    # kind again (controller.informers).
     read_with_classes: bool = False
+    # Its objects decide which devices are a fabric's (DeviceClasses): after a change, the
+    # informer says how the fabrics' classes stand (a class broken, or a copy standing in).
+    says_selection: bool = False
 
     @property
     def kind(self) -> str:
@@ -71,60 +150,114 @@ class WatchedKind:
             return [(namespace, self.resource.collection(namespace)) for namespace in config.plugin_namespaces]
         return [(None, self.resource.collection())]
 
+    def held(self, index: FactIndex, body: Mapping[str, Any]) -> list[Any]:
+        """What the index holds now for the object of ``body``, facet by facet (None: nothing)."""
+        namespace, name = namespace_and_name(body)
+        return [index.held(facet.table).get(facet.table.key_of(namespace, name)) for facet in self.facets]
 
-def _upsert_node(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    index.put_node(extractor.node(body))
+    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> list[Any]:
+        """Extract the object's facts and hold them, facet by facet; raises FactsError (the
+        caller removes the object: fail closed). Returns what each facet holds now."""
+        return [facet.upsert(index, extractor, body) for facet in self.facets]
+
+    def delete(self, index: FactIndex, body: Mapping[str, Any]) -> None:
+        namespace, name = namespace_and_name(body)
+        for facet in self.facets:
+            index.remove(facet.table, facet.table.key_of(namespace, name))
+
+    def retain(self, index: FactIndex, scope: str | None, keys: set[str]) -> None:
+        """After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest."""
+        for facet in self.facets:
+            index.retain(facet.table, scope, keys)
+
+    def problems(self, held: Sequence[Any]) -> tuple[Problem, ...]:
+        """The problems of what the facets hold (``held`` or ``upsert``'s answer)."""
+        return tuple(
+            problem
+            for facet, facts in zip(self.facets, held, strict=True)
+            if facts is not None
+            for problem in facet.problems(facts)
+        )
+
+    def new_problems(self, before: Sequence[Any], after: Sequence[Any]) -> tuple[Problem, ...]:
+        """The problems ``after`` has that ``before`` had not: what to say about a change."""
+        known = set(self.problems(before))
+        return tuple(problem for problem in self.problems(after) if problem not in known)
 
 
-def _upsert_pod(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.pod(body)
-    if facts is None:
-        index.remove_pod(*_namespace_and_name(body))
-    else:
-        index.put_pod(facts)
-    workload = extractor.workload_pod(body)
-    if workload is None:
-        index.remove_workload_pod(*_namespace_and_name(body))
-    else:
-        index.put_workload_pod(workload)
+def _node_problems(facts: NodeFacts) -> tuple[Problem, ...]:
+    if not facts.unusable:
+        return ()
+    problems = "; ".join(entry.problem for entry in facts.unusable)
+    malformed = [entry.problem for entry in facts.unusable if entry.malformed]
+    return (
+        Problem(
+            logging.ERROR,
+            f"node {facts.name}: unusable quantity ({problems}); it counts as not advertising",
+            input_error=f"Node {facts.name}: {malformed[0]}" if malformed else None,
+        ),
+    )
 
 
-def _delete_pod(index: FactIndex, body: Mapping[str, Any]) -> None:
-    index.remove_pod(*_namespace_and_name(body))
-    index.remove_workload_pod(*_namespace_and_name(body))
+def _slice_problems(facts: SliceFacts) -> tuple[Problem, ...]:
+    problems = []
+    if facts.problem:
+        problems.append(
+            Problem(
+                logging.ERROR,
+                f"{facts.problem}; node {facts.node_name} counts as not advertising through it",
+                input_error=facts.problem,
+            )
+        )
+    return tuple(problems)
 
 
-def _upsert_daemon_set(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.daemon_set(body)
-    if facts is None:
-        index.remove_daemon_set(*_namespace_and_name(body))
-    else:
-        index.put_daemon_set(facts)
+def _read_slice(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, Any]) -> SliceFacts | None:
+    """A slice read with the DeviceClasses as they stand; what the index holds for it is the
+    per-slice memo (the same resourceVersion and classes: nothing evaluated again)."""
+    known = index.slices.get(namespace_and_name(body)[1])
+    facts = extractor.resource_slice(body, index.class_view(), known)
+    if facts is None or known is None:
+        return facts
+    if facts.generation < known.generation and facts.problem is None:
+        # Counted as the scheduler counts it (the latest generation present wins), and said.
+        facts = dataclasses.replace(facts, went_back_from=known.generation)
+    if facts == known and facts.resource_version != known.resource_version:
+        index.slices[facts.name] = facts  # the memo's key moves on; nothing else did
+    return facts
+
+
+def _read_claim(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, Any]) -> ClaimFacts | None:
+    # Every claim says which classes it asks for: what the workload view would look up.
+    namespace, name = namespace_and_name(body)
+    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), device_classes_of(body))
+    return extractor.resource_claim(body)
+
+
+def _reads_dra(config: Config) -> bool:
+    return any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics)
 
 
 NODE = WatchedKind(
     label="node",
     resource=NODES,
     per_plugin_namespace=False,
-    upsert=_upsert_node,
-    delete=lambda index, body: index.remove_node(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_nodes(keys),
+    facets=(Facet(NODE_FACTS, FactsExtractor.node, _node_problems),),
+    unique_in_snapshots=True,
 )
 DAEMON_SET = WatchedKind(
     label="daemonset",
     resource=DAEMON_SETS,
     per_plugin_namespace=True,
-    upsert=_upsert_daemon_set,
-    delete=lambda index, body: index.remove_daemon_set(*_namespace_and_name(body)),
-    retain=lambda index, scope, keys: index.retain_daemon_sets(scope, keys),
+    facets=(Facet(DAEMON_SET_FACTS, FactsExtractor.daemon_set),),
 )
 POD = WatchedKind(
     label="pod",
     resource=PODS,
     per_plugin_namespace=True,
-    upsert=_upsert_pod,
-    delete=_delete_pod,
-    retain=lambda index, scope, keys: index.retain_pods(scope, keys),
+    # A plugin's pod (owned by a plugin DaemonSet), a workload's (asks for an accelerator or
+    # a fabric), both, or neither.
+    facets=(Facet(PLUGIN_POD_FACTS, FactsExtractor.pod), Facet(WORKLOAD_POD_FACTS, FactsExtractor.workload_pod)),
     # Workloads run in any namespace; without them, only the plugins' pods matter.
     cluster_wide_for=lambda config: config.workloads.enabled,
     # 100,000 pods in pages of 250 were 400 requests, each paying the API server's per-request
@@ -135,82 +268,42 @@ POD = WatchedKind(
     # meanwhile). 500 is between the two.
     page_size=500,
 )
-
-
-def _upsert_slice(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    name = _namespace_and_name(body)[1]
-    # Read with the DeviceClasses as they stand; what the index holds is the per-slice memo.
-    facts = extractor.resource_slice(body, index.class_view(), index.slices.get(name))
-    if facts is None:
-        index.remove_slice(name)
-    else:
-        index.put_slice(facts)
-
-
-def _reads_dra(config: Config) -> bool:
-    return any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics)
-
-
-def _upsert_device_class(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.device_class(body)
-    if facts is None:
-        index.remove_device_class(_namespace_and_name(body)[1])
-    else:
-        index.put_device_class(facts)
-
-
 # Listed before the slices (snapshots are read in this order): slices are read with them.
 DEVICE_CLASS = WatchedKind(
     label="deviceclass",
     resource=DEVICE_CLASSES,
     per_plugin_namespace=False,
-    upsert=_upsert_device_class,
-    delete=lambda index, body: index.remove_device_class(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_device_classes(keys),
+    facets=(Facet(DEVICE_CLASS_FACTS, FactsExtractor.device_class),),
     optional=True,
     wanted_by=_reads_dra,
+    says_selection=True,
 )
 RESOURCE_SLICE = WatchedKind(
     label="resourceslice",
     resource=RESOURCE_SLICES,
     per_plugin_namespace=False,
-    upsert=_upsert_slice,
-    delete=lambda index, body: index.remove_slice(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_slices(keys),
+    facets=(Facet(SLICE_FACTS, lambda _extractor, _body: None, _slice_problems, extract_in=_read_slice),),
     optional=True,
     wanted_by=_reads_dra,
     read_with_classes=True,
 )
-
-
-def _upsert_claim(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    namespace, name = _namespace_and_name(body)
-    # Every claim says which classes it asks for: what the workload view would look up.
-    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), device_classes_of(body))
-    facts = extractor.resource_claim(body)
-    if facts is None:
-        index.remove_claim(namespace, name)
-    else:
-        index.put_claim(facts)
-
-
 # Read only (the operator never writes claims): the devices allocated to them count for their
 # node even after the driver drops them from its slice.
 RESOURCE_CLAIM = WatchedKind(
     label="resourceclaim",
     resource=RESOURCE_CLAIMS,
     per_plugin_namespace=False,
-    upsert=_upsert_claim,
-    delete=lambda index, body: index.remove_claim(*_namespace_and_name(body)),
-    retain=lambda index, scope, keys: index.retain_claims(scope, keys),
+    facets=(Facet(CLAIM_FACTS, lambda _extractor, _body: None, extract_in=_read_claim),),
     optional=True,
     wanted_by=_reads_dra,
 )
 
 WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD, DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM)
 BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}
+# By the label the metrics, /healthz and ``FactStore.stale_kinds`` name a kind with.
+BY_LABEL: dict[str, WatchedKind] = {watched.label: watched for watched in WATCHED_KINDS}
 
 
-def kinds_for(config: Config) -> tuple[WatchedKind, ...]:
+def kinds_for(config: Config, rows: Sequence[WatchedKind] = WATCHED_KINDS) -> tuple[WatchedKind, ...]:
     """The kinds a config needs watched."""
-    return tuple(watched for watched in WATCHED_KINDS if watched.wanted_by(config))
+    return tuple(watched for watched in rows if watched.wanted_by(config))
