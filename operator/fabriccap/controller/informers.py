@@ -195,9 +195,6 @@ class ListWatch:
     page_size: int = DEFAULT_PAGE_SIZE
     # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
     said: SaidOnce = field(default_factory=SaidOnce)
-    # Listed only once these are set (ResourceSlices wait for the DeviceClasses they are read
-    # with, so a start does not read every slice twice).
-    after: tuple[asyncio.Event, ...] = ()
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
     # per-slice memo keeps that cheap: only the classes' verdicts on distinct devices are new.
     relist_on: asyncio.Event | None = None
@@ -264,8 +261,6 @@ class ListWatch:
         """Called after every successful LIST."""
 
     async def run(self) -> None:
-        for first in self.after:
-            await first.wait()
         delay = 1.0
         while True:
             if self.relist_on is not None:
@@ -532,7 +527,7 @@ class Informer(ListWatch):
                     lines[
                         f"{fabric}: {effective.describe()} is not in the cluster: counting with {origin};"
                         " ResourceClaims of it cannot be allocated until it is installed"
-                    ] = logging.WARNING
+                    ] = logging.INFO  # a cluster without DRANET has none: nothing wrong yet
         for line, level in lines.items():
             if line not in self.said_classes:
                 logger.log(level, "%s", line)
@@ -684,11 +679,9 @@ def build_informers(
         for watched in wanted
         for scope, path in watched.paths(extractor.config)
     ]
-    # The slices wait for the DeviceClasses' first LIST, and are listed again when what the
-    # classes select changes.
-    classes_listed = tuple(informer.listed for informer in informers if informer.watched.says_selection)
+    # The slices are listed again when what the classes select changes (at a start too, when
+    # the classes' first LIST comes after the slices' and differs from the profile's copy).
     for informer in informers:
         if informer.watched.read_with_classes:
-            informer.after = classes_listed
             informer.relist_on = store.classes_changed
     return informers

@@ -409,7 +409,7 @@ def _submessages(data: bytes, wanted: int) -> Iterator[bytes]:
 class Node:
     """One node of a checked expression: only what the reference and cost analyses read."""
 
-    kind: str  # const | ident | select | call | list | map | struct | comprehension
+    form: str  # const | ident | select | call | list | map | struct | comprehension
     name: str = ""  # an identifier, a selected field, a called function
     value: object = None  # a constant's value
     target: Node | None = None  # a select's operand; a member call's receiver
@@ -554,21 +554,21 @@ def _parents(root: Node) -> dict[int, Node]:
 def _named_read(node: Node, parents: Mapping[int, Node]) -> Read | None:
     """``node`` is ``device.attributes`` or ``device.capacity``: the read it is part of, if plain."""
     index = parents.get(id(node))
-    if index is None or index.kind != "call" or index.name not in _INDEX or len(index.arguments) != 2:
+    if index is None or index.form != "call" or index.name not in _INDEX or len(index.arguments) != 2:
         return None
     container, key = index.arguments
-    if container is not node or key.kind != "const" or not isinstance(key.value, str):
+    if container is not node or key.form != "const" or not isinstance(key.value, str):
         return None
     reader = parents.get(id(index))
-    if reader is not None and reader.kind == "select" and reader.target is index:
+    if reader is not None and reader.form == "select" and reader.target is index:
         return Read(_FIELD_OF[node.name], key.value, reader.name)
     if (
         reader is not None
-        and reader.kind == "call"
+        and reader.form == "call"
         and reader.name == _OPTIONAL_SELECT
         and len(reader.arguments) == 2
         and reader.arguments[0] is index
-        and reader.arguments[1].kind == "const"
+        and reader.arguments[1].form == "const"
         and isinstance(reader.arguments[1].value, str)
     ):
         return Read(_FIELD_OF[node.name], key.value, reader.arguments[1].value)
@@ -581,7 +581,7 @@ def references(root: Node) -> References:
     named_reads_only = True
     parents = _parents(root)
     for node in walk(root):
-        if node.kind != "ident" or node.name not in domains:
+        if node.form != "ident" or node.name not in domains:
             continue
         read = _named_read(node, parents)
         if read is None:
@@ -591,11 +591,11 @@ def references(root: Node) -> References:
         parent = parents.get(id(node))
         if parent is None:
             continue
-        if parent.kind == "call" and parent.name in _INDEX and len(parent.arguments) == 2:
+        if parent.form == "call" and parent.name in _INDEX and len(parent.arguments) == 2:
             key = parent.arguments[1]
-            if parent.arguments[0] is node and key.kind == "const" and isinstance(key.value, str):
+            if parent.arguments[0] is node and key.form == "const" and isinstance(key.value, str):
                 domains[node.name].add(key.value)
-        elif parent.kind == "select" and parent.target is node:  # device.attributes.domain
+        elif parent.form == "select" and parent.target is node:  # device.attributes.domain
             domains[node.name].add(parent.name)
     return References(
         frozenset(domains[DEVICE_ATTRIBUTES]), frozenset(domains[DEVICE_CAPACITY]), frozenset(reads), named_reads_only
@@ -638,22 +638,22 @@ def estimate_cost(root: Node) -> int:
 
 
 def _estimate(node: Node, scope: Mapping[str, Shape]) -> tuple[int, Shape]:
-    if node.kind == "const":
+    if node.form == "const":
         return 1, Shape(len(node.value)) if isinstance(node.value, (str, bytes)) else _SCALAR
-    if node.kind == "ident":
+    if node.form == "ident":
         return 1, scope.get(node.name) or _DEVICE_SHAPES.get(node.name, _SCALAR)
-    if node.kind == "select":
+    if node.form == "select":
         cost, shape = _estimate(node.target, scope) if node.target is not None else (0, _SCALAR)
         return cost + 1, _SCALAR if node.test_only else (shape.element or _SCALAR)
-    if node.kind in ("list", "map", "struct"):
-        items = node.arguments if node.kind == "list" else [value for _, value in node.entries]
+    if node.form in ("list", "map", "struct"):
+        items = node.arguments if node.form == "list" else [value for _, value in node.entries]
         cost, element = 1, None
         for item in items:
             item_cost, item_shape = _estimate(item, scope)
             cost += item_cost
             element = _merge(element, item_shape)
         return cost, Shape(len(items), element)
-    if node.kind == "comprehension":
+    if node.form == "comprehension":
         return _estimate_comprehension(node, scope)
     return _estimate_call(node, scope)
 

@@ -719,7 +719,9 @@ def test_the_first_releases_dra_settings_are_still_read() -> None:
             id="no-class",
         ),
         pytest.param(
-            {"name": "efa", "dra": {"deviceClassName": None}}, "dra.deviceClassNames.0: Input should be", id="null-class"
+            {"name": "efa", "dra": {"deviceClassName": None}},
+            "dra.deviceClassNames.0: Input should be",
+            id="null-class",
         ),
         pytest.param(
             {"name": "efa", "dra": {"deviceClassNames": ["a"], "deviceClassName": "b"}}, "not both", id="both-names"
