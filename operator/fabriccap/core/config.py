@@ -337,27 +337,40 @@ class CelSelector(_KubernetesModel):
 
 
 class DeviceSelector(_KubernetesModel):
-    cel: CelSelector
+    cel: CelSelector = Field(
+        description="The selector's CEL expression (the only kind of selector in resource.k8s.io/v1)."
+    )
 
 
 class DeviceClassSpec(_KubernetesModel):
-    selectors: tuple[DeviceSelector, ...] = Field(default=(), max_length=DEVICE_SELECTORS_MAX_SIZE)
-    extended_resource_name: str | None = Field(default=None, alias="extendedResourceName")
+    selectors: tuple[DeviceSelector, ...] = Field(
+        default=(),
+        max_length=DEVICE_SELECTORS_MAX_SIZE,
+        description="Every selector must hold for a device to be the class's (none: every device).",
+    )
+    extended_resource_name: str | None = Field(
+        default=None,
+        alias="extendedResourceName",
+        description="KEP-5004: the extended resource the class serves. Read from the cluster's class only (the"
+        " scheduler maps nothing from a copy).",
+    )
 
 
 class ObjectMeta(_KubernetesModel):
-    name: str
-    labels: dict[str, str] = Field(default_factory=dict)
+    name: str = Field(description="The class's name, as in dra.deviceClassNames.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Kept as given; not read.")
 
 
 class DeviceClassCopy(_KubernetesModel):
     """A DeviceClass as the API serves it (``kubectl get deviceclass NAME -o yaml``): the copy a
     profile uses while the cluster lacks a class it names."""
 
-    api_version: Literal["resource.k8s.io/v1"] = Field(default="resource.k8s.io/v1", alias="apiVersion")
-    kind: Literal["DeviceClass"] = "DeviceClass"
-    metadata: ObjectMeta
-    spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec)
+    api_version: Literal["resource.k8s.io/v1"] = Field(
+        default="resource.k8s.io/v1", alias="apiVersion", description="resource.k8s.io/v1, as the API serves it."
+    )
+    kind: Literal["DeviceClass"] = Field(default="DeviceClass", description="DeviceClass.")
+    metadata: ObjectMeta = Field(description="The class's name (and labels, not read).")
+    spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec, description="The class's selectors.")
 
     @field_validator("metadata")
     @classmethod
