@@ -32,6 +32,7 @@ SPEC_ALERTS = {
     "FabricNotRequested",
     "FabricRequestUnschedulable",
     "FabricNotUsed",
+    "FabricAdvertiserConflict",
 }
 
 
