@@ -314,3 +314,22 @@ async def test_heartbeat_churn_changes_only_the_heartbeat(sim: Simulator, client
     assert node["status"]["allocatable"]["vpc.amazonaws.com/efa"] == "32"
     counts = sim.request("DELETE", "/churn")["counts"]
     assert counts["node heartbeats"] == len(modified)
+
+
+async def test_the_sink_says_which_objects_got_a_status_and_when_the_last_did(sim: Simulator) -> None:
+    async with await connect(str(sim.kubeconfig)) as operator:
+        for name in ("efa-a", "efa-b"):
+            body = {"metadata": {"name": name}, "spec": {"fabric": "efa"}}
+            await operator.create(FABRIC_CAPABILITIES.collection(), body)
+        assert sim.published() == (0, 0)  # created without a status
+        await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-a"), {"status": {"targetNodes": 1}})
+        count, first_done = sim.published()
+        assert count == 1 and first_done > 0
+        await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-b"), {"status": {"targetNodes": 2}})
+        await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-a"), {"status": {"targetNodes": 3}})
+    count, last_done = sim.published()
+    assert count == 2 and last_done > first_done  # the second write to efa-a is not a first status
+    # The creates are logged too, with no status.
+    statuses = [write["status"] for write in sim.status_writes(name="efa-a")]
+    assert statuses == [None, {"targetNodes": 1}, {"targetNodes": 3}]
+    assert [write["name"] for write in sim.status_writes()] == ["efa-a", "efa-b", "efa-a", "efa-b", "efa-a"]

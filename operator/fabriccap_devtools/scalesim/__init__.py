@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -178,10 +179,17 @@ class Simulator:
         result: dict[str, Any] = self.get("/stats")
         return result
 
-    def status_writes(self, since_ns: int = 0) -> list[dict[str, Any]]:
-        """FabricCapability status writes that arrived since (unix ns), each with its status."""
-        result: list[dict[str, Any]] = self.get(f"/writes?since={since_ns}") or []
+    def status_writes(self, since_ns: int = 0, name: str = "") -> list[dict[str, Any]]:
+        """FabricCapability status writes (of one, or all) that arrived since (unix ns), each with
+        its status."""
+        query = urllib.parse.urlencode({"since": since_ns, "name": name})
+        result: list[dict[str, Any]] = self.get(f"/writes?{query}") or []
         return result
+
+    def published(self) -> tuple[int, int]:
+        """How many FabricCapabilities have a status, and when (unix ns) the last got its first."""
+        result = self.get("/published")
+        return int(result["withStatus"]), int(result["lastFirstAt"])
 
 
 __all__ = ["SOURCE", "Simulator", "SimulatorError", "SimulatorInfo", "simulator_binary"]

@@ -5,7 +5,8 @@ package main
 //
 //	GET  /stats                 requests, watches, delivery latencies, LISTs, probes, sink, faults, churn
 //	POST /stats/reset           start the figures afresh
-//	GET  /writes?since=<ns>     FabricCapability status writes that arrived since (unix ns)
+//	GET  /writes?since=<ns>     FabricCapability status writes that arrived since (unix ns); &name= one
+//	GET  /published             how many FabricCapabilities have a status, and since when
 //	POST /churn                 start churn (ChurnSpec); DELETE /churn stops it
 //	POST /probe/vars            {"resource","namespace","name","vars":{...}}: change a templated object
 //	POST /probe/create          {"template","namespace","name","node","vars":{...}}
@@ -65,7 +66,10 @@ func (a *Admin) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /writes", func(w http.ResponseWriter, request *http.Request) {
 		since, _ := strconv.ParseInt(request.URL.Query().Get("since"), 10, 64)
-		writeJSON(w, http.StatusOK, a.server.sink.writesSince(since))
+		writeJSON(w, http.StatusOK, a.server.sink.writesSince(since, request.URL.Query().Get("name")))
+	})
+	mux.HandleFunc("GET /published", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, a.server.sink.published())
 	})
 	mux.HandleFunc("POST /churn", a.startChurn)
 	mux.HandleFunc("DELETE /churn", a.stopChurn)
@@ -143,8 +147,7 @@ func (a *Admin) startChurn(w http.ResponseWriter, request *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.churn != nil {
-		close(a.churn.stop)
-		<-a.churn.done
+		a.churn.end()
 	}
 	churn, err := a.server.startChurn(spec, a.templates)
 	if err != nil {
@@ -162,12 +165,7 @@ func (a *Admin) stopChurn(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{})
 		return
 	}
-	select {
-	case <-a.churn.done:
-	default:
-		close(a.churn.stop)
-		<-a.churn.done
-	}
+	a.churn.end()
 	writeJSON(w, http.StatusOK, a.churn.snapshot())
 }
 

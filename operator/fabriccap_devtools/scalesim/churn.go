@@ -23,7 +23,7 @@ import (
 type podChoice struct {
 	Template string            `json:"template"`
 	Weight   float64           `json:"weight"`
-	Vars     map[string]string `json:"vars"` // {n}: the pod's number, {job}: n/8, {node}
+	Vars     map[string]string `json:"vars"` // {n}: the pod's number, {job}: n/8, {job12}: the same in 12 digits, {node}
 }
 
 type ChurnSpec struct {
@@ -56,12 +56,23 @@ type livePod struct {
 type Churn struct {
 	spec     ChurnSpec
 	stop     chan struct{}
+	stopOnce sync.Once
 	done     chan struct{}
 	mu       sync.Mutex
 	counts   map[string]int64
 	started  time.Time
 	ended    time.Time
 	problems []string
+}
+
+// end stops the churn (if its time has not run out already) and waits for it.
+func (c *Churn) end() {
+	select {
+	case <-c.done:
+	default:
+		c.stopOnce.Do(func() { close(c.stop) })
+		<-c.done
+	}
 }
 
 func (c *Churn) add(what string, count int64) {
@@ -295,6 +306,7 @@ func expandChurnValue(pattern string, number int, node string) string {
 	return strings.NewReplacer(
 		"{n}", strconv.Itoa(number),
 		"{job}", strconv.Itoa(number/8),
+		"{job12}", fmt.Sprintf("%012d", number/8),
 		"{node}", node,
 	).Replace(pattern)
 }

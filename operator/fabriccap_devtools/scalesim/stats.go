@@ -203,10 +203,14 @@ type Sink struct {
 	events   int64
 	log      []StatusWrite // the newest logCapacity status writes of FabricCapabilities
 	capacity int
+	// When each FabricCapability first got a status, and the latest of those times: when
+	// everything the operator publishes was out.
+	firstStatus map[string]int64
+	lastFirst   int64
 }
 
 func newSink(capacity int) *Sink {
-	return &Sink{counts: map[string]int64{}, capacity: capacity}
+	return &Sink{counts: map[string]int64{}, capacity: capacity, firstStatus: map[string]int64{}}
 }
 
 func (s *Sink) wrote(verb string, kind *Kind, subresource string, object *Object, operator bool) {
@@ -227,11 +231,24 @@ func (s *Sink) wrote(verb string, kind *Kind, subresource string, object *Object
 	defer s.mu.Unlock()
 	s.counts[key]++
 	if status != nil {
+		now := time.Now().UnixNano()
 		if len(s.log) >= s.capacity {
 			s.log = append(s.log[:0], s.log[len(s.log)-s.capacity/2:]...)
 		}
-		s.log = append(s.log, StatusWrite{At: time.Now().UnixNano(), Name: object.Name, RV: object.RV, Status: status})
+		s.log = append(s.log, StatusWrite{At: now, Name: object.Name, RV: object.RV, Status: status})
+		if _, seen := s.firstStatus[object.Name]; !seen && string(status) != "null" {
+			s.firstStatus[object.Name] = now
+			s.lastFirst = now
+		}
 	}
+}
+
+// published is how many FabricCapabilities have had a status, and when the last of them got
+// its first.
+func (s *Sink) published() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return map[string]int64{"withStatus": int64(len(s.firstStatus)), "lastFirstAt": s.lastFirst}
 }
 
 func (s *Sink) countEvent() {
@@ -251,10 +268,17 @@ func (s *Sink) snapshot() map[string]any {
 	return map[string]any{"writes": counts, "events": s.events, "logged": len(s.log)}
 }
 
-// writesSince returns the logged status writes that arrived at or after since (unix ns).
-func (s *Sink) writesSince(since int64) []StatusWrite {
+// writesSince returns the logged status writes that arrived at or after since (unix ns), of
+// one FabricCapability or (name "") all.
+func (s *Sink) writesSince(since int64, name string) []StatusWrite {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := sort.Search(len(s.log), func(i int) bool { return s.log[i].At >= since })
-	return append([]StatusWrite(nil), s.log[first:]...)
+	writes := []StatusWrite{}
+	for _, write := range s.log[first:] {
+		if name == "" || write.Name == name {
+			writes = append(writes, write)
+		}
+	}
+	return writes
 }
