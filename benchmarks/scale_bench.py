@@ -179,7 +179,7 @@ def baseline_child(kubeconfig: str, config_path: str, mode: str) -> None:
 def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[str, Any]:
     results = []
     for _ in range(runs):
-        output = subprocess.run(
+        child = subprocess.run(
             [
                 sys.executable,
                 __file__,
@@ -190,11 +190,13 @@ def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[
                 "--config",
                 str(config_path),
             ],
-            check=True,
+            check=False,
             capture_output=True,
             text=True,
-        ).stdout
-        results.append(json.loads(output.strip().splitlines()[-1]))
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"the {mode} baseline failed ({child.returncode}):\n{child.stderr[-3000:]}")
+        results.append(json.loads(child.stdout.strip().splitlines()[-1]))
     seconds = [result["seconds"] for result in results]
     return {
         "median_s": statistics.median(seconds),
