@@ -580,6 +580,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
                 results["start_lists"] = list_requests(simulator)
                 print(f"started in {results['start_s']:.1f}s (baseline {baseline_s:.1f}s)", flush=True)
+                if args.start_only:
+                    results["peak_rss_mib"] = results["peak_rss_after_start_mib"]
+                    results["load_after"] = os.getloadavg()[0]
+                    return results
 
                 # Idle, then heartbeats alone.
                 cpu, wall = cpu_seconds(operator.pid), time.monotonic()
@@ -740,6 +744,7 @@ def main() -> int:
     )
     parser.add_argument("--faults", action="store_true", help="relist, malformed event, 429 storm, outage")
     parser.add_argument("--outage-seconds", type=float, default=60.0)
+    parser.add_argument("--start-only", action="store_true", help="stop after the start figures")
     parser.add_argument("--profile", help="record the operator with py-spy into this file (raw collapsed stacks)")
     parser.add_argument("--baseline-child", choices=["paged", "streaming", "unpaged"], help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
