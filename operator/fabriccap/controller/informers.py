@@ -6,9 +6,15 @@ the number of objects (tens of bytes each), not the size of their bodies (10-20 
 Node). Measured before this module existed, with kopf's per-object workers watching these
 kinds: ~45 KB of resident memory per object and a start time quadratic in the object count.
 
-The loop per collection: LIST in pages (one consistent snapshot), forget objects the
-snapshot no longer has, then WATCH from its resourceVersion with bookmarks; a broken stream
-resumes from the last version seen, an expired one (410 Gone) lists again.
+The loop per collection: a streaming list where the API server offers one (a WATCH with
+sendInitialEvents=true: the objects one event at a time, then a bookmark with the snapshot's
+resourceVersion), else LIST in pages (one consistent snapshot); forget objects the snapshot no
+longer has, then WATCH from its resourceVersion with bookmarks; a broken stream resumes from
+the last version seen, an expired one (410 Gone) lists again.
+
+Why streaming first: on scalesim at 10,000 nodes / 100,000 pods a plain client read every
+collection in 90 s as a streaming list and in 282 s in pages (a shared 2-core machine; the
+pages pay a snapshot, gzip and a request each), and the operator's start, paged, was 208 s.
 """
 
 from __future__ import annotations
@@ -32,6 +38,14 @@ from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 30.0
+# How long a streaming list may take before the server ends it (its timeoutSeconds): the
+# initial events of a large collection take minutes on a busy server, and a stream ended
+# before its initial-events-end bookmark counts as a server without streaming lists.
+STREAMING_LIST_SECONDS = 1800
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# What an API server without streaming lists answers: 422 (the WatchList gate off, as 1.33 by
+# default), 400 (a server that rejects resourceVersionMatch on a watch).
+NO_STREAMING_LIST = frozenset({400, 422})
 # How often an optional kind the API server does not serve (ResourceSlices before 1.34) is
 # looked for again: an upgrade brings it, and one quiet GET per 10 minutes costs nothing.
 ABSENT_RECHECK_SECONDS = 600.0
@@ -39,6 +53,10 @@ ABSENT_RECHECK_SECONDS = 600.0
 
 class _ExpiredError(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+class _NoStreamingListError(Exception):
+    """The API server does not stream lists: list in pages."""
 
 
 @dataclass(kw_only=True)
@@ -66,6 +84,8 @@ class ListWatch:
     last_success: float | None = None
     connected: bool = False
     page_size: int = DEFAULT_PAGE_SIZE
+    # Try a streaming list first; False once this API server has shown it has none.
+    streaming: bool = True
 
     @property
     def kind(self) -> str:
@@ -89,7 +109,7 @@ class ListWatch:
         delay = 1.0
         while True:
             try:
-                version = await self._list()
+                version = await self._initial_state()
             except KubeError as error:
                 if await self._list_refused(error):
                     continue
@@ -105,6 +125,47 @@ class ListWatch:
                 await self._watch_from(version)
             except _ExpiredError:
                 logger.info("watch of %s expired; listing again", self.path)
+
+    async def _initial_state(self) -> str:
+        """The collection's objects and the version to watch from: a streaming list, or pages."""
+        if self.streaming:
+            try:
+                return await self._stream_list()
+            except _NoStreamingListError as reason:
+                self.streaming = False
+                logger.info("%s: no streaming list (%s); listing in pages", self.path, reason)
+        return await self._list()
+
+    async def _stream_list(self) -> str:
+        """A WATCH with sendInitialEvents=true, up to its initial-events-end bookmark (the
+        stream is then closed: the watch proper resumes from the bookmark's version)."""
+        keys: set[str] = set()
+        try:
+            async for event in self.client.watch(
+                self.path, "", STREAMING_LIST_SECONDS, self.read_timeout, send_initial_events=True
+            ):
+                event_type, body = event.get("type"), event.get("object") or {}
+                metadata = body.get("metadata") or {}
+                if event_type == "ADDED":
+                    self.metrics.watch_events.labels(kind=self.kind).inc()
+                    keys.add(object_key(body))
+                    self._apply("ADDED", body)
+                elif event_type == "BOOKMARK" and (metadata.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                    version = str(metadata.get("resourceVersion") or "")
+                    self._listed(keys, version)
+                    self._succeeded()
+                    return version
+                elif event_type == "ERROR":
+                    raise KubeError(f"watch {self.path}: {body.get('message', body)}", body.get("code"))
+                else:
+                    # A change or a plain bookmark before the end of the initial events: a server
+                    # that ignored sendInitialEvents (its watch from "now" sends synthetic ADDs).
+                    raise _NoStreamingListError(f"a {event_type} event before the initial-events-end bookmark")
+        except KubeError as error:
+            if error.status in NO_STREAMING_LIST:
+                raise _NoStreamingListError(str(error)) from None
+            raise
+        raise _NoStreamingListError("the stream ended before the initial-events-end bookmark")
 
     async def _list(self) -> str:
         keys: set[str] = set()
