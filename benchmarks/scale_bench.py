@@ -745,7 +745,10 @@ def main() -> int:
     parser.add_argument("--faults", action="store_true", help="relist, malformed event, 429 storm, outage")
     parser.add_argument("--outage-seconds", type=float, default=60.0)
     parser.add_argument("--start-only", action="store_true", help="stop after the start figures")
-    parser.add_argument("--profile", help="record the operator with py-spy into this file (raw collapsed stacks)")
+    parser.add_argument(
+        "--profile",
+        help="record the operator with py-spy (pip install py-spy) into this file (raw collapsed stacks)",
+    )
     parser.add_argument("--baseline-child", choices=["paged", "streaming", "unpaged"], help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
