@@ -350,8 +350,14 @@ class Probes:
 
 
 def list_requests(simulator: Simulator) -> dict[str, int]:
-    requests = simulator.stats()["requests"]
-    return {key.split(" ", 1)[1]: int(value) for key, value in requests.items() if key.startswith("LIST ")}
+    """The operator's listings by resource: LIST pages, and streaming lists that reached the
+    end of their initial events."""
+    stats = simulator.stats()
+    counts = {key.split(" ", 1)[1]: int(value) for key, value in stats["requests"].items() if key.startswith("LIST ")}
+    for record in stats.get("initialStreams") or []:
+        if not record["bench"]:
+            counts[record["resource"]] = counts.get(record["resource"], 0) + 1
+    return counts
 
 
 def relists(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

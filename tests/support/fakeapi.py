@@ -84,6 +84,8 @@ class FakeApi:
     # Streaming lists (WATCH with sendInitialEvents=true): off by default, answered 422 as
     # Kubernetes 1.33 does with the WatchList gate off, so the operator lists in pages.
     streaming_lists: bool = False
+    # Streaming lists to cut short (the stream ends before the initial-events-end bookmark).
+    streaming_lists_cut: int = 0
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
 
     def serve(self, path: str, kind: str, items: Sequence[Body], resource_version: str) -> None:
@@ -259,6 +261,10 @@ class FakeApi:
             for item in collection.items:
                 served = {"kind": collection.kind, **item}
                 await response.write(json.dumps({"type": "ADDED", "object": served}).encode() + b"\n")
+            if self.streaming_lists_cut > 0:
+                self.streaming_lists_cut -= 1
+                await response.write_eof()
+                return response
             end = bookmark(collection.resource_version)
             end["object"]["kind"] = collection.kind
             end["object"]["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}

@@ -212,6 +212,7 @@ class ListWatch:
     page_size: int = DEFAULT_PAGE_SIZE
     # Try a streaming list first; False once this API server has shown it has none.
     streaming: bool = True
+    _pages_next: bool = field(default=False, init=False)
     # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
     said: SaidOnce = field(default_factory=SaidOnce)
     # The version to resume from, and the last one this server gave us with when it came:
@@ -298,6 +299,7 @@ class ListWatch:
                 logger.info("watch of %s expired; listing again", self.path)
             except _NoProgressError:
                 self._failed()
+                self._pages_next = True  # a streaming list is a watch too: read by LIST this time
                 logger.warning(
                     "watch of %s made no progress for %.0fs (no event or bookmark advanced its resourceVersion);"
                     " listing again",
@@ -306,13 +308,22 @@ class ListWatch:
                 )
 
     async def _initial_state(self) -> str:
-        """The collection's objects and the version to watch from: a streaming list, or pages."""
-        if self.streaming:
+        """The collection's objects and the version to watch from: a streaming list, or pages.
+
+        Pages when the server has no streaming lists (from then on), and this once when the
+        watch before made no progress or the streaming list broke without an HTTP answer (cut,
+        silent, a bad line): watches may be what is failing, and a LIST is another way in."""
+        pages_next, self._pages_next = self._pages_next, False
+        if self.streaming and not pages_next:
             try:
                 return await self._stream_list()
             except _NoStreamingListError as reason:
                 self.streaming = False
                 logger.info("%s: no streaming list (%s); listing in pages", self.path, reason)
+            except KubeError as error:
+                if error.status is not None:
+                    raise  # an HTTP answer (403, 429, 5xx...): a LIST would get the same
+                logger.warning("streaming list of %s broken (%s); listing in pages this time", self.path, error)
         return await self._list()
 
     async def _stream_list(self) -> str:
@@ -348,7 +359,7 @@ class ListWatch:
             if error.status in NO_STREAMING_LIST:
                 raise _NoStreamingListError(str(error)) from None
             raise
-        raise _NoStreamingListError("the stream ended before the initial-events-end bookmark")
+        raise KubeError(f"streaming list of {self.path}: the stream ended before the initial-events-end bookmark")
 
     async def _list(self) -> str:
         keys: set[str] = set()

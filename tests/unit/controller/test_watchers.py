@@ -241,6 +241,24 @@ async def test_a_streaming_list_fills_the_store_and_the_watch_follows_its_bookma
         assert len(op.api.streaming_list_requests(NODES)) == 2 and op.api.lists(NODES) == []
 
 
+async def test_a_streaming_list_cut_short_is_read_in_pages_that_once(caplog: pytest.LogCaptureFixture) -> None:
+    def cut_once(api: FakeApi) -> None:
+        api.streaming_lists = True
+        api.streaming_lists_cut = 1
+
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], setup=cut_once) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 1 and len(op.api.lists(NODES)) == 1
+        assert op.nodes.streaming  # a broken stream says nothing about the server
+        assert any(f"streaming list of {NODES} broken" in message for message in caplog.messages)
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the relist")
+        assert len(op.api.streaming_list_requests(NODES)) == 2 and len(op.api.lists(NODES)) == 1
+
+
 async def test_a_server_without_streaming_lists_is_listed_in_pages_from_then_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
