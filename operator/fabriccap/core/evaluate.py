@@ -137,8 +137,9 @@ class NameConflict:
 class Evaluation:
     capabilities: tuple[PoolCapability, ...]  # sorted by name
     unpooled_nodes: int  # target nodes of some fabric that carry no pool label
-    # Names of the (fabric, pool) pairs evaluated that have no target node now.
-    absent: frozenset[str] = frozenset()
+    # The (fabric, pool) pairs evaluated that have no target node now, each with the status
+    # that says so (``empty_status``): what an object of such a pool shows until it is deleted.
+    emptied: tuple[PoolCapability, ...] = ()
     conflicts: tuple[NameConflict, ...] = ()
     # FabricNotRequested Events for the workloads of the pools evaluated.
     workload_events: tuple[WorkloadEvent, ...] = ()
@@ -149,6 +150,11 @@ class Evaluation:
 
     def unschedulable_pods(self, fabric: str) -> int:
         return sum(group.pods for group in self.unschedulable if group.fabric == fabric)
+
+    @property
+    def absent(self) -> frozenset[str]:
+        """The names of the pairs evaluated that have no target node now."""
+        return frozenset(capability.name for capability in self.emptied)
 
 
 def _named(nodes: Sequence[str]) -> str:
@@ -200,6 +206,13 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
 def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
     """The status of one (fabric, pool), from its analysis (cordoned target nodes included)."""
     profile = analysis.profile
+    if not analysis.nodes:
+        return empty_status(
+            profile.name,
+            profile.resource,
+            PoolRef(key=analysis.pool.key, value=analysis.pool.value),
+            [source.value for source in profile.sources],
+        )
     gate = analysis.gate
     advertising = analysis.advertising
     by_source = [
@@ -285,10 +298,75 @@ def _recommendation(profile: FabricProfile, sources: Iterable[Source], uniform_c
     )
 
 
-def _no_target_nodes(condition_type: ConditionType) -> Condition:
+NO_TARGET_NODES_MESSAGE = "no schedulable target node in the pool"
+# What an object that no pool calls for is told (made by hand, or left over from a pool that went).
+NO_SUCH_POOL_MESSAGE = (
+    "no such pool: no pool of the operator's configuration has a target node under this object's name"
+    " (made by hand, or left over); an object managed by fabriccap is deleted after the grace period"
+)
+
+
+def _no_target_nodes(condition_type: ConditionType, message: str = NO_TARGET_NODES_MESSAGE) -> Condition:
+    return _condition(condition_type, ConditionStatus.UNKNOWN, Reason.NO_TARGET_NODES, message)
+
+
+def _unknown_instance_type(resource: str) -> Condition:
     return _condition(
-        condition_type, ConditionStatus.UNKNOWN, Reason.NO_TARGET_NODES, "no schedulable target node in the pool"
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        ConditionStatus.UNKNOWN,
+        Reason.UNKNOWN_INSTANCE_TYPE,
+        f"no node of an instance type with a known {resource} maximum",
     )
+
+
+def _not_stalled() -> Condition:
+    return _condition(
+        ConditionType.STALLED,
+        ConditionStatus.FALSE,
+        Reason.NOT_STALLED,
+        "no instance-type condition prevents this pool from becoming Ready",
+    )
+
+
+def empty_status(
+    fabric: str, resource_name: str, pool: PoolRef, sources: Sequence[str], message: str = NO_TARGET_NODES_MESSAGE
+) -> FabricCapabilityStatus:
+    """The status of a (fabric, pool) with no target node at all: every count 0, Ready False
+    ``NoTargetNodes``, the node conditions Unknown. A pool that loses its last node shows this
+    at once (a node group deleted, scaled to zero), and so does an object no pool calls for
+    (``NO_SUCH_POOL_MESSAGE``), until the grace period deletes it."""
+    return FabricCapabilityStatus(
+        fabric=fabric,
+        resource_name=resource_name,
+        pool=pool,
+        nodes=0,
+        cordoned_nodes=0,
+        advertising_nodes=0,
+        counts=[],
+        instance_types=[],
+        device_plugin=DevicePluginStatus(daemon_sets=[], ready_nodes=0),
+        gap=GapStatus(
+            plugin_ready_not_advertised=0, unhealthy=0, advertised_without_plugin=0, nodes=[], truncated=False
+        ),
+        sources=[SourceCount(source=source, nodes=0) for source in sources],
+        conditions=[
+            _no_target_nodes(ConditionType.DEVICE_PLUGIN_READY, message),
+            _no_target_nodes(ConditionType.ADVERTISED, message),
+            _no_target_nodes(ConditionType.HOMOGENEOUS, message),
+            _unknown_instance_type(resource_name),
+            _condition(ConditionType.READY, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, message),
+            _not_stalled(),
+        ],
+    )
+
+
+def data_unavailable(status: FabricCapabilityStatus, message: str) -> FabricCapabilityStatus:
+    """``status`` failed closed because the data it rests on could not be read: Ready False
+    ``DataUnavailable`` (``message`` names what), and no recommendation. The rest is left as it
+    was computed, the last answer there is, which Ready now says not to trust."""
+    ready = _condition(ConditionType.READY, ConditionStatus.FALSE, Reason.DATA_UNAVAILABLE, message)
+    conditions = [ready if condition.type == ConditionType.READY else condition for condition in status.conditions]
+    return status.model_copy(update={"conditions": conditions, "recommendation": None})
 
 
 def _device_plugin_condition(analysis: PoolAnalysis) -> Condition:
@@ -417,12 +495,7 @@ def _instance_type_condition(analysis: PoolAnalysis) -> Condition:
     kind = ConditionType.MATCHES_INSTANCE_TYPE
     known = [node for node in analysis.gate if node.maximum is not None]
     if not known:
-        return _condition(
-            kind,
-            ConditionStatus.UNKNOWN,
-            Reason.UNKNOWN_INSTANCE_TYPE,
-            f"no node of an instance type with a known {analysis.profile.resource} maximum",
-        )
+        return _unknown_instance_type(analysis.profile.resource)
     above = [f"{node.name} ({node.count} > {node.maximum})" for node in analysis.breaking(kind, Cause.ABOVE_MAXIMUM)]
     below = [f"{node.name} ({node.count} < {node.maximum})" for node in analysis.breaking(kind, Cause.BELOW_MAXIMUM)]
     if above:
@@ -481,7 +554,7 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
     homogeneous = by_type[ConditionType.HOMOGENEOUS]
     total, subject, uniform_count = len(analysis.gate), analysis.subject, analysis.uniform_count
     if total == 0:
-        return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, "no schedulable target node in the pool")
+        return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, NO_TARGET_NODES_MESSAGE)
     if not analysis.advertising:
         return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, by_type[ConditionType.ADVERTISED].message)
     if homogeneous.status != ConditionStatus.TRUE:
@@ -508,12 +581,7 @@ def _stalled_condition(analysis: PoolAnalysis) -> Condition:
     kind = ConditionType.STALLED
     profile, stall = analysis.profile, analysis.stall
     if stall is None:
-        return _condition(
-            kind,
-            ConditionStatus.FALSE,
-            Reason.NOT_STALLED,
-            "no instance-type condition prevents this pool from becoming Ready",
-        )
+        return _not_stalled()
     if stall is Cause.TYPE_UNSUPPORTED:
         types = ", ".join(analysis.instance_types)
         message = (
@@ -556,7 +624,7 @@ class _PoolMemo:
     facts_version: int
     provider_version: int
     targets: tuple[str, ...]  # empty: the pool has no target node
-    status: FabricCapabilityStatus | None  # without workloads
+    status: FabricCapabilityStatus  # without workloads (``empty_status`` when there is no target)
     judgements: dict[NamespacedKey, PodJudgement] = field(default_factory=dict)
 
 
@@ -590,7 +658,7 @@ def _pool_side(
     members = index.members(pool)
     analysis = analyse_pool(profile, pool, members, view, index)
     targets = tuple(node.name for node in analysis.nodes)
-    status = evaluate_pool(analysis) if targets else None
+    status = evaluate_pool(analysis)
     fresh = _PoolMemo(facts_version, index.provider_version, targets, status)
     if known is not None and targets:
         fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
@@ -630,8 +698,8 @@ def evaluate(
     ``fabriccap evaluate`` passes no ``pools`` (every pool); the operator passes the pools
     whose facts changed, its ``memo`` of the rounds before, and ``warned``: the keys of the
     FabricNotRequested problems it already recorded, whose Events need no message built again.
-    A (fabric, pool) evaluated without a target node is named in ``absent``, so the operator
-    can start that object's grace period.
+    A (fabric, pool) evaluated without a target node is in ``emptied``, with the status that
+    says so: the operator writes it at once and starts that object's grace period.
     """
     views = (
         memo.fabric_views(config, index)
@@ -641,7 +709,7 @@ def evaluate(
     primary_key = config.pool_labels[0]
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
-    absent: set[str] = set()
+    emptied: list[PoolCapability] = []
     events: list[WorkloadEvent] = []
     lookups: set[LookupKey] = set()
     for pool in list(index.pool_members) if pools is None else pools:
@@ -649,8 +717,8 @@ def evaluate(
             name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
             side = _pool_side(profile, pool, index, views[profile.name], memo)
             status = side.status
-            if status is None:
-                absent.add(name)
+            if not side.targets:
+                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
                 continue
             if config.workloads.enabled:
                 found = pool_workloads(_judgements(profile, side, index), status.advertising_nodes > 0)
@@ -692,7 +760,7 @@ def evaluate(
     return Evaluation(
         capabilities=tuple(capabilities),
         unpooled_nodes=unpooled,
-        absent=frozenset(absent),
+        emptied=tuple(sorted(emptied, key=lambda capability: capability.name)),
         conflicts=conflicts,
         workload_events=tuple(events),
         unschedulable=unschedulable,
