@@ -20,7 +20,7 @@ from pathlib import Path
 from fabriccap.observability import admission, alerts, dashboard, helm_rules
 from fabriccap.observability.chart_schema import values_schema_json
 from fabriccap.observability.generated import to_yaml
-from fabriccap_devtools import reference
+from fabriccap_devtools import reference, upstream
 from fabriccap_devtools.checkout import CRD, REPO
 from fabriccap_devtools.reference import workload_kinds as workload_kinds_doc
 
@@ -116,6 +116,15 @@ def generated_files() -> list[Generated]:
             "operator/fabriccap/observability/admission.py",
         ),
     ]
+    # The built-in DeviceClass copies: the upstream chart, rendered (before the reference, which
+    # shows the configuration's defaults).
+    entries.append(
+        Generated(
+            upstream.GENERATED_CLASSES,
+            upstream.builtin_classes_module,
+            "operator/fabriccap_devtools/upstream/aws-dranet-chart (a verbatim copy of the upstream chart)",
+        )
+    )
     # The user reference (docs/reference/): each page walks its source of truth.
     entries += [Generated(reference.REFERENCE / page.name, page.render, page.source) for page in reference.pages()]
     entries.append(

@@ -245,6 +245,10 @@ ALLOWED = [
     # Devices advertised through DRA, read only.
     ("list", "resourceslices.resource.k8s.io", None, None),
     ("watch", "resourceslices.resource.k8s.io", None, None),
+    ("list", "deviceclasses.resource.k8s.io", None, None),
+    ("watch", "deviceclasses.resource.k8s.io", None, None),
+    ("list", "resourceclaims.resource.k8s.io", None, None),
+    ("watch", "resourceclaims.resource.k8s.io", None, None),
     # Workloads' owners and claim templates: one read each.
     ("get", "jobs.batch", "default", None),
     # (jobsets.jobset.x-k8s.io too, but `can-i` answers for served resources only, and the JobSet
@@ -294,10 +298,10 @@ FORBIDDEN = [
     ("get", "pods", "default", None),
     ("get", "daemonsets.apps", PLUGIN_NAMESPACE, None),
     ("get", "resourceslices.resource.k8s.io", None, None),
-    # No code reads DeviceClasses (yet).
+    # DeviceClasses are listed and watched, never read one by one; claims never written.
     ("get", "deviceclasses.resource.k8s.io", None, None),
-    ("list", "deviceclasses.resource.k8s.io", None, None),
-    ("watch", "deviceclasses.resource.k8s.io", None, None),
+    ("patch", "resourceclaims.resource.k8s.io", "default", "status"),
+    ("update", "resourceclaims.resource.k8s.io", "default", None),
     # Events are created, never patched, and only core/v1 ones.
     ("patch", "events", "default", None),
     ("create", "events.events.k8s.io", PLUGIN_NAMESPACE, None),

@@ -38,7 +38,14 @@ EFA_ENV = [
     {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"},
     {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
 ]
-NO_GAP = {"pluginReadyNotAdvertised": 0, "unhealthy": 0, "advertisedWithoutPlugin": 0, "nodes": [], "truncated": False}
+NO_GAP = {
+    "pluginReadyNotAdvertised": 0,
+    "unhealthy": 0,
+    "advertisedWithoutPlugin": 0,
+    "conflictingAdvertisers": 0,
+    "nodes": [],
+    "truncated": False,
+}
 
 
 @cache
@@ -114,8 +121,8 @@ def test_snapshot_looks_like_kubectl_output() -> None:
     document = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
     assert (document["apiVersion"], document["kind"]) == ("v1", "List")
     kinds = [item["kind"] for item in document["items"]]
-    # kubectl prints the resources in the order asked: nodes, pods, daemonsets, resourceslices.
-    assert kinds == sorted(kinds, key=["Node", "Pod", "DaemonSet", "ResourceSlice"].index)
+    # kubectl prints the resources in the order asked: nodes, pods, daemonsets, resourceslices, deviceclasses.
+    assert kinds == sorted(kinds, key=["Node", "Pod", "DaemonSet", "ResourceSlice", "DeviceClass"].index)
     names = [item["metadata"]["name"] for item in document["items"] if item["kind"] == "Node"]
     assert len(names) == len(set(names))
 

@@ -47,6 +47,7 @@ GAP_KINDS = {
     "plugin_ready_not_advertised": "pluginReadyNotAdvertised",
     "unhealthy": "unhealthy",
     "advertised_without_plugin": "advertisedWithoutPlugin",
+    "conflicting_advertisers": "conflictingAdvertisers",
 }
 
 Sample = tuple[tuple[str, ...], float]

@@ -41,6 +41,9 @@ class FactStore(FactIndex):
         # Owners no workload pod leads to any more, since the publisher last looked: the
         # problems warned about on them are forgotten with them.
         self.released_owners: set[OwnerKey] = set()
+        # Set when the DeviceClasses change: the slices' facts hold what the old classes made of
+        # their devices, so the ResourceSlice informer lists them again (controller.informers).
+        self.classes_changed = asyncio.Event()
 
     def stale_kinds(self) -> dict[str, float | None]:
         """The watched kinds whose facts are older than ``staleAfterSeconds`` (or were never
@@ -70,6 +73,10 @@ class FactStore(FactIndex):
 
     def _everything_touched(self) -> None:
         self.mark_all()
+
+    def _classes_touched(self) -> None:
+        self.classes_changed.set()
+        super()._classes_touched()
 
     def _unscheduled_touched(self) -> None:
         self.changed.set()  # no pool's status, but the unschedulable count and its Events

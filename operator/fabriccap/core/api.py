@@ -70,6 +70,8 @@ class Reason(StrEnum):
     ABOVE_INSTANCE_MAXIMUM = "AboveInstanceMaximum"
     UNKNOWN_INSTANCE_TYPE = "UnknownInstanceType"
     UNIFORM_CAPABILITY = "UniformCapability"
+    MIXED_SOURCES = "MixedSources"
+    ADVERTISER_CONFLICT = "AdvertiserConflict"
     DEVICE_PLUGIN_GAP = "DevicePluginGap"
     INSTANCE_TYPE_UNSUPPORTED = "InstanceTypeUnsupported"
     HETEROGENEOUS_INSTANCE_TYPES = "HeterogeneousInstanceTypes"
@@ -328,6 +330,30 @@ REASONS: tuple[ReasonMeaning, ...] = (
     ReasonMeaning(
         ConditionType.READY,
         ConditionStatus.FALSE,
+        Reason.MIXED_SOURCES,
+        "Every node advertises the same count, but some through a device plugin (node allocatable) and some"
+        " through a DRA driver (ResourceSlices): a pod asking for the extended resource schedules only onto"
+        " the former, one with a ResourceClaim only onto the latter, so no one request schedules on every"
+        " node. The message names the nodes of each source.",
+        "Move the pool to one source (finish the migration to DRA, or back), or map the resource to the"
+        " fabric's DeviceClass with `spec.extendedResourceName` (KEP-5004, feature gate DRAExtendedResource):"
+        " then `resource: N` schedules on both, and the pool is Ready with a `resourcesPerNode` recommendation.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.ADVERTISER_CONFLICT,
+        "Some nodes advertise the fabric through both a device plugin (node allocatable) and a DRA driver"
+        " (ResourceSlices): the scheduler can hand the same devices to a pod asking for the extended resource"
+        " and to a ResourceClaim at once (AWS: silent oversubscription). `gap.conflictingAdvertisers` counts"
+        " them; the message names them.",
+        "Remove one of the two from those nodes (docs/runbook.md, FabricAdvertiserConflict): the device"
+        " plugin where workloads claim devices with ResourceClaims (AWS recommends DRA for EKS >= 1.34 node"
+        " groups), the DRA driver where they request the extended resource.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
         Reason.STATUS_TOO_LARGE,
         "The API server refused the pool's status as too large (413, or an error naming the request's"
         " size), so the operator published this summary instead: the counts, no lists, no `uniformCount`"
@@ -475,6 +501,7 @@ class GapStatus(_ApiModel):
     plugin_ready_not_advertised: int = Field(alias="pluginReadyNotAdvertised")
     unhealthy: int
     advertised_without_plugin: int = Field(alias="advertisedWithoutPlugin")
+    conflicting_advertisers: int = Field(default=0, alias="conflictingAdvertisers")
     nodes: Annotated[list[Name], AfterValidator(_first(MAX_GAP_NODES))]
     truncated: bool
 

@@ -58,6 +58,7 @@ from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.names import capability_name, is_label_value
+from fabriccap.core.selection import ClassSource
 from fabriccap.core.sources import (
     SOURCES,
     FabricView,
@@ -66,6 +67,7 @@ from fabriccap.core.sources import (
     in_order,
     providers_phrase,
     read_sources,
+    request_forms,
 )
 from fabriccap.core.workloads import (
     LookupKey,
@@ -81,6 +83,14 @@ from fabriccap.core.workloads import (
 
 MAX_GAP_NODES = api.MAX_GAP_NODES  # the status model's bound (api.py: how large a status can be)
 MAX_NAMED_NODES = 5
+# Selector failures named in a message, each once per (class, cause); more are counted.
+MAX_NAMED_CAUSES = 3
+# What kube-scheduler does on a selector error (k8s.io/dynamic-resource-allocation@v0.35.4
+# allocator: the error aborts the pod's whole scheduling attempt; it is not a skip).
+SCHEDULER_ON_ERROR = (
+    "kube-scheduler aborts scheduling a pod whose claim of this class meets such a device"
+    " (FailedScheduling, PodScheduled=False SchedulerError), so fix the class or the devices"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +188,12 @@ def _condition(condition_type: ConditionType, status: ConditionStatus, reason: R
 @dataclass(frozen=True, slots=True)
 class _Notes:
     """What every message about counts appends: through which sources the pool advertises
-    (when more than one), and why some devices could not be counted."""
+    (when more than one), why some devices could not be counted, and how the fabric's DRA
+    devices were selected where that needs saying."""
 
     mixed: str  # " (advertised through device plugin on 2 nodes, DRA driver on 1 node)"
     uncounted: str  # "; unusable quantity on n4 (...)"
+    selection: str = ""  # "; DeviceClass X selector #0 failed on ..."
 
 
 def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
@@ -200,7 +212,50 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
         ]
         if listed:
             uncounted += f"; {SOURCES[source].problem} on {_named(listed)}"
-    return _Notes(mixed, uncounted)
+    return _Notes(mixed, uncounted, _selection_notes(analysis))
+
+
+def _selection_notes(analysis: PoolAnalysis) -> str:
+    """How the pool's DRA devices were selected, where that needs saying: a class counted from
+    the profile's copy, missing or broken; devices its selectors failed on; devices counted from
+    ResourceClaims; older slices ignored."""
+    selection = analysis.selection
+    if selection is None:
+        return ""
+    readings = [(node, node.devices.readings[Source.DRA]) for node in analysis.gate]
+    dra_nodes = any(reading.evidence for _, reading in readings)
+    notes = []
+    for effective in selection.classes:
+        if effective.stands_in and dra_nodes:
+            notes.append(
+                f"{effective.describe()} is not in the cluster: counted with {effective.copy_origin}, but"
+                " ResourceClaims of it cannot be allocated until it is installed"
+            )
+        elif effective.error is not None and (dra_nodes or len(analysis.advertising) < len(analysis.gate)):
+            notes.append(f"{effective.describe()} selects nothing: {effective.error}")
+    failures: dict[tuple[str, str], list[tuple[str, int, str]]] = {}
+    for node, reading in readings:
+        for error in reading.errors:
+            failures.setdefault((error.class_name, error.cause), []).append((node.name, error.devices, error.example))
+    by_name = {effective.name: effective for effective in selection.classes}
+    for (class_name, cause), failed in sorted(failures.items())[:MAX_NAMED_CAUSES]:
+        failing = by_name.get(class_name)
+        devices = sum(count for _, count, _ in failed)
+        example_node, _, example_device = failed[0]
+        described = failing.describe() if failing is not None else f"DeviceClass {class_name}"
+        note = (
+            f"{described} {cause} on {_plural(devices, 'device')} of {_plural(len(failed), 'node')}"
+            f" (e.g. {example_node} device {example_device}): not counted"
+        )
+        if failing is None or failing.source is ClassSource.CLUSTER:
+            note += f"; {SCHEDULER_ON_ERROR}"
+        notes.append(note)
+    if len(failures) > MAX_NAMED_CAUSES:
+        notes.append(f"{len(failures) - MAX_NAMED_CAUSES} more selector failures (fabriccap explain)")
+    counted = [f"{node.name}: {'; '.join(reading.notes)}" for node, reading in readings if reading.notes]
+    if counted:
+        notes.append(f"ResourceSlices: {_named(counted)}")
+    return "".join(f"; {note}" for note in notes)
 
 
 def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
@@ -232,7 +287,7 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
 
     recommendation = None
     if ready.status == ConditionStatus.TRUE and analysis.uniform_count is not None:
-        recommendation = _recommendation(profile, analysis.sources_seen, analysis.uniform_count)
+        recommendation = _recommendation(profile, analysis.request_forms, analysis.uniform_count)
     # The DaemonSets that serve this pool's nodes: a device-plugin pool does not list DRANET.
     daemon_sets = sorted({ds for source in analysis.serving for ds in analysis.view.of(source).daemon_sets})
     gap_nodes = [node.name for node in gate if node.gaps]  # gate is in name order
@@ -256,6 +311,7 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
             plugin_ready_not_advertised=sum(1 for node in gate if Gap.PLUGIN_READY_NOT_ADVERTISED in node.gaps),
             unhealthy=sum(1 for node in gate if Gap.UNHEALTHY in node.gaps),
             advertised_without_plugin=sum(1 for node in gate if Gap.ADVERTISED_WITHOUT_PLUGIN in node.gaps),
+            conflicting_advertisers=sum(1 for node in gate if Gap.CONFLICTING_ADVERTISERS in node.gaps),
             nodes=gap_nodes[:MAX_GAP_NODES],
             truncated=len(gap_nodes) > MAX_GAP_NODES,
         ),
@@ -265,12 +321,10 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
     )
 
 
-def _recommendation(profile: FabricProfile, sources: Iterable[Source], uniform_count: int) -> Recommendation:
-    """What a workload asks for: the extended resource where a source that advertises one
-    serves the pool, a ResourceClaimTemplate of the fabric's DeviceClass where a source that
-    is claimed does (both when the pool mixes them: each form schedules only onto the nodes
-    of its own sources)."""
-    forms = {SOURCES[source].request for source in sources}
+def _recommendation(profile: FabricProfile, forms: frozenset[RequestForm], uniform_count: int) -> Recommendation:
+    """What a workload asks for: each form of request that schedules on every node of the pool
+    (the extended resource, a ResourceClaimTemplate of the fabric's DeviceClass, or both where
+    the cluster maps the resource to the class)."""
     # A shared resource counts pods that may share the devices: each pod asks for one.
     per_node = 1 if profile.shared else uniform_count
     claim = None
@@ -430,7 +484,9 @@ def _advertised_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
             SOURCES[source].nowhere(analysis.profile, f"{total} target nodes" if position == 0 else None)
             for position, source in enumerate(read_sources(analysis.profile))
         )
-        return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{nowhere}{notes.uncounted}")
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{nowhere}{notes.uncounted}{notes.selection}"
+        )
     not_advertising = _names(analysis.breaking(kind))
     if not_advertising:
         return _condition(
@@ -438,13 +494,13 @@ def _advertised_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
             ConditionStatus.FALSE,
             Reason.PARTIALLY_ADVERTISED,
             f"{analysis.subject} advertised on {len(advertising)} of {total} target nodes{notes.mixed}; "
-            f"0 on {_named(not_advertising)}{notes.uncounted}",
+            f"0 on {_named(not_advertising)}{notes.uncounted}{notes.selection}",
         )
     return _condition(
         kind,
         ConditionStatus.TRUE,
         Reason.ALL_NODES_ADVERTISE,
-        f"{analysis.subject} advertised on all {total} target nodes{notes.mixed}",
+        f"{analysis.subject} advertised on all {total} target nodes{notes.mixed}{notes.selection}",
     )
 
 
@@ -524,28 +580,71 @@ def _instance_type_condition(analysis: PoolAnalysis) -> Condition:
     )
 
 
-def _usage(profile: FabricProfile, sources: frozenset[Source], uniform_count: int | None) -> str:
-    """How a workload uses a Ready pool, by the forms its sources are requested in."""
-    if profile.shared:
+def _usage(analysis: PoolAnalysis, uniform_count: int | None) -> str:
+    """How a workload uses a Ready pool, by the forms of request that schedule on all its nodes."""
+    if analysis.profile.shared:
         return f"up to {uniform_count} pods per node may share it, each requesting 1"
-    forms: dict[RequestForm, list[str]] = {}
-    for source in in_order(sources):
-        forms.setdefault(SOURCES[source].request, []).append(SOURCES[source].node_kind)
-    if list(forms) == [RequestForm.RESOURCE_CLAIM]:
+    forms = analysis.request_forms
+    if forms == {RequestForm.RESOURCE_CLAIM}:
         return f"a job may claim up to {uniform_count} per node (recommendation.resourceClaimTemplate)"
     usage = f"a job may request up to {uniform_count} per node"
-    if len(forms) > 1:
-        # Each form schedules only onto the nodes of the sources requested in it.
-        clauses = []
-        for position, (form, kinds) in enumerate(forms.items()):
-            nodes = " or ".join(kinds)
-            clauses.append(
-                f"a pod {form.value} schedules only onto {nodes} nodes"
-                if position == 0
-                else f"one {form.value} only onto {nodes} nodes"
-            )
-        usage += "; " + ", ".join(clauses)
+    mapped = analysis.selection.extended_resource_class if analysis.selection is not None else None
+    if mapped is not None and Source.DRA in analysis.sources_seen:
+        usage += (
+            f" ({analysis.profile.resource} is served from DRA devices too: DeviceClass {mapped} maps it with"
+            " spec.extendedResourceName)"
+        )
     return usage
+
+
+def _mixed_sources_message(analysis: PoolAnalysis) -> str:
+    """Which nodes each form of request schedules onto, when no form schedules onto all."""
+    clauses: list[str] = []
+    for form in RequestForm:
+        nodes = [node.name for node in analysis.advertising if form in _forms_of(analysis, node)]
+        if nodes:
+            lead = f"a pod {form.value} schedules only onto" if not clauses else f"one {form.value} only onto"
+            clauses.append(f"{lead} {_plural(len(nodes), 'node')} ({_named(nodes)})")
+    profile = analysis.profile
+    fix = (
+        f"map {profile.resource} to DeviceClass {profile.dra.device_class_name} with spec.extendedResourceName"
+        " (KEP-5004, feature gate DRAExtendedResource) or move the pool to one source"
+    )
+    counted = f"{analysis.subject}: {analysis.uniform_count}{_sources_spread(analysis)}"
+    return (
+        f"all {len(analysis.gate)} nodes advertise {counted}, but no one request schedules on every node: "
+        f"{'; '.join(clauses)}; {fix}"
+    )
+
+
+def _forms_of(analysis: PoolAnalysis, node: NodeAnalysis) -> frozenset[RequestForm]:
+    mapped = analysis.selection is not None and analysis.selection.extended_resource_class is not None
+    return request_forms(node.devices.advertisers, extended_resource_mapped=mapped)
+
+
+def _sources_spread(analysis: PoolAnalysis) -> str:
+    spread = []
+    for source in in_order(analysis.sources_seen):
+        nodes = sum(1 for node in analysis.advertising if source in node.devices.advertisers)
+        spread.append(f"{SOURCES[source].provider_spelled} on {_plural(nodes, 'node')}")
+    return f" (through {', '.join(spread)})" if len(spread) > 1 else ""
+
+
+def _conflict_message(analysis: PoolAnalysis, conflicting: Sequence[NodeAnalysis]) -> str:
+    """The nodes that advertise through two kinds of provider, what each says, and what to do."""
+    profile = analysis.profile
+    sources = in_order({source for node in conflicting for source in node.devices.advertisers})
+    first = conflicting[0]
+    evidence = ", ".join(
+        f"{SOURCES[source].provider_spelled} {first.devices.readings[source].devices}" for source in sources
+    )
+    providers = " and ".join(f"the {SOURCES[source].provider_spelled}" for source in sources)
+    return (
+        f"{len(conflicting)} of {len(analysis.gate)} nodes advertise {profile.name} through both {providers}"
+        f" ({first.name}: {evidence}): {_named(_names(conflicting))}; the same devices can be handed out twice,"
+        f" to a pod asking for {profile.resource} and to a ResourceClaim; remove one of the two from these"
+        " nodes (docs/runbook.md, FabricAdvertiserConflict)"
+    )
 
 
 def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes: _Notes) -> Condition:
@@ -559,21 +658,29 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
         return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, by_type[ConditionType.ADVERTISED].message)
     if homogeneous.status != ConditionStatus.TRUE:
         return _condition(kind, ConditionStatus.FALSE, Reason(homogeneous.reason), homogeneous.message)
+    if analysis.mixed_sources:
+        return _condition(kind, ConditionStatus.FALSE, Reason.MIXED_SOURCES, _mixed_sources_message(analysis))
+    conflicting = analysis.breaking(kind, Cause.CONFLICTING_ADVERTISERS)
+    if conflicting:
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.ADVERTISER_CONFLICT, _conflict_message(analysis, conflicting)
+        )
     if analysis.breaking(ConditionType.DEVICE_PLUGIN_READY):
         plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
         return _condition(
             kind,
             ConditionStatus.FALSE,
             Reason.DEVICE_PLUGIN_GAP,
-            f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}",
+            f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}{notes.selection}",
         )
     provider = providers_phrase(analysis.sources_seen, spelled=True)
-    usage = _usage(analysis.profile, analysis.sources_seen, uniform_count)
+    usage = _usage(analysis, uniform_count)
     return _condition(
         kind,
         ConditionStatus.TRUE,
         Reason.UNIFORM_CAPABILITY,
-        f"all {total} nodes advertise {subject}: {uniform_count} with a Ready {provider}{notes.mixed}; {usage}",
+        f"all {total} nodes advertise {subject}: {uniform_count} with a Ready {provider}{notes.mixed}; {usage}"
+        + notes.selection,
     )
 
 

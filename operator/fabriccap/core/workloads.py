@@ -28,6 +28,7 @@ from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controll
 from fabriccap.core.index import FactIndex
 from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
+from fabriccap.core.selection import implicit_resource
 from fabriccap.core.text import MAX_KIND, clean_text
 from fabriccap.core.workload_kinds import READ_FOR_OWNER, WorkloadKind, group_kind, group_of, request_field
 
@@ -84,16 +85,27 @@ def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, Looku
 
 
 def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[bool, list[LookupKey]]:
-    """Whether one of the pod's claims asks for the fabric's DeviceClass; the claims not yet known."""
-    device_class = profile.dra.device_class_name if profile.uses(Source.DRA) else None
+    """Whether one of the pod's claims asks for one of the fabric's DeviceClasses (the claim the
+    scheduler made for an extended resource served from DRA included); the claims not yet known."""
+    device_classes = frozenset(profile.dra.device_class_names) if profile.uses(Source.DRA) else frozenset()
     unknown = []
     for claim in pod.claims:
         classes = index.claim_classes.get(claim)
         if classes is None:
             unknown.append(LookupKey(claim.kind, claim.namespace, claim.name, "resource.k8s.io/v1"))
-        elif device_class is not None and device_class in classes:
+        elif classes & device_classes:
             return True, []
     return False, unknown
+
+
+def requests_fabric(pod: WorkloadPodFacts, profile: FabricProfile) -> bool:
+    """Whether the pod asks for the fabric as an extended resource: the profile's resource, or a
+    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``)."""
+    if pod.request_of(profile.resource) > 0:
+        return True
+    return profile.uses(Source.DRA) and any(
+        pod.request_of(implicit_resource(name)) > 0 for name in profile.dra.device_class_names
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +118,7 @@ class PodUse:
 
 def pod_use(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[PodUse, list[LookupKey]]:
     by_claim, unknown = claims_fabric(pod, profile, index)
-    fabric = pod.request_of(profile.resource) > 0 or by_claim
+    fabric = requests_fabric(pod, profile) or by_claim
     accelerator = any(pod.request_of(resource) > 0 for resource in profile.target_nodes.accelerator_resources)
     use = _POD_USES[(fabric, accelerator, profile.name in pod.intent, bool(unknown) and not fabric)]
     return use, unknown

@@ -80,6 +80,7 @@ DAEMON_SETS = ApiResource("apps", "v1", "daemonsets", "DaemonSet", namespaced=Tr
 FABRIC_CAPABILITIES = ApiResource(GROUP, VERSION, PLURAL, KIND, namespaced=False)
 RESOURCE_SLICES = ApiResource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 DEVICE_CLASSES = ApiResource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+RESOURCE_CLAIMS = ApiResource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True)
 EVENTS = ApiResource("", "v1", "events", "Event", namespaced=True)
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 CUSTOM_RESOURCE_DEFINITIONS = ApiResource(

@@ -133,6 +133,24 @@ ALERTS: tuple[AlertRule, ...] = (
         anchor="fabricdeviceplugingap",
     ),
     AlertRule(
+        name="FabricAdvertiserConflict",
+        expr=pool_series("fabriccap_pool_gap_nodes", 'kind="conflicting_advertisers"') + " > 0",
+        # Unlike a rollout in progress, two advertisers on one node do not sort themselves out,
+        # and every minute a job may be handed devices another already holds.
+        for_="5m",
+        severity="critical",
+        summary="{{ $value }} node(s) of pool {{ $labels.pool }} advertise {{ $labels.fabric }} through both a"
+        " device plugin and a DRA driver.",
+        description=(
+            f"{_POOL}: {{{{ $value }}}} node(s) advertise the fabric in node allocatable (a device plugin) and"
+            " in ResourceSlices (a DRA driver) at once: the scheduler can give the same devices to a pod that"
+            " requests the extended resource and to a ResourceClaim (AWS: silent oversubscription). Remove one"
+            " of the two from these nodes. `kubectl get fcap {{ $labels.name }} -o jsonpath='{.status.gap.nodes}'`"
+            " lists them."
+        ),
+        anchor="fabricadvertiserconflict",
+    ),
+    AlertRule(
         name="FabricCapabilityNotReady",
         # Stalled pools (instance types that cannot carry the fabric, or an unsupported mix)
         # will not become Ready by waiting; kstatus already reports them as Failed. Pools that

@@ -126,6 +126,8 @@ def format_explanation(explanation: PoolExplanation) -> str:
         ["Nodes:", targets],
         ["Ready:", f"{ready.status} {ready.reason}: {ready.message}" if ready else NONE],
     ]
+    if explanation.device_classes is not None:
+        summary.append(["Device classes:", "; ".join(item.describe() for item in explanation.device_classes) or NONE])
     if status.uniform_count is not None:
         summary.append(["Uniform count:", str(status.uniform_count)])
     lines = align(summary).splitlines()

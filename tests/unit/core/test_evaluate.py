@@ -642,6 +642,7 @@ def test_object_shape() -> None:
         "pluginReadyNotAdvertised": 0,
         "unhealthy": 0,
         "advertisedWithoutPlugin": 0,
+        "conflictingAdvertisers": 0,
         "nodes": [],
         "truncated": False,
     }

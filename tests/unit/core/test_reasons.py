@@ -27,7 +27,18 @@ from fabriccap.core.api import (
     too_large_status,
 )
 from fabriccap.core.evaluate import data_unavailable
-from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
+from support.builders import (
+    daemon_set,
+    dranet_daemon_set,
+    dranet_pods,
+    efa_device_class,
+    evaluate_bodies,
+    healthy_pool,
+    node,
+    plugin_pods,
+    pod,
+    resource_slice,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 Triple = tuple[str, str, str]
@@ -45,6 +56,25 @@ WORLDS: dict[str, list[dict[str, Any]]] = {
     "all-cordoned": [daemon_set(), node("n1", cordoned=True), pod("n1")],
     "above-maximum": healthy_pool(count=64),
     "plugin-gap": [daemon_set(), node("n1"), node("n2"), *plugin_pods(["n1"]), pod("n2", ready=False)],
+    "mixed-sources": [
+        efa_device_class(),
+        daemon_set(),
+        dranet_daemon_set(),
+        node("n1"),
+        *plugin_pods(["n1"]),
+        node("n2", efa=None),
+        resource_slice("n2"),
+        *dranet_pods(["n2"]),
+    ],
+    "advertiser-conflict": [
+        efa_device_class(),
+        daemon_set(),
+        dranet_daemon_set(),
+        node("n1"),
+        resource_slice("n1"),
+        *plugin_pods(["n1"]),
+        *dranet_pods(["n1"]),
+    ],
 }
 
 

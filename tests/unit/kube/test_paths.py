@@ -49,18 +49,28 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         ],
         # Workloads run anywhere: with workload reporting on (the default), pods cluster-wide.
         "Pod": [(None, "/api/v1/pods")],
+        "DeviceClass": [(None, "/apis/resource.k8s.io/v1/deviceclasses")],
         "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
+        # Allocated devices count for their node wherever the claim is: cluster-wide, read only.
+        "ResourceClaim": [(None, "/apis/resource.k8s.io/v1/resourceclaims")],
     }
     quiet = config.model_copy(update={"workloads": build_config({"workloads": {"enabled": False}}).workloads})
     assert POD.paths(quiet) == [
         ("kube-system", "/api/v1/namespaces/kube-system/pods"),
         ("network-operator", "/api/v1/namespaces/network-operator/pods"),
     ]
-    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "ResourceSlice"}
+    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "DeviceClass", "ResourceSlice", "ResourceClaim"}
 
 
 def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
-    assert [watched.kind for watched in kinds_for(default_config())] == ["Node", "DaemonSet", "Pod", "ResourceSlice"]
+    assert [watched.kind for watched in kinds_for(default_config())] == [
+        "Node",
+        "DaemonSet",
+        "Pod",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+    ]
     plugin_only = build_config({"fabrics": [{"name": "efa", "sources": ["devicePlugin"]}, {"name": "aks-rdma"}]})
     assert [watched.kind for watched in kinds_for(plugin_only)] == ["Node", "DaemonSet", "Pod"]
 

@@ -144,6 +144,7 @@ fabriccap_pool_nodes_by_allocatable{allocatable="0",fabric="efa",name="efa-mx",p
 fabriccap_pool_gap_nodes{fabric="efa",kind="plugin_ready_not_advertised",name="efa-mx",pool="mx"} 1.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="unhealthy",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="advertised_without_plugin",name="efa-mx",pool="mx"} 0.0
+fabriccap_pool_gap_nodes{fabric="efa",kind="conflicting_advertisers",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="true"} 1.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="false"} 0.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="unknown"} 0.0
