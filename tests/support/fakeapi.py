@@ -97,6 +97,11 @@ class FakeApi:
     # (method, path) -> a gate that writes to it wait for (a slow API server, on cue)
     write_gates: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     url: str = ""
+    # Streaming lists (WATCH with sendInitialEvents=true): off by default, answered 422 as
+    # Kubernetes 1.33 does with the WatchList gate off, so the operator lists in pages.
+    streaming_lists: bool = False
+    # Streaming lists to cut short (the stream ends before the initial-events-end bookmark).
+    streaming_lists_cut: int = 0
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
     # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
     # reads, and how many ran at once.
@@ -115,7 +120,15 @@ class FakeApi:
         return [query for method, p, query, _ in self.requests if p == path and "watch" not in query]
 
     def watches(self, path: str) -> list[dict[str, str]]:
-        return [query for method, p, query, _ in self.requests if p == path and query.get("watch") == "true"]
+        """The watches of ``path`` (streaming lists apart: ``streaming_list_requests``)."""
+        return [
+            query
+            for method, p, query, _ in self.requests
+            if p == path and query.get("watch") == "true" and "sendInitialEvents" not in query
+        ]
+
+    def streaming_list_requests(self, path: str) -> list[dict[str, str]]:
+        return [query for method, p, query, _ in self.requests if p == path and "sendInitialEvents" in query]
 
     async def emit(self, path: str, *events: Body) -> None:
         """Send events on the newest open watch stream of ``path``."""
@@ -160,6 +173,12 @@ class FakeApi:
                     return status_response(404, f'{self.collections[parent].kind.lower()}s "{name}" not found')
                 return web.json_response(found)
             return status_response(404, f"the server could not find the requested resource ({request.path})")
+        if query.get("watch") == "true" and "sendInitialEvents" in query:
+            if not self.streaming_lists:
+                return status_response(
+                    422, "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+                )
+            return await self._streaming_list(request, collection)
         if query.get("watch") == "true":
             return await self._watch(request, request.path)
         failures = self.list_failures.get(request.path)
@@ -259,6 +278,29 @@ class FakeApi:
     def _broadcast(self, path: str, event_type: str, body: Body) -> None:
         for queue in self.streams.get(path, []):
             queue.put_nowait({"type": event_type, "object": copy.deepcopy(body)})
+
+    async def _streaming_list(self, request: web.Request, collection: Collection) -> web.StreamResponse:
+        """Every item as ADDED, then the initial-events-end bookmark, then the end of the stream
+        (a real one goes on with the changes; the operator closes it at the bookmark and watches
+        from its version)."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        try:
+            for item in collection.items:
+                served = {"kind": collection.kind, **item}
+                await response.write(json.dumps({"type": "ADDED", "object": served}).encode() + b"\n")
+            if self.streaming_lists_cut > 0:
+                self.streaming_lists_cut -= 1
+                await response.write_eof()
+                return response
+            end = bookmark(collection.resource_version)
+            end["object"]["kind"] = collection.kind
+            end["object"]["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+            await response.write(json.dumps(end).encode() + b"\n")
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away
+            pass
+        return response
 
     def _as_served(self, path: str, sent: Body) -> Body:
         """An event as the API server writes it: its object (but a Status) carries the watched kind."""

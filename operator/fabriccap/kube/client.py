@@ -198,13 +198,17 @@ class KubeClient:
         read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
         on_open: Callable[[], None] | None = None,
         field_selector: str | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[Any]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 
         A line is yielded as it decodes, whatever it holds: checking that it is an event of the
         watched kind is the caller's (``informers.read_event``). A line that does not decode
         raises WatchLineError. ``on_open`` is called once the API server has accepted the
-        watch: contact, not progress (nothing has been received yet).
+        watch: contact, not progress (nothing has been received yet). ``send_initial_events``
+        asks for a streaming list (the current objects as ADDED events, then a BOOKMARK
+        annotated ``k8s.io/initial-events-end``; WatchList, Kubernetes 1.27+, on by default
+        from 1.34): with ``resource_version`` "" a consistent read, as a LIST without a version is.
         """
         await self.credentials.refresh_async()
         params = {
@@ -213,6 +217,11 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if send_initial_events:
+            params["sendInitialEvents"] = "true"
+            params["resourceVersionMatch"] = "NotOlderThan"
+            if not resource_version:
+                del params["resourceVersion"]
         if field_selector:
             params["fieldSelector"] = field_selector
         try:

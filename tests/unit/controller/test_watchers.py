@@ -243,6 +243,67 @@ async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pyte
         assert f"watch of {NODES} expired; listing again" in caplog.messages
 
 
+async def test_a_streaming_list_fills_the_store_and_the_watch_follows_its_bookmark() -> None:
+    def streaming(api: FakeApi) -> None:
+        api.streaming_lists = True
+
+    async with operator([node("n1", efa=32), node("n2", efa=32)], resource_version="300", setup=streaming) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32, "n2": 32}
+        assert op.api.lists(NODES) == []  # no page was asked for
+        [request] = op.api.streaming_list_requests(NODES)
+        assert (request["sendInitialEvents"], request["resourceVersionMatch"]) == ("true", "NotOlderThan")
+        assert "resourceVersion" not in request  # a consistent read, as a LIST without a version
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch after the streaming list")
+        assert op.api.watches(NODES)[0]["resourceVersion"] == "300"  # the initial-events-end bookmark's
+        assert node_events(op.metrics) == 2
+        await op.api.emit(NODES, event("MODIFIED", node("n2", efa=16), "301"))
+        await eventually(lambda: op.efa()["n2"] == 16, "n2 modified")
+        # A relist after 410 streams again, and forgets what the new snapshot no longer has.
+        op.api.serve(NODES, "Node", [node("n1", efa=32)], "400")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the second streaming list")
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 2 and op.api.lists(NODES) == []
+
+
+async def test_a_streaming_list_cut_short_is_read_in_pages_that_once(caplog: pytest.LogCaptureFixture) -> None:
+    def cut_once(api: FakeApi) -> None:
+        api.streaming_lists = True
+        api.streaming_lists_cut = 1
+
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], setup=cut_once) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 1 and len(op.api.lists(NODES)) == 1
+        assert op.nodes.streaming  # a broken stream says nothing about the server
+        assert any(f"streaming list of {NODES} broken" in message for message in caplog.messages)
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the relist")
+        assert len(op.api.streaming_list_requests(NODES)) == 2 and len(op.api.lists(NODES)) == 1
+
+
+async def test_a_server_without_streaming_lists_is_listed_in_pages_from_then_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)]) as op:  # the fake answers 422, as 1.33 does
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 1 and len(op.api.lists(NODES)) == 1
+        assert not op.nodes.streaming
+        assert [message for message in caplog.messages if "no streaming list" in message and NODES in message] == [
+            f"{NODES}: no streaming list (WATCH {NODES}: 422 sendInitialEvents is forbidden for watch unless the "
+            "WatchList feature gate is enabled); listing in pages"
+        ]
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.lists(NODES)) == 2, "the relist, in pages")
+        assert len(op.api.streaming_list_requests(NODES)) == 1  # not asked again
+
+
 async def test_http_410_on_watch_lists_again() -> None:
     async with operator([node("n1"), node("n2")]) as op:
         await eventually(lambda: len(op.api.streams.get(NODES, [])) == 1, "the first watch")
@@ -581,7 +642,12 @@ async def test_an_api_server_before_1_34_is_read_without_slices(
     async with operator([node("n1", efa=32)], slices=None) as op:
         informer = slices_informer(op)
         await asyncio.wait_for(informer.listed.wait(), WAIT_SECONDS)
-        await eventually(lambda: len(op.api.lists(RESOURCE_SLICES)) >= 3, "looked for again")
+
+        # Each look is a streaming list while the server has not refused one (a 404 does not).
+        def looks() -> int:
+            return len(op.api.lists(RESOURCE_SLICES) + op.api.streaming_list_requests(RESOURCE_SLICES))
+
+        await eventually(lambda: looks() >= 3, "looked for again")
         assert informer.absent
         assert set(backoffs) == {watchers.ABSENT_RECHECK_SECONDS}  # never the error backoff
         freshness = Freshness(op.informers, stale_after=150.0, metrics=op.metrics)
