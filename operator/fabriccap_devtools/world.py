@@ -579,9 +579,12 @@ def workload_pod(
     claims: Sequence[Mapping[str, str]] = (),
     phase: str = "Running",
     unschedulable: str | None = None,
+    started_at: str = "2026-01-01T00:00:00Z",
+    restarts: int = 0,
 ) -> dict[str, Any]:
     """A training pod bound to ``node_name`` (None: pending), requesting ``gpu`` and ``efa``
-    (limits, as the extended-resource rule allows), owned by ``owner`` (None: a bare pod)."""
+    (limits, as the extended-resource rule allows), owned by ``owner`` (None: a bare pod).
+    Running, its container ``node`` has run since ``started_at`` after ``restarts`` restarts."""
     limits = {key: str(value) for key, value in ((GPU, gpu), (EFA, efa)) if value is not None}
     container: dict[str, Any] = {
         "name": "node",
@@ -608,13 +611,18 @@ def workload_pod(
         spec["nodeName"] = node_name
     elif unschedulable is not None:
         conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": spec,
-        "status": {"phase": phase if node_name is not None else "Pending", "conditions": conditions},
-    }
+    status: dict[str, Any] = {"phase": phase if node_name is not None else "Pending", "conditions": conditions}
+    if node_name is not None and phase == "Running":
+        status["containerStatuses"] = [
+            {
+                "name": "node",
+                "ready": True,
+                "restartCount": restarts,
+                "image": WORKLOAD_IMAGE,
+                "state": {"running": {"startedAt": started_at}},
+            }
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
 def trainjob_pods(

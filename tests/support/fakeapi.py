@@ -16,7 +16,7 @@ import json
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
@@ -65,6 +65,21 @@ class WatchResponse:
 
 
 @dataclass
+class LogScript:
+    """How the fake answers a pods/log GET: an HTTP error, or chunks streamed one by one
+    (made lazily, so a gigabyte is never held), honouring ``limitBytes`` as the kubelet does
+    unless told not to; ``gate`` holds the stream after its first chunk until it is set, and
+    ``silent`` sends the headers and then nothing."""
+
+    status: int = 200
+    chunks: Callable[[], Iterable[bytes]] = lambda: ()
+    honour_limit: bool = True
+    gate: asyncio.Event | None = None
+    silent: bool = False
+    message: str = ""
+
+
+@dataclass
 class FakeApi:
     collections: dict[str, Collection] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)  # method, path, query, auth
@@ -88,6 +103,12 @@ class FakeApi:
     # Streaming lists to cut short (the stream ends before the initial-events-end bookmark).
     streaming_lists_cut: int = 0
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
+    # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
+    # reads, and how many ran at once.
+    logs: dict[str, LogScript] = field(default_factory=dict)
+    log_reads: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    log_streams: int = 0
+    most_log_streams: int = 0
 
     def serve(self, path: str, kind: str, items: Sequence[Body], resource_version: str) -> None:
         self.collections[path] = Collection(kind, [copy.deepcopy(item) for item in items], resource_version)
@@ -135,6 +156,10 @@ class FakeApi:
                 code = failures.popleft()
                 return status_response(code, self.failure_messages.get(code, f"scripted HTTP {code}"))
             return self._write(request.method, request.path, body, _field_manager(request))
+        if request.path.endswith("/log"):
+            script = self.logs.get(f"{request.path}?container={query.get('container')}") or self.logs.get(request.path)
+            if script is not None:
+                return await self._log(request, script, query)
         get_failures = self.get_failures.get(request.path)
         if get_failures:
             code = get_failures.popleft()
@@ -308,6 +333,35 @@ class FakeApi:
             await response.write_eof()
         except (ConnectionResetError, RuntimeError):  # the client went away
             pass
+        return response
+
+    async def _log(self, request: web.Request, script: LogScript, query: Mapping[str, str]) -> web.StreamResponse:
+        self.log_reads.append((request.path, dict(query)))
+        if script.status != 200:
+            return status_response(script.status, script.message or f"scripted HTTP {script.status}")
+        self.log_streams += 1
+        self.most_log_streams = max(self.most_log_streams, self.log_streams)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        try:
+            await response.prepare(request)
+            if script.silent:
+                await asyncio.Event().wait()  # until the client goes
+            left = int(query["limitBytes"]) if script.honour_limit and "limitBytes" in query else None
+            for number, chunk in enumerate(script.chunks()):
+                if left is not None:
+                    chunk = chunk[:left]
+                    left -= len(chunk)
+                if chunk:
+                    await response.write(chunk)
+                if number == 0 and script.gate is not None:
+                    await script.gate.wait()
+                if left == 0:
+                    break
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away
+            pass
+        finally:
+            self.log_streams -= 1
         return response
 
 

@@ -425,9 +425,10 @@ def reason_meaning(condition: ConditionType | str, status: str, reason: str) -> 
 #   offenders       20 x (63 + 63 + 253 chars)          ~  91 KB
 #   daemonSets      20 x (63 + 1 + 253 chars)           ~  76 KB
 #   gap.nodes       20 x 253 chars                      ~  61 KB
+#   transport        5 x read error of 160 chars        ~  10 KB
 #   pool.value, counts (64 buckets), the integers       ~   6 KB
 #
-# about 580 KB (tests/unit/core/test_status_size.py builds it: hostile names at every bound),
+# about 590 KB (tests/unit/core/test_status_size.py builds it: hostile names at every bound),
 # under MAX_STATUS_BYTES, a third of the API server's 3 MiB request limit and under etcd's
 # 1.5 MiB per object. On a live cluster those names are DNS names and label values (one byte a
 # character), and the same status is under 60 KB.
@@ -436,6 +437,8 @@ MAX_INSTANCE_TYPES = 64
 MAX_DAEMON_SETS = 20
 MAX_GAP_NODES = 20
 MAX_OFFENDERS = 20
+MAX_READ_ERRORS = 5  # why logs could not be read: a few distinct API-server answers say it all
+MAX_READ_ERROR_REASON = 160  # an HTTP status and the start of the API server's message
 MAX_CONDITION_MESSAGE = 2048  # messages name counts and at most 5 nodes: 1.5 KB at 253-char names
 MAX_POOL_KEY = 317  # a label key: a DNS-subdomain prefix (253), "/", a name (63)
 MAX_QUALIFIED_NAME = MAX_NAMESPACE + 1 + MAX_NAME  # "namespace/name"
@@ -565,13 +568,47 @@ class Offender(_ApiModel):
     kind: Annotated[str, _cut(MAX_KIND)]  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...)
     name: Name
     pods: int
-    problem: str  # "withoutFabric" | "intentWithoutRequest"
+    problem: str  # "withoutFabric" | "intentWithoutRequest" | "FabricNotUsed"
+
+
+class TransportCount(_ApiModel):
+    """Pods (and their workloads) whose NCCL log shows one verdict."""
+
+    pods: int
+    workloads: int  # distinct top-level owners
+    # Of ``pods``, those that request the fabric: socket or other there is FabricNotUsed.
+    requesting_fabric_pods: int = Field(alias="requestingFabricPods")
+
+
+class ReadError(_ApiModel):
+    """Why some pods' logs could not be read (their verdict is unknown): an HTTP status and
+    the start of the API server's message."""
+
+    reason: Annotated[str, _cut(MAX_READ_ERROR_REASON)]
+    pods: int
+
+
+class TransportStatus(_ApiModel):
+    """What NCCL chose, over the pods that request the fabric or an accelerator: ``fabric``,
+    ``socket`` (TCP), ``other`` (another network), ``none`` (one node) or ``unknown`` (no line
+    says, or the log was not read yet or could not be)."""
+
+    fabric: TransportCount
+    socket: TransportCount
+    other: TransportCount
+    none: TransportCount
+    unknown: TransportCount
+    read_errors: Annotated[list[ReadError], AfterValidator(_first(MAX_READ_ERRORS))] = Field(
+        default_factory=list, alias="readErrors"
+    )
 
 
 class WorkloadsStatus(_ApiModel):
     requesting_fabric: WorkloadCount = Field(alias="requestingFabric")
     without_fabric: WorkloadCount = Field(alias="withoutFabric")
     intent_without_request: WorkloadCount = Field(alias="intentWithoutRequest")
+    # Absent unless transport is read (config.transport.enabled).
+    transport: TransportStatus | None = None
     offenders: Annotated[list[Offender], AfterValidator(_first(MAX_OFFENDERS))]
 
 

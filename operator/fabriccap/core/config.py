@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Mapping
 from enum import StrEnum
+from itertools import pairwise
 from typing import Any, Literal, NamedTuple
 
 import yaml
@@ -34,6 +35,7 @@ from pydantic import (
 
 from fabriccap.core.cel import DEVICE_SELECTORS_MAX_SIZE, CompileError, compile_selector
 from fabriccap.core.documents import BoundedLoader, RefusedDocumentError, load_yaml_document
+from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity
 from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
@@ -711,6 +713,78 @@ class WorkloadSettings(_Model):
     )
 
 
+KiB, MiB = 2**10, 2**20
+DEFAULT_TRANSPORT_MAX_BYTES = 4 * MiB
+# When a container's log is read again while no line decides NCCL's transport, in seconds
+# after the container started: NCCL logs its choice when a job creates its first communicator,
+# seconds after start for a small job, minutes for one that loads a large model or waits for
+# all its workers first. Then it stops: a job that has not logged its choice after an hour
+# does not log it at NCCL_DEBUG=INFO (or not in the first maxBytes).
+DEFAULT_READ_AFTER_SECONDS: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
+MAX_READ_STEPS = 10
+# What recommendedEnv gains while transport is read: NCCL logs its choice at INFO, and these
+# two subsystems hold every line the rules read (docs/transport.md) and little else.
+TRANSPORT_ENV: tuple[tuple[str, str], ...] = (("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET"))
+
+
+class TransportSettings(_Model):
+    """Reading NCCL's choice of network from the logs of the pods that run on the pools
+    (docs/transport.md). Off by default: it needs `get` on `pods/log`, and reads what pods print."""
+
+    enabled: StrictBool = Field(
+        default=False,
+        description="Read the beginning of each accelerator container's log on the pools and publish what NCCL"
+        " chose (status.workloads.transport, FabricNotUsed). Needs RBAC get on pods/log (the chart's"
+        " transport.enabled, the kustomize component transport-logs).",
+    )
+    max_bytes: int = Field(
+        default=DEFAULT_TRANSPORT_MAX_BYTES,
+        alias="maxBytes",
+        ge=256 * KiB,
+        le=64 * MiB,
+        description="How much of a container's log is read, from its beginning (limitBytes): an integer or a"
+        " quantity such as 4Mi. Also the most memory one read may hold.",
+    )
+    max_concurrent_reads: StrictInt = Field(
+        default=4, alias="maxConcurrentReads", ge=1, le=64, description="Log reads in flight at once."
+    )
+    reads_per_second: float = Field(
+        default=10.0,
+        alias="readsPerSecond",
+        gt=0,
+        le=1000,
+        description="Log reads started per second at most, after a burst of as many (a token bucket).",
+    )
+    read_after_seconds: tuple[float, ...] = Field(
+        default=DEFAULT_READ_AFTER_SECONDS,
+        alias="readAfterSeconds",
+        min_length=1,
+        max_length=MAX_READ_STEPS,
+        description="When a container's log is read, in seconds after the container started, ascending: the"
+        " first read, then again while no line decides the transport; then it is read no more. Steps"
+        " already past when a container is first seen are one read.",
+    )
+
+    @field_validator("max_bytes", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return parse_quantity(value)
+            except ValueError as error:
+                raise ValueError(f"{value!r} is not a size (use e.g. 4Mi): {error}") from None
+        return value
+
+    @field_validator("read_after_seconds")
+    @classmethod
+    def _ascending(cls, steps: tuple[float, ...]) -> tuple[float, ...]:
+        if any(step < 0 for step in steps):
+            raise ValueError("read steps are seconds after the container started: none may be negative")
+        if any(later <= earlier for earlier, later in pairwise(steps)):
+            raise ValueError(f"read steps must be ascending, got {list(steps)}")
+        return steps
+
+
 class Config(_Model):
     """The operator's configuration: one YAML file, `--config`, or the Helm chart's `config` value."""
 
@@ -770,6 +844,10 @@ class Config(_Model):
     workloads: WorkloadSettings = Field(
         default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."
     )
+    transport: TransportSettings = Field(
+        default_factory=TransportSettings,
+        description="Transport: what NCCL chose, read from the pods' logs (needs workload reporting).",
+    )
 
     @field_validator("pool_labels")
     @classmethod
@@ -791,9 +869,25 @@ class Config(_Model):
             raise ValueError("no fabric is enabled: the operator would publish nothing")
         return fabrics
 
+    @model_validator(mode="after")
+    def _transport_reads_workloads(self) -> Config:
+        if self.transport.enabled and not self.workloads.enabled:
+            raise ValueError("transport.enabled needs workloads.enabled: the pods whose logs are read are workloads")
+        return self
+
     @property
     def enabled_fabrics(self) -> tuple[FabricProfile, ...]:
         return tuple(fabric for fabric in self.fabrics if fabric.enabled)
+
+    def recommended_env(self, profile: FabricProfile) -> tuple[EnvVar, ...]:
+        """What status.recommendation.env tells workloads to set: the profile's variables, and
+        while transport is read NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET (a profile that
+        names either keeps its own value)."""
+        if not self.transport.enabled:
+            return profile.recommended_env
+        named = {env.name for env in profile.recommended_env}
+        extra = tuple(EnvVar(name=name, value=value) for name, value in TRANSPORT_ENV if name not in named)
+        return (*profile.recommended_env, *extra)
 
     @property
     def plugin_namespaces(self) -> tuple[str, ...]:
@@ -967,6 +1061,14 @@ def config_input_schema() -> dict[str, Any]:
     dra = definitions[DraSettings.__name__]["properties"]
     dra["daemonSetNames"]["items"] = dns_subdomain
     dra["deviceClassNames"].update(items=dns_subdomain, uniqueItems=True)
+
+    transport = definitions[TransportSettings.__name__]["properties"]
+    transport["readAfterSeconds"]["items"]["minimum"] = 0
+    # An integer, or a quantity string (4Mi) that the model parses; the bounds stay the model's.
+    max_bytes = transport["maxBytes"]
+    bounds = {key: max_bytes.pop(key) for key in ("minimum", "maximum", "type")}
+    max_bytes["default"] = "4Mi"
+    max_bytes["anyOf"] = [bounds, {"type": "string", "pattern": QUANTITY_PATTERN}]
 
     # Old names last: each is its new field as patterned above (one item of it, for a shorthand).
     for rename in OLD_FIELD_NAMES:

@@ -77,6 +77,8 @@ from fabriccap.core.workloads import (
     judge_pod,
     not_requested_event,
     not_requested_key,
+    not_used_event,
+    not_used_key,
     pool_workloads,
     unschedulable_groups,
 )
@@ -151,7 +153,7 @@ class Evaluation:
     # that says so (``empty_status``): what an object of such a pool shows until it is deleted.
     emptied: tuple[PoolCapability, ...] = ()
     conflicts: tuple[NameConflict, ...] = ()
-    # FabricNotRequested Events for the workloads of the pools evaluated.
+    # FabricNotRequested and FabricNotUsed Events for the workloads of the pools evaluated.
     workload_events: tuple[WorkloadEvent, ...] = ()
     # Pending pods no node can give the fabric, cluster-wide, grouped by owner and fabric.
     unschedulable: tuple[UnschedulableGroup, ...] = ()
@@ -827,14 +829,27 @@ def evaluate(
             if not side.targets:
                 emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
                 continue
+            if config.transport.enabled and status.recommendation is not None:
+                env = [EnvVarValue(name=env.name, value=env.value) for env in config.recommended_env(profile)]
+                status = status.model_copy(
+                    update={"recommendation": status.recommendation.model_copy(update={"env": env})}
+                )
             if config.workloads.enabled:
-                found = pool_workloads(_judgements(profile, side, index), status.advertising_nodes > 0)
+                found = pool_workloads(
+                    _judgements(profile, side, index), status.advertising_nodes > 0, transport=config.transport.enabled
+                )
                 status = status.model_copy(update={"workloads": found.status})
                 lookups |= found.lookups
                 events.extend(
                     not_requested_event(profile, name, status, owner, count)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile, owner, status.pool))
+                )
+                events.extend(
+                    not_used_event(profile, status, not_used)
+                    for not_used in found.not_used
+                    if warned is None
+                    or not warned(not_used_key(profile, not_used.owner, status.pool, not_used.example.verdict))
                 )
             capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
     unschedulable: tuple[UnschedulableGroup, ...] = ()

@@ -22,6 +22,8 @@ from fabriccap.core.evaluate import Evaluation, PoolCapability, analyse_capabili
 from fabriccap.core.facts import Pool
 from fabriccap.core.index import FactIndex
 from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase, request_forms
+from fabriccap.core.transport import Verdict
+from fabriccap.core.workloads import judge_pod
 
 # The ways to name an object kubectl accepts (and `fabriccap evaluate -o name` prints).
 NAME_PREFIXES: tuple[str, ...] = (
@@ -89,6 +91,19 @@ class NodeExplanation(_Model):
         return [kind.value for kind in CONDITION_ORDER if kind in broken]
 
 
+class PodExplanation(_Model):
+    """A pod on the pool that requests the fabric or an accelerator, and what its NCCL chose."""
+
+    name: str  # namespace/name
+    node: str
+    owner: str  # Kind/name of its top-level owner (as far as known)
+    requests_fabric: bool = Field(alias="requestsFabric")
+    transport: Verdict
+    evidence: str = ""  # the line of its log that shows it
+    read: bool  # whether its log has been read (the operator's reader, or a live explain)
+    reason: str = ""  # why its log could not be read
+
+
 class DeviceClassExplanation(_Model):
     """One DeviceClass a DRA fabric's devices are selected with, and where it came from."""
 
@@ -121,6 +136,8 @@ class PoolExplanation(_Model):
     nodes: list[NodeExplanation]  # the pool's target nodes (cordoned ones included), by name
     # Members of the pool that are not target nodes of the fabric: not counted anywhere.
     other_nodes: list[str] = Field(alias="nonTargetNodes")
+    # With transport read (config.transport): each pod's verdict, by name; else None.
+    pods: list[PodExplanation] | None = None
     status: FabricCapabilityStatus
 
     def node(self, name: str) -> NodeExplanation:
@@ -350,6 +367,33 @@ def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[Provide
     )
 
 
+def transport_pods(analysis: PoolAnalysis, index: FactIndex) -> list[PodExplanation]:
+    """The pods on the pool's target nodes that request the fabric or an accelerator (the ones
+    whose logs are read), with what their logs say, by name: what status.workloads.transport
+    counts, pod by pod."""
+    found = []
+    for node in analysis.nodes:
+        for key in sorted(index.node_workload_pods.get(node.name, ())):
+            pod = index.workload_pods[key]
+            judgement = judge_pod(pod, analysis.profile, index)
+            if judgement.use.unknown or not (judgement.use.fabric or judgement.use.accelerator):
+                continue
+            view = judgement.transport
+            found.append(
+                PodExplanation(
+                    name=f"{pod.namespace}/{pod.name}",
+                    node=node.name,
+                    owner=f"{judgement.owner.kind}/{judgement.owner.name}",
+                    requests_fabric=judgement.use.fabric,
+                    transport=view.verdict if view is not None else Verdict.UNKNOWN,
+                    evidence=view.evidence if view is not None else "",
+                    read=view is not None,
+                    reason=view.reason if view is not None else "",
+                )
+            )
+    return sorted(found, key=lambda pod: pod.name)
+
+
 def _device_classes(pool: PoolAnalysis) -> list[DeviceClassExplanation] | None:
     selection = pool.selection
     if selection is None:
@@ -378,5 +422,6 @@ def explain_capability(config: Config, index: FactIndex, capability: PoolCapabil
         device_classes=_device_classes(analysis),
         nodes=[_node_explanation(analysis, node, pods.get(node.name, [])) for node in analysis.nodes],
         other_nodes=list(analysis.other_nodes),
+        pods=transport_pods(analysis, index) if config.transport.enabled else None,
         status=capability.status,
     )

@@ -43,6 +43,7 @@ from fabriccap.core.facts import (
     WorkloadPodFacts,
 )
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
+from fabriccap.core.verdicts import PodTransport
 
 NamespacedKey = tuple[str, str]
 OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -138,6 +139,9 @@ class FactIndex:
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
         self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
+        # What NCCL chose, per workload pod whose logs were read (config.transport): a verdict
+        # and an evidence line each, never the log. Forgotten with the pod.
+        self.transport: dict[NamespacedKey, PodTransport] = {}
         self._versions = itertools.count(1)
         self.pool_versions: dict[Pool, int] = {}
         self.provider_version = 0
@@ -165,6 +169,9 @@ class FactIndex:
 
     def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
         """An owner or a claim became known: the pools of these workload pods may change."""
+
+    def _workload_pod_seen(self, key: NamespacedKey, facts: WorkloadPodFacts | None) -> None:
+        """A workload pod's facts changed, or it went (None): the log reader's cue."""
 
     def _owner_released(self, owner: OwnerKey) -> None:
         """No workload pod's chain of owners goes through ``owner`` any more (the operator's
@@ -268,9 +275,13 @@ class FactIndex:
         key = (facts.namespace, facts.name)
         if previous is not None:
             self._unlink_workload_pod(key, previous)
+            if current is None or previous.uid != current.uid:
+                # Gone, or another pod of the same name: its log is another.
+                self.transport.pop(key, None)
         if current is None:
             del self.workload_versions[key]
             self._release_references(facts)
+            self._workload_pod_seen(key, None)
             return
         self.workload_versions[key] = next(self._versions)
         self.owner_pods.setdefault(current.owner.key, set()).add(key)
@@ -284,6 +295,18 @@ class FactIndex:
             self._unscheduled_touched()
         if previous is not None:  # after the new links: what the pod still names stays
             self._release_references(previous)
+        self._workload_pod_seen(key, current)
+
+    def put_transport(self, key: NamespacedKey, transport: PodTransport) -> bool:
+        """Keep what a log read found for the pod ``key``, if it is still the pod that was read
+        (same uid): a pod deleted or replaced meanwhile gets nothing. True when it changed."""
+        facts = self.workload_pods.get(key)
+        if facts is None or facts.uid != transport.uid or self.transport.get(key) == transport:
+            return False
+        self.transport[key] = transport
+        self._workloads_changed((key,))
+        self._node_workloads_touched(facts.node_name)
+        return True
 
     def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
         _discard(self.owner_pods, facts.owner.key, key)

@@ -31,6 +31,8 @@ _QUANTITY = re.compile(
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$",
     re.ASCII,  # Kubernetes quantities are ASCII; \d alone would accept other scripts' digits
 )
+# The same grammar for a JSON Schema (ECMA-262 has no named groups here, and \d is ASCII there).
+QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 # An exponent beyond this is larger than any device count or capacity; refused rather than
 # allocating a huge integer.
 MAX_EXPONENT = 30

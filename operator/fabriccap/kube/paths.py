@@ -88,3 +88,9 @@ CUSTOM_RESOURCE_DEFINITIONS = ApiResource(
 )
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+
+
+def pod_log(namespace: str, name: str) -> str:
+    """The pods/log subresource of one pod (the container, limitBytes... go in the query).
+    Its segments come from watched Pods; they are escaped all the same (once: PODS.item does)."""
+    return f"{PODS.item(name, namespace)}/log"

@@ -251,6 +251,26 @@ ALERTS: tuple[AlertRule, ...] = (
         anchor="fabricnotrequested",
     ),
     AlertRule(
+        name="FabricNotUsed",
+        # Pods that request the fabric while their own NCCL log shows sockets (only while
+        # transport is read). As for FabricNotRequested: 15 minutes is a running job, and a
+        # job restarted with a fixed image within that time never fires.
+        expr=pool_series("fabriccap_pool_transport_pods", 'transport="socket",request="fabric"') + " > 0",
+        for_="15m",
+        severity="warning",
+        summary="{{ $value }} pod(s) on pool {{ $labels.pool }} request {{ $labels.fabric }}"
+        " but NCCL uses TCP sockets.",
+        description=(
+            f"{_POOL}: {{{{ $value }}}} pod(s) request the fabric and hold its devices, but NCCL's own log"
+            " shows it chose its TCP sockets (NET/Socket): the image lacks the fabric's NCCL plugin"
+            " (aws-ofi-nccl for EFA) or it failed to load. The job runs, slowly."
+            " `kubectl get fcap {{ $labels.name }} -o jsonpath='{.status.workloads.offenders}'` names the"
+            " workloads (problem FabricNotUsed); a Warning Event (FabricNotUsed) on each quotes the log line"
+            " and the likely cause."
+        ),
+        anchor="fabricnotused",
+    ),
+    AlertRule(
         name="FabricRequestUnschedulable",
         expr='max without (instance, pod) (fabriccap_unschedulable_fabric_pods{job="@job"}) > 0',
         for_="10m",

@@ -31,6 +31,7 @@ SPEC_ALERTS = {
     "FabricCapabilityStale",
     "FabricNotRequested",
     "FabricRequestUnschedulable",
+    "FabricNotUsed",
     "FabricAdvertiserConflict",
 }
 

@@ -18,6 +18,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.observability import alerts, dashboard
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods
@@ -61,7 +62,9 @@ def _samples(exposition: bytes) -> list[tuple[str, dict[str, str], float]]:
 def exposed() -> list[tuple[str, dict[str, str], float]]:
     """The exposition with a Ready pool and a mixed one, and some operator activity."""
     metrics = OperatorMetrics()
-    (healthy,) = evaluate_bodies(healthy_pool(pool="p5-good", prefix="good-")).capabilities
+    # Read with transport on: its status carries workloads.transport, which only then is exposed.
+    transport_on = build_config({"transport": {"enabled": True}})
+    (healthy,) = evaluate_bodies(healthy_pool(pool="p5-good", prefix="good-"), transport_on).capabilities
     _feed(metrics, healthy)
     _feed(metrics, _mixed_pool())
     metrics.evaluations.inc(2)
