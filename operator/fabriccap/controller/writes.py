@@ -349,8 +349,11 @@ class ObjectWriter:
             logger.info("%s FabricCapability %s %s", "adopted" if adopted else "labelled", name, labels)
         if not status_current(state, existing, intent.status):
             await self._write_status(state, existing, intent)
+            if state.published is None:
+                # The object went while its status was being written (a read-back or the watch
+                # saw it deleted): the next round decides whether to create it again.
+                return
             existing = state.published
-            assert existing is not None
         if intent.ready and existing.labels.get(READY_LABEL) != "true":
             if (timeout := self.timeout()) is None:
                 return
