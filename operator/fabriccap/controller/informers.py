@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fabriccap.controller.metrics import OperatorMetrics
-from fabriccap.controller.store import FactStore
+from fabriccap.controller.store import Announcement, FactStore
 from fabriccap.core.evaluate import SCHEDULER_ON_ERROR
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
@@ -224,7 +224,7 @@ class ListWatch:
     said: SaidOnce = field(default_factory=SaidOnce)
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
     # per-slice memo keeps that cheap: only the classes' verdicts on distinct devices are new.
-    relist_on: asyncio.Event | None = None
+    relist_on: Announcement | None = None
     # The version to resume from, and the last one this server gave us with when it came:
     # the anchor of the plausibility rule (MAX_WRITES_PER_SECOND).
     version: str = field(default="", init=False)
@@ -379,33 +379,45 @@ class ListWatch:
         progress, a crash).
 
         The watch runs in this task, so a cancellation from outside (kopf stops every task on
-        its way out) ends it as before; a small waiter cancels it to ask for a LIST, and that
-        one cancellation is taken back (``uncancel``), never one from outside."""
-        if self.relist_on is None:
+        its way out) ends it as before; a change announced meanwhile cancels it to ask for a
+        LIST, and that one cancellation is taken back (``uncancel``), never one from outside.
+        The change is heard by a callback, not by a waiting task: kopf gives every task started
+        after it 5 s to end by itself before cancelling it, and a waiter would hold each
+        shutdown that long."""
+        relist_on = self.relist_on
+        if relist_on is None:
             await self._watch_from(version)
             return
         task = asyncio.current_task()
         assert task is not None
+        loop = asyncio.get_running_loop()
         asked = False
+        watching = True
 
-        async def wait_for_a_change(relist_on: asyncio.Event) -> None:
+        def check() -> None:
+            # Run from the loop, after the change that announced it has been stored whole.
             nonlocal asked
-            while True:
-                await relist_on.wait()
-                relist_on.clear()
-                if self._relist_needed():
-                    asked = True
-                    task.cancel(RELIST)
-                    return
+            if not watching or asked or not relist_on.is_set():
+                return
+            relist_on.clear()
+            if self._relist_needed():
+                asked = True
+                task.cancel(RELIST)
 
-        waiter = asyncio.ensure_future(wait_for_a_change(self.relist_on))
+        def announced() -> None:
+            loop.call_soon(check)
+
+        stop_listening = relist_on.listen(announced)
+        if relist_on.is_set():
+            announced()  # a change announced while this collection was being listed
         try:
             await self._watch_from(version)
         except asyncio.CancelledError:
             if not asked or task.uncancel() > 0:
                 raise  # stopped from outside (as well)
         finally:
-            waiter.cancel()
+            watching = False
+            stop_listening()
         self._relisting()
 
     def _relist_needed(self) -> bool:

@@ -15,6 +15,28 @@ from fabriccap.core.facts import Pool, WorkloadPodFacts
 from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
 
 
+class Announcement(asyncio.Event):
+    """An ``asyncio.Event`` that also calls its listeners when set.
+
+    A listener is a plain callback, not a task waiting on the event: kopf, on its way out,
+    waits 5 s for every task started after it before cancelling them, and a waiter that only
+    ends when the event is set would hold every shutdown for those 5 s."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._listeners: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        super().set()
+        for listener in list(self._listeners):
+            listener()
+
+    def listen(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` at each ``set``; the answer stops that."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+
 class KindFreshness(Protocol):
     """How current each watched kind's facts are (``freshness.Freshness``)."""
 
@@ -46,7 +68,7 @@ class FactStore(FactIndex):
         self.released_owners: set[OwnerKey] = set()
         # Set when the DeviceClasses change: the slices' facts hold what the old classes made of
         # their devices, so the ResourceSlice informer lists them again (controller.informers).
-        self.classes_changed = asyncio.Event()
+        self.classes_changed = Announcement()
 
     def stale_kinds(self) -> dict[str, float | None]:
         """The watched kinds whose facts are older than ``staleAfterSeconds`` (or were never
