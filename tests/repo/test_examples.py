@@ -18,7 +18,7 @@ import pytest
 
 from fabriccap.cli import commands as cli
 from fabriccap.configfile import load_config
-from fabriccap.core.config import default_config
+from support.configs import default_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"

@@ -25,7 +25,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from fabriccap.core.config import build_config
+from support.configs import build_config
 from support.rendering import (
     CHART,
     MANIFESTS,

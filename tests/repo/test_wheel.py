@@ -67,7 +67,13 @@ def _entry_points(wheel: zipfile.ZipFile) -> str:
 
 def test_the_wheel_holds_the_product(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
-    product = ("fabriccap/__main__.py", "fabriccap/cli/commands.py", "fabriccap/core/evaluate.py", "fabriccap/py.typed")
+    product = (
+        "fabriccap/__main__.py",
+        "fabriccap/cli/commands.py",
+        "fabriccap/core/evaluate.py",
+        "fabriccap/py.typed",
+        "fabriccap/data/efa-catalog.json",  # the instance catalog, package data
+    )
     assert [module for module in product if module not in names] == []
     assert "fabriccap = fabriccap.cli.commands:main" in _entry_points(wheel)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fabriccap.core.api import FabricCapabilityStatus
-from fabriccap.core.config import Config, default_config
+from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, PoolCapability, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
@@ -34,6 +34,7 @@ from fabriccap_devtools.world import (
     pod,
     resource_slice,
 )
+from support.configs import default_config
 
 __all__ = [
     "EFA",

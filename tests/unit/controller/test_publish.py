@@ -7,9 +7,9 @@ import pytest
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Published, Publisher, status_patch
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import build_config
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
+from support.configs import build_config
 
 
 def test_a_status_patch_nulls_the_fields_that_went_away() -> None:

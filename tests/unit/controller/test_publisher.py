@@ -19,12 +19,12 @@ from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import ROUTINE_WRITES, Publisher, is_routine_change
 from fabriccap.controller.store import FactStore
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
-from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap_devtools.world import workload_pod
 from support.builders import daemon_set, node, plugin_pods
+from support.configs import build_config
 from support.fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api, recorded_sleeps
 
 FCAPS = FABRIC_CAPABILITIES.collection()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import default_config
 from fabriccap.core.facts import (
     DaemonSetFacts,
     FactsExtractor,
@@ -14,6 +13,7 @@ from fabriccap.core.facts import (
     WorkloadPodFacts,
 )
 from fabriccap_devtools import world
+from support.configs import default_config
 
 TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
 INFER = Pool("eks.amazonaws.com/nodegroup", "infer")

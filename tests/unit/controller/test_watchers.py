@@ -18,13 +18,14 @@ from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import Freshness, Informer, build_informers
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import Config, build_config
+from fabriccap.core.config import Config
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap_devtools import world
 from support.builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod, resource_slice
+from support.configs import build_config
 from support.fakeapi import (
     WAIT_SECONDS,
     Body,

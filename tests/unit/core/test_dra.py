@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fabriccap.cli import commands as cli
-from fabriccap.core.config import ConfigError, Source, build_config, default_config
+from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
 from fabriccap.core.index import FactIndex
 from support.builders import (
@@ -33,6 +33,7 @@ from support.builders import (
     reason,
     resource_slice,
 )
+from support.configs import build_config, default_config
 
 Bodies = list[dict[str, Any]]
 EXTRACTOR = FactsExtractor(default_config())

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fabriccap.core.api import CONDITION_ORDER
-from fabriccap.core.config import Source, build_config
+from fabriccap.core.config import Source
 from fabriccap.core.sources import SOURCES
 from support.builders import (
     EFA,
@@ -25,6 +25,7 @@ from support.builders import (
     pod,
     reason,
 )
+from support.configs import build_config
 
 Bodies = list[dict[str, Any]]
 DS = daemon_set()
@@ -189,7 +190,7 @@ def test_homogeneous_messages() -> None:
         ([("g6e.xlarge", 1)], ("False", "AboveInstanceMaximum")),
         # Both above and below: above is reported (it contradicts the table, below may be on purpose).
         ([("p5.48xlarge", 16), ("p4d.24xlarge", 8)], ("False", "AboveInstanceMaximum")),
-        ([("m7i.48xlarge", 32)], ("Unknown", "UnknownInstanceType")),
+        ([("m7i.large", 32)], ("Unknown", "UnknownInstanceType")),  # not in the catalog
         ([(None, 32)], ("Unknown", "UnknownInstanceType")),
     ],
 )
@@ -648,9 +649,9 @@ def test_object_shape() -> None:
 
 
 def test_instance_types_without_known_maximum_omit_max_count() -> None:
-    status = only_status([node("n1", instance_type="m7i.48xlarge"), node("n2", instance_type="p5.48xlarge")])
+    status = only_status([node("n1", instance_type="m7i.large"), node("n2", instance_type="p5.48xlarge")])
     assert status.to_json()["instanceTypes"] == [
-        {"name": "m7i.48xlarge", "nodes": 1},
+        {"name": "m7i.large", "nodes": 1},
         {"name": "p5.48xlarge", "nodes": 1, "maxCount": 32},
     ]
 

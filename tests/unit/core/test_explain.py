@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fabriccap.core.analysis import READY_INPUTS, Cause, Gap, PluginState, PoolAnalysis
 from fabriccap.core.api import ConditionStatus, ConditionType, FabricCapabilityStatus
-from fabriccap.core.config import Config, Source, build_config, default_config
+from fabriccap.core.config import Config, Source
 from fabriccap.core.evaluate import analyse_capability, evaluate
 from fabriccap.core.explain import (
     DETAILS,
@@ -40,6 +40,7 @@ from support.builders import (
     pod,
     resource_slice,
 )
+from support.configs import build_config, default_config
 from support.scenarios import Scenario, scenarios
 
 Bodies = list[dict[str, Any]]

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.config import build_config, default_config
 from fabriccap.core.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, Pool
 from support.builders import EFA, GPU, GPU_PRESENT, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, node, pod
+from support.configs import build_config, default_config
 
 EXTRACTOR = FactsExtractor(default_config())
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.config import build_config, default_config
 from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import (
@@ -34,6 +33,7 @@ from fabriccap_devtools.world import (
     workload_pod,
 )
 from support.builders import EFA, GPU, evaluate_bodies, facts_of, healthy_pool, node, only_status, plugin_pods
+from support.configs import build_config, default_config
 
 EXTRACTOR = FactsExtractor(default_config())
 Bodies = list[dict[str, Any]]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fabriccap.core.config import build_config, default_config
 from fabriccap.kube.kinds import BY_KIND, POD, WATCHED_KINDS, kinds_for, object_key
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
+from support.configs import build_config, default_config
 
 
 def test_core_group_paths() -> None:
