@@ -9,6 +9,7 @@ than judge every pool as if no instance type were known.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from importlib import resources
@@ -51,6 +52,14 @@ def read_catalog(location: Traversable) -> InstanceCatalog:
 
 
 def load_catalogs(locations: Iterable[Traversable] | None = None) -> tuple[InstanceCatalog, ...]:
-    """Every shipped catalog (or those at ``locations``)."""
-    chosen = [_data() / name for name in CATALOG_FILES] if locations is None else list(locations)
-    return tuple(read_catalog(location) for location in chosen)
+    """Every shipped catalog (or those at ``locations``). The shipped ones are read once per
+    process: package data does not change under a running operator, and one object per catalog
+    lets the evaluation cache by it."""
+    if locations is None:
+        return _shipped(_data())
+    return tuple(read_catalog(location) for location in locations)
+
+
+@functools.lru_cache(maxsize=4)
+def _shipped(data: Traversable) -> tuple[InstanceCatalog, ...]:
+    return tuple(read_catalog(data / name) for name in CATALOG_FILES)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fabriccap.core.catalog import CATALOG_FORMAT, COLUMNS, parse_catalog
+from fabriccap.core.catalog import CATALOG_FORMAT, COLUMNS, name_labels, parse_catalog
 from fabriccap_devtools.checkout import REPO
 
 MODULE_PATH = "github.com/aws/karpenter-provider-aws"
@@ -83,24 +83,6 @@ class CatalogSourceError(Exception):
 
 def _fail(message: str) -> NoReturn:
     raise CatalogSourceError(message)
-
-
-# -- Karpenter's name rule ------------------------------------------------------------------------
-
-# computeRequirements: category = the leading lowercase letters; an optional "-<digits>tb"
-# memory marker (u-6tb1) is skipped; generation = the digits that follow; a "." must come later.
-_CATEGORY_GENERATION = re.compile(r"([a-z]+)(?:-[0-9]+tb)?([0-9]+)[^.]*\..*")
-
-
-def name_labels(name: str) -> tuple[str | None, str | None, str | None, str | None]:
-    """(family, category, generation, size) as Karpenter labels a type; None where it sets no label.
-    Family and size only when the name has exactly one dot."""
-    category = generation = None
-    if match := _CATEGORY_GENERATION.match(name):
-        category, generation = match.group(1), match.group(2)
-    halves = name.split(".")
-    family, size = (halves[0], halves[1]) if len(halves) == 2 else (None, None)
-    return family, category, generation, size
 
 
 # -- the generated Go map literals ----------------------------------------------------------------

@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from fabriccap_devtools.catalog import CATALOG, MODULE_VERSION, download_module, generate, name_labels
+from fabriccap.core.catalog import name_labels
+from fabriccap_devtools.catalog import CATALOG, MODULE_VERSION, download_module, generate
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command (scripts/bootstrap.sh --test)")

@@ -94,7 +94,8 @@ class InstanceType:
         return sum(self.resources.get(resource, 0) for resource in resources)
 
 
-@dataclass(frozen=True, slots=True)
+# Identity equality: a catalog is loaded once per process, and evaluations cache by it.
+@dataclass(frozen=True, slots=True, eq=False)
 class InstanceCatalog:
     """A fabric's catalog: instance types by name, and where the data came from."""
 
@@ -110,6 +111,33 @@ class InstanceCatalog:
 
     def __len__(self) -> int:
         return len(self.types)
+
+
+# computeRequirements: category = the leading lowercase letters; an optional "-<digits>tb"
+# memory marker (u-6tb1) is skipped; generation = the digits that follow; a "." must come later.
+_CATEGORY_GENERATION = re.compile(r"([a-z]+)(?:-[0-9]+tb)?([0-9]+)[^.]*\..*")
+
+
+def name_labels(name: str) -> tuple[str | None, str | None, str | None, str | None]:
+    """(family, category, generation, size) as Karpenter labels an instance type, from its name
+    alone; None where it sets no label. Family and size only when the name has exactly one dot."""
+    category = generation = None
+    if match := _CATEGORY_GENERATION.match(name):
+        category, generation = match.group(1), match.group(2)
+    halves = name.split(".")
+    family, size = (halves[0], halves[1]) if len(halves) == 2 else (None, None)
+    return family, category, generation, size
+
+
+def named_only(name: str, maximum: int) -> InstanceType:
+    """A type known only by name and maximum (a profile's ``instanceTypes`` entry the catalog
+    lacks): the labels Karpenter derives from the name, every other fact unknown."""
+    labels = {INSTANCE_TYPE_KEY: name}
+    for label, value in zip(("family", "category", "generation", "size"), name_labels(name), strict=True):
+        if value is not None:
+            labels[KARPENTER_LABELS + f"instance-{label}"] = value
+    unknown = frozenset(key for key in CATALOG_KEYS if key not in labels)
+    return InstanceType(name, maximum, labels, unknown, {})
 
 
 def label_keys() -> tuple[str, ...]:

@@ -8,8 +8,8 @@ from that analysis, the one ``fabriccap explain`` shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabriccap.core.analysis import (
@@ -17,6 +17,7 @@ from fabriccap.core.analysis import (
     STALL_REASONS,
     Cause,
     Gap,
+    LeftOut,
     NodeAnalysis,
     PluginState,
     PoolAnalysis,
@@ -46,6 +47,9 @@ from fabriccap.core.api import (
     FabricCapabilityStatus,
     GapStatus,
     InstanceTypeCount,
+    LaunchableCount,
+    LaunchableStatus,
+    LaunchableType,
     PoolRef,
     Reason,
     Recommendation,
@@ -54,8 +58,9 @@ from fabriccap.core.api import (
     SourceCount,
 )
 from fabriccap.core.config import Config, FabricProfile, Source
-from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
+from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
+from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
 from fabriccap.core.names import capability_name, is_label_value
 from fabriccap.core.sources import (
     SOURCES,
@@ -64,7 +69,7 @@ from fabriccap.core.sources import (
     fabric_view,
     in_order,
     providers_phrase,
-    read_sources,
+    selects,
 )
 from fabriccap.core.workloads import (
     LookupKey,
@@ -187,9 +192,11 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
     # Devices a node reports that cannot be counted count as 0: say why, or a user sees
     # "0 on n4" while kubectl shows a number (or a ResourceSlice).
     uncounted = ""
-    for source in read_sources(analysis.profile):
+    for source in analysis.sources_read:
         listed = [
-            f"{node.name} ({problem})" for node in analysis.gate if (problem := node.devices.readings[source].problem)
+            f"{node.name} ({reading.problem})"
+            for node in analysis.gate
+            if (reading := node.devices.readings.get(source)) is not None and reading.problem
         ]
         if listed:
             uncounted += f"; {SOURCES[source].problem} on {_named(listed)}"
@@ -197,13 +204,15 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
 
 
 def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
-    """The status of one (fabric, pool), from its analysis (cordoned target nodes included)."""
+    """The status of one (fabric, pool), from its analysis (target nodes left out of the gate
+    set included, and the pool's NodePool verdict when it is a Karpenter NodePool's)."""
     profile = analysis.profile
     gate = analysis.gate
     advertising = analysis.advertising
+    shown_sources = in_order([*profile.sources, *(source for node in gate for source in node.devices.sources)])
     by_source = [
         SourceCount(source=source.value, nodes=sum(1 for node in advertising if source in node.devices.sources))
-        for source in profile.sources
+        for source in shown_sources
     ]
     notes = _notes(analysis, by_source)
     conditions = [
@@ -212,6 +221,8 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
         _homogeneous_condition(analysis, notes),
         _instance_type_condition(analysis),
     ]
+    if analysis.launchable is not None:
+        conditions.append(_launchable_condition(analysis, analysis.launchable))
     ready = _ready_condition(analysis, conditions, notes)
     conditions.append(ready)
     conditions.append(_stalled_condition(analysis))
@@ -219,15 +230,23 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
     recommendation = None
     if ready.status == ConditionStatus.TRUE and analysis.uniform_count is not None:
         recommendation = _recommendation(profile, analysis.sources_seen, analysis.uniform_count)
+    elif ready.status == ConditionStatus.TRUE and analysis.launchable is not None:
+        # An empty NodePool pool, Ready from the catalog: what to ask for on the nodes it launches.
+        assert analysis.launchable.uniform_count is not None
+        recommendation = _recommendation(profile, _launch_sources(analysis), analysis.launchable.uniform_count)
     # The DaemonSets that serve this pool's nodes: a device-plugin pool does not list DRANET.
-    daemon_sets = sorted({ds for source in analysis.serving for ds in analysis.view.of(source).daemon_sets})
-    gap_nodes = [node.name for node in gate if node.gaps]  # gate is in name order
+    serving = analysis.serving if gate else frozenset(_launch_sources(analysis))
+    daemon_sets = sorted({ds for source in serving for ds in analysis.view.of(source).daemon_sets})
+    launched_without = analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC)
+    gap_names = {node.name for node in gate if node.gaps} | {node.name for node in launched_without}
+    gap_nodes = sorted(gap_names)
     return FabricCapabilityStatus(
         fabric=profile.name,
         resource_name=profile.resource,
         pool=PoolRef(key=analysis.pool.key, value=analysis.pool.value),
         nodes=len(gate),
-        cordoned_nodes=len(analysis.nodes) - len(gate),
+        cordoned_nodes=len(analysis.left_out(LeftOut.CORDONED)),
+        unready_nodes=len(analysis.left_out(LeftOut.UNREADY)),
         advertising_nodes=len(advertising),
         uniform_count=analysis.uniform_count,
         counts=[CountBucket(count=count, nodes=nodes) for count, nodes in analysis.counts.items()],
@@ -242,13 +261,41 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
             plugin_ready_not_advertised=sum(1 for node in gate if Gap.PLUGIN_READY_NOT_ADVERTISED in node.gaps),
             unhealthy=sum(1 for node in gate if Gap.UNHEALTHY in node.gaps),
             advertised_without_plugin=sum(1 for node in gate if Gap.ADVERTISED_WITHOUT_PLUGIN in node.gaps),
+            launched_without_fabric=len(launched_without),
             nodes=gap_nodes[:MAX_GAP_NODES],
             truncated=len(gap_nodes) > MAX_GAP_NODES,
         ),
+        launchable=_launchable_status(analysis.launchable) if analysis.launchable is not None else None,
         recommendation=recommendation,
         sources=by_source,
         conditions=conditions,
     )
+
+
+def _launchable_status(verdict: LaunchableTypes) -> LaunchableStatus:
+    return LaunchableStatus(
+        node_pool=verdict.node_pool,
+        instance_types=[LaunchableType(name=name, max_count=count) for name, count in verdict.types[:MAX_LISTED_TYPES]],
+        truncated=len(verdict.types) > MAX_LISTED_TYPES,
+        counts=[LaunchableCount(count=count, instance_types=types) for count, types in verdict.counts.items()],
+    )
+
+
+def _launch_sources(analysis: PoolAnalysis) -> list[Source]:
+    """The sources that would serve the nodes an empty NodePool launches: the platform on Auto
+    Mode, else the profile's sources whose DaemonSet was found (each is asked for in its form)."""
+    if analysis.launchable is not None and analysis.launchable.platform:
+        return [Source.PLATFORM]
+    return [source for source in in_order(analysis.profile.sources) if analysis.view.of(source).daemon_sets]
+
+
+def _launchable_condition(analysis: PoolAnalysis, verdict: LaunchableTypes) -> Condition:
+    message = verdict.message
+    if analysis.claim_problems:
+        shown = "; ".join(analysis.claim_problems[:MAX_NAMED_NODES])
+        more = len(analysis.claim_problems) - MAX_NAMED_NODES
+        message += f"; NodeClaims: {shown}{f' (+{more} more)' if more > 0 else ''}"
+    return _condition(ConditionType.LAUNCHABLE, verdict.status, verdict.reason, message)
 
 
 def _recommendation(profile: FabricProfile, sources: Iterable[Source], uniform_count: int) -> Recommendation:
@@ -290,30 +337,45 @@ def _no_target_nodes(condition_type: ConditionType) -> Condition:
     )
 
 
+def _not_installed(profile: FabricProfile, needed: Iterable[Source]) -> Condition:
+    needed = [source for source in in_order(needed) if not SOURCES[source].self_served]
+    namespaces = profile.device_plugin.namespaces
+    where = ", ".join(namespaces)
+    scope = f"namespace {where}" if len(namespaces) == 1 else f"namespaces {where}"
+    finders = {source: SOURCES[source].finder(profile).describe() for source in needed}
+    how = (
+        "; ".join(f"{SOURCES[source].provider}: {finders[source]}" for source in needed)
+        if len(needed) > 1
+        else finders[needed[0]]
+    )
+    return _condition(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.FALSE,
+        Reason.PLUGIN_NOT_INSTALLED,
+        f"no {profile.name} {providers_phrase(needed)} DaemonSet found in {scope} ({how})",
+    )
+
+
 def _device_plugin_condition(analysis: PoolAnalysis) -> Condition:
     kind = ConditionType.DEVICE_PLUGIN_READY
     profile, gate = analysis.profile, analysis.gate
     total = len(gate)
     if total == 0:
+        launchable = analysis.launchable
+        if launchable is not None and not launchable.platform and not _launch_sources(analysis):
+            return _not_installed(profile, profile.sources)  # the nodes it launches would have none
         return _no_target_nodes(kind)
     needed = analysis.serving
     word = providers_phrase(needed)
-    if all(node.provider is PluginState.NOT_INSTALLED for node in gate):
-        namespaces = profile.device_plugin.namespaces
-        where = ", ".join(namespaces)
-        scope = f"namespace {where}" if len(namespaces) == 1 else f"namespaces {where}"
-        finders = {source: SOURCES[source].finder(profile).describe() for source in needed}
-        how = (
-            "; ".join(f"{SOURCES[source].provider}: {finders[source]}" for source in in_order(needed))
-            if len(needed) > 1
-            else finders[next(iter(needed))]
-        )
+    if not word:
         return _condition(
             kind,
-            ConditionStatus.FALSE,
-            Reason.PLUGIN_NOT_INSTALLED,
-            f"no {profile.name} {word} DaemonSet found in {scope} ({how})",
+            ConditionStatus.TRUE,
+            Reason.PLUGIN_READY_ON_ALL_NODES,
+            f"the platform advertises {profile.resource} itself on all {total} nodes: no DaemonSet is needed",
         )
+    if all(node.provider is PluginState.NOT_INSTALLED for node in gate):
+        return _not_installed(profile, needed)
     without_pod = _names(node for node in gate if node.provider in (PluginState.NO_POD, PluginState.NOT_INSTALLED))
     if without_pod:
         return _condition(
@@ -349,7 +411,7 @@ def _advertised_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
         # Say where else was looked, or a DRA user reads "efa advertised on 0" as a plugin problem.
         nowhere = ", and ".join(
             SOURCES[source].nowhere(analysis.profile, f"{total} target nodes" if position == 0 else None)
-            for position, source in enumerate(read_sources(analysis.profile))
+            for position, source in enumerate(analysis.sources_read)
         )
         return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{nowhere}{notes.uncounted}")
     not_advertising = _names(analysis.breaking(kind))
@@ -480,11 +542,19 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
     homogeneous = by_type[ConditionType.HOMOGENEOUS]
     total, subject, uniform_count = len(analysis.gate), analysis.subject, analysis.uniform_count
     if total == 0:
-        return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, "no schedulable target node in the pool")
+        return _empty_gate_ready(analysis, by_type)
     if not analysis.advertising:
         return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, by_type[ConditionType.ADVERTISED].message)
     if homogeneous.status != ConditionStatus.TRUE:
         return _condition(kind, ConditionStatus.FALSE, Reason(homogeneous.reason), homogeneous.message)
+    if analysis.breaking(ConditionType.MATCHES_INSTANCE_TYPE, Cause.ABOVE_MAXIMUM):
+        # Never on purpose: a plugin that over-counts (p6-b200's NVLink controllers as EFA).
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.ABOVE_INSTANCE_MAXIMUM,
+            by_type[ConditionType.MATCHES_INSTANCE_TYPE].message,
+        )
     if analysis.breaking(ConditionType.DEVICE_PLUGIN_READY):
         plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
         return _condition(
@@ -494,13 +564,61 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
             f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}",
         )
     provider = providers_phrase(analysis.sources_seen, spelled=True)
+    served = f"with a Ready {provider}" if provider else "served by the platform"
     usage = _usage(analysis.profile, analysis.sources_seen, uniform_count)
     return _condition(
         kind,
         ConditionStatus.TRUE,
         Reason.UNIFORM_CAPABILITY,
-        f"all {total} nodes advertise {subject}: {uniform_count} with a Ready {provider}{notes.mixed}; {usage}",
+        f"all {total} nodes advertise {subject}: {uniform_count} {served}{notes.mixed}; {usage}",
     )
+
+
+def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> Condition:
+    """Ready with an empty gate set: a NodePool's pool is judged from what it launches (SPEC
+    "Elastic pools") unless its nodes are cordoned or not Ready; any other pool cannot be."""
+    kind = ConditionType.READY
+    stuck = len(analysis.left_out(LeftOut.CORDONED)) + len(analysis.left_out(LeftOut.UNREADY))
+    if stuck:
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.NO_SCHEDULABLE_NODES,
+            f"every one of the {len(analysis.nodes)} target nodes is left out of the gate set"
+            f" ({len(analysis.left_out(LeftOut.CORDONED))} cordoned,"
+            f" {len(analysis.left_out(LeftOut.UNREADY))} not Ready)",
+        )
+    launchable = analysis.launchable
+    without = analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC)
+    if launchable is None:
+        if without:
+            return _condition(
+                kind,
+                ConditionStatus.FALSE,
+                Reason.NO_SCHEDULABLE_NODES,
+                f"every one of the {len(without)} target nodes was launched without {analysis.profile.spoken_name}",
+            )
+        return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, "no target node in the pool")
+    now = (
+        f"no node in the gate set ({len(without)} launched without {analysis.profile.spoken_name})"
+        if without
+        else "no nodes now"
+    )
+    if launchable.status != ConditionStatus.TRUE:
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.NO_TARGET_NODES,
+            f"{now}, and {by_type[ConditionType.LAUNCHABLE].message}",
+        )
+    count = launchable.uniform_count
+    every = f"every type NodePool {launchable.node_pool} launches attaches {count} when a pod requests it"
+    if not launchable.platform and not _launch_sources(analysis):
+        plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.DEVICE_PLUGIN_GAP, f"{now}; {every}, but {plugin.message}"
+        )
+    return _condition(kind, ConditionStatus.TRUE, Reason.UNIFORM_CAPABILITY, f"{now}; {every}")
 
 
 def _stalled_condition(analysis: PoolAnalysis) -> Condition:
@@ -537,7 +655,7 @@ def analyse_capability(config: Config, index: FactIndex, capability: PoolCapabil
     what ``fabriccap explain`` shows node by node."""
     profile = next(fabric for fabric in config.enabled_fabrics if fabric.name == capability.fabric)
     view = fabric_view(profile, list(index.daemon_sets.values()), list(index.pods.values()))
-    return analyse_pool(profile, capability.pool, index.members(capability.pool), view, index)
+    return _analyse(config, profile, capability.pool, index, view)
 
 
 def fabric_views(
@@ -555,8 +673,13 @@ class _PoolMemo:
     facts_version: int
     provider_version: int
     targets: tuple[str, ...]  # empty: the pool has no target node
-    status: FabricCapabilityStatus | None  # without workloads
+    status: FabricCapabilityStatus | None  # without workloads; None: no object for the pool
     judgements: dict[NamespacedKey, PodJudgement] = field(default_factory=dict)
+    # What withoutFabric is judged against: the pool offers the fabric (advertised now, launchable
+    # by its NodePool, or a catalog maximum above 0 for its nodes' types).
+    offers: bool = False
+    launched_without: frozenset[str] = frozenset()  # its nodes Karpenter launched without the fabric
+    launch_count: int | None = None  # what a node its NodePool launches gets, when that is one count
 
 
 @dataclass
@@ -578,22 +701,60 @@ class EvaluationMemo:
         return self.views[1]
 
 
+def node_pool_verdict(config: Config, profile: FabricProfile, pool: Pool, index: FactIndex) -> LaunchableTypes | None:
+    """The Launchable verdict of the pool's Karpenter NodePool, if the pool is one's."""
+    node_pool = index.node_pool_of(pool) if config.karpenter.enabled else None
+    if node_pool is None:
+        return None
+    providers = [
+        daemon_set
+        for daemon_set in index.daemon_sets.values()
+        if any(selects(profile, source, daemon_set) for source in profile.sources)
+    ]
+
+    def admits(labels: Mapping[str, str]) -> bool:
+        return any(daemon_set.would_run_on(labels) for daemon_set in providers)
+
+    return judge_node_pool(profile, node_pool, index.node_class_of(node_pool), admits if providers else None)
+
+
+def _analyse(config: Config, profile: FabricProfile, pool: Pool, index: FactIndex, view: FabricView) -> PoolAnalysis:
+    launchable = node_pool_verdict(config, profile, pool, index)
+    analysis = analyse_pool(profile, pool, index.members(pool), view, index, launchable)
+    if launchable is not None and (missing := missing_nodes(index, launchable.node_pool)):
+        analysis = replace(analysis, claim_problems=(*analysis.claim_problems, *missing))
+    return analysis
+
+
 def _pool_side(
-    profile: FabricProfile, pool: Pool, index: FactIndex, view: FabricView, memo: EvaluationMemo | None
+    config: Config,
+    profile: FabricProfile,
+    pool: Pool,
+    index: FactIndex,
+    view: FabricView,
+    memo: EvaluationMemo | None,
 ) -> _PoolMemo:
     """The node-side evaluation of one (fabric, pool): from the memo while its versions hold."""
     facts_version = index.pool_versions.get(pool, 0)
     known = memo.pools.get((profile.name, pool)) if memo is not None else None
     if known is not None and (known.facts_version, known.provider_version) == (facts_version, index.provider_version):
         return known
-    members = index.members(pool)
-    analysis = analyse_pool(profile, pool, members, view, index)
+    analysis = _analyse(config, profile, pool, index, view)
     targets = tuple(node.name for node in analysis.nodes)
-    status = evaluate_pool(analysis) if targets else None
+    launchable = analysis.launchable
+    published = bool(targets) or (launchable is not None and launchable.of_fabric)
+    status = evaluate_pool(analysis) if published else None
     fresh = _PoolMemo(facts_version, index.provider_version, targets, status)
+    fresh.offers = (
+        bool(analysis.advertising)
+        or (launchable is not None and launchable.offers_fabric)
+        or any((node.maximum or 0) > 0 for node in analysis.nodes)
+    )
+    fresh.launched_without = frozenset(node.name for node in analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC))
+    fresh.launch_count = launchable.uniform_count if launchable is not None else None
     if known is not None and targets:
         fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
-    if memo is not None and members:
+    if memo is not None and (targets or index.pool_members.get(pool) or launchable is not None):
         memo.pools[(profile.name, pool)] = fresh
     elif memo is not None:
         memo.pools.pop((profile.name, pool), None)  # a pool gone leaves nothing behind
@@ -614,6 +775,21 @@ def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> li
             current[key] = known
     side.judgements = current
     return list(current.values())
+
+
+def _not_requested(
+    profile: FabricProfile,
+    name: str,
+    status: FabricCapabilityStatus,
+    side: _PoolMemo,
+    owner: ObjectRef,
+    pods: int,
+    nodes: Mapping[ObjectRef, frozenset[str]],
+) -> WorkloadEvent:
+    """FabricNotRequested; on a Karpenter pool, naming the nodes launched without the fabric for it."""
+    launched = sorted(nodes.get(owner, frozenset()) & side.launched_without)
+    count = status.uniform_count if status.is_ready and status.uniform_count else side.launch_count
+    return not_requested_event(profile, name, status, owner, pods, launched, count)
 
 
 def evaluate(
@@ -643,20 +819,21 @@ def evaluate(
     absent: set[str] = set()
     events: list[WorkloadEvent] = []
     lookups: set[LookupKey] = set()
-    for pool in list(index.pool_members) if pools is None else pools:
+    index.configure(config)
+    for pool in index.pools() if pools is None else pools:
         for profile in config.enabled_fabrics:
             name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
-            side = _pool_side(profile, pool, index, views[profile.name], memo)
+            side = _pool_side(config, profile, pool, index, views[profile.name], memo)
             status = side.status
             if status is None:
                 absent.add(name)
                 continue
             if config.workloads.enabled:
-                found = pool_workloads(_judgements(profile, side, index), status.advertising_nodes > 0)
+                found = pool_workloads(_judgements(profile, side, index), side.offers)
                 status = status.model_copy(update={"workloads": found.status})
                 lookups |= found.lookups
                 events.extend(
-                    not_requested_event(profile, name, status, owner, count)
+                    _not_requested(profile, name, status, side, owner, count, found.without_fabric_nodes)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile, owner, status.pool))
                 )

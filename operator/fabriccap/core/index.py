@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from fabriccap.core.config import Config
 from fabriccap.core.facts import (
     ClaimRef,
     DaemonSetFacts,
@@ -32,6 +33,7 @@ from fabriccap.core.facts import (
     SliceFacts,
     WorkloadPodFacts,
 )
+from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
 
 NamespacedKey = tuple[str, str]
 OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -73,6 +75,16 @@ class FactIndex:
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
         self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
+        # Karpenter's objects (when its API is served): NodePools by name, NodeClaims by name and
+        # by the node they name, EC2NodeClasses by name.
+        self.node_pools: dict[str, NodePoolFacts] = {}
+        self.node_claims: dict[str, NodeClaimFacts] = {}
+        self.claims_by_node: dict[str, set[str]] = {}  # node name -> NodeClaims naming it
+        self.claims_by_provider_id: dict[str, set[str]] = {}
+        self.node_classes: dict[str, NodeClassFacts] = {}
+        # The pool key a NodePool's nodes carry; None when the config has no such key (NodePools
+        # are then not pools).
+        self.node_pool_key: str | None = NODEPOOL_LABEL
         self._versions = itertools.count(1)
         self.pool_versions: dict[Pool, int] = {}
         self.provider_version = 0
@@ -96,7 +108,7 @@ class FactIndex:
         """An owner or a claim became known: the pools of these workload pods may change."""
 
     def _pool_facts_changed(self, pool: Pool | None) -> None:
-        if pool in self.pool_members:
+        if pool is not None and (pool in self.pool_members or self.node_pool_of(pool) is not None):
             self.pool_versions[pool] = next(self._versions)
         elif pool is not None:
             self.pool_versions.pop(pool, None)  # gone: it starts again from a new version
@@ -154,6 +166,121 @@ class FactIndex:
 
     def members(self, pool: Pool) -> list[NodeFacts]:
         return [self.nodes[name] for name in self.pool_members.get(pool, ())]
+
+    def pools(self) -> list[Pool]:
+        """Every pool: those with a node, and (SPEC: a NodePool is a pool even while it has no
+        node) each Karpenter NodePool's."""
+        found = dict.fromkeys(self.pool_members)
+        if self.node_pool_key is not None:
+            found.update(dict.fromkeys(Pool(self.node_pool_key, name) for name in self.node_pools))
+        return list(found)
+
+    def configure(self, config: Config) -> None:
+        """Which pool key is a NodePool's: Karpenter's label, when the config lists it."""
+        self.node_pool_key = NODEPOOL_LABEL if NODEPOOL_LABEL in config.pool_labels else None
+
+    def node_pool_of(self, pool: Pool | None) -> NodePoolFacts | None:
+        """The Karpenter NodePool a pool is, if any."""
+        if pool is None or pool.key != self.node_pool_key:
+            return None
+        return self.node_pools.get(pool.value)
+
+    # -- Karpenter: NodePools, NodeClaims, EC2NodeClasses
+
+    def _node_pool_touched(self, name: str | None) -> None:
+        if name is not None and self.node_pool_key is not None:
+            self._pool_facts_changed(Pool(self.node_pool_key, name))
+
+    def put_node_pool(self, facts: NodePoolFacts) -> bool:
+        if self.node_pools.get(facts.name) == facts:
+            return False
+        self.node_pools[facts.name] = facts
+        self._node_pool_touched(facts.name)
+        return True
+
+    def remove_node_pool(self, name: str) -> bool:
+        if self.node_pools.pop(name, None) is None:
+            return False
+        self._node_pool_touched(name)
+        return True
+
+    def put_node_claim(self, facts: NodeClaimFacts) -> bool:
+        previous = self.node_claims.get(facts.name)
+        if previous == facts:
+            return False
+        if previous is not None:
+            self._unlink_claim(previous)
+        self.node_claims[facts.name] = facts
+        if facts.node_name is not None:
+            self.claims_by_node.setdefault(facts.node_name, set()).add(facts.name)
+        if facts.provider_id is not None:
+            self.claims_by_provider_id.setdefault(facts.provider_id, set()).add(facts.name)
+        self._claim_touched(facts)
+        return True
+
+    def remove_node_claim(self, name: str) -> bool:
+        previous = self.node_claims.pop(name, None)
+        if previous is None:
+            return False
+        self._unlink_claim(previous)
+        self._claim_touched(previous)
+        return True
+
+    def _unlink_claim(self, facts: NodeClaimFacts) -> None:
+        if facts.node_name is not None:
+            _discard(self.claims_by_node, facts.node_name, facts.name)
+        if facts.provider_id is not None:
+            _discard(self.claims_by_provider_id, facts.provider_id, facts.name)
+        self._claim_touched(facts)
+
+    def _claim_touched(self, facts: NodeClaimFacts) -> None:
+        self._node_touched(facts.node_name)
+        self._node_pool_touched(facts.node_pool)
+        for name in self.claims_by_provider_id.get(facts.provider_id or "", ()):
+            self._node_touched(self.node_claims[name].node_name)
+
+    def claims_of(self, node: NodeFacts) -> list[NodeClaimFacts]:
+        """The NodeClaims that name ``node``, by status.nodeName or status.providerID (Karpenter's
+        own match), by name."""
+        names = set(self.claims_by_node.get(node.name, ()))
+        if node.provider_id:
+            names |= self.claims_by_provider_id.get(node.provider_id, set())
+        return [self.node_claims[name] for name in sorted(names)]
+
+    def put_node_class(self, facts: NodeClassFacts) -> bool:
+        if self.node_classes.get(facts.name) == facts:
+            return False
+        self.node_classes[facts.name] = facts
+        self._node_class_touched(facts.name)
+        return True
+
+    def remove_node_class(self, name: str) -> bool:
+        if self.node_classes.pop(name, None) is None:
+            return False
+        self._node_class_touched(name)
+        return True
+
+    def _node_class_touched(self, name: str) -> None:
+        for pool in self.node_pools.values():
+            if pool.node_class is not None and pool.node_class.name == name:
+                self._node_pool_touched(pool.name)
+
+    def node_class_of(self, pool: NodePoolFacts) -> NodeClassFacts | None:
+        if pool.node_class is None or pool.node_class.group == "eks.amazonaws.com":
+            return None
+        return self.node_classes.get(pool.node_class.name)
+
+    def retain_node_pools(self, names: set[str]) -> None:
+        for name in [name for name in self.node_pools if name not in names]:
+            self.remove_node_pool(name)
+
+    def retain_node_claims(self, names: set[str]) -> None:
+        for name in [name for name in self.node_claims if name not in names]:
+            self.remove_node_claim(name)
+
+    def retain_node_classes(self, names: set[str]) -> None:
+        for name in [name for name in self.node_classes if name not in names]:
+            self.remove_node_class(name)
 
     # -- pods
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from fabriccap.core.api import FabricCapabilityStatus, Offender, PoolRef, WorkloadCount, WorkloadsStatus
 from fabriccap.core.config import FabricProfile, Source
@@ -136,12 +136,14 @@ class PodJudgement:
     owner: ObjectRef
     lookups: tuple[LookupKey, ...]
     version: int = 0  # the pod's workload version in the index when it was judged
+    node: str | None = None  # the node it is bound to
 
 
 def judge_pod(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex, version: int = 0) -> PodJudgement:
     use, unknown = pod_use(pod, profile, index)
     owner, missing = top_owner(pod, index)
-    return PodJudgement(use, owner, (*unknown, missing) if missing is not None else tuple(unknown), version)
+    lookups = (*unknown, missing) if missing is not None else tuple(unknown)
+    return PodJudgement(use, owner, lookups, version, pod.node_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,17 +152,22 @@ class PoolWorkloads:
     # Every owner whose pods run without the fabric (not only the first 20), with their pods.
     without_fabric: tuple[tuple[ObjectRef, int], ...]
     lookups: frozenset[LookupKey]
+    # The nodes each of those owners' pods run on.
+    without_fabric_nodes: Mapping[ObjectRef, frozenset[str]] = field(default_factory=dict)
 
 
 def _owner_sort_key(owner: ObjectRef) -> tuple[str, str, str]:
     return (owner.namespace, owner.kind, owner.name)
 
 
-def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> PoolWorkloads:
+def pool_workloads(judgements: Iterable[PodJudgement], offers: bool) -> PoolWorkloads:
     """``status.workloads`` of one (fabric, pool) from its pods' judgements (``judge_pod`` of
-    each pod bound to its target nodes)."""
+    each pod bound to its target nodes). ``offers``: the pool offers the fabric (some node
+    advertises it, its NodePool can launch it, or its nodes' types carry it), so an accelerator
+    pod that asks for none is ``withoutFabric``."""
     requesting: dict[ObjectRef, int] = {}
     without: dict[ObjectRef, int] = {}
+    without_nodes: dict[ObjectRef, set[str]] = {}
     intent: dict[ObjectRef, int] = {}
     lookups: set[LookupKey] = set()
     for judgement in judgements:
@@ -171,8 +178,10 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> Pool
             continue
         if use.fabric:
             requesting[owner] = requesting.get(owner, 0) + 1
-        elif use.accelerator and advertises:
+        elif use.accelerator and offers:
             without[owner] = without.get(owner, 0) + 1
+            if judgement.node is not None:
+                without_nodes.setdefault(owner, set()).add(judgement.node)
         if use.intent and not use.fabric:
             intent[owner] = intent.get(owner, 0) + 1
 
@@ -200,7 +209,12 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool) -> Pool
         offenders=offenders,
     )
     without_fabric = tuple(sorted(without.items(), key=lambda item: _owner_sort_key(item[0])))
-    return PoolWorkloads(status=status, without_fabric=without_fabric, lookups=frozenset(lookups))
+    return PoolWorkloads(
+        status=status,
+        without_fabric=without_fabric,
+        lookups=frozenset(lookups),
+        without_fabric_nodes={owner: frozenset(nodes) for owner, nodes in without_nodes.items()},
+    )
 
 
 # -- Events on the top-level owners
@@ -250,15 +264,30 @@ def not_requested_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef) -
 
 
 def not_requested_event(
-    profile: FabricProfile, capability_name: str, status: FabricCapabilityStatus, owner: ObjectRef, pods: int
+    profile: FabricProfile,
+    capability_name: str,
+    status: FabricCapabilityStatus,
+    owner: ObjectRef,
+    pods: int,
+    launched: Sequence[str] = (),
+    launch_count: int | None = None,
 ) -> WorkloadEvent:
-    """FabricNotRequested: the owner's pods run on a pool that advertises the fabric and ask for none."""
+    """FabricNotRequested: the owner's pods run on a pool that offers the fabric and ask for none.
+    ``launched``: the nodes among theirs that Karpenter launched without the fabric because of it,
+    and ``launch_count`` what a node of the pool gets when a pod asks (the message names both)."""
     where = REQUEST_FIELDS.get(owner.kind, DEFAULT_REQUEST_FIELD)
     pool = status.pool.value
     running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {pool}"
     ready = status.is_ready and status.uniform_count is not None
     offered = f"{profile.resource}: {status.uniform_count}" if ready else profile.resource
-    if ready:
+    if launched:
+        shown = ", ".join(launched[:3]) + (f" (+{len(launched) - 3} more)" if len(launched) > 3 else "")
+        request = f"{profile.resource}: {launch_count}" if launch_count else profile.resource
+        message = (
+            f"Karpenter launched {shown} without {profile.spoken_name} because this job requested none; "
+            f"request {request} ({owner.kind}: {where}); it {running}, and NCCL will use TCP sockets"
+        )
+    elif ready:
         message = (
             f"{running} where {offered} is Ready, but requests none: NCCL will use TCP sockets; "
             f"request {_per_node_request(profile, status)} ({owner.kind}: {where})"

@@ -14,7 +14,8 @@ EXTRACTOR = FactsExtractor(default_config())
 
 
 def test_node_facts_keep_only_what_matters() -> None:
-    facts = EXTRACTOR.node(node("ip-10-0-1-5", pool="p5-training", efa=32, gpu=8))
+    body = node("ip-10-0-1-5", pool="p5-training", efa=32, gpu=8)
+    facts = EXTRACTOR.node(body)
     assert facts == NodeFacts(
         name="ip-10-0-1-5",
         pool=Pool(NODEGROUP, "p5-training"),
@@ -23,7 +24,10 @@ def test_node_facts_keep_only_what_matters() -> None:
         capacity=((GPU, 8), (EFA, 32)),
         allocatable=((GPU, 8), (EFA, 32)),
         labels=(),
+        ready=True,
+        provider_id=body["spec"]["providerID"],
     )
+    assert EXTRACTOR.node(node("n2", ready=False, provider_id=None)).ready is False
     # cpu, memory, pods ... are not resources of interest.
     assert facts.allocatable_of("cpu") == 0
     assert facts.allocatable_of(EFA) == 32
@@ -329,7 +333,8 @@ def test_malformed_daemon_set_names_the_object() -> None:
 def test_extractor_resources_of_interest_follow_enabled_fabrics() -> None:
     neuron = {"aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice"}
     assert EXTRACTOR.resources == frozenset({EFA, GPU, *neuron})
-    assert EXTRACTOR.label_keys == frozenset({GPU_PRESENT})
+    # The accelerator labels, and the platform's (EKS Auto Mode) that say who advertises.
+    assert EXTRACTOR.label_keys == frozenset({GPU_PRESENT, "eks.amazonaws.com/compute-type"})
     both = FactsExtractor(build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]}))
     assert both.resources == frozenset({EFA, GPU, *neuron, "rdma/hca_shared_devices_a"})
     assert both.plugin_namespaces == frozenset({"kube-system", "network-operator", "nvidia-network-operator"})
