@@ -9,7 +9,6 @@ than judge every pool as if no instance type were known.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable
 from importlib import resources
@@ -56,10 +55,11 @@ def load_catalogs(locations: Iterable[Traversable] | None = None) -> tuple[Insta
     process: package data does not change under a running operator, and one object per catalog
     lets the evaluation cache by it."""
     if locations is None:
-        return _shipped(_data())
+        data = _data()
+        if str(data) not in _SHIPPED:
+            _SHIPPED[str(data)] = tuple(read_catalog(data / name) for name in CATALOG_FILES)
+        return _SHIPPED[str(data)]
     return tuple(read_catalog(location) for location in locations)
 
 
-@functools.lru_cache(maxsize=4)
-def _shipped(data: Traversable) -> tuple[InstanceCatalog, ...]:
-    return tuple(read_catalog(data / name) for name in CATALOG_FILES)
+_SHIPPED: dict[str, tuple[InstanceCatalog, ...]] = {}
