@@ -50,6 +50,7 @@ from fabriccap.core.api import (
     LaunchableCount,
     LaunchableStatus,
     LaunchableType,
+    NamingStatus,
     PoolRef,
     Reason,
     Recommendation,
@@ -61,7 +62,7 @@ from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
-from fabriccap.core.names import capability_name, is_label_value
+from fabriccap.core.names import capability_name, is_label_value, pool_names
 from fabriccap.core.sources import (
     SOURCES,
     FabricView,
@@ -143,6 +144,9 @@ class Evaluation:
     unpooled_nodes: int  # target nodes of some fabric that carry no pool label
     # Names of the (fabric, pool) pairs evaluated that have no target node now.
     absent: frozenset[str] = frozenset()
+    # Names of objects whose pool has another name now (a pool of the same value came or went):
+    # delete them at once, or one pool would have two objects.
+    renamed: frozenset[str] = frozenset()
     conflicts: tuple[NameConflict, ...] = ()
     # FabricNotRequested Events for the workloads of the pools evaluated.
     workload_events: tuple[WorkloadEvent, ...] = ()
@@ -694,6 +698,8 @@ class EvaluationMemo:
 
     views: tuple[int, dict[str, FabricView]] | None = None
     pools: dict[tuple[str, Pool], _PoolMemo] = field(default_factory=dict)
+    # The name each (fabric, pool) with an object was last given.
+    names: dict[tuple[str, Pool], str] = field(default_factory=dict)
 
     def fabric_views(self, config: Config, index: FactIndex) -> dict[str, FabricView]:
         if self.views is None or self.views[0] != index.provider_version:
@@ -813,31 +819,57 @@ def evaluate(
         if memo is not None
         else fabric_views(config, index.daemon_sets.values(), index.pods.values())
     )
-    primary_key = config.pool_labels[0]
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
     absent: set[str] = set()
+    renamed: set[str] = set()
     events: list[WorkloadEvent] = []
     lookups: set[LookupKey] = set()
     index.configure(config)
-    for pool in index.pools() if pools is None else pools:
-        for profile in config.enabled_fabrics:
-            name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
-            side = _pool_side(config, profile, pool, index, views[profile.name], memo)
-            status = side.status
-            if status is None:
-                absent.add(name)
+    evaluated = index.pools() if pools is None else list(pools)
+    for profile in config.enabled_fabrics:
+        sides = {pool: _pool_side(config, profile, pool, index, views[profile.name], memo) for pool in evaluated}
+        # Names depend on every pool of the fabric with an object, not only on those evaluated
+        # now: the memo knows the others (the operator's first round evaluates them all).
+        present = {pool for pool, side in sides.items() if side.status is not None}
+        if memo is not None:
+            present |= {pool for (fabric, pool), side in memo.pools.items() if fabric == profile.name and side.status}
+        names = pool_names(profile.name, present, fabric_names)
+        given = memo.names if memo is not None else {}
+        for pool in evaluated:
+            if sides[pool].status is None:
+                # The name its object was published under, to start that object's grace period.
+                old = given.pop((profile.name, pool), None)
+                absent.add(old or capability_name(profile.name, pool.key, pool.value, fabric_names))
+        # A pool renamed by another's coming or going is published again under its new name,
+        # and its old object removed at once: one pool, one object.
+        for pool in sorted(present - set(sides)):
+            old = given.get((profile.name, pool))
+            if old is not None and old != names[pool].name:
+                sides[pool] = memo.pools[(profile.name, pool)] if memo is not None else sides[pool]
+        for pool, side in sides.items():
+            if side.status is None:
                 continue
+            naming = names[pool]
+            old = given.get((profile.name, pool))
+            if old is not None and old != naming.name:
+                renamed.add(old)
+            if memo is not None:
+                given[(profile.name, pool)] = naming.name
+            status = side.status
+            if naming.hashed:
+                why = NamingStatus(hashed=True, reason=naming.reason or "", message=naming.message or "")
+                status = status.model_copy(update={"naming": why})
             if config.workloads.enabled:
                 found = pool_workloads(_judgements(profile, side, index), side.offers)
                 status = status.model_copy(update={"workloads": found.status})
                 lookups |= found.lookups
                 events.extend(
-                    _not_requested(profile, name, status, side, owner, count, found.without_fabric_nodes)
+                    _not_requested(profile, naming.name, status, side, owner, count, found.without_fabric_nodes)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile, owner, status.pool))
                 )
-            capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
+            capabilities.append(PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status=status))
     unschedulable: tuple[UnschedulableGroup, ...] = ()
     if config.workloads.enabled:
         unschedulable, pending_lookups = unschedulable_groups(config.enabled_fabrics, index)
@@ -865,10 +897,12 @@ def evaluate(
     if conflicts:
         taken = {conflict.name for conflict in conflicts}
         capabilities = [capability for capability in capabilities if capability.name not in taken]
+    current = {capability.name for capability in capabilities}
     return Evaluation(
         capabilities=tuple(capabilities),
         unpooled_nodes=unpooled,
-        absent=frozenset(absent),
+        absent=frozenset(absent - current),
+        renamed=frozenset(renamed - current),
         conflicts=conflicts,
         workload_events=tuple(events),
         unschedulable=unschedulable,

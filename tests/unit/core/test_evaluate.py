@@ -622,7 +622,7 @@ def test_pools_are_separate_objects_sorted_by_name() -> None:
     evaluation = evaluate_bodies(bodies)
     names = [cap.name for cap in evaluation.capabilities]
     assert names == sorted(names)
-    assert names[:2] == ["efa-infer", "efa-spot-" + names[1].rsplit("-", 1)[1]]
+    assert names[:2] == ["efa-infer", "efa-spot"]  # readable for every pool key (round 3)
     assert names[2] == "efa-train"
     assert reason(capability(evaluation, "efa-train").status, "Ready") == ("True", "UniformCapability")
     assert reason(capability(evaluation, "efa-infer").status, "Ready") == ("False", "NotAdvertised")

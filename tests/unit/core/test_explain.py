@@ -327,6 +327,7 @@ def test_an_incomplete_dra_pool_beside_a_plugin_count_is_a_note() -> None:
 
 # --- which FabricCapability a query names ----------------------------------------------------------
 
+NODEGROUP_KEY = "eks.amazonaws.com/nodegroup"
 TWO_KEYS: Bodies = [
     *healthy_pool(pool="p5", prefix="a"),
     node("k1", pool="p5", pool_key=KARPENTER),
@@ -346,8 +347,9 @@ TWO_KEYS: Bodies = [
             "efa-train",
             id="evaluate-o-name-form",
         ),
-        pytest.param(TWO_KEYS, "eks.amazonaws.com/nodegroup=p5", "efa-p5", id="key-value"),
-        pytest.param(TWO_KEYS, "spot", None, id="secondary-key-hashed-name"),
+        # Two keys with the value p5: both names are hashed (round 3); key=value still names one.
+        pytest.param(TWO_KEYS, "eks.amazonaws.com/nodegroup=p5", None, id="key-value-in-a-collision"),
+        pytest.param(TWO_KEYS, "spot", "efa-spot", id="secondary-key-readable-name"),
     ],
 )
 def test_a_query_names_one_capability(bodies: Bodies, query: str, name: str | None) -> None:
@@ -356,7 +358,8 @@ def test_a_query_names_one_capability(bodies: Bodies, query: str, name: str | No
     evaluation = evaluate(config, facts)
     found = find_capability(evaluation, facts, query)
     if name is None:  # the hashed name is not spelled out here: its pool is what the query named
-        assert (found.pool.value, found.name.startswith("efa-spot-")) == ("spot", True)
+        assert (found.pool.key, found.pool.value, found.name.startswith("efa-p5-")) == (NODEGROUP_KEY, "p5", True)
+        assert found.status.naming is not None and found.status.naming.reason == "Collision"
     else:
         assert found.name == name
 
@@ -365,7 +368,10 @@ def test_a_query_names_one_capability(bodies: Bodies, query: str, name: str | No
     ("bodies", "query", "fragments"),
     [
         pytest.param(
-            TWO_KEYS, "p5", ["'p5' matches 2 FabricCapabilities", "efa-p5 (efa, pool eks.amazon"], id="ambiguous"
+            TWO_KEYS,
+            "p5",
+            ["'p5' matches 2 FabricCapabilities", "(efa, pool eks.amazonaws.com/nodegroup=p5)"],
+            id="ambiguous",
         ),
         pytest.param(
             [*healthy_pool(pool="p5", prefix="a"), *healthy_pool(pool="efa-p5", prefix="b")],
