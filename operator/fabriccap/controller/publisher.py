@@ -389,7 +389,7 @@ class Publisher:
         everything, pools = self.store.take_dirty()
         started = time.perf_counter()
         if everything:
-            pools = set(self.store.pool_members) | {pool for _, pool in self.desired.values()}
+            pools = set(self.store.pools()) | {pool for _, pool in self.desired.values()}
         evaluation = evaluate(self.config, self.store, pools, memo=self.memo, warned=self._warned)
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
@@ -398,6 +398,12 @@ class Publisher:
         for name in evaluation.absent:
             self.desired.pop(name, None)
             self.absent_since.setdefault(name, now)
+        for name in evaluation.renamed:
+            # Its pool is published under another name now (a pool of the same value came or
+            # went): the old object goes at once, so no pool has two objects.
+            self.desired.pop(name, None)
+            self.latest.pop(name, None)
+            self.absent_since[name] = now - self.config.pool_grace_period_seconds
         for conflict in evaluation.conflicts:
             await self._conflict(conflict.name, conflict.describe())
             self.desired.pop(conflict.name, None)

@@ -590,3 +590,32 @@ async def test_a_routine_write_waiting_for_its_lane_is_not_sent_to_the_back_when
             gate.set()
         await setup.publisher.finish_writes()
         assert setup.published()["efa-p-b"]["status"]["workloads"]["requestingFabric"]["pods"] == 1
+
+
+async def test_a_colliding_pool_renames_both_objects_once_and_never_loops() -> None:
+    """Label values chosen to collide: a Karpenter NodePool named like a node group. Both pools
+    take the hashed form, the readable object goes at once, and rounds after that write nothing;
+    when the collision ends the readable name comes back. No pool ever has two objects."""
+    async with publishing() as setup:
+        setup.add(healthy("gpu", "a"))
+        await start(setup)
+        assert set(setup.published()) == {"efa-gpu"}
+        setup.add([node("k1", pool="gpu", pool_key="karpenter.sh/nodepool", efa=32), *plugin_pods(["k1"])])
+        await setup.publisher.reconcile_once()
+        names = set(setup.published())
+        assert len(names) == 2 and all(name.startswith("efa-gpu-") for name in names), names
+        pools = {
+            (obj["status"]["pool"]["key"], obj["status"]["naming"]["reason"]) for obj in setup.published().values()
+        }
+        assert pools == {("eks.amazonaws.com/nodegroup", "Collision"), ("karpenter.sh/nodepool", "Collision")}
+        before = len(setup.api.bodies)
+        for _ in range(3):
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert len(setup.api.bodies) == before  # no write loop
+        setup.remove_node("k1")
+        await setup.publisher.reconcile_once()
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        assert set(setup.published()) == {"efa-gpu"}
+        assert "naming" not in setup.published()["efa-gpu"]["status"]
