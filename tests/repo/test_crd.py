@@ -32,7 +32,7 @@ EXAMPLE_SNAPSHOT = REPO_ROOT / "examples" / "eks-cluster.json"
 
 # docs/reference/fabriccapability.md, "kubectl get fcap": the columns, then what -o wide adds.
 SPEC_COLUMNS = ["FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON", "AGE"]
-SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC"]
+SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT"]
 EXPECTED_JSON_PATHS = {
     "FABRIC": ".status.fabric",
     "POOL": ".status.pool.value",
@@ -46,6 +46,8 @@ EXPECTED_JSON_PATHS = {
     "RESOURCE": ".status.resourceName",
     "PLUGIN-READY": ".status.devicePlugin.readyNodes",
     "NO-FABRIC": ".status.workloads.withoutFabric.pods",
+    "NODEPOOL": ".status.launchable.nodePool",
+    "LAUNCHED-WITHOUT": ".status.gap.launchedWithoutFabric",
 }
 
 # Every keyword the validator enforces or may safely ignore (description). A schema keyword

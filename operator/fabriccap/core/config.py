@@ -879,6 +879,11 @@ def config_input_schema() -> dict[str, Any]:
     profile_properties["name"].update(pattern=_FABRIC_NAME.pattern, maxLength=20)
     profile_properties["resource"].update(label_key)
     profile_properties["instanceTypes"]["additionalProperties"]["minimum"] = 0
+    # `platform` is a source the status shows, never one a profile lists (platformManagedNodeLabels).
+    definitions[Source.__name__]["enum"] = [source.value for source in Source if source is not Source.PLATFORM]
+    label_pair = {"type": "string", "pattern": r"^[^=,\s]+=[^=,\s]*$"}
+    device_plugin["platformManagedNodeLabels"]["items"] = label_pair
+    target_nodes["providerIDPrefixes"]["items"] = {"type": "string", "pattern": r"^[a-z][a-z0-9+.-]{0,30}://$"}
     profile["required"] = ["name"]
     # A built-in profile's name: the entry is merged onto the built-in, every field optional.
     # Any other name: a whole profile, with a way to find its device plugin.
