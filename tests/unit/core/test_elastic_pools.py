@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.evaluate import Evaluation
+from fabriccap.core.evaluate import Evaluation, evaluate
+from fabriccap.core.explain import explain_capability
 from fabriccap_devtools.world import (
     daemon_set,
     dranet_daemon_set,
@@ -20,8 +21,8 @@ from fabriccap_devtools.world import (
     plugin_pods,
     trainjob_pods,
 )
-from support.builders import capability, evaluate_bodies, healthy_pool, message, only_status, reason
-from support.configs import EFA_CATALOG
+from support.builders import capability, evaluate_bodies, facts_of, healthy_pool, message, only_status, reason
+from support.configs import EFA_CATALOG, default_config
 
 Bodies = list[dict[str, Any]]
 TYPE = "node.kubernetes.io/instance-type"
@@ -221,4 +222,16 @@ def _b200(count: int) -> Bodies:
         daemon_set(),
         *(node(name, instance_type="p6-b200.48xlarge", efa=count) for name in names),
         *plugin_pods(names),
+    ]
+
+
+def test_explain_says_which_nodes_are_left_out_and_why() -> None:
+    config = default_config()
+    facts = facts_of(_launched(efa_requested=False), config)
+    (capability,) = evaluate(config, facts).capabilities
+    (row,) = explain_capability(config, facts, capability).nodes
+    assert (row.left_out, row.findings, row.blocks_ready) == ("launchedWithoutFabric", [], False)
+    assert row.notes == [
+        "Karpenter launched it without EFA (NodeClaim gpu-abcde requested no vpc.amazonaws.com/efa);"
+        " Karpenter attaches EFA only when a pod requests vpc.amazonaws.com/efa"
     ]
