@@ -61,6 +61,7 @@ from fabriccap.core.api import (
 from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
+from fabriccap.core.karpenter_facts import NodeClassFacts, NodePoolFacts
 from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
 from fabriccap.core.names import capability_name, is_label_value, pool_names
 from fabriccap.core.sources import (
@@ -700,6 +701,8 @@ class EvaluationMemo:
     pools: dict[tuple[str, Pool], _PoolMemo] = field(default_factory=dict)
     # The name each (fabric, pool) with an object was last given.
     names: dict[tuple[str, Pool], str] = field(default_factory=dict)
+    # NodePool verdicts by what they are made of (node_pool_verdict).
+    verdicts: dict[VerdictKey, LaunchableTypes] = field(default_factory=dict)
 
     def fabric_views(self, config: Config, index: FactIndex) -> dict[str, FabricView]:
         if self.views is None or self.views[0] != index.provider_version:
@@ -707,25 +710,57 @@ class EvaluationMemo:
         return self.views[1]
 
 
-def node_pool_verdict(config: Config, profile: FabricProfile, pool: Pool, index: FactIndex) -> LaunchableTypes | None:
-    """The Launchable verdict of the pool's Karpenter NodePool, if the pool is one's."""
+VerdictKey = tuple[str, NodePoolFacts, NodeClassFacts | None, tuple[DaemonSetFacts, ...]]
+
+
+def node_pool_verdict(
+    config: Config,
+    profile: FabricProfile,
+    pool: Pool,
+    index: FactIndex,
+    verdicts: dict[VerdictKey, LaunchableTypes] | None = None,
+) -> LaunchableTypes | None:
+    """The Launchable verdict of the pool's Karpenter NodePool, if the pool is one's. ``verdicts``
+    (the operator's memo) keeps them by everything they are made of: the NodePool's facts (its
+    spec, so its generation), its EC2NodeClass's, and the provider DaemonSets' selectors. A round
+    that changed none of them (a node heartbeat, a pod coming) costs a lookup per NodePool."""
     node_pool = index.node_pool_of(pool) if config.karpenter.enabled else None
     if node_pool is None:
         return None
-    providers = [
+    providers = tuple(
         daemon_set
         for daemon_set in index.daemon_sets.values()
         if any(selects(profile, source, daemon_set) for source in profile.sources)
-    ]
+    )
+    node_class = index.node_class_of(node_pool)
+    key = (profile.name, node_pool, node_class, providers)
+    if verdicts is not None and (known := verdicts.get(key)) is not None:
+        return known
 
     def admits(labels: Mapping[str, str]) -> bool:
         return any(daemon_set.would_run_on(labels) for daemon_set in providers)
 
-    return judge_node_pool(profile, node_pool, index.node_class_of(node_pool), admits if providers else None)
+    verdict = judge_node_pool(profile, node_pool, node_class, admits if providers else None)
+    if verdicts is not None:
+        if len(verdicts) > MAX_KEPT_VERDICTS:
+            verdicts.clear()  # NodePools and DaemonSets changed a lot: start again rather than grow
+        verdicts[key] = verdict
+    return verdict
 
 
-def _analyse(config: Config, profile: FabricProfile, pool: Pool, index: FactIndex, view: FabricView) -> PoolAnalysis:
-    launchable = node_pool_verdict(config, profile, pool, index)
+# Verdicts kept by the memo: several per NodePool at most (its old generations until cleared).
+MAX_KEPT_VERDICTS = 20_000
+
+
+def _analyse(
+    config: Config,
+    profile: FabricProfile,
+    pool: Pool,
+    index: FactIndex,
+    view: FabricView,
+    verdicts: dict[VerdictKey, LaunchableTypes] | None = None,
+) -> PoolAnalysis:
+    launchable = node_pool_verdict(config, profile, pool, index, verdicts)
     analysis = analyse_pool(profile, pool, index.members(pool), view, index, launchable)
     if launchable is not None and (missing := missing_nodes(index, launchable.node_pool)):
         analysis = replace(analysis, claim_problems=(*analysis.claim_problems, *missing))
@@ -745,7 +780,7 @@ def _pool_side(
     known = memo.pools.get((profile.name, pool)) if memo is not None else None
     if known is not None and (known.facts_version, known.provider_version) == (facts_version, index.provider_version):
         return known
-    analysis = _analyse(config, profile, pool, index, view)
+    analysis = _analyse(config, profile, pool, index, view, memo.verdicts if memo is not None else None)
     targets = tuple(node.name for node in analysis.nodes)
     launchable = analysis.launchable
     published = bool(targets) or (launchable is not None and launchable.of_fabric)

@@ -125,16 +125,50 @@ def _confined(requirements: Sequence[tuple[Requirement, str]]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)
+def _known_types(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...]
+) -> tuple[dict[str, InstanceType], tuple[str, ...]]:
+    """The catalog's types plus those only ``overrides`` names, and all their names in order."""
+    known: dict[str, InstanceType] = dict(catalog.types) if catalog is not None else {}
+    for name, maximum in overrides:
+        if name not in known:
+            known[name] = named_only(name, maximum)
+    return known, tuple(sorted(known))
+
+
+@functools.lru_cache(maxsize=64)
+def _accelerator_names(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], resources: tuple[str, ...]
+) -> frozenset[str]:
+    """The accelerator types: those with one of ``resources`` (a profile's accelerator resources),
+    and the types only ``overrides`` names (a profile lists a type to carry the fabric)."""
+    known, _ = _known_types(catalog, overrides)
+    return frozenset(
+        name
+        for name, candidate in known.items()
+        if candidate.accelerators(resources) > 0 or catalog is None or catalog.get(name) is None
+    )
+
+
+@functools.lru_cache(maxsize=16384)
+def _admitting(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], requirement: Requirement, key: str
+) -> frozenset[str]:
+    """The names of the types one evaluable requirement admits. Cached apart from the NodePools
+    that carry it: real NodePools share most of their requirements (a family list, a size
+    exclusion), so a thousand NodePools cost a few dozen scans of the catalog."""
+    known, _ = _known_types(catalog, overrides)
+    return frozenset(name for name, candidate in known.items() if _matches(requirement, key, candidate))
+
+
 @functools.lru_cache(maxsize=4096)
 def admitted_types(
     catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], requirements: tuple[Requirement, ...]
 ) -> Admitted:
     """The types of ``catalog`` (plus types only ``overrides`` names) that ``requirements`` admit.
     Cached: the arguments are the whole input (a catalog compares by identity)."""
-    known: dict[str, InstanceType] = dict(catalog.types) if catalog is not None else {}
-    for name, maximum in overrides:
-        if name not in known:
-            known[name] = named_only(name, maximum)
+    known, names = _known_types(catalog, overrides)
     problems: list[str] = []
     evaluable: list[tuple[Requirement, str]] = []
     for position, requirement in enumerate(requirements, start=1):
@@ -145,11 +179,10 @@ def admitted_types(
         key = catalog_key(requirement.key)
         if key is not None:
             evaluable.append((requirement, key))
-    types = tuple(
-        candidate
-        for name, candidate in sorted(known.items())
-        if all(_matches(requirement, key, candidate) for requirement, key in evaluable)
-    )
+    admitted = set(names)
+    for requirement, key in evaluable:
+        admitted &= _admitting(catalog, overrides, requirement, key)
+    types = tuple(known[name] for name in names if name in admitted)
     not_in_catalog = sorted(
         {
             value
@@ -246,25 +279,26 @@ def judge_node_pool(
     provider DaemonSet of the fabric would run on a node with these labels (None: no DaemonSet
     found, which Ready judges; the platform needs none)."""
     overrides = tuple(sorted(profile.instance_types.items()))
-    admitted = admitted_types(profile.catalog, overrides, pool.requirements)
-    resources = profile.target_nodes.accelerator_resources
-    override_only = {name for name, _ in overrides if profile.catalog is None or profile.catalog.get(name) is None}
-    accelerators = [
-        known for known in admitted.types if known.accelerators(resources) > 0 or known.name in override_only
-    ]
+    catalog = profile.catalog
+    admitted = admitted_types(catalog, overrides, pool.requirements)
+    accelerator_names = _accelerator_names(catalog, overrides, profile.target_nodes.accelerator_resources)
+    accelerators = [known for known in admitted.types if known.name in accelerator_names]
+    maxima = dict(overrides)
+
+    def maximum_of(known: InstanceType) -> int:
+        return maxima.get(known.name, known.maximum)
+
     pinned = node_class.efa_only_interfaces if node_class is not None else None
     platform = pool.node_class is not None and pool.node_class.group == AUTO_MODE_GROUP
 
     def count_of(known: InstanceType) -> int | None:
-        maximum = profile.maximum_for(known.name) or 0
+        maximum = maximum_of(known)
         if pinned is None:
             return maximum
         return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
 
     types = tuple((known.name, count) for known in accelerators if (count := count_of(known)) is not None)
-    of_fabric = any((profile.maximum_for(known.name) or 0) > 0 for known in accelerators) or bool(
-        admitted.not_in_catalog
-    )
+    of_fabric = any(maximum_of(known) > 0 for known in accelerators) or bool(admitted.not_in_catalog)
     fabric = profile.spoken_name
 
     def verdict(status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None) -> LaunchableTypes:
@@ -281,7 +315,7 @@ def judge_node_pool(
             ConditionStatus.UNKNOWN,
             Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
             f"NodePool {pool.name} may launch {_named(admitted.not_in_catalog)}, which the instance catalog "
-            f"({profile.catalog.source if profile.catalog else 'none'}) does not list; add them to the profile's "
+            f"({catalog.source if catalog else 'none'}) does not list; add them to the profile's "
             "instanceTypes",
         )
     if admitted.unmet_min_values:
@@ -313,7 +347,8 @@ def judge_node_pool(
         )
     (count,) = {count for _, count in types}
     if provider_admits is not None and not platform:
-        excluded = [name for name, _ in types if not provider_admits(_labels_of(admitted, name, pool))]
+        by_name = {known.name: known for known in accelerators}
+        excluded = [name for name, _ in types if not provider_admits(launched_labels(pool, by_name[name]))]
         if excluded:
             return verdict(
                 ConditionStatus.FALSE,
@@ -330,11 +365,6 @@ def judge_node_pool(
         f"{profile.resource}: {count} ({how})",
         uniform=count,
     )
-
-
-def _labels_of(admitted: Admitted, name: str, pool: NodePoolFacts) -> dict[str, str]:
-    known = next(candidate for candidate in admitted.types if candidate.name == name)
-    return launched_labels(pool, known)
 
 
 # -- nodes Karpenter launched without the fabric

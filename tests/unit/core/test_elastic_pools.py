@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.evaluate import Evaluation, evaluate
+from fabriccap.core import evaluate as evaluation_module
+from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.explain import explain_capability
+from fabriccap.core.facts import FactsExtractor, Pool
+from fabriccap.core.karpenter_facts import node_pool_facts
+from fabriccap.core.launchable import judge_node_pool
 from fabriccap_devtools.world import (
     daemon_set,
     dranet_daemon_set,
@@ -234,4 +238,35 @@ def test_explain_says_which_nodes_are_left_out_and_why() -> None:
     assert row.notes == [
         "Karpenter launched it without EFA (NodeClaim gpu-abcde requested no vpc.amazonaws.com/efa);"
         " Karpenter attaches EFA only when a pod requests vpc.amazonaws.com/efa"
+    ]
+
+
+def test_a_nodepool_is_judged_again_only_when_what_it_is_judged_from_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's memo keeps each NodePool's verdict by its facts, its EC2NodeClass's and the
+    provider DaemonSets': a round that changed none of them judges no NodePool."""
+    calls: list[str] = []
+    judge = judge_node_pool
+
+    def counting(*args: Any) -> Any:
+        calls.append(args[1].name)
+        return judge(*args)
+
+    monkeypatch.setattr(evaluation_module, "judge_node_pool", counting)
+    config = default_config()
+    facts = facts_of([daemon_set(), *_gpu_pool()], config)
+    memo = EvaluationMemo()
+    pool = Pool("karpenter.sh/nodepool", "gpu")
+    first = evaluate(config, facts, [pool], memo=memo)
+    # An unrelated node comes: the NodePool is evaluated again, not judged again.
+    facts.put_node(FactsExtractor(config).node(node("cpu1", pool="gpu", pool_key="karpenter.sh/nodepool", gpu=None)))
+    evaluate(config, facts, [pool], memo=memo)
+    assert calls == ["gpu"]
+    narrower = node_pool("gpu", [{"key": TYPE, "operator": "In", "values": ["p5.48xlarge"]}], generation=2)
+    facts.put_node_pool(node_pool_facts(narrower))
+    second = evaluate(config, facts, [pool], memo=memo)
+    assert calls == ["gpu", "gpu"]
+    launchable = [capability.status.launchable for capability in (*first.capabilities, *second.capabilities)]
+    assert [[t.name for t in entry.instance_types] for entry in launchable if entry] == [
+        ["p5.48xlarge", "p5e.48xlarge"],
+        ["p5.48xlarge"],
     ]
