@@ -391,17 +391,3 @@ def generate(module: Path, version: str = MODULE_VERSION) -> str:
     text = render(build_catalog(module, version))
     parse_catalog(json.loads(text), "generated catalog")  # what the product will read must parse
     return text
-
-
-def copy_crds(module: Path, target: Path) -> list[Path]:
-    """Karpenter's CRDs (NodePool, NodeClaim, EC2NodeClass) copied unchanged from the module,
-    for the e2e control plane: never written by hand."""
-    target.mkdir(parents=True, exist_ok=True)
-    copies = []
-    for source in sorted((module / CRDS).glob("*.yaml")):
-        destination = target / source.name
-        destination.write_bytes(source.read_bytes())
-        copies.append(destination)
-    if not copies:
-        _fail(f"{module / CRDS} holds no CRD")
-    return copies

@@ -604,7 +604,19 @@ def node_pool(
         "kind": "NodePool",
         "metadata": {"name": name, "uid": _uid("nodepool", name), "generation": generation},
         "spec": {"template": template, "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized"}},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]},
+        "status": {"conditions": [_karpenter_condition("Ready")]},
+    }
+
+
+def _karpenter_condition(kind: str) -> dict[str, Any]:
+    """A status condition as Karpenter writes it (metav1.Condition: every field the CRD requires)."""
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": kind,
+        "message": "",
+        "lastTransitionTime": "2026-11-30T10:00:00Z",
+        "observedGeneration": 1,
     }
 
 
@@ -662,11 +674,11 @@ def node_claim(
         "imageID": "ami-0123456789abcdef0",
         "capacity": capacity,
         "allocatable": {**capacity, "cpu": "191450m"},
-        "conditions": [{"type": "Launched", "status": "True", "reason": "Launched"}],
+        "conditions": [_karpenter_condition("Launched")],
     }
     if node_name is not None:
         status["nodeName"] = node_name
-        status["conditions"].append({"type": "Registered", "status": "True", "reason": "Registered"})
+        status["conditions"].append(_karpenter_condition("Registered"))
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
