@@ -337,6 +337,9 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         "replicasets",
         "resourceclaimtemplates",
         "resourceclaims",
+        "nodepools",
+        "nodeclaims",
+        "ec2nodeclasses",
     }
     for _, resource, verbs, _ in cluster_role.union(*manifests["roles"].values()):
         if resource in observed:
@@ -348,6 +351,10 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         ("", "nodes", READ, ()),
         ("resource.k8s.io", "resourceslices", READ, ()),
         ("resource.k8s.io", "deviceclasses", READ, ()),
+        # Karpenter's objects, never written (SPEC: the operator never writes Karpenter objects).
+        ("karpenter.sh", "nodepools", READ, ()),
+        ("karpenter.sh", "nodeclaims", READ, ()),
+        ("karpenter.k8s.aws", "ec2nodeclasses", READ, ()),
         ("", "events", ("create", "patch"), ()),
         ("events.k8s.io", "events", ("create", "patch"), ()),
         # Owners and claim templates: read one by one, never listed or watched.
