@@ -16,7 +16,7 @@ from typing import Any
 
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import ApiResource, DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES
+from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES, ApiResource
 
 # Fields the API server sets itself and refuses (or ignores) on create.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")
