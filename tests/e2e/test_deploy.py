@@ -245,7 +245,6 @@ ALLOWED = [
     # Devices advertised through DRA, read only.
     ("list", "resourceslices.resource.k8s.io", None, None),
     ("watch", "resourceslices.resource.k8s.io", None, None),
-    ("get", "deviceclasses.resource.k8s.io", None, None),
     # Workloads' owners and claim templates: one read each.
     ("get", "jobs.batch", "default", None),
     # (jobsets.jobset.x-k8s.io too, but `can-i` answers for served resources only, and the JobSet
@@ -255,7 +254,7 @@ ALLOWED = [
     ("get", "resourceclaims.resource.k8s.io", "default", None),
     # Events on FabricCapabilities and on the owners of workloads, in any namespace.
     ("create", "events", "default", None),
-    ("patch", "events.events.k8s.io", PLUGIN_NAMESPACE, None),
+    ("create", "events", PLUGIN_NAMESPACE, None),
 ]
 FORBIDDEN = [
     ("patch", "nodes", None, None),
@@ -288,6 +287,23 @@ FORBIDDEN = [
     # Leases only in its own namespace (test_leader_election_is_limited_to_its_lease).
     ("create", "leases.coordination.k8s.io", PLUGIN_NAMESPACE, None),
     ("get", "leases.coordination.k8s.io", "default", None),
+    # Granted once, never used (reliability round 3, S1): one check per verb taken away.
+    # The informers list and watch; nothing gets one Node, Pod, DaemonSet or ResourceSlice.
+    ("get", "nodes", None, None),
+    ("get", "pods", PLUGIN_NAMESPACE, None),
+    ("get", "pods", "default", None),
+    ("get", "daemonsets.apps", PLUGIN_NAMESPACE, None),
+    ("get", "resourceslices.resource.k8s.io", None, None),
+    # No code reads DeviceClasses (yet).
+    ("get", "deviceclasses.resource.k8s.io", None, None),
+    ("list", "deviceclasses.resource.k8s.io", None, None),
+    ("watch", "deviceclasses.resource.k8s.io", None, None),
+    # Events are created, never patched, and only core/v1 ones.
+    ("patch", "events", "default", None),
+    ("create", "events.events.k8s.io", PLUGIN_NAMESPACE, None),
+    ("patch", "events.events.k8s.io", PLUGIN_NAMESPACE, None),
+    # Status is written, never read through the subresource.
+    ("get", "fabriccapabilities.fabriccap.dev", None, "status"),
 ]
 
 
@@ -421,10 +437,15 @@ def test_leader_election_is_limited_to_its_lease(
         f"the leader-election Role for {install.user}",
         timeout=20,
     )
-    allowed = [(verb, lease) for verb in ("get", "watch", "update", "patch")] + [
-        ("create", "leases.coordination.k8s.io")
+    allowed = [(verb, lease) for verb in ("get", "watch", "update")] + [("create", "leases.coordination.k8s.io")]
+    # The election renews with an update (PUT): a patch was granted, never used (round 3, S1).
+    forbidden = [
+        ("delete", lease),
+        ("patch", lease),
+        ("list", "leases.coordination.k8s.io"),
+        ("get", other),
+        ("update", other),
     ]
-    forbidden = [("delete", lease), ("list", "leases.coordination.k8s.io"), ("get", other), ("update", other)]
     assert [check for check in allowed if not _can_i(cluster, identity, *check, namespace=namespace)] == []
     assert [check for check in forbidden if _can_i(cluster, identity, *check, namespace=namespace)] == []
 
@@ -442,21 +463,33 @@ def test_leader_election_is_limited_to_its_lease(
                 "spec": {"holderIdentity": "rbac-probe", "leaseDurationSeconds": 15},
             }
 
-        renew = {"spec": {"holderIdentity": "rbac-probe-2"}}
+        def renewed(name: str) -> dict[str, Any]:
+            """The Lease as read, with a new holder: what the election PUTs to renew it."""
+            current = admin.get(LEASES.item(name, namespace)) or {}
+            return {**current, "spec": {**current.get("spec", {}), "holderIdentity": "rbac-probe-2"}}
+
         answers = {
             "create its Lease": _status_code(identity, "POST", LEASES.collection(namespace), lease_body(LEADER_LEASE)),
             "renew its Lease": _status_code(
-                identity, "PATCH", LEASES.item(LEADER_LEASE, namespace), renew, MERGE_PATCH
+                identity, "PUT", LEASES.item(LEADER_LEASE, namespace), renewed(LEADER_LEASE)
+            ),
+            "patch its Lease": _status_code(
+                identity,
+                "PATCH",
+                LEASES.item(LEADER_LEASE, namespace),
+                {"spec": {"leaseDurationSeconds": 9}},
+                MERGE_PATCH,
             ),
             "delete its Lease": _status_code(identity, "DELETE", LEASES.item(LEADER_LEASE, namespace)),
             # A create cannot be restricted by name; what it created stays out of reach.
             "create another": _status_code(identity, "POST", LEASES.collection(namespace), lease_body(names[1])),
-            "renew another": _status_code(identity, "PATCH", LEASES.item(names[1], namespace), renew, MERGE_PATCH),
+            "renew another": _status_code(identity, "PUT", LEASES.item(names[1], namespace), renewed(names[1])),
             "list Leases": _status_code(identity, "GET", LEASES.collection(namespace)),
         }
         assert answers == {
             "create its Lease": 200,
             "renew its Lease": 200,
+            "patch its Lease": 403,
             "delete its Lease": 403,
             "create another": 200,
             "renew another": 403,

@@ -25,6 +25,10 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS
+from fabriccap.kube.kinds import WATCHED_KINDS
+from fabriccap.kube.lookups import DEFAULT_API_VERSIONS
+from fabriccap.kube.paths import EVENTS, FABRIC_CAPABILITIES, LEASES
 from support.configs import build_config
 from support.rendering import (
     CHART,
@@ -331,7 +335,6 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         "pods/status",
         "daemonsets",
         "resourceslices",
-        "deviceclasses",
         "jobs",
         "jobsets",
         "replicasets",
@@ -345,33 +348,41 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         if resource in observed:
             assert not WRITES & set(verbs), (resource, verbs)
     assert all(resource != "secrets" for _, resource, _, _ in cluster_role)
-    assert {
-        ("", "pods", READ, ()),
-        ("apps", "daemonsets", READ, ()),
-        ("", "nodes", READ, ()),
-        ("resource.k8s.io", "resourceslices", READ, ()),
-        ("resource.k8s.io", "deviceclasses", READ, ()),
-        # Karpenter's objects, never written (SPEC: the operator never writes Karpenter objects).
-        ("karpenter.sh", "nodepools", READ, ()),
-        ("karpenter.sh", "nodeclaims", READ, ()),
-        ("karpenter.k8s.aws", "ec2nodeclasses", READ, ()),
-        ("", "events", ("create", "patch"), ()),
-        ("events.k8s.io", "events", ("create", "patch"), ()),
-        # Owners and claim templates: read one by one, never listed or watched.
-        ("batch", "jobs", ("get",), ()),
-        ("jobset.x-k8s.io", "jobsets", ("get",), ()),
-        ("apps", "replicasets", ("get",), ()),
-        ("resource.k8s.io", "resourceclaimtemplates", ("get",), ()),
-        ("resource.k8s.io", "resourceclaims", ("get",), ()),
-    } <= cluster_role
     # Nothing on leases cluster-wide; in its own namespace, its one Lease (create cannot be
     # restricted by name: the object does not exist yet). Plugin namespaces may not exist
     # (aks-rdma lists three candidates): no Role is made there.
     assert not any(resource == "leases" for _, resource, _, _ in cluster_role)
-    assert manifests["roles"] == {
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def test_rbac_grants_exactly_what_the_code_calls(kustomized: list[Doc]) -> None:
+    """Reliability round 3, S1: the grants come from the code's own tables, verb for verb.
+    The informers list and watch each watched kind (never get one); a lookup gets one owner or
+    claim (never lists); the publisher creates, patches, deletes, lists and watches its own
+    objects (get: for `kubectl` and tools with the operator's identity) and patches their
+    status; the recorder creates core Events; the election gets, watches, creates and updates
+    one Lease. Nothing else: no Event patch, no events.k8s.io, no Lease patch, no get of a
+    status, no DeviceClass (nothing reads one yet)."""
+    rbac = _rbac(kustomized)
+    expected: set[Rule] = {
+        (watched.resource.group, watched.resource.plural, ("list", "watch"), ()) for watched in WATCHED_KINDS
+    }
+    lookup_kinds = {**OWNER_LOOKUP_KINDS, **CLAIM_LOOKUP_KINDS}
+    expected |= {(_group(DEFAULT_API_VERSIONS[kind]), plural, ("get",), ()) for kind, plural in lookup_kinds.items()}
+    own = (FABRIC_CAPABILITIES.group, FABRIC_CAPABILITIES.plural)
+    expected |= {
+        (*own, ("create", "delete", "get", "list", "patch", "watch"), ()),
+        (own[0], f"{own[1]}/status", ("patch",), ()),
+        (EVENTS.group, EVENTS.plural, ("create",), ()),
+    }
+    assert rbac["clusterRole"] == expected
+    assert rbac["roles"] == {
         "fabriccap-system": {
-            ("coordination.k8s.io", "leases", ("get", "patch", "update", "watch"), (LEASE,)),
-            ("coordination.k8s.io", "leases", ("create",), ()),
+            (LEASES.group, LEASES.plural, ("get", "update", "watch"), (LEASE,)),
+            (LEASES.group, LEASES.plural, ("create",), ()),
         }
     }
 

@@ -75,6 +75,8 @@ class FakeApi:
     required_token: str | None = None
     # (method, path) -> HTTP codes to answer the next writes with, one each
     write_failures: dict[tuple[str, str], deque[int]] = field(default_factory=dict)
+    # HTTP code -> the message a scripted failure carries (the API server's own words)
+    failure_messages: dict[int, str] = field(default_factory=dict)
     # (method, path) -> a gate that writes to it wait for (a slow API server, on cue)
     write_gates: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     url: str = ""
@@ -116,7 +118,7 @@ class FakeApi:
             failures = self.write_failures.get((request.method, request.path))
             if failures:
                 code = failures.popleft()
-                return status_response(code, f"scripted HTTP {code}")
+                return status_response(code, self.failure_messages.get(code, f"scripted HTTP {code}"))
             return self._write(request.method, request.path, body)
         get_failures = self.get_failures.get(request.path)
         if get_failures:

@@ -25,6 +25,8 @@ from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.references import OncePerCause
+from fabriccap.core.text import escape_controls
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
@@ -89,13 +91,14 @@ def _input_size(text: str) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    # The message may quote an input (a name in a snapshot): shown, never obeyed by the terminal.
+    print(f"error: {escape_controls(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 
 class _LowercaseLevel(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"{record.levelname.lower()}: {record.getMessage()}"
+        return escape_controls(f"{record.levelname.lower()}: {record.getMessage()}")
 
 
 def _log_to_stderr() -> None:
@@ -110,7 +113,8 @@ def _read_input(args: argparse.Namespace) -> tuple[Config, FactIndex]:
     """The config and the facts: from ``-f`` snapshots, else one read of the live cluster.
     Raises ConfigError, SnapshotError or KubeError with a message naming what failed."""
     config = load_config(args.config)
-    extractor = FactsExtractor(config)
+    # An owner reference naming no possible object: one `warning:` line per cause.
+    extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
     if args.files:
         return config, load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
     return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context))
@@ -347,7 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format",
         choices=("text", "json"),
         default="text",
-        help="text lines, or one JSON object per record for log collectors (default: %(default)s)",
+        help=(
+            "text lines (one per record: control characters in it are escaped), or one JSON object per"
+            " record for log collectors (default: %(default)s)"
+        ),
     )
     run_parser.set_defaults(handler=cmd_run)
 

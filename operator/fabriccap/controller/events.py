@@ -15,12 +15,15 @@ import contextlib
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType
+from fabriccap.core.index import OwnerKey
+from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_MESSAGE, MAX_NAME, MAX_NAMESPACE, MAX_UID, clean_text
 from fabriccap.core.workloads import WorkloadEvent
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
@@ -31,7 +34,21 @@ logger = logging.getLogger(__name__)
 COMPONENT = "fabriccap"
 # Events about cluster-scoped objects live in `default`, where kubectl describe looks for them.
 CLUSTER_SCOPED_EVENTS_NAMESPACE = "default"
-MAX_MESSAGE_LENGTH = 1024  # the API server refuses longer Event messages
+MAX_MESSAGE_LENGTH = MAX_MESSAGE  # the API server refuses longer Event messages
+MAX_REASON_LENGTH = 128  # the API server's limit for an Event's reason
+# An Event the API server refused as invalid (400, 422) would be refused again: it is never
+# sent again (it was POSTed every round, 120 times a minute, before). Remembered by its key, the
+# newest this many: after the text cleaning no valid input makes one, so this stays near empty.
+REFUSED_STATUSES = frozenset({400, 422})
+MAX_REFUSED_EVENTS = 4096
+# The bounds of an involvedObject's fields: what the API server allows each of them to be.
+_INVOLVED_LIMITS = {
+    "apiVersion": MAX_API_VERSION,
+    "kind": MAX_KIND,
+    "name": MAX_NAME,
+    "namespace": MAX_NAMESPACE,
+    "uid": MAX_UID,
+}
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,7 @@ class EventRecorder:
     identity: str  # reportingInstance: which replica said it
     _warned: set[tuple[str, str, str]] = field(default_factory=set)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
+    _refused: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
     async def record(self, involved: InvolvedObject, event: EventSpec) -> None:
         await self.emit(
@@ -101,7 +119,7 @@ class EventRecorder:
     async def warn_workload(self, event: WorkloadEvent) -> bool:
         """A Warning on a workload's top-level owner, named after the problem: a restart that
         finds the same problem finds the Event already there (409) and sends nothing new.
-        True when the Event exists now."""
+        True when nothing more is to be done for it (see ``emit``)."""
         owner = event.involved
         involved = {
             "apiVersion": owner.api_version,
@@ -119,9 +137,17 @@ class EventRecorder:
         self, namespace: str, involved: Mapping[str, Any], event: EventSpec, name: str | None = None
     ) -> bool:
         """POST one core/v1 Event; a failure is logged, never raised (Events are best effort).
-        True when it was recorded, or (a named Event) already was."""
+        True when nothing more is to be done for it: it was recorded, (a named Event) already
+        was, or the API server refused it as invalid, which is final for that Event. False when
+        a later try may succeed (a 500, a 429, no answer)."""
         now = _now()
-        message = event.message if len(event.message) <= MAX_MESSAGE_LENGTH else event.message[:1021] + "..."
+        # Every string here may come from an object's creator: cleaned and bounded again at
+        # the door, whatever made the Event (the facts already were).
+        involved = {key: clean_text(value, _INVOLVED_LIMITS.get(key, MAX_NAME)) for key, value in involved.items()}
+        message = clean_text(event.message, MAX_MESSAGE_LENGTH)
+        key = name or "\x00".join((namespace, involved.get("name", ""), event.type, event.reason, message))
+        if key in self._refused:
+            return True
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -130,7 +156,7 @@ class EventRecorder:
             else {"generateName": f"{involved['name']}.", "namespace": namespace},
             "involvedObject": dict(involved),
             "type": event.type,
-            "reason": event.reason,
+            "reason": clean_text(event.reason, MAX_REASON_LENGTH),
             "message": message,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
@@ -144,9 +170,20 @@ class EventRecorder:
         except KubeError as error:
             if name and error.status == 409:
                 return True
+            if error.status in REFUSED_STATUSES:
+                self._refuse(key)
+                logger.warning(
+                    "Event %s on %s refused (%s); it is not sent again", event.reason, involved.get("name"), error
+                )
+                return True
             logger.warning("could not record Event %s on %s: %s", event.reason, involved.get("name"), error)
             return False
         return True
+
+    def _refuse(self, key: str) -> None:
+        self._refused[key] = None
+        while len(self._refused) > MAX_REFUSED_EVENTS:
+            self._refused.popitem(last=False)
 
 
 # Workload Warnings leave through an outbox: a cluster where thousands of jobs forgot the
@@ -162,8 +199,14 @@ WORKLOAD_EVENT_BURST = 100
 class WorkloadEventOutbox:
     """Workload Warnings, each problem once, sent in the background by whoever leads.
 
+    A problem stays known as sent while its owner is: ``forget`` drops the problems of owners
+    no workload pod leads to any more (the fact store says which), so churn leaves nothing
+    behind (reliability round 3, H7). An owner that comes back is warned again; its Event,
+    named after the problem, is then a 409 if it still exists.
+
     ``offer`` queues what was not sent yet and returns at once. A send that fails leaves the
-    problem unsent, so the next round offers it again. Losing the lead drops the queue: the
+    problem unsent, so the next round offers it again, unless the API server refused the Event
+    as invalid: that is final, and it counts as sent. Losing the lead drops the queue: the
     next leader finds what is still a problem, and a named Event already there is a 409.
     """
 
@@ -172,7 +215,11 @@ class WorkloadEventOutbox:
     clock: Callable[[], float] = time.monotonic
     rate: float = WORKLOAD_EVENTS_PER_SECOND
     burst: int = WORKLOAD_EVENT_BURST
-    sent: set[str] = field(default_factory=set)
+    # Whether an owner is still some workload pod's (the fact store's owner_referenced): a
+    # problem whose owner went while its Event was being sent is not kept.
+    referenced: Callable[[OwnerKey], bool] = lambda _owner: True
+    sent: dict[str, OwnerKey] = field(default_factory=dict)  # problem key -> its owner
+    _sent_by_owner: dict[OwnerKey, set[str]] = field(default_factory=dict)
     _queue: dict[str, WorkloadEvent] = field(default_factory=dict)  # key -> event, oldest first
     _tokens: float = -1.0  # a full bucket at the first send
     _refilled: float = 0.0
@@ -185,6 +232,21 @@ class WorkloadEventOutbox:
     def knows(self, key: str) -> bool:
         """Whether the problem ``key`` was recorded (or found recorded), or is queued."""
         return key in self.sent or key in self._queue
+
+    def forget(self, owners: set[OwnerKey]) -> None:
+        """Drop what is known of the problems of ``owners``, sent or queued."""
+        for owner in owners:
+            for key in self._sent_by_owner.pop(owner, ()):
+                self.sent.pop(key, None)
+        if self._queue and owners:
+            for key in [key for key, event in self._queue.items() if event.involved.key in owners]:
+                del self._queue[key]
+
+    def _sent(self, event: WorkloadEvent) -> None:
+        owner = event.involved.key
+        if self.referenced(owner):
+            self.sent[event.key] = owner
+            self._sent_by_owner.setdefault(owner, set()).add(event.key)
 
     def offer(self, events: Iterable[WorkloadEvent]) -> None:
         for event in events:
@@ -214,7 +276,9 @@ class WorkloadEventOutbox:
                 await asyncio.sleep(1.0 / self.rate)
                 continue
             results = await asyncio.gather(*(self.recorder.warn_workload(event) for event in batch))
-            self.sent.update(event.key for event, recorded in zip(batch, results, strict=True) if recorded)
+            for event, done in zip(batch, results, strict=True):
+                if done:
+                    self._sent(event)
 
     def _take(self, wanted: int) -> int:
         """How many sends the token bucket allows now (at most ``wanted``)."""

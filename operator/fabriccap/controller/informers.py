@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WatchedKind, kinds_for, object_key
@@ -208,7 +208,7 @@ class Informer(ListWatch):
             elif self.watched.kind == "ResourceSlice":
                 self._apply_slice(body)
             elif self.watched.kind == "Node":
-                name = str((body.get("metadata") or {}).get("name"))
+                name = object_name((body.get("metadata") or {}).get("name"))
                 before = self.store.nodes.get(name)
                 self.watched.upsert(self.store, self.extractor, body)
                 after = self.store.nodes.get(name)
@@ -229,7 +229,7 @@ class Informer(ListWatch):
             self.watched.delete(self.store, body)
 
     def _apply_slice(self, body: Mapping[str, Any]) -> None:
-        name = str((body.get("metadata") or {}).get("name"))
+        name = object_name((body.get("metadata") or {}).get("name"))
         before = self.store.slices.get(name)
         self.watched.upsert(self.store, self.extractor, body)
         after = self.store.slices.get(name)

@@ -7,8 +7,13 @@ reads each object once (a GET, never a watch of those kinds: RBAC grants ``get``
 puts the answer in the index, which makes the pools concerned evaluate again.
 
 An object that is gone, or a kind the cluster does not serve (no JobSet CRD), is an answer:
-"no further owner". A kind the operator may not read (403) is said once in the log and treated
+"no further owner". A kind the operator may not read (403), and an answer larger than any
+object can be (``MAX_LOOKUP_BYTES``, read no further), are said once in the log and treated
 the same way. Anything else is retried later, with a backoff per object.
+
+What is read is only ever one object of a lookup kind, by a name an object can have, in the
+pod's own namespace (``kube.lookups.lookup_path``); an owner reference that names anything
+else is not followed (core.references), and said once per cause.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import ClaimRef
+from fabriccap.core.references import RefusalHook
 from fabriccap.core.workloads import LookupKey, learn_lookup
 from fabriccap.kube.client import KubeClient
-from fabriccap.kube.errors import KubeError
-from fabriccap.kube.lookups import lookup_path
+from fabriccap.kube.errors import KubeError, ResponseTooLargeError
+from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, lookup_path
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +45,12 @@ class LookupResolver:
     client: KubeClient
     store: FactStore
     clock: Callable[[], float] = time.monotonic
+    # Told of owner references in the objects read that are not followed (the extractor's hook).
+    refused: RefusalHook | None = None
     _pending: set[LookupKey] = field(default_factory=set)
     _retry_at: dict[LookupKey, tuple[float, int]] = field(default_factory=dict)  # key -> (when, attempts)
     _forbidden_kinds: set[str] = field(default_factory=set)
+    _oversized_kinds: set[str] = field(default_factory=set)
     # Keys waiting to be read, oldest first, and the few workers reading them: a worker per
     # read, not a task per key (12,500 owners at start were 12,500 tasks and their frames).
     _queue: deque[LookupKey] = field(default_factory=deque)
@@ -79,17 +89,40 @@ class LookupResolver:
 
     def next_retry(self) -> float | None:
         """Seconds until the earliest retry falls due, if any."""
+        self._forget_unreferenced()
         if not self._retry_at:
             return None
         return max(min(when for when, _ in self._retry_at.values()) - self.clock(), 0.0)
 
     def due(self) -> list[LookupKey]:
         now = self.clock()
+        self._forget_unreferenced()
         return [key for key, (when, _) in self._retry_at.items() if when <= now]
+
+    def _forget_unreferenced(self) -> None:
+        for key in [key for key in self._retry_at if not self._referenced(key)]:
+            del self._retry_at[key]  # its pods went: nothing to retry for
+
+    def _referenced(self, key: LookupKey) -> bool:
+        """Whether a live workload pod still leads to ``key``: what its answer may be kept for."""
+        if key.is_claim:
+            return self.store.claim_referenced(ClaimRef(key.kind, key.namespace, key.name))
+        return self.store.owner_referenced((key.kind, key.namespace, key.name))
 
     async def _resolve(self, key: LookupKey) -> None:
         try:
-            body = await self.client.get(lookup_path(key))
+            path = lookup_path(key)
+        except ValueError:
+            # Refused where the pod became facts already; a key that gets here anyway (no
+            # extractor hook, a future caller) is never sent, and has no further owner.
+            self._pending.discard(key)
+            self._learn(key, None)
+            return
+        try:
+            body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES)
+        except ResponseTooLargeError as error:
+            self._oversized(key, error)
+            return
         except KubeError as error:
             self._failed(key, error)
             return
@@ -102,7 +135,16 @@ class LookupResolver:
         self._learn(key, body)
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
-        learn_lookup(self.store, key, body)
+        # An answer that lands after the last pod naming it went is dropped, not kept for good.
+        if self._referenced(key):
+            learn_lookup(self.store, key, body, self.refused)
+
+    def _oversized(self, key: LookupKey, error: KubeError) -> None:
+        self._retry_at.pop(key, None)
+        if key.kind not in self._oversized_kinds:
+            self._oversized_kinds.add(key.kind)
+            logger.warning("%s; such a %s counts as having no further owner (said once per kind)", error, key.kind)
+        self._learn(key, None)
 
     def _failed(self, key: LookupKey, error: KubeError) -> None:
         if error.status == 404:

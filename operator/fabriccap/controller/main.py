@@ -24,6 +24,8 @@ from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.references import OncePerCause
+from fabriccap.core.text import escape_controls
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
@@ -90,10 +92,13 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     metrics = OperatorMetrics()
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
     store = FactStore()
+    # Owner references that name no possible object (a pod's creator wrote them): never
+    # followed, and each cause said once, from the pods and from the owners read.
+    refused_references = OncePerCause(logging.getLogger("fabriccap.references").warning)
     informers = build_informers(
         client,
         store,
-        FactsExtractor(options.config),
+        FactsExtractor(options.config, on_refused=refused_references),
         metrics,
         stale_after=options.config.stale_after_seconds,
     )
@@ -113,7 +118,9 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         leader=leader,
         events=EventRecorder(client, identity),
         fresh=freshness.fresh,
-        lookups=LookupResolver(client, store) if options.config.workloads.enabled else None,
+        lookups=(
+            LookupResolver(client, store, refused=refused_references) if options.config.workloads.enabled else None
+        ),
     )
     if isinstance(leader, LeaderElector):
         leader.on_change = publisher.became_leader
@@ -198,6 +205,15 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+class OneLineFormatter(logging.Formatter):
+    """Text records of one line each. A record carries text others wrote (owner names, messages
+    of the API server, exceptions about both), and a newline in it would start what reads as
+    a record of its own: every control character is escaped (``\\n``), tracebacks included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape_controls(super().format(record))
+
+
 def setup_logging(level: str = "info", log_format: str = "text") -> None:
     """stderr, as text lines or one JSON object per record (``--log-level``, ``--log-format``)."""
     handler = logging.StreamHandler(sys.stderr)
@@ -212,7 +228,7 @@ def setup_logging(level: str = "info", log_format: str = "text") -> None:
             )
         )
     else:
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(OneLineFormatter(LOG_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     if level != "debug":  # debugging wants kopf's own account of its handlers too
         quiet_kopf_logging()

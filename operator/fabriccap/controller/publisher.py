@@ -26,7 +26,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ from fabriccap.core.api import (
     ConditionType,
     FabricCapabilityStatus,
     find_condition,
+    too_large_status,
 )
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, NameConflict, PoolCapability, evaluate
@@ -74,6 +75,16 @@ WRITES_STOP_SECONDS = 5.0
 FIRST_LOOKUPS_TIMEOUT_SECONDS = 2.0
 # Statuses the API server refuses because of what is sent: retrying the same body cannot help.
 PERMANENT_WRITE_ERRORS = frozenset({400, 422})
+# How the API server says a write is too large: 413 for a body over its 3 MiB request limit;
+# etcd's own limit (1.5 MiB per object) comes back as a 500 or 422 naming the size.
+TOO_LARGE_PHRASES = ("too large", "too long", "request entity", "exceeds the maximum")
+
+
+def is_too_large(error: KubeError) -> bool:
+    """Whether the API server refused a write for its size."""
+    if error.status == 413:
+        return True
+    return error.status in (422, 500) and any(phrase in str(error).lower() for phrase in TOO_LARGE_PHRASES)
 
 
 class WritePermit(Protocol):
@@ -234,12 +245,13 @@ class Publisher:
             self.outbox = WorkloadEventOutbox(self.events, leading=lambda: self.leader.leading)
         if self.outbox is not None:
             outbox = self.outbox
+            outbox.referenced = self.store.owner_referenced
             self.metrics.workload_events_queued.set_function(lambda: outbox.queued)
 
     @property
     def workload_events_sent(self) -> set[str]:
         """The workload problems this process recorded (or found recorded) an Event for."""
-        return set() if self.outbox is None else self.outbox.sent
+        return set() if self.outbox is None else set(self.outbox.sent)
 
     # -- the loop
 
@@ -387,6 +399,10 @@ class Publisher:
         and the pools it brings; each object still has at most one write in flight.
         """
         everything, pools = self.store.take_dirty()
+        # Owners whose pods all went: their problems are forgotten (reliability round 3, H7).
+        released = self.store.take_released()
+        if self.outbox is not None:
+            self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
             pools = set(self.store.pools()) | {pool for _, pool in self.desired.values()}
@@ -581,7 +597,9 @@ class Publisher:
         delay = min(WRITE_BACKOFF_BASE_SECONDS * 2 ** (attempts - 1), WRITE_BACKOFF_CAP_SECONDS)
         delay *= random.uniform(0.5, 1.5)
         permanent = None
-        if error.status in PERMANENT_WRITE_ERRORS and name in self.desired:
+        # A status too large is not the same refusal forever: the pool's facts shrink (pods go),
+        # so it is tried again on its backoff while the summary stands in (_publish_summary).
+        if error.status in PERMANENT_WRITE_ERRORS and name in self.desired and not is_too_large(error):
             permanent = self._pending_fingerprint.get(name)
             if previous is None or previous.permanent_fingerprint != permanent:
                 logger.error("%s; not retried until the status to write changes", error)
@@ -665,6 +683,51 @@ class Publisher:
         stamped = stamp_status(new_status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
         if (timeout := self._deadline()) is None:
             return
+        try:
+            written = await self.client.request(
+                "PATCH",
+                FABRIC_CAPABILITIES.status(name),
+                body=status_patch(existing.status, stamped),
+                content_type="application/merge-patch+json",
+                timeout=timeout,
+            )
+        except KubeError as error:
+            if is_too_large(error):
+                await self._publish_summary(capability, existing, previous, error)
+            raise  # recorded as a failure: the full status is tried again on its backoff
+        await self._written(capability, previous, stamped, written)
+
+    async def _publish_summary(
+        self, capability: PoolCapability, existing: Published, previous: dict[str, Any], refusal: KubeError
+    ) -> None:
+        """The API server refused the status as too large: publish a summary that fails closed
+        (``too_large_status``: Ready False, StatusTooLarge), labels included, so that no gate
+        keeps reading the last status as current (reliability round 3, S2)."""
+        name = capability.name
+        logger.error(
+            "FabricCapability %s: the API server refused its status as too large (%s); publishing a summary"
+            " with Ready=False (StatusTooLarge) until the full status is accepted",
+            name,
+            refusal,
+        )
+        summary = replace(capability, status=too_large_status(capability.status, str(refusal)))
+        if existing.labels != {**existing.labels, **summary.labels()}:
+            if (timeout := self._deadline()) is None:
+                return
+            patched = await self.client.request(
+                "PATCH",
+                FABRIC_CAPABILITIES.item(name),
+                body={"metadata": {"labels": summary.labels()}},
+                content_type="application/merge-patch+json",
+                timeout=timeout,
+            )
+            existing = self.published[name] = Published.from_object(patched)
+        summary_status = summary.status.to_json()
+        if strip_volatile(existing.status) == strip_volatile(summary_status):
+            return
+        stamped = stamp_status(summary_status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
+        if (timeout := self._deadline()) is None:
+            return
         written = await self.client.request(
             "PATCH",
             FABRIC_CAPABILITIES.status(name),
@@ -672,10 +735,25 @@ class Publisher:
             content_type="application/merge-patch+json",
             timeout=timeout,
         )
+        await self._written(summary, previous, stamped, written, summary=True)
+
+    async def _written(
+        self,
+        capability: PoolCapability,
+        previous: dict[str, Any],
+        stamped: dict[str, Any],
+        written: Any,
+        *,
+        summary: bool = False,
+    ) -> None:
+        """After a status write: what is published now, its Events, and a log line. A summary
+        written for a refused status leaves that refusal's backoff running."""
+        name = capability.name
         written_state = Published.from_object(written)
         self.published[name] = written_state
         self.written[name] = written_state.status
-        self.failures.pop(name, None)
+        if not summary:
+            self.failures.pop(name, None)
         self.metrics.status_writes.labels(result="updated").inc()
         if self.events is not None:
             for event in condition_events(previous, stamped):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from fabriccap.core.facts import Pool
-from fabriccap.core.index import FactIndex, NamespacedKey
+from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
 
 
 class FactStore(FactIndex):
@@ -22,6 +22,9 @@ class FactStore(FactIndex):
         # Set once every watched collection has been listed: before that, a pool's facts may
         # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
         self.listed = asyncio.Event()
+        # Owners no workload pod leads to any more, since the publisher last looked: the
+        # problems warned about on them are forgotten with them.
+        self.released_owners: set[OwnerKey] = set()
 
     def mark_pool(self, pool: Pool | None) -> None:
         if pool is not None:
@@ -56,6 +59,13 @@ class FactStore(FactIndex):
                 self._node_workloads_touched(facts.node_name)
             else:
                 self.changed.set()  # a pending pod: the unschedulable count and its Events
+
+    def _owner_released(self, owner: OwnerKey) -> None:
+        self.released_owners.add(owner)
+
+    def take_released(self) -> set[OwnerKey]:
+        released, self.released_owners = self.released_owners, set()
+        return released
 
     def take_dirty(self) -> tuple[bool, set[Pool]]:
         """The pools to re-evaluate (or everything), resetting the marks."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from fabriccap.core.text import MAX_KIND, MAX_NAME, MAX_NAMESPACE, cut
 
 GROUP = "fabriccap.dev"
 VERSION = "v1alpha1"
@@ -79,6 +81,7 @@ class Reason(StrEnum):
     PROVIDER_EXCLUDES_INSTANCE_TYPES = "ProviderExcludesInstanceTypes"
     INSTANCE_TYPES_NOT_IN_CATALOG = "InstanceTypesNotInCatalog"
     REQUIREMENTS_NOT_EVALUATED = "RequirementsNotEvaluated"
+    STATUS_TOO_LARGE = "StatusTooLarge"
 
 
 @dataclass(frozen=True)
@@ -328,6 +331,17 @@ REASONS: tuple[ReasonMeaning, ...] = (
     ReasonMeaning(
         ConditionType.READY,
         ConditionStatus.FALSE,
+        Reason.STATUS_TOO_LARGE,
+        "The API server refused the pool's status as too large (413, or an error naming the request's"
+        " size), so the operator published this summary instead: the counts, no lists, no `uniformCount`"
+        " and no `recommendation`, and Ready False whatever the pool's state. The message quotes the"
+        " refusal. The full status is tried again on the write backoff (up to every 5 minutes).",
+        'The status is bounded by construction (see "How large a status can be"), so report it with the'
+        " operator's log line. Meanwhile `fabriccap explain` shows the pool as the operator computes it.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
         Reason.DEVICE_PLUGIN_GAP,
         "Every node advertises the same N > 0, but some nodes have no Ready pod of the DaemonSet that serves"
         " them: what they advertise is not backed by a running plugin and may be stale.",
@@ -439,6 +453,55 @@ def reason_meaning(condition: ConditionType | str, status: str, reason: str) -> 
     )
 
 
+# -- How large a status can be, by construction
+#
+# A status repeats what others named (nodes, instance types, DaemonSets, pods and their owners),
+# and a status the API server refuses as too large freezes the pool (reliability round 3, S2:
+# 600 KB owner names, 413 on every write, Ready=True kept). So every list of a status has a
+# maximum length, and every string a maximum length, enforced by the models below whatever the
+# evaluation hands them (lists keep their first entries, in their sorted order; strings are cut
+# with an ellipsis). The largest status, counting every character a pod creator or node
+# labeller chooses as 12 bytes of JSON (the escaped surrogate pair of an emoji) and the config's
+# own strings as given:
+#
+#   instanceTypes   64 x (253 chars + counts)           ~ 197 KB
+#   conditions       6 x message of 2,048 chars         ~ 148 KB
+#   offenders       20 x (63 + 63 + 253 chars)          ~  91 KB
+#   daemonSets      20 x (63 + 1 + 253 chars)           ~  76 KB
+#   gap.nodes       20 x 253 chars                      ~  61 KB
+#   pool.value, counts (64 buckets), the integers       ~   6 KB
+#
+# about 580 KB (tests/unit/core/test_status_size.py builds it: hostile names at every bound),
+# under MAX_STATUS_BYTES, a third of the API server's 3 MiB request limit and under etcd's
+# 1.5 MiB per object. On a live cluster those names are DNS names and label values (one byte a
+# character), and the same status is under 60 KB.
+MAX_COUNT_BUCKETS = 64  # distinct counts on one pool: more says MixedCounts as well as 64 do
+MAX_INSTANCE_TYPES = 64
+MAX_DAEMON_SETS = 20
+MAX_GAP_NODES = 20
+MAX_OFFENDERS = 20
+MAX_CONDITION_MESSAGE = 2048  # messages name counts and at most 5 nodes: 1.5 KB at 253-char names
+MAX_POOL_KEY = 317  # a label key: a DNS-subdomain prefix (253), "/", a name (63)
+MAX_QUALIFIED_NAME = MAX_NAMESPACE + 1 + MAX_NAME  # "namespace/name"
+MAX_STATUS_BYTES = 1024 * 1024
+
+_Item = TypeVar("_Item")
+
+
+def _first(limit: int) -> Callable[[list[_Item]], list[_Item]]:
+    def first(items: list[_Item]) -> list[_Item]:
+        return items if len(items) <= limit else items[:limit]
+
+    return first
+
+
+def _cut(limit: int) -> AfterValidator:
+    return AfterValidator(lambda text: cut(text, limit))
+
+
+Name = Annotated[str, _cut(MAX_NAME)]
+
+
 class _ApiModel(BaseModel):
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
 
@@ -450,14 +513,14 @@ class Condition(_ApiModel):
     type: str
     status: ConditionStatus
     reason: str
-    message: str
+    message: Annotated[str, _cut(MAX_CONDITION_MESSAGE)]
     last_transition_time: str | None = Field(default=None, alias="lastTransitionTime")
     observed_generation: int | None = Field(default=None, alias="observedGeneration")
 
 
 class PoolRef(_ApiModel):
-    key: str
-    value: str
+    key: Annotated[str, _cut(MAX_POOL_KEY)]
+    value: Name
 
 
 class CountBucket(_ApiModel):
@@ -466,13 +529,15 @@ class CountBucket(_ApiModel):
 
 
 class InstanceTypeCount(_ApiModel):
-    name: str
+    name: Name
     nodes: int
     max_count: int | None = Field(default=None, alias="maxCount")
 
 
 class DevicePluginStatus(_ApiModel):
-    daemon_sets: list[str] = Field(alias="daemonSets")
+    daemon_sets: Annotated[list[Annotated[str, _cut(MAX_QUALIFIED_NAME)]], AfterValidator(_first(MAX_DAEMON_SETS))] = (
+        Field(alias="daemonSets")
+    )
     ready_nodes: int = Field(alias="readyNodes")
 
 
@@ -482,7 +547,7 @@ class GapStatus(_ApiModel):
     advertised_without_plugin: int = Field(alias="advertisedWithoutPlugin")
     # Target nodes Karpenter launched without the fabric on purpose (not in the gate set).
     launched_without_fabric: int = Field(default=0, alias="launchedWithoutFabric")
-    nodes: list[str]
+    nodes: Annotated[list[Name], AfterValidator(_first(MAX_GAP_NODES))]
     truncated: bool
 
 
@@ -568,9 +633,9 @@ class WorkloadCount(_ApiModel):
 class Offender(_ApiModel):
     """A workload on the pool that does not ask for the fabric it could use."""
 
-    namespace: str
-    kind: str  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...), else Pod
-    name: str
+    namespace: Annotated[str, _cut(MAX_NAMESPACE)]
+    kind: Annotated[str, _cut(MAX_KIND)]  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...)
+    name: Name
     pods: int
     problem: str  # "withoutFabric" | "intentWithoutRequest"
 
@@ -579,7 +644,7 @@ class WorkloadsStatus(_ApiModel):
     requesting_fabric: WorkloadCount = Field(alias="requestingFabric")
     without_fabric: WorkloadCount = Field(alias="withoutFabric")
     intent_without_request: WorkloadCount = Field(alias="intentWithoutRequest")
-    offenders: list[Offender]
+    offenders: Annotated[list[Offender], AfterValidator(_first(MAX_OFFENDERS))]
 
 
 class FabricCapabilityStatus(_ApiModel):
@@ -592,8 +657,10 @@ class FabricCapabilityStatus(_ApiModel):
     unready_nodes: int = Field(default=0, alias="unreadyNodes")
     advertising_nodes: int = Field(alias="advertisingNodes")
     uniform_count: int | None = Field(default=None, alias="uniformCount")
-    counts: list[CountBucket]
-    instance_types: list[InstanceTypeCount] = Field(alias="instanceTypes")
+    counts: Annotated[list[CountBucket], AfterValidator(_first(MAX_COUNT_BUCKETS))]
+    instance_types: Annotated[list[InstanceTypeCount], AfterValidator(_first(MAX_INSTANCE_TYPES))] = Field(
+        alias="instanceTypes"
+    )
     device_plugin: DevicePluginStatus = Field(alias="devicePlugin")
     gap: GapStatus
     launchable: LaunchableStatus | None = None  # Karpenter NodePool pools only
@@ -610,6 +677,49 @@ class FabricCapabilityStatus(_ApiModel):
     def is_ready(self) -> bool:
         ready = self.condition(ConditionType.READY)
         return ready is not None and ready.status == ConditionStatus.TRUE
+
+
+MAX_REFUSAL_SHOWN = 300  # how much of the API server's refusal the summary's message quotes
+
+
+def too_large_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapabilityStatus:
+    """What is published when the API server refuses ``status`` as too large: the pool's counts,
+    none of its lists, no ``uniformCount`` or ``recommendation``, and a Ready condition that is
+    False (``StatusTooLarge``) whatever the pool's state, quoting ``refusal``. Small whatever
+    ``status`` holds, and failing closed: a gate reading it never wires the fabric."""
+    gap = status.gap
+    workloads = status.workloads
+    message = (
+        f"the API server refused this pool's full status as too large ({cut(refusal, MAX_REFUSAL_SHOWN)});"
+        " this summary stands in for it, and the full status is written again as soon as it is accepted"
+    )
+    return FabricCapabilityStatus(
+        fabric=status.fabric,
+        resource_name=status.resource_name,
+        pool=status.pool,
+        nodes=status.nodes,
+        cordoned_nodes=status.cordoned_nodes,
+        advertising_nodes=status.advertising_nodes,
+        counts=[],
+        instance_types=[],
+        device_plugin=DevicePluginStatus(daemon_sets=[], ready_nodes=status.device_plugin.ready_nodes),
+        gap=GapStatus(
+            plugin_ready_not_advertised=gap.plugin_ready_not_advertised,
+            unhealthy=gap.unhealthy,
+            advertised_without_plugin=gap.advertised_without_plugin,
+            nodes=[],
+            truncated=bool(gap.nodes) or gap.truncated,
+        ),
+        workloads=None if workloads is None else workloads.model_copy(update={"offenders": []}),
+        conditions=[
+            Condition(
+                type=ConditionType.READY,
+                status=ConditionStatus.FALSE,
+                reason=Reason.STATUS_TOO_LARGE,
+                message=message,
+            )
+        ],
+    )
 
 
 def find_condition(status: Mapping[str, Any] | None, condition_type: ConditionType | str) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fabriccap.core import api
 from fabriccap.core.analysis import (
     COUNT_REASONS,
     STALL_REASONS,
@@ -85,7 +86,7 @@ from fabriccap.core.workloads import (
     unschedulable_groups,
 )
 
-MAX_GAP_NODES = 20
+MAX_GAP_NODES = api.MAX_GAP_NODES  # the status model's bound (api.py: how large a status can be)
 MAX_NAMED_NODES = 5
 
 

@@ -4,6 +4,10 @@ A realistic EKS Node body is 10-20 KB (images, managedFields, conditions); the f
 evaluation needs are a few dozen bytes. Everything downstream (the operator's memory, the
 dirty-pool detection, the evaluation) works on these facts only, so a heartbeat that changes
 nothing here changes nothing anywhere.
+
+Every string a fact keeps from a body (names, label values, owner kinds, scheduler messages)
+is cleaned and bounded here (``core.text.clean_text``): whoever creates a pod or labels a node
+chooses it, and what the facts hold is what statuses, Events, metric labels and logs repeat.
 """
 
 from __future__ import annotations
@@ -15,6 +19,32 @@ from typing import Any, NamedTuple
 from fabriccap.core.api import ConditionStatus
 from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config, Source
 from fabriccap.core.quantity import parse_quantity, shown_value
+from fabriccap.core.references import (
+    INVALID_API_VERSION,
+    INVALID_NAME,
+    RefusalHook,
+    RefusedReference,
+    is_object_name,
+    reference_problem,
+    shown_reference,
+)
+from fabriccap.core.text import (
+    MAX_NAME,
+    MAX_NAMESPACE,
+    MAX_UID,
+    clean_text,
+)
+
+
+def object_name(value: Any) -> str:
+    """An object's name as the facts keep it, cleaned and bounded: every lookup by name (a
+    deletion, a fresh LIST's keys, a snapshot's checks) goes through this, so a name that
+    needed cleaning (only a hand-made snapshot has one) still finds its facts."""
+    return clean_text(value if value is not None else "", MAX_NAME)
+
+
+def object_namespace(value: Any) -> str:
+    return clean_text(value if value is not None else "", MAX_NAMESPACE)
 
 
 class FactsError(ValueError):
@@ -218,8 +248,11 @@ class PodFacts:
 class FactsExtractor:
     """Turns object bodies into facts, knowing from the config which fields matter."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, on_refused: RefusalHook | None = None) -> None:
         self.config = config
+        # Told of each owner reference (or claim) not followed because no object can be named
+        # so (core.references): the operator logs each cause once.
+        self.on_refused = on_refused
         fabrics = config.enabled_fabrics
         self.resources: frozenset[str] = frozenset(
             [fabric.resource for fabric in fabrics]
@@ -237,9 +270,10 @@ class FactsExtractor:
 
     def node(self, body: Mapping[str, Any]) -> NodeFacts:
         metadata = _mapping(body, "metadata", "Node")
-        name = metadata.get("name")
-        if not isinstance(name, str) or not name:
+        raw_name = metadata.get("name")
+        if not isinstance(raw_name, str) or not raw_name:
             raise FactsError("Node without metadata.name")
+        name = object_name(raw_name)
         labels = metadata.get("labels") or {}
         if not isinstance(labels, Mapping):
             raise FactsError(f"Node {name}: metadata.labels is not a mapping")
@@ -305,7 +339,7 @@ class FactsExtractor:
         owner = _daemon_set_owner(metadata.get("ownerReferences"))
         if owner is None:
             return None
-        name = str(metadata.get("name") or "")
+        name = object_name(metadata.get("name"))
         spec = body.get("spec") or {}
         status = body.get("status") or {}
         if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
@@ -320,7 +354,7 @@ class FactsExtractor:
         return PodFacts(
             namespace=str(namespace),
             name=name,
-            node_name=str(node_name) if node_name else None,
+            node_name=object_name(node_name) if node_name else None,
             daemon_set=owner,
             ready=ready,
         )
@@ -332,8 +366,8 @@ class FactsExtractor:
         if not self.config.workloads.enabled:
             return None
         metadata = _mapping(body, "metadata", "Pod")
-        namespace = str(metadata.get("namespace") or "")
-        name = str(metadata.get("name") or "")
+        namespace = object_namespace(metadata.get("namespace"))
+        name = object_name(metadata.get("name"))
         where = f"Pod {namespace}/{name}"
         spec = body.get("spec") or {}
         status = body.get("status") or {}
@@ -344,7 +378,7 @@ class FactsExtractor:
         containers = _containers(spec, "containers", where)
         init_containers = _containers(spec, "initContainers", where)
         requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
-        claims = _claims(spec.get("resourceClaims"), namespace)
+        claims = _claims(spec.get("resourceClaims"), namespace, where, self.on_refused)
         intent = self._intent([*containers, *init_containers])
         if not requests and not claims and not intent:
             return None
@@ -353,11 +387,13 @@ class FactsExtractor:
         return WorkloadPodFacts(
             namespace=namespace,
             name=name,
-            node_name=str(node_name) if node_name else None,
+            node_name=object_name(node_name) if node_name else None,
             requests=requests,
             claims=claims,
             intent=intent,
-            owner=_nearest_owner(metadata, labels if isinstance(labels, Mapping) else {}, namespace, name),
+            owner=_nearest_owner(
+                metadata, labels if isinstance(labels, Mapping) else {}, namespace, name, self.on_refused
+            ),
             unschedulable=None if node_name else _unschedulable_message(status.get("conditions")),
         )
 
@@ -400,7 +436,7 @@ class FactsExtractor:
         its pool's messages say why.
         """
         metadata = _mapping(body, "metadata", "ResourceSlice")
-        name = str(metadata.get("name") or "")
+        name = object_name(metadata.get("name"))
         spec = body.get("spec")
         if not isinstance(spec, Mapping):
             raise FactsError(f"ResourceSlice {name}: spec is not a mapping")
@@ -414,9 +450,10 @@ class FactsExtractor:
                 f"ResourceSlice {name} of driver {driver} has no spec.nodeName ({scope}); "
                 "only slices of one node's own devices are counted"
             )
+        node_name = object_name(node_name)
         pool = spec.get("pool")
         pool_name = pool.get("name") if isinstance(pool, Mapping) else None
-        pool_label = str(pool_name) if isinstance(pool_name, str) and pool_name else f"of slice {name}"
+        pool_label = clean_text(pool_name, MAX_NAME) if isinstance(pool_name, str) and pool_name else f"of slice {name}"
         try:
             if not isinstance(pool, Mapping) or not pool_name:
                 raise FactsError("spec.pool.name is missing")
@@ -464,9 +501,10 @@ class FactsExtractor:
         namespace = metadata.get("namespace")
         if namespace not in self.plugin_namespaces:
             return None
+        name = object_name(metadata.get("name"))
         labels = metadata.get("labels") or {}
         if not isinstance(labels, Mapping):
-            raise FactsError(f"DaemonSet {namespace}/{metadata.get('name')}: labels is not a mapping")
+            raise FactsError(f"DaemonSet {namespace}/{name}: labels is not a mapping")
         template = ((body.get("spec") or {}).get("template") or {}) if isinstance(body.get("spec"), Mapping) else {}
         template_labels = (template.get("metadata") or {}).get("labels") if isinstance(template, Mapping) else None
         pod_spec = template.get("spec") if isinstance(template, Mapping) else None
@@ -474,7 +512,7 @@ class FactsExtractor:
         selector = pod_spec.get("nodeSelector")
         return DaemonSetFacts(
             namespace=str(namespace),
-            name=str(metadata.get("name") or ""),
+            name=name,
             labels=_pairs(labels),
             template_labels=_pairs(template_labels if isinstance(template_labels, Mapping) else {}),
             node_selector=_pairs(selector) if isinstance(selector, Mapping) else (),
@@ -487,6 +525,9 @@ class FactsExtractor:
 MAX_CONTAINERS = 1000
 # The scheduler's message is kept for the Event, not in full: a long one says nothing more.
 MAX_MESSAGE = 1000
+# A label value is at most 63 characters on an API server; a hand-made snapshot's longer ones
+# are kept up to a name's length, so that values differing past 63 stay different pools.
+MAX_SHOWN_LABEL_VALUE = MAX_NAME
 # Owner labels set by the JobSet controller on its Jobs' pod templates.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
@@ -508,27 +549,31 @@ def _container_requests(container: Mapping[str, Any], resources: frozenset[str],
     """A container's requests of ``resources``; an extended resource's request defaults to its limit."""
     spec = container.get("resources") or {}
     if not isinstance(spec, Mapping):
-        raise FactsError(f"{where}: container {container.get('name')!r}: resources is not a mapping")
+        raise FactsError(f"{where}: container {_container_name(container)!r}: resources is not a mapping")
     found: dict[str, int] = {}
     for field in ("limits", "requests"):  # requests last: they win where both are given
         quantities = spec.get(field) or {}
         if not isinstance(quantities, Mapping):
-            raise FactsError(f"{where}: container {container.get('name')!r}: resources.{field} is not a mapping")
+            raise FactsError(f"{where}: container {_container_name(container)!r}: resources.{field} is not a mapping")
         for resource in resources & quantities.keys():
             raw = quantities[resource]
             try:
                 count = parse_quantity(raw)
             except ValueError as error:
                 raise FactsError(
-                    f"{where}: container {container.get('name')!r}: resources.{field}[{resource}]: {error}"
+                    f"{where}: container {_container_name(container)!r}: resources.{field}[{resource}]: {error}"
                 ) from None
             if count > MAX_DEVICE_COUNT:
                 raise FactsError(
-                    f"{where}: container {container.get('name')!r}: resources.{field}[{resource}]: "
+                    f"{where}: container {_container_name(container)!r}: resources.{field}[{resource}]: "
                     f"{shown_value(raw)} is out of range"
                 )
             found[resource] = count
     return found
+
+
+def _container_name(container: Mapping[str, Any]) -> str:
+    return clean_text(container.get("name") or "", MAX_NAMESPACE)  # a DNS label, like a namespace
 
 
 def _effective_requests(
@@ -566,7 +611,9 @@ def _effective_requests(
     return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0))
 
 
-def _claims(resource_claims: Any, namespace: str) -> tuple[ClaimRef, ...]:
+def _claims(resource_claims: Any, namespace: str, holder: str, refused: RefusalHook | None) -> tuple[ClaimRef, ...]:
+    """The pod's claims; one whose name no claim can have is left out (its devices unknown,
+    the pod is judged by its other requests), as it is read with a GET of that name."""
     if not isinstance(resource_claims, list):
         return ()
     found = []
@@ -574,14 +621,35 @@ def _claims(resource_claims: Any, namespace: str) -> tuple[ClaimRef, ...]:
         if not isinstance(claim, Mapping):
             continue
         if isinstance(claim.get("resourceClaimTemplateName"), str):
-            found.append(ClaimRef("ResourceClaimTemplate", namespace, claim["resourceClaimTemplateName"]))
+            kind, name = "ResourceClaimTemplate", claim["resourceClaimTemplateName"]
         elif isinstance(claim.get("resourceClaimName"), str):
-            found.append(ClaimRef("ResourceClaim", namespace, claim["resourceClaimName"]))
+            kind, name = "ResourceClaim", claim["resourceClaimName"]
+        else:
+            continue
+        if not is_object_name(name):
+            _refuse(refused, INVALID_NAME, holder, "resource.k8s.io/v1", kind, name)
+            continue
+        found.append(ClaimRef(kind, namespace, name))
     return tuple(sorted(set(found)))
 
 
-def controller_owner(metadata: Mapping[str, Any], namespace: str, *, any_owner: bool = False) -> ObjectRef | None:
-    """The object's controller owner reference (or, with ``any_owner``, its first owner)."""
+def _refuse(refused: RefusalHook | None, cause: str, holder: str, api_version: Any, kind: Any, name: Any) -> None:
+    if refused is not None:
+        refused(RefusedReference(cause, holder, shown_reference(api_version, kind, name)))
+
+
+def controller_owner(
+    metadata: Mapping[str, Any],
+    namespace: str,
+    *,
+    any_owner: bool = False,
+    holder: str = "",
+    refused: RefusalHook | None = None,
+) -> ObjectRef | None:
+    """The object's controller owner reference (or, with ``any_owner``, its first owner), in
+    the object's own namespace (a reference cannot name another, and none is ever followed
+    there); None when it has none, or when the reference names no object an API server could
+    hold (core.references): then ``refused`` is told, and the object is its own top."""
     references = metadata.get("ownerReferences")
     if not isinstance(references, list):
         return None
@@ -591,19 +659,33 @@ def controller_owner(metadata: Mapping[str, Any], namespace: str, *, any_owner: 
         chosen = candidates[0]
     if chosen is None:
         return None
-    api_version, uid = str(chosen.get("apiVersion") or ""), str(chosen.get("uid") or "")
-    return ObjectRef(api_version, str(chosen["kind"]), namespace, str(chosen["name"]), uid)
+    api_version, kind, name = chosen.get("apiVersion") or "", chosen["kind"], chosen["name"]
+    if not (isinstance(api_version, str) and isinstance(kind, str) and isinstance(name, str)):
+        problem: str | None = INVALID_API_VERSION if not isinstance(api_version, str) else INVALID_NAME
+    else:
+        problem = reference_problem(api_version, kind, name)
+    if problem is not None:
+        _refuse(refused, problem, holder, api_version, kind, name)
+        return None
+    return ObjectRef(api_version, kind, namespace, name, clean_text(chosen.get("uid") or "", MAX_UID))
 
 
-def _nearest_owner(metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str) -> ObjectRef:
-    owner = controller_owner(metadata, namespace, any_owner=True)
+def _nearest_owner(
+    metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str, refused: RefusalHook | None
+) -> ObjectRef:
+    holder = f"Pod {namespace}/{name}"
+    owner = controller_owner(metadata, namespace, any_owner=True, holder=holder, refused=refused)
     if owner is None:
-        return ObjectRef("v1", "Pod", namespace, name, str(metadata.get("uid") or ""))
-    if owner.kind == "Job" and isinstance(labels.get(JOBSET_NAME_LABEL), str):
+        return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID))
+    jobset = labels.get(JOBSET_NAME_LABEL)
+    if owner.kind == "Job" and isinstance(jobset, str):
+        if not is_object_name(jobset):
+            _refuse(refused, INVALID_NAME, holder, JOBSET_API_VERSION, "JobSet", jobset)
+            return owner  # the Job: the nearest valid owner
         # The JobSet controller labels its pods with the JobSet's name and uid: no need to
         # read the Job to learn whose it is.
-        uid = str(labels.get(JOBSET_UID_LABEL) or "")
-        return ObjectRef(JOBSET_API_VERSION, "JobSet", namespace, labels[JOBSET_NAME_LABEL], uid)
+        uid = clean_text(labels.get(JOBSET_UID_LABEL) or "", MAX_UID)
+        return ObjectRef(JOBSET_API_VERSION, "JobSet", namespace, jobset, uid)
     return owner
 
 
@@ -617,8 +699,7 @@ def _unschedulable_message(conditions: Any) -> str | None:
             and condition.get("status") == ConditionStatus.FALSE
             and condition.get("reason") == "Unschedulable"
         ):
-            message = str(condition.get("message") or "")
-            return message if len(message) <= MAX_MESSAGE else f"{message[: MAX_MESSAGE - 3]}..."
+            return clean_text(condition.get("message") or "", MAX_MESSAGE)
     return None
 
 
@@ -680,7 +761,7 @@ def _label_value(value: Any) -> str | None:
     # next pool key decides, rather than lumping unrelated nodes into a pool named "".
     if value is None:
         return None
-    text = str(value)
+    text = clean_text(value, MAX_SHOWN_LABEL_VALUE)
     return text or None
 
 
@@ -694,7 +775,7 @@ def _daemon_set_owner(owner_references: Any) -> str | None:
             and str(reference.get("apiVersion", "apps/v1")).startswith("apps/")
             and reference.get("name")
         ):
-            return str(reference["name"])
+            return clean_text(reference["name"], MAX_NAME)
     return None
 
 

@@ -13,6 +13,11 @@ evaluation memo): a pool's node-side facts (its members, their ResourceSlices), 
 providers (DaemonSets and their pods, which every pool's status reads), and each workload
 pod (its facts, or what a lookup learnt about its owners or claims). Every change takes the
 next number of one counter, so a version never repeats, even for a pool that goes and comes.
+
+What lookups learnt (an owner's own owner, a claim's device classes) is kept while a workload
+pod's chain of owners or its claims still reaches it, and forgotten when the last such pod goes:
+a cluster that runs 50,000 short Jobs a day would otherwise keep 50,000 owners for good
+(reliability round 3, H7). A Job seen again later is read again, once.
 """
 
 from __future__ import annotations
@@ -106,6 +111,10 @@ class FactIndex:
 
     def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
         """An owner or a claim became known: the pools of these workload pods may change."""
+
+    def _owner_released(self, owner: OwnerKey) -> None:
+        """No workload pod's chain of owners goes through ``owner`` any more (the operator's
+        outbox forgets the problems it warned about on it)."""
 
     def _pool_facts_changed(self, pool: Pool | None) -> None:
         if pool is not None and (pool in self.pool_members or self.node_pool_of(pool) is not None):
@@ -324,6 +333,8 @@ class FactIndex:
         elif facts.unschedulable is not None:
             self.unscheduled_pods.add(key)
             self._unscheduled_touched()
+        if previous is not None:  # after the new links: what the pod still names stays
+            self._release_references(previous)
         return True
 
     def remove_workload_pod(self, namespace: str, name: str) -> bool:
@@ -333,6 +344,7 @@ class FactIndex:
             return False
         del self.workload_versions[key]
         self._unlink_workload_pod(key, previous)
+        self._release_references(previous)
         return True
 
     def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
@@ -355,10 +367,63 @@ class FactIndex:
         self.owner_parents[key] = parent
         if parent is not None:
             self.owner_children.setdefault(parent.key, set()).add(key)
+        if previous is not None and previous.key != (parent.key if parent is not None else None):
+            self._release_owner(previous.key)
         concerned = self.pods_under(key)
         self._workloads_changed(concerned)
         self._lookups_touched(concerned)
         return True
+
+    def owner_referenced(self, owner: OwnerKey) -> bool:
+        """Whether some workload pod's chain of owners goes through ``owner``: what a lookup
+        of it may still be learnt for."""
+        return owner in self.owner_pods or owner in self.owner_children
+
+    def claim_referenced(self, claim: ClaimRef) -> bool:
+        return claim in self.claim_pods
+
+    def _release_references(self, facts: WorkloadPodFacts) -> None:
+        """A pod went (or changed): forget what only it still referenced."""
+        self._release_owner(facts.owner.key)
+        for claim in facts.claims:
+            if claim not in self.claim_pods:
+                self.claim_classes.pop(claim, None)
+
+    def _release_owner(self, owner: OwnerKey) -> None:
+        """Forget ``owner`` and, up its chain, every owner no workload pod's chain goes through
+        any more. Chains are short (lookups go 4 deep), but owner references can loop."""
+        pending = [owner]
+        while pending:
+            current = pending.pop()
+            if self._has_pods_under(current):
+                continue
+            parent = self.owner_parents.pop(current, None)
+            # Its children lead to no pod either (they are forgotten with it, a loop included).
+            pending.extend(self.owner_children.pop(current, ()))
+            if parent is not None:
+                _discard(self.owner_children, parent.key, current)
+                pending.append(parent.key)
+            self._owner_released(current)
+
+    def _has_pods_under(self, owner: OwnerKey) -> bool:
+        """Whether some workload pod's chain of owners, as known, goes through ``owner``.
+
+        Depth first, stopping at the first pod: every owner still known has pods under it, so
+        this is a walk down one chain, however many children (Jobs of a JobSet) an owner has."""
+        if owner in self.owner_pods:
+            return True
+        seen = {owner}
+        stack = [iter(self.owner_children.get(owner, ()))]
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                stack.pop()
+            elif child in self.owner_pods:
+                return True
+            elif child not in seen:
+                seen.add(child)
+                stack.append(iter(self.owner_children.get(child, ())))
+        return False
 
     def learn_claim(self, claim: ClaimRef, device_classes: frozenset[str]) -> bool:
         if self.claim_classes.get(claim) == device_classes:

@@ -34,19 +34,28 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 MAX_NAME_LENGTH = 63
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+MAX_SUBDOMAIN_LENGTH = 253
+# Matched whole (fullmatch): `$` alone also matches before a final newline, and "p5\n" is no label.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 DIGEST_LENGTH = 26  # base32 characters of the first 16 bytes of SHA-256: 128 bits, 26 symbols
 _DIGEST_SEGMENT = re.compile(rf"(^|-)[a-z2-7]{{{DIGEST_LENGTH}}}$")
 
 
 def is_dns_label(text: str) -> bool:
-    return len(text) <= MAX_NAME_LENGTH and bool(_DNS_LABEL.match(text))
+    return len(text) <= MAX_NAME_LENGTH and _DNS_LABEL.fullmatch(text) is not None
+
+
+def is_dns_subdomain(text: str) -> bool:
+    """A DNS-1123 subdomain of at most 253 characters: what the API server accepts as the name
+    of most kinds (and of every custom resource)."""
+    return len(text) <= MAX_SUBDOMAIN_LENGTH and _DNS_SUBDOMAIN.fullmatch(text) is not None
 
 
 def is_label_value(text: str) -> bool:
-    return len(text) <= 63 and bool(_LABEL_VALUE.match(text))
+    return len(text) <= 63 and _LABEL_VALUE.fullmatch(text) is not None
 
 
 def looks_hashed(name: str) -> bool:

@@ -21,12 +21,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fabriccap.core import api
 from fabriccap.core.api import FabricCapabilityStatus, Offender, PoolRef, WorkloadCount, WorkloadsStatus
 from fabriccap.core.config import FabricProfile, Source
-from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner
+from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
 from fabriccap.core.index import FactIndex
+from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
+from fabriccap.core.references import RefusalHook
+from fabriccap.core.text import MAX_KIND, clean_text
 
-MAX_OFFENDERS = 20
+MAX_OFFENDERS = api.MAX_OFFENDERS  # the status model's bound (api.py: how large a status can be)
 MAX_OWNER_DEPTH = 4
 WITHOUT_FABRIC = "withoutFabric"
 INTENT_WITHOUT_REQUEST = "intentWithoutRequest"
@@ -233,8 +237,14 @@ class WorkloadEvent:
 
     @property
     def event_name(self) -> str:
-        digest = hashlib.sha256(self.key.encode()).hexdigest()[:16]
-        return f"{self.involved.name[:200]}.fabriccap-{digest}"
+        """``<owner name>.fabriccap-<digest of the key>``, or ``fabriccap-<digest>`` where the
+        owner's name would not make a valid one: an Event name must be a DNS subdomain, and an
+        owner's name is whatever its creator wrote (an invalid name made every POST a 422)."""
+        digest = hashlib.sha256(self.key.encode(errors="replace")).hexdigest()[:16]
+        suffix = f"fabriccap-{digest}"
+        prefix = self.involved.name[: MAX_SUBDOMAIN_LENGTH - len(suffix) - 1].rstrip("-.")
+        readable = f"{prefix}.{suffix}"
+        return readable if is_dns_subdomain(readable) else suffix
 
 
 def _event_key(reason: str, owner: ObjectRef, *parts: str) -> str:
@@ -399,10 +409,16 @@ def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready
     )
 
 
-def owner_of(body: Mapping[str, object], namespace: str) -> ObjectRef | None:
-    """An owner object's own controller owner, read from its body (None: it is the top)."""
+def owner_of(body: Mapping[str, object], namespace: str, refused: RefusalHook | None = None) -> ObjectRef | None:
+    """An owner object's own controller owner, read from its body (None: it is the top).
+
+    ``namespace`` is where the object was read, the pod's: whatever the body says, its owner
+    is looked for there and nowhere else (an owner reference cannot name another namespace)."""
     metadata = body.get("metadata")
-    return controller_owner(metadata, namespace) if isinstance(metadata, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return None
+    holder = f"{clean_text(body.get('kind') or 'object', MAX_KIND)} {namespace}/{object_name(metadata.get('name'))}"
+    return controller_owner(metadata, namespace, holder=holder, refused=refused)
 
 
 def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
@@ -425,25 +441,27 @@ def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
     return frozenset(classes)
 
 
-def learn_from_object(index: FactIndex, body: Mapping[str, object]) -> bool:
+def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: RefusalHook | None = None) -> bool:
     """Fill a lookup from an object at hand (a snapshot's Job, JobSet, claim template...)."""
     kind = body.get("kind")
     metadata = body.get("metadata")
     if not isinstance(kind, str) or not isinstance(metadata, Mapping):
         return False
-    namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
     if kind in OWNER_LOOKUP_KINDS:
-        return index.learn_owner((kind, namespace, name), owner_of(body, namespace))
+        return index.learn_owner((kind, namespace, name), owner_of(body, namespace, refused))
     if kind in CLAIM_LOOKUP_KINDS:
         return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
     return False
 
 
-def learn_lookup(index: FactIndex, key: LookupKey, body: Mapping[str, object] | None) -> bool:
+def learn_lookup(
+    index: FactIndex, key: LookupKey, body: Mapping[str, object] | None, refused: RefusalHook | None = None
+) -> bool:
     """Put a lookup's answer in the index; no body (the object is gone, or unreadable) means
     no further owner, or a claim of no known class."""
     if key.is_claim:
         classes = device_classes_of(body) if body is not None else frozenset()
         return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
-    parent = owner_of(body, key.namespace) if body is not None else None
+    parent = owner_of(body, key.namespace, refused) if body is not None else None
     return index.learn_owner((key.kind, key.namespace, key.name), parent)

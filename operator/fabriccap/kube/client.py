@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from fabriccap.kube.credentials import Credentials, load_credentials_async
-from fabriccap.kube.errors import KubeError
+from fabriccap.kube.errors import KubeError, ResponseTooLargeError
 
 MERGE_PATCH = "application/merge-patch+json"
 # A watch line longer than this is not a Kubernetes object the operator can use: the stream is
@@ -29,6 +30,23 @@ DEFAULT_WATCH_SECONDS = 60
 DEFAULT_WATCH_READ_TIMEOUT = 90.0
 
 ErrorHook = Callable[[str, int], None]  # (verb, HTTP status or 0 when there was no answer)
+READ_CHUNK_BYTES = 64 * 1024
+
+
+async def _read_body(response: aiohttp.ClientResponse, what: str, limit: int | None) -> bytes:
+    """The response body, or ResponseTooLargeError once it passes ``limit`` bytes: what a
+    bounded read holds at most is the limit and one chunk, however large the answer."""
+    if limit is None:
+        return await response.read()
+    if response.content_length is not None and response.content_length > limit:
+        raise ResponseTooLargeError(f"{what}: the answer is {response.content_length} bytes (more than {limit})")
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes; not read further")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _api_message(status: int, raw: bytes) -> str:
@@ -58,6 +76,11 @@ class KubeClient:
     def server(self) -> str:
         return self.credentials.server
 
+    def _url(self, path: str) -> URL:
+        # Paths come from kube.paths, every segment already percent-encoded: taken as they are.
+        # yarl would otherwise decode and resolve them again (`/a/%2E%2E/b` becomes `/b`).
+        return URL(self.server + path, encoded=True)
+
     def _connection(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._ssl = self.credentials.ssl_context()
@@ -78,7 +101,14 @@ class KubeClient:
         await self.close()
 
     async def _send(
-        self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str, timeout: float
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float,
+        max_body_bytes: int | None = None,
     ) -> tuple[int, bytes]:
         await self.credentials.refresh_async()
         headers = {"Accept": "application/json", **self.credentials.headers()}
@@ -90,7 +120,7 @@ class KubeClient:
         try:
             async with self._connection().request(
                 method,
-                self.server + path,
+                self._url(path),
                 params=params,
                 data=data,
                 headers=headers,
@@ -98,7 +128,7 @@ class KubeClient:
                 server_hostname=self.credentials.tls_server_name,
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as response:
-                return response.status, await response.read()
+                return response.status, await _read_body(response, f"{method} {path}", max_body_bytes)
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
             self._failed(method, 0)
             raise KubeError(
@@ -113,18 +143,20 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float = 60.0,
+        max_body_bytes: int | None = None,
     ) -> Any:
-        status, raw = await self._send(method, path, query, body, content_type, timeout)
+        """One request; ``max_body_bytes`` bounds the answer read (ResponseTooLargeError beyond)."""
+        status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes)
         if status == 401 and self.credentials.rotating:
             await self.credentials.refresh_async(force=True)  # a rotated or expired token: once more
-            status, raw = await self._send(method, path, query, body, content_type, timeout)
+            status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes)
         if status >= 400:
             self._failed(method, status)
             raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)
         return json.loads(raw) if raw else None
 
-    async def get(self, path: str, query: Mapping[str, Any] | None = None) -> Any:
-        return await self.request("GET", path, query)
+    async def get(self, path: str, query: Mapping[str, Any] | None = None, max_body_bytes: int | None = None) -> Any:
+        return await self.request("GET", path, query, max_body_bytes=max_body_bytes)
 
     async def list_pages(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
         """LIST in pages so a large cluster never sits in memory as one response."""
@@ -172,7 +204,7 @@ class KubeClient:
             params["fieldSelector"] = field_selector
         try:
             async with self._connection().get(
-                self.server + path,
+                self._url(path),
                 params=params,
                 headers={"Accept": "application/json", **self.credentials.headers()},
                 proxy=self.credentials.proxy,

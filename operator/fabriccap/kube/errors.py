@@ -9,3 +9,7 @@ class KubeError(RuntimeError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ResponseTooLargeError(KubeError):
+    """An answer longer than the reader allows: not read further (and not retried as it is)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabriccap.core.config import Config, Source
-from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.facts import FactsExtractor, object_name, object_namespace
 from fabriccap.core.index import FactIndex
 from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, RESOURCE_SLICES, ApiResource
 
@@ -21,12 +21,13 @@ def object_key(body: Mapping[str, Any]) -> str:
     """``namespace/name``, or ``name`` for cluster-scoped objects: what a fresh LIST retains."""
     metadata = body.get("metadata") or {}
     namespace = metadata.get("namespace")
-    return f"{namespace}/{metadata.get('name')}" if namespace else str(metadata.get("name"))
+    name = object_name(metadata.get("name"))
+    return f"{object_namespace(namespace)}/{name}" if namespace else name
 
 
 def _namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
     metadata = body.get("metadata") or {}
-    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    return object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
 
 
 # ~3-5 MB of JSON per page of realistic Nodes, the largest objects listed.

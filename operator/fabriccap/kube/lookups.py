@@ -1,11 +1,17 @@
 """Where the objects behind a workload's lookups are read: one GET each.
 
 Used by the operator (cached, in the background) and by a live ``fabriccap evaluate`` (once).
+The path is made by ``ApiResource`` like every other: the owner's name and API version came
+from a pod's creator, were checked when the pod became facts (core.references), and are
+checked again as path segments here. The namespace is always the pod's own.
 """
 
 from __future__ import annotations
 
+from fabriccap.core.references import is_api_version, is_object_name
+from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey
+from fabriccap.kube.paths import ApiResource
 
 # The API versions a lookup reads a kind in when the reference does not say.
 DEFAULT_API_VERSIONS = {
@@ -15,13 +21,21 @@ DEFAULT_API_VERSIONS = {
     "ResourceClaimTemplate": "resource.k8s.io/v1",
     "ResourceClaim": "resource.k8s.io/v1",
 }
+# An object read by a lookup is refused beyond this many bytes of JSON. No object can be
+# written through the API with a body over 3 MiB (the API server's request limit); the rest
+# is room for what the server adds (managedFields, status). A reply larger than that is not
+# an owner: it is an answer the operator must not hold in memory (reliability round 3, S4).
+MAX_LOOKUP_BYTES = 4 * 1024 * 1024
 
 
 def lookup_path(key: LookupKey) -> str:
+    """The GET path of ``key``'s object, in ``key.namespace``; ValueError for a key that names
+    no object an API server could hold."""
     plural = OWNER_LOOKUP_KINDS.get(key.kind) or CLAIM_LOOKUP_KINDS[key.kind]
     api_version = key.api_version or DEFAULT_API_VERSIONS[key.kind]
     # A claim is always read in resource.k8s.io/v1, whatever version wrote it.
     if key.is_claim:
         api_version = DEFAULT_API_VERSIONS[key.kind]
-    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    return f"{base}/namespaces/{key.namespace}/{plural}/{key.name}"
+    if not is_api_version(api_version) or not is_object_name(key.name):
+        raise ValueError(f"{key.kind} {clean_text(key.name, 80)} ({clean_text(api_version, 80)}) is not an object name")
+    return ApiResource.of(api_version, plural, key.kind, namespaced=True).item(key.name, key.namespace)

@@ -1,10 +1,29 @@
-"""API paths of the kinds the project reads or writes: built here and nowhere else."""
+"""API paths of the kinds the project reads or writes: built here and nowhere else.
+
+Every segment of a path (group, version, namespace, plural, name) goes through
+``path_segment``: percent-encoded whole, so that no ``?``, ``#`` or whitespace in a name can
+start a query or a fragment, and refused when it is empty, ``.`` or ``..`` or holds ``/`` or
+``%`` (what the API server itself refuses in a name that appears in a path), so that nothing
+can step out of the resource the path is for. Names from objects are checked before they get
+here (core.references); this is the last line, and the only place paths are made.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from fabriccap.core.api import GROUP, KIND, PLURAL, VERSION
+from fabriccap.core.text import clean_text
+
+_SHOWN = 80  # how much of a refused segment an error message shows
+
+
+def path_segment(text: str) -> str:
+    """``text`` as one segment of an API path; ValueError for text that cannot be one."""
+    if text in ("", ".", "..") or "/" in text or "%" in text:
+        raise ValueError(f"{clean_text(repr(text), _SHOWN)} cannot be a segment of an API path")
+    return quote(text, safe="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,21 +38,29 @@ class ApiResource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @classmethod
+    def of(cls, api_version: str, plural: str, kind: str, *, namespaced: bool) -> ApiResource:
+        """The resource of ``plural`` in ``api_version`` (``v1`` or ``group/version``)."""
+        group, _, version = api_version.rpartition("/")
+        return cls(group, version, plural, kind, namespaced)
+
     @property
     def _root(self) -> str:
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.group:
+            return f"/apis/{path_segment(self.group)}/{path_segment(self.version)}"
+        return f"/api/{path_segment(self.version)}"
 
     def collection(self, namespace: str | None = None) -> str:
         """The list/watch/create path: one namespace's, or (None) across every namespace."""
         if namespace is not None and not self.namespaced:
             raise ValueError(f"{self.kind} is cluster-scoped")
-        scope = f"/namespaces/{namespace}" if namespace is not None else ""
-        return f"{self._root}{scope}/{self.plural}"
+        scope = f"/namespaces/{path_segment(namespace)}" if namespace is not None else ""
+        return f"{self._root}{scope}/{path_segment(self.plural)}"
 
     def item(self, name: str, namespace: str | None = None) -> str:
         if self.namespaced and namespace is None:
-            raise ValueError(f"{self.kind} {name} needs a namespace")
-        return f"{self.collection(namespace)}/{name}"
+            raise ValueError(f"{self.kind} {clean_text(name, _SHOWN)} needs a namespace")
+        return f"{self.collection(namespace)}/{path_segment(name)}"
 
     def status(self, name: str, namespace: str | None = None) -> str:
         return f"{self.item(name, namespace)}/status"

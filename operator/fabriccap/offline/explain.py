@@ -16,6 +16,7 @@ from fabriccap.core.config import Config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.explain import NodeExplanation, PoolExplanation, explain_capability, find_capability
 from fabriccap.core.index import FactIndex
+from fabriccap.core.text import escape_controls
 from fabriccap.offline.render import align
 
 EXPLAIN_OUTPUTS: tuple[str, ...] = ("table", "json")
@@ -152,7 +153,8 @@ def format_explanation(explanation: PoolExplanation) -> str:
         + [[condition.type, condition.status, condition.reason, condition.message] for condition in status.conditions]
     )
     lines += ["", "Workloads:", *workload_lines(status.to_json().get("workloads"))]
-    return "\n".join(lines)
+    # Names and messages come from objects: shown escaped, one line each, as kubectl shows them.
+    return "\n".join(escape_controls(line) for line in lines)
 
 
 def format_explain_output(explanation: PoolExplanation, output: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from fabriccap.core.api import ConditionType, condition_reason, condition_status
+from fabriccap.core.text import escape_controls
 
 
 def _cell(value: Any) -> str:
@@ -58,7 +59,10 @@ def format_table(objects: Sequence[dict[str, Any]], wide: bool = False) -> str:
 
 
 def align(rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded as kubectl pads them: three spaces apart, the last one unpadded."""
+    """Columns padded as kubectl pads them: three spaces apart, the last one unpadded. Cells
+    carry text from objects (a snapshot's label values, owner names): their control characters
+    are shown escaped, as kubectl shows them, so no cell can move the cursor or break a row."""
+    rows = [[escape_controls(cell) for cell in row] for row in rows]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return "\n".join(
         "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import yaml
 
-from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import learn_from_object
 from fabriccap.kube.kinds import BY_KIND
@@ -206,7 +206,7 @@ def add_bodies(
         watched = BY_KIND.get(str(body.get("kind")))
         if watched is None:
             # A Job, JobSet or claim template in the snapshot tells whose a pod is, or what it claims.
-            learn_from_object(facts, body)
+            learn_from_object(facts, body, extractor.on_refused)
             continue
         try:
             watched.upsert(facts, extractor, body)
@@ -216,12 +216,12 @@ def add_bodies(
         except FactsError as error:
             raise SnapshotError(f"{source}: {error}") from None
         if strict_quantities and watched.kind == "ResourceSlice":
-            name = str((body.get("metadata") or {}).get("name"))
+            name = object_name((body.get("metadata") or {}).get("name"))
             problem = facts.slices[name].problem if name in facts.slices else None
             if problem:
                 raise SnapshotError(f"{source}: {problem}")
         if strict_quantities and watched.kind == "Node":
-            name = str((body.get("metadata") or {}).get("name"))
+            name = object_name((body.get("metadata") or {}).get("name"))
             for entry in facts.nodes[name].unusable:
                 if entry.malformed:
                     raise SnapshotError(f"{source}: Node {name}: {entry.problem}")

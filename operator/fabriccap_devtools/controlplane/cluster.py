@@ -86,6 +86,9 @@ if TYPE_CHECKING:
 ADMIN_USER = "admin"
 # system:masters bypasses RBAC entirely, which is what a test harness's admin needs.
 ADMIN_GROUPS = ("system:masters",)
+# The reads (get, list, watch) of users in this group are audited too: a test that must prove
+# what the operator reads, not only what it writes, runs it as such a user.
+AUDITED_READS_GROUP = "fabriccap.dev:audited-reads"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVER_NAMES = ("etcd", "kube-apiserver")
 CONTROL_PLANE_NAMES = (*SERVER_NAMES, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER)
@@ -338,8 +341,9 @@ class LocalControlPlane:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 f"--cert-dir={self._pki.directory / 'apiserver-generated'}",
-                # Every write (never a read), with who made it: tests prove from this log that
-                # only the leader writes and that nothing writes Nodes, Pods or DaemonSets.
+                # Every write (reads only of AUDITED_READS_GROUP), with who made it: tests prove
+                # from this log that only the leader writes, that nothing writes Nodes, Pods or
+                # DaemonSets, and what the operator reads.
                 f"--audit-policy-file={self._write_audit_policy()}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-maxsize=200",
@@ -383,6 +387,7 @@ class LocalControlPlane:
                     "kind": "Policy",
                     "omitStages": ["RequestReceived"],
                     "rules": [
+                        {"level": "Metadata", "userGroups": [AUDITED_READS_GROUP]},
                         {"level": "None", "verbs": ["get", "list", "watch"]},
                         {"level": "Metadata"},
                     ],
@@ -392,7 +397,8 @@ class LocalControlPlane:
         return policy
 
     def audit_events(self) -> list[dict[str, Any]]:
-        """Every write the API server has audited so far (one JSON object a line)."""
+        """Every write the API server has audited so far, and the reads of AUDITED_READS_GROUP
+        (one JSON object a line)."""
         if not self.audit_log.exists():
             return []
         events = []

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from fabriccap.core import api
 from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType
 from fabriccap_devtools.reference.markdown import code, header, table
 
@@ -45,6 +46,10 @@ def constraints(schema: dict[str, Any]) -> list[str]:
         notes.append("one of " + ", ".join(code(value) for value in schema["enum"]))
     if schema.get("format") == "date-time":
         notes.append("an RFC 3339 time")
+    if "maxItems" in schema:
+        notes.append(f"at most {schema['maxItems']} entries")
+    if "maxLength" in schema:
+        notes.append(f"at most {schema['maxLength']} characters")
     return notes
 
 
@@ -90,6 +95,25 @@ def _columns_section(version: dict[str, Any]) -> str:
         "## `kubectl get fcap`\n\n"
         "The columns `kubectl get fabriccapabilities` prints (`-o wide` adds the last ones); `fabriccap evaluate`"
         " prints them too, without `AGE`:\n\n" + table(["column", "shown", "value", "meaning"], rows)
+    )
+
+
+def _size_section() -> str:
+    kib = api.MAX_STATUS_BYTES // 1024
+    return (
+        "### How large a status can be\n\n"
+        "A status repeats names that others chose (nodes, instance types, DaemonSets, pods and their"
+        " owners), and one the API server refused as too large would freeze the pool. So every list and every"
+        f" string of a status is bounded: at most {api.MAX_COUNT_BUCKETS} `counts` (the largest counts),"
+        f" {api.MAX_INSTANCE_TYPES} `instanceTypes`, {api.MAX_DAEMON_SETS} `devicePlugin.daemonSets`,"
+        f" {api.MAX_GAP_NODES} `gap.nodes` and {api.MAX_OFFENDERS} `workloads.offenders` (each in its sorted"
+        f" order); names of at most 253 characters, namespaces and kinds of 63; condition messages of"
+        f" {api.MAX_CONDITION_MESSAGE}. Text from objects is cleaned first: no control character, escape sequence"
+        " or line break reaches a status. The largest status, every such character counted as the 12 bytes of"
+        f" JSON an emoji takes, is about 580 KB, under {kib} KiB (a third of the API server's 3 MiB request limit,"
+        " and under etcd's 1.5 MiB per object); with the DNS names of a real cluster it is under 60 KB. Should"
+        " the API server still refuse a status as too large, the operator publishes a summary instead, with"
+        " `Ready` False and reason `StatusTooLarge`, and tries the full status again on its backoff.\n"
     )
 
 
@@ -158,6 +182,8 @@ def render(crd_path: Path) -> str:
         + " Fields *always* present are in every status the operator writes; the others appear only when they"
         " apply.\n\n"
         + table(["field", "type", "present", "meaning"], field_rows(status, "status"))
+        + "\n"
+        + _size_section()
         + "\n"
         + _conditions_section()
     )

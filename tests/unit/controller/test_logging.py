@@ -51,3 +51,30 @@ def test_run_takes_the_flags_and_refuses_other_values(capsys: pytest.CaptureFixt
         build_parser().parse_args(["run", "--log-format", "yaml"])
     assert exited.value.code == 2
     assert "invalid choice: 'yaml'" in capsys.readouterr().err
+
+
+FORGED = "x/y\n2026-12-01 23:59:59,000 INFO fabriccap.controller.leader: released the lease\x1b[2J"
+
+
+def test_a_newline_in_a_text_record_cannot_forge_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Reliability round 3, S6: an owner name carried a complete, well-formed record."""
+    setup_logging("info", "text")
+    logger = logging.getLogger("fabriccap.controller.lookups")
+    logger.warning("reading %s %s/%s failed", "Job", "ml", FORGED)
+    try:
+        raise ValueError(FORGED)
+    except ValueError:
+        logger.exception("unexpected")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert "\\n2026-12-01 23:59:59,000 INFO" in lines[0]
+    assert not [line for line in lines if "\x1b" in line]
+    assert "Traceback" in lines[1] and "ValueError: x/y\\n2026" in lines[1]
+
+
+def test_json_records_escape_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("info", "json")
+    logging.getLogger("fabriccap").warning("owner %s", FORGED)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "\x1b" not in line
+    assert json.loads(line)["message"] == f"owner {FORGED}"

@@ -202,11 +202,25 @@ async def test_the_workload_gauge_follows_the_pods() -> None:
 # --- lookups ------------------------------------------------------------------------------------
 
 
+def referenced(*keys: LookupKey) -> FactStore:
+    """A store with a workload pod leading to each of ``keys``: an answer is kept only while
+    a live pod leads to it (reliability round 3, H7)."""
+    store, extractor = FactStore(), FactsExtractor(build_config({}))
+    for index, key in enumerate(keys):
+        if key.is_claim:
+            field = "resourceClaimTemplateName" if key.kind == "ResourceClaimTemplate" else "resourceClaimName"
+            body = workload_pod("n1", f"p{index}", claims=[{"name": "c", field: key.name}])
+        else:
+            body = workload_pod("n1", f"p{index}", owner=owner_reference(key.kind, key.api_version or "v1", key.name))
+        BY_KIND["Pod"].upsert(store, extractor, body)
+    return store
+
+
 async def test_a_missing_owner_kind_means_the_nearest_owner_is_the_top() -> None:
     async with fake_api() as (_api, client):
-        store = FactStore()
-        resolver = LookupResolver(client, store)
         key = LookupKey("JobSet", "ml", "gone", "jobset.x-k8s.io/v1alpha2")
+        store = referenced(key)
+        resolver = LookupResolver(client, store)
         await resolver.resolve_now([key], timeout=5)
         assert store.owner_parents == {("JobSet", "ml", "gone"): None}
         await resolver.close()
@@ -214,9 +228,9 @@ async def test_a_missing_owner_kind_means_the_nearest_owner_is_the_top() -> None
 
 async def test_many_owners_are_read_by_a_few_workers_each_once() -> None:
     async with fake_api() as (api, client):
-        store = FactStore()
-        resolver = LookupResolver(client, store)
         keys = [LookupKey("Job", "ml", f"job-{index}") for index in range(300)]
+        store = referenced(*keys)
+        resolver = LookupResolver(client, store)
         resolver.request(keys)
         resolver.request(keys[:50])  # asked again while queued: read once all the same
         assert 0 < len(resolver._workers) <= PARALLEL_LOOKUPS
@@ -233,7 +247,7 @@ async def test_a_forbidden_kind_is_said_once(caplog: pytest.LogCaptureFixture) -
     async with fake_api() as (api, client):
         for name in ("a", "b"):
             api.get_failures[f"/apis/batch/v1/namespaces/ml/jobs/{name}"] = deque([403])
-        store = FactStore()
+        store = referenced(LookupKey("Job", "ml", "a"), LookupKey("Job", "ml", "b"))
         resolver = LookupResolver(client, store)
         await resolver.resolve_now([LookupKey("Job", "ml", "a"), LookupKey("Job", "ml", "b")], timeout=5)
         await resolver.close()
@@ -259,7 +273,7 @@ async def test_a_claim_template_tells_its_device_classes() -> None:
     }
     async with fake_api() as (api, client):
         api.serve(TEMPLATES, "ResourceClaimTemplate", [template], "1")
-        store = FactStore()
+        store = referenced(LookupKey("ResourceClaimTemplate", "ml", "efa-32"))
         resolver = LookupResolver(client, store)
         await resolver.resolve_now([LookupKey("ResourceClaimTemplate", "ml", "efa-32")], timeout=5)
         await resolver.close()
@@ -271,10 +285,10 @@ async def test_a_claim_template_tells_its_device_classes() -> None:
 async def test_a_failed_read_is_retried_later() -> None:
     async with fake_api() as (api, client):
         api.serve(JOBSETS, "JobSet", [jobset()], "1")
-        store = FactStore()
+        key = LookupKey("JobSet", "ml", "bert", "jobset.x-k8s.io/v1alpha2")
+        store = referenced(key)
         now = [100.0]
         resolver = LookupResolver(client, store, clock=lambda: now[0])
-        key = LookupKey("JobSet", "ml", "bert", "jobset.x-k8s.io/v1alpha2")
         api.get_failures[f"{JOBSETS}/bert"] = deque([500])
         await resolver.resolve_now([key], timeout=5)
         assert store.owner_parents == {}

@@ -17,7 +17,15 @@ import pytest
 
 import fabriccap
 from fabriccap.cli import commands as cli
-from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType, Reason, reason_meaning
+from fabriccap.core.api import (
+    CONDITIONS,
+    REASONS,
+    ConditionStatus,
+    ConditionType,
+    Reason,
+    reason_meaning,
+    too_large_status,
+)
 from fabriccap_devtools.world import node_pool
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
 
@@ -79,9 +87,12 @@ def example_statuses(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]
 
 
 def world_statuses() -> list[dict[str, Any]]:
-    return [
+    statuses = [
         capability.status.to_json() for bodies in WORLDS.values() for capability in evaluate_bodies(bodies).capabilities
     ]
+    # What the publisher writes instead of a status the API server refused as too large.
+    (healthy,) = evaluate_bodies(healthy_pool()).capabilities
+    return [*statuses, too_large_status(healthy.status, "413 Request entity too large").to_json()]
 
 
 REGISTERED = {(entry.condition.value, entry.status.value, entry.reason.value) for entry in REASONS}

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from urllib.parse import unquote
+
 import pytest
 
+from fabriccap.core.workloads import LookupKey
 from fabriccap.kube.kinds import BY_KIND, POD, WATCHED_KINDS, kinds_for, object_key
-from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
+from fabriccap.kube.lookups import lookup_path
+from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS, ApiResource
 from support.configs import build_config, default_config
 
 
@@ -63,3 +68,72 @@ def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
 def test_object_keys_are_what_a_list_retains() -> None:
     assert object_key({"metadata": {"name": "n1"}}) == "n1"
     assert object_key({"metadata": {"name": "p", "namespace": "kube-system"}}) == "kube-system/p"
+
+
+# -- hostile segments (reliability round 3, S3; issue 27 item 9)
+
+HOSTILE_SEGMENTS = [
+    "../../../../api/v1/nodes?limit=0",
+    "x?watch=true",
+    "../../namespaces/victim/pods/victim-pod",
+    "%2e%2e",
+    "a" * 600_000,
+    "x\ny",
+    "x#y",
+    "..",
+    ".",
+    "",
+    "a/b",
+]
+
+
+@pytest.mark.parametrize("segment", HOSTILE_SEGMENTS, ids=lambda segment: repr(segment[:40]))
+def test_no_segment_can_change_the_path(segment: str) -> None:
+    """Each segment is refused, or percent-encoded whole: the path keeps its shape."""
+    builds: list[Callable[[], str]] = [
+        lambda: PODS.item(segment, "ml"),
+        lambda: PODS.item("p", segment),
+        lambda: PODS.collection(segment),
+        lambda: ApiResource(segment, "v1", "jobs", "Job", namespaced=True).collection("ml"),
+    ]
+    for build in builds:
+        try:
+            path = build()
+        except ValueError as error:
+            assert len(str(error)) < 200
+            continue
+        parts = path.split("/")
+        assert "?" not in path and "#" not in path and "\n" not in path
+        assert ".." not in parts and "." not in parts
+        assert unquote(path).count("/") == path.count("/")
+
+
+def test_ordinary_names_are_unchanged_and_odd_ones_encoded() -> None:
+    assert PODS.item("bert-node-0-0", "ml") == "/api/v1/namespaces/ml/pods/bert-node-0-0"
+    assert PODS.item("x y", "ml") == "/api/v1/namespaces/ml/pods/x%20y"
+    assert ApiResource.of("batch/v1", "jobs", "Job", namespaced=True).item("j", "ml") == (
+        "/apis/batch/v1/namespaces/ml/jobs/j"
+    )
+    assert ApiResource.of("v1", "pods", "Pod", namespaced=True).collection("ml") == "/api/v1/namespaces/ml/pods"
+
+
+@pytest.mark.parametrize("name", HOSTILE_SEGMENTS, ids=lambda name: repr(name[:40]))
+def test_a_lookup_path_is_one_object_of_its_kind_in_its_namespace(name: str) -> None:
+    with pytest.raises(ValueError):
+        lookup_path(LookupKey("Job", "ml", name, "batch/v1"))
+
+
+@pytest.mark.parametrize("api_version", ["../../api/v1", "batch/v1/../x", "batch/v1?watch=true", "a/b/c"])
+def test_a_lookup_path_refuses_an_api_version_that_is_none(api_version: str) -> None:
+    with pytest.raises(ValueError):
+        lookup_path(LookupKey("Job", "ml", "j", api_version))
+
+
+def test_lookup_paths() -> None:
+    assert lookup_path(LookupKey("Job", "ml", "j")) == "/apis/batch/v1/namespaces/ml/jobs/j"
+    assert lookup_path(LookupKey("JobSet", "ml", "s", "jobset.x-k8s.io/v1alpha2")) == (
+        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets/s"
+    )
+    assert lookup_path(LookupKey("ResourceClaim", "ml", "c", "resource.k8s.io/v1beta1")) == (
+        "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/c"
+    )

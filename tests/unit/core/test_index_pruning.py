@@ -1,0 +1,93 @@
+"""What lookups learnt is kept while a live workload pod leads to it, and no longer (reliability
+round 3, H7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabriccap.core.config import default_config
+from fabriccap.core.facts import ClaimRef, FactsExtractor, ObjectRef
+from fabriccap.core.index import FactIndex, OwnerKey
+from fabriccap_devtools.world import owner_reference, workload_pod
+
+
+class RecordingIndex(FactIndex):
+    def __init__(self) -> None:
+        super().__init__()
+        self.released: list[OwnerKey] = []
+
+    def _owner_released(self, owner: OwnerKey) -> None:
+        self.released.append(owner)
+
+
+def put(index: FactIndex, body: dict[str, Any]) -> None:
+    facts = FactsExtractor(default_config()).workload_pod(body)
+    assert facts is not None
+    index.put_workload_pod(facts)
+
+
+def job_pod(name: str, job: str, **kwargs: Any) -> dict[str, Any]:
+    return workload_pod("n1", name, owner=owner_reference("Job", "batch/v1", job), **kwargs)
+
+
+def ref(kind: str, name: str) -> ObjectRef:
+    return ObjectRef("x/v1", kind, "ml", name)
+
+
+def test_an_owner_chain_is_forgotten_with_its_last_pod() -> None:
+    index = RecordingIndex()
+    put(index, job_pod("a", "j1"))
+    put(index, job_pod("b", "j2"))
+    index.learn_owner(("Job", "ml", "j1"), ref("JobSet", "s"))
+    index.learn_owner(("Job", "ml", "j2"), ref("JobSet", "s"))
+    index.learn_owner(("JobSet", "ml", "s"), ref("TrainJob", "t"))
+    index.remove_workload_pod("ml", "a")
+    # j2 still leads to the JobSet and the TrainJob: only j1 goes.
+    assert set(index.owner_parents) == {("Job", "ml", "j2"), ("JobSet", "ml", "s")}
+    assert index.owner_children == {
+        ("JobSet", "ml", "s"): {("Job", "ml", "j2")},
+        ("TrainJob", "ml", "t"): {("JobSet", "ml", "s")},
+    }
+    index.remove_workload_pod("ml", "b")
+    assert (index.owner_parents, index.owner_children, index.owner_pods) == ({}, {}, {})
+    assert ("TrainJob", "ml", "t") in index.released
+
+
+def test_a_pod_that_changes_keeps_what_it_still_names() -> None:
+    index = FactIndex()
+    put(index, job_pod("a", "j1"))
+    index.learn_owner(("Job", "ml", "j1"), None)
+    put(index, job_pod("a", "j1", gpu=4))  # new facts, same owner
+    assert index.owner_parents == {("Job", "ml", "j1"): None}
+    put(index, job_pod("a", "j2"))  # another owner: the first is forgotten
+    assert index.owner_parents == {}
+
+
+def test_owners_that_own_each_other_are_forgotten_too() -> None:
+    index = FactIndex()
+    put(index, job_pod("a", "j1"))
+    index.learn_owner(("Job", "ml", "j1"), ref("Job", "j2"))
+    index.learn_owner(("Job", "ml", "j2"), ref("Job", "j1"))  # a loop (H1)
+    index.remove_workload_pod("ml", "a")
+    assert (index.owner_parents, index.owner_children) == ({}, {})
+
+
+def test_a_claims_device_classes_go_with_its_last_pod() -> None:
+    index = FactIndex()
+    claims = [{"name": "g", "resourceClaimTemplateName": "gpus"}]
+    put(index, job_pod("a", "j1", claims=claims))
+    put(index, job_pod("b", "j1", claims=claims))
+    claim = ClaimRef("ResourceClaimTemplate", "ml", "gpus")
+    index.learn_claim(claim, frozenset({"gpu.nvidia.com"}))
+    index.remove_workload_pod("ml", "a")
+    assert claim in index.claim_classes and index.claim_referenced(claim)
+    index.remove_workload_pod("ml", "b")
+    assert index.claim_classes == {} and not index.claim_referenced(claim)
+
+
+def test_what_is_referenced_says_whether_an_answer_may_be_kept() -> None:
+    index = FactIndex()
+    put(index, job_pod("a", "j1"))
+    index.learn_owner(("Job", "ml", "j1"), ref("JobSet", "s"))
+    assert index.owner_referenced(("Job", "ml", "j1")) and index.owner_referenced(("JobSet", "ml", "s"))
+    assert not index.owner_referenced(("Job", "ml", "other"))
