@@ -14,12 +14,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabriccap.kube.paths import ApiResource
+from fabriccap.kube.paths import EC2_NODE_CLASSES, NODE_CLAIMS, NODE_POOLS, ApiResource
 from fabriccap_devtools.catalog import CRDS, MODULE_PATH, MODULE_VERSION, CatalogSourceError, download_module
 
-NODE_POOLS = ApiResource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
-NODE_CLAIMS = ApiResource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
-EC2_NODE_CLASSES = ApiResource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
 # In the order they are created: a NodeClaim's owner (its NodePool) first.
 RESOURCES: tuple[ApiResource, ...] = (EC2_NODE_CLASSES, NODE_POOLS, NODE_CLAIMS)
 

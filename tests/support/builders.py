@@ -14,7 +14,6 @@ from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, PoolCapability, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
-from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
 from fabriccap.offline.snapshot import add_bodies
 from fabriccap_devtools.world import (
     EFA,
@@ -66,31 +65,13 @@ __all__ = [
 ]
 
 
-def add_karpenter(facts: FactIndex, config: Config, bodies: Iterable[Mapping[str, Any]]) -> None:
-    """Karpenter's objects into the index, as its watched kinds' rows do."""
-    resources = frozenset(fabric.resource for fabric in config.enabled_fabrics)
-    for body in bodies:
-        kind = body.get("kind")
-        if kind == "NodePool":
-            facts.put_node_pool(node_pool_facts(body))
-        elif kind == "NodeClaim":
-            facts.put_node_claim(node_claim_facts(body, resources))
-        elif kind == "EC2NodeClass":
-            facts.put_node_class(node_class_facts(body))
-
-
-KARPENTER_KINDS = frozenset({"NodePool", "NodeClaim", "EC2NodeClass"})
-
-
 def facts_of(bodies: Iterable[Mapping[str, Any]], config: Config | None = None) -> FactIndex:
     config = config or default_config()
     bodies = list(bodies)
     facts = FactIndex()
     facts.configure(config)
-    add_bodies(
-        facts, FactsExtractor(config), [body for body in bodies if body.get("kind") not in KARPENTER_KINDS], "test"
-    )
-    add_karpenter(facts, config, [body for body in bodies if body.get("kind") in KARPENTER_KINDS])
+    # Karpenter's objects too, through their watched kinds' rows, as the operator reads them.
+    add_bodies(facts, FactsExtractor(config), bodies, "test")
     return facts
 
 

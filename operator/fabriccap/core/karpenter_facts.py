@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fabriccap.core.facts import FactsError
+from fabriccap.core.facts import FactsError, object_name
 from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.text import clean_text
 
 KARPENTER_API_VERSION = "karpenter.sh/v1"
 NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
@@ -97,7 +98,8 @@ def _metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], st
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         raise FactsError(f"{kind} without metadata.name")
-    return metadata, name
+    # Cleaned as every watched object's name is, so a deletion or a fresh LIST finds it.
+    return metadata, object_name(name)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -105,8 +107,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _text(value: Any) -> str:
-    text = value if isinstance(value, str) else "" if value is None else str(value)
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+    """Text others wrote, cleaned and bounded before a message repeats it (core.text)."""
+    return clean_text(value if isinstance(value, str) else "" if value is None else str(value), MAX_TEXT)
 
 
 def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | None]:
@@ -190,7 +192,7 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
     return NodeClaimFacts(
         name=name,
         node_pool=_text(pool) if isinstance(pool, str) and pool else None,
-        node_name=_text(node_name) if isinstance(node_name, str) and node_name else None,
+        node_name=object_name(node_name) if isinstance(node_name, str) and node_name else None,
         provider_id=_text(provider_id) if isinstance(provider_id, str) and provider_id else None,
         requested=tuple(sorted(_text(key) for key in list(requests)[:MAX_VALUES])),
         dra_drivers=_drivers(annotations.get(REQUESTED_DRA_DRIVERS)),

@@ -14,7 +14,17 @@ from typing import Any
 from fabriccap.core.config import Config, Source
 from fabriccap.core.facts import FactsExtractor, object_name, object_namespace
 from fabriccap.core.index import FactIndex
-from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, RESOURCE_SLICES, ApiResource
+from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
+from fabriccap.kube.paths import (
+    DAEMON_SETS,
+    EC2_NODE_CLASSES,
+    NODE_CLAIMS,
+    NODE_POOLS,
+    NODES,
+    PODS,
+    RESOURCE_SLICES,
+    ApiResource,
+)
 
 
 def object_key(body: Mapping[str, Any]) -> str:
@@ -152,7 +162,58 @@ RESOURCE_SLICE = WatchedKind(
     wanted_by=lambda config: any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics),
 )
 
-WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD, RESOURCE_SLICE)
+
+# Karpenter's objects (SPEC "Elastic pools"): optional like ResourceSlices, since most clusters
+# do not serve karpenter.sh/v1 or karpenter.k8s.aws/v1; read only while the config reads them.
+def _reads_karpenter(config: Config) -> bool:
+    return config.karpenter.enabled
+
+
+def _fabric_resources(extractor: FactsExtractor) -> frozenset[str]:
+    """The resources whose NodeClaim capacity says a node was launched with the fabric."""
+    return frozenset(fabric.resource for fabric in extractor.config.enabled_fabrics)
+
+
+NODE_POOL = WatchedKind(
+    label="nodepool",
+    resource=NODE_POOLS,
+    per_plugin_namespace=False,
+    upsert=lambda index, _extractor, body: index.put_node_pool(node_pool_facts(body)),
+    delete=lambda index, body: index.remove_node_pool(_namespace_and_name(body)[1]),
+    retain=lambda index, _scope, keys: index.retain_node_pools(keys),
+    optional=True,
+    wanted_by=_reads_karpenter,
+)
+NODE_CLAIM = WatchedKind(
+    label="nodeclaim",
+    resource=NODE_CLAIMS,
+    per_plugin_namespace=False,
+    upsert=lambda index, extractor, body: index.put_node_claim(node_claim_facts(body, _fabric_resources(extractor))),
+    delete=lambda index, body: index.remove_node_claim(_namespace_and_name(body)[1]),
+    retain=lambda index, _scope, keys: index.retain_node_claims(keys),
+    optional=True,
+    wanted_by=_reads_karpenter,
+)
+EC2_NODE_CLASS = WatchedKind(
+    label="ec2nodeclass",
+    resource=EC2_NODE_CLASSES,
+    per_plugin_namespace=False,
+    upsert=lambda index, _extractor, body: index.put_node_class(node_class_facts(body)),
+    delete=lambda index, body: index.remove_node_class(_namespace_and_name(body)[1]),
+    retain=lambda index, _scope, keys: index.retain_node_classes(keys),
+    optional=True,
+    wanted_by=_reads_karpenter,
+)
+
+WATCHED_KINDS: tuple[WatchedKind, ...] = (
+    NODE,
+    DAEMON_SET,
+    POD,
+    RESOURCE_SLICE,
+    NODE_POOL,
+    NODE_CLAIM,
+    EC2_NODE_CLASS,
+)
 BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fabriccap_devtools import world
 from support.builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
 from support.cli import Result, assert_one_line_error, closed_port, run, write_json
 
@@ -407,3 +408,24 @@ def test_subprocess_bad_input(tmp_path: Path) -> None:
     path.write_text("kind: Node\nmetadata: [unclosed\n")
     assert_one_line_error(_subprocess(["evaluate", "-f", str(path)]), f"error: {path}: malformed YAML")
     assert_one_line_error(_subprocess(["evaluate", "--nope"]), "unrecognized arguments")
+
+
+def test_a_snapshots_empty_nodepool_is_read_through_its_watched_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Karpenter's objects in a snapshot go through the same watched-kind rows the operator's
+    informers use: an empty NodePool becomes a Ready pool from the catalog; turned off, none."""
+    requirements = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
+    objects = [daemon_set(), world.node_pool("p5-elastic", requirements), world.ec2_node_class()]
+    path = write_json(tmp_path / "c.json", kube_list(objects))
+    code, out, _ = run(["evaluate", "-f", path, "-o", "json"], capsys)
+    assert code == 0
+    (item,) = json.loads(out)["items"]
+    assert item["metadata"]["name"] == "efa-p5-elastic"
+    ready = next(c for c in item["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], item["status"]["nodes"]) == ("True", "UniformCapability", 0)
+    assert item["status"]["recommendation"]["resourcesPerNode"] == {"vpc.amazonaws.com/efa": "32"}
+    off = tmp_path / "off.yaml"
+    off.write_text("karpenter: {enabled: false}\n")
+    code, out, _ = run(["evaluate", "-f", path, "--config", str(off), "-o", "json"], capsys)
+    assert (code, json.loads(out)["items"]) == (0, [])

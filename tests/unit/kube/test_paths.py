@@ -50,19 +50,40 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         # Workloads run anywhere: with workload reporting on (the default), pods cluster-wide.
         "Pod": [(None, "/api/v1/pods")],
         "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
+        # Karpenter's objects (SPEC "Elastic pools"), cluster-scoped.
+        "NodePool": [(None, "/apis/karpenter.sh/v1/nodepools")],
+        "NodeClaim": [(None, "/apis/karpenter.sh/v1/nodeclaims")],
+        "EC2NodeClass": [(None, "/apis/karpenter.k8s.aws/v1/ec2nodeclasses")],
     }
     quiet = config.model_copy(update={"workloads": build_config({"workloads": {"enabled": False}}).workloads})
     assert POD.paths(quiet) == [
         ("kube-system", "/api/v1/namespaces/kube-system/pods"),
         ("network-operator", "/api/v1/namespaces/network-operator/pods"),
     ]
-    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "ResourceSlice"}
+    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "ResourceSlice", "NodePool", "NodeClaim", "EC2NodeClass"}
 
 
 def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
-    assert [watched.kind for watched in kinds_for(default_config())] == ["Node", "DaemonSet", "Pod", "ResourceSlice"]
+    karpenter = ["NodePool", "NodeClaim", "EC2NodeClass"]
+    assert [watched.kind for watched in kinds_for(default_config())] == [
+        "Node",
+        "DaemonSet",
+        "Pod",
+        "ResourceSlice",
+        *karpenter,
+    ]
     plugin_only = build_config({"fabrics": [{"name": "efa", "sources": ["devicePlugin"]}, {"name": "aks-rdma"}]})
-    assert [watched.kind for watched in kinds_for(plugin_only)] == ["Node", "DaemonSet", "Pod"]
+    assert [watched.kind for watched in kinds_for(plugin_only)] == ["Node", "DaemonSet", "Pod", *karpenter]
+
+
+def test_karpenters_kinds_are_optional_and_read_only_while_the_config_reads_them() -> None:
+    """Most clusters do not serve karpenter.sh/v1: a 404 there is no error (optional), and a
+    config that turns Karpenter off watches none of its kinds."""
+    karpenter = [watched for watched in WATCHED_KINDS if watched.resource.group.startswith("karpenter.")]
+    assert [watched.kind for watched in karpenter] == ["NodePool", "NodeClaim", "EC2NodeClass"]
+    assert all(watched.optional for watched in karpenter)
+    off = build_config({"karpenter": {"enabled": False}})
+    assert [watched.kind for watched in kinds_for(off)] == ["Node", "DaemonSet", "Pod", "ResourceSlice"]
 
 
 def test_object_keys_are_what_a_list_retains() -> None:
