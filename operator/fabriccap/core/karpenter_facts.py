@@ -66,6 +66,16 @@ class NodePoolFacts:
     # Static NodePools (spec.replicas) launch without pod requests: without EFA unless pinned.
     replicas: int | None = None
     problem: str | None = None  # why part of it could not be read
+    # spec.limits, resource -> whole amount (bytes for memory); a type whose capacity of one of
+    # them exceeds what is left is never launched (Karpenter's filterByRemainingResources).
+    limits: tuple[tuple[str, int], ...] = ()
+    # What its nodes hold already: status.resources, and status.nodes as "nodes".
+    usage: tuple[tuple[str, int], ...] = ()
+
+    def remaining(self) -> dict[str, int]:
+        """What the limits leave for one more node, per limited resource."""
+        used = dict(self.usage)
+        return {resource: limit - used.get(resource, 0) for resource, limit in self.limits}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +146,19 @@ def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | 
     return tuple(found), problem
 
 
+def _amounts(raw: Any, where: str) -> tuple[tuple[tuple[str, int], ...], str | None]:
+    """A resource list as whole amounts, sorted; what is not a quantity is named, not counted."""
+    raw = _mapping(raw)
+    amounts, refused = [], []
+    for resource, value in list(raw.items())[:MAX_LABELS]:
+        try:
+            amounts.append((_text(resource), parse_quantity(value)))
+        except ValueError:
+            refused.append(_text(resource))
+    problem = f"{where}: {', '.join(refused[:5])} not a quantity, not counted" if refused else None
+    return tuple(sorted(amounts)), problem
+
+
 def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     metadata, name = _metadata(body, "NodePool")
     spec = _mapping(body.get("spec"))
@@ -151,6 +174,12 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     )
     replicas = spec.get("replicas")
     generation = metadata.get("generation")
+    status = _mapping(body.get("status"))
+    limits, limits_problem = _amounts(spec.get("limits"), "spec.limits")
+    usage, _ = _amounts(status.get("resources"), "status.resources")
+    nodes = status.get("nodes")
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0:
+        usage = tuple(sorted({**dict(usage), "nodes": nodes}.items()))
     return NodePoolFacts(
         name=name,
         generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
@@ -158,7 +187,9 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
         template_labels=tuple(sorted((_text(k), _text(v)) for k, v in list(labels.items())[:MAX_LABELS])),
         node_class=node_class,
         replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None,
-        problem=problem,
+        problem=problem or limits_problem,
+        limits=limits,
+        usage=usage,
     )
 
 

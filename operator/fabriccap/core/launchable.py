@@ -18,6 +18,7 @@ a dictionary lookup per evaluation.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,11 @@ NODE_CLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 _TYPE_KEY_PREFIXES = (KARPENTER_LABELS, AUTO_MODE_PREFIX)
 MAX_LISTED_TYPES = 20
 MAX_NAMED = 5
+# The share of an instance's memory Karpenter's AWS provider keeps for the hypervisor when it
+# computes a type's memory capacity (--vm-memory-overhead-percent, default 0.075; v1.15.2
+# pkg/providers/instancetype/types.go memory()): what a memory limit is compared against.
+VM_MEMORY_OVERHEAD = 0.075
+MEBIBYTE = 2**20
 
 
 def catalog_key(key: str) -> str | None:
@@ -257,6 +263,52 @@ def launched_labels(pool: NodePoolFacts, known: InstanceType) -> dict[str, str]:
     return labels
 
 
+def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resource: str) -> int | None:
+    """A node of ``known``'s capacity of ``resource`` as Karpenter counts it against a NodePool's
+    limits, or None when the catalog does not know it (then the limit cannot exclude the type)."""
+    if resource == "nodes":
+        return 1
+    if resource == profile.resource:
+        return count
+    if resource == "cpu":
+        cpu = known.value_of(KARPENTER_LABELS + "instance-cpu")
+        return int(cpu) if cpu is not None and cpu.isdigit() else None
+    if resource == "memory":
+        mebibytes = known.value_of(KARPENTER_LABELS + "instance-memory")
+        if mebibytes is None or not mebibytes.isdigit():
+            return None
+        total = int(mebibytes)
+        return (total - math.ceil(total * VM_MEMORY_OVERHEAD)) * MEBIBYTE
+    if resource in known.resources or resource in profile.target_nodes.accelerator_resources:
+        return known.resources.get(resource, 0)
+    return None  # pods, ephemeral-storage...: not in the catalog
+
+
+def _limits_exceeded(profile: FabricProfile, pool: NodePoolFacts, known: InstanceType, count: int) -> tuple[str, ...]:
+    """The limited resources a node of ``known`` would exceed (empty: it fits)."""
+    over = []
+    for resource, left in pool.remaining().items():
+        capacity = capacity_of(profile, known, count, resource)
+        if capacity is not None and capacity > left:
+            over.append(resource)
+    return tuple(over)
+
+
+def _amount(resource: str, amount: int) -> str:
+    if resource == "memory" and amount and amount % 2**30 == 0:
+        return f"{amount // 2**30}Gi"
+    return f"{amount // MEBIBYTE}Mi" if resource == "memory" and amount % MEBIBYTE == 0 and amount else str(amount)
+
+
+def _limits(pool: NodePoolFacts) -> str:
+    used = dict(pool.usage)
+    return ", ".join(
+        f"{resource} {_amount(resource, limit)}"
+        + (f" ({_amount(resource, used[resource])} in use)" if used.get(resource) else "")
+        for resource, limit in pool.limits
+    )
+
+
 def _named(names: Sequence[str]) -> str:
     shown = ", ".join(names[:MAX_NAMED])
     return f"{shown} (+{len(names) - MAX_NAMED} more)" if len(names) > MAX_NAMED else shown
@@ -297,7 +349,10 @@ def judge_node_pool(
             return maximum
         return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
 
-    types = tuple((known.name, count) for known in accelerators if (count := count_of(known)) is not None)
+    counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
+    # Limits: a type whose node would take the NodePool past one of them is never launched.
+    over_limits = [known.name for known, count in counted if _limits_exceeded(profile, pool, known, count)]
+    types = tuple((known.name, count) for known, count in counted if known.name not in over_limits)
     of_fabric = any(maximum_of(known) > 0 for known in accelerators) or bool(admitted.not_in_catalog)
     fabric = profile.spoken_name
 
@@ -327,7 +382,12 @@ def judge_node_pool(
         )
     with_fabric = [(name, count) for name, count in types if count > 0]
     if not with_fabric:
-        if pinned == 0:
+        if over_limits and any(count > 0 for known, count in counted):
+            why = (
+                f"its limits ({_limits(pool)}) leave room for none of the {len(over_limits)} accelerator types"
+                f" they admit ({_named(over_limits)})"
+            )
+        elif pinned == 0:
             why = f"its EC2NodeClass {node_class.name if node_class else ''} sets networkInterfaces without efa-only"
         elif types:
             why = f"the accelerator types they admit carry no {fabric}: {_named([name for name, _ in types])}"
@@ -358,6 +418,8 @@ def judge_node_pool(
                 " never advertise it",
             )
     how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
+    if over_limits:
+        how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
     return verdict(
         ConditionStatus.TRUE,
         Reason.UNIFORM_LAUNCHABLE_COUNT,

@@ -25,8 +25,9 @@ def _judge(body: dict[str, Any], profile: FabricProfile = EFA_PROFILE, **kwargs:
     return judge_node_pool(profile, node_pool_facts(body), kwargs.get("node_class"), kwargs.get("admits"))
 
 
-# (file, Launchable status, reason, a pool of the fabric, {count: instance types}); limits aside
-# (SPEC's rule does not read them). Accelerator types without EFA count 0: a pod that asks for an
+# (file, Launchable status, reason, a pool of the fabric, {count: instance types}), spec.limits
+# included: a type whose node alone exceeds one is never launched (Karpenter's
+# filterByRemainingResources). Accelerator types without EFA count 0: a pod that asks for an
 # accelerator and no EFA may get one, so such a NodePool offers no one count.
 REAL_NODEPOOLS = [
     ("ai-on-eks-trainium-trn1.yaml", "False", "MixedLaunchableCounts", True, {8: 1, 0: 1}),
@@ -34,17 +35,16 @@ REAL_NODEPOOLS = [
     ("data-on-eks-gpu.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 2, 1: 12, 0: 11}),
     ("eks-workshop-g5-v1beta1.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 2}),
     ("eks-workshop-trainium-trn1.yaml", "False", "NoFabricInstanceTypes", False, {0: 1}),
-    (
-        "karpenter-blueprints-gpu-slices.yaml",
-        "False",
-        "MixedLaunchableCounts",
-        True,
-        {32: 2, 16: 2, 8: 1, 4: 4, 2: 3, 1: 24, 0: 22},
-    ),
-    ("karpenter-blueprints-gpu.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 3, 1: 22, 0: 22}),
-    # Auto Mode's eks.amazonaws.com/instance-category is read as karpenter.k8s.aws's.
-    ("karpenter-blueprints-neuron-automode.yaml", "False", "MixedLaunchableCounts", True, {16: 2, 8: 1, 1: 2, 0: 8}),
-    ("karpenter-blueprints-neuron.yaml", "False", "MixedLaunchableCounts", True, {16: 2, 8: 1, 1: 2, 0: 8}),
+    # Limits cpu 100, memory 200Gi, nvidia.com/gpu 40: of the EFA types only the 8x and 12x sizes
+    # of g4dn, g5, g6 and g7 fit (1 EFA each); without the limits 32, 16, 8, 4, 2 and 1 appeared.
+    ("karpenter-blueprints-gpu-slices.yaml", "False", "MixedLaunchableCounts", True, {1: 8, 0: 22}),
+    # Limits cpu 100, memory 100Gi, nvidia.com/gpu 5 leave room for no EFA type: a pool of the
+    # fabric by its requirements, which launches none.
+    ("karpenter-blueprints-gpu.yaml", "False", "NoFabricInstanceTypes", True, {0: 18}),
+    # Auto Mode's eks.amazonaws.com/instance-category is read as karpenter.k8s.aws's. Limit
+    # aws.amazon.com/neuron 5: of the EFA types only trn2.3xlarge (1 device) fits.
+    ("karpenter-blueprints-neuron-automode.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 5}),
+    ("karpenter-blueprints-neuron.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 5}),
     # instance-family p3 admits no catalog type: p3dn.24xlarge is family p3dn.
     ("karpenter-docs-scheduling-gpu.yaml", "False", "NoFabricInstanceTypes", False, {}),
     # Karpenter's own EFA e2e pool is CPU-only (c/m/r): not a pool of the fabric by SPEC's rule.
@@ -245,3 +245,39 @@ def test_the_evaluation_of_a_nodepool_is_cached_by_its_requirements() -> None:
     first = admitted_types(EFA_PROFILE.catalog, (), node_pool_facts(body).requirements)
     again = admitted_types(EFA_PROFILE.catalog, (), node_pool_facts(dict(body)).requirements)
     assert again is first
+
+
+def _limited(limits: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    family = {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5", "p4d"]}
+    body = _pool(family)
+    body["spec"]["limits"] = limits
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+@pytest.mark.parametrize(
+    ("limits", "status", "reason", "counts"),
+    [
+        # p5.48xlarge (192 vCPUs, 8 GPUs, 32 EFA), p5.4xlarge (16 vCPUs, 256 GiB, 1 GPU, 1 EFA),
+        # p4d.24xlarge (96 vCPUs, 8 GPUs, 4 EFA).
+        ({}, None, "MixedLaunchableCounts", {32: 1, 4: 1, 1: 1}),
+        ({"cpu": "100"}, None, "MixedLaunchableCounts", {4: 1, 1: 1}),
+        ({"nvidia.com/gpu": 1}, None, "UniformLaunchableCount", {1: 1}),
+        # What the NodePool's nodes hold already counts against its limits.
+        ({"cpu": "400"}, {"resources": {"cpu": "300"}}, "MixedLaunchableCounts", {4: 1, 1: 1}),
+        ({"nodes": 2}, {"nodes": 2}, "NoFabricInstanceTypes", {}),
+        # Memory capacity is the type's MiB less 7.5%: p5.4xlarge's 256 GiB count 237 GiB.
+        ({"memory": "240Gi"}, None, "UniformLaunchableCount", {1: 1}),
+        ({"memory": "236Gi"}, None, "NoFabricInstanceTypes", {}),
+    ],
+)
+def test_limits_leave_out_what_would_exceed_them(
+    limits: dict[str, Any], status: dict[str, Any] | None, reason: str, counts: dict[int, int]
+) -> None:
+    verdict = _judge(_limited(limits, status))
+    assert verdict.reason == reason, verdict.message
+    if counts:
+        assert verdict.counts == counts
+    if limits and verdict.reason == "NoFabricInstanceTypes":
+        assert "its limits (" in verdict.message
