@@ -582,34 +582,42 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
 
 def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> Condition:
     """Ready with an empty gate set: a NodePool's pool is judged from what it launches (SPEC
-    "Elastic pools") unless its nodes are cordoned or not Ready; any other pool cannot be."""
+    "Elastic pools": "a NodePool pool with an empty gate set is Ready when Launchable is True"),
+    whatever left its nodes out; any other pool cannot be Ready.
+
+    A launchable NodePool keeps its verdict while its nodes are left out because Karpenter
+    launches the next node whatever became of these: the first node of a scale-up registers
+    NotReady for a minute, and judging the pool by it flipped Ready to False (and the ready
+    label, and an Event) at every scale-up from zero (seen on the e2e control plane)."""
     kind = ConditionType.READY
-    stuck = len(analysis.left_out(LeftOut.CORDONED)) + len(analysis.left_out(LeftOut.UNREADY))
-    if stuck:
-        return _condition(
-            kind,
-            ConditionStatus.FALSE,
-            Reason.NO_SCHEDULABLE_NODES,
-            f"every one of the {len(analysis.nodes)} target nodes is left out of the gate set"
-            f" ({len(analysis.left_out(LeftOut.CORDONED))} cordoned,"
-            f" {len(analysis.left_out(LeftOut.UNREADY))} not Ready)",
-        )
+    cordoned, unready = len(analysis.left_out(LeftOut.CORDONED)), len(analysis.left_out(LeftOut.UNREADY))
     launchable = analysis.launchable
     without = analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC)
+    fabric = analysis.profile.spoken_name
+    if launchable is None or launchable.status != ConditionStatus.TRUE:
+        if cordoned or unready:
+            return _condition(
+                kind,
+                ConditionStatus.FALSE,
+                Reason.NO_SCHEDULABLE_NODES,
+                f"every one of the {len(analysis.nodes)} target nodes is left out of the gate set"
+                f" ({cordoned} cordoned, {unready} not Ready)",
+            )
     if launchable is None:
         if without:
             return _condition(
                 kind,
                 ConditionStatus.FALSE,
                 Reason.NO_SCHEDULABLE_NODES,
-                f"every one of the {len(without)} target nodes was launched without {analysis.profile.spoken_name}",
+                f"every one of the {len(without)} target nodes was launched without {fabric}",
             )
         return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, "no target node in the pool")
-    now = (
-        f"no node in the gate set ({len(without)} launched without {analysis.profile.spoken_name})"
-        if without
-        else "no nodes now"
-    )
+    left_out = [
+        f"{count} {why}"
+        for count, why in ((len(without), f"launched without {fabric}"), (unready, "not Ready"), (cordoned, "cordoned"))
+        if count
+    ]
+    now = f"no node in the gate set ({', '.join(left_out)})" if left_out else "no nodes now"
     if launchable.status != ConditionStatus.TRUE:
         return _condition(
             kind,

@@ -169,6 +169,26 @@ def test_an_unready_node_leaves_the_gate_set() -> None:
     assert reason(status, "Ready") == ("True", "UniformCapability")
 
 
+def test_a_launchable_nodepool_stays_ready_while_its_first_node_registers() -> None:
+    """Karpenter's node registers NotReady for a minute: an empty launchable NodePool must not
+    flip to NoSchedulableNodes at every scale-up from zero. A pool Karpenter does not own does."""
+    bodies = _launched(efa_requested=True, efa=32)
+    registering = [
+        {**body, "status": {**body["status"], "conditions": [{"type": "Ready", "status": "False"}]}}
+        if body["kind"] == "Node"
+        else body
+        for body in bodies
+    ]
+    status = only_status(registering)
+    assert (status.nodes, status.unready_nodes) == (0, 1)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert message(status, "Ready").startswith("no node in the gate set (1 not Ready); every type NodePool gpu")
+    assert status.recommendation is not None
+    # The same node without its NodePool object: nothing launches, so nothing is schedulable.
+    status = only_status([body for body in registering if body["kind"] not in ("NodePool", "NodeClaim")])
+    assert reason(status, "Ready") == ("False", "NoSchedulableNodes")
+
+
 AUTO = {"eks.amazonaws.com/compute-type": "auto"}
 
 
