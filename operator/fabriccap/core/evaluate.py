@@ -594,15 +594,14 @@ def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> 
     launchable = analysis.launchable
     without = analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC)
     fabric = analysis.profile.spoken_name
-    if launchable is None or launchable.status != ConditionStatus.TRUE:
-        if cordoned or unready:
-            return _condition(
-                kind,
-                ConditionStatus.FALSE,
-                Reason.NO_SCHEDULABLE_NODES,
-                f"every one of the {len(analysis.nodes)} target nodes is left out of the gate set"
-                f" ({cordoned} cordoned, {unready} not Ready)",
-            )
+    if (cordoned or unready) and (launchable is None or launchable.status != ConditionStatus.TRUE):
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.NO_SCHEDULABLE_NODES,
+            f"every one of the {len(analysis.nodes)} target nodes is left out of the gate set"
+            f" ({cordoned} cordoned, {unready} not Ready)",
+        )
     if launchable is None:
         if without:
             return _condition(
