@@ -1072,7 +1072,9 @@ NODEPOOL_REQUIREMENTS: dict[str, list[str]] = {
     "gpu-mixed": ["p4d.24xlarge", "p5.48xlarge"],
     "p5-spot": ["p5.48xlarge"],
     # (j) An empty NodePool, scaled to zero: its types all attach 32 -> Ready from the catalog.
-    "p5-elastic": ["p5.48xlarge", "p5e.48xlarge"],
+    # Only types the EFA plugin's node affinity lists (EFA_PLUGIN_INSTANCE_TYPES): with
+    # p5e.48xlarge too, its nodes would never run the plugin (ProviderExcludesInstanceTypes).
+    "p5-elastic": ["p5.48xlarge"],
 }
 
 

@@ -27,6 +27,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -447,6 +448,21 @@ def _event_line(kubectl: Path, kubeconfig: Path, namespace: str, reason: str, in
     return None
 
 
+def _fcap_when(
+    kubectl: Path, kubeconfig: Path, name: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """The FabricCapability ``name`` once its status satisfies ``predicate``, else None."""
+    listed = _kubectl(kubectl, kubeconfig, "get", "fcap", name, "-o", "json", check=False)
+    obj = json.loads(listed) if listed else {}
+    status = obj.get("status")
+    return obj if status and predicate(status) else None
+
+
+def _ready_from_catalog(status: dict[str, Any]) -> bool:
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+    return status["nodes"] == 0 and (ready.get("status"), ready.get("reason")) == ("True", "UniformCapability")
+
+
 def _karpenter_story(kubectl: Path, kubeconfig: Path) -> None:
     """The elastic pools: an empty NodePool Ready from the catalog, and a node Karpenter launched
     without EFA for a job that asked for none, named in the job's Event."""
@@ -454,11 +470,26 @@ def _karpenter_story(kubectl: Path, kubeconfig: Path) -> None:
         "Karpenter NodePool p5-elastic has no node (scaled to zero): it is a pool all the same, Ready from the"
         " instance catalog (every type it may launch attaches 32 EFA when a pod requests it)"
     )
+    # The story is checked, not only told: the demo fails if the pool is not what it says.
+    elastic = wait_until(
+        lambda: _fcap_when(kubectl, kubeconfig, ELASTIC_POOL, _ready_from_catalog),
+        f"{ELASTIC_POOL} Ready from the catalog",
+        timeout=30.0,
+        interval=0.25,
+    )
     print(_fcap_line(kubectl, kubeconfig, ELASTIC_POOL))
-    _print_conditions(json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", ELASTIC_POOL, "-o", "json")))
+    _print_conditions(elastic)
     _say(
-        "Karpenter NodePool p5-spot launched a p5.48xlarge for TrainJob gpt-sft, which asked for GPUs only:"
+        "Karpenter NodePool p5-spot launched a p5.48xlarge for JobSet gpt-sft, which asked for GPUs only:"
         " Karpenter attached no EFA, the node is out of the gate set, and the job's Event names the launch"
+    )
+    wait_until(
+        lambda: _fcap_when(
+            kubectl, kubeconfig, LAUNCHED_POOL, lambda status: status["gap"].get("launchedWithoutFabric") == 1
+        ),
+        f"{LAUNCHED_POOL} with a node launched without EFA",
+        timeout=30.0,
+        interval=0.25,
     )
     print(_fcap_line(kubectl, kubeconfig, LAUNCHED_POOL))
     line = wait_until(

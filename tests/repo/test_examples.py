@@ -165,6 +165,7 @@ def test_exactly_the_fabric_pools_are_published(published: dict[str, dict[str, A
         "gpu-mixed",
         "p4d-unhealthy",
         "p5-dranet",
+        "p5-elastic",
         "p5-partial",
         "p5-spot",
         "p5-training",
@@ -182,6 +183,8 @@ def test_exactly_the_fabric_pools_are_published(published: dict[str, dict[str, A
             # Its one node was launched without EFA: the pool is judged by what it launches,
             # which either provider could serve.
             "p5-spot": [DRANET_DAEMON_SET, PLUGIN_DAEMON_SET],
+            # No node at all: likewise.
+            "p5-elastic": [DRANET_DAEMON_SET, PLUGIN_DAEMON_SET],
         }.get(pool, [PLUGIN_DAEMON_SET])
         assert obj["status"]["devicePlugin"]["daemonSets"] == expected, pool
         assert obj["status"]["fabric"] == "efa"
@@ -253,6 +256,8 @@ def test_karpenter_pool_mixing_p4d_and_p5_is_stalled(published: dict[str, dict[s
         "Advertised": ("True", "AllNodesAdvertise"),
         "Homogeneous": ("False", "MixedCounts"),
         "MatchesInstanceType": ("True", "MatchesInstanceMaximum"),
+        # Its NodePool (p4d.24xlarge and p5.48xlarge) could not launch one count either.
+        "Launchable": ("False", "MixedLaunchableCounts"),
         "Ready": ("False", "MixedCounts"),
         "Stalled": ("True", "HeterogeneousInstanceTypes"),
     }
@@ -358,3 +363,13 @@ def test_require_ready_fails_on_the_example(capsys: pytest.CaptureFixture[str]) 
     assert cli.main(["evaluate", "-f", str(SNAPSHOT), "--require-ready"]) == cli.EXIT_NOT_READY
     table = capsys.readouterr().out
     assert "efa-p5-training" in table
+
+
+def test_the_empty_nodepool_is_ready_from_the_catalog(published: dict[str, dict[str, Any]]) -> None:
+    """p5-elastic has no node (scaled to zero): a pool all the same, Ready from what it launches."""
+    status = published["p5-elastic"]["status"]
+    assert (status["nodes"], status["pool"]) == (0, {"key": NODEPOOL, "value": "p5-elastic"})
+    assert conditions(published["p5-elastic"])["Launchable"] == ("True", "UniformLaunchableCount")
+    assert conditions(published["p5-elastic"])["Ready"] == ("True", "UniformCapability")
+    assert status["launchable"]["instanceTypes"] == [{"name": "p5.48xlarge", "maxCount": 32}]
+    assert status["recommendation"]["resourcesPerNode"] == {"vpc.amazonaws.com/efa": "32"}
