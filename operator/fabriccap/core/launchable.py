@@ -284,14 +284,13 @@ def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resourc
     return None  # pods, ephemeral-storage...: not in the catalog
 
 
-def _limits_exceeded(profile: FabricProfile, pool: NodePoolFacts, known: InstanceType, count: int) -> tuple[str, ...]:
-    """The limited resources a node of ``known`` would exceed (empty: it fits)."""
-    over = []
-    for resource, left in pool.remaining().items():
+def _limits_exceeded(profile: FabricProfile, remaining: Mapping[str, int], known: InstanceType, count: int) -> bool:
+    """Whether a node of ``known`` would exceed one of the limits (``remaining``: what they leave)."""
+    for resource, left in remaining.items():
         capacity = capacity_of(profile, known, count, resource)
         if capacity is not None and capacity > left:
-            over.append(resource)
-    return tuple(over)
+            return True
+    return False
 
 
 def _amount(resource: str, amount: int) -> str:
@@ -351,8 +350,12 @@ def judge_node_pool(
 
     counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
     # Limits: a type whose node would take the NodePool past one of them is never launched.
-    over_limits = [known.name for known, count in counted if _limits_exceeded(profile, pool, known, count)]
-    types = tuple((known.name, count) for known, count in counted if known.name not in over_limits)
+    remaining = pool.remaining()  # usually none: most NodePools set no limits, or only cpu
+    over_limits = [
+        known.name for known, count in counted if remaining and _limits_exceeded(profile, remaining, known, count)
+    ]
+    beyond_limits = frozenset(over_limits)
+    types = tuple((known.name, count) for known, count in counted if known.name not in beyond_limits)
     of_fabric = any(maximum_of(known) > 0 for known in accelerators) or bool(admitted.not_in_catalog)
     fabric = profile.spoken_name
 
