@@ -348,6 +348,12 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         if resource in observed:
             assert not WRITES & set(verbs), (resource, verbs)
     assert all(resource != "secrets" for _, resource, _, _ in cluster_role)
+    karpenter = {(group, resource, verbs) for group, resource, verbs, _ in cluster_role if "karpenter" in group}
+    assert karpenter == {
+        ("karpenter.sh", "nodepools", ("list", "watch")),
+        ("karpenter.sh", "nodeclaims", ("list", "watch")),
+        ("karpenter.k8s.aws", "ec2nodeclasses", ("list", "watch")),
+    }
     # Nothing on leases cluster-wide; in its own namespace, its one Lease (create cannot be
     # restricted by name: the object does not exist yet). Plugin namespaces may not exist
     # (aks-rdma lists three candidates): no Role is made there.
