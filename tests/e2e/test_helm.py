@@ -57,7 +57,8 @@ HELM_TIMEOUT_SECONDS = 180
 MONITORING = (
     "serviceMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true,"
     "prometheusRule.rules.FabricCapabilityStale.enabled=false,"
-    "prometheusRule.rules.FabricCapabilityNotReady.for=1h"
+    "prometheusRule.rules.FabricCapabilityNotReady.for=1h,"
+    "networkPolicy.enabled=true"
 )
 
 
@@ -172,7 +173,7 @@ def test_install(release: str, helm: Helm, cluster: E2ECluster) -> None:
     existing(cluster, "clusterrole", FULLNAME, namespace=None)
     existing(cluster, "clusterrolebinding", FULLNAME, namespace=None)
     existing(cluster, "crd", "fabriccapabilities.fabriccap.dev", namespace=None)
-    for kind in ("servicemonitor", "prometheusrule"):
+    for kind in ("servicemonitor", "prometheusrule", "networkpolicy"):
         assert get(cluster, kind, FULLNAME) is None, f"{kind} is off by default"
 
 
@@ -210,6 +211,12 @@ def test_upgrade_with_monitoring_on(release: str, helm: Helm, cluster: E2ECluste
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["fabriccap.json"]) == json.loads(DASHBOARD.read_text())
 
+    # Accepted by the apiserver, and it selects the operator's pods.
+    policy = existing(cluster, "networkpolicy", FULLNAME)
+    pod_labels = existing(cluster, "deployment", FULLNAME)["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert [port for rule in policy["spec"]["ingress"] for port in rule["ports"]] == [{"port": 8080, "protocol": "TCP"}]
+
 
 def test_upgrade_with_a_typo_is_refused_and_changes_nothing(release: str, helm: Helm) -> None:
     typo = "resources.limits.memroy=1Gi"
@@ -225,7 +232,8 @@ def test_upgrade_with_a_typo_is_refused_and_changes_nothing(release: str, helm: 
 def test_uninstall_leaves_only_the_crd(release: str, helm: Helm, cluster: E2ECluster) -> None:
     helm.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "1m")
     kinds = (
-        "deployment,service,configmap,serviceaccount,role,rolebinding,poddisruptionbudget,servicemonitor,prometheusrule"
+        "deployment,service,configmap,serviceaccount,role,rolebinding,poddisruptionbudget,servicemonitor,prometheusrule,"
+        "networkpolicy"
     )
     left = cluster.run_kubectl("get", kinds, "--namespace", NAMESPACE, "-l", INSTANCE, "-o", "name").stdout.split()
     assert left == []

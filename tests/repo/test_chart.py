@@ -215,6 +215,35 @@ def test_probes_use_healthz_and_are_configurable() -> None:
     assert "additional properties 'path' not allowed" in refusal("livenessProbe.path=/other")
 
 
+def test_the_network_policy_admits_only_the_listed_scrapers() -> None:
+    """/metrics answers whoever reaches the pod (round 3 L24): the chart offers a NetworkPolicy,
+    off by default (on, it would cut an existing Prometheus it does not list)."""
+    assert of_kind(render(), "NetworkPolicy") == []
+    docs = render("networkPolicy.enabled=true", "metrics.port=9100")
+    policy = one(docs, "NetworkPolicy")
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["metadata"]["namespace"] == "fabriccap-system"
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress (to the API server) untouched
+    (metrics_rule,) = policy["spec"]["ingress"]
+    assert metrics_rule["ports"] == [{"port": 9100, "protocol": "TCP"}]
+    assert metrics_rule["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+    checker = {"ipBlock": {"cidr": "10.0.0.0/8"}}
+    docs = render("networkPolicy.enabled=true", {"networkPolicy": {"metricsFrom": [], "healthFrom": [checker]}})
+    assert one(docs, "NetworkPolicy")["spec"]["ingress"] == [
+        {"from": [checker], "ports": [{"port": 8081, "protocol": "TCP"}]}
+    ]
+    # Nobody listed: the pods accept no connection but the kubelet's (node traffic).
+    docs = render("networkPolicy.enabled=true", {"networkPolicy": {"metricsFrom": []}})
+    assert one(docs, "NetworkPolicy")["spec"]["ingress"] == []
+    assert "/networkPolicy" in refusal("networkPolicy.metricsFrom=everyone")
+
+
 def test_image_by_digest() -> None:
     assert container(render())["image"] == "ghcr.io/fabriccap/fabriccap:0.1.0"
     assert container(render(f"image.digest={DIGEST}"))["image"] == f"ghcr.io/fabriccap/fabriccap:0.1.0@{DIGEST}"

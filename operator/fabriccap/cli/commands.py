@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from fabriccap import __version__
-from fabriccap.configfile import load_config
+from fabriccap.configfile import MAX_CONFIG_BYTES, load_config
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
@@ -27,6 +27,7 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
+from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
@@ -34,6 +35,7 @@ from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
+CONFIG_FILE_KIND = f"a file or a pipe of at most {size_text(MAX_CONFIG_BYTES)}"
 
 DESCRIPTION = """\
 fabriccap tells, per node pool, whether the pool's nodes really advertise a high-speed fabric
@@ -56,7 +58,8 @@ class CommandParser(argparse.ArgumentParser):
     point at the help of the command that was being parsed."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+        hint = f" (see '{self.prog} --help')"
+        self.exit(EXIT_USAGE, f"error: {bounded_line(message + hint)}\n")
 
 
 def _command_parser(
@@ -91,8 +94,9 @@ def _input_size(text: str) -> int:
 
 
 def _fail(message: str) -> int:
-    # The message may quote an input (a name in a snapshot): shown, never obeyed by the terminal.
-    print(f"error: {escape_controls(message)}", file=sys.stderr)
+    # The message may quote an input (a name in a snapshot): shown, never obeyed by the
+    # terminal, and cut to one bounded line.
+    print(f"error: {bounded_line(escape_controls(message))}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -219,7 +223,9 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
         "(default: none, read the live cluster)",
     )
     parser.add_argument(
-        "--config", metavar="FILE", help="operator configuration file, as 'fabriccap run' reads it (default: built-in)"
+        "--config",
+        metavar="FILE",
+        help=f"operator configuration file, as 'fabriccap run' reads it: {CONFIG_FILE_KIND} (default: built-in)",
     )
     parser.add_argument(
         "--max-input-size",
@@ -311,7 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
         "unless --standalone. An invalid --config exits 2 before touching the cluster.",
         "  fabriccap run --config config.yaml --kubeconfig ~/.kube/config --context dev --standalone",
     )
-    run_parser.add_argument("--config", metavar="FILE", help="configuration file (default: built-in)")
+    run_parser.add_argument(
+        "--config", metavar="FILE", help=f"configuration file: {CONFIG_FILE_KIND} (default: built-in)"
+    )
     run_parser.add_argument(
         "--metrics-port", type=int, default=8080, metavar="N", help="port of /metrics; 0 turns it off (default: 8080)"
     )

@@ -26,6 +26,7 @@ from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
+from fabriccap.inputfile import bounded_line
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
@@ -239,7 +240,7 @@ def run_operator(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {bounded_line(escape_controls(str(error)))}", file=sys.stderr)
         return 2
     setup_logging(args.log_level, args.log_format)
     options = OperatorOptions(

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from fabriccap.core.catalog import InstanceCatalog, InstanceType
+from fabriccap.core.documents import BoundedLoader, RefusedDocumentError, load_yaml_document
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
     "eks.amazonaws.com/nodegroup",
@@ -728,8 +729,10 @@ def _merge_with_builtin(raw_fabric: Any) -> Any:
     Listing a built-in profile means wanting it, so it is enabled unless the entry says
     otherwise (the built-in ``aks-rdma`` is off only while it is not listed).
     """
-    if isinstance(raw_fabric, Mapping) and raw_fabric.get("name") in BUILTIN_PROFILES:
-        return _deep_merge({**BUILTIN_PROFILES[str(raw_fabric["name"])], "enabled": True}, raw_fabric)
+    name = raw_fabric.get("name") if isinstance(raw_fabric, Mapping) else None
+    # A name that is not a string (a list, a mapping) names no profile: the model says so.
+    if isinstance(name, str) and name in BUILTIN_PROFILES:
+        return _deep_merge({**BUILTIN_PROFILES[name], "enabled": True}, raw_fabric)
     return raw_fabric
 
 
@@ -766,36 +769,33 @@ def default_config(catalogs: Iterable[InstanceCatalog] = ()) -> Config:
     return build_config({}, catalogs=catalogs)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's last-key-wins is how a misplaced override goes unnoticed: refuse duplicates."""
+class _UniqueKeyLoader(BoundedLoader):
+    """YAML's last-key-wins is how a misplaced override goes unnoticed: refuse duplicates.
+    Keys that are not strings, aliases past the node budget, huge integers and unencodable
+    strings are refused by the bounded loader below it (fabriccap.core.documents)."""
 
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
+    def refuse_key(self, key: str, key_node: yaml.Node, seen: dict[str, yaml.Node]) -> None:
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark
+            raise RefusedDocumentError(
+                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})", key_node.start_mark
             )
-        seen[key] = key_node.start_mark.line
-    loader.flatten_mapping(node)
-    return dict(loader.construct_pairs(node, deep=deep))
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def parse_config_text(text: str, source: str) -> Any:
-    """The YAML document of a config file; duplicate keys and syntax errors are ConfigErrors."""
+    """The YAML document of a config file; syntax errors and what the loader refuses are
+    ConfigErrors naming the line."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+        return load_yaml_document(text, _UniqueKeyLoader)  # safe construction: no arbitrary objects
+    except RecursionError:
+        raise ConfigError(f"{source}: config is nested too deeply") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None)
-        detail = f": {problem}" if problem and "duplicate key" in str(problem) else ""
+        detail = f": {problem}" if problem and isinstance(error, RefusedDocumentError) else ""
         raise ConfigError(f"{source}: config is not valid YAML{where}{detail}") from None
+    except ValueError as error:  # a decimal integer past Python's digit limit
+        raise ConfigError(f"{source}: config is not valid YAML: {str(error).splitlines()[0][:160]}") from None
 
 
 def parse_config(text: str, source: str, catalogs: Iterable[InstanceCatalog] = ()) -> Config:

@@ -145,6 +145,10 @@ def values_schema() -> Schema:
             }
         ),
         "health": _object({"port": PORT}),
+        "networkPolicy": _object(
+            {"enabled": BOOLEAN, "metricsFrom": KUBE_OBJECTS, "healthFrom": KUBE_OBJECTS},
+            "a NetworkPolicy: ingress to the metrics and health ports from the peers listed only",
+        ),
         "prometheusRelease": STRING,
         "serviceMonitor": _object(
             {

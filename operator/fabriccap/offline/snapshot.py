@@ -1,51 +1,39 @@
 """Reading snapshots (``kubectl get nodes,pods,daemonsets,resourceslices -A -o json``) into a fact index.
 
-Input is hostile until proven otherwise: it is read with a bound (``DEFAULT_MAX_INPUT_BYTES``,
-raised with ``--max-input-size``), devices that never end (``/dev/zero``, ``/dev/urandom``)
-are refused before a byte is read, a FIFO without a writer is not waited for, and nesting
-too deep for the parser or integers too long to convert are input errors, not tracebacks.
+Input is hostile until proven otherwise: it is read by the one reader of users' files
+(``fabriccap.inputfile``), with a bound (``DEFAULT_MAX_INPUT_BYTES``, raised with
+``--max-input-size``), refusing devices, directories and sockets before a byte is read and
+never waiting for a FIFO without a writer. YAML is composed within a node budget that counts
+aliases at their expanded size (``fabriccap.core.documents``); nesting too deep for the
+parser, integers too long to convert and strings that cannot be encoded are input errors,
+not tracebacks.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import select
-import stat
-import sys
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import yaml
 
+from fabriccap.core.documents import RefusedDocumentError, load_yaml_documents, lone_surrogate_at, may_hold_surrogates
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import learn_from_object
+from fabriccap.inputfile import InputFileError, read_input_file, shown_path
 from fabriccap.kube.kinds import BY_KIND
 
 logger = logging.getLogger(__name__)
 
 # 512 MiB: twice the largest snapshot a 10,000-node cluster prints (~450 MB as JSON).
 DEFAULT_MAX_INPUT_BYTES = 512 * 1024 * 1024
-# A pipe that sends nothing for this long is given up on (its writer hangs, or never came).
-PIPE_IDLE_SECONDS = 60.0
-# How long a FIFO without a writer is given to get one before it counts as empty input.
-NO_WRITER_GRACE_SECONDS = 1.0
-_CHUNK = 1024 * 1024
+RAISE_THE_LIMIT = " (raise it with --max-input-size)"
 
 
 class SnapshotError(ValueError):
     """Unusable input; the message names the file and the problem."""
-
-
-def _size(limit: int) -> str:
-    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
-
-
-def _too_large(source: str, limit: int) -> SnapshotError:
-    return SnapshotError(f"{source}: larger than the input limit of {_size(limit)} (raise it with --max-input-size)")
 
 
 def _documents(text: str, source: str) -> list[Any]:
@@ -56,13 +44,15 @@ def _documents(text: str, source: str) -> list[Any]:
     # YAML on a 10,000-node snapshot.
     if stripped[0] in "{[":
         try:
-            return [json.loads(text)]
+            return [_encodable(json.loads(text), text, source)]
         except RecursionError:
             raise SnapshotError(f"{source}: JSON nested too deeply to be a Kubernetes object") from None
         except json.JSONDecodeError as error:
             if stripped[0] == "[":
                 raise SnapshotError(f"{source}: malformed JSON at line {error.lineno}: {error.msg}") from None
             json_error: json.JSONDecodeError | None = error
+        except SnapshotError:
+            raise
         except ValueError as error:  # e.g. an integer of thousands of digits (int-string limit)
             raise SnapshotError(f"{source}: unusable JSON value: {_first_line(error)}") from None
         else:  # pragma: no cover - returned above
@@ -70,7 +60,9 @@ def _documents(text: str, source: str) -> list[Any]:
     else:
         json_error = None
     try:
-        return [document for document in yaml.safe_load_all(text) if document is not None]
+        # Aliases, huge integers, unencodable strings and keys that are not strings are refused
+        # as the document is composed (fabriccap.core.documents), before they cost anything.
+        return load_yaml_documents(text)
     except RecursionError:
         raise SnapshotError(f"{source}: YAML nested too deeply to be a Kubernetes object") from None
     except ValueError as error:  # yaml's int constructor hits the int-string limit as well
@@ -78,12 +70,27 @@ def _documents(text: str, source: str) -> list[Any]:
             raise SnapshotError(f"{source}: malformed JSON at line {json_error.lineno}: {json_error.msg}") from None
         raise SnapshotError(f"{source}: unusable YAML value: {_first_line(error)}") from None
     except yaml.YAMLError as error:
-        if json_error is not None:
+        if json_error is not None and not isinstance(error, RefusedDocumentError):
             raise SnapshotError(f"{source}: malformed JSON at line {json_error.lineno}: {json_error.msg}") from None
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or "syntax error"
         where = f" at line {mark.line + 1}" if mark is not None else ""
+        if isinstance(error, RefusedDocumentError):
+            raise SnapshotError(f"{source}{where}: {problem}") from None
         raise SnapshotError(f"{source}: malformed YAML{where}: {problem}") from None
+
+
+def _encodable(document: Any, text: str, source: str) -> Any:
+    """A parsed JSON document, refused when a string in it holds a lone surrogate: an API
+    server never sends one (Go writes U+FFFD instead), and it fails wherever it is encoded."""
+    if may_hold_surrogates(text):
+        where = lone_surrogate_at(document)
+        if where is not None:
+            raise SnapshotError(
+                f"{source}: the string at {where} holds a lone UTF-16 surrogate (an escape such as \\ud800"
+                " alone), which is not text"
+            )
+    return document
 
 
 def _objects(document: Any, source: str) -> Iterator[Mapping[str, Any]]:
@@ -115,78 +122,21 @@ def _first_line(error: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _read_stream(stream: IO[str], source: str, limit: int) -> str:
-    text = stream.read(limit + 1)
-    if len(text.encode("utf-8", errors="replace")) > limit:
-        raise _too_large(source, limit)
-    return text
-
-
-def _read_pipe(descriptor: int, source: str, limit: int) -> bytes:
-    """Read a FIFO or pipe (opened non-blocking) to its end, bounded in size and in silence.
-
-    With no writer at all a read returns end-of-file at once; with a writer that has not
-    written yet it would block (EAGAIN here). A named FIFO's writer may still be opening it
-    when we look, so an end-of-file before any data is trusted only after a short grace.
-    """
-    chunks: list[bytes] = []
-    total = 0
-    opened = idle_since = time.monotonic()
-    while True:
-        try:
-            chunk = os.read(descriptor, _CHUNK)
-        except BlockingIOError:  # a writer is there, nothing to read yet
-            select.select([descriptor], [], [], 1.0)
-            if time.monotonic() - idle_since > PIPE_IDLE_SECONDS:
-                raise SnapshotError(f"{source}: no data for {PIPE_IDLE_SECONDS:.0f}s; giving up on the pipe") from None
-            continue
-        if not chunk:
-            if not chunks and time.monotonic() - opened < NO_WRITER_GRACE_SECONDS:
-                time.sleep(0.05)  # no writer yet: it may be opening the FIFO right now
-                continue
-            return b"".join(chunks)
-        total += len(chunk)
-        if total > limit:
-            raise _too_large(source, limit)
-        chunks.append(chunk)
-        idle_since = time.monotonic()
-
-
-def read_source(path: str, stdin: IO[str] | None = None, limit: int = DEFAULT_MAX_INPUT_BYTES) -> str:
-    if path == "-":
-        return _read_stream(stdin or sys.stdin, "<stdin>", limit)
+def read_source(path: str, stdin: IO[bytes] | IO[str] | None = None, limit: int = DEFAULT_MAX_INPUT_BYTES) -> str:
+    """The text of one ``-f``: what is not a file or a pipe is refused before it is read
+    (``fabriccap.inputfile``), and no more than ``limit`` bytes are ever held."""
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise SnapshotError(f"{path}: no such file") from None
-    except OSError as error:
-        raise SnapshotError(f"{path}: cannot read: {error.strerror or error}") from None
-    mode = info.st_mode
-    if stat.S_ISDIR(mode):
-        raise SnapshotError(f"{path}: is a directory")
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
-        kind = "character device" if stat.S_ISCHR(mode) else "block device" if stat.S_ISBLK(mode) else "socket"
-        raise SnapshotError(f"{path}: is a {kind}, not a file; pass a file, a pipe, or - for standard input")
-    if stat.S_ISREG(mode) and info.st_size > limit:
-        raise _too_large(path, limit)
+        raw = read_input_file(path, limit, stdin, hint=RAISE_THE_LIMIT)
+    except InputFileError as error:
+        raise SnapshotError(str(error)) from None
     try:
-        if stat.S_ISFIFO(mode):
-            # Non-blocking open: a FIFO nobody writes to must not hang the command.
-            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-            try:
-                raw = _read_pipe(descriptor, path, limit)
-            finally:
-                os.close(descriptor)
-        else:
-            with open(path, "rb") as handle:
-                raw = handle.read(limit + 1)  # the size may have grown since stat
-            if len(raw) > limit:
-                raise _too_large(path, limit)
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise SnapshotError(f"{path}: not a text file (not UTF-8)") from None
-    except OSError as error:
-        raise SnapshotError(f"{path}: cannot read: {error.strerror or error}") from None
+        raise SnapshotError(f"{_source(path)}: not a text file (not UTF-8)") from None
+
+
+def _source(path: str) -> str:
+    return "<stdin>" if path == "-" else shown_path(path)
 
 
 def add_bodies(
@@ -251,13 +201,13 @@ def _check_identity(body: Mapping[str, Any], source: str, seen_nodes: dict[str, 
 def load_snapshots(
     paths: Iterable[str],
     extractor: FactsExtractor,
-    stdin: IO[str] | None = None,
+    stdin: IO[bytes] | IO[str] | None = None,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> FactIndex:
     facts = FactIndex()
     seen_nodes: dict[str, str] = {}
     for path in paths:
-        source = "<stdin>" if path == "-" else path
+        source = _source(path)
         text = read_source(path, stdin, max_input_bytes)
         for document in _documents(text, source):
             bodies = list(_objects(document, source))

@@ -1,0 +1,231 @@
+"""/metrics is no denial-of-service lever (issue 27 item 12, round 3 L24): however many scrapers
+come, the exposition is rendered once per interval, off the event loop, for a bounded number of
+them at a time; /healthz (kopf's server, on the same loop) answers while they wait."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+import kopf
+import pytest
+from kopf._core.engines.indexing import OperatorIndexers
+from kopf._core.engines.probing import health_reporter
+
+from fabriccap.controller import metrics as metrics_module
+from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
+from support.bounded import hang_guard
+
+SCRAPERS = 20
+# Bounds on waits that only a defect makes long: the render of the code before the fix blocks
+# the event loop, and these turn that into a failure instead of a hang.
+RENDER_HOLD_SECONDS = 2.0
+HANG_SECONDS = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class HeldRender:
+    """A render that counts its calls and, while ``hold`` is set, waits (up to a bound) until
+    the test lets it finish, so scrapes stay in flight for as long as the test looks."""
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        self.render = render
+        self.calls = 0
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> bytes:
+        self.calls += 1
+        self.started.set()
+        self.release.wait(RENDER_HOLD_SECONDS)
+        return self.render()
+
+
+@contextlib.asynccontextmanager
+async def kopf_healthz() -> AsyncIterator[str]:
+    """kopf's own /healthz server, as the operator runs it (``liveness_endpoint``), on the
+    test's event loop (an async fixture would run it on the session's loop)."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.probe(id="alive", registry=registry)
+    async def alive(**_: object) -> bool:
+        return True
+
+    url = f"http://127.0.0.1:{free_port()}/healthz"
+    ready = asyncio.Event()
+    server = asyncio.create_task(
+        health_reporter(
+            url,
+            memo=kopf.Memo(),  # type: ignore[arg-type]  # kopf types it as its private AnyMemo
+            indices=OperatorIndexers().indices,
+            registry=registry,
+            settings=kopf.OperatorSettings(),
+            ready_flag=ready,
+        )
+    )
+    await ready.wait()
+    try:
+        yield url
+    finally:
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+
+
+async def _status_and_body(session: aiohttp.ClientSession, url: str) -> tuple[int, bytes]:
+    async with session.get(url) as response:
+        return response.status, await response.read()
+
+
+async def test_concurrent_scrapes_share_one_render_while_healthz_answers() -> None:
+    """Without the fix each scrape rendered on the event loop: 20 renders, one after another,
+    and nothing else (no watch, no write, no /healthz) ran meanwhile."""
+    metrics = OperatorMetrics()
+    render = HeldRender(metrics.exposition)
+    metrics.exposition = render  # type: ignore[method-assign]
+    port = free_port()
+    runner = await start_metrics_server(metrics, "127.0.0.1", port)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        with hang_guard(HANG_SECONDS):
+            async with kopf_healthz() as healthz, aiohttp.ClientSession() as session:
+                scrapes = [asyncio.create_task(_status_and_body(session, url)) for _ in range(SCRAPERS)]
+                assert await asyncio.to_thread(render.started.wait, HANG_SECONDS)
+                # The render is held in its thread: the scrapes past the bound are answered at once...
+                refused = []
+                for finished in asyncio.as_completed(scrapes):
+                    refused.append(await finished)
+                    if len(refused) == SCRAPERS - metrics_module.MAX_CONCURRENT_SCRAPES:
+                        break
+                assert {status for status, _ in refused} == {503}
+                # ... and /healthz answers while the others wait for the render.
+                assert (await _status_and_body(session, healthz))[0] == 200
+                assert not render.release.is_set()
+                render.release.set()
+                results = await asyncio.gather(*scrapes)
+    finally:
+        render.release.set()
+        await runner.cleanup()
+    served = [body for status, body in results if status == 200]
+    assert len(served) == metrics_module.MAX_CONCURRENT_SCRAPES
+    assert len(set(served)) == 1 and b"fabriccap_build_info" in served[0]
+    assert render.calls == 1
+
+
+async def test_a_scraper_that_does_not_read_is_cut_off_and_frees_its_slot() -> None:
+    """A client that never reads its answer holds a copy of the exposition in the socket's
+    buffer, and its slot: both go after the send timeout."""
+    metrics = OperatorMetrics()
+    big = b"# padding\n" * (2 * 1024 * 1024)  # 20 MB: more than any socket buffer holds
+    metrics.exposition = lambda: big  # type: ignore[method-assign]
+    port = free_port()
+    runner = await start_metrics_server(metrics, "127.0.0.1", port, max_concurrent=1, send_timeout=0.5)
+    url = f"http://127.0.0.1:{port}/metrics"
+    stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        with hang_guard(HANG_SECONDS):
+            await asyncio.to_thread(stalled.connect, ("127.0.0.1", port))
+            await asyncio.to_thread(stalled.sendall, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            async with aiohttp.ClientSession() as session:
+                statuses: list[int] = []
+                while not statuses or statuses[-1] != 200:  # 503 while the stalled one holds the slot
+                    statuses.append((await _status_and_body(session, url))[0])
+                    await asyncio.sleep(0.1)
+        assert set(statuses) <= {200, 503}
+        # The stalled connection was closed by the server: reading it to its end terminates.
+        stalled.settimeout(HANG_SECONDS)
+        received = 0
+        while chunk := await asyncio.to_thread(stalled.recv, 1024 * 1024):
+            received += len(chunk)
+        assert received < len(big)
+    finally:
+        stalled.close()
+        await runner.cleanup()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_the_exposition_is_rendered_at_most_once_per_interval() -> None:
+    clock = FakeClock()
+    renders: list[int] = []
+    prepared: list[int] = []
+
+    def render() -> bytes:
+        renders.append(len(renders))
+        return f"render {len(renders)}\n".encode()
+
+    shared = metrics_module.SharedExposition(render, before_render=lambda: prepared.append(1), max_age=1.0, clock=clock)
+    first = await asyncio.gather(*(shared.get() for _ in range(10)))
+    assert set(first) == {b"render 1\n"}
+    clock.now = 0.9
+    assert await shared.get() == b"render 1\n"
+    clock.now = 1.0
+    assert await shared.get() == b"render 2\n"
+    assert (len(renders), len(prepared)) == (2, 2)
+
+
+async def test_a_slow_render_is_reused_for_longer() -> None:
+    """A render of 2 s (thousands of pools) is reused for 5 times that, from its start: under
+    any flood of scrapes, rendering takes at most a fifth of the time."""
+    clock = FakeClock()
+    renders: list[float] = []
+
+    def render() -> bytes:
+        renders.append(clock.now)
+        clock.now += 2.0
+        return b"slow\n"
+
+    shared = metrics_module.SharedExposition(render, max_age=1.0, clock=clock)
+    await shared.get()
+    clock.now = 9.9
+    await shared.get()
+    assert renders == [0.0]
+    clock.now = 10.0
+    await shared.get()
+    assert renders == [0.0, 10.0]
+
+
+async def test_a_failed_render_fails_its_scrapes_and_the_next_one_renders_again() -> None:
+    attempts: list[int] = []
+
+    def render() -> bytes:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ValueError("a collector failed")
+        return b"ok\n"
+
+    shared = metrics_module.SharedExposition(render, clock=FakeClock())
+    with pytest.raises(ValueError, match="a collector failed"):
+        await shared.get()
+    assert await shared.get() == b"ok\n"
+
+
+async def test_a_scraper_that_disconnects_does_not_cancel_the_render_others_wait_for() -> None:
+    release = threading.Event()
+
+    def render() -> bytes:
+        release.wait(HANG_SECONDS)
+        return b"ok\n"
+
+    shared = metrics_module.SharedExposition(render, clock=FakeClock())
+    leaving = asyncio.create_task(shared.get())
+    staying = asyncio.create_task(shared.get())
+    await asyncio.sleep(0)
+    leaving.cancel()
+    release.set()
+    assert await staying == b"ok\n"
