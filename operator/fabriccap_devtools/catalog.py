@@ -20,7 +20,7 @@ derives every label from these columns (``fabriccap.core.catalog``).
 
 The output is package data of the product (``operator/fabriccap/data/efa-catalog.json``),
 one row per line so that a regeneration diffs by instance type. ``--check`` compares instead
-of writing (tests/repo/test_catalog.py runs it against a module it downloads if need be).
+of writing (tests/repo/test_catalog_regeneration.py runs it against a module it downloads if need be).
 """
 
 from __future__ import annotations

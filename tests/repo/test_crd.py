@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from fabriccap.cli import commands as cli
 from fabriccap.core import api
 from fabriccap.offline import render
+from support.builders import daemon_set, kube_list, node, plugin_pods
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -344,12 +345,19 @@ def test_evaluate_output_validates_against_the_schema(capsys: pytest.CaptureFixt
         assert validate(schema, item) == [], item["metadata"]["name"]
 
 
-def test_example_output_populates_every_status_field(capsys: pytest.CaptureFixture[str]) -> None:
-    """Each declared status field is written by some pool of the example: no dead (misspelt) schema field."""
+def test_example_output_populates_every_status_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Each declared status field is written by some pool of the example: no dead (misspelt) schema
+    field. Every name of the example is readable, so status.naming comes from one more pool whose
+    value is no DNS label (a node group named with an underscore)."""
     schema = object_schema()
     declared = {path for path, _ in walk(schema) if path.startswith(".status")}
     populated: set[str] = set()
-    for item in evaluate_example_json(capsys):
+    extra = tmp_path / "hashed.json"
+    extra.write_text(json.dumps(kube_list([daemon_set(), node("n1", pool="Legacy_GPU"), *plugin_pods(["n1"])])))
+    assert cli.main(["evaluate", "-f", str(extra), "-o", "json"]) == 0
+    (hashed,) = json.loads(capsys.readouterr().out)["items"]
+    assert hashed["status"]["naming"]["reason"] == "NotDNSLabel"
+    for item in [*evaluate_example_json(capsys), hashed]:
         populated |= set(_map_value_paths(item, schema))
     assert declared - populated == set()
 
