@@ -43,6 +43,8 @@ NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
 DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
 RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
+EC2_NODE_CLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
 ALL_PODS = "/api/v1/pods"
 
 
@@ -89,8 +91,11 @@ async def operator(
         if setup is not None:
             setup(api)
         store, metrics = FactStore(), OperatorMetrics()
-        # Pods are watched in the plugin namespace unless a test turns workloads on.
-        extractor = FactsExtractor(config or build_config({"workloads": {"enabled": False}}))
+        # Pods are watched in the plugin namespace unless a test turns workloads on; Karpenter's
+        # kinds only where a test turns them on (their own test below).
+        extractor = FactsExtractor(
+            config or build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
+        )
         informers = build_informers(client, store, extractor, metrics)
         tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
         try:
@@ -576,3 +581,26 @@ async def test_workload_pods_are_watched_cluster_wide_and_a_malformed_one_is_nam
             "ignoring pod: Pod ml/broken-0: container 'node': resources.limits[nvidia.com/gpu]: "
             "'lots' is not a quantity"
         ]
+
+
+async def test_karpenters_kinds_fill_the_store_and_a_cluster_without_them_is_no_error() -> None:
+    """NodePools, NodeClaims and EC2NodeClasses are listed and watched like the other kinds where
+    the API serves them; where it does not (most clusters), the 404 is not an error."""
+    requirements = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
+
+    def setup(api: FakeApi) -> None:
+        api.serve(NODE_POOLS, "NodePool", [world.node_pool("p5-elastic", requirements)], "9")
+        api.serve(EC2_NODE_CLASSES, "EC2NodeClass", [world.ec2_node_class()], "9")
+        # NodeClaims are not served: their CRD is missing on this API server.
+
+    config = build_config({"workloads": {"enabled": False}})
+    async with operator([node("n1", efa=32)], setup=setup, config=config) as op:
+        kinds = {informer.kind: informer for informer in op.informers}
+        assert {"nodepool", "nodeclaim", "ec2nodeclass"} <= set(kinds)
+        await asyncio.wait_for(kinds["nodepool"].listed.wait(), WAIT_SECONDS)
+        await asyncio.wait_for(kinds["ec2nodeclass"].listed.wait(), WAIT_SECONDS)
+        assert sorted(op.store.node_pools) == ["p5-elastic"]
+        assert sorted(op.store.node_classes) == ["default"]
+        await op.api.emit(NODE_POOLS, event("DELETED", world.node_pool("p5-elastic", requirements), "10"))
+        await eventually(lambda: not op.store.node_pools, "the deleted NodePool leaves the store")
+        assert op.store.node_claims == {}
