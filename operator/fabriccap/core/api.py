@@ -552,7 +552,7 @@ class GapStatus(_ApiModel):
 
 
 class LaunchableType(_ApiModel):
-    name: str
+    name: Name
     max_count: int = Field(alias="maxCount")
 
 
@@ -564,10 +564,10 @@ class LaunchableCount(_ApiModel):
 class LaunchableStatus(_ApiModel):
     """What the pool's Karpenter NodePool may launch (accelerator types, from the catalog)."""
 
-    node_pool: str = Field(alias="nodePool")
+    node_pool: Name = Field(alias="nodePool")
     instance_types: list[LaunchableType] = Field(alias="instanceTypes")  # at most 20, by name
     truncated: bool
-    counts: list[LaunchableCount]  # the larger count first
+    counts: Annotated[list[LaunchableCount], AfterValidator(_first(MAX_COUNT_BUCKETS))]  # the larger count first
 
 
 class NamingStatus(_ApiModel):
@@ -575,7 +575,7 @@ class NamingStatus(_ApiModel):
 
     hashed: bool
     reason: str  # "Collision" | "NotDNSLabel" | "Reserved"
-    message: str
+    message: Annotated[str, _cut(MAX_CONDITION_MESSAGE)]
 
 
 class EnvVarValue(_ApiModel):
