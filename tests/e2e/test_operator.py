@@ -269,7 +269,17 @@ def test_mixed_instance_types_are_mixed_counts_and_stalled(scenario: Scenario) -
     scenario.add_plugin_pod(p4d)
     scenario.add_plugin_pod(p5)
 
-    obj = scenario.wait_ready("mixed", "False", "MixedCounts", nodes=2)
+    # MixedCounts holds as soon as both nodes are seen, possibly before both plugin pods are seen
+    # Ready: wait for those too (a loaded run caught DevicePluginReady at PluginNotScheduled).
+    obj = scenario.wait_status(
+        "mixed",
+        lambda o: (
+            reasons(o).get("Ready") == ("False", "MixedCounts")
+            and o["status"]["nodes"] == 2
+            and o["status"]["devicePlugin"]["readyNodes"] == 2
+        ),
+        "Ready=False/MixedCounts with both plugin pods Ready",
+    )
 
     status = obj["status"]
     assert reasons(obj)["Homogeneous"] == ("False", "MixedCounts")
