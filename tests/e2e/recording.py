@@ -167,15 +167,15 @@ class Recorder:
         while True:
             try:
                 async for event in client.watch(path, resource_version, timeout_seconds=300):
-                    kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "BOOKMARK":
+                    event_type, obj = event.get("type"), event.get("object") or {}
+                    if event_type == "BOOKMARK":
                         resource_version = obj["metadata"]["resourceVersion"]
                         continue
-                    if kind == "ERROR":
+                    if event_type == "ERROR":
                         raise KubeError(f"watch {path}: {obj.get('message')}", int(obj.get("code") or 0))
                     resource_version = obj["metadata"]["resourceVersion"]
                     with self._lock:
-                        self._events[path].append(Seen(time.monotonic(), str(kind), obj))
+                        self._events[path].append(Seen(time.monotonic(), str(event_type), obj))
             except KubeError:
                 # Expired or broken: list again (the list's items are recorded as LISTED).
                 resource_version = await self._list(client, path)

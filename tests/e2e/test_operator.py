@@ -448,13 +448,16 @@ def test_emptied_pool_is_deleted_after_the_grace_period_not_before(scenario: Sce
     nodes = scenario.add_pool("gone", 2)
     scenario.wait_ready("gone", "True", "UniformCapability", nodes=2)
     name = scenario.fcap_name("gone")
-    node_events = scenario.operator.metrics().get("fabriccap_watch_events_total", kind="node") or 0.0
+    node_events = scenario.operator.metrics().get("fabriccap_watch_events_total", kind="node", result="applied") or 0.0
 
     emptied_at = time.monotonic()
     for node in nodes:
         scenario.delete_node(node)
     wait_until(
-        lambda: (scenario.operator.metrics().get("fabriccap_watch_events_total", kind="node") or 0) >= node_events + 2,
+        lambda: (
+            (scenario.operator.metrics().get("fabriccap_watch_events_total", kind="node", result="applied") or 0)
+            >= node_events + 2
+        ),
         "the operator to see both deletions",
     )
     assert scenario.fcap("gone") is not None, "deleted before the grace period"
@@ -585,7 +588,7 @@ def test_heartbeats_and_unrelated_labels_cause_no_write(scenario: Scenario) -> N
     assert before is not None
     metrics = scenario.operator.metrics()
     writes = metrics.get("fabriccap_status_writes_total", result="updated")
-    events = metrics.get("fabriccap_watch_events_total", kind="node") or 0.0
+    events = metrics.get("fabriccap_watch_events_total", kind="node", result="applied") or 0.0
 
     heartbeat = {
         "type": "Ready",
@@ -599,7 +602,10 @@ def test_heartbeats_and_unrelated_labels_cause_no_write(scenario: Scenario) -> N
     scenario.kube.patch(node_path(second), {"metadata": {"labels": {"topology.k8s.aws/zone-id": "usw2-az9"}}})
     scenario.kube.patch(node_path(second) + "/status", {"status": {"capacity": {"cpu": "191"}}})
     wait_until(
-        lambda: (scenario.operator.metrics().get("fabriccap_watch_events_total", kind="node") or 0) >= events + 3,
+        lambda: (
+            (scenario.operator.metrics().get("fabriccap_watch_events_total", kind="node", result="applied") or 0)
+            >= events + 3
+        ),
         "the operator to see the three node updates",
     )
     time.sleep(QUIET_SECONDS)

@@ -60,6 +60,7 @@ class WatchResponse:
     events: Sequence[Body] = ()
     close: bool = False
     chunks: Sequence[bytes] = ()  # raw bytes written as they are, after the events
+    message: str = ""  # an error's message (default: "scripted HTTP <status>")
 
 
 @dataclass
@@ -231,24 +232,34 @@ class FakeApi:
         for queue in self.streams.get(path, []):
             queue.put_nowait({"type": event_type, "object": copy.deepcopy(body)})
 
+    def _as_served(self, path: str, sent: Body) -> Body:
+        """An event as the API server writes it: its object (but a Status) carries the watched kind."""
+        body = sent.get("object")
+        collection = self.collections.get(path)
+        if collection is None or not isinstance(body, dict) or "kind" in body or sent.get("type") == "ERROR":
+            return sent
+        return {**sent, "object": {"kind": collection.kind, **body}}
+
     async def _watch(self, request: web.Request, path: str) -> web.StreamResponse:
         scripted = self.watch_script.get(path)
         response_script = scripted.popleft() if scripted else WatchResponse()
         if response_script.status != 200:
-            return status_response(response_script.status, f"scripted HTTP {response_script.status}")
+            return status_response(
+                response_script.status, response_script.message or f"scripted HTTP {response_script.status}"
+            )
         queue: asyncio.Queue[Body | None] = asyncio.Queue()
         self.streams.setdefault(path, []).append(queue)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         try:
             for sent in response_script.events:
-                await response.write(json.dumps(sent).encode() + b"\n")
+                await response.write(json.dumps(self._as_served(path, sent)).encode() + b"\n")
             for chunk in response_script.chunks:
                 await response.write(chunk)
                 await asyncio.sleep(0.01)  # separate TCP reads
             if not response_script.close:
                 while (live := await queue.get()) is not None:
-                    await response.write(json.dumps(live).encode() + b"\n")
+                    await response.write(json.dumps(self._as_served(path, live)).encode() + b"\n")
             await response.write_eof()
         except (ConnectionResetError, RuntimeError):  # the client went away
             pass
@@ -303,10 +314,8 @@ def event(event_type: str, body: Body, resource_version: str) -> Body:
 
 
 def bookmark(resource_version: str) -> Body:
-    return {
-        "type": "BOOKMARK",
-        "object": {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": resource_version}},
-    }
+    """A BOOKMARK; the fake API gives its object the watched kind, as the API server does."""
+    return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": resource_version}}}
 
 
 def expired() -> Body:
@@ -323,5 +332,6 @@ def recorded_sleeps(monkeypatch: pytest.MonkeyPatch, module: ModuleType, pause: 
         delays.append(delay)
         await real_sleep(pause)
 
-    monkeypatch.setattr(module, "asyncio", SimpleNamespace(sleep=sleep))
+    # Only ``sleep`` differs: timeouts and the loop are the real ones.
+    monkeypatch.setattr(module, "asyncio", SimpleNamespace(**{**vars(asyncio), "sleep": sleep}))
     return delays

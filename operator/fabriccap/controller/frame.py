@@ -27,7 +27,7 @@ from typing import Any
 
 import kopf
 
-from fabriccap.controller.informers import Freshness
+from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.publisher import Publisher
 from fabriccap.kube.credentials import Credentials
 

@@ -1,4 +1,4 @@
-"""Observing Nodes, Pods and DaemonSets (and the operator's own objects): paginated LIST, then WATCH.
+"""Observing the watched kinds (and the operator's own objects): paginated LIST, then WATCH.
 
 Read-only by construction: the only calls made here are GET (list) and GET ?watch. Each
 page or event is turned into facts at once and dropped, so the operator's memory follows
@@ -8,13 +8,25 @@ kinds: ~45 KB of resident memory per object and a start time quadratic in the ob
 
 The loop per collection: LIST in pages (one consistent snapshot), forget objects the
 snapshot no longer has, then WATCH from its resourceVersion with bookmarks; a broken stream
-resumes from the last version seen, an expired one (410 Gone) lists again.
+resumes from the last good version, an expired one (410 Gone) lists again, and so does a
+watch that has made no progress for half the staleness threshold (``freshness.py``).
+
+Nothing here names a kind: what a kind's objects become is its row (``kube.kinds``).
+
+A watch line is trusted only once it reads as an event of the watched kind
+(``read_event``). One that does not (not JSON, not an object, an ``object`` or ``metadata``
+that is not a map, another kind, no resourceVersion, or a resourceVersion no API server could
+have reached yet) is rejected: logged once per cause, counted in
+``fabriccap_watch_events_total{result="rejected"}``, and the stream is ended and resumed from
+the last good version, so the server sends again whatever the bad line stood for. An event
+that reads well but whose object cannot be used (``FactsError``) is a real event of a bad
+object: the object is left out (its node fails closed), the event is counted as rejected, and
+the watch goes on from it (resuming before it would only get it again).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -23,10 +35,10 @@ from typing import Any, Protocol
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
-from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WatchedKind, kinds_for, object_key
+from fabriccap.kube.errors import KubeError, WatchLineError
+from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WATCHED_KINDS, WatchedKind, kinds_for, object_key
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)
@@ -36,19 +48,123 @@ MAX_BACKOFF_SECONDS = 30.0
 # looked for again: an upgrade brings it, and one quiet GET per 10 minutes costs nothing.
 ABSENT_RECHECK_SECONDS = 600.0
 
+# The plausibility of a resourceVersion. Kubernetes calls them opaque, but every API server
+# backed by etcd (or kine) hands out its store's revision: one counter for the whole cluster
+# that grows by one per write. So a version can be at most as far beyond one the server gave
+# us as the writes it could have committed since. etcd commits a few thousand writes a second
+# on good disks and has never been measured near 100,000; with a million of slack for bursts,
+# a version beyond that bound came from something other than this server (a broken proxy, a
+# corrupted bookmark; round 3's L11 sent 99999999999). Resuming from it would leave the watch
+# blind for good: the server answers a watch from a future version with silence. A version
+# that is not a number is not judged at all.
+MAX_WRITES_PER_SECOND = 100_000
+RESOURCE_VERSION_SLACK = 1_000_000
+# Each distinct problem is said once; this bounds how many are remembered (the oldest are
+# forgotten first, and could be said again).
+MAX_REMEMBERED_MESSAGES = 1024
+
+# What an API server says (HTTP 504, or an ERROR event) when a watch or LIST asks for a version
+# it has not reached: client-go's reflector lists again, and so does this.
+TOO_LARGE_RESOURCE_VERSION = "Too large resource version"
+
+EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+
 
 class _ExpiredError(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
+    """The watch's resourceVersion is too old (410 Gone), or newer than the server's: list again."""
+
+
+class _NoProgressError(Exception):
+    """The watch made no progress for ``progress_timeout``: list again."""
+
+
+class RejectedEventError(KubeError):
+    """A watch line that cannot be an event of the watched kind from this server.
+
+    ``cause`` is short and stable (it keys the once-only log line), ``detail`` says more,
+    ``name`` is the object's name when the line has one.
+    """
+
+    def __init__(self, cause: str, detail: str = "", name: str = "") -> None:
+        super().__init__(f"{cause}{f' ({detail})' if detail else ''}")
+        self.cause = cause
+        self.detail = detail
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
+    body: Mapping[str, Any]
+    resource_version: str  # "" for ERROR
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """Text from the stream, quoted, with control characters escaped and a bounded length."""
+    text = value if isinstance(value, str) else type(value).__name__
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def read_event(line: Any, kind: str) -> WatchEvent:
+    """One decoded watch line as an event of ``kind``, or RejectedEventError saying why not.
+
+    What is checked is what every event an API server sends has: an object with a type and an
+    ``object`` map; for an ERROR, nothing more (its ``object`` is a Status); for the others a
+    ``metadata`` map with a resourceVersion, and (but for BOOKMARK, which carries only its
+    version) the watched kind. What the object holds beyond that is the extractor's to judge.
+    """
+    if not isinstance(line, Mapping):
+        raise RejectedEventError("not an object", f"a JSON {type(line).__name__}")
+    event_type = line.get("type")
+    if event_type not in EVENT_TYPES:
+        raise RejectedEventError("unknown event type", _shown(event_type))
+    body = line.get("object")
+    if not isinstance(body, Mapping):
+        raise RejectedEventError("object is not an object", f"a JSON {type(body).__name__}")
+    if event_type == "ERROR":
+        return WatchEvent("ERROR", body, "")
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise RejectedEventError("metadata is not a map", f"a JSON {type(metadata).__name__}")
+    name = metadata.get("name")
+    shown_name = _shown(name) if isinstance(name, str) and name else ""
+    object_kind = body.get("kind")
+    if object_kind != kind and not (event_type == "BOOKMARK" and object_kind is None):
+        raise RejectedEventError("wrong kind", f"{_shown(object_kind)} in a watch of {kind}", shown_name)
+    version = metadata.get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        raise RejectedEventError("no resourceVersion", "", shown_name)
+    return WatchEvent(str(event_type), body, version)
+
+
+def _number(version: str) -> int | None:
+    return int(version) if version.isdigit() and len(version) <= 20 else None
+
+
+class SaidOnce:
+    """Messages already logged, so each is said once; bounded (the oldest go first)."""
+
+    def __init__(self, limit: int = MAX_REMEMBERED_MESSAGES) -> None:
+        self.limit = limit
+        self._said: dict[str, None] = {}
+
+    def first_time(self, message: str) -> bool:
+        if message in self._said:
+            return False
+        if len(self._said) >= self.limit:
+            del self._said[next(iter(self._said))]
+        self._said[message] = None
+        return True
 
 
 @dataclass(kw_only=True)
 class ListWatch:
     """LIST one collection in pages, then WATCH it from the listing's resourceVersion.
 
-    A broken stream resumes from the last version seen, an expired one (410 Gone) lists
-    again, and a failed LIST is retried with a backoff. What an object means is the
-    subclass's: ``_apply`` takes each listed item and event, ``_listed`` the keys a fresh
-    LIST holds (everything else is gone).
+    A broken stream resumes from the last good version, an expired one (410 Gone) lists
+    again, a failed LIST is retried with a backoff, and a watch that made no progress for
+    ``progress_timeout`` lists again. What an object means is the subclass's: ``_apply`` takes
+    each listed item and event, ``_listed`` the keys a fresh LIST holds (everything else is gone).
     """
 
     client: KubeClient
@@ -56,27 +172,76 @@ class ListWatch:
     metrics: OperatorMetrics
     listed: asyncio.Event = field(default_factory=asyncio.Event)
     clock: Callable[[], float] = time.monotonic
-    # How long one watch request lasts (the server ends it, we resume), and how long a stream
-    # may stay silent before it counts as stalled. Both follow the staleness threshold
-    # (watch_timings): the defaults are the client's, 60 s and 90 s for 150 s.
+    # How long one watch request lasts (the server ends it, we resume, and sends a bookmark
+    # just before), and how long a stream may stay silent before it counts as stalled. Both
+    # follow the staleness threshold (watch_timings): the defaults are the client's.
     watch_seconds: int = DEFAULT_WATCH_SECONDS
     read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT
-    # Monotonic time of the last successful LIST or watch event (a BOOKMARK counts: the watch
-    # cache sends one at least every minute), and whether the watch is up right now.
-    last_success: float | None = None
+    # No progress for this long: the watch is given up and the collection listed again
+    # (None: never). Half the staleness threshold, so a watch that delivers nothing usable
+    # is replaced by a LIST before the view it keeps would count as stale.
+    progress_timeout: float | None = None
+    # Monotonic time of the last progress: a completed LIST, or a watch event or bookmark that
+    # advanced the resourceVersion (never the opening of a watch); and whether the watch is up.
+    last_progress: float | None = None
     connected: bool = False
     page_size: int = DEFAULT_PAGE_SIZE
+    # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
+    said: SaidOnce = field(default_factory=SaidOnce)
+    # The version to resume from, and the last one this server gave us with when it came:
+    # the anchor of the plausibility rule (MAX_WRITES_PER_SECOND).
+    version: str = field(default="", init=False)
+    _anchor: tuple[int, float] | None = field(default=None, init=False)
+    _deadline: asyncio.Timeout | None = field(default=None, init=False)
 
     @property
     def kind(self) -> str:
+        """The kind's label (metrics, logs)."""
         raise NotImplementedError
 
-    def _succeeded(self) -> None:
-        self.last_success = self.clock()
-        self.connected = True
+    @property
+    def object_kind(self) -> str:
+        """The Kubernetes kind the watched objects have."""
+        raise NotImplementedError
+
+    def _progressed(self, version: str) -> None:
+        """The view is current as of now, at ``version``."""
+        now = self.clock()
+        self.last_progress = now
+        self.version = version
+        number = _number(version)
+        if number is not None:
+            self._anchor = (number, now)
+        if self._deadline is not None and self.progress_timeout is not None:
+            self._deadline.reschedule(asyncio.get_running_loop().time() + self.progress_timeout)
+
+    def _advances(self, version: str) -> bool:
+        """Whether ``version`` is past the one the view is at (numbers compare as numbers)."""
+        new, old = _number(version), _number(self.version)
+        if new is not None and old is not None:
+            return new > old
+        return version != self.version
+
+    def _check_plausible(self, version: str) -> None:
+        number = _number(version)
+        if number is None or self._anchor is None:
+            return
+        anchor, since = self._anchor
+        ceiling = anchor + RESOURCE_VERSION_SLACK + int(MAX_WRITES_PER_SECOND * max(self.clock() - since, 0.0))
+        if number > ceiling:
+            raise RejectedEventError(
+                "implausible resourceVersion",
+                f"{version} is beyond {ceiling}, the most this API server could have reached since it said {anchor}",
+            )
 
     def _failed(self) -> None:
         self.connected = False
+
+    def _opened(self) -> None:
+        self.connected = True  # contact, not progress: nothing has been received yet
+
+    def _count(self, result: str) -> None:
+        self.metrics.watch_events.labels(kind=self.kind, result=result).inc()
 
     async def _list_refused(self, error: KubeError) -> bool:
         """Handle a LIST error that is an answer rather than a failure; False: retry with a backoff."""
@@ -105,47 +270,111 @@ class ListWatch:
                 await self._watch_from(version)
             except _ExpiredError:
                 logger.info("watch of %s expired; listing again", self.path)
+            except _NoProgressError:
+                self._failed()
+                logger.warning(
+                    "watch of %s made no progress for %.0fs (no event or bookmark advanced its resourceVersion);"
+                    " listing again",
+                    self.path,
+                    self.progress_timeout,
+                )
 
     async def _list(self) -> str:
         keys: set[str] = set()
         version = ""
         async for page in self.client.list_pages(self.path, self.page_size):
-            version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
+            metadata = page.get("metadata")
+            if not version and isinstance(metadata, Mapping):
+                version = str(metadata.get("resourceVersion") or "")
             for item in page.get("items") or []:
-                self.metrics.watch_events.labels(kind=self.kind).inc()
+                self._check_item(item)
                 keys.add(object_key(item))
-                self._apply("ADDED", item)
+                self._count(self._apply("ADDED", item))
         self._listed(keys, version)
-        self._succeeded()
+        self.connected = True
+        self._progressed(version)
         return version
 
+    def _check_item(self, item: Any) -> None:
+        """A listed item that is not an object of the kind fails the LIST (retried), rather
+        than the LIST's retain dropping what the item stood for."""
+        if not isinstance(item, Mapping) or not isinstance(item.get("metadata"), Mapping):
+            self._count("rejected")
+            raise KubeError(f"LIST {self.path}: an item that is not an object with metadata")
+        if item.get("kind") != self.object_kind:
+            self._count("rejected")
+            raise KubeError(f"LIST {self.path}: an item of kind {_shown(item.get('kind'))}, not {self.object_kind}")
+
     async def _watch_from(self, version: str) -> None:
+        """Watch from ``version``, resuming from the last good version, until the version
+        expires (_ExpiredError) or no progress comes for ``progress_timeout`` (_NoProgressError)."""
+        try:
+            async with asyncio.timeout(self.progress_timeout) as deadline:
+                self._deadline = deadline
+                await self._resume_from(version)
+        except TimeoutError:
+            if self._deadline is not None and self._deadline.expired():
+                raise _NoProgressError from None
+            raise
+        finally:
+            self._deadline = None
+
+    async def _resume_from(self, version: str) -> None:
         delay = 1.0
+        self.version = version
         while True:
             try:
-                async for event in self.client.watch(
-                    self.path, version, self.watch_seconds, self.read_timeout, on_open=self._succeeded
+                async for line in self.client.watch(
+                    self.path, self.version, self.watch_seconds, self.read_timeout, on_open=self._opened
                 ):
-                    event_type, body = event.get("type"), event.get("object") or {}
-                    if event_type == "ERROR":
-                        if body.get("code") == 410:
-                            raise _ExpiredError
-                        raise KubeError(f"watch {self.path}: {body.get('message', body)}", body.get("code"))
-                    version = str((body.get("metadata") or {}).get("resourceVersion") or version)
-                    self._succeeded()
-                    if event_type != "BOOKMARK":
-                        self.metrics.watch_events.labels(kind=self.kind).inc()
-                        self._apply(str(event_type), body)
+                    self._take(read_event(line, self.object_kind))
                 delay = 1.0  # the server closed a healthy stream (timeoutSeconds): resume
+            except (RejectedEventError, WatchLineError) as rejected:
+                self._rejected(rejected)
+                self._failed()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_SECONDS)
             except KubeError as error:
-                if error.status == 410:
+                if error.status == 410 or TOO_LARGE_RESOURCE_VERSION in str(error):
                     raise _ExpiredError from None
                 self._failed()
                 logger.warning("watch of %s interrupted: %s; resuming in %.0fs", self.path, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
 
-    def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
+    def _take(self, event: WatchEvent) -> None:
+        if event.type == "ERROR":
+            code = event.body.get("code")
+            if code == 410:
+                raise _ExpiredError
+            raise KubeError(
+                f"watch {self.path}: {_shown(event.body.get('message', ''), 200)}",
+                code if isinstance(code, int) else None,
+            )
+        self._check_plausible(event.resource_version)
+        if event.type != "BOOKMARK":
+            self._count(self._apply(event.type, event.body))
+        if self._advances(event.resource_version):
+            self._progressed(event.resource_version)
+
+    def _rejected(self, rejected: RejectedEventError | WatchLineError) -> None:
+        self._count("rejected")
+        name = rejected.name if isinstance(rejected, RejectedEventError) else ""
+        if self.said.first_time(f"stream: {rejected.cause}"):
+            detail = rejected.detail if isinstance(rejected, RejectedEventError) else str(rejected)
+            logger.error(
+                "watch of %s: rejected a line (%s%s%s); resuming from resourceVersion %s"
+                ' (said once per cause; fabriccap_watch_events_total{kind="%s",result="rejected"} counts them)',
+                self.path,
+                rejected.cause,
+                f": {detail}" if detail else "",
+                f", object {name}" if name else "",
+                self.version,
+                self.kind,
+            )
+
+    def _apply(self, event_type: str, body: Mapping[str, Any]) -> str:
+        """Apply one listed item or event; the result it counts as (applied, ignored, rejected)."""
         raise NotImplementedError
 
     def _listed(self, keys: set[str], version: str) -> None:
@@ -163,12 +392,14 @@ class Informer(ListWatch):
     # An optional kind this API server does not serve: nothing to watch, nothing gone stale.
     absent: bool = False
     absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
-    # Objects already logged as ignored (well-formed but of no use): said once, not per event.
-    ignored: set[str] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
         return self.watched.label
+
+    @property
+    def object_kind(self) -> str:
+        return self.watched.kind
 
     async def _list_refused(self, error: KubeError) -> bool:
         if error.status == 404 and self.watched.optional:
@@ -194,54 +425,38 @@ class Informer(ListWatch):
             )
         self.absent = True
         self.watched.retain(self.store, self.scope, set())
-        self._succeeded()
+        self.last_progress = self.clock()
+        self.connected = True
         self.listed.set()
         await asyncio.sleep(self.absent_recheck_seconds)
 
     def _listed(self, keys: set[str], version: str) -> None:
         self.watched.retain(self.store, self.scope, keys)
 
-    def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
+    def _apply(self, event_type: str, body: Mapping[str, Any]) -> str:
+        if event_type == "DELETED":
+            self.watched.delete(self.store, body)
+            return "applied"
+        before = self.watched.held(self.store, body)
         try:
-            if event_type == "DELETED":
-                self.watched.delete(self.store, body)
-            elif self.watched.kind == "ResourceSlice":
-                self._apply_slice(body)
-            elif self.watched.kind == "Node":
-                name = object_name((body.get("metadata") or {}).get("name"))
-                before = self.store.nodes.get(name)
-                self.watched.upsert(self.store, self.extractor, body)
-                after = self.store.nodes.get(name)
-                if after is not None and after.unusable and (before is None or before.unusable != after.unusable):
-                    problems = "; ".join(entry.problem for entry in after.unusable)
-                    logger.error("node %s: unusable quantity (%s); it counts as not advertising", name, problems)
-            else:
-                self.watched.upsert(self.store, self.extractor, body)
+            after = self.watched.upsert(self.store, self.extractor, body)
         except IgnoredObjectError as error:
-            key = object_key(body)
-            if key not in self.ignored:
-                self.ignored.add(key)
+            # Well-formed but of no use (a slice of every node): said once, left out.
+            if self.said.first_time(str(error)):
                 logger.warning("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
+            return "ignored"
         except FactsError as error:
             # One malformed object must not stop the watch; it is left out (fail-closed).
-            logger.error("ignoring %s: %s", self.kind, error)
+            if self.said.first_time(str(error)):
+                logger.error("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
-
-    def _apply_slice(self, body: Mapping[str, Any]) -> None:
-        name = object_name((body.get("metadata") or {}).get("name"))
-        before = self.store.slices.get(name)
-        self.watched.upsert(self.store, self.extractor, body)
-        after = self.store.slices.get(name)
-        if after is None:
-            return
-        # Logged when it changes, not on every event: a driver republishes its slices often.
-        if after.problem and (before is None or before.problem != after.problem):
-            logger.error("%s; node %s counts as not advertising through it", after.problem, after.node_name)
-        if after.without_attributes and (before is None or before.without_attributes != after.without_attributes):
-            logger.warning(
-                "ResourceSlice %s: %d devices have no attributes and match no fabric", name, after.without_attributes
-            )
+            return "rejected"
+        # What is wrong in an object kept anyway is said when it changes, not on every event:
+        # a driver republishes its slices often, a node heartbeats.
+        for problem in self.watched.new_problems(before, after):
+            logger.log(problem.level, "%s", problem.message)
+        return "applied"
 
 
 class PublishedObserver(Protocol):
@@ -272,6 +487,10 @@ class PublishedWatch(ListWatch):
     def kind(self) -> str:
         return "fabriccapability"
 
+    @property
+    def object_kind(self) -> str:
+        return FABRIC_CAPABILITIES.kind
+
     async def _list_refused(self, error: KubeError) -> bool:
         if error.status != 404:
             return False
@@ -285,83 +504,25 @@ class PublishedWatch(ListWatch):
     def _served(self) -> None:
         self.missing_delay = 1.0
 
-    def _apply(self, event_type: str, body: Mapping[str, Any]) -> None:
+    def _apply(self, event_type: str, body: Mapping[str, Any]) -> str:
         self.observer.observe_published(dict(body), deleted=event_type == "DELETED")
+        return "applied"
 
     def _listed(self, keys: set[str], version: str) -> None:
         self.observer.forget_unlisted(keys, version)
 
 
-@dataclass
-class Freshness:
-    """How current the operator's view of the cluster is, over every informer.
+def watch_timings(stale_after: float) -> tuple[int, float, float]:
+    """(watch request seconds, read timeout, progress timeout) for a staleness threshold.
 
-    The view is fresh while every informer has listed and heard from the API server (an event
-    or a bookmark) within ``stale_after`` seconds. A partition keeps the last facts in memory
-    and the evaluation loop running, so without this the published answer would look current.
+    A watch request lasts 0.4 x the threshold, and the API server sends a bookmark 2 s before
+    its end once its own resourceVersion has moved (it moves about every minute on a quiet
+    cluster), so a quiet healthy watch proves itself within each request. A watch with no
+    progress for 0.5 x is replaced by a LIST, which leaves time for the LIST before the view
+    counts as stale; a stream silent for 0.6 x is dropped as stalled by the client itself.
+    150 s gives 60 s, 90 s and 75 s.
     """
-
-    informers: list[Informer]
-    stale_after: float
-    metrics: OperatorMetrics
-    clock: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
-
-    def ages(self) -> dict[str, float | None]:
-        """Seconds since each kind last heard from the API server (its oldest informer); None: never."""
-        now = self.clock()
-        by_kind: dict[str, list[float | None]] = {}
-        for informer in self.informers:
-            if informer.absent:
-                continue
-            age = None if informer.last_success is None else now - informer.last_success
-            by_kind.setdefault(informer.kind, []).append(age)
-        return {
-            kind: None if any(age is None for age in ages) else max(age for age in ages if age is not None)
-            for kind, ages in by_kind.items()
-        }
-
-    def stale_kinds(self) -> dict[str, float | None]:
-        return {kind: age for kind, age in self.ages().items() if age is None or age > self.stale_after}
-
-    def fresh(self) -> bool:
-        return not self.stale_kinds()
-
-    def export(self) -> None:
-        """Refresh the per-kind freshness gauges (called at scrape time and every round)."""
-        now, wall = self.clock(), self.wall()
-        for kind in {informer.kind for informer in self.informers}:
-            own = [informer for informer in self.informers if informer.kind == kind and not informer.absent]
-            if not own:
-                # Not served: no series, rather than one whose age would fire the Stale alert.
-                for gauge in (self.metrics.watch_last_event, self.metrics.watch_connected):
-                    with contextlib.suppress(KeyError):
-                        gauge.remove(kind)
-                continue
-            seen = [informer.last_success for informer in own]
-            if all(moment is not None for moment in seen):
-                oldest = min(moment for moment in seen if moment is not None)
-                self.metrics.watch_last_event.labels(kind=kind).set(wall - (now - oldest))
-            self.metrics.watch_connected.labels(kind=kind).set(1 if all(i.connected for i in own) else 0)
-
-    def describe_staleness(self) -> str:
-        stale = self.stale_kinds()
-        parts = []
-        for kind, age in sorted(stale.items()):
-            connected = all(i.connected for i in self.informers if i.kind == kind)
-            state = "connected" if connected else "disconnected"
-            parts.append(f"{kind}s never listed" if age is None else f"{kind}s last heard {age:.0f}s ago ({state})")
-        return ", ".join(parts)
-
-
-def watch_timings(stale_after: float) -> tuple[int, float]:
-    """(watch request seconds, read timeout) for a staleness threshold.
-
-    On a quiet cluster a watch may carry no event at all: what proves contact is a watch being
-    accepted, so watches are renewed well within the threshold (every 0.4 x) and a stream
-    silent for 0.6 x is dropped as stalled. 150 s gives 60 s and 90 s.
-    """
-    return max(int(stale_after * 0.4), 1), max(stale_after * 0.6, 1.0)
+    return max(int(stale_after * 0.4), 1), max(stale_after * 0.6, 1.0), max(stale_after * 0.5, 1.0)
 
 
 def build_informers(
@@ -370,10 +531,12 @@ def build_informers(
     extractor: FactsExtractor,
     metrics: OperatorMetrics,
     stale_after: float = 150.0,
+    rows: tuple[WatchedKind, ...] = WATCHED_KINDS,
 ) -> list[Informer]:
-    """One informer per watched kind and scope: Nodes (and ResourceSlices, when a fabric reads
-    DRA) cluster-wide, the rest per plugin namespace."""
-    watch_seconds, read_timeout = watch_timings(stale_after)
+    """One informer per watched kind and scope: each row says in which scopes it is listed."""
+    watch_seconds, read_timeout, progress_timeout = watch_timings(stale_after)
+    wanted = kinds_for(extractor.config, rows)
+    said = {watched.label: SaidOnce() for watched in wanted}
     return [
         Informer(
             client=client,
@@ -385,8 +548,10 @@ def build_informers(
             metrics=metrics,
             watch_seconds=watch_seconds,
             read_timeout=read_timeout,
+            progress_timeout=progress_timeout,
             page_size=watched.page_size,
+            said=said[watched.label],
         )
-        for watched in kinds_for(extractor.config)
+        for watched in wanted
         for scope, path in watched.paths(extractor.config)
     ]

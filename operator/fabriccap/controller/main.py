@@ -16,7 +16,8 @@ from pythonjsonlogger.json import JsonFormatter
 from fabriccap.configfile import load_config
 from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.frame import FrameFailedError, OperatorState, quiet_kopf_logging, run_frame
-from fabriccap.controller.informers import Freshness, PublishedWatch, build_informers
+from fabriccap.controller.freshness import Freshness
+from fabriccap.controller.informers import PublishedWatch, build_informers
 from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
@@ -104,6 +105,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         stale_after=options.config.stale_after_seconds,
     )
     freshness = Freshness(informers, stale_after=options.config.stale_after_seconds, metrics=metrics)
+    store.freshness = freshness
     identity = holder_identity()
     leader: LeaderElector | AlwaysLeader
     if options.standalone:
@@ -118,7 +120,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         metrics=metrics,
         leader=leader,
         events=EventRecorder(client, identity),
-        fresh=freshness.fresh,
+        fresh=store.fresh,
         lookups=(
             LookupResolver(client, store, refused=refused_references) if options.config.workloads.enabled else None
         ),

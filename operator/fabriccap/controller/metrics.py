@@ -34,6 +34,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from fabriccap import __version__
 from fabriccap.core.api import is_ready_status
+from fabriccap.kube.kinds import WATCHED_KINDS
 
 logger = logging.getLogger("fabriccap.metrics")
 
@@ -50,6 +51,9 @@ GAP_KINDS = {
 }
 
 Sample = tuple[tuple[str, ...], float]
+
+# What became of a listed object or a watch event (fabriccap_watch_events_total's `result`).
+WATCH_RESULTS = ("applied", "ignored", "rejected")
 
 
 @dataclass(frozen=True)
@@ -246,8 +250,10 @@ class OperatorMetrics:
         )
         self.watch_events = Counter(
             "fabriccap_watch_events",
-            "Watch events received, by object kind.",
-            ["kind"],
+            "Listed objects and watch events (not bookmarks), by object kind and result: applied (to the"
+            " facts), ignored (well-formed but of no use), rejected (not an event of the kind, or an object"
+            " that cannot be used: left out, and logged once per cause).",
+            ["kind", "result"],
             registry=self.registry,
         )
         self.evaluations = Counter("fabriccap_evaluations", "Pool evaluations performed.", registry=self.registry)
@@ -295,7 +301,8 @@ class OperatorMetrics:
         )
         self.watch_last_event = Gauge(
             "fabriccap_watch_last_event_timestamp_seconds",
-            "Unix time of the last successful LIST or watch event (bookmarks included), per kind.",
+            "Unix time up to which the kind's view is known current: its last completed LIST, or watch"
+            " event or bookmark that advanced its resourceVersion (opening a watch does not count).",
             ["kind"],
             registry=self.registry,
         )
@@ -317,8 +324,9 @@ class OperatorMetrics:
             "they go out a few at a time at a bounded rate.",
             registry=self.registry,
         )
-        for kind in ("node", "pod", "daemonset", "resourceslice", "fabriccapability"):
-            self.watch_events.labels(kind=kind)
+        for kind in (*(watched.label for watched in WATCHED_KINDS), "fabriccapability"):
+            for result in WATCH_RESULTS:
+                self.watch_events.labels(kind=kind, result=result)
         for result in ("created", "updated", "deleted", "error"):
             self.status_writes.labels(result=result)
 

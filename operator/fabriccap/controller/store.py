@@ -8,9 +8,23 @@ condition timestamp, a new image list) costs one small comparison and nothing el
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from fabriccap.core.facts import Pool
 from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
+
+
+class KindFreshness(Protocol):
+    """How current each watched kind's facts are (``freshness.Freshness``)."""
+
+    def stale_kinds(self) -> dict[str, float | None]: ...
+
+
+class _NeverStale:
+    """A store no informer fills (unit tests): nothing in it is stale."""
+
+    def stale_kinds(self) -> dict[str, float | None]:
+        return {}
 
 
 class FactStore(FactIndex):
@@ -22,9 +36,22 @@ class FactStore(FactIndex):
         # Set once every watched collection has been listed: before that, a pool's facts may
         # be partial (nodes seen, plugin pods not yet) and publishing them would flap conditions.
         self.listed = asyncio.Event()
+        # The informers' progress, per kind (the operator's wiring sets it).
+        self.freshness: KindFreshness = _NeverStale()
         # Owners no workload pod leads to any more, since the publisher last looked: the
         # problems warned about on them are forgotten with them.
         self.released_owners: set[OwnerKey] = set()
+
+    def stale_kinds(self) -> dict[str, float | None]:
+        """The watched kinds whose facts are older than ``staleAfterSeconds`` (or were never
+        listed), by their label (node, pod, daemonset, resourceslice), with the age in seconds
+        (None: never listed). What a status rests on is current only while its kinds are not here."""
+        return self.freshness.stale_kinds()
+
+    def fresh(self, kind: str | None = None) -> bool:
+        """Whether every watched kind's facts (or ``kind``'s) are current."""
+        stale = self.stale_kinds()
+        return not stale if kind is None else kind not in stale
 
     def mark_pool(self, pool: Pool | None) -> None:
         if pool is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import (
@@ -90,6 +90,23 @@ class _Model(BaseModel):
     # Unknown keys are typos more often than not: reject them so the error names them.
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_names(cls, document: Any) -> Any:
+        """Old field names (OLD_FIELD_NAMES) are read as the new ones; both at once is a
+        contradiction, so an error."""
+        renames = [rename for rename in OLD_FIELD_NAMES if rename.model is cls]
+        if not renames or not isinstance(document, Mapping):
+            return document
+        result = dict(document)
+        for rename in renames:
+            if rename.old in result:
+                if rename.new in result:
+                    raise ValueError(f"give {rename.new} or its old name {rename.old}, not both")
+                value = result.pop(rename.old)
+                result[rename.new] = [value] if rename.single_item else value
+        return result
+
 
 def _check_label_key(value: str) -> str:
     prefix, _, name = value.rpartition("/")
@@ -128,19 +145,6 @@ def _parse_selector(selector: str) -> dict[str, str]:
     return requirements
 
 
-def _renamed(document: Any, renames: Mapping[str, str], where: str) -> Any:
-    """Read an old field name as the new one; both at once is a contradiction, so an error."""
-    if not isinstance(document, Mapping):
-        return document
-    result = dict(document)
-    for old, new in renames.items():
-        if old in result:
-            if new in result:
-                raise ValueError(f"{where}: give {new} or its old name {old}, not both")
-            result[new] = result.pop(old)
-    return result
-
-
 class TargetNodes(_Model):
     """Which nodes are the fabric's targets besides those that advertise it, run its device
     plugin, or are of an instance type that can carry it: accelerator nodes."""
@@ -163,13 +167,6 @@ class TargetNodes(_Model):
         " (the GPU pools of a GKE cluster are not EFA pools); empty: any provider. Nodes without a"
         " providerID are judged by the other rules alone.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, document: Any) -> Any:
-        return _renamed(
-            document, {"gpuResources": "acceleratorResources", "gpuLabels": "acceleratorLabels"}, "targetNodes"
-        )
 
     @field_validator("accelerator_resources")
     @classmethod
@@ -275,17 +272,6 @@ class DevicePlugin(_DaemonSetFinder):
         " pods. `namespace: X` is read as `[X]`.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _one_namespace_shorthand(cls, document: Any) -> Any:
-        # `namespace: X` (the first release's field) is read as `namespaces: [X]`.
-        if isinstance(document, Mapping) and "namespace" in document:
-            if "namespaces" in document:
-                raise ValueError("give namespaces or namespace, not both")
-            rest = {key: value for key, value in document.items() if key != "namespace"}
-            return {**rest, "namespaces": [document["namespace"]]}
-        return document
-
     @field_validator("namespaces")
     @classmethod
     def _namespaces_are_dns_labels(cls, namespaces: tuple[str, ...]) -> tuple[str, ...]:
@@ -294,6 +280,27 @@ class DevicePlugin(_DaemonSetFinder):
         if len(set(namespaces)) != len(namespaces):
             raise ValueError(f"namespaces must be unique, got {list(namespaces)}")
         return namespaces
+
+
+class OldFieldName(NamedTuple):
+    """A field name the config still reads, of a field a later release renamed."""
+
+    model: type[_Model]
+    old: str
+    new: str
+    # The old field held one item of the new one's list (`namespace: X` is `namespaces: [X]`).
+    single_item: bool = False
+
+
+# Every old field name the config reads, in one place: the models' validator
+# (``_Model._read_old_names``), the merge onto a built-in profile (``_merge_renames``), the
+# JSON Schema (``config_input_schema``: the chart's values.schema.json too) and the reference
+# (docs/reference/configuration.md) all read this table.
+OLD_FIELD_NAMES: tuple[OldFieldName, ...] = (
+    OldFieldName(TargetNodes, "gpuResources", "acceleratorResources"),
+    OldFieldName(TargetNodes, "gpuLabels", "acceleratorLabels"),
+    OldFieldName(DevicePlugin, "namespace", "namespaces", single_item=True),
+)
 
 
 class Source(StrEnum):
@@ -575,13 +582,6 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     },
 }
 
-# Field pairs where a user's old name must replace the built-in's new one when merging.
-_MERGE_RENAMES: dict[str, dict[str, str]] = {
-    "devicePlugin": {"namespace": "namespaces"},
-    "targetNodes": {"gpuResources": "acceleratorResources", "gpuLabels": "acceleratorLabels"},
-}
-
-
 _REPLACED_MAPPINGS = frozenset({"attributes"})
 
 
@@ -647,16 +647,19 @@ class Config(_Model):
         gt=0,
         description="How long the first listing of the watched kinds may take before /healthz fails.",
     )
-    # The view of the cluster is stale when a watched kind has not heard from the API server
-    # (an event, a bookmark, a watch accepted) for this long: /healthz fails and
-    # fabriccap_pool_ready reads 0. Watches are renewed every minute, so the default leaves
-    # room for one missed renewal.
+    # The view of the cluster is stale when a watched kind has made no progress (a completed
+    # LIST, or an event or bookmark that advanced its resourceVersion; a watch merely accepted
+    # does not count) for this long: /healthz fails and fabriccap_pool_ready reads 0. A watch
+    # lasts 0.4x this and is bookmarked before its end, and one without progress for 0.5x is
+    # replaced by a LIST (controller/informers.py watch_timings), so the view goes stale only
+    # when that LIST fails too.
     stale_after_seconds: float = Field(
         default=150.0,
         alias="staleAfterSeconds",
         gt=0,
-        description="A watched kind not heard from the API server for this long makes the view stale:"
-        " /healthz fails and fabriccap_pool_ready reads 0.",
+        description="A watched kind whose view has made no progress for this long (no completed LIST, no event"
+        " or bookmark that advanced its resourceVersion) makes the view stale: /healthz fails and"
+        " fabriccap_pool_ready reads 0.",
     )
     workloads: WorkloadSettings = Field(
         default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."
@@ -707,12 +710,26 @@ class Config(_Model):
         )
 
 
+def _merge_renames() -> dict[str, dict[str, str]]:
+    """Per profile field holding a model with old field names (``devicePlugin``): old -> new.
+    A user's old name must replace the built-in's new one when a profile is merged."""
+    renames: dict[str, dict[str, str]] = {}
+    for name, info in FabricProfile.model_fields.items():
+        for rename in OLD_FIELD_NAMES:
+            if info.annotation is rename.model:
+                renames.setdefault(info.alias or name, {})[rename.old] = rename.new
+    return renames
+
+
+_MERGE_RENAMES = _merge_renames()
+
+
 def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any], path: str = "") -> dict[str, Any]:
     """Mappings merge key by key; anything else (lists included) in ``override`` replaces."""
     merged = dict(base)
     for old, new in _MERGE_RENAMES.get(path, {}).items():
         if old in override:
-            merged.pop(new, None)  # the user's shorthand replaces the built-in's full form
+            merged.pop(new, None)  # the user's old name replaces the built-in's new one
     for key, value in override.items():
         # What a device must match is one criterion, not a table: a user's list of attributes
         # replaces the built-in one instead of adding to it.
@@ -810,14 +827,6 @@ def parse_config(text: str, source: str, catalogs: Iterable[InstanceCatalog] = (
 
 CONFIG_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
-# Old field names the models still read (their "before" validators), as (model, old name,
-# new name, whether the old one holds a single item of the new one's list).
-OLD_FIELD_NAMES: tuple[tuple[type[_Model], str, str, bool], ...] = (
-    (TargetNodes, "gpuResources", "acceleratorResources", False),
-    (TargetNodes, "gpuLabels", "acceleratorLabels", False),
-    (DevicePlugin, "namespace", "namespaces", True),
-)
-
 
 def _without_titles(node: Any) -> Any:
     """pydantic's generated ``title`` keys repeat the field names; they only add noise."""
@@ -847,13 +856,6 @@ def config_input_schema() -> dict[str, Any]:
     """
     schema: dict[str, Any] = _without_titles(Config.model_json_schema(by_alias=True, mode="validation"))
     definitions = schema["$defs"]
-    for model, old, new, single_item in OLD_FIELD_NAMES:
-        definition = definitions[model.__name__]
-        new_field = definition["properties"][new]
-        old_field = dict(new_field["items"] if single_item else new_field)
-        old_field.pop("default", None)
-        definition["properties"][old] = {**old_field, "deprecated": True, "description": f"old name of {new}"}
-        definition.setdefault("allOf", []).append({"not": {"required": [old, new]}})
 
     label_key = {"type": "string", "pattern": _QUALIFIED_NAME.pattern, "maxLength": 253 + 1 + 63}
     dns_label = {"type": "string", "pattern": _DNS_LABEL.pattern, "maxLength": 63}
@@ -866,13 +868,24 @@ def config_input_schema() -> dict[str, Any]:
     )
 
     target_nodes = definitions[TargetNodes.__name__]["properties"]
-    for name in ("acceleratorResources", "gpuResources"):
-        target_nodes[name]["items"] = label_key
+    target_nodes["acceleratorResources"]["items"] = label_key
 
     device_plugin = definitions[DevicePlugin.__name__]["properties"]
     device_plugin["namespaces"].update(items=dns_label, uniqueItems=True)
-    device_plugin["namespace"].update(dns_label)
     device_plugin["daemonSetNames"]["items"] = dns_subdomain
+
+    # Old names last: each is its new field as patterned above (one item of it, for a shorthand).
+    for rename in OLD_FIELD_NAMES:
+        definition = definitions[rename.model.__name__]
+        new_field = definition["properties"][rename.new]
+        old_field = dict(new_field["items"] if rename.single_item else new_field)
+        old_field.pop("default", None)
+        definition["properties"][rename.old] = {
+            **old_field,
+            "deprecated": True,
+            "description": f"old name of {rename.new}",
+        }
+        definition.setdefault("allOf", []).append({"not": {"required": [rename.old, rename.new]}})
 
     profile = definitions[FabricProfile.__name__]
     profile_properties = profile["properties"]

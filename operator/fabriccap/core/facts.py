@@ -532,6 +532,7 @@ MAX_SHOWN_LABEL_VALUE = MAX_NAME
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET_JOB_KIND = "Job"  # what a JobSet's pods are owned by
 
 
 def _containers(spec: Mapping[str, Any], field: str, where: str) -> list[Mapping[str, Any]]:
@@ -678,7 +679,7 @@ def _nearest_owner(
     if owner is None:
         return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID))
     jobset = labels.get(JOBSET_NAME_LABEL)
-    if owner.kind == "Job" and isinstance(jobset, str):
+    if owner.kind == JOBSET_JOB_KIND and isinstance(jobset, str):
         if not is_object_name(jobset):
             _refuse(refused, INVALID_NAME, holder, JOBSET_API_VERSION, "JobSet", jobset)
             return owner  # the Job: the nearest valid owner

@@ -5,8 +5,12 @@ store (a subclass that also tracks which pools changed) fills it from watch even
 evaluation reads only this, so the live answer and the offline answer come from the same
 data structure as well as the same function.
 
-Every ``put_*``/``remove_*`` compares the new facts with the stored ones and reports whether
-anything changed; the ``_touched`` hooks tell a subclass which pools a change concerns.
+Each kind of fact is one ``Table``: how a value's key is made and what a change to one
+touches. ``put``, ``remove`` and ``retain`` are written once for every table: they compare the
+new facts with the stored ones, report whether anything changed, and hand the change (the
+previous value, the new one) to the table, which says which pools and versions it concerns;
+the ``_touched`` hooks tell a subclass which pools a change concerns. A new kind of fact is a
+table and its ``changed`` function, nothing else here.
 
 Versions say what changed to whoever keeps results derived from these facts (the operator's
 evaluation memo): a pool's node-side facts (its members, their ResourceSlices), the
@@ -23,9 +27,9 @@ a cluster that runs 50,000 short Jobs a day would otherwise keep 50,000 owners f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from fabriccap.core.config import Config
 from fabriccap.core.facts import (
@@ -44,6 +48,40 @@ NamespacedKey = tuple[str, str]
 OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
 K = TypeVar("K")
 V = TypeVar("V")
+KeyT = TypeVar("KeyT", bound=Hashable)
+FactsT = TypeVar("FactsT")
+
+
+@dataclass(frozen=True, eq=False)
+class Table(Generic[KeyT, FactsT]):
+    """One kind of fact held in the index by key, and what a change to one of them touches.
+
+    Identity is the table itself (``eq=False``): two tables never share their facts.
+    """
+
+    name: str  # in messages and reprs: "nodes"
+    namespaced: bool
+    key: Callable[[FactsT], KeyT]  # the key a facts value is held under
+    # What a change touches, given the value before (None: new) and after (None: removed).
+    # Called after the table itself holds the new state.
+    changed: Callable[[FactIndex, FactsT | None, FactsT | None], None]
+
+    def key_of(self, namespace: str, name: str) -> KeyT:
+        """The key of the object ``namespace/name`` (namespace ignored when cluster-scoped)."""
+        return cast(KeyT, (namespace, name) if self.namespaced else name)
+
+    def listed_key(self, key: KeyT) -> str:
+        """The key as a fresh LIST reports it (``kinds.object_key``): ``namespace/name`` or ``name``."""
+        if self.namespaced:
+            namespace, name = cast(NamespacedKey, key)
+            return f"{namespace}/{name}"
+        return cast(str, key)
+
+    def in_scope(self, key: KeyT, namespace: str | None) -> bool:
+        return namespace is None or not self.namespaced or cast(NamespacedKey, key)[0] == namespace
+
+    def __repr__(self) -> str:
+        return f"Table({self.name})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +98,16 @@ class DraDevices:
 
 class FactIndex:
     def __init__(self) -> None:
-        self.nodes: dict[str, NodeFacts] = {}
-        self.pods: dict[NamespacedKey, PodFacts] = {}
-        self.daemon_sets: dict[NamespacedKey, DaemonSetFacts] = {}
+        self._tables: dict[Table[Any, Any], dict[Any, Any]] = {}
+        # The tables of the watched kinds, under the names the evaluation reads them by.
+        self.nodes: dict[str, NodeFacts] = self.held(NODE_FACTS)
+        self.pods: dict[NamespacedKey, PodFacts] = self.held(PLUGIN_POD_FACTS)
+        self.daemon_sets: dict[NamespacedKey, DaemonSetFacts] = self.held(DAEMON_SET_FACTS)
         self.pool_members: dict[Pool, set[str]] = {}
         self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
-        self.slices: dict[str, SliceFacts] = {}
+        self.slices: dict[str, SliceFacts] = self.held(SLICE_FACTS)
         self.node_slices: dict[str, set[str]] = {}  # node name -> names of its slices
-        self.workload_pods: dict[NamespacedKey, WorkloadPodFacts] = {}
+        self.workload_pods: dict[NamespacedKey, WorkloadPodFacts] = self.held(WORKLOAD_POD_FACTS)
         self.node_workload_pods: dict[str, set[NamespacedKey]] = {}
         self.unscheduled_pods: set[NamespacedKey] = set()  # not bound, and the scheduler said why
         # What only other objects tell (their owners, the devices a claim asks for), learnt by
@@ -82,11 +122,11 @@ class FactIndex:
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
         # Karpenter's objects (when its API is served): NodePools by name, NodeClaims by name and
         # by the node they name, EC2NodeClasses by name.
-        self.node_pools: dict[str, NodePoolFacts] = {}
-        self.node_claims: dict[str, NodeClaimFacts] = {}
+        self.node_pools: dict[str, NodePoolFacts] = self.held(NODE_POOL_FACTS)
+        self.node_claims: dict[str, NodeClaimFacts] = self.held(NODE_CLAIM_FACTS)
         self.claims_by_node: dict[str, set[str]] = {}  # node name -> NodeClaims naming it
         self.claims_by_provider_id: dict[str, set[str]] = {}
-        self.node_classes: dict[str, NodeClassFacts] = {}
+        self.node_classes: dict[str, NodeClassFacts] = self.held(NODE_CLASS_FACTS)
         # The pool key a NodePool's nodes carry; None when the config has no such key (NodePools
         # are then not pools).
         self.node_pool_key: str | None = NODEPOOL_LABEL
@@ -138,37 +178,58 @@ class FactIndex:
             if key in self.workload_pods:
                 self.workload_versions[key] = next(self._versions)
 
-    # -- nodes
+    # -- every table: put, remove, and what a fresh LIST no longer has
 
-    def put_node(self, facts: NodeFacts) -> bool:
-        previous = self.nodes.get(facts.name)
+    def held(self, table: Table[KeyT, FactsT]) -> dict[KeyT, FactsT]:
+        """The facts of ``table`` by key (the same dict for the life of the index)."""
+        found = self._tables.get(table)
+        if found is None:
+            found = self._tables[table] = {}
+        return cast(dict[KeyT, FactsT], found)
+
+    def put(self, table: Table[Any, FactsT], facts: FactsT) -> bool:
+        """Hold ``facts``; False when the same facts were already held (nothing changed)."""
+        held = self.held(table)
+        key = table.key(facts)
+        previous = held.get(key)
         if previous == facts:
             return False
-        self.nodes[facts.name] = facts
-        if previous is not None and previous.pool is not None and previous.pool != facts.pool:
-            self._drop_member(previous.pool, facts.name)
-            self._pool_facts_changed(previous.pool)
-        if facts.pool is not None:
-            self.pool_members.setdefault(facts.pool, set()).add(facts.name)
-            self.unpooled.discard(facts.name)
-        else:
-            self.unpooled.add(facts.name)
-        if facts.pool is None or (previous is not None and previous.pool is None):
-            self._unpooled_touched()
-        self._pool_facts_changed(facts.pool)
+        held[key] = facts
+        table.changed(self, previous, facts)
         return True
 
-    def remove_node(self, name: str) -> bool:
-        previous = self.nodes.pop(name, None)
+    def remove(self, table: Table[KeyT, Any], key: KeyT) -> bool:
+        previous = self.held(table).pop(key, None)
         if previous is None:
             return False
-        if previous.pool is None:
-            self.unpooled.discard(name)
-            self._unpooled_touched()
-        else:
-            self._drop_member(previous.pool, name)
-            self._pool_facts_changed(previous.pool)
+        table.changed(self, previous, None)
         return True
+
+    def retain(self, table: Table[Any, Any], namespace: str | None, listed: set[str]) -> None:
+        """After a fresh LIST of ``namespace`` (None: every namespace, or a cluster-scoped
+        kind): forget what it no longer has, as ``listed`` keys (``namespace/name`` or ``name``)."""
+        held = self.held(table)
+        for key in [key for key in held if table.in_scope(key, namespace) and table.listed_key(key) not in listed]:
+            self.remove(table, key)
+
+    # -- nodes
+
+    def _node_changed(self, previous: NodeFacts | None, current: NodeFacts | None) -> None:
+        if previous is not None and (current is None or previous.pool != current.pool):
+            if previous.pool is None:
+                self.unpooled.discard(previous.name)
+                self._unpooled_touched()
+            else:
+                self._drop_member(previous.pool, previous.name)
+                self._pool_facts_changed(previous.pool)
+        if current is None:
+            return
+        if current.pool is not None:
+            self.pool_members.setdefault(current.pool, set()).add(current.name)
+        else:
+            self.unpooled.add(current.name)
+            self._unpooled_touched()
+        self._pool_facts_changed(current.pool)
 
     def _drop_member(self, pool: Pool, name: str) -> None:
         _discard(self.pool_members, pool, name)
@@ -201,39 +262,30 @@ class FactIndex:
             self._pool_facts_changed(Pool(self.node_pool_key, name))
 
     def put_node_pool(self, facts: NodePoolFacts) -> bool:
-        if self.node_pools.get(facts.name) == facts:
-            return False
-        self.node_pools[facts.name] = facts
-        self._node_pool_touched(facts.name)
-        return True
+        return self.put(NODE_POOL_FACTS, facts)
 
     def remove_node_pool(self, name: str) -> bool:
-        if self.node_pools.pop(name, None) is None:
-            return False
-        self._node_pool_touched(name)
-        return True
+        return self.remove(NODE_POOL_FACTS, name)
+
+    def _node_pool_changed(self, previous: NodePoolFacts | None, current: NodePoolFacts | None) -> None:
+        changed = current or previous
+        self._node_pool_touched(changed.name if changed is not None else None)
 
     def put_node_claim(self, facts: NodeClaimFacts) -> bool:
-        previous = self.node_claims.get(facts.name)
-        if previous == facts:
-            return False
-        if previous is not None:
-            self._unlink_claim(previous)
-        self.node_claims[facts.name] = facts
-        if facts.node_name is not None:
-            self.claims_by_node.setdefault(facts.node_name, set()).add(facts.name)
-        if facts.provider_id is not None:
-            self.claims_by_provider_id.setdefault(facts.provider_id, set()).add(facts.name)
-        self._claim_touched(facts)
-        return True
+        return self.put(NODE_CLAIM_FACTS, facts)
 
     def remove_node_claim(self, name: str) -> bool:
-        previous = self.node_claims.pop(name, None)
-        if previous is None:
-            return False
-        self._unlink_claim(previous)
-        self._claim_touched(previous)
-        return True
+        return self.remove(NODE_CLAIM_FACTS, name)
+
+    def _node_claim_changed(self, previous: NodeClaimFacts | None, current: NodeClaimFacts | None) -> None:
+        if previous is not None:
+            self._unlink_claim(previous)
+        if current is not None:
+            if current.node_name is not None:
+                self.claims_by_node.setdefault(current.node_name, set()).add(current.name)
+            if current.provider_id is not None:
+                self.claims_by_provider_id.setdefault(current.provider_id, set()).add(current.name)
+            self._claim_touched(current)
 
     def _unlink_claim(self, facts: NodeClaimFacts) -> None:
         if facts.node_name is not None:
@@ -246,7 +298,8 @@ class FactIndex:
         self._node_touched(facts.node_name)
         self._node_pool_touched(facts.node_pool)
         for name in self.claims_by_provider_id.get(facts.provider_id or "", ()):
-            self._node_touched(self.node_claims[name].node_name)
+            if (claim := self.node_claims.get(name)) is not None:
+                self._node_touched(claim.node_name)
 
     def claims_of(self, node: NodeFacts) -> list[NodeClaimFacts]:
         """The NodeClaims that name ``node``, by status.nodeName or status.providerID (Karpenter's
@@ -257,17 +310,15 @@ class FactIndex:
         return [self.node_claims[name] for name in sorted(names)]
 
     def put_node_class(self, facts: NodeClassFacts) -> bool:
-        if self.node_classes.get(facts.name) == facts:
-            return False
-        self.node_classes[facts.name] = facts
-        self._node_class_touched(facts.name)
-        return True
+        return self.put(NODE_CLASS_FACTS, facts)
 
     def remove_node_class(self, name: str) -> bool:
-        if self.node_classes.pop(name, None) is None:
-            return False
-        self._node_class_touched(name)
-        return True
+        return self.remove(NODE_CLASS_FACTS, name)
+
+    def _node_class_changed(self, previous: NodeClassFacts | None, current: NodeClassFacts | None) -> None:
+        changed = current or previous
+        if changed is not None:
+            self._node_class_touched(changed.name)
 
     def _node_class_touched(self, name: str) -> None:
         for pool in self.node_pools.values():
@@ -280,72 +331,47 @@ class FactIndex:
         return self.node_classes.get(pool.node_class.name)
 
     def retain_node_pools(self, names: set[str]) -> None:
-        for name in [name for name in self.node_pools if name not in names]:
-            self.remove_node_pool(name)
+        self.retain(NODE_POOL_FACTS, None, names)
 
     def retain_node_claims(self, names: set[str]) -> None:
-        for name in [name for name in self.node_claims if name not in names]:
-            self.remove_node_claim(name)
+        self.retain(NODE_CLAIM_FACTS, None, names)
 
     def retain_node_classes(self, names: set[str]) -> None:
-        for name in [name for name in self.node_classes if name not in names]:
-            self.remove_node_class(name)
+        self.retain(NODE_CLASS_FACTS, None, names)
 
-    # -- pods
+    # -- pods of the fabrics' plugins
 
-    def put_pod(self, facts: PodFacts) -> bool:
-        key = (facts.namespace, facts.name)
-        previous = self.pods.get(key)
-        if previous == facts:
-            return False
-        self.pods[key] = facts
+    def _plugin_pod_changed(self, previous: PodFacts | None, current: PodFacts | None) -> None:
         self.provider_version = next(self._versions)
-        if previous is not None and previous.node_name != facts.node_name:
+        if previous is not None and (current is None or previous.node_name != current.node_name):
             self._node_touched(previous.node_name)
-        self._node_touched(facts.node_name)
-        return True
-
-    def remove_pod(self, namespace: str, name: str) -> bool:
-        previous = self.pods.pop((namespace, name), None)
-        if previous is None:
-            return False
-        self.provider_version = next(self._versions)
-        self._node_touched(previous.node_name)
-        return True
+        if current is not None:
+            self._node_touched(current.node_name)
 
     # -- workload pods (those that request an accelerator or a fabric, or set fabric env)
 
-    def put_workload_pod(self, facts: WorkloadPodFacts) -> bool:
+    def _workload_pod_changed(self, previous: WorkloadPodFacts | None, current: WorkloadPodFacts | None) -> None:
+        facts = current or previous
+        assert facts is not None
         key = (facts.namespace, facts.name)
-        previous = self.workload_pods.get(key)
-        if previous == facts:
-            return False
         if previous is not None:
             self._unlink_workload_pod(key, previous)
-        self.workload_pods[key] = facts
+        if current is None:
+            del self.workload_versions[key]
+            self._release_references(facts)
+            return
         self.workload_versions[key] = next(self._versions)
-        self.owner_pods.setdefault(facts.owner.key, set()).add(key)
-        for claim in facts.claims:
+        self.owner_pods.setdefault(current.owner.key, set()).add(key)
+        for claim in current.claims:
             self.claim_pods.setdefault(claim, set()).add(key)
-        if facts.node_name is not None:
-            self.node_workload_pods.setdefault(facts.node_name, set()).add(key)
-            self._node_workloads_touched(facts.node_name)
-        elif facts.unschedulable is not None:
+        if current.node_name is not None:
+            self.node_workload_pods.setdefault(current.node_name, set()).add(key)
+            self._node_workloads_touched(current.node_name)
+        elif current.unschedulable is not None:
             self.unscheduled_pods.add(key)
             self._unscheduled_touched()
         if previous is not None:  # after the new links: what the pod still names stays
             self._release_references(previous)
-        return True
-
-    def remove_workload_pod(self, namespace: str, name: str) -> bool:
-        key = (namespace, name)
-        previous = self.workload_pods.pop(key, None)
-        if previous is None:
-            return False
-        del self.workload_versions[key]
-        self._unlink_workload_pod(key, previous)
-        self._release_references(previous)
-        return True
 
     def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
         _discard(self.owner_pods, facts.owner.key, key)
@@ -450,25 +476,13 @@ class FactIndex:
 
     # -- ResourceSlices
 
-    def put_slice(self, facts: SliceFacts) -> bool:
-        previous = self.slices.get(facts.name)
-        if previous == facts:
-            return False
-        self.slices[facts.name] = facts
-        if previous is not None and previous.node_name != facts.node_name:
+    def _slice_changed(self, previous: SliceFacts | None, current: SliceFacts | None) -> None:
+        if previous is not None and (current is None or previous.node_name != current.node_name):
             self._drop_slice(previous)
             self._node_touched(previous.node_name)
-        self.node_slices.setdefault(facts.node_name, set()).add(facts.name)
-        self._node_touched(facts.node_name)
-        return True
-
-    def remove_slice(self, name: str) -> bool:
-        previous = self.slices.pop(name, None)
-        if previous is None:
-            return False
-        self._drop_slice(previous)
-        self._node_touched(previous.node_name)
-        return True
+        if current is not None:
+            self.node_slices.setdefault(current.node_name, set()).add(current.name)
+            self._node_touched(current.node_name)
 
     def _drop_slice(self, facts: SliceFacts) -> None:
         _discard(self.node_slices, facts.node_name, facts.name)
@@ -507,46 +521,35 @@ class FactIndex:
 
     # -- DaemonSets
 
-    def put_daemon_set(self, facts: DaemonSetFacts) -> bool:
-        key = (facts.namespace, facts.name)
-        if self.daemon_sets.get(key) == facts:
-            return False
-        self.daemon_sets[key] = facts
+    def _daemon_set_changed(self, _previous: DaemonSetFacts | None, _current: DaemonSetFacts | None) -> None:
         self.provider_version = next(self._versions)
         # A plugin DaemonSet appearing changes which pods count, and the list every status shows.
         self._everything_touched()
-        return True
 
-    def remove_daemon_set(self, namespace: str, name: str) -> bool:
-        if self.daemon_sets.pop((namespace, name), None) is None:
-            return False
-        self.provider_version = next(self._versions)
-        self._everything_touched()
-        return True
 
-    # -- after a fresh LIST: forget what it no longer has (deleted while unwatched)
+def _name(facts: NodeFacts | SliceFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts) -> str:
+    return facts.name
 
-    def retain_nodes(self, names: set[str]) -> None:
-        for name in [name for name in self.nodes if name not in names]:
-            self.remove_node(name)
 
-    def retain_pods(self, namespace: str | None, keys: set[str]) -> None:
-        """Forget the pods of ``namespace`` (None: every namespace) whose key is not in ``keys``."""
-        for pod_namespace, name in [key for key in self.pods if namespace is None or key[0] == namespace]:
-            if f"{pod_namespace}/{name}" not in keys:
-                self.remove_pod(pod_namespace, name)
-        for pod_namespace, name in [key for key in self.workload_pods if namespace is None or key[0] == namespace]:
-            if f"{pod_namespace}/{name}" not in keys:
-                self.remove_workload_pod(pod_namespace, name)
+def _namespaced(facts: PodFacts | WorkloadPodFacts | DaemonSetFacts) -> NamespacedKey:
+    return (facts.namespace, facts.name)
 
-    def retain_slices(self, names: set[str]) -> None:
-        for name in [name for name in self.slices if name not in names]:
-            self.remove_slice(name)
 
-    def retain_daemon_sets(self, namespace: str | None, keys: set[str]) -> None:
-        for ds_namespace, name in [key for key in self.daemon_sets if namespace is None or key[0] == namespace]:
-            if f"{ds_namespace}/{name}" not in keys:
-                self.remove_daemon_set(ds_namespace, name)
+NODE_FACTS: Table[str, NodeFacts] = Table("nodes", False, _name, FactIndex._node_changed)
+PLUGIN_POD_FACTS: Table[NamespacedKey, PodFacts] = Table(
+    "plugin pods", True, _namespaced, FactIndex._plugin_pod_changed
+)
+WORKLOAD_POD_FACTS: Table[NamespacedKey, WorkloadPodFacts] = Table(
+    "workload pods", True, _namespaced, FactIndex._workload_pod_changed
+)
+SLICE_FACTS: Table[str, SliceFacts] = Table("resourceslices", False, _name, FactIndex._slice_changed)
+DAEMON_SET_FACTS: Table[NamespacedKey, DaemonSetFacts] = Table(
+    "daemonsets", True, _namespaced, FactIndex._daemon_set_changed
+)
+# Karpenter's objects (SPEC "Elastic pools"), cluster-scoped.
+NODE_POOL_FACTS: Table[str, NodePoolFacts] = Table("nodepools", False, _name, FactIndex._node_pool_changed)
+NODE_CLAIM_FACTS: Table[str, NodeClaimFacts] = Table("nodeclaims", False, _name, FactIndex._node_claim_changed)
+NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _name, FactIndex._node_class_changed)
 
 
 def _discard(index: dict[K, set[V]], key: K, member: V) -> None:

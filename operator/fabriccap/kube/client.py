@@ -17,7 +17,8 @@ import aiohttp
 from yarl import URL
 
 from fabriccap.kube.credentials import Credentials, load_credentials_async
-from fabriccap.kube.errors import KubeError, ResponseTooLargeError
+from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
+from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
 
 MERGE_PATCH = "application/merge-patch+json"
 # A watch line longer than this is not a Kubernetes object the operator can use: the stream is
@@ -153,28 +154,35 @@ class KubeClient:
         if status >= 400:
             self._failed(method, status)
             raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)
-        return json.loads(raw) if raw else None
+        try:
+            return json.loads(raw) if raw else None
+        except (ValueError, RecursionError):
+            raise KubeError(f"{method} {path}: the answer is not JSON ({len(raw)} bytes)") from None
 
     async def get(self, path: str, query: Mapping[str, Any] | None = None, max_body_bytes: int | None = None) -> Any:
         return await self.request("GET", path, query, max_body_bytes=max_body_bytes)
 
-    async def list_pages(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
+    async def list_pages(self, path: str, page_size: int = DEFAULT_PAGE_SIZE) -> AsyncIterator[dict[str, Any]]:
         """LIST in pages so a large cluster never sits in memory as one response."""
         continue_token: str | None = None
         while True:
             query: dict[str, Any] = {"limit": page_size}
             if continue_token:
                 query["continue"] = continue_token
-            page: dict[str, Any] = await self.get(path, query)
+            page = await self.get(path, query)
+            if not isinstance(page, dict) or not isinstance(page.get("items") or [], list):
+                raise KubeError(f"LIST {path}: the answer is not a list of objects")
             kind = str(page.get("kind", "List")).removesuffix("List")
             for item in page.get("items") or []:
-                item.setdefault("kind", kind)
+                if isinstance(item, dict):
+                    item.setdefault("kind", kind)
             yield page
-            continue_token = (page.get("metadata") or {}).get("continue")
+            metadata = page.get("metadata")
+            continue_token = metadata.get("continue") if isinstance(metadata, dict) else None
             if not continue_token:
                 return
 
-    async def list_items(self, path: str, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
+    async def list_items(self, path: str, page_size: int = DEFAULT_PAGE_SIZE) -> AsyncIterator[dict[str, Any]]:
         async for page in self.list_pages(path, page_size):
             for item in page.get("items") or []:
                 yield item
@@ -187,11 +195,13 @@ class KubeClient:
         read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
         on_open: Callable[[], None] | None = None,
         field_selector: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Any]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 
-        ``on_open`` is called once the API server has accepted the watch: proof of contact
-        even when no event follows.
+        A line is yielded as it decodes, whatever it holds: checking that it is an event of the
+        watched kind is the caller's (``informers.read_event``). A line that does not decode
+        raises WatchLineError. ``on_open`` is called once the API server has accepted the
+        watch: contact, not progress (nothing has been received yet).
         """
         await self.credentials.refresh_async()
         params = {
@@ -224,16 +234,25 @@ class KubeClient:
                 async for chunk in response.content.iter_any():
                     buffer += chunk
                     if len(buffer) > MAX_WATCH_LINE_BYTES and b"\n" not in buffer:
-                        raise KubeError(f"watch {path}: an event over {MAX_WATCH_LINE_BYTES} bytes")
+                        raise WatchLineError(
+                            f"watch {path}: an event over {MAX_WATCH_LINE_BYTES} bytes", "oversized line"
+                        )
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         if line.strip():
                             try:
                                 event = json.loads(line)
-                            except ValueError:
+                            except (ValueError, RecursionError):
                                 # A garbled stream: end it; the caller resumes from the last version.
-                                raise KubeError(f"watch {path}: malformed event ({len(line)} bytes)") from None
+                                raise WatchLineError(
+                                    f"watch {path}: malformed event ({len(line)} bytes)", "undecodable line"
+                                ) from None
                             yield event
+                if buffer.strip():
+                    # Ended cleanly in the middle of an event: something cut the stream.
+                    raise WatchLineError(
+                        f"watch {path}: the stream ended inside an event ({len(buffer)} bytes)", "truncated line"
+                    )
         except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             self._failed("WATCH", 0)
             raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None

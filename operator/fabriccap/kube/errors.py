@@ -11,5 +11,15 @@ class KubeError(RuntimeError):
         self.status = status
 
 
+class WatchLineError(KubeError):
+    """A watch line that is not JSON at all (or too long to be an object): the stream is
+    garbled, so it is ended and resumed from the last good resourceVersion. ``cause`` is short
+    and stable (it keys a once-only log line and names the rejection)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
 class ResponseTooLargeError(KubeError):
     """An answer longer than the reader allows: not read further (and not retried as it is)."""

@@ -1,22 +1,42 @@
 """The watched kinds, one row each: where they are listed, in which scope, how they become facts.
 
 The operator's informers, ``fabriccap evaluate`` (live and from snapshots) and the tests all
-go through this table, so a kind is read the same way everywhere. Adding a kind means adding
-a row here and a fact extractor in ``fabriccap.core.facts``.
+go through this table, so a kind is read the same way everywhere, and none of them names a
+kind: what differs between kinds is in the row. Adding a kind means adding a row here, a fact
+extractor in ``fabriccap.core.facts`` and a ``Table`` in ``fabriccap.core.index`` (what a
+change to its facts touches).
+
+A row's facets say what an object of the kind becomes: a Node is one node fact; a Pod may be
+a plugin pod, a workload pod, both or neither. Each facet extracts its facts from the body
+(None: the object concerns no fabric, and whatever the facet held for it is removed, so
+nothing lingers when, say, a pod loses its DaemonSet owner) and holds them in its table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from fabriccap.core.config import Config, Source
-from fabriccap.core.facts import FactsExtractor, object_name, object_namespace
-from fabriccap.core.index import FactIndex
+from fabriccap.core.facts import FactsExtractor, NodeFacts, SliceFacts, object_name, object_namespace
+from fabriccap.core.index import (
+    DAEMON_SET_FACTS,
+    NODE_CLAIM_FACTS,
+    NODE_CLASS_FACTS,
+    NODE_FACTS,
+    NODE_POOL_FACTS,
+    PLUGIN_POD_FACTS,
+    SLICE_FACTS,
+    WORKLOAD_POD_FACTS,
+    FactIndex,
+    Table,
+)
 from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
 from fabriccap.kube.paths import (
     DAEMON_SETS,
+    DEFAULT_PAGE_SIZE,
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_POOLS,
@@ -26,36 +46,69 @@ from fabriccap.kube.paths import (
     ApiResource,
 )
 
+FactsT = TypeVar("FactsT")
+
+__all__ = ["BY_KIND", "BY_LABEL", "DEFAULT_PAGE_SIZE", "WATCHED_KINDS", "Facet", "Problem", "WatchedKind", "kinds_for"]
+
+
+def namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
+    """An object's (namespace, name), cleaned and bounded as the facts keep them (so a deletion
+    or a fresh LIST finds what was stored); "" for what it does not have."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "", ""
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    return (
+        object_namespace(namespace) if isinstance(namespace, str) else "",
+        object_name(name) if isinstance(name, str) else "",
+    )
+
 
 def object_key(body: Mapping[str, Any]) -> str:
     """``namespace/name``, or ``name`` for cluster-scoped objects: what a fresh LIST retains."""
-    metadata = body.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    name = object_name(metadata.get("name"))
-    return f"{object_namespace(namespace)}/{name}" if namespace else name
+    namespace, name = namespace_and_name(body)
+    return f"{namespace}/{name}" if namespace else name
 
 
-def _namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = body.get("metadata") or {}
-    return object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong in an object that the operator works around (failing its node closed),
+    said once when it appears rather than at every event of the object."""
+
+    level: int  # logging.ERROR or logging.WARNING
+    message: str
+    # A fault no API server lets through (a value that is not a quantity at all): a snapshot
+    # that holds it is refused with this text instead (``fabriccap evaluate``).
+    input_error: str | None = None
 
 
-# ~3-5 MB of JSON per page of realistic Nodes, the largest objects listed.
-DEFAULT_PAGE_SIZE = 250
+@dataclass(frozen=True)
+class Facet(Generic[FactsT]):
+    """One kind of fact an object becomes, and where it is held."""
+
+    table: Table[Any, FactsT]
+    # The facts of a body, or None: it concerns no fabric. Raises FactsError when the body is
+    # unusable, IgnoredObjectError when it is well-formed but of no use.
+    extract: Callable[[FactsExtractor, Mapping[str, Any]], FactsT | None]
+    # What is wrong in facts that were kept anyway (logged when it changes).
+    problems: Callable[[FactsT], tuple[Problem, ...]] = lambda _facts: ()
+
+    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> FactsT | None:
+        facts = self.extract(extractor, body)
+        if facts is None:
+            index.remove(self.table, self.table.key_of(*namespace_and_name(body)))
+        else:
+            index.put(self.table, facts)
+        return facts
 
 
 @dataclass(frozen=True)
 class WatchedKind:
-    label: str  # the `kind` label of fabriccap_watch_events_total, and in logs
+    label: str  # the `kind` label of the fabriccap_watch_* metrics, and in logs
     resource: ApiResource
     # Listed in every plugin namespace (True) or across the cluster (False).
     per_plugin_namespace: bool
-    # Extract facts and store them; an object that concerns no fabric is removed instead, so
-    # nothing lingers when, say, a pod loses its DaemonSet owner. Raises FactsError.
-    upsert: Callable[[FactIndex, FactsExtractor, Mapping[str, Any]], object]
-    delete: Callable[[FactIndex, Mapping[str, Any]], object]
-    # After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest.
-    retain: Callable[[FactIndex, str | None, set[str]], object]
+    facets: tuple[Facet[Any], ...]
     # Served only from some Kubernetes version on (resource.k8s.io/v1: 1.34): an API server
     # without it is not an error, the kind is just not there.
     optional: bool = False
@@ -66,6 +119,9 @@ class WatchedKind:
     # Objects per LIST page: the page's JSON and its decoded form are the transient peak of a
     # listing, so it follows the object's size (a Node is 10-20 KB, a Pod 2-5 KB).
     page_size: int = DEFAULT_PAGE_SIZE
+    # Two objects of this name in one offline input are an error: an API server holds one,
+    # so two snapshots of different clusters were mixed (Nodes: their pools would merge).
+    unique_in_snapshots: bool = False
 
     @property
     def kind(self) -> str:
@@ -77,60 +133,96 @@ class WatchedKind:
             return [(namespace, self.resource.collection(namespace)) for namespace in config.plugin_namespaces]
         return [(None, self.resource.collection())]
 
+    def held(self, index: FactIndex, body: Mapping[str, Any]) -> list[Any]:
+        """What the index holds now for the object of ``body``, facet by facet (None: nothing)."""
+        namespace, name = namespace_and_name(body)
+        return [index.held(facet.table).get(facet.table.key_of(namespace, name)) for facet in self.facets]
 
-def _upsert_node(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    index.put_node(extractor.node(body))
+    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> list[Any]:
+        """Extract the object's facts and hold them, facet by facet; raises FactsError (the
+        caller removes the object: fail closed). Returns what each facet holds now."""
+        return [facet.upsert(index, extractor, body) for facet in self.facets]
+
+    def delete(self, index: FactIndex, body: Mapping[str, Any]) -> None:
+        namespace, name = namespace_and_name(body)
+        for facet in self.facets:
+            index.remove(facet.table, facet.table.key_of(namespace, name))
+
+    def retain(self, index: FactIndex, scope: str | None, keys: set[str]) -> None:
+        """After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest."""
+        for facet in self.facets:
+            index.retain(facet.table, scope, keys)
+
+    def problems(self, held: Sequence[Any]) -> tuple[Problem, ...]:
+        """The problems of what the facets hold (``held`` or ``upsert``'s answer)."""
+        return tuple(
+            problem
+            for facet, facts in zip(self.facets, held, strict=True)
+            if facts is not None
+            for problem in facet.problems(facts)
+        )
+
+    def new_problems(self, before: Sequence[Any], after: Sequence[Any]) -> tuple[Problem, ...]:
+        """The problems ``after`` has that ``before`` had not: what to say about a change."""
+        known = set(self.problems(before))
+        return tuple(problem for problem in self.problems(after) if problem not in known)
 
 
-def _upsert_pod(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.pod(body)
-    if facts is None:
-        index.remove_pod(*_namespace_and_name(body))
-    else:
-        index.put_pod(facts)
-    workload = extractor.workload_pod(body)
-    if workload is None:
-        index.remove_workload_pod(*_namespace_and_name(body))
-    else:
-        index.put_workload_pod(workload)
+def _node_problems(facts: NodeFacts) -> tuple[Problem, ...]:
+    if not facts.unusable:
+        return ()
+    problems = "; ".join(entry.problem for entry in facts.unusable)
+    malformed = [entry.problem for entry in facts.unusable if entry.malformed]
+    return (
+        Problem(
+            logging.ERROR,
+            f"node {facts.name}: unusable quantity ({problems}); it counts as not advertising",
+            input_error=f"Node {facts.name}: {malformed[0]}" if malformed else None,
+        ),
+    )
 
 
-def _delete_pod(index: FactIndex, body: Mapping[str, Any]) -> None:
-    index.remove_pod(*_namespace_and_name(body))
-    index.remove_workload_pod(*_namespace_and_name(body))
-
-
-def _upsert_daemon_set(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.daemon_set(body)
-    if facts is None:
-        index.remove_daemon_set(*_namespace_and_name(body))
-    else:
-        index.put_daemon_set(facts)
+def _slice_problems(facts: SliceFacts) -> tuple[Problem, ...]:
+    problems = []
+    if facts.problem:
+        problems.append(
+            Problem(
+                logging.ERROR,
+                f"{facts.problem}; node {facts.node_name} counts as not advertising through it",
+                input_error=facts.problem,
+            )
+        )
+    if facts.without_attributes:
+        problems.append(
+            Problem(
+                logging.WARNING,
+                f"ResourceSlice {facts.name}: {facts.without_attributes} devices have no attributes"
+                " and match no fabric",
+            )
+        )
+    return tuple(problems)
 
 
 NODE = WatchedKind(
     label="node",
     resource=NODES,
     per_plugin_namespace=False,
-    upsert=_upsert_node,
-    delete=lambda index, body: index.remove_node(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_nodes(keys),
+    facets=(Facet(NODE_FACTS, FactsExtractor.node, _node_problems),),
+    unique_in_snapshots=True,
 )
 DAEMON_SET = WatchedKind(
     label="daemonset",
     resource=DAEMON_SETS,
     per_plugin_namespace=True,
-    upsert=_upsert_daemon_set,
-    delete=lambda index, body: index.remove_daemon_set(*_namespace_and_name(body)),
-    retain=lambda index, scope, keys: index.retain_daemon_sets(scope, keys),
+    facets=(Facet(DAEMON_SET_FACTS, FactsExtractor.daemon_set),),
 )
 POD = WatchedKind(
     label="pod",
     resource=PODS,
     per_plugin_namespace=True,
-    upsert=_upsert_pod,
-    delete=_delete_pod,
-    retain=lambda index, scope, keys: index.retain_pods(scope, keys),
+    # A plugin's pod (owned by a plugin DaemonSet), a workload's (asks for an accelerator or
+    # a fabric), both, or neither.
+    facets=(Facet(PLUGIN_POD_FACTS, FactsExtractor.pod), Facet(WORKLOAD_POD_FACTS, FactsExtractor.workload_pod)),
     # Workloads run in any namespace; without them, only the plugins' pods matter.
     cluster_wide_for=lambda config: config.workloads.enabled,
     # 100,000 pods in pages of 250 were 400 requests, each paying the API server's per-request
@@ -141,23 +233,11 @@ POD = WatchedKind(
     # meanwhile). 500 is between the two.
     page_size=500,
 )
-
-
-def _upsert_slice(index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> None:
-    facts = extractor.resource_slice(body)
-    if facts is None:
-        index.remove_slice(_namespace_and_name(body)[1])
-    else:
-        index.put_slice(facts)
-
-
 RESOURCE_SLICE = WatchedKind(
     label="resourceslice",
     resource=RESOURCE_SLICES,
     per_plugin_namespace=False,
-    upsert=_upsert_slice,
-    delete=lambda index, body: index.remove_slice(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_slices(keys),
+    facets=(Facet(SLICE_FACTS, FactsExtractor.resource_slice, _slice_problems),),
     optional=True,
     wanted_by=lambda config: any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics),
 )
@@ -178,9 +258,7 @@ NODE_POOL = WatchedKind(
     label="nodepool",
     resource=NODE_POOLS,
     per_plugin_namespace=False,
-    upsert=lambda index, _extractor, body: index.put_node_pool(node_pool_facts(body)),
-    delete=lambda index, body: index.remove_node_pool(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_node_pools(keys),
+    facets=(Facet(NODE_POOL_FACTS, lambda _extractor, body: node_pool_facts(body)),),
     optional=True,
     wanted_by=_reads_karpenter,
 )
@@ -188,9 +266,7 @@ NODE_CLAIM = WatchedKind(
     label="nodeclaim",
     resource=NODE_CLAIMS,
     per_plugin_namespace=False,
-    upsert=lambda index, extractor, body: index.put_node_claim(node_claim_facts(body, _fabric_resources(extractor))),
-    delete=lambda index, body: index.remove_node_claim(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_node_claims(keys),
+    facets=(Facet(NODE_CLAIM_FACTS, lambda extractor, body: node_claim_facts(body, _fabric_resources(extractor))),),
     optional=True,
     wanted_by=_reads_karpenter,
 )
@@ -198,9 +274,7 @@ EC2_NODE_CLASS = WatchedKind(
     label="ec2nodeclass",
     resource=EC2_NODE_CLASSES,
     per_plugin_namespace=False,
-    upsert=lambda index, _extractor, body: index.put_node_class(node_class_facts(body)),
-    delete=lambda index, body: index.remove_node_class(_namespace_and_name(body)[1]),
-    retain=lambda index, _scope, keys: index.retain_node_classes(keys),
+    facets=(Facet(NODE_CLASS_FACTS, lambda _extractor, body: node_class_facts(body)),),
     optional=True,
     wanted_by=_reads_karpenter,
 )
@@ -215,8 +289,10 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     EC2_NODE_CLASS,
 )
 BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}
+# By the label the metrics, /healthz and ``FactStore.stale_kinds`` name a kind with.
+BY_LABEL: dict[str, WatchedKind] = {watched.label: watched for watched in WATCHED_KINDS}
 
 
-def kinds_for(config: Config) -> tuple[WatchedKind, ...]:
+def kinds_for(config: Config, rows: Sequence[WatchedKind] = WATCHED_KINDS) -> tuple[WatchedKind, ...]:
     """The kinds a config needs watched."""
-    return tuple(watched for watched in WATCHED_KINDS if watched.wanted_by(config))
+    return tuple(watched for watched in rows if watched.wanted_by(config))

@@ -26,6 +26,12 @@ def path_segment(text: str) -> str:
     return quote(text, safe="")
 
 
+# Objects per LIST page unless a watched kind says otherwise (``kinds.WatchedKind.page_size``):
+# ~3-5 MB of JSON per page of realistic Nodes, the largest objects listed. The one default of
+# every paginated LIST the project makes, ``KubeClient.list_pages`` included.
+DEFAULT_PAGE_SIZE = 250
+
+
 @dataclass(frozen=True, slots=True)
 class ApiResource:
     group: str  # "" for the core group

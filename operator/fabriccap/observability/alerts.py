@@ -187,8 +187,9 @@ ALERTS: tuple[AlertRule, ...] = (
         summary="The fabriccap operator {{ $labels.instance }} is working from stale data.",
         description=(
             "The fabriccap operator {{ $labels.instance }} (job {{ $labels.job }}) has gone"
-            " {{ $value | humanizeDuration }} without fresh data: its watches have not heard from the API"
-            " server for over @{watch_stale_after}s, or it has not evaluated its pools for over"
+            " {{ $value | humanizeDuration }} without fresh data: its watches have made no progress (no"
+            " completed LIST, no event or bookmark that advanced their resourceVersion) for over"
+            " @{watch_stale_after}s, or it has not evaluated its pools for over"
             " @{stale_after}s. It is up, but cut off from the API server or stuck, so FabricCapability status"
             " may no longer describe the nodes (fabriccap_pool_ready reads 0 meanwhile)."
         ),

@@ -58,7 +58,7 @@ class Query:
 @dataclass(frozen=True)
 class Panel:
     title: str
-    kind: str  # Grafana panel type
+    panel_type: str  # Grafana's: table, stat, timeseries
     queries: tuple[Query, ...]
     width: int
     height: int = 8
@@ -329,7 +329,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     options = dict(panel.options)
     result: dict[str, Any] = {
         "id": panel_id,
-        "type": panel.kind,
+        "type": panel.panel_type,
         "title": panel.title,
         "description": panel.description,
         "datasource": DATASOURCE,
@@ -341,7 +341,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         },
         "options": options,
     }
-    if panel.kind == "table" and len(panel.queries) > 1:
+    if panel.panel_type == "table" and len(panel.queries) > 1:
         # Several instant queries become one row per pool: join on the labels, drop the noise.
         result["transformations"] = [
             {"id": "merge", "options": {}},
@@ -359,7 +359,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
                 },
             },
         ]
-    elif panel.kind == "table":
+    elif panel.panel_type == "table":
         result["transformations"] = [
             {
                 "id": "organize",

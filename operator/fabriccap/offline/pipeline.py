@@ -33,7 +33,7 @@ async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None, c
         for watched in kinds_for(extractor.config):
             for _scope, path in watched.paths(extractor.config):
                 try:
-                    bodies = [body async for body in client.list_items(path)]
+                    bodies = [body async for body in client.list_items(path, watched.page_size)]
                 except KubeError as error:
                     if error.status == 404 and watched.optional:
                         # ResourceSlices before Kubernetes 1.34: device plugins only, as the operator.

@@ -19,11 +19,11 @@ from typing import IO, Any
 import yaml
 
 from fabriccap.core.documents import RefusedDocumentError, load_yaml_documents, lone_surrogate_at, may_hold_surrogates
-from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, object_name
+from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import learn_from_object
 from fabriccap.inputfile import InputFileError, read_input_file, shown_path
-from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.kinds import BY_KIND, WatchedKind, namespace_and_name, object_key
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +97,15 @@ def _objects(document: Any, source: str) -> Iterator[Mapping[str, Any]]:
     if not isinstance(document, Mapping) or not isinstance(document.get("kind"), str):
         raise SnapshotError(f"{source}: not a Kubernetes object or v1 List (no 'kind' field)")
     kind = document["kind"]
-    if kind == "List" or (kind.endswith("List") and "items" in document):
+    # "List" (kubectl's v1 List, items of any kind) or "NodeList" (the API's, items of one kind).
+    element_kind = kind.removesuffix("List")
+    if element_kind != kind and (not element_kind or "items" in document):
         items = document.get("items")
         if items is None:
             return
         if not isinstance(items, list):
             raise SnapshotError(f"{source}: {kind}.items is not a list")
-        implied_kind = kind.removesuffix("List") if kind != "List" else None
+        implied_kind = element_kind or None
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise SnapshotError(f"{source}: items[{index}] is not an object")
@@ -145,15 +147,17 @@ def add_bodies(
     bodies: Iterable[Mapping[str, Any]],
     source: str,
     strict_quantities: bool = True,
+    kinds: Mapping[str, WatchedKind] = BY_KIND,
 ) -> None:
     """Index the bodies of the watched kinds; a repeated object counts once (the last wins).
 
     A quantity out of range counts as 0 (the node fails its pool closed, as in the operator).
     One that is not a quantity at all never comes from an API server: in a snapshot
-    (``strict_quantities``) that is an input error naming the node and the field.
+    (``strict_quantities``) that is an input error naming the object and the field (the
+    row's problems that carry an ``input_error``).
     """
     for body in bodies:
-        watched = BY_KIND.get(str(body.get("kind")))
+        watched = kinds.get(str(body.get("kind")))
         if watched is None:
             # A Job, JobSet or claim template in the snapshot tells whose a pod is, or what it claims.
             learn_from_object(facts, body, extractor.on_refused)
@@ -161,41 +165,38 @@ def add_bodies(
         if not watched.wanted_by(extractor.config):
             continue  # as the operator, which does not watch it (Karpenter's kinds, turned off)
         try:
-            watched.upsert(facts, extractor, body)
+            held = watched.upsert(facts, extractor, body)
         except IgnoredObjectError as error:
             logger.warning("%s: ignoring %s", source, error)
             continue
         except FactsError as error:
             raise SnapshotError(f"{source}: {error}") from None
-        if strict_quantities and watched.kind == "ResourceSlice":
-            name = object_name((body.get("metadata") or {}).get("name"))
-            problem = facts.slices[name].problem if name in facts.slices else None
-            if problem:
-                raise SnapshotError(f"{source}: {problem}")
-        if strict_quantities and watched.kind == "Node":
-            name = object_name((body.get("metadata") or {}).get("name"))
-            for entry in facts.nodes[name].unusable:
-                if entry.malformed:
-                    raise SnapshotError(f"{source}: Node {name}: {entry.problem}")
+        if strict_quantities:
+            for problem in watched.problems(held):
+                if problem.input_error:
+                    raise SnapshotError(f"{source}: {problem.input_error}")
 
 
-def _check_identity(body: Mapping[str, Any], source: str, seen_nodes: dict[str, str]) -> None:
-    """What an API server guarantees and a hand-made snapshot may not: one Node per name, and
-    the API version the kind is read in."""
-    watched = BY_KIND.get(str(body.get("kind")))
+def _check_identity(
+    body: Mapping[str, Any], source: str, seen: dict[tuple[str, str], str], kinds: Mapping[str, WatchedKind]
+) -> None:
+    """What an API server guarantees and a hand-made snapshot may not: one object per name
+    where the row says so (Nodes), and the API version the kind is read in."""
+    watched = kinds.get(str(body.get("kind")))
     if watched is None:
         return
-    name = str((body.get("metadata") or {}).get("name", "")) if isinstance(body.get("metadata"), Mapping) else ""
+    _namespace, name = namespace_and_name(body)
     api_version = body.get("apiVersion")
     if api_version is not None and api_version != watched.resource.api_version:
         raise SnapshotError(
             f"{source}: {watched.kind} {name}: apiVersion {api_version!r} is not {watched.resource.api_version}"
         )
-    if watched.kind == "Node" and name:
-        if name in seen_nodes:
-            where = "earlier in it" if seen_nodes[name] == source else f"in {seen_nodes[name]}"
-            raise SnapshotError(f"{source}: Node {name} appears twice (also {where})")
-        seen_nodes[name] = source
+    if watched.unique_in_snapshots and name:
+        key = (watched.kind, object_key(body))
+        if key in seen:
+            where = "earlier in it" if seen[key] == source else f"in {seen[key]}"
+            raise SnapshotError(f"{source}: {watched.kind} {name} appears twice (also {where})")
+        seen[key] = source
 
 
 def load_snapshots(
@@ -203,15 +204,16 @@ def load_snapshots(
     extractor: FactsExtractor,
     stdin: IO[bytes] | IO[str] | None = None,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+    kinds: Mapping[str, WatchedKind] = BY_KIND,
 ) -> FactIndex:
     facts = FactIndex()
-    seen_nodes: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for path in paths:
         source = _source(path)
         text = read_source(path, stdin, max_input_bytes)
         for document in _documents(text, source):
             bodies = list(_objects(document, source))
             for body in bodies:
-                _check_identity(body, source, seen_nodes)
-            add_bodies(facts, extractor, bodies, source)
+                _check_identity(body, source, seen, kinds)
+            add_bodies(facts, extractor, bodies, source, kinds=kinds)
     return facts

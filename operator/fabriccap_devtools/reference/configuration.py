@@ -65,13 +65,13 @@ def schema_type(schema: dict[str, Any], definitions: dict[str, Any]) -> str:
         options = [option for option in schema["anyOf"] if option.get("type") != "null"]
         words = [schema_type(option, definitions) for option in options]
         return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
-    kind = schema.get("type")
-    if kind == "array":
+    json_type = schema.get("type")
+    if json_type == "array":
         return "list of " + schema_type(schema.get("items", {}), definitions)
-    if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+    if json_type == "object" and isinstance(schema.get("additionalProperties"), dict):
         return "map of string to " + schema_type(schema["additionalProperties"], definitions)
     return {"integer": "integer", "number": "number", "string": "string", "boolean": "boolean"}.get(
-        str(kind), str(kind or "any")
+        str(json_type), str(json_type or "any")
     )
 
 

@@ -29,15 +29,15 @@ def load_crd(path: Path) -> dict[str, Any]:
 
 def type_name(schema: dict[str, Any]) -> str:
     """A schema's type as kubectl explain spells it: ``<[]Object>``, ``<map[string]string>``."""
-    kind = schema.get("type", "")
-    if kind == "array":
+    json_type = schema.get("type", "")
+    if json_type == "array":
         return "[]" + type_name(schema.get("items", {}))
-    if kind == "object":
+    if json_type == "object":
         values = schema.get("additionalProperties")
         if isinstance(values, dict) and "properties" not in schema:
             return f"map[string]{type_name(values)}"
         return "Object"
-    return str(kind) or "any"
+    return str(json_type) or "any"
 
 
 def constraints(schema: dict[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ from fabriccap.controller.publisher import ROUTINE_WRITES, Publisher, is_routine
 from fabriccap.controller.store import FactStore
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import NODE_FACTS
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap_devtools.world import workload_pod
@@ -53,7 +54,7 @@ class Setup:
             BY_KIND[str(body["kind"])].upsert(self.store, self.extractor, body)
 
     def remove_node(self, name: str) -> None:
-        self.store.remove_node(name)
+        self.store.remove(NODE_FACTS, name)
 
     def writes(self) -> float:
         return sum(

@@ -12,6 +12,7 @@ from fabriccap.core.facts import (
     Pool,
     WorkloadPodFacts,
 )
+from fabriccap.core.index import DAEMON_SET_FACTS, NODE_FACTS, PLUGIN_POD_FACTS, WORKLOAD_POD_FACTS
 from fabriccap_devtools import world
 from support.configs import default_config
 
@@ -30,8 +31,8 @@ def pod(name: str, node_name: str | None, ready: bool = True) -> PodFacts:
 
 def settled() -> FactStore:
     store = FactStore()
-    store.put_node(node("a"))
-    store.put_node(node("b", INFER))
+    store.put(NODE_FACTS, node("a"))
+    store.put(NODE_FACTS, node("b", INFER))
     store.take_dirty()
     return store
 
@@ -45,20 +46,20 @@ def test_the_first_look_evaluates_everything() -> None:
 
 def test_an_unchanged_node_marks_nothing() -> None:
     store = settled()
-    assert store.put_node(node("a")) is False
+    assert store.put(NODE_FACTS, node("a")) is False
     assert store.changed.is_set() is False
     assert store.take_dirty() == (False, set())
 
 
 def test_a_changed_count_marks_only_its_pool() -> None:
     store = settled()
-    assert store.put_node(node("a", efa=16)) is True
+    assert store.put(NODE_FACTS, node("a", efa=16)) is True
     assert store.take_dirty() == (False, {TRAIN})
 
 
 def test_moving_a_node_marks_both_pools_and_moves_membership() -> None:
     store = settled()
-    store.put_node(node("a", INFER))
+    store.put(NODE_FACTS, node("a", INFER))
     assert store.take_dirty() == (False, {TRAIN, INFER})
     assert TRAIN not in store.pool_members
     assert {n.name for n in store.members(INFER)} == {"a", "b"}
@@ -66,43 +67,43 @@ def test_moving_a_node_marks_both_pools_and_moves_membership() -> None:
 
 def test_unpooled_nodes_are_tracked_and_wake_the_publisher() -> None:
     store = settled()
-    store.put_node(node("a", None))
+    store.put(NODE_FACTS, node("a", None))
     assert store.unpooled == {"a"}
     assert store.changed.is_set()
     assert store.take_dirty() == (False, {TRAIN})
-    store.remove_node("a")
+    store.remove(NODE_FACTS, "a")
     assert store.unpooled == set()
     assert store.changed.is_set()
 
 
 def test_a_plugin_pod_marks_the_pool_of_its_node() -> None:
     store = settled()
-    store.put_pod(pod("p", "b"))
+    store.put(PLUGIN_POD_FACTS, pod("p", "b"))
     assert store.take_dirty() == (False, {INFER})
-    store.put_pod(pod("p", "b", ready=False))
+    store.put(PLUGIN_POD_FACTS, pod("p", "b", ready=False))
     assert store.take_dirty() == (False, {INFER})
-    store.put_pod(pod("p", "a", ready=False))  # rebound: both nodes' pools
+    store.put(PLUGIN_POD_FACTS, pod("p", "a", ready=False))  # rebound: both nodes' pools
     assert store.take_dirty() == (False, {INFER, TRAIN})
-    store.remove_pod("kube-system", "p")
+    store.remove(PLUGIN_POD_FACTS, ("kube-system", "p"))
     assert store.take_dirty() == (False, {TRAIN})
 
 
 def test_a_daemon_set_change_marks_everything() -> None:
     store = settled()
-    store.put_daemon_set(DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ()))
+    store.put(DAEMON_SET_FACTS, DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ()))
     assert store.take_dirty()[0] is True
-    assert store.put_daemon_set(DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ())) is False
+    assert store.put(DAEMON_SET_FACTS, DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ())) is False
 
 
 def test_a_fresh_list_forgets_what_it_no_longer_has() -> None:
     store = settled()
-    store.put_pod(pod("p", "a"))
-    store.put_pod(pod("q", "b"))
-    store.put_daemon_set(DaemonSetFacts("kube-system", "plugin", ()))
+    store.put(PLUGIN_POD_FACTS, pod("p", "a"))
+    store.put(PLUGIN_POD_FACTS, pod("q", "b"))
+    store.put(DAEMON_SET_FACTS, DaemonSetFacts("kube-system", "plugin", ()))
     store.take_dirty()
-    store.retain_nodes({"b"})
-    store.retain_pods("kube-system", {"kube-system/q"})
-    store.retain_daemon_sets("kube-system", set())
+    store.retain(NODE_FACTS, None, {"b"})
+    store.retain(PLUGIN_POD_FACTS, "kube-system", {"kube-system/q"})
+    store.retain(DAEMON_SET_FACTS, "kube-system", set())
     assert set(store.nodes) == {"b"}
     assert set(store.pods) == {("kube-system", "q")}
     assert store.daemon_sets == {}
@@ -123,8 +124,8 @@ def workload(name: str, node_name: str | None, owner: str) -> WorkloadPodFacts:
 
 def test_an_owner_read_marks_only_the_pools_of_its_pods() -> None:
     store = settled()
-    store.put_workload_pod(workload("w-0", "a", owner="train-job"))
-    store.put_workload_pod(workload("w-1", "b", owner="infer-job"))
+    store.put(WORKLOAD_POD_FACTS, workload("w-0", "a", owner="train-job"))
+    store.put(WORKLOAD_POD_FACTS, workload("w-1", "b", owner="infer-job"))
     store.take_dirty()
     jobset = ObjectRef("jobset.x-k8s.io/v1alpha2", "JobSet", "ml", "bert")
     assert store.learn_owner(("Job", "ml", "train-job"), jobset) is True
@@ -141,7 +142,7 @@ def test_an_owner_read_marks_only_the_pools_of_its_pods() -> None:
 
 def test_an_owner_read_for_a_pending_pod_wakes_the_loop_without_a_pool() -> None:
     store = settled()
-    store.put_workload_pod(workload("w-0", None, owner="waiting-job"))
+    store.put(WORKLOAD_POD_FACTS, workload("w-0", None, owner="waiting-job"))
     store.take_dirty()
     store.learn_owner(("Job", "ml", "waiting-job"), None)
     assert store.changed.is_set() is True
@@ -150,8 +151,8 @@ def test_an_owner_read_for_a_pending_pod_wakes_the_loop_without_a_pool() -> None
 
 def test_a_deleted_pod_is_forgotten_by_its_owner() -> None:
     store = settled()
-    store.put_workload_pod(workload("w-0", "a", owner="train-job"))
-    store.remove_workload_pod("ml", "w-0")
+    store.put(WORKLOAD_POD_FACTS, workload("w-0", "a", owner="train-job"))
+    store.remove(WORKLOAD_POD_FACTS, ("ml", "w-0"))
     assert store.owner_pods == {}
     store.take_dirty()
     store.learn_owner(("Job", "ml", "train-job"), None)

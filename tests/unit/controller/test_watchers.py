@@ -7,19 +7,14 @@ import json
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from fabriccap.controller import informers as watchers
-from fabriccap.controller.informers import Freshness, Informer, build_informers
-from fabriccap.controller.metrics import OperatorMetrics
-from fabriccap.controller.store import FactStore
-from fabriccap.core.config import Config
-from fabriccap.core.facts import DaemonSetFacts, FactsExtractor, PodFacts, Pool
+from fabriccap.controller.freshness import Freshness
+from fabriccap.controller.informers import Informer
+from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
@@ -28,7 +23,6 @@ from support.builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod,
 from support.configs import build_config
 from support.fakeapi import (
     WAIT_SECONDS,
-    Body,
     FakeApi,
     WatchResponse,
     bookmark,
@@ -38,74 +32,10 @@ from support.fakeapi import (
     fake_api,
     recorded_sleeps,
 )
+from support.informing import ALL_PODS, DAEMON_SETS, NODES, PODS, RESOURCE_SLICES, Operator, node_events, operator
 
-NODES = "/api/v1/nodes"
-PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
-DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
-RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
 EC2_NODE_CLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
-ALL_PODS = "/api/v1/pods"
-
-
-def node_events(metrics: OperatorMetrics) -> float:
-    value = metrics.registry.get_sample_value("fabriccap_watch_events_total", {"kind": "node"})
-    assert value is not None
-    return float(value)
-
-
-@dataclass
-class Operator:
-    api: FakeApi
-    client: KubeClient
-    store: FactStore
-    metrics: OperatorMetrics
-    informers: list[Informer]
-
-    @property
-    def nodes(self) -> Informer:
-        return self.informers[0]
-
-    def efa(self) -> dict[str, int]:
-        return {name: facts.allocatable_of(EFA) for name, facts in self.store.nodes.items()}
-
-
-@asynccontextmanager
-async def operator(
-    nodes: Sequence[Body] = (),
-    resource_version: str = "100",
-    setup: Callable[[FakeApi], None] | None = None,
-    slices: Sequence[Body] | None = (),
-    config: Config | None = None,
-) -> AsyncIterator[Operator]:
-    """The fake API serving ``nodes`` (and ``slices``; None: an API server before 1.34, which
-    has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it."""
-    async with fake_api() as (api, client):
-        api.serve(NODES, "Node", nodes, resource_version)
-        # The plugin namespace's collections exist, empty, unless the test serves them.
-        api.serve(DAEMON_SETS, "DaemonSet", [], "1")
-        api.serve(PODS, "Pod", [], "1")
-        api.serve(ALL_PODS, "Pod", [], "1")
-        if slices is not None:
-            api.serve(RESOURCE_SLICES, "ResourceSlice", slices, "50")
-        if setup is not None:
-            setup(api)
-        store, metrics = FactStore(), OperatorMetrics()
-        # Pods are watched in the plugin namespace unless a test turns workloads on; Karpenter's
-        # kinds only where a test turns them on (their own test below).
-        extractor = FactsExtractor(
-            config or build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
-        )
-        informers = build_informers(client, store, extractor, metrics)
-        tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
-        try:
-            yield Operator(api, client, store, metrics, informers)
-            crashed = [task for task in tasks if task.done()]
-            assert not crashed, f"informer ended: {[task.exception() for task in crashed]}"
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.fixture(autouse=True)
@@ -381,7 +311,9 @@ async def test_watch_events_metric_counts_items_and_events_not_bookmarks() -> No
         await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
         assert op.api.watches(NODES)[1]["resourceVersion"] == "106"
         assert node_events(op.metrics) == 5
-        pod_events = op.metrics.registry.get_sample_value("fabriccap_watch_events_total", {"kind": "pod"})
+        pod_events = op.metrics.registry.get_sample_value(
+            "fabriccap_watch_events_total", {"kind": "pod", "result": "applied"}
+        )
         assert pod_events == 0
 
 

@@ -18,6 +18,7 @@ from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor
+from fabriccap.core.index import WORKLOAD_POD_FACTS
 from fabriccap.core.workloads import LookupKey
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.lookups import lookup_path
@@ -183,7 +184,7 @@ async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:
         (event,) = setup.events()
         assert (event["reason"], event["involvedObject"]["kind"]) == ("FabricUnschedulable", "PyTorchJob")
         assert event["message"].endswith("no pool has vpc.amazonaws.com/efa Ready with 64 or more per node")
-        setup.store.remove_workload_pod("ml", "big-worker-0")
+        setup.store.remove(WORKLOAD_POD_FACTS, ("ml", "big-worker-0"))
         await setup.round()
         gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
         assert gauge == 0.0

@@ -9,7 +9,15 @@ import pytest
 
 from fabriccap.configfile import load_config
 from fabriccap.core import config as core_config
-from fabriccap.core.config import DEFAULT_POOL_LABELS, Config, ConfigError
+from fabriccap.core.config import (
+    DEFAULT_POOL_LABELS,
+    OLD_FIELD_NAMES,
+    Config,
+    ConfigError,
+    FabricProfile,
+    OldFieldName,
+    config_input_schema,
+)
 from support.configs import build_config, default_config
 
 
@@ -237,7 +245,7 @@ def test_custom_fabric_and_pool_labels() -> None:
                 ]
             },
             "fabrics.0.devicePlugin",
-            "give namespaces or namespace, not both",
+            "give namespaces or its old name namespace, not both",
         ),
         (
             {"fabrics": [{"name": "efa", "devicePlugin": {"daemonSetNames": ["Not/Valid"]}}]},
@@ -372,3 +380,27 @@ def test_old_names_merge_onto_the_builtin_profile() -> None:
     assert efa.target_nodes.accelerator_resources == ("nvidia.com/gpu",)
     assert efa.target_nodes.accelerator_labels == ("nvidia.com/gpu.present=true",)  # kept from the built-in
     assert efa.device_plugin.namespaces == ("x",)
+
+
+@pytest.mark.parametrize("rename", OLD_FIELD_NAMES, ids=lambda rename: f"{rename.model.__name__}.{rename.old}")
+def test_each_old_field_name_is_one_row_every_reader_follows(rename: OldFieldName) -> None:
+    """The validator, the merge onto a built-in profile and the JSON Schema all read the one
+    table (the reference is generated from it too, tests/devtools/test_reference.py)."""
+    (field,) = [info.alias for info in FabricProfile.model_fields.values() if info.annotation is rename.model]
+    assert field is not None
+    value: Any = "efa-system" if rename.single_item else ["x.io/y=true" if "Labels" in rename.new else "x.io/y"]
+    expected = [value] if rename.single_item else value
+    (efa,) = build_config({"fabrics": [{"name": "efa", field: {rename.old: value}}]}).fabrics
+    # Read as the new name, and it replaces the built-in profile's value instead of merging.
+    assert efa.model_dump(by_alias=True, mode="json")[field][rename.new] == expected
+    with pytest.raises(ConfigError, match=f"give {rename.new} or its old name {rename.old}, not both"):
+        build_config({"fabrics": [{"name": "efa", field: {rename.old: value, rename.new: expected}}]})
+    definition = config_input_schema()["$defs"][rename.model.__name__]
+    old_schema = definition["properties"][rename.old]
+    new_schema = definition["properties"][rename.new]
+    assert old_schema["deprecated"] is True
+    # The old name is checked as the new one is (patterns included), one item of it for a shorthand.
+    shape = new_schema["items"] if rename.single_item else new_schema
+    checks = {key: value for key, value in shape.items() if key not in ("default", "description")}
+    assert {key: old_schema[key] for key in checks} == checks
+    assert {"not": {"required": [rename.old, rename.new]}} in definition["allOf"]

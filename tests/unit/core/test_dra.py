@@ -16,7 +16,7 @@ import pytest
 from fabriccap.cli import commands as cli
 from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
-from fabriccap.core.index import FactIndex
+from fabriccap.core.index import SLICE_FACTS, FactIndex
 from support.builders import (
     EFA,
     daemon_set,
@@ -202,11 +202,11 @@ def test_a_slice_moving_to_another_node_leaves_the_first() -> None:
     index = index_of(resource_slice("n1", efa=8, name="s"))
     moved = EXTRACTOR.resource_slice(resource_slice("n2", efa=8, name="s"))
     assert moved is not None
-    index.put_slice(moved)
+    index.put(SLICE_FACTS, moved)
     assert index.dra_devices("n1", "efa", ("dra.net",)).count == 0
     assert index.dra_devices("n2", "efa", ("dra.net",)).count == 8
     assert index.node_slices == {"n2": {"s"}}
-    assert index.remove_slice("s") and index.node_slices == {}
+    assert index.remove(SLICE_FACTS, "s") and index.node_slices == {}
 
 
 # --- Evaluation ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from fabriccap.core import evaluate as evaluation_module
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.explain import explain_capability
 from fabriccap.core.facts import FactsExtractor, Pool
+from fabriccap.core.index import NODE_FACTS
 from fabriccap.core.karpenter_facts import node_pool_facts
 from fabriccap.core.launchable import judge_node_pool
 from fabriccap_devtools.world import (
@@ -278,7 +279,9 @@ def test_a_nodepool_is_judged_again_only_when_what_it_is_judged_from_changes(mon
     pool = Pool("karpenter.sh/nodepool", "gpu")
     first = evaluate(config, facts, [pool], memo=memo)
     # An unrelated node comes: the NodePool is evaluated again, not judged again.
-    facts.put_node(FactsExtractor(config).node(node("cpu1", pool="gpu", pool_key="karpenter.sh/nodepool", gpu=None)))
+    facts.put(
+        NODE_FACTS, FactsExtractor(config).node(node("cpu1", pool="gpu", pool_key="karpenter.sh/nodepool", gpu=None))
+    )
     evaluate(config, facts, [pool], memo=memo)
     assert calls == ["gpu"]
     narrower = node_pool("gpu", [{"key": TYPE, "operator": "In", "values": ["p5.48xlarge"]}], generation=2)

@@ -7,7 +7,7 @@ from typing import Any
 
 from fabriccap.core.config import default_config
 from fabriccap.core.facts import ClaimRef, FactsExtractor, ObjectRef
-from fabriccap.core.index import FactIndex, OwnerKey
+from fabriccap.core.index import WORKLOAD_POD_FACTS, FactIndex, OwnerKey
 from fabriccap_devtools.world import owner_reference, workload_pod
 
 
@@ -23,7 +23,7 @@ class RecordingIndex(FactIndex):
 def put(index: FactIndex, body: dict[str, Any]) -> None:
     facts = FactsExtractor(default_config()).workload_pod(body)
     assert facts is not None
-    index.put_workload_pod(facts)
+    index.put(WORKLOAD_POD_FACTS, facts)
 
 
 def job_pod(name: str, job: str, **kwargs: Any) -> dict[str, Any]:
@@ -41,14 +41,14 @@ def test_an_owner_chain_is_forgotten_with_its_last_pod() -> None:
     index.learn_owner(("Job", "ml", "j1"), ref("JobSet", "s"))
     index.learn_owner(("Job", "ml", "j2"), ref("JobSet", "s"))
     index.learn_owner(("JobSet", "ml", "s"), ref("TrainJob", "t"))
-    index.remove_workload_pod("ml", "a")
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
     # j2 still leads to the JobSet and the TrainJob: only j1 goes.
     assert set(index.owner_parents) == {("Job", "ml", "j2"), ("JobSet", "ml", "s")}
     assert index.owner_children == {
         ("JobSet", "ml", "s"): {("Job", "ml", "j2")},
         ("TrainJob", "ml", "t"): {("JobSet", "ml", "s")},
     }
-    index.remove_workload_pod("ml", "b")
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "b"))
     assert (index.owner_parents, index.owner_children, index.owner_pods) == ({}, {}, {})
     assert ("TrainJob", "ml", "t") in index.released
 
@@ -68,7 +68,7 @@ def test_owners_that_own_each_other_are_forgotten_too() -> None:
     put(index, job_pod("a", "j1"))
     index.learn_owner(("Job", "ml", "j1"), ref("Job", "j2"))
     index.learn_owner(("Job", "ml", "j2"), ref("Job", "j1"))  # a loop (H1)
-    index.remove_workload_pod("ml", "a")
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
     assert (index.owner_parents, index.owner_children) == ({}, {})
 
 
@@ -79,9 +79,9 @@ def test_a_claims_device_classes_go_with_its_last_pod() -> None:
     put(index, job_pod("b", "j1", claims=claims))
     claim = ClaimRef("ResourceClaimTemplate", "ml", "gpus")
     index.learn_claim(claim, frozenset({"gpu.nvidia.com"}))
-    index.remove_workload_pod("ml", "a")
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
     assert claim in index.claim_classes and index.claim_referenced(claim)
-    index.remove_workload_pod("ml", "b")
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "b"))
     assert index.claim_classes == {} and not index.claim_referenced(claim)
 
 

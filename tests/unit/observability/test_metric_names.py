@@ -67,7 +67,7 @@ def exposed() -> list[tuple[str, dict[str, str], float]]:
     _feed(metrics, _mixed_pool())
     metrics.evaluations.inc(2)
     metrics.evaluation_duration.observe(0.003)
-    metrics.watch_events.labels(kind="node").inc()
+    metrics.watch_events.labels(kind="node", result="applied").inc()
     metrics.status_writes.labels(result="updated").inc()
     metrics.last_evaluation.set(1_700_000_000)
     metrics.watch_last_event.labels(kind="node").set(1_700_000_000)

@@ -1,0 +1,346 @@
+"""Watch faults against the fake API server (round 3's L4-L11): a bad line never ends the
+informer, and the view's freshness is earned by progress, never by a watch being accepted.
+
+The same cases run end to end, through the fault-injecting proxy and a real API server, in
+tests/e2e/test_watch_faults.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+
+import pytest
+
+from fabriccap.controller import informers as watchers
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import Credentials
+from fabriccap.kube.errors import WatchLineError
+from support.builders import NODEGROUP, node
+from support.fakeapi import (
+    WAIT_SECONDS,
+    FakeApi,
+    WatchResponse,
+    bookmark,
+    event,
+    eventually,
+    fake_api,
+    recorded_sleeps,
+)
+from support.informing import NODES, PODS, node_events, operator
+
+
+@pytest.fixture(autouse=True)
+def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    return recorded_sleeps(monkeypatch, watchers)
+
+
+def _line(document: object) -> bytes:
+    return json.dumps(document).encode()
+
+
+def _phantom_pod() -> dict[str, object]:
+    """L6: a Pod, labelled like a p5 node, inside the nodes watch."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "phantom-from-a-pod-event",
+            "namespace": "default",
+            "resourceVersion": "102",
+            "labels": {NODEGROUP: "p5", "node.kubernetes.io/instance-type": "p5.48xlarge"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+def _without_version(body: dict[str, object]) -> dict[str, object]:
+    metadata = dict(body["metadata"])  # type: ignore[call-overload]
+    metadata.pop("resourceVersion", None)
+    return {**body, "metadata": metadata}
+
+
+# Each line a proxy or a broken server could put in the nodes watch, and the cause it is
+# rejected for (the name is shown when the line has one).
+BAD_LINES = [
+    pytest.param(b"[]", "not an object", "", id="json-array"),
+    pytest.param(b'"x"', "not an object", "", id="json-string"),
+    pytest.param(b"42", "not an object", "", id="json-number"),
+    pytest.param(_line({"type": "ADDED", "object": "str"}), "object is not an object", "", id="object-is-string"),
+    pytest.param(
+        _line({"type": "ADDED", "object": {"kind": "Node", "metadata": ["n9"]}}),
+        "metadata is not a map",
+        "",
+        id="metadata-is-list",
+    ),
+    pytest.param(
+        _line({"type": "ADDED", "object": _phantom_pod()}),
+        "wrong kind",
+        "'phantom-from-a-pod-event'",
+        id="pod-in-the-nodes-watch",
+    ),
+    pytest.param(b"\x00\xff{{ garbage }}", "undecodable line", "", id="garbage-bytes"),
+    pytest.param(_line({"type": "EXPLODED", "object": {}}), "unknown event type", "", id="unknown-type"),
+    pytest.param(_line({"object": {}}), "unknown event type", "", id="no-type"),
+    pytest.param(
+        _line({"type": "ADDED", "object": _without_version(node("n9"))}),
+        "no resourceVersion",
+        "'n9'",
+        id="no-resource-version",
+    ),
+    pytest.param(
+        _line({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "99999999999"}}}),
+        "implausible resourceVersion",
+        "",
+        id="bookmark-from-the-future",
+    ),
+    pytest.param(
+        _line(event("MODIFIED", node("n1", efa=0), "99999999999")),
+        "implausible resourceVersion",
+        "",
+        id="event-from-the-future",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "cause", "name"), BAD_LINES)
+async def test_a_bad_line_is_rejected_once_and_the_watch_resumes_from_the_last_good_version(
+    line: bytes, cause: str, name: str, backoffs: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    good = _line(event("ADDED", node("n2", efa=2), "101"))
+
+    def setup(api: FakeApi) -> None:
+        # The first stream: a good event, then the bad line (the stream stays open after it).
+        api.script(NODES, WatchResponse(chunks=[good + b"\n" + line + b"\n"], close=False))
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch resumed after the bad line")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "101"  # the last good version
+        # The operator is still there, and the next real change reaches the facts.
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=8), "102"))
+        await eventually(lambda: op.efa().get("n1") == 8, "the next real change")
+        assert op.efa() == {"n1": 8, "n2": 2}  # nothing of the bad line was taken
+        assert node_events(op.metrics, "rejected") == 1
+        assert node_events(op.metrics, "applied") == 3  # the listed node and two events
+        assert len(op.api.lists(NODES)) == 1  # resumed, not listed again
+        assert backoffs == [1.0]
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(said) == 1, said
+        assert said[0].startswith(f"watch of {NODES}: rejected a line ({cause}")
+        assert said[0].endswith(
+            'resuming from resourceVersion 101 (said once per cause; fabriccap_watch_events_total{kind="node",'
+            'result="rejected"} counts them)'
+        )
+        if name:
+            assert f"object {name}" in said[0]
+
+
+async def test_each_cause_is_said_once_however_often_it_comes(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.informers")
+
+    def setup(api: FakeApi) -> None:
+        api.script(
+            NODES,
+            *(WatchResponse(chunks=[b"[]\n"], close=False) for _ in range(3)),
+            WatchResponse(chunks=[b'"x"\n'], close=False),  # the same cause again
+            WatchResponse(chunks=[_line({"type": "ADDED", "object": "str"}) + b"\n"], close=False),
+        )
+
+    async with operator([node("n1")], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 6, "every scripted stream rejected")
+        assert node_events(op.metrics, "rejected") == 5
+        said = [r.getMessage() for r in caplog.records]
+        assert [message.split("(")[1].split(":")[0] for message in said] == ["not an object", "object is not an object"]
+        assert {query["resourceVersion"] for query in op.api.watches(NODES)} == {"100"}
+
+
+async def test_an_object_that_cannot_be_used_is_left_out_and_the_watch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real event of a bad object: replaying it would bring the same object, so the watch
+    goes on from it; the object is left out (its pool fails closed), counted and said once."""
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
+    nameless = {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": {NODEGROUP: "p5"}}}
+    async with operator([node("n1")]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, event("ADDED", nameless, "101"), event("ADDED", nameless, "102"))
+        await op.api.emit(NODES, event("ADDED", node("n2"), "103"))
+        await eventually(lambda: "n2" in op.store.nodes, "the event after the bad ones")
+        assert node_events(op.metrics, "rejected") == 2
+        assert [r.getMessage() for r in caplog.records] == ["ignoring node: Node without metadata.name"]
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "103"
+
+
+async def test_a_listed_item_that_is_not_an_object_fails_the_list_not_the_informer(backoffs: list[float]) -> None:
+    async with operator([node("n1")]) as op:
+        op.api.collections[NODES].items.append(["not", "an", "object"])  # type: ignore[arg-type]
+        await eventually(lambda: len(op.api.lists(NODES)) >= 2, "the LIST retried")
+        assert not op.nodes.listed.is_set()
+        assert node_events(op.metrics, "rejected") >= 1
+        op.api.collections[NODES].items.pop()
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert set(op.store.nodes) == {"n1"}
+
+
+# --- freshness: earned by progress -----------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_an_accepted_watch_is_not_progress_a_bookmark_that_advances_is() -> None:
+    clock = Clock()
+    async with operator([node("n1")]) as op:
+        op.nodes.clock = clock  # before the informer's first step
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.nodes.last_progress == 1000.0  # the LIST
+        clock.now = 1010.0
+        await op.api.close_stream(NODES)  # the server ends the stream; a new one is accepted
+        await eventually(lambda: len(op.api.streams[NODES]) == 2, "the second stream")
+        await op.api.emit(NODES, bookmark("100"))  # where the view already is: no news
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.streams[NODES]) == 3, "the third stream")
+        assert op.nodes.connected
+        assert op.nodes.last_progress == 1000.0
+        clock.now = 1020.0
+        await op.api.emit(NODES, bookmark("150"))
+        await eventually(lambda: op.nodes.last_progress == 1020.0, "the bookmark that advanced the version")
+        clock.now = 1030.0
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=4), "151"))
+        await eventually(lambda: op.nodes.last_progress == 1030.0, "the event that advanced it")
+
+
+async def test_a_silent_watch_is_replaced_by_a_list_before_the_view_goes_stale(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """L8: the watch is accepted and says nothing; a node loses its EFA meanwhile."""
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], progress_timeout=0.3) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
+        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from a LIST")
+        assert len(op.api.lists(NODES)) >= 2
+        assert (
+            f"watch of {NODES} made no progress for 0s (no event or bookmark advanced its resourceVersion);"
+            " listing again" in caplog.messages
+        )
+        await eventually(lambda: op.api.watches(NODES)[-1]["resourceVersion"] == "200", "a watch from the new LIST")
+
+
+async def test_a_stream_cut_inside_every_event_makes_no_progress(
+    backoffs: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """L9: every stream ends cleanly halfway through its first event."""
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.informers")
+    cut = _line(event("MODIFIED", node("n1", efa=0), "101"))[:60]
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, *(WatchResponse(chunks=[cut], close=True) for _ in range(200)))
+
+    clock = Clock()
+    async with operator([node("n1", efa=32)], setup=setup, progress_timeout=0.3) as op:
+        op.nodes.clock = clock
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: len(op.api.watches(NODES)) >= 3, "streams cut and resumed")
+        assert op.nodes.last_progress == 1000.0  # reconnecting is not progress
+        assert node_events(op.metrics, "rejected") >= 2
+        assert any("rejected a line (truncated line" in message for message in caplog.messages)
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "300")
+        clock.now = 1001.0
+        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from the LIST that replaced the watch")
+        assert op.nodes.last_progress == 1001.0
+
+
+async def test_a_watch_that_cannot_list_either_goes_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The view is as old as its last progress: a silent watch whose LISTs fail too is stale,
+    and so are /healthz, the gauge and pool_ready, which read the same freshness."""
+    recorded_sleeps(monkeypatch, watchers, pause=0.05)
+    async with operator([node("n1")], progress_timeout=0.3, stale_after=0.6) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.store.fresh()
+        op.api.list_failures[NODES] = deque([500] * 10_000)
+        await eventually(lambda: not op.store.fresh("node"), "nodes to go stale")
+        assert set(op.store.stale_kinds()) == {"node"}
+        assert op.store.fresh("pod")
+        op.freshness.export()
+        exported = op.metrics.registry.get_sample_value(
+            "fabriccap_watch_last_event_timestamp_seconds", {"kind": "node"}
+        )
+        assert exported is not None and exported < op.freshness.wall() - 0.6
+        op.api.list_failures[NODES].clear()
+        await eventually(lambda: op.store.fresh(), "listed again")
+
+
+async def test_a_watch_resumed_from_a_version_that_brings_nothing_lists_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """L11 with a version the plausibility rule cannot judge (not a number): the watch resumes
+    from it, the server has nothing past it, and the missing progress brings a LIST."""
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], progress_timeout=0.3) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, bookmark("opaque-bogus"))
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) >= 2, "the watch resumed from the bogus version")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "opaque-bogus"
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "400")
+        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from a LIST")
+        assert any("made no progress" in message for message in caplog.messages)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        WatchResponse(status=504, message="Too large resource version: 999, current: 1"),
+        WatchResponse(
+            events=[
+                {
+                    "type": "ERROR",
+                    "object": {"kind": "Status", "code": 504, "message": "Too large resource version: 999, current: 1"},
+                }
+            ]
+        ),
+    ],
+    ids=["http-504", "error-event"],
+)
+async def test_a_version_the_server_has_not_reached_lists_again(answer: WatchResponse) -> None:
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, answer)
+
+    async with operator([node("n1")], setup=setup) as op:
+        await eventually(lambda: len(op.api.lists(NODES)) == 2, "a LIST after the answer")
+
+
+async def test_the_store_says_which_kinds_are_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one interface the publisher reads: ``FactStore.stale_kinds()`` and ``fresh(kind)``."""
+    recorded_sleeps(monkeypatch, watchers, pause=0.05)
+
+    def setup(api: FakeApi) -> None:
+        api.list_failures[PODS] = deque([500] * 10_000)  # the plugin pods cannot be read
+
+    async with operator([node("n1")], setup=setup, progress_timeout=0.3, stale_after=0.6) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: "pod" in op.store.stale_kinds(), "pods stale")
+        assert op.store.stale_kinds() == {"pod": None}  # never listed
+        assert op.store.fresh("node") and not op.store.fresh("pod") and not op.store.fresh()
+
+
+async def test_a_stream_that_ends_inside_an_event_is_a_rejected_line() -> None:
+    async with fake_api() as (api, _):
+        api.serve(NODES, "Node", [], "1")
+        api.script(NODES, WatchResponse(chunks=[b'{"type": "ADDED", "obj'], close=True))
+        async with KubeClient(Credentials(server=api.url)) as client:
+            with pytest.raises(WatchLineError) as caught:
+                async for _ in client.watch(NODES, "1"):
+                    pass
+        assert caught.value.cause == "truncated line"
