@@ -14,7 +14,8 @@ from setuptools import find_packages, setup
 
 with_devtools = os.environ.get(WITH_DEVTOOLS) == "1"
 packages = ["fabriccap", "fabriccap.*"]
-scripts = ["fabriccap = fabriccap.cli.commands:main"]
+# kubectl-fabriccap: kubectl runs it for `kubectl fabriccap ...` (a kubectl plugin, krew's convention).
+scripts = ["fabriccap = fabriccap.cli.commands:main", "kubectl-fabriccap = fabriccap.cli.commands:kubectl_main"]
 if with_devtools:
     packages += ["fabriccap_devtools", "fabriccap_devtools.*"]
     scripts += ["fabriccap-dev = fabriccap_devtools.cli:main"]

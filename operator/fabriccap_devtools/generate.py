@@ -22,6 +22,7 @@ from fabriccap.observability.chart_schema import values_schema_json
 from fabriccap.observability.generated import to_yaml
 from fabriccap_devtools import reference
 from fabriccap_devtools.checkout import CRD, REPO
+from fabriccap_devtools.reference import workload_kinds as workload_kinds_doc
 
 MONITORING = REPO / "monitoring"
 MANIFESTS = REPO / "manifests"
@@ -120,6 +121,14 @@ def generated_files() -> list[Generated]:
     entries.append(
         Generated(
             reference.REFERENCE / "README.md", reference.index, "operator/fabriccap_devtools/reference/__init__.py"
+        )
+    )
+    # docs/workloads.md is written by hand but for its kinds table, from the one table of kinds.
+    entries.append(
+        Generated(
+            REPO / "docs" / "workloads.md",
+            lambda: workload_kinds_doc.refresh(REPO / "docs" / "workloads.md"),
+            workload_kinds_doc.SOURCE,
         )
     )
     # The README is written by hand; the example output it quotes is refreshed like how-it-decides.md's.

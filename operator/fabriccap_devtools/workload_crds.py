@@ -9,6 +9,14 @@ and the demo install them on the local API server and create workloads of these 
 | TrainJob (trainer.kubeflow.org/v1alpha1) | github.com/kubeflow/trainer/v2 | v2.3.0 |
 | JobSet (jobset.x-k8s.io/v1alpha2), what a TrainJob runs as | sigs.k8s.io/jobset | v0.12.0 (Trainer v2.3.0's) |
 | PyTorchJob, MPIJob (kubeflow.org/v1) | github.com/kubeflow/training-operator | v1.9.2 |
+| LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) | sigs.k8s.io/lws | v0.8.0 |
+| RayJob, RayCluster (ray.io/v1) | github.com/ray-project/kuberay/ray-operator | v1.5.0 |
+
+Two are carried in the repository (``crds/``), each with a header naming its source:
+Volcano's Job CRD (github.com/volcano-sh/volcano tag v1.15.1; the proxy refuses the module
+that holds it), and a marked stand-in for HyperPodPyTorchJob, whose CRD ships only in a
+closed EKS add-on. The proxy serves the exact versions above; it refuses their version lists
+and ``@latest`` (research/workloads REPORT §1).
 """
 
 from __future__ import annotations
@@ -59,12 +67,44 @@ MPIJOB = ReleasedCrd(
     "manifests/base/crds/kubeflow.org_mpijobs.yaml",
     "477375d6759b1e173f3ac546ce8ee59ee3491ccb71cfa1df85243c29640870bf",
 )
+LEADERWORKERSET = ReleasedCrd(
+    "leaderworkersets.leaderworkerset.x-k8s.io",
+    "sigs.k8s.io/lws",
+    "v0.8.0",
+    "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    "ea523e42ff3d4e45a75371c7984bbe8ad5226c26ffa3ade8d28eb67c7cc228b6",
+)
+RAYJOB = ReleasedCrd(
+    "rayjobs.ray.io",
+    "github.com/ray-project/kuberay/ray-operator",
+    "v1.5.0",
+    "config/crd/bases/ray.io_rayjobs.yaml",
+    "a2d8246e4573896ed68d5f439f4de716e220ef15df3832652d8ee68cc86e6190",
+)
+RAYCLUSTER = ReleasedCrd(
+    "rayclusters.ray.io",
+    "github.com/ray-project/kuberay/ray-operator",
+    "v1.5.0",
+    "config/crd/bases/ray.io_rayclusters.yaml",
+    "d0094482c5855c504a56670a5a1a012c3b7fe0149e63445e863790e7a9a9a9fb",
+)
 WORKLOAD_CRDS: tuple[ReleasedCrd, ...] = (TRAINJOB, JOBSET, PYTORCHJOB, MPIJOB)
+RELEASED_ADMISSION_CRDS: tuple[ReleasedCrd, ...] = (*WORKLOAD_CRDS, LEADERWORKERSET, RAYJOB, RAYCLUSTER)
+CARRIED = Path(__file__).parent / "crds"
+# Carried because no module the proxy serves holds them (the header of each names its source).
+VOLCANO_JOB_CRD = CARRIED / "batch.volcano.sh_jobs.yaml"
+HYPERPOD_STAND_IN_CRD = CARRIED / "STAND-IN.sagemaker.amazonaws.com_hyperpodpytorchjobs.yaml"
+
+
+def admission_crd_files() -> list[Path]:
+    """Every CRD of a kind the admission policy reads: the released ones, then the carried."""
+    return [crd.file() for crd in RELEASED_ADMISSION_CRDS] + [VOLCANO_JOB_CRD, HYPERPOD_STAND_IN_CRD]
 
 
 def trainjob(name: str, namespace: str, *, runtime: str = "torch-distributed", gpus: int = 8) -> dict[str, object]:
-    """A TrainJob whose resourcesPerNode asks for GPUs only: it replaces the runtime's resources,
-    EFA request included (Trainer v2.3.0's API)."""
+    """A TrainJob whose resourcesPerNode asks for GPUs only. Up to Trainer v2.2 that replaced the
+    runtime's resources, EFA request included; v2.3.0 merges it key by key into the runtime's
+    `node` container (pkg/runtime/core/trainingruntime.go), so the runtime's EFA stays."""
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",

@@ -93,9 +93,10 @@ def test_a_job_that_forgets_efa_on_a_ready_pool_is_warned_at_apply(
         # The API server takes a moment to see a new policy, binding and param.
         expected = (
             f"Warning: Validation failed for ValidatingAdmissionPolicy '{POLICY_NAME}' with binding "
-            f"'{POLICY_NAME}': Job tcp-only runs on pool {pool.pool('p5')} where vpc.amazonaws.com/efa: 32 is Ready "
-            f"(FabricCapability {name}), but requests an accelerator and no vpc.amazonaws.com/efa: NCCL will use "
-            "TCP sockets; request vpc.amazonaws.com/efa: 32 per node"
+            f"'{POLICY_NAME}': request vpc.amazonaws.com/efa: 32 per node in Job: "
+            f"spec.template.spec.containers[].resources: Job tcp-only selects pool {pool.pool('p5')} where "
+            f"vpc.amazonaws.com/efa: 32 is Ready (FabricCapability {name}), and requests an accelerator but no "
+            "vpc.amazonaws.com/efa: NCCL will use TCP sockets"
         )
 
         def warned() -> str | None:

@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS
 from fabriccap.kube.kinds import WATCHED_KINDS
-from fabriccap.kube.lookups import DEFAULT_API_VERSIONS
+from fabriccap.kube.lookups import CLAIM_API_VERSION
 from fabriccap.kube.paths import EVENTS, FABRIC_CAPABILITIES, LEASES
 from support.configs import build_config
 from support.rendering import (
@@ -376,8 +376,8 @@ def test_rbac_grants_exactly_what_the_code_calls(kustomized: list[Doc]) -> None:
     expected: set[Rule] = {
         (watched.resource.group, watched.resource.plural, ("list", "watch"), ()) for watched in WATCHED_KINDS
     }
-    lookup_kinds = {**OWNER_LOOKUP_KINDS, **CLAIM_LOOKUP_KINDS}
-    expected |= {(_group(DEFAULT_API_VERSIONS[kind]), plural, ("get",), ()) for kind, plural in lookup_kinds.items()}
+    expected |= {(row.group, row.plural, ("get",), ()) for row in OWNER_LOOKUP_KINDS.values()}
+    expected |= {(_group(CLAIM_API_VERSION), plural, ("get",), ()) for plural in CLAIM_LOOKUP_KINDS.values()}
     own = (FABRIC_CAPABILITIES.group, FABRIC_CAPABILITIES.plural)
     expected |= {
         (*own, ("create", "delete", "get", "list", "patch", "watch"), ()),

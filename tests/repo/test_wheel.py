@@ -76,6 +76,7 @@ def test_the_wheel_holds_the_product(wheel: zipfile.ZipFile) -> None:
     )
     assert [module for module in product if module not in names] == []
     assert "fabriccap = fabriccap.cli.commands:main" in _entry_points(wheel)
+    assert "kubectl-fabriccap = fabriccap.cli.commands:kubectl_main" in _entry_points(wheel)
 
 
 def test_the_wheel_holds_no_dev_tools_go_source_or_demo_data(wheel: zipfile.ZipFile) -> None:

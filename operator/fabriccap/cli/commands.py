@@ -15,7 +15,7 @@ import importlib
 import importlib.util
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from fabriccap import __version__
@@ -27,12 +27,20 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
+from fabriccap.core.workload_explain import WorkloadExplainError, explain_workload
+from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
-from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
+from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts, live_object
 from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
+from fabriccap.offline.workload_explain import (
+    WorkloadQueryError,
+    format_workload_explanation,
+    matches,
+    parse_workload_query,
+)
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
 CONFIG_FILE_KIND = f"a file or a pipe of at most {size_text(MAX_CONFIG_BYTES)}"
@@ -139,8 +147,39 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _explain_workload(args: argparse.Namespace, kind: WorkloadKind, namespace: str, name: str) -> int:
+    """``explain KIND/NAMESPACE/NAME``: the object from the snapshots, or one GET of it."""
+    kept: list[Mapping[str, Any]] = []
+    try:
+        config = load_config(args.config)
+        extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
+        if args.files:
+            keep = matches(kind, namespace, name)
+            facts = load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size, keep=keep, kept=kept)
+        else:
+            facts = asyncio.run(live_facts(extractor, args.kubeconfig, args.context))
+            body = asyncio.run(live_object(kind, namespace, name, args.kubeconfig, args.context))
+            kept = [body] if body is not None else []
+        if not kept:
+            where = "in the snapshots" if args.files else "in the cluster"
+            raise WorkloadQueryError(f"no {kind.kind} ({kind.api_version}) {namespace}/{name} {where}")
+        explanation = explain_workload(config, evaluate_facts(config, facts), facts, kept[-1])
+    except (ConfigError, SnapshotError, KubeError, WorkloadQueryError, WorkloadExplainError) as error:
+        return _fail(str(error))
+    print(format_workload_explanation(explanation, args.output))
+    if args.require_ready:
+        return EXIT_OK if explanation.ready else EXIT_NOT_READY
+    return EXIT_OK
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     _log_to_stderr()
+    try:
+        workload = parse_workload_query(args.target)
+    except WorkloadQueryError as error:
+        return _fail(str(error))
+    if workload is not None:
+        return _explain_workload(args, *workload)
     try:
         config, facts = _read_input(args)
         explanation = explain(config, facts, args.target)
@@ -237,10 +276,10 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     _add_cluster_flags(parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
     devtools = _devtools_installed()
     parser = CommandParser(
-        prog="fabriccap",
+        prog=prog,
         description=DESCRIPTION,
         epilog=EPILOG.format(demo=DEMO_EXAMPLE if devtools else ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -283,17 +322,20 @@ def build_parser() -> argparse.ArgumentParser:
         "Show one FabricCapability node by node: each target node's instance type and known maximum,\n"
         "capacity, allocatable, DRA devices, the count the evaluation uses and its source, the\n"
         "device-plugin (or DRA-driver) pod and its state, cordoned or not, the gap classes and the\n"
-        "conditions it breaks, and why; then the pool's conditions and workloads. Same inputs and exit\n"
-        "codes as 'fabriccap evaluate'.",
+        "conditions it breaks, and why; then the pool's conditions and workloads. Given a workload\n"
+        "(KIND/NAMESPACE/NAME, any kind of docs/workloads.md), show the pool it selects or runs on, what\n"
+        "it requests, what the pool offers, and the exact change for its kind, or 'nothing to change'.\n"
+        "Same inputs and exit codes as 'fabriccap evaluate'.",
         "  fabriccap explain efa-p5-training                  # by name, live cluster\n"
         "  fabriccap explain p5-training -f cluster.json      # by pool value, from a snapshot\n"
-        "  fabriccap explain karpenter.sh/nodepool=spot -o json --context prod",
+        "  fabriccap explain karpenter.sh/nodepool=spot -o json --context prod\n"
+        "  kubectl fabriccap explain trainjob/ml/bert         # a workload: what to change",
     )
     explain_parser.add_argument(
         "target",
-        metavar="NAME|POOL",
-        help="a FabricCapability name (fcap/NAME names only objects), a pool label value, or KEY=VALUE "
-        "for a pool of one pool label key",
+        metavar="NAME|POOL|KIND/NAMESPACE/NAME",
+        help="a FabricCapability name (fcap/NAME names only objects), a pool label value, KEY=VALUE "
+        "for a pool of one pool label key, or a workload (trainjob/ml/bert, jobs.batch.volcano.sh/ml/x)",
     )
     _add_input_flags(explain_parser)
     explain_parser.add_argument(
@@ -453,14 +495,23 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(build_parser(), argv)
+KUBECTL_PLUGIN_PROG = "kubectl fabriccap"
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "fabriccap") -> int:
+    args = parse_args(build_parser(prog), argv)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl-fabriccap``: the same command as a kubectl plugin (kubectl runs any
+    ``kubectl-NAME`` on the PATH for ``kubectl NAME``), whose help says how it is called."""
+    return main(argv, prog=KUBECTL_PLUGIN_PROG)
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ class LookupResolver:
         """Whether a live workload pod still leads to ``key``: what its answer may be kept for."""
         if key.is_claim:
             return self.store.claim_referenced(ClaimRef(key.kind, key.namespace, key.name))
-        return self.store.owner_referenced((key.kind, key.namespace, key.name))
+        return self.store.owner_referenced(key.owner_key)
 
     async def _resolve(self, key: LookupKey) -> None:
         try:

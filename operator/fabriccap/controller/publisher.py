@@ -541,12 +541,8 @@ class Publisher:
         ]
         # An owner still to be read may have an owner of its own (a JobSet's TrainJob): an Event
         # on it now would land on the wrong object, and could not be taken back. It waits.
-        provisional = {(key.kind, key.namespace, key.name) for key in evaluation.lookups if not key.is_claim}
-        self.outbox.offer(
-            event
-            for event in events
-            if (event.involved.kind, event.involved.namespace, event.involved.name) not in provisional
-        )
+        provisional = {key.owner_key for key in evaluation.lookups if not key.is_claim}
+        self.outbox.offer(event for event in events if event.involved.key not in provisional)
 
     def health(self) -> dict[str, Any]:
         """What /healthz reports; raises when the evaluation loop is stuck (so the pod restarts).

@@ -34,6 +34,7 @@ from fabriccap.core.text import (
     MAX_UID,
     clean_text,
 )
+from fabriccap.core.workload_kinds import OWNER_LABELS, group_kind, group_of
 
 
 def object_name(value: Any) -> str:
@@ -201,8 +202,13 @@ class ObjectRef(NamedTuple):
     uid: str = ""
 
     @property
+    def group_kind(self) -> str:
+        """``Kind.group`` (core.workload_kinds): a Volcano Job is not a batch Job."""
+        return group_kind(group_of(self.api_version), self.kind)
+
+    @property
     def key(self) -> tuple[str, str, str]:
-        return (self.kind, self.namespace, self.name)
+        return (self.group_kind, self.namespace, self.name)
 
 
 class ClaimRef(NamedTuple):
@@ -528,11 +534,6 @@ MAX_MESSAGE = 1000
 # A label value is at most 63 characters on an API server; a hand-made snapshot's longer ones
 # are kept up to a name's length, so that values differing past 63 stay different pools.
 MAX_SHOWN_LABEL_VALUE = MAX_NAME
-# Owner labels set by the JobSet controller on its Jobs' pod templates.
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
-JOBSET_JOB_KIND = "Job"  # what a JobSet's pods are owned by
 
 
 def _containers(spec: Mapping[str, Any], field: str, where: str) -> list[Mapping[str, Any]]:
@@ -678,15 +679,17 @@ def _nearest_owner(
     owner = controller_owner(metadata, namespace, any_owner=True, holder=holder, refused=refused)
     if owner is None:
         return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID))
-    jobset = labels.get(JOBSET_NAME_LABEL)
-    if owner.kind == JOBSET_JOB_KIND and isinstance(jobset, str):
-        if not is_object_name(jobset):
-            _refuse(refused, INVALID_NAME, holder, JOBSET_API_VERSION, "JobSet", jobset)
-            return owner  # the Job: the nearest valid owner
-        # The JobSet controller labels its pods with the JobSet's name and uid: no need to
-        # read the Job to learn whose it is.
-        uid = clean_text(labels.get(JOBSET_UID_LABEL) or "", MAX_UID)
-        return ObjectRef(JOBSET_API_VERSION, "JobSet", namespace, jobset, uid)
+    route = OWNER_LABELS.get((group_of(owner.api_version), owner.kind))
+    named = labels.get(route[1].name_label) if route is not None else None
+    if route is not None and isinstance(named, str):
+        workload, label = route
+        if not is_object_name(named):
+            _refuse(refused, INVALID_NAME, holder, workload.api_version, workload.kind, named)
+            return owner  # the controller: the nearest valid owner
+        # The workload's controller labels its pods with its name (JobSet: and uid): no need
+        # to read the Job or StatefulSet to learn whose it is (core.workload_kinds).
+        uid = clean_text(labels.get(label.uid_label) or "", MAX_UID) if label.uid_label else ""
+        return ObjectRef(workload.api_version, workload.kind, namespace, named, uid)
     return owner
 
 

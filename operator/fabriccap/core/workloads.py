@@ -29,6 +29,7 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.text import MAX_KIND, clean_text
+from fabriccap.core.workload_kinds import READ_FOR_OWNER, WorkloadKind, group_kind, group_of, request_field
 
 MAX_OFFENDERS = api.MAX_OFFENDERS  # the status model's bound (api.py: how large a status can be)
 MAX_OWNER_DEPTH = 4
@@ -37,29 +38,14 @@ INTENT_WITHOUT_REQUEST = "intentWithoutRequest"
 FABRIC_NOT_REQUESTED = "FabricNotRequested"
 FABRIC_UNSCHEDULABLE = "FabricUnschedulable"
 
-# The kinds whose own owner is worth one read: a Job may belong to a CronJob or an MPIJob's
-# launcher, a JobSet to a TrainJob, a ReplicaSet to a Deployment. Any other kind is the top.
-OWNER_LOOKUP_KINDS: dict[str, str] = {"Job": "jobs", "JobSet": "jobsets", "ReplicaSet": "replicasets"}
+# The kinds whose own owner is worth one read (core.workload_kinds: a Job may belong to a
+# CronJob or an MPIJob's launcher, a JobSet to a TrainJob, a ReplicaSet to a Deployment), by
+# ``Kind.group``. Any other kind is the top.
+OWNER_LOOKUP_KINDS: dict[str, WorkloadKind] = {row.group_kind: row for row in READ_FOR_OWNER}
 CLAIM_LOOKUP_KINDS: dict[str, str] = {
     "ResourceClaimTemplate": "resourceclaimtemplates",
     "ResourceClaim": "resourceclaims",
 }
-
-# Where a user sets the resources of a kind's pods: what a FabricNotRequested Event points at.
-REQUEST_FIELDS: dict[str, str] = {
-    "TrainJob": "spec.trainer.resourcesPerNode",
-    "JobSet": "spec.replicatedJobs[].template.spec.template.spec.containers[].resources",
-    "PyTorchJob": "spec.pytorchReplicaSpecs.<Master|Worker>.template.spec.containers[].resources",
-    "MPIJob": "spec.mpiReplicaSpecs.Worker.template.spec.containers[].resources",
-    "TFJob": "spec.tfReplicaSpecs.<Worker>.template.spec.containers[].resources",
-    "Job": "spec.template.spec.containers[].resources",
-    "CronJob": "spec.jobTemplate.spec.template.spec.containers[].resources",
-    "Deployment": "spec.template.spec.containers[].resources",
-    "StatefulSet": "spec.template.spec.containers[].resources",
-    "ReplicaSet": "spec.template.spec.containers[].resources",
-    "Pod": "spec.containers[].resources",
-}
-DEFAULT_REQUEST_FIELD = "its pod template's containers[].resources"
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -73,14 +59,20 @@ class LookupKey:
 
     @property
     def is_claim(self) -> bool:
+        # A pod names its claims by name only (ClaimRef): their kind is always resource.k8s.io's.
         return self.kind in CLAIM_LOOKUP_KINDS
+
+    @property
+    def owner_key(self) -> tuple[str, str, str]:
+        """The index's key of the owner this lookup reads (``ObjectRef.key``)."""
+        return (group_kind(group_of(self.api_version), self.kind), self.namespace, self.name)
 
 
 def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, LookupKey | None]:
     """The pod's top-level owner as far as known, and the lookup that would go one further."""
     current = pod.owner
     for _ in range(MAX_OWNER_DEPTH):
-        if current.kind not in OWNER_LOOKUP_KINDS:
+        if current.group_kind not in OWNER_LOOKUP_KINDS:
             return current, None
         if current.key not in index.owner_parents:
             return current, LookupKey(current.kind, current.namespace, current.name, current.api_version)
@@ -285,7 +277,7 @@ def not_requested_event(
     """FabricNotRequested: the owner's pods run on a pool that offers the fabric and ask for none.
     ``launched``: the nodes among theirs that Karpenter launched without the fabric because of it,
     and ``launch_count`` what a node of the pool gets when a pod asks (the message names both)."""
-    where = REQUEST_FIELDS.get(owner.kind, DEFAULT_REQUEST_FIELD)
+    where = request_field(owner.api_version, owner.kind)
     pool = status.pool.value
     running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {pool}"
     ready = status.is_ready and status.uniform_count is not None
@@ -444,13 +436,15 @@ def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
 def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: RefusalHook | None = None) -> bool:
     """Fill a lookup from an object at hand (a snapshot's Job, JobSet, claim template...)."""
     kind = body.get("kind")
+    api_version = body.get("apiVersion")
     metadata = body.get("metadata")
-    if not isinstance(kind, str) or not isinstance(metadata, Mapping):
+    if not isinstance(kind, str) or not isinstance(api_version, str) or not isinstance(metadata, Mapping):
         return False
     namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
-    if kind in OWNER_LOOKUP_KINDS:
-        return index.learn_owner((kind, namespace, name), owner_of(body, namespace, refused))
-    if kind in CLAIM_LOOKUP_KINDS:
+    identity = group_kind(group_of(api_version), kind)
+    if identity in OWNER_LOOKUP_KINDS:
+        return index.learn_owner((identity, namespace, name), owner_of(body, namespace, refused))
+    if kind in CLAIM_LOOKUP_KINDS and group_of(api_version) == "resource.k8s.io":
         return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
     return False
 
@@ -464,4 +458,4 @@ def learn_lookup(
         classes = device_classes_of(body) if body is not None else frozenset()
         return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
     parent = owner_of(body, key.namespace, refused) if body is not None else None
-    return index.learn_owner((key.kind, key.namespace, key.name), parent)
+    return index.learn_owner(key.owner_key, parent)

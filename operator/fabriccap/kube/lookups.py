@@ -13,14 +13,9 @@ from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey
 from fabriccap.kube.paths import ApiResource
 
-# The API versions a lookup reads a kind in when the reference does not say.
-DEFAULT_API_VERSIONS = {
-    "Job": "batch/v1",
-    "JobSet": "jobset.x-k8s.io/v1alpha2",
-    "ReplicaSet": "apps/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-    "ResourceClaim": "resource.k8s.io/v1",
-}
+# A claim is always read in resource.k8s.io/v1, whatever version wrote it; an owner in the
+# version its reference names (the table's row says which kinds are read at all).
+CLAIM_API_VERSION = "resource.k8s.io/v1"
 # An object read by a lookup is refused beyond this many bytes of JSON. No object can be
 # written through the API with a body over 3 MiB (the API server's request limit); the rest
 # is room for what the server adds (managedFields, status). A reply larger than that is not
@@ -31,11 +26,15 @@ MAX_LOOKUP_BYTES = 4 * 1024 * 1024
 def lookup_path(key: LookupKey) -> str:
     """The GET path of ``key``'s object, in ``key.namespace``; ValueError for a key that names
     no object an API server could hold."""
-    plural = OWNER_LOOKUP_KINDS.get(key.kind) or CLAIM_LOOKUP_KINDS[key.kind]
-    api_version = key.api_version or DEFAULT_API_VERSIONS[key.kind]
-    # A claim is always read in resource.k8s.io/v1, whatever version wrote it.
     if key.is_claim:
-        api_version = DEFAULT_API_VERSIONS[key.kind]
+        plural, api_version = CLAIM_LOOKUP_KINDS[key.kind], CLAIM_API_VERSION
+    else:
+        row = OWNER_LOOKUP_KINDS.get(key.owner_key[0])
+        if row is None:
+            raise ValueError(
+                f"{clean_text(key.kind, 80)} ({clean_text(key.api_version, 80)}) is not a kind fabriccap reads"
+            )
+        plural, api_version = row.plural, key.api_version
     if not is_api_version(api_version) or not is_object_name(key.name):
         raise ValueError(f"{key.kind} {clean_text(key.name, 80)} ({clean_text(api_version, 80)}) is not an object name")
     return ApiResource.of(api_version, plural, key.kind, namespaced=True).item(key.name, key.namespace)

@@ -15,9 +15,13 @@ from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
+from fabriccap.core.references import is_object_name
 from fabriccap.core.stamping import RFC3339, stamp_status
+from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import kinds_for
+from fabriccap.kube.lookups import MAX_LOOKUP_BYTES
+from fabriccap.kube.paths import ApiResource
 from fabriccap.offline.snapshot import add_bodies
 
 logger = logging.getLogger(__name__)
@@ -43,6 +47,28 @@ async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None, c
                 # As the operator reads them: an unusable quantity fails its node's pool closed.
                 add_bodies(facts, extractor, bodies, "cluster", strict_quantities=False)
     return facts
+
+
+async def live_object(
+    kind: WorkloadKind, namespace: str, name: str, kubeconfig: str | None = None, context: str | None = None
+) -> dict[str, Any] | None:
+    """One workload object, read in the first of its kind's versions the cluster serves (a
+    cluster has the training-operator's MPIJob v1 or the mpi-operator's v2beta1); None when
+    there is no such object or kind."""
+    from fabriccap.kube.client import connect
+
+    if not is_object_name(name) or not is_object_name(namespace):
+        return None
+    async with await connect(kubeconfig, context) as client:
+        for version in kind.versions:
+            api_version = f"{kind.group}/{version}" if kind.group else version
+            path = ApiResource.of(api_version, kind.plural, kind.kind, namespaced=True).item(name, namespace)
+            try:
+                return dict(await client.get(path, max_body_bytes=MAX_LOOKUP_BYTES))
+            except KubeError as error:
+                if error.status != 404:
+                    raise
+    return None
 
 
 def evaluate_facts(config: Config, facts: FactIndex) -> Evaluation:

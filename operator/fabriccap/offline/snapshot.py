@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import yaml
@@ -205,7 +205,11 @@ def load_snapshots(
     stdin: IO[bytes] | IO[str] | None = None,
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     kinds: Mapping[str, WatchedKind] = BY_KIND,
+    keep: Callable[[Mapping[str, Any]], bool] | None = None,
+    kept: list[Mapping[str, Any]] | None = None,
 ) -> FactIndex:
+    """The facts of every snapshot in ``paths``; the objects ``keep`` accepts are also appended
+    to ``kept`` as they are (``explain`` of a workload: the workload object itself)."""
     facts = FactIndex()
     seen: dict[tuple[str, str], str] = {}
     for path in paths:
@@ -215,5 +219,7 @@ def load_snapshots(
             bodies = list(_objects(document, source))
             for body in bodies:
                 _check_identity(body, source, seen, kinds)
+                if keep is not None and kept is not None and keep(body):
+                    kept.append(body)
             add_bodies(facts, extractor, bodies, source, kinds=kinds)
     return facts

@@ -103,3 +103,12 @@ def test_run_passes_kubeconfig_and_context_to_the_operator(monkeypatch: pytest.M
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["--version"], capsys)
     assert code == 0 and out.startswith("fabriccap ")
+
+
+def test_as_a_kubectl_plugin_the_help_says_kubectl_fabriccap(capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl fabriccap explain ...` runs `kubectl-fabriccap explain ...`: the same commands,
+    whose usage lines name what the user typed."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.kubectl_main(["explain", "--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: kubectl fabriccap explain ")

@@ -134,6 +134,6 @@ async def test_an_owner_larger_than_any_object_counts_as_the_top(caplog: pytest.
             await resolver.resolve_now([LookupKey("Job", "ml", "big", "batch/v1")], timeout=10)
             await resolver.resolve_now([LookupKey("Job", "ml", "big2", "batch/v1")], timeout=10)
         await resolver.close()
-    assert store.owner_parents[("Job", "ml", "big")] is None
+    assert store.owner_parents[("Job.batch", "ml", "big")] is None
     assert resolver.next_retry() is None  # an answer, not a failure to retry
     assert len([record for record in caplog.records if "more than" in record.getMessage()]) == 1

@@ -128,14 +128,14 @@ def test_an_owner_read_marks_only_the_pools_of_its_pods() -> None:
     store.put(WORKLOAD_POD_FACTS, workload("w-1", "b", owner="infer-job"))
     store.take_dirty()
     jobset = ObjectRef("jobset.x-k8s.io/v1alpha2", "JobSet", "ml", "bert")
-    assert store.learn_owner(("Job", "ml", "train-job"), jobset) is True
+    assert store.learn_owner(("Job.batch", "ml", "train-job"), jobset) is True
     assert store.take_dirty() == (False, {TRAIN})
     # One level up: the JobSet's answer concerns the Job's pods too.
     assert store.learn_owner(jobset.key, None) is True
     assert store.take_dirty() == (False, {TRAIN})
     # The same answer again changes nothing; an owner nobody runs under marks nothing.
     assert store.learn_owner(jobset.key, None) is False
-    assert store.learn_owner(("Job", "ml", "nobody"), None) is True
+    assert store.learn_owner(("Job.batch", "ml", "nobody"), None) is True
     assert store.take_dirty() == (False, set())
     assert store.changed.is_set() is False
 
@@ -144,7 +144,7 @@ def test_an_owner_read_for_a_pending_pod_wakes_the_loop_without_a_pool() -> None
     store = settled()
     store.put(WORKLOAD_POD_FACTS, workload("w-0", None, owner="waiting-job"))
     store.take_dirty()
-    store.learn_owner(("Job", "ml", "waiting-job"), None)
+    store.learn_owner(("Job.batch", "ml", "waiting-job"), None)
     assert store.changed.is_set() is True
     assert store.take_dirty() == (False, set())
 
@@ -155,5 +155,5 @@ def test_a_deleted_pod_is_forgotten_by_its_owner() -> None:
     store.remove(WORKLOAD_POD_FACTS, ("ml", "w-0"))
     assert store.owner_pods == {}
     store.take_dirty()
-    store.learn_owner(("Job", "ml", "train-job"), None)
+    store.learn_owner(("Job.batch", "ml", "train-job"), None)
     assert store.take_dirty() == (False, set())

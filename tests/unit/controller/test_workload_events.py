@@ -223,13 +223,13 @@ async def test_a_missing_owner_kind_means_the_nearest_owner_is_the_top() -> None
         store = referenced(key)
         resolver = LookupResolver(client, store)
         await resolver.resolve_now([key], timeout=5)
-        assert store.owner_parents == {("JobSet", "ml", "gone"): None}
+        assert store.owner_parents == {("JobSet.jobset.x-k8s.io", "ml", "gone"): None}
         await resolver.close()
 
 
 async def test_many_owners_are_read_by_a_few_workers_each_once() -> None:
     async with fake_api() as (api, client):
-        keys = [LookupKey("Job", "ml", f"job-{index}") for index in range(300)]
+        keys = [LookupKey("Job", "ml", f"job-{index}", "batch/v1") for index in range(300)]
         store = referenced(*keys)
         resolver = LookupResolver(client, store)
         resolver.request(keys)
@@ -237,7 +237,7 @@ async def test_many_owners_are_read_by_a_few_workers_each_once() -> None:
         assert 0 < len(resolver._workers) <= PARALLEL_LOOKUPS
         await resolver.resolve_now([], timeout=5)
         assert not resolver.busy
-        assert set(store.owner_parents) == {("Job", "ml", f"job-{index}") for index in range(300)}
+        assert set(store.owner_parents) == {("Job.batch", "ml", f"job-{index}") for index in range(300)}
         reads = [path for method, path, _, _ in api.requests if method == "GET" and "/jobs/" in path]
         assert len(reads) == 300 and len(set(reads)) == 300
         await resolver.close()
@@ -248,11 +248,13 @@ async def test_a_forbidden_kind_is_said_once(caplog: pytest.LogCaptureFixture) -
     async with fake_api() as (api, client):
         for name in ("a", "b"):
             api.get_failures[f"/apis/batch/v1/namespaces/ml/jobs/{name}"] = deque([403])
-        store = referenced(LookupKey("Job", "ml", "a"), LookupKey("Job", "ml", "b"))
+        store = referenced(LookupKey("Job", "ml", "a", "batch/v1"), LookupKey("Job", "ml", "b", "batch/v1"))
         resolver = LookupResolver(client, store)
-        await resolver.resolve_now([LookupKey("Job", "ml", "a"), LookupKey("Job", "ml", "b")], timeout=5)
+        await resolver.resolve_now(
+            [LookupKey("Job", "ml", "a", "batch/v1"), LookupKey("Job", "ml", "b", "batch/v1")], timeout=5
+        )
         await resolver.close()
-    assert store.owner_parents == {("Job", "ml", "a"): None, ("Job", "ml", "b"): None}
+    assert store.owner_parents == {("Job.batch", "ml", "a"): None, ("Job.batch", "ml", "b"): None}
     assert len([r for r in caplog.records if "may not read Job objects" in r.getMessage()]) == 1
 
 
@@ -297,13 +299,13 @@ async def test_a_failed_read_is_retried_later() -> None:
         assert resolver.due() == []
         now[0] += 2.0
         await resolver.resolve_now(resolver.due(), timeout=5)
-        await eventually(lambda: ("JobSet", "ml", "bert") in store.owner_parents, "the retry")
-        assert store.owner_parents[("JobSet", "ml", "bert")] is not None
+        await eventually(lambda: ("JobSet.jobset.x-k8s.io", "ml", "bert") in store.owner_parents, "the retry")
+        assert store.owner_parents[("JobSet.jobset.x-k8s.io", "ml", "bert")] is not None
         await resolver.close()
 
 
 def test_lookup_paths() -> None:
-    assert lookup_path(LookupKey("Job", "ml", "j")) == "/apis/batch/v1/namespaces/ml/jobs/j"
+    assert lookup_path(LookupKey("Job", "ml", "j", "batch/v1")) == "/apis/batch/v1/namespaces/ml/jobs/j"
     assert lookup_path(LookupKey("JobSet", "ml", "s", "jobset.x-k8s.io/v1alpha2")) == f"{JOBSETS}/s"
     assert lookup_path(LookupKey("ReplicaSet", "ml", "r", "apps/v1")) == "/apis/apps/v1/namespaces/ml/replicasets/r"
     assert lookup_path(LookupKey("ResourceClaim", "ml", "c", "resource.k8s.io/v1beta2")) == (

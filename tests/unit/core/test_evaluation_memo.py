@@ -86,7 +86,7 @@ class World:
         elif choice == 8:
             owner = rng.choice(OWNERS)
             parent = ObjectRef("trainer.kubeflow.org/v1alpha1", "TrainJob", "ml", f"{owner}-trainjob")
-            self.index.learn_owner(("Job", "ml", f"{owner}-job"), rng.choice([parent, None]))
+            self.index.learn_owner(("Job.batch", "ml", f"{owner}-job"), rng.choice([parent, None]))
         else:
             claim = ClaimRef("ResourceClaimTemplate", "ml", rng.choice(OWNERS))
             self.index.learn_claim(claim, frozenset(rng.sample(["efa.networking.k8s.aws", "gpu.nvidia.com"], k=1)))

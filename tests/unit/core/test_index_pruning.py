@@ -30,35 +30,38 @@ def job_pod(name: str, job: str, **kwargs: Any) -> dict[str, Any]:
     return workload_pod("n1", name, owner=owner_reference("Job", "batch/v1", job), **kwargs)
 
 
+API_VERSIONS = {"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2", "TrainJob": "trainer.kubeflow.org/v1alpha1"}
+
+
 def ref(kind: str, name: str) -> ObjectRef:
-    return ObjectRef("x/v1", kind, "ml", name)
+    return ObjectRef(API_VERSIONS[kind], kind, "ml", name)
 
 
 def test_an_owner_chain_is_forgotten_with_its_last_pod() -> None:
     index = RecordingIndex()
     put(index, job_pod("a", "j1"))
     put(index, job_pod("b", "j2"))
-    index.learn_owner(("Job", "ml", "j1"), ref("JobSet", "s"))
-    index.learn_owner(("Job", "ml", "j2"), ref("JobSet", "s"))
-    index.learn_owner(("JobSet", "ml", "s"), ref("TrainJob", "t"))
+    index.learn_owner(("Job.batch", "ml", "j1"), ref("JobSet", "s"))
+    index.learn_owner(("Job.batch", "ml", "j2"), ref("JobSet", "s"))
+    index.learn_owner(("JobSet.jobset.x-k8s.io", "ml", "s"), ref("TrainJob", "t"))
     index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
     # j2 still leads to the JobSet and the TrainJob: only j1 goes.
-    assert set(index.owner_parents) == {("Job", "ml", "j2"), ("JobSet", "ml", "s")}
+    assert set(index.owner_parents) == {("Job.batch", "ml", "j2"), ("JobSet.jobset.x-k8s.io", "ml", "s")}
     assert index.owner_children == {
-        ("JobSet", "ml", "s"): {("Job", "ml", "j2")},
-        ("TrainJob", "ml", "t"): {("JobSet", "ml", "s")},
+        ("JobSet.jobset.x-k8s.io", "ml", "s"): {("Job.batch", "ml", "j2")},
+        ("TrainJob.trainer.kubeflow.org", "ml", "t"): {("JobSet.jobset.x-k8s.io", "ml", "s")},
     }
     index.remove(WORKLOAD_POD_FACTS, ("ml", "b"))
     assert (index.owner_parents, index.owner_children, index.owner_pods) == ({}, {}, {})
-    assert ("TrainJob", "ml", "t") in index.released
+    assert ("TrainJob.trainer.kubeflow.org", "ml", "t") in index.released
 
 
 def test_a_pod_that_changes_keeps_what_it_still_names() -> None:
     index = FactIndex()
     put(index, job_pod("a", "j1"))
-    index.learn_owner(("Job", "ml", "j1"), None)
+    index.learn_owner(("Job.batch", "ml", "j1"), None)
     put(index, job_pod("a", "j1", gpu=4))  # new facts, same owner
-    assert index.owner_parents == {("Job", "ml", "j1"): None}
+    assert index.owner_parents == {("Job.batch", "ml", "j1"): None}
     put(index, job_pod("a", "j2"))  # another owner: the first is forgotten
     assert index.owner_parents == {}
 
@@ -66,8 +69,8 @@ def test_a_pod_that_changes_keeps_what_it_still_names() -> None:
 def test_owners_that_own_each_other_are_forgotten_too() -> None:
     index = FactIndex()
     put(index, job_pod("a", "j1"))
-    index.learn_owner(("Job", "ml", "j1"), ref("Job", "j2"))
-    index.learn_owner(("Job", "ml", "j2"), ref("Job", "j1"))  # a loop (H1)
+    index.learn_owner(("Job.batch", "ml", "j1"), ref("Job", "j2"))
+    index.learn_owner(("Job.batch", "ml", "j2"), ref("Job", "j1"))  # a loop (H1)
     index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
     assert (index.owner_parents, index.owner_children) == ({}, {})
 
@@ -88,6 +91,8 @@ def test_a_claims_device_classes_go_with_its_last_pod() -> None:
 def test_what_is_referenced_says_whether_an_answer_may_be_kept() -> None:
     index = FactIndex()
     put(index, job_pod("a", "j1"))
-    index.learn_owner(("Job", "ml", "j1"), ref("JobSet", "s"))
-    assert index.owner_referenced(("Job", "ml", "j1")) and index.owner_referenced(("JobSet", "ml", "s"))
-    assert not index.owner_referenced(("Job", "ml", "other"))
+    index.learn_owner(("Job.batch", "ml", "j1"), ref("JobSet", "s"))
+    assert index.owner_referenced(("Job.batch", "ml", "j1")) and index.owner_referenced(
+        ("JobSet.jobset.x-k8s.io", "ml", "s")
+    )
+    assert not index.owner_referenced(("Job.batch", "ml", "other"))

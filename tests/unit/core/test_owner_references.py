@@ -122,7 +122,7 @@ def test_an_owner_read_by_a_lookup_does_not_lead_to_a_hostile_reference(name: st
     body = {"kind": "Job", "metadata": {"name": "j", "ownerReferences": [{**owner_reference("Job", "batch/v1", name)}]}}
     refused: list[RefusedReference] = []
     learn_lookup(index, key, body, refused.append)
-    assert index.owner_parents[("Job", "ml", "j")] is None  # the Job is the top
+    assert index.owner_parents[("Job.batch", "ml", "j")] is None  # the Job is the top
     assert [entry.cause for entry in refused] == [INVALID_NAME]
 
 
@@ -134,7 +134,7 @@ def test_an_owner_is_followed_in_the_pods_namespace_whatever_its_body_says() -> 
         "metadata": {"name": "j", "namespace": "victim", "ownerReferences": [owner_reference("JobSet", "x/v1", "s")]},
     }
     learn_lookup(index, key, body)
-    parent = index.owner_parents[("Job", "ml", "j")]
+    parent = index.owner_parents[("Job.batch", "ml", "j")]
     assert parent is not None and parent.namespace == "ml"
 
 

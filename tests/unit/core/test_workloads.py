@@ -12,6 +12,7 @@ import pytest
 
 from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef
 from fabriccap.core.index import FactIndex
+from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
 from fabriccap.core.workloads import (
     FABRIC_NOT_REQUESTED,
     LookupKey,
@@ -183,7 +184,9 @@ def test_a_job_owned_by_nothing_is_the_top_once_read() -> None:
     owner = owner_reference("Job", "batch/v1", "plain")
     found = facts(workload_pod("n1", "p", owner=owner))
     index = FactIndex()
-    learn_from_object(index, {"kind": "Job", "metadata": {"name": "plain", "namespace": "ml"}})
+    learn_from_object(
+        index, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain", "namespace": "ml"}}
+    )
     assert top_owner(found, index) == (found.owner, None)
 
 
@@ -300,6 +303,7 @@ def test_workloads_off_publishes_none() -> None:
 def test_fabric_not_requested_says_what_to_request_and_where() -> None:
     bodies = [*ready_pool(), *trainjob_pods("bert", ["n1", "n2"])]
     jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {
             "name": "bert",
@@ -359,3 +363,31 @@ def test_a_pending_pod_for_another_reason_is_not_counted() -> None:
     (efa,) = default_config().enabled_fabrics
     groups, _ = unschedulable_groups([efa], facts_of([pending]))
     assert groups == ()
+
+
+def test_a_volcano_job_is_not_a_batch_job() -> None:
+    """Owners are identified by group and kind: a batch.volcano.sh Job is the top owner (not
+    read as a batch Job), its Event names the Volcano field, and it never shares a key with a
+    batch Job of the same name."""
+    volcano = facts(workload_pod("n1", "v", owner=owner_reference("Job", "batch.volcano.sh/v1alpha1", "train")))
+    batch = facts(workload_pod("n1", "b", owner=owner_reference("Job", "batch/v1", "train")))
+    index = FactIndex()
+    assert top_owner(volcano, index) == (volcano.owner, None)
+    assert top_owner(batch, index)[1] is not None  # a batch Job is read for its own owner
+    assert volcano.owner.key != batch.owner.key
+    assert request_field(volcano.owner.api_version, "Job") == "spec.tasks[].template.spec.containers[].resources"
+    assert request_field(batch.owner.api_version, "Job") == "spec.template.spec.containers[].resources"
+    # A kind of an unknown group is trusted for nothing but being the top.
+    assert request_field("evil.example/v1", "TrainJob") == UNKNOWN_REQUEST_FIELD
+    learn_from_object(index, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train"}})
+    assert index.owner_parents == {}
+
+
+def test_a_leaderworkerset_pod_names_its_leaderworkerset_by_label() -> None:
+    owner = owner_reference("StatefulSet", "apps/v1", "serve-0")
+    found = facts(workload_pod("n1", "w", owner=owner, labels={"leaderworkerset.sigs.k8s.io/name": "serve"}))
+    assert (found.owner.api_version, found.owner.kind, found.owner.name) == (
+        "leaderworkerset.x-k8s.io/v1",
+        "LeaderWorkerSet",
+        "serve",
+    )

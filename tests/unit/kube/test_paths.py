@@ -151,7 +151,7 @@ def test_a_lookup_path_refuses_an_api_version_that_is_none(api_version: str) -> 
 
 
 def test_lookup_paths() -> None:
-    assert lookup_path(LookupKey("Job", "ml", "j")) == "/apis/batch/v1/namespaces/ml/jobs/j"
+    assert lookup_path(LookupKey("Job", "ml", "j", "batch/v1")) == "/apis/batch/v1/namespaces/ml/jobs/j"
     assert lookup_path(LookupKey("JobSet", "ml", "s", "jobset.x-k8s.io/v1alpha2")) == (
         "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets/s"
     )

@@ -1,0 +1,318 @@
+"""One workload, for ``fabriccap explain KIND/NAMESPACE/NAME``: the pool it selects or runs on,
+what it requests, what the pool offers, and the exact change to make for its kind. Pure.
+
+The workload's pod templates are found with the table's paths (core.workload_kinds), the same
+paths the admission policy reads, and judged the same way: a template selects a pool by a
+``nodeSelector`` on the pool's key or by a required node affinity whose every term has ``key
+In [value]``; it needs the fabric when it requests an accelerator and neither the fabric nor a
+claim. The change is a JSON patch (RFC 6902) that adds the fabric's count next to each
+accelerator request, or for a kind that carries per-node resources itself (a TrainJob) a merge
+patch of those; "nothing to change" otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabriccap.core.config import Config
+from fabriccap.core.evaluate import Evaluation, PoolCapability
+from fabriccap.core.facts import object_name, object_namespace
+from fabriccap.core.index import FactIndex
+from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.text import clean_text
+from fabriccap.core.workload_kinds import WorkloadKind, group_kind, group_of, kind_of, walk
+from fabriccap.core.workloads import top_owner
+
+NOTHING_TO_CHANGE = "nothing to change"
+# Kinds whose pod template cannot be changed once created: the patch is what to apply to the
+# manifest before creating it again. A Pod's extended resources and a batch Job's template are
+# immutable (Kubernetes validation); Trainer v2.3.0's CRD marks spec.trainer `self == oldSelf`
+# (trainjob_types.go); JobSet's webhook refuses changes to replicatedJobs beyond what Kueue
+# needs while suspended (jobset_webhook.go ValidateUpdate; not exercised here: no webhook runs
+# in the tests, where the API server alone accepts the patch).
+IMMUTABLE_TEMPLATES = frozenset({"Pod", "Job.batch", "TrainJob.trainer.kubeflow.org", "JobSet.jobset.x-k8s.io"})
+
+
+class WorkloadExplainError(ValueError):
+    """The object is of no kind the table knows, or is not an object."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, object]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class TemplateView(_Model):
+    """One pod template of the workload (a JSON pointer into the object)."""
+
+    pointer: str
+    selects: str | None = None  # "key=value" of the pool it selects, if a known one
+    accelerators: dict[str, str]  # what it requests of the accelerator resources, per resource
+    fabric: str | None = None  # what it requests of the fabric, if anything
+    claims: bool = False  # it has resourceClaims: not judged (a claim may be the fabric's)
+    needs_fabric: bool = Field(alias="needsFabric")
+
+
+class WorkloadExplanation(_Model):
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    namespace: str
+    name: str
+    fabric: str
+    resource_name: str = Field(alias="resourceName")
+    capability: str | None = None  # the FabricCapability of the pool it selects or runs on
+    pool: str | None = None  # key=value
+    ready: bool = False
+    offers: str  # what the pool offers, in words
+    runs_on: list[str] = Field(alias="runsOn")  # pools its pods are bound to now ("key=value (N pods)")
+    templates: list[TemplateView]
+    request_field: str = Field(alias="requestField")
+    change: str  # the command to run, or "nothing to change"
+    note: str | None = None
+
+
+def _positive(value: Any) -> bool:
+    try:
+        return parse_quantity(value) > 0
+    except ValueError:
+        return False
+
+
+def _requested(container: Mapping[str, Any], resource: str) -> str | None:
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        return None
+    for part in ("limits", "requests"):
+        values = resources.get(part)
+        if isinstance(values, Mapping) and resource in values and _positive(values[resource]):
+            return str(values[resource])
+    return None
+
+
+def _containers(spec: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    containers = spec.get("containers")
+    if not isinstance(containers, list):
+        return []
+    return [(index, c) for index, c in enumerate(containers) if isinstance(c, Mapping)]
+
+
+def selected_pool(spec: Mapping[str, Any], pools: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first of ``pools`` the pod spec selects, as the admission policy decides it."""
+    selector = spec.get("nodeSelector")
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    for key, value in pools:
+        if isinstance(selector, Mapping) and selector.get(key) == value:
+            return key, value
+        if isinstance(terms, list) and terms and all(_term_selects(term, key, value) for term in terms):
+            return key, value
+    return None
+
+
+def _term_selects(term: Any, key: str, value: str) -> bool:
+    expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+    return isinstance(expressions, list) and any(
+        isinstance(e, Mapping) and e.get("key") == key and e.get("operator") == "In" and e.get("values") == [value]
+        for e in expressions
+    )
+
+
+def _count_of(capability: PoolCapability) -> int | None:
+    status = capability.status
+    recommendation = status.recommendation
+    if recommendation is not None and recommendation.resources_per_node:
+        amount = recommendation.resources_per_node.get(status.resource_name)
+        if amount is not None:
+            return parse_quantity(amount)
+    return status.uniform_count
+
+
+def _offers(capability: PoolCapability | None, resource: str) -> str:
+    if capability is None:
+        return f"no pool of {resource} that this workload selects or runs on"
+    status = capability.status
+    count = _count_of(capability)
+    ready = status.condition("Ready")
+    if status.is_ready:
+        per_node = f"{resource}: {count} per node" if count else resource
+        return f"{per_node}, Ready ({status.nodes} nodes now)"
+    reason = ready.reason if ready is not None else "NotReady"
+    return f"{resource} not Ready ({reason}): kubectl describe fcap {capability.name}"
+
+
+def _patch_ops(
+    template_pointer: str, spec: Mapping[str, Any], accelerators: Sequence[str], resource: str, count: str
+) -> list[dict[str, Any]]:
+    """Add ``resource: count`` to the limits of each container that requests an accelerator
+    (an extended resource's request defaults to its limit), creating what is missing."""
+    escaped = resource.replace("~", "~0").replace("/", "~1")
+    ops: list[dict[str, Any]] = []
+    for index, container in _containers(spec):
+        if not any(_requested(container, a) for a in accelerators):
+            continue
+        base = f"{template_pointer}/spec/containers/{index}/resources"
+        resources = container.get("resources")
+        if isinstance(resources, Mapping) and isinstance(resources.get("limits"), Mapping):
+            ops.append({"op": "add", "path": f"{base}/limits/{escaped}", "value": count})
+        elif isinstance(resources, Mapping):
+            ops.append({"op": "add", "path": f"{base}/limits", "value": {resource: count}})
+        else:
+            ops.append({"op": "add", "path": base, "value": {"limits": {resource: count}}})
+    return ops
+
+
+def _resource_of(kind: WorkloadKind) -> str:
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def explain_workload(
+    config: Config, evaluation: Evaluation, index: FactIndex, body: Mapping[str, Any]
+) -> WorkloadExplanation:
+    api_version, kind_name = body.get("apiVersion"), body.get("kind")
+    metadata = body.get("metadata")
+    if not isinstance(api_version, str) or not isinstance(kind_name, str) or not isinstance(metadata, Mapping):
+        raise WorkloadExplainError("the object has no apiVersion, kind or metadata")
+    kind = kind_of(api_version, kind_name)
+    if kind is None:
+        shown = clean_text(f"{kind_name} ({api_version})", 120)
+        raise WorkloadExplainError(f"{shown} is not a workload kind fabriccap knows (docs/workloads.md)")
+    namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
+    profile = config.enabled_fabrics[0]
+    resource, accelerators = profile.resource, sorted(profile.target_nodes.accelerator_resources)
+    capabilities = [c for c in evaluation.capabilities if c.fabric == profile.name]
+    pools = [(c.pool.key, c.pool.value) for c in capabilities]
+
+    # Where its pods run now: pools of the nodes its pods are bound to.
+    identity = (group_kind(group_of(api_version), kind.kind), namespace, name)
+    running: dict[tuple[str, str], int] = {}
+    for pod in index.workload_pods.values():
+        if pod.node_name is None or pod.namespace != namespace or top_owner(pod, index)[0].key != identity:
+            continue
+        for candidate in capabilities:
+            if pod.node_name in index.pool_members.get(candidate.pool, set()):
+                pool = (candidate.pool.key, candidate.pool.value)
+                running[pool] = running.get(pool, 0) + 1
+
+    templates: list[TemplateView] = []
+    chosen: tuple[str, str] | None = None
+    specs: list[tuple[str, Mapping[str, Any]]] = []
+    for path in kind.pod_templates:
+        for pointer, template in walk(body, path):
+            spec = template.get("spec")
+            if isinstance(spec, Mapping):
+                specs.append((pointer, spec))
+    per_node = kind.resources_per_node
+    per_node_resources: Mapping[str, Any] = {}
+    if per_node is not None:
+        found = [value for _, value in walk(body, per_node)]
+        per_node_resources = found[0] if found else {}
+        selection_specs = [
+            spec
+            for path in kind.selector_templates
+            for _, template in walk(body, path)
+            if isinstance(spec := template.get("spec"), Mapping)
+        ]
+        selected = next((hit for spec in selection_specs if (hit := selected_pool(spec, pools))), None)
+        asked = {a: v for a in accelerators if (v := _requested({"resources": per_node_resources}, a))}
+        fabric = _requested({"resources": per_node_resources}, resource)
+        templates.append(
+            TemplateView(
+                pointer="/" + per_node.replace(".", "/"),
+                selects=f"{selected[0]}={selected[1]}" if selected else None,
+                accelerators=asked,
+                fabric=fabric,
+                needs_fabric=bool(selected and asked and not fabric),
+            )
+        )
+        chosen = selected
+    for pointer, spec in specs:
+        selected = selected_pool(spec, pools)
+        asked = {}
+        for _, container in _containers(spec):
+            for a in accelerators:
+                if (value := _requested(container, a)) is not None:
+                    asked.setdefault(a, value)
+        fabric = next((v for _, c in _containers(spec) if (v := _requested(c, resource)) is not None), None)
+        claims = bool(spec.get("resourceClaims"))
+        templates.append(
+            TemplateView(
+                pointer=pointer,
+                selects=f"{selected[0]}={selected[1]}" if selected else None,
+                accelerators=asked,
+                fabric=fabric,
+                claims=claims,
+                needs_fabric=bool(selected and asked and not fabric and not claims),
+            )
+        )
+        chosen = chosen or selected
+    if chosen is None and running:
+        chosen = max(running, key=lambda pool: running[pool])
+    capability = next((c for c in capabilities if (c.pool.key, c.pool.value) == chosen), None)
+    count = _count_of(capability) if capability is not None else None
+    ready = capability is not None and capability.status.is_ready
+
+    change, note = NOTHING_TO_CHANGE, None
+    needing = [t for t in templates if t.needs_fabric]
+    # A template that selects no pool but whose pods run on a Ready one needs it just as much.
+    if not needing and capability is not None and running:
+        needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
+    if needing and ready and count:
+        target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
+        if per_node is not None:
+            patch: dict[str, Any] = {"limits": {resource: str(count)}}
+            for part in reversed(per_node.split(".")):
+                patch = {part: patch}
+            change = f"kubectl patch {target} --type merge -p {shlex.quote(json.dumps(patch, separators=(',', ':')))}"
+            note = (
+                f"Trainer v2.3 and later keep the runtime's requests that resourcesPerNode does not name: if runtime "
+                f"{clean_text(str((body.get('spec') or {}).get('runtimeRef', {}).get('name', '?')), 80)} already "
+                f"requests {resource}, nothing needs to change"
+            )
+        else:
+            by_pointer = dict(specs)
+            ops = [
+                op
+                for view in needing
+                for op in _patch_ops(view.pointer, by_pointer[view.pointer], accelerators, resource, str(count))
+            ]
+            change = f"kubectl patch {target} --type json -p {shlex.quote(json.dumps(ops, separators=(',', ':')))}"
+        if identity[0] in IMMUTABLE_TEMPLATES:
+            immutable = (
+                f"{kind.kind}'s pod template cannot be changed in place: "
+                "make this change to the manifest and create it again"
+            )
+            note = f"{immutable}; {note}" if note else immutable
+    elif needing and capability is not None and not ready:
+        note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
+    return WorkloadExplanation(
+        api_version=api_version,
+        kind=kind.kind,
+        namespace=namespace,
+        name=name,
+        fabric=profile.name,
+        resource_name=resource,
+        capability=capability.name if capability is not None else None,
+        pool=f"{chosen[0]}={chosen[1]}" if chosen else None,
+        ready=ready,
+        offers=_offers(capability, resource),
+        runs_on=[
+            f"{key}={value} ({pods} pod{'s' if pods != 1 else ''})" for (key, value), pods in sorted(running.items())
+        ],
+        templates=templates,
+        request_field=f"{kind.kind}: {kind.request_field}",
+        change=change,
+        note=note,
+    )

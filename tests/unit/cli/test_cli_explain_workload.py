@@ -1,0 +1,136 @@
+"""`fabriccap explain KIND/NAMESPACE/NAME -f FILE`: the pool a workload selects, what it
+requests, and the exact change for its kind, or "nothing to change"; bad queries are one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabriccap_devtools.world import NODEGROUP, owner_reference, workload_pod
+from support.builders import healthy_pool
+from support.cli import assert_one_line_error, run, write_json
+
+EFA = "vpc.amazonaws.com/efa"
+
+
+def template(pool: str, limits: dict[str, str], *, affinity: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "node", "image": "x", "resources": {"limits": limits}}]}
+    if affinity:
+        term = {"matchExpressions": [{"key": NODEGROUP, "operator": "In", "values": [pool]}]}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    else:
+        spec["nodeSelector"] = {NODEGROUP: pool}
+    return {"spec": spec}
+
+
+def jobset(name: str, limits: dict[str, str], **kw: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": template("p5", limits, **kw)}}}]
+        },
+    }
+
+
+def explain_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, *objects: Any) -> dict[str, Any]:
+    snapshot = write_json(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": [*healthy_pool(), *objects]}
+    )
+    code, out, err = run(["explain", target, "-f", snapshot, "-o", "json"], capsys)
+    assert (code, err) == (0, "")
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def test_a_jobset_that_forgets_efa_gets_the_json_patch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = explain_json(tmp_path, capsys, "jobset/ml/bert", jobset("bert", {"nvidia.com/gpu": "8"}, affinity=True))
+    assert (result["pool"], result["ready"]) == (f"{NODEGROUP}=p5", True)
+    limits = "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/resources/limits"
+    ops = [{"op": "add", "path": f"{limits}/vpc.amazonaws.com~1efa", "value": "32"}]
+    assert result["change"] == (
+        "kubectl patch jobsets.jobset.x-k8s.io bert -n ml --type json -p '"
+        + json.dumps(ops, separators=(",", ":"))
+        + "'"
+    )
+    assert "cannot be changed in place" in result["note"]
+
+
+def test_a_jobset_that_asks_for_efa_has_nothing_to_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = explain_json(
+        tmp_path, capsys, "jobsets.jobset.x-k8s.io/ml/ok", jobset("ok", {"nvidia.com/gpu": "8", EFA: "32"})
+    )
+    assert result["change"] == "nothing to change" and "note" not in result
+
+
+def test_a_trainjob_gets_a_merge_patch_of_its_resources_per_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {NODEGROUP: "p5"}}}}}}
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "bert", "namespace": "ml"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"resourcesPerNode": {"limits": {"nvidia.com/gpu": 8}}},
+            "runtimePatches": [
+                {"manager": "me", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
+            ],
+        },
+    }
+    result = explain_json(tmp_path, capsys, "trainjob/ml/bert", trainjob)
+    assert result["change"] == (
+        """kubectl patch trainjobs.trainer.kubeflow.org bert -n ml --type merge -p """
+        """'{"spec":{"trainer":{"resourcesPerNode":{"limits":{"vpc.amazonaws.com/efa":"32"}}}}}'"""
+    )
+    assert "runtime torch-distributed already requests" in result["note"]
+
+
+def test_a_job_that_selects_nothing_but_runs_on_the_pool_is_told_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml", "uid": "u1"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "node", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]
+                }
+            }
+        },
+    }
+    pod = workload_pod("n1", "train-0", owner=owner_reference("Job", "batch/v1", "train"))
+    result = explain_json(tmp_path, capsys, "job/ml/train", job, pod)
+    assert result["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"]
+    assert '"path":"/spec/template/spec/containers/0/resources/limits/vpc.amazonaws.com~1efa"' in result["change"]
+
+
+def test_a_volcano_job_is_not_found_as_a_batch_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    volcano = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "x", "namespace": "ml"},
+        "spec": {},
+    }
+    snapshot = write_json(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": [*healthy_pool(), volcano]}
+    )
+    assert_one_line_error(
+        run(["explain", "job/ml/x", "-f", snapshot], capsys), "no Job (batch/v1) ml/x in the snapshots"
+    )
+    code, out, _ = run(["explain", "jobs.batch.volcano.sh/ml/x", "-f", snapshot], capsys)
+    assert code == 0 and "Change: nothing to change" in out
+
+
+def test_an_unknown_kind_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshot = write_json(tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": healthy_pool()})
+    assert_one_line_error(run(["explain", "widget/ml/x", "-f", snapshot], capsys), "widget is not a workload kind")
