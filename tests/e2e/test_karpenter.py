@@ -305,8 +305,13 @@ def test_a_nodepool_through_its_cycle(
         over_nodes = _status_when(
             kube,
             name,
-            lambda obj: obj["status"]["nodes"] == 1 and _ready(obj) == ("True", "UniformCapability"),
-            "Ready over its one node",
+            lambda obj: (
+                obj["status"]["nodes"] == 1
+                and _ready(obj) == ("True", "UniformCapability")
+                # The pod comes after its node: wait until it is seen too.
+                and ((obj["status"].get("workloads") or {}).get("requestingFabric") or {}).get("pods") == 1
+            ),
+            "Ready over its one node, its pod requesting EFA",
         )
         status = over_nodes["status"]
         assert (status["uniformCount"], status["advertisingNodes"], status["gap"]["launchedWithoutFabric"]) == (
