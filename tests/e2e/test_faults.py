@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from fabriccap.core.api import READY_LABEL, find_condition
 from fabriccap.kube.paths import CRD_NAME, CUSTOM_RESOURCE_DEFINITIONS, FABRIC_CAPABILITIES, NAMESPACES
 from fabriccap_devtools.controlplane.binaries import ensure_all
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
@@ -41,6 +43,9 @@ from harness import (
 pytestmark = pytest.mark.faults
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "fabriccapabilities.yaml"
+RBAC_FILE = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
+CLUSTER_ROLES = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+CLUSTER_ROLE_BINDINGS = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
 OPERATOR_USER = "fabriccap-operator"
 RECOVERY_TIMEOUT = 90.0
 STALE_AFTER = 6.0  # watches renew every 2 s, stall after 3.6 s silent; the default is 150 s
@@ -57,6 +62,7 @@ class Rig:
     world: World
     config: Path
     relay: Relay | None = None
+    grant: Grant | None = None
 
     def names(self, *labels: str) -> list[str]:
         return [self.world.fcap_name(label) for label in labels]
@@ -85,7 +91,8 @@ class Rig:
         found = []
         for event in self.control_plane.audit_events():
             resource = (event.get("objectRef") or {}).get("resource")
-            if event.get("user", {}).get("username") == OPERATOR_USER and resource in ("nodes", "pods", "daemonsets"):
+            user = str(event.get("user", {}).get("username"))
+            if user.startswith(OPERATOR_USER) and resource in ("nodes", "pods", "daemonsets"):
                 found.append(f"{event.get('verb')} {resource} {(event.get('objectRef') or {}).get('name')}")
         return found
 
@@ -107,7 +114,55 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCon
         yield plane
 
 
-def _rig(control_plane: LocalControlPlane, tmp_path: Path, via_relay: bool = False, **config: Any) -> Rig:
+@dataclass
+class Grant:
+    """The operator's ClusterRole (manifests/rbac.yaml), bound to one user of one test: rules
+    can be taken away and given back while the operator runs."""
+
+    kube: SyncKube
+    name: str
+    user: str
+    rules: list[dict[str, Any]]
+
+    @classmethod
+    def create(cls, kube: SyncKube, user: str) -> Grant:
+        documents = yaml.safe_load_all(RBAC_FILE.read_text())
+        rules = next(doc for doc in documents if doc and doc.get("kind") == "ClusterRole")["rules"]
+        grant = cls(kube, f"{user}-role", user, rules)
+        kube.create(
+            CLUSTER_ROLES,
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": grant.name}},
+        )
+        grant.restore()
+        kube.create(
+            CLUSTER_ROLE_BINDINGS,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": grant.name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": grant.name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            },
+        )
+        return grant
+
+    def revoke(self, resource: str) -> None:
+        """Every rule that names ``resource``, gone."""
+        kept = [rule for rule in self.rules if resource not in rule.get("resources", [])]
+        assert len(kept) < len(self.rules), f"no rule names {resource}"
+        self.kube.patch(f"{CLUSTER_ROLES}/{self.name}", {"rules": kept})
+
+    def restore(self) -> None:
+        self.kube.patch(f"{CLUSTER_ROLES}/{self.name}", {"rules": self.rules})
+
+    def delete(self) -> None:
+        self.kube.delete(f"{CLUSTER_ROLE_BINDINGS}/{self.name}")
+        self.kube.delete(f"{CLUSTER_ROLES}/{self.name}")
+
+
+def _rig(
+    control_plane: LocalControlPlane, tmp_path: Path, via_relay: bool = False, rbac: bool = False, **config: Any
+) -> Rig:
     cluster = E2ECluster(kubeconfig=control_plane.kubeconfig, kubectl=control_plane.kubectl, local=control_plane)
     kube = SyncKube(cluster.kubeconfig)
     namespace = f"fcap-faults-{uuid.uuid4().hex[:6]}"
@@ -122,7 +177,13 @@ def _rig(control_plane: LocalControlPlane, tmp_path: Path, via_relay: bool = Fal
             **config,
         },
     )
-    kubeconfig = cluster.kubeconfig_for(OPERATOR_USER, ["system:masters"])
+    grant = None
+    if rbac:  # as the chart's ClusterRole allows, and no more: a test may take some of it away
+        user = f"{OPERATOR_USER}-{uuid.uuid4().hex[:6]}"
+        grant = Grant.create(kube, user)
+        kubeconfig = cluster.kubeconfig_for(user)
+    else:
+        kubeconfig = cluster.kubeconfig_for(OPERATOR_USER, ["system:masters"])
     relay = None
     if via_relay:
         port = int(urllib.parse.urlsplit(control_plane.info.server).port or 443)
@@ -130,7 +191,7 @@ def _rig(control_plane: LocalControlPlane, tmp_path: Path, via_relay: bool = Fal
         kubeconfig = kubeconfig_via(kubeconfig, f"https://127.0.0.1:{relay.port}", tmp_path / "via-relay.kubeconfig")
     operator = OperatorProcess(kubeconfig=kubeconfig, config=config_file, log_path=tmp_path / "operator.log")
     world = World(kube=kube, namespace=namespace, prefix=f"f-{uuid.uuid4().hex[:5]}")
-    return Rig(control_plane, cluster, kube, operator, world, config_file, relay)
+    return Rig(control_plane, cluster, kube, operator, world, config_file, relay, grant)
 
 
 @pytest.fixture
@@ -165,6 +226,8 @@ def _run(made: Rig) -> Iterator[Rig]:
         made.operator.stop()
         if made.relay is not None:
             made.relay.close()
+        if made.grant is not None:
+            made.grant.delete()
         made.world.cleanup(wait=False)
         made.kube.delete(NAMESPACES.item(made.world.namespace))
         made.kube.close()
@@ -376,3 +439,120 @@ def test_a_partition_is_visible_and_heals(relayed_rig: Rig) -> None:
         f"the change published {time.monotonic() - resumed:.1f}s after it healed"
     )
     rig.verify("ready", "other")
+
+
+@pytest.fixture
+def rbac_rig(control_plane: LocalControlPlane, tmp_path: Path) -> Iterator[Rig]:
+    """The operator with the chart's RBAC only, the default resync (5 minutes) and grace period
+    long enough to tell "at once" from "after the grace period"."""
+    made = _rig(control_plane, tmp_path, rbac=True, poolGracePeriodSeconds=GRACE)
+    yield from _run(made)
+
+
+GRACE = 20
+
+
+@pytest.fixture
+def quiet_rig(control_plane: LocalControlPlane, tmp_path: Path) -> Iterator[Rig]:
+    """As ``rbac_rig``, with the default staleAfterSeconds (150 s): nothing but a retry's own
+    wake-up brings the loop back within seconds (the short one of the other rigs wakes it
+    every few seconds to look at the watches' ages, and would retry a write by the way)."""
+    made = _rig(control_plane, tmp_path, rbac=True, poolGracePeriodSeconds=GRACE, staleAfterSeconds=150.0)
+    yield from _run(made)
+
+
+def _ready_and_label(rig: Rig, label: str) -> tuple[str, str]:
+    obj = rig.world.fcap(label) or {}
+    ready = find_condition(obj.get("status"), "Ready") or {}
+    return str(ready.get("status")), str((obj.get("metadata", {}).get("labels") or {}).get(READY_LABEL))
+
+
+def test_a_refused_status_write_is_retried_on_its_backoff_and_the_ready_label_never_runs_ahead(quiet_rig: Rig) -> None:
+    """Round 3 L3, L13: a status PATCH refused (RBAC taken away) is retried on the object's
+    backoff, not at the next resync (5 minutes); meanwhile the ready label, which the admission
+    policy selects by, never says ready while the status does not."""
+    rig = quiet_rig
+    assert rig.grant is not None
+    ready, _ = _two_pools(rig)
+    rig.world.set_fabric(ready[0], 0)
+    rig.wait_ready("ready", "False", "PartialRollout")
+    rig.grant.revoke("fabriccapabilities/status")
+    time.sleep(1.0)  # the authorizer sees the new rules
+    rig.world.set_fabric(ready[0], 32)  # Ready again: the status may not say so
+    seen = set()
+    watched_until = time.monotonic() + 8
+    while time.monotonic() < watched_until:
+        seen.add(_ready_and_label(rig, "ready"))
+        time.sleep(0.1)
+    assert ("False", "true") not in seen, seen  # the label never ahead of the status
+    assert _ready_and_label(rig, "ready") == ("False", "false")
+    refused = rig.operator.metrics().get("fabriccap_status_writes_total", result="error") or 0.0
+    assert refused >= 2, refused  # tried, and tried again on its backoff
+    restored = time.monotonic()
+    rig.grant.restore()
+    rig.wait_ready("ready", "True", "UniformCapability", timeout=60)
+    print(f"\nstatus write refused by RBAC: published {time.monotonic() - restored:.1f}s after the restore")
+    wait_until(lambda: _ready_and_label(rig, "ready") == ("True", "true"), "the label raised after the status")
+    rig.verify("ready", "other")
+
+
+def test_unreadable_pods_fail_closed_in_the_object(rbac_rig: Rig) -> None:
+    """Round 3 L12: with pods list/watch revoked, after staleAfterSeconds every object says Ready
+    False DataUnavailable naming Pods (a GitOps gate reads the object, not the metric)."""
+    rig = rbac_rig
+    assert rig.grant is not None
+    _two_pools(rig)
+    revoked = time.monotonic()
+    rig.grant.revoke("pods")
+    rig.wait_ready("ready", "False", "DataUnavailable", timeout=60)
+    print(f"\npods unreadable: DataUnavailable {time.monotonic() - revoked:.1f}s after the revoke")
+    message = condition(rig.world.fcap("ready") or {}, "Ready")["message"]
+    assert "Pods" in message and "Nodes" not in message, message
+    assert _ready_and_label(rig, "other") == ("False", "false")
+    rig.grant.restore()
+    rig.wait_ready("ready", "True", "UniformCapability")
+    rig.wait_ready("other", "True", "UniformCapability")
+    rig.verify("ready", "other")
+
+
+def test_a_pool_that_loses_every_node_and_an_object_no_pool_calls_for_say_so_at_once(rbac_rig: Rig) -> None:
+    """Round 3 L26 and H5: Ready False NoTargetNodes at once, deletion after the grace period."""
+    rig = rbac_rig
+    ready, _ = _two_pools(rig)
+    deleted = time.monotonic()
+    for node in list(ready):
+        rig.world.delete_node(node)
+    rig.wait_ready("ready", "False", "NoTargetNodes", timeout=15)
+    emptied = time.monotonic() - deleted
+    status = rig.status("ready")
+    assert (status["nodes"], status["advertisingNodes"], status["counts"]) == (0, 0, [])
+    assert _ready_and_label(rig, "ready") == ("False", "false")
+    labels = {"name": rig.world.fcap_name("ready"), "fabric": "efa", "pool": rig.world.pool("ready")}
+    metrics = rig.operator.metrics()
+    assert (metrics.get("fabriccap_pool_ready", **labels), metrics.get("fabriccap_pool_nodes", **labels)) == (0, 0)
+    # Someone makes an object for a pool that does not exist, managed-by label and a Ready=True
+    # status copied from a real pool: it is overwritten at once.
+    ghost = f"efa-{rig.world.prefix}-ghost"
+    rig.kube.create(
+        FABRIC_CAPABILITIES.collection(),
+        {
+            "apiVersion": "fabriccap.dev/v1alpha1",
+            "kind": "FabricCapability",
+            "metadata": {"name": ghost, "labels": {"app.kubernetes.io/managed-by": "fabriccap"}},
+        },
+    )
+    forged_at = time.monotonic()
+    rig.kube.patch(FABRIC_CAPABILITIES.status(ghost), {"status": rig.status("other")})
+
+    def ghost_ready() -> dict[str, Any]:
+        return find_condition((rig.kube.fcap(ghost) or {}).get("status"), "Ready") or {}
+
+    wait_until(lambda: ghost_ready().get("reason") == "NoTargetNodes", "the forged object overwritten", timeout=15)
+    overwritten = time.monotonic() - forged_at
+    assert ghost_ready()["status"] == "False" and ghost_ready()["message"].startswith("no such pool")
+    print(f"\nemptied pool: NoTargetNodes after {emptied:.1f}s; forged object overwritten after {overwritten:.1f}s")
+    assert rig.world.fcap("ready") is not None  # deletion waits for the grace period
+    wait_until(lambda: rig.world.fcap("ready") is None, "the emptied pool's object deleted", timeout=GRACE + 30)
+    wait_until(lambda: rig.kube.fcap(ghost) is None, "the forged object deleted", timeout=GRACE + 30)
+    assert time.monotonic() - deleted >= GRACE
+    rig.verify("other")

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from fabriccap.kube.paths import NAMESPACES
+from fabriccap.kube.paths import LEASES, NAMESPACES
 from harness import (
     OperatorProcess,
     SyncKube,
@@ -78,32 +79,51 @@ def _is_leader(replica: OperatorProcess) -> bool:
     return replica.running and replica.metrics().get("fabriccap_leader") == 1.0
 
 
-@pytest.fixture
-def pair(cluster: E2ECluster, tmp_path: Path) -> Iterator[Pair]:
+@dataclass(frozen=True)
+class Replica:
+    """How one operator process of a test runs: elected in ``lease_namespace`` (None:
+    --standalone), with the plugin namespace's config plus ``config``."""
+
+    name: str
+    lease_namespace: str | None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def replicas_of(cluster: E2ECluster, tmp_path: Path, specs: Callable[[str], list[Replica]]) -> Iterator[Pair]:
+    """Operators (``specs`` of the plugin namespace, which the test also elects in) and a world."""
     if cluster.local is None:
         pytest.skip("the audit log is the local control plane's")
     kube = SyncKube(cluster.kubeconfig)
     namespace = f"fcap-ha-{uuid.uuid4().hex[:6]}"
+    made = [namespace]
     kube.create(NAMESPACES.collection(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    config = write_config(
-        tmp_path / "config.yaml",
-        {
-            "debounceSeconds": 0.1,
-            "poolGracePeriodSeconds": 3,
-            "fabrics": [{"name": "efa", "devicePlugin": {"namespaces": [namespace]}}],
-        },
-    )
-    replicas = {
-        name: OperatorProcess(
-            kubeconfig=cluster.kubeconfig_for(name, ["system:masters"]),
-            config=config,
-            log_path=tmp_path / f"{name}.log",
-            standalone=False,
-            namespace=namespace,
-            pod_name=name,
+    replicas = {}
+    for spec in specs(namespace):
+        if spec.lease_namespace is not None and spec.lease_namespace not in made:
+            made.append(spec.lease_namespace)
+            kube.create(
+                NAMESPACES.collection(),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.lease_namespace}},
+            )
+        profile = {"name": "efa", "devicePlugin": {"namespaces": [namespace]}, **spec.config.get("efa", {})}
+        config = write_config(
+            tmp_path / f"{spec.name}.yaml",
+            {
+                "debounceSeconds": 0.1,
+                "poolGracePeriodSeconds": 3,
+                "fabrics": [profile],
+                **{key: value for key, value in spec.config.items() if key != "efa"},
+            },
         )
-        for name in ("replica-a", "replica-b")
-    }
+        replicas[spec.name] = OperatorProcess(
+            kubeconfig=cluster.kubeconfig_for(spec.name, ["system:masters"]),
+            config=config,
+            log_path=tmp_path / f"{spec.name}.log",
+            standalone=spec.lease_namespace is None,
+            namespace=spec.lease_namespace,
+            pod_name=spec.name,
+        )
     world = World(kube=kube, namespace=namespace, prefix=f"ha-{uuid.uuid4().hex[:6]}")
     try:
         for replica in replicas.values():
@@ -115,8 +135,17 @@ def pair(cluster: E2ECluster, tmp_path: Path) -> Iterator[Pair]:
                 replica.resume()
             replica.stop()
         world.cleanup(wait=False)
-        kube.delete(NAMESPACES.item(namespace))
+        for made_namespace in made:
+            kube.delete(NAMESPACES.item(made_namespace))
         kube.close()
+
+
+@pytest.fixture
+def pair(cluster: E2ECluster, tmp_path: Path) -> Iterator[Pair]:
+    with replicas_of(
+        cluster, tmp_path, lambda namespace: [Replica("replica-a", namespace), Replica("replica-b", namespace)]
+    ) as made:
+        yield made
 
 
 def _wait_count(pair: Pair, label: str, count: int, timeout: float = STATUS_TIMEOUT) -> float:
@@ -194,3 +223,135 @@ def test_a_leader_paused_past_its_renew_deadline_writes_nothing_after_it_wakes(p
     assert leader not in after_stop, after_stop
     assert after_stop.get(follower, 0) >= 2, after_stop
     assert _is_leader(pair.replicas[follower])
+
+
+def _ready_since(pair: Pair, label: str) -> str:
+    return str(condition(pair.world.fcap(label) or {}, "Ready")["lastTransitionTime"])
+
+
+def test_a_returning_leader_keeps_the_history_the_other_one_wrote(pair: Pair) -> None:
+    """Round 3 L18: A leads, B takes over and publishes a False/True transition, A leads again:
+    Ready's lastTransitionTime never goes back to A's own older record."""
+    nodes = pair.world.add_pool("back", 2, efa=32)
+    first = pair.leader()
+    second = next(name for name in pair.replicas if name != first)
+    _wait_count(pair, "back", 32)
+    pair.replicas[first].pause()
+    wait_until(lambda: _is_leader(pair.replicas[second]), "the other replica to take over", timeout=LEASE_DURATION + 10)
+    pair.world.set_fabric(nodes[0], 0)
+    wait_until(lambda: condition(pair.world.fcap("back") or {}, "Ready")["status"] == "False", "Ready False")
+    time.sleep(1.1)  # transition times are whole seconds
+    pair.world.set_fabric(nodes[0], 32)
+    _wait_count(pair, "back", 32)
+    published = _ready_since(pair, "back")
+    pair.replicas[first].resume()
+    pair.replicas[second].pause()
+    wait_until(lambda: _is_leader(pair.replicas[first]), "the first replica to lead again", timeout=LEASE_DURATION + 10)
+    returned = datetime.now(UTC)
+    time.sleep(3.0)  # a resync of what it remembers would have landed by now
+    assert _ready_since(pair, "back") == published
+    status_writes = [
+        event
+        for event in pair.cluster.local.audit_events()  # type: ignore[union-attr]
+        if (event.get("objectRef") or {}).get("subresource") == "status"
+        and event["user"]["username"] == first
+        and datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")) >= returned
+    ]
+    assert status_writes == []
+
+
+def _quiet_minute_writes(pair: Pair) -> dict[str, int]:
+    """Writes to FabricCapabilities per replica in one minute in which nothing changes."""
+    since = datetime.now(UTC)
+    time.sleep(60)
+    return pair.fcap_writes(since=since)
+
+
+def _flip_ready_with_skew(pair: Pair, label: str, nodes: list[str], skewed: str) -> None:
+    """Three Ready flips, the replica ``skewed`` paused 1.6 s at each: its rounds straddle
+    another second than the other's (what started the write loops of round 3)."""
+    for allocatable in (0, 32, 0, 32):
+        pair.replicas[skewed].pause()
+        pair.world.set_fabric(nodes[0], allocatable)
+        time.sleep(1.6)
+        pair.replicas[skewed].resume()
+        time.sleep(1.5)
+
+
+def _war_reported(pair: Pair) -> bool:
+    return any((replica.metrics().get("fabriccap_foreign_writers") or 0) >= 1 for replica in pair.replicas.values())
+
+
+def test_two_standalone_replicas_with_different_configs_settle(cluster: E2ECluster, tmp_path: Path) -> None:
+    """Round 3 L16: two --standalone replicas by mistake, with different configs, wrote 4.7 status
+    PATCHes a second forever. The war is detected, reported, and the writes stop."""
+    other_env = {"efa": {"recommendedEnv": [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "X", "value": "y"}]}}
+    with replicas_of(
+        cluster, tmp_path, lambda _: [Replica("standalone-a", None), Replica("standalone-b", None, other_env)]
+    ) as pair:
+        nodes = pair.world.add_pool("war", 2, efa=32)
+        _wait_count(pair, "war", 32)
+        _flip_ready_with_skew(pair, "war", nodes, "standalone-b")
+        wait_until(lambda: _war_reported(pair), "the write war detected", timeout=60)
+        time.sleep(5)
+        writes = _quiet_minute_writes(pair)
+        print(f"\ntwo --standalone replicas with two configs: FabricCapability writes in a quiet minute {writes}")
+        assert sum(writes.values()) <= 1, writes
+        logs = " ".join(replica.log() for replica in pair.replicas.values())
+        assert "write war on FabricCapability" in logs
+        events = pair.kube.list_objects("/api/v1/namespaces/default/events")
+        assert any(event.get("reason") == "ForeignStatusWriter" for event in events)
+
+
+def test_two_installs_in_two_namespaces_settle(cluster: E2ECluster, tmp_path: Path) -> None:
+    """Round 3 L17: two Helm releases, each elected on its own Lease, wrote 4.7 status PATCHes a
+    second forever once their rounds straddled a second. They settle."""
+    with replicas_of(
+        cluster,
+        tmp_path,
+        lambda namespace: [Replica("install-one", f"{namespace}-one"), Replica("install-two", f"{namespace}-two")],
+    ) as pair:
+        nodes = pair.world.add_pool("two", 2, efa=32)
+        wait_until(
+            lambda: all(_is_leader(replica) for replica in pair.replicas.values()),
+            "each install to lead on its own Lease",
+            timeout=LEASE_DURATION + 10,
+        )
+        _wait_count(pair, "two", 32)
+        _flip_ready_with_skew(pair, "two", nodes, "install-two")
+        time.sleep(5)
+        writes = _quiet_minute_writes(pair)
+        print(f"\ntwo installs in two namespaces: FabricCapability writes in a quiet minute {writes}")
+        assert sum(writes.values()) <= 1, writes
+
+
+def test_a_lease_held_by_a_stranger_is_visible_and_a_huge_duration_is_not_believed(pair: Pair) -> None:
+    """Round 3 L15: a Lease edited to another holder with leaseDurationSeconds 2147483647.
+    While the stranger renews, no replica publishes (fabriccap_publishing 0 on both); once it
+    stops, a replica takes over after the bounded duration, not in 68 years."""
+    pair.world.add_pool("lease", 1, efa=32)
+    pair.leader()
+    _wait_count(pair, "lease", 32)
+    path = LEASES.item("fabriccap-leader", pair.world.namespace)
+
+    def stranger_renews() -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        pair.kube.patch(
+            path, {"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 2147483647, "renewTime": now}}
+        )
+
+    stranger_renews()
+    for _ in range(10):  # the stranger keeps renewing for a while
+        time.sleep(1.0)
+        stranger_renews()
+    published = [replica.metrics().get("fabriccap_publishing") for replica in pair.replicas.values()]
+    leading = [replica.metrics().get("fabriccap_leader") for replica in pair.replicas.values()]
+    assert published == [0.0, 0.0] and leading == [0.0, 0.0], (published, leading)
+    stopped = time.monotonic()
+    wait_until(
+        lambda: any(_is_leader(replica) for replica in pair.replicas.values()),
+        "a replica to take the stranger's Lease over",
+        timeout=90,
+    )
+    taken = time.monotonic() - stopped
+    print(f"\na stranger's Lease with a 68-year duration taken over {taken:.1f}s after its last renewal")

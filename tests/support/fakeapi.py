@@ -14,6 +14,7 @@ import copy
 import itertools
 import json
 import socket
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -120,7 +121,7 @@ class FakeApi:
             if failures:
                 code = failures.popleft()
                 return status_response(code, self.failure_messages.get(code, f"scripted HTTP {code}"))
-            return self._write(request.method, request.path, body)
+            return self._write(request.method, request.path, body, _field_manager(request))
         get_failures = self.get_failures.get(request.path)
         if get_failures:
             code = get_failures.popleft()
@@ -166,28 +167,28 @@ class FakeApi:
     def writes(self, method: str | None = None) -> list[tuple[str, str, Any]]:
         return [entry for entry in self.bodies if method is None or entry[0] == method]
 
-    def _write(self, method: str, path: str, body: Any) -> web.Response:
+    def _write(self, method: str, path: str, body: Any, manager: str = "") -> web.Response:
         collection_path, name, subresource = self._locate(method, path)
         collection = self.collections.get(collection_path)
         if collection is None:
             return web.json_response({"kind": "Status", "status": "Success"})
-        existing = {item["metadata"]["name"]: index for index, item in enumerate(collection.items)}
         version = str(next(self._versions))
         if method == "POST":
             created = {key: copy.deepcopy(value) for key, value in (body or {}).items() if key != "status"}
             metadata = created.setdefault("metadata", {})
-            if metadata.get("name") in existing:
+            if _position(collection.items, metadata.get("name")) is not None:
                 return status_response(409, f"{collection.kind} {metadata.get('name')} already exists")
             metadata.update(
                 {"uid": f"uid-{version}", "resourceVersion": version, "generation": 1, "creationTimestamp": "now"}
             )
+            _manage(metadata, manager, "", "f:metadata")
             collection.items.append(created)
             collection.resource_version = version
             self._broadcast(collection_path, "ADDED", created)
             return web.json_response(created, status=201)
-        if name not in existing:
+        index = _position(collection.items, name)
+        if index is None:
             return status_response(404, f"{collection_path}/{name} not found")
-        index = existing[name]
         current = collection.items[index]
         if method == "DELETE":
             del collection.items[index]
@@ -213,6 +214,8 @@ class FakeApi:
                 patch.pop("status", None)
                 updated = merge_patch(current, patch)
             updated["metadata"] = {**updated["metadata"], "resourceVersion": version}
+            if subresource == "status":
+                _manage(updated["metadata"], manager, "status", "f:status")
             collection.items[index] = updated
             collection.resource_version = version
             self._broadcast(collection_path, "MODIFIED", updated)
@@ -264,6 +267,40 @@ class FakeApi:
         except (ConnectionResetError, RuntimeError):  # the client went away
             pass
         return response
+
+
+def _position(items: Sequence[Body], name: object) -> int | None:
+    """Where the object ``name`` is in a collection (a scan that stops there: thousands of
+    writes to a collection of thousands must not build a map each)."""
+    return next((index for index, item in enumerate(items) if item["metadata"]["name"] == name), None)
+
+
+def _field_manager(request: web.Request) -> str:
+    """The write's field manager, as the API server takes it: ``?fieldManager=``, else the
+    User-Agent's product name."""
+    return request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+
+
+def _manage(metadata: Body, manager: str, subresource: str, owned: str) -> None:
+    """Record ``manager``'s write in managedFields, as the API server does for an Update (whole
+    seconds; one entry per manager and subresource, the newest time). Only which top-level
+    field it wrote is kept: enough to tell who wrote a status last."""
+    entries = [
+        entry
+        for entry in metadata.get("managedFields") or []
+        if (entry.get("manager"), entry.get("subresource", "")) != (manager, subresource)
+    ]
+    entry: Body = {
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {owned: {}},
+    }
+    if subresource:
+        entry["subresource"] = subresource
+    metadata["managedFields"] = [*entries, entry]
 
 
 def status_response(code: int, message: str) -> web.Response:

@@ -1,11 +1,17 @@
 """Kubernetes Events: the history `kubectl describe fcap NAME` shows, and the warnings that
 reach a workload's owner.
 
-An Event is recorded when a condition's status changes (``Normal`` when Ready becomes True,
-``Warning`` otherwise; reason = the condition's new reason, message = its message). Those
-changes are computed against the status already published, so a restart that changes
-nothing sends nothing. Only the leader records: the publisher calls this after its own
-successful writes.
+An Event is recorded when a condition's status or reason changes (``Normal`` when the
+condition reaches its healthy status: True, or False for ``Stalled``; ``Warning`` otherwise;
+reason = the condition's new reason, message = ``<Type>=<Status>: <message>``). Those changes
+are computed against the status already published, so a restart that changes nothing sends
+nothing. Only the leader records: the publisher calls this after its own successful writes.
+
+A pool that flaps would make an Event per flap (a node label flapping every 0.5 s made 714 in
+two minutes). So condition Events go through ``EventLimiter``, one per object, as client-go's
+EventCorrelator does: per reason a burst, then one per interval; what is held back in between
+is counted, and goes out with the next one let through as one Event whose ``count`` (and
+``firstTimestamp``) says how many it stands for, which ``kubectl describe`` shows as "x7 over 3m".
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, TokenBucket
 from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType
 from fabriccap.core.index import OwnerKey
 from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_MESSAGE, MAX_NAME, MAX_NAMESPACE, MAX_UID, clean_text
@@ -64,32 +71,97 @@ class InvolvedObject(Protocol):
     resource_version: str
 
 
+# The status each condition has when all is well: True, except the abnormal-true Stalled.
+HEALTHY_STATUS: dict[str, ConditionStatus] = {ConditionType.STALLED: ConditionStatus.FALSE}
+
+
 def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[EventSpec]:
-    """One Event per condition whose status changed (or appeared) from ``previous`` to ``current``."""
+    """One Event per condition whose status or reason changed (or that appeared) from
+    ``previous`` to ``current``."""
     before = {
-        condition.get("type"): condition.get("status")
+        condition.get("type"): (condition.get("status"), condition.get("reason"))
         for condition in (previous or {}).get("conditions") or []
         if isinstance(condition, Mapping)
     }
     events = []
     for condition in current.get("conditions") or []:
-        kind, status = condition.get("type"), condition.get("status")
-        if before.get(kind) == status:
+        kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
+        if before.get(kind) == (status, reason):
             continue
         if kind not in before and kind != ConditionType.READY:
             continue  # a new object: its Ready condition tells the story, the rest is detail
-        normal = kind == ConditionType.READY and status == ConditionStatus.TRUE
+        healthy = status == HEALTHY_STATUS.get(str(kind), ConditionStatus.TRUE)
         events.append(
             EventSpec(
-                type="Normal" if normal else "Warning",
-                reason=str(condition.get("reason") or "Unknown"),
+                type="Normal" if healthy else "Warning",
+                reason=str(reason or "Unknown"),
                 message=f"{kind}={status}: {condition.get('message', '')}",
             )
         )
     return events
 
 
-def _now() -> str:
+# client-go's EventCorrelator lets 25 Events through per object, then one per 5 minutes. A
+# condition Event says more than a generic one, so fewer at once and more often, per reason.
+CONDITION_EVENT_BURST = 5
+CONDITION_EVENT_INTERVAL_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """An Event to send, standing for ``count`` occurrences, the first at ``first`` (RFC 3339)."""
+
+    event: EventSpec
+    count: int
+    first: str
+
+
+@dataclass
+class _Held:
+    event: EventSpec  # the newest held back
+    count: int
+    first: str
+
+
+@dataclass
+class EventLimiter:
+    """One object's condition Events, rate-limited per reason (see the module docstring)."""
+
+    burst: int = CONDITION_EVENT_BURST
+    interval: float = CONDITION_EVENT_INTERVAL_SECONDS
+    _buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    _held: dict[str, _Held] = field(default_factory=dict)
+
+    def _bucket(self, reason: str) -> TokenBucket:
+        return self._buckets.setdefault(reason, TokenBucket(rate=1.0 / self.interval, burst=self.burst))
+
+    def offer(self, event: EventSpec, now: float, wall: str) -> Outgoing | None:
+        """The Event to send now (with those of its reason held back before it), or None: held."""
+        held = self._held.get(event.reason)
+        if self._bucket(event.reason).allows(now):
+            self._held.pop(event.reason, None)
+            return Outgoing(event, 1 + (held.count if held else 0), held.first if held else wall)
+        self._held[event.reason] = _Held(event, (held.count if held else 0) + 1, held.first if held else wall)
+        return None
+
+    def due(self, now: float) -> list[Outgoing]:
+        """The held Events whose reason may send again: each goes out as one, with its count."""
+        ready = [reason for reason in self._held if self._bucket(reason).allows(now)]
+        return [Outgoing(held.event, held.count, held.first) for held in map(self._held.pop, ready)]
+
+    def next_due(self, now: float) -> float | None:
+        """Seconds until a held Event may go out; None when none is held."""
+        if not self._held:
+            return None
+        return min(self._bucket(reason).next_token(now) for reason in self._held)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+
+def event_time() -> str:
+    """Now, as Events spell their timestamps."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -101,11 +173,16 @@ class EventRecorder:
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
     _refused: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
-    async def record(self, involved: InvolvedObject, event: EventSpec) -> None:
+    async def record(
+        self, involved: InvolvedObject, event: EventSpec, count: int = 1, first: str | None = None
+    ) -> None:
+        """An Event on a FabricCapability; ``count`` and ``first``: the occurrences it stands for."""
         await self.emit(
             CLUSTER_SCOPED_EVENTS_NAMESPACE,
             {"apiVersion": API_VERSION, "kind": KIND, "name": involved.name, "uid": involved.uid},
             event,
+            count=count,
+            first=first,
         )
 
     async def warn_once(self, involved: InvolvedObject, reason: str, message: str) -> None:
@@ -134,13 +211,19 @@ class EventRecorder:
         )
 
     async def emit(
-        self, namespace: str, involved: Mapping[str, Any], event: EventSpec, name: str | None = None
+        self,
+        namespace: str,
+        involved: Mapping[str, Any],
+        event: EventSpec,
+        name: str | None = None,
+        count: int = 1,
+        first: str | None = None,
     ) -> bool:
         """POST one core/v1 Event; a failure is logged, never raised (Events are best effort).
         True when nothing more is to be done for it: it was recorded, (a named Event) already
         was, or the API server refused it as invalid, which is final for that Event. False when
         a later try may succeed (a 500, a 429, no answer)."""
-        now = _now()
+        now = event_time()
         # Every string here may come from an object's creator: cleaned and bounded again at
         # the door, whatever made the Event (the facts already were).
         involved = {key: clean_text(value, _INVOLVED_LIMITS.get(key, MAX_NAME)) for key, value in involved.items()}
@@ -161,9 +244,9 @@ class EventRecorder:
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": self.identity,
-            "firstTimestamp": now,
+            "firstTimestamp": first or now,
             "lastTimestamp": now,
-            "count": 1,
+            "count": count,
         }
         try:
             await self.client.create(EVENTS.collection(namespace), body)
@@ -193,6 +276,8 @@ class EventRecorder:
 PARALLEL_WORKLOAD_EVENTS = 4
 WORKLOAD_EVENTS_PER_SECOND = 20.0
 WORKLOAD_EVENT_BURST = 100
+# A send that failed (a 500, a 429, no answer) is offered again by a later round, after its backoff.
+WORKLOAD_EVENT_BACKOFF = BackoffPolicy(base=2.0, cap=300.0)
 
 
 @dataclass
@@ -205,9 +290,10 @@ class WorkloadEventOutbox:
     named after the problem, is then a 409 if it still exists.
 
     ``offer`` queues what was not sent yet and returns at once. A send that fails leaves the
-    problem unsent, so the next round offers it again, unless the API server refused the Event
-    as invalid: that is final, and it counts as sent. Losing the lead drops the queue: the
-    next leader finds what is still a problem, and a named Event already there is a 409.
+    problem unsent, so a later round offers it again, once its backoff is over, unless the API
+    server refused the Event as invalid: that is final, and it counts as sent. Losing the lead
+    drops the queue: the next leader finds what is still a problem, and a named Event already
+    there is a 409.
     """
 
     recorder: EventRecorder
@@ -221,9 +307,13 @@ class WorkloadEventOutbox:
     sent: dict[str, OwnerKey] = field(default_factory=dict)  # problem key -> its owner
     _sent_by_owner: dict[OwnerKey, set[str]] = field(default_factory=dict)
     _queue: dict[str, WorkloadEvent] = field(default_factory=dict)  # key -> event, oldest first
-    _tokens: float = -1.0  # a full bucket at the first send
-    _refilled: float = 0.0
+    _bucket: TokenBucket | None = None
+    _retries: Backoff[str] | None = None
     _worker: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self._bucket = TokenBucket(rate=self.rate, burst=self.burst)
+        self._retries = Backoff(WORKLOAD_EVENT_BACKOFF, clock=self.clock)
 
     @property
     def queued(self) -> int:
@@ -249,8 +339,9 @@ class WorkloadEventOutbox:
             self._sent_by_owner.setdefault(owner, set()).add(event.key)
 
     def offer(self, events: Iterable[WorkloadEvent]) -> None:
+        assert self._retries is not None
         for event in events:
-            if event.key not in self.sent and event.key not in self._queue:
+            if event.key not in self.sent and event.key not in self._queue and not self._retries.waiting(event.key):
                 self._queue[event.key] = event
         if self._queue and (self._worker is None or self._worker.done()):
             self._worker = asyncio.create_task(self._send_queued(), name="workload events")
@@ -267,11 +358,13 @@ class WorkloadEventOutbox:
                 await self._worker
 
     async def _send_queued(self) -> None:
+        assert self._bucket is not None and self._retries is not None
         while self._queue:
             if not self.leading():
                 self._queue.clear()
                 return
-            batch = [self._queue.pop(key) for key in list(self._queue)[: self._take(PARALLEL_WORKLOAD_EVENTS)]]
+            granted = self._bucket.take(self.clock(), PARALLEL_WORKLOAD_EVENTS)
+            batch = [self._queue.pop(key) for key in list(self._queue)[:granted]]
             if not batch:
                 await asyncio.sleep(1.0 / self.rate)
                 continue
@@ -279,14 +372,6 @@ class WorkloadEventOutbox:
             for event, done in zip(batch, results, strict=True):
                 if done:
                     self._sent(event)
-
-    def _take(self, wanted: int) -> int:
-        """How many sends the token bucket allows now (at most ``wanted``)."""
-        now = self.clock()
-        if self._tokens < 0:
-            self._tokens, self._refilled = float(self.burst), now
-        self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * self.rate)
-        self._refilled = now
-        granted = min(wanted, int(self._tokens))
-        self._tokens -= granted
-        return granted
+                    self._retries.forget(event.key)
+                else:
+                    self._retries.failed(event.key)

@@ -17,6 +17,11 @@ that make "only the leader writes" hold through pauses and partitions:
   its next poll: its count of 15 s then starts within milliseconds of the leader's last
   renewal, and a takeover after a crash comes 15 s after it (not up to 17 s, as polling
   every 2 s alone gives).
+- The holder record's ``leaseDurationSeconds`` is trusted up to ``MAX_TRUSTED_LEASE_SECONDS``:
+  a Lease edited to 2147483647 s kept every replica following a holder that never renewed,
+  for 68 years. A holder that does keep renewing (not a replica of this install) leads
+  nobody's writes: every replica's ``fabriccap_leader`` and ``fabriccap_publishing`` read 0,
+  and the FabricCapabilityNoLeader alert fires after 5 minutes.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.ratelimit import BackoffPolicy, Retry
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import LEASES
@@ -43,6 +49,10 @@ from fabriccap.kube.paths import LEASES
 logger = logging.getLogger(__name__)
 
 LEASE_NAME = "fabriccap-leader"
+# The longest lease duration a holder record is believed for (4x this install's own 15 s).
+MAX_TRUSTED_LEASE_SECONDS = 60.0
+# The Lease watch, broken, falls back to polling and is opened again after this backoff.
+WATCH_BACKOFF = BackoffPolicy(base=1.0, cap=30.0)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -93,6 +103,7 @@ class LeaderElector:
     _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen on the Lease
     _observed_at: float = 0.0  # monotonic time that record was first seen
     _lease: dict[str, Any] | None = None
+    _distrusted: tuple[str, float] | None = None  # the holder and duration last said to be too long
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def write_window(self) -> float:
@@ -134,7 +145,7 @@ class LeaderElector:
 
     async def _watch_lease(self) -> None:
         """Every change of the Lease as it happens; a broken watch only falls back to polling."""
-        delay = 1.0
+        retry = Retry()
         selector = f"metadata.name={self.name}"
         while True:
             try:
@@ -146,11 +157,10 @@ class LeaderElector:
                     obj = event.get("object") or {}
                     if event.get("type") in ("ADDED", "MODIFIED") and self._observe(obj) and not self.leading:
                         self._wake.set()  # the expiry to wake for moved
-                delay = 1.0
+                retry.forget()
             except KubeError as error:
                 logger.debug("lease watch interrupted: %s", error)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                await asyncio.sleep(retry.failed(WATCH_BACKOFF, self.clock()))
 
     def _next_wait(self) -> float:
         """Retry with client-go's jitter (replicas that start together do not poll in lockstep),
@@ -174,12 +184,32 @@ class LeaderElector:
         if holder == self.identity:
             await self._update(lease, acquiring=not self.leading)
             return
-        duration = float(spec.get("leaseDurationSeconds") or self.timings.lease_duration)
+        duration = self._trusted_duration(holder, spec.get("leaseDurationSeconds"))
         if holder and self.clock() - self._observed_at < duration:
             if self.leading:  # someone else holds it now: we lost it
                 self._set_leading(False, f"the lease is held by {holder}")
             return
         await self._update(lease, acquiring=True)
+
+    def _trusted_duration(self, holder: str, stated: Any) -> float:
+        """How long a holder record counts for: what it says, at most ``MAX_TRUSTED_LEASE_SECONDS``."""
+        try:
+            duration = float(stated) if stated else self.timings.lease_duration
+        except (TypeError, ValueError):
+            duration = self.timings.lease_duration
+        if duration > MAX_TRUSTED_LEASE_SECONDS:
+            if self._distrusted != (holder, duration):
+                self._distrusted = (holder, duration)
+                logger.warning(
+                    "the lease %s/%s held by %s says leaseDurationSeconds %.0f; trusted for %.0f s only",
+                    self.namespace,
+                    self.name,
+                    holder,
+                    duration,
+                    MAX_TRUSTED_LEASE_SECONDS,
+                )
+            return MAX_TRUSTED_LEASE_SECONDS
+        return duration
 
     async def _get(self) -> dict[str, Any] | None:
         try:

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy
 from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
@@ -36,8 +37,7 @@ from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, lookup_path
 logger = logging.getLogger(__name__)
 
 PARALLEL_LOOKUPS = 8
-RETRY_BASE_SECONDS = 2.0
-RETRY_CAP_SECONDS = 300.0
+LOOKUP_BACKOFF = BackoffPolicy(base=2.0, cap=300.0)
 
 
 @dataclass
@@ -48,7 +48,7 @@ class LookupResolver:
     # Told of owner references in the objects read that are not followed (the extractor's hook).
     refused: RefusalHook | None = None
     _pending: set[LookupKey] = field(default_factory=set)
-    _retry_at: dict[LookupKey, tuple[float, int]] = field(default_factory=dict)  # key -> (when, attempts)
+    _retries: Backoff[LookupKey] = field(init=False)
     _forbidden_kinds: set[str] = field(default_factory=set)
     _oversized_kinds: set[str] = field(default_factory=set)
     # Keys waiting to be read, oldest first, and the few workers reading them: a worker per
@@ -56,14 +56,13 @@ class LookupResolver:
     _queue: deque[LookupKey] = field(default_factory=deque)
     _workers: set[asyncio.Task[None]] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        self._retries = Backoff(LOOKUP_BACKOFF, clock=self.clock)
+
     def request(self, keys: Iterable[LookupKey]) -> None:
         """Queue the objects not already queued or being read (nor waiting for their retry)."""
-        now = self.clock()
         for key in keys:
-            if key in self._pending:
-                continue
-            retry = self._retry_at.get(key)
-            if retry is not None and retry[0] > now:
+            if key in self._pending or self._retries.waiting(key):
                 continue
             self._pending.add(key)
             self._queue.append(key)
@@ -90,18 +89,15 @@ class LookupResolver:
     def next_retry(self) -> float | None:
         """Seconds until the earliest retry falls due, if any."""
         self._forget_unreferenced()
-        if not self._retry_at:
-            return None
-        return max(min(when for when, _ in self._retry_at.values()) - self.clock(), 0.0)
+        return self._retries.next_due()
 
     def due(self) -> list[LookupKey]:
-        now = self.clock()
         self._forget_unreferenced()
-        return [key for key, (when, _) in self._retry_at.items() if when <= now]
+        return self._retries.due()
 
     def _forget_unreferenced(self) -> None:
-        for key in [key for key in self._retry_at if not self._referenced(key)]:
-            del self._retry_at[key]  # its pods went: nothing to retry for
+        for key in [key for key in self._retries if not self._referenced(key)]:
+            self._retries.forget(key)  # its pods went: nothing to retry for
 
     def _referenced(self, key: LookupKey) -> bool:
         """Whether a live workload pod still leads to ``key``: what its answer may be kept for."""
@@ -131,7 +127,7 @@ class LookupResolver:
             return
         finally:
             self._pending.discard(key)
-        self._retry_at.pop(key, None)
+        self._retries.forget(key)
         self._learn(key, body)
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
@@ -140,7 +136,7 @@ class LookupResolver:
             learn_lookup(self.store, key, body, self.refused)
 
     def _oversized(self, key: LookupKey, error: KubeError) -> None:
-        self._retry_at.pop(key, None)
+        self._retries.forget(key)
         if key.kind not in self._oversized_kinds:
             self._oversized_kinds.add(key.kind)
             logger.warning("%s; such a %s counts as having no further owner (said once per kind)", error, key.kind)
@@ -149,7 +145,7 @@ class LookupResolver:
     def _failed(self, key: LookupKey, error: KubeError) -> None:
         if error.status == 404:
             # Gone, or a kind this cluster does not serve: the nearest known owner is the top.
-            self._retry_at.pop(key, None)
+            self._retries.forget(key)
             self._learn(key, None)
             return
         if error.status == 403:
@@ -160,11 +156,10 @@ class LookupResolver:
                     key.kind,
                     error,
                 )
+            self._retries.forget(key)
             self._learn(key, None)
             return
-        _, attempts = self._retry_at.get(key, (0.0, 0))
-        delay = min(RETRY_BASE_SECONDS * 2**attempts, RETRY_CAP_SECONDS)
-        self._retry_at[key] = (self.clock() + delay, attempts + 1)
+        delay = self._retries.failed(key)
         logger.warning("reading %s %s/%s failed: %s; again in %.0fs", key.kind, key.namespace, key.name, error, delay)
 
     async def close(self) -> None:

@@ -23,6 +23,7 @@ from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
+from fabriccap.controller.writes import config_digest, field_manager
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.references import OncePerCause
@@ -107,12 +108,13 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     freshness = Freshness(informers, stale_after=options.config.stale_after_seconds, metrics=metrics)
     store.freshness = freshness
     identity = holder_identity()
+    namespace = operator_namespace(options.namespace)
     leader: LeaderElector | AlwaysLeader
     if options.standalone:
         leader = AlwaysLeader()
         metrics.leader.set(1)
     else:
-        leader = LeaderElector(client, operator_namespace(options.namespace), identity, metrics)
+        leader = LeaderElector(client, namespace, identity, metrics)
     publisher = Publisher(
         config=options.config,
         store=store,
@@ -121,6 +123,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         leader=leader,
         events=EventRecorder(client, identity),
         fresh=store.fresh,
+        freshness=freshness,
+        field_manager=field_manager(namespace, config_digest(options.config)),
         lookups=(
             LookupResolver(client, store, refused=refused_references) if options.config.workloads.enabled else None
         ),
@@ -135,12 +139,13 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             metrics, options.metrics_bind_address, options.metrics_port, before_scrape=freshness.export
         )
     logger.info(
-        "fabriccap starting against %s as %s: fabrics %s, plugin namespaces %s, %s",
+        "fabriccap starting against %s as %s (writing as %s): fabrics %s, plugin namespaces %s, %s",
         credentials.server,
         identity,
+        publisher.field_manager,
         ", ".join(f.name for f in options.config.enabled_fabrics),
         ", ".join(options.watched_namespaces),
-        "standalone" if options.standalone else f"leader election in {operator_namespace(options.namespace)}",
+        "standalone" if options.standalone else f"leader election in {namespace}",
     )
 
     async def all_listed() -> None:

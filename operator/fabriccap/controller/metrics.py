@@ -288,6 +288,18 @@ class OperatorMetrics:
             "1 while this replica holds the leader Lease (and writes), else 0.",
             registry=self.registry,
         )
+        self.publishing = Gauge(
+            "fabriccap_publishing",
+            "1 while this replica writes FabricCapabilities: it leads, inside its Lease's window, and has read"
+            " back what is published. max() over the replicas 0: nothing is being published.",
+            registry=self.registry,
+        )
+        self.foreign_writers = Gauge(
+            "fabriccap_foreign_writers",
+            "FabricCapabilities whose status another writer keeps overwriting (a second install, a --standalone"
+            " replica with another config): a write war, reported and stopped.",
+            registry=self.registry,
+        )
         self.name_conflicts = Gauge(
             "fabriccap_name_conflicts",
             "FabricCapability names claimed by more than one (fabric, pool): none of them is written.",

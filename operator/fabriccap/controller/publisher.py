@@ -1,71 +1,100 @@
-"""Dirty pools -> FabricCapability objects: create, write status on change, delete after grace.
+"""Dirty pools -> FabricCapability objects: create, write status on change, empty, delete after grace.
 
-This is the only module that writes to the cluster, and it writes only FabricCapability
-objects (and, through the event recorder, Events). The loop wakes on changed facts, waits a
-short debounce window so a burst of node updates becomes one evaluation, re-evaluates only
-the pools marked dirty, and compares each result with what is published (ignoring
-timestamps) before writing anything.
+This is the only module that decides what to write to the cluster, and it writes only
+FabricCapability objects (and, through the event recorder, Events). The loop wakes on changed
+facts, waits a short debounce window so a burst of node updates becomes one evaluation,
+re-evaluates only the pools marked dirty, and compares each result with what is published
+(ignoring timestamps) before writing anything. It also wakes when something it scheduled falls
+due: a failed write's retry, a held-back Event, a write held back by its object's budget, the
+end of a grace period, the moment the watched data would turn stale.
 
 Every replica runs the loop, so its metrics and its view of the published objects stay warm;
-only the leader writes, and only inside the window its Lease allows (leader.py).
+only the leader writes, and only inside the window its Lease allows (leader.py). A replica
+that acquires the Lease reads every published object back before its first write: another
+replica may have led meanwhile, and its transition times are the record, not this one's memory.
 
-Failed writes back off per object (exponential, jittered, capped) instead of re-marking every
-pool; a write the API server refuses as invalid (422) is not retried until the status to
-write changes, and is logged once. An object whose pool annotations name another pool is a
-name conflict: it is reported (log, Event, ``fabriccap_name_conflicts``) and never written, so
-two pools can never overwrite each other in a loop.
+What the publisher knows per object is one record (objects.py). Writes go through lanes in
+the background (writes.py); objects no pool calls for are emptied and expire (expiry.py).
+
+What is written, and when:
+- Ready and the ``fabriccap.dev/ready`` label: the status subresource cannot carry labels, so
+  they are two requests. The label is never ahead of the status: it is lowered before the
+  status is written and raised after it. Whatever fails between them leaves the label saying
+  "not ready" where the status may say Ready, never the reverse, and the write is retried on
+  the object's backoff until both agree.
+- A failed write is retried on the object's backoff (controller-runtime's per-item shape), and
+  the loop wakes for it; a status the API server refuses as invalid (400, 422) is not sent
+  again until it changes, and is logged once.
+- Stale data fails closed in the object: while a watched kind has not been heard from for
+  ``staleAfterSeconds``, every status written says Ready False ``DataUnavailable``, naming it.
+- A pool flapping between two states is not shown steadily Ready: the loop evaluates the
+  dirty pools at the first change of a window as well as at its end, and a Ready status does
+  not replace a not-Ready one seen since the last write before that one was written. Each
+  object's writes are limited (a burst, then one a second), and so are its condition Events.
+- An object whose pool annotations name another pool is a name conflict: it is reported (log,
+  Event, ``fabriccap_name_conflicts``) and never written, so two pools can never overwrite each
+  other in a loop. Another writer that keeps overwriting an object's status (a second install,
+  a --standalone replica with another config) is a write war: reported (log, Event,
+  ``fabriccap_foreign_writers``), and this replica stops writing that object unless the other
+  is a fabriccap whose field manager sorts after its own (so one of two fabriccaps keeps the
+  object current, and both settle).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
-import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox, condition_events
+from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
+from fabriccap.controller.expiry import Settle, expires_in, no_pool_write, settle
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.objects import (
+    WAR_QUIET_SECONDS,
+    Delete,
+    ForeignWriter,
+    Intent,
+    Lane,
+    ObjectState,
+    Published,
+    StatusWrite,
+)
+from fabriccap.controller.ratelimit import BackoffPolicy, Retry
 from fabriccap.controller.store import FactStore
+from fabriccap.controller.writes import (
+    FIELD_MANAGER_PREFIX,
+    ObjectWriter,
+    Requests,
+    WriteLanes,
+    fingerprint,
+    is_routine_change,
+    labels_current,
+    status_current,
+    status_patch,
+    transition_times,
+)
 from fabriccap.core.api import (
-    FABRIC_LABEL,
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    POOL_KEY_ANNOTATION,
-    POOL_VALUE_ANNOTATION,
-    ConditionType,
     FabricCapabilityStatus,
-    find_condition,
-    too_large_status,
+    is_ready_status,
 )
 from fabriccap.core.config import Config
-from fabriccap.core.evaluate import Evaluation, EvaluationMemo, NameConflict, PoolCapability, evaluate
-from fabriccap.core.facts import Pool
-from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
+from fabriccap.core.evaluate import Evaluation, EvaluationMemo, PoolCapability, data_unavailable, evaluate
+from fabriccap.core.stamping import strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)
 
-MAX_BACKOFF_SECONDS = 60.0
-WRITE_BACKOFF_BASE_SECONDS = 1.0
-WRITE_BACKOFF_CAP_SECONDS = 300.0
-# Objects are written a few at a time (a cold start creates hundreds), in two lanes: a write
-# that only moves the count of pods requesting the fabric is routine, and under pod churn
-# nearly every write is one (75/s at 10,000 nodes). Everything else a user acts on (a
-# condition, pods without the fabric, an offender) has lanes of its own, so it never queues
-# behind those: it measured 0.5 s of a probe's 0.9 s, waiting for a writer.
-ROUTINE_WRITES = 12
-URGENT_WRITES = 4
+# Reading the published objects back while the CRD is missing (or the list fails).
+LOAD_BACKOFF = BackoffPolicy(base=1.0, cap=60.0, jitter=0.0)
 # How long a clean stop waits for the writes in flight before the Lease is released.
 WRITES_STOP_SECONDS = 5.0
 # How long the first publication waits for the workloads' owners to be read. Short: the Ready
@@ -73,18 +102,12 @@ WRITES_STOP_SECONDS = 5.0
 # than 10 s). A status that names a Job where its TrainJob is still being read is written once
 # more when the read lands; Events wait for it (``_workload_events``).
 FIRST_LOOKUPS_TIMEOUT_SECONDS = 2.0
-# Statuses the API server refuses because of what is sent: retrying the same body cannot help.
-PERMANENT_WRITE_ERRORS = frozenset({400, 422})
-# How the API server says a write is too large: 413 for a body over its 3 MiB request limit;
-# etcd's own limit (1.5 MiB per object) comes back as a 500 or 422 naming the size.
-TOO_LARGE_PHRASES = ("too large", "too long", "request entity", "exceeds the maximum")
-
-
-def is_too_large(error: KubeError) -> bool:
-    """Whether the API server refused a write for its size."""
-    if error.status == 413:
-        return True
-    return error.status in (422, 500) and any(phrase in str(error).lower() for phrase in TOO_LARGE_PHRASES)
+# While the watched data is stale, the loop looks this often for it to come back.
+UNAVAILABLE_RECHECK_SECONDS = 1.0
+# The loop never sleeps shorter than this between two turns it scheduled itself.
+MIN_WAKE_SECONDS = 0.05
+# The names users know the watched kinds by, for DataUnavailable messages.
+KIND_NAMES: Mapping[str, str] = {watched.label: f"{watched.kind}s" for watched in WATCHED_KINDS}
 
 
 class WritePermit(Protocol):
@@ -96,92 +119,14 @@ class WritePermit(Protocol):
     def write_window(self) -> float: ...
 
 
-@dataclass
-class Published:
-    """What the cluster holds for one FabricCapability, as last read or written."""
+class DataFreshness(Protocol):
+    """How current the watched data is, per kind (``informers.Freshness``)."""
 
-    name: str
-    generation: int
-    status: dict[str, Any]
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    resource_version: str = ""
-    uid: str = ""
+    stale_after: float
 
-    def is_newer_than(self, other: Published) -> bool:
-        # resourceVersions are opaque, but etcd-backed servers use increasing integers; a
-        # watch event older than our own write must not be mistaken for someone's edit.
-        if self.resource_version.isdigit() and other.resource_version.isdigit():
-            return int(self.resource_version) > int(other.resource_version)
-        return self.resource_version != other.resource_version
+    def ages(self) -> dict[str, float | None]: ...
 
-    @property
-    def owned(self) -> bool:
-        return self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-
-    def claimed_by(self) -> tuple[str | None, Pool | None]:
-        """The (fabric, pool) this object says it is for, where it says so."""
-        key, value = self.annotations.get(POOL_KEY_ANNOTATION), self.annotations.get(POOL_VALUE_ANNOTATION)
-        pool = Pool(key, value) if key is not None and value is not None else None
-        return self.labels.get(FABRIC_LABEL), pool
-
-    @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> Published:
-        metadata = obj.get("metadata") or {}
-        try:
-            generation = int(metadata.get("generation") or 1)
-        except (TypeError, ValueError):
-            generation = 1
-        status = obj.get("status")
-        return cls(
-            name=str(metadata.get("name")),
-            generation=generation,
-            status=dict(status) if isinstance(status, dict) else {},
-            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
-            annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
-            resource_version=str(metadata.get("resourceVersion") or ""),
-            uid=str(metadata.get("uid") or ""),
-        )
-
-
-@dataclass
-class WriteFailure:
-    attempts: int
-    retry_at: float  # monotonic
-    permanent_fingerprint: str | None  # the status the API server refused, if it was refused as invalid
-
-
-def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch turning ``previous`` into ``new``: absent keys must be nulled."""
-    patch: dict[str, Any] = {key: None for key in previous if key not in new}
-    patch.update(new)
-    return {"status": patch}
-
-
-def fingerprint(status: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(strip_volatile(status), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def is_routine_change(previous: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether writing ``new`` over ``previous`` moves nothing but the count of pods (and
-    workloads) that request the fabric: the one field pod churn keeps moving."""
-    before, after = strip_volatile(previous), strip_volatile(new)
-    if before == after:
-        return True  # nothing to write at all (publish checks that again): no hurry either
-    before_workloads, after_workloads = before.pop("workloads", None), after.pop("workloads", None)
-    if before != after or not isinstance(before_workloads, dict) or not isinstance(after_workloads, dict):
-        return False
-    return {k: v for k, v in before_workloads.items() if k != "requestingFabric"} == {
-        k: v for k, v in after_workloads.items() if k != "requestingFabric"
-    }
-
-
-def transition_times(status: dict[str, Any]) -> dict[str, Any]:
-    return {
-        str(condition.get("type")): condition.get("lastTransitionTime")
-        for condition in status.get("conditions") or []
-        if isinstance(condition, dict)
-    }
+    def stale_kinds(self) -> dict[str, float | None]: ...
 
 
 class _Standalone:
@@ -202,45 +147,49 @@ class Publisher:
     events: EventRecorder | None = None
     # Whether the informers' data is fresh; stale data makes pool_ready read 0 (fail closed).
     fresh: Callable[[], bool] = lambda: True
-    published: dict[str, Published] = field(default_factory=dict)
-    # name -> (fabric, pool) of every capability the facts currently call for
-    desired: dict[str, tuple[str, Pool]] = field(default_factory=dict)
-    # name -> monotonic time since which its pool has had no target node (or it has no pool)
-    absent_since: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, WriteFailure] = field(default_factory=dict)
-    conflicts: dict[str, str] = field(default_factory=dict)  # name -> why it is not written
-    # name -> the status this process last wrote (or confirmed as its own): an object whose
-    # transition times differ was edited by someone else and is put back, and new transition
-    # times are judged against it, never against someone's forgery.
-    written: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # name -> fingerprint of the status last attempted: what a refusal as invalid refers to
-    _pending_fingerprint: dict[str, str] = field(default_factory=dict)
+    # Which watched kinds are stale: the objects then fail closed too (Ready False DataUnavailable).
+    freshness: DataFreshness | None = None
+    # Who this install writes as (writes.field_manager): how another writer is told from this one.
+    field_manager: str = FIELD_MANAGER_PREFIX
     # Reads the owners and claims the evaluation could not see through (workload reporting).
     lookups: LookupResolver | None = None
-    # The last status computed per name: where an unschedulable request could go instead.
-    latest: dict[str, FabricCapabilityStatus] = field(default_factory=dict)
     # Workload Events go out in the background (each problem once), never holding up a round.
     outbox: WorkloadEventOutbox | None = None
+    # How the loop waits out a debounce window (tests pass a clock of their own).
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # name -> everything known about that FabricCapability (objects.py)
+    objects: dict[str, ObjectState] = field(default_factory=dict)
     started: float = 0.0
     launched: float = 0.0  # monotonic time the publisher was made: the start-up timeout counts from it
     loaded: bool = False  # published objects read back; before that watch events only keep versions
     last_round: float | None = None  # monotonic time of the last completed reconcile round
-    # The loop's rounds do not wait for their writes (see _start_write): name -> write in flight,
-    # and the names evaluated again while theirs was in flight (written again after it).
-    _writes: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    _sending: set[str] = field(default_factory=set)  # those of _writes that hold a lane
-    _routine: dict[str, bool] = field(default_factory=dict)  # the lane of each of _writes
-    # What each write waiting for its lane will send: the newest status computed.
-    _payloads: dict[str, tuple[PoolCapability, dict[str, Any]]] = field(default_factory=dict)
-    _write_again: dict[str, Pool] = field(default_factory=dict)
     # What a round reuses from the rounds before (the pools' node-side status, the pods' judgements).
     memo: EvaluationMemo = field(default_factory=EvaluationMemo)
-    _routine_writers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(ROUTINE_WRITES))
-    _urgent_writers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(URGENT_WRITES))
+    lanes: WriteLanes = field(init=False)
+    requests: Requests = field(init=False)
+    writer: ObjectWriter = field(init=False)
+    _read_back: bool = False  # the Lease was acquired: read everything back before writing
+    _first_round_done: bool = False
+    _unavailable: str | None = None  # the DataUnavailable message of the last round, if any
+    _next_resync: float = 0.0
+    _idling: asyncio.Timeout | None = None  # the loop's wait for work, moved earlier by new deadlines
+    _side_tasks: set[asyncio.Task[None]] = field(default_factory=set)  # Event sends outside writes
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
+        self.requests = Requests(self.client, self.field_manager)
+        self.writer = ObjectWriter(
+            requests=self.requests,
+            metrics=self.metrics,
+            clock=self.clock,
+            timeout=self._timeout,
+            events=lambda: self.events,
+            wake_in=self._wake_in,
+            read_back=self._must_read_back,
+        )
+        self.lanes = WriteLanes(perform=self.writer.perform, done=self._write_ended)
         self.metrics.pools.fresh = self.fresh
+        self.metrics.publishing.set_function(lambda: 1.0 if self.publishing else 0.0)
         if self.events is not None and self.outbox is None:
             self.outbox = WorkloadEventOutbox(self.events, leading=lambda: self.leader.leading)
         if self.outbox is not None:
@@ -248,20 +197,45 @@ class Publisher:
             outbox.referenced = self.store.owner_referenced
             self.metrics.workload_events_queued.set_function(lambda: outbox.queued)
 
+    # -- views (health, tests)
+
+    @property
+    def published(self) -> dict[str, Published]:
+        """What the cluster holds, by name, as last read or written."""
+        return {name: state.published for name, state in self.objects.items() if state.published is not None}
+
+    @property
+    def publishing(self) -> bool:
+        """Whether this replica writes now: it leads, inside its Lease's window, and has read
+        back what is published since it acquired the Lease (``fabriccap_publishing``)."""
+        return self.leader.leading and self.leader.write_window() > 0 and self.loaded and not self._read_back
+
     @property
     def workload_events_sent(self) -> set[str]:
         """The workload problems this process recorded (or found recorded) an Event for."""
         return set() if self.outbox is None else set(self.outbox.sent)
 
+    def _state(self, name: str) -> ObjectState:
+        state = self.objects.get(name)
+        if state is None:
+            state = self.objects[name] = ObjectState(name)
+        return state
+
+    def _forget(self, name: str) -> None:
+        self.objects.pop(name, None)
+        self.metrics.pools.remove_pool(name)
+
     # -- the loop
 
     async def run(self) -> None:
-        await self.store.listed.wait()
-        await self.load_published()
+        await self._wait_for_listing()
+        if not self.loaded:
+            await self.load_published()
         self.started = self.clock()
         # Everything published but not (yet) called for starts its grace period now.
-        for name in self.published:
-            self.absent_since.setdefault(name, self.started)
+        for state in self.objects.values():
+            if state.published is not None and state.absent_since is None:
+                state.absent_since = self.started
         if self.lookups is not None and self.config.workloads.enabled:
             # Read the owners first, so the first statuses name TrainJobs, not their JobSets.
             await self.lookups.resolve_now(
@@ -269,63 +243,165 @@ class Publisher:
             )
         # The first round needs no debounce: the listing already gathered everything.
         await self.reconcile_once()
-        next_resync = self.clock() + self.config.resync_seconds
+        self._next_resync = self.clock() + self.config.resync_seconds
         while True:
-            deadline = self._next_deadline()
-            until_resync = max(next_resync - self.clock(), 0.0)
-            timeout = until_resync if deadline is None else min(deadline, until_resync)
-            # asyncio.timeout, not wait_for: wait_for runs the wait in a task of its own, which
-            # kopf counts as a stray task at shutdown, waits 5 s for, then cancels (exit 1).
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self.store.changed.wait()
-            if self.clock() >= next_resync:
-                self.store.mark_all()
-                next_resync = self.clock() + self.config.resync_seconds
-            self._retry_due_writes()
-            if self.store.changed.is_set() and self.config.debounce_seconds:
-                await asyncio.sleep(self.config.debounce_seconds)
-            await self.reconcile_once(finish_writes=False)
+            await self._idle(self._seconds_to_wait())
+            await self.step()
+
+    async def step(self) -> None:
+        """One turn of the loop once it woke: what fell due, the debounce window, a round.
+
+        The window is sampled at its start as well as at its end (``sample``): rounds that
+        only looked at the end of each window locked onto the phase of a pool flapping at the
+        window's own rate, and saw it in the same state every time (Ready, 29 times in 29).
+        """
+        now = self.clock()
+        if now >= self._next_resync:
+            self.store.mark_all()
+            self._next_resync = now + self.config.resync_seconds
+        self._fire_due(now)
+        if self.store.changed.is_set() and self.config.debounce_seconds:
+            self.sample()
+            await self.sleep(self.config.debounce_seconds)
+        await self.reconcile_once(finish_writes=False)
+
+    async def _idle(self, timeout: float) -> None:
+        """Wait for changed facts, or ``timeout`` seconds; ``_wake_in`` can shorten the wait."""
+        if timeout <= 0 or self.store.changed.is_set():
+            return
+        # asyncio.timeout, not wait_for: wait_for runs the wait in a task of its own, which
+        # kopf counts as a stray task at shutdown, waits 5 s for, then cancels (exit 1).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout) as self._idling:
+                await self.store.changed.wait()
+        self._idling = None
+
+    def _wake_in(self, seconds: float) -> None:
+        """Something falls due in ``seconds`` (a retry, a held Event): the loop's wait, if it
+        waits longer, ends then. Failed writes end in background tasks, after the loop has
+        chosen how long to sleep; without this their retries waited for the resync (5 min)."""
+        idling = self._idling
+        if idling is None:
+            return
+        at = asyncio.get_running_loop().time() + max(seconds, MIN_WAKE_SECONDS)
+        when = idling.when()
+        if when is None or at < when:
+            idling.reschedule(at)
+
+    def _seconds_to_wait(self) -> float:
+        until_resync = max(self._next_resync - self.clock(), 0.0)
+        deadline = self._next_deadline()
+        return until_resync if deadline is None else min(deadline, until_resync)
 
     def _next_deadline(self) -> float | None:
+        """Seconds until the next thing the loop scheduled falls due, if anything."""
         now = self.clock()
-        candidates = [
-            since + self.config.pool_grace_period_seconds - now
-            for name, since in self.absent_since.items()
-            if name in self.published
-        ]
-        candidates += [
-            failure.retry_at - now
-            for name, failure in self.failures.items()
-            if failure.permanent_fingerprint is None and name in self.desired
-        ]
+        grace = self.config.pool_grace_period_seconds
+        candidates: list[float] = []
+        for state in self.objects.values():
+            if (expiry := expires_in(state, now, grace)) is not None:
+                candidates.append(expiry)
+            if state.retry.failures and state.refused is None:
+                candidates.append(state.retry.due - now)
+            if state.deferred:
+                candidates.append(state.budget.next_token(now))
+            if state.recheck_at is not None:
+                candidates.append(state.recheck_at - now)
+            if state.events is not None and (held := state.events.next_due(now)) is not None:
+                candidates.append(held)
+            if state.yielded and state.foreign is not None:
+                candidates.append(state.foreign.last_seen + WAR_QUIET_SECONDS - now)
         if self.lookups is not None and (retry := self.lookups.next_retry()) is not None:
             candidates.append(retry)
-        return max(min(candidates), 0.05) if candidates else None
+        if (stale_in := self._next_staleness()) is not None:
+            candidates.append(stale_in)
+        return max(min(candidates), MIN_WAKE_SECONDS) if candidates else None
 
-    def _retry_due_writes(self) -> None:
+    def _next_staleness(self) -> float | None:
+        """Seconds until the watched data turns stale (or, while it is, when to look again)."""
+        if self.freshness is None:
+            return None
+        if self._unavailable is not None:
+            return UNAVAILABLE_RECHECK_SECONDS
+        ages = [age for age in self.freshness.ages().values() if age is not None]
+        return max(self.freshness.stale_after - max(ages), 0.0) + MIN_WAKE_SECONDS if ages else None
+
+    def _fire_due(self, now: float) -> None:
+        """Bring back what fell due: failed writes, held-back writes and re-evaluations (their
+        pools are evaluated again), held Events (sent), yields whose other writer went quiet."""
         if self.lookups is not None:
             self.lookups.request(self.lookups.due())
-        now = self.clock()
-        for name, failure in self.failures.items():
-            if failure.permanent_fingerprint is None and failure.retry_at <= now and name in self.desired:
-                self.store.mark_pool(self.desired[name][1])
+        for state in self.objects.values():
+            due = False
+            if state.retry.failures and state.refused is None and state.retry.due <= now:
+                due = True
+                state.empty_due = state.empty_due or state.claim is None
+            if state.deferred and state.budget.next_token(now) <= 0:
+                state.deferred, due = False, True
+            if state.recheck_at is not None and state.recheck_at <= now:
+                state.recheck_at, due = None, True
+            if state.yielded and state.foreign is not None and state.foreign.quiet(now):
+                logger.info(
+                    "FabricCapability %s: %s has not written its status for %.0fs; writing it again",
+                    state.name,
+                    state.foreign.writer,
+                    WAR_QUIET_SECONDS,
+                )
+                state.foreign.end()
+                state.written, due = None, True
+                state.empty_due = state.claim is None
+            if due and state.claim is not None:
+                self.store.mark_pool(state.claim[1])
+            if state.events is not None and state.events.holding and self.leader.leading:
+                self._send_held_events(state, now)
 
     def became_leader(self, leading: bool) -> None:
-        """A new leader reconciles everything: the previous one may have left work undone."""
+        """A new leader reads everything back before its first write, then reconciles
+        everything: another replica may have led and written meanwhile."""
         if leading:
-            self.failures.clear()
+            self._read_back = True
             self.store.mark_all()
+
+    async def _wait_for_listing(self) -> None:
+        """Wait for the first listing; while it does not come (RBAC revoked, the API server
+        answering errors), the published objects fail closed once ``staleAfterSeconds`` passed."""
+        stale_after = self.config.stale_after_seconds
+        while not self.store.listed.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(stale_after):
+                    await self.store.listed.wait()
+            if not self.store.listed.is_set():
+                if not self.loaded:
+                    await self.load_published()
+                self._fail_closed_unlisted()
+
+    def _fail_closed_unlisted(self) -> None:
+        """Before any listing: every managed object says that its data cannot be read."""
+        if not self.leader.leading:
+            return
+        # The kinds this config watches: a cluster without Karpenter is not told its NodePools are unread.
+        kinds = ", ".join(sorted(KIND_NAMES[watched.label] for watched in kinds_for(self.config)))
+        message = self._unavailable_message(f"{kinds} (never listed)")
+        for state in list(self.objects.values()):
+            published = state.published
+            if published is None or not published.owned or not published.status:
+                continue
+            try:
+                current = FabricCapabilityStatus.model_validate(published.status)
+            except ValueError:
+                continue  # not a status this operator wrote: it expires as one no pool calls for
+            self._offer(state, StatusWrite(None, data_unavailable(current, message).to_json(), create=False))
 
     # -- reading what is published
 
     async def load_published(self) -> None:
         """Read back every FabricCapability, waiting with backoff while the CRD is missing."""
-        delay = 1.0
+        retry = Retry()
         while True:
             try:
                 items = [item async for item in self.client.list_items(FABRIC_CAPABILITIES.collection())]
             except KubeError as error:
+                delay = retry.failed(LOAD_BACKOFF, self.clock())
                 if error.status == 404:
                     logger.error(
                         "CRD %s is not installed (apply crds/fabriccapabilities.yaml); retrying in %.0fs",
@@ -335,45 +411,99 @@ class Publisher:
                 else:
                     logger.error("cannot list FabricCapabilities: %s; retrying in %.0fs", error, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF_SECONDS)
                 continue
-            listed = {p.name: p for p in map(Published.from_object, items)}
-            # The watch may have told of a newer version while this LIST was under way.
-            for name, known in self.published.items():
-                if name in listed and known.is_newer_than(listed[name]):
-                    listed[name] = known
-            self.published = listed
+            listed = {published.name: published for published in map(Published.from_object, items)}
+            for name, state in self.objects.items():
+                known = state.published
+                # The watch may have told of a newer version while this LIST was under way.
+                if name not in listed:
+                    state.published = None
+                elif known is None or not known.is_newer_than(listed[name]):
+                    state.published = listed[name]
+            for name, published in listed.items():
+                if name not in self.objects:
+                    self._state(name).published = published
             self.loaded = True
-            logger.info("found %d published FabricCapabilities", len(self.published))
+            logger.info("found %d published FabricCapabilities", len(listed))
             return
+
+    async def _read_everything_back(self) -> None:
+        """After acquiring the Lease: what is published is the record, not this process's memory."""
+        await self.load_published()
+        for state in self.objects.values():
+            state.written = None
+            state.retry.forget()
+            state.refused = None
+            state.foreign = None
+            state.empty_due = state.claim is None
+        self._read_back = False
+        self.store.mark_all()  # what was held back while reading (or lost with a 404) is looked at again
+        logger.info("read back %d published FabricCapabilities before writing", len(self.published))
 
     def observe_published(self, obj: dict[str, Any], deleted: bool) -> None:
         """A watch event on a FabricCapability: keep our view of the cluster current."""
         name = str((obj.get("metadata") or {}).get("name"))
         if deleted:
-            if self.published.pop(name, None) is not None:
-                self.written.pop(name, None)
-                if name in self.desired:  # deleted by someone else while still called for
-                    self.store.mark_pool(self.desired[name][1])
-                else:
-                    self.metrics.pools.remove_pool(name)
+            state = self.objects.get(name)
+            if state is not None and state.published is not None:
+                state.published, state.written = None, None
+                if state.claim is not None:  # deleted by someone else while still called for
+                    self.store.mark_pool(state.claim[1])
             return
         current = Published.from_object(obj)
-        known = self.published.get(name)
+        state = self._state(name)
+        known = state.published
         if known is not None and not current.is_newer_than(known):
             return
-        self.published[name] = current
+        state.published = current
         if not self.loaded:  # nothing is called for yet: load_published keeps the newest version
             return
-        if name not in self.desired:
-            # Made by someone else (by hand, a restore, another operator): no pool calls for
-            # it, so it gets the grace period and, if it says it is ours, deletion.
-            self.absent_since.setdefault(name, self.clock())
+        if state.claim is None:
+            # Made by someone else (by hand, a restore, another operator), or one whose pool
+            # went: its empty state is written (again, if someone changed it), it gets the grace
+            # period and, if it says it is ours, deletion.
+            if state.absent_since is None:
+                state.absent_since = self.clock()
+            state.empty_due = True
+            self.store.changed.set()  # a round writes its empty state now (``_settle_absent``)
             return
         edited = known is None or strip_volatile(known.status) != strip_volatile(current.status)
-        forged = name in self.written and transition_times(current.status) != transition_times(self.written[name])
-        if edited or forged or current.labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
-            self.store.mark_pool(self.desired[name][1])  # edited by someone else: put our answer back
+        forged = state.written is not None and transition_times(current.status) != transition_times(state.written)
+        if (edited or forged) and state.written is not None and not self._overwritten(state, current):
+            return
+        if edited or forged or not current.owned:
+            self.store.mark_pool(state.claim[1])  # edited by someone else: put our answer back
+
+    def _overwritten(self, state: ObjectState, current: Published) -> bool:
+        """Someone changed the status this process wrote; True: put ours back.
+
+        The same field manager (another process of this install and config: a replica that led
+        while this one was paused, a second --standalone replica) writes what this one would:
+        its record becomes ours. Anyone else's change is an edit, put back; repeated, a war.
+        """
+        writers = current.status_writers - {self.field_manager}
+        if current.status_writers and not writers:
+            state.written = current.status
+            return False
+        if not self.leader.leading:
+            return True
+        writer = min(writers) if writers else "a writer the API server does not name"
+        foreign = state.foreign = state.foreign or ForeignWriter()
+        if not foreign.overwritten(writer, self.clock()):
+            return True
+        # Of two fabriccaps, the one whose field manager sorts first keeps the object current.
+        keeps = writer.startswith(f"{FIELD_MANAGER_PREFIX}/") and self.field_manager < writer
+        if not foreign.at_war:
+            foreign.at_war = True
+            if keeps:
+                why = f"its status is also written by {writer}; {self.field_manager} keeps writing it"
+            else:
+                foreign.yielded = True
+                why = f"its status is also written by {writer}; {self.field_manager} stops writing it"
+            logger.error("write war on FabricCapability %s: %s (two installs, or two configs?)", state.name, why)
+            if self.events is not None:
+                self._spawn(self.events.warn_once(current, "ForeignStatusWriter", why))
+        return not foreign.yielded
 
     def forget_unlisted(self, names: set[str], version: str) -> None:
         """A fresh LIST of the watch (at resourceVersion ``version``) holds only ``names``.
@@ -385,11 +515,29 @@ class Publisher:
         """
         if not version.isdigit():
             return
-        for name, known in list(self.published.items()):
-            if name not in names and known.resource_version.isdigit() and int(known.resource_version) <= int(version):
+        for name, state in list(self.objects.items()):
+            known = state.published
+            if (
+                known is not None
+                and name not in names
+                and known.resource_version.isdigit()
+                and int(known.resource_version) <= int(version)
+            ):
                 self.observe_published({"metadata": {"name": name}}, deleted=True)
 
     # -- one round
+
+    def sample(self) -> None:
+        """The start of a debounce window: note which dirty pools are not Ready now. A Ready
+        status at the window's end does not replace a not-Ready one seen here before that one
+        was written (``_take_unready``), so flapping shows."""
+        if self.store.everything_dirty or not self.store.dirty_pools:
+            return
+        evaluation = evaluate(self.config, self.store, set(self.store.dirty_pools), memo=self.memo, warned=self._warned)
+        for capability in evaluation.capabilities:
+            state = self.objects.get(capability.name)
+            if state is not None and not capability.status.is_ready:
+                state.unready_seen = capability.status.to_json()
 
     async def reconcile_once(self, finish_writes: bool = True) -> None:
         """One round: evaluate the dirty pools, start the writes they need, send Events.
@@ -398,6 +546,16 @@ class Publisher:
         so one slow PATCH (or thirty, on a busy API server) never holds up the next round
         and the pools it brings; each object still has at most one write in flight.
         """
+        if self._read_back and self.leader.leading:
+            await self._read_everything_back()
+        unavailable = self._data_unavailable()
+        if unavailable != self._unavailable:
+            if unavailable is not None:
+                logger.error("%s: every FabricCapability says Ready=False (DataUnavailable)", unavailable)
+            elif self._unavailable is not None:
+                logger.info("the watched data is current again: writing what it says")
+            self._unavailable = unavailable
+            self.store.mark_all()
         everything, pools = self.store.take_dirty()
         # Owners whose pods all went: their problems are forgotten (reliability round 3, H7).
         released = self.store.take_released()
@@ -405,120 +563,225 @@ class Publisher:
             self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
-            pools = set(self.store.pools()) | {pool for _, pool in self.desired.values()}
+            pools = set(self.store.pools()) | {state.claim[1] for state in self.objects.values() if state.claim}
         evaluation = evaluate(self.config, self.store, pools, memo=self.memo, warned=self._warned)
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
         now = self.clock()
-        for name in evaluation.absent:
-            self.desired.pop(name, None)
-            self.absent_since.setdefault(name, now)
-        for name in evaluation.renamed:
-            # Its pool is published under another name now (a pool of the same value came or
-            # went): the old object goes at once, so no pool has two objects.
-            self.desired.pop(name, None)
-            self.latest.pop(name, None)
-            self.absent_since[name] = now - self.config.pool_grace_period_seconds
+        leading = self.leader.leading
+        claimed = {capability.name for capability in evaluation.capabilities}
+        conflicted = {conflict.name for conflict in evaluation.conflicts}
+        for capability in evaluation.emptied:
+            if capability.name not in claimed and capability.name not in conflicted:
+                self._emptied(capability, now)
+        for name in evaluation.renamed - claimed - conflicted:
+            self._renamed(name, now)
         for conflict in evaluation.conflicts:
-            await self._conflict(conflict.name, conflict.describe())
-            self.desired.pop(conflict.name, None)
+            state = self._state(conflict.name)
+            state.claim, state.latest = None, None
+            self._conflict(state, conflict.describe())
         if self.lookups is not None:
             self.lookups.request(evaluation.lookups)
         for profile in self.config.enabled_fabrics:
             self.metrics.unschedulable_fabric_pods.labels(fabric=profile.name).set(
                 evaluation.unschedulable_pods(profile.name)
             )
-        for name in evaluation.absent:
-            self.latest.pop(name, None)
-        statuses = {}  # name -> its JSON, made once for the metrics and the write
         for capability in evaluation.capabilities:
-            statuses[capability.name] = status_json = capability.status.to_json()
-            self.latest[capability.name] = capability.status
-            self.desired[capability.name] = (capability.fabric, capability.pool)
-            self.absent_since.pop(capability.name, None)
+            state = self._state(capability.name)
+            status = capability.status
+            if unavailable is not None:
+                status = data_unavailable(status, unavailable)
+            state.claim, state.latest = (capability.fabric, capability.pool), capability.status
+            state.absent_since, state.empty, state.empty_due = None, None, False
+            status_json = status.to_json()
+            if not status.is_ready:
+                state.unready_seen = status_json
+            shown = self._take_unready(state, status_json, now) if status.is_ready else status_json
             # Metrics come from what this replica computed, never from a status read back
             # (which anyone with RBAC could have forged).
-            self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, status_json)
-        if self.leader.leading:
-            writes = [
-                self._start_write(capability, statuses[capability.name]) for capability in evaluation.capabilities
-            ]
-            if finish_writes:
-                await asyncio.gather(*(task for task in writes if task is not None))
+            self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, shown)
+            if leading:
+                if self._offer(state, StatusWrite(capability, shown)):
+                    state.unready_seen = None
+            else:
+                state.unready_seen = None
+        if leading:
             self._workload_events(evaluation)
-        for name, since in list(self.absent_since.items()):
-            if name in self._writes:
-                continue  # its write in flight goes first (a create has not recorded its object yet)
-            if name not in self.published:
-                self.absent_since.pop(name)
-                self.metrics.pools.remove_pool(name)
-            elif now - since >= self.config.pool_grace_period_seconds and self.leader.leading:
-                await self._guarded(name, self.expire(name))
-        self.metrics.name_conflicts.set(len(self.conflicts))
+        self._first_round_done = self._first_round_done or everything
+        self._settle_absent(now)
+        self.metrics.name_conflicts.set(sum(1 for state in self.objects.values() if state.conflict is not None))
+        self.metrics.foreign_writers.set(sum(1 for state in self.objects.values() if state.at_war))
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
+        if finish_writes:
+            await self.finish_writes()
 
-    def _start_write(self, capability: PoolCapability, new_status: dict[str, Any]) -> asyncio.Task[None] | None:
-        """Write ``capability`` in the background; None when a write of it is being sent
-        (two PATCHes of one object must not race: the later status could land first). That
-        write's end marks the pool again, so the newest status follows it.
+    def _take_unready(self, state: ObjectState, ready_json: dict[str, Any], now: float) -> dict[str, Any]:
+        """A Ready status, unless a not-Ready one was seen since the last write: that one is
+        shown first, and the pool evaluated again a window later."""
+        held = state.unready_seen
+        waiting = self.lanes.waiting(state)
+        if held is None and isinstance(waiting, StatusWrite) and waiting.capability and not waiting.ready:
+            held = waiting.status  # a not-Ready write still waiting for its lane: it goes first
+        if held is None:
+            return ready_json
+        state.recheck_at = now + max(self.config.debounce_seconds, MIN_WAKE_SECONDS)
+        return held
 
-        A write still waiting for its lane has sent nothing: it takes the newer status and
-        keeps its place in the line (a pool the churn touches every round would otherwise go
-        to the back every round, and never be written). Only a routine write that is no
-        longer routine leaves its line, for an urgent lane.
-        """
-        name = capability.name
-        if name in self._sending:
-            self._write_again[name] = capability.pool
+    def _emptied(self, capability: PoolCapability, now: float) -> None:
+        """A pool evaluated without any target node: its object shows that at once."""
+        state = self.objects.get(capability.name)
+        if state is None:
+            return  # never called for, nothing published: nothing to empty
+        state.claim, state.latest, state.conflict = None, None, None
+        state.unready_seen, state.recheck_at = None, None
+        if state.absent_since is None:
+            state.absent_since = now
+        status = capability.status
+        if self._unavailable is not None:
+            status = data_unavailable(status, self._unavailable)
+        published = state.published
+        if published is not None and _claims_other(capability, published):
+            state.empty = None  # it says it is another pool's: no pool calls for it (``no_pool_write``)
+        else:
+            state.empty = StatusWrite(capability, status.to_json(), create=False)
+            self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, state.empty.status)
+        state.empty_due = True
+
+    def _renamed(self, name: str, now: float) -> None:
+        """An object whose pool is published under another name now (a pool of the same value
+        came or went): it is deleted at once, through the expiry lane, so no pool has two
+        objects. Its grace period is over already, and no empty state is written first."""
+        state = self.objects.get(name)
+        if state is None:
+            return  # never published: nothing to delete
+        state.claim, state.latest, state.conflict = None, None, None
+        state.unready_seen, state.recheck_at = None, None
+        state.absent_since = now - self.config.pool_grace_period_seconds
+        state.empty, state.empty_due = None, False
+        self.metrics.pools.remove_pool(name)
+
+    def _settle_absent(self, now: float) -> None:
+        """Objects no pool calls for: emptied at once, deleted after the grace period, forgotten
+        once nothing of them is published (expiry.py)."""
+        grace = self.config.pool_grace_period_seconds
+        for name, state in list(self.objects.items()):
+            if state.claim is None and state.conflict is None and state.published and state.absent_since is None:
+                state.absent_since, state.empty_due = now, True  # published, and no pool calls for it
+            action = settle(state, now, grace)
+            if action is Settle.FORGET:
+                self._forget(name)
+            elif not self.leader.leading or not self._first_round_done:
+                continue
+            elif action is Settle.DELETE:
+                self._offer(state, Delete())
+            elif action is Settle.EMPTY and state.published is not None:
+                if state.empty is None:
+                    state.empty = no_pool_write(state.published, self.config.enabled_fabrics)
+                self._offer(state, state.empty)
+
+    def _conflict(self, state: ObjectState, why: str) -> None:
+        if state.conflict != why:
+            logger.error("name conflict: %s; neither is written until it is resolved", why)
+        state.conflict = why
+        if self.events is not None and state.published is not None and self.leader.leading:
+            self._spawn(self.events.warn_once(state.published, "NameConflict", why))
+
+    # -- deciding what to write
+
+    def _offer(self, state: ObjectState, intent: Intent) -> bool:
+        """Hand ``intent`` to the write lanes if it needs writing and may be written now.
+        False when it was held back (its object's write budget): the loop comes back to it."""
+        now = self.clock()
+        if isinstance(intent, Delete):
+            if not state.yielded and not state.retry.waiting(now):
+                self.lanes.submit(state, intent, Lane.EXPIRY)
+            return True
+        capability = intent.capability
+        published = state.published
+        if capability is not None and published is not None and (why := _claim_conflict(capability, published)):
+            self._conflict(state, why)
+            return True
+        if capability is not None:
+            state.conflict = None
+        if not self._needs_write(state, intent):
+            if published is not None and state.written is None and capability is not None:
+                state.written = published.status  # read back at start and what we compute: ours now
+            if intent is state.empty:
+                state.empty_due = False
+            state.retry.forget()
+            return True
+        if state.refused is not None and state.refused == fingerprint(intent.status):
+            return True  # refused as invalid; the same status would be refused again
+        if state.retry.waiting(now) or state.yielded:
+            return True  # backing off (the loop comes back when it is due), or yielded
+        if state.slot is None and published is not None and not state.budget.allows(now):
+            state.deferred = True
+            self._wake_in(state.budget.next_token(now))
+            return False
+        routine = published is not None and is_routine_change(published.status, intent.status)
+        self.lanes.submit(state, intent, Lane.ROUTINE if routine else Lane.URGENT)
+        return True
+
+    def _needs_write(self, state: ObjectState, intent: StatusWrite) -> bool:
+        existing = state.published
+        if existing is None:
+            return intent.create and intent.capability is not None
+        if intent.capability is None and not existing.owned:
+            return False
+        return not (status_current(state, existing, intent.status) and labels_current(existing, intent))
+
+    # -- writing (in the lanes' tasks: writes.ObjectWriter)
+
+    def _timeout(self) -> float | None:
+        """The request timeout that keeps a write inside the Lease's window; None: do not write."""
+        window = self.leader.write_window()
+        if window <= 0.5 or self._read_back:  # too close to the renew deadline, or not read back yet
             return None
-        existing = self.published.get(name)
-        routine = existing is not None and is_routine_change(existing.status, new_status)
-        self._payloads[name] = (capability, new_status)
-        waiting = self._writes.get(name)
-        if waiting is not None:
-            if routine or not self._routine[name]:
-                return waiting
-            waiting.cancel()
-        self._routine[name] = routine
-        task = asyncio.create_task(self._write(name, routine), name=f"write {name}")
-        self._writes[name] = task
-        return task
+        return min(window, 60.0)
 
-    async def _write(self, name: str, routine: bool) -> None:
-        sending = False
-        try:
-            async with self._routine_writers if routine else self._urgent_writers:
-                sending = True
-                self._sending.add(name)
-                capability, new_status = self._payloads.pop(name)
-                await self._guarded(name, self.publish(capability, new_status))
-        except Exception:
-            # In a task of its own nobody awaits, an unexpected error would otherwise vanish
-            # (inline, it used to end the publisher). The next change or resync tries again.
-            logger.exception("writing FabricCapability %s failed unexpectedly", name)
-        finally:
-            if sending:
-                self._sending.discard(name)
-            if self._writes.get(name) is asyncio.current_task():  # not replaced while it waited
-                del self._writes[name]
-                del self._routine[name]
-                self._payloads.pop(name, None)  # cancelled before its lane (a stop)
-                pool = self._write_again.pop(name, None)
-                if pool is not None:
-                    self.store.mark_pool(pool)
+    def _must_read_back(self) -> None:
+        """An object (or the CRD) went away under a write: read everything back first."""
+        self._read_back = True
+
+    def _write_ended(self, state: ObjectState, again: bool) -> None:
+        """A write ended: evaluate its pool again if it changed while being written; an object
+        no pool calls for gets a round (its empty state or its deletion may have waited for it)."""
+        if state.claim is not None:
+            if again:
+                self.store.mark_pool(state.claim[1])
+        elif state.empty_due or state.published is None or state.absent_since is not None:
+            self.store.changed.set()
 
     async def finish_writes(self, timeout: float | None = None) -> None:
         """Wait for the writes in flight (a clean stop, before the Lease is released; tests).
         Those still running after ``timeout`` are cancelled."""
-        writes = list(self._writes.values())
-        if not writes:
+        await self.lanes.finish(timeout)
+        if self._side_tasks:
+            await asyncio.wait(list(self._side_tasks), timeout=timeout)
+
+    # -- Events
+
+    def _spawn(self, send: Coroutine[Any, Any, Any]) -> None:
+        """An Event sent in the background: a round never waits for one."""
+
+        async def run() -> None:
+            with contextlib.suppress(KubeError):
+                await send
+
+        task = asyncio.create_task(run(), name="event")
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    def _send_held_events(self, state: ObjectState, now: float) -> None:
+        assert state.events is not None
+        published, events = state.published, self.events
+        due = state.events.due(now)
+        if published is None or events is None:
             return
-        _, running = await asyncio.wait(writes, timeout=timeout)
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*writes, return_exceptions=True)
+        for outgoing in due:
+            self._spawn(events.record(published, outgoing.event, outgoing.count, outgoing.first))
 
     def _warned(self, key: str) -> bool:
         """Whether the workload problem ``key`` has had its Event (or has it queued)."""
@@ -530,9 +793,12 @@ class Publisher:
         if self.outbox is None:
             return
         ready = [
-            ReadyPool(self.desired[name][0], status.pool.key, status.pool.value, status.uniform_count)
-            for name, status in self.latest.items()
-            if name in self.desired and status.is_ready and status.uniform_count is not None
+            ReadyPool(state.claim[0], state.latest.pool.key, state.latest.pool.value, state.latest.uniform_count)
+            for state in self.objects.values()
+            if state.claim is not None
+            and state.latest is not None
+            and state.latest.is_ready
+            and state.latest.uniform_count is not None
         ]
         profiles = {profile.name: profile for profile in self.config.enabled_fabrics}
         events = [
@@ -543,6 +809,24 @@ class Publisher:
         # on it now would land on the wrong object, and could not be taken back. It waits.
         provisional = {key.owner_key for key in evaluation.lookups if not key.is_claim}
         self.outbox.offer(event for event in events if event.involved.key not in provisional)
+
+    # -- health
+
+    def _data_unavailable(self) -> str | None:
+        """The DataUnavailable message while a watched kind is stale, else None."""
+        if self.freshness is None:
+            return None
+        stale = self.freshness.stale_kinds()
+        if not stale:
+            return None
+        return self._unavailable_message(", ".join(sorted(KIND_NAMES.get(kind, kind) for kind in stale)))
+
+    def _unavailable_message(self, what: str) -> str:
+        return (
+            f"{what} could not be read from the API server for staleAfterSeconds "
+            f"({self.config.stale_after_seconds:.0f}s): the rest of this status is the last answer computed, "
+            "and may be out of date"
+        )
 
     def health(self) -> dict[str, Any]:
         """What /healthz reports; raises when the evaluation loop is stuck (so the pod restarts).
@@ -562,234 +846,29 @@ class Publisher:
         return {
             "listed": self.store.listed.is_set(),
             "nodes": len(self.store.nodes),
-            "published": len(self.published),
+            "published": sum(1 for state in self.objects.values() if state.published is not None),
             "leader": self.leader.leading,
+            "publishing": self.publishing,
             "secondsSinceEvaluation": since,
-            "nameConflicts": len(self.conflicts),
+            "nameConflicts": sum(1 for state in self.objects.values() if state.conflict is not None),
+            "foreignWriters": sum(1 for state in self.objects.values() if state.at_war),
         }
 
-    # -- writing
 
-    def _deadline(self) -> float | None:
-        """The request timeout that keeps a write inside the Lease's window; None: do not write."""
-        window = self.leader.write_window()
-        if window <= 0.5:  # too close to the renew deadline to start a write
-            return None
-        return min(window, 60.0)
+def _claims_other(capability: PoolCapability, existing: Published) -> bool:
+    fabric, pool = existing.claimed_by()
+    return (fabric is not None and fabric != capability.fabric) or (pool is not None and pool != capability.pool)
 
-    async def _guarded(self, name: str, operation: Any) -> None:
-        try:
-            await operation
-        except KubeError as error:
-            self.metrics.status_writes.labels(result="error").inc()
-            self._record_failure(name, error)
-            if error.status == 404:
-                # The CRD went away, or the object: re-read everything before the next write.
-                await self.load_published()
 
-    def _record_failure(self, name: str, error: KubeError) -> None:
-        previous = self.failures.get(name)
-        attempts = (previous.attempts if previous else 0) + 1
-        delay = min(WRITE_BACKOFF_BASE_SECONDS * 2 ** (attempts - 1), WRITE_BACKOFF_CAP_SECONDS)
-        delay *= random.uniform(0.5, 1.5)
-        permanent = None
-        # A status too large is not the same refusal forever: the pool's facts shrink (pods go),
-        # so it is tried again on its backoff while the summary stands in (_publish_summary).
-        if error.status in PERMANENT_WRITE_ERRORS and name in self.desired and not is_too_large(error):
-            permanent = self._pending_fingerprint.get(name)
-            if previous is None or previous.permanent_fingerprint != permanent:
-                logger.error("%s; not retried until the status to write changes", error)
-        else:
-            logger.error("%s; retrying %s in %.1fs (attempt %d)", error, name, delay, attempts)
-        self.failures[name] = WriteFailure(attempts, self.clock() + delay, permanent)
-
-    async def _conflict(self, name: str, why: str) -> None:
-        if self.conflicts.get(name) != why:
-            logger.error("name conflict: %s; neither is written until it is resolved", why)
-        self.conflicts[name] = why
-        if self.events is not None and name in self.published and self.leader.leading:
-            await self.events.warn_once(self.published[name], "NameConflict", why)
-
-    def _claim_conflict(self, capability: PoolCapability, existing: Published) -> str | None:
-        fabric, pool = existing.claimed_by()
-        if (fabric is not None and fabric != capability.fabric) or (pool is not None and pool != capability.pool):
-            claimed = f"{fabric or '?'} pool {pool.key}={pool.value}" if pool else f"fabric {fabric}"
-            return (
-                f"FabricCapability {capability.name} exists for {claimed}; "
-                f"{capability.fabric} pool {capability.pool.key}={capability.pool.value} computes the same name"
-            )
+def _claim_conflict(capability: PoolCapability, existing: Published) -> str | None:
+    if not _claims_other(capability, existing):
         return None
-
-    async def publish(self, capability: PoolCapability, new_status: dict[str, Any]) -> None:
-        """Write ``new_status`` (``capability.status`` as JSON) if what is published differs."""
-        name = capability.name
-        wanted = self._pending_fingerprint[name] = fingerprint(new_status)
-        failure = self.failures.get(name)
-        if failure is not None:
-            if failure.permanent_fingerprint is not None and failure.permanent_fingerprint == wanted:
-                return  # refused as invalid; the same status would be refused again
-            if failure.permanent_fingerprint is None and self.clock() < failure.retry_at:
-                return  # backing off; the retry timer marks the pool again
-        existing = self.published.get(name)
-        if existing is not None and (why := self._claim_conflict(capability, existing)) is not None:
-            await self._conflict(name, why)
-            return
-        self.conflicts.pop(name, None)
-        timeout = self._deadline()
-        if timeout is None:
-            return
-        if existing is None:
-            created = await self.client.request(
-                "POST", FABRIC_CAPABILITIES.collection(), body=capability.create_body(), timeout=timeout
-            )
-            existing = Published.from_object(created)
-            self.published[name] = existing
-            self.metrics.status_writes.labels(result="created").inc()
-            logger.info("created FabricCapability %s", name)
-        elif not existing.owned or existing.labels != {**existing.labels, **capability.labels()}:
-            if (timeout := self._deadline()) is None:
-                return
-            patched = await self.client.request(
-                "PATCH",
-                FABRIC_CAPABILITIES.item(name),
-                body={"metadata": {"labels": capability.labels(), "annotations": capability.annotations()}},
-                content_type="application/merge-patch+json",
-                timeout=timeout,
-            )
-            adopted = not existing.owned
-            existing = Published.from_object(patched)
-            self.published[name] = existing
-            if adopted:
-                logger.info("adopted FabricCapability %s", name)
-            else:
-                logger.info("labelled FabricCapability %s %s", name, capability.labels())
-        forged = name in self.written and transition_times(existing.status) != transition_times(self.written[name])
-        if (
-            not forged
-            and strip_volatile(existing.status) == strip_volatile(new_status)
-            and existing.status.get("observedGeneration") == existing.generation
-        ):
-            self.failures.pop(name, None)
-            if name not in self.written:  # read back at start and what we compute: ours now
-                self.written[name] = existing.status
-            return
-        # Transition times carry over from what this process wrote; after a restart, from what
-        # is published (the only record there is).
-        previous = self.written.get(name, existing.status)
-        stamped = stamp_status(new_status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
-        if (timeout := self._deadline()) is None:
-            return
-        try:
-            written = await self.client.request(
-                "PATCH",
-                FABRIC_CAPABILITIES.status(name),
-                body=status_patch(existing.status, stamped),
-                content_type="application/merge-patch+json",
-                timeout=timeout,
-            )
-        except KubeError as error:
-            if is_too_large(error):
-                await self._publish_summary(capability, existing, previous, error)
-            raise  # recorded as a failure: the full status is tried again on its backoff
-        await self._written(capability, previous, stamped, written)
-
-    async def _publish_summary(
-        self, capability: PoolCapability, existing: Published, previous: dict[str, Any], refusal: KubeError
-    ) -> None:
-        """The API server refused the status as too large: publish a summary that fails closed
-        (``too_large_status``: Ready False, StatusTooLarge), labels included, so that no gate
-        keeps reading the last status as current (reliability round 3, S2)."""
-        name = capability.name
-        logger.error(
-            "FabricCapability %s: the API server refused its status as too large (%s); publishing a summary"
-            " with Ready=False (StatusTooLarge) until the full status is accepted",
-            name,
-            refusal,
-        )
-        summary = replace(capability, status=too_large_status(capability.status, str(refusal)))
-        if existing.labels != {**existing.labels, **summary.labels()}:
-            if (timeout := self._deadline()) is None:
-                return
-            patched = await self.client.request(
-                "PATCH",
-                FABRIC_CAPABILITIES.item(name),
-                body={"metadata": {"labels": summary.labels()}},
-                content_type="application/merge-patch+json",
-                timeout=timeout,
-            )
-            existing = self.published[name] = Published.from_object(patched)
-        summary_status = summary.status.to_json()
-        if strip_volatile(existing.status) == strip_volatile(summary_status):
-            return
-        stamped = stamp_status(summary_status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
-        if (timeout := self._deadline()) is None:
-            return
-        written = await self.client.request(
-            "PATCH",
-            FABRIC_CAPABILITIES.status(name),
-            body=status_patch(existing.status, stamped),
-            content_type="application/merge-patch+json",
-            timeout=timeout,
-        )
-        await self._written(summary, previous, stamped, written, summary=True)
-
-    async def _written(
-        self,
-        capability: PoolCapability,
-        previous: dict[str, Any],
-        stamped: dict[str, Any],
-        written: Any,
-        *,
-        summary: bool = False,
-    ) -> None:
-        """After a status write: what is published now, its Events, and a log line. A summary
-        written for a refused status leaves that refusal's backoff running."""
-        name = capability.name
-        written_state = Published.from_object(written)
-        self.published[name] = written_state
-        self.written[name] = written_state.status
-        if not summary:
-            self.failures.pop(name, None)
-        self.metrics.status_writes.labels(result="updated").inc()
-        if self.events is not None:
-            for event in condition_events(previous, stamped):
-                await self.events.record(written_state, event)
-        ready = capability.status.condition(ConditionType.READY)
-        before = find_condition(previous, ConditionType.READY)
-        # At INFO only when Ready's status or reason moves: under churn every touched pool's
-        # counts are written each round, 70 writes/s at 10,000 nodes, and a line per write is noise.
-        # (what was there before may be anyone's edit: read, never trusted to be complete)
-        was = None if before is None else (before.get("status"), before.get("reason"))
-        moved = ready is None or (ready.status, ready.reason) != was
-        logger.log(
-            logging.INFO if moved else logging.DEBUG,
-            "FabricCapability %s: Ready=%s (%s)",
-            name,
-            ready.status if ready else "?",
-            ready.reason if ready else "?",
-        )
-
-    async def expire(self, name: str) -> None:
-        existing = self.published.get(name)
-        self.absent_since.pop(name, None)
-        if existing is None:
-            return
-        if not existing.owned:
-            logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", name)
-            return
-        if (timeout := self._deadline()) is None:
-            self.absent_since[name] = self.clock() - self.config.pool_grace_period_seconds  # due again
-            return
-        try:
-            await self.client.request("DELETE", FABRIC_CAPABILITIES.item(name), timeout=timeout)
-        except KubeError as error:
-            if error.status != 404:
-                raise
-        self.published.pop(name, None)
-        self.written.pop(name, None)
-        self.metrics.pools.remove_pool(name)
-        self.metrics.status_writes.labels(result="deleted").inc()
-        logger.info("deleted FabricCapability %s: its pool has had no target node for the grace period", name)
+    fabric, pool = existing.claimed_by()
+    claimed = f"{fabric or '?'} pool {pool.key}={pool.value}" if pool else f"fabric {fabric}"
+    return (
+        f"FabricCapability {capability.name} exists for {claimed}; "
+        f"{capability.fabric} pool {capability.pool.key}={capability.pool.value} computes the same name"
+    )
 
 
-__all__ = ["NameConflict", "Published", "Publisher", "WriteFailure", "status_patch"]
+__all__ = ["Published", "Publisher", "WritePermit", "is_ready_status", "status_patch"]

@@ -54,6 +54,7 @@ class Reason(StrEnum):
     """Every reason a FabricCapability condition can carry. The evaluation takes its reasons
     from here only, so ``REASONS`` below (and the reference generated from it) cannot miss one."""
 
+    DATA_UNAVAILABLE = "DataUnavailable"
     NO_TARGET_NODES = "NoTargetNodes"
     PLUGIN_READY_ON_ALL_NODES = "PluginReadyOnAllNodes"
     PLUGIN_NOT_INSTALLED = "PluginNotInstalled"
@@ -189,7 +190,7 @@ REASONS: tuple[ReasonMeaning, ...] = (
         ConditionType.DEVICE_PLUGIN_READY,
         ConditionStatus.UNKNOWN,
         Reason.NO_TARGET_NODES,
-        "The pool has no schedulable target node (all cordoned), so there is nothing to judge.",
+        "The pool has no schedulable target node (all cordoned, or none left at all), so there is nothing to judge.",
         "Uncordon nodes or wait for new ones; the object is deleted after the grace period once the pool"
         " has no target node at all.",
     ),
@@ -302,9 +303,24 @@ REASONS: tuple[ReasonMeaning, ...] = (
     ReasonMeaning(
         ConditionType.READY,
         ConditionStatus.FALSE,
+        Reason.DATA_UNAVAILABLE,
+        "A kind the verdict reads (Nodes, plugin Pods, DaemonSets, ResourceSlices) could not be read from the"
+        " API server for `staleAfterSeconds`; the message names it. The rest of the status is the last answer"
+        " the operator could compute, and may be out of date.",
+        "See why the operator cannot read it: `fabriccap_watch_connected`, `fabriccap_api_errors_total`, its"
+        " log, and its RBAC (docs/runbook.md, FabricCapabilityStale).",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
         Reason.NO_TARGET_NODES,
-        "The pool has no schedulable target node.",
-        "As for DevicePluginReady.",
+        "The pool has no schedulable target node: all cordoned, none left (a node group deleted or scaled to"
+        " zero; the object is deleted after the grace period, unless a Karpenter NodePool of the fabric backs"
+        " the pool: its object stays, and the message says why what it could launch is not enough), or no"
+        " pool of the operator's config computes this object's name (made by hand, or left over; the"
+        " message says so).",
+        "As for DevicePluginReady. An object no pool calls for needs nothing: it is deleted after the grace"
+        " period if it is labelled as managed by fabriccap.",
     ),
     ReasonMeaning(
         ConditionType.READY,

@@ -658,8 +658,9 @@ class Config(_Model):
         alias="staleAfterSeconds",
         gt=0,
         description="A watched kind whose view has made no progress for this long (no completed LIST, no event"
-        " or bookmark that advanced its resourceVersion) makes the view stale: /healthz fails and"
-        " fabriccap_pool_ready reads 0.",
+        " or bookmark that advanced its resourceVersion) makes the view stale: /healthz fails,"
+        " fabriccap_pool_ready reads 0, and every FabricCapability says Ready False (DataUnavailable,"
+        " naming the kind).",
     )
     workloads: WorkloadSettings = Field(
         default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."

@@ -144,10 +144,12 @@ class NameConflict:
 class Evaluation:
     capabilities: tuple[PoolCapability, ...]  # sorted by name
     unpooled_nodes: int  # target nodes of some fabric that carry no pool label
-    # Names of the (fabric, pool) pairs evaluated that have no target node now.
-    absent: frozenset[str] = frozenset()
+    # The (fabric, pool) pairs evaluated that no object is called for now (no target node, no
+    # NodePool of the fabric), each with the status that says so (``empty_status``): what an
+    # object of such a pool shows until it is deleted.
+    emptied: tuple[PoolCapability, ...] = ()
     # Names of objects whose pool has another name now (a pool of the same value came or went):
-    # delete them at once, or one pool would have two objects.
+    # they go at once, or one pool would have two objects.
     renamed: frozenset[str] = frozenset()
     conflicts: tuple[NameConflict, ...] = ()
     # FabricNotRequested Events for the workloads of the pools evaluated.
@@ -159,6 +161,11 @@ class Evaluation:
 
     def unschedulable_pods(self, fabric: str) -> int:
         return sum(group.pods for group in self.unschedulable if group.fabric == fabric)
+
+    @property
+    def absent(self) -> frozenset[str]:
+        """The names of the pairs evaluated that have no target node now."""
+        return frozenset(capability.name for capability in self.emptied)
 
 
 def _named(nodes: Sequence[str]) -> str:
@@ -213,6 +220,14 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
     """The status of one (fabric, pool), from its analysis (target nodes left out of the gate
     set included, and the pool's NodePool verdict when it is a Karpenter NodePool's)."""
     profile = analysis.profile
+    launchable = analysis.launchable
+    if not analysis.nodes and (launchable is None or not launchable.of_fabric):
+        return empty_status(
+            profile.name,
+            profile.resource,
+            PoolRef(key=analysis.pool.key, value=analysis.pool.value),
+            [source.value for source in profile.sources],
+        )
     gate = analysis.gate
     advertising = analysis.advertising
     shown_sources = in_order([*profile.sources, *(source for node in gate for source in node.devices.sources)])
@@ -337,9 +352,24 @@ def _recommendation(profile: FabricProfile, sources: Iterable[Source], uniform_c
     )
 
 
-def _no_target_nodes(condition_type: ConditionType) -> Condition:
+NO_TARGET_NODES_MESSAGE = "no schedulable target node in the pool"
+# What an object that no pool calls for is told (made by hand, or left over from a pool that went).
+NO_SUCH_POOL_MESSAGE = (
+    "no such pool: no pool of the operator's configuration has a target node under this object's name"
+    " (made by hand, or left over); an object managed by fabriccap is deleted after the grace period"
+)
+
+
+def _no_target_nodes(condition_type: ConditionType, message: str = NO_TARGET_NODES_MESSAGE) -> Condition:
+    return _condition(condition_type, ConditionStatus.UNKNOWN, Reason.NO_TARGET_NODES, message)
+
+
+def _unknown_instance_type(resource: str) -> Condition:
     return _condition(
-        condition_type, ConditionStatus.UNKNOWN, Reason.NO_TARGET_NODES, "no schedulable target node in the pool"
+        ConditionType.MATCHES_INSTANCE_TYPE,
+        ConditionStatus.UNKNOWN,
+        Reason.UNKNOWN_INSTANCE_TYPE,
+        f"no node of an instance type with a known {resource} maximum",
     )
 
 
@@ -360,6 +390,56 @@ def _not_installed(profile: FabricProfile, needed: Iterable[Source]) -> Conditio
         Reason.PLUGIN_NOT_INSTALLED,
         f"no {profile.name} {providers_phrase(needed)} DaemonSet found in {scope} ({how})",
     )
+
+
+def _not_stalled() -> Condition:
+    return _condition(
+        ConditionType.STALLED,
+        ConditionStatus.FALSE,
+        Reason.NOT_STALLED,
+        "no instance-type condition prevents this pool from becoming Ready",
+    )
+
+
+def empty_status(
+    fabric: str, resource_name: str, pool: PoolRef, sources: Sequence[str], message: str = NO_TARGET_NODES_MESSAGE
+) -> FabricCapabilityStatus:
+    """The status of a (fabric, pool) with no target node at all: every count 0, Ready False
+    ``NoTargetNodes``, the node conditions Unknown. A pool that loses its last node shows this
+    at once (a node group deleted, scaled to zero), and so does an object no pool calls for
+    (``NO_SUCH_POOL_MESSAGE``), until the grace period deletes it."""
+    return FabricCapabilityStatus(
+        fabric=fabric,
+        resource_name=resource_name,
+        pool=pool,
+        nodes=0,
+        cordoned_nodes=0,
+        advertising_nodes=0,
+        counts=[],
+        instance_types=[],
+        device_plugin=DevicePluginStatus(daemon_sets=[], ready_nodes=0),
+        gap=GapStatus(
+            plugin_ready_not_advertised=0, unhealthy=0, advertised_without_plugin=0, nodes=[], truncated=False
+        ),
+        sources=[SourceCount(source=source, nodes=0) for source in sources],
+        conditions=[
+            _no_target_nodes(ConditionType.DEVICE_PLUGIN_READY, message),
+            _no_target_nodes(ConditionType.ADVERTISED, message),
+            _no_target_nodes(ConditionType.HOMOGENEOUS, message),
+            _unknown_instance_type(resource_name),
+            _condition(ConditionType.READY, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, message),
+            _not_stalled(),
+        ],
+    )
+
+
+def data_unavailable(status: FabricCapabilityStatus, message: str) -> FabricCapabilityStatus:
+    """``status`` failed closed because the data it rests on could not be read: Ready False
+    ``DataUnavailable`` (``message`` names what), and no recommendation. The rest is left as it
+    was computed, the last answer there is, which Ready now says not to trust."""
+    ready = _condition(ConditionType.READY, ConditionStatus.FALSE, Reason.DATA_UNAVAILABLE, message)
+    conditions = [ready if condition.type == ConditionType.READY else condition for condition in status.conditions]
+    return status.model_copy(update={"conditions": conditions, "recommendation": None})
 
 
 def _device_plugin_condition(analysis: PoolAnalysis) -> Condition:
@@ -484,12 +564,7 @@ def _instance_type_condition(analysis: PoolAnalysis) -> Condition:
     kind = ConditionType.MATCHES_INSTANCE_TYPE
     known = [node for node in analysis.gate if node.maximum is not None]
     if not known:
-        return _condition(
-            kind,
-            ConditionStatus.UNKNOWN,
-            Reason.UNKNOWN_INSTANCE_TYPE,
-            f"no node of an instance type with a known {analysis.profile.resource} maximum",
-        )
+        return _unknown_instance_type(analysis.profile.resource)
     above = [f"{node.name} ({node.count} > {node.maximum})" for node in analysis.breaking(kind, Cause.ABOVE_MAXIMUM)]
     below = [f"{node.name} ({node.count} < {node.maximum})" for node in analysis.breaking(kind, Cause.BELOW_MAXIMUM)]
     if above:
@@ -638,12 +713,7 @@ def _stalled_condition(analysis: PoolAnalysis) -> Condition:
     kind = ConditionType.STALLED
     profile, stall = analysis.profile, analysis.stall
     if stall is None:
-        return _condition(
-            kind,
-            ConditionStatus.FALSE,
-            Reason.NOT_STALLED,
-            "no instance-type condition prevents this pool from becoming Ready",
-        )
+        return _not_stalled()
     if stall is Cause.TYPE_UNSUPPORTED:
         types = ", ".join(analysis.instance_types)
         message = (
@@ -686,7 +756,9 @@ class _PoolMemo:
     facts_version: int
     provider_version: int
     targets: tuple[str, ...]  # empty: the pool has no target node
-    status: FabricCapabilityStatus | None  # without workloads; None: no object for the pool
+    # Without workloads; ``empty_status`` when no object is called for (``published`` False).
+    status: FabricCapabilityStatus
+    published: bool
     judgements: dict[NamespacedKey, PodJudgement] = field(default_factory=dict)
     # What withoutFabric is judged against: the pool offers the fabric (advertised now, launchable
     # by its NodePool, or a catalog maximum above 0 for its nodes' types).
@@ -791,9 +863,11 @@ def _pool_side(
     analysis = _analyse(config, profile, pool, index, view, memo.verdicts if memo is not None else None)
     targets = tuple(node.name for node in analysis.nodes)
     launchable = analysis.launchable
+    # An object is called for while the pool has a target node, or is a NodePool's that is of
+    # the fabric: an empty NodePool shows what it could launch (SPEC "Elastic pools").
     published = bool(targets) or (launchable is not None and launchable.of_fabric)
-    status = evaluate_pool(analysis) if published else None
-    fresh = _PoolMemo(facts_version, index.provider_version, targets, status)
+    status = evaluate_pool(analysis)
+    fresh = _PoolMemo(facts_version, index.provider_version, targets, status, published)
     fresh.offers = (
         bool(analysis.advertising)
         or (launchable is not None and launchable.offers_fabric)
@@ -854,8 +928,9 @@ def evaluate(
     ``fabriccap evaluate`` passes no ``pools`` (every pool); the operator passes the pools
     whose facts changed, its ``memo`` of the rounds before, and ``warned``: the keys of the
     FabricNotRequested problems it already recorded, whose Events need no message built again.
-    A (fabric, pool) evaluated without a target node is named in ``absent``, so the operator
-    can start that object's grace period.
+    A (fabric, pool) evaluated without a target node (and no NodePool of the fabric) is in
+    ``emptied``, with the status that says so: the operator writes it at once and starts that
+    object's grace period. A pool's object that has another name now is in ``renamed``.
     """
     views = (
         memo.fabric_views(config, index)
@@ -864,7 +939,7 @@ def evaluate(
     )
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
-    absent: set[str] = set()
+    emptied: list[PoolCapability] = []
     renamed: set[str] = set()
     events: list[WorkloadEvent] = []
     lookups: set[LookupKey] = set()
@@ -874,24 +949,28 @@ def evaluate(
         sides = {pool: _pool_side(config, profile, pool, index, views[profile.name], memo) for pool in evaluated}
         # Names depend on every pool of the fabric with an object, not only on those evaluated
         # now: the memo knows the others (the operator's first round evaluates them all).
-        present = {pool for pool, side in sides.items() if side.status is not None}
+        present = {pool for pool, side in sides.items() if side.published}
         if memo is not None:
-            present |= {pool for (fabric, pool), side in memo.pools.items() if fabric == profile.name and side.status}
+            present |= {
+                pool for (fabric, pool), side in memo.pools.items() if fabric == profile.name and side.published
+            }
         names = pool_names(profile.name, present, fabric_names)
         given = memo.names if memo is not None else {}
         for pool in evaluated:
-            if sides[pool].status is None:
-                # The name its object was published under, to start that object's grace period.
+            side = sides[pool]
+            if not side.published:
+                # Under the name its object was published with: that object shows it at once.
                 old = given.pop((profile.name, pool), None)
-                absent.add(old or capability_name(profile.name, pool.key, pool.value, fabric_names))
+                name = old or capability_name(profile.name, pool.key, pool.value, fabric_names)
+                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=side.status))
         # A pool renamed by another's coming or going is published again under its new name,
-        # and its old object removed at once: one pool, one object.
+        # and its old object goes at once: one pool, one object.
         for pool in sorted(present - set(sides)):
             old = given.get((profile.name, pool))
             if old is not None and old != names[pool].name:
                 sides[pool] = memo.pools[(profile.name, pool)] if memo is not None else sides[pool]
         for pool, side in sides.items():
-            if side.status is None:
+            if not side.published:
                 continue
             naming = names[pool]
             old = given.get((profile.name, pool))
@@ -944,7 +1023,7 @@ def evaluate(
     return Evaluation(
         capabilities=tuple(capabilities),
         unpooled_nodes=unpooled,
-        absent=frozenset(absent - current),
+        emptied=tuple(sorted(emptied, key=lambda capability: capability.name)),
         renamed=frozenset(renamed - current),
         conflicts=conflicts,
         workload_events=tuple(events),

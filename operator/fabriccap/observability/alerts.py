@@ -171,6 +171,27 @@ ALERTS: tuple[AlertRule, ...] = (
         anchor="fabriccapabilityoperatordown",
     ),
     AlertRule(
+        name="FabricCapabilityNoLeader",
+        # No replica leads (every one reports 0, or none reports at all while the job is up):
+        # a holder that is no replica of this install keeps renewing the Lease, or the Lease
+        # cannot be written (RBAC). Nothing is published. While the job itself is down,
+        # OperatorDown says so: this one stays quiet.
+        expr=(
+            '(\n  max by (job) (fabriccap_leader{job="@job"}) == 0\n  or\n  absent(fabriccap_leader{job="@job"})\n)\n'
+            'unless on (job)\n(max by (job) (up{job="@job"}) == 0 or absent(up{job="@job"}))'
+        ),
+        for_="5m",
+        severity="critical",
+        summary="No fabriccap replica leads (job @job): nothing is being published.",
+        description=(
+            'No replica of the scrape job "@job" has held the leader Lease for @for, so no FabricCapability'
+            " is written, created or deleted: their status is frozen at its last value, whatever the nodes do"
+            " (every replica's fabriccap_publishing reads 0). Another holder keeps renewing the Lease, or the"
+            " replicas cannot write it."
+        ),
+        anchor="fabriccapabilitynoleader",
+    ),
+    AlertRule(
         name="FabricCapabilityStale",
         # Two ways an operator that answers scrapes stops describing the cluster: its watches no
         # longer hear from the API server (a partition; evaluations would go on over old facts),

@@ -84,7 +84,7 @@ async def test_a_burst_then_the_steady_rate() -> None:
     await outbox.close()
 
 
-async def test_each_problem_is_sent_once_and_a_failed_one_is_offered_again() -> None:
+async def test_each_problem_is_sent_once_and_a_failed_one_is_offered_again_after_its_backoff() -> None:
     recorder, clock = FakeRecorder(), Clock()
     outbox = outbox_for(recorder, clock)
     recorder.failing.add("FabricNotRequested/1")
@@ -92,8 +92,12 @@ async def test_each_problem_is_sent_once_and_a_failed_one_is_offered_again() -> 
     await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
     assert recorder.sent == ["FabricNotRequested/0"]
     assert set(outbox.sent) == {"FabricNotRequested/0"}
-    # The next round offers both again: only the one that failed goes out.
+    # The next round offers both again: the one that failed waits for its backoff (2 s, jittered).
     recorder.failing.clear()
+    outbox.offer([problem(0), problem(1)])
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert recorder.sent == ["FabricNotRequested/0"]
+    clock.now += 3.0
     outbox.offer([problem(0), problem(1)])
     await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
     assert recorder.sent == ["FabricNotRequested/0", "FabricNotRequested/1"]

@@ -79,9 +79,11 @@ async def test_a_failure_that_may_pass_is_tried_again() -> None:
     async with fake_api() as (api, client):
         api.serve(ML_EVENTS, "Event", [], "1")
         api.write_failures[("POST", ML_EVENTS)] = deque([500, 429])
-        outbox = WorkloadEventOutbox(EventRecorder(client, "test"), leading=lambda: True)
+        now = [1000.0]
+        outbox = WorkloadEventOutbox(EventRecorder(client, "test"), leading=lambda: True, clock=lambda: now[0])
         for _ in range(4):
             outbox.offer([event])
             await outbox.drain()
+            now[0] += 10.0  # past each failure's backoff (2 s, then 4 s, jittered)
         assert [method for method, _, _, _ in api.requests] == ["POST", "POST", "POST"]
         assert len(api.objects(ML_EVENTS)) == 1

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from fabriccap.controller.leader import LeaderElector, LeaseTimings
+from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
@@ -68,6 +68,26 @@ async def test_the_follower_takes_over_only_after_a_whole_lease_duration_unchang
         await b._step()
         assert b.leading and holder(api) == "b"
         assert api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 1
+
+
+async def test_a_lease_duration_past_the_bound_is_not_believed() -> None:
+    """A Lease edited to leaseDurationSeconds 2147483647 by a holder that never renews: taken
+    over once the bound has passed, not in 68 years (round 3 L15)."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        record = {"holderIdentity": "intruder", "leaseDurationSeconds": 2147483647, "renewTime": "2026-01-01T00:00:00Z"}
+        api.serve(
+            LEASES_PATH,
+            "Lease",
+            [{"metadata": {"name": "fabriccap-leader", "namespace": NAMESPACE}, "spec": record}],
+            "1",
+        )
+        await a._step()
+        clock_a.now += MAX_TRUSTED_LEASE_SECONDS - 0.1
+        await a._step()
+        assert not a.leading
+        clock_a.now += 0.2
+        await a._step()
+        assert a.leading and holder(api) == "a"
 
 
 async def test_a_leader_that_cannot_renew_stops_writing_before_the_lease_can_pass() -> None:

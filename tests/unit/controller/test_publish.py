@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from fabriccap.controller.metrics import OperatorMetrics
-from fabriccap.controller.publisher import Published, Publisher, status_patch
+from fabriccap.controller.objects import Published
+from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
+from fabriccap.controller.writes import status_patch
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from support.configs import build_config

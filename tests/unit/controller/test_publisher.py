@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,79 +14,13 @@ import pytest
 from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
-from fabriccap.controller.metrics import OperatorMetrics
-from fabriccap.controller.publisher import ROUTINE_WRITES, Publisher, is_routine_change
-from fabriccap.controller.store import FactStore
+from fabriccap.controller.writes import ROUTINE_WRITES, is_routine_change
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
-from fabriccap.core.facts import FactsExtractor
-from fabriccap.core.index import NODE_FACTS
-from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap_devtools.world import workload_pod
-from support.builders import daemon_set, node, plugin_pods
-from support.configs import build_config
-from support.fakeapi import WAIT_SECONDS, FakeApi, event, eventually, expired, fake_api, recorded_sleeps
-
-FCAPS = FABRIC_CAPABILITIES.collection()
-GRACE = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Setup:
-    api: FakeApi
-    publisher: Publisher
-    store: FactStore
-    metrics: OperatorMetrics
-    clock: Clock
-    extractor: FactsExtractor
-
-    def add(self, bodies: Iterable[Mapping[str, Any]]) -> None:
-        for body in bodies:
-            BY_KIND[str(body["kind"])].upsert(self.store, self.extractor, body)
-
-    def remove_node(self, name: str) -> None:
-        self.store.remove(NODE_FACTS, name)
-
-    def writes(self) -> float:
-        return sum(
-            self.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": result}) or 0.0
-            for result in ("created", "updated", "deleted")
-        )
-
-    def published(self) -> dict[str, dict[str, Any]]:
-        return self.api.objects(FCAPS)
-
-
-def healthy(pool: str, *names: str) -> list[dict[str, Any]]:
-    return [node(name, pool=pool, efa=32) for name in names] + plugin_pods(names)
-
-
-@asynccontextmanager
-async def publishing(existing: Iterable[dict[str, Any]] = ()) -> AsyncIterator[Setup]:
-    async with fake_api() as (api, client):
-        api.serve(FCAPS, "FabricCapability", list(existing), "1")
-        config = build_config({"poolGracePeriodSeconds": GRACE})
-        store, metrics, clock = FactStore(), OperatorMetrics(), Clock()
-        publisher = Publisher(config=config, store=store, client=client, metrics=metrics, clock=clock)
-        setup = Setup(api, publisher, store, metrics, clock, FactsExtractor(config))
-        setup.add([daemon_set()])
-        yield setup
-
-
-async def start(setup: Setup) -> None:
-    """What ``Publisher.run`` does before its loop: read back, then the first round."""
-    await setup.publisher.load_published()
-    for name in setup.publisher.published:
-        setup.publisher.absent_since.setdefault(name, setup.clock())
-    await setup.publisher.reconcile_once()
+from support.builders import node, plugin_pods
+from support.fakeapi import WAIT_SECONDS, event, eventually, expired, recorded_sleeps
+from support.publishing import FCAPS, GRACE, Setup, healthy, publishing, sending, start, writing
 
 
 async def test_a_new_pool_is_created_then_its_status_written() -> None:
@@ -189,19 +122,18 @@ async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
         setup.store.mark_all()
         await setup.publisher.reconcile_once()
         assert len(setup.api.writes("POST")) == 1
-        first = setup.publisher.failures["efa-p5"]
-        assert 0.5 <= first.retry_at - setup.clock.now <= 1.5  # 1 s, jittered
+        retry = setup.publisher.objects["efa-p5"].retry
+        assert 0.5 <= retry.due - setup.clock.now <= 1.5  # 1 s, jittered
         # Due: the retry timer marks the pool, the write fails again and waits about twice as long.
-        setup.clock.now = first.retry_at
-        setup.publisher._retry_due_writes()
+        setup.clock.now = retry.due
+        setup.publisher._fire_due(setup.clock.now)
         await setup.publisher.reconcile_once()
-        second = setup.publisher.failures["efa-p5"]
-        assert second.attempts == 2 and 1.0 <= second.retry_at - setup.clock.now <= 3.0
-        setup.clock.now = second.retry_at
-        setup.publisher._retry_due_writes()
+        assert retry.failures == 2 and 1.0 <= retry.due - setup.clock.now <= 3.0
+        setup.clock.now = retry.due
+        setup.publisher._fire_due(setup.clock.now)
         await setup.publisher.reconcile_once()
         assert "efa-p5" in setup.published()
-        assert "efa-p5" not in setup.publisher.failures
+        assert retry.failures == 0
 
 
 async def test_a_status_refused_as_invalid_is_not_retried_until_it_changes(caplog: pytest.LogCaptureFixture) -> None:
@@ -212,7 +144,7 @@ async def test_a_status_refused_as_invalid_is_not_retried_until_it_changes(caplo
         await start(setup)
         for _ in range(5):  # resyncs and due timers: the same status is not sent again
             setup.clock.now += 1000
-            setup.publisher._retry_due_writes()
+            setup.publisher._fire_due(setup.clock.now)
             setup.store.mark_all()
             await setup.publisher.reconcile_once()
         assert len(setup.api.writes("PATCH")) == 1
@@ -241,7 +173,7 @@ async def test_an_object_claimed_by_another_pool_is_never_overwritten() -> None:
             await setup.publisher.reconcile_once()
         assert setup.api.writes("PATCH") == [] and setup.api.writes("POST") == []
         assert setup.metrics.registry.get_sample_value("fabriccap_name_conflicts") == 1
-        assert "karpenter.sh/nodepool=other" in setup.publisher.conflicts["efa-p5"]
+        assert "karpenter.sh/nodepool=other" in str(setup.publisher.objects["efa-p5"].conflict)
 
 
 async def test_a_hand_made_object_for_no_pool_is_deleted_after_the_grace_period() -> None:
@@ -394,7 +326,7 @@ async def test_a_version_seen_on_the_watch_during_the_first_read_back_is_kept() 
         await setup.publisher.load_published()
         assert setup.publisher.published["efa-p5"].resource_version == "20"
         # Nothing is called for before the first round: its grace period starts with the publisher.
-        assert "efa-p5" not in setup.publisher.absent_since
+        assert setup.publisher.objects["efa-p5"].absent_since is None
 
 
 # --- writes in the background ----------------------------------------------------------------
@@ -413,7 +345,7 @@ async def test_a_slow_write_holds_up_neither_the_round_nor_other_pools_and_the_n
         gate = setup.api.write_gates[("PATCH", p5_status)] = asyncio.Event()
         setup.remove_node("b")  # p5: 1 node now
         await setup.publisher.reconcile_once(finish_writes=False)  # returns with p5's PATCH held
-        assert list(setup.publisher._writes) == ["efa-p5"]
+        assert writing(setup.publisher) == ["efa-p5"]
         await eventually(lambda: p5_patches() == before + 1, "p5's PATCH sent, and held")
         setup.remove_node("a")
         setup.add([node("a", pool="p5", efa=16)])  # p5 changes again while its write is held
@@ -437,13 +369,13 @@ async def test_a_clean_stop_cancels_a_write_that_outlasts_its_wait() -> None:
         setup.api.write_gates[("POST", FCAPS)] = asyncio.Event()  # never opened
         await setup.publisher.load_published()
         await setup.publisher.reconcile_once(finish_writes=False)
-        assert list(setup.publisher._writes) == ["efa-p5"]
+        assert writing(setup.publisher) == ["efa-p5"]
         await asyncio.wait_for(setup.publisher.finish_writes(timeout=0.05), WAIT_SECONDS)
-        assert setup.publisher._writes == {}
+        assert writing(setup.publisher) == []
 
 
 async def test_a_status_write_that_leaves_ready_alone_is_not_an_info_line(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="fabriccap.controller.publisher")
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.writes")
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
@@ -468,13 +400,13 @@ async def test_an_unexpected_error_in_a_background_write_is_logged_not_lost(
         setup.add(healthy("p5", "a"))
         await setup.publisher.load_published()
 
-        async def broken(capability: Any, new_status: Any = None) -> None:
+        async def broken(state: Any, intent: Any) -> None:
             raise ValueError("a bug")
 
-        monkeypatch.setattr(setup.publisher, "publish", broken)
+        monkeypatch.setattr(setup.publisher.lanes, "perform", broken)
         await setup.publisher.reconcile_once(finish_writes=False)
         await setup.publisher.finish_writes()
-        assert setup.publisher._writes == {}
+        assert writing(setup.publisher) == []
         failed = [r for r in caplog.records if r.getMessage() == "writing FabricCapability efa-p5 failed unexpectedly"]
         assert len(failed) == 1 and failed[0].exc_info is not None
 
@@ -514,13 +446,13 @@ async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> No
             setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
             setup.add([workload_pod(f"{pool}-a", f"{pool}-efa", efa=32)])
         await setup.publisher.reconcile_once(finish_writes=False)
-        assert len(setup.publisher._writes) == len(pools)  # every routine lane busy, two waiting
+        assert len(writing(setup.publisher)) == len(pools)  # every routine lane busy, two waiting
         quiet = pools[-1]
         del setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{quiet}"))]
         setup.add([workload_pod(f"{quiet}-a", f"{quiet}-tcp", efa=None)])
-        queued = setup.publisher._writes[f"efa-{quiet}"]  # its routine write, waiting for a lane
+        queued = writing(setup.publisher, f"efa-{quiet}")  # its routine write, waiting for a lane
         await setup.publisher.reconcile_once(finish_writes=False)
-        assert setup.publisher._writes[f"efa-{quiet}"] is not queued  # replaced, in an urgent lane
+        assert writing(setup.publisher, f"efa-{quiet}") is not queued  # replaced, in an urgent lane
         held = [setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] for pool in pools[:-1]]
         await eventually(
             lambda: setup.published()[f"efa-{quiet}"]["status"]["workloads"]["withoutFabric"]["pods"] == 1,
@@ -548,15 +480,15 @@ async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place()
         before = p5_patches()
         setup.remove_node("b")
         await setup.publisher.reconcile_once(finish_writes=False)  # its write has not run yet
-        first = setup.publisher._writes["efa-p5"]
+        first = writing(setup.publisher, "efa-p5")
         setup.add([node("b", pool="p5", efa=16)])  # and the pool changes again
         await setup.publisher.reconcile_once(finish_writes=False)
-        assert setup.publisher._writes["efa-p5"] is first
+        assert writing(setup.publisher, "efa-p5") is first
         await setup.publisher.finish_writes()
         assert p5_patches() == before + 1  # one PATCH, of the newer status
         status = setup.published()["efa-p5"]["status"]
         assert (status["nodes"], condition_status(status, "Ready")) == (2, "False")
-        assert setup.publisher._writes == {} and not setup.store.changed.is_set()
+        assert writing(setup.publisher) == [] and not setup.store.changed.is_set()
 
 
 async def test_a_routine_write_waiting_for_its_lane_is_not_sent_to_the_back_when_its_pool_moves_again() -> None:
@@ -572,17 +504,17 @@ async def test_a_routine_write_waiting_for_its_lane_is_not_sent_to_the_back_when
             gates[pool] = setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
             setup.add([workload_pod(f"{pool}-n", f"{pool}-efa", efa=32)])
         await setup.publisher.reconcile_once(finish_writes=False)
-        await eventually(lambda: len(setup.publisher._sending) == ROUTINE_WRITES, "every routine lane taken")
+        await eventually(lambda: len(sending(setup.publisher)) == ROUTINE_WRITES, "every routine lane taken")
         setup.add([workload_pod("p-a-n", "a-1", efa=32)])
         await setup.publisher.reconcile_once(finish_writes=False)
         setup.add([workload_pod("p-b-n", "b-1", efa=32)])
         await setup.publisher.reconcile_once(finish_writes=False)
-        waiting = setup.publisher._writes["efa-p-a"]
+        waiting = writing(setup.publisher, "efa-p-a")
         setup.add([workload_pod("p-a-n", "a-2", efa=32)])
         await setup.publisher.reconcile_once(finish_writes=False)
-        assert setup.publisher._writes["efa-p-a"] is waiting
+        assert writing(setup.publisher, "efa-p-a") is waiting
         gates[held_pools[0]].set()  # one lane frees
-        await eventually(lambda: "efa-p-b" not in setup.publisher._writes, "p-a and p-b written")
+        await eventually(lambda: "efa-p-b" not in writing(setup.publisher), "p-a and p-b written")
         patched = [path for method, path, _, _ in setup.api.requests if method == "PATCH"]
         order = [patched.index(FABRIC_CAPABILITIES.status(f"efa-{pool}")) for pool in ("p-a", "p-b")]
         assert order == sorted(order)  # p-a first: the line is kept

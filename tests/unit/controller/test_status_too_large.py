@@ -75,12 +75,12 @@ async def test_a_status_refused_as_too_large_publishes_a_minimal_status_that_fai
         assert any("too large" in record.getMessage() for record in caplog.records)
 
         # Not given up: the full status goes again once its backoff has passed, and then holds.
-        failure = publisher.failures["efa-p5"]
-        assert failure.permanent_fingerprint is None
+        state = publisher.objects["efa-p5"]
+        assert state.refused is None and state.retry.failures == 1
         publisher.store.mark_all()
         await publisher.reconcile_once()
         assert ready(api.objects(FCAPS)["efa-p5"]) == ("False", "StatusTooLarge")  # still backing off
-        clock.now = failure.retry_at + 0.1
+        clock.now = state.retry.due + 0.1
         publisher.store.mark_all()
         await publisher.reconcile_once()
         obj = api.objects(FCAPS)["efa-p5"]

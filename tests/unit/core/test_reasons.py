@@ -26,6 +26,7 @@ from fabriccap.core.api import (
     reason_meaning,
     too_large_status,
 )
+from fabriccap.core.evaluate import data_unavailable
 from fabriccap_devtools.world import node_pool
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
 
@@ -95,6 +96,12 @@ def world_statuses() -> list[dict[str, Any]]:
     return [*statuses, too_large_status(healthy.status, "413 Request entity too large").to_json()]
 
 
+def failed_closed_statuses() -> list[dict[str, Any]]:
+    """What only the operator writes: a status whose data could not be read for staleAfterSeconds."""
+    (capability,) = evaluate_bodies(healthy_pool()).capabilities
+    return [data_unavailable(capability.status, "Pods could not be read").to_json()]
+
+
 REGISTERED = {(entry.condition.value, entry.status.value, entry.reason.value) for entry in REASONS}
 
 
@@ -129,7 +136,7 @@ def test_everything_the_examples_write_is_registered(capsys: pytest.CaptureFixtu
 
 def test_every_registered_reason_is_reached(capsys: pytest.CaptureFixture[str]) -> None:
     """By the examples, or by one of the small WORLDS above: no entry documents a dead outcome."""
-    reached = triples_of(example_statuses(capsys)) | triples_of(world_statuses())
+    reached = triples_of(example_statuses(capsys)) | triples_of(world_statuses() + failed_closed_statuses())
     assert REGISTERED - reached == set()
     assert reached - REGISTERED == set()
 

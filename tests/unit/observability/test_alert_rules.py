@@ -27,6 +27,7 @@ SPEC_ALERTS = {
     "FabricDevicePluginGap",
     "FabricCapabilityNotReady",
     "FabricCapabilityOperatorDown",
+    "FabricCapabilityNoLeader",
     "FabricCapabilityStale",
     "FabricNotRequested",
     "FabricRequestUnschedulable",

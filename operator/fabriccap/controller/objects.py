@@ -1,0 +1,226 @@
+"""What the publisher knows of each FabricCapability: one record per object name.
+
+Everything about one name lives in its ``ObjectState``: what the cluster holds, which pool
+calls for it, the write waiting or in flight, its failures and backoff, what this process last
+wrote, a name conflict, a foreign writer, since when no pool calls for it, its Events' rate
+limits. Forgetting a name is one ``pop``: nothing about it can be left behind in a map nobody
+cleans (three such leaks were found when the publisher kept thirteen maps by name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from fabriccap.controller.events import EventLimiter
+from fabriccap.controller.ratelimit import Retry, TokenBucket
+from fabriccap.core.api import (
+    FABRIC_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    POOL_KEY_ANNOTATION,
+    POOL_VALUE_ANNOTATION,
+    FabricCapabilityStatus,
+    is_ready_status,
+)
+from fabriccap.core.evaluate import PoolCapability
+from fabriccap.core.facts import Pool
+
+# Status writes per object: a burst, then one a second. A pool flapping between two states
+# (a node label flapping every 0.5 s made 6 writes a second) is written once a second, with
+# the worst of what it showed meanwhile (``Publisher`` holds a not-Ready back for the next write).
+OBJECT_WRITE_BURST = 10
+OBJECT_WRITES_PER_SECOND = 1.0
+
+# A write war: another writer puts its own status back each time this one writes (a second
+# install, a --standalone replica with another config). One overwrite is an edit, put back;
+# this many within the window are a war. After a yield, one more overwrite is enough.
+WAR_OVERWRITES = 3
+WAR_WINDOW_SECONDS = 300.0
+# A yielded object is written again once the other writer has been quiet this long.
+WAR_QUIET_SECONDS = 600.0
+
+
+@dataclass
+class Published:
+    """What the cluster holds for one FabricCapability, as last read or written."""
+
+    name: str
+    generation: int
+    status: dict[str, Any]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str = ""
+    uid: str = ""
+    # The field managers whose write of a status field is the newest the object records
+    # (managedFields; several when they wrote in the same second). Empty: the server keeps none.
+    status_writers: frozenset[str] = frozenset()
+
+    def is_newer_than(self, other: Published) -> bool:
+        # resourceVersions are opaque, but etcd-backed servers use increasing integers; a
+        # watch event older than our own write must not be mistaken for someone's edit.
+        if self.resource_version.isdigit() and other.resource_version.isdigit():
+            return int(self.resource_version) > int(other.resource_version)
+        return self.resource_version != other.resource_version
+
+    @property
+    def owned(self) -> bool:
+        return self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+
+    def claimed_by(self) -> tuple[str | None, Pool | None]:
+        """The (fabric, pool) this object says it is for, where it says so."""
+        key, value = self.annotations.get(POOL_KEY_ANNOTATION), self.annotations.get(POOL_VALUE_ANNOTATION)
+        pool = Pool(key, value) if key is not None and value is not None else None
+        return self.labels.get(FABRIC_LABEL), pool
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> Published:
+        metadata = obj.get("metadata") or {}
+        try:
+            generation = int(metadata.get("generation") or 1)
+        except (TypeError, ValueError):
+            generation = 1
+        status = obj.get("status")
+        return cls(
+            name=str(metadata.get("name")),
+            generation=generation,
+            status=dict(status) if isinstance(status, dict) else {},
+            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+            annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
+            resource_version=str(metadata.get("resourceVersion") or ""),
+            uid=str(metadata.get("uid") or ""),
+            status_writers=_newest_status_writers(metadata.get("managedFields")),
+        )
+
+
+def _newest_status_writers(managed_fields: Any) -> frozenset[str]:
+    """The managers of the newest managedFields entries that own a status field."""
+    entries = [
+        entry
+        for entry in (managed_fields if isinstance(managed_fields, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("fieldsV1"), dict) and "f:status" in entry["fieldsV1"]
+    ]
+    if not entries:
+        return frozenset()
+    newest = max(str(entry.get("time") or "") for entry in entries)  # RFC 3339 in UTC: sorts as text
+    return frozenset(str(entry.get("manager") or "") for entry in entries if str(entry.get("time") or "") == newest)
+
+
+@dataclass(frozen=True)
+class StatusWrite:
+    """Make the object hold ``status``: created first (``create``) where a pool calls for it,
+    labelled as ``capability`` says (None: no pool calls for it; only the ready label is lowered)."""
+
+    capability: PoolCapability | None
+    status: dict[str, Any]
+    create: bool = True
+
+    @property
+    def ready(self) -> bool:
+        return self.capability is not None and is_ready_status(self.status)
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete the object: its pool has had no target node for the grace period."""
+
+
+Intent = StatusWrite | Delete
+
+
+class Lane(StrEnum):
+    """Where a write waits for its turn (``writes.WriteLanes``)."""
+
+    URGENT = "urgent"  # what a user acts on: a condition, pods without the fabric, a new object
+    ROUTINE = "routine"  # only the count of pods requesting the fabric moved
+    EXPIRY = "expiry"  # a deletion after the grace period: never in the way of either
+
+
+@dataclass
+class WriteSlot:
+    """The one write of an object waiting for its lane or being sent."""
+
+    task: asyncio.Task[None]
+    lane: Lane
+    intent: Intent | None  # what it sends when its lane frees; None once taken
+    sending: bool = False
+    again: bool = False  # evaluated again while being sent (or held back): evaluate again after it
+
+
+@dataclass
+class ForeignWriter:
+    """Another writer of this object's status, and whether this replica still writes it."""
+
+    writer: str = ""
+    overwrites: deque[float] = field(default_factory=deque)  # monotonic times
+    last_seen: float = 0.0
+    at_war: bool = False  # reported (log, Event, metric)
+    yielded: bool = False  # this replica stopped writing the object
+    yielded_before: bool = False
+
+    def overwritten(self, writer: str, now: float) -> bool:
+        """Count one overwrite of our status by ``writer``; True when it makes a war."""
+        self.writer, self.last_seen = writer, now
+        self.overwrites.append(now)
+        while self.overwrites and now - self.overwrites[0] > WAR_WINDOW_SECONDS:
+            self.overwrites.popleft()
+        return len(self.overwrites) >= (1 if self.yielded_before else WAR_OVERWRITES)
+
+    def quiet(self, now: float) -> bool:
+        return now - self.last_seen >= WAR_QUIET_SECONDS
+
+    def end(self) -> None:
+        """The other writer has been quiet: write again (one overwrite will stop it again)."""
+        self.yielded_before = self.yielded_before or self.yielded
+        self.at_war = self.yielded = False
+        self.overwrites.clear()
+
+
+@dataclass(slots=True)
+class ObjectState:
+    """Everything the publisher knows about one FabricCapability name."""
+
+    name: str
+    published: Published | None = None  # what the cluster holds, as last read or written
+    claim: tuple[str, Pool] | None = None  # the (fabric, pool) the facts call for now
+    latest: FabricCapabilityStatus | None = None  # the status last computed for that claim
+    absent_since: float | None = None  # monotonic; since when no pool calls for it
+    # What it shows while no pool calls for it (the empty state), and whether that is still to write.
+    empty: StatusWrite | None = None
+    empty_due: bool = False
+    # The status this process last wrote as leader (or took as its own): an object whose
+    # transition times differ was edited by someone else and is put back. None: what is
+    # published is the record (at start, and after acquiring the Lease).
+    written: dict[str, Any] | None = None
+    retry: Retry = field(default_factory=Retry)  # failed writes in a row, and when to try again
+    refused: str | None = None  # fingerprint of a status refused as invalid: not sent again
+    conflict: str | None = None  # why it is not written: another pool claims the name
+    foreign: ForeignWriter | None = None
+    # The newest not-Ready status evaluated since the last write: a Ready one does not replace
+    # it before it was written (a flapping pool must not read steadily Ready).
+    unready_seen: dict[str, Any] | None = None
+    recheck_at: float | None = None  # monotonic; evaluate the pool again then (after a held not-Ready)
+    budget: TokenBucket = field(default_factory=lambda: TokenBucket(OBJECT_WRITES_PER_SECOND, OBJECT_WRITE_BURST))
+    deferred: bool = False  # a write held back by the budget: the pool is evaluated again at the next token
+    events: EventLimiter | None = None
+    slot: WriteSlot | None = None
+
+    @property
+    def at_war(self) -> bool:
+        return self.foreign is not None and self.foreign.at_war
+
+    @property
+    def yielded(self) -> bool:
+        return self.foreign is not None and self.foreign.yielded
+
+    def limiter(self) -> EventLimiter:
+        if self.events is None:
+            self.events = EventLimiter()
+        return self.events
+
+    def forgettable(self) -> bool:
+        """Nothing calls for it, nothing of it is published, nothing is being written."""
+        return self.claim is None and self.conflict is None and self.published is None and self.slot is None

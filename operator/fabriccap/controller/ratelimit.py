@@ -1,0 +1,139 @@
+"""Every retry and every repeat the operator makes is paced by one of two rules, written here once.
+
+- A per-key exponential backoff, controller-runtime's ``ItemExponentialFailureRateLimiter``
+  (client-go workqueue): the n-th failure in a row of one key waits ``base * 2**(n-1)``, capped,
+  and a success forgets the key, so one object's trouble never slows another's. A jitter spreads
+  the retries of keys that failed together (a 429 storm), so they do not come back together.
+  Status writes, creates and deletes, owner lookups and Event sends all retry on it.
+- A token bucket, client-go's ``BucketRateLimiter`` (and the shape of its EventCorrelator's
+  spam filter): a burst, then one per interval. Condition Events per (object, reason), status
+  writes per object and workload Warnings use it.
+
+Both read a monotonic clock that is passed in, so the tests move time instead of waiting.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
+
+Jitter = Callable[[float, float], float]
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """How long the n-th failure in a row waits: ``base * 2**(n-1)``, at most ``cap``, each
+    delay scaled by a factor drawn from ``[1 - jitter, 1 + jitter]``."""
+
+    base: float
+    cap: float
+    jitter: float = 0.5
+
+    def delay(self, failures: int, draw: Jitter = random.uniform) -> float:
+        exponent = min(max(failures - 1, 0), 62)  # 2**62 * any base is past every cap
+        return min(self.base * 2.0**exponent, self.cap) * draw(1.0 - self.jitter, 1.0 + self.jitter)
+
+
+@dataclass
+class Retry:
+    """One key's failures in a row, and the monotonic time it may be tried again."""
+
+    failures: int = 0
+    due: float = 0.0
+
+    def failed(self, policy: BackoffPolicy, now: float, draw: Jitter = random.uniform) -> float:
+        """Count a failure; the delay until the next try."""
+        self.failures += 1
+        delay = policy.delay(self.failures, draw)
+        self.due = now + delay
+        return delay
+
+    def waiting(self, now: float) -> bool:
+        return self.failures > 0 and now < self.due
+
+    def forget(self) -> None:
+        self.failures, self.due = 0, 0.0
+
+
+@dataclass
+class Backoff(Generic[Key]):
+    """Per-key backoff for callers that keep no record of their own per key (lookups, Event
+    sends): the keys that failed, until they succeed or are forgotten."""
+
+    policy: BackoffPolicy
+    clock: Callable[[], float] = time.monotonic
+    draw: Jitter = random.uniform
+    _retries: dict[Key, Retry] = field(default_factory=dict)
+
+    def failed(self, key: Key) -> float:
+        """Count a failure of ``key``; the delay until its next try."""
+        return self._retries.setdefault(key, Retry()).failed(self.policy, self.clock(), self.draw)
+
+    def forget(self, key: Key) -> None:
+        """A success, or a key that is gone: it starts from ``base`` again next time."""
+        self._retries.pop(key, None)
+
+    def waiting(self, key: Key) -> bool:
+        retry = self._retries.get(key)
+        return retry is not None and retry.waiting(self.clock())
+
+    def failures(self, key: Key) -> int:
+        retry = self._retries.get(key)
+        return 0 if retry is None else retry.failures
+
+    def due(self) -> list[Key]:
+        """The keys whose wait is over."""
+        now = self.clock()
+        return [key for key, retry in self._retries.items() if retry.due <= now]
+
+    def next_due(self) -> float | None:
+        """Seconds until the earliest wait ends (0 when one already has), None when none waits."""
+        if not self._retries:
+            return None
+        return max(min(retry.due for retry in self._retries.values()) - self.clock(), 0.0)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._retries
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._retries)
+
+    def __len__(self) -> int:
+        return len(self._retries)
+
+
+@dataclass
+class TokenBucket:
+    """``burst`` at once, then ``rate`` per second. Starts full."""
+
+    rate: float
+    burst: int
+    _tokens: float | None = None
+    _refilled: float = 0.0
+
+    def _refill(self, now: float) -> float:
+        if self._tokens is None:
+            self._tokens, self._refilled = float(self.burst), now
+        self._tokens = min(float(self.burst), self._tokens + max(now - self._refilled, 0.0) * self.rate)
+        self._refilled = now
+        return self._tokens
+
+    def take(self, now: float, wanted: int = 1) -> int:
+        """Take up to ``wanted`` tokens; how many were granted."""
+        granted = min(wanted, int(self._refill(now)))
+        self._tokens = self._refill(now) - granted
+        return granted
+
+    def allows(self, now: float) -> bool:
+        """Take one token if there is one."""
+        return self.take(now) == 1
+
+    def next_token(self, now: float) -> float:
+        """Seconds until one token is there (0: now)."""
+        missing = 1.0 - self._refill(now)
+        return 0.0 if missing <= 0 else missing / self.rate

@@ -1,0 +1,477 @@
+"""Writing FabricCapabilities: the lanes writes wait in, the requests they send, and what a
+failed one means.
+
+Lanes. Objects are written a few at a time (a cold start creates hundreds), in three lanes. A
+write that only moves the count of pods requesting the fabric is routine, and under pod churn
+nearly every write is one (75/s at 10,000 nodes). Everything else a user acts on (a condition,
+pods without the fabric, an offender, a new object) has lanes of its own, so it never queues
+behind those: it measured 0.5 s of a probe's 0.9 s, waiting for a writer. Deletions after the
+grace period have a narrow lane of their own: 5,000 pools that lost their nodes at once are
+deleted a few at a time while other pools' changes are written as they come (they were deleted
+inline, one after another, and held another pool's change for 99 s).
+
+Each object has at most one write waiting or in flight: two PATCHes of one object must not
+race (the later status could land first). A write still waiting for its lane has sent
+nothing: it takes the newer status and keeps its place in the line (a pool the churn touches
+every round would otherwise go to the back every round, and never be written). Only a
+routine write that is no longer routine leaves its line, for an urgent lane.
+
+One write. ``ObjectWriter`` sends what one intent needs, each request only when needed: the
+create; the labels, with the ready label only lowered; the status; the ready label raised. The
+status subresource ignores metadata, so the label and the status cannot be one request: the
+label goes down before the status and up after it, and whatever fails between them leaves the
+label saying "not ready" over a status that may still say Ready, never the reverse.
+
+Errors. ``on_write_error`` is the one place that says what a failed write means, and
+``ObjectWriter.failed`` what follows: a retry on the object's backoff (the loop is woken for
+it), or no retry until the status to write changes.
+
+Field manager. Every request names this install's field manager (``field_manager``), so an
+object's managedFields say who wrote its status last: how a write war is told from an edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from fabriccap.controller.events import EventRecorder, condition_events, event_time
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.objects import Delete, Intent, Lane, ObjectState, Published, StatusWrite, WriteSlot
+from fabriccap.controller.ratelimit import BackoffPolicy
+from fabriccap.core.api import READY_LABEL, ConditionType, find_condition, too_large_status
+from fabriccap.core.config import Config
+from fabriccap.core.evaluate import PoolCapability
+from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
+from fabriccap.kube.client import MERGE_PATCH, KubeClient
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+
+logger = logging.getLogger(__name__)
+
+LANE_WIDTHS: Mapping[Lane, int] = {Lane.URGENT: 4, Lane.ROUTINE: 12, Lane.EXPIRY: 2}
+# Which lane a write moves to when it needs a faster one than the lane it waits in.
+LANE_ORDER = (Lane.URGENT, Lane.ROUTINE, Lane.EXPIRY)
+ROUTINE_WRITES = LANE_WIDTHS[Lane.ROUTINE]
+URGENT_WRITES = LANE_WIDTHS[Lane.URGENT]
+# A failed write is tried again after 1 s, 2 s, 4 s ... (jittered), at most a minute apart: the
+# status is at most a minute late once the API server takes writes again.
+WRITE_BACKOFF = BackoffPolicy(base=1.0, cap=60.0)
+# The field manager of every write, followed by what tells installs apart (``field_manager``).
+FIELD_MANAGER_PREFIX = "fabriccap"
+MAX_FIELD_MANAGER_LENGTH = 128  # the API server's limit
+
+
+# How the API server says a write is too large: 413 for a body over its 3 MiB request limit;
+# etcd's own limit (1.5 MiB per object) comes back as a 500 or 422 naming the size.
+TOO_LARGE_PHRASES = ("too large", "too long", "request entity", "exceeds the maximum")
+
+
+class WriteErrorAction(Enum):
+    """What a failed write means, and so what the publisher does next."""
+
+    RETRY = "retry"  # try again on the object's backoff: 429, 5xx, 403, 409, no answer
+    REFUSED = "refused"  # 400, 422: the same status would be refused again; not before it changes
+    # 413, or a 422/500 naming the size: a summary that fails closed stands in, and the full
+    # status is tried again on the backoff (the pool's facts shrink as pods go).
+    TOO_LARGE = "too large"
+    GONE = "gone"  # 404: the object, or the CRD, went away: read everything back
+
+
+def is_too_large(error: KubeError) -> bool:
+    """Whether the API server refused a write for its size."""
+    if error.status == 413:
+        return True
+    return error.status in (422, 500) and any(phrase in str(error).lower() for phrase in TOO_LARGE_PHRASES)
+
+
+def on_write_error(error: KubeError) -> WriteErrorAction:
+    """The one place that decides what a failed write means."""
+    if is_too_large(error):
+        return WriteErrorAction.TOO_LARGE
+    if error.status in (400, 422):
+        return WriteErrorAction.REFUSED
+    if error.status == 404:
+        return WriteErrorAction.GONE
+    # A 403 is retried too (RBAC fixed, a webhook relenting), visibly: each try counts in
+    # fabriccap_status_writes_total{result="error"} and fabriccap_api_errors_total.
+    return WriteErrorAction.RETRY
+
+
+def config_digest(config: Config) -> str:
+    """A short digest of the configuration: two replicas with different configs write as two managers."""
+    return hashlib.sha256(config.model_dump_json(by_alias=True).encode()).hexdigest()[:10]
+
+
+def field_manager(namespace: str, config_digest: str) -> str:
+    """``fabriccap/<namespace>/<config digest>``: the replicas of one install with one config
+    write as one manager (they take turns), any other install or config as another."""
+    return f"{FIELD_MANAGER_PREFIX}/{namespace}/{config_digest}"[:MAX_FIELD_MANAGER_LENGTH]
+
+
+def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch turning ``previous`` into ``new``: absent keys must be nulled."""
+    patch: dict[str, Any] = {key: None for key in previous if key not in new}
+    patch.update(new)
+    return {"status": patch}
+
+
+def fingerprint(status: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(strip_volatile(status), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_routine_change(previous: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether writing ``new`` over ``previous`` moves nothing but the count of pods (and
+    workloads) that request the fabric: the one field pod churn keeps moving."""
+    before, after = strip_volatile(previous), strip_volatile(new)
+    if before == after:
+        return True  # nothing to write at all: no hurry either
+    before_workloads, after_workloads = before.pop("workloads", None), after.pop("workloads", None)
+    if before != after or not isinstance(before_workloads, dict) or not isinstance(after_workloads, dict):
+        return False
+    return {k: v for k, v in before_workloads.items() if k != "requestingFabric"} == {
+        k: v for k, v in after_workloads.items() if k != "requestingFabric"
+    }
+
+
+def transition_times(status: dict[str, Any]) -> dict[str, Any]:
+    return {
+        str(condition.get("type")): condition.get("lastTransitionTime")
+        for condition in status.get("conditions") or []
+        if isinstance(condition, dict)
+    }
+
+
+@dataclass
+class Requests:
+    """The writes' HTTP requests, each under this install's field manager."""
+
+    client: KubeClient
+    field_manager: str
+
+    def _query(self) -> dict[str, str]:
+        return {"fieldManager": self.field_manager}
+
+    async def create(self, path: str, body: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        created: dict[str, Any] = await self.client.request(
+            "POST", path, query=self._query(), body=body, timeout=timeout
+        )
+        return created
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        patched: dict[str, Any] = await self.client.request(
+            "PATCH", path, query=self._query(), body=patch, content_type=MERGE_PATCH, timeout=timeout
+        )
+        return patched
+
+    async def delete(self, path: str, timeout: float) -> None:
+        await self.client.request("DELETE", path, timeout=timeout)
+
+
+Perform = Callable[[ObjectState, Intent], Awaitable[None]]
+Done = Callable[[ObjectState, bool], None]
+
+
+@dataclass
+class WriteLanes:
+    """Writes in the background, one per object at a time, a few per lane at a time.
+
+    ``perform`` sends one intent (its errors are its own); ``done`` hears that an object's
+    write ended, and whether the object was evaluated again meanwhile (then its newest status
+    goes next).
+    """
+
+    perform: Perform
+    done: Done
+    _lanes: dict[Lane, asyncio.Semaphore] = field(
+        default_factory=lambda: {lane: asyncio.Semaphore(width) for lane, width in LANE_WIDTHS.items()}
+    )
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def submit(self, state: ObjectState, intent: Intent, lane: Lane) -> asyncio.Task[None] | None:
+        """Write ``intent`` for ``state`` in ``lane``; None when a write of it is being sent
+        (its end brings the object back, so the newest status follows it)."""
+        slot = state.slot
+        if slot is not None and slot.sending:
+            slot.again = True
+            return None
+        if slot is not None:
+            if LANE_ORDER.index(lane) >= LANE_ORDER.index(slot.lane):
+                slot.intent = intent  # the newer intent, in its place in the line
+                return slot.task
+            slot.task.cancel()  # it waits in a slower lane than it needs now
+        task = asyncio.create_task(self._write(state), name=f"write {state.name}")
+        state.slot = WriteSlot(task, lane, intent)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def waiting(self, state: ObjectState) -> Intent | None:
+        """What the write of ``state`` still waiting for its lane will send, if one waits."""
+        return None if state.slot is None or state.slot.sending else state.slot.intent
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def _write(self, state: ObjectState) -> None:
+        slot = state.slot
+        assert slot is not None
+        try:
+            async with self._lanes[slot.lane]:
+                slot.sending = True
+                intent, slot.intent = slot.intent, None
+                if intent is not None:
+                    await self.perform(state, intent)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # In a task of its own nobody awaits, an unexpected error would otherwise vanish
+            # (inline, it used to end the publisher). The next change or resync tries again.
+            logger.exception("writing FabricCapability %s failed unexpectedly", state.name)
+        finally:
+            if state.slot is slot:  # not replaced while it waited
+                state.slot = None
+                self.done(state, slot.again)
+
+    async def finish(self, timeout: float | None = None) -> None:
+        """Wait for the writes in flight, and those their ends start (a clean stop, before the
+        Lease is released; tests). Those still running after ``timeout`` are cancelled."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self._tasks:
+            tasks = list(self._tasks)
+            left = None if deadline is None else max(deadline - loop.time(), 0.0)
+            _, running = await asyncio.wait(tasks, timeout=left)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if running:
+                return
+
+
+def status_current(state: ObjectState, existing: Published, status: dict[str, Any]) -> bool:
+    """Whether ``existing`` already holds ``status`` as this process would write it: the same
+    content, for its generation, with the transition times this process wrote (if it wrote)."""
+    forged = state.written is not None and transition_times(existing.status) != transition_times(state.written)
+    return (
+        not forged
+        and strip_volatile(existing.status) == strip_volatile(status)
+        and existing.status.get("observedGeneration") == existing.generation
+    )
+
+
+def metadata_before_status(existing: Published, intent: StatusWrite) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations to set before the status: everything the capability says,
+    except that the ready label may only go down here (it goes up after the status)."""
+    capability = intent.capability
+    if capability is None:  # no pool calls for it: only a "true" ready label is lowered
+        return ({READY_LABEL: "false"} if existing.labels.get(READY_LABEL) == "true" else {}), {}
+    wanted = capability.labels()
+    # From the status to write (which may say less than the capability: stale data, a held
+    # not-Ready), and only ever lowered here.
+    wanted[READY_LABEL] = existing.labels.get(READY_LABEL, "false") if intent.ready else "false"
+    labels = {key: value for key, value in wanted.items() if existing.labels.get(key) != value}
+    annotations = {
+        key: value for key, value in capability.annotations().items() if existing.annotations.get(key) != value
+    }
+    if labels and not existing.owned:
+        labels = wanted  # adopted: every label, so the object reads as ours
+    return labels, annotations
+
+
+def labels_current(existing: Published, intent: StatusWrite) -> bool:
+    labels, annotations = metadata_before_status(existing, intent)
+    return not labels and not annotations and not (intent.ready and existing.labels.get(READY_LABEL) != "true")
+
+
+@dataclass
+class ObjectWriter:
+    """Sends what one intent needs (in a lane's task), and says what a failure leads to."""
+
+    requests: Requests
+    metrics: OperatorMetrics
+    clock: Callable[[], float]
+    # The request timeout that keeps a write inside the Lease's window; None: do not write.
+    timeout: Callable[[], float | None]
+    events: Callable[[], EventRecorder | None]
+    wake_in: Callable[[float], None]  # something falls due in that many seconds
+    read_back: Callable[[], None]  # read every published object back before the next write
+
+    async def perform(self, state: ObjectState, intent: Intent) -> None:
+        try:
+            if isinstance(intent, Delete):
+                await self._delete(state)
+            else:
+                await self._write(state, intent)
+        except KubeError as error:
+            self.failed(state, intent, error)
+
+    async def _write(self, state: ObjectState, intent: StatusWrite) -> None:
+        name, capability = state.name, intent.capability
+        if state.yielded or (state.refused is not None and state.refused == fingerprint(intent.status)):
+            return
+        existing = state.published
+        if existing is None:
+            if not intent.create or capability is None or (timeout := self.timeout()) is None:
+                return
+            body = capability.create_body()
+            body["metadata"]["labels"][READY_LABEL] = "false"  # raised once the status says Ready
+            existing = state.published = Published.from_object(
+                await self.requests.create(FABRIC_CAPABILITIES.collection(), body, timeout)
+            )
+            self.metrics.status_writes.labels(result="created").inc()
+            logger.info("created FabricCapability %s", name)
+        labels, annotations = metadata_before_status(existing, intent)
+        if labels or annotations:
+            if (timeout := self.timeout()) is None:
+                return
+            adopted = capability is not None and not existing.owned
+            patch: dict[str, Any] = {"labels": labels}
+            if annotations:
+                patch["annotations"] = annotations
+            existing = state.published = Published.from_object(
+                await self.requests.merge_patch(FABRIC_CAPABILITIES.item(name), {"metadata": patch}, timeout)
+            )
+            logger.info("%s FabricCapability %s %s", "adopted" if adopted else "labelled", name, labels)
+        if not status_current(state, existing, intent.status):
+            await self._write_status(state, existing, intent)
+            existing = state.published
+            assert existing is not None
+        if intent.ready and existing.labels.get(READY_LABEL) != "true":
+            if (timeout := self.timeout()) is None:
+                return
+            state.published = Published.from_object(
+                await self.requests.merge_patch(
+                    FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "true"}}}, timeout
+                )
+            )
+        state.retry.forget()
+        state.refused = None
+        if intent is state.empty:
+            state.empty_due = False
+
+    async def _write_status(self, state: ObjectState, existing: Published, intent: StatusWrite) -> None:
+        # Transition times carry over from what this process wrote; after a restart or a new
+        # Lease, from what is published (the only record there is).
+        previous = state.written if state.written is not None else existing.status
+        stamped = stamp_status(intent.status, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
+        try:
+            await self._patch_status(state, existing, previous, stamped)
+        except KubeError as error:
+            if intent.capability is not None and on_write_error(error) is WriteErrorAction.TOO_LARGE:
+                await self._publish_summary(state, intent.capability, error)
+            raise  # a failure all the same: the full status is tried again on its backoff
+
+    async def _publish_summary(self, state: ObjectState, capability: PoolCapability, refusal: KubeError) -> None:
+        """The API server refused the status as too large: publish a summary that fails closed
+        (``too_large_status``: Ready False, StatusTooLarge), its ready label lowered first, so
+        that no gate keeps reading the last status as current (reliability round 3, S2)."""
+        name = state.name
+        existing = state.published
+        assert existing is not None
+        logger.error(
+            "FabricCapability %s: the API server refused its status as too large (%s); publishing a summary"
+            " with Ready=False (StatusTooLarge) until the full status is accepted",
+            name,
+            refusal,
+        )
+        if existing.labels.get(READY_LABEL) != "false":
+            if (timeout := self.timeout()) is None:
+                return
+            existing = state.published = Published.from_object(
+                await self.requests.merge_patch(
+                    FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "false"}}}, timeout
+                )
+            )
+        summary = too_large_status(capability.status, str(refusal)).to_json()
+        if strip_volatile(existing.status) == strip_volatile(summary):
+            return
+        previous = state.written if state.written is not None else existing.status
+        stamped = stamp_status(summary, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
+        await self._patch_status(state, existing, previous, stamped)
+
+    async def _patch_status(
+        self, state: ObjectState, existing: Published, previous: dict[str, Any], stamped: dict[str, Any]
+    ) -> None:
+        """Write ``stamped`` over ``existing``'s status; then its Events and a log line."""
+        name = state.name
+        if (timeout := self.timeout()) is None:
+            return
+        written = Published.from_object(
+            await self.requests.merge_patch(
+                FABRIC_CAPABILITIES.status(name), status_patch(existing.status, stamped), timeout
+            )
+        )
+        state.published, state.written = written, written.status
+        self.metrics.status_writes.labels(result="updated").inc()
+        if (events := self.events()) is not None:
+            now, wall = self.clock(), event_time()
+            limiter = state.limiter()
+            for event in condition_events(previous, stamped):
+                outgoing = limiter.offer(event, now, wall)
+                if outgoing is not None:
+                    await events.record(written, outgoing.event, outgoing.count, outgoing.first)
+            if limiter.holding:
+                self.wake_in(limiter.next_due(now) or 0.0)
+        ready = find_condition(stamped, ConditionType.READY)
+        before = find_condition(previous, ConditionType.READY)
+        # At INFO only when Ready's status or reason moves: under churn every touched pool's
+        # counts are written each round, 70 writes/s at 10,000 nodes, and a line per write is noise.
+        # (what was there before may be anyone's edit: read, never trusted to be complete)
+        shown = None if ready is None else (ready.get("status"), ready.get("reason"))
+        was = None if before is None else (before.get("status"), before.get("reason"))
+        logger.log(
+            logging.INFO if shown != was else logging.DEBUG,
+            "FabricCapability %s: Ready=%s (%s)",
+            name,
+            shown[0] if shown else "?",
+            shown[1] if shown else "?",
+        )
+
+    async def _delete(self, state: ObjectState) -> None:
+        existing = state.published
+        if existing is None or state.claim is not None or state.absent_since is None:
+            return  # gone meanwhile, or its pool came back
+        if not existing.owned:
+            logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", state.name)
+            return
+        if (timeout := self.timeout()) is None:
+            return
+        try:
+            await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), timeout)
+        except KubeError as error:
+            if error.status != 404:
+                raise
+        state.published, state.written = None, None
+        state.retry.forget()
+        self.metrics.pools.remove_pool(state.name)
+        self.metrics.status_writes.labels(result="deleted").inc()
+        logger.info("deleted FabricCapability %s: its pool has had no target node for the grace period", state.name)
+
+    def failed(self, state: ObjectState, intent: Intent, error: KubeError) -> None:
+        """What a failed write leads to (``on_write_error`` says what it means)."""
+        self.metrics.status_writes.labels(result="error").inc()
+        action = on_write_error(error)
+        if isinstance(intent, StatusWrite) and action is WriteErrorAction.REFUSED:
+            refused = fingerprint(intent.status)
+            if state.refused != refused:
+                logger.error("%s; not retried until the status to write changes", error)
+            state.refused = refused
+            return
+        if action is WriteErrorAction.GONE:
+            if isinstance(intent, Delete):
+                return  # gone already: what a delete wanted
+            # The object went away, or the CRD: read everything back before the next write.
+            state.published = None
+            self.read_back()
+        delay = state.retry.failed(WRITE_BACKOFF, self.clock())
+        logger.error("%s; retrying %s in %.1fs (attempt %d)", error, state.name, delay, state.retry.failures)
+        self.wake_in(delay)

@@ -1,0 +1,132 @@
+"""The publisher against the fake API server, with a clock the test moves: what the
+controller tests of the publisher, its writes, its expiry and its Events share."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, overload
+
+from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.publisher import Publisher
+from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.index import NODE_FACTS
+from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from support.builders import daemon_set, node, plugin_pods
+from support.configs import build_config
+from support.fakeapi import FakeApi, fake_api
+
+FCAPS = FABRIC_CAPABILITIES.collection()
+GRACE = 30.0
+
+
+class Clock:
+    """A monotonic clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Setup:
+    api: FakeApi
+    publisher: Publisher
+    store: FactStore
+    metrics: OperatorMetrics
+    clock: Clock
+    extractor: FactsExtractor
+
+    def add(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        for body in bodies:
+            BY_KIND[str(body["kind"])].upsert(self.store, self.extractor, body)
+
+    def remove_node(self, name: str) -> None:
+        self.store.remove(NODE_FACTS, name)
+
+    def writes(self) -> float:
+        return sum(
+            self.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": result}) or 0.0
+            for result in ("created", "updated", "deleted")
+        )
+
+    def published(self) -> dict[str, dict[str, Any]]:
+        return self.api.objects(FCAPS)
+
+    def gauge(self, metric: str, /, **labels: str) -> float | None:
+        return self.metrics.registry.get_sample_value(metric, labels)
+
+
+def healthy(pool: str, *names: str) -> list[dict[str, Any]]:
+    return [node(name, pool=pool, efa=32) for name in names] + plugin_pods(names)
+
+
+@asynccontextmanager
+async def publishing(
+    existing: Iterable[dict[str, Any]] = (), field_manager: str = "fabriccap/tests/config", **config: Any
+) -> AsyncIterator[Setup]:
+    async with fake_api() as (api, client):
+        api.serve(FCAPS, "FabricCapability", list(existing), "1")
+        built = build_config({"poolGracePeriodSeconds": GRACE, **config})
+        store, metrics, clock = FactStore(), OperatorMetrics(), Clock()
+        publisher = Publisher(config=built, store=store, client=client, metrics=metrics, clock=clock)
+        publisher.field_manager = publisher.requests.field_manager = field_manager
+        setup = Setup(api, publisher, store, metrics, clock, FactsExtractor(built))
+        setup.add([daemon_set()])
+        yield setup
+
+
+async def start(setup: Setup) -> None:
+    """What ``Publisher.run`` does before its loop: read back, then the first round."""
+    await setup.publisher.load_published()
+    start_grace(setup)
+    await setup.publisher.reconcile_once()
+
+
+def start_grace(setup: Setup) -> None:
+    """Everything published but not (yet) called for starts its grace period now (``Publisher.run``)."""
+    for state in setup.publisher.objects.values():
+        if state.published is not None and state.absent_since is None:
+            state.absent_since = setup.clock()
+
+
+@overload
+def writing(publisher: Publisher) -> list[str]: ...
+
+
+@overload
+def writing(publisher: Publisher, name: str) -> asyncio.Task[None] | None: ...
+
+
+def writing(publisher: Publisher, name: str | None = None) -> list[str] | asyncio.Task[None] | None:
+    """The objects with a write waiting or in flight; or the task of ``name``'s write."""
+    if name is None:
+        return sorted(key for key, state in publisher.objects.items() if state.slot is not None)
+    state = publisher.objects.get(name)
+    return None if state is None or state.slot is None else state.slot.task
+
+
+def sending(publisher: Publisher) -> list[str]:
+    """The objects whose write holds a lane and is being sent."""
+    return sorted(key for key, state in publisher.objects.items() if state.slot is not None and state.slot.sending)
+
+
+def remembers(publisher: object, name: str) -> list[str]:
+    """Where ``publisher`` still keeps something under the object name ``name``: every dict or
+    set among its attributes (and theirs, one level down), by attribute path."""
+    found = []
+    children = [(field, value) for field, value in vars(publisher).items()]
+    for field, value in list(children):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            children += [(f"{field}.{inner}", inner_value) for inner, inner_value in vars(value).items()]
+    for field, value in children:
+        if isinstance(value, dict | set | frozenset) and name in value:
+            found.append(field)
+    return found

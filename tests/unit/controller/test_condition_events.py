@@ -1,0 +1,106 @@
+"""Condition Events: on a status or a reason change, Normal on a condition's healthy status, and
+rate-limited per object and reason as client-go's EventCorrelator does; status writes per object
+are bounded too (issue 27 item 8; round 3 L22; SPEC "Events")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabriccap.controller.events import (
+    CONDITION_EVENT_BURST,
+    CONDITION_EVENT_INTERVAL_SECONDS,
+    EventLimiter,
+    EventRecorder,
+    EventSpec,
+    condition_events,
+)
+from fabriccap.controller.objects import OBJECT_WRITE_BURST, OBJECT_WRITES_PER_SECOND
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from support.builders import node
+from support.publishing import healthy, publishing, start
+
+
+def status(**conditions: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "conditions": [
+            {"type": kind, "status": state, "reason": reason, "message": f"{kind} says {reason}"}
+            for kind, (state, reason) in conditions.items()
+        ]
+    }
+
+
+def test_a_reason_change_is_an_event_even_when_the_status_stays() -> None:
+    before = status(Ready=("False", "PartialRollout"), Homogeneous=("False", "PartialRollout"))
+    after = status(Ready=("False", "MixedCounts"), Homogeneous=("False", "MixedCounts"))
+    assert condition_events(before, after) == [
+        EventSpec("Warning", "MixedCounts", "Ready=False: Ready says MixedCounts"),
+        EventSpec("Warning", "MixedCounts", "Homogeneous=False: Homogeneous says MixedCounts"),
+    ]
+    assert condition_events(after, after) == []  # nothing changed: nothing said
+
+
+def test_normal_is_each_conditions_healthy_status() -> None:
+    before = status(Ready=("False", "MixedCounts"), Advertised=("False", "PartiallyAdvertised"), Stalled=("True", "X"))
+    after = status(
+        Ready=("True", "UniformCapability"), Advertised=("True", "AllNodesAdvertise"), Stalled=("False", "NotStalled")
+    )
+    assert [(event.type, event.reason) for event in condition_events(before, after)] == [
+        ("Normal", "UniformCapability"),
+        ("Normal", "AllNodesAdvertise"),
+        ("Normal", "NotStalled"),  # Stalled is abnormal-true: False is its healthy status
+    ]
+    assert [(event.type, event.reason) for event in condition_events(after, before)] == [
+        ("Warning", "MixedCounts"),
+        ("Warning", "PartiallyAdvertised"),
+        ("Warning", "X"),
+    ]
+
+
+def test_the_limiter_lets_a_burst_through_then_one_per_interval_counting_the_rest() -> None:
+    limiter = EventLimiter()
+    event = EventSpec("Warning", "PartialRollout", "Ready=False: ...")
+    sent = [limiter.offer(event, now=float(second), wall=f"t{second}") for second in range(CONDITION_EVENT_BURST + 3)]
+    assert all(outgoing is not None for outgoing in sent[:CONDITION_EVENT_BURST])
+    assert sent[CONDITION_EVENT_BURST:] == [None, None, None]  # held, and counted
+    assert limiter.holding
+    due_in = limiter.next_due(float(CONDITION_EVENT_BURST + 2))
+    assert due_in is not None and 0 < due_in <= CONDITION_EVENT_INTERVAL_SECONDS
+    (aggregate,) = limiter.due(float(CONDITION_EVENT_BURST + 2) + due_in)
+    assert (aggregate.count, aggregate.first) == (3, f"t{CONDITION_EVENT_BURST}")  # three in one Event
+    assert not limiter.holding
+    other = EventSpec("Normal", "UniformCapability", "Ready=True: ...")
+    assert limiter.offer(other, now=100.0, wall="t100") is not None  # another reason has its own burst
+
+
+async def test_a_pool_flapping_every_half_second_is_written_and_told_a_bounded_number_of_times() -> None:
+    flips, period = 120, 0.5  # a minute of a node flapping between 32 EFA and 0
+    async with publishing() as setup:
+        setup.publisher.events = EventRecorder(setup.publisher.client, "test")
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        for flip in range(flips):
+            setup.clock.now += period
+            setup.remove_node("b")
+            setup.add([node("b", pool="p5", efa=0 if flip % 2 == 0 else 32)])
+            setup.publisher._fire_due(setup.clock.now)
+            await setup.publisher.reconcile_once()
+        # The flapping stops: what was held back goes out once its interval is over.
+        setup.clock.now += CONDITION_EVENT_INTERVAL_SECONDS
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.finish_writes()
+        events = [body for method, _, body in setup.api.writes("POST") if (body or {}).get("kind") == "Event"]
+        patches = sum(
+            1
+            for method, path, _, _ in setup.api.requests
+            if (method, path) == ("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))
+        )
+        reasons = {event["reason"] for event in events}
+        elapsed = flips * period + CONDITION_EVENT_INTERVAL_SECONDS
+        print(
+            f"\n{flips} flips, then quiet; {elapsed:.0f}s: {patches} status writes, "
+            f"{len(events)} Events ({len(reasons)} reasons)"
+        )
+        assert patches <= 1 + OBJECT_WRITE_BURST + flips * period * OBJECT_WRITES_PER_SECOND
+        per_reason = CONDITION_EVENT_BURST + elapsed / CONDITION_EVENT_INTERVAL_SECONDS + 1
+        assert len(events) <= len(reasons) * per_reason
+        assert any(event["count"] > 1 for event in events)  # what was held back is counted, not lost

@@ -1,0 +1,89 @@
+"""Data that cannot be read fails closed in the object, not only in the metrics (issue 27 item 4;
+round 3 L12): after staleAfterSeconds, Ready False DataUnavailable, naming the kind."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from fabriccap.core.api import READY_LABEL, condition_reason, condition_status, find_condition
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from support.builders import node
+from support.fakeapi import eventually
+from support.publishing import Setup, healthy, publishing, start
+
+STALE_AFTER = 30.0
+
+
+@dataclass
+class FakeFreshness:
+    """The informers' freshness as the publisher reads it: kind -> seconds since last heard."""
+
+    stale_after: float = STALE_AFTER
+    ages_now: dict[str, float | None] = field(default_factory=lambda: {"node": 1.0, "pod": 1.0, "daemonset": 1.0})
+
+    def ages(self) -> dict[str, float | None]:
+        return dict(self.ages_now)
+
+    def stale_kinds(self) -> dict[str, float | None]:
+        return {kind: age for kind, age in self.ages_now.items() if age is None or age > self.stale_after}
+
+
+def shown(setup: Setup, name: str) -> tuple[str | None, str | None, str]:
+    obj = setup.published()[name]
+    ready = find_condition(obj.get("status"), "Ready") or {}
+    return ready.get("status"), ready.get("reason"), str(ready.get("message", ""))
+
+
+async def test_a_kind_unread_for_stale_after_seconds_makes_every_object_say_data_unavailable() -> None:
+    async with publishing(staleAfterSeconds=STALE_AFTER) as setup:
+        freshness = FakeFreshness()
+        setup.publisher.freshness = freshness
+        setup.publisher.fresh = lambda: not freshness.stale_kinds()
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        assert shown(setup, "efa-p5")[:2] == ("True", "UniformCapability")
+        freshness.ages_now["pod"] = STALE_AFTER + 10  # pods list/watch revoked: nothing heard since
+        await setup.publisher.reconcile_once()
+        status, reason, message = shown(setup, "efa-p5")
+        assert (status, reason) == ("False", "DataUnavailable")
+        assert "Pods" in message and "Nodes" not in message
+        assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
+        assert "recommendation" not in setup.published()["efa-p5"]["status"]
+        # A node of the pool changes meanwhile: what is written still says the data is not current.
+        setup.remove_node("b")
+        setup.add([node("b", pool="p5", efa=16)])
+        await setup.publisher.reconcile_once()
+        assert shown(setup, "efa-p5")[:2] == ("False", "DataUnavailable")
+        assert setup.published()["efa-p5"]["status"]["counts"] == [{"count": 32, "nodes": 1}, {"count": 16, "nodes": 1}]
+        freshness.ages_now["pod"] = 1.0  # readable again
+        await setup.publisher.reconcile_once()
+        assert shown(setup, "efa-p5")[:2] == ("False", "MixedCounts")
+
+
+async def test_published_objects_fail_closed_when_the_first_listing_never_comes() -> None:
+    """A restarted operator that cannot list never evaluates: what it finds published must not
+    keep saying Ready."""
+    published = {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
+    }
+    async with publishing([published], staleAfterSeconds=0.2) as setup:
+        # What a previous run wrote: a valid, Ready status.
+        async with publishing() as earlier:
+            earlier.add(healthy("p5", "a"))
+            await start(earlier)
+            status = earlier.published()["efa-p5"]["status"]
+        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+        task = asyncio.create_task(setup.publisher.run())  # the store is never listed
+        try:
+            await eventually(
+                lambda: condition_reason(setup.published()["efa-p5"].get("status"), "Ready") == "DataUnavailable",
+                "the published object to fail closed",
+            )
+            assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "False"
+            assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
