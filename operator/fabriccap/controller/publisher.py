@@ -676,6 +676,9 @@ class Publisher:
                 continue
             elif action is Settle.DELETE:
                 self._offer(state, Delete())
+            elif action is Settle.UNMANAGED:
+                logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", name)
+                state.kept_unmanaged = True
             elif action is Settle.EMPTY and state.published is not None:
                 if state.empty is None:
                     state.empty = no_pool_write(state.published, self.config.enabled_fabrics)

@@ -101,14 +101,24 @@ async def test_an_emptied_pool_is_deleted_after_the_grace_period_only() -> None:
         assert setup.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": "deleted"}) == 1
 
 
-async def test_an_object_it_does_not_own_is_never_deleted() -> None:
+async def test_an_object_it_does_not_own_is_never_deleted(caplog: pytest.LogCaptureFixture) -> None:
     foreign = {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": "efa-gone"}}
     async with publishing([foreign]) as setup:
         await start(setup)
+        assert setup.publisher._next_deadline() == pytest.approx(GRACE)  # the loop wakes to say so
         setup.clock.now += GRACE + 1
-        await setup.publisher.reconcile_once()
+        with caplog.at_level(logging.WARNING):
+            for _ in range(3):
+                await setup.publisher.reconcile_once()
         assert "efa-gone" in setup.published()
         assert setup.api.writes("DELETE") == []
+        kept = [
+            r
+            for r in caplog.records
+            if "efa-gone" in r.getMessage() and "not managed by fabriccap; kept" in r.getMessage()
+        ]
+        assert len(kept) == 1  # said once, not every round
+        assert setup.publisher._next_deadline() is None  # and nothing falls due for it any more
 
 
 async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
