@@ -254,7 +254,16 @@ def test_a_nodepool_through_its_cycle(
     karpenter = Launches(kube, pool, plugin_namespace, daemon_set)
     try:
         # 1. Empty: a pool all the same, Ready from the catalog.
-        empty = _status_when(kube, name, lambda obj: _ready(obj) == ("True", "UniformCapability"), "Ready, empty")
+        # The ready label is raised by its own patch after the status says Ready (writes.py): wait for both.
+        empty = _status_when(
+            kube,
+            name,
+            lambda obj: (
+                _ready(obj) == ("True", "UniformCapability")
+                and obj["metadata"].get("labels", {}).get("fabriccap.dev/ready") == "true"
+            ),
+            "Ready, empty, and labelled so",
+        )
         status = empty["status"]
         assert (status["nodes"], status["pool"]) == (0, {"key": "karpenter.sh/nodepool", "value": pool})
         assert reasons(empty)["Launchable"] == ("True", "UniformLaunchableCount")
