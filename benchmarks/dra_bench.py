@@ -5,10 +5,14 @@
 
 For each size, in one run against one fresh kube-apiserver + etcd on 127.0.0.1:
 - nodes shaped like operator_bench's (10-12 KB each) but with no EFA in allocatable, each with a
-  Ready DRANET pod and one ResourceSlice of 32 EFA devices (8 attributes each, as DRANET
-  publishes them on a p5.48xlarge);
+  Ready DRANET pod and one ResourceSlice of 32 EFA and 2 ENA devices (DRANET's EKS example's
+  devices, renumbered: fabriccap_devtools.world), the aws-dranet chart's DeviceClass, and
+  ``--claims`` ResourceClaims (default: one per 5 nodes, 2,000 at 10,000) allocated 4 EFA each
+  as the scheduler writes them, whose devices the node's slice no longer lists (DRANET moved
+  them into the pod);
 - start: `fabriccap run` starting to every FabricCapability published, as a ratio to a bare
-  LIST of all nodes plus a bare LIST of all ResourceSlices (JSON-decoded) in the same run;
+  LIST of all nodes, all ResourceSlices and all ResourceClaims (JSON-decoded) in the same run:
+  every device goes through the class's CEL selector, so this is what CEL adds to a start;
 - latency: a slice loses a device (the driver updates it in place) -> the pool's status shows
   MixedCounts, and back; median and p99;
 - RSS of the operator process (current and peak, from /proc).
@@ -40,7 +44,7 @@ from operator_bench import (
 )
 
 from fabriccap.kube.client import KubeClient, connect
-from fabriccap.kube.paths import DEVICE_CLASSES, NODES, RESOURCE_SLICES
+from fabriccap.kube.paths import DEVICE_CLASSES, NODES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from fabriccap_devtools import world
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.launch import local_run_command
@@ -48,6 +52,9 @@ from fabriccap_devtools.seeding import creatable, create_daemon_set, create_node
 
 EFA = "vpc.amazonaws.com/efa"
 DEVICES = 32
+ENA = 2
+CLAIMED = 4  # EFA devices per allocated claim, gone from the node's slice
+CLAIMS_NAMESPACE = "default"
 
 
 def dra_node_body(index: int, pool: str) -> dict[str, Any]:
@@ -58,8 +65,15 @@ def dra_node_body(index: int, pool: str) -> dict[str, Any]:
     return body
 
 
-async def populate(client: KubeClient, count: int) -> tuple[list[str], list[str], dict[str, str]]:
-    """Nodes, the DRANET DaemonSet with a Ready pod per node, and one slice per node."""
+def published_devices(node: str, claimed: bool) -> list[dict[str, Any]]:
+    """The node's slice devices: all 32 EFA and 2 ENA, less the EFA a claim holds."""
+    devices: list[dict[str, Any]] = world.resource_slice(node, efa=DEVICES, ena=ENA)["spec"]["devices"]
+    return devices[CLAIMED:] if claimed else devices
+
+
+async def populate(client: KubeClient, count: int, claims: int) -> tuple[list[str], list[str], dict[str, str]]:
+    """Nodes, the DRANET DaemonSet with a Ready pod per node, one slice per node, and ``claims``
+    allocated claims on the first nodes."""
     pools = [f"p5-dra-{i:03d}" for i in range((count + NODES_PER_POOL - 1) // NODES_PER_POOL)]
     bodies = [dra_node_body(i, pools[i // NODES_PER_POOL]) for i in range(count)]
     uids: dict[str, str] = {}
@@ -82,13 +96,26 @@ async def populate(client: KubeClient, count: int) -> tuple[list[str], list[str]
     await gather_bounded(pods)
     slice_names: dict[str, str] = {}
 
+    claimed = set(names[:claims])
+
     async def publish(name: str) -> None:
-        body = world.resource_slice(name, efa=DEVICES)
+        body = world.resource_slice(name, efa=DEVICES, ena=ENA)
+        body["spec"]["devices"] = published_devices(name, name in claimed)
         body["metadata"]["ownerReferences"][0]["uid"] = uids[name]
         created = await client.create(RESOURCE_SLICES.collection(), creatable(body))
         slice_names[name] = created["metadata"]["name"]
 
+    async def allocate(index: int, node: str) -> None:
+        held = [device["name"] for device in world.resource_slice(node, efa=CLAIMED)["spec"]["devices"]]
+        body = world.allocated_claim(node, held, name=f"job-{index:05d}-efa", namespace=CLAIMS_NAMESPACE)
+        status = body.pop("status")
+        await client.create(RESOURCE_CLAIMS.collection(CLAIMS_NAMESPACE), creatable(body))
+        await client.merge_patch(
+            RESOURCE_CLAIMS.item(body["metadata"]["name"], CLAIMS_NAMESPACE) + "/status", {"status": status}
+        )
+
     await gather_bounded([publish(name) for name in names])
+    await gather_bounded([allocate(index, name) for index, name in enumerate(names[:claims])])
     return names, pools, slice_names
 
 
@@ -103,21 +130,22 @@ async def bare_list_seconds(client: KubeClient, path: str, count: int) -> float:
     return min(times)
 
 
-async def bench(count: int, changes: int) -> dict[str, Any]:
-    results: dict[str, Any] = {"nodes": count, "devices_per_slice": DEVICES}
+async def bench(count: int, changes: int, claims: int) -> dict[str, Any]:
+    results: dict[str, Any] = {"nodes": count, "devices_per_slice": DEVICES + ENA, "claims": claims}
     with tempfile.TemporaryDirectory(prefix="fabriccap-dra-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
         info = cp.info
         kubectl = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}"]
         install_crd(kubectl)
         async with await connect(str(info.kubeconfig)) as client:
             started = time.perf_counter()
-            names, pools, slice_names = await populate(client, count)
+            names, pools, slice_names = await populate(client, count, claims)
             results["populate_s"] = time.perf_counter() - started
             sample = await client.get(RESOURCE_SLICES.item(slice_names[names[0]]))
             results["slice_body_kib"] = len(json.dumps(sample)) / 1024
             results["bare_list_nodes_s"] = await bare_list_seconds(client, NODES.collection(), count)
             results["bare_list_slices_s"] = await bare_list_seconds(client, RESOURCE_SLICES.collection(), count)
-            baseline = results["bare_list_nodes_s"] + results["bare_list_slices_s"]
+            results["bare_list_claims_s"] = await bare_list_seconds(client, RESOURCE_CLAIMS.collection(), claims)
+            baseline = results["bare_list_nodes_s"] + results["bare_list_slices_s"] + results["bare_list_claims_s"]
 
             metrics_port = free_port()
             config = Path(tmp) / "config.yaml"
@@ -146,8 +174,8 @@ async def bench(count: int, changes: int) -> dict[str, Any]:
                     pool_index = change % len(pools)
                     node = names[pool_index * NODES_PER_POOL]
                     name = f"efa-{pools[pool_index]}"
-                    devices = world.resource_slice(node, efa=DEVICES)["spec"]["devices"]
-                    for shown, reason in ((devices[:-1], "MixedCounts"), (devices, "UniformCapability")):
+                    devices = published_devices(node, node in names[:claims])
+                    for shown, reason in ((devices[1:], "MixedCounts"), (devices, "UniformCapability")):
                         sent = time.perf_counter()
                         await client.merge_patch(RESOURCE_SLICES.item(slice_names[node]), {"spec": {"devices": shown}})
                         latencies.append(await wait_reason(client, name, reason) - sent)
@@ -166,10 +194,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, action="append", help="cluster size (repeatable; default 5000 and 10000)")
     parser.add_argument("--changes", type=int, default=30, help="slice changes per size (2 samples each)")
+    parser.add_argument("--claims", type=int, help="allocated ResourceClaims (default: one per 5 nodes)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}", flush=True)
     for count in args.nodes or [5000, 10000]:
-        results = asyncio.run(bench(count, args.changes))
+        claims = args.claims if args.claims is not None else count // 5
+        results = asyncio.run(bench(count, args.changes, min(claims, count)))
         print(
             json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()}, indent=1),
             flush=True,

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Generate examples/eks-cluster.json: a simulated EKS cluster, as kubectl prints it.
 
-The output is what ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json`` prints for a cluster with
-one node pool per outcome fabriccap distinguishes (see cluster_nodes() below, and
-docs/reference/how-it-decides.md for each pool's outcome). It is deterministic: every id,
-address and timestamp derives from the node or pod name, so running the script again
-reproduces the committed file byte for byte (tests/repo/test_examples.py checks that).
+The output is what ``kubectl get nodes,pods,daemonsets,resourceslices,deviceclasses,nodepools,nodeclaims,
+ec2nodeclasses -A -o json`` prints for a cluster with one node pool per outcome fabriccap distinguishes
+(see cluster_nodes() below, and docs/reference/how-it-decides.md for each pool's outcome). It is
+deterministic: every id, address and timestamp derives from the node or pod name, so running the
+script again reproduces the committed file byte for byte (tests/repo/test_examples.py checks that).
 
     python examples/generate_cluster.py            # rewrites examples/eks-cluster.json
     python examples/generate_cluster.py -o -       # prints it
@@ -26,6 +26,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
 
 REGION = "us-west-2"
 ACCOUNT = "111122223333"
@@ -969,7 +973,8 @@ def cluster_nodes() -> list[NodeSpec]:
 
 
 def cluster_snapshot() -> dict[str, Any]:
-    """The v1 List kubectl prints for ``get nodes,pods,daemonsets,resourceslices -A -o json``."""
+    """The v1 List kubectl prints for ``get nodes,pods,daemonsets,resourceslices,deviceclasses,nodepools,
+    nodeclaims,ec2nodeclasses -A -o json``."""
     nodes = cluster_nodes()
     by_pool: dict[str, list[NodeSpec]] = {}
     for node in nodes:
@@ -1012,6 +1017,7 @@ def cluster_snapshot() -> dict[str, Any]:
         ds["status"] = {key: value for key, value in ds["status"].items() if value is not None}
     slices = [resource_slice_body(node) for node in sorted(dranet_nodes, key=lambda node: node.name)]
     items = [node_body(node) for node in sorted(nodes, key=lambda node: node.name)] + pods + daemon_sets + slices
+    items.append(device_class_body())
     items += karpenter_objects(nodes)
     return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
 
@@ -1212,6 +1218,21 @@ def karpenter_objects(nodes: Sequence[NodeSpec]) -> list[dict[str, Any]]:
         if node.provisioner == "karpenter"
     ]
     return [*pools, *claims, node_class]
+
+
+def device_class_body() -> dict[str, Any]:
+    """The DeviceClass the aws-dranet chart installs (rendered from the chart: fabriccap.core.upstream),
+    as the API server returns it."""
+    body: dict[str, Any] = yaml.safe_load(AWS_DRANET_DEVICE_CLASS)
+    body["metadata"].update(
+        {
+            "creationTimestamp": rfc3339(CLUSTER_CREATED + timedelta(days=70)),
+            "generation": 1,
+            "resourceVersion": str(81_000_000 + stable_int("deviceclass", below=1_000_000)),
+            "uid": stable_uid("DeviceClass", body["metadata"]["name"]),
+        }
+    )
+    return body
 
 
 def render(snapshot: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """``fabriccap-dev``: the development tools' own command (docs/reference/command-line.md).
 
     fabriccap-dev controlplane up [--dir DIR] [--nodes N]   # etcd + kube-apiserver (+ real nodes)
+        [--feature-gates GATES]                           # e.g. DRAExtendedResource=true
     fabriccap-dev controlplane down [--dir DIR]
     fabriccap-dev generate [--check]                        # make generate
     fabriccap-dev catalog [--check]                         # the EFA instance catalog (Go module cache)
@@ -42,7 +43,8 @@ def cmd_controlplane(args: argparse.Namespace) -> int:
     directory = Path(args.dir or DEFAULT_DIR).resolve()
     try:
         if args.action == "up":
-            info = up(directory, nodes=args.nodes)
+            gates = [gate for gate in (args.feature_gates or "").split(",") if gate]
+            info = up(directory, nodes=args.nodes, feature_gates=gates)
             nodes = f" with node(s) {', '.join(info.nodes)}" if info.nodes else ""
             # stdout carries only the line to `eval`; everything else goes to stderr.
             stop = f"fabriccap-dev controlplane down --dir {directory}"
@@ -121,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="also run kube-controller-manager, kube-scheduler and N real kubelets, each with its own"
         " containerd (root only; about 150 MiB each; default: 0)",
+    )
+    controlplane.add_argument(
+        "--feature-gates",
+        metavar="GATES",
+        help="Kubernetes feature gates for kube-apiserver (and kube-scheduler and kube-controller-manager"
+        " with --nodes), e.g. DRAExtendedResource=true (KEP-5004, alpha in v1.35)",
     )
     controlplane.set_defaults(handler=cmd_controlplane)
 

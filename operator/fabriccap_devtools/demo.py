@@ -11,6 +11,11 @@ simulated nodes: their counts come from the test EFA device plugin, through the 
 the laggard catches up when its plugin finds its devices, not by a status patch. The rest of
 the cluster stays simulated, so the controller-manager runs without the garbage collector and
 gives silent nodes a day (``controllers.SIMULATION_SAFE_CONTROLLERS``).
+
+The operator reads transport (``demo_transport``): a job that requests EFA and whose NCCL log
+says it chose sockets gets its Event and its TCP column. Without real nodes its log comes
+through the demo's log front (no kubelet serves logs), and the demo says so; with real nodes
+it is a real container's log.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from fabriccap.kube.client import connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.pipeline import evaluate_facts
 from fabriccap.offline.snapshot import add_bodies
-from fabriccap_devtools import demo_workloads, efaplugin, karpenter_crds
+from fabriccap_devtools import demo_transport, demo_workloads, efaplugin, karpenter_crds
 from fabriccap_devtools.catalog import CatalogSourceError
 from fabriccap_devtools.checkout import CRD, EXAMPLE_CLUSTER
 from fabriccap_devtools.controlplane import LocalControlPlane, down, record_process, stop_recorded
@@ -58,6 +63,7 @@ from fabriccap_devtools.world import EFA_DS, INSTANCE_TYPE, efa_device_class
 DEMO_POOL = "efa-p5-partial"
 DRA_POOL = "efa-p5-dranet"
 OPERATOR_PROCESS = "operator"
+LOG_FRONT_PROCESS = "log-front"
 # With --real-nodes: the pool the kubelets form, and what a p5.48xlarge advertises.
 REAL_POOL = DEMO_POOL.removeprefix("efa-")
 REAL_NODES = 2
@@ -97,10 +103,16 @@ def _print_conditions(obj: dict[str, Any]) -> None:
         print("   ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "   " + row[3])
 
 
-def start_operator(directory: Path, kubeconfig: Path, metrics_port: int = 0) -> subprocess.Popen[bytes]:
+def start_operator(
+    directory: Path, kubeconfig: Path, metrics_port: int = 0, config: dict[str, Any] | None = None
+) -> subprocess.Popen[bytes]:
     log = (directory / "operator.log").open("ab")
+    config_file = None
+    if config is not None:
+        config_file = directory / "operator-config.yaml"
+        config_file.write_text(json.dumps(config))  # JSON is YAML
     process = subprocess.Popen(
-        local_run_command(kubeconfig, metrics_port=metrics_port),
+        local_run_command(kubeconfig, config_file, metrics_port=metrics_port),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # survives the demo with --keep-running; stopped by `controlplane down`
@@ -112,6 +124,35 @@ def start_operator(directory: Path, kubeconfig: Path, metrics_port: int = 0) -> 
 
 def stop_operator(directory: Path) -> None:
     stop_recorded(directory, OPERATOR_PROCESS)
+
+
+def start_log_front(directory: Path, kubeconfig: Path) -> Path:
+    """The log front (fabriccap_devtools.logstub) for simulated nodes, a process of its own like
+    the operator (it outlives a --keep-running demo; `controlplane down` stops it): the
+    kubeconfig that reaches the API server through it."""
+    front = directory / "log-front.kubeconfig"
+    front.unlink(missing_ok=True)
+    log = (directory / "log-front.log").open("ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabriccap_devtools.logstub",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--out",
+            str(front),
+            "--serve",
+            "demo",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    record_process(directory, LOG_FRONT_PROCESS, process.pid)
+    wait_until(front.exists, "the log front", timeout=30.0, interval=0.1)
+    return front
 
 
 def scrape(url: str) -> str | None:
@@ -330,7 +371,10 @@ def run_demo(args: argparse.Namespace) -> int:
         metrics_port = free_loopback_port()
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         _say(f"Starting the operator (fabriccap run) against it, with /metrics on {metrics_url}")
-        operator = start_operator(directory, kubeconfig, metrics_port)
+        # Transport on: it reads what NCCL chose from the pods' logs. Simulated nodes have no
+        # kubelet to serve a log, so the operator reaches the API server through the log front.
+        operator_kubeconfig = kubeconfig if real_nodes else start_log_front(directory, kubeconfig)
+        operator = start_operator(directory, operator_kubeconfig, metrics_port, demo_transport.CONFIG)
         expected = set(expected_capability_names(objects)) | {DEMO_POOL}
         wait_until(
             lambda: (
@@ -365,6 +409,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if with_karpenter:
             _karpenter_story(kubectl, kubeconfig)
         _trainjob_story(kubectl, kubeconfig, objects)
+        _transport_story(kubectl, kubeconfig, directory, objects, info.nodes[0] if real_nodes else None)
 
         if real_nodes:
             _say(
@@ -405,6 +450,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if not keep:
             if operator is not None:
                 stop_operator(directory)
+            stop_recorded(directory, LOG_FRONT_PROCESS)
             control_plane.stop()
             down(directory)
             if owned:
@@ -542,6 +588,82 @@ def _trainjob_story(kubectl: Path, kubeconfig: Path, objects: list[dict[str, Any
 async def _fix_trainjob(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
     async with await connect(str(kubeconfig)) as client:
         await demo_workloads.fix(client, objects)
+
+
+def _transport_story(
+    kubectl: Path, kubeconfig: Path, directory: Path, objects: list[dict[str, Any]], real_node: str | None
+) -> None:
+    """Job llama-sft requests EFA and its NCCL runs over sockets: its log says so, the operator
+    reads it, the pool's TCP column counts it, and a FabricNotUsed Warning lands on the Job
+    (on the pod, with real nodes: a bare pod there)."""
+    namespace, job = demo_transport.NAMESPACE, demo_transport.JOB
+    if real_node is None:
+        pool, node = TRAINING_POOL, _training_node(objects)
+        where = (
+            f"on pool p5-training, node {node}. Simulated nodes have no kubelet to serve its log: the demo's log"
+            " front answers pods/log for this pod with the excerpt, where the kubelet would"
+        )
+    else:
+        pool, node = DEMO_POOL, real_node
+        where = f"on real node {node} (pool {REAL_POOL}): a real container prints the excerpt, the kubelet serves it"
+    _say(
+        f"Job {namespace}/{job} requests vpc.amazonaws.com/efa and its image has no working aws-ofi-nccl: NCCL"
+        f" falls back to TCP sockets. Its log is real ({demo_transport.SOURCE}); it runs {where}"
+    )
+    print("Offline, over the same log, as `kubectl logs ... | fabriccap transport` reads it:")
+    print(demo_transport.offline_verdict(directory))
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    asyncio.run(_create_transport_job(kubeconfig, node, started_at, real=real_node is not None))
+    started = time.monotonic()
+
+    def warning() -> str | None:
+        listed = _kubectl(
+            kubectl,
+            kubeconfig,
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector=reason=FabricNotUsed",
+            "-o",
+            "json",
+            check=False,
+        )
+        items = json.loads(listed or "{}").get("items") or []
+        if not items:
+            return None
+        event = items[0]
+        involved = event["involvedObject"]
+        return f"{event['type']}  {event['reason']}  {involved['kind']}/{involved['name']}: {event['message']}"
+
+    print("The operator read the log (1 s after the container started; by default, a minute):")
+    print(wait_until(warning, "the FabricNotUsed Event", timeout=90.0, interval=0.25))
+    wait_until(lambda: _tcp(kubectl, kubeconfig, pool) == 1, "the TCP column", timeout=30.0, interval=0.2)
+    print(_fcap_line(kubectl, kubeconfig, pool) + f"   (TCP 1 after {time.monotonic() - started:.1f}s)")
+
+
+def _training_node(objects: list[dict[str, Any]]) -> str:
+    """A p5-training node for the job: the last one by name."""
+    nodes = sorted(
+        str(o["metadata"]["name"])
+        for o in objects
+        if o["kind"] == "Node" and (o["metadata"].get("labels") or {}).get(NODEGROUP) == "p5-training"
+    )
+    return nodes[-1]
+
+
+def _tcp(kubectl: Path, kubeconfig: Path, name: str) -> int | None:
+    obj = json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", name, "-o", "json"))
+    transport = ((obj.get("status") or {}).get("workloads") or {}).get("transport")
+    return None if transport is None else int(transport["socket"]["pods"])
+
+
+async def _create_transport_job(kubeconfig: Path, node: str, started_at: str, *, real: bool) -> None:
+    async with await connect(str(kubeconfig)) as client:
+        if real:
+            await demo_transport.create_real_job(client, node)
+        else:
+            await demo_transport.create_simulated_job(client, node, started_at)
 
 
 def _wait_real_pool(kubectl: Path, kubeconfig: Path, nodes: tuple[str, ...], laggard: str) -> None:

@@ -11,10 +11,17 @@ per-instance-type shapes: ``examples/generate_cluster.py``.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import yaml
+
+from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
+from fabriccap_devtools import upstream
 
 EFA = "vpc.amazonaws.com/efa"
 GPU = "nvidia.com/gpu"
@@ -362,42 +369,63 @@ def dranet_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]
     return [pod(name, daemon_set_name=DRANET_DS, labels={"app": DRANET_DS}, **kwargs) for name in node_names]
 
 
+@functools.cache
+def _example_devices() -> tuple[Mapping[str, Any], ...]:
+    return tuple(upstream.example_slice()["spec"]["devices"])
+
+
+def _example_device(pci_device: str) -> dict[str, Any]:
+    """A device of DRANET's live EKS slice (fabriccap_devtools.upstream), copied."""
+    devices = _example_devices()
+    return copy.deepcopy(dict(next(d for d in devices if d["attributes"]["dra.net/pciDevice"]["string"] == pci_device)))
+
+
 def _efa_device(index: int) -> dict[str, Any]:
-    """An EFA as DRANET publishes it: a PCI function with an RDMA link and no netdev."""
+    """An EFA as DRANET publishes it (its EKS example's, renumbered): a PCI function with an
+    RDMA link and no netdev. The same index gives the same device on every node, as on a
+    fleet of one instance type."""
     bus = 0x10 + index
-    address = f"0000:{bus:02x}:00.0"
-    return {
-        "name": f"pci-0000-{bus:02x}-00-0",
-        "attributes": {
-            "dra.net/pciAddress": {"string": address},
-            "dra.net/pciVendor": {"string": "Amazon.com, Inc."},
-            "dra.net/pciDevice": {"string": EFA_PCI_DEVICE},
-            "dra.net/pciSubsystem": {"string": "efa1"},
-            "dra.net/numaNode": {"int": 0 if index < 16 else 1},
-            "dra.net/rdma": {"bool": True},
-            "dra.net/rdmaDevice": {"string": f"rdmap{bus}s0"},
-            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{bus - bus % 4:02x}"},
-        },
-    }
+    device = _example_device(EFA_PCI_DEVICE)
+    attributes = device["attributes"]
+    device["name"] = f"pci-0000-{bus:02x}-1b-0"
+    attributes["dra.net/pciAddress"] = {"string": f"0000:{bus:02x}:1b.0"}
+    attributes["dra.net/rdmaDevice"] = {"string": f"rdmap{bus}s27"}
+    attributes["dra.net/numaNode"] = {"int": 0 if index < 16 else 1}
+    attributes["resource.kubernetes.io/pcieRoot"] = {"string": f"pci0000:{bus:02x}"}
+    return device
 
 
-def _ena_device(index: int) -> dict[str, Any]:
-    """An ENA interface, which upstream DRANET (without the EKS chart's EFA filter) publishes too."""
+def _ena_device(node_name: str, index: int) -> dict[str, Any]:
+    """An ENA interface (the example's, renumbered), which upstream DRANET publishes too (the EKS
+    chart's filter keeps EFA only). Its MAC and address are the node's own, as on EC2."""
     bus = 0x80 + index
-    return {
-        "name": f"pci-0000-{bus:02x}-01-0",
-        "attributes": {
-            "dra.net/ifName": {"string": f"ens{bus}"},
-            "dra.net/mtu": {"int": 9001},
-            "dra.net/pciAddress": {"string": f"0000:{bus:02x}:01.0"},
-            "dra.net/pciVendor": {"string": "Amazon.com, Inc."},
-            "dra.net/pciDevice": {"string": ENA_PCI_DEVICE},
-            "dra.net/pciSubsystem": {"string": "ec20"},
-            "dra.net/rdma": {"bool": False},
-            "dra.net/type": {"string": "device"},
-            "dra.net/virtual": {"bool": False},
-        },
-    }
+    digest = hashlib.sha256(f"{node_name}/{index}".encode()).digest()
+    device = _example_device(ENA_PCI_DEVICE)
+    attributes = device["attributes"]
+    device["name"] = f"pci-0000-{bus:02x}-01-0"
+    attributes["dra.net/ifName"] = {"string": f"ens{bus}"}
+    attributes["dra.net/pciAddress"] = {"string": f"0000:{bus:02x}:01.0"}
+    attributes["dra.net/mac"] = {"string": "0e:" + ":".join(f"{byte:02x}" for byte in digest[:5])}
+    attributes["dra.net/ipv4"] = {"string": f"192.168.{digest[5]}.{digest[6] % 254 + 1}/19"}
+    attributes["resource.kubernetes.io/pcieRoot"] = {"string": f"pci0000:{bus:02x}"}
+    return device
+
+
+def pod_id_link_device() -> dict[str, Any]:
+    """An interface without PCI attributes, as DRANET published ``pod-id-link0`` (EKS Pod Identity's
+    link) until AWS filtered it out: the aws-dranet class fails on it with ``no such key:
+    pciDevice`` (aws/aws-k8s-tester#791). Built from the example's ENA device, PCI attributes
+    removed."""
+    device = _example_device(ENA_PCI_DEVICE)
+    device["name"] = "pod-id-link0"
+    attributes = device["attributes"]
+    for name in ("dra.net/pciDevice", "dra.net/pciAddress", "dra.net/pciSubsystem", "dra.net/pciVendor"):
+        del attributes[name]
+    del attributes["resource.kubernetes.io/pcieRoot"]
+    attributes["dra.net/ifName"] = {"string": "pod-id-link0"}
+    attributes["dra.net/virtual"] = {"bool": True}
+    attributes["dra.net/ipv4"] = {"string": "169.254.170.23/32"}
+    return device
 
 
 def resource_slice(
@@ -411,13 +439,16 @@ def resource_slice(
     slice_count: int = 1,
     part: int = 0,
     name: str | None = None,
+    extra_devices: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """A ResourceSlice as DRANET publishes one: one pool per node named after it, one slice,
-    ``efa`` EFA devices (and ``ena`` ENA ones), owned by the Node. ``part`` numbers the slices
-    of a pool published in several (``slice_count``); device names stay unique across them."""
+    """A ResourceSlice as DRANET publishes one (its EKS example's shape): one pool per node named
+    after it, one slice, ``efa`` EFA devices (and ``ena`` ENA ones), owned by the Node. ``part``
+    numbers the slices of a pool published in several (``slice_count``); device names stay
+    unique across them."""
     pool_name = pool or node_name
     devices = [_efa_device(part * efa + index) for index in range(efa)]
-    devices += [_ena_device(part * ena + index) for index in range(ena)]
+    devices += [_ena_device(node_name, part * ena + index) for index in range(ena)]
+    devices += [copy.deepcopy(dict(device)) for device in extra_devices]
     slice_name = name or f"{node_name}-{driver}-{hashlib.sha256(f'{pool_name}/{part}'.encode()).hexdigest()[:5]}"
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -443,24 +474,77 @@ def resource_slice(
     }
 
 
-def efa_device_class() -> dict[str, Any]:
-    """The DeviceClass the aws-dranet chart installs, with a guard for devices without pciDevice."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": EFA_DEVICE_CLASS},
-        "spec": {
-            "selectors": [
+def efa_device_class(*, extended_resource_name: str | None = None) -> dict[str, Any]:
+    """The DeviceClass the aws-dranet chart installs, as the chart renders it (the operator's
+    built-in copy, fabriccap.core.upstream); with ``extended_resource_name``, mapped to that
+    extended resource (KEP-5004), as a cluster admin may patch it."""
+    device_class: dict[str, Any] = yaml.safe_load(AWS_DRANET_DEVICE_CLASS)
+    if extended_resource_name is not None:
+        device_class["spec"]["extendedResourceName"] = extended_resource_name
+    return device_class
+
+
+def allocated_claim(
+    node_name: str,
+    devices: Sequence[str],
+    *,
+    name: str,
+    namespace: str = "default",
+    pod_name: str | None = None,
+    device_class: str = EFA_DEVICE_CLASS,
+    driver: str = DRANET_DRIVER,
+    pool: str | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim for ``len(devices)`` devices of ``device_class``, allocated on ``node_name``
+    as the scheduler writes it (DRANET's EKS example claim's shape: results naming driver, pool
+    and device, a node selector on the node's name, reserved for its pod)."""
+    claim = upstream.example_claim()
+    claim["metadata"] = {
+        "name": name,
+        "namespace": namespace,
+        "annotations": claim["metadata"]["annotations"],
+        "uid": _uid("claim", namespace, name),
+    }
+    if pod_name is not None:
+        claim["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod_name,
+                "uid": _uid("pod", namespace, pod_name),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    claim["spec"] = {
+        "devices": {
+            "requests": [
                 {
-                    "cel": {
-                        "expression": f'device.driver == "{DRANET_DRIVER}" && '
-                        '"pciDevice" in device.attributes["dra.net"] && '
-                        f'device.attributes["dra.net"].pciDevice == "{EFA_PCI_DEVICE}"'
-                    }
+                    "name": "efa",
+                    "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": len(devices)},
                 }
             ]
-        },
+        }
     }
+    pool_name = pool or node_name
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"device": device, "driver": driver, "pool": pool_name, "request": "efa"} for device in devices
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                ]
+            },
+        },
+        "reservedFor": [
+            {"name": pod_name or name, "resource": "pods", "uid": _uid("pod", namespace, pod_name or name)}
+        ],
+    }
+    return claim
 
 
 def plugin_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]]:
@@ -505,9 +589,12 @@ def workload_pod(
     claims: Sequence[Mapping[str, str]] = (),
     phase: str = "Running",
     unschedulable: str | None = None,
+    started_at: str = "2026-01-01T00:00:00Z",
+    restarts: int = 0,
 ) -> dict[str, Any]:
     """A training pod bound to ``node_name`` (None: pending), requesting ``gpu`` and ``efa``
-    (limits, as the extended-resource rule allows), owned by ``owner`` (None: a bare pod)."""
+    (limits, as the extended-resource rule allows), owned by ``owner`` (None: a bare pod).
+    Running, its container ``node`` has run since ``started_at`` after ``restarts`` restarts."""
     limits = {key: str(value) for key, value in ((GPU, gpu), (EFA, efa)) if value is not None}
     container: dict[str, Any] = {
         "name": "node",
@@ -534,13 +621,18 @@ def workload_pod(
         spec["nodeName"] = node_name
     elif unschedulable is not None:
         conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": spec,
-        "status": {"phase": phase if node_name is not None else "Pending", "conditions": conditions},
-    }
+    status: dict[str, Any] = {"phase": phase if node_name is not None else "Pending", "conditions": conditions}
+    if node_name is not None and phase == "Running":
+        status["containerStatuses"] = [
+            {
+                "name": "node",
+                "ready": True,
+                "restartCount": restarts,
+                "image": WORKLOAD_IMAGE,
+                "state": {"running": {"startedAt": started_at}},
+            }
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
 def trainjob_pods(

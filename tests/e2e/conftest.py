@@ -29,6 +29,9 @@ from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, SyncKube
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parents[1]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
+# KEP-5004 (DeviceClass.spec.extendedResourceName): alpha, off by default in v1.35; without the
+# gate the API server drops the field and test_dra_apiserver's extended-resource case skips.
+E2E_FEATURE_GATES = ("DRAExtendedResource=true",)
 
 
 def external_kubeconfig() -> Path | None:
@@ -110,7 +113,9 @@ def cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactor
     # Building the binaries the first time takes minutes: let its progress lines through.
     with _uncaptured(pytestconfig):
         binaries = ensure_all()
-    with LocalControlPlane(tmp_path_factory.mktemp("controlplane"), binaries=binaries) as control_plane:
+    with LocalControlPlane(
+        tmp_path_factory.mktemp("controlplane"), binaries=binaries, feature_gates=E2E_FEATURE_GATES
+    ) as control_plane:
         target = E2ECluster(kubeconfig=control_plane.kubeconfig, kubectl=control_plane.kubectl, local=control_plane)
         _apply_crds(target)
         yield target

@@ -110,6 +110,18 @@ def test_the_demo_shows_each_outcome_and_leaves_nothing_behind(tmp_path: Path) -
     warning = next(line for line in lines_out if line.startswith("Warning  FabricNotRequested  TrainJob/"))
     assert warning.startswith("Warning  FabricNotRequested  TrainJob/bert-finetune: runs 2 pods on pool p5-training")
     assert warning.endswith("request vpc.amazonaws.com/efa: 32 per node (TrainJob: spec.trainer.resourcesPerNode)")
+    # The job whose NCCL fell back to sockets: its log read through the demo's log front (said
+    # so), the offline verdict over the same log, the Warning on the Job, and the TCP column.
+    assert "the demo's log front answers pods/log for this pod with the excerpt" in stdout
+    assert "VERDICT:  socket" in stdout
+    not_used = next(line for line in lines_out if line.startswith("Warning  FabricNotUsed"))
+    assert not_used.startswith(
+        "Warning  FabricNotUsed  Job/llama-sft: 1 pod on pool p5-training requests vpc.amazonaws.com/efa"
+        " but NCCL uses TCP sockets (pod ml-training/llama-sft-0: "
+    ), not_used
+    assert "NCCL INFO Using network Socket" in not_used and "aws-ofi-nccl" in not_used
+    tcp = next(columns for columns in wide if "(TCP" in columns)
+    assert tcp[tcp.index("(TCP") - 1] == "1", tcp  # the last column, TCP
 
     # The operator served /metrics at the printed URL while the demo ran, before the flip.
     assert metrics_url, f"no line saying where /metrics is in:\n{stdout}"

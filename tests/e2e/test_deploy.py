@@ -95,12 +95,12 @@ def _render_kustomize(cluster: E2ECluster) -> Install:
     return Install("kustomize", text, namespace="fabriccap-system", service_account="fabriccap")
 
 
-def _render_helm() -> Install:
+def _render_helm(*values: str) -> Install:
     helm = _checked(["bash", str(ENSURE_HELM)]).strip()
     release = namespace = "fabriccap-helm"
-    text = _checked(
-        [helm, "template", release, str(REPO_ROOT / "charts" / "fabriccap"), "--namespace", namespace, "--include-crds"]
-    )
+    chart = str(REPO_ROOT / "charts" / "fabriccap")
+    sets = [argument for value in values for argument in ("--set-json", value)]
+    text = _checked([helm, "template", release, chart, "--namespace", namespace, "--include-crds", *sets])
     return Install("helm", text, namespace=namespace, service_account=release)
 
 
@@ -245,6 +245,10 @@ ALLOWED = [
     # Devices advertised through DRA, read only.
     ("list", "resourceslices.resource.k8s.io", None, None),
     ("watch", "resourceslices.resource.k8s.io", None, None),
+    ("list", "deviceclasses.resource.k8s.io", None, None),
+    ("watch", "deviceclasses.resource.k8s.io", None, None),
+    ("list", "resourceclaims.resource.k8s.io", None, None),
+    ("watch", "resourceclaims.resource.k8s.io", None, None),
     # Workloads' owners and claim templates: one read each.
     ("get", "jobs.batch", "default", None),
     # (jobsets.jobset.x-k8s.io too, but `can-i` answers for served resources only, and the JobSet
@@ -287,6 +291,9 @@ FORBIDDEN = [
     # Leases only in its own namespace (test_leader_election_is_limited_to_its_lease).
     ("create", "leases.coordination.k8s.io", PLUGIN_NAMESPACE, None),
     ("get", "leases.coordination.k8s.io", "default", None),
+    # Logs only with transport on (test_only_transport_may_read_logs).
+    ("get", "pods", "default", "log"),
+    ("get", "pods", PLUGIN_NAMESPACE, "log"),
     # Granted once, never used (reliability round 3, S1): one check per verb taken away.
     # The informers list and watch; nothing gets one Node, Pod, DaemonSet or ResourceSlice.
     ("get", "nodes", None, None),
@@ -294,10 +301,10 @@ FORBIDDEN = [
     ("get", "pods", "default", None),
     ("get", "daemonsets.apps", PLUGIN_NAMESPACE, None),
     ("get", "resourceslices.resource.k8s.io", None, None),
-    # No code reads DeviceClasses (yet).
+    # DeviceClasses are listed and watched, never read one by one; claims never written.
     ("get", "deviceclasses.resource.k8s.io", None, None),
-    ("list", "deviceclasses.resource.k8s.io", None, None),
-    ("watch", "deviceclasses.resource.k8s.io", None, None),
+    ("patch", "resourceclaims.resource.k8s.io", "default", "status"),
+    ("update", "resourceclaims.resource.k8s.io", "default", None),
     # Events are created, never patched, and only core/v1 ones.
     ("patch", "events", "default", None),
     ("create", "events.events.k8s.io", PLUGIN_NAMESPACE, None),
@@ -315,6 +322,42 @@ def test_can_i_matches_least_privilege(install: Install, identity: Path, cluster
     granted = [describe(*check) for check in FORBIDDEN if _can_i(cluster, identity, *check)]
     assert not denied, f"{install.user} lacks: {denied}"
     assert not granted, f"{install.user} may: {granted}"
+
+
+def _transport_rbac(install: Install) -> str:
+    """The RBAC objects transport adds to ``install``: the kustomize component's, or what the
+    chart renders besides with transport.enabled (the same release, so the same identity)."""
+    if install.source == "kustomize":
+        return (REPO_ROOT / "manifests" / "components" / "transport-logs" / "rbac.yaml").read_text()
+    enabled = _render_helm('{"transport": {"enabled": true}}')
+    added = [
+        doc
+        for doc in enabled.docs
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding") and doc["metadata"]["name"].endswith("-transport-logs")
+    ]
+    assert len(added) == 2, [doc["metadata"]["name"] for doc in added]
+    return yaml.safe_dump_all(added)
+
+
+def test_only_transport_may_read_logs(install: Install, identity: Path, cluster: E2ECluster) -> None:
+    """kubectl auth can-i get pods --subresource=log, as the install's ServiceAccount: no by
+    default; yes once transport's RBAC is applied, in any namespace; no again without it."""
+
+    def can_read_logs() -> bool:
+        return _can_i(cluster, identity, "get", "pods", namespace="default", subresource="log")
+
+    assert not can_read_logs()
+    extra = _transport_rbac(install)
+    cluster.run_kubectl("apply", "--server-side", "--field-manager=fabriccap-e2e-transport", "-f", "-", input=extra)
+    try:
+        wait_until(can_read_logs, f"{install.user} to read logs with transport's RBAC", timeout=20)
+        assert _can_i(cluster, identity, "get", "pods", namespace=PLUGIN_NAMESPACE, subresource="log")
+        # get only: logs are never listed, and nothing else comes with it.
+        assert not _can_i(cluster, identity, "list", "pods", namespace="default", subresource="log")
+        assert not _can_i(cluster, identity, "create", "pods", namespace="default", subresource="exec")
+    finally:
+        cluster.run_kubectl("delete", "-f", "-", "--ignore-not-found", input=extra)
+    wait_until(lambda: not can_read_logs(), f"{install.user} to lose logs with transport's RBAC", timeout=20)
 
 
 def _status_code(

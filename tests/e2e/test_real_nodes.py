@@ -296,6 +296,13 @@ def test_the_demo_runs_with_a_pool_of_real_kubelets(tmp_path: Path, timings: Any
     assert rows["efa-p5-training"][7:9] == ["True", "UniformCapability"]
     assert rows["efa-p4d-unhealthy"][6:8] == ["False", "MixedCounts"]
     assert "fcap-node-1" in demo.stdout and "device plugin registered" in demo.stdout
+    # The job whose NCCL fell back to sockets, a real container on fcap-node-1: its Warning
+    # (on the pod: a bare pod there) and the TCP column of the real pool.
+    assert "a real container prints the excerpt, the kubelet serves it" in demo.stdout
+    not_used = next(line for line in demo.stdout.splitlines() if line.startswith("Warning  FabricNotUsed"))
+    assert not_used.startswith("Warning  FabricNotUsed  Pod/llama-sft-0: 1 pod on pool p5-partial requests"), not_used
+    tcp = next(line.split() for line in demo.stdout.splitlines() if "(TCP 1 after" in line)
+    assert tcp[0] == "efa-p5-partial" and tcp[tcp.index("(TCP") - 1] == "1", tcp  # the last column, TCP
     assert processes_mentioning(tmp_path) == []
 
 

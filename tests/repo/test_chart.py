@@ -116,6 +116,12 @@ CONFIGS: list[tuple[str, dict[str, Any], bool]] = [
     ("uppercase-fabric-name", {"fabrics": [{"name": "EFA", "resource": "x.io/y", "devicePlugin": PLUGIN}]}, False),
     ("debounce-too-long", {"debounceSeconds": 61}, False),
     ("enabled-as-string", {"fabrics": [{"name": "efa", "enabled": "yes"}]}, False),
+    ("transport-size-as-quantity", {"transport": {"maxBytes": "512Ki", "readAfterSeconds": [30, 600]}}, True),
+    ("transport-size-as-integer", {"transport": {"maxBytes": 1048576}}, True),
+    ("transport-size-not-a-quantity", {"transport": {"maxBytes": "four megabytes"}}, False),
+    ("transport-size-too-small", {"transport": {"maxBytes": 100}}, False),
+    ("transport-negative-step", {"transport": {"readAfterSeconds": [-5]}}, False),
+    ("transport-typo", {"transport": {"maxbytes": "4Mi"}}, False),
 ]
 
 

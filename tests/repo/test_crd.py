@@ -24,8 +24,14 @@ from pydantic import BaseModel
 
 from fabriccap.cli import commands as cli
 from fabriccap.core import api
+from fabriccap.core.config import build_config
+from fabriccap.core.evaluate import evaluate
+from fabriccap.core.transport import Verdict
+from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.offline import render
-from support.builders import daemon_set, kube_list, node, plugin_pods
+from fabriccap.offline.pipeline import evaluation_objects
+from fabriccap_devtools.world import workload_pod
+from support.builders import daemon_set, facts_of, healthy_pool, kube_list, node, plugin_pods
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -33,7 +39,7 @@ EXAMPLE_SNAPSHOT = REPO_ROOT / "examples" / "eks-cluster.json"
 
 # docs/reference/fabriccapability.md, "kubectl get fcap": the columns, then what -o wide adds.
 SPEC_COLUMNS = ["FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON", "AGE"]
-SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT"]
+SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT", "TCP"]
 EXPECTED_JSON_PATHS = {
     "FABRIC": ".status.fabric",
     "POOL": ".status.pool.value",
@@ -49,6 +55,7 @@ EXPECTED_JSON_PATHS = {
     "NO-FABRIC": ".status.workloads.withoutFabric.pods",
     "NODEPOOL": ".status.launchable.nodePool",
     "LAUNCHED-WITHOUT": ".status.gap.launchedWithoutFabric",
+    "TCP": ".status.workloads.transport.socket.pods",
 }
 
 # Every keyword the validator enforces or may safely ignore (description). A schema keyword
@@ -326,6 +333,9 @@ def _alias_names(model: type[BaseModel]) -> set[str]:
         (api.WorkloadsStatus, ".status.workloads"),
         (api.WorkloadCount, ".status.workloads.withoutFabric"),
         (api.Offender, ".status.workloads.offenders[]"),
+        (api.TransportStatus, ".status.workloads.transport"),
+        (api.TransportCount, ".status.workloads.transport.socket"),
+        (api.ReadError, ".status.workloads.transport.readErrors[]"),
         (api.EnvVarValue, ".status.recommendation.env[]"),
         (api.Condition, ".status.conditions[]"),
     ],
@@ -339,9 +349,24 @@ def test_schema_declares_exactly_the_model_fields(model: type[BaseModel], schema
 # What `fabriccap evaluate -o json` prints, against the schema
 
 
+def transport_example() -> dict[str, Any]:
+    """A pool whose pods' logs were read (transport on, which a snapshot cannot show): one
+    socket pod that requests EFA (a FabricNotUsed offender) and one whose log was refused."""
+    config = build_config({"transport": {"enabled": True}})
+    pods = [workload_pod("n1", "socket-0", efa=32), workload_pod("n2", "refused-0", efa=32)]
+    index = facts_of([*healthy_pool(), *pods], config)
+    socket = FabricVerdict("efa", Verdict.SOCKET, "h:1:2 [0] NCCL INFO Using network Socket", decisive=True)
+    index.put_transport(("ml", "socket-0"), PodTransport(pods[0]["metadata"]["uid"], (socket,)))
+    unknown = FabricVerdict("efa", Verdict.UNKNOWN, "", decisive=False)
+    refused = PodTransport(pods[1]["metadata"]["uid"], (unknown,), "403 Forbidden: no get on pods/log")
+    index.put_transport(("ml", "refused-0"), refused)
+    (item,) = evaluation_objects(evaluate(config, index))
+    return item
+
+
 def test_evaluate_output_validates_against_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
     schema = object_schema()
-    for item in evaluate_example_json(capsys):
+    for item in [*evaluate_example_json(capsys), transport_example()]:
         assert validate(schema, item) == [], item["metadata"]["name"]
 
 
@@ -357,7 +382,7 @@ def test_example_output_populates_every_status_field(capsys: pytest.CaptureFixtu
     assert cli.main(["evaluate", "-f", str(extra), "-o", "json"]) == 0
     (hashed,) = json.loads(capsys.readouterr().out)["items"]
     assert hashed["status"]["naming"]["reason"] == "NotDNSLabel"
-    for item in [*evaluate_example_json(capsys), hashed]:
+    for item in [*evaluate_example_json(capsys), hashed, transport_example()]:
         populated |= set(_map_value_paths(item, schema))
     assert declared - populated == set()
 

@@ -43,6 +43,7 @@ NO_GAP = {
     "unhealthy": 0,
     "advertisedWithoutPlugin": 0,
     "launchedWithoutFabric": 0,
+    "conflictingAdvertisers": 0,
     "nodes": [],
     "truncated": False,
 }
@@ -122,8 +123,8 @@ def test_snapshot_looks_like_kubectl_output() -> None:
     assert (document["apiVersion"], document["kind"]) == ("v1", "List")
     kinds = [item["kind"] for item in document["items"]]
     # kubectl prints the resources in the order asked: nodes, pods, daemonsets, resourceslices,
-    # nodepools, nodeclaims, ec2nodeclasses.
-    order = ["Node", "Pod", "DaemonSet", "ResourceSlice", "NodePool", "NodeClaim", "EC2NodeClass"]
+    # deviceclasses, nodepools, nodeclaims, ec2nodeclasses.
+    order = ["Node", "Pod", "DaemonSet", "ResourceSlice", "DeviceClass", "NodePool", "NodeClaim", "EC2NodeClass"]
     assert kinds == sorted(kinds, key=order.index)
     names = [item["metadata"]["name"] for item in document["items"] if item["kind"] == "Node"]
     assert len(names) == len(set(names))

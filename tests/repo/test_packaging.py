@@ -335,6 +335,7 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         "pods/status",
         "daemonsets",
         "resourceslices",
+        "deviceclasses",
         "jobs",
         "jobsets",
         "replicasets",
@@ -371,7 +372,7 @@ def test_rbac_grants_exactly_what_the_code_calls(kustomized: list[Doc]) -> None:
     objects (get: for `kubectl` and tools with the operator's identity) and patches their
     status; the recorder creates core Events; the election gets, watches, creates and updates
     one Lease. Nothing else: no Event patch, no events.k8s.io, no Lease patch, no get of a
-    status, no DeviceClass (nothing reads one yet)."""
+    status, no get of a DeviceClass (the informers list and watch them)."""
     rbac = _rbac(kustomized)
     expected: set[Rule] = {
         (watched.resource.group, watched.resource.plural, ("list", "watch"), ()) for watched in WATCHED_KINDS

@@ -25,14 +25,18 @@ from fabriccap_devtools.world import (
     KARPENTER,
     KUBE_SYSTEM,
     NODEGROUP,
+    allocated_claim,
     daemon_set,
     dranet_daemon_set,
     dranet_pods,
+    efa_device_class,
     kube_list,
     node,
     plugin_pods,
     pod,
+    pod_id_link_device,
     resource_slice,
+    workload_pod,
 )
 from support.configs import default_config
 
@@ -46,11 +50,13 @@ __all__ = [
     "KARPENTER",
     "KUBE_SYSTEM",
     "NODEGROUP",
+    "allocated_claim",
     "capability",
     "daemon_set",
     "dra_pool",
     "dranet_daemon_set",
     "dranet_pods",
+    "efa_device_class",
     "evaluate_bodies",
     "facts_of",
     "healthy_pool",
@@ -60,8 +66,10 @@ __all__ = [
     "only_status",
     "plugin_pods",
     "pod",
+    "pod_id_link_device",
     "reason",
     "resource_slice",
+    "workload_pod",
 ]
 
 
@@ -114,9 +122,11 @@ def healthy_pool(count: int = 32, nodes: int = 2, pool: str = "p5", prefix: str 
 
 def dra_pool(count: int = 32, nodes: int = 2, pool: str = "p5", prefix: str = "d") -> list[dict[str, Any]]:
     """Nodes advertising ``count`` EFA devices only in DRANET slices (allocatable has no EFA),
-    each with a Ready driver pod, plus the driver's DaemonSet."""
+    each with a Ready driver pod, plus the driver's DaemonSet and the DeviceClass its chart
+    installs."""
     names = [f"{prefix}{index}" for index in range(1, nodes + 1)]
     return [
+        efa_device_class(),
         dranet_daemon_set(),
         *(node(name, pool=pool, efa=None) for name in names),
         *(resource_slice(name, efa=count) for name in names),

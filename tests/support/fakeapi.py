@@ -16,7 +16,7 @@ import json
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
@@ -65,6 +65,21 @@ class WatchResponse:
 
 
 @dataclass
+class LogScript:
+    """How the fake answers a pods/log GET: an HTTP error, or chunks streamed one by one
+    (made lazily, so a gigabyte is never held), honouring ``limitBytes`` as the kubelet does
+    unless told not to; ``gate`` holds the stream after its first chunk until it is set, and
+    ``silent`` sends the headers and then nothing."""
+
+    status: int = 200
+    chunks: Callable[[], Iterable[bytes]] = lambda: ()
+    honour_limit: bool = True
+    gate: asyncio.Event | None = None
+    silent: bool = False
+    message: str = ""
+
+
+@dataclass
 class FakeApi:
     collections: dict[str, Collection] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)  # method, path, query, auth
@@ -82,7 +97,18 @@ class FakeApi:
     # (method, path) -> a gate that writes to it wait for (a slow API server, on cue)
     write_gates: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     url: str = ""
+    # Streaming lists (WATCH with sendInitialEvents=true): off by default, answered 422 as
+    # Kubernetes 1.33 does with the WatchList gate off, so the operator lists in pages.
+    streaming_lists: bool = False
+    # Streaming lists to cut short (the stream ends before the initial-events-end bookmark).
+    streaming_lists_cut: int = 0
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
+    # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
+    # reads, and how many ran at once.
+    logs: dict[str, LogScript] = field(default_factory=dict)
+    log_reads: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    log_streams: int = 0
+    most_log_streams: int = 0
 
     def serve(self, path: str, kind: str, items: Sequence[Body], resource_version: str) -> None:
         self.collections[path] = Collection(kind, [copy.deepcopy(item) for item in items], resource_version)
@@ -94,7 +120,15 @@ class FakeApi:
         return [query for method, p, query, _ in self.requests if p == path and "watch" not in query]
 
     def watches(self, path: str) -> list[dict[str, str]]:
-        return [query for method, p, query, _ in self.requests if p == path and query.get("watch") == "true"]
+        """The watches of ``path`` (streaming lists apart: ``streaming_list_requests``)."""
+        return [
+            query
+            for method, p, query, _ in self.requests
+            if p == path and query.get("watch") == "true" and "sendInitialEvents" not in query
+        ]
+
+    def streaming_list_requests(self, path: str) -> list[dict[str, str]]:
+        return [query for method, p, query, _ in self.requests if p == path and "sendInitialEvents" in query]
 
     async def emit(self, path: str, *events: Body) -> None:
         """Send events on the newest open watch stream of ``path``."""
@@ -122,6 +156,10 @@ class FakeApi:
                 code = failures.popleft()
                 return status_response(code, self.failure_messages.get(code, f"scripted HTTP {code}"))
             return self._write(request.method, request.path, body, _field_manager(request))
+        if request.path.endswith("/log"):
+            script = self.logs.get(f"{request.path}?container={query.get('container')}") or self.logs.get(request.path)
+            if script is not None:
+                return await self._log(request, script, query)
         get_failures = self.get_failures.get(request.path)
         if get_failures:
             code = get_failures.popleft()
@@ -135,6 +173,12 @@ class FakeApi:
                     return status_response(404, f'{self.collections[parent].kind.lower()}s "{name}" not found')
                 return web.json_response(found)
             return status_response(404, f"the server could not find the requested resource ({request.path})")
+        if query.get("watch") == "true" and "sendInitialEvents" in query:
+            if not self.streaming_lists:
+                return status_response(
+                    422, "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+                )
+            return await self._streaming_list(request, collection)
         if query.get("watch") == "true":
             return await self._watch(request, request.path)
         failures = self.list_failures.get(request.path)
@@ -235,6 +279,29 @@ class FakeApi:
         for queue in self.streams.get(path, []):
             queue.put_nowait({"type": event_type, "object": copy.deepcopy(body)})
 
+    async def _streaming_list(self, request: web.Request, collection: Collection) -> web.StreamResponse:
+        """Every item as ADDED, then the initial-events-end bookmark, then the end of the stream
+        (a real one goes on with the changes; the operator closes it at the bookmark and watches
+        from its version)."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        try:
+            for item in collection.items:
+                served = {"kind": collection.kind, **item}
+                await response.write(json.dumps({"type": "ADDED", "object": served}).encode() + b"\n")
+            if self.streaming_lists_cut > 0:
+                self.streaming_lists_cut -= 1
+                await response.write_eof()
+                return response
+            end = bookmark(collection.resource_version)
+            end["object"]["kind"] = collection.kind
+            end["object"]["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+            await response.write(json.dumps(end).encode() + b"\n")
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away
+            pass
+        return response
+
     def _as_served(self, path: str, sent: Body) -> Body:
         """An event as the API server writes it: its object (but a Status) carries the watched kind."""
         body = sent.get("object")
@@ -266,6 +333,35 @@ class FakeApi:
             await response.write_eof()
         except (ConnectionResetError, RuntimeError):  # the client went away
             pass
+        return response
+
+    async def _log(self, request: web.Request, script: LogScript, query: Mapping[str, str]) -> web.StreamResponse:
+        self.log_reads.append((request.path, dict(query)))
+        if script.status != 200:
+            return status_response(script.status, script.message or f"scripted HTTP {script.status}")
+        self.log_streams += 1
+        self.most_log_streams = max(self.most_log_streams, self.log_streams)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        try:
+            await response.prepare(request)
+            if script.silent:
+                await asyncio.Event().wait()  # until the client goes
+            left = int(query["limitBytes"]) if script.honour_limit and "limitBytes" in query else None
+            for number, chunk in enumerate(script.chunks()):
+                if left is not None:
+                    chunk = chunk[:left]
+                    left -= len(chunk)
+                if chunk:
+                    await response.write(chunk)
+                if number == 0 and script.gate is not None:
+                    await script.gate.wait()
+                if left == 0:
+                    break
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away
+            pass
+        finally:
+            self.log_streams -= 1
         return response
 
 

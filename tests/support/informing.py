@@ -23,6 +23,8 @@ NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
 DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
 RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 ALL_PODS = "/api/v1/pods"
 
 
@@ -74,6 +76,8 @@ async def operator(
         api.serve(ALL_PODS, "Pod", [], "1")
         if slices is not None:
             api.serve(RESOURCE_SLICES, "ResourceSlice", slices, "50")
+            api.serve(DEVICE_CLASSES, "DeviceClass", [], "40")
+            api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "45")
         if setup is not None:
             setup(api)
         store, metrics = FactStore(), OperatorMetrics()

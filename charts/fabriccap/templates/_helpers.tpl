@@ -58,6 +58,32 @@ Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa pr
 {{- end -}}
 {{- end -}}
 
+{{/*
+The operator's config file: the config value, with transport.enabled set from the chart's
+transport.enabled (one switch for the RBAC and the operator, so neither runs without the other).
+*/}}
+{{- define "fabriccap.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.transport.enabled -}}
+{{- $transport := deepCopy (default (dict) $config.transport) -}}
+{{- $_ := set $transport "enabled" true -}}
+{{- $_ := set $config "transport" $transport -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/*
+Refuses config.transport.enabled without the chart's transport.enabled: the operator would read
+logs it may not read (403 on every pod), while the switch that grants get on pods/log is off.
+*/}}
+{{- define "fabriccap.checkTransport" -}}
+{{- if and (not .Values.transport.enabled) .Values.config.transport -}}
+{{- if .Values.config.transport.enabled -}}
+{{- fail "config.transport.enabled: set transport.enabled instead; it also grants get on pods/log" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The image reference: repository:tag, and @digest when one is given (the digest decides). */}}
 {{- define "fabriccap.image" -}}
 {{- $reference := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}

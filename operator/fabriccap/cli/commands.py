@@ -1,4 +1,4 @@
-"""Command line: ``fabriccap evaluate | explain | run | config-schema | completion | demo``.
+"""Command line: ``fabriccap evaluate | explain | transport | run | config-schema | completion | demo``.
 
 ``demo`` belongs to the development tools (``fabriccap_devtools``), which a checkout's editable
 install provides and the wheel and the image leave out: the product never imports them, it
@@ -20,21 +20,30 @@ from typing import Any, NoReturn
 
 from fabriccap import __version__
 from fabriccap.configfile import MAX_CONFIG_BYTES, load_config
-from fabriccap.core.config import Config, ConfigError
+from fabriccap.core.config import Config, ConfigError, default_config
 from fabriccap.core.explain import ExplainError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.references import OncePerCause
 from fabriccap.core.text import escape_controls
+from fabriccap.core.transport import SIGNATURES, signature_for
 from fabriccap.core.workload_explain import WorkloadExplainError, explain_workload
 from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
-from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, format_explain_output
+from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, explain_live, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts, live_object
 from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
+from fabriccap.offline.transport import (
+    DEFAULT_MAX_LOG_BYTES,
+    TRANSPORT_OUTPUTS,
+    LogInputError,
+    format_transport_output,
+    passes,
+    read_logs,
+)
 from fabriccap.offline.workload_explain import (
     WorkloadQueryError,
     format_workload_explanation,
@@ -181,14 +190,37 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if workload is not None:
         return _explain_workload(args, *workload)
     try:
-        config, facts = _read_input(args)
-        explanation = explain(config, facts, args.target)
+        if args.files:
+            config, facts = _read_input(args)
+            explanation = explain(config, facts, args.target)
+        else:
+            config = load_config(args.config)
+            explanation = asyncio.run(
+                explain_live(config, FactsExtractor(config), args.target, args.kubeconfig, args.context)
+            )
     except (ConfigError, SnapshotError, KubeError, ExplainError) as error:
         return _fail(str(error))
     print(format_explain_output(explanation, args.output))
     if args.require_ready:
         return EXIT_OK if explanation.status.is_ready else EXIT_NOT_READY
     return EXIT_OK
+
+
+def cmd_transport(args: argparse.Namespace) -> int:
+    files = args.files
+    if not files:
+        if sys.stdin is None or sys.stdin.isatty():
+            return _fail(
+                "no log to read: pass -f FILE, or pipe the log in (kubectl logs job/NAME | fabriccap transport)"
+            )
+        files = ["-"]
+    fabric = args.fabric or default_config().enabled_fabrics[0].name
+    try:
+        report = read_logs(files, signature_for(fabric), sys.stdin.buffer, limit=args.max_input_size)
+    except LogInputError as error:
+        return _fail(str(error))
+    print(format_transport_output(report, args.output))
+    return EXIT_OK if passes(report) else EXIT_NOT_READY
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -305,7 +337,7 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "--output",
         choices=OUTPUTS,
         default="table",
-        help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC), json or yaml "
+        help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC, TCP), json or yaml "
         "(a v1 List), name (fabriccapability.fabriccap.dev/NAME lines) (default: table)",
     )
     evaluate_parser.add_argument(
@@ -322,9 +354,12 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "Show one FabricCapability node by node: each target node's instance type and known maximum,\n"
         "capacity, allocatable, DRA devices, the count the evaluation uses and its source, the\n"
         "device-plugin (or DRA-driver) pod and its state, cordoned or not, the gap classes and the\n"
-        "conditions it breaks, and why; then the pool's conditions and workloads. Given a workload\n"
-        "(KIND/NAMESPACE/NAME, any kind of docs/workloads.md), show the pool it selects or runs on, what\n"
-        "it requests, what the pool offers, and the exact change for its kind, or 'nothing to change'.\n"
+        "conditions it breaks, and why; then the pool's conditions and workloads. With transport on in\n"
+        "the config, each pod that requests the fabric or an accelerator with what its NCCL chose and the\n"
+        "line of its log that shows it (live, the pool's pods' logs are read first: get on pods/log).\n"
+        "Given a workload (KIND/NAMESPACE/NAME, any kind of docs/workloads.md), show the pool it selects\n"
+        "or runs on, what it requests, what the pool offers, and the exact change for its kind, or\n"
+        "'nothing to change'.\n"
         "Same inputs and exit codes as 'fabriccap evaluate'.",
         "  fabriccap explain efa-p5-training                  # by name, live cluster\n"
         "  fabriccap explain p5-training -f cluster.json      # by pool value, from a snapshot\n"
@@ -349,6 +384,51 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "--require-ready", action="store_true", help="exit 1 unless the pool is Ready (default: off)"
     )
     explain_parser.set_defaults(handler=cmd_explain)
+
+    transport_parser = _command_parser(
+        commands,
+        "transport",
+        "read NCCL logs: did the job's NCCL use the fabric, or fall back to sockets?",
+        "Read NCCL's own log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET) and tell, per host and rank,\n"
+        "which network NCCL used: fabric (EFA: the OFI plugin over provider efa; RDMA profiles: IB),\n"
+        "socket, other, none (one node) or unknown, each with the line that shows it. The job's verdict\n"
+        "is the first of socket, other, fabric, none that any rank shows. Exit codes: 0 when the job's\n"
+        "verdict is fabric or none; 1 otherwise; 2 on unreadable input (one 'error: ...' line on stderr,\n"
+        "nothing on stdout). docs/transport.md lists the rules.",
+        "  kubectl logs job/train | fabriccap transport -f -\n"
+        "  fabriccap transport -f worker-0.log -f worker-1.log -o json --fabric efa",
+    )
+    transport_parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NCCL log to read, repeatable; - for standard input (default: standard input when it is not a terminal)",
+    )
+    transport_parser.add_argument(
+        "-o",
+        "--output",
+        choices=TRANSPORT_OUTPUTS,
+        default="table",
+        help="table (the job's verdict, then one row per host and rank) or json (default: table)",
+    )
+    transport_parser.add_argument(
+        "--fabric",
+        choices=tuple(SIGNATURES),
+        metavar="NAME",
+        help=f"the fabric profile whose network counts as the fabric: {', '.join(SIGNATURES)} "
+        "(default: the first enabled profile of the built-in configuration, efa)",
+    )
+    transport_parser.add_argument(
+        "--max-input-size",
+        type=_input_size,
+        default=DEFAULT_MAX_LOG_BYTES,
+        metavar="SIZE",
+        help="refuse a log larger than SIZE, a Kubernetes quantity such as 512Mi or 4Gi (default: 1Gi)",
+    )
+    transport_parser.set_defaults(handler=cmd_transport)
 
     run_parser = _command_parser(
         commands,

@@ -19,6 +19,7 @@ from fabriccap.controller.frame import FrameFailedError, OperatorState, quiet_ko
 from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.informers import PublishedWatch, build_informers
 from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
+from fabriccap.controller.logreader import LogReader
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
@@ -131,6 +132,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     )
     if isinstance(leader, LeaderElector):
         leader.on_change = publisher.became_leader
+    # Every replica reads the logs it is told of, as every replica watches (logreader.py).
+    reader = LogReader(options.config, store, client, metrics) if options.config.transport.enabled else None
     state = OperatorState(credentials=credentials, publisher=publisher, freshness=freshness)
     liveness = f"http://{options.health_bind_address}:{options.health_port}/healthz" if options.health_port else None
     metrics_runner = None
@@ -172,6 +175,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     ]
     if isinstance(leader, LeaderElector):
         tasks.append(asyncio.create_task(leader.run(), name="leader election"))
+    if reader is not None:
+        tasks.append(asyncio.create_task(reader.run(), name="log reads"))
     try:
         done, _ = await asyncio.wait(
             [task for task in tasks if task.get_name() != "listing"], return_when=asyncio.FIRST_COMPLETED
@@ -205,6 +210,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
                 await task
         if publisher.lookups is not None:
             await publisher.lookups.close()
+        if reader is not None:
+            await reader.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await client.close()

@@ -13,8 +13,8 @@ import logging
 import math
 import platform
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -48,6 +48,7 @@ GAP_KINDS = {
     "unhealthy": "unhealthy",
     "advertised_without_plugin": "advertisedWithoutPlugin",
     "launched_without_fabric": "launchedWithoutFabric",
+    "conflicting_advertisers": "conflictingAdvertisers",
 }
 
 Sample = tuple[tuple[str, ...], float]
@@ -62,6 +63,8 @@ class PoolFamily:
     documentation: str
     extra_labels: tuple[str, ...]
     samples: Callable[[dict[str, Any]], Iterable[Sample]]
+    # The values an extra label can take, where they are a fixed set (docs/reference/metrics.md).
+    label_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _version_of(distribution: str) -> str:
@@ -120,6 +123,21 @@ def _workload_pods(status: dict[str, Any]) -> Iterable[Sample]:
     return [((use,), float(workloads[field]["pods"])) for use, field in uses if isinstance(workloads.get(field), dict)]
 
 
+def _transport_pods(status: dict[str, Any]) -> Iterable[Sample]:
+    """Pods per transport verdict, split by what they request: the fabric (where socket or
+    other means FabricNotUsed), or an accelerator only."""
+    transport = (status.get("workloads") or {}).get("transport")
+    if not isinstance(transport, dict):
+        return []
+    samples = []
+    for verdict in TRANSPORT_VERDICTS:
+        count = transport[verdict]
+        fabric = float(count["requestingFabricPods"])
+        samples += [((verdict, "fabric"), fabric), ((verdict, "accelerator"), float(count["pods"]) - fabric)]
+    return samples
+
+
+TRANSPORT_VERDICTS = ("fabric", "socket", "other", "none", "unknown")
 READY_FAMILY = "fabriccap_pool_ready"
 
 POOL_FAMILIES: tuple[PoolFamily, ...] = (
@@ -175,6 +193,15 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
         "(an accelerator but no fabric, while the pool offers it), intent_without_request.",
         ("use",),
         _workload_pods,
+    ),
+    PoolFamily(
+        "fabriccap_pool_transport_pods",
+        "Pods on the pool that request the fabric or an accelerator, by what their NCCL log shows it chose "
+        "(transport: fabric, socket, other, none, unknown) and by what they request (request: fabric, "
+        "accelerator); only while transport is read.",
+        ("transport", "request"),
+        _transport_pods,
+        {"transport": TRANSPORT_VERDICTS, "request": ("fabric", "accelerator")},
     ),
     PoolFamily(
         READY_FAMILY,
@@ -334,6 +361,18 @@ class OperatorMetrics:
             "fabriccap_workload_events_queued",
             "Workload Warning Events (FabricNotRequested, FabricUnschedulable) waiting to be sent: "
             "they go out a few at a time at a bounded rate.",
+            registry=self.registry,
+        )
+        self.transport_log_reads = Counter(
+            "fabriccap_transport_log_reads",
+            "Reads of pods' logs for NCCL's transport, by result: decisive, undecided, forbidden (403), "
+            "not_found (404), server_error (5xx), failed (no answer, another status), dropped (the pod went).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.transport_log_bytes = Counter(
+            "fabriccap_transport_log_bytes",
+            "Bytes of pods' logs read for NCCL's transport (each read stops at its first decisive line, or maxBytes).",
             registry=self.registry,
         )
         for kind in (*(watched.label for watched in WATCHED_KINDS), "fabriccapability"):

@@ -8,9 +8,10 @@ condition timestamp, a new image list) costs one small comparison and nothing el
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
-from fabriccap.core.facts import Pool
+from fabriccap.core.facts import Pool, WorkloadPodFacts
 from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
 
 
@@ -38,9 +39,14 @@ class FactStore(FactIndex):
         self.listed = asyncio.Event()
         # The informers' progress, per kind (the operator's wiring sets it).
         self.freshness: KindFreshness = _NeverStale()
+        # Told of every workload pod's new facts (None: gone): the log reader (config.transport).
+        self.on_workload_pod: Callable[[NamespacedKey, WorkloadPodFacts | None], None] | None = None
         # Owners no workload pod leads to any more, since the publisher last looked: the
         # problems warned about on them are forgotten with them.
         self.released_owners: set[OwnerKey] = set()
+        # Set when the DeviceClasses change: the slices' facts hold what the old classes made of
+        # their devices, so the ResourceSlice informer lists them again (controller.informers).
+        self.classes_changed = asyncio.Event()
 
     def stale_kinds(self) -> dict[str, float | None]:
         """The watched kinds whose facts are older than ``staleAfterSeconds`` (or were never
@@ -71,6 +77,10 @@ class FactStore(FactIndex):
     def _everything_touched(self) -> None:
         self.mark_all()
 
+    def _classes_touched(self) -> None:
+        self.classes_changed.set()
+        super()._classes_touched()
+
     def _unscheduled_touched(self) -> None:
         self.changed.set()  # no pool's status, but the unschedulable count and its Events
 
@@ -86,6 +96,10 @@ class FactStore(FactIndex):
                 self._node_workloads_touched(facts.node_name)
             else:
                 self.changed.set()  # a pending pod: the unschedulable count and its Events
+
+    def _workload_pod_seen(self, key: NamespacedKey, facts: WorkloadPodFacts | None) -> None:
+        if self.on_workload_pod is not None:
+            self.on_workload_pod(key, facts)
 
     def _owner_released(self, owner: OwnerKey) -> None:
         self.released_owners.add(owner)

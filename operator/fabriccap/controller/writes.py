@@ -127,17 +127,23 @@ def fingerprint(status: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(strip_volatile(status), sort_keys=True).encode()).hexdigest()[:16]
 
 
+# Workload counts that pod churn, and the log reads of transport (a verdict a read at a time at
+# the operator's start), keep moving; an offender they make (FabricNotUsed) is not routine.
+ROUTINE_WORKLOAD_FIELDS = frozenset({"requestingFabric", "transport"})
+
+
 def is_routine_change(previous: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether writing ``new`` over ``previous`` moves nothing but the count of pods (and
-    workloads) that request the fabric: the one field pod churn keeps moving."""
+    workloads) that request the fabric, and the transport counts: the fields pod churn and log
+    reads keep moving."""
     before, after = strip_volatile(previous), strip_volatile(new)
     if before == after:
         return True  # nothing to write at all: no hurry either
     before_workloads, after_workloads = before.pop("workloads", None), after.pop("workloads", None)
     if before != after or not isinstance(before_workloads, dict) or not isinstance(after_workloads, dict):
         return False
-    return {k: v for k, v in before_workloads.items() if k != "requestingFabric"} == {
-        k: v for k, v in after_workloads.items() if k != "requestingFabric"
+    return {k: v for k, v in before_workloads.items() if k not in ROUTINE_WORKLOAD_FIELDS} == {
+        k: v for k, v in after_workloads.items() if k not in ROUTINE_WORKLOAD_FIELDS
     }
 
 

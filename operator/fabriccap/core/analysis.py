@@ -23,14 +23,17 @@ from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import NodeFacts, Pool
 from fabriccap.core.index import FactIndex
 from fabriccap.core.launchable import LaunchableTypes, launched_without_fabric
+from fabriccap.core.selection import FabricSelection, fabric_selection
 from fabriccap.core.sources import (
     SOURCES,
     TARGET_MARKING,
     FabricView,
     Reading,
+    RequestForm,
     in_order,
     node_sources,
     read_sources,
+    request_forms,
     subject,
 )
 
@@ -48,10 +51,19 @@ class NodeDevices:
     readings: Mapping[Source, Reading]  # per source the profile reads, in source order
     evidence: bool  # some source shows devices of the fabric on it, countable or not
     unhealthy: bool  # some source holds devices back as unhealthy
+    # Every source with devices above 0, agreeing with ``count`` or not.
+    advertisers: frozenset[Source] = frozenset()
 
     @property
     def advertising(self) -> bool:
         return self.count > 0
+
+    @property
+    def conflicting(self) -> bool:
+        """It advertises through sources that are requested in different forms: a device plugin
+        (node allocatable) and a DRA driver (ResourceSlices). Both hand out the same devices,
+        so they can be given twice (AWS: "silent oversubscription")."""
+        return len({SOURCES[source].request for source in self.advertisers}) > 1
 
     def problems(self) -> list[tuple[Source, str]]:
         """Why devices some source reports could not be counted, per source."""
@@ -79,12 +91,11 @@ def node_devices(
         count = reading.devices if reading.devices > count else count
         evidence = evidence or reading.evidence
         unhealthy = unhealthy or reading.unhealthy is not None
-    advertised_by = (
-        frozenset([source for source, reading in readings.items() if reading.devices == count])
-        if count > 0
-        else _NO_SOURCES
-    )
-    return NodeDevices(count, advertised_by, readings, evidence, unhealthy)
+    if count == 0:
+        return NodeDevices(count, _NO_SOURCES, readings, evidence, unhealthy)
+    advertised_by = frozenset([source for source, reading in readings.items() if reading.devices == count])
+    advertisers = frozenset([source for source, reading in readings.items() if reading.devices > 0])
+    return NodeDevices(count, advertised_by, readings, evidence, unhealthy, advertisers)
 
 
 def is_target_node(profile: FabricProfile, node: NodeFacts, devices: NodeDevices, view: FabricView) -> bool:
@@ -126,6 +137,7 @@ class Gap(StrEnum):
     PLUGIN_READY_NOT_ADVERTISED = "pluginReadyNotAdvertised"
     UNHEALTHY = "unhealthy"
     ADVERTISED_WITHOUT_PLUGIN = "advertisedWithoutPlugin"
+    CONFLICTING_ADVERTISERS = "conflictingAdvertisers"
 
 
 class LeftOut(StrEnum):
@@ -149,6 +161,10 @@ class Cause(Enum):
     BELOW_MAXIMUM = "below-maximum"
     TYPE_UNSUPPORTED = "type-unsupported"  # its instance type's maximum is 0
     UNCOMMON_MAXIMUM = "uncommon-maximum"  # a maximum other than the pool's most common
+    # Its devices are requested in a form most of the pool's nodes do not take (no one request
+    # schedules on every node).
+    UNCOMMON_SOURCE = "uncommon-source"
+    CONFLICTING_ADVERTISERS = "conflicting-advertisers"  # a device plugin and a DRA driver both
 
 
 class Breach(NamedTuple):
@@ -175,9 +191,19 @@ STALL_REASONS = {
     Cause.UNCOMMON_MAXIMUM: Reason.HETEROGENEOUS_INSTANCE_TYPES,
     Cause.ISOLATED: Reason.HETEROGENEOUS_INSTANCE_TYPES,
 }
+# Ready reasons of no condition of their own: a node that causes one breaks Ready itself.
+READY_REASONS = {
+    Cause.UNCOMMON_SOURCE: Reason.MIXED_SOURCES,
+    Cause.CONFLICTING_ADVERTISERS: Reason.ADVERTISER_CONFLICT,
+}
 # A node that breaks one of these keeps the pool from Ready (and so does one above its type's
 # maximum: a count that is never on purpose).
-READY_INPUTS = (ConditionType.DEVICE_PLUGIN_READY, ConditionType.ADVERTISED, ConditionType.HOMOGENEOUS)
+READY_INPUTS = (
+    ConditionType.DEVICE_PLUGIN_READY,
+    ConditionType.ADVERTISED,
+    ConditionType.HOMOGENEOUS,
+    ConditionType.READY,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +266,8 @@ def _provider_state(name: str, serving: frozenset[Source], view: FabricView) -> 
 def _gaps(devices: NodeDevices, provider: PluginState) -> tuple[Gap, ...]:
     ready = provider is PluginState.READY
     missing = (devices.count == 0) == ready  # at 0 with a Ready pod, or advertising without one
-    if not missing and not devices.unhealthy:
+    conflicting = devices.conflicting
+    if not missing and not devices.unhealthy and not conflicting:
         return ()
     gaps = []
     if devices.count == 0 and ready:
@@ -249,6 +276,8 @@ def _gaps(devices: NodeDevices, provider: PluginState) -> tuple[Gap, ...]:
         gaps.append(Gap.UNHEALTHY)
     if devices.count > 0 and not ready:
         gaps.append(Gap.ADVERTISED_WITHOUT_PLUGIN)
+    if conflicting:
+        gaps.append(Gap.CONFLICTING_ADVERTISERS)
     return tuple(gaps)
 
 
@@ -315,6 +344,12 @@ class PoolAnalysis:
     sources_seen: frozenset[Source]  # the sources that advertise some gate node's count
     subject: str  # what messages say is advertised
     serving: frozenset[Source]  # the sources whose DaemonSets serve some gate node
+    # The fabric's DeviceClasses as they stand (None when the profile does not read DRA).
+    selection: FabricSelection | None
+    # The request forms that schedule on every advertising gate node (none: no one request
+    # schedules on all of them, MixedSources); empty when no node advertises.
+    request_forms: frozenset[RequestForm]
+    mixed_sources: bool
 
     advertising: tuple[NodeAnalysis, ...]  # the gate nodes whose count is above 0
     breakers: Mapping[ConditionType, tuple[NodeAnalysis, ...]]  # condition -> the gate nodes that break it
@@ -358,6 +393,7 @@ class _Candidate(NamedTuple):
     maximum: int | None  # the profile's known maximum for its instance type
     left_out: LeftOut | None
     why_left_out: str | None
+    forms: frozenset[RequestForm]  # the request forms that schedule on it (none at 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +408,12 @@ class _Verdict:
     maxima: Counter[int]  # known maximum -> gate nodes
     count_fault: Cause | None
     stall: Cause | None
+    request_forms: frozenset[RequestForm]  # the forms every advertising gate node takes
+    form_sets: Counter[frozenset[RequestForm]]  # the forms an advertising gate node takes -> nodes
+
+    @property
+    def mixed_sources(self) -> bool:
+        return bool(self.form_sets) and not self.request_forms
 
 
 def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
@@ -392,6 +434,8 @@ def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
         stall = Cause.UNCOMMON_MAXIMUM
     elif isolation_conflict is not None:
         stall = Cause.ISOLATED
+    form_sets = Counter(node.forms for node in gate if node.devices.count > 0)
+    request_forms = frozenset.intersection(*form_sets) if form_sets else frozenset()
     return _Verdict(
         counts=counts,
         typical_count=_most_common({count: nodes for count, nodes in counts.items() if count > 0}),
@@ -401,6 +445,8 @@ def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
         maxima=maxima,
         count_fault=count_fault,
         stall=stall,
+        request_forms=request_forms,
+        form_sets=form_sets,
     )
 
 
@@ -433,6 +479,10 @@ def _breaches(profile: FabricProfile, node: _Candidate, provider: PluginState, v
         reason = Reason.ABOVE_INSTANCE_MAXIMUM if above else Reason.BELOW_INSTANCE_MAXIMUM
         cause = Cause.ABOVE_MAXIMUM if above else Cause.BELOW_MAXIMUM
         breaches.append(Breach(ConditionType.MATCHES_INSTANCE_TYPE, reason, cause))
+    if count > 0 and verdict.mixed_sources and _in_minority(verdict.form_sets, node.forms):
+        breaches.append(Breach(ConditionType.READY, Reason.MIXED_SOURCES, Cause.UNCOMMON_SOURCE))
+    if node.devices.conflicting:
+        breaches.append(Breach(ConditionType.READY, Reason.ADVERTISER_CONFLICT, Cause.CONFLICTING_ADVERTISERS))
     if stall is not None and (
         stall is Cause.TYPE_UNSUPPORTED
         or (stall is Cause.UNCOMMON_MAXIMUM and maximum is not None and _in_minority(verdict.maxima, maximum))
@@ -489,6 +539,10 @@ def analyse_pool(
     judged against the pool-wide facts of the gate set; ``launchable``: the verdict of the pool's
     Karpenter NodePool, when it is one's."""
     sources = read_sources(profile)
+    selection = fabric_selection(profile, index.class_view().classes) if profile.uses(Source.DRA) else None
+    # KEP-5004: where the cluster maps the resource to the fabric's class, a pod asking for
+    # the resource schedules onto DRA nodes too.
+    mapped = selection is not None and selection.extended_resource_class is not None
     candidates: list[_Candidate] = []
     others: list[str] = []
     problems: list[str] = []
@@ -496,7 +550,9 @@ def analyse_pool(
         devices = node_devices(profile, facts, index, sources)
         if is_target_node(profile, facts, devices, view):
             left_out, why = _left_out(profile, facts, devices, index, problems)
-            candidates.append(_Candidate(facts, devices, profile.maximum_for(facts.instance_type), left_out, why))
+            forms = request_forms(devices.advertisers, extended_resource_mapped=mapped)
+            maximum = profile.maximum_for(facts.instance_type)
+            candidates.append(_Candidate(facts, devices, maximum, left_out, why, forms))
         else:
             others.append(facts.name)
     verdict = _verdict(profile, [node for node in candidates if node.left_out is None])
@@ -525,6 +581,9 @@ def analyse_pool(
         sources_seen=sources_seen,
         subject=subject(profile, sources_seen),
         serving=frozenset(source for node in gate for source in node.serving),
+        selection=selection,
+        request_forms=verdict.request_forms,
+        mixed_sources=verdict.mixed_sources,
         advertising=tuple(node for node in gate if node.devices.count > 0),
         breakers={condition: tuple(nodes) for condition, nodes in breakers.items()},
         launchable=launchable,

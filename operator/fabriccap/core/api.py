@@ -71,6 +71,8 @@ class Reason(StrEnum):
     ABOVE_INSTANCE_MAXIMUM = "AboveInstanceMaximum"
     UNKNOWN_INSTANCE_TYPE = "UnknownInstanceType"
     UNIFORM_CAPABILITY = "UniformCapability"
+    MIXED_SOURCES = "MixedSources"
+    ADVERTISER_CONFLICT = "AdvertiserConflict"
     DEVICE_PLUGIN_GAP = "DevicePluginGap"
     INSTANCE_TYPE_UNSUPPORTED = "InstanceTypeUnsupported"
     HETEROGENEOUS_INSTANCE_TYPES = "HeterogeneousInstanceTypes"
@@ -347,6 +349,30 @@ REASONS: tuple[ReasonMeaning, ...] = (
     ReasonMeaning(
         ConditionType.READY,
         ConditionStatus.FALSE,
+        Reason.MIXED_SOURCES,
+        "Every node advertises the same count, but some through a device plugin (node allocatable) and some"
+        " through a DRA driver (ResourceSlices): a pod asking for the extended resource schedules only onto"
+        " the former, one with a ResourceClaim only onto the latter, so no one request schedules on every"
+        " node. The message names the nodes of each source.",
+        "Move the pool to one source (finish the migration to DRA, or back), or map the resource to the"
+        " fabric's DeviceClass with `spec.extendedResourceName` (KEP-5004, feature gate DRAExtendedResource):"
+        " then `resource: N` schedules on both, and the pool is Ready with a `resourcesPerNode` recommendation.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.ADVERTISER_CONFLICT,
+        "Some nodes advertise the fabric through both a device plugin (node allocatable) and a DRA driver"
+        " (ResourceSlices): the scheduler can hand the same devices to a pod asking for the extended resource"
+        " and to a ResourceClaim at once (AWS: silent oversubscription). `gap.conflictingAdvertisers` counts"
+        " them; the message names them.",
+        "Remove one of the two from those nodes (docs/runbook.md, FabricAdvertiserConflict): the device"
+        " plugin where workloads claim devices with ResourceClaims (AWS recommends DRA for EKS >= 1.34 node"
+        " groups), the DRA driver where they request the extended resource.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
         Reason.STATUS_TOO_LARGE,
         "The API server refused the pool's status as too large (413, or an error naming the request's"
         " size), so the operator published this summary instead: the counts, no lists, no `uniformCount`"
@@ -485,9 +511,10 @@ def reason_meaning(condition: ConditionType | str, status: str, reason: str) -> 
 #   offenders       20 x (63 + 63 + 253 chars)          ~  91 KB
 #   daemonSets      20 x (63 + 1 + 253 chars)           ~  76 KB
 #   gap.nodes       20 x 253 chars                      ~  61 KB
+#   transport        5 x read error of 160 chars        ~  10 KB
 #   pool.value, counts (64 buckets), the integers       ~   6 KB
 #
-# about 580 KB (tests/unit/core/test_status_size.py builds it: hostile names at every bound),
+# about 590 KB (tests/unit/core/test_status_size.py builds it: hostile names at every bound),
 # under MAX_STATUS_BYTES, a third of the API server's 3 MiB request limit and under etcd's
 # 1.5 MiB per object. On a live cluster those names are DNS names and label values (one byte a
 # character), and the same status is under 60 KB.
@@ -496,6 +523,8 @@ MAX_INSTANCE_TYPES = 64
 MAX_DAEMON_SETS = 20
 MAX_GAP_NODES = 20
 MAX_OFFENDERS = 20
+MAX_READ_ERRORS = 5  # why logs could not be read: a few distinct API-server answers say it all
+MAX_READ_ERROR_REASON = 160  # an HTTP status and the start of the API server's message
 MAX_CONDITION_MESSAGE = 2048  # messages name counts and at most 5 nodes: 1.5 KB at 253-char names
 MAX_POOL_KEY = 317  # a label key: a DNS-subdomain prefix (253), "/", a name (63)
 MAX_QUALIFIED_NAME = MAX_NAMESPACE + 1 + MAX_NAME  # "namespace/name"
@@ -563,6 +592,7 @@ class GapStatus(_ApiModel):
     advertised_without_plugin: int = Field(alias="advertisedWithoutPlugin")
     # Target nodes Karpenter launched without the fabric on purpose (not in the gate set).
     launched_without_fabric: int = Field(default=0, alias="launchedWithoutFabric")
+    conflicting_advertisers: int = Field(default=0, alias="conflictingAdvertisers")
     nodes: Annotated[list[Name], AfterValidator(_first(MAX_GAP_NODES))]
     truncated: bool
 
@@ -653,13 +683,47 @@ class Offender(_ApiModel):
     kind: Annotated[str, _cut(MAX_KIND)]  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...)
     name: Name
     pods: int
-    problem: str  # "withoutFabric" | "intentWithoutRequest"
+    problem: str  # "withoutFabric" | "intentWithoutRequest" | "FabricNotUsed"
+
+
+class TransportCount(_ApiModel):
+    """Pods (and their workloads) whose NCCL log shows one verdict."""
+
+    pods: int
+    workloads: int  # distinct top-level owners
+    # Of ``pods``, those that request the fabric: socket or other there is FabricNotUsed.
+    requesting_fabric_pods: int = Field(alias="requestingFabricPods")
+
+
+class ReadError(_ApiModel):
+    """Why some pods' logs could not be read (their verdict is unknown): an HTTP status and
+    the start of the API server's message."""
+
+    reason: Annotated[str, _cut(MAX_READ_ERROR_REASON)]
+    pods: int
+
+
+class TransportStatus(_ApiModel):
+    """What NCCL chose, over the pods that request the fabric or an accelerator: ``fabric``,
+    ``socket`` (TCP), ``other`` (another network), ``none`` (one node) or ``unknown`` (no line
+    says, or the log was not read yet or could not be)."""
+
+    fabric: TransportCount
+    socket: TransportCount
+    other: TransportCount
+    none: TransportCount
+    unknown: TransportCount
+    read_errors: Annotated[list[ReadError], AfterValidator(_first(MAX_READ_ERRORS))] = Field(
+        default_factory=list, alias="readErrors"
+    )
 
 
 class WorkloadsStatus(_ApiModel):
     requesting_fabric: WorkloadCount = Field(alias="requestingFabric")
     without_fabric: WorkloadCount = Field(alias="withoutFabric")
     intent_without_request: WorkloadCount = Field(alias="intentWithoutRequest")
+    # Absent unless transport is read (config.transport.enabled).
+    transport: TransportStatus | None = None
     offenders: Annotated[list[Offender], AfterValidator(_first(MAX_OFFENDERS))]
 
 

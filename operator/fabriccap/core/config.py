@@ -13,10 +13,12 @@ would start an operator that silently watches nothing.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any, NamedTuple
+from itertools import pairwise
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -33,7 +35,10 @@ from pydantic import (
 )
 
 from fabriccap.core.catalog import InstanceCatalog, InstanceType
+from fabriccap.core.cel import DEVICE_SELECTORS_MAX_SIZE, CompileError, compile_selector
 from fabriccap.core.documents import BoundedLoader, RefusedDocumentError, load_yaml_document
+from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity
+from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
     "eks.amazonaws.com/nodegroup",
@@ -200,14 +205,14 @@ class TargetNodes(_Model):
 
 
 class _DaemonSetFinder(_Model):
-    """How the DaemonSets that advertise a fabric are recognised: by a label selector
-    (matched against the DaemonSet's labels or its pod template's) or by name."""
+    """How the DaemonSets that advertise a fabric are recognised: by label selectors (matched
+    against the DaemonSet's labels or its pod template's) or by name."""
 
-    daemon_set_selector: str | None = Field(
+    daemon_set_selector: str | tuple[str, ...] | None = Field(
         default=None,
         alias="daemonSetSelector",
-        description="An equality label selector (a=b,c=d) matched against each DaemonSet's own labels and"
-        " against its pod template's labels.",
+        description="An equality label selector (a=b,c=d), or a list of them (any one), matched against each"
+        " DaemonSet's own labels and against its pod template's labels.",
     )
     daemon_set_names: tuple[str, ...] = Field(
         default=(),
@@ -217,9 +222,9 @@ class _DaemonSetFinder(_Model):
 
     @field_validator("daemon_set_selector")
     @classmethod
-    def _selector_parses(cls, selector: str | None) -> str | None:
-        if selector is not None:
-            _parse_selector(selector)
+    def _selector_parses(cls, selector: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        for text in (selector,) if isinstance(selector, str) else selector or ():
+            _parse_selector(text)
         return selector
 
     @field_validator("daemon_set_names")
@@ -230,14 +235,22 @@ class _DaemonSetFinder(_Model):
         return names
 
     @property
-    def selector_labels(self) -> dict[str, str]:
-        return _parse_selector(self.daemon_set_selector) if self.daemon_set_selector else {}
+    def selectors(self) -> tuple[str, ...]:
+        """The selectors given, one or several (any one matches)."""
+        selector = self.daemon_set_selector
+        return (selector,) if isinstance(selector, str) else selector or ()
+
+    @property
+    def selector_label_sets(self) -> list[dict[str, str]]:
+        """Each selector as the labels it requires; empty selectors (which would match every
+        DaemonSet) are left out."""
+        return [labels for labels in map(_parse_selector, self.selectors) if labels]
 
     def describe(self) -> str:
         """How the DaemonSets are looked for, for messages: ``selector a=b or names x, y``."""
         parts = []
-        if self.daemon_set_selector:
-            parts.append(f"selector {self.daemon_set_selector}")
+        if self.selectors:
+            parts.append(f"selector {' or '.join(self.selectors)}")
         if self.daemon_set_names:
             parts.append(f"names {', '.join(self.daemon_set_names)}")
         return " or ".join(parts)
@@ -292,17 +305,6 @@ class OldFieldName(NamedTuple):
     single_item: bool = False
 
 
-# Every old field name the config reads, in one place: the models' validator
-# (``_Model._read_old_names``), the merge onto a built-in profile (``_merge_renames``), the
-# JSON Schema (``config_input_schema``: the chart's values.schema.json too) and the reference
-# (docs/reference/configuration.md) all read this table.
-OLD_FIELD_NAMES: tuple[OldFieldName, ...] = (
-    OldFieldName(TargetNodes, "gpuResources", "acceleratorResources"),
-    OldFieldName(TargetNodes, "gpuLabels", "acceleratorLabels"),
-    OldFieldName(DevicePlugin, "namespace", "namespaces", single_item=True),
-)
-
-
 class Source(StrEnum):
     """Where a fabric's devices are advertised."""
 
@@ -316,25 +318,121 @@ class Source(StrEnum):
 AttributeValue = StrictBool | StrictInt | StrictStr
 
 
-class DraSettings(_DaemonSetFinder):
-    """How a fabric's devices appear in ResourceSlices, and how its DRA driver is deployed."""
+class _KubernetesModel(_Model):
+    """Part of a Kubernetes object pasted into the config: fields fabriccap does not read
+    (labels, managedFields, a class's config) are allowed and ignored."""
 
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class CelSelector(_KubernetesModel):
+    expression: str = Field(description="A CEL expression over `device`, as in a DeviceClass.")
+
+
+class DeviceSelector(_KubernetesModel):
+    cel: CelSelector = Field(
+        description="The selector's CEL expression (the only kind of selector in resource.k8s.io/v1)."
+    )
+
+
+class DeviceClassSpec(_KubernetesModel):
+    selectors: tuple[DeviceSelector, ...] = Field(
+        default=(),
+        max_length=DEVICE_SELECTORS_MAX_SIZE,
+        description="Every selector must hold for a device to be the class's (none: every device).",
+    )
+    extended_resource_name: str | None = Field(
+        default=None,
+        alias="extendedResourceName",
+        description="KEP-5004: the extended resource the class serves. Read from the cluster's class only (the"
+        " scheduler maps nothing from a copy).",
+    )
+
+
+class ObjectMeta(_KubernetesModel):
+    name: str = Field(description="The class's name, as in dra.deviceClassNames.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Kept as given; not read.")
+
+
+class DeviceClassCopy(_KubernetesModel):
+    """A DeviceClass as the API serves it (``kubectl get deviceclass NAME -o yaml``): the copy a
+    profile uses while the cluster lacks a class it names."""
+
+    api_version: Literal["resource.k8s.io/v1"] = Field(
+        default="resource.k8s.io/v1", alias="apiVersion", description="resource.k8s.io/v1, as the API serves it."
+    )
+    kind: Literal["DeviceClass"] = Field(default="DeviceClass", description="DeviceClass.")
+    metadata: ObjectMeta = Field(description="The class's name (and labels, not read).")
+    spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec, description="The class's selectors.")
+
+    @field_validator("metadata")
+    @classmethod
+    def _named_like_an_object(cls, metadata: ObjectMeta) -> ObjectMeta:
+        _check_dns_subdomain(metadata.name, "DeviceClass name")
+        return metadata
+
+    @model_validator(mode="after")
+    def _selectors_compile(self) -> DeviceClassCopy:
+        # A copy that could not select anything would fail closed on every node of the fabric,
+        # silently: refuse the file instead, naming the class and the selector.
+        for position, selector in enumerate(self.spec.selectors):
+            try:
+                compile_selector(selector.cel.expression)
+            except CompileError as error:
+                raise ValueError(f"DeviceClass {self.metadata.name}: selector #{position}: {error}") from None
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(selector.cel.expression for selector in self.spec.selectors)
+
+    @property
+    def origin(self) -> str:
+        """Where the copy comes from, for messages: the chart that installs it, if it says."""
+        chart = self.metadata.labels.get("helm.sh/chart")
+        return f"the {chart} chart's" if chart else "the configured"
+
+
+def _cel_literal(value: AttributeValue) -> str:
+    """``value`` as a CEL literal: JSON's string escapes are CEL's, and so are its numbers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
+class DraSettings(_DaemonSetFinder):
+    """How a fabric's devices are selected from ResourceSlices, and how its DRA driver is deployed."""
+
+    device_class_names: tuple[str, ...] = Field(
+        default=(),
+        alias="deviceClassNames",
+        description="The DeviceClasses whose CEL selectors pick the fabric's devices from ResourceSlices (a device"
+        " counts when one of them selects it, as the scheduler would allocate it). The first is the one"
+        " status.recommendation.resourceClaimTemplate names. `deviceClassName: X` is read as `[X]`.",
+    )
+    device_classes: tuple[DeviceClassCopy, ...] = Field(
+        default=(),
+        alias="deviceClasses",
+        description="Copies of DeviceClasses, as the API serves them, used while the cluster lacks a class of"
+        " deviceClassNames (the status then says so). Built in for efa: the aws-dranet chart's"
+        " efa.networking.k8s.aws.",
+    )
     drivers: tuple[str, ...] = Field(
         default=(),
-        description="DRA driver names whose ResourceSlices are read (spec.driver); needed when sources includes dra.",
+        description="The old form, with attributes: DRA driver names (spec.driver) whose devices the attributes"
+        " select.",
     )
     # Qualified attribute name -> the value a device of the fabric has; every entry must match.
     attributes: dict[str, AttributeValue] = Field(
         default_factory=dict,
-        description="Device attributes (qualified name: value) a device must have, every one, to count as one"
-        " of the fabric's; a name without a domain is in the driver's. Replaces the built-in mapping"
-        " instead of merging with it.",
-    )
-    device_class_name: str | None = Field(
-        default=None,
-        alias="deviceClassName",
-        description="The DeviceClass a workload's ResourceClaim names (status.recommendation.resourceClaimTemplate);"
-        " needed when sources includes dra.",
+        description="The old form: device attributes (qualified name: value) a device of one of `drivers` must"
+        " have, every one, to count; a name without a domain is in the driver's. Read as a selector that stands"
+        " in for a class of deviceClassNames that neither the cluster nor deviceClasses has. Replaces the"
+        " built-in mapping instead of merging with it.",
     )
 
     @field_validator("drivers")
@@ -353,33 +451,69 @@ class DraSettings(_DaemonSetFinder):
                 raise ValueError(f"attribute {name!r} is not a qualified name (domain/identifier)")
         return attributes
 
-    @field_validator("device_class_name")
+    @field_validator("device_class_names")
     @classmethod
-    def _class_is_a_name(cls, name: str | None) -> str | None:
-        return None if name is None else _check_dns_subdomain(name, "DeviceClass name")
+    def _classes_are_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            _check_dns_subdomain(name, "DeviceClass name")
+        if len(set(names)) != len(names):
+            raise ValueError(f"deviceClassNames must be unique, got {list(names)}")
+        return names
 
-    def matches(self, driver: str, attributes: Mapping[str, Any]) -> bool:
-        """Whether a device of ``driver`` with these (raw, v1) attributes is one of the fabric's.
+    @field_validator("device_classes")
+    @classmethod
+    def _copies_are_unique(cls, copies: tuple[DeviceClassCopy, ...]) -> tuple[DeviceClassCopy, ...]:
+        names = [copy.name for copy in copies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"deviceClasses names a class twice: {names}")
+        return copies
 
-        An attribute name without a domain is in the driver's own domain (the DRA API's rule),
-        so ``pciDevice`` from driver dra.net is ``dra.net/pciDevice``.
-        """
-        for name, wanted in self.attributes.items():
+    @model_validator(mode="after")
+    def _attributes_need_drivers(self) -> DraSettings:
+        if self.attributes and not self.drivers:
+            raise ValueError("attributes select devices of drivers: give drivers too")
+        return self
+
+    @property
+    def device_class_name(self) -> str | None:
+        """The class a workload's ResourceClaim should name: the first of deviceClassNames."""
+        return self.device_class_names[0] if self.device_class_names else None
+
+    def copy_of(self, name: str) -> DeviceClassCopy | None:
+        return next((copy for copy in self.device_classes if copy.name == name), None)
+
+    @property
+    def attribute_selector(self) -> str | None:
+        """The old form as a CEL selector (None when no attributes are given): a device of one
+        of the drivers that has every attribute, of the value's type, with that value. ``has()``
+        keeps a device without the attribute from erroring: the old form did not match it."""
+        if not self.attributes:
+            return None
+        drivers = ", ".join(_cel_literal(driver) for driver in self.drivers)
+        terms = [f"device.driver in [{drivers}]"]
+        for name, value in sorted(self.attributes.items()):
             domain, _, identifier = name.partition("/")
-            raw = attributes.get(name)
-            if raw is None and domain == driver:
-                raw = attributes.get(identifier)
-            if not isinstance(raw, Mapping) or len(raw) != 1:
-                return False
-            ((kind, value),) = raw.items()
-            if kind not in ("string", "bool", "int", "version") or type(value) is not type(wanted) or value != wanted:
-                return False
-        return True
+            read = f"device.attributes[{_cel_literal(domain)}].{identifier}"
+            kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "string"
+            terms.append(f"has({read}) && type({read}) == {kind} && {read} == {_cel_literal(value)}")
+        return " && ".join(terms)
 
 
 class EnvVar(_Model):
     name: str = Field(description="The environment variable's name.")
     value: str = Field(description="Its value.")
+
+
+# Every old field name the config reads, in one place: the models' validator
+# (``_Model._read_old_names``), the merge onto a built-in profile (``_merge_renames``), the
+# JSON Schema (``config_input_schema``: the chart's values.schema.json too) and the reference
+# (docs/reference/configuration.md) all read this table.
+OLD_FIELD_NAMES: tuple[OldFieldName, ...] = (
+    OldFieldName(TargetNodes, "gpuResources", "acceleratorResources"),
+    OldFieldName(TargetNodes, "gpuLabels", "acceleratorLabels"),
+    OldFieldName(DevicePlugin, "namespace", "namespaces", single_item=True),
+    OldFieldName(DraSettings, "deviceClassName", "deviceClassNames", single_item=True),
+)
 
 
 class FabricProfile(_Model):
@@ -435,7 +569,8 @@ class FabricProfile(_Model):
         default=(Source.DEVICE_PLUGIN,),
         min_length=1,
         description="Where the fabric's devices are advertised: devicePlugin (node allocatable), dra"
-        " (resource.k8s.io/v1 ResourceSlices), or both; a node advertising through both counts the larger.",
+        " (resource.k8s.io/v1 ResourceSlices), or both; a node advertising through both counts the larger and"
+        " is an advertiser conflict (Ready False AdvertiserConflict).",
     )
     dra: DraSettings = Field(default_factory=DraSettings)
     # The catalog of ``resource``, attached after validation by ``Config.with_catalogs``: data
@@ -475,11 +610,11 @@ class FabricProfile(_Model):
     def _plugin_discoverable(self) -> FabricProfile:
         if not self.device_plugin.daemon_set_selector and not self.device_plugin.daemon_set_names:
             raise ValueError("devicePlugin needs daemonSetSelector or daemonSetNames")
-        if Source.DRA in self.sources:
-            if not self.dra.drivers:
-                raise ValueError("sources includes dra: dra.drivers must name at least one driver")
-            if not self.dra.device_class_name:
-                raise ValueError("sources includes dra: dra.deviceClassName is needed for the recommendation")
+        if Source.DRA in self.sources and not self.dra.device_class_names:
+            raise ValueError(
+                "sources includes dra: dra.deviceClassNames must name at least one DeviceClass (its selectors"
+                " pick the devices, and workloads claim it)"
+            )
         return self
 
     def uses(self, source: Source) -> bool:
@@ -549,13 +684,15 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "isolatedInstanceTypeGroups": EFA_ISOLATED_INSTANCE_TYPE_GROUPS,
         "recommendedEnv": EFA_RECOMMENDED_ENV,
         "sources": ["devicePlugin", "dra"],
-        # DRANET, as AWS's EKS chart (aws-dranet) installs it; where each value comes from:
-        # docs/dra.md.
+        # DRANET, as AWS's EKS chart (aws-dranet) installs it, and upstream DRANET; where each
+        # value comes from: docs/dra.md.
         "dra": {
+            "deviceClassNames": ["efa.networking.k8s.aws"],
+            # The chart's DeviceClass, rendered from a verbatim copy of the chart (core.upstream).
+            "deviceClasses": [yaml.safe_load(AWS_DRANET_DEVICE_CLASS)],
+            # The old form's drivers, used only with attributes (none by default).
             "drivers": ["dra.net", "dra.networking.k8s.aws"],
-            "attributes": {"dra.net/pciDevice": "Elastic Fabric Adapter (EFA)"},
-            "deviceClassName": "efa.networking.k8s.aws",
-            "daemonSetSelector": "app=aws-dranet",
+            "daemonSetSelector": ["app=aws-dranet", "app=dranet"],
             "daemonSetNames": ["aws-dranet", "dranet"],
         },
     },
@@ -604,6 +741,78 @@ class KarpenterSettings(_Model):
         " the API server serves them: an empty NodePool is a pool, status.launchable says what it may launch,"
         " and nodes launched without the fabric on purpose leave the gate set.",
     )
+
+
+KiB, MiB = 2**10, 2**20
+DEFAULT_TRANSPORT_MAX_BYTES = 4 * MiB
+# When a container's log is read again while no line decides NCCL's transport, in seconds
+# after the container started: NCCL logs its choice when a job creates its first communicator,
+# seconds after start for a small job, minutes for one that loads a large model or waits for
+# all its workers first. Then it stops: a job that has not logged its choice after an hour
+# does not log it at NCCL_DEBUG=INFO (or not in the first maxBytes).
+DEFAULT_READ_AFTER_SECONDS: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
+MAX_READ_STEPS = 10
+# What recommendedEnv gains while transport is read: NCCL logs its choice at INFO, and these
+# two subsystems hold every line the rules read (docs/transport.md) and little else.
+TRANSPORT_ENV: tuple[tuple[str, str], ...] = (("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET"))
+
+
+class TransportSettings(_Model):
+    """Reading NCCL's choice of network from the logs of the pods that run on the pools
+    (docs/transport.md). Off by default: it needs `get` on `pods/log`, and reads what pods print."""
+
+    enabled: StrictBool = Field(
+        default=False,
+        description="Read the beginning of each accelerator container's log on the pools and publish what NCCL"
+        " chose (status.workloads.transport, FabricNotUsed). Needs RBAC get on pods/log (the chart's"
+        " transport.enabled, the kustomize component transport-logs).",
+    )
+    max_bytes: int = Field(
+        default=DEFAULT_TRANSPORT_MAX_BYTES,
+        alias="maxBytes",
+        ge=256 * KiB,
+        le=64 * MiB,
+        description="How much of a container's log is read, from its beginning (limitBytes): an integer or a"
+        " quantity such as 4Mi. Also the most memory one read may hold.",
+    )
+    max_concurrent_reads: StrictInt = Field(
+        default=4, alias="maxConcurrentReads", ge=1, le=64, description="Log reads in flight at once."
+    )
+    reads_per_second: float = Field(
+        default=10.0,
+        alias="readsPerSecond",
+        gt=0,
+        le=1000,
+        description="Log reads started per second at most, after a burst of as many (a token bucket).",
+    )
+    read_after_seconds: tuple[float, ...] = Field(
+        default=DEFAULT_READ_AFTER_SECONDS,
+        alias="readAfterSeconds",
+        min_length=1,
+        max_length=MAX_READ_STEPS,
+        description="When a container's log is read, in seconds after the container started, ascending: the"
+        " first read, then again while no line decides the transport; then it is read no more. Steps"
+        " already past when a container is first seen are one read.",
+    )
+
+    @field_validator("max_bytes", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return parse_quantity(value)
+            except ValueError as error:
+                raise ValueError(f"{value!r} is not a size (use e.g. 4Mi): {error}") from None
+        return value
+
+    @field_validator("read_after_seconds")
+    @classmethod
+    def _ascending(cls, steps: tuple[float, ...]) -> tuple[float, ...]:
+        if any(step < 0 for step in steps):
+            raise ValueError("read steps are seconds after the container started: none may be negative")
+        if any(later <= earlier for earlier, later in pairwise(steps)):
+            raise ValueError(f"read steps must be ascending, got {list(steps)}")
+        return steps
 
 
 class Config(_Model):
@@ -668,6 +877,10 @@ class Config(_Model):
     karpenter: KarpenterSettings = Field(
         default_factory=KarpenterSettings, description="Elastic pools: Karpenter's NodePools and what they launch."
     )
+    transport: TransportSettings = Field(
+        default_factory=TransportSettings,
+        description="Transport: what NCCL chose, read from the pods' logs (needs workload reporting).",
+    )
 
     @field_validator("pool_labels")
     @classmethod
@@ -689,6 +902,12 @@ class Config(_Model):
             raise ValueError("no fabric is enabled: the operator would publish nothing")
         return fabrics
 
+    @model_validator(mode="after")
+    def _transport_reads_workloads(self) -> Config:
+        if self.transport.enabled and not self.workloads.enabled:
+            raise ValueError("transport.enabled needs workloads.enabled: the pods whose logs are read are workloads")
+        return self
+
     @property
     def enabled_fabrics(self) -> tuple[FabricProfile, ...]:
         return tuple(fabric for fabric in self.fabrics if fabric.enabled)
@@ -703,6 +922,16 @@ class Config(_Model):
             copy._catalog = by_resource.get(fabric.resource)
             fabrics.append(copy)
         return self.model_copy(update={"fabrics": tuple(fabrics)})
+
+    def recommended_env(self, profile: FabricProfile) -> tuple[EnvVar, ...]:
+        """What status.recommendation.env tells workloads to set: the profile's variables, and
+        while transport is read NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET (a profile that
+        names either keeps its own value)."""
+        if not self.transport.enabled:
+            return profile.recommended_env
+        named = {env.name for env in profile.recommended_env}
+        extra = tuple(EnvVar(name=name, value=value) for name, value in TRANSPORT_ENV if name not in named)
+        return (*profile.recommended_env, *extra)
 
     @property
     def plugin_namespaces(self) -> tuple[str, ...]:
@@ -874,6 +1103,17 @@ def config_input_schema() -> dict[str, Any]:
     device_plugin = definitions[DevicePlugin.__name__]["properties"]
     device_plugin["namespaces"].update(items=dns_label, uniqueItems=True)
     device_plugin["daemonSetNames"]["items"] = dns_subdomain
+    dra = definitions[DraSettings.__name__]["properties"]
+    dra["daemonSetNames"]["items"] = dns_subdomain
+    dra["deviceClassNames"].update(items=dns_subdomain, uniqueItems=True)
+
+    transport = definitions[TransportSettings.__name__]["properties"]
+    transport["readAfterSeconds"]["items"]["minimum"] = 0
+    # An integer, or a quantity string (4Mi) that the model parses; the bounds stay the model's.
+    max_bytes = transport["maxBytes"]
+    bounds = {key: max_bytes.pop(key) for key in ("minimum", "maximum", "type")}
+    max_bytes["default"] = "4Mi"
+    max_bytes["anyOf"] = [bounds, {"type": "string", "pattern": QUANTITY_PATTERN}]
 
     # Old names last: each is its new field as patterned above (one item of it, for a shorthand).
     for rename in OLD_FIELD_NAMES:
@@ -907,7 +1147,10 @@ def config_input_schema() -> dict[str, Any]:
         "properties": {
             "devicePlugin": {
                 "anyOf": [
-                    {"required": ["daemonSetSelector"], "properties": {"daemonSetSelector": {"type": "string"}}},
+                    {
+                        "required": ["daemonSetSelector"],
+                        "properties": {"daemonSetSelector": {"type": ["string", "array"], "minItems": 1}},
+                    },
                     {"required": ["daemonSetNames"], "properties": {"daemonSetNames": {"minItems": 1}}},
                 ]
             }

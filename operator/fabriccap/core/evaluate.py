@@ -65,6 +65,7 @@ from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.karpenter_facts import NodeClassFacts, NodePoolFacts
 from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
 from fabriccap.core.names import capability_name, is_label_value, pool_names
+from fabriccap.core.selection import ClassSource
 from fabriccap.core.sources import (
     SOURCES,
     FabricView,
@@ -72,6 +73,7 @@ from fabriccap.core.sources import (
     fabric_view,
     in_order,
     providers_phrase,
+    request_forms,
     selects,
 )
 from fabriccap.core.workloads import (
@@ -82,12 +84,22 @@ from fabriccap.core.workloads import (
     judge_pod,
     not_requested_event,
     not_requested_key,
+    not_used_event,
+    not_used_key,
     pool_workloads,
     unschedulable_groups,
 )
 
 MAX_GAP_NODES = api.MAX_GAP_NODES  # the status model's bound (api.py: how large a status can be)
 MAX_NAMED_NODES = 5
+# Selector failures named in a message, each once per (class, cause); more are counted.
+MAX_NAMED_CAUSES = 3
+# What kube-scheduler does on a selector error (k8s.io/dynamic-resource-allocation@v0.35.4
+# allocator: the error aborts the pod's whole scheduling attempt; it is not a skip).
+SCHEDULER_ON_ERROR = (
+    "kube-scheduler aborts scheduling a pod whose claim of this class meets such a device"
+    " (FailedScheduling, PodScheduled=False SchedulerError), so fix the class or the devices"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +164,7 @@ class Evaluation:
     # they go at once, or one pool would have two objects.
     renamed: frozenset[str] = frozenset()
     conflicts: tuple[NameConflict, ...] = ()
-    # FabricNotRequested Events for the workloads of the pools evaluated.
+    # FabricNotRequested and FabricNotUsed Events for the workloads of the pools evaluated.
     workload_events: tuple[WorkloadEvent, ...] = ()
     # Pending pods no node can give the fabric, cluster-wide, grouped by owner and fabric.
     unschedulable: tuple[UnschedulableGroup, ...] = ()
@@ -189,10 +201,12 @@ def _condition(condition_type: ConditionType, status: ConditionStatus, reason: R
 @dataclass(frozen=True, slots=True)
 class _Notes:
     """What every message about counts appends: through which sources the pool advertises
-    (when more than one), and why some devices could not be counted."""
+    (when more than one), why some devices could not be counted, and how the fabric's DRA
+    devices were selected where that needs saying."""
 
     mixed: str  # " (advertised through device plugin on 2 nodes, DRA driver on 1 node)"
     uncounted: str  # "; unusable quantity on n4 (...)"
+    selection: str = ""  # "; DeviceClass X selector #0 failed on ..."
 
 
 def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
@@ -213,7 +227,50 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
         ]
         if listed:
             uncounted += f"; {SOURCES[source].problem} on {_named(listed)}"
-    return _Notes(mixed, uncounted)
+    return _Notes(mixed, uncounted, _selection_notes(analysis))
+
+
+def _selection_notes(analysis: PoolAnalysis) -> str:
+    """How the pool's DRA devices were selected, where that needs saying: a class counted from
+    the profile's copy, missing or broken; devices its selectors failed on; devices counted from
+    ResourceClaims; older slices ignored."""
+    selection = analysis.selection
+    if selection is None:
+        return ""
+    readings = [(node, node.devices.readings[Source.DRA]) for node in analysis.gate]
+    dra_nodes = any(reading.evidence for _, reading in readings)
+    notes = []
+    for effective in selection.classes:
+        if effective.stands_in and dra_nodes:
+            notes.append(
+                f"{effective.describe()} is not in the cluster: counted with {effective.copy_origin}, but"
+                " ResourceClaims of it cannot be allocated until it is installed"
+            )
+        elif effective.error is not None and (dra_nodes or len(analysis.advertising) < len(analysis.gate)):
+            notes.append(f"{effective.describe()} selects nothing: {effective.error}")
+    failures: dict[tuple[str, str], list[tuple[str, int, str]]] = {}
+    for node, reading in readings:
+        for error in reading.errors:
+            failures.setdefault((error.class_name, error.cause), []).append((node.name, error.devices, error.example))
+    by_name = {effective.name: effective for effective in selection.classes}
+    for (class_name, cause), failed in sorted(failures.items())[:MAX_NAMED_CAUSES]:
+        failing = by_name.get(class_name)
+        devices = sum(count for _, count, _ in failed)
+        example_node, _, example_device = failed[0]
+        described = failing.describe() if failing is not None else f"DeviceClass {class_name}"
+        note = (
+            f"{described} {cause} on {_plural(devices, 'device')} of {_plural(len(failed), 'node')}"
+            f" (e.g. {example_node} device {example_device}): not counted"
+        )
+        if failing is None or failing.source is ClassSource.CLUSTER:
+            note += f"; {SCHEDULER_ON_ERROR}"
+        notes.append(note)
+    if len(failures) > MAX_NAMED_CAUSES:
+        notes.append(f"{len(failures) - MAX_NAMED_CAUSES} more selector failures (fabriccap explain)")
+    counted = [f"{node.name}: {'; '.join(reading.notes)}" for node, reading in readings if reading.notes]
+    if counted:
+        notes.append(f"ResourceSlices: {_named(counted)}")
+    return "".join(f"; {note}" for note in notes)
 
 
 def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
@@ -250,11 +307,11 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
 
     recommendation = None
     if ready.status == ConditionStatus.TRUE and analysis.uniform_count is not None:
-        recommendation = _recommendation(profile, analysis.sources_seen, analysis.uniform_count)
+        recommendation = _recommendation(profile, analysis.request_forms, analysis.uniform_count)
     elif ready.status == ConditionStatus.TRUE and analysis.launchable is not None:
         # An empty NodePool pool, Ready from the catalog: what to ask for on the nodes it launches.
         assert analysis.launchable.uniform_count is not None
-        recommendation = _recommendation(profile, _launch_sources(analysis), analysis.launchable.uniform_count)
+        recommendation = _recommendation(profile, _launch_forms(analysis), analysis.launchable.uniform_count)
     # The DaemonSets that serve this pool's nodes: a device-plugin pool does not list DRANET.
     serving = analysis.serving if gate else frozenset(_launch_sources(analysis))
     daemon_sets = sorted({ds for source in serving for ds in analysis.view.of(source).daemon_sets})
@@ -283,6 +340,7 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
             unhealthy=sum(1 for node in gate if Gap.UNHEALTHY in node.gaps),
             advertised_without_plugin=sum(1 for node in gate if Gap.ADVERTISED_WITHOUT_PLUGIN in node.gaps),
             launched_without_fabric=len(launched_without),
+            conflicting_advertisers=sum(1 for node in gate if Gap.CONFLICTING_ADVERTISERS in node.gaps),
             nodes=gap_nodes[:MAX_GAP_NODES],
             truncated=len(gap_nodes) > MAX_GAP_NODES,
         ),
@@ -310,6 +368,13 @@ def _launch_sources(analysis: PoolAnalysis) -> list[Source]:
     return [source for source in in_order(analysis.profile.sources) if analysis.view.of(source).daemon_sets]
 
 
+def _launch_forms(analysis: PoolAnalysis) -> frozenset[RequestForm]:
+    """The forms of request that schedule on the nodes an empty NodePool launches (those of
+    ``_launch_sources``; a claim's class mapped to the resource takes the resource too)."""
+    mapped = analysis.selection is not None and analysis.selection.extended_resource_class is not None
+    return request_forms(_launch_sources(analysis), extended_resource_mapped=mapped)
+
+
 def _launchable_condition(analysis: PoolAnalysis, verdict: LaunchableTypes) -> Condition:
     message = verdict.message
     if analysis.claim_problems:
@@ -319,12 +384,10 @@ def _launchable_condition(analysis: PoolAnalysis, verdict: LaunchableTypes) -> C
     return _condition(ConditionType.LAUNCHABLE, verdict.status, verdict.reason, message)
 
 
-def _recommendation(profile: FabricProfile, sources: Iterable[Source], uniform_count: int) -> Recommendation:
-    """What a workload asks for: the extended resource where a source that advertises one
-    serves the pool, a ResourceClaimTemplate of the fabric's DeviceClass where a source that
-    is claimed does (both when the pool mixes them: each form schedules only onto the nodes
-    of its own sources)."""
-    forms = {SOURCES[source].request for source in sources}
+def _recommendation(profile: FabricProfile, forms: frozenset[RequestForm], uniform_count: int) -> Recommendation:
+    """What a workload asks for: each form of request that schedules on every node of the pool
+    (the extended resource, a ResourceClaimTemplate of the fabric's DeviceClass, or both where
+    the cluster maps the resource to the class)."""
     # A shared resource counts pods that may share the devices: each pod asks for one.
     per_node = 1 if profile.shared else uniform_count
     claim = None
@@ -499,7 +562,9 @@ def _advertised_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
             SOURCES[source].nowhere(analysis.profile, f"{total} target nodes" if position == 0 else None)
             for position, source in enumerate(analysis.sources_read)
         )
-        return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{nowhere}{notes.uncounted}")
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{nowhere}{notes.uncounted}{notes.selection}"
+        )
     not_advertising = _names(analysis.breaking(kind))
     if not_advertising:
         return _condition(
@@ -507,13 +572,13 @@ def _advertised_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
             ConditionStatus.FALSE,
             Reason.PARTIALLY_ADVERTISED,
             f"{analysis.subject} advertised on {len(advertising)} of {total} target nodes{notes.mixed}; "
-            f"0 on {_named(not_advertising)}{notes.uncounted}",
+            f"0 on {_named(not_advertising)}{notes.uncounted}{notes.selection}",
         )
     return _condition(
         kind,
         ConditionStatus.TRUE,
         Reason.ALL_NODES_ADVERTISE,
-        f"{analysis.subject} advertised on all {total} target nodes{notes.mixed}",
+        f"{analysis.subject} advertised on all {total} target nodes{notes.mixed}{notes.selection}",
     )
 
 
@@ -593,28 +658,71 @@ def _instance_type_condition(analysis: PoolAnalysis) -> Condition:
     )
 
 
-def _usage(profile: FabricProfile, sources: frozenset[Source], uniform_count: int | None) -> str:
-    """How a workload uses a Ready pool, by the forms its sources are requested in."""
-    if profile.shared:
+def _usage(analysis: PoolAnalysis, uniform_count: int | None) -> str:
+    """How a workload uses a Ready pool, by the forms of request that schedule on all its nodes."""
+    if analysis.profile.shared:
         return f"up to {uniform_count} pods per node may share it, each requesting 1"
-    forms: dict[RequestForm, list[str]] = {}
-    for source in in_order(sources):
-        forms.setdefault(SOURCES[source].request, []).append(SOURCES[source].node_kind)
-    if list(forms) == [RequestForm.RESOURCE_CLAIM]:
+    forms = analysis.request_forms
+    if forms == {RequestForm.RESOURCE_CLAIM}:
         return f"a job may claim up to {uniform_count} per node (recommendation.resourceClaimTemplate)"
     usage = f"a job may request up to {uniform_count} per node"
-    if len(forms) > 1:
-        # Each form schedules only onto the nodes of the sources requested in it.
-        clauses = []
-        for position, (form, kinds) in enumerate(forms.items()):
-            nodes = " or ".join(kinds)
-            clauses.append(
-                f"a pod {form.value} schedules only onto {nodes} nodes"
-                if position == 0
-                else f"one {form.value} only onto {nodes} nodes"
-            )
-        usage += "; " + ", ".join(clauses)
+    mapped = analysis.selection.extended_resource_class if analysis.selection is not None else None
+    if mapped is not None and Source.DRA in analysis.sources_seen:
+        usage += (
+            f" ({analysis.profile.resource} is served from DRA devices too: DeviceClass {mapped} maps it with"
+            " spec.extendedResourceName)"
+        )
     return usage
+
+
+def _mixed_sources_message(analysis: PoolAnalysis) -> str:
+    """Which nodes each form of request schedules onto, when no form schedules onto all."""
+    clauses: list[str] = []
+    for form in RequestForm:
+        nodes = [node.name for node in analysis.advertising if form in _forms_of(analysis, node)]
+        if nodes:
+            lead = f"a pod {form.value} schedules only onto" if not clauses else f"one {form.value} only onto"
+            clauses.append(f"{lead} {_plural(len(nodes), 'node')} ({_named(nodes)})")
+    profile = analysis.profile
+    fix = (
+        f"map {profile.resource} to DeviceClass {profile.dra.device_class_name} with spec.extendedResourceName"
+        " (KEP-5004, feature gate DRAExtendedResource) or move the pool to one source"
+    )
+    counted = f"{analysis.subject}: {analysis.uniform_count}{_sources_spread(analysis)}"
+    return (
+        f"all {len(analysis.gate)} nodes advertise {counted}, but no one request schedules on every node: "
+        f"{'; '.join(clauses)}; {fix}"
+    )
+
+
+def _forms_of(analysis: PoolAnalysis, node: NodeAnalysis) -> frozenset[RequestForm]:
+    mapped = analysis.selection is not None and analysis.selection.extended_resource_class is not None
+    return request_forms(node.devices.advertisers, extended_resource_mapped=mapped)
+
+
+def _sources_spread(analysis: PoolAnalysis) -> str:
+    spread = []
+    for source in in_order(analysis.sources_seen):
+        nodes = sum(1 for node in analysis.advertising if source in node.devices.advertisers)
+        spread.append(f"{SOURCES[source].provider_spelled} on {_plural(nodes, 'node')}")
+    return f" (through {', '.join(spread)})" if len(spread) > 1 else ""
+
+
+def _conflict_message(analysis: PoolAnalysis, conflicting: Sequence[NodeAnalysis]) -> str:
+    """The nodes that advertise through two kinds of provider, what each says, and what to do."""
+    profile = analysis.profile
+    sources = in_order({source for node in conflicting for source in node.devices.advertisers})
+    first = conflicting[0]
+    evidence = ", ".join(
+        f"{SOURCES[source].provider_spelled} {first.devices.readings[source].devices}" for source in sources
+    )
+    providers = " and ".join(f"the {SOURCES[source].provider_spelled}" for source in sources)
+    return (
+        f"{len(conflicting)} of {len(analysis.gate)} nodes advertise {profile.name} through both {providers}"
+        f" ({first.name}: {evidence}): {_named(_names(conflicting))}; the same devices can be handed out twice,"
+        f" to a pod asking for {profile.resource} and to a ResourceClaim; remove one of the two from these"
+        " nodes (docs/runbook.md, FabricAdvertiserConflict)"
+    )
 
 
 def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes: _Notes) -> Condition:
@@ -636,22 +744,29 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
             Reason.ABOVE_INSTANCE_MAXIMUM,
             by_type[ConditionType.MATCHES_INSTANCE_TYPE].message,
         )
+    if analysis.mixed_sources:
+        return _condition(kind, ConditionStatus.FALSE, Reason.MIXED_SOURCES, _mixed_sources_message(analysis))
+    conflicting = analysis.breaking(kind, Cause.CONFLICTING_ADVERTISERS)
+    if conflicting:
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.ADVERTISER_CONFLICT, _conflict_message(analysis, conflicting)
+        )
     if analysis.breaking(ConditionType.DEVICE_PLUGIN_READY):
         plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
         return _condition(
             kind,
             ConditionStatus.FALSE,
             Reason.DEVICE_PLUGIN_GAP,
-            f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}",
+            f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}{notes.selection}",
         )
     provider = providers_phrase(analysis.sources_seen, spelled=True)
     served = f"with a Ready {provider}" if provider else "served by the platform"
-    usage = _usage(analysis.profile, analysis.sources_seen, uniform_count)
+    usage = _usage(analysis, uniform_count)
     return _condition(
         kind,
         ConditionStatus.TRUE,
         Reason.UNIFORM_CAPABILITY,
-        f"all {total} nodes advertise {subject}: {uniform_count} {served}{notes.mixed}; {usage}",
+        f"all {total} nodes advertise {subject}: {uniform_count} {served}{notes.mixed}; {usage}" + notes.selection,
     )
 
 
@@ -982,14 +1097,27 @@ def evaluate(
             if naming.hashed:
                 why = NamingStatus(hashed=True, reason=naming.reason or "", message=naming.message or "")
                 status = status.model_copy(update={"naming": why})
+            if config.transport.enabled and status.recommendation is not None:
+                env = [EnvVarValue(name=env.name, value=env.value) for env in config.recommended_env(profile)]
+                status = status.model_copy(
+                    update={"recommendation": status.recommendation.model_copy(update={"env": env})}
+                )
             if config.workloads.enabled:
-                found = pool_workloads(_judgements(profile, side, index), side.offers)
+                found = pool_workloads(
+                    _judgements(profile, side, index), side.offers, transport=config.transport.enabled
+                )
                 status = status.model_copy(update={"workloads": found.status})
                 lookups |= found.lookups
                 events.extend(
                     _not_requested(profile, naming.name, status, side, owner, count, found.without_fabric_nodes)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile, owner, status.pool))
+                )
+                events.extend(
+                    not_used_event(profile, status, not_used)
+                    for not_used in found.not_used
+                    if warned is None
+                    or not warned(not_used_key(profile, not_used.owner, status.pool, not_used.example.verdict))
                 )
             capabilities.append(PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status=status))
     unschedulable: tuple[UnschedulableGroup, ...] = ()

@@ -21,7 +21,9 @@ from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.evaluate import Evaluation, PoolCapability, analyse_capability
 from fabriccap.core.facts import Pool
 from fabriccap.core.index import FactIndex
-from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase
+from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase, request_forms
+from fabriccap.core.transport import Verdict
+from fabriccap.core.workloads import judge_pod
 
 # The ways to name an object kubectl accepts (and `fabriccap evaluate -o name` prints).
 NAME_PREFIXES: tuple[str, ...] = (
@@ -91,14 +93,53 @@ class NodeExplanation(_Model):
         return [kind.value for kind in CONDITION_ORDER if kind in broken]
 
 
+class PodExplanation(_Model):
+    """A pod on the pool that requests the fabric or an accelerator, and what its NCCL chose."""
+
+    name: str  # namespace/name
+    node: str
+    owner: str  # Kind/name of its top-level owner (as far as known)
+    requests_fabric: bool = Field(alias="requestsFabric")
+    transport: Verdict
+    evidence: str = ""  # the line of its log that shows it
+    read: bool  # whether its log has been read (the operator's reader, or a live explain)
+    reason: str = ""  # why its log could not be read
+
+
+class DeviceClassExplanation(_Model):
+    """One DeviceClass a DRA fabric's devices are selected with, and where it came from."""
+
+    name: str
+    source: str  # cluster | copy | attributes | missing (core.selection.ClassSource)
+    # What stands in for a class the cluster lacks: "the aws-dranet-1.0.0 chart's copy".
+    stands_in: str | None = Field(default=None, alias="standsIn")
+    # Why it selects nothing (a selector that does not compile, no class to be had).
+    error: str | None = None
+    # KEP-5004: the cluster serves the fabric's extended resource from this class.
+    extended_resource: bool = Field(default=False, alias="extendedResource")
+
+    def describe(self) -> str:
+        if self.error is not None:
+            told = f"selects nothing: {self.error}"
+        elif self.stands_in is not None:
+            told = f"not in the cluster: counted with {self.stands_in}"
+        else:
+            told = "from the cluster"
+        return f"{self.name} ({told}{'; serves the extended resource, KEP-5004' if self.extended_resource else ''})"
+
+
 class PoolExplanation(_Model):
     name: str
     fabric: str
     resource_name: str = Field(alias="resourceName")
     pool: PoolRef
+    # The classes that select the fabric's DRA devices, when the profile reads DRA.
+    device_classes: list[DeviceClassExplanation] | None = Field(default=None, alias="deviceClasses")
     nodes: list[NodeExplanation]  # the pool's target nodes (cordoned ones included), by name
     # Members of the pool that are not target nodes of the fabric: not counted anywhere.
     other_nodes: list[str] = Field(alias="nonTargetNodes")
+    # With transport read (config.transport): each pod's verdict, by name; else None.
+    pods: list[PodExplanation] | None = None
     status: FabricCapabilityStatus
 
     def node(self, name: str) -> NodeExplanation:
@@ -182,8 +223,16 @@ def _provider_pods(index: FactIndex, view: FabricView, profile: FabricProfile) -
 
 def _uncounted(node: NodeAnalysis) -> list[str]:
     """Why some of the node's devices could not be counted, per source: what the status's
-    messages note as an unusable quantity or uncounted ResourceSlices."""
-    return [f"{SOURCES[source].problem}: {problem}" for source, problem in node.devices.problems()]
+    messages note as an unusable quantity or uncounted ResourceSlices; and how its DRA devices
+    were counted (selector failures, devices counted from ResourceClaims, older slices)."""
+    notes = [f"{SOURCES[source].problem}: {problem}" for source, problem in node.devices.problems()]
+    for reading in node.devices.readings.values():
+        notes += [
+            f"{error.class_name} {error.cause} on {error.devices} device(s), e.g. {error.example}: not counted"
+            for error in reading.errors
+        ]
+        notes += list(reading.notes)
+    return notes
 
 
 def _causes(node: NodeAnalysis) -> list[str]:
@@ -248,6 +297,26 @@ def _uncommon_maximum_detail(subject: _Subject) -> str:
     )
 
 
+def _advertisers(node: NodeAnalysis) -> str:
+    return ", ".join(
+        f"{SOURCES[source].provider_spelled} {node.devices.readings[source].devices}"
+        for source in in_order(node.devices.advertisers)
+    )
+
+
+def _uncommon_source_detail(subject: _Subject) -> str:
+    pool, node = subject.pool, subject.node
+    mapped = pool.selection is not None and pool.selection.extended_resource_class is not None
+    own = request_forms(node.devices.advertisers, extended_resource_mapped=mapped)
+    others = sum(
+        1
+        for other in pool.advertising
+        if request_forms(other.devices.advertisers, extended_resource_mapped=mapped) != own
+    )
+    forms = " or ".join(form.value for form in own)
+    return f"advertises through {_advertisers(node)}: only a pod {forms} schedules here, unlike on {others} other nodes"
+
+
 # How each cause of a breach is told: one row per Cause.
 DETAILS: dict[Cause, Callable[[_Subject], str]] = {
     Cause.PROVIDER: _provider_detail,
@@ -264,6 +333,10 @@ DETAILS: dict[Cause, Callable[[_Subject], str]] = {
     Cause.BELOW_MAXIMUM: lambda s: _maximum_detail(s, "<"),
     Cause.TYPE_UNSUPPORTED: lambda s: f"{s.node.facts.instance_type} supports no {s.profile.resource} (maximum 0)",
     Cause.UNCOMMON_MAXIMUM: _uncommon_maximum_detail,
+    Cause.UNCOMMON_SOURCE: _uncommon_source_detail,
+    Cause.CONFLICTING_ADVERTISERS: lambda s: (
+        f"advertises through both {_advertisers(s.node)}: the same devices can be handed out twice"
+    ),
 }
 
 
@@ -301,6 +374,49 @@ def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[Provide
     )
 
 
+def transport_pods(analysis: PoolAnalysis, index: FactIndex) -> list[PodExplanation]:
+    """The pods on the pool's target nodes that request the fabric or an accelerator (the ones
+    whose logs are read), with what their logs say, by name: what status.workloads.transport
+    counts, pod by pod."""
+    found = []
+    for node in analysis.nodes:
+        for key in sorted(index.node_workload_pods.get(node.name, ())):
+            pod = index.workload_pods[key]
+            judgement = judge_pod(pod, analysis.profile, index)
+            if judgement.use.unknown or not (judgement.use.fabric or judgement.use.accelerator):
+                continue
+            view = judgement.transport
+            found.append(
+                PodExplanation(
+                    name=f"{pod.namespace}/{pod.name}",
+                    node=node.name,
+                    owner=f"{judgement.owner.kind}/{judgement.owner.name}",
+                    requests_fabric=judgement.use.fabric,
+                    transport=view.verdict if view is not None else Verdict.UNKNOWN,
+                    evidence=view.evidence if view is not None else "",
+                    read=view is not None,
+                    reason=view.reason if view is not None else "",
+                )
+            )
+    return sorted(found, key=lambda pod: pod.name)
+
+
+def _device_classes(pool: PoolAnalysis) -> list[DeviceClassExplanation] | None:
+    selection = pool.selection
+    if selection is None:
+        return None
+    return [
+        DeviceClassExplanation(
+            name=effective.name,
+            source=effective.source.value,
+            stands_in=effective.copy_origin if effective.stands_in else None,
+            error=effective.error,
+            extended_resource=effective.name == selection.extended_resource_class,
+        )
+        for effective in selection.classes
+    ]
+
+
 def explain_capability(config: Config, index: FactIndex, capability: PoolCapability) -> PoolExplanation:
     """The per-node view of one evaluated FabricCapability: its analysis, in words."""
     analysis = analyse_capability(config, index, capability)
@@ -310,7 +426,9 @@ def explain_capability(config: Config, index: FactIndex, capability: PoolCapabil
         fabric=capability.fabric,
         resource_name=analysis.profile.resource,
         pool=PoolRef(key=capability.pool.key, value=capability.pool.value),
+        device_classes=_device_classes(analysis),
         nodes=[_node_explanation(analysis, node, pods.get(node.name, [])) for node in analysis.nodes],
         other_nodes=list(analysis.other_nodes),
+        pods=transport_pods(analysis, index) if config.transport.enabled else None,
         status=capability.status,
     )

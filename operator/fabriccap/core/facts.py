@@ -12,7 +12,9 @@ chooses it, and what the facts hold is what statuses, Events, metric labels and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import sys
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -27,6 +29,16 @@ from fabriccap.core.references import (
     is_object_name,
     reference_problem,
     shown_reference,
+)
+from fabriccap.core.selection import (
+    NO_DEVICES,
+    DeviceClassFacts,
+    DeviceClassView,
+    DeviceCount,
+    DeviceSelector,
+    FabricSelection,
+    fabric_selection,
+    implicit_resource,
 )
 from fabriccap.core.text import (
     MAX_NAME,
@@ -171,9 +183,9 @@ def _term_matches(term: SelectorTerm, labels: Mapping[str, str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SliceFacts:
-    """One ResourceSlice of a node: which driver pool it belongs to, and how many of each
-    fabric's devices it holds. A DRANET slice of a p5 node carries 32 devices with a dozen
-    attributes each; this keeps a few fields."""
+    """One ResourceSlice of a node: which driver pool it belongs to, and what each DRA fabric's
+    classes make of its devices. A DRANET slice of a p5 node carries 34 devices with a dozen
+    attributes each; this keeps their names (shared across nodes) and a count per fabric."""
 
     name: str
     driver: str
@@ -181,15 +193,53 @@ class SliceFacts:
     generation: int
     slice_count: int  # the pool's resourceSliceCount
     node_name: str
-    devices: tuple[tuple[str, int], ...]  # (fabric, devices of it in this slice), sorted
-    # Devices published without attributes: they match no fabric, and the log says so once.
-    without_attributes: int = 0
+    # (fabric, what its classes make of the devices), by fabric.
+    devices: tuple[tuple[str, DeviceCount], ...]
+    # Every device's name: a device allocated to a claim counts from the claim only while its
+    # driver no longer publishes it (core.index).
+    device_names: tuple[str, ...] = ()
     # Why the slice cannot be read (its pool then counts as no devices); the node is known,
     # so the pool's message can say why instead of showing a bare 0.
     problem: str | None = None
+    # The generation this slice had before the update that lowered it (core.index): counted as
+    # the scheduler counts it, and said.
+    went_back_from: int | None = None
+    # The per-slice memo (FactsExtractor.resource_slice): the body's resourceVersion and the
+    # classes' signature it was read under. Not part of what the slice says.
+    resource_version: str = dataclasses.field(default="", compare=False)
+    read_with: Hashable = dataclasses.field(default=None, compare=False)
+
+    def count_of(self, fabric: str) -> DeviceCount:
+        for name, count in self.devices:
+            if name == fabric:
+                return count
+        return NO_DEVICES
 
     def devices_of(self, fabric: str) -> int:
-        return _lookup(self.devices, fabric)
+        return self.count_of(fabric).selected
+
+
+class AllocatedDevice(NamedTuple):
+    """One device a ResourceClaim was allocated (``status.allocation.devices.results``)."""
+
+    driver: str
+    pool: str
+    device: str
+    device_class: str  # the class its request named
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFacts:
+    """An allocated ResourceClaim's devices of the DRA fabrics' classes, and its node."""
+
+    namespace: str
+    name: str
+    # The node the allocation is bound to (``status.allocation.nodeSelector``, as the scheduler
+    # writes it for a node's own devices); None when it names no single node.
+    node_name: str | None
+    devices: tuple[AllocatedDevice, ...]
+    # Every class its requests name (spec.devices.requests), for the workload view.
+    device_classes: frozenset[str] = frozenset()
 
 
 class ObjectRef(NamedTuple):
@@ -219,6 +269,21 @@ class ClaimRef(NamedTuple):
     name: str
 
 
+# The most containers of one pod whose logs are read (each up to transport.maxBytes): a node
+# has at most 16 accelerator devices (trn1.32xlarge's Neuron devices; 8 GPUs on p4d/p5), and
+# NCCL runs one process per device, so a real pod has fewer accelerator containers than that.
+MAX_READ_CONTAINERS = 16
+
+
+class ContainerRun(NamedTuple):
+    """One accelerator container of a running pod, as far as its log goes: each restart starts
+    a new log, which is read again (docs/transport.md)."""
+
+    name: str
+    restarts: int  # containerStatuses[].restartCount
+    started_at: str  # state.running.startedAt (RFC 3339): the read schedule counts from it
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadPodFacts:
     """A pod that requests an accelerator or a fabric, claims devices, or sets fabric
@@ -237,6 +302,13 @@ class WorkloadPodFacts:
     owner: ObjectRef
     # PodScheduled=False with reason Unschedulable: the scheduler's message, shortened.
     unschedulable: str | None = None
+    uid: str = ""
+    # While transport is read (config.transport): the pod's running accelerator containers,
+    # whose logs hold NCCL's choice. Empty otherwise, so a restart changes no fact.
+    containers: tuple[ContainerRun, ...] = ()
+    # Running accelerator containers past the first MAX_READ_CONTAINERS (by name): never read,
+    # so the pod's transport is never ``fabric`` (core.verdicts.combine fails closed).
+    unread_containers: int = 0
 
     def request_of(self, resource: str) -> int:
         return _lookup(self.requests, resource)
@@ -270,9 +342,17 @@ class FactsExtractor:
         )
         self.plugin_namespaces: frozenset[str] = frozenset(config.plugin_namespaces)
         self.dra_fabrics = tuple(fabric for fabric in fabrics if fabric.uses(Source.DRA))
-        self.dra_drivers: frozenset[str] = frozenset(
-            driver for fabric in self.dra_fabrics for driver in fabric.dra.drivers
+        # The DeviceClasses worth keeping: those a profile names, and those that map a profile's
+        # resource (KEP-5004: the scheduler then serves `resource: N` from their devices).
+        self.device_class_names: frozenset[str] = frozenset(
+            name for fabric in self.dra_fabrics for name in fabric.dra.device_class_names
         )
+        self.dra_resources: frozenset[str] = frozenset(fabric.resource for fabric in self.dra_fabrics)
+        # A pod asking for a class's implicit extended resource asks for its devices (KEP-5004).
+        self.resources |= {implicit_resource(name) for name in self.device_class_names}
+        self.selector = DeviceSelector()
+        # The classes last read with, what they select with, and its signature.
+        self._selections: tuple[DeviceClassView, dict[str, FabricSelection], Hashable] | None = None
 
     def node(self, body: Mapping[str, Any]) -> NodeFacts:
         metadata = _mapping(body, "metadata", "Node")
@@ -384,12 +464,20 @@ class FactsExtractor:
         containers = _containers(spec, "containers", where)
         init_containers = _containers(spec, "initContainers", where)
         requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
-        claims = _claims(spec.get("resourceClaims"), namespace, where, self.on_refused)
+        claims = _claims(
+            spec.get("resourceClaims"), namespace, status.get("extendedResourceClaimStatus"), where, self.on_refused
+        )
         intent = self._intent([*containers, *init_containers])
         if not requests and not claims and not intent:
             return None
         labels = metadata.get("labels") or {}
         node_name = spec.get("nodeName") or None
+        running: tuple[ContainerRun, ...] = ()
+        if self.config.transport.enabled and node_name and status.get("phase") == "Running":
+            running = _running_accelerator_containers(containers, status.get("containerStatuses"), self.resources)
+        # A pod names as many containers as it likes: the reads of one pod are bounded.
+        unread = max(0, len(running) - MAX_READ_CONTAINERS)
+        running = running[:MAX_READ_CONTAINERS]
         return WorkloadPodFacts(
             namespace=namespace,
             name=name,
@@ -401,6 +489,9 @@ class FactsExtractor:
                 metadata, labels if isinstance(labels, Mapping) else {}, namespace, name, self.on_refused
             ),
             unschedulable=None if node_name else _unschedulable_message(status.get("conditions")),
+            uid=str(metadata.get("uid") or ""),
+            containers=running,
+            unread_containers=unread,
         )
 
     def _intent(self, containers: list[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -432,31 +523,81 @@ class FactsExtractor:
             )
         )
 
-    def resource_slice(self, body: Mapping[str, Any]) -> SliceFacts | None:
-        """Facts of a ResourceSlice of a configured DRA driver on one node; None for any other
-        driver. Raises IgnoredObjectError for a slice of a configured driver that names no node.
+    def selections(self, classes: DeviceClassView) -> dict[str, FabricSelection]:
+        """Each DRA fabric's classes as they stand with the cluster's ``classes`` (kept until
+        those change: every slice is read with them)."""
+        return self._selected_with(classes)[0]
 
-        Slices without ``spec.nodeName`` (``allNodes``, a ``nodeSelector``: devices reachable
-        from many nodes) say nothing about one node's own devices. A slice that names its node
-        but cannot be read otherwise is kept with its problem, so that node fails closed and
-        its pool's messages say why.
+    def selection_signature(self, classes: DeviceClassView) -> Hashable:
+        """What a slice's facts depend on besides its body: the classes' selectors."""
+        return self._selected_with(classes)[1]
+
+    def _selected_with(self, classes: DeviceClassView) -> tuple[dict[str, FabricSelection], Hashable]:
+        known = self._selections
+        if known is None or known[0] is not classes:
+            selections = {fabric.name: fabric_selection(fabric, classes.classes) for fabric in self.dra_fabrics}
+            signature = tuple((name, selection.signature) for name, selection in sorted(selections.items()))
+            known = self._selections = (classes, selections, signature)
+        return known[1], known[2]
+
+    def device_class(self, body: Mapping[str, Any]) -> DeviceClassFacts | None:
+        """Facts of a DeviceClass a DRA fabric names or that maps a DRA fabric's resource; None
+        for any other. A class whose selectors cannot be read is kept with its problem: like a
+        selector that does not compile, it then selects nothing."""
+        metadata = _mapping(body, "metadata", "DeviceClass")
+        name = object_name(metadata.get("name"))
+        spec = body.get("spec") or {}
+        if not isinstance(spec, Mapping):
+            raise FactsError(f"DeviceClass {name}: spec is not a mapping")
+        mapped = spec.get("extendedResourceName")
+        mapped = mapped if isinstance(mapped, str) and mapped else None
+        if name not in self.device_class_names and mapped not in self.dra_resources:
+            return None
+        created = metadata.get("creationTimestamp")
+        expressions: list[str] = []
+        problem = None
+        selectors = spec.get("selectors") or []
+        for position, selector in enumerate(selectors if isinstance(selectors, list) else [None]):
+            cel = selector.get("cel") if isinstance(selector, Mapping) else None
+            expression = cel.get("expression") if isinstance(cel, Mapping) else None
+            if not isinstance(expression, str):
+                problem = f"selector #{position} has no cel.expression"
+                break
+            expressions.append(expression)
+        return DeviceClassFacts(
+            name=name,
+            expressions=tuple(expressions),
+            extended_resource_name=mapped,
+            created=str(created) if isinstance(created, str) else "",
+            problem=problem,
+        )
+
+    def resource_slice(
+        self, body: Mapping[str, Any], classes: DeviceClassView, known: SliceFacts | None = None
+    ) -> SliceFacts | None:
+        """Facts of a ResourceSlice of one node's devices; None for a slice of devices shared by
+        many nodes that holds none of a fabric's. Raises IgnoredObjectError for a shared slice
+        that does hold some (``allNodes``, a ``nodeSelector``: they say nothing of one node).
+
+        ``known`` is what the index holds for the slice: when its resourceVersion and the
+        classes it was read with are the current ones, it is returned as it is, so a re-list
+        that changes nothing evaluates nothing. A slice that names its node but cannot be read
+        otherwise is kept with its problem, so that node fails closed and its pool says why.
         """
         metadata = _mapping(body, "metadata", "ResourceSlice")
         name = object_name(metadata.get("name"))
+        version = str(metadata.get("resourceVersion") or "")
+        signature = self.selection_signature(classes)
+        if known is not None and version and known.resource_version == version and known.read_with == signature:
+            return known
         spec = body.get("spec")
         if not isinstance(spec, Mapping):
             raise FactsError(f"ResourceSlice {name}: spec is not a mapping")
         driver = spec.get("driver")
-        if not isinstance(driver, str) or driver not in self.dra_drivers:
-            return None
+        if not isinstance(driver, str) or not driver:
+            raise FactsError(f"ResourceSlice {name}: spec.driver is missing")
         node_name = spec.get("nodeName")
-        if not isinstance(node_name, str) or not node_name:
-            scope = "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else "no node"
-            raise IgnoredObjectError(
-                f"ResourceSlice {name} of driver {driver} has no spec.nodeName ({scope}); "
-                "only slices of one node's own devices are counted"
-            )
-        node_name = object_name(node_name)
+        node_name = object_name(node_name) if isinstance(node_name, str) and node_name else None
         pool = spec.get("pool")
         pool_name = pool.get("name") if isinstance(pool, Mapping) else None
         pool_label = clean_text(pool_name, MAX_NAME) if isinstance(pool_name, str) and pool_name else f"of slice {name}"
@@ -471,6 +612,8 @@ class FactsExtractor:
             if not all(isinstance(device, Mapping) for device in devices):
                 raise FactsError("spec.devices has an entry that is not a mapping")
         except FactsError as error:
+            if not isinstance(node_name, str) or not node_name:
+                return None
             return SliceFacts(
                 name=name,
                 driver=driver,
@@ -480,16 +623,22 @@ class FactsExtractor:
                 node_name=node_name,
                 devices=(),
                 problem=f"ResourceSlice {name}: {error}",
+                resource_version=version,
+                read_with=signature,
             )
-        attribute_sets = [device.get("attributes") for device in devices]
-        described = [attributes for attributes in attribute_sets if isinstance(attributes, Mapping) and attributes]
         counts = tuple(
-            sorted(
-                (fabric.name, sum(1 for attributes in described if fabric.dra.matches(driver, attributes)))
-                for fabric in self.dra_fabrics
-                if driver in fabric.dra.drivers
-            )
+            (fabric, count)
+            for fabric, selection in sorted(self.selections(classes).items())
+            if (count := self.selector.count(selection, driver, devices)) != NO_DEVICES
         )
+        if not isinstance(node_name, str) or not node_name:
+            if not any(count.selected for _, count in counts):
+                return None
+            scope = "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else "no node"
+            raise IgnoredObjectError(
+                f"ResourceSlice {name} of driver {driver} has no spec.nodeName ({scope}); "
+                "only slices of one node's own devices are counted"
+            )
         return SliceFacts(
             name=name,
             driver=driver,
@@ -498,7 +647,53 @@ class FactsExtractor:
             slice_count=max(slice_count, 1),
             node_name=node_name,
             devices=counts,
-            without_attributes=len(devices) - len(described),
+            # Interned: DRANET names devices by PCI address, the same on every node of a type.
+            device_names=tuple(sys.intern(str(device.get("name") or "")) for device in devices),
+            resource_version=version,
+            read_with=signature,
+        )
+
+    def resource_claim(self, body: Mapping[str, Any]) -> ClaimFacts | None:
+        """Facts of an allocated ResourceClaim: its devices whose request names a DRA fabric's
+        class, and the node they are on; None for a claim not allocated (or of other classes
+        only, and not named by a pod of interest: the workload view reads its classes)."""
+        metadata = _mapping(body, "metadata", "ResourceClaim")
+        namespace = object_namespace(metadata.get("namespace"))
+        name = object_name(metadata.get("name"))
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+            raise FactsError(f"ResourceClaim {namespace}/{name}: spec/status is not a mapping")
+        classes_by_request = _request_classes(spec)
+        allocation = status.get("allocation")
+        devices: list[AllocatedDevice] = []
+        node_name = None
+        if isinstance(allocation, Mapping):
+            node_name = _single_node(allocation.get("nodeSelector"))
+            results = (
+                (allocation.get("devices") or {}).get("results")
+                if isinstance(allocation.get("devices"), Mapping)
+                else None
+            )
+            for result in results if isinstance(results, list) else []:
+                if not isinstance(result, Mapping) or result.get("adminAccess") is True:
+                    continue  # admin access watches a device; it does not take it
+                fields = [result.get(key) for key in ("driver", "pool", "device", "request")]
+                if not all(isinstance(value, str) and value for value in fields):
+                    continue
+                driver, pool, device, request = (str(value) for value in fields)
+                device_class = classes_by_request.get(request) or classes_by_request.get(request.split("/", 1)[0])
+                if device_class in self.device_class_names:
+                    devices.append(AllocatedDevice(driver, pool, sys.intern(device), device_class))
+        classes = frozenset(classes_by_request.values())
+        if not devices and not classes & self.device_class_names:
+            return None
+        return ClaimFacts(
+            namespace=namespace,
+            name=name,
+            node_name=node_name if devices else None,
+            devices=tuple(sorted(devices)),
+            device_classes=classes,
         )
 
     def daemon_set(self, body: Mapping[str, Any]) -> DaemonSetFacts | None:
@@ -613,13 +808,66 @@ def _effective_requests(
     return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0))
 
 
-def _claims(resource_claims: Any, namespace: str, holder: str, refused: RefusalHook | None) -> tuple[ClaimRef, ...]:
-    """The pod's claims; one whose name no claim can have is left out (its devices unknown,
-    the pod is judged by its other requests), as it is read with a GET of that name."""
-    if not isinstance(resource_claims, list):
+def _uses_accelerator(container: Mapping[str, Any], resources: frozenset[str]) -> bool:
+    """Whether a container asks for a resource some profile cares about (a fabric or an
+    accelerator), or for one of the pod's ResourceClaims: the containers NCCL runs in."""
+    spec = container.get("resources")
+    if not isinstance(spec, Mapping):
+        return False
+    for field in ("limits", "requests"):
+        quantities = spec.get(field)
+        if isinstance(quantities, Mapping) and any(
+            _positive(quantities[resource]) for resource in resources & quantities.keys()
+        ):
+            return True
+    claims = spec.get("claims")
+    return isinstance(claims, list) and bool(claims)
+
+
+def _positive(raw: Any) -> bool:
+    try:
+        return parse_quantity(raw) > 0
+    except ValueError:
+        return False
+
+
+def _running_accelerator_containers(
+    containers: list[Mapping[str, Any]], statuses: Any, resources: frozenset[str]
+) -> tuple[ContainerRun, ...]:
+    """The accelerator containers that run now, with their restart count and start time, by
+    name. A container whose status is missing or malformed is left out: it has no log to read."""
+    if not isinstance(statuses, list):
         return ()
+    wanted = {
+        container["name"]
+        for container in containers
+        if isinstance(container.get("name"), str) and _uses_accelerator(container, resources)
+    }
+    runs = []
+    for entry in statuses:
+        if not isinstance(entry, Mapping) or entry.get("name") not in wanted:
+            continue
+        state = entry.get("state")
+        running = state.get("running") if isinstance(state, Mapping) else None
+        started = running.get("startedAt") if isinstance(running, Mapping) else None
+        restarts = entry.get("restartCount", 0)
+        if isinstance(started, str) and isinstance(restarts, int) and not isinstance(restarts, bool) and restarts >= 0:
+            runs.append(ContainerRun(str(entry["name"]), restarts, started[:64]))
+    return tuple(sorted(runs))
+
+
+def _claims(
+    resource_claims: Any, namespace: str, extended: Any, holder: str, refused: RefusalHook | None
+) -> tuple[ClaimRef, ...]:
+    """The pod's claims: those its spec names, and the one the scheduler made for extended
+    resources it serves from DRA (KEP-5004: ``status.extendedResourceClaimStatus``). One whose
+    name no claim can have is left out (its devices unknown, the pod is judged by its other
+    requests), as it is read with a GET of that name."""
     found = []
-    for claim in resource_claims:
+    named: list[Any] = list(resource_claims) if isinstance(resource_claims, list) else []
+    if isinstance(extended, Mapping):
+        named.append({"resourceClaimName": extended.get("resourceClaimName")})
+    for claim in named:
         if not isinstance(claim, Mapping):
             continue
         if isinstance(claim.get("resourceClaimTemplateName"), str):
@@ -741,10 +989,54 @@ def _required_affinity(affinity: Any) -> tuple[tuple[SelectorTerm, ...], ...]:
     return tuple(found)
 
 
-def _count(value: Any, field: str) -> int:
+def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FactsError(f"{field} {shown_value(value)} is not a count")
+        raise FactsError(f"{what} {shown_value(value)} is not a count")
     return value
+
+
+def _request_classes(spec: Mapping[str, Any]) -> dict[str, str]:
+    """Request name -> the DeviceClass it names, from a claim's spec.devices.requests; a
+    firstAvailable subrequest is ``request/subrequest``, as an allocation result names it."""
+    devices = spec.get("devices")
+    requests = devices.get("requests") if isinstance(devices, Mapping) else None
+    classes: dict[str, str] = {}
+    for request in requests if isinstance(requests, list) else []:
+        if not isinstance(request, Mapping) or not isinstance(request.get("name"), str):
+            continue
+        exactly = request.get("exactly")
+        if isinstance(exactly, Mapping) and isinstance(exactly.get("deviceClassName"), str):
+            classes[request["name"]] = exactly["deviceClassName"]
+        for alternative in request.get("firstAvailable") or []:
+            if (
+                isinstance(alternative, Mapping)
+                and isinstance(alternative.get("name"), str)
+                and isinstance(alternative.get("deviceClassName"), str)
+            ):
+                classes[f"{request['name']}/{alternative['name']}"] = alternative["deviceClassName"]
+    return classes
+
+
+def _single_node(selector: Any) -> str | None:
+    """The one node a NodeSelector pins (``matchFields metadata.name In [node]``), as the
+    scheduler writes an allocation of a node's own devices; None for anything else."""
+    terms = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
+    if not isinstance(terms, list) or len(terms) != 1 or not isinstance(terms[0], Mapping):
+        return None
+    fields = terms[0].get("matchFields")
+    if not isinstance(fields, list) or len(fields) != 1 or not isinstance(fields[0], Mapping):
+        return None
+    requirement = fields[0]
+    values = requirement.get("values")
+    if (
+        requirement.get("key") == "metadata.name"
+        and requirement.get("operator") == "In"
+        and isinstance(values, list)
+        and len(values) == 1
+        and isinstance(values[0], str)
+    ):
+        return values[0]
+    return None
 
 
 def _pairs(labels: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from fabriccap.core.config import Config
 from fabriccap.core.facts import (
+    ClaimFacts,
     ClaimRef,
     DaemonSetFacts,
     NodeFacts,
@@ -43,6 +44,8 @@ from fabriccap.core.facts import (
     WorkloadPodFacts,
 )
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
+from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
+from fabriccap.core.verdicts import PodTransport
 
 NamespacedKey = tuple[str, str]
 OwnerKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -86,14 +89,25 @@ class Table(Generic[KeyT, FactsT]):
 
 @dataclass(frozen=True, slots=True)
 class DraDevices:
-    """A node's devices of one fabric in ResourceSlices, and why some could not be counted."""
+    """A node's devices of one fabric in ResourceSlices and ResourceClaims, and why some could
+    not be counted."""
 
     count: int
     # An incomplete or unreadable driver pool: the node counts as not advertising, and why.
     problem: str | None = None
-    # Devices of the fabric in the slices present, complete or not: a node with some is a
-    # target node of the fabric even while its pool is incomplete.
+    # Devices of the fabric in the slices present, complete or not, and in its claims: a node
+    # with some is a target node of the fabric even while its pool is incomplete.
     seen: int = 0
+    # Of ``count``, the devices allocated to ResourceClaims that the driver no longer publishes.
+    allocated: int = 0
+    # What else a message should say: slices of an older generation ignored, a generation that
+    # went back.
+    notes: tuple[str, ...] = ()
+    # The fabric's classes failed on these devices: not counted.
+    errors: tuple[ClassError, ...] = ()
+
+
+NO_DRA_DEVICES = DraDevices(0)
 
 
 class FactIndex:
@@ -107,6 +121,13 @@ class FactIndex:
         self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
         self.slices: dict[str, SliceFacts] = self.held(SLICE_FACTS)
         self.node_slices: dict[str, set[str]] = {}  # node name -> names of its slices
+        # The DeviceClasses the DRA fabrics name or map their resource with, by name; the view
+        # (with a version) is what slices are read with.
+        self.device_classes: dict[str, DeviceClassFacts] = self.held(DEVICE_CLASS_FACTS)
+        self._class_view = NO_CLASSES
+        # Allocated ResourceClaims of the fabrics' classes, and the claims on each node.
+        self.claims: dict[NamespacedKey, ClaimFacts] = self.held(CLAIM_FACTS)
+        self.node_claims: dict[str, set[NamespacedKey]] = {}
         self.workload_pods: dict[NamespacedKey, WorkloadPodFacts] = self.held(WORKLOAD_POD_FACTS)
         self.node_workload_pods: dict[str, set[NamespacedKey]] = {}
         self.unscheduled_pods: set[NamespacedKey] = set()  # not bound, and the scheduler said why
@@ -120,16 +141,20 @@ class FactIndex:
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
         self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
-        # Karpenter's objects (when its API is served): NodePools by name, NodeClaims by name and
-        # by the node they name, EC2NodeClasses by name.
+        # Karpenter's objects (when its API is served): NodePools by name, NodeClaims by name
+        # (karpenter_claims, unlike node_claims above, which holds ResourceClaims) and by the node
+        # they name, EC2NodeClasses by name.
         self.node_pools: dict[str, NodePoolFacts] = self.held(NODE_POOL_FACTS)
-        self.node_claims: dict[str, NodeClaimFacts] = self.held(NODE_CLAIM_FACTS)
-        self.claims_by_node: dict[str, set[str]] = {}  # node name -> NodeClaims naming it
-        self.claims_by_provider_id: dict[str, set[str]] = {}
+        self.karpenter_claims: dict[str, NodeClaimFacts] = self.held(NODE_CLAIM_FACTS)
+        self.karpenter_claims_by_node: dict[str, set[str]] = {}  # node name -> NodeClaims naming it
+        self.karpenter_claims_by_provider_id: dict[str, set[str]] = {}
         self.node_classes: dict[str, NodeClassFacts] = self.held(NODE_CLASS_FACTS)
         # The pool key a NodePool's nodes carry; None when the config has no such key (NodePools
         # are then not pools).
         self.node_pool_key: str | None = NODEPOOL_LABEL
+        # What NCCL chose, per workload pod whose logs were read (config.transport): a verdict
+        # and an evidence line each, never the log. Forgotten with the pod.
+        self.transport: dict[NamespacedKey, PodTransport] = {}
         self._versions = itertools.count(1)
         self.pool_versions: dict[Pool, int] = {}
         self.provider_version = 0
@@ -149,8 +174,17 @@ class FactIndex:
     def _unscheduled_touched(self) -> None:
         """A pod no node could take changed (the unschedulable count and its Events)."""
 
+    def _classes_touched(self) -> None:
+        """A DeviceClass changed: which devices are a fabric's may have, so the slices may need
+        reading again (their facts hold what the classes made of them), and every pool's
+        messages (which class counts) may change."""
+        self._everything_touched()
+
     def _lookups_touched(self, pods: set[NamespacedKey]) -> None:
         """An owner or a claim became known: the pools of these workload pods may change."""
+
+    def _workload_pod_seen(self, key: NamespacedKey, facts: WorkloadPodFacts | None) -> None:
+        """A workload pod's facts changed, or it went (None): the log reader's cue."""
 
     def _owner_released(self, owner: OwnerKey) -> None:
         """No workload pod's chain of owners goes through ``owner`` any more (the operator's
@@ -282,32 +316,32 @@ class FactIndex:
             self._unlink_claim(previous)
         if current is not None:
             if current.node_name is not None:
-                self.claims_by_node.setdefault(current.node_name, set()).add(current.name)
+                self.karpenter_claims_by_node.setdefault(current.node_name, set()).add(current.name)
             if current.provider_id is not None:
-                self.claims_by_provider_id.setdefault(current.provider_id, set()).add(current.name)
+                self.karpenter_claims_by_provider_id.setdefault(current.provider_id, set()).add(current.name)
             self._claim_touched(current)
 
     def _unlink_claim(self, facts: NodeClaimFacts) -> None:
         if facts.node_name is not None:
-            _discard(self.claims_by_node, facts.node_name, facts.name)
+            _discard(self.karpenter_claims_by_node, facts.node_name, facts.name)
         if facts.provider_id is not None:
-            _discard(self.claims_by_provider_id, facts.provider_id, facts.name)
+            _discard(self.karpenter_claims_by_provider_id, facts.provider_id, facts.name)
         self._claim_touched(facts)
 
     def _claim_touched(self, facts: NodeClaimFacts) -> None:
         self._node_touched(facts.node_name)
         self._node_pool_touched(facts.node_pool)
-        for name in self.claims_by_provider_id.get(facts.provider_id or "", ()):
-            if (claim := self.node_claims.get(name)) is not None:
+        for name in self.karpenter_claims_by_provider_id.get(facts.provider_id or "", ()):
+            if (claim := self.karpenter_claims.get(name)) is not None:
                 self._node_touched(claim.node_name)
 
     def claims_of(self, node: NodeFacts) -> list[NodeClaimFacts]:
         """The NodeClaims that name ``node``, by status.nodeName or status.providerID (Karpenter's
         own match), by name."""
-        names = set(self.claims_by_node.get(node.name, ()))
+        names = set(self.karpenter_claims_by_node.get(node.name, ()))
         if node.provider_id:
-            names |= self.claims_by_provider_id.get(node.provider_id, set())
-        return [self.node_claims[name] for name in sorted(names)]
+            names |= self.karpenter_claims_by_provider_id.get(node.provider_id, set())
+        return [self.karpenter_claims[name] for name in sorted(names)]
 
     def put_node_class(self, facts: NodeClassFacts) -> bool:
         return self.put(NODE_CLASS_FACTS, facts)
@@ -356,9 +390,13 @@ class FactIndex:
         key = (facts.namespace, facts.name)
         if previous is not None:
             self._unlink_workload_pod(key, previous)
+            if current is None or previous.uid != current.uid:
+                # Gone, or another pod of the same name: its log is another.
+                self.transport.pop(key, None)
         if current is None:
             del self.workload_versions[key]
             self._release_references(facts)
+            self._workload_pod_seen(key, None)
             return
         self.workload_versions[key] = next(self._versions)
         self.owner_pods.setdefault(current.owner.key, set()).add(key)
@@ -372,6 +410,18 @@ class FactIndex:
             self._unscheduled_touched()
         if previous is not None:  # after the new links: what the pod still names stays
             self._release_references(previous)
+        self._workload_pod_seen(key, current)
+
+    def put_transport(self, key: NamespacedKey, transport: PodTransport) -> bool:
+        """Keep what a log read found for the pod ``key``, if it is still the pod that was read
+        (same uid): a pod deleted or replaced meanwhile gets nothing. True when it changed."""
+        facts = self.workload_pods.get(key)
+        if facts is None or facts.uid != transport.uid or self.transport.get(key) == transport:
+            return False
+        self.transport[key] = transport
+        self._workloads_changed((key,))
+        self._node_workloads_touched(facts.node_name)
+        return True
 
     def _unlink_workload_pod(self, key: NamespacedKey, facts: WorkloadPodFacts) -> None:
         _discard(self.owner_pods, facts.owner.key, key)
@@ -487,19 +537,28 @@ class FactIndex:
     def _drop_slice(self, facts: SliceFacts) -> None:
         _discard(self.node_slices, facts.node_name, facts.name)
 
-    def dra_devices(self, node_name: str, fabric: str, drivers: tuple[str, ...]) -> DraDevices:
-        """The node's devices of ``fabric`` from ``drivers``' ResourceSlices.
+    def dra_devices(self, node_name: str, fabric: str, classes: Iterable[str]) -> DraDevices:
+        """The node's devices of ``fabric``: those its ``classes`` select in the node's
+        ResourceSlices, plus those allocated to ResourceClaims of these classes on the node
+        that the driver no longer publishes (DRANET drops an interface it moved into a pod).
 
         Per driver pool, only the latest generation counts (a driver republishing its pool
-        bumps it), and only once all ``resourceSliceCount`` slices of that generation are in:
-        a partly published pool counts as no devices, so the node fails closed.
+        bumps it, and the scheduler ignores older slices), and only once all
+        ``resourceSliceCount`` slices of that generation are in: a partly published pool counts
+        as no devices, so the node fails closed. Two drivers may name their pools alike: a pool
+        is a (driver, name) pair.
         """
+        slice_names = self.node_slices.get(node_name, ())
+        claim_keys = self.node_claims.get(node_name, ())
+        if not slice_names and not claim_keys:
+            return NO_DRA_DEVICES
         pools: dict[tuple[str, str], list[SliceFacts]] = {}
-        for name in self.node_slices.get(node_name, ()):
+        for name in slice_names:
             facts = self.slices[name]
-            if facts.driver in drivers:
-                pools.setdefault((facts.driver, facts.pool), []).append(facts)
-        count, seen, problems = 0, 0, []
+            pools.setdefault((facts.driver, facts.pool), []).append(facts)
+        count, seen, problems, notes = 0, 0, [], []
+        errors: list[ClassError] = []
+        published: dict[tuple[str, str], set[str]] = {}
         for (driver, pool), members in sorted(pools.items()):
             unreadable = sorted(member.problem for member in members if member.problem)
             if unreadable:
@@ -507,7 +566,19 @@ class FactIndex:
                 continue
             latest = max(member.generation for member in members)
             current = [member for member in members if member.generation == latest]
+            older = sorted({member.generation for member in members if member.generation != latest})
+            if older:
+                stale = ", ".join(map(str, older))
+                notes.append(f"driver {driver} pool {pool}: slices of generation {stale} ignored (latest {latest})")
+            for member in current:
+                if member.went_back_from is not None:
+                    notes.append(
+                        f"ResourceSlice {member.name}: generation went back from {member.went_back_from} to "
+                        f"{member.generation}; counted, as the scheduler counts it"
+                    )
+                errors.extend(member.count_of(fabric).errors)
             devices = sum(member.devices_of(fabric) for member in current)
+            published[(driver, pool)] = {name for member in current for name in member.device_names}
             seen += devices
             expected = max(member.slice_count for member in current)
             if len(current) < expected:
@@ -515,9 +586,58 @@ class FactIndex:
                 problems.append(f"driver {driver} pool {pool} has {present} of generation {latest}")
                 continue
             count += devices
+        allocated = self._allocated_unpublished(claim_keys, frozenset(classes), published)
+        seen += allocated
         if problems:
-            return DraDevices(0, "; ".join(problems), seen)
-        return DraDevices(count, None, seen)
+            return DraDevices(0, "; ".join(problems), seen, 0, tuple(notes), tuple(errors))
+        return DraDevices(count + allocated, None, seen, allocated, tuple(notes), tuple(errors))
+
+    def _allocated_unpublished(
+        self, claim_keys: Iterable[NamespacedKey], classes: frozenset[str], published: dict[tuple[str, str], set[str]]
+    ) -> int:
+        """Devices of ``classes`` allocated to the node's claims that its slices no longer list
+        (each once, however many claims share it)."""
+        unpublished = set()
+        for key in claim_keys:
+            for device in self.claims[key].devices:
+                if device.device_class in classes and device.device not in published.get(
+                    (device.driver, device.pool), ()
+                ):
+                    unpublished.add((device.driver, device.pool, device.device))
+        return len(unpublished)
+
+    # -- DeviceClasses
+
+    def class_view(self) -> DeviceClassView:
+        """The DeviceClasses as they stand, with their version: what slices are read with."""
+        return self._class_view
+
+    def put_device_class(self, facts: DeviceClassFacts) -> bool:
+        return self.put(DEVICE_CLASS_FACTS, facts)
+
+    def remove_device_class(self, name: str) -> bool:
+        return self.remove(DEVICE_CLASS_FACTS, name)
+
+    def _device_class_changed(self, _previous: DeviceClassFacts | None, _current: DeviceClassFacts | None) -> None:
+        self._class_view = DeviceClassView(next(self._versions), dict(self.device_classes))
+        self.provider_version = next(self._versions)  # every pool's messages read the classes
+        self._classes_touched()
+
+    # -- ResourceClaims
+
+    def put_claim(self, facts: ClaimFacts) -> bool:
+        return self.put(CLAIM_FACTS, facts)
+
+    def remove_claim(self, namespace: str, name: str) -> bool:
+        return self.remove(CLAIM_FACTS, (namespace, name))
+
+    def _claim_changed(self, previous: ClaimFacts | None, current: ClaimFacts | None) -> None:
+        if previous is not None and previous.node_name is not None:
+            _discard(self.node_claims, previous.node_name, (previous.namespace, previous.name))
+            self._node_touched(previous.node_name)
+        if current is not None and current.node_name is not None:
+            self.node_claims.setdefault(current.node_name, set()).add((current.namespace, current.name))
+            self._node_touched(current.node_name)
 
     # -- DaemonSets
 
@@ -527,11 +647,11 @@ class FactIndex:
         self._everything_touched()
 
 
-def _name(facts: NodeFacts | SliceFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts) -> str:
+def _name(facts: NodeFacts | SliceFacts | DeviceClassFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts) -> str:
     return facts.name
 
 
-def _namespaced(facts: PodFacts | WorkloadPodFacts | DaemonSetFacts) -> NamespacedKey:
+def _namespaced(facts: PodFacts | WorkloadPodFacts | DaemonSetFacts | ClaimFacts) -> NamespacedKey:
     return (facts.namespace, facts.name)
 
 
@@ -550,6 +670,8 @@ DAEMON_SET_FACTS: Table[NamespacedKey, DaemonSetFacts] = Table(
 NODE_POOL_FACTS: Table[str, NodePoolFacts] = Table("nodepools", False, _name, FactIndex._node_pool_changed)
 NODE_CLAIM_FACTS: Table[str, NodeClaimFacts] = Table("nodeclaims", False, _name, FactIndex._node_claim_changed)
 NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _name, FactIndex._node_class_changed)
+DEVICE_CLASS_FACTS: Table[str, DeviceClassFacts] = Table("deviceclasses", False, _name, FactIndex._device_class_changed)
+CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _namespaced, FactIndex._claim_changed)
 
 
 def _discard(index: dict[K, set[V]], key: K, member: V) -> None:

@@ -481,6 +481,6 @@ def missing_nodes(index: FactIndex, node_pool: str) -> list[str]:
     """NodeClaims of a NodePool that name a node the cluster does not have: reported, not judged."""
     return [
         f"NodeClaim {claim.name} names node {claim.node_name}, which does not exist"
-        for claim in sorted(index.node_claims.values(), key=lambda claim: claim.name)
+        for claim in sorted(index.karpenter_claims.values(), key=lambda claim: claim.name)
         if claim.node_pool == node_pool and claim.node_name is not None and claim.node_name not in index.nodes
     ]

@@ -1,10 +1,15 @@
-"""Kubernetes quantities (``32``, ``1k``, ``1500m``) as whole device counts."""
+"""Kubernetes quantities (``32``, ``1k``, ``1500m``): as whole device counts, or exactly.
+
+Device counts round a fraction down (``parse_quantity``); a DRA device's capacity is compared
+exactly, as ``resource.Quantity`` compares in Go (``exact_quantity``).
+"""
 
 from __future__ import annotations
 
 import math
 import re
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
 # Kubernetes resource.Quantity suffixes (apimachinery/pkg/api/resource).
@@ -26,6 +31,11 @@ _QUANTITY = re.compile(
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$",
     re.ASCII,  # Kubernetes quantities are ASCII; \d alone would accept other scripts' digits
 )
+# The same grammar for a JSON Schema (ECMA-262 has no named groups here, and \d is ASCII there).
+QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+# An exponent beyond this is larger than any device count or capacity; refused rather than
+# allocating a huge integer.
+MAX_EXPONENT = 30
 
 
 def shown_value(value: Any) -> str:
@@ -68,9 +78,28 @@ def parse_quantity(value: Any) -> int:
         scaled = number * _DECIMAL_SUFFIXES[suffix]
     else:
         exponent = int(suffix[1:])
-        if exponent > 30:  # larger than any device count; refuse rather than allocate a huge int
+        if exponent > MAX_EXPONENT:
             raise ValueError(f"{shown_value(value)} is out of range")
         scaled = number.scaleb(exponent)
     if scaled <= 0:
         return 0
     return int(scaled.to_integral_value(ROUND_FLOOR))
+
+
+def exact_quantity(text: str) -> Fraction:
+    """A quantity's exact value (``"1.5Gi"`` -> 1610612736, ``"500m"`` -> 1/2), negative values
+    included, as a DRA device's capacity holds it. Raises ValueError on anything that is not a
+    quantity, or whose exponent is out of range either way."""
+    match = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"{shown_value(text)} is not a quantity")
+    number = Fraction(match["number"])
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY_SUFFIXES:
+        return number * _BINARY_SUFFIXES[suffix]
+    if suffix in _DECIMAL_SUFFIXES:
+        return number * Fraction(_DECIMAL_SUFFIXES[suffix])
+    exponent = int(suffix[1:])
+    if abs(exponent) > MAX_EXPONENT:
+        raise ValueError(f"{shown_value(text)} is out of range")
+    return number * Fraction(10) ** exponent

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from fabriccap.core.config import DevicePlugin, DraSettings, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, NodeFacts, PodFacts
 from fabriccap.core.index import FactIndex
+from fabriccap.core.selection import ClassError
 
 
 class Reading(NamedTuple):
@@ -31,6 +32,11 @@ class Reading(NamedTuple):
     evidence: bool
     # Devices it reports but holds back as unhealthy, described; None when there are none.
     unhealthy: str | None = None
+    # What else messages should say about how the devices were counted (DRA: older slices
+    # ignored, devices counted from ResourceClaims).
+    notes: tuple[str, ...] = ()
+    # Devices its selectors failed on (DRA: a DeviceClass's CEL error): not counted.
+    errors: tuple[ClassError, ...] = ()
 
 
 class RequestForm(Enum):
@@ -84,14 +90,18 @@ def _read_allocatable(profile: FabricProfile, node: NodeFacts, index: FactIndex)
 
 
 def _read_resource_slices(profile: FabricProfile, node: NodeFacts, index: FactIndex) -> Reading:
-    devices = index.dra_devices(node.name, profile.name, profile.dra.drivers)
+    devices = index.dra_devices(node.name, profile.name, profile.dra.device_class_names)
+    notes = devices.notes
+    if devices.allocated:
+        allocated = f"{devices.allocated} allocated to ResourceClaims and no longer in its ResourceSlices"
+        notes = (*notes, allocated)
     # Devices in an incomplete pool do not count, but they show the node is one of the fabric's.
-    return Reading(devices.count, devices.problem, devices.seen > 0)
+    return Reading(devices.count, devices.problem, devices.seen > 0, None, notes, devices.errors)
 
 
 def _slices_hold_none(profile: FabricProfile, nodes: str | None) -> str:
-    drivers = ", ".join(profile.dra.drivers)
-    return f"no ResourceSlice of {drivers} holds {profile.name} devices on {f'any of {nodes}' if nodes else 'them'}"
+    classes = " or ".join(profile.dra.device_class_names)
+    return f"no ResourceSlice device that {classes} selects is on {f'any of {nodes}' if nodes else 'them'}"
 
 
 SOURCES: Mapping[Source, SourceRow] = {
@@ -155,6 +165,17 @@ TARGET_MARKING: tuple[Source, ...] = tuple(source for source, row in SOURCES.ite
 def in_order(sources: Iterable[Source]) -> list[Source]:
     """``sources`` in the one order messages list them: the order of ``Source``."""
     return sorted(set(sources), key=_ORDER.__getitem__)
+
+
+def request_forms(sources: Iterable[Source], *, extended_resource_mapped: bool) -> frozenset[RequestForm]:
+    """The forms a request takes to schedule on a node advertising through ``sources``. With
+    the resource mapped to the fabric's DeviceClass (KEP-5004: ``spec.extendedResourceName``),
+    the scheduler serves an extended-resource request from a node's DRA devices too, where its
+    allocatable holds none of the resource."""
+    forms = {SOURCES[source].request for source in sources}
+    if extended_resource_mapped and RequestForm.RESOURCE_CLAIM in forms:
+        forms.add(RequestForm.EXTENDED_RESOURCE)
+    return frozenset(forms)
 
 
 def read_sources(profile: FabricProfile) -> list[Source]:
@@ -227,11 +248,9 @@ def selects(profile: FabricProfile, source: Source, daemon_set: DaemonSetFacts) 
     finder = SOURCES[source].finder(profile)
     if daemon_set.name in finder.daemon_set_names:
         return True
-    selector = finder.selector_labels
-    if not selector:
-        return False
     return any(
         all(labels.get(key) == value for key, value in selector.items())
+        for selector in finder.selector_label_sets
         for labels in (dict(daemon_set.labels), dict(daemon_set.template_labels))
     )
 

@@ -22,13 +22,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fabriccap.core import api
-from fabriccap.core.api import FabricCapabilityStatus, Offender, PoolRef, WorkloadCount, WorkloadsStatus
+from fabriccap.core.api import (
+    FabricCapabilityStatus,
+    Offender,
+    PoolRef,
+    ReadError,
+    TransportCount,
+    TransportStatus,
+    WorkloadCount,
+    WorkloadsStatus,
+)
 from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
 from fabriccap.core.index import FactIndex
 from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
+from fabriccap.core.selection import implicit_resource
 from fabriccap.core.text import MAX_KIND, clean_text
+from fabriccap.core.transport import Verdict
+from fabriccap.core.verdicts import likely_cause
 from fabriccap.core.workload_kinds import READ_FOR_OWNER, WorkloadKind, group_kind, group_of, request_field
 
 MAX_OFFENDERS = api.MAX_OFFENDERS  # the status model's bound (api.py: how large a status can be)
@@ -37,6 +49,11 @@ WITHOUT_FABRIC = "withoutFabric"
 INTENT_WITHOUT_REQUEST = "intentWithoutRequest"
 FABRIC_NOT_REQUESTED = "FabricNotRequested"
 FABRIC_UNSCHEDULABLE = "FabricUnschedulable"
+# A workload that requests the fabric while NCCL chose sockets or another network: the
+# offender's problem and its Event's reason (SPEC's spelling, as the round-3 problems are).
+FABRIC_NOT_USED = "FabricNotUsed"
+NOT_USED_VERDICTS = frozenset({Verdict.SOCKET, Verdict.OTHER})
+MAX_READ_ERRORS = api.MAX_READ_ERRORS
 
 # The kinds whose own owner is worth one read (core.workload_kinds: a Job may belong to a
 # CronJob or an MPIJob's launcher, a JobSet to a TrainJob, a ReplicaSet to a Deployment), by
@@ -84,16 +101,27 @@ def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, Looku
 
 
 def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[bool, list[LookupKey]]:
-    """Whether one of the pod's claims asks for the fabric's DeviceClass; the claims not yet known."""
-    device_class = profile.dra.device_class_name if profile.uses(Source.DRA) else None
+    """Whether one of the pod's claims asks for one of the fabric's DeviceClasses (the claim the
+    scheduler made for an extended resource served from DRA included); the claims not yet known."""
+    device_classes = frozenset(profile.dra.device_class_names) if profile.uses(Source.DRA) else frozenset()
     unknown = []
     for claim in pod.claims:
         classes = index.claim_classes.get(claim)
         if classes is None:
             unknown.append(LookupKey(claim.kind, claim.namespace, claim.name, "resource.k8s.io/v1"))
-        elif device_class is not None and device_class in classes:
+        elif classes & device_classes:
             return True, []
     return False, unknown
+
+
+def requests_fabric(pod: WorkloadPodFacts, profile: FabricProfile) -> bool:
+    """Whether the pod asks for the fabric as an extended resource: the profile's resource, or a
+    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``)."""
+    if pod.request_of(profile.resource) > 0:
+        return True
+    return profile.uses(Source.DRA) and any(
+        pod.request_of(implicit_resource(name)) > 0 for name in profile.dra.device_class_names
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +134,7 @@ class PodUse:
 
 def pod_use(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[PodUse, list[LookupKey]]:
     by_claim, unknown = claims_fabric(pod, profile, index)
-    fabric = pod.request_of(profile.resource) > 0 or by_claim
+    fabric = requests_fabric(pod, profile) or by_claim
     accelerator = any(pod.request_of(resource) > 0 for resource in profile.target_nodes.accelerator_resources)
     use = _POD_USES[(fabric, accelerator, profile.name in pod.intent, bool(unknown) and not fabric)]
     return use, unknown
@@ -123,6 +151,16 @@ _POD_USES = {
 
 
 @dataclass(frozen=True, slots=True)
+class PodTransportView:
+    """What NCCL chose in one pod, for one fabric, as the pool's status and Events tell it."""
+
+    pod: str  # namespace/name
+    verdict: Verdict
+    evidence: str
+    reason: str  # why its log could not be read, if it could not
+
+
+@dataclass(frozen=True, slots=True)
 class PodJudgement:
     """One pod, for one fabric: its use, its top-level owner as far as known, and the lookups
     that would tell more. It changes only with the pod's facts or a lookup's answer about it
@@ -133,13 +171,31 @@ class PodJudgement:
     lookups: tuple[LookupKey, ...]
     version: int = 0  # the pod's workload version in the index when it was judged
     node: str | None = None  # the node it is bound to
+    # What its log says NCCL chose (config.transport); None while it has not been read.
+    transport: PodTransportView | None = None
 
 
 def judge_pod(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex, version: int = 0) -> PodJudgement:
     use, unknown = pod_use(pod, profile, index)
     owner, missing = top_owner(pod, index)
+    read = index.transport.get((pod.namespace, pod.name))
+    chosen = read.of(profile.name) if read is not None else None
+    transport = None
+    if read is not None:
+        verdict, evidence = (chosen.verdict, chosen.evidence) if chosen is not None else (Verdict.UNKNOWN, "")
+        transport = PodTransportView(f"{pod.namespace}/{pod.name}", verdict, evidence, read.reason)
     lookups = (*unknown, missing) if missing is not None else tuple(unknown)
-    return PodJudgement(use, owner, lookups, version, pod.node_name)
+    return PodJudgement(use, owner, lookups, version, pod.node_name, transport)
+
+
+@dataclass(frozen=True, slots=True)
+class NotUsed:
+    """A workload whose pods request the fabric while NCCL chose another network: its pods,
+    and the first of them (by name) with its evidence, for the Event."""
+
+    owner: ObjectRef
+    pods: int
+    example: PodTransportView
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,22 +206,77 @@ class PoolWorkloads:
     lookups: frozenset[LookupKey]
     # The nodes each of those owners' pods run on.
     without_fabric_nodes: Mapping[ObjectRef, frozenset[str]] = field(default_factory=dict)
+    # Every owner that requests the fabric and does not use it (config.transport).
+    not_used: tuple[NotUsed, ...] = ()
 
 
 def _owner_sort_key(owner: ObjectRef) -> tuple[str, str, str]:
     return (owner.namespace, owner.kind, owner.name)
 
 
-def pool_workloads(judgements: Iterable[PodJudgement], offers: bool) -> PoolWorkloads:
+@dataclass(slots=True)
+class _TransportTally:
+    """Pods and owners per verdict, over the pods that request the fabric or an accelerator."""
+
+    pods: dict[Verdict, int]
+    owners: dict[Verdict, set[ObjectRef]]
+    fabric_pods: dict[Verdict, int]
+    read_errors: dict[str, int]
+    not_used: dict[ObjectRef, int]
+    examples: dict[ObjectRef, PodTransportView]
+
+    @classmethod
+    def empty(cls) -> _TransportTally:
+        return cls({}, {}, {}, {}, {}, {})
+
+    def add(self, judgement: PodJudgement) -> None:
+        use, view = judgement.use, judgement.transport
+        verdict = view.verdict if view is not None else Verdict.UNKNOWN
+        self.pods[verdict] = self.pods.get(verdict, 0) + 1
+        self.owners.setdefault(verdict, set()).add(judgement.owner)
+        if use.fabric:
+            self.fabric_pods[verdict] = self.fabric_pods.get(verdict, 0) + 1
+        if view is None:
+            return
+        if verdict is Verdict.UNKNOWN and view.reason:
+            self.read_errors[view.reason] = self.read_errors.get(view.reason, 0) + 1
+        if use.fabric and verdict in NOT_USED_VERDICTS:
+            owner = judgement.owner
+            self.not_used[owner] = self.not_used.get(owner, 0) + 1
+            known = self.examples.get(owner)
+            if known is None or view.pod < known.pod:
+                self.examples[owner] = view
+
+    def status(self) -> TransportStatus:
+        def count(verdict: Verdict) -> TransportCount:
+            return TransportCount(
+                pods=self.pods.get(verdict, 0),
+                workloads=len(self.owners.get(verdict, ())),
+                requesting_fabric_pods=self.fabric_pods.get(verdict, 0),
+            )
+
+        errors = heapq.nsmallest(MAX_READ_ERRORS, self.read_errors.items(), key=lambda item: (-item[1], item[0]))
+        return TransportStatus(
+            fabric=count(Verdict.FABRIC),
+            socket=count(Verdict.SOCKET),
+            other=count(Verdict.OTHER),
+            none=count(Verdict.NONE),
+            unknown=count(Verdict.UNKNOWN),
+            read_errors=[ReadError(reason=reason, pods=pods) for reason, pods in errors],
+        )
+
+
+def pool_workloads(judgements: Iterable[PodJudgement], offers: bool, transport: bool = False) -> PoolWorkloads:
     """``status.workloads`` of one (fabric, pool) from its pods' judgements (``judge_pod`` of
-    each pod bound to its target nodes). ``offers``: the pool offers the fabric (some node
-    advertises it, its NodePool can launch it, or its nodes' types carry it), so an accelerator
-    pod that asks for none is ``withoutFabric``."""
+    each pod bound to its target nodes); with ``transport``, what their NCCL chose too.
+    ``offers``: the pool offers the fabric (some node advertises it, its NodePool can launch it,
+    or its nodes' types carry it), so an accelerator pod that asks for none is ``withoutFabric``."""
     requesting: dict[ObjectRef, int] = {}
     without: dict[ObjectRef, int] = {}
     without_nodes: dict[ObjectRef, set[str]] = {}
     intent: dict[ObjectRef, int] = {}
     lookups: set[LookupKey] = set()
+    tally = _TransportTally.empty() if transport else None
     for judgement in judgements:
         use, owner = judgement.use, judgement.owner
         if judgement.lookups:
@@ -180,6 +291,8 @@ def pool_workloads(judgements: Iterable[PodJudgement], offers: bool) -> PoolWork
                 without_nodes.setdefault(owner, set()).add(judgement.node)
         if use.intent and not use.fabric:
             intent[owner] = intent.get(owner, 0) + 1
+        if tally is not None and (use.fabric or use.accelerator):
+            tally.add(judgement)
 
     def count(group: Mapping[ObjectRef, int]) -> WorkloadCount:
         return WorkloadCount(pods=sum(group.values()), workloads=len(group))
@@ -190,7 +303,11 @@ def pool_workloads(judgements: Iterable[PodJudgement], offers: bool) -> PoolWork
         MAX_OFFENDERS,
         (
             (owner.namespace, owner.kind, owner.name, problem, pods)
-            for problem, group in ((WITHOUT_FABRIC, without), (INTENT_WITHOUT_REQUEST, intent))
+            for problem, group in (
+                (WITHOUT_FABRIC, without),
+                (INTENT_WITHOUT_REQUEST, intent),
+                (FABRIC_NOT_USED, tally.not_used if tally is not None else {}),
+            )
             for owner, pods in group.items()
         ),
     )
@@ -202,14 +319,24 @@ def pool_workloads(judgements: Iterable[PodJudgement], offers: bool) -> PoolWork
         requesting_fabric=count(requesting),
         without_fabric=count(without),
         intent_without_request=count(intent),
+        transport=tally.status() if tally is not None else None,
         offenders=offenders,
     )
     without_fabric = tuple(sorted(without.items(), key=lambda item: _owner_sort_key(item[0])))
+    not_used = (
+        tuple(
+            NotUsed(owner, pods, tally.examples[owner])
+            for owner, pods in sorted(tally.not_used.items(), key=lambda item: _owner_sort_key(item[0]))
+        )
+        if tally is not None
+        else ()
+    )
     return PoolWorkloads(
         status=status,
         without_fabric=without_fabric,
         lookups=frozenset(lookups),
         without_fabric_nodes={owner: frozenset(nodes) for owner, nodes in without_nodes.items()},
+        not_used=not_used,
     )
 
 
@@ -307,6 +434,34 @@ def not_requested_event(
         reason=FABRIC_NOT_REQUESTED,
         message=message,
         key=not_requested_key(profile, owner, status.pool),
+    )
+
+
+def not_used_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef, verdict: Verdict) -> str:
+    """What names a FabricNotUsed problem (and its Event): a workload that goes from sockets to
+    another network is a new problem, with an Event of its own."""
+    return _event_key(FABRIC_NOT_USED, owner, profile.name, pool.key, pool.value, verdict.value)
+
+
+CHOSE = {Verdict.SOCKET: "TCP sockets", Verdict.OTHER: "another network"}
+
+
+def not_used_event(profile: FabricProfile, status: FabricCapabilityStatus, found: NotUsed) -> WorkloadEvent:
+    """FabricNotUsed: the owner's pods request the fabric and NCCL chose sockets or another
+    network. The message names one pod, the line of its log that shows it, and the likely cause."""
+    example = found.example
+    pods = f"{found.pods} pod on" if found.pods == 1 else f"{found.pods} pods on"
+    request = "requests" if found.pods == 1 else "request"
+    message = (
+        f"{pods} pool {status.pool.value} {request} {profile.resource} but NCCL uses {CHOSE[example.verdict]}"
+        f' (pod {example.pod}: "{example.evidence}"); likely cause: '
+        f"{likely_cause(profile.name, example.verdict, example.evidence)}"
+    )
+    return WorkloadEvent(
+        involved=found.owner,
+        reason=FABRIC_NOT_USED,
+        message=message,
+        key=not_used_key(profile, found.owner, status.pool, example.verdict),
     )
 
 

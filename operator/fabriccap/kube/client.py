@@ -8,6 +8,7 @@ and the operator never uses a model: objects become facts right away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -29,6 +30,8 @@ MAX_WATCH_LINE_BYTES = 64 * 1024 * 1024
 # than this (90 s) is stalled (a partition, a dead connection), and is dropped and resumed.
 DEFAULT_WATCH_SECONDS = 60
 DEFAULT_WATCH_READ_TIMEOUT = 90.0
+# Of an error answer to a streamed GET, only this much is read: its Status message is short.
+MAX_ERROR_BODY_BYTES = 64 * 1024
 
 ErrorHook = Callable[[str, int], None]  # (verb, HTTP status or 0 when there was no answer)
 READ_CHUNK_BYTES = 64 * 1024
@@ -195,13 +198,17 @@ class KubeClient:
         read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
         on_open: Callable[[], None] | None = None,
         field_selector: str | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[Any]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 
         A line is yielded as it decodes, whatever it holds: checking that it is an event of the
         watched kind is the caller's (``informers.read_event``). A line that does not decode
         raises WatchLineError. ``on_open`` is called once the API server has accepted the
-        watch: contact, not progress (nothing has been received yet).
+        watch: contact, not progress (nothing has been received yet). ``send_initial_events``
+        asks for a streaming list (the current objects as ADDED events, then a BOOKMARK
+        annotated ``k8s.io/initial-events-end``; WatchList, Kubernetes 1.27+, on by default
+        from 1.34): with ``resource_version`` "" a consistent read, as a LIST without a version is.
         """
         await self.credentials.refresh_async()
         params = {
@@ -210,6 +217,11 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if send_initial_events:
+            params["sendInitialEvents"] = "true"
+            params["resourceVersionMatch"] = "NotOlderThan"
+            if not resource_version:
+                del params["resourceVersion"]
         if field_selector:
             params["fieldSelector"] = field_selector
         try:
@@ -256,6 +268,57 @@ class KubeClient:
         except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             self._failed("WATCH", 0)
             raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        max_bytes: int,
+        chunk_bytes: int = 64 * 1024,
+        timeout: float = 60.0,
+        read_timeout: float = 30.0,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A GET whose body is taken chunk by chunk (at most ``chunk_bytes`` each, ``max_bytes``
+        in all, whatever the server sends), for bodies that are not JSON and may be large: a
+        pod's log. Leaving the block early drops the connection instead of reading the rest.
+        An answer of 400 or more is a KubeError carrying the API server's message."""
+        await self.credentials.refresh_async()
+        params = {key: str(value) for key, value in (query or {}).items()}
+        try:
+            async with self._connection().get(
+                self.server + path,
+                params=params,
+                headers=self.credentials.headers(),
+                proxy=self.credentials.proxy,
+                server_hostname=self.credentials.tls_server_name,
+                timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=30, sock_read=read_timeout),
+            ) as response:
+                if response.status >= 400:
+                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)
+                    self._failed("GET", response.status)
+                    raise KubeError(
+                        f"GET {path}: {response.status} {_api_message(response.status, raw)}", response.status
+                    )
+
+                async def chunks() -> AsyncIterator[bytes]:
+                    left = max_bytes
+                    while left > 0:
+                        chunk = await response.content.read(min(chunk_bytes, left))
+                        if not chunk:
+                            return
+                        left -= len(chunk)
+                        yield chunk
+
+                try:
+                    yield chunks()
+                finally:
+                    if not response.content.at_eof():
+                        response.close()  # the rest is not wanted: drop it, do not read it
+        except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
+            self._failed("GET", 0)
+            raise KubeError(f"GET {path} broken: {error or type(error).__name__}") from None
 
     async def create(self, path: str, body: Mapping[str, Any]) -> Any:
         return await self.request("POST", path, body=body)

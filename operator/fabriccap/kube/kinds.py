@@ -14,15 +14,26 @@ nothing lingers when, say, a pod loses its DaemonSet owner) and holds them in it
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fabriccap.core.config import Config, Source
-from fabriccap.core.facts import FactsExtractor, NodeFacts, SliceFacts, object_name, object_namespace
+from fabriccap.core.facts import (
+    ClaimFacts,
+    ClaimRef,
+    FactsExtractor,
+    NodeFacts,
+    SliceFacts,
+    object_name,
+    object_namespace,
+)
 from fabriccap.core.index import (
+    CLAIM_FACTS,
     DAEMON_SET_FACTS,
+    DEVICE_CLASS_FACTS,
     NODE_CLAIM_FACTS,
     NODE_CLASS_FACTS,
     NODE_FACTS,
@@ -34,14 +45,17 @@ from fabriccap.core.index import (
     Table,
 )
 from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
+from fabriccap.core.workloads import device_classes_of
 from fabriccap.kube.paths import (
     DAEMON_SETS,
     DEFAULT_PAGE_SIZE,
+    DEVICE_CLASSES,
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
     PODS,
+    RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     ApiResource,
 )
@@ -92,9 +106,12 @@ class Facet(Generic[FactsT]):
     extract: Callable[[FactsExtractor, Mapping[str, Any]], FactsT | None]
     # What is wrong in facts that were kept anyway (logged when it changes).
     problems: Callable[[FactsT], tuple[Problem, ...]] = lambda _facts: ()
+    # In place of ``extract``, for facts that depend on what the index holds (a slice is read
+    # with the DeviceClasses as they stand, and its held facts are its memo).
+    extract_in: Callable[[FactsExtractor, FactIndex, Mapping[str, Any]], FactsT | None] | None = None
 
     def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> FactsT | None:
-        facts = self.extract(extractor, body)
+        facts = self.extract(extractor, body) if self.extract_in is None else self.extract_in(extractor, index, body)
         if facts is None:
             index.remove(self.table, self.table.key_of(*namespace_and_name(body)))
         else:
@@ -122,6 +139,13 @@ class WatchedKind:
     # Two objects of this name in one offline input are an error: an API server holds one,
     # so two snapshots of different clusters were mixed (Nodes: their pools would merge).
     unique_in_snapshots: bool = False
+    # Its facts are read with the DeviceClasses as they stand (ResourceSlices: which devices are
+    # a fabric's): the classes are listed first, and a change to what they select lists this
+    # kind again (controller.informers).
+    read_with_classes: bool = False
+    # Its objects decide which devices are a fabric's (DeviceClasses): after a change, the
+    # informer says how the fabrics' classes stand (a class broken, or a copy standing in).
+    says_selection: bool = False
 
     @property
     def kind(self) -> str:
@@ -192,15 +216,33 @@ def _slice_problems(facts: SliceFacts) -> tuple[Problem, ...]:
                 input_error=facts.problem,
             )
         )
-    if facts.without_attributes:
-        problems.append(
-            Problem(
-                logging.WARNING,
-                f"ResourceSlice {facts.name}: {facts.without_attributes} devices have no attributes"
-                " and match no fabric",
-            )
-        )
     return tuple(problems)
+
+
+def _read_slice(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, Any]) -> SliceFacts | None:
+    """A slice read with the DeviceClasses as they stand; what the index holds for it is the
+    per-slice memo (the same resourceVersion and classes: nothing evaluated again)."""
+    known = index.slices.get(namespace_and_name(body)[1])
+    facts = extractor.resource_slice(body, index.class_view(), known)
+    if facts is None or known is None:
+        return facts
+    if facts.generation < known.generation and facts.problem is None:
+        # Counted as the scheduler counts it (the latest generation present wins), and said.
+        facts = dataclasses.replace(facts, went_back_from=known.generation)
+    if facts == known and facts.resource_version != known.resource_version:
+        index.slices[facts.name] = facts  # the memo's key moves on; nothing else did
+    return facts
+
+
+def _read_claim(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, Any]) -> ClaimFacts | None:
+    # Every claim says which classes it asks for: what the workload view would look up.
+    namespace, name = namespace_and_name(body)
+    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), device_classes_of(body))
+    return extractor.resource_claim(body)
+
+
+def _reads_dra(config: Config) -> bool:
+    return any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics)
 
 
 NODE = WatchedKind(
@@ -233,13 +275,34 @@ POD = WatchedKind(
     # meanwhile). 500 is between the two.
     page_size=500,
 )
+# Listed before the slices (snapshots are read in this order): slices are read with them.
+DEVICE_CLASS = WatchedKind(
+    label="deviceclass",
+    resource=DEVICE_CLASSES,
+    per_plugin_namespace=False,
+    facets=(Facet(DEVICE_CLASS_FACTS, FactsExtractor.device_class),),
+    optional=True,
+    wanted_by=_reads_dra,
+    says_selection=True,
+)
 RESOURCE_SLICE = WatchedKind(
     label="resourceslice",
     resource=RESOURCE_SLICES,
     per_plugin_namespace=False,
-    facets=(Facet(SLICE_FACTS, FactsExtractor.resource_slice, _slice_problems),),
+    facets=(Facet(SLICE_FACTS, lambda _extractor, _body: None, _slice_problems, extract_in=_read_slice),),
     optional=True,
-    wanted_by=lambda config: any(fabric.uses(Source.DRA) for fabric in config.enabled_fabrics),
+    wanted_by=_reads_dra,
+    read_with_classes=True,
+)
+# Read only (the operator never writes claims): the devices allocated to them count for their
+# node even after the driver drops them from its slice.
+RESOURCE_CLAIM = WatchedKind(
+    label="resourceclaim",
+    resource=RESOURCE_CLAIMS,
+    per_plugin_namespace=False,
+    facets=(Facet(CLAIM_FACTS, lambda _extractor, _body: None, extract_in=_read_claim),),
+    optional=True,
+    wanted_by=_reads_dra,
 )
 
 
@@ -283,7 +346,9 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     NODE,
     DAEMON_SET,
     POD,
+    DEVICE_CLASS,
     RESOURCE_SLICE,
+    RESOURCE_CLAIM,
     NODE_POOL,
     NODE_CLAIM,
     EC2_NODE_CLASS,

@@ -84,6 +84,7 @@ DEVICE_CLASSES = ApiResource("resource.k8s.io", "v1", "deviceclasses", "DeviceCl
 NODE_POOLS = ApiResource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
 NODE_CLAIMS = ApiResource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
 EC2_NODE_CLASSES = ApiResource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
+RESOURCE_CLAIMS = ApiResource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True)
 EVENTS = ApiResource("", "v1", "events", "Event", namespaced=True)
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 CUSTOM_RESOURCE_DEFINITIONS = ApiResource(
@@ -91,3 +92,9 @@ CUSTOM_RESOURCE_DEFINITIONS = ApiResource(
 )
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+
+
+def pod_log(namespace: str, name: str) -> str:
+    """The pods/log subresource of one pod (the container, limitBytes... go in the query).
+    Its segments come from watched Pods; they are escaped all the same (once: PODS.item does)."""
+    return f"{PODS.item(name, namespace)}/log"

@@ -133,6 +133,24 @@ ALERTS: tuple[AlertRule, ...] = (
         anchor="fabricdeviceplugingap",
     ),
     AlertRule(
+        name="FabricAdvertiserConflict",
+        expr=pool_series("fabriccap_pool_gap_nodes", 'kind="conflicting_advertisers"') + " > 0",
+        # Unlike a rollout in progress, two advertisers on one node do not sort themselves out,
+        # and every minute a job may be handed devices another already holds.
+        for_="5m",
+        severity="critical",
+        summary="{{ $value }} node(s) of pool {{ $labels.pool }} advertise {{ $labels.fabric }} through both a"
+        " device plugin and a DRA driver.",
+        description=(
+            f"{_POOL}: {{{{ $value }}}} node(s) advertise the fabric in node allocatable (a device plugin) and"
+            " in ResourceSlices (a DRA driver) at once: the scheduler can give the same devices to a pod that"
+            " requests the extended resource and to a ResourceClaim (AWS: silent oversubscription). Remove one"
+            " of the two from these nodes. `kubectl get fcap {{ $labels.name }} -o jsonpath='{.status.gap.nodes}'`"
+            " lists them."
+        ),
+        anchor="fabricadvertiserconflict",
+    ),
+    AlertRule(
         name="FabricCapabilityNotReady",
         # Stalled pools (instance types that cannot carry the fabric, or an unsupported mix)
         # will not become Ready by waiting; kstatus already reports them as Failed. Pools that
@@ -231,6 +249,26 @@ ALERTS: tuple[AlertRule, ...] = (
             " workloads; a Warning Event (FabricNotRequested) on each says what to request and where."
         ),
         anchor="fabricnotrequested",
+    ),
+    AlertRule(
+        name="FabricNotUsed",
+        # Pods that request the fabric while their own NCCL log shows sockets (only while
+        # transport is read). As for FabricNotRequested: 15 minutes is a running job, and a
+        # job restarted with a fixed image within that time never fires.
+        expr=pool_series("fabriccap_pool_transport_pods", 'transport="socket",request="fabric"') + " > 0",
+        for_="15m",
+        severity="warning",
+        summary="{{ $value }} pod(s) on pool {{ $labels.pool }} request {{ $labels.fabric }}"
+        " but NCCL uses TCP sockets.",
+        description=(
+            f"{_POOL}: {{{{ $value }}}} pod(s) request the fabric and hold its devices, but NCCL's own log"
+            " shows it chose its TCP sockets (NET/Socket): the image lacks the fabric's NCCL plugin"
+            " (aws-ofi-nccl for EFA) or it failed to load. The job runs, slowly."
+            " `kubectl get fcap {{ $labels.name }} -o jsonpath='{.status.workloads.offenders}'` names the"
+            " workloads (problem FabricNotUsed); a Warning Event (FabricNotUsed) on each quotes the log line"
+            " and the likely cause."
+        ),
+        anchor="fabricnotused",
     ),
     AlertRule(
         name="FabricRequestUnschedulable",

@@ -174,6 +174,10 @@ def values_schema() -> Schema:
             }
         ),
         "admissionPolicy": _object({"enabled": BOOLEAN}),
+        "transport": _object(
+            {"enabled": BOOLEAN},
+            "read NCCL's choice from the pods' logs: grants get on pods/log and sets config.transport.enabled",
+        ),
         "dashboard": _object({"enabled": BOOLEAN, "namespace": DNS_LABEL_OR_EMPTY, "labels": STRING_MAP}),
         # Helm's own: values shared with subcharts (this chart has none).
         "global": KUBE_OBJECT,

@@ -7,17 +7,32 @@ The facts are read and evaluated exactly as ``fabriccap evaluate`` reads and eva
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabriccap.core.api import ConditionType
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import evaluate
-from fabriccap.core.explain import NodeExplanation, PoolExplanation, explain_capability, find_capability
+from fabriccap.core.explain import (
+    NodeExplanation,
+    PodExplanation,
+    PoolExplanation,
+    explain_capability,
+    find_capability,
+)
+from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.text import escape_controls
+from fabriccap.core.transport import SIGNATURES
+from fabriccap.core.verdicts import combine
+from fabriccap.offline.pipeline import live_facts
 from fabriccap.offline.render import align
+
+if TYPE_CHECKING:
+    from fabriccap.kube.client import KubeClient
 
 EXPLAIN_OUTPUTS: tuple[str, ...] = ("table", "json")
 NODE_COLUMNS: tuple[str, ...] = (
@@ -36,6 +51,10 @@ NODE_COLUMNS: tuple[str, ...] = (
     "BREAKS",
 )
 NONE = "-"  # an empty cell, where kubectl describe would print <none>
+# A live explain reads the logs of at most this many of the pool's pods (the first by name),
+# at the config's concurrency and rate: a user waits for them.
+MAX_LIVE_READS = 64
+POD_COLUMNS: tuple[str, ...] = ("POD", "NODE", "OWNER", "REQUESTS-FABRIC", "TRANSPORT", "EVIDENCE")
 
 
 def explain(config: Config, facts: FactIndex, query: str) -> PoolExplanation:
@@ -43,6 +62,48 @@ def explain(config: Config, facts: FactIndex, query: str) -> PoolExplanation:
     Raises ExplainError when it names nothing or more than one thing."""
     evaluation = evaluate(config, facts)
     return explain_capability(config, facts, find_capability(evaluation, facts, query))
+
+
+async def explain_live(
+    config: Config, extractor: FactsExtractor, query: str, kubeconfig: str | None, context: str | None
+) -> PoolExplanation:
+    """``explain`` of the live cluster; with transport on, the pool's pods' logs are read first
+    (the first ``MAX_LIVE_READS`` by name), as the operator reads them, so their verdicts show."""
+    from fabriccap.kube.client import connect  # aiohttp only for a live read
+
+    async with await connect(kubeconfig, context) as client:
+        facts = await live_facts(extractor, client=client)
+        explanation = explain(config, facts, query)
+        if not explanation.pods:
+            return explanation
+        await read_pod_logs(client, config, facts, explanation.pods[:MAX_LIVE_READS])
+    return explain(config, facts, query)
+
+
+async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, pods: Sequence[PodExplanation]) -> None:
+    """Read the accelerator containers' logs of ``pods`` once, at the config's concurrency and
+    rate, and keep each pod's verdicts in ``facts``."""
+    from fabriccap.kube.logs import TokenBucket, read_container_log
+
+    settings = config.transport
+    fabrics = [profile.name for profile in config.enabled_fabrics if profile.name in SIGNATURES]
+    bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second), time.monotonic)
+    slots = asyncio.Semaphore(settings.max_concurrent_reads)
+
+    async def read_one(namespace: str, name: str, container: str) -> Any:
+        async with slots:
+            await bucket.take()
+            outcome = await read_container_log(client, namespace, name, container, fabrics, settings.max_bytes)
+            return outcome.read
+
+    for pod in pods:
+        namespace, _, name = pod.name.partition("/")
+        facts_of_pod = facts.workload_pods.get((namespace, name))
+        if facts_of_pod is None:
+            continue
+        reads = await asyncio.gather(*(read_one(namespace, name, run.name) for run in facts_of_pod.containers))
+        unread = [None] * facts_of_pod.unread_containers  # past the cap: never fabric
+        facts.put_transport((namespace, name), combine(facts_of_pod.uid, fabrics, [*reads, *unread]))
 
 
 def explanation_object(explanation: PoolExplanation) -> dict[str, Any]:
@@ -108,6 +169,27 @@ def workload_lines(workloads: Mapping[str, Any] | None) -> list[str]:
     return lines or ["  none"]
 
 
+def pod_lines(pods: Sequence[PodExplanation] | None) -> list[str]:
+    """Each pod's transport verdict and the line of its log that shows it (transport on)."""
+    if pods is None:
+        return []
+    lines = ["", "Pods (what their NCCL chose; docs/transport.md):"]
+    if not pods:
+        return [*lines, "  none request the fabric or an accelerator"]
+
+    def evidence(pod: PodExplanation) -> str:
+        if not pod.read:
+            return "not read (a snapshot has no logs; live, the operator reads them)"
+        if pod.reason:
+            return f"not read: {pod.reason}"
+        return pod.evidence or NONE
+
+    rows = [
+        [pod.name, pod.node, pod.owner, _cell(pod.requests_fabric), pod.transport.value, evidence(pod)] for pod in pods
+    ]
+    return [*lines, *_indented([list(POD_COLUMNS), *rows])]
+
+
 def format_explanation(explanation: PoolExplanation) -> str:
     status = explanation.status
     ready = status.condition(ConditionType.READY)
@@ -130,6 +212,8 @@ def format_explanation(explanation: PoolExplanation) -> str:
         ["Nodes:", targets],
         ["Ready:", f"{ready.status} {ready.reason}: {ready.message}" if ready else NONE],
     ]
+    if explanation.device_classes is not None:
+        summary.append(["Device classes:", "; ".join(item.describe() for item in explanation.device_classes) or NONE])
     if status.uniform_count is not None:
         summary.append(["Uniform count:", str(status.uniform_count)])
     lines = align(summary).splitlines()
@@ -153,6 +237,7 @@ def format_explanation(explanation: PoolExplanation) -> str:
         + [[condition.type, condition.status, condition.reason, condition.message] for condition in status.conditions]
     )
     lines += ["", "Workloads:", *workload_lines(status.to_json().get("workloads"))]
+    lines += pod_lines(explanation.pods)
     # Names and messages come from objects: shown escaped, one line each, as kubectl shows them.
     return "\n".join(escape_controls(line) for line in lines)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, evaluate
@@ -24,28 +24,43 @@ from fabriccap.kube.lookups import MAX_LOOKUP_BYTES
 from fabriccap.kube.paths import ApiResource
 from fabriccap.offline.snapshot import add_bodies
 
+if TYPE_CHECKING:
+    from fabriccap.kube.client import KubeClient
+
 logger = logging.getLogger(__name__)
 
 
-async def live_facts(extractor: FactsExtractor, kubeconfig: str | None = None, context: str | None = None) -> FactIndex:
-    """Facts read from the cluster, kind by kind, in the scopes the operator watches."""
+async def live_facts(
+    extractor: FactsExtractor,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    client: KubeClient | None = None,
+) -> FactIndex:
+    """Facts read from the cluster, kind by kind, in the scopes the operator watches (through
+    ``client`` when given, which stays open; else a connection of its own)."""
     # Imported here: aiohttp costs start-up time that snapshot evaluation does not need.
     from fabriccap.kube.client import connect
 
+    if client is not None:
+        return await _read_facts(extractor, client)
+    async with await connect(kubeconfig, context) as own:
+        return await _read_facts(extractor, own)
+
+
+async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactIndex:
     facts = FactIndex()
-    async with await connect(kubeconfig, context) as client:
-        for watched in kinds_for(extractor.config):
-            for _scope, path in watched.paths(extractor.config):
-                try:
-                    bodies = [body async for body in client.list_items(path, watched.page_size)]
-                except KubeError as error:
-                    if error.status == 404 and watched.optional:
-                        # ResourceSlices before Kubernetes 1.34: device plugins only, as the operator.
-                        logger.warning("%s is not served: evaluating without %ss", path, watched.kind)
-                        continue
-                    raise
-                # As the operator reads them: an unusable quantity fails its node's pool closed.
-                add_bodies(facts, extractor, bodies, "cluster", strict_quantities=False)
+    for watched in kinds_for(extractor.config):
+        for _scope, path in watched.paths(extractor.config):
+            try:
+                bodies = [body async for body in client.list_items(path, watched.page_size)]
+            except KubeError as error:
+                if error.status == 404 and watched.optional:
+                    # ResourceSlices before Kubernetes 1.34: device plugins only, as the operator.
+                    logger.warning("%s is not served: evaluating without %ss", path, watched.kind)
+                    continue
+                raise
+            # As the operator reads them: an unusable quantity fails its node's pool closed.
+            add_bodies(facts, extractor, bodies, "cluster", strict_quantities=False)
     return facts
 
 

@@ -212,6 +212,7 @@ def load_snapshots(
     to ``kept`` as they are (``explain`` of a workload: the workload object itself)."""
     facts = FactIndex()
     seen: dict[tuple[str, str], str] = {}
+    read: list[tuple[str, Mapping[str, Any]]] = []
     for path in paths:
         source = _source(path)
         text = read_source(path, stdin, max_input_bytes)
@@ -221,5 +222,11 @@ def load_snapshots(
                 _check_identity(body, source, seen, kinds)
                 if keep is not None and kept is not None and keep(body):
                     kept.append(body)
-            add_bodies(facts, extractor, bodies, source, kinds=kinds)
+            read.extend((source, body) for body in bodies)
+    # In the order of the watched kinds, whatever the files' order: DeviceClasses before the
+    # ResourceSlices that are read with them. A stable sort: within a kind, the input's order.
+    order = {kind: position for position, kind in enumerate(kinds)}
+    read.sort(key=lambda item: order.get(str(item[1].get("kind")), len(order)))
+    for source, body in read:
+        add_bodies(facts, extractor, [body], source, kinds=kinds)
     return facts

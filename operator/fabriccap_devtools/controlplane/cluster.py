@@ -143,8 +143,12 @@ class LocalControlPlane:
         node_binaries: NodeBinaries | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+        feature_gates: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
+        # ``Name=true`` entries for kube-apiserver (and the scheduler and controller-manager
+        # when nodes run): DRAExtendedResource for KEP-5004, alpha and off in v1.35.
+        self._feature_gates = [_feature_gate(gate) for gate in feature_gates]
         self._binaries = binaries
         self._node_specs = node_specs(nodes) if isinstance(nodes, int) else list(nodes)
         self._node_options = node_options
@@ -348,6 +352,7 @@ class LocalControlPlane:
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-maxsize=200",
                 "--audit-log-maxbackup=1",
+                *self._feature_gate_flags(),
             ],
         )
         self._write_state(server, etcd_url)
@@ -447,6 +452,7 @@ class LocalControlPlane:
                 ),
                 # Its self-signed serving certificate; the default directory is /var/run/kubernetes.
                 f"--cert-dir={components / 'kcm-serving'}",
+                *self._feature_gate_flags(),
             ],
         )
         self._spawn(
@@ -454,6 +460,7 @@ class LocalControlPlane:
             [
                 *scheduler_argv(self._node_binaries.kube_scheduler, identities, scheduler_port),
                 f"--cert-dir={components / 'scheduler-serving'}",
+                *self._feature_gate_flags(),
             ],
         )
         self._write_state(server, etcd_url)
@@ -492,6 +499,9 @@ class LocalControlPlane:
         )
         self._fleet.start()
         return dataclasses.replace(info, nodes=tuple(spec.name for spec in self._node_specs))
+
+    def _feature_gate_flags(self) -> list[str]:
+        return [f"--feature-gates={','.join(self._feature_gates)}"] if self._feature_gates else []
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self._argv[name] = argv
@@ -556,7 +566,22 @@ class LocalControlPlane:
             _stop(record, self._stop_timeout, process)
 
 
-def up(directory: Path, *, nodes: int = 0, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> ControlPlaneInfo:
+def _feature_gate(gate: str) -> str:
+    """``Name=true|false``, or ``Name`` meaning ``Name=true``; anything else is a usage error."""
+    name, _, value = gate.partition("=")
+    value = value or "true"
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", name) or value not in ("true", "false"):
+        raise ControlPlaneError(f"feature gate {gate!r}: expected Name=true or Name=false")
+    return f"{name}={value}"
+
+
+def up(
+    directory: Path,
+    *,
+    nodes: int = 0,
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+    feature_gates: Sequence[str] = (),
+) -> ControlPlaneInfo:
     """Start a control plane in `directory` that outlives this process; return once ready.
 
     Idempotent: if one already runs there with as many nodes, its info is returned unchanged.
@@ -569,7 +594,9 @@ def up(directory: Path, *, nodes: int = 0, startup_timeout: float = DEFAULT_STAR
                 f"stop it first (fabriccap-dev controlplane down --dir {existing.directory})"
             )
         return existing
-    return LocalControlPlane(directory, nodes=nodes, startup_timeout=startup_timeout).start(stop_at_exit=False)
+    return LocalControlPlane(
+        directory, nodes=nodes, startup_timeout=startup_timeout, feature_gates=feature_gates
+    ).start(stop_at_exit=False)
 
 
 def down(directory: Path, *, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:

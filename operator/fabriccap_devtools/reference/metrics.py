@@ -10,8 +10,8 @@ from exposing the example cluster's pools through the same collector. A family d
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.metrics import MetricWrapperBase
@@ -30,6 +30,7 @@ class Family:
     type: str
     help: str
     labels: tuple[str, ...]
+    declared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # label -> its values, where fixed
 
     @property
     def exposed(self) -> tuple[str, ...]:
@@ -48,11 +49,18 @@ def families() -> list[Family]:
     """The project's families, in the registry's order."""
     metrics = OperatorMetrics()
     declared_labels = {family.name: (*POOL_LABELS, *family.extra_labels) for family in POOL_FAMILIES}
+    declared_values = {family.name: family.label_values for family in POOL_FAMILIES}
     for value in vars(metrics).values():
         if isinstance(value, MetricWrapperBase):
             declared_labels[value._name] = tuple(value._labelnames)
     return [
-        Family(metric.name, metric.type, metric.documentation, declared_labels.get(metric.name, ()))
+        Family(
+            metric.name,
+            metric.type,
+            metric.documentation,
+            declared_labels.get(metric.name, ()),
+            declared_values.get(metric.name, {}),
+        )
         for metric in metrics.registry.collect()
         if metric.name.startswith(PROJECT_PREFIX)
     ]
@@ -85,7 +93,9 @@ def _pool_rows(pool_families: list[Family], label_values: dict[tuple[str, str], 
     for family in pool_families:
         extra = family.labels[len(POOL_LABELS) :]
         labels = "; ".join(
-            f"{code(label)}: {_values_text(label_values.get((family.name, label), []))}" for label in extra
+            f"{code(label)}: "
+            + _values_text(list(family.declared.get(label, ())) or label_values.get((family.name, label), []))
+            for label in extra
         )
         rows.append([code(family.name), family.type, labels, family.help])
     return rows

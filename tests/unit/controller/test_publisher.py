@@ -442,6 +442,16 @@ def test_a_routine_change_moves_only_the_count_of_pods_requesting_the_fabric() -
     no_workloads = {key: value for key, value in status(1).items() if key != "workloads"}
     assert not is_routine_change(no_workloads, status(1))
     assert not is_routine_change(status(1), no_workloads)
+    # Transport counts move a read at a time: routine; the offender a verdict makes is not.
+    socket = {"pods": 1, "workloads": 1, "requestingFabricPods": 1}
+    read = {**status(1), "workloads": {**status(1)["workloads"], "transport": {"socket": socket}}}
+    unread = {**status(1), "workloads": {**status(1)["workloads"], "transport": {"unknown": socket}}}
+    assert is_routine_change(unread, read)
+    offending = {
+        **read,
+        "workloads": {**read["workloads"], "offenders": [{"name": "bert", "problem": "FabricNotUsed"}]},
+    }
+    assert not is_routine_change(unread, offending)
 
 
 async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> None:

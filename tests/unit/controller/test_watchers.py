@@ -23,6 +23,7 @@ from support.builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod,
 from support.configs import build_config
 from support.fakeapi import (
     WAIT_SECONDS,
+    Body,
     FakeApi,
     WatchResponse,
     bookmark,
@@ -32,7 +33,18 @@ from support.fakeapi import (
     fake_api,
     recorded_sleeps,
 )
-from support.informing import ALL_PODS, DAEMON_SETS, NODES, PODS, RESOURCE_SLICES, Operator, node_events, operator
+from support.informing import (
+    ALL_PODS,
+    DAEMON_SETS,
+    DEVICE_CLASSES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    Operator,
+    node_events,
+    operator,
+)
 
 NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
 EC2_NODE_CLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
@@ -55,8 +67,22 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
         api.serve(PODS, "Pod", [pod("n1", name="efa-n1"), pod("n1", name="web", daemon_set_name=None)], "8")
 
     async with operator(bodies, resource_version="100", setup=setup) as op:
-        assert [informer.path for informer in op.informers] == [NODES, DAEMON_SETS, PODS, RESOURCE_SLICES]
-        assert [informer.kind for informer in op.informers] == ["node", "daemonset", "pod", "resourceslice"]
+        assert [informer.path for informer in op.informers] == [
+            NODES,
+            DAEMON_SETS,
+            PODS,
+            DEVICE_CLASSES,
+            RESOURCE_SLICES,
+            RESOURCE_CLAIMS,
+        ]
+        assert [informer.kind for informer in op.informers] == [
+            "node",
+            "daemonset",
+            "pod",
+            "deviceclass",
+            "resourceslice",
+            "resourceclaim",
+        ]
         await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
 
         assert op.efa() == {"n1": 32, "n2": 4, "cpu-1": 0}
@@ -220,6 +246,67 @@ async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pyte
         assert f"watch of {NODES} expired; listing again" in caplog.messages
 
 
+async def test_a_streaming_list_fills_the_store_and_the_watch_follows_its_bookmark() -> None:
+    def streaming(api: FakeApi) -> None:
+        api.streaming_lists = True
+
+    async with operator([node("n1", efa=32), node("n2", efa=32)], resource_version="300", setup=streaming) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32, "n2": 32}
+        assert op.api.lists(NODES) == []  # no page was asked for
+        [request] = op.api.streaming_list_requests(NODES)
+        assert (request["sendInitialEvents"], request["resourceVersionMatch"]) == ("true", "NotOlderThan")
+        assert "resourceVersion" not in request  # a consistent read, as a LIST without a version
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch after the streaming list")
+        assert op.api.watches(NODES)[0]["resourceVersion"] == "300"  # the initial-events-end bookmark's
+        assert node_events(op.metrics) == 2
+        await op.api.emit(NODES, event("MODIFIED", node("n2", efa=16), "301"))
+        await eventually(lambda: op.efa()["n2"] == 16, "n2 modified")
+        # A relist after 410 streams again, and forgets what the new snapshot no longer has.
+        op.api.serve(NODES, "Node", [node("n1", efa=32)], "400")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the second streaming list")
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 2 and op.api.lists(NODES) == []
+
+
+async def test_a_streaming_list_cut_short_is_read_in_pages_that_once(caplog: pytest.LogCaptureFixture) -> None:
+    def cut_once(api: FakeApi) -> None:
+        api.streaming_lists = True
+        api.streaming_lists_cut = 1
+
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], setup=cut_once) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 1 and len(op.api.lists(NODES)) == 1
+        assert op.nodes.streaming  # a broken stream says nothing about the server
+        assert any(f"streaming list of {NODES} broken" in message for message in caplog.messages)
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the relist")
+        assert len(op.api.streaming_list_requests(NODES)) == 2 and len(op.api.lists(NODES)) == 1
+
+
+async def test_a_server_without_streaming_lists_is_listed_in_pages_from_then_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)]) as op:  # the fake answers 422, as 1.33 does
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.streaming_list_requests(NODES)) == 1 and len(op.api.lists(NODES)) == 1
+        assert not op.nodes.streaming
+        assert [message for message in caplog.messages if "no streaming list" in message and NODES in message] == [
+            f"{NODES}: no streaming list (WATCH {NODES}: 422 sendInitialEvents is forbidden for watch unless the "
+            "WatchList feature gate is enabled); listing in pages"
+        ]
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.lists(NODES)) == 2, "the relist, in pages")
+        assert len(op.api.streaming_list_requests(NODES)) == 1  # not asked again
+
+
 async def test_http_410_on_watch_lists_again() -> None:
     async with operator([node("n1"), node("n2")]) as op:
         await eventually(lambda: len(op.api.streams.get(NODES, [])) == 1, "the first watch")
@@ -250,7 +337,7 @@ async def test_http_500_on_watch_resumes_after_backoff(backoffs: list[float], ca
         assert backoffs == [1.0, 2.0, 1.0]
         assert len(op.api.lists(NODES)) == 1
         assert set(op.store.nodes) == {"n1", "n2"}
-        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and NODES in r.getMessage()]
         assert warnings[0] == (f"watch of {NODES} interrupted: WATCH {NODES}: 500 scripted HTTP 500; resuming in 1s")
 
 
@@ -393,18 +480,114 @@ def slices_informer(op: Operator) -> Informer:
 async def test_slices_become_per_node_device_counts() -> None:
     async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")]) as op:
         await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
-        assert op.store.dra_devices("n1", "efa", ("dra.net",)).count == 32
+        assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32
         await op.api.emit(RESOURCE_SLICES, event("MODIFIED", resource_slice("n1", efa=31, name="s1"), "51"))
-        await eventually(lambda: op.store.dra_devices("n1", "efa", ("dra.net",)).count == 31, "a device lost")
+        await eventually(
+            lambda: op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 31, "a device lost"
+        )
         await op.api.emit(RESOURCE_SLICES, event("DELETED", resource_slice("n1", efa=31, name="s1"), "52"))
         await eventually(lambda: not op.store.slices, "the slice deleted")
         assert op.store.node_slices == {}
 
 
-async def test_a_slice_of_another_driver_is_never_kept() -> None:
+def selecting_nothing() -> Body:
+    """The aws-dranet class, edited to select no device."""
+    body = world.efa_device_class()
+    body["spec"]["selectors"][0]["cel"]["expression"] = 'device.driver == "no.such.driver"'
+    return body
+
+
+async def test_slices_are_read_with_the_clusters_classes_and_again_when_they_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+
+    def setup(api: FakeApi) -> None:
+        api.serve(DEVICE_CLASSES, "DeviceClass", [selecting_nothing()], "40")
+
+    async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")], setup=setup) as op:
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        # Read with the cluster's class, not the built-in copy (32): listed again if the slices
+        # came before the classes.
+        await eventually(
+            lambda: op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 0, "read with the class"
+        )
+        informer = slices_informer(op)
+
+        def settled() -> bool:
+            # Listed with the classes as they stand, and watching since that LIST.
+            current = informer.read_with == informer.extractor.selection_signature(op.store.class_view())
+            return current and len(op.api.watches(RESOURCE_SLICES)) >= len(op.api.lists(RESOURCE_SLICES))
+
+        def relists() -> int:
+            return sum("DeviceClasses changed: listing" in record.getMessage() for record in caplog.records)
+
+        await eventually(settled, "the slices listed with the cluster's class")
+        before = relists()
+        # The class is put back as the chart has it: the slices are listed again and read with it.
+        await op.api.emit(DEVICE_CLASSES, event("MODIFIED", world.efa_device_class(), "41"))
+        await eventually(
+            lambda: op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32, "read with the new class"
+        )
+        await eventually(settled, "the slices listed with the chart's class")
+        before = relists()
+        # Mapped to the extended resource (KEP-5004): what it selects is the same, so no LIST.
+        mapped = world.efa_device_class(extended_resource_name="vpc.amazonaws.com/efa")
+        await op.api.emit(DEVICE_CLASSES, event("MODIFIED", mapped, "42"))
+        await eventually(
+            lambda: op.store.device_classes[world.EFA_DEVICE_CLASS].extended_resource_name is not None, "mapped"
+        )
+        # Deleted mid-run: the profile's copy (the same selector) stands in, and the log says so once.
+        await op.api.emit(DEVICE_CLASSES, event("DELETED", mapped, "43"))
+        await eventually(lambda: not op.store.device_classes, "the class gone")
+        await op.api.emit(RESOURCE_SLICES, event("MODIFIED", resource_slice("n1", efa=32, name="s1"), "61"))
+        await eventually(lambda: op.store.slices["s1"].resource_version == "61", "a later slice event")
+        assert relists() == before
+        assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32
+        copies = [r for r in caplog.records if "is not in the cluster" in r.getMessage()]
+        assert [(r.levelname, r.getMessage()) for r in copies] == [
+            (
+                "INFO",
+                "efa: DeviceClass efa.networking.k8s.aws is not in the cluster: counting with the aws-dranet-1.0.0"
+                " chart's copy; ResourceClaims of it cannot be allocated until it is installed",
+            )
+        ]
+
+
+async def test_a_class_that_does_not_compile_is_one_line_and_selects_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    broken = world.efa_device_class()
+    broken["spec"]["selectors"][0]["cel"]["expression"] = 'device.drivr == "dra.net"'
+    async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")]) as op:
+        await eventually(
+            lambda: op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32, "read with the copy"
+        )
+        for version in ("41", "43"):  # the same broken class twice: said once
+            await op.api.emit(DEVICE_CLASSES, event("MODIFIED", broken, version))
+        await eventually(lambda: len(op.api.lists(RESOURCE_SLICES)) >= 2, "listed again")
+        await eventually(
+            lambda: op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 0, "fails closed"
+        )
+        said = [r for r in caplog.records if "selects nothing" in r.getMessage()]
+        assert len(said) == 1 and said[0].levelname == "ERROR"
+        assert "\n" not in said[0].getMessage()
+        assert (
+            said[0].getMessage().startswith("efa: DeviceClass efa.networking.k8s.aws selects nothing: selector #0: ")
+        ), said[0].getMessage()
+        assert "drivr" in said[0].getMessage()
+        # The watch goes on: a slice added now is read (with the broken class: nothing).
+        await eventually(lambda: len(op.api.watches(RESOURCE_SLICES)) >= 2, "the watch after the LIST")
+        await op.api.emit(RESOURCE_SLICES, event("ADDED", resource_slice("n2", efa=32, name="s2"), "60"))
+        await eventually(lambda: "s2" in op.store.slices, "the watch carries on")
+
+
+async def test_a_slice_of_another_driver_counts_nothing() -> None:
+    # Kept (a pool is a (driver, name) pair, and a claim's device is matched against its own
+    # driver's slices), but the fabric's class selects none of its devices.
     async with operator([], slices=[resource_slice("n1", driver="gpu.nvidia.com")]) as op:
         await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
-        assert op.store.slices == {}
+        assert [facts.devices_of("efa") for facts in op.store.slices.values()] == [0]
+        assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 0
 
 
 async def test_malformed_and_unusable_slices_are_logged_once_and_the_watch_goes_on(
@@ -430,7 +613,7 @@ async def test_malformed_and_unusable_slices_are_logged_once_and_the_watch_goes_
         await op.api.emit(RESOURCE_SLICES, event("ADDED", resource_slice("n4", name="good"), "54"))
         await eventually(lambda: "good" in op.store.slices, "the watch carries on")
         assert sorted(op.store.slices) == ["bare", "broken", "good"]
-        assert op.store.dra_devices("n2", "efa", ("dra.net",)).count == 0
+        assert op.store.dra_devices("n2", "efa", (world.EFA_DEVICE_CLASS,)).count == 0
         logged = [(r.levelname, r.getMessage()) for r in caplog.records if "ResourceSlice" in r.getMessage()]
         assert logged == [
             (
@@ -443,7 +626,14 @@ async def test_malformed_and_unusable_slices_are_logged_once_and_the_watch_goes_
                 "ResourceSlice broken: spec.pool.generation 'x' is not a count; "
                 "node n2 counts as not advertising through it",
             ),
-            ("WARNING", "ResourceSlice bare: 1 devices have no attributes and match no fabric"),
+            # As the scheduler evaluates the aws-dranet class on it: an error, not a skip.
+            (
+                "ERROR",
+                "DeviceClass efa.networking.k8s.aws selector #0: no such key: pciDevice on device no-attributes of "
+                "ResourceSlice bare (node n3): not counted; kube-scheduler aborts scheduling a pod whose claim of "
+                "this class meets such a device (FailedScheduling, PodScheduled=False SchedulerError), so fix the "
+                "class or the devices",
+            ),
         ]
 
 
@@ -455,7 +645,12 @@ async def test_an_api_server_before_1_34_is_read_without_slices(
     async with operator([node("n1", efa=32)], slices=None) as op:
         informer = slices_informer(op)
         await asyncio.wait_for(informer.listed.wait(), WAIT_SECONDS)
-        await eventually(lambda: len(op.api.lists(RESOURCE_SLICES)) >= 3, "looked for again")
+
+        # Each look is a streaming list while the server has not refused one (a 404 does not).
+        def looks() -> int:
+            return len(op.api.lists(RESOURCE_SLICES) + op.api.streaming_list_requests(RESOURCE_SLICES))
+
+        await eventually(lambda: looks() >= 3, "looked for again")
         assert informer.absent
         assert set(backoffs) == {watchers.ABSENT_RECHECK_SECONDS}  # never the error backoff
         freshness = Freshness(op.informers, stale_after=150.0, metrics=op.metrics)
@@ -535,4 +730,4 @@ async def test_karpenters_kinds_fill_the_store_and_a_cluster_without_them_is_no_
         assert sorted(op.store.node_classes) == ["default"]
         await op.api.emit(NODE_POOLS, event("DELETED", world.node_pool("p5-elastic", requirements), "10"))
         await eventually(lambda: not op.store.node_pools, "the deleted NodePool leaves the store")
-        assert op.store.node_claims == {}
+        assert op.store.karpenter_claims == {}

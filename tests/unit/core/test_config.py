@@ -61,7 +61,7 @@ def test_default_efa_profile() -> None:
     assert efa.target_nodes.accelerator_label_pairs == (("nvidia.com/gpu.present", "true"),)
     assert efa.device_plugin.namespaces == ("kube-system",)
     assert efa.shared is False
-    assert efa.device_plugin.selector_labels == {"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}
+    assert efa.device_plugin.selector_label_sets == [{"app.kubernetes.io/name": "aws-efa-k8s-device-plugin"}]
     assert efa.device_plugin.daemon_set_names == (
         "aws-efa-k8s-device-plugin",
         "aws-efa-k8s-device-plugin-daemonset",
@@ -171,7 +171,7 @@ def test_custom_fabric_and_pool_labels() -> None:
     )
     assert config.pool_labels == ("team.example.com/pool", "karpenter.sh/nodepool")
     ib = _fabric(config, "ib")
-    assert ib.device_plugin.selector_labels == {"app": "sriov", "tier": "dp"}
+    assert ib.device_plugin.selector_label_sets == [{"app": "sriov", "tier": "dp"}]
     assert ib.target_nodes.accelerator_resources == ()
     assert ib.target_nodes.accelerator_labels == ()
     assert ib.device_plugin.namespaces == ("nvidia-network-operator",)
@@ -386,7 +386,9 @@ def test_old_names_merge_onto_the_builtin_profile() -> None:
 def test_each_old_field_name_is_one_row_every_reader_follows(rename: OldFieldName) -> None:
     """The validator, the merge onto a built-in profile and the JSON Schema all read the one
     table (the reference is generated from it too, tests/devtools/test_reference.py)."""
-    (field,) = [info.alias for info in FabricProfile.model_fields.values() if info.annotation is rename.model]
+    (field,) = [
+        info.alias or name for name, info in FabricProfile.model_fields.items() if info.annotation is rename.model
+    ]
     assert field is not None
     value: Any = "efa-system" if rename.single_item else ["x.io/y=true" if "Labels" in rename.new else "x.io/y"]
     expected = [value] if rename.single_item else value

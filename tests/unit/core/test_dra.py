@@ -1,8 +1,9 @@
 """DRA: EFA devices read from DRANET-shaped ResourceSlices, alone and beside device plugins.
 
-The slice bodies come from ``fabriccap_devtools.world.resource_slice``, shaped like the slices
-DRANET publishes on EKS (one pool per node named after it, one slice, EFA devices marked by
-``dra.net/pciDevice``); see docs/dra.md for where each default comes from.
+The slice and claim bodies come from ``fabriccap_devtools.world``, built from DRANET's live EKS
+example (one pool per node named after it, one slice, EFA devices marked by ``dra.net/pciDevice``;
+a claim allocated as the scheduler writes it); the DeviceClass is the aws-dranet chart's,
+rendered from the chart. docs/dra.md says where each default comes from.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from fabriccap.cli import commands as cli
 from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
 from fabriccap.core.index import SLICE_FACTS, FactIndex
+from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassView, DeviceCount
+from fabriccap.kube.kinds import RESOURCE_SLICE
+from fabriccap_devtools import upstream
 from support.builders import (
     EFA,
+    allocated_claim,
     daemon_set,
     dra_pool,
     dranet_daemon_set,
     dranet_pods,
+    efa_device_class,
     evaluate_bodies,
     facts_of,
     kube_list,
@@ -30,13 +36,22 @@ from support.builders import (
     node,
     only_status,
     plugin_pods,
+    pod_id_link_device,
     reason,
     resource_slice,
+    workload_pod,
 )
 from support.configs import build_config, default_config
 
 Bodies = list[dict[str, Any]]
 EXTRACTOR = FactsExtractor(default_config())
+EFA_CLASS = "efa.networking.k8s.aws"
+NO_SUCH_KEY = "selector #0: no such key: pciDevice"
+
+
+def read_slice(body: dict[str, Any], classes: DeviceClassView = NO_CLASSES) -> SliceFacts | None:
+    """A slice as the operator reads it with the cluster's classes (none: the built-in copy)."""
+    return EXTRACTOR.resource_slice(body, classes)
 
 
 def claim_count(status: Any) -> int:
@@ -52,9 +67,9 @@ def claim_count(status: Any) -> int:
 # --- Slice facts --------------------------------------------------------------------------------
 
 
-def test_a_dranet_slice_keeps_only_its_efa_count() -> None:
+def test_a_dranet_slice_keeps_its_efa_count_and_device_names() -> None:
     body = resource_slice("n1", efa=32, ena=3)
-    facts = EXTRACTOR.resource_slice(body)
+    facts = read_slice(body)
     assert facts == SliceFacts(
         name=body["metadata"]["name"],
         driver="dra.net",
@@ -62,7 +77,8 @@ def test_a_dranet_slice_keeps_only_its_efa_count() -> None:
         generation=1,
         slice_count=1,
         node_name="n1",
-        devices=(("efa", 32),),
+        devices=(("efa", DeviceCount(32)),),
+        device_names=tuple(device["name"] for device in body["spec"]["devices"]),
     )
 
 
@@ -71,12 +87,14 @@ def test_an_unqualified_attribute_is_in_the_drivers_domain() -> None:
     body = resource_slice("n1", efa=4)
     for device in body["spec"]["devices"]:
         device["attributes"] = {key.removeprefix("dra.net/"): value for key, value in device["attributes"].items()}
-    facts = EXTRACTOR.resource_slice(body)
+    facts = read_slice(body)
     assert facts is not None and facts.devices_of("efa") == 4
 
 
-def test_a_slice_of_another_driver_is_no_concern() -> None:
-    assert EXTRACTOR.resource_slice(resource_slice("n1", driver="gpu.nvidia.com")) is None
+def test_a_slice_of_another_driver_is_kept_and_counts_nothing() -> None:
+    """The class decides (it names dra.net); the slice stays, for its pool's completeness."""
+    facts = read_slice(resource_slice("n1", driver="gpu.nvidia.com"))
+    assert facts is not None and facts.devices == () and facts.devices_of("efa") == 0
 
 
 @pytest.mark.parametrize(
@@ -97,20 +115,51 @@ def test_a_slice_of_no_single_node_is_ignored_with_a_reason(spec_change: dict[st
     if body["spec"]["nodeName"] is None:
         del body["spec"]["nodeName"]
     with pytest.raises(IgnoredObjectError) as raised:
-        EXTRACTOR.resource_slice(body)
+        read_slice(body)
     assert str(raised.value) == (
         f"ResourceSlice {body['metadata']['name']} of driver dra.net has no spec.nodeName ({scope}); "
         "only slices of one node's own devices are counted"
     )
+    # Shared devices of no fabric are no concern at all.
+    gpus = resource_slice("n1", driver="gpu.nvidia.com")
+    gpus["spec"].update(spec_change)
+    assert read_slice(gpus) is None
 
 
-def test_devices_without_attributes_match_nothing_and_are_counted_for_the_log() -> None:
-    body = resource_slice("n1", efa=3)
-    body["spec"]["devices"].append({"name": "bare"})
-    body["spec"]["devices"].append({"name": "empty", "attributes": {}})
-    facts = EXTRACTOR.resource_slice(body)
+def test_devices_the_class_fails_on_are_not_counted_and_kept_as_one_error() -> None:
+    """The aws-dranet class reads pciDevice without a guard: a device without it is an error for
+    the scheduler (aws/aws-k8s-tester#791), counted here as not selected."""
+    body = resource_slice("n1", efa=3, extra_devices=[pod_id_link_device(), {"name": "bare"}])
+    facts = read_slice(body)
     assert facts is not None
-    assert (facts.devices_of("efa"), facts.without_attributes) == (3, 2)
+    assert facts.count_of("efa") == DeviceCount(3, (ClassError(EFA_CLASS, NO_SUCH_KEY, 2, "pod-id-link0"),))
+
+
+def test_a_re_list_that_changes_nothing_evaluates_nothing() -> None:
+    """The per-slice memo: the same resourceVersion read with the same classes is the same facts."""
+    extractor = FactsExtractor(default_config())
+    body = resource_slice("n1", efa=32, ena=2)
+    body["metadata"]["resourceVersion"] = "41"
+    first = extractor.resource_slice(body, NO_CLASSES)
+    evaluations = extractor.selector.evaluations
+    again = extractor.resource_slice(body, NO_CLASSES, known=first)
+    assert again is first and extractor.selector.evaluations == evaluations
+    # Other classes: the slice is read again (their expressions differ from the copy's).
+    stricter = efa_device_class()
+    stricter["spec"]["selectors"][0]["cel"]["expression"] += ' && device.attributes["dra.net"].numaNode == 0'
+    stricter_facts = extractor.device_class(stricter)
+    assert stricter_facts is not None
+    reread = extractor.resource_slice(body, DeviceClassView(1, {EFA_CLASS: stricter_facts}), known=first)
+    assert reread is not first and reread is not None and reread.devices_of("efa") == 16
+
+
+def test_a_slice_of_ten_thousand_devices_from_a_snapshot_is_counted() -> None:
+    """The API server caps a slice at 128 devices; a snapshot is not bound by it."""
+    body = resource_slice("n1", efa=10_000)
+    extractor = FactsExtractor(default_config())
+    facts = extractor.resource_slice(body, NO_CLASSES)
+    assert facts is not None and facts.devices_of("efa") == 10_000
+    assert extractor.selector.evaluations == 1
 
 
 @pytest.mark.parametrize(
@@ -129,7 +178,7 @@ def test_devices_without_attributes_match_nothing_and_are_counted_for_the_log() 
 def test_an_unreadable_slice_keeps_its_node_and_says_why(pool_change: dict[str, Any], problem: str) -> None:
     body = resource_slice("n1")
     body["spec"]["pool"].update(pool_change)
-    facts = EXTRACTOR.resource_slice(body)
+    facts = read_slice(body)
     assert facts is not None
     assert facts.node_name == "n1"
     assert facts.problem == f"ResourceSlice {body['metadata']['name']}: {problem}"
@@ -139,33 +188,66 @@ def test_an_unreadable_slice_keeps_its_node_and_says_why(pool_change: dict[str, 
 def test_devices_that_are_not_a_list_are_a_problem() -> None:
     body = resource_slice("n1")
     body["spec"]["devices"] = {"pci-0": {}}
-    facts = EXTRACTOR.resource_slice(body)
+    facts = read_slice(body)
     assert facts is not None and facts.problem is not None and "spec.devices is not a list" in facts.problem
 
 
 def test_a_slice_without_a_spec_is_malformed() -> None:
     with pytest.raises(FactsError, match="ResourceSlice broken: spec is not a mapping"):
-        EXTRACTOR.resource_slice({"metadata": {"name": "broken"}, "spec": "nope"})
+        read_slice({"metadata": {"name": "broken"}, "spec": "nope"})
 
 
-@pytest.mark.parametrize(
-    ("wanted", "raw", "matches"),
-    [
-        pytest.param("Elastic Fabric Adapter (EFA)", {"string": "Elastic Fabric Adapter (EFA)"}, True, id="string"),
-        pytest.param("Elastic Fabric Adapter (EFA)", {"string": "Elastic Network Adapter (ENA)"}, False, id="ena"),
-        pytest.param(True, {"bool": True}, True, id="bool"),
-        pytest.param(1, {"bool": True}, False, id="int-is-not-bool"),
-        pytest.param(True, {"int": 1}, False, id="bool-is-not-int"),
-        pytest.param(4, {"int": 4}, True, id="int"),
-        pytest.param("x", {"string": "x", "int": 1}, False, id="two-kinds"),
-        pytest.param("x", "x", False, id="not-a-value-map"),
-        pytest.param("x", {"strings": ["x"]}, False, id="list-kind"),
-    ],
-)
-def test_attribute_matching_is_typed(wanted: Any, raw: Any, matches: bool) -> None:
-    config = build_config({"fabrics": [{"name": "efa", "dra": {"attributes": {"dra.net/marker": wanted}}}]})
-    (profile,) = config.enabled_fabrics
-    assert profile.dra.matches("dra.net", {"dra.net/marker": raw}) is matches
+# --- DeviceClass and ResourceClaim facts ---------------------------------------------------------
+
+
+def test_a_device_class_of_the_profile_keeps_its_selectors() -> None:
+    facts = EXTRACTOR.device_class(efa_device_class())
+    assert facts is not None and facts.name == EFA_CLASS
+    assert facts.expressions == (efa_device_class()["spec"]["selectors"][0]["cel"]["expression"],)
+    assert (facts.extended_resource_name, facts.problem) == (None, None)
+
+
+def test_a_device_class_of_no_fabric_is_no_concern_unless_it_maps_the_resource() -> None:
+    gpu = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": []}}
+    assert EXTRACTOR.device_class(gpu) is None
+    mapping = {
+        "metadata": {"name": "other", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"extendedResourceName": EFA},
+    }
+    facts = EXTRACTOR.device_class(mapping)
+    assert facts is not None and (facts.extended_resource_name, facts.created) == (EFA, "2026-01-01T00:00:00Z")
+
+
+def test_a_device_class_whose_selector_is_unreadable_keeps_the_problem() -> None:
+    broken = efa_device_class()
+    broken["spec"]["selectors"] = [{"cel": {}}]
+    facts = EXTRACTOR.device_class(broken)
+    assert facts is not None and facts.problem == "selector #0 has no cel.expression"
+
+
+def test_a_claim_allocated_as_the_scheduler_writes_it() -> None:
+    facts = EXTRACTOR.resource_claim(allocated_claim("n1", ["pci-0000-10-1b-0", "pci-0000-11-1b-0"], name="c"))
+    assert facts is not None and facts.node_name == "n1"
+    assert [(d.driver, d.pool, d.device, d.device_class) for d in facts.devices] == [
+        ("dra.net", "n1", "pci-0000-10-1b-0", EFA_CLASS),
+        ("dra.net", "n1", "pci-0000-11-1b-0", EFA_CLASS),
+    ]
+
+
+def test_dranets_own_example_claim_keeps_its_efa_and_not_its_gpu() -> None:
+    facts = EXTRACTOR.resource_claim(upstream.example_claim())
+    assert facts is not None and facts.node_name == "ip-192-168-153-160.ec2.internal"
+    assert [(d.driver, d.device) for d in facts.devices] == [("dra.net", "pci-0000-a0-1b-0")]
+    assert facts.device_classes == {"gpu.nvidia.com", EFA_CLASS}
+
+
+def test_a_claim_of_other_classes_or_not_allocated_keeps_no_devices() -> None:
+    gpus = allocated_claim("n1", ["gpu-0"], name="g", device_class="gpu.nvidia.com", driver="gpu.nvidia.com")
+    assert EXTRACTOR.resource_claim(gpus) is None
+    pending = allocated_claim("n1", ["pci-0000-10-1b-0"], name="p")
+    del pending["status"]
+    facts = EXTRACTOR.resource_claim(pending)
+    assert facts is not None and (facts.node_name, facts.devices) == (None, ())
 
 
 # --- Per-node counts from the index --------------------------------------------------------------
@@ -175,38 +257,102 @@ def index_of(*bodies: dict[str, Any]) -> FactIndex:
     return facts_of([node("n1", efa=None), *bodies])
 
 
-def test_only_the_latest_generation_of_a_pool_counts() -> None:
+def dra(index: FactIndex, node_name: str = "n1") -> Any:
+    return index.dra_devices(node_name, "efa", (EFA_CLASS,))
+
+
+def test_only_the_latest_generation_of_a_pool_counts_and_the_older_one_is_named() -> None:
     old = resource_slice("n1", efa=32, generation=1, name="n1-old")
     new = resource_slice("n1", efa=16, generation=2, name="n1-new")
-    devices = index_of(old, new).dra_devices("n1", "efa", ("dra.net",))
+    devices = dra(index_of(old, new))
     assert (devices.count, devices.problem) == (16, None)
+    assert devices.notes == ("driver dra.net pool n1: slices of generation 1 ignored (latest 2)",)
 
 
 def test_a_pool_published_in_two_slices_counts_once_both_are_in() -> None:
     first = resource_slice("n1", efa=16, slice_count=2, part=0)
     second = resource_slice("n1", efa=16, slice_count=2, part=1)
-    partial = index_of(first).dra_devices("n1", "efa", ("dra.net",))
+    partial = dra(index_of(first))
     assert (partial.count, partial.seen) == (0, 16)
     assert partial.problem == "driver dra.net pool n1 has 1 of 2 ResourceSlices of generation 1"
-    complete = index_of(first, second).dra_devices("n1", "efa", ("dra.net",))
+    complete = dra(index_of(first, second))
     assert (complete.count, complete.problem) == (32, None)
 
 
-def test_pools_of_two_drivers_add_up() -> None:
-    dranet = resource_slice("n1", efa=16)
-    aws = resource_slice("n1", efa=16, driver="dra.networking.k8s.aws")
-    assert index_of(dranet, aws).dra_devices("n1", "efa", ("dra.net", "dra.networking.k8s.aws")).count == 32
+def test_two_drivers_publishing_one_pool_name_are_two_pools() -> None:
+    """A pool is (driver, name): another driver's incomplete pool named after the node, like
+    DRANET's, neither completes nor breaks DRANET's."""
+    dranet = resource_slice("n1", efa=32)
+    other = resource_slice("n1", efa=0, driver="gpu.nvidia.com", slice_count=2, name="n1-gpu")
+    devices = dra(index_of(dranet, other))
+    assert (devices.count, devices.problem) == (
+        0,
+        "driver gpu.nvidia.com pool n1 has 1 of 2 ResourceSlices of generation 1",
+    )
+    complete = resource_slice("n1", efa=0, driver="gpu.nvidia.com", slice_count=2, part=1, name="n1-gpu-2")
+    assert dra(index_of(dranet, other, complete)).count == 32
+
+
+def test_a_generation_that_goes_back_is_counted_as_the_scheduler_does_and_said() -> None:
+    index = index_of(resource_slice("n1", efa=32, generation=5, name="s"))
+    # Through the kind's row, as the informers and snapshots read it: the held facts are known.
+    RESOURCE_SLICE.upsert(index, EXTRACTOR, resource_slice("n1", efa=16, generation=1, name="s"))
+    devices = dra(index)
+    assert devices.count == 16
+    assert devices.notes == ("ResourceSlice s: generation went back from 5 to 1; counted, as the scheduler counts it",)
+    RESOURCE_SLICE.upsert(index, EXTRACTOR, resource_slice("n1", efa=16, generation=2, name="s"))
+    assert dra(index).notes == ()
 
 
 def test_a_slice_moving_to_another_node_leaves_the_first() -> None:
     index = index_of(resource_slice("n1", efa=8, name="s"))
-    moved = EXTRACTOR.resource_slice(resource_slice("n2", efa=8, name="s"))
+    moved = EXTRACTOR.resource_slice(resource_slice("n2", efa=8, name="s"), NO_CLASSES)
     assert moved is not None
     index.put(SLICE_FACTS, moved)
-    assert index.dra_devices("n1", "efa", ("dra.net",)).count == 0
-    assert index.dra_devices("n2", "efa", ("dra.net",)).count == 8
+    assert dra(index, "n1").count == 0
+    assert dra(index, "n2").count == 8
     assert index.node_slices == {"n2": {"s"}}
     assert index.remove(SLICE_FACTS, "s") and index.node_slices == {}
+
+
+def efa_names(count: int, first: int = 0) -> list[str]:
+    return [f"pci-0000-{0x10 + index:02x}-1b-0" for index in range(first, first + count)]
+
+
+def test_devices_a_claim_holds_count_after_the_driver_drops_them() -> None:
+    """DRANET drops an interface it moved into a pod's namespace (google/dranet#97): the pool
+    must not look shrunk because jobs run."""
+    shrunk = resource_slice("n1", efa=32)
+    shrunk["spec"]["devices"] = shrunk["spec"]["devices"][4:]  # four allocated and moved
+    claim = allocated_claim("n1", efa_names(4), name="job-0-efa")
+    devices = dra(index_of(shrunk, claim))
+    assert (devices.count, devices.allocated, devices.seen) == (32, 4, 32)
+    # A device still published is counted from its slice, not twice.
+    both = allocated_claim("n1", efa_names(2, first=4), name="job-1-efa")
+    assert dra(index_of(shrunk, claim, both)).count == 32
+    # The claim released: the driver publishes the devices again, and nothing counts from it.
+    assert dra(index_of(resource_slice("n1", efa=32))).count == 32
+
+
+def test_only_claims_of_the_fabrics_classes_on_the_node_count() -> None:
+    shrunk = resource_slice("n1", efa=28)
+    gpus = allocated_claim("n1", ["gpu-0"], name="g", device_class="gpu.nvidia.com", driver="gpu.nvidia.com")
+    elsewhere = allocated_claim("n2", efa_names(4, first=28), name="on-n2", pool="n1")
+    shared = [allocated_claim("n1", efa_names(1, first=28), name=f"twice-{i}") for i in range(2)]
+    devices = dra(index_of(shrunk, gpus, elsewhere, *shared))
+    assert (devices.count, devices.allocated) == (29, 1)
+
+
+def test_a_deleted_claim_stops_counting() -> None:
+    index = index_of(resource_slice("n1", efa=28), allocated_claim("n1", efa_names(4, first=28), name="c"))
+    assert dra(index).count == 32
+    assert index.remove_claim("default", "c") and dra(index).count == 28
+
+
+def test_a_node_with_only_an_incomplete_pool_counts_no_claim_either() -> None:
+    partial = resource_slice("n1", efa=12, slice_count=2)
+    devices = dra(index_of(partial, allocated_claim("n1", efa_names(4, first=100), name="c")))
+    assert (devices.count, devices.seen) == (0, 16)
 
 
 # --- Evaluation ---------------------------------------------------------------------------------
@@ -278,8 +424,7 @@ def test_slices_of_another_driver_are_ignored() -> None:
     status = only_status(bodies)
     assert reason(status, "Ready") == ("False", "NotAdvertised")
     assert message(status, "Advertised") == (
-        f"{EFA} advertised on 0 of 2 target nodes, and no ResourceSlice of dra.net, "
-        "dra.networking.k8s.aws holds efa devices on them"
+        f"{EFA} advertised on 0 of 2 target nodes, and no ResourceSlice device that {EFA_CLASS} selects is on them"
     )
 
 
@@ -297,37 +442,150 @@ def test_a_cpu_node_with_dranet_is_no_target() -> None:
     assert evaluation.capabilities == ()
 
 
-def test_a_pool_mixing_dra_and_device_plugin_nodes_at_one_count_is_ready() -> None:
-    bodies: Bodies = [daemon_set(), dranet_daemon_set()]
+def mixed_pool(device_class: dict[str, Any] | None = None) -> Bodies:
+    """Two nodes through the device plugin, two through DRANET, all at 32."""
+    bodies: Bodies = [device_class or efa_device_class(), daemon_set(), dranet_daemon_set()]
     bodies += [node("p1", efa=32), node("p2", efa=32), *plugin_pods(["p1", "p2"])]
     bodies += [node("d1", efa=None), node("d2", efa=None), resource_slice("d1"), resource_slice("d2")]
-    bodies += dranet_pods(["d1", "d2"])
-    status = only_status(bodies)
-    assert reason(status, "Ready") == ("True", "UniformCapability")
+    return bodies + dranet_pods(["d1", "d2"])
+
+
+def test_a_pool_mixing_dra_and_device_plugin_nodes_is_mixed_sources() -> None:
+    """No one request schedules on every node: the extended resource only onto the device-plugin
+    nodes, the claim only onto the DRA nodes."""
+    status = only_status(mixed_pool())
+    assert reason(status, "Homogeneous") == ("True", "UniformCount")
+    assert reason(status, "Ready") == ("False", "MixedSources")
     assert [(entry.source, entry.nodes) for entry in status.sources] == [("devicePlugin", 2), ("dra", 2)]
     assert status.device_plugin.daemon_sets == ["kube-system/aws-dranet", "kube-system/aws-efa-k8s-device-plugin"]
-    assert status.device_plugin.ready_nodes == 4
-    # Either form schedules only onto the nodes of its own source: both are given, and said.
+    assert status.recommendation is None
+    assert message(status, "Ready") == (
+        f"all 4 nodes advertise {EFA} or efa DRA devices: 32 (through device plugin on 2 nodes, DRA driver on 2"
+        " nodes), but no one request schedules on every node: a pod asking for the extended resource schedules"
+        " only onto 2 nodes (p1, p2); one with the ResourceClaim only onto 2 nodes (d1, d2); map"
+        f" {EFA} to DeviceClass {EFA_CLASS} with spec.extendedResourceName (KEP-5004, feature gate"
+        " DRAExtendedResource) or move the pool to one source"
+    )
+
+
+def test_mapping_the_resource_to_the_class_makes_a_mixed_pool_ready_with_resources_per_node() -> None:
+    """KEP-5004: with the class's extendedResourceName, ``vpc.amazonaws.com/efa: 32`` is served from
+    the DRA nodes' devices too (their allocatable holds none of it)."""
+    status = only_status(mixed_pool(efa_device_class(extended_resource_name=EFA)))
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert status.recommendation is not None
+    assert status.recommendation.resources_per_node == {EFA: "32"}
+    assert status.recommendation.resource_claim_template is None  # a claim schedules on the DRA nodes only
+    assert message(status, "Ready").endswith(
+        f"a job may request up to 32 per node ({EFA} is served from DRA devices too: DeviceClass {EFA_CLASS} maps"
+        " it with spec.extendedResourceName)"
+    )
+
+
+def test_a_dra_pool_whose_class_maps_the_resource_takes_either_request() -> None:
+    bodies = [b for b in dra_pool(nodes=2) if b["kind"] != "DeviceClass"]
+    status = only_status([efa_device_class(extended_resource_name=EFA), *bodies])
     assert status.recommendation is not None
     assert status.recommendation.resources_per_node == {EFA: "32"}
     assert claim_count(status) == 32
-    ready = message(status, "Ready")
-    assert "(advertised through device plugin on 2 nodes, DRA driver on 2 nodes)" in ready
-    assert "schedules only onto device-plugin nodes, one with the ResourceClaim only onto DRA nodes" in ready
 
 
-def test_a_node_advertising_through_both_counts_the_larger() -> None:
-    """A device plugin removed after DRANET came can leave a smaller stale allocatable."""
-    bodies: Bodies = [daemon_set(), dranet_daemon_set(), node("n1", efa=4), resource_slice("n1", efa=32)]
-    bodies += [*plugin_pods(["n1"]), *dranet_pods(["n1"])]
+def test_a_node_advertising_through_both_is_an_advertiser_conflict() -> None:
+    """AWS: do not run the EFA device plugin where the EFA DRA driver runs (silent oversubscription)."""
+    bodies: Bodies = [efa_device_class(), daemon_set(), dranet_daemon_set()]
+    bodies += [node("n1", efa=32), resource_slice("n1", efa=32), node("n2", efa=32), *plugin_pods(["n1", "n2"])]
+    bodies += dranet_pods(["n1"])
+    status = only_status(bodies)
+    assert reason(status, "Homogeneous") == ("True", "UniformCount")
+    assert reason(status, "Ready") == ("False", "AdvertiserConflict")
+    assert (status.gap.conflicting_advertisers, status.gap.nodes) == (1, ["n1"])
+    assert status.recommendation is None
+    assert message(status, "Ready") == (
+        "1 of 2 nodes advertise efa through both the device plugin and the DRA driver (n1: device plugin 32,"
+        f" DRA driver 32): n1; the same devices can be handed out twice, to a pod asking for {EFA} and to a"
+        " ResourceClaim; remove one of the two from these nodes (docs/runbook.md, FabricAdvertiserConflict)"
+    )
+
+
+def test_a_conflicting_node_counts_the_larger_of_its_two_sources() -> None:
+    """A device plugin left behind after DRANET came can leave a smaller stale allocatable."""
+    bodies: Bodies = [efa_device_class(), daemon_set(), dranet_daemon_set(), node("n1", efa=4)]
+    bodies += [resource_slice("n1", efa=32), *plugin_pods(["n1"]), *dranet_pods(["n1"])]
     status = only_status(bodies)
     assert status.uniform_count == 32
     assert [(entry.source, entry.nodes) for entry in status.sources] == [("devicePlugin", 0), ("dra", 1)]
-    same: Bodies = [daemon_set(), dranet_daemon_set(), node("n1", efa=32), resource_slice("n1", efa=32)]
-    same += plugin_pods(["n1"])  # the device plugin's pod serves it: either provider will do
-    status = only_status(same)
-    assert [(entry.source, entry.nodes) for entry in status.sources] == [("devicePlugin", 1), ("dra", 1)]
+    assert reason(status, "Ready") == ("False", "AdvertiserConflict")
+
+
+def test_the_built_in_copy_counts_when_the_cluster_lacks_the_class_and_the_status_says_so() -> None:
+    status = only_status([b for b in dra_pool(nodes=2) if b["kind"] != "DeviceClass"])
     assert reason(status, "Ready") == ("True", "UniformCapability")
+    note = (
+        f"DeviceClass {EFA_CLASS} is not in the cluster: counted with the aws-dranet-1.0.0 chart's copy, but"
+        " ResourceClaims of it cannot be allocated until it is installed"
+    )
+    assert message(status, "Advertised").endswith(f"; {note}")
+    assert message(status, "Ready").endswith(f"; {note}")
+
+
+def test_a_device_the_class_fails_on_is_not_counted_and_the_status_says_what_the_scheduler_does() -> None:
+    """DRANET published pod-id-link0 next to the EFA devices (aws/aws-k8s-tester#791)."""
+    bodies = [b for b in dra_pool(nodes=2) if b["kind"] != "ResourceSlice"]
+    bodies += [resource_slice(name, efa=32, extra_devices=[pod_id_link_device()]) for name in ("d1", "d2")]
+    status = only_status(bodies)
+    assert (reason(status, "Ready"), status.uniform_count) == (("True", "UniformCapability"), 32)
+    failure = (
+        f"DeviceClass {EFA_CLASS} {NO_SUCH_KEY} on 2 devices of 2 nodes (e.g. d1 device pod-id-link0): not counted;"
+        " kube-scheduler aborts scheduling a pod whose claim of this class meets such a device (FailedScheduling,"
+        " PodScheduled=False SchedulerError), so fix the class or the devices"
+    )
+    assert message(status, "Advertised").endswith(f"; {failure}")
+    assert message(status, "Ready").count(NO_SUCH_KEY) == 1
+
+
+def test_a_cluster_class_that_does_not_compile_selects_nothing_and_says_why() -> None:
+    broken = efa_device_class()
+    broken["spec"]["selectors"][0]["cel"]["expression"] = 'device.driver == "dra.net" &&'
+    status = only_status([broken, *[b for b in dra_pool(nodes=2) if b["kind"] != "DeviceClass"]])
+    assert reason(status, "Ready") == ("False", "NotAdvertised")
+    assert f"; DeviceClass {EFA_CLASS} selects nothing: selector #0: compile error: 1:30: Syntax error" in (
+        message(status, "Advertised")
+    )
+
+
+def test_a_stricter_class_is_what_counts_not_the_attribute_map() -> None:
+    """The case that agrees with the scheduler only because the class's CEL is evaluated: an admin
+    keeps EFA claims on NUMA node 0. The attribute map of the first DRA release (pciDevice alone)
+    would count 32 per node; the class selects 16, and the scheduler allocates no more."""
+    stricter = efa_device_class()
+    stricter["spec"]["selectors"][0]["cel"]["expression"] += ' && device.attributes["dra.net"].numaNode == 0'
+    old_config = build_config(
+        {"fabrics": [{"name": "efa", "dra": {"attributes": {"dra.net/pciDevice": "Elastic Fabric Adapter (EFA)"}}}]}
+    )
+    bodies = [stricter, *[b for b in dra_pool(nodes=2) if b["kind"] != "DeviceClass"]]
+    status = only_status(bodies, old_config)
+    assert status.uniform_count == 16 and claim_count(status) == 16
+
+
+def test_devices_held_by_claims_keep_a_busy_node_uniform() -> None:
+    bodies = [b for b in dra_pool(nodes=2) if b["kind"] != "ResourceSlice"]
+    busy = resource_slice("d1", efa=32)
+    busy["spec"]["devices"] = busy["spec"]["devices"][8:]
+    bodies += [busy, resource_slice("d2", efa=32), allocated_claim("d1", efa_names(8), name="job-efa")]
+    status = only_status(bodies)
+    assert (reason(status, "Ready"), status.uniform_count) == (("True", "UniformCapability"), 32)
+    assert "; ResourceSlices: d1: 8 allocated to ResourceClaims and no longer in its ResourceSlices" in (
+        message(status, "Advertised")
+    )
+
+
+def test_a_stale_generation_is_named_in_the_status() -> None:
+    bodies = [*dra_pool(nodes=1), resource_slice("d1", efa=16, generation=0, name="d1-stale")]
+    status = only_status(bodies)
+    assert status.uniform_count == 32
+    assert message(status, "Advertised").endswith(
+        "; ResourceSlices: d1: driver dra.net pool d1: slices of generation 0 ignored (latest 1)"
+    )
 
 
 def test_the_driver_daemonset_missing_is_a_device_plugin_gap() -> None:
@@ -336,7 +594,7 @@ def test_the_driver_daemonset_missing_is_a_device_plugin_gap() -> None:
     assert reason(status, "DevicePluginReady") == ("False", "PluginNotInstalled")
     assert message(status, "DevicePluginReady") == (
         "no efa DRA-driver DaemonSet found in namespace kube-system "
-        "(selector app=aws-dranet or names aws-dranet, dranet)"
+        "(selector app=aws-dranet or app=dranet or names aws-dranet, dranet)"
     )
     assert reason(status, "Ready") == ("False", "DevicePluginGap")
     assert status.gap.advertised_without_plugin == 2
@@ -366,7 +624,8 @@ def test_nothing_installed_names_both_sources() -> None:
     assert message(status, "DevicePluginReady") == (
         "no efa device-plugin or DRA-driver DaemonSet found in namespace kube-system (device-plugin: "
         "selector app.kubernetes.io/name=aws-efa-k8s-device-plugin or names aws-efa-k8s-device-plugin, "
-        "aws-efa-k8s-device-plugin-daemonset; DRA-driver: selector app=aws-dranet or names aws-dranet, dranet)"
+        "aws-efa-k8s-device-plugin-daemonset; DRA-driver: selector app=aws-dranet or app=dranet or names aws-dranet,"
+        " dranet)"
     )
 
 
@@ -407,7 +666,7 @@ def test_a_dra_only_profile_ignores_allocatable() -> None:
     (capability,) = evaluate_bodies(bodies, config).capabilities
     assert reason(capability.status, "Advertised") == ("False", "NotAdvertised")
     assert message(capability.status, "Advertised") == (
-        "no ResourceSlice of dra.net, dra.networking.k8s.aws holds efa devices on any of 1 target nodes"
+        f"no ResourceSlice device that {EFA_CLASS} selects is on any of 1 target nodes"
     )
 
 
@@ -417,17 +676,39 @@ def test_a_dra_only_profile_ignores_allocatable() -> None:
 def test_the_efa_profile_reads_both_sources_with_dranet_defaults() -> None:
     (efa, _aks) = default_config().fabrics
     assert efa.sources == (Source.DEVICE_PLUGIN, Source.DRA)
-    assert efa.dra.drivers == ("dra.net", "dra.networking.k8s.aws")
-    assert efa.dra.attributes == {"dra.net/pciDevice": "Elastic Fabric Adapter (EFA)"}
-    assert efa.dra.device_class_name == "efa.networking.k8s.aws"
-    assert efa.dra.selector_labels == {"app": "aws-dranet"}
+    assert efa.dra.device_class_names == (EFA_CLASS,)
+    (copy,) = efa.dra.device_classes
+    assert copy.model_dump(by_alias=True, exclude_defaults=False)["metadata"]["name"] == EFA_CLASS
+    assert copy.expressions == tuple(s["cel"]["expression"] for s in efa_device_class()["spec"]["selectors"])
+    assert efa.dra.attributes == {} and efa.dra.attribute_selector is None
+    assert efa.dra.selector_label_sets == [{"app": "aws-dranet"}, {"app": "dranet"}]
     assert efa.dra.daemon_set_names == ("aws-dranet", "dranet")
 
 
-def test_a_users_attributes_replace_the_built_in_ones() -> None:
-    config = build_config({"fabrics": [{"name": "efa", "dra": {"attributes": {"dra.net/pciSubsystem": "efa1"}}}]})
-    assert config.fabrics[0].dra.attributes == {"dra.net/pciSubsystem": "efa1"}
-    assert config.fabrics[0].dra.drivers == ("dra.net", "dra.networking.k8s.aws")  # the rest still merges
+def test_the_first_releases_dra_settings_are_still_read() -> None:
+    config = build_config(
+        {
+            "fabrics": [
+                {
+                    "name": "efa",
+                    "dra": {
+                        "deviceClassName": "efa.example.com",
+                        "drivers": ["dra.net"],
+                        "attributes": {"dra.net/pciSubsystem": "efa1"},
+                        "daemonSetSelector": "app=my-dranet",
+                    },
+                }
+            ]
+        }
+    )
+    dra = config.fabrics[0].dra
+    assert dra.device_class_names == ("efa.example.com",)
+    assert dra.selector_label_sets == [{"app": "my-dranet"}]
+    assert dra.attribute_selector == (
+        'device.driver in ["dra.net"] && has(device.attributes["dra.net"].pciSubsystem) && '
+        'type(device.attributes["dra.net"].pciSubsystem) == string && '
+        'device.attributes["dra.net"].pciSubsystem == "efa1"'
+    )
 
 
 @pytest.mark.parametrize(
@@ -435,17 +716,47 @@ def test_a_users_attributes_replace_the_built_in_ones() -> None:
     [
         pytest.param(
             {"name": "x", "resource": "x.io/x", "devicePlugin": {"daemonSetNames": ["x"]}, "sources": ["dra"]},
-            "dra.drivers must name at least one driver",
-            id="no-drivers",
+            "dra.deviceClassNames must name at least one DeviceClass",
+            id="no-class",
         ),
-        pytest.param({"name": "efa", "dra": {"deviceClassName": None}}, "dra.deviceClassName is needed", id="no-class"),
+        pytest.param(
+            {"name": "efa", "dra": {"deviceClassName": None}},
+            "dra.deviceClassNames.0: Input should be",
+            id="null-class",
+        ),
+        pytest.param(
+            {"name": "efa", "dra": {"deviceClassNames": ["a"], "deviceClassName": "b"}}, "not both", id="both-names"
+        ),
         pytest.param({"name": "efa", "dra": {"attributes": {"pciDevice": "x"}}}, "is not a qualified name", id="bare"),
         pytest.param({"name": "efa", "dra": {"attributes": {"dra.net/a": [1]}}}, "attributes", id="list-value"),
+        pytest.param(
+            {"name": "efa", "dra": {"drivers": [], "attributes": {"dra.net/a": 1}}}, "give drivers too", id="no-drivers"
+        ),
         pytest.param({"name": "efa", "dra": {"drivers": ["Not A Name"]}}, "DRA driver", id="bad-driver"),
         pytest.param({"name": "efa", "sources": ["dra", "dra"]}, "sources must be unique", id="twice"),
         pytest.param({"name": "efa", "sources": []}, "sources", id="none"),
         pytest.param({"name": "efa", "sources": ["cdi"]}, "sources", id="unknown-source"),
         pytest.param({"name": "efa", "dra": {"daemonSetSelector": "app"}}, "daemonSetSelector", id="bad-selector"),
+        pytest.param(
+            {"name": "efa", "dra": {"daemonSetSelector": ["app=a", "b"]}}, "daemonSetSelector", id="bad-in-list"
+        ),
+        pytest.param(
+            {
+                "name": "efa",
+                "dra": {
+                    "deviceClasses": [
+                        {"metadata": {"name": "c.example.com"}, "spec": {"selectors": [{"cel": {"expression": "1"}}]}}
+                    ]
+                },
+            },
+            "DeviceClass c.example.com: selector #0: must evaluate to bool, not int",
+            id="copy-not-bool",
+        ),
+        pytest.param(
+            {"name": "efa", "dra": {"deviceClasses": [{"metadata": {"name": "Not_A_Name"}}]}},
+            "DeviceClass name",
+            id="copy-bad-name",
+        ),
     ],
 )
 def test_bad_dra_settings_are_refused_in_one_line(fabric: dict[str, Any], complaint: str) -> None:
@@ -500,3 +811,36 @@ def test_evaluate_refuses_a_beta_slice(tmp_path: Path, capsys: pytest.CaptureFix
     assert "ResourceSlice beta: apiVersion 'resource.k8s.io/v1beta1' is not resource.k8s.io/v1" in (
         capsys.readouterr().err
     )
+
+
+# --- Workloads: what counts as asking for the fabric under DRA --------------------------------
+
+
+def requesting(bodies: Bodies) -> int:
+    workloads = only_status(bodies).workloads
+    assert workloads is not None
+    return workloads.requesting_fabric.pods
+
+
+def test_a_pod_asking_for_the_classs_implicit_extended_resource_asks_for_the_fabric() -> None:
+    """KEP-5004: every DeviceClass can be requested as deviceclass.resource.kubernetes.io/<class>."""
+    pod_body = workload_pod("d1", "trainer-0", efa=None)
+    pod_body["spec"]["containers"][0]["resources"]["limits"][f"deviceclass.resource.kubernetes.io/{EFA_CLASS}"] = "8"
+    assert requesting([*dra_pool(nodes=1), pod_body]) == 1
+
+
+def test_the_claim_the_scheduler_made_for_an_extended_resource_counts_as_a_request() -> None:
+    """A pod asking for an extended resource the cluster maps to the EFA class (here one the
+    profile does not know) gets a claim made by the scheduler; its status names it."""
+    mapped = efa_device_class(extended_resource_name="example.com/efa")
+    pod_body = workload_pod("d1", "trainer-0", efa=None)
+    pod_body["spec"]["containers"][0]["resources"]["limits"]["example.com/efa"] = "8"
+    pod_body["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "trainer-0-extended-resources-abcde",
+        "requestMappings": [{"containerName": "node", "resourceName": "example.com/efa", "requestName": "container-0"}],
+    }
+    claim = allocated_claim("d1", [], name="trainer-0-extended-resources-abcde", namespace="ml", pod_name="trainer-0")
+    pool = [mapped, *[b for b in dra_pool(nodes=1) if b["kind"] != "DeviceClass"], claim]
+    assert requesting([*pool, pod_body]) == 1
+    del pod_body["status"]["extendedResourceClaimStatus"]
+    assert requesting([*pool, pod_body]) == 0  # served by nothing the operator can see: not the fabric

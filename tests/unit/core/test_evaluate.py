@@ -654,6 +654,7 @@ def test_object_shape() -> None:
         "unhealthy": 0,
         "advertisedWithoutPlugin": 0,
         "launchedWithoutFabric": 0,
+        "conflictingAdvertisers": 0,
         "nodes": [],
         "truncated": False,
     }

@@ -29,15 +29,18 @@ from fabriccap.core.explain import (
 from support.builders import (
     EFA_DS,
     KARPENTER,
+    allocated_claim,
     daemon_set,
     dra_pool,
     dranet_daemon_set,
     dranet_pods,
+    efa_device_class,
     facts_of,
     healthy_pool,
     node,
     plugin_pods,
     pod,
+    pod_id_link_device,
     resource_slice,
 )
 from support.configs import build_config, default_config
@@ -609,3 +612,53 @@ def test_the_fabric_is_named_as_its_profile_names_it() -> None:
     assert "InfiniBand traffic between a.large and b.large is unsupported" in homogeneous.message
     (finding,) = [f for f in explanation.node("n3").findings if f.condition is ConditionType.HOMOGENEOUS]
     assert finding.detail == "InfiniBand traffic between b.large and the pool's other instance types is unsupported"
+
+
+def test_a_dra_pool_says_which_device_classes_counted_and_how() -> None:
+    # The cluster's class, mapped to the extended resource (KEP-5004); one node's slice carries
+    # pod-id-link0, which the class fails on; another's devices are partly held by a claim.
+    busy = resource_slice("d2", efa=32)
+    busy["spec"]["devices"] = busy["spec"]["devices"][4:]
+    bodies = [
+        efa_device_class(extended_resource_name="vpc.amazonaws.com/efa"),
+        *[b for b in dra_pool(nodes=2) if b["kind"] not in ("DeviceClass", "ResourceSlice")],
+        resource_slice("d1", efa=32, extra_devices=[pod_id_link_device()]),
+        busy,
+        allocated_claim("d2", [device["name"] for device in resource_slice("d2")["spec"]["devices"][:4]], name="job"),
+    ]
+    explanation = explained(bodies)
+    assert [item.describe() for item in explanation.device_classes or []] == [
+        "efa.networking.k8s.aws (from the cluster; serves the extended resource, KEP-5004)"
+    ]
+    notes = {row.name: row.notes for row in explanation.nodes}
+    assert notes["d1"] == [
+        "efa.networking.k8s.aws selector #0: no such key: pciDevice on 1 device(s), e.g. pod-id-link0: not counted"
+    ]
+    assert notes["d2"] == ["4 allocated to ResourceClaims and no longer in its ResourceSlices"]
+    assert [row.dra_devices for row in explanation.nodes] == [32, 32]
+
+
+def test_a_dra_pool_without_the_class_in_the_cluster_says_the_copy_counted() -> None:
+    explanation = explained([b for b in dra_pool(nodes=1) if b["kind"] != "DeviceClass"])
+    assert explanation.to_json()["deviceClasses"] == [
+        {
+            "name": "efa.networking.k8s.aws",
+            "source": "copy",
+            "standsIn": "the aws-dranet-1.0.0 chart's copy",
+            "extendedResource": False,
+        }
+    ]
+
+
+def test_a_broken_class_is_shown_selecting_nothing() -> None:
+    broken = efa_device_class()
+    broken["spec"]["selectors"][0]["cel"]["expression"] = "device.driver =="
+    explanation = explained([broken, *[b for b in dra_pool(nodes=1) if b["kind"] != "DeviceClass"]])
+    (item,) = explanation.device_classes or []
+    assert item.describe().startswith("efa.networking.k8s.aws (selects nothing: selector #0: ")
+    assert [row.dra_devices for row in explanation.nodes] == [0]
+
+
+def test_a_device_plugin_only_pool_shows_no_device_classes() -> None:
+    config = build_config({"fabrics": [{"name": "efa", "sources": ["devicePlugin"]}]})
+    assert explained(healthy_pool(), config=config).device_classes is None

@@ -332,9 +332,11 @@ def test_malformed_daemon_set_names_the_object() -> None:
 
 def test_extractor_resources_of_interest_follow_enabled_fabrics() -> None:
     neuron = {"aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice"}
-    assert EXTRACTOR.resources == frozenset({EFA, GPU, *neuron})
+    # The EFA class's implicit extended resource (KEP-5004) is a request for EFA too.
+    implicit = "deviceclass.resource.kubernetes.io/efa.networking.k8s.aws"
+    assert EXTRACTOR.resources == frozenset({EFA, GPU, *neuron, implicit})
     # The accelerator labels, and the platform's (EKS Auto Mode) that say who advertises.
     assert EXTRACTOR.label_keys == frozenset({GPU_PRESENT, "eks.amazonaws.com/compute-type"})
     both = FactsExtractor(build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]}))
-    assert both.resources == frozenset({EFA, GPU, *neuron, "rdma/hca_shared_devices_a"})
+    assert both.resources == frozenset({EFA, GPU, *neuron, implicit, "rdma/hca_shared_devices_a"})
     assert both.plugin_namespaces == frozenset({"kube-system", "network-operator", "nvidia-network-operator"})

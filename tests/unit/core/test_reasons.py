@@ -28,7 +28,18 @@ from fabriccap.core.api import (
 )
 from fabriccap.core.evaluate import data_unavailable
 from fabriccap_devtools.world import node_pool
-from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods, pod
+from support.builders import (
+    daemon_set,
+    dranet_daemon_set,
+    dranet_pods,
+    efa_device_class,
+    evaluate_bodies,
+    healthy_pool,
+    node,
+    plugin_pods,
+    pod,
+    resource_slice,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 Triple = tuple[str, str, str]
@@ -71,6 +82,25 @@ WORLDS: dict[str, list[dict[str, Any]]] = {
         _node_pool("trn1-small", _TYPE, "In", "trn1.2xlarge"),
         node("k1", pool="trn1-small", pool_key="karpenter.sh/nodepool", instance_type="trn1.32xlarge"),
         pod("k1"),
+    ],
+    "mixed-sources": [
+        efa_device_class(),
+        daemon_set(),
+        dranet_daemon_set(),
+        node("n1"),
+        *plugin_pods(["n1"]),
+        node("n2", efa=None),
+        resource_slice("n2"),
+        *dranet_pods(["n2"]),
+    ],
+    "advertiser-conflict": [
+        efa_device_class(),
+        daemon_set(),
+        dranet_daemon_set(),
+        node("n1"),
+        resource_slice("n1"),
+        *plugin_pods(["n1"]),
+        *dranet_pods(["n1"]),
     ],
 }
 

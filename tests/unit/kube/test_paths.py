@@ -49,7 +49,10 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         ],
         # Workloads run anywhere: with workload reporting on (the default), pods cluster-wide.
         "Pod": [(None, "/api/v1/pods")],
+        "DeviceClass": [(None, "/apis/resource.k8s.io/v1/deviceclasses")],
         "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
+        # Allocated devices count for their node wherever the claim is: cluster-wide, read only.
+        "ResourceClaim": [(None, "/apis/resource.k8s.io/v1/resourceclaims")],
         # Karpenter's objects (SPEC "Elastic pools"), cluster-scoped.
         "NodePool": [(None, "/apis/karpenter.sh/v1/nodepools")],
         "NodeClaim": [(None, "/apis/karpenter.sh/v1/nodeclaims")],
@@ -60,7 +63,17 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         ("kube-system", "/api/v1/namespaces/kube-system/pods"),
         ("network-operator", "/api/v1/namespaces/network-operator/pods"),
     ]
-    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "ResourceSlice", "NodePool", "NodeClaim", "EC2NodeClass"}
+    assert set(BY_KIND) == {
+        "Node",
+        "DaemonSet",
+        "Pod",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+        "NodePool",
+        "NodeClaim",
+        "EC2NodeClass",
+    }
 
 
 def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
@@ -69,7 +82,9 @@ def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
         "Node",
         "DaemonSet",
         "Pod",
+        "DeviceClass",
         "ResourceSlice",
+        "ResourceClaim",
         *karpenter,
     ]
     plugin_only = build_config({"fabrics": [{"name": "efa", "sources": ["devicePlugin"]}, {"name": "aks-rdma"}]})
@@ -83,7 +98,14 @@ def test_karpenters_kinds_are_optional_and_read_only_while_the_config_reads_them
     assert [watched.kind for watched in karpenter] == ["NodePool", "NodeClaim", "EC2NodeClass"]
     assert all(watched.optional for watched in karpenter)
     off = build_config({"karpenter": {"enabled": False}})
-    assert [watched.kind for watched in kinds_for(off)] == ["Node", "DaemonSet", "Pod", "ResourceSlice"]
+    assert [watched.kind for watched in kinds_for(off)] == [
+        "Node",
+        "DaemonSet",
+        "Pod",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+    ]
 
 
 def test_object_keys_are_what_a_list_retains() -> None:

@@ -31,6 +31,8 @@ SPEC_ALERTS = {
     "FabricCapabilityStale",
     "FabricNotRequested",
     "FabricRequestUnschedulable",
+    "FabricNotUsed",
+    "FabricAdvertiserConflict",
 }
 
 

@@ -18,6 +18,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.observability import alerts, dashboard
 from fabriccap_devtools.world import node_pool
@@ -62,7 +63,9 @@ def _samples(exposition: bytes) -> list[tuple[str, dict[str, str], float]]:
 def exposed() -> list[tuple[str, dict[str, str], float]]:
     """The exposition with a Ready pool and a mixed one, and some operator activity."""
     metrics = OperatorMetrics()
-    (healthy,) = evaluate_bodies(healthy_pool(pool="p5-good", prefix="good-")).capabilities
+    # Read with transport on: its status carries workloads.transport, which only then is exposed.
+    transport_on = build_config({"transport": {"enabled": True}})
+    (healthy,) = evaluate_bodies(healthy_pool(pool="p5-good", prefix="good-"), transport_on).capabilities
     _feed(metrics, healthy)
     _feed(metrics, _mixed_pool())
     metrics.evaluations.inc(2)
@@ -147,6 +150,7 @@ fabriccap_pool_gap_nodes{fabric="efa",kind="plugin_ready_not_advertised",name="e
 fabriccap_pool_gap_nodes{fabric="efa",kind="unhealthy",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="advertised_without_plugin",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="launched_without_fabric",name="efa-mx",pool="mx"} 0.0
+fabriccap_pool_gap_nodes{fabric="efa",kind="conflicting_advertisers",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="true"} 1.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="false"} 0.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="unknown"} 0.0

@@ -1,0 +1,790 @@
+"""Benchmark (not a test): one operator replica on scalesim at the size of an EKS ultra cluster.
+
+    python benchmarks/scale_bench.py --nodes 100000 --pods 1000000 --pools 5000 --churn-seconds 300
+    python benchmarks/scale_bench.py --nodes 10000 --pods 100000 --pools 200 --churn-seconds 60 --faults
+
+In one run, against one scalesim process holding the world (ScaleWorld: realistic bodies from
+the demo world's builders; a plugin pod per node; workload pods, a fifth of them asking for
+GPUs and half of those for the fabric; a few quiet pools without workload pods):
+
+- baseline: the best plain client, in a child process of its own, median of 3 each: a paged
+  LIST of every collection the operator lists, with the operator's page sizes (concurrently,
+  as the operator does), JSON-decoded, and a streaming list (sendInitialEvents=true) of the
+  same; the baseline is the faster; the old unpaged LIST is kept for comparison while it fits;
+- start: ``fabriccap run`` starting to every FabricCapability having a status (the time of the
+  last first status write, as the simulator received it);
+- idle and heartbeats: the operator's CPU idle, then under heartbeats alone (700/s: conditions'
+  heartbeat times and managedFields, nothing it reads): status writes (target 0) and CPU
+  seconds per 1,000 heartbeats;
+- churn: 700 node heartbeats/s + 1,000 pod creations/s (each deleted after --pod-lifetime)
+  for --churn-seconds; status writes to the control pools (quiet pools that get heartbeats
+  and no pods: any write there is a heartbeat's) must be 0; operator CPU in cores; probes on
+  the probe pool (a node's EFA count flipped, a GPU pod without the fabric created and
+  deleted) timed from the simulator committing the change to the status write that shows it,
+  against the simulator's watch delivery p99 to the operator plus the debounce plus 250 ms;
+- with --faults, while the churn goes on: a forced relist (410 on every watch), one malformed
+  pod event, a 429 storm and a watch outage, each with the relists it caused, the writes,
+  and what /healthz and the staleness metrics said meanwhile.
+
+The last line is for machines (one line; wrapped here):
+``nodes=N pods=M pools=P start_s=… baseline_s=… start_ratio=… peak_rss_mib=… heartbeat_writes=…
+cpu_cores=… p99_s=… watch_p99_s=… debounce_s=…``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from fabriccap.configfile import load_config
+from fabriccap.kube.client import KubeClient
+from fabriccap.kube.credentials import load_credentials
+from fabriccap.kube.kinds import kinds_for
+from fabriccap_devtools.launch import free_loopback_port, local_run_command
+from fabriccap_devtools.scalesim import Simulator
+from fabriccap_devtools.scalesim.world import (
+    CPU_POD_TEMPLATE,
+    GPU_EFA_POD_TEMPLATE,
+    GPU_TCP_POD_TEMPLATE,
+    ScaleWorld,
+    pool_name,
+)
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+WAIT_SECONDS = 120.0  # a probe's effect, a relist: how long to wait before calling it lost
+# The old baseline, one unpaged GET per collection, is skipped when its response would not
+# fit comfortably in memory as Python objects (~6x the JSON).
+UNPAGED_LIMIT_BYTES = 1_500_000_000
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a process in MiB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def percentile(samples: list[float], quantile: float) -> float | None:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * quantile))] if ordered else None
+
+
+# -- the baseline client (a child process: its own memory, nothing of the bench's)
+
+
+def child_pid(pid: int) -> int:
+    """The one child of a process (the operator under py-spy), waiting for it to appear."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise RuntimeError(f"process {pid} started no child in 30s")
+
+
+def listed_paths(config_path: Path) -> list[tuple[str, int]]:
+    """(path, page size) of every collection the operator lists with this config."""
+    config = load_config(str(config_path))
+    return [(path, watched.page_size) for watched in kinds_for(config) for _scope, path in watched.paths(config)]
+
+
+async def paged_listing(client: KubeClient, paths: list[tuple[str, int]], unpaged: bool) -> int:
+    async def one(path: str, page_size: int) -> int:
+        if unpaged:
+            return len((await client.get(path)).get("items") or [])
+        count = 0
+        async for page in client.list_pages(path, page_size):
+            count += len(page.get("items") or [])
+        return count
+
+    return sum(await asyncio.gather(*(one(path, size) for path, size in paths)))
+
+
+async def streaming_listing(client: KubeClient, paths: list[tuple[str, int]]) -> int:
+    """Each collection as a watch with sendInitialEvents=true, decoded line by line up to the
+    initial-events-end bookmark."""
+    credentials = client.credentials
+    params = {
+        "watch": "true",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "1800",
+    }
+
+    async def one(session: aiohttp.ClientSession, path: str) -> int:
+        count = 0
+        async with session.get(credentials.server + path, params=params, headers=credentials.headers()) as response:
+            if response.status != 200:
+                raise RuntimeError(f"streaming list of {path}: {response.status} {await response.text()}")
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event["type"] == "BOOKMARK":
+                        annotations = event["object"]["metadata"].get("annotations") or {}
+                        if annotations.get("k8s.io/initial-events-end") == "true":
+                            return count
+                    else:
+                        count += 1
+        return count
+
+    connector = aiohttp.TCPConnector(ssl=credentials.ssl_context())
+    async with aiohttp.ClientSession(connector=connector) as session:
+        return sum(await asyncio.gather(*(one(session, path) for path, _ in paths)))
+
+
+def baseline_child(kubeconfig: str, config_path: str, mode: str) -> None:
+    async def run() -> tuple[float, int]:
+        paths = listed_paths(Path(config_path))
+        async with KubeClient(load_credentials(kubeconfig)) as client:
+            started = time.perf_counter()
+            if mode == "streaming":
+                items = await streaming_listing(client, paths)
+            else:
+                items = await paged_listing(client, paths, unpaged=mode == "unpaged")
+            return time.perf_counter() - started, items
+
+    seconds, items = asyncio.run(run())
+    print(json.dumps({"seconds": seconds, "items": items, "peak_rss_mib": rss_mib(os.getpid())[1]}))
+
+
+def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[str, Any]:
+    results = []
+    for _ in range(runs):
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--baseline-child",
+                mode,
+                "--kubeconfig",
+                str(kubeconfig),
+                "--config",
+                str(config_path),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"the {mode} baseline failed ({child.returncode}):\n{child.stderr[-3000:]}")
+        results.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    seconds = [result["seconds"] for result in results]
+    return {
+        "median_s": statistics.median(seconds),
+        "runs_s": [round(value, 2) for value in seconds],
+        "items": results[0]["items"],
+        "peak_rss_mib": max(result["peak_rss_mib"] for result in results),
+    }
+
+
+# -- the operator's side
+
+
+class OperatorProcess:
+    """``fabriccap run``, perhaps under py-spy: ``pid`` is the operator's own process."""
+
+    def __init__(self, process: subprocess.Popen[bytes], pid: int) -> None:
+        self.process, self.pid = process, pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self) -> None:
+        # The operator first: py-spy writes its profile when its target exits.
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+    except OSError as error:
+        return 0, str(error)
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The operator's metrics, ``name{labels}`` -> value."""
+    status, text = http_get(f"http://127.0.0.1:{port}/metrics")
+    values: dict[str, float] = {}
+    if status != 200:
+        return values
+    for line in text.splitlines():
+        match = re.match(r"^(fabriccap_[a-z_]+(?:\{[^}]*\})?) (\S+)$", line)
+        if match:
+            values[match[1]] = float(match[2])
+    return values
+
+
+def status_writes(simulator: Simulator) -> int:
+    writes = simulator.stats()["sink"]["writes"]
+    return int(writes.get("update fabriccapabilities.fabriccap.dev/status", 0))
+
+
+def ready_reason(status: dict[str, Any] | None) -> str | None:
+    for condition in (status or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("reason"))
+    return None
+
+
+def without_fabric(status: dict[str, Any] | None) -> int | None:
+    value = (((status or {}).get("workloads") or {}).get("withoutFabric") or {}).get("pods")
+    return None if value is None else int(value)
+
+
+def wait_for_write(
+    simulator: Simulator, name: str, since_ns: int, shows: Callable[[dict[str, Any] | None], bool]
+) -> int | None:
+    """The arrival time (unix ns) of the first status write of ``name`` since ``since_ns`` that
+    shows the change, or None if none came in WAIT_SECONDS."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        for write in simulator.status_writes(since_ns, name):
+            if shows(write["status"]):
+                return int(write["at"])
+        time.sleep(0.02)
+    return None
+
+
+def latest_status(simulator: Simulator, name: str) -> dict[str, Any] | None:
+    writes = simulator.status_writes(0, name)
+    return writes[-1]["status"] if writes else None
+
+
+class Probes:
+    """Changes on the probe pool, each timed from its commit in the simulator to the status
+    write that shows it: a node's EFA count flipped (Ready: MixedCounts and back), a GPU pod
+    without the fabric created and deleted (withoutFabric +1 and back)."""
+
+    def __init__(self, simulator: Simulator, world: ScaleWorld) -> None:
+        self.simulator = simulator
+        self.capability = f"efa-{pool_name(0)}"
+        self.nodes = world.nodes_of_pool(0)
+        self.namespace = world.namespace
+        self.samples: list[float] = []
+        self.node_samples: list[float] = []  # a node's change to its pool's status
+        self.lost = 0
+        self.count = 0
+        self.efa = "32"
+
+    def _timed(self, committed: dict[str, Any], shows: Callable[[dict[str, Any] | None], bool]) -> float | None:
+        arrived = wait_for_write(self.simulator, self.capability, int(committed["at"]), shows)
+        if arrived is None:
+            self.lost += 1
+            return None
+        seconds = (arrived - int(committed["at"])) / 1e9
+        self.samples.append(seconds)
+        return seconds
+
+    def node(self) -> None:
+        self.efa = "16" if self.efa == "32" else "32"
+        expected = "MixedCounts" if self.efa == "16" else "UniformCapability"
+        committed = self.simulator.post(
+            "/probe/vars", {"resource": "nodes", "name": self.nodes[0], "vars": {"EFA": self.efa}}
+        )
+        seconds = self._timed(committed, lambda status: ready_reason(status) == expected)
+        if seconds is not None:
+            self.node_samples.append(seconds)
+
+    def pod(self) -> None:
+        base = without_fabric(latest_status(self.simulator, self.capability)) or 0
+        name = f"probe-{self.count:05d}"
+        self.count += 1
+        committed = self.simulator.post(
+            "/probe/create",
+            {
+                "template": GPU_TCP_POD_TEMPLATE,
+                "namespace": self.namespace,
+                "name": name,
+                "node": self.nodes[-1],
+                "vars": {"JOB": f"probe-job-{name}", "JOBUID": f"00000000-0000-4000-8000-{self.count:012d}"},
+            },
+        )
+        self._timed(committed, lambda status: without_fabric(status) == base + 1)
+        committed = self.simulator.post(
+            "/probe/delete", {"resource": "pods", "namespace": self.namespace, "name": name}
+        )
+        self._timed(committed, lambda status: without_fabric(status) == base)
+
+    def one_round(self) -> None:
+        self.node()
+        self.pod()
+
+
+def list_requests(simulator: Simulator) -> dict[str, int]:
+    """The operator's listings by resource: LIST pages, and streaming lists that reached the
+    end of their initial events."""
+    stats = simulator.stats()
+    counts = {key.split(" ", 1)[1]: int(value) for key, value in stats["requests"].items() if key.startswith("LIST ")}
+    for record in stats.get("initialStreams") or []:
+        if not record["bench"]:
+            counts[record["resource"]] = counts.get(record["resource"], 0) + 1
+    return counts
+
+
+def relists(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {kind: after[kind] - before.get(kind, 0) for kind in after if after[kind] - before.get(kind, 0)}
+
+
+def churn_spec(world: ScaleWorld, args: argparse.Namespace, seconds: float, pods: bool = True) -> dict[str, Any]:
+    counts = world.workload_counts()
+    total = sum(counts.values()) or 1
+    spec: dict[str, Any] = {"seconds": seconds, "heartbeatsPerSecond": args.heartbeats}
+    if pods and args.pod_creates > 0:
+        job_vars = {"JOB": "churn-job-{job}", "JOBUID": "c0000000-0000-4000-8000-{job12}"}
+        spec.update(
+            {
+                "podCreatesPerSecond": args.pod_creates,
+                "podLifetimeSeconds": args.pod_lifetime,
+                "podNamespace": world.namespace,
+                "podNodes": world.busy_nodes,
+                "podTemplates": [
+                    {"template": template, "weight": counts[template] / total or 1e-9, "vars": job_vars}
+                    for template in (GPU_EFA_POD_TEMPLATE, GPU_TCP_POD_TEMPLATE, CPU_POD_TEMPLATE)
+                ],
+            }
+        )
+    return spec
+
+
+class HealthSampler:
+    """/healthz and the staleness metrics once a second, in a thread, while a fault lasts."""
+
+    def __init__(self, health_port: int, metrics_port: int) -> None:
+        self.health_port, self.metrics_port = health_port, metrics_port
+        self.samples: list[dict[str, Any]] = []
+
+    def sample(self, started: float) -> None:
+        code, _ = http_get(f"http://127.0.0.1:{self.health_port}/healthz", timeout=5)
+        metrics = scrape(self.metrics_port)
+        now = time.time()
+        connected = {
+            key.split('"')[1]: value for key, value in metrics.items() if key.startswith("fabriccap_watch_connected{")
+        }
+        ages = {
+            key.split('"')[1]: round(now - value, 1)
+            for key, value in metrics.items()
+            if key.startswith("fabriccap_watch_last_event_timestamp_seconds{")
+        }
+        self.samples.append(
+            {"t": round(time.monotonic() - started, 1), "healthz": code, "connected": connected, "age_s": ages}
+        )
+
+    def summary(self) -> dict[str, Any]:
+        codes = [sample["healthz"] for sample in self.samples]
+        disconnected = [sample["t"] for sample in self.samples if any(v == 0 for v in sample["connected"].values())]
+        failing = [sample["t"] for sample in self.samples if sample["healthz"] != 200]
+        return {
+            "samples": len(self.samples),
+            "healthz_codes": sorted(set(codes)),
+            "healthz_failing_s": [failing[0], failing[-1]] if failing else None,
+            "watch_disconnected_s": [disconnected[0], disconnected[-1]] if disconnected else None,
+            "max_age_s": max((max(s["age_s"].values(), default=0) for s in self.samples), default=None),
+        }
+
+
+def sample_for(sampler: HealthSampler, seconds: float) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        sampler.sample(started)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - started) % 1.0))
+
+
+def faults(
+    simulator: Simulator,
+    world: ScaleWorld,
+    args: argparse.Namespace,
+    operator: OperatorProcess,
+    health_port: int,
+    metrics_port: int,
+) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    watched = ["nodes", "pods", "daemonsets", "resourceslices"]
+
+    # A forced relist under heartbeats alone: whatever it writes, it caused.
+    simulator.post("/churn", churn_spec(world, args, 0, pods=False))
+    time.sleep(5)
+    writes, lists, rss = status_writes(simulator), list_requests(simulator), rss_mib(operator.pid)[0]
+    simulator.post("/fault/expire", {"resources": watched})
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline and not {"nodes", "pods"} <= set(relists(lists, list_requests(simulator))):
+        time.sleep(0.5)
+    time.sleep(10 + 2 * args.debounce)
+    results["relist_410"] = {
+        "relists": relists(lists, list_requests(simulator)),
+        "status_writes": status_writes(simulator) - writes,
+        "rss_before_mib": round(rss, 1),
+        "rss_after_mib": round(rss_mib(operator.pid)[0], 1),
+    }
+    time.sleep(20)
+    results["relist_410"]["rss_30s_later_mib"] = round(rss_mib(operator.pid)[0], 1)
+    simulator.request("DELETE", "/churn")
+
+    # The rest under full churn.
+    simulator.post("/churn", churn_spec(world, args, 0))
+    time.sleep(10)
+    probes = Probes(simulator, world)
+
+    lists = list_requests(simulator)
+    simulator.post("/fault/malformed", {"resource": "pods", "count": 1})
+    time.sleep(10)
+    probes.one_round()
+    results["malformed_event"] = {
+        "sent": simulator.stats()["faults"].get("malformed events sent", 0),
+        "relists": relists(lists, list_requests(simulator)),
+        "probe_after_s": [round(sample, 3) for sample in probes.samples[-3:]],
+    }
+
+    sampler = HealthSampler(health_port, metrics_port)
+    before = scrape(metrics_port)
+    lists = list_requests(simulator)
+    simulator.post("/fault/throttle", {"seconds": 30, "fraction": 1.0})
+    sample_for(sampler, 40)
+    after = scrape(metrics_port)
+    refused = {
+        key: after[key] - before.get(key, 0)
+        for key in after
+        if key.startswith("fabriccap_api_errors_total") and '"429"' in key and after[key] - before.get(key, 0)
+    }
+    probes.one_round()
+    results["throttle_429_30s"] = {
+        "operator_429s": refused,
+        "relists": relists(lists, list_requests(simulator)),
+        "health": sampler.summary(),
+        "probe_after_s": [round(sample, 3) for sample in probes.samples[-3:]],
+    }
+
+    sampler = HealthSampler(health_port, metrics_port)
+    lists = list_requests(simulator)
+    simulator.post("/fault/outage", {"seconds": args.outage_seconds})
+    sample_for(sampler, args.outage_seconds + 30)
+    probes.one_round()
+    results[f"outage_{args.outage_seconds:.0f}s"] = {
+        "relists": relists(lists, list_requests(simulator)),
+        "health": sampler.summary(),
+        "probe_after_s": [round(sample, 3) for sample in probes.samples[-3:]],
+        "lost_probes": probes.lost,
+    }
+    simulator.request("DELETE", "/churn")
+    return results
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    world = ScaleWorld(
+        nodes=args.nodes, pods=args.pods, pools=args.pools, quiet_pools=max(2, args.pools // 100), gpu_share=0.2
+    )
+    results: dict[str, Any] = {
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "pools": args.pools,
+        "load_before": os.getloadavg()[0],
+    }
+    with tempfile.TemporaryDirectory(prefix="fabriccap-scale-") as scratch:
+        directory = Path(scratch)
+        started = time.perf_counter()
+        spec = world.spec()
+        results["world_s"] = time.perf_counter() - started
+        config_path = directory / "config.yaml"
+        config_path.write_text(f"debounceSeconds: {args.debounce}\nstaleAfterSeconds: {args.stale_after}\n")
+        started = time.perf_counter()
+        with Simulator(directory / "sim", world=spec) as simulator:
+            del spec
+            results["simulator_load_s"] = time.perf_counter() - started
+            results["simulator_rss_mib"] = rss_mib(simulator.info.pid)[0]
+            bench_kubeconfig = simulator.info.bench_kubeconfig
+
+            print(f"world loaded: {results['simulator_load_s']:.1f}s; baseline...", flush=True)
+            paged = baseline(bench_kubeconfig, config_path, "paged", args.baseline_runs)
+            streaming = baseline(bench_kubeconfig, config_path, "streaming", args.baseline_runs)
+            results["baseline_paged"] = paged
+            results["baseline_streaming"] = streaming
+            estimated_bytes = args.nodes * 17_000 + (args.pods + args.nodes) * 6_000
+            if args.unpaged and estimated_bytes < UNPAGED_LIMIT_BYTES:
+                results["baseline_unpaged_old"] = baseline(bench_kubeconfig, config_path, "unpaged", args.baseline_runs)
+            baseline_s = min(paged["median_s"], streaming["median_s"])
+            results["baseline_s"] = baseline_s
+
+            metrics_port, health_port = free_loopback_port(), free_loopback_port()
+            log = (directory / "operator.log").open("w")
+            print("baseline done; starting the operator", flush=True)
+            simulator.post("/stats/reset", {})
+            started_ns = time.time_ns()
+            command = local_run_command(simulator.kubeconfig, config_path, metrics_port, health_port)
+            if args.profile:
+                # py-spy samples the operator from outside (its own CPU is not the operator's);
+                # raw output is one collapsed stack per line with its sample count.
+                profiler = Path(sys.executable).parent / "py-spy"
+                command = [
+                    str(profiler),
+                    "record",
+                    "--nonblocking",
+                    "--rate",
+                    "25",
+                    "--format",
+                    "raw",
+                    "-o",
+                    args.profile,
+                    "--",
+                    *command,
+                ]
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            operator = OperatorProcess(process, child_pid(process.pid) if args.profile else process.pid)
+            try:
+                deadline = time.monotonic() + 3600
+                while True:
+                    count, last_first = simulator.published()
+                    if count >= args.pools:
+                        break
+                    if operator.poll() is not None:
+                        raise RuntimeError(f"the operator exited; see {directory / 'operator.log'}")
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"only {count} of {args.pools} pools published after an hour")
+                    time.sleep(0.1)
+                results["start_s"] = (last_first - started_ns) / 1e9
+                results["start_ratio"] = results["start_s"] / baseline_s
+                results["start_ratio_paged"] = results["start_s"] / paged["median_s"]
+                results["start_cpu_s"] = cpu_seconds(operator.pid)
+                time.sleep(5)
+                results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
+                results["start_lists"] = list_requests(simulator)
+                print(f"started in {results['start_s']:.1f}s (baseline {baseline_s:.1f}s)", flush=True)
+                if args.start_only:
+                    results["peak_rss_mib"] = results["peak_rss_after_start_mib"]
+                    results["load_after"] = os.getloadavg()[0]
+                    return results
+
+                # Idle, then heartbeats alone.
+                cpu, wall = cpu_seconds(operator.pid), time.monotonic()
+                time.sleep(args.idle_seconds)
+                idle_cores = (cpu_seconds(operator.pid) - cpu) / (time.monotonic() - wall)
+                writes = status_writes(simulator)
+                cpu, wall = cpu_seconds(operator.pid), time.monotonic()
+                simulator.post("/churn", churn_spec(world, args, args.heartbeat_seconds, pods=False))
+                time.sleep(args.heartbeat_seconds + 2 * args.debounce + 2)
+                heartbeat_wall = time.monotonic() - wall
+                heartbeat_cpu = cpu_seconds(operator.pid) - cpu
+                heartbeats = simulator.request("DELETE", "/churn")["counts"].get("node heartbeats", 0)
+                results["idle_cores"] = idle_cores
+                results["heartbeats"] = heartbeats
+                results["heartbeat_only_status_writes"] = status_writes(simulator) - writes
+                results["heartbeat_cores"] = heartbeat_cpu / heartbeat_wall
+                results["cpu_s_per_1000_heartbeats"] = (
+                    (heartbeat_cpu - idle_cores * heartbeat_wall) / heartbeats * 1000 if heartbeats else None
+                )
+
+                # Churn, with probes on the probe pool and control pools that only get heartbeats.
+                print(f"churn for {args.churn_seconds:.0f}s", flush=True)
+                controls = {f"efa-{pool_name(pool)}" for pool in range(1, world.quiet_pools)}
+                simulator.post("/stats/reset", {})
+                churn_started_ns = time.time_ns()
+                cpu, wall = cpu_seconds(operator.pid), time.monotonic()
+                simulator.post("/churn", churn_spec(world, args, args.churn_seconds))
+                probes = Probes(simulator, world)
+                time.sleep(min(10.0, args.churn_seconds / 4))  # into the steady state first
+                while time.monotonic() - wall < args.churn_seconds and probes.count < args.probes:
+                    probes.one_round()
+                while time.monotonic() - wall < args.churn_seconds:
+                    time.sleep(0.5)
+                churn_wall = time.monotonic() - wall
+                churn_cpu = cpu_seconds(operator.pid) - cpu
+                churn = simulator.request("DELETE", "/churn")
+                time.sleep(2 * args.debounce + 2)
+                stats = simulator.stats()
+                writes_during = simulator.status_writes(churn_started_ns)
+                results["churn"] = churn["counts"]
+                results["churn_seconds"] = churn["seconds"]
+                results["cpu_cores"] = churn_cpu / churn_wall
+                results["churn_status_writes"] = len(writes_during)
+                results["control_pool_writes"] = sum(1 for write in writes_during if write["name"] in controls)
+                results["heartbeat_writes"] = results["heartbeat_only_status_writes"] + results["control_pool_writes"]
+                results["probe_samples"] = len(probes.samples)
+                results["probes_lost"] = probes.lost
+                results["p50_s"] = percentile(probes.samples, 0.5)
+                results["p99_s"] = percentile(probes.samples, 0.99)
+                results["node_probe_samples"] = len(probes.node_samples)
+                results["node_probe_p50_s"] = percentile(probes.node_samples, 0.5)
+                results["node_probe_p99_s"] = percentile(probes.node_samples, 0.99)
+                results["watch_delivery"] = stats["delivery"]
+                results["watch_p99_s"] = stats["delivery"]["all"]["p99"]
+                results["target_p99_s"] = results["watch_p99_s"] + args.debounce + 0.25
+                results["operator_requests_during_churn"] = stats["requests"]
+                results["rss_after_churn_mib"], results["peak_rss_mib"] = rss_mib(operator.pid)
+                results["simulator_cpu_s"] = cpu_seconds(simulator.info.pid)
+
+                if args.faults:
+                    print("faults", flush=True)
+                    results["faults"] = faults(simulator, world, args, operator, health_port, metrics_port)
+                    results["rss_after_faults_mib"], results["peak_rss_mib"] = rss_mib(operator.pid)
+            finally:
+                operator.stop()
+                log.close()
+                results["operator_log_tail"] = (
+                    (directory / "operator.log").read_text(errors="replace").splitlines()[-5:]
+                )
+    results["load_after"] = os.getloadavg()[0]
+    return results
+
+
+def profile_summary(path: Path, top: int = 15) -> str:
+    """The functions where the operator spent its samples (py-spy's raw output: one collapsed
+    stack per line, its sample count last): by self time and by time inside them."""
+    own: dict[str, int] = {}
+    inside: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        # "function (file:line)" -> "function (file)": a function is one entry whatever line ran.
+        frames = [re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            inside[frame] = inside.get(frame, 0) + count
+    if not total:
+        return f"profile {path}: no samples"
+
+    def table(counts: dict[str, int]) -> list[str]:
+        ranked = sorted(counts.items(), key=lambda item: -item[1])[:top]
+        return [f"  {count / total:6.1%}  {frame}" for frame, count in ranked]
+
+    return "\n".join([f"profile {path}: {total} samples", "self:", *table(own), "inside (inclusive):", *table(inside)])
+
+
+def summary(results: dict[str, Any], debounce: float) -> str:
+    """The figures for people: seconds, each beside its ratio to what this run measured as the
+    baseline (the best plain client) or the target."""
+
+    def ratio(value: float | None, base: float | None) -> str:
+        return "n/a" if value is None or not base else f"{value / base:.2f}x"
+
+    def seconds(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f} s"
+
+    paged, streaming = results["baseline_paged"], results["baseline_streaming"]
+    best = "streaming" if streaming["median_s"] <= paged["median_s"] else "paged"
+    base_rss = results["baseline_" + best]["peak_rss_mib"]
+    target = results.get("target_p99_s")
+    lines = [
+        f"size: {results['nodes']} nodes, {results['pods']} pods, {results['pools']} pools "
+        f"(load average {results['load_before']:.1f} before, {results['load_after']:.1f} after)",
+        f"baseline: {best} list {seconds(results['baseline_s'])} (median; paged {seconds(paged['median_s'])}, "
+        f"streaming {seconds(streaming['median_s'])}"
+        + (
+            f", old unpaged {seconds(results['baseline_unpaged_old']['median_s'])})"
+            if "baseline_unpaged_old" in results
+            else ")"
+        ),
+        f"start: {seconds(results.get('start_s'))} = {ratio(results.get('start_s'), results['baseline_s'])} the "
+        f"baseline ({ratio(results.get('start_s'), paged['median_s'])} the paged list)",
+        f"node probe (EFA count -> status): p50 {seconds(results.get('node_probe_p50_s'))}, "
+        f"p99 {seconds(results.get('node_probe_p99_s'))} over {results.get('node_probe_samples')}; all probes p99 "
+        f"{seconds(results.get('p99_s'))} = {ratio(results.get('p99_s'), target)} the target {seconds(target)} "
+        f"(watch delivery p99 {seconds(results.get('watch_p99_s'))} + debounce {debounce} s + 0.25 s)",
+        f"RSS: peak {results.get('peak_rss_mib', 0):.1f} MiB = {ratio(results.get('peak_rss_mib'), base_rss)} the "
+        f"baseline client's peak {base_rss:.1f} MiB; after start {results.get('rss_after_start_mib', 0):.1f} MiB",
+        f"writes: {results.get('heartbeat_writes')} caused by heartbeats (target 0); "
+        f"{results.get('churn_status_writes')} status writes in {results.get('churn_seconds', 0):.0f} s of churn",
+        f"CPU: {results.get('cpu_cores', 0):.2f} cores under churn, idle {results.get('idle_cores', 0):.2f}; "
+        f"{results.get('cpu_s_per_1000_heartbeats') or 0:.2f} CPU s per 1,000 heartbeats",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--pools", type=int, default=200)
+    parser.add_argument("--churn-seconds", type=float, default=60.0)
+    parser.add_argument("--heartbeats", type=float, default=700.0, help="node heartbeats per second")
+    parser.add_argument("--pod-creates", type=float, default=1000.0, help="pod creations per second")
+    parser.add_argument("--pod-lifetime", type=float, default=30.0, help="seconds before a churn pod is deleted")
+    parser.add_argument("--probes", type=int, default=60, help="probe rounds at most (3 samples each)")
+    parser.add_argument("--debounce", type=float, default=0.2)
+    parser.add_argument("--stale-after", type=float, default=150.0, help="the operator's staleAfterSeconds")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--heartbeat-seconds", type=float, default=30.0)
+    parser.add_argument("--baseline-runs", type=int, default=3)
+    parser.add_argument(
+        "--unpaged", action=argparse.BooleanOptionalAction, default=True, help="the old unpaged baseline too"
+    )
+    parser.add_argument("--faults", action="store_true", help="relist, malformed event, 429 storm, outage")
+    parser.add_argument("--outage-seconds", type=float, default=60.0)
+    parser.add_argument("--start-only", action="store_true", help="stop after the start figures")
+    parser.add_argument(
+        "--profile",
+        help="record the operator with py-spy (pip install py-spy) into this file (raw collapsed stacks)",
+    )
+    parser.add_argument("--baseline-child", choices=["paged", "streaming", "unpaged"], help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.baseline_child:
+        baseline_child(args.kubeconfig, args.config, args.baseline_child)
+        return 0
+    print(
+        f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}",
+        flush=True,
+    )
+    results = bench(args)
+    print(json.dumps(results, indent=1, default=str), flush=True)
+    print(summary(results, args.debounce), flush=True)
+    if args.profile:
+        print(profile_summary(Path(args.profile)), flush=True)
+
+    def figure(key: str, digits: int = 3) -> str:
+        value = results.get(key)
+        return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+    print(
+        f"nodes={args.nodes} pods={args.pods} pools={args.pools} start_s={figure('start_s', 2)} "
+        f"baseline_s={figure('baseline_s', 2)} start_ratio={figure('start_ratio', 2)} "
+        f"peak_rss_mib={figure('peak_rss_mib', 1)} heartbeat_writes={figure('heartbeat_writes')} "
+        f"cpu_cores={figure('cpu_cores', 2)} p99_s={figure('p99_s')} watch_p99_s={figure('watch_p99_s')} "
+        f"debounce_s={args.debounce}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

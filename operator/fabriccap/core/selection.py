@@ -1,0 +1,254 @@
+"""Which ResourceSlice devices are a fabric's: its DeviceClasses' selectors, as the scheduler runs them.
+
+A profile names DeviceClasses (``dra.deviceClassNames``). For each, the class that counts is the
+cluster's when it has one (the scheduler allocates with that one, broken or not), else the
+profile's copy (``dra.deviceClasses``: for EFA, the aws-dranet chart's, rendered from the chart),
+else the old ``dra.drivers`` + ``dra.attributes`` form read as a selector; the status says
+which. A device is the fabric's when one of these selects it (``core.cel``): the count is what
+ResourceClaims of the classes can get.
+
+Evaluating costs: a p5.48xlarge slice holds 32 devices, a cluster 10,000 slices. Two devices
+that agree on what a class reads get the same outcome, so ``DeviceSelector`` keys its cache on
+exactly that: for the aws-dranet class, the driver and ``pciDevice``, so 340,000 devices are two
+or three evaluations; a class that reads the whole device (it iterates the attributes) keys on
+the whole content. Errors are kept per (class, cause) with a count and one example, so each is
+reported once, however many devices share it.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from fabriccap.core.cel import (
+    CompileError,
+    Outcome,
+    Read,
+    Selector,
+    Verdict,
+    compile_selector,
+    content_key,
+    evaluate,
+    one_line,
+    projected_key,
+)
+from fabriccap.core.config import FabricProfile
+
+# Implicit extended resource of every DeviceClass (KEP-5004; k8s.io/api@v0.35.4 resource/v1
+# ResourceDeviceClassPrefix): a pod may request ``deviceclass.resource.kubernetes.io/<class>``.
+IMPLICIT_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def implicit_resource(class_name: str) -> str:
+    return f"{IMPLICIT_RESOURCE_PREFIX}{class_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassFacts:
+    """A cluster's DeviceClass, as much as selection and KEP-5004 read of it."""
+
+    name: str
+    expressions: tuple[str, ...]
+    extended_resource_name: str | None = None
+    # metadata.creationTimestamp (RFC 3339, so it sorts as text): of two classes mapping one
+    # extended resource, the scheduler uses the one created later.
+    created: str = ""
+    # Why its selectors could not be read (the class then selects nothing, as it would fail
+    # to compile in the scheduler).
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassView:
+    """The cluster's DeviceClasses of interest, with a version that changes whenever they do
+    (what is derived from them is kept until then)."""
+
+    version: int
+    classes: Mapping[str, DeviceClassFacts]
+
+
+NO_CLASSES = DeviceClassView(0, {})
+
+
+class ClassSource(StrEnum):
+    """Where the class that counts for a name comes from."""
+
+    CLUSTER = "cluster"
+    COPY = "copy"  # the profile's copy: the cluster has no class of that name
+    ATTRIBUTES = "attributes"  # the old dra.attributes form, standing in for it: no copy either
+    MISSING = "missing"  # neither the cluster nor the profile has it
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveClass:
+    """One class a fabric's devices are selected with, compiled."""
+
+    name: str
+    source: ClassSource
+    copy_origin: str  # what stands in for it: "the aws-dranet-1.0.0 chart's copy", "the dra.attributes selector"
+    selectors: tuple[Selector, ...]
+    # Why it selects nothing at all: a selector that does not compile, or no class to be had.
+    error: str | None
+    # What every selector reads, when each only does named reads: the cache key's parts.
+    projection: tuple[Read, ...] | None
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(selector.expression for selector in self.selectors)
+
+    def describe(self) -> str:
+        """The class in messages: ``DeviceClass efa.networking.k8s.aws``."""
+        return f"DeviceClass {self.name}"
+
+    @property
+    def stands_in(self) -> bool:
+        """Counted with something other than the cluster's class (the scheduler knows none)."""
+        return self.source in (ClassSource.COPY, ClassSource.ATTRIBUTES)
+
+
+def _compiled(name: str, source: ClassSource, origin: str, expressions: Sequence[str]) -> EffectiveClass:
+    selectors: list[Selector] = []
+    for position, expression in enumerate(expressions):
+        try:
+            selectors.append(compile_selector(expression))
+        except CompileError as error:
+            return EffectiveClass(name, source, origin, (), f"selector #{position}: {error}", None)
+    projection = None
+    if all(selector.references.named_reads_only for selector in selectors):
+        projection = tuple(sorted({read for selector in selectors for read in selector.references.reads}))
+    return EffectiveClass(name, source, origin, tuple(selectors), None, projection)
+
+
+@dataclass(frozen=True, slots=True)
+class FabricSelection:
+    """A fabric's classes as they stand: what its devices are selected with."""
+
+    fabric: str
+    classes: tuple[EffectiveClass, ...]
+    # KEP-5004: the cluster maps the profile's extended resource to one of these classes
+    # (``spec.extendedResourceName``), so ``resource: N`` can be served from DRA devices.
+    extended_resource_class: str | None
+
+    @property
+    def signature(self) -> Hashable:
+        """What the devices' outcomes depend on: a slice read under another signature must be
+        read again. Where a class comes from does not change what it selects."""
+        return tuple((effective.name, effective.expressions, effective.error is None) for effective in self.classes)
+
+    def of_source(self, source: ClassSource) -> list[EffectiveClass]:
+        return [effective for effective in self.classes if effective.source is source]
+
+
+def extended_resource_class(resource: str, cluster: Mapping[str, DeviceClassFacts]) -> str | None:
+    """The class the scheduler serves ``resource`` from under KEP-5004: of the classes whose
+    ``extendedResourceName`` it is, the one created last, then the first by name."""
+    mapping = [facts for facts in cluster.values() if facts.extended_resource_name == resource]
+    if not mapping:
+        return None
+    latest = max(facts.created for facts in mapping)
+    return min(facts.name for facts in mapping if facts.created == latest)
+
+
+def fabric_selection(profile: FabricProfile, cluster: Mapping[str, DeviceClassFacts]) -> FabricSelection:
+    """The classes a fabric's devices are selected with, given the cluster's DeviceClasses (by
+    name; only those a profile names or that map a profile's resource need be there)."""
+    classes: list[EffectiveClass] = []
+    for name in profile.dra.device_class_names:
+        facts = cluster.get(name)
+        copy = profile.dra.copy_of(name)
+        if facts is not None:
+            if facts.problem is not None:
+                classes.append(EffectiveClass(name, ClassSource.CLUSTER, "", (), facts.problem, None))
+            else:
+                classes.append(_compiled(name, ClassSource.CLUSTER, "", facts.expressions))
+        elif copy is not None:
+            classes.append(_compiled(name, ClassSource.COPY, f"{copy.origin} copy", copy.expressions))
+        elif (legacy := profile.dra.attribute_selector) is not None:
+            classes.append(_compiled(name, ClassSource.ATTRIBUTES, "the dra.attributes selector", (legacy,)))
+        else:
+            error = "it is not in the cluster, and the profile has no copy of it (dra.deviceClasses)"
+            classes.append(EffectiveClass(name, ClassSource.MISSING, "", (), error, None))
+    mapped = extended_resource_class(profile.resource, cluster)
+    return FabricSelection(
+        fabric=profile.name,
+        classes=tuple(classes),
+        extended_resource_class=mapped if mapped in profile.dra.device_class_names else None,
+    )
+
+
+class ClassError(NamedTuple):
+    """Devices one class failed on, for one cause."""
+
+    class_name: str
+    cause: str
+    devices: int
+    example: str  # one device's name
+
+
+class DeviceCount(NamedTuple):
+    """What one fabric's classes make of one slice's devices."""
+
+    selected: int
+    errors: tuple[ClassError, ...] = ()
+
+
+NO_DEVICES = DeviceCount(0)
+# A cache of outcomes larger than this is emptied: a hostile set of distinct devices read by a
+# class that reads everything could otherwise grow it without end.
+MAX_CACHED_OUTCOMES = 200_000
+
+
+class DeviceSelector:
+    """Evaluates classes on devices, once per distinct thing they read."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[tuple[tuple[str, ...], Hashable], Outcome] = {}
+        self.evaluations = 0  # uncached evaluations, for tests and benchmarks
+
+    def outcome(self, effective: EffectiveClass, driver: str, device: Mapping[str, Any]) -> Outcome:
+        if effective.error is not None:
+            return Outcome(Verdict.NOT_SELECTED)
+        key = (
+            projected_key(driver, device, effective.projection)
+            if effective.projection is not None
+            else content_key(driver, device)
+        )
+        cache_key = (effective.expressions, key)
+        outcome = self._outcomes.get(cache_key)
+        if outcome is None:
+            if len(self._outcomes) >= MAX_CACHED_OUTCOMES:
+                self._outcomes.clear()
+            self.evaluations += 1
+            outcome = self._outcomes[cache_key] = evaluate(effective.selectors, driver, device)
+        return outcome
+
+    def count(self, selection: FabricSelection, driver: str, devices: Iterable[Mapping[str, Any]]) -> DeviceCount:
+        """How many of ``devices`` one of the fabric's classes selects, and the errors met."""
+        selected = 0
+        errors: dict[tuple[str, str], list[Any]] = {}
+        classes = [effective for effective in selection.classes if effective.error is None]
+        if not classes:
+            return NO_DEVICES
+        for device in devices:
+            chosen = False
+            for effective in classes:
+                outcome = self.outcome(effective, driver, device)
+                if outcome.verdict is Verdict.SELECTED:
+                    chosen = True
+                elif outcome.verdict is Verdict.ERROR:
+                    entry = errors.setdefault((effective.name, outcome.cause or "error"), [0, device.get("name")])
+                    entry[0] += 1
+            selected += chosen
+        if not errors:
+            return DeviceCount(selected)
+        return DeviceCount(
+            selected,
+            tuple(
+                ClassError(name, cause, count, one_line(str(example or "?"), 80))
+                for (name, cause), (count, example) in sorted(errors.items())
+            ),
+        )

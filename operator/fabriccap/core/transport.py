@@ -1,0 +1,594 @@
+"""What NCCL chose for its network, read from NCCL's own log (``NCCL_DEBUG=INFO``).
+
+Requesting a fabric is not using it: an image without the aws-ofi-nccl plugin, or with
+``FI_PROVIDER`` pointing elsewhere, holds its EFA devices and still runs NCCL over
+``NET/Socket``. NCCL's log is the only record of the choice. This module turns log text into a
+verdict per rank and per job; docs/transport.md lists each rule with the NCCL and aws-ofi-nccl
+versions it covers and the corpus entries (tests/fixtures/nccl) that show it.
+
+Pure: no I/O, no clock. ``TransportScanner`` takes bytes in chunks as they arrive (a streamed
+HTTP body, a file, a pipe), splits lines itself and keeps a bounded prefix of each, so no input
+can make it hold more than ``MEMORY_BOUND_BYTES`` (the text of one line, the per-rank facts and
+their evidence lines), whatever its size or shape. It says when it has seen a decisive line, so
+a reader can stop early.
+
+A log is hostile input: anyone who can create a pod can print anything. Every evidence line is
+decoded leniently, stripped of ANSI escapes and control characters and cut to
+``EVIDENCE_CHARS`` characters before it leaves this module. A pod can still fake its own
+verdict by printing NCCL-looking lines; the verdict describes the log, not the hardware.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fabriccap.core.text import clean_text
+
+# The kept prefix of one line. NCCL's lines are well under 1 KiB and everything the rules read
+# (the prefix, the message's first words) is at their start; the rest of a longer line is
+# counted and dropped, never held.
+MAX_LINE_BYTES = 4096
+# Ranks (host, pid, device) tracked per scanner: a pod's 8 or 16, or every rank of a 32-node job
+# of 8 GPUs in one combined log; lines of further ranks are counted in ``ranks_dropped`` and
+# ignored.
+MAX_RANKS = 256
+EVIDENCE_CHARS = 200
+# One rank at worst: its host name (253 characters) and five evidence lines of EVIDENCE_CHARS
+# characters, all outside the BMP (4 bytes each), its process's two lines, and the objects
+# themselves; tests/unit/core/test_transport_parser.py measures it with tracemalloc.
+RANK_BYTES = 8 * 1024
+MEMORY_BOUND_BYTES = MAX_LINE_BYTES + MAX_RANKS * RANK_BYTES  # 2 MiB and 4 KiB
+
+
+def memory_bound(max_ranks: int = MAX_RANKS) -> int:
+    """The most a scanner tracking at most ``max_ranks`` ranks holds, whatever its input."""
+    return MAX_LINE_BYTES + max_ranks * RANK_BYTES
+
+
+class Verdict(StrEnum):
+    FABRIC = "fabric"  # NCCL's network is the fabric (EFA: the OFI plugin over provider efa)
+    SOCKET = "socket"  # NET/Socket: TCP
+    OTHER = "other"  # another network: IB on an EFA pool, a libfabric provider that is not the fabric
+    NONE = "none"  # no network at all: one node
+    UNKNOWN = "unknown"  # the lines do not say
+
+
+# SPEC: the job's verdict is the first of these that any rank shows, else unknown.
+JOB_VERDICT_ORDER: tuple[Verdict, ...] = (Verdict.SOCKET, Verdict.OTHER, Verdict.FABRIC, Verdict.NONE)
+
+
+@dataclass(frozen=True)
+class FabricSignature:
+    """What counts as a fabric's network in NCCL's log.
+
+    ``networks``: NCCL network names (``Using network X``, ``via NET/X/…``) that are the fabric
+    by themselves. ``providers``: libfabric providers that make the OFI plugin's network
+    (``AWS Libfabric``, ``Libfabric``) the fabric; the network name alone proves nothing, since
+    the same plugin runs over ``tcp``, ``sockets`` or ``cxi``.
+    """
+
+    name: str
+    networks: re.Pattern[str] | None = None
+    providers: frozenset[str] = frozenset()
+
+    def is_fabric_network(self, network: str) -> bool:
+        return self.networks is not None and self.networks.fullmatch(network) is not None
+
+    def is_fabric_provider(self, provider: str) -> bool:
+        # Older libfabric spelled layered providers "tcp;ofi_rxm" or "ofi_rxr;efa".
+        return any(part in self.providers for part in provider.casefold().split(";"))
+
+
+SIGNATURES: Mapping[str, FabricSignature] = {
+    "efa": FabricSignature(name="efa", providers=frozenset({"efa", "efa-direct"})),
+    # NCCL's own verbs transport is "IB" for InfiniBand and RoCE alike; NVIDIA's
+    # nccl-rdma-sharp-plugins (HPC-X, the Azure HPC images) name theirs "IBext" / "IBext_v8".
+    "aks-rdma": FabricSignature(name="aks-rdma", networks=re.compile(r"IB(?:ext(?:_v\d+)?)?")),
+}
+
+
+def signature_for(name: str) -> FabricSignature:
+    """The built-in signature of a fabric profile; KeyError naming the known ones."""
+    try:
+        return SIGNATURES[name]
+    except KeyError:
+        known = ", ".join(SIGNATURES)
+        raise KeyError(f"no NCCL transport signature for fabric {name!r} (known: {known})") from None
+
+
+# --- Text cleaning -------------------------------------------------------------------------
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
+    r"|\x1b[P^_][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC strings
+    r"|\x1b[@-Z\\-_]?"  # two-character escapes, or a lone ESC
+)
+_C0_C1 = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unicode's format characters (Cf: bidi overrides and isolates, zero-width characters, tags),
+# surrogates and private use: they reorder or hide what a reader sees. A test checks that this
+# covers every such character of the running Python's Unicode database.
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ud800-\uf8ff\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000f0000-\U0010ffff]"
+)
+
+
+def readable_text(text: str) -> str:
+    """``text`` without ANSI escapes or control characters: tabs become spaces, and Unicode
+    format characters (bidi overrides that reorder what a reader sees) are dropped."""
+    # The tests first: nearly every line has none of these, and a search is cheaper than a copy.
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\t" in text:
+        text = text.replace("\t", " ")
+    if _C0_C1.search(text):
+        text = _C0_C1.sub("", text)
+    if not text.isascii():
+        text = _FORMAT.sub("", text)
+    return text
+
+
+def evidence_line(text: str) -> str:
+    """A line as it may reach a status, an Event or a metric label: cleaned, stripped, at most
+    ``EVIDENCE_CHARS`` characters. After the parser's own cleaning (what its rules read), the
+    operator's rule for all text others wrote (core.text.clean_text) has the last word."""
+    return clean_text(readable_text(text).strip(), EVIDENCE_CHARS)
+
+
+# --- Line patterns (docs/transport.md gives each one's versions) ---------------------------
+
+# NCCL's prefix since 2.0: "host:pid:tid [cudaDev] NCCL INFO msg"; warnings put "file.cc:line "
+# before "NCCL WARN". Launchers wrap it ("[1,3]<stdout>:", "(RayTrainWorker pid=1) ",
+# "[0] ", CloudWatch's "  | time | "), so it is searched for, not anchored: first the marker
+# after the device (a literal " [" rejects most positions at once), then the head just before
+# it. A host is anything without blanks or colons, even empty or redacted ("<cluster_name>").
+_MARKER = re.compile(r" \[(?P<dev>\d{1,5})\] (?:\S{1,200} )?NCCL (?:INFO|WARN|TRACE|ABORT) ?")
+_HEAD = re.compile(r"(?P<host>[^\s:]{0,253}):(?P<pid>\d{1,10}):\d{1,10}$")
+_HEAD_REACH = 280  # the longest head: a 253-character host and two 10-digit numbers
+# The few facts printed without that prefix: "NCCL version 2.4.6+cuda10.0" on its own line,
+# aws-ofi-nccl's own test programs ("INFO: Function: ofi_init Line: 686: NET/OFI …"), and
+# lines whose launcher replaced the prefix.
+_UNPREFIXED = re.compile(r"NCCL (?:INFO|WARN) |NCCL version |NET/OFI ")
+# Ray deduplicates repeated lines and says so at their end.
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$")
+
+_USING_NETWORK = re.compile(
+    r"^(?:Using (?:internal )?[Nn]etwork (?P<name>[A-Za-z0-9_.\- ]{1,64}?)"
+    r"|Assigned NET plugin (?P<assigned>[A-Za-z0-9_.\- ]{1,64}?) to comm)\s*$"
+)
+_VIA_NET = re.compile(r"\bvia NET/(?P<name>[^/]{1,64})/\d")
+_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,()]{1,64})")
+_NODES = re.compile(r"\bnNodes (?P<nodes>\d{1,7})\b")
+_RANKS = re.compile(r"\brank (?P<rank>\d{1,7}) n[Rr]anks (?P<nranks>\d{1,7})\b")
+_INIT_COMPLETE = re.compile(r"\bInit COMPLETE\b")
+_LOCAL_CHANNEL = re.compile(r"\bvia (?:P2P|SHM|direct shared memory)")
+# The OFI plugin failed after it had chosen a provider: NCCL falls back to its own transports.
+_PLUGIN_INIT_FAILED = re.compile(
+    r"NET/OFI (?:aws-ofi-nccl initialization failed|Initializing plugin failed|Only EFA provider is supported"
+    r"|Couldn't find any optimal provider|Could not find any optimal provider|OFI fi_getinfo\(\) call failed"
+    r"|No eligible providers were found)"
+    r"|^Failed to initialize NET plugin (?:AWS )?Libfabric\b"
+)
+# No network plugin at all (NCCL's wordings from 2.3 to 2.29); ncclCollNetPlugin symbols are a
+# different, optional plugin interface and are not listed.
+_PLUGIN_MISSING = re.compile(
+    r"NET/Plugin ?: (?:No plugin found|Plugin load (?:\([^)]{0,256}\) )?returned|dlerror=|Could not find:"
+    r"|Failed to find ncclNetPlugin|Using internal network plugin)"
+    r"|Unable to load libnccl-net\.so|Using internal net plugin"
+)
+_NCCL_VERSION = re.compile(r"NCCL version (?P<version>\d{1,3}\.\d{1,3}\.\d{1,3}[0-9A-Za-z.+\-]{0,30})")
+_PLUGIN_VERSION = re.compile(r"aws-ofi-nccl (?P<version>\d{1,3}\.\d{1,3}\.\d{1,3}[0-9A-Za-z.\-]{0,20})")
+
+_SOCKET = "socket"
+# aws-ofi-nccl's network: "AWS Libfabric" up to 1.12 (and in its Neuron build), "Libfabric" since.
+_OFI_NETWORK = re.compile(r"(?:AWS )?Libfabric", re.IGNORECASE)
+_LINE_BREAK = re.compile(rb"[\r\n]")
+# Lines that can matter contain one of these; others are skipped without being decoded.
+_INTERESTING = re.compile(rb"NCCL (?:INFO|WARN|TRACE|ABORT|version)|NET/OFI ")
+# ... and one of the words some rule reads: most of NCCL's own lines (topology, tuning) have none.
+_RULE_WORDS = re.compile(rb"etwork|NET plugin|via |NET/|anks |libnccl-net|internal net|version|aws-ofi")
+
+
+# --- Per-rank facts ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankVerdict:
+    host: str
+    pid: int | None
+    device: int | None
+    rank: int | None  # NCCL's rank, once a "rank N nranks M" line names it
+    verdict: Verdict
+    evidence: str
+
+
+@dataclass(frozen=True)
+class TransportReport:
+    fabric: str
+    verdict: Verdict
+    evidence: str
+    ranks: tuple[RankVerdict, ...]
+    nccl_version: str | None
+    plugin_version: str | None
+    decisive: bool  # a line proved a rank's network between nodes
+    ranks_dropped: int  # lines of ranks past MAX_RANKS, ignored
+    lines_cut: int  # lines longer than MAX_LINE_BYTES, read by their prefix
+    lines_read: int  # lines decoded and matched; the others were skipped by a byte search
+
+    def as_dict(self) -> dict[str, object]:
+        """SPEC's ``-o json`` shape, plus the versions and what was left out."""
+        return {
+            "verdict": self.verdict.value,
+            "evidence": self.evidence,
+            "ranks": [
+                {
+                    "host": entry.host,
+                    "rank": entry.rank,
+                    "pid": entry.pid,
+                    "device": entry.device,
+                    "verdict": entry.verdict.value,
+                    "evidence": entry.evidence,
+                }
+                for entry in self.ranks
+            ],
+            "fabric": self.fabric,
+            "ncclVersion": self.nccl_version,
+            "pluginVersion": self.plugin_version,
+            "ranksDropped": self.ranks_dropped,
+            "linesCut": self.lines_cut,
+        }
+
+
+@dataclass
+class _Process:
+    """What one process printed once for all its GPUs: the plugin's provider, or its failure."""
+
+    provider: str | None = None
+    provider_line: str = ""
+    failure_line: str = ""  # the plugin failed (after choosing a provider, if it did)
+
+
+@dataclass
+class _Rank:
+    host: str
+    pid: int | None
+    device: int | None
+    process: _Process
+    rank: int | None = None
+    network: str | None = None
+    network_line: str = ""
+    via_net_line: str = ""  # a channel went through the network: proof of use between nodes
+    max_nodes: int | None = None  # largest nNodes of its communicators (NCCL >= 2.20 prints it)
+    nodes_line: str = ""
+    max_comm_ranks: int | None = None  # largest communicator size it printed
+    comm_line: str = ""
+    local_channels: bool = False  # channels through P2P/SHM were printed
+    init_complete_line: str = ""
+    missing_plugin_line: str = ""
+    decided: tuple[Verdict, str] | None = field(default=None)
+
+    def verdict(self, signature: FabricSignature) -> tuple[Verdict, str, bool]:
+        """(verdict, evidence, decisive). Decisive means no later line can change it."""
+        if self.decided is not None:
+            return (*self.decided, True)
+        multi_node = self._multi_node()
+        if self.network is not None:
+            if multi_node is False:
+                return Verdict.NONE, self._single_node_line(), False
+            kind = classify_network(signature, self.network, self.process.provider)
+            evidence = self.via_net_line or self.network_line
+            if kind is Verdict.UNKNOWN:  # the OFI plugin, provider not shown
+                return kind, evidence, False
+            return kind, evidence, multi_node is True
+        if multi_node is False:
+            return Verdict.NONE, self._single_node_line(), False
+        process = self.process
+        if process.provider is not None and not process.failure_line:
+            if signature.is_fabric_provider(process.provider):
+                return Verdict.UNKNOWN, process.provider_line, False  # chosen, not yet used
+            # The plugin runs over another provider; if it fails later NCCL falls back to its
+            # own IB or Socket transport, neither of them the fabric either.
+            return Verdict.OTHER, process.provider_line, False
+        return Verdict.UNKNOWN, process.failure_line or self.missing_plugin_line or process.provider_line, False
+
+    def _multi_node(self) -> bool | None:
+        if self.via_net_line:
+            return True
+        if self.max_nodes is not None:
+            return self.max_nodes > 1
+        if self.max_comm_ranks == 1:  # alone in every communicator it joined
+            return False
+        # Before nNodes was printed (2.20), NCCL connected every ring and tree channel during
+        # init and printed each connection: a rank that completed init with local channels
+        # only used no network.
+        if self.init_complete_line and self.local_channels:
+            return False
+        return None
+
+    def _single_node_line(self) -> str:
+        return self.nodes_line or self.comm_line or self.init_complete_line
+
+
+def classify_network(signature: FabricSignature, network: str, provider: str | None) -> Verdict:
+    """What NCCL's network ``network`` is for ``signature``, given the OFI plugin's provider."""
+    if network.casefold() == _SOCKET:
+        return Verdict.SOCKET
+    if signature.is_fabric_network(network):
+        return Verdict.FABRIC
+    if _OFI_NETWORK.fullmatch(network) and signature.providers:
+        if provider is None:
+            return Verdict.UNKNOWN  # "Using network Libfabric" alone does not prove EFA
+        return Verdict.FABRIC if signature.is_fabric_provider(provider) else Verdict.OTHER
+    return Verdict.OTHER
+
+
+# --- The scanner ---------------------------------------------------------------------------
+
+
+class TransportScanner:
+    """Feed it bytes as they come; ask it for the report at any time.
+
+    >>> scanner = TransportScanner(signature_for("efa"))
+    >>> scanner.feed(b"h:1:2 [0] NCCL INFO Using network Socket\\n")
+    False
+    >>> scanner.feed(b"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+    False
+    >>> scanner.feed(b"\\n")
+    True
+    >>> scanner.report().verdict
+    <Verdict.SOCKET: 'socket'>
+    """
+
+    def __init__(self, signature: FabricSignature, max_ranks: int = MAX_RANKS) -> None:
+        """``max_ranks`` bounds the ranks tracked (and so the memory, ``memory_bound``): a
+        reader with less room than ``MEMORY_BOUND_BYTES`` per read passes fewer."""
+        self.signature = signature
+        self.max_ranks = max(1, min(max_ranks, MAX_RANKS))
+        self._partial = bytearray()  # the kept prefix of the line being read
+        self._cutting = False  # the current line outgrew MAX_LINE_BYTES: drop until its end
+        self._processes: dict[tuple[str, int | None], _Process] = {}
+        self._ranks: dict[tuple[str, int | None, int | None], _Rank] = {}
+        self._nccl_version: str | None = None
+        self._plugin_version: str | None = None
+        self._ranks_dropped = 0
+        self._lines_cut = 0
+        self._lines_read = 0
+        self.decisive = False
+
+    # Bytes to lines ---------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> bool:
+        """Read ``chunk``; True once a decisive line has been seen (in this chunk or before)."""
+        view = memoryview(chunk)
+        position, size = 0, len(chunk)
+        while position < size:
+            found = _LINE_BREAK.search(chunk, position)
+            end = found.start() if found else size
+            if self._partial or self._cutting or found is None:
+                self._keep(view[position:end])
+                if found is None:
+                    break
+                self._end_line()
+                position = end + 1
+                continue
+            # Whole lines inside this chunk: find the interesting ones at C speed and skip the rest.
+            last = chunk.rfind(b"\n", position)
+            last_cr = chunk.rfind(b"\r", position)
+            block_end = max(last, last_cr)
+            self._scan_block(chunk, position, block_end)
+            position = block_end + 1
+        return self.decisive
+
+    def _keep(self, piece: memoryview) -> None:
+        if self._cutting:
+            return
+        room = MAX_LINE_BYTES - len(self._partial)
+        if len(piece) > room:
+            self._partial += piece[:room]
+            self._cutting = True
+            self._lines_cut += 1
+        else:
+            self._partial += piece
+
+    def _end_line(self) -> None:
+        line = bytes(self._partial)
+        self._partial.clear()
+        self._cutting = False
+        if _INTERESTING.search(line):
+            self._read_line(line)
+
+    def _scan_block(self, chunk: bytes, position: int, end: int) -> None:
+        """The complete lines of ``chunk[position:end]``; only those with a keyword are read."""
+        while True:
+            hit = _INTERESTING.search(chunk, position, end)
+            if hit is None:
+                return
+            # ``position`` is a line's start, so looking back no further than it keeps the
+            # whole block's work linear: each byte is searched once.
+            before = hit.start()
+            line_start = (
+                max(chunk.rfind(b"\n", position, before), chunk.rfind(b"\r", position, before), position - 1) + 1
+            )
+            found = _LINE_BREAK.search(chunk, hit.end(), end)
+            line_end = found.start() if found else end
+            if line_end - line_start > MAX_LINE_BYTES:
+                self._lines_cut += 1
+                # The rules read a line's beginning; a keyword far into an overlong line is
+                # beyond the kept prefix, as it would be in a streamed read.
+                if hit.start() - line_start < MAX_LINE_BYTES:
+                    self._read_line(chunk[line_start : line_start + MAX_LINE_BYTES])
+            else:
+                self._read_line(chunk[line_start:line_end])
+            position = line_end + 1
+            if position >= end:
+                return
+
+    def flush(self) -> None:
+        """End the line being read, as the end of a file or stream does."""
+        if self._partial:
+            self._end_line()
+
+    def finish(self) -> TransportReport:
+        """The report, counting a last line that had no newline."""
+        self.flush()
+        return self.report()
+
+    # Lines to facts ---------------------------------------------------------------------
+
+    def _read_line(self, raw: bytes) -> None:
+        if not _RULE_WORDS.search(raw):
+            return
+        self._lines_read += 1
+        text = readable_text(raw.decode("utf-8", errors="replace"))
+        key: tuple[str, int | None, int | None] = ("", None, None)  # facts no prefix attributes
+        # The last prefix of the line: log shippers that repeat a line after a separator
+        # (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end.
+        markers = list(_MARKER.finditer(text))  # a kept line is at most MAX_LINE_BYTES long
+        marker = markers[-1] if markers else None
+        head = _HEAD.search(text, max(0, marker.start() - _HEAD_REACH), marker.start()) if marker else None
+        if marker is not None and head is not None:
+            key = (head["host"], int(head["pid"]), int(marker["dev"]))
+            message, line = text[marker.end() :], text[head.start() :]
+        elif unprefixed := _UNPREFIXED.search(text):
+            message = text[unprefixed.end() :] if unprefixed.group().startswith(("NCCL INFO", "NCCL WARN")) else text
+            line = text
+        else:
+            return
+        message = message.strip()
+        if "repeated" in message:
+            message = _RAY_REPEATED.sub("", message)
+        if self._nccl_version is None and "version" in message and (version := _NCCL_VERSION.search(message)):
+            self._nccl_version = version["version"]
+        if self._plugin_version is None and "aws-ofi" in message and (version := _PLUGIN_VERSION.search(message)):
+            self._plugin_version = version["version"]
+        self._apply(key, message, line.strip()[:EVIDENCE_CHARS])  # already clean
+
+    def _rank(self, key: tuple[str, int | None, int | None]) -> _Rank | None:
+        rank = self._ranks.get(key)
+        if rank is None:
+            if len(self._ranks) >= self.max_ranks:
+                self._ranks_dropped += 1
+                return None
+            host, pid, device = key
+            process = self._processes.setdefault((host, pid), _Process())
+            rank = self._ranks[key] = _Rank(host=host[:253], pid=pid, device=device, process=process)
+        return rank
+
+    def _apply(self, key: tuple[str, int | None, int | None], message: str, line: str) -> None:
+        known = self._ranks.get(key)
+        if known is not None and known.decided is not None:
+            return  # no later line changes a decisive verdict
+        facts = self._facts(message)
+        if not facts:
+            return
+        rank = known or self._rank(key)
+        if rank is None:
+            return
+        for fact, value in facts:
+            if fact == "network":
+                rank.network, rank.network_line = value, line
+            elif fact == "via_net":
+                rank.network, rank.via_net_line = value, line
+            elif fact == "provider":
+                rank.process.provider, rank.process.provider_line = value, line
+                rank.process.failure_line = ""
+            elif fact == "plugin_failed":
+                rank.process.failure_line = line
+            elif fact == "plugin_missing":
+                rank.missing_plugin_line = rank.missing_plugin_line or line
+            elif fact == "nodes":
+                nodes = int(value)
+                if rank.max_nodes is None or nodes > rank.max_nodes:
+                    rank.max_nodes, rank.nodes_line = nodes, line
+            elif fact == "rank" and rank.rank is None:  # the first communicator is the world
+                rank.rank = int(value)
+            elif fact == "comm_ranks":
+                size = int(value)
+                if rank.max_comm_ranks is None or size > rank.max_comm_ranks:
+                    rank.max_comm_ranks, rank.comm_line = size, line
+            elif fact == "local_channel":
+                rank.local_channels = True
+            elif fact == "init_complete":
+                rank.init_complete_line = rank.init_complete_line or line
+        verdict, evidence, decisive = rank.verdict(self.signature)
+        if decisive:
+            rank.decided = (verdict, evidence)
+            self.decisive = True
+
+    @staticmethod
+    def _facts(message: str) -> list[tuple[str, str]]:
+        # A substring test first: most NCCL lines match none of the rules, and "in" is cheaper
+        # than a regular expression.
+        facts: list[tuple[str, str]] = []
+        if ("etwork" in message or "NET plugin" in message) and (network := _USING_NETWORK.match(message)):
+            facts.append(("network", network["name"] or network["assigned"]))
+        if "via " in message:
+            if via := _VIA_NET.search(message):
+                facts.append(("via_net", via["name"]))
+            elif _LOCAL_CHANNEL.search(message):
+                facts.append(("local_channel", ""))
+        if "NET/" in message or "NET plugin" in message:
+            if provider := _PROVIDER.search(message):
+                facts.append(("provider", provider["provider"]))
+            if _PLUGIN_INIT_FAILED.search(message):
+                facts.append(("plugin_failed", ""))
+            elif _PLUGIN_MISSING.search(message):
+                facts.append(("plugin_missing", ""))
+        elif ("libnccl-net" in message or "internal net plugin" in message) and _PLUGIN_MISSING.search(message):
+            facts.append(("plugin_missing", ""))
+        if "anks " in message:
+            if nodes := _NODES.search(message):
+                facts.append(("nodes", nodes["nodes"]))
+            if ranks := _RANKS.search(message):
+                facts.append(("rank", ranks["rank"]))
+                facts.append(("comm_ranks", ranks["nranks"]))
+            if _INIT_COMPLETE.search(message):
+                facts.append(("init_complete", ""))
+        return facts
+
+    # Facts to verdicts ------------------------------------------------------------------
+
+    def report(self) -> TransportReport:
+        ranks = tuple(
+            RankVerdict(rank.host, rank.pid, rank.device, rank.rank, *rank.verdict(self.signature)[:2])
+            for rank in self._ranks.values()
+        )
+        verdict, evidence = job_verdict(ranks)
+        return TransportReport(
+            fabric=self.signature.name,
+            verdict=verdict,
+            evidence=evidence,
+            ranks=ranks,
+            nccl_version=self._nccl_version,
+            plugin_version=self._plugin_version,
+            decisive=self.decisive,
+            ranks_dropped=self._ranks_dropped,
+            lines_cut=self._lines_cut,
+            lines_read=self._lines_read,
+        )
+
+
+def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
+    """SPEC: the first of socket, other, fabric, none that any rank shows, else unknown (with the
+    first evidence any rank has, such as a plugin that failed to load)."""
+    ranks = tuple(ranks)
+    for verdict in JOB_VERDICT_ORDER:
+        for entry in ranks:
+            if entry.verdict is verdict:
+                return verdict, entry.evidence
+    return Verdict.UNKNOWN, next((entry.evidence for entry in ranks if entry.evidence), "")
+
+
+def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:
+    """Read ``chunks`` through one scanner; with ``stop_when_decisive``, stop at the first
+    chunk that held a decisive line."""
+    scanner = TransportScanner(signature)
+    for chunk in chunks:
+        if scanner.feed(chunk) and stop_when_decisive:
+            break
+    return scanner.finish()

@@ -1,0 +1,96 @@
+"""``fabriccap transport``: what NCCL chose for its network, read from logs offline.
+
+The same parser as the operator's (fabriccap.core.transport) reads files or standard input in
+chunks, so a log of any size takes the parser's bounded memory; a size limit (raised with
+``--max-input-size``) bounds the time. Files are read as every command reads them
+(fabriccap.inputfile): directories, devices and sockets refused before a byte is read, a FIFO
+(``-f <(kubectl logs job/x)``) read while its writer writes, standard input (``-``) as
+``kubectl logs job/x | fabriccap transport -f -`` sends it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from fabriccap.core.transport import (
+    FabricSignature,
+    TransportReport,
+    TransportScanner,
+    Verdict,
+    readable_text,
+)
+from fabriccap.inputfile import InputFileError, bounded_line, input_chunks
+from fabriccap.offline.render import align
+
+# A day of a chatty trainer's log; NCCL's choice is in its first seconds.
+DEFAULT_MAX_LOG_BYTES = 1024 * 1024 * 1024
+TRANSPORT_OUTPUTS: tuple[str, ...] = ("table", "json")
+# The verdicts a job passes with: it used the fabric, or no network at all.
+PASSING: frozenset[Verdict] = frozenset({Verdict.FABRIC, Verdict.NONE})
+HOW_TO_LOG = "run the job with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET"
+
+
+class LogInputError(ValueError):
+    """Unusable input; the message names the file and the problem."""
+
+
+# How the too-large message ends: the flag that raises the limit.
+RAISE_THE_LIMIT = " (raise it with --max-input-size)"
+
+
+def read_logs(
+    paths: Sequence[str], signature: FabricSignature, stdin: BinaryIO, limit: int = DEFAULT_MAX_LOG_BYTES
+) -> TransportReport:
+    """One report over every log: the files' ranks together make the job. Each file is read
+    by the one reader every command uses (fabriccap.inputfile: what is refused, FIFOs and their
+    writers, the size limit), chunk by chunk into the parser. Raises LogInputError."""
+    scanner = TransportScanner(signature)
+    for path in paths:
+        try:
+            for chunk in input_chunks(path, limit, stdin, hint=RAISE_THE_LIMIT):
+                scanner.feed(chunk)
+        except InputFileError as error:
+            raise LogInputError(bounded_line(str(error))) from None
+        scanner.flush()  # a last line without a newline ends with its file
+    return scanner.finish()
+
+
+def passes(report: TransportReport) -> bool:
+    return report.verdict in PASSING
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else readable_text(str(value))
+
+
+def format_table(report: TransportReport) -> str:
+    lines = [
+        f"FABRIC:   {report.fabric}",
+        f"VERDICT:  {report.verdict.value}",
+        f"EVIDENCE: {_cell(report.evidence or None)}",
+    ]
+    if report.nccl_version or report.plugin_version:
+        lines.append(f"VERSIONS: NCCL {_cell(report.nccl_version)}, aws-ofi-nccl {_cell(report.plugin_version)}")
+    if report.ranks:
+        header = ["HOST", "RANK", "PID", "DEVICE", "VERDICT", "EVIDENCE"]
+        rows = [
+            [_cell(rank.host or None), _cell(rank.rank), _cell(rank.pid), _cell(rank.device), rank.verdict.value,
+             _cell(rank.evidence or None)]
+            for rank in report.ranks
+        ]  # fmt: skip
+        lines += ["", align([header, *rows])]
+    if report.verdict is Verdict.UNKNOWN:
+        lines += ["", f"No line proves NCCL's network; {HOW_TO_LOG}."]
+    if report.ranks_dropped:
+        lines.append(f"note: {report.ranks_dropped} lines of ranks past the first {len(report.ranks)} were not read")
+    if report.lines_cut:
+        lines.append(f"note: {report.lines_cut} overlong lines were read by their first bytes only")
+    return "\n".join(lines)
+
+
+def format_transport_output(report: TransportReport, output: str) -> str:
+    if output == "json":
+        return json.dumps(report.as_dict(), indent=2, ensure_ascii=True)
+    return format_table(report)

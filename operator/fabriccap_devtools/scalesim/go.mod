@@ -1,0 +1,3 @@
+module fabriccap.dev/scalesim
+
+go 1.25.0

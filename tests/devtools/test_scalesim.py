@@ -1,0 +1,335 @@
+"""scalesim speaks the API server's protocol where the operator depends on it: paged LISTs from one
+snapshot, continue tokens that expire into 410, watches that resume from a version or get 410,
+bookmarks, streaming lists, gzip, and the rules of writes (status subresource, generation,
+no-op writes). Each test starts its own simulator (built once into the cache)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.credentials import load_credentials
+from fabriccap.kube.errors import KubeError
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
+from fabriccap_devtools.gotools import GoToolError
+from fabriccap_devtools.scalesim import Simulator, simulator_binary
+from fabriccap_devtools.scalesim.world import ScaleWorld, node_name
+
+NODE_COUNT = 30
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    if shutil.which("go") is None and os.environ.get("CI", "").lower() != "true":
+        pytest.skip("building scalesim needs a Go toolchain on PATH (Go >= 1.25)")
+    try:
+        simulator_binary()
+    except GoToolError as error:
+        pytest.fail(str(error))
+
+
+def start(tmp_path: Path, **options: Any) -> Simulator:
+    simulator = Simulator(tmp_path / "sim", world=ScaleWorld(nodes=NODE_COUNT, pools=3).spec(), **options)
+    simulator.start()
+    return simulator
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[Simulator]:
+    simulator = start(tmp_path)
+    try:
+        yield simulator
+    finally:
+        simulator.stop()
+
+
+@pytest.fixture
+async def client(sim: Simulator) -> AsyncIterator[KubeClient]:
+    async with await connect(str(sim.info.bench_kubeconfig)) as kube:
+        yield kube
+
+
+async def raw_get(
+    kubeconfig: Path, path: str, params: dict[str, str], headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """One GET without the client's decoding: status, headers and the bytes as sent."""
+    credentials = load_credentials(str(kubeconfig))
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=credentials.ssl_context())) as session,
+        session.get(
+            credentials.server + path,
+            params=params,
+            headers={**credentials.headers(), **(headers or {})},
+            auto_decompress=False,
+        ) as response,
+    ):
+        return response.status, dict(response.headers), await response.read()
+
+
+async def watch_events(client: KubeClient, params: dict[str, str], until: int) -> list[dict[str, Any]]:
+    """Events of a node watch (raw query parameters) until ``until`` have come or the stream ends."""
+    credentials = client.credentials
+    events: list[dict[str, Any]] = []
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=credentials.ssl_context())) as session,
+        session.get(
+            credentials.server + NODES.collection(), params={"watch": "true", **params}, headers=credentials.headers()
+        ) as response,
+    ):
+        assert response.status == 200, await response.text()
+        async for line in response.content:
+            if line.strip():
+                events.append(json.loads(line))
+            if len(events) >= until:
+                break
+    return events
+
+
+async def test_pages_come_from_one_snapshot_whatever_changes_between_them(client: KubeClient) -> None:
+    pages = client.list_pages(NODES.collection(), page_size=7)
+    first = await anext(pages)
+    version = first["metadata"]["resourceVersion"]
+    assert first["metadata"]["remainingItemCount"] == NODE_COUNT - 7
+    # Between pages: one node deleted, one changed, one created.
+    await client.delete(NODES.item(node_name(20)))
+    await client.merge_patch(NODES.item(node_name(25)), {"metadata": {"labels": {"changed": "yes"}}})
+    await client.create(NODES.collection(), {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "zz-new"}})
+    seen = [item["metadata"]["name"] for item in first["items"]]
+    async for page in pages:
+        assert page["metadata"]["resourceVersion"] == version
+        seen += [item["metadata"]["name"] for item in page["items"]]
+        changed = [item for item in page["items"] if item["metadata"]["name"] == node_name(25)]
+        assert not changed or "changed" not in changed[0]["metadata"]["labels"]
+    assert sorted(seen) == sorted(node_name(index) for index in range(NODE_COUNT))
+    assert all(int(item["metadata"]["resourceVersion"]) <= int(version) for item in first["items"])
+    listed = [item["metadata"]["name"] async for item in client.list_items(NODES.collection(), page_size=7)]
+    assert node_name(20) not in listed
+    assert "zz-new" in listed
+
+
+async def test_a_continue_token_whose_snapshot_expired_gets_410(tmp_path: Path) -> None:
+    simulator = start(tmp_path, snapshot_ttl_seconds=0.2)
+    try:
+        async with await connect(str(simulator.info.bench_kubeconfig)) as kube:
+            first = await kube.get(NODES.collection(), {"limit": 5})
+            token = first["metadata"]["continue"]
+            await asyncio.sleep(1.0)  # the snapshot lives 0.2 s; the janitor looks every 0.1 s
+            with pytest.raises(KubeError) as expired:
+                await kube.get(NODES.collection(), {"limit": 5, "continue": token})
+            assert expired.value.status == 410
+            with pytest.raises(KubeError) as garbled:
+                await kube.get(NODES.collection(), {"limit": 5, "continue": "garbage"})
+            assert garbled.value.status == 400
+    finally:
+        simulator.stop()
+
+
+async def test_a_watch_resumes_from_a_version_and_gets_410_once_the_history_has_moved_on(tmp_path: Path) -> None:
+    simulator = start(tmp_path, history=3)
+    try:
+        async with await connect(str(simulator.info.bench_kubeconfig)) as kube:
+            listed = await kube.get(NODES.collection(), {"limit": 1})
+            start_version = listed["metadata"]["resourceVersion"]
+            await kube.merge_patch(NODES.item(node_name(1)), {"metadata": {"labels": {"step": "1"}}})
+            resumed = await watch_events(kube, {"resourceVersion": start_version, "timeoutSeconds": "1"}, until=1)
+            assert [(event["type"], event["object"]["metadata"]["name"]) for event in resumed] == [
+                ("MODIFIED", node_name(1))
+            ]
+            assert resumed[0]["object"]["kind"] == "Node"
+            for step in range(2, 6):  # more changes than the history keeps
+                await kube.merge_patch(NODES.item(node_name(1)), {"metadata": {"labels": {"step": str(step)}}})
+            expired = await watch_events(kube, {"resourceVersion": start_version, "timeoutSeconds": "1"}, until=1)
+            assert expired[0]["type"] == "ERROR"
+            assert expired[0]["object"]["code"] == 410
+            assert expired[0]["object"]["reason"] == "Expired"
+            # The client sees the same 410 and lists again.
+            with pytest.raises(KubeError):
+                async for event in kube.watch(NODES.collection(), start_version, timeout_seconds=1):
+                    if event["type"] == "ERROR":
+                        raise KubeError("expired", event["object"]["code"])
+    finally:
+        simulator.stop()
+
+
+async def test_an_idle_watch_gets_bookmarks_only_when_it_asked_for_them(tmp_path: Path) -> None:
+    simulator = start(tmp_path, bookmark_interval_seconds=0.1)
+    try:
+        async with await connect(str(simulator.info.bench_kubeconfig)) as kube:
+            version = (await kube.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+            with_bookmarks = await watch_events(
+                kube, {"resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": "3"}, until=2
+            )
+            assert [event["type"] for event in with_bookmarks] == ["BOOKMARK", "BOOKMARK"]
+            assert with_bookmarks[0]["object"]["metadata"]["resourceVersion"] == version
+            assert with_bookmarks[0]["object"]["kind"] == "Node"
+            without = await watch_events(kube, {"resourceVersion": version, "timeoutSeconds": "1"}, until=1)
+            assert without == []
+    finally:
+        simulator.stop()
+
+
+async def test_a_streaming_list_sends_every_object_then_the_initial_events_end_bookmark(client: KubeClient) -> None:
+    listed = await client.get(NODES.collection())
+    events = await watch_events(
+        client,
+        {
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "5",
+        },
+        until=NODE_COUNT + 1,
+    )
+    assert [event["type"] for event in events] == ["ADDED"] * NODE_COUNT + ["BOOKMARK"]
+    assert sorted(event["object"]["metadata"]["name"] for event in events[:-1]) == sorted(
+        item["metadata"]["name"] for item in listed["items"]
+    )
+    bookmark = events[-1]["object"]["metadata"]
+    assert bookmark["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert bookmark["resourceVersion"] == listed["metadata"]["resourceVersion"]
+    with pytest.raises(AssertionError, match="sendInitialEvents requires setting resourceVersionMatch"):
+        await watch_events(client, {"sendInitialEvents": "true", "allowWatchBookmarks": "true"}, until=1)
+
+
+async def test_a_change_after_a_streaming_list_follows_its_bookmark(client: KubeClient) -> None:
+    async def change_soon() -> None:
+        await asyncio.sleep(0.5)
+        await client.merge_patch(
+            NODES.status(node_name(3)), {"status": {"allocatable": {"vpc.amazonaws.com/efa": "16"}}}
+        )
+
+    changing = asyncio.create_task(change_soon())
+    events = await watch_events(
+        client,
+        {
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "10",
+        },
+        until=NODE_COUNT + 2,
+    )
+    await changing
+    assert events[-1]["type"] == "MODIFIED"
+    assert events[-1]["object"]["status"]["allocatable"]["vpc.amazonaws.com/efa"] == "16"
+    assert int(events[-1]["object"]["metadata"]["resourceVersion"]) > int(
+        events[-2]["object"]["metadata"]["resourceVersion"]
+    )
+
+
+async def test_large_lists_are_gzipped_for_clients_that_accept_it(sim: Simulator) -> None:
+    status, headers, body = await raw_get(
+        sim.info.bench_kubeconfig, NODES.collection(), {}, {"Accept-Encoding": "gzip"}
+    )
+    assert status == 200
+    assert headers.get("Content-Encoding") == "gzip"
+    assert len(json.loads(gzip.decompress(body))["items"]) == NODE_COUNT
+    _, plain_headers, plain = await raw_get(
+        sim.info.bench_kubeconfig, NODES.collection(), {}, {"Accept-Encoding": "identity"}
+    )
+    assert "Content-Encoding" not in plain_headers
+    assert len(plain) > len(body)
+    _, small_headers, _ = await raw_get(
+        sim.info.bench_kubeconfig, NODES.collection(), {"limit": "1"}, {"Accept-Encoding": "gzip"}
+    )
+    assert "Content-Encoding" not in small_headers  # under 128 KiB
+
+
+async def test_served_bodies_weigh_what_a_busy_clusters_do(client: KubeClient) -> None:
+    world = ScaleWorld(nodes=NODE_COUNT, pools=3)
+    node = (await client.get(NODES.collection(), {"limit": 1}))["items"][0]
+    assert 14_000 < len(json.dumps(node, separators=(",", ":"))) < 20_000
+    assert {entry["manager"] for entry in node["metadata"]["managedFields"]} == {"kubelet"}
+    assert node["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] == "p5-pool-00000"
+    assert world.pool_of(NODE_COUNT - 1) == 2
+
+
+async def test_status_writes_follow_the_status_subresource_rules(client: KubeClient) -> None:
+    created = await client.create(
+        FABRIC_CAPABILITIES.collection(),
+        {
+            "apiVersion": "fabriccap.dev/v1alpha1",
+            "kind": "FabricCapability",
+            "metadata": {"name": "efa-x"},
+            "spec": {"fabric": "efa"},
+            "status": {"targetNodes": 3},
+        },
+    )
+    assert "status" not in created  # ignored on create
+    assert created["metadata"]["generation"] == 1
+    written = await client.merge_patch(
+        FABRIC_CAPABILITIES.status("efa-x"), {"status": {"targetNodes": 4}, "spec": {"fabric": "rdma"}}
+    )
+    assert written["status"] == {"targetNodes": 4}
+    assert written["spec"] == {"fabric": "efa"}  # /status changes nothing else
+    assert written["metadata"]["generation"] == 1
+    again = await client.merge_patch(FABRIC_CAPABILITIES.status("efa-x"), {"status": {"targetNodes": 4}})
+    assert again["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]  # a no-op
+    respecced = await client.merge_patch(
+        FABRIC_CAPABILITIES.item("efa-x"), {"spec": {"fabric": "rdma"}, "status": {"targetNodes": 9}}
+    )
+    assert respecced["metadata"]["generation"] == 2
+    assert respecced["status"] == {"targetNodes": 4}
+    with pytest.raises(KubeError) as conflict:
+        await client.create(FABRIC_CAPABILITIES.collection(), {"metadata": {"name": "efa-x"}})
+    assert conflict.value.status == 409
+    listed = await client.get(FABRIC_CAPABILITIES.collection())
+    assert listed["items"][0]["kind"] == "FabricCapability"  # custom resources keep their type in lists
+
+
+async def test_a_malformed_event_reaches_the_operator_but_not_the_benchmark(sim: Simulator) -> None:
+    async with await connect(str(sim.kubeconfig)) as operator, await connect(str(sim.info.bench_kubeconfig)) as bench:
+        version = (await bench.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+        sim.post("/fault/malformed", {"resource": "nodes", "count": 1})
+        await bench.merge_patch(NODES.item(node_name(2)), {"metadata": {"labels": {"x": "1"}}})
+        benchmark_events = [event async for event in bench.watch(NODES.collection(), version, timeout_seconds=1)]
+        assert [event["type"] for event in benchmark_events if event["type"] != "BOOKMARK"] == ["MODIFIED"]
+        with pytest.raises(KubeError, match="malformed event"):
+            async for _ in operator.watch(NODES.collection(), version, timeout_seconds=1):
+                pass
+        # Resuming from the same version delivers the event whole.
+        resumed = [event async for event in operator.watch(NODES.collection(), version, timeout_seconds=1)]
+        assert [event["type"] for event in resumed if event["type"] != "BOOKMARK"] == ["MODIFIED"]
+    assert sim.stats()["faults"]["malformed events sent"] == 1
+
+
+async def test_heartbeat_churn_changes_only_the_heartbeat(sim: Simulator, client: KubeClient) -> None:
+    version = (await client.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+    sim.post("/churn", {"heartbeatsPerSecond": 200, "seconds": 0.5})
+    events = [event async for event in client.watch(NODES.collection(), version, timeout_seconds=2)]
+    modified = [event["object"] for event in events if event["type"] == "MODIFIED"]
+    assert modified
+    node = modified[0]
+    assert {condition["lastHeartbeatTime"] for condition in node["status"]["conditions"]} != {"2026-11-30T09:00:00Z"}
+    assert node["status"]["allocatable"]["vpc.amazonaws.com/efa"] == "32"
+    counts = sim.request("DELETE", "/churn")["counts"]
+    assert counts["node heartbeats"] == len(modified)
+
+
+async def test_the_sink_says_which_objects_got_a_status_and_when_the_last_did(sim: Simulator) -> None:
+    async with await connect(str(sim.kubeconfig)) as operator:
+        for name in ("efa-a", "efa-b"):
+            body = {"metadata": {"name": name}, "spec": {"fabric": "efa"}}
+            await operator.create(FABRIC_CAPABILITIES.collection(), body)
+        assert sim.published() == (0, 0)  # created without a status
+        await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-a"), {"status": {"targetNodes": 1}})
+        count, first_done = sim.published()
+        assert count == 1 and first_done > 0
+        await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-b"), {"status": {"targetNodes": 2}})
+        await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-a"), {"status": {"targetNodes": 3}})
+    count, last_done = sim.published()
+    assert count == 2 and last_done > first_done  # the second write to efa-a is not a first status
+    # The creates are logged too, with no status.
+    statuses = [write["status"] for write in sim.status_writes(name="efa-a")]
+    assert statuses == [None, {"targetNodes": 1}, {"targetNodes": 3}]
+    assert [write["name"] for write in sim.status_writes()] == ["efa-a", "efa-b", "efa-a", "efa-b", "efa-a"]

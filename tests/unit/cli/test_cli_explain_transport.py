@@ -1,0 +1,142 @@
+"""``fabriccap explain`` with transport on: each pod of the pool that requests the fabric or an
+accelerator, with what its NCCL chose and the line of its log that shows it. From a snapshot
+the logs are not there (said so); live, the pool's pods' logs are read through a fake API
+server, the same streamed read the operator does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabriccap.cli.commands import main
+from fabriccap.core.config import build_config
+from fabriccap.core.explain import PodExplanation
+from fabriccap.core.transport import Verdict
+from fabriccap.core.verdicts import FabricVerdict, PodTransport
+from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, pod_log
+from fabriccap.offline.explain import explain, format_explain_output
+from fabriccap_devtools.world import owner_reference, workload_pod
+from support.builders import facts_of, healthy_pool
+from support.fakeapi import LogScript, fake_api
+from support.nccl import corpus_log
+
+ON = build_config({"transport": {"enabled": True}})
+SOCKET_LINE = "ip-10-0-0-1:41:52 [0] NCCL INFO Using network Socket"
+
+
+def pods() -> list[dict[str, Any]]:
+    job = owner_reference("Job", "batch/v1", "bert")
+    return [
+        workload_pod("n1", "bert-0", efa=32, owner=job),
+        workload_pod("n2", "gpu-only", efa=None),
+        workload_pod("n1", "cpu", gpu=None, efa=None, env={"FI_PROVIDER": "efa"}),  # no accelerator: not listed
+    ]
+
+
+def test_from_a_snapshot_the_pods_are_listed_as_not_read() -> None:
+    explanation = explain(ON, facts_of([*healthy_pool(), *pods()], ON), "p5")
+    assert explanation.pods is not None
+    assert [(pod.name, pod.requests_fabric, pod.read) for pod in explanation.pods] == [
+        ("ml/bert-0", True, False),
+        ("ml/gpu-only", False, False),
+    ]
+    text = format_explain_output(explanation, "table")
+    assert "not read (a snapshot has no logs" in text
+
+
+def test_without_transport_there_is_no_pods_part() -> None:
+    config = build_config({})
+    explanation = explain(config, facts_of([*healthy_pool(), *pods()], config), "p5")
+    assert explanation.pods is None
+    assert "Pods (what their NCCL chose" not in format_explain_output(explanation, "table")
+
+
+def test_each_pods_verdict_and_evidence_are_shown() -> None:
+    bodies = pods()
+    index = facts_of([*healthy_pool(), *bodies], ON)
+    socket = FabricVerdict("efa", Verdict.SOCKET, SOCKET_LINE, decisive=True)
+    index.put_transport(("ml", "bert-0"), PodTransport(bodies[0]["metadata"]["uid"], (socket,)))
+    unknown = FabricVerdict("efa", Verdict.UNKNOWN, "", decisive=False)
+    refused = PodTransport(bodies[1]["metadata"]["uid"], (unknown,), "403 Forbidden: no get on pods/log")
+    index.put_transport(("ml", "gpu-only"), refused)
+    explanation = explain(ON, index, "p5")
+    assert explanation.pods == [
+        PodExplanation(
+            name="ml/bert-0",
+            node="n1",
+            owner="Job/bert",
+            requests_fabric=True,
+            transport=Verdict.SOCKET,
+            evidence=SOCKET_LINE,
+            read=True,
+        ),
+        PodExplanation(
+            name="ml/gpu-only",
+            node="n2",
+            owner="Pod/gpu-only",
+            requests_fabric=False,
+            transport=Verdict.UNKNOWN,
+            read=True,
+            reason="403 Forbidden: no get on pods/log",
+        ),
+    ]
+    table = format_explain_output(explanation, "table")
+    rows = table[table.index("Pods (") :].splitlines()
+    assert rows[1].split()[:6] == ["POD", "NODE", "OWNER", "REQUESTS-FABRIC", "TRANSPORT", "EVIDENCE"]
+    assert rows[2].split()[:5] == ["ml/bert-0", "n1", "Job/bert", "yes", "socket"]
+    assert rows[2].endswith(SOCKET_LINE)
+    assert rows[3].endswith("not read: 403 Forbidden: no get on pods/log")
+    as_json = json.loads(format_explain_output(explanation, "json"))
+    assert as_json["pods"][0] == {
+        "name": "ml/bert-0",
+        "node": "n1",
+        "owner": "Job/bert",
+        "requestsFabric": True,
+        "transport": "socket",
+        "evidence": SOCKET_LINE,
+        "read": True,
+        "reason": "",
+    }
+
+
+async def test_live_explain_reads_the_pools_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bodies = pods()
+    cluster = healthy_pool()
+    async with fake_api() as (api, _client):
+        api.serve(NODES.collection(), "Node", [b for b in cluster if b["kind"] == "Node"], "10")
+        api.serve(
+            DAEMON_SETS.collection("kube-system"), "DaemonSet", [b for b in cluster if b["kind"] == "DaemonSet"], "10"
+        )
+        api.serve(PODS.collection(), "Pod", [*[b for b in cluster if b["kind"] == "Pod"], *bodies], "10")
+        api.logs[pod_log("ml", "bert-0")] = LogScript(chunks=lambda: [corpus_log("nccl-tests-166-channels-socket.log")])
+        api.logs[pod_log("ml", "gpu-only")] = LogScript(status=403, message='pods "gpu-only" is forbidden')
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+                    "users": [{"name": "u", "user": {}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        config = tmp_path / "config.yaml"
+        config.write_text("transport: {enabled: true}\n")
+
+        code = await asyncio.to_thread(
+            main, ["explain", "p5", "--kubeconfig", str(kubeconfig), "--config", str(config), "-o", "json"]
+        )
+        assert [path for path, _ in api.log_reads] == [pod_log("ml", "bert-0"), pod_log("ml", "gpu-only")]
+    assert code == 0
+    listed = {pod["name"]: pod for pod in json.loads(capsys.readouterr().out)["pods"]}
+    assert listed["ml/bert-0"]["transport"] == "socket" and "via NET/Socket" in listed["ml/bert-0"]["evidence"]
+    assert listed["ml/gpu-only"]["transport"] == "unknown"
+    assert listed["ml/gpu-only"]["reason"].startswith('403 Forbidden: pods "gpu-only" is forbidden')

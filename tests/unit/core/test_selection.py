@@ -1,0 +1,155 @@
+"""Which class a fabric's DRA devices are counted with, and what evaluating it costs (core.selection)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fabriccap.core.config import build_config, default_config
+from fabriccap.core.selection import (
+    ClassError,
+    ClassSource,
+    DeviceClassFacts,
+    DeviceCount,
+    DeviceSelector,
+    extended_resource_class,
+    fabric_selection,
+)
+from support.builders import EFA, pod_id_link_device, resource_slice
+
+EFA_CLASS = "efa.networking.k8s.aws"
+AWS_EXPRESSION = (
+    'device.driver == "dra.net" &&\ndevice.attributes["dra.net"].pciDevice == \'Elastic Fabric Adapter (EFA)\'\n'
+)
+
+
+def profile(fabric: dict[str, Any] | None = None) -> Any:
+    config = build_config({"fabrics": [fabric or {"name": "efa"}]}) if fabric else default_config()
+    return config.enabled_fabrics[0]
+
+
+def cluster_class(expressions: tuple[str, ...] = (AWS_EXPRESSION,), **fields: Any) -> dict[str, DeviceClassFacts]:
+    return {EFA_CLASS: DeviceClassFacts(EFA_CLASS, expressions, **fields)}
+
+
+def test_the_clusters_class_counts_when_it_has_one() -> None:
+    selection = fabric_selection(profile(), cluster_class())
+    (effective,) = selection.classes
+    assert (effective.name, effective.source, effective.error) == (EFA_CLASS, ClassSource.CLUSTER, None)
+
+
+def test_the_built_in_copy_stands_in_for_a_missing_class_and_selects_the_same() -> None:
+    copy = fabric_selection(profile(), {})
+    (effective,) = copy.classes
+    assert (effective.source, effective.copy_origin) == (ClassSource.COPY, "the aws-dranet-1.0.0 chart's copy")
+    # The copy is the chart's class: where its expressions are the cluster's, slices read with
+    # one need no reading again with the other.
+    assert copy.signature == fabric_selection(profile(), cluster_class()).signature
+
+
+def test_a_class_neither_the_cluster_nor_the_profile_has_selects_nothing_and_says_so() -> None:
+    selection = fabric_selection(profile({"name": "efa", "dra": {"deviceClasses": []}}), {})
+    (effective,) = selection.classes
+    assert effective.source is ClassSource.MISSING
+    assert effective.error == "it is not in the cluster, and the profile has no copy of it (dra.deviceClasses)"
+    assert DeviceSelector().count(selection, "dra.net", resource_slice("n1")["spec"]["devices"]) == DeviceCount(0)
+
+
+def test_the_old_attribute_form_stands_in_for_a_class_without_a_copy() -> None:
+    old = {
+        "name": "efa",
+        "dra": {"deviceClasses": [], "attributes": {"dra.net/pciDevice": "Elastic Fabric Adapter (EFA)"}},
+    }
+    selection = fabric_selection(profile(old), {})
+    (effective,) = selection.classes
+    assert (effective.source, effective.copy_origin) == (ClassSource.ATTRIBUTES, "the dra.attributes selector")
+    devices = resource_slice("n1", efa=4, ena=2, extra_devices=[pod_id_link_device()])["spec"]["devices"]
+    # The attribute form did not match a device without the attribute: no error either.
+    assert DeviceSelector().count(selection, "dra.net", devices) == DeviceCount(4)
+    # The cluster's class, once there, is what counts (and what the scheduler allocates with).
+    assert fabric_selection(profile(old), cluster_class()).classes[0].source is ClassSource.CLUSTER
+
+
+def test_a_cluster_class_that_does_not_compile_selects_nothing_even_with_a_copy() -> None:
+    """The scheduler allocates with the cluster's class, broken or not: the copy must not hide it."""
+    selection = fabric_selection(profile(), cluster_class(('device.driver == "dra.net" &&',)))
+    (effective,) = selection.classes
+    assert effective.source is ClassSource.CLUSTER
+    assert effective.error is not None and effective.error.startswith("selector #0: compile error: 1:30: Syntax")
+    assert DeviceSelector().count(selection, "dra.net", resource_slice("n1")["spec"]["devices"]) == DeviceCount(0)
+
+
+def test_a_cluster_class_with_an_unreadable_selector_selects_nothing() -> None:
+    selection = fabric_selection(profile(), cluster_class((), problem="selector #0 has no cel.expression"))
+    assert selection.classes[0].error == "selector #0 has no cel.expression"
+
+
+def test_a_class_without_selectors_selects_every_device_as_the_scheduler_does() -> None:
+    selection = fabric_selection(profile(), cluster_class(()))
+    devices = resource_slice("n1", efa=2, ena=3)["spec"]["devices"]
+    assert DeviceSelector().count(selection, "dra.net", devices) == DeviceCount(5)
+
+
+def test_errors_are_kept_per_class_and_cause_with_a_count_and_an_example() -> None:
+    selection = fabric_selection(profile(), cluster_class())
+    devices = resource_slice("n1", efa=4, extra_devices=[pod_id_link_device(), pod_id_link_device()])["spec"]["devices"]
+    assert DeviceSelector().count(selection, "dra.net", devices) == DeviceCount(
+        4, (ClassError(EFA_CLASS, "selector #0: no such key: pciDevice", 2, "pod-id-link0"),)
+    )
+
+
+def test_identical_devices_are_evaluated_once_whatever_the_rest_of_their_content() -> None:
+    """ENA devices differ in their MAC and address on every node; the class reads neither."""
+    selection = fabric_selection(profile(), cluster_class())
+    selector = DeviceSelector()
+    for index in range(50):
+        body = resource_slice(f"n{index}", efa=32, ena=2, extra_devices=[pod_id_link_device()])
+        assert selector.count(selection, "dra.net", body["spec"]["devices"]).selected == 32
+    assert selector.evaluations == 3  # EFA, ENA, pod-id-link0
+
+
+def test_a_class_that_reads_everything_is_cached_by_the_whole_content() -> None:
+    reads_all = ('device.attributes["dra.net"].exists(name, name == "pciDevice")',)
+    selection = fabric_selection(profile(), cluster_class(reads_all))
+    selector = DeviceSelector()
+    for index in range(10):
+        body = resource_slice(f"n{index}", efa=4, ena=2)
+        assert selector.count(selection, "dra.net", body["spec"]["devices"]).selected == 6
+    assert selector.evaluations == 4 + 10 * 2  # four EFA contents shared by all; each node's ENA its own
+
+
+@pytest.mark.parametrize(
+    ("classes", "mapped"),
+    [
+        pytest.param({}, None, id="none"),
+        pytest.param({"a": DeviceClassFacts("a", (), EFA, "2026-01-01T00:00:00Z")}, "a", id="one"),
+        pytest.param(
+            {
+                "a": DeviceClassFacts("a", (), EFA, "2026-01-01T00:00:00Z"),
+                "b": DeviceClassFacts("b", (), EFA, "2026-02-01T00:00:00Z"),
+            },
+            "b",
+            id="the-later-wins",
+        ),
+        pytest.param(
+            {
+                "b": DeviceClassFacts("b", (), EFA, "2026-01-01T00:00:00Z"),
+                "a": DeviceClassFacts("a", (), EFA, "2026-01-01T00:00:00Z"),
+            },
+            "a",
+            id="same-time-first-by-name",
+        ),
+    ],
+)
+def test_the_class_an_extended_resource_is_served_from_is_the_schedulers_pick(
+    classes: dict[str, DeviceClassFacts], mapped: str | None
+) -> None:
+    assert extended_resource_class(EFA, classes) == mapped
+
+
+def test_the_mapping_counts_only_when_it_is_the_fabrics_class() -> None:
+    mapped_elsewhere = {"other": DeviceClassFacts("other", (), EFA, "2026-01-01T00:00:00Z")}
+    assert fabric_selection(profile(), {**cluster_class(), **mapped_elsewhere}).extended_resource_class is None
+    own = cluster_class(extended_resource_name=EFA, created="2026-01-01T00:00:00Z")
+    assert fabric_selection(profile(), own).extended_resource_class == EFA_CLASS

@@ -1,0 +1,623 @@
+"""The NCCL transport parser (fabriccap.core.transport) on the corpus of real logs and on hostile input.
+
+The corpus (tests/fixtures/nccl/corpus.yaml) is NCCL output that people posted publicly, each
+with the verdict a careful engineer gives it; every entry is checked for the efa and aks-rdma
+profiles. Hostile input is generated lazily: nothing here holds a gigabyte.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+import tracemalloc
+import unicodedata
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fabriccap.core import transport
+from fabriccap.core.transport import (
+    EVIDENCE_CHARS,
+    MAX_LINE_BYTES,
+    MAX_RANKS,
+    MEMORY_BOUND_BYTES,
+    RankVerdict,
+    TransportReport,
+    TransportScanner,
+    Verdict,
+    evidence_line,
+    job_verdict,
+    readable_text,
+    scan,
+    signature_for,
+)
+from support.nccl import CORPUS, CORPUS_DIR, REPO_ROOT
+from support.nccl import nccl_lines as lines
+
+EFA = signature_for("efa")
+RDMA = signature_for("aks-rdma")
+MiB = 1024 * 1024
+
+
+def read(data: bytes, fabric: str = "efa", chunk: int | None = None) -> TransportReport:
+    if chunk is None:
+        return scan([data], signature_for(fabric))
+    return scan((data[i : i + chunk] for i in range(0, len(data), chunk)), signature_for(fabric))
+
+
+# --- The corpus ----------------------------------------------------------------------------
+
+
+def test_the_corpus_lists_every_excerpt_once_with_a_source() -> None:
+    listed = [entry["file"] for entry in CORPUS]
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(path.name for path in CORPUS_DIR.glob("*.log"))
+    assert len(listed) >= 30
+    for entry in CORPUS:
+        assert entry["source"].startswith("https://github.com/"), entry
+        assert entry["verdict"] in {verdict.value for verdict in Verdict}, entry
+        assert entry["aks-rdma"] in {verdict.value for verdict in Verdict}, entry
+        assert entry["why"].strip(), entry
+        text = (CORPUS_DIR / entry["file"]).read_bytes()
+        assert 0 < len(text.splitlines()) <= 200, entry["file"]
+
+
+def test_the_corpus_covers_every_verdict_for_both_profiles() -> None:
+    for key in ("verdict", "aks-rdma"):
+        shown = {entry[key] for entry in CORPUS}
+        assert shown == {verdict.value for verdict in Verdict}, (key, shown)
+
+
+@pytest.mark.parametrize(
+    ("entry", "fabric", "key"),
+    [
+        pytest.param(entry, fabric, key, id=f"{entry['file']}-{fabric}")
+        for entry in CORPUS
+        for fabric, key in (("efa", "verdict"), ("aks-rdma", "aks-rdma"))
+    ],
+)
+def test_corpus_verdict(entry: dict[str, Any], fabric: str, key: str) -> None:
+    data = (CORPUS_DIR / entry["file"]).read_bytes()
+    report = read(data, fabric)
+    assert report.verdict.value == entry[key], (entry["why"], report)
+    cleaned = [readable_text(line.decode("utf-8", errors="replace")) for line in data.splitlines()]
+    # Every evidence line is a real line of the file (the part from NCCL's prefix on), cut and cleaned.
+    for evidence in [report.evidence, *(rank.evidence for rank in report.ranks)]:
+        if evidence:
+            assert len(evidence) <= EVIDENCE_CHARS
+            assert any(evidence in line for line in cleaned), evidence
+    if report.verdict is not Verdict.UNKNOWN:
+        assert report.evidence, report
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=[entry["file"] for entry in CORPUS])
+def test_corpus_versions_are_read_when_the_lines_show_them(entry: dict[str, Any]) -> None:
+    report = read((CORPUS_DIR / entry["file"]).read_bytes())
+    assert report.nccl_version == entry["nccl"]
+    assert report.plugin_version == entry["aws_ofi_nccl"]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_corpus_verdicts_do_not_depend_on_how_the_bytes_arrive(chunk: int) -> None:
+    for entry in CORPUS:
+        data = (CORPUS_DIR / entry["file"]).read_bytes()
+        assert read(data, chunk=chunk) == read(data), (entry["file"], chunk)
+
+
+def test_corpus_with_windows_line_ends_reads_the_same() -> None:
+    for entry in CORPUS:
+        data = (CORPUS_DIR / entry["file"]).read_bytes()
+        assert read(data.replace(b"\n", b"\r\n")).verdict.value == entry["verdict"], entry["file"]
+
+
+def test_the_whole_corpus_as_one_log_is_socket_first() -> None:
+    """Concatenated, the corpus holds every verdict; SPEC's order puts socket first."""
+    data = b"".join((CORPUS_DIR / entry["file"]).read_bytes() + b"\n" for entry in CORPUS)
+    report = read(data)
+    assert report.verdict is Verdict.SOCKET
+    assert {rank.verdict for rank in report.ranks} == set(Verdict)
+
+
+def test_the_docs_cite_every_corpus_entry_and_no_other() -> None:
+    docs = REPO_ROOT / "docs" / "transport.md"
+    text = docs.read_text()
+    listed = {entry["file"] for entry in CORPUS}
+    assert set(re.findall(r"`([\w.\-]+\.log)`", text)) == listed
+
+
+# --- The rules -----------------------------------------------------------------------------
+
+H = "ip-10-0-0-1:41:52 [0] NCCL INFO "
+W = "ip-10-0-0-1:41:52 [0] nccl_net_ofi_create_plugin:335 NCCL WARN "
+
+
+@pytest.mark.parametrize(
+    ("log", "efa", "rdma"),
+    [
+        # The OFI plugin's network proves EFA only together with the provider it selected.
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 16 nics)",
+                H + "Using network Libfabric",
+            ],
+            "fabric",
+            "other",
+        ),
+        ([H + "NET/OFI Selected Provider is efa (found 4 nics)", H + "Using network AWS Libfabric"], "fabric", "other"),
+        ([H + "NET/OFI Selected Provider is efa-direct", H + "Using network Libfabric"], "fabric", "other"),
+        ([H + "Using network Libfabric"], "unknown", "other"),
+        (
+            [H + "Using network AWS Libfabric", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8"],
+            "unknown",
+            "other",
+        ),
+        ([H + "NET/OFI Selected Provider is tcp (found 1 nics)", H + "Using network Libfabric"], "other", "other"),
+        ([H + "NET/OFI Selected Provider is sockets", H + "Using network AWS Libfabric"], "other", "other"),
+        ([H + "NET/OFI Selected Provider is cxi"], "other", "other"),
+        ([H + "NET/OFI Selected Provider is ofi_rxr;efa", H + "Using network AWS Libfabric"], "fabric", "other"),
+        # NCCL 2.27+ also says which plugin it assigned to the communicator.
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                H + "Assigned NET plugin Libfabric to comm",
+            ],
+            "fabric",
+            "other",
+        ),
+        ([H + "Failed to initialize NET plugin IB", H + "Assigned NET plugin Socket to comm"], "socket", "socket"),
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                H + "Failed to initialize NET plugin Libfabric",
+            ],
+            "unknown",
+            "unknown",
+        ),
+        # NCCL's own transports.
+        ([H + "Using network Socket"], "socket", "socket"),
+        ([H + "Using network IB"], "other", "fabric"),
+        ([H + "Using network IBext_v8"], "other", "fabric"),
+        ([H + "Using internal Network Socket"], "socket", "socket"),
+        ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"], "socket", "socket"),
+        ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/3/GDRDMA"], "other", "fabric"),
+        ([H + "Using network UCX"], "other", "other"),
+        # One node: the choice was made, and never used.
+        (
+            [H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0"],
+            "none",
+            "none",
+        ),
+        ([H + "Using network IB", H + "comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1000 - Init START"], "none", "none"),
+        (
+            [
+                H + "Using network Socket",
+                H + "Channel 00 : 0[0] -> 1[1] via P2P/IPC",
+                H + "comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+            ],
+            "none",
+            "none",
+        ),
+        # A communicator of one next to a bigger one proves nothing about nodes.
+        (
+            [
+                H + "Using network Socket",
+                H + "comm 0x1 rank 3 nranks 16 cudaDev 3 busId 1000 - Init START",
+                H + "comm 0x2 rank 0 nranks 1 cudaDev 3 busId 1000 - Init START",
+            ],
+            "socket",
+            "socket",
+        ),
+        # Two nodes beat the single-node communicator.
+        (
+            [
+                H + "Using network Socket",
+                H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8",
+                H + "comm 0x2 rank 0 nRanks 16 nNodes 2 localRanks 8",
+            ],
+            "socket",
+            "socket",
+        ),
+        # Plugin failures say what is not used, not what is.
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                W + "NET/OFI aws-ofi-nccl initialization failed",
+            ],
+            "unknown",
+            "unknown",
+        ),
+        ([H + "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin."], "unknown", "unknown"),
+        ([H + "NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol."], "unknown", "unknown"),
+        ([H + "cudaDriverVersion 12040", H + "Bootstrap : Using eth0:10.0.0.1<0>"], "unknown", "unknown"),
+        (["The client socket has connected to [::ffff:127.0.0.1]:12355 via NET/Socket/0"], "unknown", "unknown"),
+    ],
+)
+def test_rule(log: list[str], efa: str, rdma: str) -> None:
+    assert read(lines(*log)).verdict.value == efa
+    assert read(lines(*log), "aks-rdma").verdict.value == rdma
+
+
+def test_a_plugin_failure_is_the_evidence_of_an_unknown_verdict() -> None:
+    warn = "ip-10-0-0-1:41:52 [0] ofi_init:1339 NCCL WARN NET/OFI aws-ofi-nccl initialization failed"
+    report = read(lines(H + "cudaDriverVersion 12040", warn))
+    assert report.verdict is Verdict.UNKNOWN
+    assert report.evidence == warn
+
+
+def test_the_provider_is_per_process_not_per_host() -> None:
+    other_process = "ip-10-0-0-1:42:53 [1] NCCL INFO "
+    report = read(lines(H + "NET/OFI Selected Provider is efa", other_process + "Using network Libfabric"))
+    assert [rank.verdict for rank in report.ranks] == [Verdict.UNKNOWN, Verdict.UNKNOWN]
+
+
+def test_the_provider_applies_to_every_gpu_of_its_process() -> None:
+    """nccl-tests -g 8: one process, the plugin logs once (device 0), every device uses it."""
+    same_process = "ip-10-0-0-1:41:53 [5] NCCL INFO "
+    report = read(lines(H + "NET/OFI Selected Provider is efa", same_process + "Using network Libfabric"))
+    assert {(rank.device, rank.verdict) for rank in report.ranks} == {(0, Verdict.UNKNOWN), (5, Verdict.FABRIC)}
+    assert report.verdict is Verdict.FABRIC
+
+
+def test_job_verdict_order_is_socket_other_fabric_none() -> None:
+    def rank(verdict: Verdict) -> RankVerdict:
+        return RankVerdict("h", 1, 0, None, verdict, verdict.value)
+
+    assert job_verdict([rank(Verdict.NONE), rank(Verdict.FABRIC), rank(Verdict.SOCKET)]) == (Verdict.SOCKET, "socket")
+    assert job_verdict([rank(Verdict.NONE), rank(Verdict.FABRIC), rank(Verdict.OTHER)]) == (Verdict.OTHER, "other")
+    assert job_verdict([rank(Verdict.UNKNOWN), rank(Verdict.NONE), rank(Verdict.FABRIC)]) == (Verdict.FABRIC, "fabric")
+    assert job_verdict([rank(Verdict.UNKNOWN), rank(Verdict.NONE)]) == (Verdict.NONE, "none")
+    assert job_verdict([rank(Verdict.UNKNOWN)]) == (Verdict.UNKNOWN, "unknown")
+    assert job_verdict([]) == (Verdict.UNKNOWN, "")
+
+
+def test_an_unknown_fabric_name_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="efa, aks-rdma"):
+        signature_for("slingshot")
+
+
+# --- Prefixes and interleaving -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        "{}",
+        "[1,3]<stdout>:{}",  # mpirun --tag-output
+        "(RayTrainWorker pid=954, ip=10.67.132.202) {} [repeated 15x across cluster]",  # Ray
+        "[3] {}",  # srun --label
+        "worker-3: {}",  # pdsh, MPIJob launchers
+        "[pod/train-worker-3/pytorch] {}",  # kubectl logs --prefix
+        "2024-05-01T10:00:00.123456789Z {}",  # kubectl logs --timestamps
+        "  | 2024-12-04T07:19:43.480Z | {}",  # CloudWatch console
+        "2025-05-16T16:39:51.208-07:00{} | {}",  # CloudWatch copy that repeats the line
+        "\x1b[32m{}\x1b[0m",  # colour
+    ],
+)
+def test_launcher_prefixes_keep_the_rank(wrapper: str) -> None:
+    log = [
+        wrapper.replace("{}", "train-worker-3:954:3133 [6] NCCL INFO Using network Socket"),
+        wrapper.replace(
+            "{}", "train-worker-3:954:3133 [6] NCCL INFO comm 0x7f rank 14 nRanks 16 nNodes 2 localRanks 8"
+        ),
+    ]
+    report = read(lines(*log))
+    assert report.verdict is Verdict.SOCKET
+    assert [(rank.host, rank.pid, rank.device, rank.rank) for rank in report.ranks] == [("train-worker-3", 954, 6, 14)]
+    assert report.evidence == "train-worker-3:954:3133 [6] NCCL INFO Using network Socket" + (
+        " [repeated 15x across cluster]" if "repeated" in wrapper else ""
+    )
+
+
+def test_interleaved_ranks_of_two_hosts_keep_their_own_verdicts() -> None:
+    a, b = "node-a:100:110 [0] NCCL INFO ", "node-b:200:210 [0] NCCL INFO "
+    log = lines(
+        a + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+        b + "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.",
+        a + "Using network Libfabric",
+        b + "Using network Socket",
+        b + "comm 0x2 rank 8 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+        a + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+    )
+    report = read(log)
+    verdicts = {(rank.host, rank.rank): rank.verdict for rank in report.ranks}
+    assert verdicts == {("node-a", 0): Verdict.FABRIC, ("node-b", 8): Verdict.SOCKET}
+    assert report.verdict is Verdict.SOCKET
+    assert report.evidence == "node-b:200:210 [0] NCCL INFO Using network Socket"
+
+
+def test_unprefixed_lines_count_for_no_rank_but_give_versions() -> None:
+    report = read(lines("NCCL version 2.4.6+cuda10.0", "NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.14.2"))
+    assert (report.nccl_version, report.plugin_version) == ("2.4.6+cuda10.0", "1.14.2")
+    assert report.ranks == ()
+
+
+# --- Early stop ----------------------------------------------------------------------------
+
+
+def test_the_scanner_says_decisive_at_the_first_decisive_line_and_not_before() -> None:
+    log = [
+        H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+        H + "Using network Libfabric",
+        H + "comm 0x1 rank 0 nRanks 16 nNodes 1 localRanks 8 localRank 0 MNNVL 0",  # a node-local communicator
+        H + "comm 0x2 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+        H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Libfabric/0/GDRDMA",
+    ]
+    scanner = TransportScanner(EFA)
+    answers = [scanner.feed((line + "\n").encode()) for line in log]
+    assert answers == [False, False, False, True, True]
+    assert scanner.report().verdict is Verdict.FABRIC
+
+
+def test_a_decided_rank_ignores_later_lines() -> None:
+    scanner = TransportScanner(EFA)
+    assert scanner.feed(lines(H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"))
+    scanner.feed(lines(H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
+    assert scanner.report().verdict is Verdict.SOCKET
+
+
+def test_scan_stops_reading_at_the_first_decisive_chunk() -> None:
+    consumed: list[int] = []
+
+    def chunks() -> Iterator[bytes]:
+        for index in range(10_000):
+            consumed.append(index)
+            if index == 3:
+                yield lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+            else:
+                yield b"epoch 1 step 20 loss 0.25\n" * 100
+
+    report = scan(chunks(), EFA, stop_when_decisive=True)
+    assert report.verdict is Verdict.SOCKET and report.decisive
+    assert consumed == [0, 1, 2, 3]
+
+
+def test_a_single_node_log_is_never_decisive() -> None:
+    scanner = TransportScanner(EFA)
+    assert not scanner.feed(lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
+    assert scanner.finish().verdict is Verdict.NONE
+
+
+# --- Hostile input -------------------------------------------------------------------------
+
+
+def test_empty_input() -> None:
+    for data in (b"", b"\n", b"\r\n\r\n", b"   "):
+        report = read(data)
+        assert (report.verdict, report.evidence, report.ranks) == (Verdict.UNKNOWN, "", ())
+
+
+def test_ansi_escapes_and_control_characters_never_reach_the_evidence() -> None:
+    dirty = (
+        "\x1b[1;31mnode-1\x1b[0m:7:8 [0] NCCL INFO \x1b]0;title\x07Using network Socket\x00\x07\x1b[2K\u202e\x08\x7f"
+    )
+    report = read(lines(dirty, "node-1:7:8 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8"))
+    assert report.verdict is Verdict.SOCKET
+    assert report.evidence == "node-1:7:8 [0] NCCL INFO Using network Socket"
+
+
+def test_evidence_is_cut_and_clean() -> None:
+    line = "h:1:2 [0] NCCL INFO Using network Socket " + "\u202e\x1b[31mX\x1b[0m\t" * 300
+    evidence = evidence_line(line)
+    assert len(evidence) == EVIDENCE_CHARS
+    assert all(char.isprintable() for char in evidence)
+    assert "\u202e" not in evidence and "\x1b" not in evidence
+
+
+def test_every_unicode_format_surrogate_and_private_character_is_removed() -> None:
+    hidden = [chr(point) for point in range(0x110000) if unicodedata.category(chr(point)) in ("Cf", "Cs", "Co")]
+    assert len(hidden) > 100_000
+    assert readable_text("a" + "".join(hidden) + "b") == "ab"
+    assert readable_text("ünïcode ✓ 日本 \U0001f600") == "ünïcode ✓ 日本 \U0001f600"
+
+
+def test_binary_noise_around_real_lines() -> None:
+    noise = random.Random(7).randbytes(16 * MiB)
+    real = lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+    data = noise[: 8 * MiB] + b"\n" + real + noise[8 * MiB :]
+    report = read(data, chunk=MiB)
+    assert report.verdict is Verdict.SOCKET
+    for rank in report.ranks:
+        assert all(char.isprintable() for char in rank.evidence), rank
+    assert len(report.ranks) <= MAX_RANKS
+
+
+def test_ten_megabyte_lines_are_read_by_their_prefix() -> None:
+    long_tail = b"x" * (10 * MiB)
+    data = (
+        H.encode() + b"Using network Socket " + long_tail + b"\n"  # too long to be the network line
+        + long_tail + b" " + H.encode() + b"Using network IB\n"  # its prefix is beyond the kept part
+        + H.encode() + b"comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8\n"
+    )  # fmt: skip
+    for chunk in (None, MiB, 3 * MiB + 1):
+        report = read(data, chunk=chunk)
+        assert report.verdict is Verdict.UNKNOWN, chunk  # neither overlong line names a network
+        assert report.lines_cut == 2, chunk
+        assert report.lines_read <= 3, chunk
+
+
+def test_one_hundred_megabytes_without_a_newline_keep_a_bounded_prefix() -> None:
+    def chunks() -> Iterator[bytes]:
+        yield H.encode() + b"Using network Socket"
+        block = bytes(range(32, 127)) * (MiB // 95)
+        for _ in range(100):
+            yield block
+        yield b"\n" + lines(H + "Using network IB", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+
+    tracemalloc.start()
+    try:
+        scanner = TransportScanner(EFA)
+        for chunk in chunks():
+            scanner.feed(chunk)
+        report = scanner.finish()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.lines_cut == 1
+    assert report.verdict is Verdict.OTHER  # the line after the 100 MB one is read, from its start
+    # The chunks themselves are the caller's (one block of 1 MiB, traced as it is built).
+    assert peak < MEMORY_BOUND_BYTES + 2 * MiB, peak
+
+
+def test_one_gibibyte_streamed_in_chunks_in_bounded_memory() -> None:
+    """1 GiB of a chatty training log with NCCL lines in it, generated lazily: memory stays
+    within the bound and only the NCCL lines are decoded. benchmarks/transport_parser_bench.py times
+    the same input."""
+    block, blocks = chatty_training_log_block(), 1024
+    nccl_lines_per_block = block.count(b"NCCL INFO")
+    decisive = lines(H + "comm 0x1 rank 0 nRanks 64 nNodes 8 localRanks 8 localRank 0 MNNVL 0")
+
+    tracemalloc.start()
+    try:
+        scanner = TransportScanner(EFA)
+        for _ in range(blocks):
+            scanner.feed(block)
+        scanner.feed(decisive)
+        report = scanner.finish()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.verdict is Verdict.SOCKET
+    assert report.lines_read == blocks * nccl_lines_per_block + 1
+    assert peak < MEMORY_BOUND_BYTES, peak
+
+
+def chatty_training_log_block() -> bytes:
+    """1 MiB of a training log: eight NCCL lines, then loss lines; its last line goes on in the
+    next block, as lines do in a stream."""
+    noise = b"".join(
+        f"[rank{step % 8}] epoch 3 step {step} loss {step / 7:.4f} lr 1e-4 grad_norm 0.93 tokens/s 48213\n".encode()
+        for step in range(15_000)
+    )
+    nccl = lines(*(f"train-{node}:1{node}:2 [0] NCCL INFO Using network Socket" for node in range(8)))
+    block = (nccl + noise)[:MiB]
+    assert len(block) == MiB
+    return block
+
+
+# --- Work, counted: every search the scanner makes over the input, and how far it goes --------
+
+
+class SearchMeter:
+    """Counts the bytes the scanner's searches go over: each regular expression the scanner
+    searches the input with, and ``rfind`` on the chunks it is fed, is wrapped, and a search
+    counts its span up to where it stopped (a forward search to its match's end, a backward
+    one from its end to what it found; to the span's far end when nothing is found). This is
+    the work the scanner does in C; the Python work per line is bounded by MAX_LINE_BYTES and
+    counted as one more pass over the line. Deterministic: no clock."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.examined = 0
+        meter = self
+
+        class Pattern:
+            def __init__(self, pattern: re.Pattern[bytes]) -> None:
+                self.pattern = pattern
+
+            def search(self, data: bytes, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[bytes] | None:
+                found = self.pattern.search(data, pos, endpos)
+                meter.examined += (found.end() if found else min(endpos, len(data))) - pos
+                return found
+
+        for name in ("_LINE_BREAK", "_INTERESTING", "_RULE_WORDS"):
+            monkeypatch.setattr(transport, name, Pattern(getattr(transport, name)))
+
+        class Chunk(bytes):
+            def rfind(self, sub: Any, start: Any = 0, end: Any = None) -> int:
+                stop = len(self) if end is None else end
+                found = super().rfind(sub, start, stop)
+                meter.examined += stop - (found if found >= 0 else start)
+                return found
+
+        self.chunk_type = Chunk
+
+    def per_byte(self, data: bytes, chunk: int | None = None) -> float:
+        """The scanner's work per input byte on ``data``, fed whole or in chunks."""
+        self.examined = 0
+        size = len(data) if chunk is None else chunk
+        scan((self.chunk_type(data[i : i + size]) for i in range(0, len(data), size)), EFA)
+        return self.examined / len(data)
+
+
+# Each byte is gone over by the line-break search, the keyword search, the two searches back to
+# its line's start and the one forward to its end, and once more when its line is read.
+EXAMINED_PER_BYTE = 6
+
+
+def test_work_grows_linearly_with_the_input_even_when_every_line_is_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search that looked back to the chunk's start at every line went over the chunk once per
+    line: 4x the lines, 16x the work. Counted, not timed: the work per byte is the same for
+    10,000 and 40,000 lines, and in chunks of any size."""
+    meter = SearchMeter(monkeypatch)
+    line = b"ip-10-0-0-1:41:52 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"
+    small, large = meter.per_byte(line * 10_000), meter.per_byte(line * 40_000)
+    assert small <= EXAMINED_PER_BYTE, small
+    assert large <= small * 1.001, (small, large)
+    for chunk in (1, 100, 4096, MiB):
+        assert meter.per_byte(line * 10_000, chunk) <= EXAMINED_PER_BYTE, chunk
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["carriage returns only", "no line breaks", "one keyword per line", "keywords late in long lines", "noise"],
+)
+def test_work_per_byte_is_bounded_whatever_the_shape(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    meter = SearchMeter(monkeypatch)
+    data = {
+        "carriage returns only": (H + "Using network Socket\r").encode() * 20_000,
+        "no line breaks": b"NCCL INFO " * 200_000,
+        "one keyword per line": b"x NCCL INFO y\n" * 100_000,
+        "keywords late in long lines": (b"z" * 8000 + b" NCCL INFO Using network Socket\n") * 200,
+        "noise": random.Random(3).randbytes(2 * MiB),
+    }[shape]
+    for chunk in (None, 1000, 65536):
+        assert meter.per_byte(data, chunk) <= EXAMINED_PER_BYTE, (shape, chunk)
+
+
+def test_many_ranks_are_bounded_and_counted() -> None:
+    data = b"".join(f"host-{index}:1:2 [0] NCCL INFO Using network Socket\n".encode() for index in range(5000))
+    report = read(data)
+    assert len(report.ranks) == MAX_RANKS
+    assert report.ranks_dropped == 5000 - MAX_RANKS
+    assert report.verdict is Verdict.SOCKET
+
+
+def test_worst_case_ranks_stay_within_the_stated_memory_bound() -> None:
+    """MAX_RANKS ranks, each with the longest host and every evidence line it can keep, in
+    characters outside the BMP (4 bytes each in a Python string)."""
+    wide = "\U0001f600"
+    tail = wide * 400
+
+    def rank_lines(index: int) -> bytes:
+        host = f"{index:04d}" + wide * 249
+        prefix = f"{host}:{index}:1 [0] NCCL INFO "
+        return lines(
+            f"{prefix}NET/OFI Selected Provider is efa {tail}",
+            f"{prefix}NET/Plugin: No plugin found {tail}",
+            f"{prefix}comm 0x1 rank {index} nranks 2 cudaDev 0 {tail}",
+            f"{prefix}Channel 00 : 0[0] -> 1[1] via P2P/IPC {tail}",
+            f"{prefix}comm 0x1 rank {index} nranks 2 cudaDev 0 busId 1 - Init COMPLETE {tail}",
+            f"{prefix}ncclCommInitRank comm 0x2 rank {index} nRanks 2 nNodes 1 localRanks 2 {tail}",
+            f"{prefix}Using network AWS Libfabric",
+        )
+
+    tracemalloc.start()
+    try:
+        scanner = TransportScanner(EFA)
+        for index in range(MAX_RANKS):
+            scanner.feed(rank_lines(index))
+        retained, _ = tracemalloc.get_traced_memory()
+        report = scanner.report()
+    finally:
+        tracemalloc.stop()
+    assert len(report.ranks) == MAX_RANKS and report.ranks_dropped == 0
+    assert report.verdict is Verdict.NONE
+    print(f"{MAX_RANKS} worst-case ranks retain {retained / MiB:.2f} MiB (bound {MEMORY_BOUND_BYTES / MiB:.2f} MiB)")
+    assert retained < MEMORY_BOUND_BYTES, retained
+
+
+def test_kept_line_prefix_is_the_stated_bound() -> None:
+    scanner = TransportScanner(EFA)
+    scanner.feed(b"y" * (MAX_LINE_BYTES * 3))
+    assert len(scanner._partial) == MAX_LINE_BYTES
