@@ -237,7 +237,10 @@ def _selection_notes(analysis: PoolAnalysis) -> str:
     selection = analysis.selection
     if selection is None:
         return ""
-    readings = [(node, node.devices.readings[Source.DRA]) for node in analysis.gate]
+    # A platform-managed node (EKS Auto Mode) is read from the platform alone: it has no DRA reading.
+    readings = [
+        (node, reading) for node in analysis.gate if (reading := node.devices.readings.get(Source.DRA)) is not None
+    ]
     dra_nodes = any(reading.evidence for _, reading in readings)
     notes = []
     for effective in selection.classes:
