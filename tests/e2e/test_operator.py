@@ -213,6 +213,7 @@ def test_healthy_pool_is_ready_with_a_recommendation(scenario: Scenario) -> None
         "unhealthy": 0,
         "advertisedWithoutPlugin": 0,
         "launchedWithoutFabric": 0,  # round 3: no node of it was launched without EFA
+        "conflictingAdvertisers": 0,  # no node advertises through both a plugin and DRA
         "nodes": [],
         "truncated": False,
     }
@@ -784,12 +785,14 @@ def test_kubectl_get_shows_the_printer_columns(scenario: Scenario) -> None:
     assert all(age.endswith(("s", "m")) for age in ages), ages
 
     wide = kubectl_table(scenario.cluster, "fcap", *names, "-o", "wide")
-    # Round 3 adds NODEPOOL and LAUNCHED-WITHOUT (empty and 0 on a managed node group's pool).
-    assert list(wide[0])[-5:] == ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT"]
-    assert [
-        (row["RESOURCE"], row["PLUGIN-READY"], row["NO-FABRIC"], row["NODEPOOL"], row["LAUNCHED-WITHOUT"])
-        for row in wide
-    ] == [(EFA, "2", "0", "", "0"), (EFA, "2", "0", "", "0")]
+    # Round 3 adds NODEPOOL and LAUNCHED-WITHOUT (empty and 0 on a managed node group's pool),
+    # transport TCP (empty while transport is not read).
+    wide_columns = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT", "TCP"]
+    assert list(wide[0])[-6:] == wide_columns
+    assert [tuple(row[column] for column in wide_columns) for row in wide] == [
+        (EFA, "2", "0", "", "0", ""),
+        (EFA, "2", "0", "", "0", ""),
+    ]
 
     # The short name and the category work too.
     by_category = kubectl_table(scenario.cluster, "fabric", "-l", f"fabriccap.dev/pool={scenario.pool('cols')}")
