@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from fabriccap.kube.kinds import WATCHED_KINDS
 from fabriccap.kube.paths import EVENTS, NAMESPACES, PODS, ApiResource
 from fabriccap_devtools import world
 from fabriccap_devtools.controlplane.cluster import AUDITED_READS_GROUP
@@ -207,13 +208,18 @@ def test_hostile_owner_references_read_nothing_outside_one_valid_object(setup: S
 
     events = wait_until(workload_events, f"{owners} FabricNotRequested Events", timeout=WAIT)
     lookup = re.compile(rf"/apis/[a-z0-9.-]+/[a-z0-9]+/namespaces/{hostile}/[a-z]+/{NAME}")
+    # The watched kinds' own rows say what the informers may list and watch: each kind across
+    # the cluster, or in the plugin namespace for the kinds read there (Pods are read
+    # cluster-wide when workloads are reported), besides the operator's own objects.
     informer_paths = {
-        "/api/v1/nodes",
-        "/api/v1/pods",
-        f"/apis/apps/v1/namespaces/{setup.world.namespace}/daemonsets",
-        "/apis/resource.k8s.io/v1/resourceslices",
-        "/apis/fabriccap.dev/v1alpha1/fabriccapabilities",
-    }
+        path
+        for watched in WATCHED_KINDS
+        for path in (
+            watched.resource.collection(),
+            watched.resource.collection(setup.world.namespace) if watched.per_plugin_namespace else "",
+        )
+        if path
+    } | {"/apis/fabriccap.dev/v1alpha1/fabriccapabilities"}
     reads = setup.audited_reads()
     gets = [urlsplit(event["requestURI"]) for event in reads if event["verb"] == "get"]
     assert f"/apis/batch/v1/namespaces/{hostile}/jobs/honest-job" in [uri.path for uri in gets]
