@@ -25,6 +25,7 @@ setup(
     packages=find_packages("operator", include=packages),
     # The dev tools need no package data: they read their files (the node images' Go module,
     # the CRD, the example cluster) from the checkout an editable install points at.
-    package_data={"fabriccap": ["py.typed"]},
+    # The instance catalogs (fabriccap-dev catalog writes them; fabriccap.catalogfile reads them).
+    package_data={"fabriccap": ["py.typed", "data/*.json"]},
     entry_points={"console_scripts": scripts},
 )

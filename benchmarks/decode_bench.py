@@ -24,9 +24,9 @@ from workloads_bench import pod_body
 
 from fabriccap.controller.main import settle_heap, tune_garbage_collection
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.kinds import BY_KIND
+from support.configs import build_config
 
 PAGE_SIZE = 250
 VARIANTS = ("no collector (baseline)", "default thresholds", "operator's thresholds")

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Generate examples/eks-cluster.json: a simulated EKS cluster, as kubectl prints it.
 
-The output is what ``kubectl get nodes,pods,daemonsets,resourceslices,deviceclasses -A -o json``
-prints for a cluster with one node pool per outcome fabriccap distinguishes (see cluster_nodes() below, and
-docs/reference/how-it-decides.md for each pool's outcome). It is deterministic: every id,
-address and timestamp derives from the node or pod name, so running the script again
-reproduces the committed file byte for byte (tests/repo/test_examples.py checks that).
+The output is what ``kubectl get nodes,pods,daemonsets,resourceslices,deviceclasses,nodepools,nodeclaims,
+ec2nodeclasses -A -o json`` prints for a cluster with one node pool per outcome fabriccap distinguishes
+(see cluster_nodes() below, and docs/reference/how-it-decides.md for each pool's outcome). It is
+deterministic: every id, address and timestamp derives from the node or pod name, so running the
+script again reproduces the committed file byte for byte (tests/repo/test_examples.py checks that).
 
     python examples/generate_cluster.py            # rewrites examples/eks-cluster.json
     python examples/generate_cluster.py -o -       # prints it
@@ -837,11 +837,11 @@ def workload_pod_body(
 TRAINER_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/ml/bert-finetune:2025-06-01"
 
 
-def trainjob_without_efa(nodes: Sequence[NodeSpec]) -> list[dict[str, Any]]:
+def trainjob_without_efa(nodes: Sequence[NodeSpec], trainjob: str = "bert-finetune") -> list[dict[str, Any]]:
     """A Kubeflow TrainJob's pods, as the Trainer, JobSet and Job controllers make them: the
     runtime sets the EFA environment, but the TrainJob's resourcesPerNode replaced the
     runtime's resources and asks for GPUs only. On a Ready EFA pool: NCCL runs over TCP."""
-    trainjob, replicated = "bert-finetune", "node"
+    replicated = "node"
     job = f"{trainjob}-{replicated}-0"
     jobset_uid = stable_uid("JobSet", trainjob)
     pods = []
@@ -861,7 +861,7 @@ def trainjob_without_efa(nodes: Sequence[NodeSpec]) -> list[dict[str, Any]]:
         pods.append(
             workload_pod_body(
                 "ml-training",
-                f"{job}-{index}-{pod_suffix('trainjob', index)}",
+                f"{job}-{index}-{pod_suffix('trainjob', trainjob, index)}",
                 _owner("Job", "batch/v1", job),
                 node,
                 TRAINER_IMAGE,
@@ -961,6 +961,11 @@ def cluster_nodes() -> list[NodeSpec]:
         #     clusters: allocatable has no EFA, each node's ResourceSlice holds 32 EFA devices,
         #     the driver's pod is Ready -> Ready, sources dra 3, recommendation.resourceClaimTemplate.
         *_pool_nodes("p5-dranet", [p5] * 3, 20, efa=[ABSENT] * 3, plugin=False, dranet=True),
+        # (i) A Karpenter NodePool that launched a p5 for a TrainJob asking for GPUs only: Karpenter
+        #     attached no EFA (none was requested), the plugin's pod is Ready and finds nothing ->
+        #     gap.launchedWithoutFabric 1, out of the gate set; the pool is Ready from the catalog,
+        #     the TrainJob is withoutFabric and its Event names the launch.
+        *_pool_nodes("p5-spot", [p5], 36, provisioner="karpenter", efa=[ABSENT], capacity_type="SPOT"),
     ]
     trn1 = [index for index, node in enumerate(nodes) if node.pool == "trn1-cordoned"]
     nodes[trn1[1]] = replace(nodes[trn1[1]], cordoned=True)
@@ -968,7 +973,8 @@ def cluster_nodes() -> list[NodeSpec]:
 
 
 def cluster_snapshot() -> dict[str, Any]:
-    """The v1 List kubectl prints for ``get nodes,pods,daemonsets,resourceslices -A -o json``."""
+    """The v1 List kubectl prints for ``get nodes,pods,daemonsets,resourceslices,deviceclasses,nodepools,
+    nodeclaims,ec2nodeclasses -A -o json``."""
     nodes = cluster_nodes()
     by_pool: dict[str, list[NodeSpec]] = {}
     for node in nodes:
@@ -998,6 +1004,7 @@ def cluster_snapshot() -> dict[str, Any]:
         )
     )
     pods += trainjob_without_efa(by_pool["p5-training"][1:3])
+    pods += trainjob_without_efa(by_pool["p5-spot"], trainjob="gpt-sft")
     pods.append(unschedulable_efa_pod())
     pods.sort(key=lambda pod: (pod["metadata"]["namespace"], pod["metadata"]["name"]))
     daemon_sets = [
@@ -1011,6 +1018,7 @@ def cluster_snapshot() -> dict[str, Any]:
     slices = [resource_slice_body(node) for node in sorted(dranet_nodes, key=lambda node: node.name)]
     items = [node_body(node) for node in sorted(nodes, key=lambda node: node.name)] + pods + daemon_sets + slices
     items.append(device_class_body())
+    items += karpenter_objects(nodes)
     return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
 
 
@@ -1062,6 +1070,154 @@ def resource_slice_body(node: NodeSpec) -> dict[str, Any]:
             "pool": {"generation": 1, "name": node.name, "resourceSliceCount": 1},
         },
     }
+
+
+# Karpenter's NodePools (karpenter.sh/v1), their EC2NodeClass and NodeClaims, as
+# `kubectl get nodepools,nodeclaims,ec2nodeclasses -o json` prints them (Karpenter v1.15 shapes).
+NODEPOOL_REQUIREMENTS: dict[str, list[str]] = {
+    "gpu-mixed": ["p4d.24xlarge", "p5.48xlarge"],
+    "p5-spot": ["p5.48xlarge"],
+    # (j) An empty NodePool, scaled to zero: its types all attach 32 -> Ready from the catalog.
+    # Only types the EFA plugin's node affinity lists (EFA_PLUGIN_INSTANCE_TYPES): with
+    # p5e.48xlarge too, its nodes would never run the plugin (ProviderExcludesInstanceTypes).
+    "p5-elastic": ["p5.48xlarge"],
+}
+
+
+def _karpenter_condition(kind: str, at: datetime) -> dict[str, Any]:
+    return {
+        "lastTransitionTime": rfc3339(at),
+        "message": "",
+        "observedGeneration": 1,
+        "reason": kind,
+        "status": "True",
+        "type": kind,
+    }
+
+
+def node_pool_body(name: str, instance_types: Sequence[str]) -> dict[str, Any]:
+    created = CLUSTER_CREATED + timedelta(days=2)
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "creationTimestamp": rfc3339(created),
+            "generation": 1,
+            "name": name,
+            "resourceVersion": str(70_000_000 + stable_int("nodepool", name, below=1_000_000)),
+            "uid": stable_uid("NodePool", name),
+        },
+        "spec": {
+            "disruption": {
+                "budgets": [{"nodes": "10%"}],
+                "consolidateAfter": "0s",
+                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            },
+            "template": {
+                "spec": {
+                    "expireAfter": "720h",
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
+                    "requirements": [
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(instance_types)},
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+                    ],
+                    "taints": [{"effect": "NoSchedule", "key": GPU_RESOURCE, "value": "true"}],
+                }
+            },
+        },
+        "status": {"conditions": [_karpenter_condition("Ready", created)]},
+    }
+
+
+def node_claim_body(node: NodeSpec, efa_requested: bool) -> dict[str, Any]:
+    """The NodeClaim Karpenter made for ``node``: the pods' merged requests, the instance it
+    launched (status.providerID, the node's), EFA in status.capacity only when attached."""
+    name = f"{node.pool}-{pod_suffix('nodeclaim', node.name)}"
+    shape = node.shape
+    requests = {"cpu": "96", "memory": "1000Gi", "pods": "5", GPU_RESOURCE: str(shape.gpus)}
+    capacity = {
+        "cpu": str(shape.vcpus),
+        "memory": f"{shape.memory_gib}Gi",
+        "pods": "100",
+        GPU_RESOURCE: str(shape.gpus),
+    }
+    if efa_requested:
+        requests[EFA_RESOURCE] = str(shape.efa_maximum)
+        capacity[EFA_RESOURCE] = str(shape.efa_maximum)
+    launched = node.created - timedelta(seconds=90)
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "annotations": {"karpenter.sh/nodepool-hash": str(stable_int("nodepool", node.pool, below=10**19))},
+            "creationTimestamp": rfc3339(launched),
+            "finalizers": ["karpenter.sh/termination"],
+            "generation": 1,
+            "labels": {
+                "karpenter.k8s.aws/ec2nodeclass": "gpu",
+                "karpenter.sh/capacity-type": node.capacity_type.lower().replace("_", "-"),
+                "karpenter.sh/nodepool": node.pool,
+                "node.kubernetes.io/instance-type": node.instance_type,
+                "topology.kubernetes.io/zone": node.zone,
+            },
+            "name": name,
+            "ownerReferences": [
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "blockOwnerDeletion": True,
+                    "kind": "NodePool",
+                    "name": node.pool,
+                    "uid": stable_uid("NodePool", node.pool),
+                }
+            ],
+            "resourceVersion": str(71_000_000 + stable_int("nodeclaim", name, below=1_000_000)),
+            "uid": stable_uid("NodeClaim", name),
+        },
+        "spec": {
+            "expireAfter": "720h",
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [node.pool]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [node.instance_type]},
+            ],
+            "resources": {"requests": requests},
+        },
+        "status": {
+            "allocatable": capacity,
+            "capacity": capacity,
+            "conditions": [
+                _karpenter_condition(kind, node.created) for kind in ("Launched", "Registered", "Initialized")
+            ],
+            "imageID": "ami-0f5a9c1a7b2d3e4f5",
+            "nodeName": node.name,
+            "providerID": f"aws:///{node.zone}/i-0{stable_hex('instance', node.name, length=16)}",
+        },
+    }
+
+
+def karpenter_objects(nodes: Sequence[NodeSpec]) -> list[dict[str, Any]]:
+    node_class = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {
+            "creationTimestamp": rfc3339(CLUSTER_CREATED + timedelta(days=2)),
+            "name": "gpu",
+            "uid": stable_uid("EC2NodeClass", "gpu"),
+        },
+        "spec": {
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": "KarpenterNodeRole-training",
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "training"}}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "training"}}],
+        },
+    }
+    pools = [node_pool_body(name, types) for name, types in sorted(NODEPOOL_REQUIREMENTS.items())]
+    claims = [
+        node_claim_body(node, efa_requested=node.efa_allocatable > 0)
+        for node in sorted(nodes, key=lambda node: node.name)
+        if node.provisioner == "karpenter"
+    ]
+    return [*pools, *claims, node_class]
 
 
 def device_class_body() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fabriccap.catalogfile import load_catalogs
 from fabriccap.core.config import Config, ConfigError, default_config, parse_config
 from fabriccap.inputfile import CANNOT_READ, InputFileError, read_input_file, shown_path
 
@@ -20,9 +21,11 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def load_config(path: str | Path | None) -> Config:
-    """Load and validate a config file; None means the built-in defaults."""
+    """Load and validate a config file (None: the built-in defaults), with the shipped instance
+    catalogs attached; a missing or corrupt catalog is a ConfigError too (``CatalogFileError``)."""
+    catalogs = load_catalogs()
     if path is None:
-        return default_config()
+        return default_config(catalogs)
     name = str(path)
     try:
         raw = read_input_file(name, MAX_CONFIG_BYTES)
@@ -31,4 +34,4 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"{error.source}: cannot read config: {error.problem.removeprefix(CANNOT_READ)}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{shown_path(name)}: cannot read config: not a text file (not UTF-8)") from None
-    return parse_config(text, shown_path(name))
+    return parse_config(text, shown_path(name), catalogs)

@@ -4,6 +4,7 @@
         [--feature-gates GATES]                           # e.g. DRAExtendedResource=true
     fabriccap-dev controlplane down [--dir DIR]
     fabriccap-dev generate [--check]                        # make generate
+    fabriccap-dev catalog [--check]                         # the EFA instance catalog (Go module cache)
 
 Installed with the dev tools by the checkout's editable install, never with the wheel (also
 ``python -m fabriccap_devtools``). Usage
@@ -71,6 +72,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from fabriccap_devtools.catalog import CATALOG, CatalogSourceError, download_module, generate
+
+    try:
+        text = generate(download_module())
+    except CatalogSourceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    current = CATALOG.read_text(encoding="utf-8") if CATALOG.exists() else None
+    if args.check:
+        if current != text:
+            print(f"stale: {CATALOG} differs from a regeneration; run `fabriccap-dev catalog`")
+            return 1
+        return 0
+    if current != text:
+        CATALOG.parent.mkdir(parents=True, exist_ok=True)
+        CATALOG.write_text(text, encoding="utf-8")
+        print(f"wrote {CATALOG}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         prog="fabriccap-dev",
@@ -117,6 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     generate.add_argument("--check", action="store_true", help="only list stale files; exit 1 if any")
     generate.set_defaults(handler=cmd_generate)
+
+    catalog = commands.add_parser(
+        "catalog",
+        help="regenerate the EFA instance catalog from Karpenter's AWS provider module",
+        description="Regenerate operator/fabriccap/data/efa-catalog.json from github.com/aws/karpenter-provider-aws\n"
+        "(pkg/providers/drametadata, the pinned version) in the Go module cache, downloading it through\n"
+        "the Go module proxy when missing, and the checked-in supplement.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    catalog.add_argument("--check", action="store_true", help="only compare with the checked-in file; exit 1 if stale")
+    catalog.set_defaults(handler=cmd_catalog)
     return parser
 
 

@@ -32,17 +32,19 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fabriccap.core.config import default_config
+from fabriccap.configfile import load_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.kube.client import connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.offline.pipeline import evaluate_facts
 from fabriccap.offline.snapshot import add_bodies
-from fabriccap_devtools import demo_transport, demo_workloads, efaplugin
+from fabriccap_devtools import demo_transport, demo_workloads, efaplugin, karpenter_crds
+from fabriccap_devtools.catalog import CatalogSourceError
 from fabriccap_devtools.checkout import CRD, EXAMPLE_CLUSTER
 from fabriccap_devtools.controlplane import LocalControlPlane, down, record_process, stop_recorded
 from fabriccap_devtools.controlplane.binaries import BinaryError
@@ -54,7 +56,7 @@ from fabriccap_devtools.controlplane.controllers import (
 )
 from fabriccap_devtools.controlplane.nodes import REAL_NODE_LABEL, node_specs
 from fabriccap_devtools.launch import free_loopback_port, local_run_command
-from fabriccap_devtools.seeding import load_objects, set_node_fabric
+from fabriccap_devtools.seeding import load_cluster_scoped, load_objects, set_node_fabric
 from fabriccap_devtools.waiting import WaitTimeoutError, wait_until
 from fabriccap_devtools.world import EFA_DS, INSTANCE_TYPE, efa_device_class
 
@@ -187,12 +189,34 @@ def _install_workload_crds(kubectl: Path, kubeconfig: Path) -> bool:
     return True
 
 
+def _install_karpenter_crds(kubectl: Path, kubeconfig: Path) -> bool:
+    """Karpenter's own CRDs, from the module the instance catalog comes from; False (and why)
+    when the Go module proxy is out of reach: the demo then runs without its elastic pools."""
+    try:
+        files = karpenter_crds.crd_files()
+    except CatalogSourceError as error:
+        print(f"(no Karpenter CRDs: {error}; the demo runs without NodePools)")
+        return False
+    for file in files:
+        _kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(file))
+    for crd in karpenter_crds.KARPENTER_CRDS:
+        _kubectl(kubectl, kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd.name}")
+    return True
+
+
 async def _load(
-    kubeconfig: Path, objects: list[dict[str, Any]], *, real_nodes: bool = False, trainjob: bool = False
+    kubeconfig: Path,
+    objects: list[dict[str, Any]],
+    *,
+    real_nodes: bool = False,
+    trainjob: bool = False,
+    karpenter: bool = False,
 ) -> None:
     async with await connect(str(kubeconfig)) as client:
         if trainjob:
             await demo_workloads.create_owners(client, objects)
+        if karpenter:
+            await load_cluster_scoped(client, objects, karpenter_crds.RESOURCES)
         # With real nodes, controllers run: ServiceAccount admission, and a DaemonSet controller
         # that must adopt the simulated pods.
         await load_objects(client, objects, service_accounts=real_nodes, adopt=real_nodes)
@@ -325,7 +349,10 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         _kubectl(kubectl, kubeconfig, "apply", "-f", "-", stdin=json.dumps(efa_device_class()))
         with_trainjob = _install_workload_crds(kubectl, kubeconfig)
-        asyncio.run(_load(kubeconfig, objects, real_nodes=real_nodes, trainjob=with_trainjob))
+        with_karpenter = _install_karpenter_crds(kubectl, kubeconfig)
+        if not with_karpenter:
+            objects = [obj for obj in objects if obj["kind"] not in ("NodePool", "NodeClaim", "EC2NodeClass")]
+        asyncio.run(_load(kubeconfig, objects, real_nodes=real_nodes, trainjob=with_trainjob, karpenter=with_karpenter))
         if real_nodes:
             started = time.monotonic()
             _wait_real_pool(kubectl, kubeconfig, info.nodes, laggard)
@@ -379,6 +406,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print("recommendation.resourceClaimTemplate (paste under a ResourceClaimTemplate's spec):")
         print(json.dumps(recommendation.get("resourceClaimTemplate"), indent=2))
 
+        if with_karpenter:
+            _karpenter_story(kubectl, kubeconfig)
         _trainjob_story(kubectl, kubeconfig, objects)
         _transport_story(kubectl, kubeconfig, directory, objects, info.nodes[0] if real_nodes else None)
 
@@ -439,6 +468,83 @@ def _without_fabric(kubectl: Path, kubeconfig: Path) -> int | None:
     obj = json.loads(_kubectl(kubectl, kubeconfig, "get", "fcap", TRAINING_POOL, "-o", "json"))
     workloads = (obj.get("status") or {}).get("workloads")
     return None if workloads is None else int(workloads["withoutFabric"]["pods"])
+
+
+ELASTIC_POOL = "efa-p5-elastic"
+LAUNCHED_POOL = "efa-p5-spot"
+
+
+def _event_line(kubectl: Path, kubeconfig: Path, namespace: str, reason: str, involved_name: str) -> str | None:
+    listed = _kubectl(
+        kubectl,
+        kubeconfig,
+        "get",
+        "events",
+        "-n",
+        namespace,
+        f"--field-selector=reason={reason}",
+        "-o",
+        "json",
+        check=False,
+    )
+    for event in json.loads(listed or "{}").get("items") or []:
+        involved = event["involvedObject"]
+        if involved.get("name") == involved_name:
+            return f"{event['type']}  {event['reason']}  {involved['kind']}/{involved['name']}: {event['message']}"
+    return None
+
+
+def _fcap_when(
+    kubectl: Path, kubeconfig: Path, name: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """The FabricCapability ``name`` once its status satisfies ``predicate``, else None."""
+    listed = _kubectl(kubectl, kubeconfig, "get", "fcap", name, "-o", "json", check=False)
+    obj = json.loads(listed) if listed else {}
+    status = obj.get("status")
+    return obj if status and predicate(status) else None
+
+
+def _ready_from_catalog(status: dict[str, Any]) -> bool:
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+    return status["nodes"] == 0 and (ready.get("status"), ready.get("reason")) == ("True", "UniformCapability")
+
+
+def _karpenter_story(kubectl: Path, kubeconfig: Path) -> None:
+    """The elastic pools: an empty NodePool Ready from the catalog, and a node Karpenter launched
+    without EFA for a job that asked for none, named in the job's Event."""
+    _say(
+        "Karpenter NodePool p5-elastic has no node (scaled to zero): it is a pool all the same, Ready from the"
+        " instance catalog (every type it may launch attaches 32 EFA when a pod requests it)"
+    )
+    # The story is checked, not only told: the demo fails if the pool is not what it says.
+    elastic = wait_until(
+        lambda: _fcap_when(kubectl, kubeconfig, ELASTIC_POOL, _ready_from_catalog),
+        f"{ELASTIC_POOL} Ready from the catalog",
+        timeout=30.0,
+        interval=0.25,
+    )
+    print(_fcap_line(kubectl, kubeconfig, ELASTIC_POOL))
+    _print_conditions(elastic)
+    _say(
+        "Karpenter NodePool p5-spot launched a p5.48xlarge for JobSet gpt-sft, which asked for GPUs only:"
+        " Karpenter attached no EFA, the node is out of the gate set, and the job's Event names the launch"
+    )
+    wait_until(
+        lambda: _fcap_when(
+            kubectl, kubeconfig, LAUNCHED_POOL, lambda status: status["gap"].get("launchedWithoutFabric") == 1
+        ),
+        f"{LAUNCHED_POOL} with a node launched without EFA",
+        timeout=30.0,
+        interval=0.25,
+    )
+    print(_fcap_line(kubectl, kubeconfig, LAUNCHED_POOL))
+    line = wait_until(
+        lambda: _event_line(kubectl, kubeconfig, "ml-training", "FabricNotRequested", "gpt-sft"),
+        "the FabricNotRequested Event of gpt-sft",
+        timeout=30.0,
+        interval=0.25,
+    )
+    print(line)
 
 
 def _trainjob_story(kubectl: Path, kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
@@ -587,7 +693,7 @@ def _wait_real_pool(kubectl: Path, kubeconfig: Path, nodes: tuple[str, ...], lag
 
 def expected_capability_names(objects: list[dict[str, Any]]) -> list[str]:
     """The FabricCapabilities `fabriccap evaluate` computes for the same objects."""
-    config = default_config()
+    config = load_config(None)
     facts = FactIndex()
     add_bodies(facts, FactsExtractor(config), objects, "demo")
     return [capability.name for capability in evaluate_facts(config, facts).capabilities]

@@ -16,7 +16,7 @@ from typing import Any
 
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES
+from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES, ApiResource
 
 # Fields the API server sets itself and refuses (or ignores) on create.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")
@@ -87,6 +87,31 @@ async def create_resource_slice(
         if uid:
             reference["uid"] = uid
     created: dict[str, Any] = await client.create(RESOURCE_SLICES.collection(), body)
+    return created
+
+
+async def create_with_status(client: KubeClient, resource: ApiResource, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A cluster-scoped object of a CRD with a status subresource, as its controller writes it:
+    created, then its status patched (Karpenter's NodePools, NodeClaims and EC2NodeClasses)."""
+    body = creatable(obj)
+    status = body.pop("status", None)
+    created: dict[str, Any] = await client.create(resource.collection(), body)
+    if status:
+        created = await client.merge_patch(f"{resource.item(body['metadata']['name'])}/status", {"status": status})
+    return created
+
+
+async def load_cluster_scoped(
+    client: KubeClient, objects: Iterable[Mapping[str, Any]], resources: Iterable[ApiResource]
+) -> int:
+    """Create the objects of ``resources``' kinds among ``objects``, kind by kind in that order."""
+    created = 0
+    listed = list(objects)
+    for resource in resources:
+        for obj in listed:
+            if obj.get("kind") == resource.kind and str(obj.get("apiVersion")) == resource.api_version:
+                await create_with_status(client, resource, obj)
+                created += 1
     return created
 
 

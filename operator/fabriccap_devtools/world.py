@@ -63,9 +63,13 @@ def node(
     resources: Mapping[str, str] | None = None,
     images: int = 1,
     heavy: bool = False,
+    provider_id: str | None = "aws",
+    ready: bool = True,
 ) -> dict[str, Any]:
     """A Node. ``efa``/``gpu`` are allocatable (None: resource absent); capacity follows
-    allocatable unless ``efa_capacity`` says otherwise.
+    allocatable unless ``efa_capacity`` says otherwise. ``provider_id``: "aws" gives an EC2 one
+    (aws:///<zone>/i-...), None none, anything else is taken as it is; ``ready`` is its Ready
+    condition.
 
     ``resources`` adds other extended resources (capacity = allocatable). ``images`` and
     ``heavy`` (the EKS node monitoring agent's conditions with heartbeats, a full nodeInfo,
@@ -102,7 +106,11 @@ def node(
     for resource, quantity in (resources or {}).items():  # others: Neuron devices, RDMA
         allocatable[resource] = capacity[resource] = quantity
 
-    spec: dict[str, Any] = {"providerID": f"aws:///us-west-2a/i-{_uid(name)[:17].replace('-', '')}"}
+    spec: dict[str, Any] = {}
+    if provider_id == "aws":
+        spec["providerID"] = f"aws:///us-west-2a/i-{_uid(name)[:17].replace('-', '')}"
+    elif provider_id is not None:
+        spec["providerID"] = provider_id
     if cordoned:
         spec["unschedulable"] = True
         spec["taints"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
@@ -123,7 +131,9 @@ def node(
             "allocatable": allocatable,
             "conditions": [
                 {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
-                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+                if ready
+                else {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"},
             ],
             "addresses": [{"type": "InternalIP", "address": "10.0.1.5"}, {"type": "Hostname", "address": name}],
             "nodeInfo": {"kubeletVersion": "v1.31.2-eks-7f9249a", "containerRuntimeVersion": "containerd://1.7.22"},
@@ -651,3 +661,200 @@ def trainjob_pods(
         )
         for index, node in enumerate(node_names)
     ]
+
+
+# -- Karpenter: NodePools, NodeClaims, EC2NodeClasses and the nodes it launches, as it writes them
+# (karpenter.sh/v1 and karpenter.k8s.aws/v1 of github.com/aws/karpenter-provider-aws@v1.15.2).
+
+KARPENTER_GROUP = "karpenter.sh"
+NODE_CLASS_GROUP = "karpenter.k8s.aws"
+REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
+
+
+def node_pool(
+    name: str,
+    requirements: Sequence[Mapping[str, Any]] = (),
+    *,
+    labels: Mapping[str, str] | None = None,
+    node_class: str = "default",
+    node_class_group: str = NODE_CLASS_GROUP,
+    generation: int = 1,
+) -> dict[str, Any]:
+    """A NodePool (``spec.template.spec.requirements``, template labels, nodeClassRef)."""
+    kind = "EC2NodeClass" if node_class_group == NODE_CLASS_GROUP else "NodeClass"
+    template: dict[str, Any] = {
+        "spec": {
+            "nodeClassRef": {"group": node_class_group, "kind": kind, "name": node_class},
+            "requirements": [dict(requirement) for requirement in requirements],
+            "expireAfter": "720h",
+        }
+    }
+    if labels:
+        template["metadata"] = {"labels": dict(labels)}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, "uid": _uid("nodepool", name), "generation": generation},
+        "spec": {"template": template, "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized"}},
+        "status": {"conditions": [_karpenter_condition("Ready")]},
+    }
+
+
+def _karpenter_condition(kind: str) -> dict[str, Any]:
+    """A status condition as Karpenter writes it (metav1.Condition: every field the CRD requires)."""
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": kind,
+        "message": "",
+        "lastTransitionTime": "2026-11-30T10:00:00Z",
+        "observedGeneration": 1,
+    }
+
+
+def ec2_node_class(name: str = "default", *, efa_only: int | None = None) -> dict[str, Any]:
+    """An EC2NodeClass; ``efa_only`` pins that many efa-only interfaces (network cards 1..N) beside
+    the primary interface, as Karpenter's EFA e2e test does; None sets no networkInterfaces."""
+    spec: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "role": "KarpenterNodeRole-demo",
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+    }
+    if efa_only is not None:
+        spec["networkInterfaces"] = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}] + [
+            {"networkCardIndex": card, "deviceIndex": 0 if card else 1, "interfaceType": "efa-only"}
+            for card in range(1, efa_only + 1)
+        ]
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name, "uid": _uid("ec2nodeclass", name)},
+        "spec": spec,
+    }
+
+
+def karpenter_instance_id(node_name: str) -> str:
+    return f"i-{hashlib.sha256(node_name.encode()).hexdigest()[:17]}"
+
+
+def node_claim(
+    name: str,
+    pool: str,
+    *,
+    node_name: str | None,
+    instance_type: str = "p5.48xlarge",
+    requests: Mapping[str, str] | None = None,
+    efa: int = 0,
+    dra_drivers: Sequence[str] = (),
+    node_class: str = "default",
+    zone: str = "us-west-2a",
+) -> dict[str, Any]:
+    """A NodeClaim as Karpenter writes it: labelled with its NodePool, the merged requests of the
+    pods it was launched for (plus daemon overhead), and once launched ``status.providerID``,
+    ``status.capacity`` (``vpc.amazonaws.com/efa`` only when EFA was attached) and, once its node
+    registered, ``status.nodeName``."""
+    provider_node = node_name or name
+    capacity: dict[str, str] = {"cpu": "192", "memory": "2003Gi", "pods": "100", GPU: "8"}
+    if efa:
+        capacity[EFA] = str(efa)
+    annotations = {"karpenter.sh/nodepool-hash": "1234567890", "karpenter.sh/nodepool-hash-version": "v3"}
+    if dra_drivers:
+        annotations[REQUESTED_DRA_DRIVERS] = ",".join(dra_drivers)
+    status: dict[str, Any] = {
+        "providerID": f"aws:///{zone}/{karpenter_instance_id(provider_node)}",
+        "imageID": "ami-0123456789abcdef0",
+        "capacity": capacity,
+        "allocatable": {**capacity, "cpu": "191450m"},
+        "conditions": [_karpenter_condition("Launched")],
+    }
+    if node_name is not None:
+        status["nodeName"] = node_name
+        status["conditions"].append(_karpenter_condition("Registered"))
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "uid": _uid("nodeclaim", name),
+            "labels": {
+                "karpenter.sh/nodepool": pool,
+                "karpenter.k8s.aws/ec2nodeclass": node_class,
+                INSTANCE_TYPE: instance_type,
+                "karpenter.sh/capacity-type": "on-demand",
+                "topology.kubernetes.io/zone": zone,
+            },
+            "annotations": annotations,
+            "finalizers": ["karpenter.sh/termination"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "kind": "NodePool",
+                    "name": pool,
+                    "uid": _uid("nodepool", pool),
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeClassRef": {"group": NODE_CLASS_GROUP, "kind": "EC2NodeClass", "name": node_class},
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]},
+                {"key": INSTANCE_TYPE, "operator": "In", "values": [instance_type]},
+            ],
+            "resources": {"requests": {"cpu": "8", "memory": "64Gi", "pods": "5", **(requests or {})}},
+        },
+        "status": status,
+    }
+
+
+def karpenter_labels(instance_type: str, pool: str, catalog_labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels Karpenter puts on a node it launches: the type's well-known labels, the
+    NodePool's name and node class, capacity type and zone, registered and initialized."""
+    return {
+        **catalog_labels,
+        "karpenter.sh/nodepool": pool,
+        "karpenter.k8s.aws/ec2nodeclass": "default",
+        "karpenter.sh/capacity-type": "on-demand",
+        "karpenter.sh/registered": "true",
+        "karpenter.sh/initialized": "true",
+        INSTANCE_TYPE: instance_type,
+    }
+
+
+def karpenter_node(
+    name: str,
+    pool: str,
+    claim: str,
+    *,
+    instance_type: str = "p5.48xlarge",
+    efa: Quantity = 32,
+    gpu: Quantity = 8,
+    catalog_labels: Mapping[str, str] | None = None,
+    ready: bool = True,
+    zone: str = "us-west-2a",
+) -> dict[str, Any]:
+    """A node Karpenter launched for NodeClaim ``claim`` of NodePool ``pool``: its pool key is
+    karpenter.sh/nodepool, its providerID the NodeClaim's, and it is owned by the NodeClaim."""
+    body = node(
+        name,
+        pool=pool,
+        pool_key=KARPENTER,
+        instance_type=instance_type,
+        efa=efa,
+        gpu=gpu,
+        labels=karpenter_labels(instance_type, pool, catalog_labels or {}),
+        provider_id=f"aws:///{zone}/{karpenter_instance_id(name)}",
+        ready=ready,
+    )
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "name": claim,
+            "uid": _uid("nodeclaim", claim),
+            "blockOwnerDeletion": True,
+        }
+    ]
+    body["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    return body

@@ -97,12 +97,17 @@ def test_the_demo_shows_each_outcome_and_leaves_nothing_behind(tmp_path: Path) -
     assert '"deviceClassName": "efa.networking.k8s.aws"' in stdout
     assert "fabriccapability.fabriccap.dev/efa-p5-partial condition met" in stdout
     assert row("efa-p5-partial")[7:9] == ["True", "UniformCapability"]
-    assert row("efa-gpu-mixed-p4tqsoj6fw2bn3seuhpnv5tb44")[5:7] == ["0", "False"]
+    assert row("efa-gpu-mixed")[5:7] == ["0", "False"]  # readable under karpenter.sh/nodepool (round 3)
+    # The elastic pools: the empty NodePool Ready from the catalog (NODES 0, READY True); the
+    # node p5-spot launched without EFA out of the gate set (NODES 0), named in the job's Event.
+    assert row("efa-p5-elastic")[3] == "0" and row("efa-p5-elastic")[6:8] == ["True", "UniformCapability"]
+    launched = next(line for line in lines_out if line.startswith("Warning  FabricNotRequested  JobSet/gpt-sft"))
+    assert "Karpenter launched ip-" in launched and "without EFA because this job requested none" in launched
     # The TrainJob that forgot EFA: NO-FABRIC 2, a Warning on the TrainJob, then 0 once fixed.
     wide = [line.split() for line in lines_out if line.startswith("efa-p5-training ") and len(line.split()) >= 13]
     fixed = [columns for columns in wide if "(NO-FABRIC" in columns]
     assert wide[0][12] == "2" and len(fixed) == 1 and fixed[0][12] == "0", stdout
-    warning = next(line for line in lines_out if line.startswith("Warning  FabricNotRequested"))
+    warning = next(line for line in lines_out if line.startswith("Warning  FabricNotRequested  TrainJob/"))
     assert warning.startswith("Warning  FabricNotRequested  TrainJob/bert-finetune: runs 2 pods on pool p5-training")
     assert warning.endswith("request vpc.amazonaws.com/efa: 32 per node (TrainJob: spec.trainer.resourcesPerNode)")
     # The job whose NCCL fell back to sockets: its log read through the demo's log front (said

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fabriccap.core.config import default_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.client import MERGE_PATCH, connect
 from fabriccap.kube.errors import KubeError
@@ -45,6 +44,7 @@ from harness import (
     pod_path,
     wait_until,
 )
+from support.configs import default_config
 
 if TYPE_CHECKING:
     from harness import E2ECluster

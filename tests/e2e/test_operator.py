@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from fabriccap.core.api import POOL_VALUE_ANNOTATION
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.world import KARPENTER
@@ -213,6 +212,8 @@ def test_healthy_pool_is_ready_with_a_recommendation(scenario: Scenario) -> None
         "pluginReadyNotAdvertised": 0,
         "unhealthy": 0,
         "advertisedWithoutPlugin": 0,
+        "launchedWithoutFabric": 0,  # round 3: no node of it was launched without EFA
+        "conflictingAdvertisers": 0,  # no node advertises through both a plugin and DRA
         "nodes": [],
         "truncated": False,
     }
@@ -269,7 +270,17 @@ def test_mixed_instance_types_are_mixed_counts_and_stalled(scenario: Scenario) -
     scenario.add_plugin_pod(p4d)
     scenario.add_plugin_pod(p5)
 
-    obj = scenario.wait_ready("mixed", "False", "MixedCounts", nodes=2)
+    # MixedCounts holds as soon as both nodes are seen, possibly before both plugin pods are seen
+    # Ready: wait for those too (a loaded run caught DevicePluginReady at PluginNotScheduled).
+    obj = scenario.wait_status(
+        "mixed",
+        lambda o: (
+            reasons(o).get("Ready") == ("False", "MixedCounts")
+            and o["status"]["nodes"] == 2
+            and o["status"]["devicePlugin"]["readyNodes"] == 2
+        ),
+        "Ready=False/MixedCounts with both plugin pods Ready",
+    )
 
     status = obj["status"]
     assert reasons(obj)["Homogeneous"] == ("False", "MixedCounts")
@@ -620,53 +631,75 @@ def _writes(metrics: Metrics) -> dict[str, float]:
 
 
 def test_a_node_group_named_like_another_pools_hashed_name_gets_its_own_object(scenario: Scenario) -> None:
-    """Issue 9, defect 1: Karpenter pool `foo` and a node group named after its hashed name
-    used to share one object and overwrite each other forever (188 writes in 40 s)."""
+    """Issue 9, defect 1, under round 3's names: Karpenter pool `foo` and a node group once shared
+    one object and overwrote each other forever (188 writes in 40 s). Now every pool key gets the
+    readable name, so a node group with the same value collides: both pools take the hashed form
+    (status.naming says why), each on its own object; and a node group named after one of those
+    hashed names gets an object of its own too. Nothing is written again once settled."""
     karpenter_pool = scenario.pool("foo")
     scenario.add_node("foo", 0, plugin=True, pool_key=KARPENTER)
-    hashed = wait_until(
-        lambda: next(
-            (
-                o
-                for o in scenario.own_fcaps()
-                if o["metadata"]["annotations"].get(POOL_VALUE_ANNOTATION) == karpenter_pool
-            ),
-            None,
-        ),
-        "the Karpenter pool's object",
-    )
-    hashed_name = hashed["metadata"]["name"]
-    assert hashed_name != f"efa-{karpenter_pool}" and hashed_name.startswith(f"efa-{karpenter_pool}-")
-    # The node group whose readable name would be exactly that object's name.
-    colliding = hashed_name.removeprefix("efa-")
-    for index in range(2):
-        node = f"{colliding}-n{index}"
-        body = node_body(node, pool=colliding, marker=scenario.prefix)
-        status = body.pop("status")
-        scenario.kube.create(node_path(), body)
-        scenario.nodes.append(node)
-        scenario.kube.patch(node_path(node) + "/status", {"status": status})
-        scenario.add_plugin_pod(node)
+    readable = scenario.wait_ready("foo", "True", "UniformCapability", nodes=1)
+    assert readable["metadata"]["name"] == f"efa-{karpenter_pool}"  # readable under any pool key
 
-    def both_ready() -> dict[str, dict[str, Any]] | None:
-        by_pool = {o["metadata"]["annotations"].get(POOL_VALUE_ANNOTATION): o for o in scenario.kube.fcaps()}
-        wanted = {karpenter_pool: 1, colliding: 2}
+    def add_group(pool: str, count: int) -> None:
+        for index in range(count):
+            node = f"{pool}-n{index}"
+            body = node_body(node, pool=pool, marker=scenario.prefix)
+            status = body.pop("status")
+            scenario.kube.create(node_path(), body)
+            scenario.nodes.append(node)
+            scenario.kube.patch(node_path(node) + "/status", {"status": status})
+            scenario.add_plugin_pod(node)
+
+    # 1. A node group with the same value: an actual collision, both hashed.
+    add_group(karpenter_pool, 2)
+
+    def by_key() -> dict[str, dict[str, Any]] | None:
+        found = {
+            o["status"]["pool"]["key"]: o
+            for o in scenario.own_fcaps()
+            if o.get("status") and o["status"]["pool"]["value"] == karpenter_pool
+        }
+        settled = len(found) == 2 and all(
+            o["metadata"]["name"] != f"efa-{karpenter_pool}"
+            and reasons(o).get("Ready") == ("True", "UniformCapability")
+            for o in found.values()
+        )
+        return found if settled else None
+
+    collided = wait_until(by_key, "both pools of the value hashed, each on its own object", timeout=STATUS_TIMEOUT)
+    assert {o["status"]["naming"]["reason"] for o in collided.values()} == {"Collision"}
+    hashed_name = collided[KARPENTER]["metadata"]["name"]
+    assert hashed_name != collided[NODEGROUP]["metadata"]["name"]
+    assert scenario.kube.fcap(f"efa-{karpenter_pool}") is None  # the readable one was deleted at once
+
+    # 2. A node group named after the Karpenter pool's hashed name: its own object as well.
+    colliding = hashed_name.removeprefix("efa-")
+    add_group(colliding, 2)
+
+    def all_ready() -> dict[tuple[str, str], dict[str, Any]] | None:
+        objects = {
+            (o["status"]["pool"]["key"], o["status"]["pool"]["value"]): o
+            for o in scenario.own_fcaps()
+            if o.get("status")
+        }
+        wanted = {(KARPENTER, karpenter_pool): 1, (NODEGROUP, karpenter_pool): 2, (NODEGROUP, colliding): 2}
         ready = all(
-            (obj := by_pool.get(pool)) is not None
-            and obj.get("status", {}).get("nodes") == count
+            (obj := objects.get(pool)) is not None
+            and obj["status"]["nodes"] == count
             and reasons(obj).get("Ready") == ("True", "UniformCapability")
             for pool, count in wanted.items()
         )
-        return {pool: by_pool[pool] for pool in wanted} if ready else None
+        return {pool: objects[pool] for pool in wanted} if ready else None
 
-    objects = wait_until(both_ready, "both pools Ready, each on its own object", timeout=STATUS_TIMEOUT)
-    assert objects[colliding]["metadata"]["name"] != hashed_name
-    assert objects[karpenter_pool]["metadata"]["name"] == hashed_name
-    # Nothing flaps: over several debounce windows neither object is written again.
+    objects = wait_until(all_ready, "three pools Ready, each on its own object", timeout=STATUS_TIMEOUT)
+    assert len({obj["metadata"]["name"] for obj in objects.values()}) == 3
+    assert objects[(KARPENTER, karpenter_pool)]["metadata"]["name"] == hashed_name
+    # Nothing flaps: over several debounce windows no object is written again.
     writes = _writes(scenario.operator.metrics())
     versions = {pool: obj["metadata"]["resourceVersion"] for pool, obj in objects.items()}
     time.sleep(QUIET_SECONDS * 3)
-    after = both_ready()
+    after = all_ready()
     assert after is not None
     assert {pool: obj["metadata"]["resourceVersion"] for pool, obj in after.items()} == versions
     assert _writes(scenario.operator.metrics()) == writes
@@ -752,10 +785,13 @@ def test_kubectl_get_shows_the_printer_columns(scenario: Scenario) -> None:
     assert all(age.endswith(("s", "m")) for age in ages), ages
 
     wide = kubectl_table(scenario.cluster, "fcap", *names, "-o", "wide")
-    assert list(wide[0])[-3:] == ["RESOURCE", "PLUGIN-READY", "NO-FABRIC"]
-    assert [(row["RESOURCE"], row["PLUGIN-READY"], row["NO-FABRIC"]) for row in wide] == [
-        (EFA, "2", "0"),
-        (EFA, "2", "0"),
+    # Round 3 adds NODEPOOL and LAUNCHED-WITHOUT (empty and 0 on a managed node group's pool),
+    # transport TCP (empty while transport is not read).
+    wide_columns = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT", "TCP"]
+    assert list(wide[0])[-6:] == wide_columns
+    assert [tuple(row[column] for column in wide_columns) for row in wide] == [
+        (EFA, "2", "0", "", "0", ""),
+        (EFA, "2", "0", "", "0", ""),
     ]
 
     # The short name and the category work too.

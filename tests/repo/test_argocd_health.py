@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap.core.config import default_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.offline.pipeline import evaluate_facts, evaluation_objects
 from fabriccap.offline.snapshot import load_snapshots
 from fabriccap_devtools.generate import ARGOCD_HEALTH_KEY, argocd_cm_patch
 from fabriccap_devtools.gotools import GoToolError, build_go_tool
+from support.configs import default_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CUSTOMIZATION = REPO_ROOT / "gitops" / "resource_customizations" / "fabriccap.dev" / "FabricCapability"

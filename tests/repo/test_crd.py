@@ -31,7 +31,7 @@ from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.offline import render
 from fabriccap.offline.pipeline import evaluation_objects
 from fabriccap_devtools.world import workload_pod
-from support.builders import facts_of, healthy_pool
+from support.builders import daemon_set, facts_of, healthy_pool, kube_list, node, plugin_pods
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -39,7 +39,7 @@ EXAMPLE_SNAPSHOT = REPO_ROOT / "examples" / "eks-cluster.json"
 
 # docs/reference/fabriccapability.md, "kubectl get fcap": the columns, then what -o wide adds.
 SPEC_COLUMNS = ["FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON", "AGE"]
-SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "TCP"]
+SPEC_WIDE_COLUMNS = ["RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT", "TCP"]
 EXPECTED_JSON_PATHS = {
     "FABRIC": ".status.fabric",
     "POOL": ".status.pool.value",
@@ -53,6 +53,8 @@ EXPECTED_JSON_PATHS = {
     "RESOURCE": ".status.resourceName",
     "PLUGIN-READY": ".status.devicePlugin.readyNodes",
     "NO-FABRIC": ".status.workloads.withoutFabric.pods",
+    "NODEPOOL": ".status.launchable.nodePool",
+    "LAUNCHED-WITHOUT": ".status.gap.launchedWithoutFabric",
     "TCP": ".status.workloads.transport.socket.pods",
 }
 
@@ -368,12 +370,19 @@ def test_evaluate_output_validates_against_the_schema(capsys: pytest.CaptureFixt
         assert validate(schema, item) == [], item["metadata"]["name"]
 
 
-def test_example_output_populates_every_status_field(capsys: pytest.CaptureFixture[str]) -> None:
-    """Each declared status field is written by some pool of the example: no dead (misspelt) schema field."""
+def test_example_output_populates_every_status_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Each declared status field is written by some pool of the example: no dead (misspelt) schema
+    field. Every name of the example is readable, so status.naming comes from one more pool whose
+    value is no DNS label (a node group named with an underscore)."""
     schema = object_schema()
     declared = {path for path, _ in walk(schema) if path.startswith(".status")}
     populated: set[str] = set()
-    for item in [*evaluate_example_json(capsys), transport_example()]:
+    extra = tmp_path / "hashed.json"
+    extra.write_text(json.dumps(kube_list([daemon_set(), node("n1", pool="Legacy_GPU"), *plugin_pods(["n1"])])))
+    assert cli.main(["evaluate", "-f", str(extra), "-o", "json"]) == 0
+    (hashed,) = json.loads(capsys.readouterr().out)["items"]
+    assert hashed["status"]["naming"]["reason"] == "NotDNSLabel"
+    for item in [*evaluate_example_json(capsys), hashed, transport_example()]:
         populated |= set(_map_value_paths(item, schema))
     assert declared - populated == set()
 

@@ -84,12 +84,9 @@ def test_the_shared_ib_config_of_azures_guide(capsys: pytest.CaptureFixture[str]
 
 
 def test_without_the_aks_profile_the_cluster_has_no_rdma_pools(capsys: pytest.CaptureFixture[str]) -> None:
-    # The built-in default is EFA only; AKS types have no EFA maximum, GPUs make them targets.
-    pools = evaluate(capsys, "-f", str(AKS))
-    assert sorted(pools) == ["ndv5", "ndv5b"]
-    assert all(
-        status["fabric"] == "efa" and reasons(status)["Ready"][1] == "NotAdvertised" for status in pools.values()
-    )
+    # The built-in default is EFA only. Its GPUs made AKS nodes EFA targets, NotAdvertised pools,
+    # before round 3; their providerID (azure://) now says they are no EFA pool at all.
+    assert evaluate(capsys, "-f", str(AKS)) == {}
 
 
 # --- EKS: Trainium, SageMaker HyperPod, Karpenter before v1 -------------------------------------
@@ -101,12 +98,13 @@ def trainium(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
 
 
 def test_exactly_the_fabric_pools_are_published(trainium: dict[str, dict[str, Any]]) -> None:
-    assert sorted(trainium) == ["ml.p5.48xlarge", "p5en-new", "trn1-train", "web"]
+    assert sorted(trainium) == ["p5en-new", "train-p5", "trn1-train", "web"]
 
 
 def test_hyperpod_nodes_use_the_ec2_maximum_of_their_type(trainium: dict[str, dict[str, Any]]) -> None:
-    hyperpod = trainium["ml.p5.48xlarge"]
-    assert hyperpod["pool"] == {"key": "node.kubernetes.io/instance-type", "value": "ml.p5.48xlarge"}
+    # HyperPod's instance group is the pool (round 3): two groups of one type no longer merge.
+    hyperpod = trainium["train-p5"]
+    assert hyperpod["pool"] == {"key": "sagemaker.amazonaws.com/instance-group-name", "value": "train-p5"}
     assert hyperpod["instanceTypes"] == [{"name": "ml.p5.48xlarge", "nodes": 2, "maxCount": 32}]
     assert reasons(hyperpod)["MatchesInstanceType"] == ("True", "MatchesInstanceMaximum")
     assert reasons(hyperpod)["Ready"] == ("True", "UniformCapability")

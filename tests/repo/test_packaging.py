@@ -25,11 +25,11 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from fabriccap.core.config import build_config
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS
 from fabriccap.kube.kinds import WATCHED_KINDS
 from fabriccap.kube.lookups import CLAIM_API_VERSION
 from fabriccap.kube.paths import EVENTS, FABRIC_CAPABILITIES, LEASES
+from support.configs import build_config
 from support.rendering import (
     CHART,
     MANIFESTS,
@@ -341,11 +341,20 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         "replicasets",
         "resourceclaimtemplates",
         "resourceclaims",
+        "nodepools",
+        "nodeclaims",
+        "ec2nodeclasses",
     }
     for _, resource, verbs, _ in cluster_role.union(*manifests["roles"].values()):
         if resource in observed:
             assert not WRITES & set(verbs), (resource, verbs)
     assert all(resource != "secrets" for _, resource, _, _ in cluster_role)
+    karpenter = {(group, resource, verbs) for group, resource, verbs, _ in cluster_role if "karpenter" in group}
+    assert karpenter == {
+        ("karpenter.sh", "nodepools", ("list", "watch")),
+        ("karpenter.sh", "nodeclaims", ("list", "watch")),
+        ("karpenter.k8s.aws", "ec2nodeclasses", ("list", "watch")),
+    }
     # Nothing on leases cluster-wide; in its own namespace, its one Lease (create cannot be
     # restricted by name: the object does not exist yet). Plugin namespaces may not exist
     # (aks-rdma lists three candidates): no Role is made there.

@@ -67,7 +67,13 @@ def _entry_points(wheel: zipfile.ZipFile) -> str:
 
 def test_the_wheel_holds_the_product(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
-    product = ("fabriccap/__main__.py", "fabriccap/cli/commands.py", "fabriccap/core/evaluate.py", "fabriccap/py.typed")
+    product = (
+        "fabriccap/__main__.py",
+        "fabriccap/cli/commands.py",
+        "fabriccap/core/evaluate.py",
+        "fabriccap/py.typed",
+        "fabriccap/data/efa-catalog.json",  # the instance catalog, package data
+    )
     assert [module for module in product if module not in names] == []
     assert "fabriccap = fabriccap.cli.commands:main" in _entry_points(wheel)
     assert "kubectl-fabriccap = fabriccap.cli.commands:kubectl_main" in _entry_points(wheel)
@@ -77,8 +83,9 @@ def test_the_wheel_holds_no_dev_tools_go_source_or_demo_data(wheel: zipfile.ZipF
     names = wheel.namelist()
     assert [name for name in names if name.split("/")[0] == DEVTOOLS] == []
     assert [name for name in names if name.endswith((".go", "/go.mod", "/go.sum"))] == []
-    # The demo's data is the example cluster and the CRD; the product carries neither, nor any JSON.
-    assert [name for name in names if name.endswith((".json", ".yaml", ".yml"))] == []
+    # The demo's data is the example cluster and the CRD; the product carries neither. Its one
+    # data file is the instance catalog it reads at start (fabriccap.catalogfile).
+    assert [name for name in names if name.endswith((".json", ".yaml", ".yml"))] == ["fabriccap/data/efa-catalog.json"]
     top_level = {name.split("/")[0] for name in names}
     assert top_level == {"fabriccap", f"fabriccap-{VERSION}.dist-info"}, top_level
     assert "fabriccap-dev" not in _entry_points(wheel)

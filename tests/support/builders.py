@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fabriccap.core.api import FabricCapabilityStatus
-from fabriccap.core.config import Config, default_config
+from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, PoolCapability, evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
@@ -38,6 +38,7 @@ from fabriccap_devtools.world import (
     resource_slice,
     workload_pod,
 )
+from support.configs import default_config
 
 __all__ = [
     "EFA",
@@ -73,8 +74,12 @@ __all__ = [
 
 
 def facts_of(bodies: Iterable[Mapping[str, Any]], config: Config | None = None) -> FactIndex:
+    config = config or default_config()
+    bodies = list(bodies)
     facts = FactIndex()
-    add_bodies(facts, FactsExtractor(config or default_config()), bodies, "test")
+    facts.configure(config)
+    # Karpenter's objects too, through their watched kinds' rows, as the operator reads them.
+    add_bodies(facts, FactsExtractor(config), bodies, "test")
     return facts
 
 

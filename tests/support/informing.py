@@ -12,10 +12,11 @@ from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.informers import Informer, build_informers
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import Config, build_config
+from fabriccap.core.config import Config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.client import KubeClient
 from support.builders import EFA, KUBE_SYSTEM
+from support.configs import build_config
 from support.fakeapi import Body, FakeApi, fake_api
 
 NODES = "/api/v1/nodes"
@@ -81,7 +82,10 @@ async def operator(
             setup(api)
         store, metrics = FactStore(), OperatorMetrics()
         # Pods are watched in the plugin namespace unless a test turns workloads on.
-        extractor = FactsExtractor(config or build_config({"workloads": {"enabled": False}}))
+        # Karpenter's kinds only where a test turns them on (test_watchers has their own test).
+        extractor = FactsExtractor(
+            config or build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
+        )
         informers = build_informers(client, store, extractor, metrics, stale_after=stale_after)
         if progress_timeout is not None:
             for informer in informers:

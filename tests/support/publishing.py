@@ -13,12 +13,12 @@ from typing import Any, overload
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import NODE_FACTS
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import daemon_set, node, plugin_pods
+from support.configs import build_config
 from support.fakeapi import FakeApi, fake_api
 
 FCAPS = FABRIC_CAPABILITIES.collection()

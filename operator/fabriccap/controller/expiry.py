@@ -33,6 +33,7 @@ class Settle(Enum):
     FORGET = "forget"  # nothing of it is published any more: drop the record
     EMPTY = "empty"  # write its empty state
     DELETE = "delete"  # its grace period is over
+    UNMANAGED = "unmanaged"  # its grace period is over, but it is not labelled as ours: kept, and said once
 
 
 def settle(state: ObjectState, now: float, grace: float) -> Settle:
@@ -40,17 +41,23 @@ def settle(state: ObjectState, now: float, grace: float) -> Settle:
         return Settle.KEEP
     if state.published is None:
         return Settle.FORGET
-    if not state.published.owned or state.absent_since is None:
+    if state.absent_since is None:
         return Settle.KEEP
     if now - state.absent_since >= grace:
+        if not state.published.owned:
+            return Settle.KEEP if state.kept_unmanaged else Settle.UNMANAGED
         return Settle.DELETE
+    if not state.published.owned:
+        return Settle.KEEP
     return Settle.EMPTY if state.empty_due else Settle.KEEP
 
 
 def expires_in(state: ObjectState, now: float, grace: float) -> float | None:
     """Seconds until the grace period of an object no pool calls for is over; None: not counting."""
-    if state.claim is not None or state.absent_since is None or state.published is None or not state.published.owned:
+    if state.claim is not None or state.absent_since is None or state.published is None:
         return None
+    if not state.published.owned and state.kept_unmanaged:
+        return None  # kept, and said so: nothing falls due
     return state.absent_since + grace - now
 
 

@@ -47,6 +47,7 @@ GAP_KINDS = {
     "plugin_ready_not_advertised": "pluginReadyNotAdvertised",
     "unhealthy": "unhealthy",
     "advertised_without_plugin": "advertisedWithoutPlugin",
+    "launched_without_fabric": "launchedWithoutFabric",
     "conflicting_advertisers": "conflictingAdvertisers",
 }
 
@@ -88,6 +89,13 @@ def _nodes_by_allocatable(status: dict[str, Any]) -> Iterable[Sample]:
 def _gap_nodes(status: dict[str, Any]) -> Iterable[Sample]:
     gap = status.get("gap") or {}
     return [((kind,), float(gap.get(field) or 0)) for kind, field in GAP_KINDS.items()]
+
+
+def _launchable_max(status: dict[str, Any]) -> Iterable[Sample]:
+    launchable = status.get("launchable")
+    if not isinstance(launchable, dict):
+        return []
+    return [((str(entry["count"]),), float(entry["instanceTypes"])) for entry in launchable.get("counts") or []]
 
 
 def _conditions(status: dict[str, Any]) -> Iterable[Sample]:
@@ -136,6 +144,12 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
     PoolFamily("fabriccap_pool_nodes", "Schedulable target nodes of the pool (the gate set).", (), _field("nodes")),
     PoolFamily("fabriccap_pool_cordoned_nodes", "Target nodes left out because cordoned.", (), _field("cordonedNodes")),
     PoolFamily(
+        "fabriccap_pool_unready_nodes",
+        "Target nodes left out because their Ready condition is not True.",
+        (),
+        _field("unreadyNodes"),
+    ),
+    PoolFamily(
         "fabriccap_pool_advertising_nodes",
         "Gate-set nodes with devices of the fabric (allocatable above 0, or devices in ResourceSlices).",
         (),
@@ -156,9 +170,16 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
     ),
     PoolFamily(
         "fabriccap_pool_gap_nodes",
-        "Gate-set nodes where the device plugin and the advertised resource disagree, by kind.",
+        "Nodes where the device plugin and the advertised resource disagree, by kind; launched_without_fabric:"
+        " target nodes Karpenter launched without the fabric on purpose (not in the gate set).",
         ("kind",),
         _gap_nodes,
+    ),
+    PoolFamily(
+        "fabriccap_pool_launchable_max",
+        "Instance types the pool's Karpenter NodePool may launch, per fabric maximum (from the instance catalog).",
+        ("count",),
+        _launchable_max,
     ),
     PoolFamily(
         "fabriccap_pool_condition",
@@ -169,7 +190,7 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
     PoolFamily(
         "fabriccap_pool_workload_pods",
         "Pods bound to the pool's nodes by how they use the fabric: requesting_fabric, without_fabric "
-        "(an accelerator but no fabric, while the pool advertises it), intent_without_request.",
+        "(an accelerator but no fabric, while the pool offers it), intent_without_request.",
         ("use",),
         _workload_pods,
     ),

@@ -191,6 +191,8 @@ class ObjectState:
     # What it shows while no pool calls for it (the empty state), and whether that is still to write.
     empty: StatusWrite | None = None
     empty_due: bool = False
+    # Its grace period ended while it is not labelled as managed by fabriccap: kept, and logged once.
+    kept_unmanaged: bool = False
     # The status this process last wrote as leader (or took as its own): an object whose
     # transition times differ was edited by someone else and is put back. None: what is
     # published is the record (at start, and after acquiring the Lease).

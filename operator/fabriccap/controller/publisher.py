@@ -88,7 +88,7 @@ from fabriccap.core.stamping import strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import WATCHED_KINDS
+from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)
@@ -379,7 +379,8 @@ class Publisher:
         """Before any listing: every managed object says that its data cannot be read."""
         if not self.leader.leading:
             return
-        kinds = ", ".join(sorted(KIND_NAMES.values()))
+        # The kinds this config watches: a cluster without Karpenter is not told its NodePools are unread.
+        kinds = ", ".join(sorted(KIND_NAMES[watched.label] for watched in kinds_for(self.config)))
         message = self._unavailable_message(f"{kinds} (never listed)")
         for state in list(self.objects.values()):
             published = state.published
@@ -562,7 +563,7 @@ class Publisher:
             self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
-            pools = set(self.store.pool_members) | {state.claim[1] for state in self.objects.values() if state.claim}
+            pools = set(self.store.pools()) | {state.claim[1] for state in self.objects.values() if state.claim}
         evaluation = evaluate(self.config, self.store, pools, memo=self.memo, warned=self._warned)
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
@@ -574,6 +575,8 @@ class Publisher:
         for capability in evaluation.emptied:
             if capability.name not in claimed and capability.name not in conflicted:
                 self._emptied(capability, now)
+        for name in evaluation.renamed - claimed - conflicted:
+            self._renamed(name, now)
         for conflict in evaluation.conflicts:
             state = self._state(conflict.name)
             state.claim, state.latest = None, None
@@ -646,6 +649,19 @@ class Publisher:
             self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, state.empty.status)
         state.empty_due = True
 
+    def _renamed(self, name: str, now: float) -> None:
+        """An object whose pool is published under another name now (a pool of the same value
+        came or went): it is deleted at once, through the expiry lane, so no pool has two
+        objects. Its grace period is over already, and no empty state is written first."""
+        state = self.objects.get(name)
+        if state is None:
+            return  # never published: nothing to delete
+        state.claim, state.latest, state.conflict = None, None, None
+        state.unready_seen, state.recheck_at = None, None
+        state.absent_since = now - self.config.pool_grace_period_seconds
+        state.empty, state.empty_due = None, False
+        self.metrics.pools.remove_pool(name)
+
     def _settle_absent(self, now: float) -> None:
         """Objects no pool calls for: emptied at once, deleted after the grace period, forgotten
         once nothing of them is published (expiry.py)."""
@@ -660,6 +676,9 @@ class Publisher:
                 continue
             elif action is Settle.DELETE:
                 self._offer(state, Delete())
+            elif action is Settle.UNMANAGED:
+                logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", name)
+                state.kept_unmanaged = True
             elif action is Settle.EMPTY and state.published is not None:
                 if state.empty is None:
                     state.empty = no_pool_write(state.published, self.config.enabled_fabrics)

@@ -22,6 +22,7 @@ from fabriccap.core.api import ConditionType, Reason
 from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import NodeFacts, Pool
 from fabriccap.core.index import FactIndex
+from fabriccap.core.launchable import LaunchableTypes, launched_without_fabric
 from fabriccap.core.selection import FabricSelection, fabric_selection
 from fabriccap.core.sources import (
     SOURCES,
@@ -30,6 +31,7 @@ from fabriccap.core.sources import (
     Reading,
     RequestForm,
     in_order,
+    node_sources,
     read_sources,
     request_forms,
     subject,
@@ -84,7 +86,7 @@ def node_devices(
     # Plain loops: this runs for every member of every pool each round.
     readings: dict[Source, Reading] = {}
     count, evidence, unhealthy = 0, False, False
-    for source in read_sources(profile) if sources is None else sources:
+    for source in node_sources(profile, node, read_sources(profile) if sources is None else sources):
         reading = readings[source] = SOURCES[source].read(profile, node, index)
         count = reading.devices if reading.devices > count else count
         evidence = evidence or reading.evidence
@@ -100,7 +102,10 @@ def is_target_node(profile: FabricProfile, node: NodeFacts, devices: NodeDevices
     """The target rules (docs/reference/how-it-decides.md): (a) it shows the fabric's devices in
     some source, (b) a pod of a provider whose pod marks a target (the device plugin's), (c) an
     accelerator, or (d) an instance type that can carry the fabric (where a plugin that never
-    landed shows)."""
+    landed shows). A node of another provider (its providerID starts with none of the profile's
+    prefixes) is never one: a GKE cluster's GPU pools are not EFA pools."""
+    if not profile.target_nodes.provider_matches(node.provider_id):
+        return False
     if devices.count > 0 or devices.evidence:
         return True
     if any(node.name in view.of(source).nodes_with_pod for source in TARGET_MARKING):
@@ -133,6 +138,15 @@ class Gap(StrEnum):
     UNHEALTHY = "unhealthy"
     ADVERTISED_WITHOUT_PLUGIN = "advertisedWithoutPlugin"
     CONFLICTING_ADVERTISERS = "conflictingAdvertisers"
+
+
+class LeftOut(StrEnum):
+    """Why a target node is not in the gate set: reported, never judged. The first that applies."""
+
+    CORDONED = "cordoned"  # spec.unschedulable
+    UNREADY = "unready"  # condition Ready not True: a stopped kubelet's node keeps a stale allocatable
+    # Karpenter launched it without the fabric on purpose: no pod it launched for asked for it.
+    LAUNCHED_WITHOUT_FABRIC = "launchedWithoutFabric"
 
 
 class Cause(Enum):
@@ -182,7 +196,8 @@ READY_REASONS = {
     Cause.UNCOMMON_SOURCE: Reason.MIXED_SOURCES,
     Cause.CONFLICTING_ADVERTISERS: Reason.ADVERTISER_CONFLICT,
 }
-# A node that breaks one of these keeps the pool from Ready.
+# A node that breaks one of these keeps the pool from Ready (and so does one above its type's
+# maximum: a count that is never on purpose).
 READY_INPUTS = (
     ConditionType.DEVICE_PLUGIN_READY,
     ConditionType.ADVERTISED,
@@ -202,8 +217,10 @@ class NodeAnalysis:
     # node at 0, every source the profile reads.
     serving: frozenset[Source]
     provider: PluginState  # of the pod that must serve it
-    gaps: tuple[Gap, ...]  # empty for a cordoned node: it is reported, not judged
-    breaches: tuple[Breach, ...]  # in the status's condition order; empty for a cordoned node
+    gaps: tuple[Gap, ...]  # empty for a node left out of the gate set: it is reported, not judged
+    breaches: tuple[Breach, ...]  # in the status's condition order; empty for a node left out
+    left_out: LeftOut | None = None  # why it is not in the gate set, if it is not
+    why_left_out: str | None = None  # the words for a node launched without the fabric
 
     @property
     def name(self) -> str:
@@ -215,18 +232,24 @@ class NodeAnalysis:
 
     @property
     def cordoned(self) -> bool:
-        return self.facts.cordoned
+        return self.left_out is LeftOut.CORDONED
+
+    @property
+    def in_gate(self) -> bool:
+        return self.left_out is None
 
     @property
     def blocks_ready(self) -> bool:
         """It breaks a condition Ready needs, so it is (one of) the reason(s) the pool is not Ready."""
-        return any(breach.condition in READY_INPUTS for breach in self.breaches)
+        return any(breach.condition in READY_INPUTS or breach.cause is Cause.ABOVE_MAXIMUM for breach in self.breaches)
 
     def breach(self, condition: ConditionType) -> Breach | None:
         return next((breach for breach in self.breaches if breach.condition == condition), None)
 
 
 def _provider_state(name: str, serving: frozenset[Source], view: FabricView) -> PluginState:
+    if any(SOURCES[source].self_served for source in serving):
+        return PluginState.READY  # the platform advertises for itself: no pod to wait for
     providers = [view.of(source) for source in serving]
     for provider in providers:
         if name in provider.nodes_with_ready_pod:
@@ -305,9 +328,9 @@ class PoolAnalysis:
     profile: FabricProfile
     pool: Pool
     view: FabricView
-    nodes: tuple[NodeAnalysis, ...]  # the target nodes, cordoned ones included
+    nodes: tuple[NodeAnalysis, ...]  # the target nodes, those left out of the gate set included
     other_nodes: tuple[str, ...]  # members of the pool that are not target nodes: not counted
-    gate: tuple[NodeAnalysis, ...]  # the target nodes not cordoned: the ones judged
+    gate: tuple[NodeAnalysis, ...]  # the target nodes not left out: the ones judged
     counts: Mapping[int, int]  # count -> gate nodes, the larger count first
     typical_count: int | None  # the most common count above 0 (on a tie, the larger)
     uniform_count: int | None  # the one count, when the gate set is not empty and can be one fabric
@@ -330,6 +353,20 @@ class PoolAnalysis:
 
     advertising: tuple[NodeAnalysis, ...]  # the gate nodes whose count is above 0
     breakers: Mapping[ConditionType, tuple[NodeAnalysis, ...]]  # condition -> the gate nodes that break it
+    # The pool's Karpenter NodePool, judged against the catalog (None: not a NodePool's pool).
+    launchable: LaunchableTypes | None = None
+    # NodeClaims that could not be matched to one node (named twice, or naming a missing node).
+    claim_problems: tuple[str, ...] = ()
+
+    def left_out(self, why: LeftOut) -> list[NodeAnalysis]:
+        return [node for node in self.nodes if node.left_out is why]
+
+    @property
+    def sources_read(self) -> list[Source]:
+        """The sources the gate set's nodes are read from (the platform's among them where it
+        manages some), in message order."""
+        found = {source for node in self.gate for source in node.devices.readings}
+        return in_order(found) if found else read_sources(self.profile)
 
     def breaking(self, condition: ConditionType, *causes: Cause) -> list[NodeAnalysis]:
         """The gate nodes that break ``condition`` (for one of ``causes``, when given)."""
@@ -354,6 +391,8 @@ class _Candidate(NamedTuple):
     facts: NodeFacts
     devices: NodeDevices
     maximum: int | None  # the profile's known maximum for its instance type
+    left_out: LeftOut | None
+    why_left_out: str | None
     forms: frozenset[RequestForm]  # the request forms that schedule on it (none at 0)
 
 
@@ -453,33 +492,52 @@ def _breaches(profile: FabricProfile, node: _Candidate, provider: PluginState, v
     return tuple(breaches)
 
 
-def _judged(
-    profile: FabricProfile, node: _Candidate, verdict: _Verdict, view: FabricView, all_sources: frozenset[Source]
-) -> NodeAnalysis:
-    devices, cordoned = node.devices, node.facts.cordoned
+def _judged(profile: FabricProfile, node: _Candidate, verdict: _Verdict, view: FabricView) -> NodeAnalysis:
+    devices = node.devices
     # The sources that must serve it: those that advertise its count, or, at 0, every one read.
-    serving = devices.sources if devices.count > 0 else all_sources
+    serving = devices.sources if devices.count > 0 else frozenset(devices.readings)
     provider = _provider_state(node.facts.name, serving, view)
+    judged = node.left_out is None  # a node left out of the gate set is reported, not judged
     return NodeAnalysis(
         facts=node.facts,
         devices=devices,
         maximum=node.maximum,
         serving=serving,
         provider=provider,
-        # A cordoned node is reported, not judged.
-        gaps=() if cordoned else _gaps(devices, provider),
-        breaches=() if cordoned else _breaches(profile, node, provider, verdict),
+        gaps=_gaps(devices, provider) if judged else (),
+        breaches=_breaches(profile, node, provider, verdict) if judged else (),
+        left_out=node.left_out,
+        why_left_out=node.why_left_out,
     )
 
 
 _BY_NAME = attrgetter("name")
 
 
+def _left_out(
+    profile: FabricProfile, facts: NodeFacts, devices: NodeDevices, index: FactIndex, problems: list[str]
+) -> tuple[LeftOut | None, str | None]:
+    if facts.cordoned:
+        return LeftOut.CORDONED, None
+    if not facts.ready:
+        return LeftOut.UNREADY, None
+    why, problem = launched_without_fabric(profile, facts, devices.count > 0 or devices.evidence, index)
+    if problem is not None:
+        problems.append(problem)
+    return (LeftOut.LAUNCHED_WITHOUT_FABRIC, why) if why is not None else (None, None)
+
+
 def analyse_pool(
-    profile: FabricProfile, pool: Pool, members: Iterable[NodeFacts], view: FabricView, index: FactIndex
+    profile: FabricProfile,
+    pool: Pool,
+    members: Iterable[NodeFacts],
+    view: FabricView,
+    index: FactIndex,
+    launchable: LaunchableTypes | None = None,
 ) -> PoolAnalysis:
-    """The pool's target nodes among ``members`` (cordoned ones included), judged against the
-    pool-wide facts of the gate set."""
+    """The pool's target nodes among ``members`` (those left out of the gate set included),
+    judged against the pool-wide facts of the gate set; ``launchable``: the verdict of the pool's
+    Karpenter NodePool, when it is one's."""
     sources = read_sources(profile)
     selection = fabric_selection(profile, index.class_view().classes) if profile.uses(Source.DRA) else None
     # KEP-5004: where the cluster maps the resource to the fabric's class, a pod asking for
@@ -487,17 +545,19 @@ def analyse_pool(
     mapped = selection is not None and selection.extended_resource_class is not None
     candidates: list[_Candidate] = []
     others: list[str] = []
+    problems: list[str] = []
     for facts in sorted(members, key=_BY_NAME):
         devices = node_devices(profile, facts, index, sources)
         if is_target_node(profile, facts, devices, view):
+            left_out, why = _left_out(profile, facts, devices, index, problems)
             forms = request_forms(devices.advertisers, extended_resource_mapped=mapped)
-            candidates.append(_Candidate(facts, devices, profile.maximum_for(facts.instance_type), forms))
+            maximum = profile.maximum_for(facts.instance_type)
+            candidates.append(_Candidate(facts, devices, maximum, left_out, why, forms))
         else:
             others.append(facts.name)
-    verdict = _verdict(profile, [node for node in candidates if not node.facts.cordoned])
-    all_sources = frozenset(profile.sources)
-    nodes = tuple(_judged(profile, node, verdict, view, all_sources) for node in candidates)
-    gate = tuple(node for node in nodes if not node.facts.cordoned)
+    verdict = _verdict(profile, [node for node in candidates if node.left_out is None])
+    nodes = tuple(_judged(profile, node, verdict, view) for node in candidates)
+    gate = tuple(node for node in nodes if node.left_out is None)
     breakers: dict[ConditionType, list[NodeAnalysis]] = {}
     for node in gate:
         for breach in node.breaches:
@@ -526,4 +586,6 @@ def analyse_pool(
         mixed_sources=verdict.mixed_sources,
         advertising=tuple(node for node in gate if node.devices.count > 0),
         breakers={condition: tuple(nodes) for condition, nodes in breakers.items()},
+        launchable=launchable,
+        claim_problems=tuple(problems),
     )

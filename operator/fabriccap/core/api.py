@@ -33,6 +33,7 @@ class ConditionType(StrEnum):
     ADVERTISED = "Advertised"
     HOMOGENEOUS = "Homogeneous"
     MATCHES_INSTANCE_TYPE = "MatchesInstanceType"
+    LAUNCHABLE = "Launchable"  # Karpenter NodePool pools only
     READY = "Ready"
     STALLED = "Stalled"
 
@@ -76,6 +77,13 @@ class Reason(StrEnum):
     INSTANCE_TYPE_UNSUPPORTED = "InstanceTypeUnsupported"
     HETEROGENEOUS_INSTANCE_TYPES = "HeterogeneousInstanceTypes"
     NOT_STALLED = "NotStalled"
+    NO_SCHEDULABLE_NODES = "NoSchedulableNodes"
+    UNIFORM_LAUNCHABLE_COUNT = "UniformLaunchableCount"
+    MIXED_LAUNCHABLE_COUNTS = "MixedLaunchableCounts"
+    NO_FABRIC_INSTANCE_TYPES = "NoFabricInstanceTypes"
+    PROVIDER_EXCLUDES_INSTANCE_TYPES = "ProviderExcludesInstanceTypes"
+    INSTANCE_TYPES_NOT_IN_CATALOG = "InstanceTypesNotInCatalog"
+    REQUIREMENTS_NOT_EVALUATED = "RequirementsNotEvaluated"
     STATUS_TOO_LARGE = "StatusTooLarge"
 
 
@@ -123,10 +131,19 @@ CONDITIONS: tuple[ConditionMeaning, ...] = (
         affects_ready=False,
     ),
     ConditionMeaning(
+        ConditionType.LAUNCHABLE,
+        "Karpenter NodePool pools only: does every accelerator instance type the NodePool may launch get the"
+        " same count N > 0 of the fabric, from the instance catalog, on nodes its provider DaemonSet would serve?"
+        " An empty NodePool is Ready by this.",
+        affects_ready=True,
+    ),
+    ConditionMeaning(
         ConditionType.READY,
         "The flip criterion: may fabric wiring be turned on for this pool? True only when the gate set is"
-        " not empty, every node advertises the same count N > 0 and every node runs a Ready plugin pod."
-        " kstatus reads True as Current and False as InProgress.",
+        " not empty, every node advertises the same count N > 0, no more than its instance type's maximum,"
+        " and every node is served by a Ready provider (or, for a Karpenter NodePool with an empty gate set,"
+        " when Launchable is True and a provider DaemonSet serves its types). kstatus reads True as Current"
+        " and False as InProgress.",
         affects_ready=True,
     ),
     ConditionMeaning(
@@ -300,8 +317,10 @@ REASONS: tuple[ReasonMeaning, ...] = (
         ConditionStatus.FALSE,
         Reason.NO_TARGET_NODES,
         "The pool has no schedulable target node: all cordoned, none left (a node group deleted or scaled to"
-        " zero; the object is deleted after the grace period), or no pool of the operator's config computes"
-        " this object's name (made by hand, or left over; the message says so).",
+        " zero; the object is deleted after the grace period, unless a Karpenter NodePool of the fabric backs"
+        " the pool: its object stays, and the message says why what it could launch is not enough), or no"
+        " pool of the operator's config computes this object's name (made by hand, or left over; the"
+        " message says so).",
         "As for DevicePluginReady. An object no pool calls for needs nothing: it is deleted after the grace"
         " period if it is labelled as managed by fabriccap.",
     ),
@@ -369,6 +388,73 @@ REASONS: tuple[ReasonMeaning, ...] = (
         "Every node advertises the same N > 0, but some nodes have no Ready pod of the DaemonSet that serves"
         " them: what they advertise is not backed by a running plugin and may be stale.",
         "As for DevicePluginReady's reason (`PluginNotInstalled`, `PluginNotScheduled` or `PluginNotReady`).",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.NO_SCHEDULABLE_NODES,
+        "The pool has target nodes, but every one is left out of the gate set: cordoned or not Ready (a stopped"
+        " kubelet's node keeps a stale allocatable). `cordonedNodes` and `unreadyNodes` count them.",
+        "Bring the nodes back (uncordon, restart the kubelet) or replace them.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
+        Reason.ABOVE_INSTANCE_MAXIMUM,
+        "Some node advertises more than its instance type's maximum: never on purpose (plugins before 0.5.10"
+        " counted p6-b200's NVLink controllers as EFA devices), and a job requesting that many breaks NCCL.",
+        "Upgrade the device plugin; if the catalog is wrong for the type, override it in the profile's"
+        " `instanceTypes`.",
+    ),
+    # Launchable
+    ReasonMeaning(
+        ConditionType.LAUNCHABLE,
+        ConditionStatus.TRUE,
+        Reason.UNIFORM_LAUNCHABLE_COUNT,
+        "Every accelerator type the NodePool may launch gets the same N > 0 (its catalog maximum, or the"
+        " efa-only interfaces its EC2NodeClass pins), and a provider DaemonSet would run on them.",
+        "Nothing. A pod that requests N schedules on any node the NodePool launches.",
+    ),
+    ReasonMeaning(
+        ConditionType.LAUNCHABLE,
+        ConditionStatus.FALSE,
+        Reason.MIXED_LAUNCHABLE_COUNTS,
+        "The NodePool may launch accelerator types with different maxima (accelerator types without the"
+        " fabric count as 0): no one request fits every node it launches.",
+        "Narrow the NodePool's requirements (instance family or size) to types of one maximum.",
+    ),
+    ReasonMeaning(
+        ConditionType.LAUNCHABLE,
+        ConditionStatus.FALSE,
+        Reason.NO_FABRIC_INSTANCE_TYPES,
+        "The NodePool's requirements admit no accelerator type that gets the fabric (or its minValues cannot"
+        " be met, so Karpenter launches nothing, or its EC2NodeClass pins no efa-only interface).",
+        "Nothing, if the NodePool is not meant to carry the fabric; otherwise admit types that do.",
+    ),
+    ReasonMeaning(
+        ConditionType.LAUNCHABLE,
+        ConditionStatus.FALSE,
+        Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
+        "The device-plugin (or DRA-driver) DaemonSet's node selector or required affinity, evaluated against"
+        " the labels a launched node would carry, leaves out types the NodePool may launch: their nodes would"
+        " never advertise the fabric.",
+        "Widen the DaemonSet's selector (an instance-type allowlist is the usual cause), or narrow the NodePool.",
+    ),
+    ReasonMeaning(
+        ConditionType.LAUNCHABLE,
+        ConditionStatus.UNKNOWN,
+        Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
+        "The NodePool names instance types the instance catalog does not list.",
+        "Add them, with their maxima, to the profile's `instanceTypes`.",
+    ),
+    ReasonMeaning(
+        ConditionType.LAUNCHABLE,
+        ConditionStatus.UNKNOWN,
+        Reason.REQUIREMENTS_NOT_EVALUATED,
+        "A requirement of the NodePool cannot be evaluated against the catalog: an operator Karpenter does not"
+        " know, a numeric operator without one integer, or a label of the instance type the catalog has no"
+        " values for. The message names the requirement.",
+        "Fix the requirement, or accept that fabriccap cannot tell what the NodePool launches.",
     ),
     # Stalled
     ReasonMeaning(
@@ -504,9 +590,38 @@ class GapStatus(_ApiModel):
     plugin_ready_not_advertised: int = Field(alias="pluginReadyNotAdvertised")
     unhealthy: int
     advertised_without_plugin: int = Field(alias="advertisedWithoutPlugin")
+    # Target nodes Karpenter launched without the fabric on purpose (not in the gate set).
+    launched_without_fabric: int = Field(default=0, alias="launchedWithoutFabric")
     conflicting_advertisers: int = Field(default=0, alias="conflictingAdvertisers")
     nodes: Annotated[list[Name], AfterValidator(_first(MAX_GAP_NODES))]
     truncated: bool
+
+
+class LaunchableType(_ApiModel):
+    name: Name
+    max_count: int = Field(alias="maxCount")
+
+
+class LaunchableCount(_ApiModel):
+    count: int
+    instance_types: int = Field(alias="instanceTypes")
+
+
+class LaunchableStatus(_ApiModel):
+    """What the pool's Karpenter NodePool may launch (accelerator types, from the catalog)."""
+
+    node_pool: Name = Field(alias="nodePool")
+    instance_types: list[LaunchableType] = Field(alias="instanceTypes")  # at most 20, by name
+    truncated: bool
+    counts: Annotated[list[LaunchableCount], AfterValidator(_first(MAX_COUNT_BUCKETS))]  # the larger count first
+
+
+class NamingStatus(_ApiModel):
+    """Why the object's name is the hashed form ``<fabric>-<value>-<digest>``."""
+
+    hashed: bool
+    reason: str  # "Collision" | "NotDNSLabel" | "Reserved"
+    message: Annotated[str, _cut(MAX_CONDITION_MESSAGE)]
 
 
 class EnvVarValue(_ApiModel):
@@ -552,7 +667,7 @@ class Recommendation(_ApiModel):
 class SourceCount(_ApiModel):
     """How many of the pool's nodes advertise the fabric through one source."""
 
-    source: str  # "devicePlugin" | "dra"
+    source: str  # "devicePlugin" | "dra" | "platform"
     nodes: int
 
 
@@ -619,6 +734,7 @@ class FabricCapabilityStatus(_ApiModel):
     pool: PoolRef
     nodes: int
     cordoned_nodes: int = Field(alias="cordonedNodes")
+    unready_nodes: int = Field(default=0, alias="unreadyNodes")
     advertising_nodes: int = Field(alias="advertisingNodes")
     uniform_count: int | None = Field(default=None, alias="uniformCount")
     counts: Annotated[list[CountBucket], AfterValidator(_first(MAX_COUNT_BUCKETS))]
@@ -627,8 +743,10 @@ class FabricCapabilityStatus(_ApiModel):
     )
     device_plugin: DevicePluginStatus = Field(alias="devicePlugin")
     gap: GapStatus
+    launchable: LaunchableStatus | None = None  # Karpenter NodePool pools only
     recommendation: Recommendation | None = None
     sources: list[SourceCount] = Field(default_factory=list)
+    naming: NamingStatus | None = None  # only when the name is hashed
     workloads: WorkloadsStatus | None = None  # absent when workload reporting is off
     conditions: list[Condition]
 

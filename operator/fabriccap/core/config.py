@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from itertools import pairwise
 from typing import Any, Literal, NamedTuple
@@ -25,6 +25,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictInt,
     StrictStr,
@@ -33,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from fabriccap.core.catalog import InstanceCatalog, InstanceType
 from fabriccap.core.cel import DEVICE_SELECTORS_MAX_SIZE, CompileError, compile_selector
 from fabriccap.core.documents import BoundedLoader, RefusedDocumentError, load_yaml_document
 from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity
@@ -42,6 +44,8 @@ DEFAULT_POOL_LABELS: tuple[str, ...] = (
     "eks.amazonaws.com/nodegroup",
     "karpenter.sh/nodepool",
     "alpha.eksctl.io/nodegroup-name",
+    # SageMaker HyperPod: one pool per instance group (its nodes carry no other key of this list).
+    "sagemaker.amazonaws.com/instance-group-name",
     "cloud.google.com/gke-nodepool",
     "kubernetes.azure.com/agentpool",
     "karpenter.sh/provisioner-name",  # Karpenter before v1 (Provisioner objects)
@@ -52,60 +56,6 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # SageMaker HyperPod names its EKS nodes' instance types with this prefix (ml.p5.48xlarge).
 HYPERPOD_INSTANCE_PREFIX = "ml."
 
-
-def _sizes(family: str, maxima: Mapping[str, int]) -> dict[str, int]:
-    return {f"{family}.{size}": maximum for size, maximum in maxima.items()}
-
-
-_SMALL_G = {"xlarge": 0, "2xlarge": 0, "4xlarge": 0}
-
-# EC2 MaximumEfaInterfaces per instance type (the EC2 figures, as Karpenter's generated
-# instance-type reference lists them). Types absent here are "unknown"; 0 means "no EFA".
-EFA_INSTANCE_MAXIMA: dict[str, int] = {
-    "p4d.24xlarge": 4,
-    "p4de.24xlarge": 4,
-    "p5.48xlarge": 32,
-    "p5e.48xlarge": 32,
-    "p5.4xlarge": 1,
-    "p5en.48xlarge": 16,
-    "p6-b200.48xlarge": 8,
-    "p6-b300.48xlarge": 16,
-    "p6e-gb200.36xlarge": 16,
-    "p3dn.24xlarge": 1,
-    "trn1.2xlarge": 0,
-    "trn1.32xlarge": 8,
-    "trn1n.32xlarge": 16,
-    "trn2.48xlarge": 16,
-    "dl1.24xlarge": 4,
-    "dl2q.24xlarge": 1,
-    "inf1.24xlarge": 1,
-    **_sizes("g6e", {**_SMALL_G, "8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "24xlarge": 2, "48xlarge": 4}),
-    **_sizes("g7e", {"2xlarge": 0, "4xlarge": 0, "8xlarge": 1, "12xlarge": 1, "24xlarge": 2, "48xlarge": 4}),
-    **_sizes("g7", {"2xlarge": 0, "4xlarge": 0, "8xlarge": 1, "12xlarge": 1, "24xlarge": 1, "48xlarge": 2}),
-    **{
-        f"{family}.{size}": maximum
-        for family in ("g5", "g6")
-        for size, maximum in {
-            **_SMALL_G,
-            "8xlarge": 1,
-            "12xlarge": 1,
-            "16xlarge": 1,
-            "24xlarge": 1,
-            "48xlarge": 1,
-        }.items()
-    },
-    **_sizes("g6f", {size: 0 for size in ("large", "xlarge", "2xlarge", "4xlarge")}),
-    **_sizes("g4dn", {**_SMALL_G, "8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "metal": 1}),
-    "gr6.4xlarge": 0,
-    "gr6.8xlarge": 1,
-    "gr6f.4xlarge": 0,
-    "hpc6a.48xlarge": 1,
-    **_sizes("hpc7g", {"4xlarge": 1, "8xlarge": 1, "16xlarge": 1}),
-    "hpc6id.32xlarge": 2,
-    **_sizes("hpc7a", {"12xlarge": 2, "24xlarge": 2, "48xlarge": 2, "96xlarge": 2}),
-    "hpc8a.96xlarge": 2,
-    **_sizes("c5n", {"9xlarge": 1, "18xlarge": 1, "metal": 1}),
-}
 
 # EFA traffic between P4d/P4de and any other instance type is unsupported: a pool mixing
 # them can never carry one job across all its nodes, whatever the counts say.
@@ -215,6 +165,13 @@ class TargetNodes(_Model):
         alias="acceleratorLabels",
         description="Node labels (key=value) that make a node an accelerator node, and so a target.",
     )
+    provider_id_prefixes: tuple[str, ...] = Field(
+        default=(),
+        alias="providerIDPrefixes",
+        description="A node whose spec.providerID is set and starts with none of these is never a target"
+        " (the GPU pools of a GKE cluster are not EFA pools); empty: any provider. Nodes without a"
+        " providerID are judged by the other rules alone.",
+    )
 
     @field_validator("accelerator_resources")
     @classmethod
@@ -222,6 +179,18 @@ class TargetNodes(_Model):
         for resource in resources:
             _check_label_key(resource)
         return resources
+
+    @field_validator("provider_id_prefixes")
+    @classmethod
+    def _prefixes_name_a_scheme(cls, prefixes: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in prefixes:
+            if not re.fullmatch(r"[a-z][a-z0-9+.-]{0,30}://", prefix):
+                raise ValueError(f"provider ID prefix {prefix!r} is not of the form <scheme>:// (aws://, azure://)")
+        return prefixes
+
+    def provider_matches(self, provider_id: str | None) -> bool:
+        """Whether a node with this providerID may be a target (no providerID: it may)."""
+        return not provider_id or not self.provider_id_prefixes or provider_id.startswith(self.provider_id_prefixes)
 
     @field_validator("accelerator_labels")
     @classmethod
@@ -290,6 +259,25 @@ class _DaemonSetFinder(_Model):
 class DevicePlugin(_DaemonSetFinder):
     """The fabric's device-plugin DaemonSets; their namespaces are searched for the DRA driver's too."""
 
+    platform_managed_node_labels: tuple[str, ...] = Field(
+        default=(),
+        alias="platformManagedNodeLabels",
+        description="Node labels (key=value) of nodes whose devices the platform itself advertises, with no"
+        " DaemonSet a user can see (EKS Auto Mode: eks.amazonaws.com/compute-type=auto). Such a node needs no"
+        " plugin pod; status.sources counts it under `platform`.",
+    )
+
+    @field_validator("platform_managed_node_labels")
+    @classmethod
+    def _platform_labels_are_pairs(cls, labels: tuple[str, ...]) -> tuple[str, ...]:
+        for label in labels:
+            _parse_selector(label)
+        return labels
+
+    @property
+    def platform_label_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple(pair for label in self.platform_managed_node_labels for pair in _parse_selector(label).items())
+
     namespaces: tuple[str, ...] = Field(
         default=("kube-system",),
         min_length=1,
@@ -322,6 +310,9 @@ class Source(StrEnum):
 
     DEVICE_PLUGIN = "devicePlugin"  # node status.allocatable / capacity, from a device plugin
     DRA = "dra"  # resource.k8s.io/v1 ResourceSlices, from a DRA driver (Kubernetes >= 1.34)
+    # Node allocatable on nodes the platform manages (EKS Auto Mode): no DaemonSet to find.
+    # Never configured in `sources`: devicePlugin.platformManagedNodeLabels says which nodes.
+    PLATFORM = "platform"
 
 
 AttributeValue = StrictBool | StrictInt | StrictStr
@@ -551,9 +542,10 @@ class FabricProfile(_Model):
     instance_types: dict[str, int] = Field(
         default_factory=dict,
         alias="instanceTypes",
-        description="Known maximum count per instance type (node.kubernetes.io/instance-type, a leading ml."
-        " stripped): a type above 0 makes its nodes targets, every node at 0 stalls the pool, and"
-        " MatchesInstanceType compares against it. Merged key by key with the built-in table.",
+        description="Maximum count per instance type (node.kubernetes.io/instance-type, a leading ml."
+        " stripped), overriding or extending the generated instance catalog: a type above 0 makes its nodes"
+        " targets, every node at 0 stalls the pool, MatchesInstanceType compares against it, and a NodePool"
+        " that may launch the type is judged with it.",
     )
     isolated_instance_type_groups: tuple[tuple[str, ...], ...] = Field(
         default=(),
@@ -581,6 +573,9 @@ class FabricProfile(_Model):
         " is an advertiser conflict (Ready False AdvertiserConflict).",
     )
     dra: DraSettings = Field(default_factory=DraSettings)
+    # The catalog of ``resource``, attached after validation by ``Config.with_catalogs``: data
+    # read from a file, never a field of the config a user writes.
+    _catalog: InstanceCatalog | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -607,6 +602,8 @@ class FabricProfile(_Model):
     def _sources_unique(cls, sources: tuple[Source, ...]) -> tuple[Source, ...]:
         if len(set(sources)) != len(sources):
             raise ValueError(f"sources must be unique, got {[source.value for source in sources]}")
+        if Source.PLATFORM in sources:
+            raise ValueError("platform is not a source to list: devicePlugin.platformManagedNodeLabels names its nodes")
         return sources
 
     @model_validator(mode="after")
@@ -633,11 +630,28 @@ class FabricProfile(_Model):
         """The name the maxima table knows an instance type by (HyperPod's ``ml.`` stripped)."""
         return instance_type.removeprefix(HYPERPOD_INSTANCE_PREFIX)
 
+    @property
+    def catalog(self) -> InstanceCatalog | None:
+        """The instance catalog of the profile's resource, when one was loaded (``with_catalogs``)."""
+        return self._catalog
+
+    def catalog_type(self, instance_type: str | None) -> InstanceType | None:
+        """What the catalog knows of an instance type (HyperPod's ``ml.`` stripped)."""
+        if instance_type is None or self._catalog is None:
+            return None
+        return self._catalog.get(self.table_name(instance_type))
+
     def maximum_for(self, instance_type: str | None) -> int | None:
-        """The known maximum count for an instance type, or None when it is unknown."""
+        """The known maximum count for an instance type: the profile's ``instanceTypes`` entry, else
+        the catalog's; None when neither knows it."""
         if instance_type is None:
             return None
-        return self.instance_types.get(self.table_name(instance_type))
+        name = self.table_name(instance_type)
+        override = self.instance_types.get(name)
+        if override is not None:
+            return override
+        known = self._catalog.get(name) if self._catalog is not None else None
+        return known.maximum if known is not None else None
 
     def isolation_group(self, instance_type: str) -> int | None:
         name = self.table_name(instance_type)
@@ -656,13 +670,17 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "targetNodes": {
             "acceleratorResources": list(DEFAULT_ACCELERATOR_RESOURCES),
             "acceleratorLabels": list(DEFAULT_ACCELERATOR_LABELS),
+            "providerIDPrefixes": ["aws://"],
         },
         "devicePlugin": {
             "namespaces": ["kube-system"],
             "daemonSetSelector": "app.kubernetes.io/name=aws-efa-k8s-device-plugin",
             "daemonSetNames": ["aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin-daemonset"],
+            # EKS Auto Mode advertises EFA itself (eks-charts#1358: there is no DaemonSet to find).
+            "platformManagedNodeLabels": ["eks.amazonaws.com/compute-type=auto"],
         },
-        "instanceTypes": EFA_INSTANCE_MAXIMA,
+        # The maxima come from the generated catalog (fabriccap.catalogfile); this map only overrides.
+        "instanceTypes": {},
         "isolatedInstanceTypeGroups": EFA_ISOLATED_INSTANCE_TYPE_GROUPS,
         "recommendedEnv": EFA_RECOMMENDED_ENV,
         "sources": ["devicePlugin", "dra"],
@@ -686,6 +704,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "targetNodes": {
             "acceleratorResources": ["nvidia.com/gpu"],
             "acceleratorLabels": ["nvidia.com/gpu.present=true"],
+            "providerIDPrefixes": ["azure://"],
         },
         "devicePlugin": {
             # NVIDIA network-operator's Helm chart, older installs, the standalone manifests.
@@ -710,6 +729,17 @@ class WorkloadSettings(_Model):
         default=True,
         description="Read Pods cluster-wide and report who on each pool asks for the fabric (status.workloads,"
         " Events, alerts). Off: Pods are read only in the plugin namespaces.",
+    )
+
+
+class KarpenterSettings(_Model):
+    """Whether Karpenter's NodePools, NodeClaims and EC2NodeClasses are read (when the API serves them)."""
+
+    enabled: StrictBool = Field(
+        default=True,
+        description="Read karpenter.sh/v1 NodePools and NodeClaims and karpenter.k8s.aws/v1 EC2NodeClasses when"
+        " the API server serves them: an empty NodePool is a pool, status.launchable says what it may launch,"
+        " and nodes launched without the fabric on purpose leave the gate set.",
     )
 
 
@@ -844,6 +874,9 @@ class Config(_Model):
     workloads: WorkloadSettings = Field(
         default_factory=WorkloadSettings, description="Workload reporting: who on each pool asks for the fabric."
     )
+    karpenter: KarpenterSettings = Field(
+        default_factory=KarpenterSettings, description="Elastic pools: Karpenter's NodePools and what they launch."
+    )
     transport: TransportSettings = Field(
         default_factory=TransportSettings,
         description="Transport: what NCCL chose, read from the pods' logs (needs workload reporting).",
@@ -878,6 +911,17 @@ class Config(_Model):
     @property
     def enabled_fabrics(self) -> tuple[FabricProfile, ...]:
         return tuple(fabric for fabric in self.fabrics if fabric.enabled)
+
+    def with_catalogs(self, catalogs: Iterable[InstanceCatalog]) -> Config:
+        """This config with each profile given the catalog of its resource (``fabriccap.catalogfile``
+        reads them); a profile's ``instanceTypes`` still overrides and extends its catalog."""
+        by_resource = {catalog.resource: catalog for catalog in catalogs}
+        fabrics = []
+        for fabric in self.fabrics:
+            copy = fabric.model_copy()
+            copy._catalog = by_resource.get(fabric.resource)
+            fabrics.append(copy)
+        return self.model_copy(update={"fabrics": tuple(fabrics)})
 
     def recommended_env(self, profile: FabricProfile) -> tuple[EnvVar, ...]:
         """What status.recommendation.env tells workloads to set: the profile's variables, and
@@ -947,8 +991,8 @@ def _format_validation_error(error: ValidationError, source: str) -> str:
     return f"{source}: invalid config at {location}: {message}{more}"
 
 
-def build_config(raw: Any, source: str = "config") -> Config:
-    """Validate a parsed config document; raise ConfigError naming the bad field."""
+def build_config(raw: Any, source: str = "config", catalogs: Iterable[InstanceCatalog] = ()) -> Config:
+    """Validate a parsed config document and attach ``catalogs``; raise ConfigError naming the bad field."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
@@ -962,13 +1006,14 @@ def build_config(raw: Any, source: str = "config") -> Config:
     else:
         document["fabrics"] = list(BUILTIN_PROFILES.values())
     try:
-        return Config.model_validate(document)
+        config = Config.model_validate(document)
     except ValidationError as error:
         raise ConfigError(_format_validation_error(error, source)) from None
+    return config.with_catalogs(catalogs)
 
 
-def default_config() -> Config:
-    return build_config({})
+def default_config(catalogs: Iterable[InstanceCatalog] = ()) -> Config:
+    return build_config({}, catalogs=catalogs)
 
 
 class _UniqueKeyLoader(BoundedLoader):
@@ -1000,10 +1045,10 @@ def parse_config_text(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: config is not valid YAML: {str(error).splitlines()[0][:160]}") from None
 
 
-def parse_config(text: str, source: str) -> Config:
+def parse_config(text: str, source: str, catalogs: Iterable[InstanceCatalog] = ()) -> Config:
     """A config file's text, validated; ``source`` names it in errors (``fabriccap.configfile``
-    reads the file)."""
-    return build_config(parse_config_text(text, source), source=source)
+    reads the file and the catalogs)."""
+    return build_config(parse_config_text(text, source), source=source, catalogs=catalogs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1088,6 +1133,11 @@ def config_input_schema() -> dict[str, Any]:
     profile_properties["name"].update(pattern=_FABRIC_NAME.pattern, maxLength=20)
     profile_properties["resource"].update(label_key)
     profile_properties["instanceTypes"]["additionalProperties"]["minimum"] = 0
+    # `platform` is a source the status shows, never one a profile lists (platformManagedNodeLabels).
+    definitions[Source.__name__]["enum"] = [source.value for source in Source if source is not Source.PLATFORM]
+    label_pair = {"type": "string", "pattern": r"^[^=,\s]+=[^=,\s]*$"}
+    device_plugin["platformManagedNodeLabels"]["items"] = label_pair
+    target_nodes["providerIDPrefixes"]["items"] = {"type": "string", "pattern": r"^[a-z][a-z0-9+.-]{0,30}://$"}
     profile["required"] = ["name"]
     # A built-in profile's name: the entry is merged onto the built-in, every field optional.
     # Any other name: a whole profile, with a way to find its device plugin.

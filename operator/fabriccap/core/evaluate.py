@@ -8,8 +8,8 @@ from that analysis, the one ``fabriccap explain`` shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabriccap.core import api
@@ -18,6 +18,7 @@ from fabriccap.core.analysis import (
     STALL_REASONS,
     Cause,
     Gap,
+    LeftOut,
     NodeAnalysis,
     PluginState,
     PoolAnalysis,
@@ -47,6 +48,10 @@ from fabriccap.core.api import (
     FabricCapabilityStatus,
     GapStatus,
     InstanceTypeCount,
+    LaunchableCount,
+    LaunchableStatus,
+    LaunchableType,
+    NamingStatus,
     PoolRef,
     Reason,
     Recommendation,
@@ -55,9 +60,11 @@ from fabriccap.core.api import (
     SourceCount,
 )
 from fabriccap.core.config import Config, FabricProfile, Source
-from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
+from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
-from fabriccap.core.names import capability_name, is_label_value
+from fabriccap.core.karpenter_facts import NodeClassFacts, NodePoolFacts
+from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
+from fabriccap.core.names import capability_name, is_label_value, pool_names
 from fabriccap.core.selection import ClassSource
 from fabriccap.core.sources import (
     SOURCES,
@@ -66,8 +73,8 @@ from fabriccap.core.sources import (
     fabric_view,
     in_order,
     providers_phrase,
-    read_sources,
     request_forms,
+    selects,
 )
 from fabriccap.core.workloads import (
     LookupKey,
@@ -149,9 +156,13 @@ class NameConflict:
 class Evaluation:
     capabilities: tuple[PoolCapability, ...]  # sorted by name
     unpooled_nodes: int  # target nodes of some fabric that carry no pool label
-    # The (fabric, pool) pairs evaluated that have no target node now, each with the status
-    # that says so (``empty_status``): what an object of such a pool shows until it is deleted.
+    # The (fabric, pool) pairs evaluated that no object is called for now (no target node, no
+    # NodePool of the fabric), each with the status that says so (``empty_status``): what an
+    # object of such a pool shows until it is deleted.
     emptied: tuple[PoolCapability, ...] = ()
+    # Names of objects whose pool has another name now (a pool of the same value came or went):
+    # they go at once, or one pool would have two objects.
+    renamed: frozenset[str] = frozenset()
     conflicts: tuple[NameConflict, ...] = ()
     # FabricNotRequested and FabricNotUsed Events for the workloads of the pools evaluated.
     workload_events: tuple[WorkloadEvent, ...] = ()
@@ -208,9 +219,11 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
     # Devices a node reports that cannot be counted count as 0: say why, or a user sees
     # "0 on n4" while kubectl shows a number (or a ResourceSlice).
     uncounted = ""
-    for source in read_sources(analysis.profile):
+    for source in analysis.sources_read:
         listed = [
-            f"{node.name} ({problem})" for node in analysis.gate if (problem := node.devices.readings[source].problem)
+            f"{node.name} ({reading.problem})"
+            for node in analysis.gate
+            if (reading := node.devices.readings.get(source)) is not None and reading.problem
         ]
         if listed:
             uncounted += f"; {SOURCES[source].problem} on {_named(listed)}"
@@ -224,7 +237,10 @@ def _selection_notes(analysis: PoolAnalysis) -> str:
     selection = analysis.selection
     if selection is None:
         return ""
-    readings = [(node, node.devices.readings[Source.DRA]) for node in analysis.gate]
+    # A platform-managed node (EKS Auto Mode) is read from the platform alone: it has no DRA reading.
+    readings = [
+        (node, reading) for node in analysis.gate if (reading := node.devices.readings.get(Source.DRA)) is not None
+    ]
     dra_nodes = any(reading.evidence for _, reading in readings)
     notes = []
     for effective in selection.classes:
@@ -261,9 +277,11 @@ def _selection_notes(analysis: PoolAnalysis) -> str:
 
 
 def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
-    """The status of one (fabric, pool), from its analysis (cordoned target nodes included)."""
+    """The status of one (fabric, pool), from its analysis (target nodes left out of the gate
+    set included, and the pool's NodePool verdict when it is a Karpenter NodePool's)."""
     profile = analysis.profile
-    if not analysis.nodes:
+    launchable = analysis.launchable
+    if not analysis.nodes and (launchable is None or not launchable.of_fabric):
         return empty_status(
             profile.name,
             profile.resource,
@@ -272,9 +290,10 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
         )
     gate = analysis.gate
     advertising = analysis.advertising
+    shown_sources = in_order([*profile.sources, *(source for node in gate for source in node.devices.sources)])
     by_source = [
         SourceCount(source=source.value, nodes=sum(1 for node in advertising if source in node.devices.sources))
-        for source in profile.sources
+        for source in shown_sources
     ]
     notes = _notes(analysis, by_source)
     conditions = [
@@ -283,6 +302,8 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
         _homogeneous_condition(analysis, notes),
         _instance_type_condition(analysis),
     ]
+    if analysis.launchable is not None:
+        conditions.append(_launchable_condition(analysis, analysis.launchable))
     ready = _ready_condition(analysis, conditions, notes)
     conditions.append(ready)
     conditions.append(_stalled_condition(analysis))
@@ -290,15 +311,23 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
     recommendation = None
     if ready.status == ConditionStatus.TRUE and analysis.uniform_count is not None:
         recommendation = _recommendation(profile, analysis.request_forms, analysis.uniform_count)
+    elif ready.status == ConditionStatus.TRUE and analysis.launchable is not None:
+        # An empty NodePool pool, Ready from the catalog: what to ask for on the nodes it launches.
+        assert analysis.launchable.uniform_count is not None
+        recommendation = _recommendation(profile, _launch_forms(analysis), analysis.launchable.uniform_count)
     # The DaemonSets that serve this pool's nodes: a device-plugin pool does not list DRANET.
-    daemon_sets = sorted({ds for source in analysis.serving for ds in analysis.view.of(source).daemon_sets})
-    gap_nodes = [node.name for node in gate if node.gaps]  # gate is in name order
+    serving = analysis.serving if gate else frozenset(_launch_sources(analysis))
+    daemon_sets = sorted({ds for source in serving for ds in analysis.view.of(source).daemon_sets})
+    launched_without = analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC)
+    gap_names = {node.name for node in gate if node.gaps} | {node.name for node in launched_without}
+    gap_nodes = sorted(gap_names)
     return FabricCapabilityStatus(
         fabric=profile.name,
         resource_name=profile.resource,
         pool=PoolRef(key=analysis.pool.key, value=analysis.pool.value),
         nodes=len(gate),
-        cordoned_nodes=len(analysis.nodes) - len(gate),
+        cordoned_nodes=len(analysis.left_out(LeftOut.CORDONED)),
+        unready_nodes=len(analysis.left_out(LeftOut.UNREADY)),
         advertising_nodes=len(advertising),
         uniform_count=analysis.uniform_count,
         counts=[CountBucket(count=count, nodes=nodes) for count, nodes in analysis.counts.items()],
@@ -313,14 +342,49 @@ def evaluate_pool(analysis: PoolAnalysis) -> FabricCapabilityStatus:
             plugin_ready_not_advertised=sum(1 for node in gate if Gap.PLUGIN_READY_NOT_ADVERTISED in node.gaps),
             unhealthy=sum(1 for node in gate if Gap.UNHEALTHY in node.gaps),
             advertised_without_plugin=sum(1 for node in gate if Gap.ADVERTISED_WITHOUT_PLUGIN in node.gaps),
+            launched_without_fabric=len(launched_without),
             conflicting_advertisers=sum(1 for node in gate if Gap.CONFLICTING_ADVERTISERS in node.gaps),
             nodes=gap_nodes[:MAX_GAP_NODES],
             truncated=len(gap_nodes) > MAX_GAP_NODES,
         ),
+        launchable=_launchable_status(analysis.launchable) if analysis.launchable is not None else None,
         recommendation=recommendation,
         sources=by_source,
         conditions=conditions,
     )
+
+
+def _launchable_status(verdict: LaunchableTypes) -> LaunchableStatus:
+    return LaunchableStatus(
+        node_pool=verdict.node_pool,
+        instance_types=[LaunchableType(name=name, max_count=count) for name, count in verdict.types[:MAX_LISTED_TYPES]],
+        truncated=len(verdict.types) > MAX_LISTED_TYPES,
+        counts=[LaunchableCount(count=count, instance_types=types) for count, types in verdict.counts.items()],
+    )
+
+
+def _launch_sources(analysis: PoolAnalysis) -> list[Source]:
+    """The sources that would serve the nodes an empty NodePool launches: the platform on Auto
+    Mode, else the profile's sources whose DaemonSet was found (each is asked for in its form)."""
+    if analysis.launchable is not None and analysis.launchable.platform:
+        return [Source.PLATFORM]
+    return [source for source in in_order(analysis.profile.sources) if analysis.view.of(source).daemon_sets]
+
+
+def _launch_forms(analysis: PoolAnalysis) -> frozenset[RequestForm]:
+    """The forms of request that schedule on the nodes an empty NodePool launches (those of
+    ``_launch_sources``; a claim's class mapped to the resource takes the resource too)."""
+    mapped = analysis.selection is not None and analysis.selection.extended_resource_class is not None
+    return request_forms(_launch_sources(analysis), extended_resource_mapped=mapped)
+
+
+def _launchable_condition(analysis: PoolAnalysis, verdict: LaunchableTypes) -> Condition:
+    message = verdict.message
+    if analysis.claim_problems:
+        shown = "; ".join(analysis.claim_problems[:MAX_NAMED_NODES])
+        more = len(analysis.claim_problems) - MAX_NAMED_NODES
+        message += f"; NodeClaims: {shown}{f' (+{more} more)' if more > 0 else ''}"
+    return _condition(ConditionType.LAUNCHABLE, verdict.status, verdict.reason, message)
 
 
 def _recommendation(profile: FabricProfile, forms: frozenset[RequestForm], uniform_count: int) -> Recommendation:
@@ -372,6 +436,25 @@ def _unknown_instance_type(resource: str) -> Condition:
         ConditionStatus.UNKNOWN,
         Reason.UNKNOWN_INSTANCE_TYPE,
         f"no node of an instance type with a known {resource} maximum",
+    )
+
+
+def _not_installed(profile: FabricProfile, needed: Iterable[Source]) -> Condition:
+    needed = [source for source in in_order(needed) if not SOURCES[source].self_served]
+    namespaces = profile.device_plugin.namespaces
+    where = ", ".join(namespaces)
+    scope = f"namespace {where}" if len(namespaces) == 1 else f"namespaces {where}"
+    finders = {source: SOURCES[source].finder(profile).describe() for source in needed}
+    how = (
+        "; ".join(f"{SOURCES[source].provider}: {finders[source]}" for source in needed)
+        if len(needed) > 1
+        else finders[needed[0]]
+    )
+    return _condition(
+        ConditionType.DEVICE_PLUGIN_READY,
+        ConditionStatus.FALSE,
+        Reason.PLUGIN_NOT_INSTALLED,
+        f"no {profile.name} {providers_phrase(needed)} DaemonSet found in {scope} ({how})",
     )
 
 
@@ -430,25 +513,21 @@ def _device_plugin_condition(analysis: PoolAnalysis) -> Condition:
     profile, gate = analysis.profile, analysis.gate
     total = len(gate)
     if total == 0:
+        launchable = analysis.launchable
+        if launchable is not None and not launchable.platform and not _launch_sources(analysis):
+            return _not_installed(profile, profile.sources)  # the nodes it launches would have none
         return _no_target_nodes(kind)
     needed = analysis.serving
     word = providers_phrase(needed)
-    if all(node.provider is PluginState.NOT_INSTALLED for node in gate):
-        namespaces = profile.device_plugin.namespaces
-        where = ", ".join(namespaces)
-        scope = f"namespace {where}" if len(namespaces) == 1 else f"namespaces {where}"
-        finders = {source: SOURCES[source].finder(profile).describe() for source in needed}
-        how = (
-            "; ".join(f"{SOURCES[source].provider}: {finders[source]}" for source in in_order(needed))
-            if len(needed) > 1
-            else finders[next(iter(needed))]
-        )
+    if not word:
         return _condition(
             kind,
-            ConditionStatus.FALSE,
-            Reason.PLUGIN_NOT_INSTALLED,
-            f"no {profile.name} {word} DaemonSet found in {scope} ({how})",
+            ConditionStatus.TRUE,
+            Reason.PLUGIN_READY_ON_ALL_NODES,
+            f"the platform advertises {profile.resource} itself on all {total} nodes: no DaemonSet is needed",
         )
+    if all(node.provider is PluginState.NOT_INSTALLED for node in gate):
+        return _not_installed(profile, needed)
     without_pod = _names(node for node in gate if node.provider in (PluginState.NO_POD, PluginState.NOT_INSTALLED))
     if without_pod:
         return _condition(
@@ -484,7 +563,7 @@ def _advertised_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
         # Say where else was looked, or a DRA user reads "efa advertised on 0" as a plugin problem.
         nowhere = ", and ".join(
             SOURCES[source].nowhere(analysis.profile, f"{total} target nodes" if position == 0 else None)
-            for position, source in enumerate(read_sources(analysis.profile))
+            for position, source in enumerate(analysis.sources_read)
         )
         return _condition(
             kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{nowhere}{notes.uncounted}{notes.selection}"
@@ -655,11 +734,19 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
     homogeneous = by_type[ConditionType.HOMOGENEOUS]
     total, subject, uniform_count = len(analysis.gate), analysis.subject, analysis.uniform_count
     if total == 0:
-        return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, NO_TARGET_NODES_MESSAGE)
+        return _empty_gate_ready(analysis, by_type)
     if not analysis.advertising:
         return _condition(kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, by_type[ConditionType.ADVERTISED].message)
     if homogeneous.status != ConditionStatus.TRUE:
         return _condition(kind, ConditionStatus.FALSE, Reason(homogeneous.reason), homogeneous.message)
+    if analysis.breaking(ConditionType.MATCHES_INSTANCE_TYPE, Cause.ABOVE_MAXIMUM):
+        # Never on purpose: a plugin that over-counts (p6-b200's NVLink controllers as EFA).
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.ABOVE_INSTANCE_MAXIMUM,
+            by_type[ConditionType.MATCHES_INSTANCE_TYPE].message,
+        )
     if analysis.mixed_sources:
         return _condition(kind, ConditionStatus.FALSE, Reason.MIXED_SOURCES, _mixed_sources_message(analysis))
     conflicting = analysis.breaking(kind, Cause.CONFLICTING_ADVERTISERS)
@@ -676,14 +763,68 @@ def _ready_condition(analysis: PoolAnalysis, conditions: list[Condition], notes:
             f"all {total} nodes advertise {subject}: {uniform_count}, but {plugin.message}{notes.selection}",
         )
     provider = providers_phrase(analysis.sources_seen, spelled=True)
+    served = f"with a Ready {provider}" if provider else "served by the platform"
     usage = _usage(analysis, uniform_count)
     return _condition(
         kind,
         ConditionStatus.TRUE,
         Reason.UNIFORM_CAPABILITY,
-        f"all {total} nodes advertise {subject}: {uniform_count} with a Ready {provider}{notes.mixed}; {usage}"
-        + notes.selection,
+        f"all {total} nodes advertise {subject}: {uniform_count} {served}{notes.mixed}; {usage}" + notes.selection,
     )
+
+
+def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> Condition:
+    """Ready with an empty gate set: a NodePool's pool is judged from what it launches (SPEC
+    "Elastic pools": "a NodePool pool with an empty gate set is Ready when Launchable is True"),
+    whatever left its nodes out; any other pool cannot be Ready.
+
+    A launchable NodePool keeps its verdict while its nodes are left out because Karpenter
+    launches the next node whatever became of these: the first node of a scale-up registers
+    NotReady for a minute, and judging the pool by it flipped Ready to False (and the ready
+    label, and an Event) at every scale-up from zero (seen on the e2e control plane)."""
+    kind = ConditionType.READY
+    cordoned, unready = len(analysis.left_out(LeftOut.CORDONED)), len(analysis.left_out(LeftOut.UNREADY))
+    launchable = analysis.launchable
+    without = analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC)
+    fabric = analysis.profile.spoken_name
+    if (cordoned or unready) and (launchable is None or launchable.status != ConditionStatus.TRUE):
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.NO_SCHEDULABLE_NODES,
+            f"every one of the {len(analysis.nodes)} target nodes is left out of the gate set"
+            f" ({cordoned} cordoned, {unready} not Ready)",
+        )
+    if launchable is None:
+        if without:
+            return _condition(
+                kind,
+                ConditionStatus.FALSE,
+                Reason.NO_SCHEDULABLE_NODES,
+                f"every one of the {len(without)} target nodes was launched without {fabric}",
+            )
+        return _condition(kind, ConditionStatus.FALSE, Reason.NO_TARGET_NODES, "no target node in the pool")
+    left_out = [
+        f"{count} {why}"
+        for count, why in ((len(without), f"launched without {fabric}"), (unready, "not Ready"), (cordoned, "cordoned"))
+        if count
+    ]
+    now = f"no node in the gate set ({', '.join(left_out)})" if left_out else "no nodes now"
+    if launchable.status != ConditionStatus.TRUE:
+        return _condition(
+            kind,
+            ConditionStatus.FALSE,
+            Reason.NO_TARGET_NODES,
+            f"{now}, and {by_type[ConditionType.LAUNCHABLE].message}",
+        )
+    count = launchable.uniform_count
+    every = f"every type NodePool {launchable.node_pool} launches attaches {count} when a pod requests it"
+    if not launchable.platform and not _launch_sources(analysis):
+        plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.DEVICE_PLUGIN_GAP, f"{now}; {every}, but {plugin.message}"
+        )
+    return _condition(kind, ConditionStatus.TRUE, Reason.UNIFORM_CAPABILITY, f"{now}; {every}")
 
 
 def _stalled_condition(analysis: PoolAnalysis) -> Condition:
@@ -715,7 +856,7 @@ def analyse_capability(config: Config, index: FactIndex, capability: PoolCapabil
     what ``fabriccap explain`` shows node by node."""
     profile = next(fabric for fabric in config.enabled_fabrics if fabric.name == capability.fabric)
     view = fabric_view(profile, list(index.daemon_sets.values()), list(index.pods.values()))
-    return analyse_pool(profile, capability.pool, index.members(capability.pool), view, index)
+    return _analyse(config, profile, capability.pool, index, view)
 
 
 def fabric_views(
@@ -733,8 +874,15 @@ class _PoolMemo:
     facts_version: int
     provider_version: int
     targets: tuple[str, ...]  # empty: the pool has no target node
-    status: FabricCapabilityStatus  # without workloads (``empty_status`` when there is no target)
+    # Without workloads; ``empty_status`` when no object is called for (``published`` False).
+    status: FabricCapabilityStatus
+    published: bool
     judgements: dict[NamespacedKey, PodJudgement] = field(default_factory=dict)
+    # What withoutFabric is judged against: the pool offers the fabric (advertised now, launchable
+    # by its NodePool, or a catalog maximum above 0 for its nodes' types).
+    offers: bool = False
+    launched_without: frozenset[str] = frozenset()  # its nodes Karpenter launched without the fabric
+    launch_count: int | None = None  # what a node its NodePool launches gets, when that is one count
 
 
 @dataclass
@@ -749,6 +897,10 @@ class EvaluationMemo:
 
     views: tuple[int, dict[str, FabricView]] | None = None
     pools: dict[tuple[str, Pool], _PoolMemo] = field(default_factory=dict)
+    # The name each (fabric, pool) with an object was last given.
+    names: dict[tuple[str, Pool], str] = field(default_factory=dict)
+    # NodePool verdicts by what they are made of (node_pool_verdict).
+    verdicts: dict[VerdictKey, LaunchableTypes] = field(default_factory=dict)
 
     def fabric_views(self, config: Config, index: FactIndex) -> dict[str, FabricView]:
         if self.views is None or self.views[0] != index.provider_version:
@@ -756,22 +908,94 @@ class EvaluationMemo:
         return self.views[1]
 
 
+VerdictKey = tuple[str, NodePoolFacts, NodeClassFacts | None, tuple[DaemonSetFacts, ...]]
+
+
+def node_pool_verdict(
+    config: Config,
+    profile: FabricProfile,
+    pool: Pool,
+    index: FactIndex,
+    verdicts: dict[VerdictKey, LaunchableTypes] | None = None,
+) -> LaunchableTypes | None:
+    """The Launchable verdict of the pool's Karpenter NodePool, if the pool is one's. ``verdicts``
+    (the operator's memo) keeps them by everything they are made of: the NodePool's facts (its
+    spec, so its generation), its EC2NodeClass's, and the provider DaemonSets' selectors. A round
+    that changed none of them (a node heartbeat, a pod coming) costs a lookup per NodePool."""
+    node_pool = index.node_pool_of(pool) if config.karpenter.enabled else None
+    if node_pool is None:
+        return None
+    providers = tuple(
+        daemon_set
+        for daemon_set in index.daemon_sets.values()
+        if any(selects(profile, source, daemon_set) for source in profile.sources)
+    )
+    node_class = index.node_class_of(node_pool)
+    key = (profile.name, node_pool, node_class, providers)
+    if verdicts is not None and (known := verdicts.get(key)) is not None:
+        return known
+
+    def admits(labels: Mapping[str, str]) -> bool:
+        return any(daemon_set.would_run_on(labels) for daemon_set in providers)
+
+    verdict = judge_node_pool(profile, node_pool, node_class, admits if providers else None)
+    if verdicts is not None:
+        if len(verdicts) > MAX_KEPT_VERDICTS:
+            verdicts.clear()  # NodePools and DaemonSets changed a lot: start again rather than grow
+        verdicts[key] = verdict
+    return verdict
+
+
+# Verdicts kept by the memo: several per NodePool at most (its old generations until cleared).
+MAX_KEPT_VERDICTS = 20_000
+
+
+def _analyse(
+    config: Config,
+    profile: FabricProfile,
+    pool: Pool,
+    index: FactIndex,
+    view: FabricView,
+    verdicts: dict[VerdictKey, LaunchableTypes] | None = None,
+) -> PoolAnalysis:
+    launchable = node_pool_verdict(config, profile, pool, index, verdicts)
+    analysis = analyse_pool(profile, pool, index.members(pool), view, index, launchable)
+    if launchable is not None and (missing := missing_nodes(index, launchable.node_pool)):
+        analysis = replace(analysis, claim_problems=(*analysis.claim_problems, *missing))
+    return analysis
+
+
 def _pool_side(
-    profile: FabricProfile, pool: Pool, index: FactIndex, view: FabricView, memo: EvaluationMemo | None
+    config: Config,
+    profile: FabricProfile,
+    pool: Pool,
+    index: FactIndex,
+    view: FabricView,
+    memo: EvaluationMemo | None,
 ) -> _PoolMemo:
     """The node-side evaluation of one (fabric, pool): from the memo while its versions hold."""
     facts_version = index.pool_versions.get(pool, 0)
     known = memo.pools.get((profile.name, pool)) if memo is not None else None
     if known is not None and (known.facts_version, known.provider_version) == (facts_version, index.provider_version):
         return known
-    members = index.members(pool)
-    analysis = analyse_pool(profile, pool, members, view, index)
+    analysis = _analyse(config, profile, pool, index, view, memo.verdicts if memo is not None else None)
     targets = tuple(node.name for node in analysis.nodes)
+    launchable = analysis.launchable
+    # An object is called for while the pool has a target node, or is a NodePool's that is of
+    # the fabric: an empty NodePool shows what it could launch (SPEC "Elastic pools").
+    published = bool(targets) or (launchable is not None and launchable.of_fabric)
     status = evaluate_pool(analysis)
-    fresh = _PoolMemo(facts_version, index.provider_version, targets, status)
+    fresh = _PoolMemo(facts_version, index.provider_version, targets, status, published)
+    fresh.offers = (
+        bool(analysis.advertising)
+        or (launchable is not None and launchable.offers_fabric)
+        or any((node.maximum or 0) > 0 for node in analysis.nodes)
+    )
+    fresh.launched_without = frozenset(node.name for node in analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC))
+    fresh.launch_count = launchable.uniform_count if launchable is not None else None
     if known is not None and targets:
         fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
-    if memo is not None and members:
+    if memo is not None and (targets or index.pool_members.get(pool) or launchable is not None):
         memo.pools[(profile.name, pool)] = fresh
     elif memo is not None:
         memo.pools.pop((profile.name, pool), None)  # a pool gone leaves nothing behind
@@ -794,6 +1018,21 @@ def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> li
     return list(current.values())
 
 
+def _not_requested(
+    profile: FabricProfile,
+    name: str,
+    status: FabricCapabilityStatus,
+    side: _PoolMemo,
+    owner: ObjectRef,
+    pods: int,
+    nodes: Mapping[ObjectRef, frozenset[str]],
+) -> WorkloadEvent:
+    """FabricNotRequested; on a Karpenter pool, naming the nodes launched without the fabric for it."""
+    launched = sorted(nodes.get(owner, frozenset()) & side.launched_without)
+    count = status.uniform_count if status.is_ready and status.uniform_count else side.launch_count
+    return not_requested_event(profile, name, status, owner, pods, launched, count)
+
+
 def evaluate(
     config: Config,
     index: FactIndex,
@@ -807,28 +1046,60 @@ def evaluate(
     ``fabriccap evaluate`` passes no ``pools`` (every pool); the operator passes the pools
     whose facts changed, its ``memo`` of the rounds before, and ``warned``: the keys of the
     FabricNotRequested problems it already recorded, whose Events need no message built again.
-    A (fabric, pool) evaluated without a target node is in ``emptied``, with the status that
-    says so: the operator writes it at once and starts that object's grace period.
+    A (fabric, pool) evaluated without a target node (and no NodePool of the fabric) is in
+    ``emptied``, with the status that says so: the operator writes it at once and starts that
+    object's grace period. A pool's object that has another name now is in ``renamed``.
     """
     views = (
         memo.fabric_views(config, index)
         if memo is not None
         else fabric_views(config, index.daemon_sets.values(), index.pods.values())
     )
-    primary_key = config.pool_labels[0]
     fabric_names = [fabric.name for fabric in config.fabrics]
     capabilities: list[PoolCapability] = []
     emptied: list[PoolCapability] = []
+    renamed: set[str] = set()
     events: list[WorkloadEvent] = []
     lookups: set[LookupKey] = set()
-    for pool in list(index.pool_members) if pools is None else pools:
-        for profile in config.enabled_fabrics:
-            name = capability_name(profile.name, pool.key, pool.value, primary_key, fabric_names)
-            side = _pool_side(profile, pool, index, views[profile.name], memo)
-            status = side.status
-            if not side.targets:
-                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
+    index.configure(config)
+    evaluated = index.pools() if pools is None else list(pools)
+    for profile in config.enabled_fabrics:
+        sides = {pool: _pool_side(config, profile, pool, index, views[profile.name], memo) for pool in evaluated}
+        # Names depend on every pool of the fabric with an object, not only on those evaluated
+        # now: the memo knows the others (the operator's first round evaluates them all).
+        present = {pool for pool, side in sides.items() if side.published}
+        if memo is not None:
+            present |= {
+                pool for (fabric, pool), side in memo.pools.items() if fabric == profile.name and side.published
+            }
+        names = pool_names(profile.name, present, fabric_names)
+        given = memo.names if memo is not None else {}
+        for pool in evaluated:
+            side = sides[pool]
+            if not side.published:
+                # Under the name its object was published with: that object shows it at once.
+                old = given.pop((profile.name, pool), None)
+                name = old or capability_name(profile.name, pool.key, pool.value, fabric_names)
+                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=side.status))
+        # A pool renamed by another's coming or going is published again under its new name,
+        # and its old object goes at once: one pool, one object.
+        for pool in sorted(present - set(sides)):
+            old = given.get((profile.name, pool))
+            if old is not None and old != names[pool].name:
+                sides[pool] = memo.pools[(profile.name, pool)] if memo is not None else sides[pool]
+        for pool, side in sides.items():
+            if not side.published:
                 continue
+            naming = names[pool]
+            old = given.get((profile.name, pool))
+            if old is not None and old != naming.name:
+                renamed.add(old)
+            if memo is not None:
+                given[(profile.name, pool)] = naming.name
+            status = side.status
+            if naming.hashed:
+                why = NamingStatus(hashed=True, reason=naming.reason or "", message=naming.message or "")
+                status = status.model_copy(update={"naming": why})
             if config.transport.enabled and status.recommendation is not None:
                 env = [EnvVarValue(name=env.name, value=env.value) for env in config.recommended_env(profile)]
                 status = status.model_copy(
@@ -836,12 +1107,12 @@ def evaluate(
                 )
             if config.workloads.enabled:
                 found = pool_workloads(
-                    _judgements(profile, side, index), status.advertising_nodes > 0, transport=config.transport.enabled
+                    _judgements(profile, side, index), side.offers, transport=config.transport.enabled
                 )
                 status = status.model_copy(update={"workloads": found.status})
                 lookups |= found.lookups
                 events.extend(
-                    not_requested_event(profile, name, status, owner, count)
+                    _not_requested(profile, naming.name, status, side, owner, count, found.without_fabric_nodes)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile, owner, status.pool))
                 )
@@ -851,7 +1122,7 @@ def evaluate(
                     if warned is None
                     or not warned(not_used_key(profile, not_used.owner, status.pool, not_used.example.verdict))
                 )
-            capabilities.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=status))
+            capabilities.append(PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status=status))
     unschedulable: tuple[UnschedulableGroup, ...] = ()
     if config.workloads.enabled:
         unschedulable, pending_lookups = unschedulable_groups(config.enabled_fabrics, index)
@@ -879,10 +1150,12 @@ def evaluate(
     if conflicts:
         taken = {conflict.name for conflict in conflicts}
         capabilities = [capability for capability in capabilities if capability.name not in taken]
+    current = {capability.name for capability in capabilities}
     return Evaluation(
         capabilities=tuple(capabilities),
         unpooled_nodes=unpooled,
         emptied=tuple(sorted(emptied, key=lambda capability: capability.name)),
+        renamed=frozenset(renamed - current),
         conflicts=conflicts,
         workload_events=tuple(events),
         unschedulable=unschedulable,

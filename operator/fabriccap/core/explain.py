@@ -79,7 +79,9 @@ class NodeExplanation(_Model):
     plugin: PluginState  # the pod that must serve the node: of its source, or of any source at 0
     plugin_pods: list[ProviderPod] = Field(alias="pluginPods")
     gaps: list[Gap]
-    findings: list[Finding]  # empty for a cordoned node: reported, not judged
+    # Why it is not in the gate set: cordoned, unready or launchedWithoutFabric; None: judged.
+    left_out: str | None = Field(default=None, alias="leftOut")
+    findings: list[Finding]  # empty for a node left out of the gate set: reported, not judged
     # Why some devices could not be counted (an unusable quantity, incomplete ResourceSlices).
     notes: list[str]
     blocks_ready: bool = Field(alias="blocksReady")
@@ -347,12 +349,14 @@ def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[Provide
     findings = [_finding(subject, breach) for breach in node.breaches]
     facts, readings = node.facts, node.devices.readings
     # The columns of the sources the profile reads: the device plugin's node status, the DRA devices.
-    plugin, dra = readings.get(Source.DEVICE_PLUGIN), readings.get(Source.DRA)
+    plugin = readings.get(Source.DEVICE_PLUGIN) or readings.get(Source.PLATFORM)
+    dra = readings.get(Source.DRA)
     return NodeExplanation(
         name=node.name,
         instance_type=facts.instance_type,
         max_count=node.maximum,
         cordoned=node.cordoned,
+        left_out=node.left_out.value if node.left_out is not None else None,
         capacity=facts.capacity_of(pool.profile.resource) if plugin else None,
         allocatable=plugin.devices if plugin else None,
         dra_devices=dra.devices if dra else None,
@@ -362,7 +366,10 @@ def _node_explanation(pool: PoolAnalysis, node: NodeAnalysis, pods: list[Provide
         plugin_pods=pods,
         gaps=list(node.gaps),
         findings=findings,
-        notes=[note for note in _uncounted(node) if not any(note in finding.detail for finding in findings)],
+        notes=[
+            *([node.why_left_out] if node.why_left_out else []),
+            *(note for note in _uncounted(node) if not any(note in finding.detail for finding in findings)),
+        ],
         blocks_ready=node.blocks_ready,
     )
 

@@ -100,6 +100,10 @@ class NodeFacts:
     labels: tuple[tuple[str, str], ...]
     # Each quantity that could not be used: it counts as 0.
     unusable: tuple[UnusableQuantity, ...] = ()
+    # Condition Ready is True. A stopped kubelet's node keeps its last allocatable: not Ready, it
+    # leaves the gate set instead of being judged by stale numbers.
+    ready: bool = True
+    provider_id: str | None = None  # spec.providerID (aws:///us-west-2a/i-..., azure://...)
 
     def capacity_of(self, resource: str) -> int:
         return _lookup(self.capacity, resource)
@@ -123,6 +127,14 @@ def _lookup(pairs: tuple[tuple[str, int], ...], resource: str) -> int:
     return 0
 
 
+class SelectorTerm(NamedTuple):
+    """One requirement of a required node-affinity term: key, operator, values."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class DaemonSetFacts:
     namespace: str
@@ -131,10 +143,42 @@ class DaemonSetFacts:
     # Its pod template's labels: selectors often name these, not the DaemonSet's own
     # (the RDMA shared device plugin's DaemonSet carries ds-owner, its pods app=rdma-shared-dp).
     template_labels: tuple[tuple[str, str], ...] = ()
+    # Where its pods may run: the template's nodeSelector, and its required node affinity's
+    # terms (ORed; each term's requirements ANDed). Empty: anywhere.
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: tuple[tuple[SelectorTerm, ...], ...] = ()
 
     @property
     def qualified_name(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def would_run_on(self, labels: Mapping[str, str]) -> bool:
+        """Whether its node selector and required node affinity admit a node with ``labels``
+        (taints and tolerations aside). A term with only matchFields, which name a node, says
+        nothing about labels and admits."""
+        if any(labels.get(key) != value for key, value in self.node_selector):
+            return False
+        return not self.affinity or any(all(_term_matches(term, labels) for term in terms) for terms in self.affinity)
+
+
+def _term_matches(term: SelectorTerm, labels: Mapping[str, str]) -> bool:
+    """A NodeSelectorRequirement against node labels, as the scheduler's nodeaffinity plugin does."""
+    value = labels.get(term.key)
+    if term.operator == "In":
+        return value is not None and value in term.values
+    if term.operator == "NotIn":
+        return value is None or value not in term.values
+    if term.operator == "Exists":
+        return value is not None
+    if term.operator == "DoesNotExist":
+        return value is None
+    if term.operator in ("Gt", "Lt") and value is not None and len(term.values) == 1:
+        try:
+            have, bound = int(value), int(term.values[0])
+        except ValueError:
+            return False
+        return have > bound if term.operator == "Gt" else have < bound
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +337,8 @@ class FactsExtractor:
             + [resource for fabric in fabrics for resource in fabric.target_nodes.accelerator_resources]
         )
         self.label_keys: frozenset[str] = frozenset(
-            key for fabric in fabrics for key, _ in fabric.target_nodes.accelerator_label_pairs
+            [key for fabric in fabrics for key, _ in fabric.target_nodes.accelerator_label_pairs]
+            + [key for fabric in fabrics for key, _ in fabric.device_plugin.platform_label_pairs]
         )
         self.plugin_namespaces: frozenset[str] = frozenset(config.plugin_namespaces)
         self.dra_fabrics = tuple(fabric for fabric in fabrics if fabric.uses(Source.DRA))
@@ -323,6 +368,7 @@ class FactsExtractor:
         if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
             raise FactsError(f"Node {name}: spec/status is not a mapping")
         unusable: list[UnusableQuantity] = []
+        provider_id = spec.get("providerID")
         return NodeFacts(
             name=name,
             pool=self._pool_of(labels),
@@ -332,6 +378,8 @@ class FactsExtractor:
             allocatable=self._resources(name, "allocatable", status.get("allocatable"), unusable),
             labels=tuple(sorted((key, str(labels[key])) for key in self.label_keys if labels.get(key) is not None)),
             unusable=tuple(sorted(unusable)),
+            ready=_condition_true(status.get("conditions"), "Ready"),
+            provider_id=provider_id[:MAX_MESSAGE] if isinstance(provider_id, str) and provider_id else None,
         )
 
     def _pool_of(self, labels: Mapping[str, Any]) -> Pool | None:
@@ -660,11 +708,16 @@ class FactsExtractor:
             raise FactsError(f"DaemonSet {namespace}/{name}: labels is not a mapping")
         template = ((body.get("spec") or {}).get("template") or {}) if isinstance(body.get("spec"), Mapping) else {}
         template_labels = (template.get("metadata") or {}).get("labels") if isinstance(template, Mapping) else None
+        pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+        pod_spec = pod_spec if isinstance(pod_spec, Mapping) else {}
+        selector = pod_spec.get("nodeSelector")
         return DaemonSetFacts(
             namespace=str(namespace),
             name=name,
             labels=_pairs(labels),
             template_labels=_pairs(template_labels if isinstance(template_labels, Mapping) else {}),
+            node_selector=_pairs(selector) if isinstance(selector, Mapping) else (),
+            affinity=_required_affinity(pod_spec.get("affinity")),
         )
 
 
@@ -900,6 +953,40 @@ def _unschedulable_message(conditions: Any) -> str | None:
         ):
             return clean_text(condition.get("message") or "", MAX_MESSAGE)
     return None
+
+
+# A DaemonSet's affinity is bounded like a NodePool's requirements: a hostile one costs little.
+MAX_AFFINITY_TERMS = 100
+
+
+def _required_affinity(affinity: Any) -> tuple[tuple[SelectorTerm, ...], ...]:
+    """The DaemonSet template's requiredDuringSchedulingIgnoredDuringExecution terms."""
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list):
+        return ()
+    found = []
+    for term in terms[:MAX_AFFINITY_TERMS]:
+        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        requirements = []
+        for expression in (expressions if isinstance(expressions, list) else [])[:MAX_AFFINITY_TERMS]:
+            if not isinstance(expression, Mapping):
+                continue
+            values = expression.get("values")
+            requirements.append(
+                SelectorTerm(
+                    str(expression.get("key") or ""),
+                    str(expression.get("operator") or ""),
+                    tuple(str(value) for value in values[:MAX_AFFINITY_TERMS]) if isinstance(values, list) else (),
+                )
+            )
+        found.append(tuple(requirements))
+    return tuple(found)
 
 
 def _count(value: Any, what: str) -> int:

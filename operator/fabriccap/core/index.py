@@ -31,6 +31,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
+from fabriccap.core.config import Config
 from fabriccap.core.facts import (
     ClaimFacts,
     ClaimRef,
@@ -42,6 +43,7 @@ from fabriccap.core.facts import (
     SliceFacts,
     WorkloadPodFacts,
 )
+from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
 from fabriccap.core.verdicts import PodTransport
 
@@ -139,6 +141,17 @@ class FactIndex:
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
         self.owner_children: dict[OwnerKey, set[OwnerKey]] = {}
         self.claim_pods: dict[ClaimRef, set[NamespacedKey]] = {}
+        # Karpenter's objects (when its API is served): NodePools by name, NodeClaims by name
+        # (karpenter_claims, unlike node_claims above, which holds ResourceClaims) and by the node
+        # they name, EC2NodeClasses by name.
+        self.node_pools: dict[str, NodePoolFacts] = self.held(NODE_POOL_FACTS)
+        self.karpenter_claims: dict[str, NodeClaimFacts] = self.held(NODE_CLAIM_FACTS)
+        self.karpenter_claims_by_node: dict[str, set[str]] = {}  # node name -> NodeClaims naming it
+        self.karpenter_claims_by_provider_id: dict[str, set[str]] = {}
+        self.node_classes: dict[str, NodeClassFacts] = self.held(NODE_CLASS_FACTS)
+        # The pool key a NodePool's nodes carry; None when the config has no such key (NodePools
+        # are then not pools).
+        self.node_pool_key: str | None = NODEPOOL_LABEL
         # What NCCL chose, per workload pod whose logs were read (config.transport): a verdict
         # and an evidence line each, never the log. Forgotten with the pod.
         self.transport: dict[NamespacedKey, PodTransport] = {}
@@ -178,7 +191,7 @@ class FactIndex:
         outbox forgets the problems it warned about on it)."""
 
     def _pool_facts_changed(self, pool: Pool | None) -> None:
-        if pool in self.pool_members:
+        if pool is not None and (pool in self.pool_members or self.node_pool_of(pool) is not None):
             self.pool_versions[pool] = next(self._versions)
         elif pool is not None:
             self.pool_versions.pop(pool, None)  # gone: it starts again from a new version
@@ -257,6 +270,108 @@ class FactIndex:
 
     def members(self, pool: Pool) -> list[NodeFacts]:
         return [self.nodes[name] for name in self.pool_members.get(pool, ())]
+
+    def pools(self) -> list[Pool]:
+        """Every pool: those with a node, and (SPEC: a NodePool is a pool even while it has no
+        node) each Karpenter NodePool's."""
+        found = dict.fromkeys(self.pool_members)
+        if self.node_pool_key is not None:
+            found.update(dict.fromkeys(Pool(self.node_pool_key, name) for name in self.node_pools))
+        return list(found)
+
+    def configure(self, config: Config) -> None:
+        """Which pool key is a NodePool's: Karpenter's label, when the config lists it."""
+        self.node_pool_key = NODEPOOL_LABEL if NODEPOOL_LABEL in config.pool_labels else None
+
+    def node_pool_of(self, pool: Pool | None) -> NodePoolFacts | None:
+        """The Karpenter NodePool a pool is, if any."""
+        if pool is None or pool.key != self.node_pool_key:
+            return None
+        return self.node_pools.get(pool.value)
+
+    # -- Karpenter: NodePools, NodeClaims, EC2NodeClasses
+
+    def _node_pool_touched(self, name: str | None) -> None:
+        if name is not None and self.node_pool_key is not None:
+            self._pool_facts_changed(Pool(self.node_pool_key, name))
+
+    def put_node_pool(self, facts: NodePoolFacts) -> bool:
+        return self.put(NODE_POOL_FACTS, facts)
+
+    def remove_node_pool(self, name: str) -> bool:
+        return self.remove(NODE_POOL_FACTS, name)
+
+    def _node_pool_changed(self, previous: NodePoolFacts | None, current: NodePoolFacts | None) -> None:
+        changed = current or previous
+        self._node_pool_touched(changed.name if changed is not None else None)
+
+    def put_node_claim(self, facts: NodeClaimFacts) -> bool:
+        return self.put(NODE_CLAIM_FACTS, facts)
+
+    def remove_node_claim(self, name: str) -> bool:
+        return self.remove(NODE_CLAIM_FACTS, name)
+
+    def _node_claim_changed(self, previous: NodeClaimFacts | None, current: NodeClaimFacts | None) -> None:
+        if previous is not None:
+            self._unlink_claim(previous)
+        if current is not None:
+            if current.node_name is not None:
+                self.karpenter_claims_by_node.setdefault(current.node_name, set()).add(current.name)
+            if current.provider_id is not None:
+                self.karpenter_claims_by_provider_id.setdefault(current.provider_id, set()).add(current.name)
+            self._claim_touched(current)
+
+    def _unlink_claim(self, facts: NodeClaimFacts) -> None:
+        if facts.node_name is not None:
+            _discard(self.karpenter_claims_by_node, facts.node_name, facts.name)
+        if facts.provider_id is not None:
+            _discard(self.karpenter_claims_by_provider_id, facts.provider_id, facts.name)
+        self._claim_touched(facts)
+
+    def _claim_touched(self, facts: NodeClaimFacts) -> None:
+        self._node_touched(facts.node_name)
+        self._node_pool_touched(facts.node_pool)
+        for name in self.karpenter_claims_by_provider_id.get(facts.provider_id or "", ()):
+            if (claim := self.karpenter_claims.get(name)) is not None:
+                self._node_touched(claim.node_name)
+
+    def claims_of(self, node: NodeFacts) -> list[NodeClaimFacts]:
+        """The NodeClaims that name ``node``, by status.nodeName or status.providerID (Karpenter's
+        own match), by name."""
+        names = set(self.karpenter_claims_by_node.get(node.name, ()))
+        if node.provider_id:
+            names |= self.karpenter_claims_by_provider_id.get(node.provider_id, set())
+        return [self.karpenter_claims[name] for name in sorted(names)]
+
+    def put_node_class(self, facts: NodeClassFacts) -> bool:
+        return self.put(NODE_CLASS_FACTS, facts)
+
+    def remove_node_class(self, name: str) -> bool:
+        return self.remove(NODE_CLASS_FACTS, name)
+
+    def _node_class_changed(self, previous: NodeClassFacts | None, current: NodeClassFacts | None) -> None:
+        changed = current or previous
+        if changed is not None:
+            self._node_class_touched(changed.name)
+
+    def _node_class_touched(self, name: str) -> None:
+        for pool in self.node_pools.values():
+            if pool.node_class is not None and pool.node_class.name == name:
+                self._node_pool_touched(pool.name)
+
+    def node_class_of(self, pool: NodePoolFacts) -> NodeClassFacts | None:
+        if pool.node_class is None or pool.node_class.group == "eks.amazonaws.com":
+            return None
+        return self.node_classes.get(pool.node_class.name)
+
+    def retain_node_pools(self, names: set[str]) -> None:
+        self.retain(NODE_POOL_FACTS, None, names)
+
+    def retain_node_claims(self, names: set[str]) -> None:
+        self.retain(NODE_CLAIM_FACTS, None, names)
+
+    def retain_node_classes(self, names: set[str]) -> None:
+        self.retain(NODE_CLASS_FACTS, None, names)
 
     # -- pods of the fabrics' plugins
 
@@ -532,7 +647,7 @@ class FactIndex:
         self._everything_touched()
 
 
-def _name(facts: NodeFacts | SliceFacts | DeviceClassFacts) -> str:
+def _name(facts: NodeFacts | SliceFacts | DeviceClassFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts) -> str:
     return facts.name
 
 
@@ -551,6 +666,10 @@ SLICE_FACTS: Table[str, SliceFacts] = Table("resourceslices", False, _name, Fact
 DAEMON_SET_FACTS: Table[NamespacedKey, DaemonSetFacts] = Table(
     "daemonsets", True, _namespaced, FactIndex._daemon_set_changed
 )
+# Karpenter's objects (SPEC "Elastic pools"), cluster-scoped.
+NODE_POOL_FACTS: Table[str, NodePoolFacts] = Table("nodepools", False, _name, FactIndex._node_pool_changed)
+NODE_CLAIM_FACTS: Table[str, NodeClaimFacts] = Table("nodeclaims", False, _name, FactIndex._node_claim_changed)
+NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _name, FactIndex._node_class_changed)
 DEVICE_CLASS_FACTS: Table[str, DeviceClassFacts] = Table("deviceclasses", False, _name, FactIndex._device_class_changed)
 CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _namespaced, FactIndex._claim_changed)
 

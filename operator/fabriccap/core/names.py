@@ -1,21 +1,24 @@
 """Deterministic FabricCapability names and label values.
 
 A name must be a DNS-1123 label (the strictest form Kubernetes uses, so the name also fits
-label values and other objects' names), depend only on (fabric, pool key, pool value) and
-never be the name of another triple. Pool values come from node labels, which anyone who
-can label a node controls: two pools sharing one name would overwrite each other's status
-forever, so uniqueness must hold by construction, against values chosen to collide.
+label values and other objects' names), depend only on the set of pools present and never be
+the name of another (fabric, pool key, pool value). Pool values come from node labels (and
+NodePool names), which anyone who can label a node controls: two pools sharing one name would
+overwrite each other's status forever, so uniqueness must hold by construction, against values
+chosen to collide.
 
-- The readable form ``<fabric>-<value>`` (``efa-p5-training``) is used only when it is exact:
-  the pool comes from the first configured pool key, the value is already a DNS label that
-  fits, the name cannot be mistaken for a hashed one (it does not end in a digest-shaped
-  segment), and it does not start with another configured fabric's ``<name>-`` (fabric
-  ``aks`` and pool ``rdma-x`` would otherwise meet fabric ``aks-rdma`` and pool ``x``).
-  Within one fabric and one key, ``value -> <fabric>-<value>`` is one-to-one.
-- Every other pool gets ``<fabric>-<sanitized value>-<digest>``, where the digest is 26
-  base32 characters (130 bits) of a SHA-256 over the whole triple: finding two triples with
-  one digest is out of reach (about 2^65 hashes), so no label value can be chosen to take
-  another pool's name.
+- The readable form ``<fabric>-<value>`` (``efa-p5-training``, ``efa-gpu-spot`` for a Karpenter
+  NodePool) is used for a pool of any key when the value is a DNS label that fits, the name
+  cannot be mistaken for a hashed one (it does not end in a digest-shaped segment), it does not
+  start with a longer configured fabric's ``<name>-`` (fabric ``aks`` and pool ``rdma-x`` would
+  otherwise meet fabric ``aks-rdma`` and pool ``x``), and no other present pool of the fabric
+  (same value, another key) would get the same name.
+- Every other pool gets ``<fabric>-<sanitized value>-<digest>``, where the digest is 26 base32
+  characters (130 bits) of a SHA-256 over the whole triple: finding two triples with one digest
+  is out of reach (about 2^65 hashes), so no label value can be chosen to take another pool's
+  name. In a collision every pool of it is hashed, so which pool came first never matters: the
+  names depend on the set of pools, not on the order they were seen in. The status says why
+  (``status.naming``).
 
 Readable names never end in a digest-shaped segment and hashed names always do, so the two
 forms never meet. The publisher still checks each object's pool annotations before writing
@@ -28,6 +31,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 
 MAX_NAME_LENGTH = 63
 MAX_SUBDOMAIN_LENGTH = 253
@@ -68,23 +72,66 @@ def _digest(fabric: str, pool_key: str, pool_value: str) -> str:
     return base64.b32encode(raw).decode().rstrip("=").lower()
 
 
-def capability_name(
-    fabric: str, pool_key: str, pool_value: str, primary_pool_key: str, fabrics: Iterable[str] = ()
-) -> str:
-    """The FabricCapability name of (fabric, pool key, pool value); ``fabrics`` are every
-    configured fabric's name (for the prefix rule above)."""
-    readable = f"{fabric}-{pool_value}"
-    # Only longer fabric names can be shadowed: `aks-rdma-x` is aks-rdma's to take, so fabric
-    # `aks` gives up the readable form for values starting with `rdma-`.
-    longer = [other for other in fabrics if len(other) > len(fabric)]
-    if (
-        pool_key == primary_pool_key
-        and is_dns_label(readable)
-        and not looks_hashed(readable)
-        and not any(readable.startswith(f"{other}-") for other in longer)
-    ):
-        return readable
+class Naming(NamedTuple):
+    """A pool's name, and why it is hashed when it is."""
+
+    name: str
+    hashed: bool = False
+    reason: str | None = None  # "NotDNSLabel" | "Reserved" | "Collision"
+    message: str | None = None
+
+
+def hashed_name(fabric: str, pool_key: str, pool_value: str) -> str:
+    """``<fabric>-<sanitized value>-<digest>``: unique per triple, whatever the value."""
     digest = _digest(fabric, pool_key, pool_value)
     room = MAX_NAME_LENGTH - len(fabric) - len(digest) - 2
     stem = _sanitize(pool_value)[:room].strip("-")
     return f"{fabric}-{stem}-{digest}" if stem else f"{fabric}-{digest}"
+
+
+def _static_naming(fabric: str, pool_key: str, pool_value: str, fabrics: Iterable[str]) -> Naming:
+    """The name a pool gets when no other present pool shares its value."""
+    readable = f"{fabric}-{pool_value}"
+    # Only longer fabric names can be shadowed: `aks-rdma-x` is aks-rdma's to take, so fabric
+    # `aks` gives up the readable form for values starting with `rdma-`.
+    longer = [other for other in fabrics if len(other) > len(fabric)]
+    if not is_dns_label(readable):
+        why = "NotDNSLabel", f"pool value {pool_value!r} of {pool_key} does not make a DNS label ({fabric}-<value>)"
+    elif looks_hashed(readable):
+        why = "Reserved", f"{readable} ends like a hashed name, which only hashed names may"
+    elif any(readable.startswith(f"{other}-") for other in longer):
+        why = "Reserved", f"{readable} starts like a name of fabric {next(o for o in longer if readable.startswith(o))}"
+    else:
+        return Naming(readable)
+    reason, message = why
+    return Naming(hashed_name(fabric, pool_key, pool_value), True, reason, message)
+
+
+MAX_NAMED_POOLS = 5
+
+
+def pool_names(
+    fabric: str, pools: Iterable[tuple[str, str]], fabrics: Iterable[str] = ()
+) -> dict[tuple[str, str], Naming]:
+    """The name of each (pool key, pool value) of ``fabric`` among the pools present; ``fabrics``
+    are every configured fabric's name (for the prefix rule above)."""
+    fabric_list = list(fabrics)
+    namings = {pool: _static_naming(fabric, pool[0], pool[1], fabric_list) for pool in set(pools)}
+    readable: dict[str, list[tuple[str, str]]] = {}
+    for pool, naming in namings.items():
+        if not naming.hashed:
+            readable.setdefault(naming.name, []).append(pool)
+    for name, claimants in readable.items():
+        if len(claimants) < 2:
+            continue
+        claimants.sort()
+        shown = ", ".join(f"{key}={value}" for key, value in claimants[:MAX_NAMED_POOLS])
+        message = f"pools {shown} would all be named {name}: each gets the hashed form"
+        for key, value in claimants:
+            namings[(key, value)] = Naming(hashed_name(fabric, key, value), True, "Collision", message)
+    return namings
+
+
+def capability_name(fabric: str, pool_key: str, pool_value: str, fabrics: Iterable[str] = ()) -> str:
+    """The name of one pool of ``fabric`` when no other present pool shares its value."""
+    return _static_naming(fabric, pool_key, pool_value, list(fabrics)).name

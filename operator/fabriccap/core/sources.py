@@ -60,6 +60,9 @@ class SourceRow:
     # A pod of its DaemonSet bound to a node makes the node a target (rule b). Not so for a
     # DRA driver: DRANET runs on every node it may manage, CPU nodes included.
     pod_marks_target: bool
+    # A node it advertises on is served without a pod: the platform itself advertises (EKS Auto
+    # Mode); there is no DaemonSet to find or wait for.
+    self_served: bool
     read: Callable[[FabricProfile, NodeFacts, FactIndex], Reading]
     finder: Callable[[FabricProfile], DevicePlugin | DraSettings]  # the settings its DaemonSets match
     subject: Callable[[FabricProfile], str]  # what messages say a node advertises through it
@@ -112,6 +115,7 @@ SOURCES: Mapping[Source, SourceRow] = {
             problem="unusable quantity",
             request=RequestForm.EXTENDED_RESOURCE,
             pod_marks_target=True,
+            self_served=False,
             read=_read_allocatable,
             finder=lambda profile: profile.device_plugin,
             subject=lambda profile: profile.resource,
@@ -125,10 +129,29 @@ SOURCES: Mapping[Source, SourceRow] = {
             problem="ResourceSlices not counted",
             request=RequestForm.RESOURCE_CLAIM,
             pod_marks_target=False,
+            self_served=False,
             read=_read_resource_slices,
             finder=lambda profile: profile.dra,
             subject=lambda profile: f"{profile.name} DRA devices",
             nowhere=_slices_hold_none,
+        ),
+        SourceRow(
+            source=Source.PLATFORM,
+            provider="platform",
+            node_kind="platform-managed",
+            place="allocatable",
+            problem="unusable quantity",
+            request=RequestForm.EXTENDED_RESOURCE,
+            pod_marks_target=False,
+            self_served=True,
+            read=_read_allocatable,
+            # No DaemonSet is looked for; the device plugin's settings name the platform's labels.
+            finder=lambda profile: profile.device_plugin,
+            subject=lambda profile: profile.resource,
+            nowhere=lambda profile, nodes: (
+                f"{profile.resource} advertised on 0 of {nodes or 'them'} although the platform manages them"
+                f" ({', '.join(profile.device_plugin.platform_managed_node_labels)}) and advertises it itself"
+            ),
         ),
     )
 }
@@ -160,10 +183,25 @@ def read_sources(profile: FabricProfile) -> list[Source]:
     return in_order(profile.sources)
 
 
+_PLATFORM_ONLY = [Source.PLATFORM]
+
+
+def is_platform_managed(profile: FabricProfile, node: NodeFacts) -> bool:
+    """Whether the platform itself advertises the fabric on ``node`` (EKS Auto Mode)."""
+    return any(node.has_label(key, value) for key, value in profile.device_plugin.platform_label_pairs)
+
+
+def node_sources(profile: FabricProfile, node: NodeFacts, read: Sequence[Source]) -> Sequence[Source]:
+    """The sources a node's devices are read from: the platform's on a platform-managed node,
+    else ``read`` (the profile's, ``read_sources``)."""
+    return _PLATFORM_ONLY if is_platform_managed(profile, node) else read
+
+
 def providers_phrase(sources: Iterable[Source], *, spelled: bool = False) -> str:
     """``device-plugin``, ``DRA-driver``, or ``device-plugin or DRA-driver``, in source order;
-    ``spelled`` writes them as running text (``device plugin``)."""
-    rows = [SOURCES[source] for source in in_order(sources)]
+    ``spelled`` writes them as running text (``device plugin``). Self-served sources (the
+    platform) are not providers with pods and are left out."""
+    rows = [SOURCES[source] for source in in_order(sources) if not SOURCES[source].self_served]
     return " or ".join(row.provider_spelled if spelled else row.provider for row in rows)
 
 

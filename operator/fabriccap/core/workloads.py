@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from fabriccap.core import api
 from fabriccap.core.api import (
@@ -170,6 +170,7 @@ class PodJudgement:
     owner: ObjectRef
     lookups: tuple[LookupKey, ...]
     version: int = 0  # the pod's workload version in the index when it was judged
+    node: str | None = None  # the node it is bound to
     # What its log says NCCL chose (config.transport); None while it has not been read.
     transport: PodTransportView | None = None
 
@@ -184,7 +185,7 @@ def judge_pod(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex, v
         verdict, evidence = (chosen.verdict, chosen.evidence) if chosen is not None else (Verdict.UNKNOWN, "")
         transport = PodTransportView(f"{pod.namespace}/{pod.name}", verdict, evidence, read.reason)
     lookups = (*unknown, missing) if missing is not None else tuple(unknown)
-    return PodJudgement(use, owner, lookups, version, transport)
+    return PodJudgement(use, owner, lookups, version, pod.node_name, transport)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +204,8 @@ class PoolWorkloads:
     # Every owner whose pods run without the fabric (not only the first 20), with their pods.
     without_fabric: tuple[tuple[ObjectRef, int], ...]
     lookups: frozenset[LookupKey]
+    # The nodes each of those owners' pods run on.
+    without_fabric_nodes: Mapping[ObjectRef, frozenset[str]] = field(default_factory=dict)
     # Every owner that requests the fabric and does not use it (config.transport).
     not_used: tuple[NotUsed, ...] = ()
 
@@ -263,11 +266,14 @@ class _TransportTally:
         )
 
 
-def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool, transport: bool = False) -> PoolWorkloads:
+def pool_workloads(judgements: Iterable[PodJudgement], offers: bool, transport: bool = False) -> PoolWorkloads:
     """``status.workloads`` of one (fabric, pool) from its pods' judgements (``judge_pod`` of
-    each pod bound to its target nodes); with ``transport``, what their NCCL chose too."""
+    each pod bound to its target nodes); with ``transport``, what their NCCL chose too.
+    ``offers``: the pool offers the fabric (some node advertises it, its NodePool can launch it,
+    or its nodes' types carry it), so an accelerator pod that asks for none is ``withoutFabric``."""
     requesting: dict[ObjectRef, int] = {}
     without: dict[ObjectRef, int] = {}
+    without_nodes: dict[ObjectRef, set[str]] = {}
     intent: dict[ObjectRef, int] = {}
     lookups: set[LookupKey] = set()
     tally = _TransportTally.empty() if transport else None
@@ -279,8 +285,10 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool, transpo
             continue
         if use.fabric:
             requesting[owner] = requesting.get(owner, 0) + 1
-        elif use.accelerator and advertises:
+        elif use.accelerator and offers:
             without[owner] = without.get(owner, 0) + 1
+            if judgement.node is not None:
+                without_nodes.setdefault(owner, set()).add(judgement.node)
         if use.intent and not use.fabric:
             intent[owner] = intent.get(owner, 0) + 1
         if tally is not None and (use.fabric or use.accelerator):
@@ -323,7 +331,13 @@ def pool_workloads(judgements: Iterable[PodJudgement], advertises: bool, transpo
         if tally is not None
         else ()
     )
-    return PoolWorkloads(status=status, without_fabric=without_fabric, lookups=frozenset(lookups), not_used=not_used)
+    return PoolWorkloads(
+        status=status,
+        without_fabric=without_fabric,
+        lookups=frozenset(lookups),
+        without_fabric_nodes={owner: frozenset(nodes) for owner, nodes in without_nodes.items()},
+        not_used=not_used,
+    )
 
 
 # -- Events on the top-level owners
@@ -379,15 +393,30 @@ def not_requested_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef) -
 
 
 def not_requested_event(
-    profile: FabricProfile, capability_name: str, status: FabricCapabilityStatus, owner: ObjectRef, pods: int
+    profile: FabricProfile,
+    capability_name: str,
+    status: FabricCapabilityStatus,
+    owner: ObjectRef,
+    pods: int,
+    launched: Sequence[str] = (),
+    launch_count: int | None = None,
 ) -> WorkloadEvent:
-    """FabricNotRequested: the owner's pods run on a pool that advertises the fabric and ask for none."""
+    """FabricNotRequested: the owner's pods run on a pool that offers the fabric and ask for none.
+    ``launched``: the nodes among theirs that Karpenter launched without the fabric because of it,
+    and ``launch_count`` what a node of the pool gets when a pod asks (the message names both)."""
     where = request_field(owner.api_version, owner.kind)
     pool = status.pool.value
     running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {pool}"
     ready = status.is_ready and status.uniform_count is not None
     offered = f"{profile.resource}: {status.uniform_count}" if ready else profile.resource
-    if ready:
+    if launched:
+        shown = ", ".join(launched[:3]) + (f" (+{len(launched) - 3} more)" if len(launched) > 3 else "")
+        request = f"{profile.resource}: {launch_count}" if launch_count else profile.resource
+        message = (
+            f"Karpenter launched {shown} without {profile.spoken_name} because this job requested none; "
+            f"request {request} ({owner.kind}: {where}); it {running}, and NCCL will use TCP sockets"
+        )
+    elif ready:
         message = (
             f"{running} where {offered} is Ready, but requests none: NCCL will use TCP sockets; "
             f"request {_per_node_request(profile, status)} ({owner.kind}: {where})"

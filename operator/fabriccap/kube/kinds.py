@@ -34,18 +34,25 @@ from fabriccap.core.index import (
     CLAIM_FACTS,
     DAEMON_SET_FACTS,
     DEVICE_CLASS_FACTS,
+    NODE_CLAIM_FACTS,
+    NODE_CLASS_FACTS,
     NODE_FACTS,
+    NODE_POOL_FACTS,
     PLUGIN_POD_FACTS,
     SLICE_FACTS,
     WORKLOAD_POD_FACTS,
     FactIndex,
     Table,
 )
+from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
 from fabriccap.core.workloads import device_classes_of
 from fabriccap.kube.paths import (
     DAEMON_SETS,
     DEFAULT_PAGE_SIZE,
     DEVICE_CLASSES,
+    EC2_NODE_CLASSES,
+    NODE_CLAIMS,
+    NODE_POOLS,
     NODES,
     PODS,
     RESOURCE_CLAIMS,
@@ -298,7 +305,54 @@ RESOURCE_CLAIM = WatchedKind(
     wanted_by=_reads_dra,
 )
 
-WATCHED_KINDS: tuple[WatchedKind, ...] = (NODE, DAEMON_SET, POD, DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM)
+
+# Karpenter's objects (SPEC "Elastic pools"): optional like ResourceSlices, since most clusters
+# do not serve karpenter.sh/v1 or karpenter.k8s.aws/v1; read only while the config reads them.
+def _reads_karpenter(config: Config) -> bool:
+    return config.karpenter.enabled
+
+
+def _fabric_resources(extractor: FactsExtractor) -> frozenset[str]:
+    """The resources whose NodeClaim capacity says a node was launched with the fabric."""
+    return frozenset(fabric.resource for fabric in extractor.config.enabled_fabrics)
+
+
+NODE_POOL = WatchedKind(
+    label="nodepool",
+    resource=NODE_POOLS,
+    per_plugin_namespace=False,
+    facets=(Facet(NODE_POOL_FACTS, lambda _extractor, body: node_pool_facts(body)),),
+    optional=True,
+    wanted_by=_reads_karpenter,
+)
+NODE_CLAIM = WatchedKind(
+    label="nodeclaim",
+    resource=NODE_CLAIMS,
+    per_plugin_namespace=False,
+    facets=(Facet(NODE_CLAIM_FACTS, lambda extractor, body: node_claim_facts(body, _fabric_resources(extractor))),),
+    optional=True,
+    wanted_by=_reads_karpenter,
+)
+EC2_NODE_CLASS = WatchedKind(
+    label="ec2nodeclass",
+    resource=EC2_NODE_CLASSES,
+    per_plugin_namespace=False,
+    facets=(Facet(NODE_CLASS_FACTS, lambda _extractor, body: node_class_facts(body)),),
+    optional=True,
+    wanted_by=_reads_karpenter,
+)
+
+WATCHED_KINDS: tuple[WatchedKind, ...] = (
+    NODE,
+    DAEMON_SET,
+    POD,
+    DEVICE_CLASS,
+    RESOURCE_SLICE,
+    RESOURCE_CLAIM,
+    NODE_POOL,
+    NODE_CLAIM,
+    EC2_NODE_CLASS,
+)
 BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_KINDS}
 # By the label the metrics, /healthz and ``FactStore.stale_kinds`` name a kind with.
 BY_LABEL: dict[str, WatchedKind] = {watched.label: watched for watched in WATCHED_KINDS}

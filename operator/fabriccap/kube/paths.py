@@ -80,6 +80,10 @@ DAEMON_SETS = ApiResource("apps", "v1", "daemonsets", "DaemonSet", namespaced=Tr
 FABRIC_CAPABILITIES = ApiResource(GROUP, VERSION, PLURAL, KIND, namespaced=False)
 RESOURCE_SLICES = ApiResource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 DEVICE_CLASSES = ApiResource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+# Karpenter's objects (elastic pools): read, never written.
+NODE_POOLS = ApiResource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
+NODE_CLAIMS = ApiResource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
+EC2_NODE_CLASSES = ApiResource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
 RESOURCE_CLAIMS = ApiResource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True)
 EVENTS = ApiResource("", "v1", "events", "Event", namespaced=True)
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)

@@ -46,7 +46,7 @@ NODE_COLUMNS: tuple[str, ...] = (
     "SOURCE",
     "PLUGIN",
     "PLUGIN-POD",
-    "CORDONED",
+    "LEFT-OUT",
     "GAP",
     "BREAKS",
 )
@@ -133,9 +133,9 @@ def node_row(node: NodeExplanation) -> list[str]:
         _cell(",".join(node.sources)),
         node.plugin.value,
         _cell(serving_pod.name.partition("/")[2] if serving_pod else None),
-        _cell(node.cordoned),
+        _cell(node.left_out),
         _cell(",".join(gap.value for gap in node.gaps)),
-        _cell("not judged" if node.cordoned else ",".join(node.breaks)),
+        _cell("not judged" if node.left_out else ",".join(node.breaks)),
     ]
 
 
@@ -193,9 +193,13 @@ def pod_lines(pods: Sequence[PodExplanation] | None) -> list[str]:
 def format_explanation(explanation: PoolExplanation) -> str:
     status = explanation.status
     ready = status.condition(ConditionType.READY)
-    judged = [node for node in explanation.nodes if not node.cordoned]
-    cordoned = len(explanation.nodes) - len(judged)
-    targets = f"{_plural(len(explanation.nodes), 'target node')} ({len(judged)} judged, {cordoned} cordoned)"
+    judged = [node for node in explanation.nodes if not node.left_out]
+    left_out: dict[str, int] = {}
+    for node in explanation.nodes:
+        if node.left_out:
+            left_out[node.left_out] = left_out.get(node.left_out, 0) + 1
+    reasons = "".join(f", {count} {why}" for why, count in sorted(left_out.items()))
+    targets = f"{_plural(len(explanation.nodes), 'target node')} ({len(judged)} judged{reasons})"
     if explanation.other_nodes:
         shown = ", ".join(explanation.other_nodes[:5])
         more = len(explanation.other_nodes) - 5

@@ -20,7 +20,7 @@ def _cell(value: Any) -> str:
 # The same columns, in the same order, as the CRD's additionalPrinterColumns (minus AGE:
 # an evaluated object has no creation time); -o wide adds the priority-1 columns, as kubectl.
 TABLE_COLUMNS: tuple[str, ...] = ("NAME", "FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON")
-WIDE_COLUMNS: tuple[str, ...] = ("RESOURCE", "PLUGIN-READY", "NO-FABRIC", "TCP")
+WIDE_COLUMNS: tuple[str, ...] = ("RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT", "TCP")
 OUTPUTS: tuple[str, ...] = ("table", "wide", "json", "yaml", "name")
 
 
@@ -44,6 +44,8 @@ def table_rows(objects: Sequence[dict[str, Any]], wide: bool = False) -> list[li
                 _cell(status.get("resourceName")),
                 _cell((status.get("devicePlugin") or {}).get("readyNodes")),
                 _cell(((status.get("workloads") or {}).get("withoutFabric") or {}).get("pods")),
+                _cell((status.get("launchable") or {}).get("nodePool")),
+                _cell((status.get("gap") or {}).get("launchedWithoutFabric")),
                 _cell((((status.get("workloads") or {}).get("transport") or {}).get("socket") or {}).get("pods")),
             ]
         rows.append(row)

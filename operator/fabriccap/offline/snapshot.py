@@ -162,6 +162,8 @@ def add_bodies(
             # A Job, JobSet or claim template in the snapshot tells whose a pod is, or what it claims.
             learn_from_object(facts, body, extractor.on_refused)
             continue
+        if not watched.wanted_by(extractor.config):
+            continue  # as the operator, which does not watch it (Karpenter's kinds, turned off)
         try:
             held = watched.upsert(facts, extractor, body)
         except IgnoredObjectError as error:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
+from fabriccap.catalogfile import load_catalogs
 from fabriccap.core import config as config_module
 from fabriccap.core.config import (
     BUILTIN_PROFILES,
@@ -137,16 +138,32 @@ def instance_type_order(name: str) -> tuple[str, float, str]:
 
 
 def _instance_table(profile: FabricProfile) -> str:
-    if not profile.instance_types:
-        return "No instance-type table: every instance type is unknown (`MatchesInstanceType` is `Unknown`).\n"
-    rows = [
-        [code(name), str(maximum)]
-        for name, maximum in sorted(profile.instance_types.items(), key=lambda i: instance_type_order(i[0]))
-    ]
-    text = (
-        f"Known maxima ({len(rows)} instance types; a type not listed is unknown, 0 means it cannot carry the"
-        " fabric):\n\n" + table(["instance type", "maximum"], rows)
-    )
+    catalog = next((known for known in load_catalogs() if known.resource == profile.resource), None)
+    if catalog is None and not profile.instance_types:
+        return "No instance catalog: every instance type is unknown (`MatchesInstanceType` is `Unknown`).\n"
+    text = ""
+    if catalog is not None:
+        accelerators = profile.target_nodes.accelerator_resources
+        rows = [
+            [code(known.name), str(known.maximum), _accelerators(known.resources, accelerators)]
+            for known in sorted(catalog, key=lambda known: instance_type_order(known.name))
+            if known.accelerators(accelerators) > 0
+        ]
+        cpu_only: dict[int, int] = {}
+        for known in catalog:
+            if known.accelerators(accelerators) == 0 and known.maximum > 0:
+                cpu_only[known.maximum] = cpu_only.get(known.maximum, 0) + 1
+        spread = ", ".join(f"{types} with {maximum}" for maximum, types in sorted(cpu_only.items()))
+        text = (
+            f"Maxima come from the instance catalog generated from `{catalog.source}`"
+            " (`pkg/providers/drametadata`; `fabriccap-dev catalog` regenerates it, the profile's `instanceTypes`"
+            f" overrides or extends it): {len(catalog)} instance types. A type it does not list is unknown; 0 means"
+            f" it cannot carry the fabric. Its accelerator types ({len(rows)}):\n\n"
+            + table(["instance type", "maximum", "accelerators"], rows)
+            + f"\nand {sum(cpu_only.values())} types without accelerators that carry it ({spread}).\n"
+        )
+    if not text:
+        return ""
     if profile.isolated_instance_type_groups:
         groups = "; ".join(", ".join(code(name) for name in group) for group in profile.isolated_instance_type_groups)
         text += (
@@ -154,6 +171,10 @@ def _instance_table(profile: FabricProfile) -> str:
             f" pool that mixes them is never uniform): {groups}.\n"
         )
     return text
+
+
+def _accelerators(resources: Mapping[str, int], accelerators: tuple[str, ...]) -> str:
+    return ", ".join(f"{resource}: {count}" for resource, count in resources.items() if resource in accelerators)
 
 
 def builtin_profiles_section() -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fabriccap_devtools import world
 from support.builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
 from support.cli import Result, assert_one_line_error, closed_port, run, write_json
 
@@ -52,8 +53,8 @@ def test_table_output(mixed_cluster: str, capsys: pytest.CaptureFixture[str]) ->
     rows = {cells[0]: cells[1:] for cells in ([line[a:b].strip() for a, b in bounds] for line in lines[1:])}
     assert rows["efa-train"] == ["efa", "train", "2", "2", "32", "0", "True", "UniformCapability"]
     assert rows["efa-infer"] == ["efa", "infer", "1", "0", "0", "0", "False", "NotAdvertised"]
-    (spot,) = [name for name in rows if name.startswith("efa-spot-")]
-    assert rows[spot] == ["efa", "spot", "2", "2", "", "0", "False", "MixedCounts"]
+    # A Karpenter NodePool's pool is readable too when no other pool is named spot (round 3).
+    assert rows["efa-spot"] == ["efa", "spot", "2", "2", "", "0", "False", "MixedCounts"]
 
 
 def test_json_output_is_a_v1_list_sorted_by_name(mixed_cluster: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,10 +81,7 @@ def test_yaml_output(mixed_cluster: str, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     document = yaml.safe_load(out)
     assert document["kind"] == "List"
-    assert [item["metadata"]["name"] for item in document["items"]][:2] == [
-        "efa-infer",
-        "efa-spot-" + (document["items"][1]["metadata"]["name"].rsplit("-", 1)[1]),
-    ]
+    assert [item["metadata"]["name"] for item in document["items"]][:2] == ["efa-infer", "efa-spot"]
     assert document["items"][2]["status"]["pool"] == {"key": "eks.amazonaws.com/nodegroup", "value": "train"}
 
 
@@ -410,3 +408,24 @@ def test_subprocess_bad_input(tmp_path: Path) -> None:
     path.write_text("kind: Node\nmetadata: [unclosed\n")
     assert_one_line_error(_subprocess(["evaluate", "-f", str(path)]), f"error: {path}: malformed YAML")
     assert_one_line_error(_subprocess(["evaluate", "--nope"]), "unrecognized arguments")
+
+
+def test_a_snapshots_empty_nodepool_is_read_through_its_watched_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Karpenter's objects in a snapshot go through the same watched-kind rows the operator's
+    informers use: an empty NodePool becomes a Ready pool from the catalog; turned off, none."""
+    requirements = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
+    objects = [daemon_set(), world.node_pool("p5-elastic", requirements), world.ec2_node_class()]
+    path = write_json(tmp_path / "c.json", kube_list(objects))
+    code, out, _ = run(["evaluate", "-f", path, "-o", "json"], capsys)
+    assert code == 0
+    (item,) = json.loads(out)["items"]
+    assert item["metadata"]["name"] == "efa-p5-elastic"
+    ready = next(c for c in item["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], item["status"]["nodes"]) == ("True", "UniformCapability", 0)
+    assert item["status"]["recommendation"]["resourcesPerNode"] == {"vpc.amazonaws.com/efa": "32"}
+    off = tmp_path / "off.yaml"
+    off.write_text("karpenter: {enabled: false}\n")
+    code, out, _ = run(["evaluate", "-f", path, "--config", str(off), "-o", "json"], capsys)
+    assert (code, json.loads(out)["items"]) == (0, [])

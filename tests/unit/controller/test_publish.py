@@ -9,9 +9,9 @@ from fabriccap.controller.objects import Published
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.controller.writes import status_patch
-from fabriccap.core.config import build_config
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
+from support.configs import build_config
 
 
 def test_a_status_patch_nulls_the_fields_that_went_away() -> None:

@@ -18,7 +18,7 @@ from fabriccap.controller.writes import ROUTINE_WRITES, is_routine_change
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap_devtools.world import workload_pod
-from support.builders import node
+from support.builders import node, plugin_pods
 from support.fakeapi import WAIT_SECONDS, event, eventually, expired, recorded_sleeps
 from support.publishing import FCAPS, GRACE, Setup, healthy, publishing, sending, start, writing
 
@@ -101,14 +101,24 @@ async def test_an_emptied_pool_is_deleted_after_the_grace_period_only() -> None:
         assert setup.metrics.registry.get_sample_value("fabriccap_status_writes_total", {"result": "deleted"}) == 1
 
 
-async def test_an_object_it_does_not_own_is_never_deleted() -> None:
+async def test_an_object_it_does_not_own_is_never_deleted(caplog: pytest.LogCaptureFixture) -> None:
     foreign = {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": "efa-gone"}}
     async with publishing([foreign]) as setup:
         await start(setup)
+        assert setup.publisher._next_deadline() == pytest.approx(GRACE)  # the loop wakes to say so
         setup.clock.now += GRACE + 1
-        await setup.publisher.reconcile_once()
+        with caplog.at_level(logging.WARNING):
+            for _ in range(3):
+                await setup.publisher.reconcile_once()
         assert "efa-gone" in setup.published()
         assert setup.api.writes("DELETE") == []
+        kept = [
+            r
+            for r in caplog.records
+            if "efa-gone" in r.getMessage() and "not managed by fabriccap; kept" in r.getMessage()
+        ]
+        assert len(kept) == 1  # said once, not every round
+        assert setup.publisher._next_deadline() is None  # and nothing falls due for it any more
 
 
 async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
@@ -533,3 +543,32 @@ async def test_a_routine_write_waiting_for_its_lane_is_not_sent_to_the_back_when
             gate.set()
         await setup.publisher.finish_writes()
         assert setup.published()["efa-p-b"]["status"]["workloads"]["requestingFabric"]["pods"] == 1
+
+
+async def test_a_colliding_pool_renames_both_objects_once_and_never_loops() -> None:
+    """Label values chosen to collide: a Karpenter NodePool named like a node group. Both pools
+    take the hashed form, the readable object goes at once, and rounds after that write nothing;
+    when the collision ends the readable name comes back. No pool ever has two objects."""
+    async with publishing() as setup:
+        setup.add(healthy("gpu", "a"))
+        await start(setup)
+        assert set(setup.published()) == {"efa-gpu"}
+        setup.add([node("k1", pool="gpu", pool_key="karpenter.sh/nodepool", efa=32), *plugin_pods(["k1"])])
+        await setup.publisher.reconcile_once()
+        names = set(setup.published())
+        assert len(names) == 2 and all(name.startswith("efa-gpu-") for name in names), names
+        pools = {
+            (obj["status"]["pool"]["key"], obj["status"]["naming"]["reason"]) for obj in setup.published().values()
+        }
+        assert pools == {("eks.amazonaws.com/nodegroup", "Collision"), ("karpenter.sh/nodepool", "Collision")}
+        before = len(setup.api.bodies)
+        for _ in range(3):
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert len(setup.api.bodies) == before  # no write loop
+        setup.remove_node("k1")
+        await setup.publisher.reconcile_once()
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        assert set(setup.published()) == {"efa-gpu"}
+        assert "naming" not in setup.published()["efa-gpu"]["status"]

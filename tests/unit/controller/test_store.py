@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import default_config
 from fabriccap.core.facts import (
     DaemonSetFacts,
     FactsExtractor,
@@ -15,6 +14,7 @@ from fabriccap.core.facts import (
 )
 from fabriccap.core.index import DAEMON_SET_FACTS, NODE_FACTS, PLUGIN_POD_FACTS, WORKLOAD_POD_FACTS
 from fabriccap_devtools import world
+from support.configs import default_config
 
 TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
 INFER = Pool("eks.amazonaws.com/nodegroup", "infer")

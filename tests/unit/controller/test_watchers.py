@@ -14,13 +14,13 @@ import pytest
 from fabriccap.controller import informers as watchers
 from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.informers import Informer
-from fabriccap.core.config import build_config
 from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap_devtools import world
 from support.builders import EFA, KUBE_SYSTEM, NODEGROUP, daemon_set, node, pod, resource_slice
+from support.configs import build_config
 from support.fakeapi import (
     WAIT_SECONDS,
     Body,
@@ -45,6 +45,9 @@ from support.informing import (
     node_events,
     operator,
 )
+
+NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
+EC2_NODE_CLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
 
 
 @pytest.fixture(autouse=True)
@@ -705,3 +708,26 @@ async def test_workload_pods_are_watched_cluster_wide_and_a_malformed_one_is_nam
             "ignoring pod: Pod ml/broken-0: container 'node': resources.limits[nvidia.com/gpu]: "
             "'lots' is not a quantity"
         ]
+
+
+async def test_karpenters_kinds_fill_the_store_and_a_cluster_without_them_is_no_error() -> None:
+    """NodePools, NodeClaims and EC2NodeClasses are listed and watched like the other kinds where
+    the API serves them; where it does not (most clusters), the 404 is not an error."""
+    requirements = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
+
+    def setup(api: FakeApi) -> None:
+        api.serve(NODE_POOLS, "NodePool", [world.node_pool("p5-elastic", requirements)], "9")
+        api.serve(EC2_NODE_CLASSES, "EC2NodeClass", [world.ec2_node_class()], "9")
+        # NodeClaims are not served: their CRD is missing on this API server.
+
+    config = build_config({"workloads": {"enabled": False}})
+    async with operator([node("n1", efa=32)], setup=setup, config=config) as op:
+        kinds = {informer.kind: informer for informer in op.informers}
+        assert {"nodepool", "nodeclaim", "ec2nodeclass"} <= set(kinds)
+        await asyncio.wait_for(kinds["nodepool"].listed.wait(), WAIT_SECONDS)
+        await asyncio.wait_for(kinds["ec2nodeclass"].listed.wait(), WAIT_SECONDS)
+        assert sorted(op.store.node_pools) == ["p5-elastic"]
+        assert sorted(op.store.node_classes) == ["default"]
+        await op.api.emit(NODE_POOLS, event("DELETED", world.node_pool("p5-elastic", requirements), "10"))
+        await eventually(lambda: not op.store.node_pools, "the deleted NodePool leaves the store")
+        assert op.store.karpenter_claims == {}

@@ -16,7 +16,6 @@ from fabriccap.controller.lookups import PARALLEL_LOOKUPS, LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
-from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
@@ -26,6 +25,7 @@ from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
 from support.builders import daemon_set, node, plugin_pods
+from support.configs import build_config
 from support.fakeapi import FakeApi, eventually, fake_api
 
 FCAPS = FABRIC_CAPABILITIES.collection()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from fabriccap.configfile import load_config
+from fabriccap.core import config as core_config
 from fabriccap.core.config import (
     DEFAULT_POOL_LABELS,
     OLD_FIELD_NAMES,
@@ -15,10 +16,9 @@ from fabriccap.core.config import (
     ConfigError,
     FabricProfile,
     OldFieldName,
-    build_config,
     config_input_schema,
-    default_config,
 )
+from support.configs import build_config, default_config
 
 
 def _fabric(config: Config, name: str) -> Any:
@@ -30,6 +30,7 @@ def test_default_pool_labels_in_spec_order() -> None:
         "eks.amazonaws.com/nodegroup",
         "karpenter.sh/nodepool",
         "alpha.eksctl.io/nodegroup-name",
+        "sagemaker.amazonaws.com/instance-group-name",
         "cloud.google.com/gke-nodepool",
         "kubernetes.azure.com/agentpool",
         "karpenter.sh/provisioner-name",
@@ -69,51 +70,28 @@ def test_default_efa_profile() -> None:
     assert efa.recommended_env[0].value == "efa"
 
 
-@pytest.mark.parametrize(
-    ("instance_type", "maximum"),
-    [
-        ("p4d.24xlarge", 4),
-        ("p4de.24xlarge", 4),
-        ("p5.48xlarge", 32),
-        ("p5e.48xlarge", 32),
-        ("p5.4xlarge", 1),
-        ("p5en.48xlarge", 16),
-        ("p6-b200.48xlarge", 8),
-        ("p6-b300.48xlarge", 16),
-        ("p6e-gb200.36xlarge", 16),
-        ("trn1.32xlarge", 8),
-        ("trn1n.32xlarge", 16),
-        ("trn2.48xlarge", 16),
-        ("g6e.xlarge", 0),
-        ("g6e.4xlarge", 0),
-        ("g6e.8xlarge", 1),
-        ("g6e.12xlarge", 1),
-        ("g6e.16xlarge", 1),
-        ("g6e.24xlarge", 2),
-        ("g6e.48xlarge", 4),
-        ("g7e.2xlarge", 0),
-        ("g7e.4xlarge", 0),
-        ("g7e.8xlarge", 1),
-        ("g7e.12xlarge", 1),
-        ("g7e.24xlarge", 2),
-        ("g7e.48xlarge", 4),
-        ("g5.xlarge", 0),
-        ("g5.4xlarge", 0),
-        ("g5.8xlarge", 1),
-        ("g5.48xlarge", 1),
-        ("g6.2xlarge", 0),
-        ("g6.12xlarge", 1),
-        ("g6.24xlarge", 1),
-        ("g6.48xlarge", 1),
-    ],
-)
-def test_known_efa_maxima(instance_type: str, maximum: int) -> None:
-    assert _fabric(default_config(), "efa").instance_types[instance_type] == maximum
+@pytest.mark.parametrize("instance_type", ["m5.large", "p3dn.24xlarge-typo", "p6e-gb200.36xlarge"])
+def test_types_the_catalog_lacks_are_unknown(instance_type: str) -> None:
+    efa = _fabric(default_config(), "efa")
+    assert efa.instance_types == {}  # the maxima are the catalog's; this map only overrides
+    assert efa.maximum_for(instance_type) is None
 
 
-@pytest.mark.parametrize("instance_type", ["m5.large", "p3dn.24xlarge-typo", "c7i.48xlarge"])
-def test_unlisted_instance_types_are_unknown(instance_type: str) -> None:
-    assert instance_type not in _fabric(default_config(), "efa").instance_types
+def test_instance_types_override_and_extend_the_catalog() -> None:
+    efa = _fabric(
+        build_config({"fabrics": [{"name": "efa", "instanceTypes": {"p5.48xlarge": 16, "p6e-gb200.36xlarge": 18}}]}),
+        "efa",
+    )
+    assert efa.maximum_for("p5.48xlarge") == 16  # overridden
+    assert efa.maximum_for("p6e-gb200.36xlarge") == 18  # added: not in the catalog
+    assert efa.maximum_for("p5en.48xlarge") == 16  # the catalog's
+    assert efa.maximum_for("ml.p5en.48xlarge") == 16  # HyperPod's prefix stripped
+
+
+def test_a_config_built_without_catalogs_knows_no_instance_type() -> None:
+    efa = _fabric(core_config.default_config(), "efa")
+    assert efa.catalog is None
+    assert efa.maximum_for("p5.48xlarge") is None
 
 
 def test_p4d_is_isolated_from_other_types() -> None:
@@ -138,7 +116,7 @@ def test_override_merges_onto_builtin_profile() -> None:
     assert efa.device_plugin.daemon_set_selector == "app.kubernetes.io/name=aws-efa-k8s-device-plugin"
     # ... the rest comes from the built-in profile.
     assert efa.resource == "vpc.amazonaws.com/efa"
-    assert efa.instance_types["p5.48xlarge"] == 32
+    assert efa.maximum_for("p5.48xlarge") == 32
     assert efa.enabled is True
     assert config.plugin_namespaces == ("efa-system",)
 
@@ -164,10 +142,10 @@ def test_disabling_efa_and_overriding_maxima() -> None:
     efa = _fabric(config, "efa")
     assert efa.enabled is False
     assert [fabric.name for fabric in config.enabled_fabrics] == ["aks-rdma"]
-    # The maxima table merges: one entry changes, one is added, the others stay.
-    assert efa.instance_types["p5.48xlarge"] == 16
-    assert efa.instance_types["x9.metal"] == 2
-    assert efa.instance_types["p4d.24xlarge"] == 4
+    # The map overrides the catalog: one entry changes, one is added, the others stay.
+    assert efa.maximum_for("p5.48xlarge") == 16
+    assert efa.maximum_for("x9.metal") == 2
+    assert efa.maximum_for("p4d.24xlarge") == 4
 
 
 def test_clearing_a_builtin_selector() -> None:
@@ -367,7 +345,6 @@ def test_hyperpod_instance_types_use_the_ec2_maxima() -> None:
         ("g4dn.metal", 1),
         ("g4dn.4xlarge", 0),
         ("p3dn.24xlarge", 1),
-        ("dl1.24xlarge", 4),
         ("dl2q.24xlarge", 1),
         ("inf1.24xlarge", 1),
         ("gr6.8xlarge", 1),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fabriccap.cli import commands as cli
-from fabriccap.core.config import ConfigError, Source, build_config, default_config
+from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
 from fabriccap.core.index import SLICE_FACTS, FactIndex
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassView, DeviceCount
@@ -41,6 +41,7 @@ from support.builders import (
     resource_slice,
     workload_pod,
 )
+from support.configs import build_config, default_config
 
 Bodies = list[dict[str, Any]]
 EXTRACTOR = FactsExtractor(default_config())

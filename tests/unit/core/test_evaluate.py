@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fabriccap.core.api import CONDITION_ORDER
-from fabriccap.core.config import Source, build_config
+from fabriccap.core.config import Source
 from fabriccap.core.sources import SOURCES
 from support.builders import (
     EFA,
@@ -25,6 +25,7 @@ from support.builders import (
     pod,
     reason,
 )
+from support.configs import build_config
 
 Bodies = list[dict[str, Any]]
 DS = daemon_set()
@@ -189,7 +190,7 @@ def test_homogeneous_messages() -> None:
         ([("g6e.xlarge", 1)], ("False", "AboveInstanceMaximum")),
         # Both above and below: above is reported (it contradicts the table, below may be on purpose).
         ([("p5.48xlarge", 16), ("p4d.24xlarge", 8)], ("False", "AboveInstanceMaximum")),
-        ([("m7i.48xlarge", 32)], ("Unknown", "UnknownInstanceType")),
+        ([("m7i.large", 32)], ("Unknown", "UnknownInstanceType")),  # not in the catalog
         ([(None, 32)], ("Unknown", "UnknownInstanceType")),
     ],
 )
@@ -220,7 +221,10 @@ def test_matches_instance_type_unknown_when_only_cordoned_nodes_are_known() -> N
     [
         pytest.param(healthy_pool(), ("True", "UniformCapability"), id="uniform"),
         pytest.param(healthy_pool(count=1, nodes=1), ("True", "UniformCapability"), id="single-node-count-1"),
-        pytest.param([node("n1", cordoned=True)], ("False", "NoTargetNodes"), id="no-target-nodes"),
+        pytest.param([node("n1", cordoned=True)], ("False", "NoSchedulableNodes"), id="all-cordoned"),
+        pytest.param(
+            [node("n1", ready=False), node("n2", cordoned=True)], ("False", "NoSchedulableNodes"), id="unready"
+        ),
         pytest.param(_pool([0, 0]), ("False", "NotAdvertised"), id="not-advertised"),
         pytest.param(
             # NotAdvertised comes before DevicePluginGap.
@@ -254,7 +258,11 @@ def test_ready_first_reason_that_applies(bodies: Bodies, expected: tuple[str, st
 
 def test_ready_never_unknown_and_messages() -> None:
     status = only_status([node("n1", cordoned=True)])
-    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert reason(status, "Ready") == ("False", "NoSchedulableNodes")
+    assert (
+        message(status, "Ready")
+        == "every one of the 1 target nodes is left out of the gate set (1 cordoned, 0 not Ready)"
+    )
     status = only_status(_pool([32, 32], ready_pods=False))
     assert message(status, "Ready") == (
         "all 2 nodes advertise vpc.amazonaws.com/efa: 32, but device-plugin pod not Ready on 2 of 2 nodes: n1, n2"
@@ -358,7 +366,10 @@ def test_isolation_ignores_cordoned_nodes() -> None:
 
 def test_conditions_in_contract_order() -> None:
     status = only_status(healthy_pool())
-    assert [condition.type for condition in status.conditions] == [kind.value for kind in CONDITION_ORDER]
+    # Launchable is a NodePool pool's only.
+    assert [condition.type for condition in status.conditions] == [
+        kind.value for kind in CONDITION_ORDER if kind != "Launchable"
+    ]
     assert [condition.type for condition in status.conditions] == [
         "DevicePluginReady",
         "Advertised",
@@ -611,7 +622,7 @@ def test_pools_are_separate_objects_sorted_by_name() -> None:
     evaluation = evaluate_bodies(bodies)
     names = [cap.name for cap in evaluation.capabilities]
     assert names == sorted(names)
-    assert names[:2] == ["efa-infer", "efa-spot-" + names[1].rsplit("-", 1)[1]]
+    assert names[:2] == ["efa-infer", "efa-spot"]  # readable for every pool key (round 3)
     assert names[2] == "efa-train"
     assert reason(capability(evaluation, "efa-train").status, "Ready") == ("True", "UniformCapability")
     assert reason(capability(evaluation, "efa-infer").status, "Ready") == ("False", "NotAdvertised")
@@ -642,16 +653,19 @@ def test_object_shape() -> None:
         "pluginReadyNotAdvertised": 0,
         "unhealthy": 0,
         "advertisedWithoutPlugin": 0,
+        "launchedWithoutFabric": 0,
         "conflictingAdvertisers": 0,
         "nodes": [],
         "truncated": False,
     }
+    assert (status["cordonedNodes"], status["unreadyNodes"]) == (0, 0)
+    assert "launchable" not in status  # not a Karpenter NodePool's pool
 
 
 def test_instance_types_without_known_maximum_omit_max_count() -> None:
-    status = only_status([node("n1", instance_type="m7i.48xlarge"), node("n2", instance_type="p5.48xlarge")])
+    status = only_status([node("n1", instance_type="m7i.large"), node("n2", instance_type="p5.48xlarge")])
     assert status.to_json()["instanceTypes"] == [
-        {"name": "m7i.48xlarge", "nodes": 1},
+        {"name": "m7i.large", "nodes": 1},
         {"name": "p5.48xlarge", "nodes": 1, "maxCount": 32},
     ]
 
@@ -753,7 +767,8 @@ def test_disabled_fabric_publishes_nothing() -> None:
 
 def test_aks_rdma_profile_when_enabled() -> None:
     config = build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]})
-    rdma_node = node("a1", pool="gpu", pool_key="kubernetes.azure.com/agentpool", efa=None, gpu=8)
+    azure = "azure:///subscriptions/0000/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/gpu/0"
+    rdma_node = node("a1", pool="gpu", pool_key="kubernetes.azure.com/agentpool", efa=None, gpu=8, provider_id=azure)
     rdma_node["status"]["allocatable"]["rdma/hca_shared_devices_a"] = "1"
     rdma_node["status"]["capacity"]["rdma/hca_shared_devices_a"] = "1"
     bodies = [
@@ -762,13 +777,25 @@ def test_aks_rdma_profile_when_enabled() -> None:
         pod("a1", daemon_set_name="rdma-shared-dp-ds", namespace="network-operator"),
     ]
     evaluation = evaluate_bodies(bodies, config)
-    names = [cap.name for cap in evaluation.capabilities]
-    # The GPU node is a target of both fabrics (rule c).
-    assert names == ["aks-rdma-gpu-" + names[0].rsplit("-", 1)[1], "efa-gpu-" + names[1].rsplit("-", 1)[1]]
-    rdma, efa = evaluation.capabilities
+    # An Azure GPU node is no EFA target (providerIDPrefixes: aws://): only the RDMA pool exists.
+    (rdma,) = evaluation.capabilities
+    assert rdma.name.startswith("aks-rdma-gpu")
     assert rdma.status.resource_name == "rdma/hca_shared_devices_a"
     assert reason(rdma.status, "Ready") == ("True", "UniformCapability")
+    # Without a providerID (a bare kubelet) the GPU node is judged by the target rules alone:
+    # a target of both fabrics (rule c).
+    del rdma_node["spec"]["providerID"]
+    evaluation = evaluate_bodies(bodies, config)
+    rdma, efa = evaluation.capabilities
+    assert (rdma.fabric, efa.fabric) == ("aks-rdma", "efa")
     assert reason(efa.status, "Ready") == ("False", "NotAdvertised")
+
+
+def test_gpu_nodes_of_another_cloud_are_no_efa_pool() -> None:
+    """A GKE cluster's GPU pools were NotAdvertised EFA pools: every accelerator node was a target."""
+    gke = "gce://my-project/us-central1-a/gke-gpu-pool-1234"
+    bodies = [node("g1", pool="gpu", pool_key="cloud.google.com/gke-nodepool", efa=None, provider_id=gke)]
+    assert evaluate_bodies(bodies).capabilities == ()
 
 
 # --- sources ---------------------------------------------------------------------------------------------

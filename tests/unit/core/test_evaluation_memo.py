@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.config import Config, build_config
+from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor, ObjectRef, Pool
 from fabriccap.core.index import FactIndex
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap_devtools.world import DRANET_DS, NODEGROUP, owner_reference, workload_pod
 from support.builders import daemon_set, dranet_daemon_set, node, pod, resource_slice
+from support.configs import build_config
 
 NODES = [f"n{number}" for number in range(8)]
 POOLS = ["p1", "p2", "p3"]

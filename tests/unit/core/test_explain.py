@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fabriccap.core.analysis import READY_INPUTS, Cause, Gap, PluginState, PoolAnalysis
 from fabriccap.core.api import ConditionStatus, ConditionType, FabricCapabilityStatus
-from fabriccap.core.config import Config, Source, build_config, default_config
+from fabriccap.core.config import Config, Source
 from fabriccap.core.evaluate import analyse_capability, evaluate
 from fabriccap.core.explain import (
     DETAILS,
@@ -43,6 +43,7 @@ from support.builders import (
     pod_id_link_device,
     resource_slice,
 )
+from support.configs import build_config, default_config
 from support.scenarios import Scenario, scenarios
 
 Bodies = list[dict[str, Any]]
@@ -329,6 +330,7 @@ def test_an_incomplete_dra_pool_beside_a_plugin_count_is_a_note() -> None:
 
 # --- which FabricCapability a query names ----------------------------------------------------------
 
+NODEGROUP_KEY = "eks.amazonaws.com/nodegroup"
 TWO_KEYS: Bodies = [
     *healthy_pool(pool="p5", prefix="a"),
     node("k1", pool="p5", pool_key=KARPENTER),
@@ -348,8 +350,9 @@ TWO_KEYS: Bodies = [
             "efa-train",
             id="evaluate-o-name-form",
         ),
-        pytest.param(TWO_KEYS, "eks.amazonaws.com/nodegroup=p5", "efa-p5", id="key-value"),
-        pytest.param(TWO_KEYS, "spot", None, id="secondary-key-hashed-name"),
+        # Two keys with the value p5: both names are hashed (round 3); key=value still names one.
+        pytest.param(TWO_KEYS, "eks.amazonaws.com/nodegroup=p5", None, id="key-value-in-a-collision"),
+        pytest.param(TWO_KEYS, "spot", "efa-spot", id="secondary-key-readable-name"),
     ],
 )
 def test_a_query_names_one_capability(bodies: Bodies, query: str, name: str | None) -> None:
@@ -358,7 +361,8 @@ def test_a_query_names_one_capability(bodies: Bodies, query: str, name: str | No
     evaluation = evaluate(config, facts)
     found = find_capability(evaluation, facts, query)
     if name is None:  # the hashed name is not spelled out here: its pool is what the query named
-        assert (found.pool.value, found.name.startswith("efa-spot-")) == ("spot", True)
+        assert (found.pool.key, found.pool.value, found.name.startswith("efa-p5-")) == (NODEGROUP_KEY, "p5", True)
+        assert found.status.naming is not None and found.status.naming.reason == "Collision"
     else:
         assert found.name == name
 
@@ -367,7 +371,10 @@ def test_a_query_names_one_capability(bodies: Bodies, query: str, name: str | No
     ("bodies", "query", "fragments"),
     [
         pytest.param(
-            TWO_KEYS, "p5", ["'p5' matches 2 FabricCapabilities", "efa-p5 (efa, pool eks.amazon"], id="ambiguous"
+            TWO_KEYS,
+            "p5",
+            ["'p5' matches 2 FabricCapabilities", "(efa, pool eks.amazonaws.com/nodegroup=p5)"],
+            id="ambiguous",
         ),
         pytest.param(
             [*healthy_pool(pool="p5", prefix="a"), *healthy_pool(pool="efa-p5", prefix="b")],
@@ -484,7 +491,9 @@ def test_the_per_node_view_never_disagrees_with_the_status(drawn: tuple[Scenario
         blocking = [row.name for row in gate if row.blocks_ready]
         assert bool(blocking) == (bool(gate) and not ready), (blocking, explanation.status.conditions)
         for row in gate:
-            assert row.blocks_ready == (not ready and any(f.condition in READY_INPUTS for f in row.findings))
+            # A count above the type's maximum keeps the pool from Ready too (round 3).
+            breaks_ready = any(f.condition in READY_INPUTS or f.reason == "AboveInstanceMaximum" for f in row.findings)
+            assert row.blocks_ready == (not ready and breaks_ready)
 
 
 def test_the_plugin_pod_of_another_daemon_set_is_not_the_plugins() -> None:

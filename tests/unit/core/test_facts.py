@@ -6,15 +6,16 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.config import build_config, default_config
 from fabriccap.core.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, Pool
 from support.builders import EFA, GPU, GPU_PRESENT, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, node, pod
+from support.configs import build_config, default_config
 
 EXTRACTOR = FactsExtractor(default_config())
 
 
 def test_node_facts_keep_only_what_matters() -> None:
-    facts = EXTRACTOR.node(node("ip-10-0-1-5", pool="p5-training", efa=32, gpu=8))
+    body = node("ip-10-0-1-5", pool="p5-training", efa=32, gpu=8)
+    facts = EXTRACTOR.node(body)
     assert facts == NodeFacts(
         name="ip-10-0-1-5",
         pool=Pool(NODEGROUP, "p5-training"),
@@ -23,7 +24,10 @@ def test_node_facts_keep_only_what_matters() -> None:
         capacity=((GPU, 8), (EFA, 32)),
         allocatable=((GPU, 8), (EFA, 32)),
         labels=(),
+        ready=True,
+        provider_id=body["spec"]["providerID"],
     )
+    assert EXTRACTOR.node(node("n2", ready=False, provider_id=None)).ready is False
     # cpu, memory, pods ... are not resources of interest.
     assert facts.allocatable_of("cpu") == 0
     assert facts.allocatable_of(EFA) == 32
@@ -331,7 +335,8 @@ def test_extractor_resources_of_interest_follow_enabled_fabrics() -> None:
     # The EFA class's implicit extended resource (KEP-5004) is a request for EFA too.
     implicit = "deviceclass.resource.kubernetes.io/efa.networking.k8s.aws"
     assert EXTRACTOR.resources == frozenset({EFA, GPU, *neuron, implicit})
-    assert EXTRACTOR.label_keys == frozenset({GPU_PRESENT})
+    # The accelerator labels, and the platform's (EKS Auto Mode) that say who advertises.
+    assert EXTRACTOR.label_keys == frozenset({GPU_PRESENT, "eks.amazonaws.com/compute-type"})
     both = FactsExtractor(build_config({"fabrics": [{"name": "efa"}, {"name": "aks-rdma"}]}))
     assert both.resources == frozenset({EFA, GPU, *neuron, implicit, "rdma/hca_shared_devices_a"})
     assert both.plugin_namespaces == frozenset({"kube-system", "network-operator", "nvidia-network-operator"})

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from fabriccap.core.api import reason_meaning
 from fabriccap.core.evaluate import Evaluation
 from support.builders import EFA, INSTANCE_TYPE, NODEGROUP, evaluate_bodies
+from support.configs import EFA_CATALOG
 from support.scenarios import INSTANCE_TYPES, PLUGIN_STATES, NodeSpec, Scenario, scenarios
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -45,6 +46,15 @@ def _gate_sets(scenario: Scenario) -> dict[tuple[str, str], list[NodeSpec]]:
     return pools
 
 
+def _above_maximum(gate: list[NodeSpec]) -> bool:
+    """A node above its instance type's catalog maximum: never on purpose, never Ready (round 3)."""
+    for spec in gate:
+        known = EFA_CATALOG.get(spec.instance_type.removeprefix("ml.")) if spec.instance_type else None
+        if known is not None and (spec.count or 0) > known.maximum:
+            return True
+    return False
+
+
 def _isolation_conflict(gate: list[NodeSpec]) -> bool:
     types = {spec.instance_type for spec in gate if spec.instance_type}
     return bool(types & P4) and bool(types - P4)
@@ -74,7 +84,12 @@ def test_ready_is_the_flip_criterion(scenario: Scenario) -> None:
         counts = {spec.count or 0 for spec in gate}
         all_plugins_ready = scenario.daemon_set and all(spec.plugin == "ready" for spec in gate)
         expected = (
-            bool(gate) and len(counts) == 1 and min(counts) > 0 and all_plugins_ready and not _isolation_conflict(gate)
+            bool(gate)
+            and len(counts) == 1
+            and min(counts) > 0
+            and all_plugins_ready
+            and not _isolation_conflict(gate)
+            and not _above_maximum(gate)
         )
         ready = statuses[pool].condition("Ready")
         assert ready is not None
@@ -149,7 +164,7 @@ def test_status_invariants(scenario: Scenario) -> None:
             assert reason_meaning(condition.type, condition.status, condition.reason) is not None, condition
         if status.nodes == 0:
             assert all(
-                condition.reason == "NoTargetNodes"
+                condition.reason in ("NoTargetNodes", "NoSchedulableNodes")
                 for condition in status.conditions
                 if condition.type not in ("MatchesInstanceType", "Stalled")
             )

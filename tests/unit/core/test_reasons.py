@@ -27,6 +27,7 @@ from fabriccap.core.api import (
     too_large_status,
 )
 from fabriccap.core.evaluate import data_unavailable
+from fabriccap_devtools.world import node_pool
 from support.builders import (
     daemon_set,
     dranet_daemon_set,
@@ -51,11 +52,37 @@ EXAMPLE_RUNS = [
     ["--config", str(EXAMPLES / "config-aks-shared-ib.yaml"), "-f", str(EXAMPLES / "aks-ndv5-rdma.yaml")],
 ]
 
+
+def _node_pool(name: str, key: str, operator: str, *values: str) -> dict[str, Any]:
+    return node_pool(name, [{"key": key, "operator": operator, "values": list(values)}])
+
+
+_TYPE = "node.kubernetes.io/instance-type"
+_ALLOWLIST = daemon_set()
+_ALLOWLIST["spec"]["template"]["spec"]["nodeSelector"] = {_TYPE: "p5.48xlarge"}
+
 # Small pools for the outcomes no example shows.
 WORLDS: dict[str, list[dict[str, Any]]] = {
     "all-cordoned": [daemon_set(), node("n1", cordoned=True), pod("n1")],
     "above-maximum": healthy_pool(count=64),
     "plugin-gap": [daemon_set(), node("n1"), node("n2"), *plugin_pods(["n1"]), pod("n2", ready=False)],
+    # Karpenter NodePools without nodes, one per Launchable outcome.
+    "nodepools": [
+        daemon_set(),
+        _node_pool("uniform", _TYPE, "In", "p5.48xlarge"),
+        _node_pool("mixed", "karpenter.k8s.aws/instance-family", "In", "p5"),
+        _node_pool("unknown-type", _TYPE, "In", "p6e-gb200.36xlarge"),
+        _node_pool("unevaluated", "karpenter.k8s.aws/instance-local-nvme", "Gt", "100"),
+    ],
+    "nodepool-without-plugin": [_node_pool("lonely", _TYPE, "In", "p5.48xlarge")],
+    "nodepool-excluded-types": [_ALLOWLIST, _node_pool("excluded", _TYPE, "In", "p5.48xlarge", "p5e.48xlarge")],
+    # A NodePool with a node of a type it no longer admits: its types carry no EFA.
+    "nodepool-without-fabric": [
+        daemon_set(),
+        _node_pool("trn1-small", _TYPE, "In", "trn1.2xlarge"),
+        node("k1", pool="trn1-small", pool_key="karpenter.sh/nodepool", instance_type="trn1.32xlarge"),
+        pod("k1"),
+    ],
     "mixed-sources": [
         efa_device_class(),
         daemon_set(),

@@ -7,11 +7,11 @@ from urllib.parse import unquote
 
 import pytest
 
-from fabriccap.core.config import build_config, default_config
 from fabriccap.core.workloads import LookupKey
 from fabriccap.kube.kinds import BY_KIND, POD, WATCHED_KINDS, kinds_for, object_key
 from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS, ApiResource
+from support.configs import build_config, default_config
 
 
 def test_core_group_paths() -> None:
@@ -53,16 +53,31 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
         # Allocated devices count for their node wherever the claim is: cluster-wide, read only.
         "ResourceClaim": [(None, "/apis/resource.k8s.io/v1/resourceclaims")],
+        # Karpenter's objects (SPEC "Elastic pools"), cluster-scoped.
+        "NodePool": [(None, "/apis/karpenter.sh/v1/nodepools")],
+        "NodeClaim": [(None, "/apis/karpenter.sh/v1/nodeclaims")],
+        "EC2NodeClass": [(None, "/apis/karpenter.k8s.aws/v1/ec2nodeclasses")],
     }
     quiet = config.model_copy(update={"workloads": build_config({"workloads": {"enabled": False}}).workloads})
     assert POD.paths(quiet) == [
         ("kube-system", "/api/v1/namespaces/kube-system/pods"),
         ("network-operator", "/api/v1/namespaces/network-operator/pods"),
     ]
-    assert set(BY_KIND) == {"Node", "DaemonSet", "Pod", "DeviceClass", "ResourceSlice", "ResourceClaim"}
+    assert set(BY_KIND) == {
+        "Node",
+        "DaemonSet",
+        "Pod",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+        "NodePool",
+        "NodeClaim",
+        "EC2NodeClass",
+    }
 
 
 def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
+    karpenter = ["NodePool", "NodeClaim", "EC2NodeClass"]
     assert [watched.kind for watched in kinds_for(default_config())] == [
         "Node",
         "DaemonSet",
@@ -70,9 +85,27 @@ def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
         "DeviceClass",
         "ResourceSlice",
         "ResourceClaim",
+        *karpenter,
     ]
     plugin_only = build_config({"fabrics": [{"name": "efa", "sources": ["devicePlugin"]}, {"name": "aks-rdma"}]})
-    assert [watched.kind for watched in kinds_for(plugin_only)] == ["Node", "DaemonSet", "Pod"]
+    assert [watched.kind for watched in kinds_for(plugin_only)] == ["Node", "DaemonSet", "Pod", *karpenter]
+
+
+def test_karpenters_kinds_are_optional_and_read_only_while_the_config_reads_them() -> None:
+    """Most clusters do not serve karpenter.sh/v1: a 404 there is no error (optional), and a
+    config that turns Karpenter off watches none of its kinds."""
+    karpenter = [watched for watched in WATCHED_KINDS if watched.resource.group.startswith("karpenter.")]
+    assert [watched.kind for watched in karpenter] == ["NodePool", "NodeClaim", "EC2NodeClass"]
+    assert all(watched.optional for watched in karpenter)
+    off = build_config({"karpenter": {"enabled": False}})
+    assert [watched.kind for watched in kinds_for(off)] == [
+        "Node",
+        "DaemonSet",
+        "Pod",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+    ]
 
 
 def test_object_keys_are_what_a_list_retains() -> None:

@@ -21,6 +21,7 @@ from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.observability import alerts, dashboard
+from fabriccap_devtools.world import node_pool
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -141,12 +142,14 @@ def test_referenced_metric_exists_in_the_exposition(
 GOLDEN_MIXED_POOL = """\
 fabriccap_pool_nodes{fabric="efa",name="efa-mx",pool="mx"} 3.0
 fabriccap_pool_cordoned_nodes{fabric="efa",name="efa-mx",pool="mx"} 0.0
+fabriccap_pool_unready_nodes{fabric="efa",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_advertising_nodes{fabric="efa",name="efa-mx",pool="mx"} 2.0
 fabriccap_pool_nodes_by_allocatable{allocatable="32",fabric="efa",name="efa-mx",pool="mx"} 2.0
 fabriccap_pool_nodes_by_allocatable{allocatable="0",fabric="efa",name="efa-mx",pool="mx"} 1.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="plugin_ready_not_advertised",name="efa-mx",pool="mx"} 1.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="unhealthy",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="advertised_without_plugin",name="efa-mx",pool="mx"} 0.0
+fabriccap_pool_gap_nodes{fabric="efa",kind="launched_without_fabric",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_gap_nodes{fabric="efa",kind="conflicting_advertisers",name="efa-mx",pool="mx"} 0.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="true"} 1.0
 fabriccap_pool_condition{condition="DevicePluginReady",fabric="efa",name="efa-mx",pool="mx",status="false"} 0.0
@@ -289,3 +292,15 @@ def test_dashboard_configmap_carries_the_same_json_and_the_sidecar_label() -> No
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     (content,) = configmap["data"].values()
     assert json.loads(content) == json.loads((MONITORING / dashboard.DASHBOARD_FILE).read_text())
+
+
+def test_a_nodepool_pool_exports_its_launchable_maxima() -> None:
+    family = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+    (capability,) = evaluate_bodies([daemon_set(), node_pool("gpu", family)]).capabilities
+    metrics = OperatorMetrics()
+    metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, capability.status.to_json())
+    lines = [line for line in _pool_lines(metrics.exposition()).splitlines() if "launchable_max" in line]
+    assert lines == [
+        'fabriccap_pool_launchable_max{count="32",fabric="efa",name="efa-gpu",pool="gpu"} 1.0',
+        'fabriccap_pool_launchable_max{count="1",fabric="efa",name="efa-gpu",pool="gpu"} 1.0',
+    ]

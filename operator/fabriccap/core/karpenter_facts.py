@@ -1,0 +1,240 @@
+"""Karpenter's objects -> small immutable facts: NodePools, NodeClaims, EC2NodeClasses.
+
+Shapes as ``karpenter.sh/v1`` and ``karpenter.k8s.aws/v1`` serve them (the CRDs of
+``github.com/aws/karpenter-provider-aws@v1.15.2``, ``pkg/apis/crds/``). Only what the elastic-pool
+verdict reads is kept: a NodePool's requirements, template labels and node class; a
+NodeClaim's node, provider ID, whether it asked for a fabric and whether it got one; an
+EC2NodeClass's pinned EFA interfaces. Anything malformed inside a requirement is kept as it
+is and judged later, so the status can say which requirement could not be evaluated: a
+NodePool is never dropped for one bad line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fabriccap.core.facts import FactsError, object_name
+from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.text import clean_text
+
+KARPENTER_API_VERSION = "karpenter.sh/v1"
+NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+# Set by Karpenter's scheduler on a NodeClaim whose pods claim DRA devices: the drivers they
+# claim from. Karpenter's AWS provider (v1.15.2, pkg/providers/efadra) attaches EFA for a claim
+# of dra.net devices as it does for a vpc.amazonaws.com/efa request.
+REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
+EFA_ONLY = "efa-only"
+# The CRD allows 100 requirements; values and labels are bounded so a hostile object costs little.
+MAX_REQUIREMENTS = 100
+MAX_VALUES = 500
+MAX_LABELS = 200
+MAX_TEXT = 316  # a qualified label key (253 + 1 + 62)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One NodeSelectorRequirementWithMinValues, as written (validated when evaluated)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+    min_values: int | None = None
+
+    def describe(self) -> str:
+        values = f" {list(self.values)}" if self.values else ""
+        minimum = f" minValues {self.min_values}" if self.min_values is not None else ""
+        return f"{self.key} {self.operator}{values}{minimum}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassRef:
+    group: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolFacts:
+    name: str
+    generation: int
+    requirements: tuple[Requirement, ...]
+    template_labels: tuple[tuple[str, str], ...]  # spec.template.metadata.labels, sorted
+    node_class: NodeClassRef | None
+    # Static NodePools (spec.replicas) launch without pod requests: without EFA unless pinned.
+    replicas: int | None = None
+    problem: str | None = None  # why part of it could not be read
+    # spec.limits, resource -> whole amount (bytes for memory); a type whose capacity of one of
+    # them exceeds what is left is never launched (Karpenter's filterByRemainingResources).
+    limits: tuple[tuple[str, int], ...] = ()
+    # What its nodes hold already: status.resources, and status.nodes as "nodes".
+    usage: tuple[tuple[str, int], ...] = ()
+
+    def remaining(self) -> dict[str, int]:
+        """What the limits leave for one more node, per limited resource."""
+        used = dict(self.usage)
+        return {resource: limit - used.get(resource, 0) for resource, limit in self.limits}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaimFacts:
+    name: str
+    node_pool: str | None  # its karpenter.sh/nodepool label
+    node_name: str | None  # status.nodeName, set at registration
+    provider_id: str | None  # status.providerID
+    requested: tuple[str, ...]  # spec.resources.requests keys, sorted
+    dra_drivers: tuple[str, ...]  # karpenter.sh/requested-dra-drivers
+    capacity: tuple[tuple[str, int], ...]  # status.capacity, the resources above 0 only
+
+    def capacity_of(self, resource: str) -> int:
+        return next((amount for name, amount in self.capacity if name == resource), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassFacts:
+    """An EC2NodeClass: how many EFA-only interfaces it pins (None: it sets no networkInterfaces,
+    and Karpenter attaches the type's maximum when a pod requests EFA, none otherwise)."""
+
+    name: str
+    efa_only_interfaces: int | None
+
+
+def _metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:
+    metadata = body.get("metadata") if isinstance(body, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        raise FactsError(f"{kind} without metadata")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise FactsError(f"{kind} without metadata.name")
+    # Cleaned as every watched object's name is, so a deletion or a fresh LIST finds it.
+    return metadata, object_name(name)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str:
+    """Text others wrote, cleaned and bounded before a message repeats it (core.text)."""
+    return clean_text(value if isinstance(value, str) else "" if value is None else str(value), MAX_TEXT)
+
+
+def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | None]:
+    if raw is None:
+        return (), None
+    if not isinstance(raw, list):
+        return (), f"{where} is not a list"
+    problem = None
+    if len(raw) > MAX_REQUIREMENTS:
+        problem = f"{where} has {len(raw)} entries; the first {MAX_REQUIREMENTS} are read"
+    found = []
+    for entry in raw[:MAX_REQUIREMENTS]:
+        entry = _mapping(entry)
+        values = entry.get("values")
+        listed = [_text(value) for value in values[:MAX_VALUES]] if isinstance(values, list) else []
+        minimum = entry.get("minValues")
+        found.append(
+            Requirement(
+                key=_text(entry.get("key")),
+                operator=_text(entry.get("operator")),
+                values=tuple(listed),
+                min_values=minimum if isinstance(minimum, int) and not isinstance(minimum, bool) else None,
+            )
+        )
+    return tuple(found), problem
+
+
+def _amounts(raw: Any, where: str) -> tuple[tuple[tuple[str, int], ...], str | None]:
+    """A resource list as whole amounts, sorted; what is not a quantity is named, not counted."""
+    raw = _mapping(raw)
+    amounts, refused = [], []
+    for resource, value in list(raw.items())[:MAX_LABELS]:
+        try:
+            amounts.append((_text(resource), parse_quantity(value)))
+        except ValueError:
+            refused.append(_text(resource))
+    problem = f"{where}: {', '.join(refused[:5])} not a quantity, not counted" if refused else None
+    return tuple(sorted(amounts)), problem
+
+
+def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
+    metadata, name = _metadata(body, "NodePool")
+    spec = _mapping(body.get("spec"))
+    template = _mapping(spec.get("template"))
+    template_spec = _mapping(template.get("spec"))
+    requirements, problem = _requirements(template_spec.get("requirements"), "spec.template.spec.requirements")
+    labels = _mapping(_mapping(template.get("metadata")).get("labels"))
+    reference = _mapping(template_spec.get("nodeClassRef"))
+    node_class = (
+        NodeClassRef(_text(reference.get("group")), _text(reference.get("kind")), _text(reference.get("name")))
+        if reference.get("name")
+        else None
+    )
+    replicas = spec.get("replicas")
+    generation = metadata.get("generation")
+    status = _mapping(body.get("status"))
+    limits, limits_problem = _amounts(spec.get("limits"), "spec.limits")
+    usage, _ = _amounts(status.get("resources"), "status.resources")
+    nodes = status.get("nodes")
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0:
+        usage = tuple(sorted({**dict(usage), "nodes": nodes}.items()))
+    return NodePoolFacts(
+        name=name,
+        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
+        requirements=requirements,
+        template_labels=tuple(sorted((_text(k), _text(v)) for k, v in list(labels.items())[:MAX_LABELS])),
+        node_class=node_class,
+        replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None,
+        problem=problem or limits_problem,
+        limits=limits,
+        usage=usage,
+    )
+
+
+def _drivers(annotation: Any) -> tuple[str, ...]:
+    """The drivers the annotation lists: comma- or space-separated, or a JSON-style list."""
+    if not isinstance(annotation, str):
+        return ()
+    cleaned = annotation.strip().strip("[]").replace('"', " ").replace(",", " ")
+    return tuple(sorted({part for part in cleaned.split() if part})[:MAX_VALUES])
+
+
+def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> NodeClaimFacts:
+    """A NodeClaim; ``resources`` are the fabric resources whose capacity matters."""
+    metadata, name = _metadata(body, "NodeClaim")
+    spec = _mapping(body.get("spec"))
+    status = _mapping(body.get("status"))
+    requests = _mapping(_mapping(spec.get("resources")).get("requests"))
+    capacity = _mapping(status.get("capacity"))
+    counted = []
+    for resource in sorted(resources & capacity.keys()):
+        try:
+            amount = parse_quantity(capacity[resource])
+        except ValueError:
+            amount = 0
+        if amount > 0:
+            counted.append((resource, amount))
+    labels = _mapping(metadata.get("labels"))
+    annotations = _mapping(metadata.get("annotations"))
+    node_name, provider_id = status.get("nodeName"), status.get("providerID")
+    pool = labels.get(NODEPOOL_LABEL)
+    return NodeClaimFacts(
+        name=name,
+        node_pool=_text(pool) if isinstance(pool, str) and pool else None,
+        node_name=object_name(node_name) if isinstance(node_name, str) and node_name else None,
+        provider_id=_text(provider_id) if isinstance(provider_id, str) and provider_id else None,
+        requested=tuple(sorted(_text(key) for key in list(requests)[:MAX_VALUES])),
+        dra_drivers=_drivers(annotations.get(REQUESTED_DRA_DRIVERS)),
+        capacity=tuple(counted),
+    )
+
+
+def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
+    _, name = _metadata(body, "EC2NodeClass")
+    interfaces = _mapping(body.get("spec")).get("networkInterfaces")
+    if not isinstance(interfaces, list):
+        return NodeClassFacts(name, None)
+    pinned = sum(1 for entry in interfaces if isinstance(entry, Mapping) and entry.get("interfaceType") == EFA_ONLY)
+    return NodeClassFacts(name, pinned)

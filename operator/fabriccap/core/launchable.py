@@ -1,0 +1,486 @@
+"""What a Karpenter NodePool may launch, judged against the instance catalog. Pure: no I/O, no clock.
+
+A NodePool's requirements (``spec.template.spec.requirements``) are evaluated the way
+Karpenter's scheduler does (``sigs.k8s.io/karpenter`` ``scheduling.Requirements.Intersects``):
+only keys both the NodePool and the instance type define are compared, so a custom label
+never excludes a type; a key the type defines without a value (``instance-gpu-count`` of a CPU
+type) fails ``In``, ``Exists`` and the numeric operators and passes ``NotIn`` and
+``DoesNotExist``; ``Gt``/``Lt``/``Gte``/``Lte`` compare integers. ``minValues`` is judged where
+the catalog knows every type the NodePool could launch (below). Auto Mode's
+``eks.amazonaws.com/instance-*`` keys are read as the open-source ``karpenter.k8s.aws/`` ones.
+
+The verdict is the ``Launchable`` condition (SPEC "Elastic pools"), and which types, at which
+count, ``status.launchable`` lists. The expensive part (filtering the catalog) depends only on
+the catalog and the requirements, so it is cached by them: a NodePool that did not change costs
+a dictionary lookup per evaluation.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fabriccap.core.api import ConditionStatus, Reason
+from fabriccap.core.catalog import (
+    CATALOG_KEYS,
+    INSTANCE_TYPE_KEY,
+    KARPENTER_LABELS,
+    InstanceCatalog,
+    InstanceType,
+    named_only,
+)
+from fabriccap.core.config import FabricProfile
+from fabriccap.core.facts import NodeFacts
+from fabriccap.core.index import FactIndex
+from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClassFacts, NodePoolFacts, Requirement
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
+_NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
+AUTO_MODE_GROUP = "eks.amazonaws.com"
+AUTO_MODE_PREFIX = "eks.amazonaws.com/instance-"
+# EKS Auto Mode labels every node it manages with this (SPEC: platform-managed nodes).
+AUTO_MODE_LABEL = ("eks.amazonaws.com/compute-type", "auto")
+NODE_CLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
+# Keys that restrict which instance types a NodePool may launch. A key outside them (a custom
+# label, the zone, the capacity type, the OS) selects offerings or labels nodes, never types.
+_TYPE_KEY_PREFIXES = (KARPENTER_LABELS, AUTO_MODE_PREFIX)
+MAX_LISTED_TYPES = 20
+MAX_NAMED = 5
+# The share of an instance's memory Karpenter's AWS provider keeps for the hypervisor when it
+# computes a type's memory capacity (--vm-memory-overhead-percent, default 0.075; v1.15.2
+# pkg/providers/instancetype/types.go memory()): what a memory limit is compared against.
+VM_MEMORY_OVERHEAD = 0.075
+MEBIBYTE = 2**20
+
+
+def catalog_key(key: str) -> str | None:
+    """The catalog's key for a requirement key (Auto Mode's spelling mapped); None when the
+    catalog has no values for it."""
+    if key.startswith(AUTO_MODE_PREFIX):
+        key = KARPENTER_LABELS + key.removeprefix("eks.amazonaws.com/")
+    return key if key in CATALOG_KEYS else None
+
+
+def restricts_types(key: str) -> bool:
+    return key in CATALOG_KEYS or key.startswith(_TYPE_KEY_PREFIXES)
+
+
+def _problem(requirement: Requirement) -> str | None:
+    """Why a requirement cannot be evaluated against the catalog, or None."""
+    key, operator, values = requirement.key, requirement.operator, requirement.values
+    if operator not in OPERATORS:
+        return f"operator {operator!r} is not one Karpenter allows ({', '.join(OPERATORS)})"
+    if operator in _NUMERIC and (len(values) != 1 or not values[0].isdigit()):
+        return f"{operator} needs one non-negative integer, got {list(values)}"
+    if operator in ("In", "NotIn") and not values:
+        return f"{operator} needs at least one value"
+    if restricts_types(key) and catalog_key(key) is None:
+        return "the instance catalog has no values for this label, so the types it admits are not known"
+    return None
+
+
+def _matches(requirement: Requirement, key: str, known: InstanceType) -> bool:
+    if key in known.unknown:
+        return True  # a fact the catalog lacks cannot exclude the type
+    value = known.value_of(key)
+    operator = requirement.operator
+    if operator == "In":
+        return value in requirement.values
+    if operator == "NotIn":
+        return value is None or value not in requirement.values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if value is None or not value.isdigit():
+        return False
+    return bool(_NUMERIC[operator](int(value), int(requirement.values[0])))
+
+
+# Keys whose requirement only accelerator types can meet: every accelerator type Karpenter
+# launches is in the catalog, so a NodePool with one of these can launch no type it lacks.
+_ACCELERATOR_KEYS = frozenset(
+    KARPENTER_LABELS + f"instance-{kind}-{part}"
+    for kind in ("gpu", "accelerator")
+    for part in ("name", "manufacturer", "count", "memory")
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The catalog types a NodePool's requirements admit, and what could not be evaluated."""
+
+    types: tuple[InstanceType, ...]  # by name
+    problems: tuple[str, ...]  # "requirement 2 (key Op [values]): why", one per unevaluable requirement
+    not_in_catalog: tuple[str, ...]  # names an instance-type In lists that the catalog lacks
+    # minValues the admitted types cannot meet, where the catalog knows every type the NodePool
+    # could launch: Karpenter (--min-values-policy Strict, the default) then launches nothing.
+    unmet_min_values: tuple[str, ...]
+
+
+def _confined(requirements: Sequence[tuple[Requirement, str]]) -> bool:
+    """Whether the requirements admit only types the catalog knows: a list of instance types, or
+    a requirement only accelerator types meet."""
+    for requirement, key in requirements:
+        if key == INSTANCE_TYPE_KEY and requirement.operator == "In":
+            return True
+        if key in _ACCELERATOR_KEYS and requirement.operator in ("In", "Exists", "Gt", "Gte", "Lt", "Lte"):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _known_types(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...]
+) -> tuple[dict[str, InstanceType], tuple[str, ...]]:
+    """The catalog's types plus those only ``overrides`` names, and all their names in order."""
+    known: dict[str, InstanceType] = dict(catalog.types) if catalog is not None else {}
+    for name, maximum in overrides:
+        if name not in known:
+            known[name] = named_only(name, maximum)
+    return known, tuple(sorted(known))
+
+
+@functools.lru_cache(maxsize=64)
+def _accelerator_names(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], resources: tuple[str, ...]
+) -> frozenset[str]:
+    """The accelerator types: those with one of ``resources`` (a profile's accelerator resources),
+    and the types only ``overrides`` names (a profile lists a type to carry the fabric)."""
+    known, _ = _known_types(catalog, overrides)
+    return frozenset(
+        name
+        for name, candidate in known.items()
+        if candidate.accelerators(resources) > 0 or catalog is None or catalog.get(name) is None
+    )
+
+
+@functools.lru_cache(maxsize=16384)
+def _admitting(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], requirement: Requirement, key: str
+) -> frozenset[str]:
+    """The names of the types one evaluable requirement admits. Cached apart from the NodePools
+    that carry it: real NodePools share most of their requirements (a family list, a size
+    exclusion), so a thousand NodePools cost a few dozen scans of the catalog."""
+    known, _ = _known_types(catalog, overrides)
+    return frozenset(name for name, candidate in known.items() if _matches(requirement, key, candidate))
+
+
+@functools.lru_cache(maxsize=4096)
+def admitted_types(
+    catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], requirements: tuple[Requirement, ...]
+) -> Admitted:
+    """The types of ``catalog`` (plus types only ``overrides`` names) that ``requirements`` admit.
+    Cached: the arguments are the whole input (a catalog compares by identity)."""
+    known, names = _known_types(catalog, overrides)
+    problems: list[str] = []
+    evaluable: list[tuple[Requirement, str]] = []
+    for position, requirement in enumerate(requirements, start=1):
+        problem = _problem(requirement)
+        if problem is not None:
+            problems.append(f"requirement {position} ({requirement.describe()}): {problem}")
+            continue
+        key = catalog_key(requirement.key)
+        if key is not None:
+            evaluable.append((requirement, key))
+    admitted = set(names)
+    for requirement, key in evaluable:
+        admitted &= _admitting(catalog, overrides, requirement, key)
+    types = tuple(known[name] for name in names if name in admitted)
+    not_in_catalog = sorted(
+        {
+            value
+            for requirement, key in evaluable
+            if key == INSTANCE_TYPE_KEY and requirement.operator == "In"
+            for value in requirement.values
+            if value not in known
+        }
+    )
+    unmet = []
+    if _confined(evaluable):
+        for requirement, key in evaluable:
+            if requirement.min_values is None:
+                continue
+            values = {value for candidate in types if (value := candidate.value_of(key)) is not None}
+            if len(values) < requirement.min_values:
+                unmet.append(
+                    f"minValues {requirement.min_values} on {requirement.key}, but the types it admits carry "
+                    f"{len(values)} value{'s' if len(values) != 1 else ''}"
+                )
+    return Admitted(types, tuple(problems), tuple(not_in_catalog), tuple(unmet))
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchableTypes:
+    """A NodePool's verdict for one fabric: the ``Launchable`` condition and ``status.launchable``."""
+
+    node_pool: str
+    status: ConditionStatus
+    reason: Reason
+    message: str
+    # The accelerator types it may launch and the count a node of each gets, by name.
+    types: tuple[tuple[str, int], ...]
+    # A pool of the fabric: it may launch an accelerator type with a maximum above 0 (or names
+    # types the catalog lacks, which may be such).
+    of_fabric: bool
+    platform: bool  # Auto Mode: the platform advertises the fabric, no DaemonSet to find
+    uniform_count: int | None  # N when every type it may launch gets N > 0
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """count -> instance types with it, the larger count first."""
+        spread: dict[int, int] = {}
+        for _, count in self.types:
+            spread[count] = spread.get(count, 0) + 1
+        return dict(sorted(spread.items(), reverse=True))
+
+    @property
+    def offers_fabric(self) -> bool:
+        """SPEC (withoutFabric): the NodePool can launch the fabric: Launchable is not Unknown and
+        some type it may launch gets more than 0."""
+        return self.status != ConditionStatus.UNKNOWN and any(count > 0 for _, count in self.types)
+
+
+def launched_labels(pool: NodePoolFacts, known: InstanceType) -> dict[str, str]:
+    """The labels a node Karpenter launches for ``pool`` as ``known`` carries: the type's own,
+    the NodePool's template labels and single-valued requirements, its name and its node class."""
+    labels = dict(known.labels)
+    for key, value in list(labels.items()):
+        if key.startswith(KARPENTER_LABELS + "instance-"):
+            labels[AUTO_MODE_PREFIX + key.removeprefix(KARPENTER_LABELS + "instance-")] = value
+    for requirement in pool.requirements:
+        if requirement.operator == "In" and len(requirement.values) == 1 and requirement.key not in labels:
+            labels[requirement.key] = requirement.values[0]
+    labels.update(pool.template_labels)
+    labels[NODEPOOL_LABEL] = pool.name
+    if pool.node_class is not None:
+        if pool.node_class.group == AUTO_MODE_GROUP:
+            labels[AUTO_MODE_LABEL[0]] = AUTO_MODE_LABEL[1]
+        else:
+            labels[NODE_CLASS_LABEL] = pool.node_class.name
+    return labels
+
+
+def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resource: str) -> int | None:
+    """A node of ``known``'s capacity of ``resource`` as Karpenter counts it against a NodePool's
+    limits, or None when the catalog does not know it (then the limit cannot exclude the type)."""
+    if resource == "nodes":
+        return 1
+    if resource == profile.resource:
+        return count
+    if resource == "cpu":
+        cpu = known.value_of(KARPENTER_LABELS + "instance-cpu")
+        return int(cpu) if cpu is not None and cpu.isdigit() else None
+    if resource == "memory":
+        mebibytes = known.value_of(KARPENTER_LABELS + "instance-memory")
+        if mebibytes is None or not mebibytes.isdigit():
+            return None
+        total = int(mebibytes)
+        return (total - math.ceil(total * VM_MEMORY_OVERHEAD)) * MEBIBYTE
+    if resource in known.resources or resource in profile.target_nodes.accelerator_resources:
+        return known.resources.get(resource, 0)
+    return None  # pods, ephemeral-storage...: not in the catalog
+
+
+def _limits_exceeded(profile: FabricProfile, remaining: Mapping[str, int], known: InstanceType, count: int) -> bool:
+    """Whether a node of ``known`` would exceed one of the limits (``remaining``: what they leave)."""
+    for resource, left in remaining.items():
+        capacity = capacity_of(profile, known, count, resource)
+        if capacity is not None and capacity > left:
+            return True
+    return False
+
+
+def _amount(resource: str, amount: int) -> str:
+    if resource == "memory" and amount and amount % 2**30 == 0:
+        return f"{amount // 2**30}Gi"
+    return f"{amount // MEBIBYTE}Mi" if resource == "memory" and amount % MEBIBYTE == 0 and amount else str(amount)
+
+
+def _limits(pool: NodePoolFacts) -> str:
+    used = dict(pool.usage)
+    return ", ".join(
+        f"{resource} {_amount(resource, limit)}"
+        + (f" ({_amount(resource, used[resource])} in use)" if used.get(resource) else "")
+        for resource, limit in pool.limits
+    )
+
+
+def _named(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:MAX_NAMED])
+    return f"{shown} (+{len(names) - MAX_NAMED} more)" if len(names) > MAX_NAMED else shown
+
+
+def _spread(types: Iterable[tuple[str, int]]) -> str:
+    by_count: dict[int, list[str]] = {}
+    for name, count in types:
+        by_count.setdefault(count, []).append(name)
+    return "; ".join(f"{count} on {_named(names)}" for count, names in sorted(by_count.items(), reverse=True))
+
+
+def judge_node_pool(
+    profile: FabricProfile,
+    pool: NodePoolFacts,
+    node_class: NodeClassFacts | None,
+    provider_admits: Callable[[Mapping[str, str]], bool] | None,
+) -> LaunchableTypes:
+    """The NodePool's ``Launchable`` verdict for ``profile``. ``provider_admits`` says whether a
+    provider DaemonSet of the fabric would run on a node with these labels (None: no DaemonSet
+    found, which Ready judges; the platform needs none)."""
+    overrides = tuple(sorted(profile.instance_types.items()))
+    catalog = profile.catalog
+    admitted = admitted_types(catalog, overrides, pool.requirements)
+    accelerator_names = _accelerator_names(catalog, overrides, profile.target_nodes.accelerator_resources)
+    accelerators = [known for known in admitted.types if known.name in accelerator_names]
+    maxima = dict(overrides)
+
+    def maximum_of(known: InstanceType) -> int:
+        return maxima.get(known.name, known.maximum)
+
+    pinned = node_class.efa_only_interfaces if node_class is not None else None
+    platform = pool.node_class is not None and pool.node_class.group == AUTO_MODE_GROUP
+
+    def count_of(known: InstanceType) -> int | None:
+        maximum = maximum_of(known)
+        if pinned is None:
+            return maximum
+        return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
+
+    counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
+    # Limits: a type whose node would take the NodePool past one of them is never launched.
+    remaining = pool.remaining()  # usually none: most NodePools set no limits, or only cpu
+    over_limits = [
+        known.name for known, count in counted if remaining and _limits_exceeded(profile, remaining, known, count)
+    ]
+    beyond_limits = frozenset(over_limits)
+    types = tuple((known.name, count) for known, count in counted if known.name not in beyond_limits)
+    of_fabric = any(maximum_of(known) > 0 for known in accelerators) or bool(admitted.not_in_catalog)
+    fabric = profile.spoken_name
+
+    def verdict(status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None) -> LaunchableTypes:
+        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform)
+
+    if admitted.problems:
+        return verdict(
+            ConditionStatus.UNKNOWN,
+            Reason.REQUIREMENTS_NOT_EVALUATED,
+            f"NodePool {pool.name}: {'; '.join(admitted.problems[:3])}",
+        )
+    if admitted.not_in_catalog:
+        return verdict(
+            ConditionStatus.UNKNOWN,
+            Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
+            f"NodePool {pool.name} may launch {_named(admitted.not_in_catalog)}, which the instance catalog "
+            f"({catalog.source if catalog else 'none'}) does not list; add them to the profile's "
+            "instanceTypes",
+        )
+    if admitted.unmet_min_values:
+        return verdict(
+            ConditionStatus.FALSE,
+            Reason.NO_FABRIC_INSTANCE_TYPES,
+            f"NodePool {pool.name} launches nothing: {'; '.join(admitted.unmet_min_values)}"
+            " (Karpenter's default --min-values-policy Strict)",
+        )
+    with_fabric = [(name, count) for name, count in types if count > 0]
+    if not with_fabric:
+        if over_limits and any(count > 0 for known, count in counted):
+            why = (
+                f"its limits ({_limits(pool)}) leave room for none of the {len(over_limits)} accelerator types"
+                f" they admit ({_named(over_limits)})"
+            )
+        elif pinned == 0:
+            why = f"its EC2NodeClass {node_class.name if node_class else ''} sets networkInterfaces without efa-only"
+        elif types:
+            why = f"the accelerator types they admit carry no {fabric}: {_named([name for name, _ in types])}"
+        else:
+            why = f"they admit no accelerator type of the catalog ({len(admitted.types)} types in all)"
+        return verdict(
+            ConditionStatus.FALSE,
+            Reason.NO_FABRIC_INSTANCE_TYPES,
+            f"NodePool {pool.name}'s requirements admit no accelerator type that gets {fabric}: {why}",
+        )
+    if len({count for _, count in types}) > 1:
+        return verdict(
+            ConditionStatus.FALSE,
+            Reason.MIXED_LAUNCHABLE_COUNTS,
+            f"NodePool {pool.name} may launch {len(types)} accelerator types with different {profile.resource}"
+            f" maxima ({_spread(types)}): no one request fits every node it launches",
+        )
+    (count,) = {count for _, count in types}
+    if provider_admits is not None and not platform:
+        by_name = {known.name: known for known in accelerators}
+        excluded = [name for name, _ in types if not provider_admits(launched_labels(pool, by_name[name]))]
+        if excluded:
+            return verdict(
+                ConditionStatus.FALSE,
+                Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
+                f"the {fabric} provider DaemonSets' node selector or affinity leave out {len(excluded)} of the"
+                f" {len(types)} types NodePool {pool.name} may launch ({_named(excluded)}): their nodes would"
+                " never advertise it",
+            )
+    how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
+    if over_limits:
+        how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
+    return verdict(
+        ConditionStatus.TRUE,
+        Reason.UNIFORM_LAUNCHABLE_COUNT,
+        f"every one of the {len(types)} accelerator types NodePool {pool.name} may launch gets "
+        f"{profile.resource}: {count} ({how})",
+        uniform=count,
+    )
+
+
+# -- nodes Karpenter launched without the fabric
+
+
+def launched_without_fabric(
+    profile: FabricProfile, node: NodeFacts, has_devices: bool, index: FactIndex
+) -> tuple[str | None, str | None]:
+    """(why ``node`` was launched without the fabric on purpose, or None; a NodeClaim problem to
+    report, or None).
+
+    Karpenter's AWS provider attaches EFA interfaces only when the NodeClaim requests
+    ``vpc.amazonaws.com/efa`` (``spec.resources.requests``: the pods it was launched for asked
+    for it) or lists the fabric's DRA driver in ``karpenter.sh/requested-dra-drivers``, or when
+    its EC2NodeClass pins ``efa-only`` interfaces (v1.15.2 ``getEFACountForInstance``); its
+    ``status.capacity`` then carries the resource. A NodeClaim with none of these made a node
+    without the fabric, and judging that node would blame the plugin for what was on purpose.
+    """
+    claims = index.claims_of(node)
+    if not claims:
+        return None, None
+    if len(claims) > 1:
+        names = ", ".join(claim.name for claim in claims[:MAX_NAMED])
+        return None, f"node {node.name} is named by {len(claims)} NodeClaims ({names}); it is judged as any node"
+    (claim,) = claims
+    if has_devices or claim.capacity_of(profile.resource) > 0:
+        return None, None
+    if profile.resource in claim.requested or set(claim.dra_drivers) & set(profile.dra.drivers):
+        return None, None
+    pool = index.node_pools.get(claim.node_pool) if claim.node_pool else None
+    node_class = index.node_class_of(pool) if pool is not None else None
+    fabric = profile.spoken_name
+    if node_class is not None and node_class.efa_only_interfaces:
+        return None, None  # pinned: the node has them whatever was requested
+    if node_class is not None and node_class.efa_only_interfaces == 0:
+        return (
+            f"Karpenter launched it without {fabric}: EC2NodeClass {node_class.name} sets networkInterfaces"
+            " without an efa-only entry",
+            None,
+        )
+    return (
+        f"Karpenter launched it without {fabric} (NodeClaim {claim.name} requested no {profile.resource});"
+        f" Karpenter attaches {fabric} only when a pod requests {profile.resource}",
+        None,
+    )
+
+
+def missing_nodes(index: FactIndex, node_pool: str) -> list[str]:
+    """NodeClaims of a NodePool that name a node the cluster does not have: reported, not judged."""
+    return [
+        f"NodeClaim {claim.name} names node {claim.node_name}, which does not exist"
+        for claim in sorted(index.karpenter_claims.values(), key=lambda claim: claim.name)
+        if claim.node_pool == node_pool and claim.node_name is not None and claim.node_name not in index.nodes
+    ]

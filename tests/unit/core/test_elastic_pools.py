@@ -1,0 +1,295 @@
+"""Elastic pools (SPEC "Elastic pools", round 3): Karpenter NodePools with and without nodes, nodes
+launched without the fabric on purpose, unready nodes, platform-managed nodes, HyperPod instance
+groups, and counts above an instance type's maximum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fabriccap.core import evaluate as evaluation_module
+from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
+from fabriccap.core.explain import explain_capability
+from fabriccap.core.facts import FactsExtractor, Pool
+from fabriccap.core.index import NODE_FACTS
+from fabriccap.core.karpenter_facts import node_pool_facts
+from fabriccap.core.launchable import judge_node_pool
+from fabriccap_devtools.world import (
+    daemon_set,
+    dranet_daemon_set,
+    ec2_node_class,
+    karpenter_node,
+    node,
+    node_claim,
+    node_pool,
+    plugin_pods,
+    trainjob_pods,
+)
+from support.builders import capability, evaluate_bodies, facts_of, healthy_pool, message, only_status, reason
+from support.configs import EFA_CATALOG, default_config
+
+Bodies = list[dict[str, Any]]
+TYPE = "node.kubernetes.io/instance-type"
+P5 = [{"key": TYPE, "operator": "In", "values": ["p5.48xlarge", "p5e.48xlarge"]}]
+P5_LABELS = dict(EFA_CATALOG.get("p5.48xlarge").labels)  # type: ignore[union-attr]
+
+
+def _gpu_pool(*extra: dict[str, Any], requirements: list[dict[str, Any]] | None = None) -> Bodies:
+    return [node_pool("gpu", P5 if requirements is None else requirements), ec2_node_class(), *extra]
+
+
+def test_an_empty_nodepool_is_a_pool_ready_from_the_catalog() -> None:
+    evaluation = evaluate_bodies([daemon_set(), *_gpu_pool()])
+    status = capability(evaluation, "efa-gpu").status
+    assert (status.pool.key, status.pool.value, status.nodes) == ("karpenter.sh/nodepool", "gpu", 0)
+    assert reason(status, "Launchable") == ("True", "UniformLaunchableCount")
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert message(status, "Ready") == (
+        "no nodes now; every type NodePool gpu launches attaches 32 when a pod requests it"
+    )
+    assert status.uniform_count is None  # the count of current nodes: there are none
+    assert status.to_json()["launchable"] == {
+        "nodePool": "gpu",
+        "instanceTypes": [{"name": "p5.48xlarge", "maxCount": 32}, {"name": "p5e.48xlarge", "maxCount": 32}],
+        "truncated": False,
+        "counts": [{"count": 32, "instanceTypes": 2}],
+    }
+    assert status.recommendation is not None
+    assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "32"}
+    assert reason(status, "Stalled") == ("False", "NotStalled")
+    assert capability(evaluation, "efa-gpu").labels()["fabriccap.dev/ready"] == "true"
+
+
+def test_an_empty_nodepool_without_a_provider_or_with_mixed_types() -> None:
+    status = only_status(_gpu_pool())
+    assert reason(status, "DevicePluginReady") == ("False", "PluginNotInstalled")
+    assert reason(status, "Ready") == ("False", "DevicePluginGap")
+    assert status.recommendation is None
+    family = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+    status = only_status([daemon_set(), *_gpu_pool(requirements=family)])
+    assert reason(status, "Launchable") == ("False", "MixedLaunchableCounts")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert message(status, "Ready").startswith("no nodes now, and NodePool gpu may launch 2 accelerator types")
+
+
+def test_a_cpu_nodepool_is_no_pool_of_the_fabric() -> None:
+    cpu = [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]}]
+    assert evaluate_bodies([daemon_set(), *_gpu_pool(requirements=cpu)]).capabilities == ()
+
+
+def _launched(efa_requested: bool, *, dra: bool = False, efa: int = 0, class_efa_only: int | None = None) -> Bodies:
+    """One node Karpenter launched for NodePool gpu, with its NodeClaim, and a TrainJob's pod on it."""
+    requests = {"vpc.amazonaws.com/efa": "32"} if efa_requested else {}
+    claim = node_claim(
+        "gpu-abcde",
+        "gpu",
+        node_name="ip-10-0-7-21.us-west-2.compute.internal",
+        requests=requests,
+        efa=efa,
+        dra_drivers=("dra.net",) if dra else (),
+    )
+    launched = karpenter_node(
+        "ip-10-0-7-21.us-west-2.compute.internal", "gpu", "gpu-abcde", efa=efa or None, catalog_labels=P5_LABELS
+    )
+    return [
+        daemon_set(),
+        node_pool("gpu", P5),
+        ec2_node_class(efa_only=class_efa_only),
+        claim,
+        launched,
+        *plugin_pods([launched["metadata"]["name"]]),
+        *trainjob_pods("bert", [launched["metadata"]["name"]], efa=32 if efa_requested else None),
+    ]
+
+
+def test_a_node_launched_without_the_fabric_is_out_of_the_gate_set_and_its_job_is_named() -> None:
+    evaluation: Evaluation = evaluate_bodies(_launched(efa_requested=False))
+    status = capability(evaluation, "efa-gpu").status
+    assert (status.nodes, status.gap.launched_without_fabric) == (0, 1)
+    assert status.gap.nodes == ["ip-10-0-7-21.us-west-2.compute.internal"]
+    # Not PartialRollout, not a plugin gap: the pool is judged from what it launches.
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert message(status, "Ready").startswith("no node in the gate set (1 launched without EFA); every type")
+    workloads = status.workloads
+    assert workloads is not None and (workloads.without_fabric.pods, workloads.without_fabric.workloads) == (1, 1)
+    (event,) = evaluation.workload_events
+    assert event.reason == "FabricNotRequested"
+    assert event.message.startswith(
+        "Karpenter launched ip-10-0-7-21.us-west-2.compute.internal without EFA because this job requested none;"
+        " request vpc.amazonaws.com/efa: 32 (JobSet: "
+    )
+
+
+def test_a_node_launched_with_the_fabric_is_judged() -> None:
+    status = only_status(_launched(efa_requested=True, efa=32))
+    assert (status.nodes, status.gap.launched_without_fabric, status.uniform_count) == (1, 0, 32)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert message(status, "Ready").startswith("all 1 nodes advertise vpc.amazonaws.com/efa: 32")
+    assert status.workloads is not None and status.workloads.requesting_fabric.pods == 1
+
+
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        # The fabric was asked for (by a DRA claim of dra.net devices, v1.15.2 attaches EFA for it)...
+        pytest.param(_launched(efa_requested=False, dra=True), id="dra-claim"),
+        pytest.param(_launched(efa_requested=True), id="requested"),
+        # ... or the EC2NodeClass pins efa-only interfaces: a node at 0 then is a real gap.
+        pytest.param(_launched(efa_requested=False, class_efa_only=2), id="pinned"),
+    ],
+)
+def test_a_node_that_should_have_the_fabric_is_judged_at_zero(bodies: Bodies) -> None:
+    status = only_status(bodies)
+    assert (status.nodes, status.gap.launched_without_fabric) == (1, 0)
+    assert reason(status, "Ready") == ("False", "NotAdvertised")
+
+
+def test_nodeclaim_problems_are_reported_never_fatal() -> None:
+    bodies = _launched(efa_requested=False)
+    second = node_claim("gpu-fghij", "gpu", node_name="ip-10-0-7-21.us-west-2.compute.internal")
+    missing = node_claim("gpu-klmno", "gpu", node_name="ip-10-0-9-9.us-west-2.compute.internal")
+    status = only_status([*bodies, second, missing])
+    launchable = message(status, "Launchable")
+    assert "node ip-10-0-7-21.us-west-2.compute.internal is named by 2 NodeClaims (gpu-abcde, gpu-fghij)" in launchable
+    assert "NodeClaim gpu-klmno names node ip-10-0-9-9.us-west-2.compute.internal, which does not exist" in launchable
+    # A node two NodeClaims name is judged like any node (it advertises 0 here).
+    assert (status.nodes, status.gap.launched_without_fabric) == (1, 0)
+
+
+def test_an_unready_node_leaves_the_gate_set() -> None:
+    """A stopped kubelet's node keeps its stale allocatable and loses its plugin pod's readiness:
+    judged, it made the pool DevicePluginGap."""
+    bodies = [daemon_set(), node("n1", ready=False), *plugin_pods(["n1"], ready=False)]
+    status = only_status(bodies)
+    assert (status.nodes, status.unready_nodes) == (0, 1)
+    assert reason(status, "Ready") == ("False", "NoSchedulableNodes")
+    bodies = [*healthy_pool(nodes=2), node("n3", ready=False)]
+    status = only_status(bodies)
+    assert (status.nodes, status.unready_nodes) == (2, 1)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+
+
+def test_a_launchable_nodepool_stays_ready_while_its_first_node_registers() -> None:
+    """Karpenter's node registers NotReady for a minute: an empty launchable NodePool must not
+    flip to NoSchedulableNodes at every scale-up from zero. A pool Karpenter does not own does."""
+    bodies = _launched(efa_requested=True, efa=32)
+    registering = [
+        {**body, "status": {**body["status"], "conditions": [{"type": "Ready", "status": "False"}]}}
+        if body["kind"] == "Node"
+        else body
+        for body in bodies
+    ]
+    status = only_status(registering)
+    assert (status.nodes, status.unready_nodes) == (0, 1)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert message(status, "Ready").startswith("no node in the gate set (1 not Ready); every type NodePool gpu")
+    assert status.recommendation is not None
+    # The same node without its NodePool object: nothing launches, so nothing is schedulable.
+    status = only_status([body for body in registering if body["kind"] not in ("NodePool", "NodeClaim")])
+    assert reason(status, "Ready") == ("False", "NoSchedulableNodes")
+
+
+AUTO = {"eks.amazonaws.com/compute-type": "auto"}
+
+
+def test_platform_managed_nodes_need_no_daemonset() -> None:
+    """EKS Auto Mode advertises EFA itself: no DaemonSet to find (eks-charts#1358)."""
+    bodies = [node("a1", labels=AUTO), node("a2", labels=AUTO)]
+    status = only_status(bodies)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert message(status, "Ready").startswith("all 2 nodes advertise vpc.amazonaws.com/efa: 32 served by the platform")
+    assert reason(status, "DevicePluginReady") == ("True", "PluginReadyOnAllNodes")
+    assert [(entry.source, entry.nodes) for entry in status.sources] == [
+        ("devicePlugin", 0),
+        ("dra", 0),
+        ("platform", 2),
+    ]
+    status = only_status([node("a1", labels=AUTO, efa=0)])
+    assert reason(status, "Ready") == ("False", "NotAdvertised")
+    assert "the platform manages them (eks.amazonaws.com/compute-type=auto)" in message(status, "Advertised")
+
+
+def test_an_empty_auto_mode_nodepool_is_served_by_the_platform() -> None:
+    pool = node_pool("neuron", P5, node_class="default", node_class_group="eks.amazonaws.com")
+    status = only_status([pool])
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+
+
+def test_hyperpod_instance_groups_are_pools() -> None:
+    group = "sagemaker.amazonaws.com/instance-group-name"
+    bodies = [
+        dranet_daemon_set(),
+        daemon_set(),
+        node("h1", pool="train-a", pool_key=group, instance_type="ml.p5.48xlarge"),
+        node("h2", pool="train-b", pool_key=group, instance_type="ml.p5.48xlarge"),
+        *plugin_pods(["h1", "h2"]),
+    ]
+    evaluation = evaluate_bodies(bodies)
+    assert sorted(cap.name for cap in evaluation.capabilities) == ["efa-train-a", "efa-train-b"]
+    assert capability(evaluation, "efa-train-a").status.instance_types[0].max_count == 32  # ml. stripped
+
+
+def test_above_the_instance_maximum_is_never_ready() -> None:
+    """aws-efa-k8s-device-plugin before 0.5.10 counted 10 EFA on the 8-EFA p6-b200
+    (sagemaker-hyperpod-cli#282): a job requesting 10 breaks NCCL."""
+    status = only_status(_b200(10))
+    assert reason(status, "Ready") == ("False", "AboveInstanceMaximum")
+    assert message(status, "Ready") == (
+        "2 of 2 nodes of known types advertise more than their instance type's maximum: n1 (10 > 8), n2 (10 > 8)"
+    )
+    assert status.recommendation is None
+
+
+def _b200(count: int) -> Bodies:
+    names = ["n1", "n2"]
+    return [
+        daemon_set(),
+        *(node(name, instance_type="p6-b200.48xlarge", efa=count) for name in names),
+        *plugin_pods(names),
+    ]
+
+
+def test_explain_says_which_nodes_are_left_out_and_why() -> None:
+    config = default_config()
+    facts = facts_of(_launched(efa_requested=False), config)
+    (capability,) = evaluate(config, facts).capabilities
+    (row,) = explain_capability(config, facts, capability).nodes
+    assert (row.left_out, row.findings, row.blocks_ready) == ("launchedWithoutFabric", [], False)
+    assert row.notes == [
+        "Karpenter launched it without EFA (NodeClaim gpu-abcde requested no vpc.amazonaws.com/efa);"
+        " Karpenter attaches EFA only when a pod requests vpc.amazonaws.com/efa"
+    ]
+
+
+def test_a_nodepool_is_judged_again_only_when_what_it_is_judged_from_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's memo keeps each NodePool's verdict by its facts, its EC2NodeClass's and the
+    provider DaemonSets': a round that changed none of them judges no NodePool."""
+    calls: list[str] = []
+    judge = judge_node_pool
+
+    def counting(*args: Any) -> Any:
+        calls.append(args[1].name)
+        return judge(*args)
+
+    monkeypatch.setattr(evaluation_module, "judge_node_pool", counting)
+    config = default_config()
+    facts = facts_of([daemon_set(), *_gpu_pool()], config)
+    memo = EvaluationMemo()
+    pool = Pool("karpenter.sh/nodepool", "gpu")
+    first = evaluate(config, facts, [pool], memo=memo)
+    # An unrelated node comes: the NodePool is evaluated again, not judged again.
+    facts.put(
+        NODE_FACTS, FactsExtractor(config).node(node("cpu1", pool="gpu", pool_key="karpenter.sh/nodepool", gpu=None))
+    )
+    evaluate(config, facts, [pool], memo=memo)
+    assert calls == ["gpu"]
+    narrower = node_pool("gpu", [{"key": TYPE, "operator": "In", "values": ["p5.48xlarge"]}], generation=2)
+    facts.put_node_pool(node_pool_facts(narrower))
+    second = evaluate(config, facts, [pool], memo=memo)
+    assert calls == ["gpu", "gpu"]
+    launchable = [capability.status.launchable for capability in (*first.capabilities, *second.capabilities)]
+    assert [[t.name for t in entry.instance_types] for entry in launchable if entry] == [
+        ["p5.48xlarge", "p5e.48xlarge"],
+        ["p5.48xlarge"],
+    ]

@@ -1,0 +1,283 @@
+"""What a Karpenter NodePool may launch, judged against the instance catalog: real NodePools
+published by Karpenter, AWS samples and workshops (tests/fixtures/karpenter/, each with its source),
+every operator Karpenter v1.15.2's CRD allows, minValues, and the bad input a status must survive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabriccap.core.api import ConditionStatus, Reason
+from fabriccap.core.config import FabricProfile
+from fabriccap.core.karpenter_facts import node_class_facts, node_pool_facts
+from fabriccap.core.launchable import LaunchableTypes, admitted_types, judge_node_pool
+from fabriccap_devtools.world import daemon_set, ec2_node_class, node_pool
+from support.configs import build_config, default_config
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "karpenter"
+EFA_PROFILE: FabricProfile = default_config().enabled_fabrics[0]
+
+
+def _judge(body: dict[str, Any], profile: FabricProfile = EFA_PROFILE, **kwargs: Any) -> LaunchableTypes:
+    return judge_node_pool(profile, node_pool_facts(body), kwargs.get("node_class"), kwargs.get("admits"))
+
+
+# (file, Launchable status, reason, a pool of the fabric, {count: instance types}), spec.limits
+# included: a type whose node alone exceeds one is never launched (Karpenter's
+# filterByRemainingResources). Accelerator types without EFA count 0: a pod that asks for an
+# accelerator and no EFA may get one, so such a NodePool offers no one count.
+REAL_NODEPOOLS = [
+    ("ai-on-eks-trainium-trn1.yaml", "False", "MixedLaunchableCounts", True, {8: 1, 0: 1}),
+    ("aws-do-eks-default.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 3, 1: 22, 0: 16}),
+    ("data-on-eks-gpu.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 2, 1: 12, 0: 11}),
+    ("eks-workshop-g5-v1beta1.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 2}),
+    ("eks-workshop-trainium-trn1.yaml", "False", "NoFabricInstanceTypes", False, {0: 1}),
+    # Limits cpu 100, memory 200Gi, nvidia.com/gpu 40: of the EFA types only the 8x and 12x sizes
+    # of g4dn, g5, g6 and g7 fit (1 EFA each); without the limits 32, 16, 8, 4, 2 and 1 appeared.
+    ("karpenter-blueprints-gpu-slices.yaml", "False", "MixedLaunchableCounts", True, {1: 8, 0: 22}),
+    # Limits cpu 100, memory 100Gi, nvidia.com/gpu 5 leave room for no EFA type: a pool of the
+    # fabric by its requirements, which launches none.
+    ("karpenter-blueprints-gpu.yaml", "False", "NoFabricInstanceTypes", True, {0: 18}),
+    # Auto Mode's eks.amazonaws.com/instance-category is read as karpenter.k8s.aws's. Limit
+    # aws.amazon.com/neuron 5: of the EFA types only trn2.3xlarge (1 device) fits.
+    ("karpenter-blueprints-neuron-automode.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 5}),
+    ("karpenter-blueprints-neuron.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 5}),
+    # instance-family p3 admits no catalog type: p3dn.24xlarge is family p3dn.
+    ("karpenter-docs-scheduling-gpu.yaml", "False", "NoFabricInstanceTypes", False, {}),
+    # Karpenter's own EFA e2e pool is CPU-only (c/m/r): not a pool of the fabric by SPEC's rule.
+    ("karpenter-e2e-efa.yaml", "False", "NoFabricInstanceTypes", False, {}),
+    ("karpenter-example-general-purpose.yaml", "False", "NoFabricInstanceTypes", False, {}),
+    # instance-cpu Gt 3 and instance-memory Gt 8191; trn2.3xlarge's vCPUs are unknown, so it stays.
+    (
+        "karpenter-example-large-instances.yaml",
+        "False",
+        "MixedLaunchableCounts",
+        True,
+        {32: 2, 16: 4, 8: 2, 4: 4, 2: 3, 1: 27, 0: 31},
+    ),
+    ("karpenter-example-min-values-multiple-keys.yaml", "False", "NoFabricInstanceTypes", False, {}),
+]
+
+
+def test_every_fixture_has_its_source_and_a_row() -> None:
+    files = sorted(path.name for path in FIXTURES.glob("*.yaml"))
+    assert files == sorted(row[0] for row in REAL_NODEPOOLS)
+    for name in files:
+        assert (FIXTURES / name).read_text().startswith("# Source: "), name
+
+
+@pytest.mark.parametrize(("file", "status", "reason", "of_fabric", "counts"), REAL_NODEPOOLS)
+def test_real_nodepools(file: str, status: str, reason: str, of_fabric: bool, counts: dict[int, int]) -> None:
+    verdict = _judge(yaml.safe_load((FIXTURES / file).read_text()))
+    assert (verdict.status, verdict.reason, verdict.of_fabric, verdict.counts) == (status, reason, of_fabric, counts)
+
+
+def _pool(*requirements: dict[str, Any]) -> dict[str, Any]:
+    return node_pool("p", list(requirements))
+
+
+def _req(key: str, operator: str, *values: str, min_values: int | None = None) -> dict[str, Any]:
+    requirement: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        requirement["values"] = list(values)
+    if min_values is not None:
+        requirement["minValues"] = min_values
+    return requirement
+
+
+FAMILY = "karpenter.k8s.aws/instance-family"
+GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+TYPE = "node.kubernetes.io/instance-type"
+
+
+@pytest.mark.parametrize(
+    ("requirements", "types"),
+    [
+        ([_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge")], {"p5.48xlarge", "p5e.48xlarge"}),
+        ([_req(FAMILY, "In", "p5"), _req(TYPE, "NotIn", "p5.4xlarge")], {"p5.48xlarge"}),
+        ([_req(FAMILY, "In", "p5"), _req(GPU_COUNT, "Gt", "1")], {"p5.48xlarge"}),
+        ([_req(FAMILY, "In", "p5"), _req(GPU_COUNT, "Lt", "8")], {"p5.4xlarge"}),
+        ([_req(FAMILY, "In", "p5"), _req(GPU_COUNT, "Gte", "8")], {"p5.48xlarge"}),
+        ([_req(FAMILY, "In", "p5"), _req(GPU_COUNT, "Lte", "1")], {"p5.4xlarge"}),
+        # A CPU type has instance-gpu-count as DoesNotExist: Exists excludes it, DoesNotExist keeps it.
+        ([_req(FAMILY, "In", "c6in", "p5"), _req(GPU_NAME, "Exists")], {"p5.48xlarge", "p5.4xlarge"}),
+        ([_req(FAMILY, "In", "c6in", "p5"), _req(GPU_NAME, "DoesNotExist")], {"c6in.32xlarge", "c6in.metal"}),
+        ([_req(FAMILY, "In", "c6in"), _req(GPU_COUNT, "NotIn", "8")], {"c6in.32xlarge", "c6in.metal"}),
+        # Custom keys, zones and capacity types restrict no instance type.
+        (
+            [_req(FAMILY, "In", "p5en"), _req("team", "In", "ml"), _req("karpenter.sh/capacity-type", "In", "spot")],
+            {"p5en.48xlarge"},
+        ),
+        (
+            [_req("kubernetes.io/arch", "In", "arm64"), _req(FAMILY, "In", "p5", "c7gn")],
+            {"c7gn.16xlarge", "c7gn.metal"},
+        ),
+    ],
+)
+def test_every_operator_karpenter_allows(requirements: list[dict[str, Any]], types: set[str]) -> None:
+    admitted = admitted_types(EFA_PROFILE.catalog, (), node_pool_facts(_pool(*requirements)).requirements)
+    assert {known.name for known in admitted.types} == types
+    assert admitted.problems == ()
+
+
+def test_a_uniform_nodepool_and_its_listing() -> None:
+    verdict = _judge(_pool(_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge")))
+    assert (verdict.status, verdict.reason, verdict.uniform_count) == ("True", "UniformLaunchableCount", 32)
+    assert verdict.types == (("p5.48xlarge", 32), ("p5e.48xlarge", 32))
+    assert verdict.message == (
+        "every one of the 2 accelerator types NodePool p may launch gets vpc.amazonaws.com/efa: 32"
+        " (when a pod requests it)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("requirement", "status", "reason"),
+    [
+        # Confined to known types (an instance-type list). p5.48xlarge and p5e.48xlarge are of two families.
+        (_req(FAMILY, "Exists", min_values=2), "True", "UniformLaunchableCount"),
+        # Only p5 is left: one value where two are needed, and Karpenter launches nothing.
+        (_req(FAMILY, "In", "p5", min_values=2), "False", "NoFabricInstanceTypes"),
+    ],
+)
+def test_min_values_where_it_changes_the_answer(requirement: dict[str, Any], status: str, reason: str) -> None:
+    verdict = _judge(_pool(_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge"), requirement))
+    assert (verdict.status, verdict.reason) == (status, reason)
+    if status == "False":
+        assert (
+            "minValues 2 on karpenter.k8s.aws/instance-family, but the types it admits carry 1 value" in verdict.message
+        )
+
+
+def test_min_values_over_types_the_catalog_does_not_hold_is_not_judged() -> None:
+    """Karpenter's general-purpose pools ask for 5 families; the catalog holds EFA and accelerator
+    types only, so it cannot tell how many a CPU NodePool has: minValues is not judged there."""
+    body = _pool(_req(FAMILY, "In", "p5"), _req("karpenter.k8s.aws/instance-category", "Exists", min_values=5))
+    assert _judge(body).reason == "MixedLaunchableCounts"  # p5.48xlarge 32, p5.4xlarge 1
+
+
+@pytest.mark.parametrize(
+    ("requirement", "fragment"),
+    [
+        (_req(FAMILY, "Matches", "p5"), "operator 'Matches' is not one Karpenter allows"),
+        (_req(GPU_COUNT, "Gt", "eight"), "Gt needs one non-negative integer, got ['eight']"),
+        (_req(GPU_COUNT, "Lt"), "Lt needs one non-negative integer, got []"),
+        (
+            _req("karpenter.k8s.aws/instance-local-nvme", "Gt", "100"),
+            "the instance catalog has no values for this label",
+        ),
+        (_req("eks.amazonaws.com/instance-ebs-bandwidth", "Gt", "100"), "the instance catalog has no values"),
+    ],
+)
+def test_what_cannot_be_evaluated_is_one_message_and_unknown(requirement: dict[str, Any], fragment: str) -> None:
+    verdict = _judge(_pool(_req(FAMILY, "In", "p5"), requirement))
+    assert (verdict.status, verdict.reason) == (ConditionStatus.UNKNOWN, Reason.REQUIREMENTS_NOT_EVALUATED)
+    assert verdict.message.startswith("NodePool p: requirement 2 (")
+    assert fragment in verdict.message and "\n" not in verdict.message
+    assert verdict.of_fabric  # what the other requirements admit still makes it a pool: its object says why
+    assert not verdict.offers_fabric
+
+
+def test_types_the_catalog_does_not_list() -> None:
+    verdict = _judge(_pool(_req(TYPE, "In", "p6e-gb200.36xlarge")))
+    assert (verdict.status, verdict.reason, verdict.of_fabric) == ("Unknown", "InstanceTypesNotInCatalog", True)
+    assert "p6e-gb200.36xlarge" in verdict.message
+    # The profile's instanceTypes map extends the catalog.
+    extended = build_config({"fabrics": [{"name": "efa", "instanceTypes": {"p6e-gb200.36xlarge": 18}}]})
+    verdict = _judge(_pool(_req(TYPE, "In", "p6e-gb200.36xlarge")), extended.enabled_fabrics[0])
+    assert (verdict.status, verdict.uniform_count) == ("True", 18)
+
+
+def test_a_nodepool_matching_no_type() -> None:
+    verdict = _judge(_pool(_req(FAMILY, "In", "z99")))
+    assert (verdict.status, verdict.reason, verdict.of_fabric) == ("False", "NoFabricInstanceTypes", False)
+
+
+def test_an_ec2nodeclass_that_pins_efa_only_interfaces() -> None:
+    body = _pool(_req(FAMILY, "In", "p5"))  # p5.48xlarge 32 and p5.4xlarge 1: mixed by the maxima
+    pinned = node_class_facts(ec2_node_class(efa_only=1))
+    verdict = _judge(body, node_class=pinned)
+    # Every node gets exactly the pinned count: one request fits all.
+    assert (verdict.status, verdict.uniform_count) == ("True", 1)
+    assert "its EC2NodeClass pins 1 efa-only interfaces" in verdict.message
+    none = node_class_facts(ec2_node_class(efa_only=0))
+    verdict = _judge(body, node_class=none)
+    assert (verdict.status, verdict.reason) == ("False", "NoFabricInstanceTypes")
+    assert "sets networkInterfaces without efa-only" in verdict.message
+
+
+def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
+    """aws-do-eks#56: the plugin's DaemonSet allowlists instance types; a NodePool launching
+    others gets nodes that never advertise."""
+    from fabriccap.core.facts import FactsExtractor
+
+    extractor = FactsExtractor(default_config())
+    allowlist = daemon_set()
+    allowlist["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": TYPE, "operator": "In", "values": ["p5.48xlarge"]}]}
+                ]
+            }
+        }
+    }
+    facts = extractor.daemon_set(allowlist)
+    assert facts is not None
+    body = _pool(_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge"))
+    verdict = _judge(body, admits=facts.would_run_on)
+    assert (verdict.status, verdict.reason) == ("False", "ProviderExcludesInstanceTypes")
+    assert "leave out 1 of the 2 types NodePool p may launch (p5e.48xlarge)" in verdict.message
+    # Karpenter's own EFA e2e selects the plugin by a NodePool template label: that admits.
+    by_label = daemon_set(node_selector={"aws.amazon.com/efa": "true"})
+    selected = extractor.daemon_set(by_label)
+    assert selected is not None
+    labelled = node_pool("p", [_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge")], labels={"aws.amazon.com/efa": "true"})
+    assert _judge(labelled, admits=selected.would_run_on).reason == "UniformLaunchableCount"
+    assert _judge(body, admits=selected.would_run_on).reason == "ProviderExcludesInstanceTypes"
+
+
+def test_the_evaluation_of_a_nodepool_is_cached_by_its_requirements() -> None:
+    body = _pool(_req(FAMILY, "In", "p5", "p5e"))
+    first = admitted_types(EFA_PROFILE.catalog, (), node_pool_facts(body).requirements)
+    again = admitted_types(EFA_PROFILE.catalog, (), node_pool_facts(dict(body)).requirements)
+    assert again is first
+
+
+def _limited(limits: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    family = {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5", "p4d"]}
+    body = _pool(family)
+    body["spec"]["limits"] = limits
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+@pytest.mark.parametrize(
+    ("limits", "status", "reason", "counts"),
+    [
+        # p5.48xlarge (192 vCPUs, 8 GPUs, 32 EFA), p5.4xlarge (16 vCPUs, 256 GiB, 1 GPU, 1 EFA),
+        # p4d.24xlarge (96 vCPUs, 8 GPUs, 4 EFA).
+        ({}, None, "MixedLaunchableCounts", {32: 1, 4: 1, 1: 1}),
+        ({"cpu": "100"}, None, "MixedLaunchableCounts", {4: 1, 1: 1}),
+        ({"nvidia.com/gpu": 1}, None, "UniformLaunchableCount", {1: 1}),
+        # What the NodePool's nodes hold already counts against its limits.
+        ({"cpu": "400"}, {"resources": {"cpu": "300"}}, "MixedLaunchableCounts", {4: 1, 1: 1}),
+        ({"nodes": 2}, {"nodes": 2}, "NoFabricInstanceTypes", {}),
+        # Memory capacity is the type's MiB less 7.5%: p5.4xlarge's 256 GiB count 237 GiB.
+        ({"memory": "240Gi"}, None, "UniformLaunchableCount", {1: 1}),
+        ({"memory": "236Gi"}, None, "NoFabricInstanceTypes", {}),
+    ],
+)
+def test_limits_leave_out_what_would_exceed_them(
+    limits: dict[str, Any], status: dict[str, Any] | None, reason: str, counts: dict[int, int]
+) -> None:
+    verdict = _judge(_limited(limits, status))
+    assert verdict.reason == reason, verdict.message
+    if counts:
+        assert verdict.counts == counts
+    if limits and verdict.reason == "NoFabricInstanceTypes":
+        assert "its limits (" in verdict.message
