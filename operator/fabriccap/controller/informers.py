@@ -566,17 +566,17 @@ class Informer(ListWatch):
     def _served(self) -> None:
         if self.absent:
             self.absent = False
-            logger.info("%s is served now: reading %ss", self.path, self.watched.kind)
+            logger.info("%s is served now: reading %s", self.path, _plural(self.watched.kind))
 
     async def _absent(self) -> None:
         """The API server answered 404 for an optional kind: it does not serve it (one log line,
         not a retry storm). The answer is contact, so the kind counts as listed, empty."""
         if not self.absent:
             logger.info(
-                "%s is not served (%s needs Kubernetes >= 1.34): carrying on without %ss, looking again every %.0fs",
+                "%s is not served (%s): carrying on without %s, looking again every %.0fs",
                 self.path,
-                self.watched.resource.api_version,
-                self.watched.kind,
+                self.watched.absent_because,
+                _plural(self.watched.kind),
                 self.absent_recheck_seconds,
             )
         self.absent = True
@@ -780,3 +780,8 @@ def build_informers(
         if informer.watched.read_with_classes:
             informer.relist_on = store.classes_changed
     return informers
+
+
+def _plural(kind: str) -> str:
+    """A kind's English plural for log lines (EC2NodeClasses, not EC2NodeClasss)."""
+    return f"{kind}es" if kind.endswith("s") else f"{kind}s"

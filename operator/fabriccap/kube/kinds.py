@@ -129,6 +129,11 @@ class WatchedKind:
     # Served only from some Kubernetes version on (resource.k8s.io/v1: 1.34): an API server
     # without it is not an error, the kind is just not there.
     optional: bool = False
+    # Why an optional kind may not be served, for the line that says so; and whether the
+    # one-shot commands warn about it (a missing DRA API is news to a config that reads DRA;
+    # a cluster without Karpenter is the common case, not a problem).
+    absent_because: str = "resource.k8s.io/v1 needs Kubernetes >= 1.34"
+    warn_when_absent: bool = True
     # Whether a config needs this kind at all (ResourceSlices: only when a fabric reads DRA).
     wanted_by: Callable[[Config], bool] = lambda _config: True
     # Whether a config needs it cluster-wide even so (Pods, when workloads are reported).
@@ -323,6 +328,8 @@ NODE_POOL = WatchedKind(
     per_plugin_namespace=False,
     facets=(Facet(NODE_POOL_FACTS, lambda _extractor, body: node_pool_facts(body)),),
     optional=True,
+    absent_because="Karpenter is not installed",
+    warn_when_absent=False,
     wanted_by=_reads_karpenter,
 )
 NODE_CLAIM = WatchedKind(
@@ -331,6 +338,8 @@ NODE_CLAIM = WatchedKind(
     per_plugin_namespace=False,
     facets=(Facet(NODE_CLAIM_FACTS, lambda extractor, body: node_claim_facts(body, _fabric_resources(extractor))),),
     optional=True,
+    absent_because="Karpenter is not installed",
+    warn_when_absent=False,
     wanted_by=_reads_karpenter,
 )
 EC2_NODE_CLASS = WatchedKind(
@@ -339,6 +348,8 @@ EC2_NODE_CLASS = WatchedKind(
     per_plugin_namespace=False,
     facets=(Facet(NODE_CLASS_FACTS, lambda _extractor, body: node_class_facts(body)),),
     optional=True,
+    absent_because="Karpenter is not installed",
+    warn_when_absent=False,
     wanted_by=_reads_karpenter,
 )
 

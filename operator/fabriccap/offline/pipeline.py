@@ -55,8 +55,14 @@ async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactInde
                 bodies = [body async for body in client.list_items(path, watched.page_size)]
             except KubeError as error:
                 if error.status == 404 and watched.optional:
-                    # ResourceSlices before Kubernetes 1.34: device plugins only, as the operator.
-                    logger.warning("%s is not served: evaluating without %ss", path, watched.kind)
+                    # ResourceSlices before Kubernetes 1.34 (device plugins only, as the operator),
+                    # or Karpenter's kinds in a cluster without Karpenter (said only if asked).
+                    logger.log(
+                        logging.WARNING if watched.warn_when_absent else logging.INFO,
+                        "%s is not served (%s): evaluating without them",
+                        path,
+                        watched.absent_because,
+                    )
                     continue
                 raise
             # As the operator reads them: an unusable quantity fails its node's pool closed.
