@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from fabriccap.kube.errors import KubeError
+
 T = TypeVar("T")
 
 
@@ -24,7 +26,14 @@ def wait_until(
     """Call ``probe`` until it returns something truthy, and return that; bounded by ``timeout``."""
     deadline = clock() + timeout
     while True:
-        value = probe()
+        try:
+            value = probe()
+        except KubeError as error:
+            # 429 is the API server's "not yet" (a CRD's storage still initialising just after
+            # it is created): asked again at the next interval, like any other falsy answer.
+            if error.status != 429:
+                raise
+            value = None
         if value:
             return value
         if clock() >= deadline:

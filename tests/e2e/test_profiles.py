@@ -79,6 +79,8 @@ def test_aks_rdma_pool_in_nvidia_network_operator_turns_ready(
                     efa=None,
                     gpu=8,
                     resources={RDMA: "1k"},
+                    # An AKS node's, which the aks-rdma profile's providerIDPrefixes admit.
+                    provider_id=f"azure:///subscriptions/0/resourceGroups/mc/providers/Microsoft.Compute/virtualMachineScaleSets/{pool}/virtualMachines/0-{name}",
                 )
             )
             status = body.pop("status")
