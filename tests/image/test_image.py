@@ -230,13 +230,14 @@ def test_image_holds_no_dev_module_go_source_or_demo_data(build: Build) -> None:
     assert f"{VENV}/bin/fabriccap-dev" not in files
     assert [path for path in files if path.endswith((".go", "/go.mod", "/go.sum"))] == []
     assert [path for path in files if path.endswith(("/eks-cluster.json", "/demo-cluster.json"))] == []
-    # The package is code: modules, their bytecode and the typing marker, nothing else.
+    # The package is code: modules, their bytecode and the typing marker, and the one data file
+    # it ships (the instance catalog, setup.py's package_data), nothing else.
     package = f"{ociimage.site_packages(files, VENV)[0]}/fabriccap/"
     assert [
         path
         for path, entry in files.items()
         if path.startswith(package) and entry.kind != "dir" and not path.endswith((".py", ".pyc", "/py.typed"))
-    ] == []
+    ] == [f"{package}data/efa-catalog.json"]
 
 
 def test_image_user_cannot_write_the_venv_nor_get_pip(build: Build, rootfs: Path) -> None:
