@@ -1,6 +1,6 @@
 """The fault-injecting proxy (fabriccap_devtools.faultproxy) in front of the fake API server.
 
-The end-to-end tests put it in front of the real kube-apiserver (tests/e2e/test_watch_faults.py);
+The end-to-end tests put it in front of the real kube-apiserver (tests/e2e/test_watch_faults_live.py);
 here each action is checked against a server whose every request is recorded.
 """
 

@@ -2,7 +2,7 @@
 informer, and the view's freshness is earned by progress, never by a watch being accepted.
 
 The same cases run end to end, through the fault-injecting proxy and a real API server, in
-tests/e2e/test_watch_faults.py.
+tests/e2e/test_watch_faults_live.py.
 """
 
 from __future__ import annotations
