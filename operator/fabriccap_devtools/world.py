@@ -552,7 +552,7 @@ def plugin_pods(node_names: Iterable[str], **kwargs: Any) -> list[dict[str, Any]
 
 
 def kube_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A ``v1 List`` as ``kubectl get nodes,pods,daemonsets,resourceslices -A -o json`` prints it."""
+    """A ``v1 List`` as ``fabriccap.kube.kinds.snapshot_kubectl()`` prints it."""
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}
 
 

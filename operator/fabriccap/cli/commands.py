@@ -32,6 +32,7 @@ from fabriccap.core.workload_explain import WorkloadExplainError, explain_worklo
 from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.kinds import snapshot_kubectl, snapshot_leave_out
 from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, explain_live, format_explain_output
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts, live_object
 from fabriccap.offline.render import OUTPUTS, format_output
@@ -62,7 +63,7 @@ the flip criterion for enabling fabric wiring, plus Prometheus metrics and Event
 DEMO_EXAMPLE = "  fabriccap demo                                   # a local cluster, the operator, every outcome\n"
 EPILOG = """\
 examples:
-{demo}  kubectl get nodes,pods,daemonsets,resourceslices -A -o json > cluster.json
+{demo}  {snapshot} > cluster.json
   fabriccap evaluate -f cluster.json               # what the operator would publish
   fabriccap explain p5-training -f cluster.json    # one pool, node by node
   fabriccap run --config config.yaml               # the operator (in a pod: in-cluster credentials)
@@ -313,7 +314,7 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
     parser = CommandParser(
         prog=prog,
         description=DESCRIPTION,
-        epilog=EPILOG.format(demo=DEMO_EXAMPLE if devtools else ""),
+        epilog=EPILOG.format(demo=DEMO_EXAMPLE if devtools else "", snapshot=snapshot_kubectl()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fabriccap {__version__}")
@@ -328,7 +329,8 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "Compute the FabricCapability objects the operator would publish, once, with the operator's own\n"
         "evaluation. Exit codes: 0 done; 1 with --require-ready when no pool exists or one is not Ready;\n"
         "2 on a usage, input or config error (one 'error: ...' line on stderr, nothing on stdout).",
-        "  kubectl get nodes,pods,daemonsets,resourceslices -A -o json | fabriccap evaluate -f - -o wide\n"
+        f"  {snapshot_kubectl()} | fabriccap evaluate -f - -o wide\n"
+        f"  # {snapshot_leave_out()}\n"
         "  fabriccap evaluate --context prod --require-ready -o name   # live; exit 1 unless all Ready",
     )
     _add_input_flags(evaluate_parser)

@@ -369,6 +369,36 @@ BY_KIND: dict[str, WatchedKind] = {watched.kind: watched for watched in WATCHED_
 BY_LABEL: dict[str, WatchedKind] = {watched.label: watched for watched in WATCHED_KINDS}
 
 
+# The API groups kubectl knows by the plural alone; a CRD's plural is qualified by its group, since
+# two installed CRDs may share one (NodePools: Karpenter's and, say, a cloud provider's).
+_BUILT_IN_GROUPS = frozenset({"", "apps", "resource.k8s.io"})
+
+
+def snapshot_kubectl(rows: Sequence[WatchedKind] = WATCHED_KINDS) -> str:
+    """The command that prints a snapshot holding every kind ``evaluate`` and ``explain`` read.
+
+    kubectl stops at a kind the API server does not serve, so the optional kinds' lines say
+    which to leave out (``snapshot_leave_out``).
+    """
+    names = [
+        watched.resource.plural
+        if watched.resource.group in _BUILT_IN_GROUPS
+        else f"{watched.resource.plural}.{watched.resource.group}"
+        for watched in rows
+    ]
+    return f"kubectl get {','.join(names)} -A -o json"
+
+
+def snapshot_leave_out(rows: Sequence[WatchedKind] = WATCHED_KINDS) -> str:
+    """Which kinds of ``snapshot_kubectl`` to leave out, and why: one clause per reason they may be missing."""
+    by_reason: dict[str, list[str]] = {}
+    for watched in rows:
+        if watched.optional:
+            by_reason.setdefault(watched.absent_because, []).append(watched.resource.plural)
+    clauses = [f"{','.join(plurals)} ({reason})" for reason, plurals in by_reason.items()]
+    return "kubectl stops at a kind the server does not serve: leave out " + " and ".join(clauses)
+
+
 def kinds_for(config: Config, rows: Sequence[WatchedKind] = WATCHED_KINDS) -> tuple[WatchedKind, ...]:
     """The kinds a config needs watched."""
     return tuple(watched for watched in rows if watched.wanted_by(config))

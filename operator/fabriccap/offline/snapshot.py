@@ -1,4 +1,4 @@
-"""Reading snapshots (``kubectl get nodes,pods,daemonsets,resourceslices -A -o json``) into a fact index.
+"""Reading snapshots (``fabriccap.kube.kinds.snapshot_kubectl()``) into a fact index.
 
 Input is hostile until proven otherwise: it is read by the one reader of users' files
 (``fabriccap.inputfile``), with a bound (``DEFAULT_MAX_INPUT_BYTES``, raised with
