@@ -464,14 +464,16 @@ def test_every_kind_is_warned_at_apply_exactly_when_it_should_be(
     styles = {(c.kind.group_kind, c.name.rsplit("-", 2)[-2]) for c in table if c.warns_for}
     assert {(kind, style) for kind in BUILDERS for style in ("selector", "affinity", "nodepool")} <= styles
     try:
-        # The API server takes a moment to see a new policy, binding and params.
+        # The API server takes a moment to see a new policy, binding and params, and loads the
+        # two policies independently: wait until both warn (waiting for the shipped one alone
+        # let the first case meet a Fail copy not loaded yet).
         first = table[0]
-        wait_until(
-            lambda: expected_warning(first, params) in apply(cluster, namespace, first.body).stderr,
-            "the shipped policy warns",
-            timeout=60,
-            interval=1.0,
-        )
+
+        def both_policies_warn() -> bool:
+            stderr = apply(cluster, namespace, first.body).stderr
+            return expected_warning(first, params) in stderr and bool(warnings_of(stderr, FAIL_COPY))
+
+        wait_until(both_policies_warn, "the shipped policy and its Fail copy warn", timeout=60, interval=1.0)
         errors_before = evaluation_errors(cluster)
         wrong = []
         for entry in table:
