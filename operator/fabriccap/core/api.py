@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from fabriccap.core.text import MAX_KIND, MAX_NAME, MAX_NAMESPACE, cut
+from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_NAME, MAX_NAMESPACE, cut
 
 GROUP = "fabriccap.dev"
 VERSION = "v1alpha1"
@@ -681,6 +681,10 @@ class Offender(_ApiModel):
 
     namespace: Annotated[str, _cut(MAX_NAMESPACE)]
     kind: Annotated[str, _cut(MAX_KIND)]  # of the top-level owner (TrainJob, JobSet, PyTorchJob, MPIJob, Job, ...)
+    # Always written, yet optional in the CRD and here: a status the previous version wrote has
+    # none, and it must still read back (the fail-closed rewrite before the first listing), and
+    # its leader, still writing during an upgrade that applied this CRD first, not be refused.
+    api_version: Annotated[str, _cut(MAX_API_VERSION)] | None = Field(default=None, alias="apiVersion")
     name: Name
     pods: int
     problem: str  # "withoutFabric" | "intentWithoutRequest" | "FabricNotUsed"

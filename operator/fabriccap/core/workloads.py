@@ -302,7 +302,7 @@ def pool_workloads(judgements: Iterable[PodJudgement], offers: bool, transport: 
     first = heapq.nsmallest(
         MAX_OFFENDERS,
         (
-            (owner.namespace, owner.kind, owner.name, problem, pods)
+            (owner.namespace, owner.kind, owner.api_version, owner.name, problem, pods)
             for problem, group in (
                 (WITHOUT_FABRIC, without),
                 (INTENT_WITHOUT_REQUEST, intent),
@@ -312,8 +312,8 @@ def pool_workloads(judgements: Iterable[PodJudgement], offers: bool, transport: 
         ),
     )
     offenders = [
-        Offender(namespace=namespace, kind=kind, name=name, pods=pods, problem=problem)
-        for namespace, kind, name, problem, pods in first
+        Offender(namespace=namespace, kind=kind, api_version=api_version, name=name, pods=pods, problem=problem)
+        for namespace, kind, api_version, name, problem, pods in first
     ]
     status = WorkloadsStatus(
         requesting_fabric=count(requesting),

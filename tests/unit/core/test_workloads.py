@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fabriccap.core.api import WorkloadsStatus
 from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
@@ -391,3 +392,31 @@ def test_a_leaderworkerset_pod_names_its_leaderworkerset_by_label() -> None:
         "LeaderWorkerSet",
         "serve",
     )
+
+
+def test_offenders_name_their_owner_by_api_version() -> None:
+    """A Volcano Job and a batch Job of one name are two offenders, and the status says which is
+    which (SPEC: offenders are ``{namespace, kind, apiVersion, name, pods, problem}``)."""
+    bodies = ready_pool()
+    bodies.append(workload_pod("n1", "v", owner=owner_reference("Job", "batch.volcano.sh/v1alpha1", "train")))
+    bodies.append(workload_pod("n1", "b", owner=owner_reference("Job", "batch/v1", "train")))
+    bodies.append(workload_pod("n1", "solo"))
+    workloads = only_status(bodies).workloads
+    assert workloads is not None
+    assert [(o.kind, o.api_version, o.name) for o in workloads.offenders] == [
+        ("Job", "batch.volcano.sh/v1alpha1", "train"),
+        ("Job", "batch/v1", "train"),
+        ("Pod", "v1", "solo"),
+    ]
+    assert workloads.offenders[0].to_json()["apiVersion"] == "batch.volcano.sh/v1alpha1"
+
+
+def test_a_status_written_before_offenders_had_an_api_version_still_reads() -> None:
+    """The fail-closed rewrite before the first listing reads back what the previous version wrote."""
+    workloads = only_status([*ready_pool(), workload_pod("n1", "solo")]).workloads
+    assert workloads is not None
+    older = workloads.to_json()
+    for offender in older["offenders"]:
+        del offender["apiVersion"]
+    read = WorkloadsStatus.model_validate(older)
+    assert [(o.kind, o.api_version, o.name) for o in read.offenders] == [("Pod", None, "solo")]
