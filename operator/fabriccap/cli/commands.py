@@ -33,8 +33,14 @@ from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import snapshot_kubectl, snapshot_leave_out
-from fabriccap.offline.explain import EXPLAIN_OUTPUTS, explain, explain_live, format_explain_output
-from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts, live_object
+from fabriccap.offline.explain import (
+    EXPLAIN_OUTPUTS,
+    explain,
+    explain_live,
+    explain_workload_live,
+    format_explain_output,
+)
+from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
 from fabriccap.offline.render import OUTPUTS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 from fabriccap.offline.transport import (
@@ -158,7 +164,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _explain_workload(args: argparse.Namespace, kind: WorkloadKind, namespace: str, name: str) -> int:
-    """``explain KIND/NAMESPACE/NAME``: the object from the snapshots, or one GET of it."""
+    """``explain KIND/NAMESPACE/NAME``: the object from the snapshots, or one GET of it (live, with
+    transport on, its pods' logs are read too)."""
     kept: list[Mapping[str, Any]] = []
     try:
         config = load_config(args.config)
@@ -166,14 +173,16 @@ def _explain_workload(args: argparse.Namespace, kind: WorkloadKind, namespace: s
         if args.files:
             keep = matches(kind, namespace, name)
             facts = load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size, keep=keep, kept=kept)
+            if not kept:
+                raise WorkloadQueryError(f"no {kind.kind} ({kind.api_version}) {namespace}/{name} in the snapshots")
+            explanation = explain_workload(config, evaluate_facts(config, facts), facts, kept[-1])
         else:
-            facts = asyncio.run(live_facts(extractor, args.kubeconfig, args.context))
-            body = asyncio.run(live_object(kind, namespace, name, args.kubeconfig, args.context))
-            kept = [body] if body is not None else []
-        if not kept:
-            where = "in the snapshots" if args.files else "in the cluster"
-            raise WorkloadQueryError(f"no {kind.kind} ({kind.api_version}) {namespace}/{name} {where}")
-        explanation = explain_workload(config, evaluate_facts(config, facts), facts, kept[-1])
+            found = asyncio.run(
+                explain_workload_live(config, extractor, kind, namespace, name, args.kubeconfig, args.context)
+            )
+            if found is None:
+                raise WorkloadQueryError(f"no {kind.kind} ({kind.api_version}) {namespace}/{name} in the cluster")
+            explanation = found
     except (ConfigError, SnapshotError, KubeError, WorkloadQueryError, WorkloadExplainError) as error:
         return _fail(str(error))
     print(format_workload_explanation(explanation, args.output))

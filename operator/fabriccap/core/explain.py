@@ -19,7 +19,7 @@ from fabriccap.core.analysis import Breach, Cause, Gap, NodeAnalysis, PluginStat
 from fabriccap.core.api import CONDITION_ORDER, ConditionType, FabricCapabilityStatus, PoolRef
 from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.evaluate import Evaluation, PoolCapability, analyse_capability
-from fabriccap.core.facts import Pool
+from fabriccap.core.facts import Pool, WorkloadPodFacts
 from fabriccap.core.index import FactIndex
 from fabriccap.core.sources import SOURCES, FabricView, in_order, providers_phrase, request_forms
 from fabriccap.core.transport import Verdict
@@ -381,24 +381,29 @@ def transport_pods(analysis: PoolAnalysis, index: FactIndex) -> list[PodExplanat
     found = []
     for node in analysis.nodes:
         for key in sorted(index.node_workload_pods.get(node.name, ())):
-            pod = index.workload_pods[key]
-            judgement = judge_pod(pod, analysis.profile, index)
-            if judgement.use.unknown or not (judgement.use.fabric or judgement.use.accelerator):
-                continue
-            view = judgement.transport
-            found.append(
-                PodExplanation(
-                    name=f"{pod.namespace}/{pod.name}",
-                    node=node.name,
-                    owner=f"{judgement.owner.kind}/{judgement.owner.name}",
-                    requests_fabric=judgement.use.fabric,
-                    transport=view.verdict if view is not None else Verdict.UNKNOWN,
-                    evidence=view.evidence if view is not None else "",
-                    read=view is not None,
-                    reason=view.reason if view is not None else "",
-                )
-            )
+            explained = pod_explanation(index.workload_pods[key], analysis.profile, index)
+            if explained is not None:
+                found.append(explained)
     return sorted(found, key=lambda pod: pod.name)
+
+
+def pod_explanation(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> PodExplanation | None:
+    """A bound pod's transport verdict, if its log is one the operator reads (it requests the
+    fabric or an accelerator); None for any other pod."""
+    judgement = judge_pod(pod, profile, index)
+    if pod.node_name is None or judgement.use.unknown or not (judgement.use.fabric or judgement.use.accelerator):
+        return None
+    view = judgement.transport
+    return PodExplanation(
+        name=f"{pod.namespace}/{pod.name}",
+        node=pod.node_name,
+        owner=f"{judgement.owner.kind}/{judgement.owner.name}",
+        requests_fabric=judgement.use.fabric,
+        transport=view.verdict if view is not None else Verdict.UNKNOWN,
+        evidence=view.evidence if view is not None else "",
+        read=view is not None,
+        reason=view.reason if view is not None else "",
+    )
 
 
 def _device_classes(pool: PoolAnalysis) -> list[DeviceClassExplanation] | None:

@@ -21,12 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, PoolCapability
-from fabriccap.core.facts import object_name, object_namespace
+from fabriccap.core.explain import PodExplanation, pod_explanation
+from fabriccap.core.facts import WorkloadPodFacts, object_name, object_namespace
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.text import clean_text
 from fabriccap.core.workload_kinds import WorkloadKind, group_kind, group_of, kind_of, walk
-from fabriccap.core.workloads import top_owner
+from fabriccap.core.workloads import NOT_USED_VERDICTS, nccl_uses, top_owner
 
 NOTHING_TO_CHANGE = "nothing to change"
 # Kinds whose pod template cannot be changed once created: the patch is what to apply to the
@@ -76,6 +77,8 @@ class WorkloadExplanation(_Model):
     request_field: str = Field(alias="requestField")
     change: str  # the command to run, or "nothing to change"
     note: str | None = None
+    # With transport read (config.transport): what its bound pods' NCCL chose, pod by pod.
+    pods: list[PodExplanation] | None = None
 
 
 def _positive(value: Any) -> bool:
@@ -198,9 +201,11 @@ def explain_workload(
     # Where its pods run now: pools of the nodes its pods are bound to.
     identity = (group_kind(group_of(api_version), kind.kind), namespace, name)
     running: dict[tuple[str, str], int] = {}
+    own: list[WorkloadPodFacts] = []
     for pod in index.workload_pods.values():
         if pod.node_name is None or pod.namespace != namespace or top_owner(pod, index)[0].key != identity:
             continue
+        own.append(pod)
         for candidate in capabilities:
             if pod.node_name in index.pool_members.get(candidate.pool, set()):
                 pool = (candidate.pool.key, candidate.pool.value)
@@ -297,6 +302,11 @@ def explain_workload(
             note = f"{immutable}; {note}" if note else immutable
     elif needing and capability is not None and not ready:
         note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
+    pods = None
+    if config.transport.enabled:
+        pods = sorted(filter(None, (pod_explanation(pod, profile, index) for pod in own)), key=lambda pod: pod.name)
+        if (unused := _not_used(pods, profile.name, resource)) is not None:
+            note = f"{note}; {unused}" if note else unused
     return WorkloadExplanation(
         api_version=api_version,
         kind=kind.kind,
@@ -315,4 +325,16 @@ def explain_workload(
         request_field=f"{kind.kind}: {kind.request_field}",
         change=change,
         note=note,
+        pods=pods,
     )
+
+
+def _not_used(pods: Sequence[PodExplanation], fabric: str, resource: str) -> str | None:
+    """What the FabricNotUsed Event says, for this workload: its pods request the fabric and NCCL
+    chose another network (the first such pod by name, with its evidence and the likely cause)."""
+    unused = [pod for pod in pods if pod.requests_fabric and pod.transport in NOT_USED_VERDICTS]
+    if not unused:
+        return None
+    first = unused[0]
+    instead = nccl_uses(fabric, first.transport, first.name, first.evidence)
+    return f"{len(unused)} of its pods request {resource} but {instead}"

@@ -446,6 +446,13 @@ def not_used_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef, verdic
 CHOSE = {Verdict.SOCKET: "TCP sockets", Verdict.OTHER: "another network"}
 
 
+def nccl_uses(fabric: str, verdict: Verdict, pod: str, evidence: str) -> str:
+    """What NCCL chose instead of the fabric, the log line of one pod that shows it, and the
+    likely cause: the FabricNotUsed Event's words, which ``explain KIND/NS/NAME`` repeats."""
+    cause = likely_cause(fabric, verdict, evidence)
+    return f'NCCL uses {CHOSE[verdict]} (pod {pod}: "{evidence}"); likely cause: {cause}'
+
+
 def not_used_event(profile: FabricProfile, status: FabricCapabilityStatus, found: NotUsed) -> WorkloadEvent:
     """FabricNotUsed: the owner's pods request the fabric and NCCL chose sockets or another
     network. The message names one pod, the line of its log that shows it, and the likely cause."""
@@ -453,9 +460,8 @@ def not_used_event(profile: FabricProfile, status: FabricCapabilityStatus, found
     pods = f"{found.pods} pod on" if found.pods == 1 else f"{found.pods} pods on"
     request = "requests" if found.pods == 1 else "request"
     message = (
-        f"{pods} pool {status.pool.value} {request} {profile.resource} but NCCL uses {CHOSE[example.verdict]}"
-        f' (pod {example.pod}: "{example.evidence}"); likely cause: '
-        f"{likely_cause(profile.name, example.verdict, example.evidence)}"
+        f"{pods} pool {status.pool.value} {request} {profile.resource} but "
+        f"{nccl_uses(profile.name, example.verdict, example.pod, example.evidence)}"
     )
     return WorkloadEvent(
         involved=found.owner,

@@ -28,7 +28,9 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.text import escape_controls
 from fabriccap.core.transport import SIGNATURES
 from fabriccap.core.verdicts import combine
-from fabriccap.offline.pipeline import live_facts
+from fabriccap.core.workload_explain import WorkloadExplanation, explain_workload
+from fabriccap.core.workload_kinds import WorkloadKind
+from fabriccap.offline.pipeline import live_facts, live_object
 from fabriccap.offline.render import align
 
 if TYPE_CHECKING:
@@ -78,6 +80,31 @@ async def explain_live(
             return explanation
         await read_pod_logs(client, config, facts, explanation.pods[:MAX_LIVE_READS])
     return explain(config, facts, query)
+
+
+async def explain_workload_live(
+    config: Config,
+    extractor: FactsExtractor,
+    kind: WorkloadKind,
+    namespace: str,
+    name: str,
+    kubeconfig: str | None,
+    context: str | None,
+) -> WorkloadExplanation | None:
+    """``explain KIND/NAMESPACE/NAME`` of the live cluster (None when there is no such object);
+    with transport on, its pods' logs are read first, as ``explain_live`` reads a pool's."""
+    from fabriccap.kube.client import connect  # aiohttp only for a live read
+
+    async with await connect(kubeconfig, context) as client:
+        facts = await live_facts(extractor, client=client)
+        body = await live_object(kind, namespace, name, client=client)
+        if body is None:
+            return None
+        explanation = explain_workload(config, evaluate(config, facts), facts, body)
+        if not explanation.pods:
+            return explanation
+        await read_pod_logs(client, config, facts, explanation.pods[:MAX_LIVE_READS])
+    return explain_workload(config, evaluate(config, facts), facts, body)
 
 
 async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, pods: Sequence[PodExplanation]) -> None:

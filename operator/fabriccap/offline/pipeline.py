@@ -71,24 +71,35 @@ async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactInde
 
 
 async def live_object(
-    kind: WorkloadKind, namespace: str, name: str, kubeconfig: str | None = None, context: str | None = None
+    kind: WorkloadKind,
+    namespace: str,
+    name: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    client: KubeClient | None = None,
 ) -> dict[str, Any] | None:
     """One workload object, read in the first of its kind's versions the cluster serves (a
     cluster has the training-operator's MPIJob v1 or the mpi-operator's v2beta1); None when
-    there is no such object or kind."""
+    there is no such object or kind. Through ``client`` when given, like ``live_facts``."""
     from fabriccap.kube.client import connect
 
     if not is_object_name(name) or not is_object_name(namespace):
         return None
-    async with await connect(kubeconfig, context) as client:
-        for version in kind.versions:
-            api_version = f"{kind.group}/{version}" if kind.group else version
-            path = ApiResource.of(api_version, kind.plural, kind.kind, namespaced=True).item(name, namespace)
-            try:
-                return dict(await client.get(path, max_body_bytes=MAX_LOOKUP_BYTES))
-            except KubeError as error:
-                if error.status != 404:
-                    raise
+    if client is not None:
+        return await _read_object(kind, namespace, name, client)
+    async with await connect(kubeconfig, context) as own:
+        return await _read_object(kind, namespace, name, own)
+
+
+async def _read_object(kind: WorkloadKind, namespace: str, name: str, client: KubeClient) -> dict[str, Any] | None:
+    for version in kind.versions:
+        api_version = f"{kind.group}/{version}" if kind.group else version
+        path = ApiResource.of(api_version, kind.plural, kind.kind, namespaced=True).item(name, namespace)
+        try:
+            return dict(await client.get(path, max_body_bytes=MAX_LOOKUP_BYTES))
+        except KubeError as error:
+            if error.status != 404:
+                raise
     return None
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from fabriccap.core.text import clean_text, escape_controls
 from fabriccap.core.workload_explain import WorkloadExplanation
 from fabriccap.core.workload_kinds import WorkloadKind, find, group_of
+from fabriccap.offline.explain import pod_lines
 from fabriccap.offline.render import align
 
 
@@ -80,4 +81,5 @@ def format_workload_explanation(explanation: WorkloadExplanation, output: str) -
     lines += [align(table), "", f"Change: {escape_controls(explanation.change)}"]
     if explanation.note:
         lines.append(f"Note: {escape_controls(explanation.note)}")
+    lines += pod_lines(explanation.pods)
     return "\n".join(lines)

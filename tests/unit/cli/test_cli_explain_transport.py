@@ -1,7 +1,7 @@
-"""``fabriccap explain`` with transport on: each pod of the pool that requests the fabric or an
-accelerator, with what its NCCL chose and the line of its log that shows it. From a snapshot
-the logs are not there (said so); live, the pool's pods' logs are read through a fake API
-server, the same streamed read the operator does."""
+"""``fabriccap explain`` with transport on: each pod of the pool (or of the workload, for
+``explain KIND/NS/NAME``) that requests the fabric or an accelerator, with what its NCCL chose
+and the line of its log that shows it. From a snapshot the logs are not there (said so); live,
+the pods' logs are read through a fake API server, the same streamed read the operator does."""
 
 from __future__ import annotations
 
@@ -15,18 +15,22 @@ import yaml
 
 from fabriccap.cli.commands import main
 from fabriccap.core.config import build_config
+from fabriccap.core.evaluate import evaluate
 from fabriccap.core.explain import PodExplanation
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import FabricVerdict, PodTransport
-from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, pod_log
+from fabriccap.core.workload_explain import NOTHING_TO_CHANGE, explain_workload
+from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource, pod_log
 from fabriccap.offline.explain import explain, format_explain_output
-from fabriccap_devtools.world import owner_reference, workload_pod
+from fabriccap.offline.workload_explain import format_workload_explanation
+from fabriccap_devtools.world import NODEGROUP, owner_reference, workload_pod
 from support.builders import facts_of, healthy_pool
 from support.fakeapi import LogScript, fake_api
 from support.nccl import corpus_log
 
 ON = build_config({"transport": {"enabled": True}})
 SOCKET_LINE = "ip-10-0-0-1:41:52 [0] NCCL INFO Using network Socket"
+EFA = "vpc.amazonaws.com/efa"
 
 
 def pods() -> list[dict[str, Any]]:
@@ -104,6 +108,99 @@ def test_each_pods_verdict_and_evidence_are_shown() -> None:
     }
 
 
+def bert_job() -> dict[str, Any]:
+    """The batch Job that owns bert-0: it selects p5 and asks for EFA (nothing to change there)."""
+    container = {"name": "trainer", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8", EFA: "32"}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "bert", "namespace": "ml"},
+        "spec": {"template": {"spec": {"nodeSelector": {NODEGROUP: "p5"}, "containers": [container]}}},
+    }
+
+
+def test_a_workloads_pods_show_what_their_nccl_chose() -> None:
+    """It asks for everything it should, yet NCCL uses sockets: the note says so with the Event's
+    words (the pod, its log line, the likely cause), and only its own pods are listed."""
+    bodies = pods()
+    index = facts_of([*healthy_pool(), *bodies, bert_job()], ON)
+    socket = FabricVerdict("efa", Verdict.SOCKET, SOCKET_LINE, decisive=True)
+    index.put_transport(("ml", "bert-0"), PodTransport(bodies[0]["metadata"]["uid"], (socket,)))
+    explanation = explain_workload(ON, evaluate(ON, index), index, bert_job())
+    assert explanation.pods is not None
+    assert [(pod.name, pod.transport, pod.evidence) for pod in explanation.pods] == [
+        ("ml/bert-0", Verdict.SOCKET, SOCKET_LINE)
+    ]
+    assert explanation.change == NOTHING_TO_CHANGE
+    assert explanation.note is not None
+    assert explanation.note.startswith(
+        f'1 of its pods request {EFA} but NCCL uses TCP sockets (pod ml/bert-0: "{SOCKET_LINE}"); '
+        "likely cause: the image lacks the aws-ofi-nccl plugin"
+    )
+    table = format_workload_explanation(explanation, "table")
+    assert "Pods (what their NCCL chose" in table and table.rstrip().endswith(SOCKET_LINE)
+
+
+def test_a_workload_whose_nccl_uses_the_fabric_has_no_note() -> None:
+    bodies = pods()
+    index = facts_of([*healthy_pool(), *bodies, bert_job()], ON)
+    fabric = FabricVerdict("efa", Verdict.FABRIC, "NET/OFI Selected provider is efa", decisive=True)
+    index.put_transport(("ml", "bert-0"), PodTransport(bodies[0]["metadata"]["uid"], (fabric,)))
+    explanation = explain_workload(ON, evaluate(ON, index), index, bert_job())
+    assert explanation.pods is not None and [pod.transport for pod in explanation.pods] == [Verdict.FABRIC]
+    assert explanation.note is None
+    off = build_config({})
+    assert explain_workload(off, evaluate(off, index), index, bert_job()).pods is None
+
+
+async def test_live_explain_of_a_workload_reads_its_pods_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bodies = pods()
+    cluster = healthy_pool()
+    jobs = ApiResource.of("batch/v1", "jobs", "Job", namespaced=True).collection("ml")
+    async with fake_api() as (api, _client):
+        api.serve(NODES.collection(), "Node", [b for b in cluster if b["kind"] == "Node"], "10")
+        api.serve(
+            DAEMON_SETS.collection("kube-system"), "DaemonSet", [b for b in cluster if b["kind"] == "DaemonSet"], "10"
+        )
+        api.serve(PODS.collection(), "Pod", [*[b for b in cluster if b["kind"] == "Pod"], *bodies], "10")
+        api.serve(jobs, "Job", [bert_job()], "10")
+        api.logs[pod_log("ml", "bert-0")] = LogScript(chunks=lambda: [corpus_log("nccl-tests-166-channels-socket.log")])
+        api.logs[pod_log("ml", "gpu-only")] = LogScript(status=403, message='pods "gpu-only" is forbidden')
+        kubeconfig = write_kubeconfig(tmp_path, api.url)
+        config = tmp_path / "config.yaml"
+        config.write_text("transport: {enabled: true}\n")
+
+        code = await asyncio.to_thread(
+            main, ["explain", "job/ml/bert", "--kubeconfig", str(kubeconfig), "--config", str(config), "-o", "json"]
+        )
+        # The workload's own pods only: gpu-only is another workload's.
+        assert [path for path, _ in api.log_reads] == [pod_log("ml", "bert-0")]
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [(pod["name"], pod["transport"]) for pod in result["pods"]] == [("ml/bert-0", "socket")]
+    assert "via NET/Socket" in result["pods"][0]["evidence"]
+    assert "but NCCL uses TCP sockets" in result["note"]
+
+
+def write_kubeconfig(tmp_path: Path, server: str) -> Path:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return kubeconfig
+
+
 async def test_live_explain_reads_the_pools_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bodies = pods()
     cluster = healthy_pool()
@@ -115,19 +212,7 @@ async def test_live_explain_reads_the_pools_logs(tmp_path: Path, capsys: pytest.
         api.serve(PODS.collection(), "Pod", [*[b for b in cluster if b["kind"] == "Pod"], *bodies], "10")
         api.logs[pod_log("ml", "bert-0")] = LogScript(chunks=lambda: [corpus_log("nccl-tests-166-channels-socket.log")])
         api.logs[pod_log("ml", "gpu-only")] = LogScript(status=403, message='pods "gpu-only" is forbidden')
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
-                    "users": [{"name": "u", "user": {}}],
-                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                    "current-context": "fake",
-                }
-            )
-        )
+        kubeconfig = write_kubeconfig(tmp_path, api.url)
         config = tmp_path / "config.yaml"
         config.write_text("transport: {enabled: true}\n")
 
