@@ -16,9 +16,12 @@ import pytest
 
 from fabriccap.cli import commands as cli
 from fabriccap.core.config import ConfigError, Source
+from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
 from fabriccap.core.index import SLICE_FACTS, FactIndex
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassView, DeviceCount
+from fabriccap.core.transport import Verdict
+from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.kube.kinds import RESOURCE_SLICE
 from fabriccap_devtools import upstream
 from support.builders import (
@@ -844,3 +847,28 @@ def test_the_claim_the_scheduler_made_for_an_extended_resource_counts_as_a_reque
     assert requesting([*pool, pod_body]) == 1
     del pod_body["status"]["extendedResourceClaimStatus"]
     assert requesting([*pool, pod_body]) == 0  # served by nothing the operator can see: not the fabric
+
+
+def test_a_kep_5004_pod_whose_nccl_uses_sockets_does_not_use_the_fabric() -> None:
+    """With transport on, a pod whose ``vpc.amazonaws.com/efa: 32`` the scheduler served from the
+    DRA class (KEP-5004) requests the fabric like a device-plugin pod: its log read as sockets makes
+    it FabricNotUsed, and read as the fabric it counts there."""
+    config = build_config({"transport": {"enabled": True}})
+    pod_body = workload_pod("d1", "trainer-0", efa=32)
+    pod_body["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "trainer-0-extended-resources-abcde",
+        "requestMappings": [{"containerName": "node", "resourceName": EFA, "requestName": "container-0"}],
+    }
+    claim = allocated_claim("d1", [], name="trainer-0-extended-resources-abcde", namespace="ml", pod_name="trainer-0")
+    pool = [efa_device_class(extended_resource_name=EFA), *[b for b in dra_pool(nodes=1) if b["kind"] != "DeviceClass"]]
+    uid = pod_body["metadata"]["uid"]
+    for verdict, problems in ((Verdict.SOCKET, [("Pod", "trainer-0", "FabricNotUsed")]), (Verdict.FABRIC, [])):
+        index = facts_of([*pool, claim, pod_body], config)
+        index.put_transport(("ml", "trainer-0"), PodTransport(uid, (FabricVerdict("efa", verdict, "line", True),)))
+        (found,) = evaluate(config, index).capabilities
+        workloads = found.status.workloads
+        assert workloads is not None and workloads.transport is not None
+        assert workloads.requesting_fabric.pods == 1
+        counted = workloads.transport.socket if verdict is Verdict.SOCKET else workloads.transport.fabric
+        assert (counted.pods, counted.requesting_fabric_pods) == (1, 1)
+        assert [(o.kind, o.name, o.problem) for o in workloads.offenders] == problems
