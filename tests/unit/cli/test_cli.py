@@ -16,7 +16,7 @@ import yaml
 
 from fabriccap_devtools import world
 from support.builders import KARPENTER, daemon_set, healthy_pool, kube_list, node, plugin_pods, pod
-from support.cli import Result, assert_one_line_error, closed_port, run, write_json
+from support.cli import Result, assert_one_line_error, closed_port, run, write_json, write_kubeconfig
 
 
 @pytest.fixture
@@ -316,20 +316,7 @@ def test_usage_error_exit_2(argv: list[str], fragment: str, capsys: pytest.Captu
 
 
 def _kubeconfig(tmp_path: Path, port: int) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "not-a-secret"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
-    return path
+    return write_kubeconfig(tmp_path, f"https://127.0.0.1:{port}", token="not-a-secret")
 
 
 def _live_env(kubeconfig: Path) -> dict[str, str]:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from fabriccap.cli.commands import main
 from fabriccap.core.config import build_config
@@ -25,6 +24,7 @@ from fabriccap.offline.explain import explain, format_explain_output
 from fabriccap.offline.workload_explain import format_workload_explanation
 from fabriccap_devtools.world import NODEGROUP, owner_reference, workload_pod
 from support.builders import facts_of, healthy_pool
+from support.cli import write_kubeconfig
 from support.fakeapi import LogScript, fake_api
 from support.nccl import corpus_log
 
@@ -182,23 +182,6 @@ async def test_live_explain_of_a_workload_reads_its_pods_logs(
     assert [(pod["name"], pod["transport"]) for pod in result["pods"]] == [("ml/bert-0", "socket")]
     assert "via NET/Socket" in result["pods"][0]["evidence"]
     assert "but NCCL uses TCP sockets" in result["note"]
-
-
-def write_kubeconfig(tmp_path: Path, server: str) -> Path:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "u", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return kubeconfig
 
 
 async def test_live_explain_reads_the_pools_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
