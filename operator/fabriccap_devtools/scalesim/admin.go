@@ -180,15 +180,17 @@ func (a *Admin) commitProbe(w http.ResponseWriter, eventType string, object *Obj
 	writeJSON(w, http.StatusOK, map[string]any{"probe": id, "rv": event.RV, "at": event.At.UnixNano()})
 }
 
-func (a *Admin) probeVars(w http.ResponseWriter, request *http.Request) {
+// probedObject reads a probe request naming an existing object; on any error it has answered
+// the request and returns nil.
+func (a *Admin) probedObject(w http.ResponseWriter, request *http.Request) (*probeRequest, *Object) {
 	var probe probeRequest
 	if !readRequest(w, request, &probe) {
-		return
+		return nil, nil
 	}
 	kind := kindByResource(probe.Resource)
 	if kind == nil {
 		http.Error(w, "no resource "+probe.Resource, http.StatusBadRequest)
-		return
+		return nil, nil
 	}
 	key := probe.Name
 	if kind.Namespaced {
@@ -197,13 +199,21 @@ func (a *Admin) probeVars(w http.ResponseWriter, request *http.Request) {
 	current := a.server.store.get(kind, key)
 	if current == nil {
 		http.Error(w, "no "+key, http.StatusNotFound)
+		return nil, nil
+	}
+	return &probe, current
+}
+
+func (a *Admin) probeVars(w http.ResponseWriter, request *http.Request) {
+	probe, current := a.probedObject(w, request)
+	if current == nil {
 		return
 	}
 	changes := map[int]string{}
 	for name, value := range probe.Vars {
 		index := current.Template.varIndex(name)
 		if index < 0 {
-			http.Error(w, fmt.Sprintf("%s has no @@%s@@", key, name), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("%s has no @@%s@@", probe.Name, name), http.StatusBadRequest)
 			return
 		}
 		changes[index] = value
@@ -242,22 +252,8 @@ func (a *Admin) probeCreate(w http.ResponseWriter, request *http.Request) {
 }
 
 func (a *Admin) probeDelete(w http.ResponseWriter, request *http.Request) {
-	var probe probeRequest
-	if !readRequest(w, request, &probe) {
-		return
-	}
-	kind := kindByResource(probe.Resource)
-	if kind == nil {
-		http.Error(w, "no resource "+probe.Resource, http.StatusBadRequest)
-		return
-	}
-	key := probe.Name
-	if kind.Namespaced {
-		key = probe.Namespace + "/" + probe.Name
-	}
-	current := a.server.store.get(kind, key)
+	_, current := a.probedObject(w, request)
 	if current == nil {
-		http.Error(w, "no "+key, http.StatusNotFound)
 		return
 	}
 	gone := *current
