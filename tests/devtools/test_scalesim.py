@@ -22,7 +22,7 @@ from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
 from fabriccap_devtools.gotools import GoToolError
-from fabriccap_devtools.scalesim import Simulator, simulator_binary
+from fabriccap_devtools.scalesim import Simulator, SimulatorError, simulator_binary
 from fabriccap_devtools.scalesim.world import ScaleWorld, node_name
 
 NODE_COUNT = 30
@@ -333,3 +333,24 @@ async def test_the_sink_says_which_objects_got_a_status_and_when_the_last_did(si
     statuses = [write["status"] for write in sim.status_writes(name="efa-a")]
     assert statuses == [None, {"targetNodes": 1}, {"targetNodes": 3}]
     assert [write["name"] for write in sim.status_writes()] == ["efa-a", "efa-b", "efa-a", "efa-b", "efa-a"]
+
+
+async def test_probes_change_create_and_delete_the_object_they_name(sim: Simulator, client: KubeClient) -> None:
+    """The benchmark's probes (a node change, a pod made and removed): each commits one event,
+    and a probe naming nothing, or a variable the object lacks, is refused."""
+    node = node_name(0)
+    before = await client.get(NODES.item(node))
+    committed = sim.post("/probe/vars", {"resource": "nodes", "name": node, "vars": {"EFA": "16"}})
+    after = await client.get(NODES.item(node))
+    assert int(after["metadata"]["resourceVersion"]) == committed["rv"] > int(before["metadata"]["resourceVersion"])
+    assert after["status"]["allocatable"]["vpc.amazonaws.com/efa"] == "16"
+    with pytest.raises(SimulatorError, match="404 no nowhere"):
+        sim.post("/probe/vars", {"resource": "nodes", "name": "nowhere", "vars": {"EFA": "16"}})
+    with pytest.raises(SimulatorError, match=f"400 {node} has no @@NOPE@@"):
+        sim.post("/probe/vars", {"resource": "nodes", "name": node, "vars": {"NOPE": "1"}})
+    with pytest.raises(SimulatorError, match="400 no resource widgets"):
+        sim.post("/probe/delete", {"resource": "widgets", "name": node})
+    sim.post("/probe/delete", {"resource": "nodes", "name": node})
+    with pytest.raises(KubeError) as gone:
+        await client.get(NODES.item(node))
+    assert gone.value.status == 404
