@@ -154,6 +154,10 @@ async def wait_socket_pods(client: KubeClient, name: str, count: int, timeout: f
                     obj["metadata"]["resourceVersion"],
                     field_selector=f"metadata.name={name}",
                 ):
+                    if event.get("type") == "ERROR":
+                        # 410 Gone (the backlog outlasted the watch cache's history) or another
+                        # refusal: its object is a Status; read the pool again and watch from there.
+                        break
                     if socket_pods(event.get("object") or {}) == count:
                         return
     raise TimeoutError(f"{name}: socket pods never reached {count}")
