@@ -209,10 +209,17 @@ def test_workloads_of_real_crds_are_reported_and_warned_once(
         assert found["requestingFabric"] == {"pods": 1, "workloads": 1}
         assert found["withoutFabric"] == {"pods": 3, "workloads": 2}
         assert found["intentWithoutRequest"] == {"pods": 2, "workloads": 1}
+        mpi_job, train_job = (
+            {"kind": "MPIJob", "apiVersion": mpi["apiVersion"]},
+            {
+                "kind": "TrainJob",
+                "apiVersion": train["apiVersion"],
+            },
+        )
         assert found["offenders"] == [
-            {"namespace": namespace, "kind": "MPIJob", "name": "nccl-tests", "pods": 1, "problem": "withoutFabric"},
-            {"namespace": namespace, "kind": "TrainJob", "name": "bert", "pods": 2, "problem": "intentWithoutRequest"},
-            {"namespace": namespace, "kind": "TrainJob", "name": "bert", "pods": 2, "problem": "withoutFabric"},
+            {"namespace": namespace, **mpi_job, "name": "nccl-tests", "pods": 1, "problem": "withoutFabric"},
+            {"namespace": namespace, **train_job, "name": "bert", "pods": 2, "problem": "intentWithoutRequest"},
+            {"namespace": namespace, **train_job, "name": "bert", "pods": 2, "problem": "withoutFabric"},
         ]
         assert condition(kube.fcap(name) or {}, "Ready")["status"] == "True"  # informational only
 
