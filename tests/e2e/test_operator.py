@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fabriccap.controller.metrics import EXPOSITION_MAX_AGE_SECONDS
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.world import KARPENTER
@@ -630,6 +631,20 @@ def _writes(metrics: Metrics) -> dict[str, float]:
     }
 
 
+def _settled_writes(scenario: Scenario) -> dict[str, float]:
+    """The write counters as of now. /metrics serves one render for up to
+    ``EXPOSITION_MAX_AGE_SECONDS``, so a scrape right after a status shows may predate the writes
+    that made it: read until two scrapes a render apart agree (a whole run failed on the stale one)."""
+    before = _writes(scenario.operator.metrics())
+    for _ in range(10):
+        time.sleep(EXPOSITION_MAX_AGE_SECONDS + 0.2)
+        now = _writes(scenario.operator.metrics())
+        if now == before:
+            return now
+        before = now
+    raise AssertionError(f"the write counters kept moving: {before}")
+
+
 def test_a_node_group_named_like_another_pools_hashed_name_gets_its_own_object(scenario: Scenario) -> None:
     """Issue 9, defect 1, under round 3's names: Karpenter pool `foo` and a node group once shared
     one object and overwrote each other forever (188 writes in 40 s). Now every pool key gets the
@@ -696,8 +711,10 @@ def test_a_node_group_named_like_another_pools_hashed_name_gets_its_own_object(s
     assert len({obj["metadata"]["name"] for obj in objects.values()}) == 3
     assert objects[(KARPENTER, karpenter_pool)]["metadata"]["name"] == hashed_name
     # Nothing flaps: over several debounce windows no object is written again.
-    writes = _writes(scenario.operator.metrics())
-    versions = {pool: obj["metadata"]["resourceVersion"] for pool, obj in objects.items()}
+    writes = _settled_writes(scenario)
+    settled = all_ready()
+    assert settled is not None
+    versions = {pool: obj["metadata"]["resourceVersion"] for pool, obj in settled.items()}
     time.sleep(QUIET_SECONDS * 3)
     after = all_ready()
     assert after is not None
@@ -730,8 +747,10 @@ def test_an_absurd_quantity_fails_the_pool_closed_without_a_write_loop(
     ready = condition(obj, "Ready")
     assert "unusable quantity" in ready["message"], ready
     assert obj["status"]["nodes"] == 3  # the node is counted, as not advertising
-    writes = _writes(scenario.operator.metrics())
-    version = obj["metadata"]["resourceVersion"]
+    writes = _settled_writes(scenario)
+    settled = scenario.fcap(label)
+    assert settled is not None
+    version = settled["metadata"]["resourceVersion"]
     time.sleep(QUIET_SECONDS * 3)
     assert _writes(scenario.operator.metrics()) == writes  # no retry loop, no failed write
     after = scenario.fcap(label)
