@@ -460,28 +460,6 @@ def run_demo(args: argparse.Namespace) -> int:
 TRAINING_POOL = "efa-p5-training"
 
 
-def _first_event(kubectl: Path, kubeconfig: Path, namespace: str, reason: str) -> str | None:
-    """The first Event of ``reason`` in ``namespace`` as one line (None while there is none)."""
-    listed = _kubectl(
-        kubectl,
-        kubeconfig,
-        "get",
-        "events",
-        "-n",
-        namespace,
-        f"--field-selector=reason={reason}",
-        "-o",
-        "json",
-        check=False,
-    )
-    items = json.loads(listed or "{}").get("items") or []
-    if not items:
-        return None
-    event = items[0]
-    involved = event["involvedObject"]
-    return f"{event['type']}  {event['reason']}  {involved['kind']}/{involved['name']}: {event['message']}"
-
-
 def _fcap_line(kubectl: Path, kubeconfig: Path, name: str) -> str:
     return _kubectl(kubectl, kubeconfig, "get", "fcap", name, "-o", "wide").rstrip()
 
@@ -496,7 +474,10 @@ ELASTIC_POOL = "efa-p5-elastic"
 LAUNCHED_POOL = "efa-p5-spot"
 
 
-def _event_line(kubectl: Path, kubeconfig: Path, namespace: str, reason: str, involved_name: str) -> str | None:
+def _event_line(
+    kubectl: Path, kubeconfig: Path, namespace: str, reason: str, involved_name: str | None = None
+) -> str | None:
+    """The first Event of ``reason`` in ``namespace`` (on ``involved_name``, if given) as one line."""
     listed = _kubectl(
         kubectl,
         kubeconfig,
@@ -511,7 +492,7 @@ def _event_line(kubectl: Path, kubeconfig: Path, namespace: str, reason: str, in
     )
     for event in json.loads(listed or "{}").get("items") or []:
         involved = event["involvedObject"]
-        if involved.get("name") == involved_name:
+        if involved_name is None or involved.get("name") == involved_name:
             return f"{event['type']}  {event['reason']}  {involved['kind']}/{involved['name']}: {event['message']}"
     return None
 
@@ -580,7 +561,7 @@ def _trainjob_story(kubectl: Path, kubeconfig: Path, objects: list[dict[str, Any
     print(_fcap_line(kubectl, kubeconfig, TRAINING_POOL))
 
     def warning() -> str | None:
-        return _first_event(kubectl, kubeconfig, namespace, "FabricNotRequested")
+        return _event_line(kubectl, kubeconfig, namespace, "FabricNotRequested")
 
     print(wait_until(warning, "the FabricNotRequested Event", timeout=30.0, interval=0.25))
     _say(f"{name} is fixed (resourcesPerNode asks for {demo_workloads.EFA}: 32): its pods come back with EFA")
@@ -622,7 +603,7 @@ def _transport_story(
     started = time.monotonic()
 
     def warning() -> str | None:
-        return _first_event(kubectl, kubeconfig, namespace, "FabricNotUsed")
+        return _event_line(kubectl, kubeconfig, namespace, "FabricNotUsed")
 
     print("The operator read the log (1 s after the container started; by default, a minute):")
     print(wait_until(warning, "the FabricNotUsed Event", timeout=90.0, interval=0.25))
