@@ -108,6 +108,23 @@ def test_each_pods_verdict_and_evidence_are_shown() -> None:
     }
 
 
+def serve_pool(api: Any, cluster: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    """The healthy pool's nodes, plugin DaemonSet and pods, and ``pods``, as the fake API server's."""
+    api.serve(NODES.collection(), "Node", [b for b in cluster if b["kind"] == "Node"], "10")
+    daemon_sets = [b for b in cluster if b["kind"] == "DaemonSet"]
+    api.serve(DAEMON_SETS.collection("kube-system"), "DaemonSet", daemon_sets, "10")
+    api.serve(PODS.collection(), "Pod", [*[b for b in cluster if b["kind"] == "Pod"], *pods], "10")
+
+
+def script_logs(api: Any, tmp_path: Path) -> tuple[Path, Path]:
+    """bert-0's log says sockets, gpu-only's is refused; a kubeconfig and a transport-on config."""
+    api.logs[pod_log("ml", "bert-0")] = LogScript(chunks=lambda: [corpus_log("nccl-tests-166-channels-socket.log")])
+    api.logs[pod_log("ml", "gpu-only")] = LogScript(status=403, message='pods "gpu-only" is forbidden')
+    config = tmp_path / "config.yaml"
+    config.write_text("transport: {enabled: true}\n")
+    return write_kubeconfig(tmp_path, api.url), config
+
+
 def bert_job() -> dict[str, Any]:
     """The batch Job that owns bert-0: it selects p5 and asks for EFA (nothing to change there)."""
     container = {"name": "trainer", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8", EFA: "32"}}}
@@ -160,17 +177,9 @@ async def test_live_explain_of_a_workload_reads_its_pods_logs(
     cluster = healthy_pool()
     jobs = ApiResource.of("batch/v1", "jobs", "Job", namespaced=True).collection("ml")
     async with fake_api() as (api, _client):
-        api.serve(NODES.collection(), "Node", [b for b in cluster if b["kind"] == "Node"], "10")
-        api.serve(
-            DAEMON_SETS.collection("kube-system"), "DaemonSet", [b for b in cluster if b["kind"] == "DaemonSet"], "10"
-        )
-        api.serve(PODS.collection(), "Pod", [*[b for b in cluster if b["kind"] == "Pod"], *bodies], "10")
+        serve_pool(api, cluster, bodies)
         api.serve(jobs, "Job", [bert_job()], "10")
-        api.logs[pod_log("ml", "bert-0")] = LogScript(chunks=lambda: [corpus_log("nccl-tests-166-channels-socket.log")])
-        api.logs[pod_log("ml", "gpu-only")] = LogScript(status=403, message='pods "gpu-only" is forbidden')
-        kubeconfig = write_kubeconfig(tmp_path, api.url)
-        config = tmp_path / "config.yaml"
-        config.write_text("transport: {enabled: true}\n")
+        kubeconfig, config = script_logs(api, tmp_path)
 
         code = await asyncio.to_thread(
             main, ["explain", "job/ml/bert", "--kubeconfig", str(kubeconfig), "--config", str(config), "-o", "json"]
@@ -188,16 +197,8 @@ async def test_live_explain_reads_the_pools_logs(tmp_path: Path, capsys: pytest.
     bodies = pods()
     cluster = healthy_pool()
     async with fake_api() as (api, _client):
-        api.serve(NODES.collection(), "Node", [b for b in cluster if b["kind"] == "Node"], "10")
-        api.serve(
-            DAEMON_SETS.collection("kube-system"), "DaemonSet", [b for b in cluster if b["kind"] == "DaemonSet"], "10"
-        )
-        api.serve(PODS.collection(), "Pod", [*[b for b in cluster if b["kind"] == "Pod"], *bodies], "10")
-        api.logs[pod_log("ml", "bert-0")] = LogScript(chunks=lambda: [corpus_log("nccl-tests-166-channels-socket.log")])
-        api.logs[pod_log("ml", "gpu-only")] = LogScript(status=403, message='pods "gpu-only" is forbidden')
-        kubeconfig = write_kubeconfig(tmp_path, api.url)
-        config = tmp_path / "config.yaml"
-        config.write_text("transport: {enabled: true}\n")
+        serve_pool(api, cluster, bodies)
+        kubeconfig, config = script_logs(api, tmp_path)
 
         code = await asyncio.to_thread(
             main, ["explain", "p5", "--kubeconfig", str(kubeconfig), "--config", str(config), "-o", "json"]
