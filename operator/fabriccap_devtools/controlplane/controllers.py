@@ -22,7 +22,9 @@ CLUSTER_NAME = "fabriccap"
 # ServiceAccount token the kubelet can mount (serviceaccount, serviceaccount-token,
 # root-ca-certificate-publisher: the kube-root-ca.crt ConfigMap every projected token volume reads).
 # Deployments roll out their ReplicaSets' pods (deployment, replicaset: the operator's own
-# chart), and PodDisruptionBudgets get a status (disruption).
+# chart), and PodDisruptionBudgets get a status (disruption). A ResourceClaim is released when its
+# pod goes: reservedFor cleared, deallocated, its delete-protection finalizer lifted (resourceclaim;
+# without it a claim the scheduler allocated can never be deleted).
 NODE_CONTROLLERS: tuple[str, ...] = (
     "daemonset-controller",
     "deployment-controller",
@@ -36,6 +38,7 @@ NODE_CONTROLLERS: tuple[str, ...] = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
+    "resourceclaim-controller",
 )
 # Beside simulated nodes (the demo's, whose status the demo writes and whose pods' owners,
 # Jobs and ReplicaSets, exist only in the simulation): the garbage collector would delete
