@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -184,8 +185,12 @@ async def run_operator(
     results: dict[str, Any] = {}
     before_logs, before_forwarded = stub.stats.requests, stub.stats.forwarded
     started = time.monotonic()
+    command = local_run_command(stub.kubeconfig_for(directory / "front.kubeconfig"), config_file)
+    traced = Path(args.tracemalloc) / f"operator-{label}.json" if args.tracemalloc else None
+    if traced is not None:  # [python, -m, fabriccap, run, …] → the traced wrapper
+        command = [command[0], str(Path(__file__).with_name("traced_operator.py")), str(traced), *command[3:]]
     operator = subprocess.Popen(
-        local_run_command(stub.kubeconfig_for(directory / "front.kubeconfig"), config_file),
+        command,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -224,10 +229,43 @@ async def run_operator(
         results["forwarded_requests"] = stub.stats.forwarded - before_forwarded
         results["cpu_s"] = cpu_seconds(operator.pid)
         results["rss_mib"], results["peak_rss_mib"] = rss_mib(operator.pid)
+        if traced is not None:
+            results["traced_python_mib"] = await traced_total(operator, traced)
     finally:
         operator.terminate()
         operator.wait(timeout=30)
     return results
+
+
+async def traced_total(operator: subprocess.Popen[bytes], out: Path) -> float:
+    """Ask the traced operator for its snapshot (SIGUSR1) and return its Python total, MiB."""
+    out.unlink(missing_ok=True)
+    operator.send_signal(signal.SIGUSR1)
+    for _ in range(600):
+        if out.exists():
+            with contextlib.suppress(ValueError):
+                return float(json.loads(out.read_text())["total"]) / 2**20
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"no tracemalloc snapshot in {out}")
+
+
+def compare_snapshots(directory: Path) -> None:
+    """The places whose live allocations grew most from the run without transport to the run
+    with it, per GPU pod is for the reader to divide."""
+    off, on = (json.loads((directory / f"operator-{label}.json").read_text()) for label in ("off", "on"))
+    before = {entry["where"]: entry for entry in off["top"]}
+    grown = sorted(
+        ((entry["size"] - before.get(entry["where"], {}).get("size", 0), entry) for entry in on["top"]),
+        key=lambda pair: -pair[0],
+    )
+    for label, report in (("off", off), ("on", on)):
+        print(
+            f"{label}: python live {report['total'] / 2**20:.1f} MiB;"
+            f" RSS {report['rss_before_trim'] / 2**20:.1f} MiB, after malloc_trim(0)"
+            f" {report['rss_after_trim'] / 2**20:.1f} MiB"
+        )
+    for growth, entry in grown[:25]:
+        print(f"{growth / 1024:10.1f} KiB  {entry['count']:8d} blocks  {entry['where']}")
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -299,6 +337,11 @@ def main() -> int:
     parser.add_argument(
         "--first-read-seconds", type=float, default=60.0, help="readAfterSeconds[0] (default 60, the product's)"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        metavar="DIR",
+        help="run the operator under tracemalloc; compare its snapshots (off, on) in DIR",
+    )
     parser.add_argument("--backlog-timeout", type=float, default=3600.0, help="give up waiting for the first reads")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}", flush=True)
@@ -308,6 +351,8 @@ def main() -> int:
     results["bench_s"] = time.monotonic() - started
     print(json.dumps(rounded(results), indent=1), flush=True)
     print_table(results["versus_baseline"])
+    if args.tracemalloc:
+        compare_snapshots(Path(args.tracemalloc))
     return 0
 
 
