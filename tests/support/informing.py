@@ -38,6 +38,12 @@ def node_events(metrics: OperatorMetrics, result: str = "applied") -> float:
     return watch_events(metrics, "node", result)
 
 
+def relists(metrics: OperatorMetrics, found: str, kind: str = "node") -> float:
+    """LISTs of ``kind`` that replaced a watch without progress and found ``found``."""
+    value = metrics.registry.get_sample_value("fabriccap_watch_relists_total", {"kind": kind, "found": found})
+    return value or 0.0
+
+
 @dataclass
 class Operator:
     api: FakeApi

@@ -212,6 +212,10 @@ class ListWatch:
     # (None: never). Half the staleness threshold, so a watch that delivers nothing usable
     # is replaced by a LIST before the view it keeps would count as stale.
     progress_timeout: float | None = None
+    # The LIST under way replaces a watch without progress: ``missed`` counts the changes it
+    # brings that the watch had not delivered (the subclass counts them in ``_apply``/``_listed``).
+    checking: bool = False
+    missed: int = 0
     # Monotonic time of the last progress: a completed LIST, or a watch event or bookmark that
     # advanced the resourceVersion (never the opening of a watch); and whether the watch is up.
     last_progress: float | None = None
@@ -287,6 +291,24 @@ class ListWatch:
     def _served(self) -> None:
         """Called after every successful LIST."""
 
+    def _checked(self) -> None:
+        """The LIST after a watch without progress is done: say whether the watch had missed
+        anything. Only that is a fault: the API server's bookmarks on a quiet collection do not
+        always advance its resourceVersion (measured: a minute and more without), so a healthy
+        watch of DeviceClasses or NodePools comes here too."""
+        found = "changes" if self.missed else "nothing"
+        self.metrics.watch_relists.labels(kind=self.kind, found=found).inc()
+        if self.missed:
+            logger.warning(
+                "the LIST of %s that replaced a watch without progress found %d change(s) the watch had not"
+                " delivered; watching again from it",
+                self.path,
+                self.missed,
+            )
+        else:
+            logger.info("the LIST of %s found nothing its watch had missed; watching again", self.path)
+        self.checking, self.missed = False, 0
+
     async def run(self) -> None:
         delay = 1.0
         while True:
@@ -304,6 +326,8 @@ class ListWatch:
                 continue
             self._served()
             self.listed.set()
+            if self.checking:
+                self._checked()
             delay = 1.0
             try:
                 await self._watch_until_relist(version)
@@ -312,7 +336,8 @@ class ListWatch:
             except _NoProgressError:
                 self._failed()
                 self._pages_next = True  # a streaming list is a watch too: read by LIST this time
-                logger.warning(
+                self.checking, self.missed = True, 0
+                logger.info(
                     "watch of %s made no progress for %.0fs (no event or bookmark advanced its resourceVersion);"
                     " listing again",
                     self.path,
@@ -594,8 +619,14 @@ class Informer(ListWatch):
         return await super()._initial_state()
 
     def _listed(self, keys: set[str], version: str) -> None:
+        held = self._held_count() if self.checking else 0
         self.watched.retain(self.store, self.scope, keys)
+        if self.checking:
+            self.missed += held - self._held_count()  # deletions the watch had not delivered
         self._say_classes()
+
+    def _held_count(self) -> int:
+        return sum(len(self.store.held(facet.table)) for facet in self.watched.facets)
 
     def _relist_needed(self) -> bool:
         # A class edited in a way that selects the same (its labels, its extendedResourceName)
@@ -668,6 +699,8 @@ class Informer(ListWatch):
                 logger.error("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
             return "rejected"
+        if self.checking and after != before:
+            self.missed += 1  # compared only in the LIST that replaced a watch without progress
         # What is wrong in an object kept anyway is said when it changes, not on every event:
         # a driver republishes its slices often, a node heartbeats.
         for problem in self.watched.new_problems(before, after):

@@ -275,6 +275,14 @@ class OperatorMetrics:
             "Target nodes that carry none of the pool label keys (never published).",
             registry=self.registry,
         )
+        self.watch_relists = Counter(
+            "fabriccap_watch_relists",
+            "LISTs that replaced a watch which made no progress for half of staleAfterSeconds, by object kind"
+            " and what they found: changes (the watch had missed some: a fault between the operator and the"
+            " API server) or nothing (a quiet collection whose bookmarks did not advance its resourceVersion).",
+            ["kind", "found"],
+            registry=self.registry,
+        )
         self.watch_events = Counter(
             "fabriccap_watch_events",
             "Listed objects and watch events (not bookmarks), by object kind and result: applied (to the"
@@ -378,6 +386,9 @@ class OperatorMetrics:
         for kind in (*(watched.label for watched in WATCHED_KINDS), "fabriccapability"):
             for result in WATCH_RESULTS:
                 self.watch_events.labels(kind=kind, result=result)
+        for watched in WATCHED_KINDS:
+            for found in ("changes", "nothing"):
+                self.watch_relists.labels(kind=watched.label, found=found)
         for result in ("created", "updated", "deleted", "error"):
             self.status_writes.labels(result=result)
 

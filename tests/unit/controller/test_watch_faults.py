@@ -29,7 +29,7 @@ from support.fakeapi import (
     fake_api,
     recorded_sleeps,
 )
-from support.informing import NODES, PODS, node_events, operator
+from support.informing import NODES, PODS, node_events, operator, relists
 
 
 @pytest.fixture(autouse=True)
@@ -230,11 +230,40 @@ async def test_a_silent_watch_is_replaced_by_a_list_before_the_view_goes_stale(
         op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
         await eventually(lambda: op.efa() == {"n1": 0}, "the change, from a LIST")
         assert len(op.api.lists(NODES)) >= 2
+        # The LIST brought a change the watch had not delivered: that is the fault, and a WARNING.
         assert (
-            f"watch of {NODES} made no progress for 0s (no event or bookmark advanced its resourceVersion);"
-            " listing again" in caplog.messages
+            f"the LIST of {NODES} that replaced a watch without progress found 1 change(s) the watch had not"
+            " delivered; watching again from it" in caplog.messages
         )
+        assert relists(op.metrics, "changes") == 1
         await eventually(lambda: op.api.watches(NODES)[-1]["resourceVersion"] == "200", "a watch from the new LIST")
+
+
+async def test_a_quiet_watch_replaced_by_a_list_that_finds_nothing_missed_is_no_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A healthy quiet collection: no event, and bookmarks that do not advance its version (as
+    the API server sends them for a kind nothing writes). The LIST that replaces the watch finds
+    what the watch had: said at INFO, counted as found nothing; never a WARNING."""
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], progress_timeout=0.3) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: relists(op.metrics, "nothing") >= 2, "two LISTs that found nothing missed")
+        assert relists(op.metrics, "changes") == 0
+        assert op.efa() == {"n1": 32}
+        assert f"the LIST of {NODES} found nothing its watch had missed; watching again" in caplog.messages
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warned == [], warned
+
+
+async def test_a_deletion_the_watch_missed_is_a_change_the_list_found(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32), node("n2", efa=32)], progress_timeout=0.3) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        op.api.serve(NODES, "Node", [node("n1", efa=32)], "200")  # n2 deleted, never sent on the watch
+        await eventually(lambda: op.efa() == {"n1": 32}, "the deletion, from a LIST")
+        assert relists(op.metrics, "changes") == 1
+        assert any("found 1 change(s) the watch had not delivered" in message for message in caplog.messages)
 
 
 async def test_a_stream_cut_inside_every_event_makes_no_progress(
@@ -295,7 +324,7 @@ async def test_a_watch_resumed_from_a_version_that_brings_nothing_lists_again(
         assert op.api.watches(NODES)[1]["resourceVersion"] == "opaque-bogus"
         op.api.serve(NODES, "Node", [node("n1", efa=0)], "400")
         await eventually(lambda: op.efa() == {"n1": 0}, "the change, from a LIST")
-        assert any("made no progress" in message for message in caplog.messages)
+        assert any("the watch had not delivered" in message for message in caplog.messages)
 
 
 @pytest.mark.parametrize(
