@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from fabriccap.kube.client import connect
-from fabriccap_devtools.controlplane import host, relay
+from fabriccap_devtools.controlplane import relay
 from fabriccap_devtools.controlplane.binaries import ensure_all, ensure_node_binaries
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.controlplane.controllers import (
@@ -46,7 +46,8 @@ from fabriccap_devtools.demo import DEMO_POOL, REAL_DEVICES, REAL_NODES, REAL_PO
 from fabriccap_devtools.demo import expected_capability_names as demo_capability_names
 from fabriccap_devtools.seeding import load_objects
 from fabriccap_devtools.world import efa_device_class
-from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, reasons
+from harness import E2ECluster, reasons
+from realnodes import require_real_nodes
 
 KARPENTER_GROUPS = ("karpenter.sh/", "karpenter.k8s.aws/")
 
@@ -73,17 +74,6 @@ HELM_TIMEOUT_SECONDS = 600
 QUIET_WINDOW_SECONDS = 20.0
 
 
-def _require_root_nodes() -> None:
-    if os.environ.get(EXTERNAL_KUBECONFIG_ENV):
-        pytest.skip(f"real nodes run on the local control plane only ({EXTERNAL_KUBECONFIG_ENV} is set)")
-    missing = host.missing_prerequisites()
-    if missing:
-        message = f"real nodes need {'; '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (CI=true: not skipping)")
-        pytest.skip(message)
-
-
 # ---------------------------------------------------------------------------------------------
 # Fixtures: the image, a two-node cluster with the demo around it, the chart installed
 
@@ -96,7 +86,7 @@ class Image:
 
 @pytest.fixture(scope="module")
 def image(uncaptured: Any, timings: Any) -> Iterator[Image]:
-    _require_root_nodes()
+    require_real_nodes()
     with tempfile.TemporaryDirectory(prefix="fabriccap-pod-image-") as out:
         started = time.monotonic()
         with uncaptured():  # a cold build takes minutes: let its progress through

@@ -18,7 +18,6 @@ latencies in docs/performance.md are measured with the defaults.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -33,12 +32,12 @@ import pytest
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
 from fabriccap_devtools import efaplugin
 from fabriccap_devtools.controlplane import host
-from fabriccap_devtools.controlplane.binaries import ensure_all, ensure_node_binaries
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.controlplane.controllers import ControllerOptions
 from fabriccap_devtools.controlplane.nodes import NodeFleet, NodeOptions, node_specs
 from fabriccap_devtools.world import EFA_DS, KUBE_SYSTEM
-from harness import EFA, EXTERNAL_KUBECONFIG_ENV, E2ECluster, OperatorProcess, SyncKube, reasons, write_config
+from harness import EFA, E2ECluster, OperatorProcess, SyncKube, reasons, write_config
+from realnodes import real_node_cluster, require_real_nodes
 from recording import Recorder, Seen
 
 pytestmark = pytest.mark.realnodes
@@ -57,17 +56,6 @@ FCAPS_PATH = FABRIC_CAPABILITIES.collection()
 TIMEOUT = 90.0
 
 
-def _require_real_nodes() -> None:
-    if os.environ.get(EXTERNAL_KUBECONFIG_ENV):
-        pytest.skip(f"real nodes run on the local control plane only ({EXTERNAL_KUBECONFIG_ENV} is set)")
-    missing = host.missing_prerequisites()
-    if missing:
-        message = f"real nodes need {'; '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (CI=true: not skipping)")
-        pytest.skip(message)
-
-
 # ---------------------------------------------------------------------------------------------
 # Fixtures: one two-node cluster, the operator and the plugin for the whole module
 
@@ -76,31 +64,16 @@ def _require_real_nodes() -> None:
 def real_cluster(
     tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any
 ) -> Iterator[tuple[E2ECluster, LocalControlPlane]]:
-    _require_real_nodes()
-    with uncaptured():  # the first build takes minutes: let its progress through
-        binaries, node_binaries = ensure_all(), ensure_node_binaries()
-    control_plane = LocalControlPlane(
+    with real_node_cluster(
         tmp_path_factory.mktemp("realnodes"),
-        binaries=binaries,
-        node_binaries=node_binaries,
-        nodes=node_specs(2, pool=POOL),
+        node_specs(2, pool=POOL),
+        uncaptured=uncaptured,
+        timings=timings,
+        what="control plane + 2 nodes Ready (binaries and images cached)",
         node_options=NodeOptions(status_update_frequency_seconds=STATUS_FREQUENCY_SECONDS),
         controller_options=ControllerOptions(node_monitor_grace_seconds=NODE_MONITOR_GRACE_SECONDS),
-    )
-    started = time.monotonic()
-    with uncaptured():
-        control_plane.start()
-    timings.record("setup", "control plane + 2 nodes Ready (binaries and images cached)", time.monotonic() - started)
-    try:
-        cluster = E2ECluster(kubeconfig=control_plane.kubeconfig, kubectl=control_plane.kubectl, local=control_plane)
-        crd = Path(__file__).resolve().parents[2] / "crds" / "fabriccapabilities.yaml"
-        cluster.run_kubectl("apply", "--server-side", "-f", str(crd))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
-        yield cluster, control_plane
-    finally:
-        stopped = time.monotonic()
-        control_plane.stop()
-        timings.record("teardown", "stop everything, undo the host changes", time.monotonic() - stopped)
+    ) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +233,7 @@ def test_controlplane_down_leaves_the_machine_as_it_found_it(tmp_path: Path, tim
     module's cluster starts, so (unless another session runs nodes right now) this control
     plane is the machine's only one and its `down` restores the sysctls and removes the
     shared directories itself."""
-    _require_real_nodes()
+    require_real_nodes()
     before = machine_snapshot()
     directory = tmp_path / "cp"
     started = time.monotonic()
@@ -282,7 +255,7 @@ def test_controlplane_down_leaves_the_machine_as_it_found_it(tmp_path: Path, tim
 def test_the_demo_runs_with_a_pool_of_real_kubelets(tmp_path: Path, timings: Any) -> None:
     """`fabriccap demo --real-nodes`: p5-partial is two kubelets; its laggard catches up when its
     plugin finds its devices, and the simulated pools around it say what they say without it."""
-    _require_real_nodes()
+    require_real_nodes()
     started = time.monotonic()
     demo = fabriccap("demo", "--real-nodes", "--dir", str(tmp_path / "demo"))
     timings.record("demo", "`fabriccap demo --real-nodes`, start to finish", time.monotonic() - started)

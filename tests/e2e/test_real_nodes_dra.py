@@ -15,10 +15,7 @@ Root only (``realnodes``), like tests/e2e/test_real_nodes.py.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,18 +31,15 @@ from fabriccap.kube.paths import (
     RESOURCE_SLICES,
 )
 from fabriccap_devtools import world
-from fabriccap_devtools.controlplane import host
-from fabriccap_devtools.controlplane.binaries import ensure_all, ensure_node_binaries
-from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.controlplane.images import SLEEPER_IMAGE
 from fabriccap_devtools.controlplane.nodes import NodeOptions, node_specs
 from fabriccap_devtools.seeding import creatable
 from fabriccap_devtools.world import EFA, KUBE_SYSTEM
-from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, OperatorProcess, SyncKube, condition, wait_until, write_config
+from harness import E2ECluster, OperatorProcess, SyncKube, condition, wait_until, write_config
+from realnodes import real_node_cluster
 
 pytestmark = pytest.mark.realnodes
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 POOL = "real-dra"
 FCAP = f"efa-{POOL}"
 (NODE,) = (spec.name for spec in node_specs(1, pool=POOL))
@@ -56,42 +50,18 @@ TIMEOUT = 120.0
 FEATURE_GATES = ("DRAExtendedResource=true",)
 
 
-def _require_real_nodes() -> None:
-    if os.environ.get(EXTERNAL_KUBECONFIG_ENV):
-        pytest.skip(f"real nodes run on the local control plane only ({EXTERNAL_KUBECONFIG_ENV} is set)")
-    missing = host.missing_prerequisites()
-    if missing:
-        message = f"real nodes need {'; '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (CI=true: not skipping)")
-        pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any) -> Iterator[E2ECluster]:
-    _require_real_nodes()
-    with uncaptured():  # the first build takes minutes: let its progress through
-        binaries, node_binaries = ensure_all(), ensure_node_binaries()
-    control_plane = LocalControlPlane(
+    with real_node_cluster(
         tmp_path_factory.mktemp("realnodes-dra"),
-        binaries=binaries,
-        node_binaries=node_binaries,
-        nodes=node_specs(1, pool=POOL),
+        node_specs(1, pool=POOL),
+        uncaptured=uncaptured,
+        timings=timings,
+        what="dra: control plane + 1 node Ready",
         node_options=NodeOptions(status_update_frequency_seconds=2),
         feature_gates=FEATURE_GATES,
-    )
-    started = time.monotonic()
-    with uncaptured():
-        control_plane.start()
-    timings.record("setup", "dra: control plane + 1 node Ready", time.monotonic() - started)
-    try:
-        cluster = E2ECluster(kubeconfig=control_plane.kubeconfig, kubectl=control_plane.kubectl, local=control_plane)
-        crd = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
-        cluster.run_kubectl("apply", "--server-side", "-f", str(crd))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
+    ) as (cluster, _):
         yield cluster
-    finally:
-        control_plane.stop()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ Root only (``realnodes``), like tests/e2e/test_real_nodes.py.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,13 +26,11 @@ import pytest
 
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, PODS
 from fabriccap_devtools import efaplugin
-from fabriccap_devtools.controlplane import host
-from fabriccap_devtools.controlplane.binaries import ensure_all, ensure_node_binaries
-from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.controlplane.nodes import NodeOptions, node_specs
 from fabriccap_devtools.logstub import LogStub
 from fabriccap_devtools.world import EFA, KUBE_SYSTEM
-from harness import EXTERNAL_KUBECONFIG_ENV, E2ECluster, OperatorProcess, SyncKube, wait_until, write_config
+from harness import E2ECluster, OperatorProcess, SyncKube, wait_until, write_config
+from realnodes import real_node_cluster
 
 pytestmark = pytest.mark.realnodes
 
@@ -50,41 +47,17 @@ MARKER = f"fabriccap-e2e-marker-{uuid.uuid4().hex}: a training script's own line
 TIMEOUT = 120.0
 
 
-def _require_real_nodes() -> None:
-    if os.environ.get(EXTERNAL_KUBECONFIG_ENV):
-        pytest.skip(f"real nodes run on the local control plane only ({EXTERNAL_KUBECONFIG_ENV} is set)")
-    missing = host.missing_prerequisites()
-    if missing:
-        message = f"real nodes need {'; '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (CI=true: not skipping)")
-        pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any) -> Iterator[E2ECluster]:
-    _require_real_nodes()
-    with uncaptured():  # the first build takes minutes: let its progress through
-        binaries, node_binaries = ensure_all(), ensure_node_binaries()
-    control_plane = LocalControlPlane(
+    with real_node_cluster(
         tmp_path_factory.mktemp("realnodes-transport"),
-        binaries=binaries,
-        node_binaries=node_binaries,
-        nodes=node_specs(2, pool=POOL),
+        node_specs(2, pool=POOL),
+        uncaptured=uncaptured,
+        timings=timings,
+        what="transport: control plane + 2 nodes Ready",
         node_options=NodeOptions(status_update_frequency_seconds=2),
-    )
-    started = time.monotonic()
-    with uncaptured():
-        control_plane.start()
-    timings.record("setup", "transport: control plane + 2 nodes Ready", time.monotonic() - started)
-    try:
-        cluster = E2ECluster(kubeconfig=control_plane.kubeconfig, kubectl=control_plane.kubectl, local=control_plane)
-        crd = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
-        cluster.run_kubectl("apply", "--server-side", "-f", str(crd))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crd))
+    ) as (cluster, _):
         yield cluster
-    finally:
-        control_plane.stop()
 
 
 @pytest.fixture(scope="module")
