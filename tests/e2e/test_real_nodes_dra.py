@@ -51,7 +51,8 @@ FEATURE_GATES = ("DRAExtendedResource=true",)
 
 
 @pytest.fixture(scope="module")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any) -> Iterator[E2ECluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any) -> Iterator[E2ECluster]:
+    """This module's own cluster in place of the shared one (conftest's ``kube`` follows it)."""
     with real_node_cluster(
         tmp_path_factory.mktemp("realnodes-dra"),
         node_specs(1, pool=POOL),
@@ -62,12 +63,6 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timi
         feature_gates=FEATURE_GATES,
     ) as (cluster, _):
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(real_cluster: E2ECluster) -> E2ECluster:
-    """This module's own cluster in place of the shared one (conftest's ``kube`` follows it)."""
-    return real_cluster
 
 
 @pytest.fixture(scope="module")

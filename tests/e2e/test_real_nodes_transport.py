@@ -48,7 +48,8 @@ TIMEOUT = 120.0
 
 
 @pytest.fixture(scope="module")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any) -> Iterator[E2ECluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timings: Any) -> Iterator[E2ECluster]:
+    """This module's own cluster in place of the shared one (conftest's ``kube`` follows it)."""
     with real_node_cluster(
         tmp_path_factory.mktemp("realnodes-transport"),
         node_specs(2, pool=POOL),
@@ -58,12 +59,6 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, uncaptured: Any, timi
         node_options=NodeOptions(status_update_frequency_seconds=2),
     ) as (cluster, _):
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(real_cluster: E2ECluster) -> E2ECluster:
-    """This module's own cluster in place of the shared one (conftest's ``kube`` follows it)."""
-    return real_cluster
 
 
 @pytest.fixture(scope="module")
