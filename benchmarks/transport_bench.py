@@ -199,11 +199,19 @@ async def run_operator(
         results["start_s"] = time.monotonic() - started
         if transport:
             # Every pod's first read: due at once (their containers are past the first step).
+            # The RSS against the reads done, every 10 s: its slope is what one more verdict
+            # costs, apart from what the first reads cost once.
+            samples: list[tuple[int, float]] = []
+            sampled = 0.0
             while stub.stats.requests - before_logs < pods:
                 if time.monotonic() - started > args.backlog_timeout:
                     results["backlog_unfinished_reads"] = pods - (stub.stats.requests - before_logs)
                     break
+                if time.monotonic() - sampled >= 10.0:
+                    samples.append((stub.stats.requests - before_logs, rss_mib(operator.pid)[0]))
+                    sampled = time.monotonic()
                 await asyncio.sleep(1.0)
+            results["rss_marginal_bytes_per_read"] = marginal_bytes_per_read(samples, pods)
             backlog = time.monotonic() - started
             results["backlog_s"] = backlog
             results["backlog_log_requests_per_s"] = (stub.stats.requests - before_logs) / backlog
@@ -235,6 +243,20 @@ async def run_operator(
         operator.terminate()
         operator.wait(timeout=30)
     return results
+
+
+def marginal_bytes_per_read(samples: list[tuple[int, float]], pods: int) -> float | None:
+    """The least-squares slope of RSS (MiB) over reads done, in bytes a read, from the samples
+    past the first quarter of the backlog (the first reads pay the allocators' one-off growth)."""
+    late = [(float(reads), rss) for reads, rss in samples if reads >= pods / 4]
+    if len(late) < 3:
+        return None
+    mean_x = sum(x for x, _ in late) / len(late)
+    mean_y = sum(y for _, y in late) / len(late)
+    spread = sum((x - mean_x) ** 2 for x, _ in late)
+    if spread == 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in late) / spread * 2**20
 
 
 async def traced_total(operator: subprocess.Popen[bytes], out: Path) -> float:
@@ -305,6 +327,7 @@ def versus_baseline(results: dict[str, Any]) -> dict[str, Any]:
     # than the verdicts kept (a verdict, an evidence line of 200 characters, the run's state).
     compared["log_requests_per_pod"] = on["log_requests"] / pods if pods else None
     compared["rss_growth_bytes_per_pod"] = (on["rss_mib"] - off["rss_mib"]) * 1024 * 1024 / pods if pods else None
+    compared["rss_marginal_bytes_per_read"] = on.get("rss_marginal_bytes_per_read")
     return compared
 
 
