@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from fabriccap.controller.memory import MemoryTrimmer
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config
@@ -108,6 +109,8 @@ class LogReader:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _bucket: TokenBucket | None = None
     _said: set[str] = field(default_factory=set)  # results already logged at WARNING
+    # The reads' freed buffers go back to the system when a burst of reads ends (memory.py).
+    trimmer: MemoryTrimmer = field(default_factory=MemoryTrimmer)
     # Bytes handed to the parsers so far: what a test compares with the loop's progress.
     bytes_scanned: int = 0
 
@@ -236,6 +239,9 @@ class LogReader:
                 del self._in_flight[(key, container)]
             if read.cancelled():
                 self.metrics.transport_log_reads.labels(result=ReadResult.DROPPED).inc()
+            self.trimmer.done()
+            if not self._ready and not self._in_flight:
+                self.trimmer.idle()
 
     async def close(self) -> None:
         self._ready.clear()

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from fabriccap.controller.logreader import LogReader, read_steps
+from fabriccap.controller.memory import MemoryTrimmer
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config, build_config
@@ -376,6 +377,20 @@ async def test_reads_in_flight_never_exceed_the_bound() -> None:
         gate.set()
         await eventually(lambda: len(r.store.transport) == 12, "every pod read")
         assert r.api.most_log_streams == 3
+
+
+async def test_the_reads_free_memory_goes_back_when_a_burst_of_reads_ends() -> None:
+    trims: list[int] = []
+    async with rig(settings(maxConcurrentReads=3, readsPerSecond=1000)) as r:
+        r.reader.trimmer = MemoryTrimmer(trim=trims.append, min_work=10)
+        for index in range(12):
+            r.add_pod(f"p-{index}", LogScript(chunks=lambda: [SOCKET_LOG]))
+        await eventually(lambda: len(r.store.transport) == 12 and r.reader.pending == 0, "every pod read")
+        await eventually(lambda: trims == [0], "one trim, after the burst")
+        r.add_pod("p-late", LogScript(chunks=lambda: [SOCKET_LOG]))
+        await eventually(lambda: r.verdict("p-late") is not None and r.reader.pending == 0, "one more read")
+        await asyncio.sleep(0.05)
+        assert trims == [0]  # one read is not worth another
 
 
 def test_the_token_bucket_allows_a_burst_then_the_rate() -> None:

@@ -1,0 +1,34 @@
+"""Free memory given back after a burst of work (controller.memory)."""
+
+from __future__ import annotations
+
+from fabriccap.controller.memory import MemoryTrimmer
+
+
+def test_a_trim_runs_only_after_enough_work_and_then_starts_counting_again() -> None:
+    calls: list[int] = []
+    trimmer = MemoryTrimmer(trim=calls.append, min_work=3)
+    for _ in range(2):
+        trimmer.done()
+    assert not trimmer.idle()  # two units of work: not worth a walk of the heap
+    trimmer.done()
+    assert trimmer.idle() and calls == [0]  # malloc_trim(0): keep no padding
+    assert not trimmer.idle()  # nothing done since
+    for _ in range(3):
+        trimmer.done()
+    assert trimmer.idle() and trimmer.trims == 2
+
+
+def test_without_malloc_trim_nothing_happens() -> None:
+    trimmer = MemoryTrimmer(trim=None, min_work=1)
+    trimmer.done()
+    assert not trimmer.idle()
+    assert trimmer.trims == 0
+
+
+def test_this_platforms_malloc_trim_is_found_and_runs() -> None:
+    # The image is Debian (glibc), like this machine: the product's trim must be the real one.
+    trimmer = MemoryTrimmer(min_work=1)
+    assert trimmer.trim is not None
+    trimmer.done()
+    assert trimmer.idle()
