@@ -49,13 +49,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
 from fabriccap.configfile import load_config
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials
+from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import kinds_for
 from fabriccap_devtools.launch import free_loopback_port, local_run_command
 from fabriccap_devtools.scalesim import Simulator
@@ -105,25 +106,39 @@ def child_pid(pid: int) -> int:
     raise RuntimeError(f"process {pid} started no child in 30s")
 
 
-def listed_paths(config_path: Path) -> list[tuple[str, int]]:
-    """(path, page size) of every collection the operator lists with this config."""
+class Listed(NamedTuple):
+    path: str
+    page_size: int
+    optional: bool  # a kind the server may not serve (Karpenter's): a 404 is an empty list
+
+
+def listed_paths(config_path: Path) -> list[Listed]:
+    """Every collection the operator lists with this config."""
     config = load_config(str(config_path))
-    return [(path, watched.page_size) for watched in kinds_for(config) for _scope, path in watched.paths(config)]
+    return [
+        Listed(path, watched.page_size, watched.optional)
+        for watched in kinds_for(config)
+        for _scope, path in watched.paths(config)
+    ]
 
 
-async def paged_listing(client: KubeClient, paths: list[tuple[str, int]], unpaged: bool) -> int:
-    async def one(path: str, page_size: int) -> int:
-        if unpaged:
-            return len((await client.get(path)).get("items") or [])
+async def paged_listing(client: KubeClient, paths: list[Listed], unpaged: bool) -> int:
+    async def one(listed: Listed) -> int:
         count = 0
-        async for page in client.list_pages(path, page_size):
-            count += len(page.get("items") or [])
+        try:
+            if unpaged:
+                return len((await client.get(listed.path)).get("items") or [])
+            async for page in client.list_pages(listed.path, listed.page_size):
+                count += len(page.get("items") or [])
+        except KubeError as error:
+            if not (listed.optional and error.status == 404):
+                raise
         return count
 
-    return sum(await asyncio.gather(*(one(path, size) for path, size in paths)))
+    return sum(await asyncio.gather(*(one(listed) for listed in paths)))
 
 
-async def streaming_listing(client: KubeClient, paths: list[tuple[str, int]]) -> int:
+async def streaming_listing(client: KubeClient, paths: list[Listed]) -> int:
     """Each collection as a watch with sendInitialEvents=true, decoded line by line up to the
     initial-events-end bookmark."""
     credentials = client.credentials
@@ -135,9 +150,12 @@ async def streaming_listing(client: KubeClient, paths: list[tuple[str, int]]) ->
         "timeoutSeconds": "1800",
     }
 
-    async def one(session: aiohttp.ClientSession, path: str) -> int:
+    async def one(session: aiohttp.ClientSession, listed: Listed) -> int:
         count = 0
+        path = listed.path
         async with session.get(credentials.server + path, params=params, headers=credentials.headers()) as response:
+            if listed.optional and response.status == 404:
+                return 0
             if response.status != 200:
                 raise RuntimeError(f"streaming list of {path}: {response.status} {await response.text()}")
             buffer = b""
@@ -158,7 +176,7 @@ async def streaming_listing(client: KubeClient, paths: list[tuple[str, int]]) ->
 
     connector = aiohttp.TCPConnector(ssl=credentials.ssl_context())
     async with aiohttp.ClientSession(connector=connector) as session:
-        return sum(await asyncio.gather(*(one(session, path) for path, _ in paths)))
+        return sum(await asyncio.gather(*(one(session, listed) for listed in paths)))
 
 
 def baseline_child(kubeconfig: str, config_path: str, mode: str) -> None:
