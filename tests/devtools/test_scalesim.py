@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.client import MERGE_PATCH, KubeClient, connect
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
@@ -285,6 +285,33 @@ async def test_status_writes_follow_the_status_subresource_rules(client: KubeCli
     assert conflict.value.status == 409
     listed = await client.get(FABRIC_CAPABILITIES.collection())
     assert listed["items"][0]["kind"] == "FabricCapability"  # custom resources keep their type in lists
+
+
+async def test_writes_are_owned_by_their_field_manager_and_a_main_resource_write_owns_no_status(
+    client: KubeClient,
+) -> None:
+    """As the API server records managed fields: the request's fieldManager names the writer,
+    and a write to the main resource of a kind with a status subresource owns no status field.
+    Both wrong once: every write was the User-Agent's "Python" and owned the whole object, so
+    the operator's own label PATCH read as a foreign writer of its status (a "write war")."""
+    await client.create(
+        FABRIC_CAPABILITIES.collection(),
+        {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": "efa-m"}},
+    )
+    status_path = FABRIC_CAPABILITIES.status("efa-m")
+    await client.request(
+        "PATCH", status_path, {"fieldManager": "fabriccap/a"}, {"status": {"targetNodes": 1}}, MERGE_PATCH
+    )
+    labelled = await client.request(
+        "PATCH", FABRIC_CAPABILITIES.item("efa-m"), None, {"metadata": {"labels": {"x": "y"}}}, MERGE_PATCH
+    )
+    owners = {
+        (entry["manager"], entry.get("subresource", "")): entry["fieldsV1"]
+        for entry in labelled["metadata"]["managedFields"]
+    }
+    assert "f:status" in owners[("fabriccap/a", "status")]
+    python = owners[("Python", "")]  # no fieldManager: the User-Agent's product
+    assert "f:status" not in python and "f:metadata" in python
 
 
 async def test_a_malformed_event_reaches_the_operator_but_not_the_benchmark(sim: Simulator) -> None:

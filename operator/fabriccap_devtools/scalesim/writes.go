@@ -21,6 +21,14 @@ import (
 const maxBodyBytes = 16 << 20
 
 func managerOf(request *http.Request) string {
+	// The writer's fieldManager when it names one, as the API server records it; else the
+	// User-Agent's product, as the API server defaults it.
+	if manager := request.URL.Query().Get("fieldManager"); manager != "" {
+		if len(manager) > 128 {
+			manager = manager[:128]
+		}
+		return manager
+	}
 	agent := request.Header.Get("User-Agent")
 	if agent == "" {
 		return "unknown"
@@ -257,8 +265,11 @@ func (s *Server) modify(w http.ResponseWriter, request *http.Request, found targ
 		}
 		now := time.Now()
 		subresource := found.subresource
+		// A write to the main resource of a kind with a status subresource owns no status
+		// field (the API server ignores its status): else the operator's own label PATCH would
+		// read as a foreign writer of its status, and it would stop writing (a "write war").
 		recordManager(updated, managerOf(request), kind.APIVersion(), subresource, now.UTC().Format(time.RFC3339),
-			managedFieldsOf(updated, subresource == "status", false))
+			managedFieldsOf(updated, subresource == "status", subresource == "" && kind.StatusSubresource))
 		object, err := storedObject(kind, updated, current.Serial, current.Created)
 		if err != nil {
 			writeStatus(w, http.StatusInternalServerError, "InternalError", err.Error(), nil)
