@@ -194,6 +194,11 @@ def baseline_child(kubeconfig: str, config_path: str, mode: str) -> None:
     print(json.dumps({"seconds": seconds, "items": items, "peak_rss_mib": rss_mib(os.getpid())[1]}))
 
 
+def not_listed(why: str) -> dict[str, Any]:
+    """A baseline mode without a figure: failed, or not run."""
+    return {"median_s": None, "failed": why, "peak_rss_mib": None}
+
+
 def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[str, Any]:
     results = []
     for _ in range(runs):
@@ -217,7 +222,7 @@ def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[
             # continue token expires: 410), as it would against etcd's compaction.
             last = (child.stderr.strip().splitlines() or ["no output"])[-1]
             print(f"the {mode} baseline failed ({child.returncode}): {last[:300]}", flush=True)
-            return {"median_s": None, "failed": last[:300], "peak_rss_mib": None}
+            return not_listed(last[:300])
         results.append(json.loads(child.stdout.strip().splitlines()[-1]))
     seconds = [result["seconds"] for result in results]
     return {
@@ -557,7 +562,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             paged = (
                 baseline(bench_kubeconfig, config_path, "paged", args.baseline_runs)
                 if args.paged
-                else {"median_s": None, "failed": "not run (--no-paged)", "peak_rss_mib": None}
+                else not_listed("not run (--no-paged)")
             )
             streaming = baseline(bench_kubeconfig, config_path, "streaming", args.baseline_runs)
             results["baseline_paged"] = paged
