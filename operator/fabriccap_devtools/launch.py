@@ -6,6 +6,8 @@ import socket
 import sys
 from pathlib import Path
 
+from fabriccap.core.shard import UNSHARDED, Shard
+
 
 def free_loopback_port() -> int:
     """A TCP port free on 127.0.0.1 right now, for a server started next (the kernel may hand
@@ -23,12 +25,15 @@ def local_run_command(
     *,
     standalone: bool = True,
     namespace: str | None = None,
+    shard: Shard = UNSHARDED,
 ) -> list[str]:
     """This interpreter, servers on loopback only (port 0 turns a server off); one replica
-    unless ``standalone`` is False (then it elects a leader in ``namespace``)."""
+    unless ``standalone`` is False (then it elects a leader in ``namespace``), of ``shard``."""
     command = [sys.executable, "-m", "fabriccap", "run", "--kubeconfig", str(kubeconfig)]
     if standalone:
         command.append("--standalone")
+    if shard.sharded:
+        command += ["--shard", str(shard.index), "--shards", str(shard.count)]
     if namespace is not None:
         command += ["--namespace", namespace]
     if config is not None:

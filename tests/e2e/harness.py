@@ -33,6 +33,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabriccap.core.api import find_condition
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.stamping import strip_volatile
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
@@ -458,6 +459,7 @@ class OperatorProcess:
     standalone: bool = True
     namespace: str | None = None
     pod_name: str | None = None
+    shard: Shard = UNSHARDED
     _log_offsets: list[int] = field(default_factory=list)
 
     def start(self, *, wait_healthy: bool = True) -> None:
@@ -474,6 +476,7 @@ class OperatorProcess:
                 self.health_port,
                 standalone=self.standalone,
                 namespace=self.namespace,
+                shard=self.shard,
             )
             environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
             if self.pod_name:

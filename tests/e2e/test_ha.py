@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.paths import LEASES, NAMESPACES
 from harness import (
     OperatorProcess,
@@ -54,19 +55,29 @@ class Pair:
 
     def fcap_writes(self, since: datetime | None = None) -> dict[str, int]:
         """Writes to FabricCapabilities per user, from the API server's audit log."""
-        assert self.cluster.local is not None
         counts: dict[str, int] = {}
+        for user, _name in self.fcap_writes_by_object(since):
+            counts[user] = counts.get(user, 0) + 1
+        return counts
+
+    def fcap_writes_by_object(self, since: datetime | None = None) -> list[tuple[str, str]]:
+        """(user, object name) of each write to a FabricCapability, from the API server's audit
+        log (a create names its object in its response)."""
+        assert self.cluster.local is not None
+        writes = []
         for event in self.cluster.local.audit_events():
-            resource = (event.get("objectRef") or {}).get("resource")
-            if resource != "fabriccapabilities" or event.get("stage") != "ResponseComplete":
+            reference = event.get("objectRef") or {}
+            if reference.get("resource") != "fabriccapabilities" or event.get("stage") != "ResponseComplete":
+                continue
+            if event.get("verb") not in ("create", "update", "patch", "delete"):
                 continue
             received = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
             if since is not None and received < since:
                 continue
             user = event["user"]["username"]
             if user in self.replicas:
-                counts[user] = counts.get(user, 0) + 1
-        return counts
+                writes.append((user, str(reference.get("name") or "")))
+        return writes
 
     def report_sections(self) -> list[tuple[str, str]]:
         sections = []
@@ -87,6 +98,7 @@ class Replica:
     name: str
     lease_namespace: str | None
     config: dict[str, Any] = field(default_factory=dict)
+    shard: Shard = UNSHARDED
 
 
 @contextmanager
@@ -123,6 +135,7 @@ def replicas_of(cluster: E2ECluster, tmp_path: Path, specs: Callable[[str], list
             standalone=spec.lease_namespace is None,
             namespace=spec.lease_namespace,
             pod_name=spec.name,
+            shard=spec.shard,
         )
     world = World(kube=kube, namespace=namespace, prefix=f"ha-{uuid.uuid4().hex[:6]}")
     try:
@@ -363,3 +376,69 @@ def test_a_lease_held_by_a_stranger_is_visible_and_a_huge_duration_is_not_believ
     )
     taken = time.monotonic() - stopped
     print(f"\na stranger's Lease with a 68-year duration taken over {taken:.1f}s after its last renewal")
+
+
+def test_two_shards_each_elect_and_write_only_their_own_pools(cluster: E2ECluster, tmp_path: Path) -> None:
+    """``run --shard I --shards 2`` (docs/performance.md, "EKS ultra scale"): the pools split
+    between two shards by the hash of their value, each shard leads on its own Lease, each
+    object is written by its shard's replica alone, and emptying one shard's pool leaves the
+    other shard's objects alone (neither takes the other's for objects no pool calls for)."""
+    shards = [Shard(index=index, count=2) for index in range(2)]
+    with replicas_of(
+        cluster,
+        tmp_path,
+        lambda namespace: [Replica(f"shard-{shard.index}", namespace, shard=shard) for shard in shards],
+    ) as pair:
+        # Two pools of each shard: the world's prefix is random, so the labels are chosen for it.
+        labels = {shard.index: [] for shard in shards}  # type: dict[int, list[str]]
+        for candidate in (f"s{number}" for number in range(64)):
+            owner = next(shard.index for shard in shards if shard.owns_value(pair.world.pool(candidate)))
+            if len(labels[owner]) < 2:
+                labels[owner].append(candidate)
+        assert all(len(found) == 2 for found in labels.values()), labels
+        nodes = {label: pair.world.add_pool(label, 2, efa=32) for found in labels.values() for label in found}
+        wait_until(
+            lambda: all(_is_leader(replica) for replica in pair.replicas.values()),
+            "each shard to lead on its own Lease",
+            timeout=LEASE_DURATION + 10,
+        )
+        leases = {
+            name: (pair.kube.get(LEASES.item(name, pair.world.namespace)) or {})
+            .get("spec", {})
+            .get("holderIdentity", "")
+            for name in ("fabriccap-leader-0-of-2", "fabriccap-leader-1-of-2")
+        }
+        assert {name: holder.split("_")[0] for name, holder in leases.items()} == {
+            "fabriccap-leader-0-of-2": "shard-0",
+            "fabriccap-leader-1-of-2": "shard-1",
+        }
+        for label in nodes:
+            _wait_count(pair, label, 32)
+        # A change in a pool of shard 1 is published by shard 1.
+        changed = labels[1][0]
+        for node in nodes[changed]:
+            pair.world.set_fabric(node, 16)
+        _wait_count(pair, changed, 16)
+        # A pool of shard 0 loses its nodes: shard 0 deletes its object after the grace period.
+        emptied = labels[0][0]
+        for node in nodes[emptied]:
+            pair.world.delete_node(node)
+        wait_until(lambda: pair.world.fcap(emptied) is None, f"{pair.world.fcap_name(emptied)} deleted", timeout=30)
+        time.sleep(5)  # past another grace period: a shard that took the others' objects for its own would act
+        owner_of = {pair.world.fcap_name(label): f"shard-{index}" for index, found in labels.items() for label in found}
+        writes = [(user, name) for user, name in pair.fcap_writes_by_object() if name in owner_of]
+        print(f"\ntwo shards: {len(writes)} FabricCapability writes, by shard {pair.fcap_writes()}")
+        assert writes, "the audit log names the objects written"
+        assert all(owner_of[name] == user for user, name in writes), writes
+        assert {user for user, _ in writes} == {"shard-0", "shard-1"}
+        for label in nodes:
+            if label != emptied:
+                assert pair.world.fcap(label) is not None, label
+        # Each shard exports its own pools only.
+        for index, found in labels.items():
+            exported = pair.replicas[f"shard-{index}"].metrics()
+            for label in nodes:
+                if label == emptied:
+                    continue
+                ready = exported.get("fabriccap_pool_ready", **_pool_labels(pair, label))
+                assert (ready is not None) == (label in found), (index, label, ready)

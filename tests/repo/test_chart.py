@@ -206,6 +206,32 @@ def test_leader_election_role_is_in_the_release_namespace_for_its_lease_only() -
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
 
 
+def test_shards_are_one_deployment_budget_and_lease_each() -> None:
+    docs = render({"sharding": {"shards": 3}}, "replicaCount=2", namespace="platform")
+    deployments = of_kind(docs, "Deployment")
+    assert [doc["metadata"]["name"] for doc in deployments] == [f"fabriccap-shard-{index}" for index in range(3)]
+    for index, deployment in enumerate(deployments):
+        assert deployment["spec"]["replicas"] == 2
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        assert selector["fabriccap.dev/shard"] == str(index)
+        assert deployment["spec"]["template"]["metadata"]["labels"].items() >= selector.items()
+        (operator,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert operator["args"][-2:] == ["--shards=3", f"--shard={index}"]
+    # Every pod of one shard, and only those, under one budget.
+    budgets = of_kind(docs, "PodDisruptionBudget")
+    assert [budget["spec"]["selector"] for budget in budgets] == [doc["spec"]["selector"] for doc in deployments]
+    (role,) = of_kind(docs, "Role")
+    named = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
+    assert named == [[f"fabriccap-leader-{index}-of-3" for index in range(3)]]
+    # Unsharded, the one Deployment keeps its name and selector: an upgrade changes nothing.
+    (single,) = of_kind(render({"sharding": {"shards": 1}}), "Deployment")
+    assert single["metadata"]["name"] == "fabriccap"
+    assert "fabriccap.dev/shard" not in single["spec"]["selector"]["matchLabels"]
+    assert not any(arg.startswith("--shard") for arg in single["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert "/sharding/shards" in refusal({"sharding": {"shards": 0}})
+    assert "/sharding/shards" in refusal({"sharding": {"shards": 65}})
+
+
 # ---------------------------------------------------------------------------------------------
 # The pod
 

@@ -14,6 +14,7 @@ from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from support.builders import EFA, KUBE_SYSTEM
 from support.configs import build_config
@@ -70,6 +71,7 @@ async def operator(
     config: Config | None = None,
     progress_timeout: float | None = None,
     stale_after: float = 150.0,
+    shard: Shard = UNSHARDED,
 ) -> AsyncIterator[Operator]:
     """The fake API serving ``nodes`` (and ``slices``; None: an API server before 1.34, which
     has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it.
@@ -86,7 +88,7 @@ async def operator(
             api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "45")
         if setup is not None:
             setup(api)
-        store, metrics = FactStore(), OperatorMetrics()
+        store, metrics = FactStore(shard), OperatorMetrics()
         # Pods are watched in the plugin namespace unless a test turns workloads on.
         # Karpenter's kinds only where a test turns them on (test_watchers has their own test).
         extractor = FactsExtractor(

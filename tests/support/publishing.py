@@ -15,6 +15,7 @@ from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import NODE_FACTS
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import daemon_set, node, plugin_pods
@@ -70,12 +71,15 @@ def healthy(pool: str, *names: str) -> list[dict[str, Any]]:
 
 @asynccontextmanager
 async def publishing(
-    existing: Iterable[dict[str, Any]] = (), field_manager: str = "fabriccap/tests/config", **config: Any
+    existing: Iterable[dict[str, Any]] = (),
+    field_manager: str = "fabriccap/tests/config",
+    shard: Shard = UNSHARDED,
+    **config: Any,
 ) -> AsyncIterator[Setup]:
     async with fake_api() as (api, client):
         api.serve(FCAPS, "FabricCapability", list(existing), "1")
         built = build_config({"poolGracePeriodSeconds": GRACE, **config})
-        store, metrics, clock = FactStore(), OperatorMetrics(), Clock()
+        store, metrics, clock = FactStore(shard), OperatorMetrics(), Clock()
         publisher = Publisher(config=built, store=store, client=client, metrics=metrics, clock=clock)
         publisher.field_manager = publisher.requests.field_manager = field_manager
         setup = Setup(api, publisher, store, metrics, clock, FactsExtractor(built))

@@ -481,6 +481,20 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         action="store_true",
         help="skip leader election: this replica writes without holding the Lease; run only one (default: off)",
     )
+    run_parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        metavar="N",
+        help="split the pools between N shards, each run with its own --shard and Lease (default: 1, no split)",
+    )
+    run_parser.add_argument(
+        "--shard",
+        type=int,
+        default=0,
+        metavar="I",
+        help="the shard this replica is, 0 to N-1: it answers for the pools whose value hashes to I (default: 0)",
+    )
     _add_cluster_flags(run_parser)
     run_parser.add_argument(
         "--log-level",

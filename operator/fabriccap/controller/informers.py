@@ -87,7 +87,7 @@ NO_STREAMING_LIST = frozenset({400, 422})
 # quotes what the device holds, so a hostile driver could make many; the status counts the rest.
 MAX_SAID_FAILURES = 100
 # The message of the cancellation an informer sends itself to list again.
-RELIST = "the classes changed: list again"
+RELIST = "what the facts are read with changed: list again"
 
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 
@@ -629,11 +629,20 @@ class Informer(ListWatch):
         return sum(len(self.store.held(facet.table)) for facet in self.watched.facets)
 
     def _relist_needed(self) -> bool:
+        if not self.watched.read_with_classes:
+            return True  # nodes joined this shard's pools: their pods were not held
         # A class edited in a way that selects the same (its labels, its extendedResourceName)
         # leaves every slice's facts as they are: no LIST, no new log lines.
         return self.extractor.selection_signature(self.store.class_view()) != self.read_with
 
     def _relisting(self) -> None:
+        if not self.watched.read_with_classes:
+            logger.info(
+                "nodes moved into the pools of %s: listing %s again for the pods bound to them",
+                self.store.shard,
+                self.path,
+            )
+            return
         logger.info("DeviceClasses changed: listing %s again to read them with the new selectors", self.path)
         self.said_failures.clear()
 
@@ -809,9 +818,15 @@ def build_informers(
     ]
     # The slices are listed again when what the classes select changes (at a start too, when
     # the classes' first LIST comes after the slices' and differs from the profile's copy).
+    # A shard lists the pods again when nodes move into its pools (controller.store).
     for informer in informers:
         if informer.watched.read_with_classes:
             informer.relist_on = store.classes_changed
+        elif informer.watched.bound_to_nodes and store.shard.sharded:
+            # One announcement each: an informer clears its own when it lists (plugin pods
+            # are listed per namespace, and each must list again).
+            joined = informer.relist_on = Announcement()
+            store.nodes_joined.listen(joined.set)
     return informers
 
 

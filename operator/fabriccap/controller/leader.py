@@ -42,6 +42,7 @@ from typing import Any
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.ratelimit import BackoffPolicy, Retry
+from fabriccap.core.shard import Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import LEASES
@@ -49,6 +50,15 @@ from fabriccap.kube.paths import LEASES
 logger = logging.getLogger(__name__)
 
 LEASE_NAME = "fabriccap-leader"
+
+
+def lease_name(shard: Shard) -> str:
+    """One Lease per shard: ``fabriccap-leader``, or ``fabriccap-leader-1-of-4`` for shard 1 of
+    4. The count is in the name so that replicas of another split (a rollout from 2 shards to 4)
+    never elect each other: they answer for other pools."""
+    return f"{LEASE_NAME}-{shard.index}-of-{shard.count}" if shard.sharded else LEASE_NAME
+
+
 # The longest lease duration a holder record is believed for (4x this install's own 15 s).
 MAX_TRUSTED_LEASE_SECONDS = 60.0
 # The Lease watch, broken, falls back to polling and is opened again after this backoff.

@@ -11,6 +11,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
 from pythonjsonlogger.json import JsonFormatter
 
 from fabriccap.configfile import load_config
@@ -18,7 +19,13 @@ from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.frame import FrameFailedError, OperatorState, quiet_kopf_logging, run_frame
 from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.informers import PublishedWatch, build_informers
-from fabriccap.controller.leader import AlwaysLeader, LeaderElector, holder_identity, operator_namespace
+from fabriccap.controller.leader import (
+    AlwaysLeader,
+    LeaderElector,
+    holder_identity,
+    lease_name,
+    operator_namespace,
+)
 from fabriccap.controller.logreader import LogReader
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
@@ -28,6 +35,7 @@ from fabriccap.controller.writes import config_digest, field_manager
 from fabriccap.core.config import Config, ConfigError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.references import OncePerCause
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.text import escape_controls
 from fabriccap.inputfile import bounded_line
 from fabriccap.kube.client import KubeClient
@@ -70,6 +78,8 @@ class OperatorOptions:
     namespace: str | None = None
     # The command line's --standalone: one replica that writes without electing a leader.
     standalone: bool = False
+    # The command line's --shard/--shards: the pools this replica answers for.
+    shard: Shard = UNSHARDED
 
     @property
     def watched_namespaces(self) -> list[str]:
@@ -95,7 +105,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     credentials = await load_credentials_async(options.kubeconfig, options.context)
     metrics = OperatorMetrics()
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
-    store = FactStore()
+    store = FactStore(options.shard)
     # Owner references that name no possible object (a pod's creator wrote them): never
     # followed, and each cause said once, from the pods and from the owners read.
     refused_references = OncePerCause(logging.getLogger("fabriccap.references").warning)
@@ -110,12 +120,13 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     store.freshness = freshness
     identity = holder_identity()
     namespace = operator_namespace(options.namespace)
+    lease = lease_name(options.shard)
     leader: LeaderElector | AlwaysLeader
     if options.standalone:
         leader = AlwaysLeader()
         metrics.leader.set(1)
     else:
-        leader = LeaderElector(client, namespace, identity, metrics)
+        leader = LeaderElector(client, namespace, identity, metrics, name=lease)
     publisher = Publisher(
         config=options.config,
         store=store,
@@ -142,13 +153,14 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             metrics, options.metrics_bind_address, options.metrics_port, before_scrape=freshness.export
         )
     logger.info(
-        "fabriccap starting against %s as %s (writing as %s): fabrics %s, plugin namespaces %s, %s",
+        "fabriccap starting against %s as %s (writing as %s): fabrics %s, plugin namespaces %s, %s, %s",
         credentials.server,
         identity,
         publisher.field_manager,
         ", ".join(f.name for f in options.config.enabled_fabrics),
         ", ".join(options.watched_namespaces),
-        "standalone" if options.standalone else f"leader election in {namespace}",
+        "standalone" if options.standalone else f"leader election on Lease {namespace}/{lease}",
+        options.shard,
     )
 
     async def all_listed() -> None:
@@ -256,6 +268,12 @@ def run_operator(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"error: {bounded_line(escape_controls(str(error)))}", file=sys.stderr)
         return 2
+    try:
+        shard = Shard(index=args.shard, count=args.shards)
+    except ValidationError as error:
+        problem = "; ".join(str(entry["msg"]).removeprefix("Value error, ") for entry in error.errors())
+        print(f"error: --shard {args.shard} --shards {args.shards}: {problem}", file=sys.stderr)
+        return 2
     setup_logging(args.log_level, args.log_format)
     options = OperatorOptions(
         config=config,
@@ -267,6 +285,7 @@ def run_operator(args: argparse.Namespace) -> int:
         health_bind_address=args.health_bind_address or default_bind_address(),
         namespace=args.namespace,
         standalone=args.standalone,
+        shard=shard,
     )
     try:
         asyncio.run(operate(options))

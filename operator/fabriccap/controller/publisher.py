@@ -412,7 +412,11 @@ class Publisher:
                     logger.error("cannot list FabricCapabilities: %s; retrying in %.0fs", error, delay)
                 await asyncio.sleep(delay)
                 continue
-            listed = {published.name: published for published in map(Published.from_object, items)}
+            listed = {
+                published.name: published
+                for published in map(Published.from_object, items)
+                if self._in_shard(published)
+            }
             for name, state in self.objects.items():
                 known = state.published
                 # The watch may have told of a newer version while this LIST was under way.
@@ -451,6 +455,8 @@ class Publisher:
                     self.store.mark_pool(state.claim[1])
             return
         current = Published.from_object(obj)
+        if not self._in_shard(current):
+            return  # another shard's pool: that shard's leader keeps it
         state = self._state(name)
         known = state.published
         if known is not None and not current.is_newer_than(known):
@@ -473,6 +479,11 @@ class Publisher:
             return
         if edited or forged or not current.owned:
             self.store.mark_pool(state.claim[1])  # edited by someone else: put our answer back
+
+    def _in_shard(self, published: Published) -> bool:
+        """Whether the object is for one of this shard's pools (core.shard); one that says of no
+        pool (made by hand) is shard 0's, like everything that belongs to none."""
+        return self.store.shard.owns(published.claimed_by()[1])
 
     def _overwritten(self, state: ObjectState, current: Published) -> bool:
         """Someone changed the status this process wrote; True: put ours back.

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, TypeVar, cast
 
-from fabriccap.core.facts import Pool, WorkloadPodFacts
-from fabriccap.core.index import FactIndex, NamespacedKey, OwnerKey
+from fabriccap.core.facts import NodeFacts, PodFacts, Pool, WorkloadPodFacts
+from fabriccap.core.index import (
+    NODE_CLAIM_FACTS,
+    NODE_FACTS,
+    NODE_POOL_FACTS,
+    PLUGIN_POD_FACTS,
+    WORKLOAD_POD_FACTS,
+    FactIndex,
+    NamespacedKey,
+    OwnerKey,
+    Table,
+)
+from fabriccap.core.karpenter_facts import NodeClaimFacts, NodePoolFacts
+from fabriccap.core.shard import UNSHARDED, Shard
+
+FactsT = TypeVar("FactsT")
 
 
 class Announcement(asyncio.Event):
@@ -51,8 +65,15 @@ class _NeverStale:
 
 
 class FactStore(FactIndex):
-    def __init__(self) -> None:
+    def __init__(self, shard: Shard = UNSHARDED) -> None:
         super().__init__()
+        # The pools this process answers for (core.shard); facts of any other are not held.
+        self.shard = shard
+        # Nodes of other shards' pools, by name: the pods bound to them are not held either.
+        self.foreign_nodes: set[str] = set()
+        # Set when a node of another shard's pool moves into one of this shard's (its pool
+        # label changed): the pods bound to it were not held, so the Pod informer lists again.
+        self.nodes_joined = Announcement()
         self.dirty_pools: set[Pool] = set()
         self.everything_dirty = True  # the first look evaluates every pool
         self.changed = asyncio.Event()
@@ -136,3 +157,53 @@ class FactStore(FactIndex):
         self.everything_dirty, self.dirty_pools = False, set()
         self.changed.clear()
         return everything, pools
+
+    # -- sharding: only the facts of this shard's pools are held (core.shard)
+
+    def put(self, table: Table[Any, FactsT], facts: FactsT) -> bool:
+        if self.shard.sharded and not self._in_shard(table, facts):
+            return super().remove(table, table.key(facts))  # what it held moved to another shard
+        return super().put(table, facts)
+
+    def remove(self, table: Table[Any, Any], key: Any) -> bool:
+        if table is NODE_FACTS:
+            self.foreign_nodes.discard(key)  # deleted: no pod will be bound to it again
+        return super().remove(table, key)
+
+    def retain(self, table: Table[Any, Any], namespace: str | None, listed: set[str]) -> None:
+        if table is NODE_FACTS:
+            self.foreign_nodes &= listed  # a fresh LIST: nodes deleted while the watch was down
+        super().retain(table, namespace, listed)
+
+    def _in_shard(self, table: Table[Any, Any], facts: Any) -> bool:
+        """Whether ``facts`` are this shard's to hold. Every kind that belongs to a pool is
+        decided here; the rest (DaemonSets, DeviceClasses, EC2NodeClasses, ResourceSlices and
+        ResourceClaims, which are few or read per node) is held by every shard."""
+        if table is NODE_FACTS:
+            return self._node_in_shard(cast(NodeFacts, facts))
+        if table is WORKLOAD_POD_FACTS or table is PLUGIN_POD_FACTS:
+            node_name = cast(WorkloadPodFacts | PodFacts, facts).node_name
+            if node_name is None:
+                # Not bound yet: the unschedulable count and its Events are cluster-wide, shard 0's.
+                return table is PLUGIN_POD_FACTS or self.shard.keeps_unpooled
+            return node_name not in self.foreign_nodes
+        if table is NODE_POOL_FACTS and self.node_pool_key is not None:
+            return self.shard.owns(Pool(self.node_pool_key, cast(NodePoolFacts, facts).name))
+        if table is NODE_CLAIM_FACTS:
+            node_pool = cast(NodeClaimFacts, facts).node_pool
+            return node_pool is None or self.shard.owns_value(node_pool)
+        return True
+
+    def _node_in_shard(self, node: NodeFacts) -> bool:
+        if self.shard.owns(node.pool):
+            if node.name in self.foreign_nodes:
+                self.foreign_nodes.discard(node.name)
+                self.nodes_joined.set()
+            return True
+        self.foreign_nodes.add(node.name)
+        # Workload pods listed before their node was: another shard's. (A plugin's pods so
+        # listed stay until their next event: no index finds them by node, and what they say
+        # of a node outside this shard's pools is never read.)
+        for key in list(self.node_workload_pods.get(node.name, ())):
+            super().remove(WORKLOAD_POD_FACTS, key)
+        return False

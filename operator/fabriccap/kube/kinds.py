@@ -151,6 +151,10 @@ class WatchedKind:
     # Its objects decide which devices are a fabric's (DeviceClasses): after a change, the
     # informer says how the fabrics' classes stand (a class broken, or a copy standing in).
     says_selection: bool = False
+    # Its objects belong to the pool of the node they are bound to (Pods): a shard of the
+    # operator holds those of its own pools' nodes, and lists them again when a node's pool
+    # moves into its share (core.shard).
+    bound_to_nodes: bool = False
 
     @property
     def kind(self) -> str:
@@ -279,6 +283,7 @@ POD = WatchedKind(
     # 140 to 155 MiB (freed pages leave the allocator's arenas fragmented by the facts made
     # meanwhile). 500 is between the two.
     page_size=500,
+    bound_to_nodes=True,
 )
 # Listed before the slices (snapshots are read in this order): slices are read with them.
 DEVICE_CLASS = WatchedKind(

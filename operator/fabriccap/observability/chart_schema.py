@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from fabriccap.core.config import CONFIG_SCHEMA_DIALECT, config_input_schema
+from fabriccap.core.shard import MAX_SHARDS
 from fabriccap.observability.alerts import ALERTS
 
 Schema = dict[str, Any]
@@ -92,6 +93,10 @@ def values_schema() -> Schema:
             "minimum": 0,
             "description": "replicas; they elect a leader (Lease fabriccap-leader), only it writes",
         },
+        "sharding": _object(
+            {"shards": {"type": "integer", "minimum": 1, "maximum": MAX_SHARDS}},
+            "shards: one Deployment per shard, each answering for the pools whose value hashes to it",
+        ),
         "image": _object(
             {
                 "repository": {**STRING, "minLength": 1},

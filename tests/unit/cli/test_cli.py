@@ -416,3 +416,20 @@ def test_a_snapshots_empty_nodepool_is_read_through_its_watched_kind(
     off.write_text("karpenter: {enabled: false}\n")
     code, out, _ = run(["evaluate", "-f", path, "--config", str(off), "-o", "json"], capsys)
     assert (code, json.loads(out)["items"]) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--shard", "2", "--shards", "2"], "shard 2 does not exist: shards are numbered 0 to 1"),
+        (["--shards", "0"], "Input should be greater than or equal to 1"),
+        (["--shard", "-1", "--shards", "3"], "Input should be greater than or equal to 0"),
+    ],
+)
+def test_run_refuses_a_shard_that_cannot_be_before_touching_the_cluster(
+    flags: list[str], problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The kubeconfig does not exist: an error about it would mean the cluster was reached for.
+    result = run(["run", *flags, "--kubeconfig", str(tmp_path / "absent")], capsys)
+    line = assert_one_line_error(result, problem)
+    assert line.startswith("error: --shard ")

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings
+from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings, lease_name
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
 from support.fakeapi import FakeApi, eventually, fake_api
@@ -166,3 +167,28 @@ async def test_a_follower_sees_each_renewal_through_its_watch() -> None:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def test_each_shard_elects_its_own_leader_on_its_own_lease() -> None:
+    async with fake_api() as (api, client):
+        api.serve(LEASES_PATH, "Lease", [], "1")
+        clock = Clock()
+        shards = [Shard(index=index, count=2) for index in range(2)]
+        first, second = (
+            LeaderElector(
+                client, NAMESPACE, f"replica-{shard.index}", OperatorMetrics(), name=lease_name(shard), clock=clock
+            )
+            for shard in shards
+        )
+        await first._step()
+        await second._step()
+        # Both lead: each holds the Lease of its shard, and neither waits for the other.
+        assert (first.leading, second.leading) == (True, True)
+        leases = api.objects(LEASES_PATH)
+        assert {name: lease["spec"]["holderIdentity"] for name, lease in leases.items()} == {
+            "fabriccap-leader-0-of-2": "replica-0",
+            "fabriccap-leader-1-of-2": "replica-1",
+        }
+    assert lease_name(UNSHARDED) == "fabriccap-leader"
+    # Another split is another set of Leases: a rollout from 2 shards to 4 elects anew.
+    assert lease_name(Shard(index=1, count=4)) == "fabriccap-leader-1-of-4"

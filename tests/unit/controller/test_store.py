@@ -13,11 +13,13 @@ from fabriccap.core.facts import (
     WorkloadPodFacts,
 )
 from fabriccap.core.index import DAEMON_SET_FACTS, NODE_FACTS, PLUGIN_POD_FACTS, WORKLOAD_POD_FACTS
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap_devtools import world
 from support.configs import default_config
 
 TRAIN = Pool("eks.amazonaws.com/nodegroup", "train")
 INFER = Pool("eks.amazonaws.com/nodegroup", "infer")
+VALUES = [f"p5-{number}" for number in range(20)]
 
 
 def node(name: str, pool: Pool | None = TRAIN, efa: int = 32) -> NodeFacts:
@@ -157,3 +159,91 @@ def test_a_deleted_pod_is_forgotten_by_its_owner() -> None:
     store.take_dirty()
     store.learn_owner(("Job.batch", "ml", "train-job"), None)
     assert store.take_dirty() == (False, set())
+
+
+# -- a shard holds only its own pools' facts (core.shard)
+
+FIRST_OF_TWO = Shard(index=0, count=2)
+OURS = next(Pool(TRAIN.key, value) for value in VALUES if FIRST_OF_TWO.owns_value(value))
+THEIRS = next(Pool(TRAIN.key, value) for value in VALUES if not FIRST_OF_TWO.owns_value(value))
+
+
+def sharded(shard: Shard = FIRST_OF_TWO) -> FactStore:
+    store = FactStore(shard)
+    store.put(NODE_FACTS, node("ours", OURS))
+    store.put(NODE_FACTS, node("theirs", THEIRS))
+    store.take_dirty()
+    return store
+
+
+def test_a_shard_holds_the_nodes_of_its_pools_only() -> None:
+    store = sharded()
+    assert set(store.nodes) == {"ours"} and store.foreign_nodes == {"theirs"}
+    assert store.pools() == [OURS]
+    # The other shard holds the other half, and no node twice.
+    other = sharded(Shard(index=1, count=2))
+    assert set(other.nodes) == {"theirs"} and other.pools() == [THEIRS]
+
+
+def test_a_shard_holds_the_pods_on_its_nodes_and_shard_zero_the_pending_ones() -> None:
+    store = sharded()
+    store.put(WORKLOAD_POD_FACTS, workload("w-ours", "ours", owner="job"))
+    store.put(WORKLOAD_POD_FACTS, workload("w-theirs", "theirs", owner="job"))
+    store.put(WORKLOAD_POD_FACTS, workload("w-pending", None, owner="job"))
+    store.put(PLUGIN_POD_FACTS, pod("plugin-theirs", "theirs"))
+    store.put(PLUGIN_POD_FACTS, pod("plugin-ours", "ours"))
+    assert set(store.workload_pods) == {("ml", "w-ours"), ("ml", "w-pending")}
+    assert set(store.pods) == {("kube-system", "plugin-ours")}
+    other = sharded(Shard(index=1, count=2))
+    other.put(WORKLOAD_POD_FACTS, workload("w-theirs", "theirs", owner="job"))
+    other.put(WORKLOAD_POD_FACTS, workload("w-pending", None, owner="job"))
+    assert set(other.workload_pods) == {("ml", "w-theirs")}
+    # Bound at last, to a node of the other shard: shard 0 lets it go.
+    store.put(WORKLOAD_POD_FACTS, workload("w-pending", "theirs", owner="job"))
+    assert set(store.workload_pods) == {("ml", "w-ours")} and store.unscheduled_pods == set()
+
+
+def test_pods_listed_before_their_node_leave_when_it_turns_out_to_be_another_shards() -> None:
+    store = FactStore(FIRST_OF_TWO)
+    store.put(WORKLOAD_POD_FACTS, workload("w-0", "late", owner="job"))  # the Pod LIST came first
+    assert ("ml", "w-0") in store.workload_pods
+    store.put(NODE_FACTS, node("late", THEIRS))
+    assert store.workload_pods == {} and store.node_workload_pods == {} and store.owner_pods == {}
+
+
+def test_a_node_that_moves_between_shards_goes_with_its_pods_and_comes_back_through_a_relist() -> None:
+    store = sharded()
+    store.put(WORKLOAD_POD_FACTS, workload("w-0", "ours", owner="job"))
+    store.take_dirty()
+    # Relabelled into the other shard's pool: its node, its pods and its pool leave.
+    assert store.put(NODE_FACTS, node("ours", THEIRS)) is True
+    assert "ours" not in store.nodes and store.workload_pods == {} and OURS not in store.pool_members
+    assert store.take_dirty() == (False, {OURS})
+    assert store.nodes_joined.is_set() is False
+    # Back into ours: held again, and the pods bound to it must be listed again.
+    store.put(NODE_FACTS, node("ours", OURS))
+    assert "ours" in store.nodes and "ours" not in store.foreign_nodes
+    assert store.nodes_joined.is_set() is True
+
+
+def test_a_deleted_or_unlisted_node_of_another_shard_is_forgotten() -> None:
+    store = sharded()
+    store.put(NODE_FACTS, node("theirs-2", THEIRS))
+    store.remove(NODE_FACTS, "theirs")
+    assert store.foreign_nodes == {"theirs-2"}
+    store.retain(NODE_FACTS, None, {"ours"})  # a fresh LIST without it
+    assert store.foreign_nodes == set() and set(store.nodes) == {"ours"}
+
+
+def test_nodes_without_a_pool_are_shard_zeros() -> None:
+    first, second = FactStore(FIRST_OF_TWO), FactStore(Shard(index=1, count=2))
+    for store in (first, second):
+        store.put(NODE_FACTS, node("loose", None))
+    assert first.unpooled == {"loose"} and second.unpooled == set() and second.foreign_nodes == {"loose"}
+
+
+def test_an_unsharded_store_holds_everything() -> None:
+    store = sharded(UNSHARDED)
+    store.put(WORKLOAD_POD_FACTS, workload("w-theirs", "theirs", owner="job"))
+    assert set(store.nodes) == {"ours", "theirs"} and store.foreign_nodes == set()
+    assert set(store.workload_pods) == {("ml", "w-theirs")}
