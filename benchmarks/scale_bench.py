@@ -1,6 +1,8 @@
-"""Benchmark (not a test): one operator replica on scalesim at the size of an EKS ultra cluster.
+"""Benchmark (not a test): one operator replica on scalesim at the size of an EKS ultra cluster,
+or its shards (``--shards N``: N processes, ``run --shard I --shards N``).
 
     python benchmarks/scale_bench.py --nodes 100000 --pods 1000000 --pools 5000 --churn-seconds 300
+    python benchmarks/scale_bench.py --nodes 100000 --pods 1000000 --pools 5000 --churn-seconds 300 --shards 2
     python benchmarks/scale_bench.py --nodes 10000 --pods 100000 --pools 200 --churn-seconds 60 --faults
 
 In one run, against one scalesim process holding the world (ScaleWorld: realistic bodies from
@@ -49,11 +51,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import aiohttp
 
 from fabriccap.configfile import load_config
+from fabriccap.core.shard import Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
@@ -255,6 +258,37 @@ class OperatorProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=30)
+
+
+class Shards:
+    """The operator's processes: one, or one per shard (``--shards``), measured together."""
+
+    def __init__(self, members: list[OperatorProcess]) -> None:
+        self.members = members
+
+    @property
+    def pid(self) -> int:
+        """The one process (the fault and profile measurements watch one)."""
+        (only,) = self.members
+        return only.pid
+
+    def exited(self) -> bool:
+        return any(member.poll() is not None for member in self.members)
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
+
+    def cpu_seconds(self) -> float:
+        return sum(cpu_seconds(member.pid) for member in self.members)
+
+    def cpu_each(self) -> list[float]:
+        return [cpu_seconds(member.pid) for member in self.members]
+
+    def rss(self) -> tuple[float, float, list[float]]:
+        """(the largest VmRSS, the largest VmHWM, every VmHWM) in MiB: the targets are per replica."""
+        each = [rss_mib(member.pid) for member in self.members]
+        return max(now for now, _ in each), max(peak for _, peak in each), [round(peak, 1) for _, peak in each]
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
@@ -459,7 +493,7 @@ def faults(
     simulator: Simulator,
     world: ScaleWorld,
     args: argparse.Namespace,
-    operator: OperatorProcess,
+    operator: Shards,
     health_port: int,
     metrics_port: int,
 ) -> dict[str, Any]:
@@ -534,6 +568,36 @@ def faults(
     return results
 
 
+def start_operators(
+    args: argparse.Namespace, simulator: Simulator, config_path: Path, directory: Path
+) -> tuple[Shards, int, int, list[IO[str]]]:
+    """``fabriccap run`` once, or once per shard; the ports are shard 0's (faults run unsharded)."""
+    members: list[OperatorProcess] = []
+    logs: list[IO[str]] = []
+    ports: list[tuple[int, int]] = []
+    for index in range(args.shards):
+        metrics_port, health_port = free_loopback_port(), free_loopback_port()
+        ports.append((metrics_port, health_port))
+        shard = Shard(index=index, count=args.shards)
+        command = local_run_command(simulator.kubeconfig, config_path, metrics_port, health_port, shard=shard)
+        if args.profile:
+            # py-spy samples the operator from outside (its own CPU is not the operator's);
+            # raw output is one collapsed stack per line with its sample count.
+            profiler = Path(sys.executable).parent / "py-spy"
+            command = [str(profiler), "record", "--nonblocking", "--rate", "25", "--format", "raw"]
+            command += [
+                "-o",
+                args.profile,
+                "--",
+                *local_run_command(simulator.kubeconfig, config_path, metrics_port, health_port),
+            ]
+        log = (directory / f"operator-{index}.log").open("w")
+        logs.append(log)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        members.append(OperatorProcess(process, child_pid(process.pid) if args.profile else process.pid))
+    return Shards(members), ports[0][0], ports[0][1], logs
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     world = ScaleWorld(
         nodes=args.nodes, pods=args.pods, pools=args.pools, quiet_pools=max(2, args.pools // 100), gpu_share=0.2
@@ -542,6 +606,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "nodes": args.nodes,
         "pods": args.pods,
         "pools": args.pools,
+        "shards": args.shards,
         "load_before": os.getloadavg()[0],
     }
     with tempfile.TemporaryDirectory(prefix="fabriccap-scale-") as scratch:
@@ -576,48 +641,29 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             baseline_s = min(succeeded)
             results["baseline_s"] = baseline_s
 
-            metrics_port, health_port = free_loopback_port(), free_loopback_port()
-            log = (directory / "operator.log").open("w")
             print("baseline done; starting the operator", flush=True)
             simulator.post("/stats/reset", {})
             started_ns = time.time_ns()
-            command = local_run_command(simulator.kubeconfig, config_path, metrics_port, health_port)
-            if args.profile:
-                # py-spy samples the operator from outside (its own CPU is not the operator's);
-                # raw output is one collapsed stack per line with its sample count.
-                profiler = Path(sys.executable).parent / "py-spy"
-                command = [
-                    str(profiler),
-                    "record",
-                    "--nonblocking",
-                    "--rate",
-                    "25",
-                    "--format",
-                    "raw",
-                    "-o",
-                    args.profile,
-                    "--",
-                    *command,
-                ]
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-            operator = OperatorProcess(process, child_pid(process.pid) if args.profile else process.pid)
+            operator, metrics_port, health_port, logs = start_operators(args, simulator, config_path, directory)
             try:
                 deadline = time.monotonic() + 3600
                 while True:
                     count, last_first = simulator.published()
                     if count >= args.pools:
                         break
-                    if operator.poll() is not None:
-                        raise RuntimeError(f"the operator exited; see {directory / 'operator.log'}")
+                    if operator.exited():
+                        raise RuntimeError(f"the operator exited; see {directory}/operator-*.log")
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"only {count} of {args.pools} pools published after an hour")
                     time.sleep(0.1)
                 results["start_s"] = (last_first - started_ns) / 1e9
                 results["start_ratio"] = results["start_s"] / baseline_s
                 results["start_ratio_paged"] = results["start_s"] / paged["median_s"] if paged["median_s"] else None
-                results["start_cpu_s"] = cpu_seconds(operator.pid)
+                results["start_cpu_s"] = operator.cpu_seconds()
+                results["start_cpu_s_by_shard"] = operator.cpu_each()
                 time.sleep(5)
-                results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
+                rss_now, rss_peak, results["peak_rss_after_start_mib_by_shard"] = operator.rss()
+                results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_now, rss_peak
                 results["start_lists"] = list_requests(simulator)
                 print(f"started in {results['start_s']:.1f}s (baseline {baseline_s:.1f}s)", flush=True)
                 if args.start_only:
@@ -626,15 +672,15 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                     return results
 
                 # Idle, then heartbeats alone.
-                cpu, wall = cpu_seconds(operator.pid), time.monotonic()
+                cpu, wall = operator.cpu_seconds(), time.monotonic()
                 time.sleep(args.idle_seconds)
-                idle_cores = (cpu_seconds(operator.pid) - cpu) / (time.monotonic() - wall)
+                idle_cores = (operator.cpu_seconds() - cpu) / (time.monotonic() - wall)
                 writes = status_writes(simulator)
-                cpu, wall = cpu_seconds(operator.pid), time.monotonic()
+                cpu, wall = operator.cpu_seconds(), time.monotonic()
                 simulator.post("/churn", churn_spec(world, args, args.heartbeat_seconds, pods=False))
                 time.sleep(args.heartbeat_seconds + 2 * args.debounce + 2)
                 heartbeat_wall = time.monotonic() - wall
-                heartbeat_cpu = cpu_seconds(operator.pid) - cpu
+                heartbeat_cpu = operator.cpu_seconds() - cpu
                 heartbeats = simulator.request("DELETE", "/churn")["counts"].get("node heartbeats", 0)
                 results["idle_cores"] = idle_cores
                 results["heartbeats"] = heartbeats
@@ -649,7 +695,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 controls = {f"efa-{pool_name(pool)}" for pool in range(1, world.quiet_pools)}
                 simulator.post("/stats/reset", {})
                 churn_started_ns = time.time_ns()
-                cpu, wall = cpu_seconds(operator.pid), time.monotonic()
+                cpu, wall = operator.cpu_seconds(), time.monotonic()
                 simulator.post("/churn", churn_spec(world, args, args.churn_seconds))
                 probes = Probes(simulator, world)
                 time.sleep(min(10.0, args.churn_seconds / 4))  # into the steady state first
@@ -658,7 +704,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 while time.monotonic() - wall < args.churn_seconds:
                     time.sleep(0.5)
                 churn_wall = time.monotonic() - wall
-                churn_cpu = cpu_seconds(operator.pid) - cpu
+                churn_cpu = operator.cpu_seconds() - cpu
                 churn = simulator.request("DELETE", "/churn")
                 time.sleep(2 * args.debounce + 2)
                 stats = simulator.stats()
@@ -680,19 +726,23 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["watch_p99_s"] = stats["delivery"]["all"]["p99"]
                 results["target_p99_s"] = results["watch_p99_s"] + args.debounce + 0.25
                 results["operator_requests_during_churn"] = stats["requests"]
-                results["rss_after_churn_mib"], results["peak_rss_mib"] = rss_mib(operator.pid)
+                rss_now, rss_peak, results["peak_rss_mib_by_shard"] = operator.rss()
+                results["rss_after_churn_mib"], results["peak_rss_mib"] = rss_now, rss_peak
                 results["simulator_cpu_s"] = cpu_seconds(simulator.info.pid)
 
                 if args.faults:
                     print("faults", flush=True)
                     results["faults"] = faults(simulator, world, args, operator, health_port, metrics_port)
-                    results["rss_after_faults_mib"], results["peak_rss_mib"] = rss_mib(operator.pid)
+                    results["rss_after_faults_mib"], results["peak_rss_mib"], _ = operator.rss()
             finally:
                 operator.stop()
-                log.close()
-                results["operator_log_tail"] = (
-                    (directory / "operator.log").read_text(errors="replace").splitlines()[-5:]
-                )
+                for log in logs:
+                    log.close()
+                results["operator_log_tail"] = [
+                    line
+                    for path in sorted(directory.glob("operator-*.log"))
+                    for line in path.read_text(errors="replace").splitlines()[-5:]
+                ]
     results["load_after"] = os.getloadavg()[0]
     return results
 
@@ -761,6 +811,12 @@ def summary(results: dict[str, Any], debounce: float) -> str:
         f"CPU: {results.get('cpu_cores', 0):.2f} cores under churn, idle {results.get('idle_cores', 0):.2f}; "
         f"{results.get('cpu_s_per_1000_heartbeats') or 0:.2f} CPU s per 1,000 heartbeats",
     ]
+    if results["shards"] > 1:
+        lines.append(
+            f"shards: {results['shards']} processes; peak RSS by shard {results.get('peak_rss_mib_by_shard')} MiB, "
+            f"start CPU by shard {[round(cpu, 1) for cpu in results.get('start_cpu_s_by_shard', [])]} s; "
+            "CPU figures are all the shards' together"
+        )
     return "\n".join(lines)
 
 
@@ -795,10 +851,18 @@ def main() -> int:
         "--profile",
         help="record the operator with py-spy (pip install py-spy) into this file (raw collapsed stacks)",
     )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="run this many operator processes, --shard 0..N-1 of N (figures: the largest replica's RSS, all CPU)",
+    )
     parser.add_argument("--baseline-child", choices=["paged", "streaming", "unpaged"], help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.shards > 1 and (args.faults or args.profile):
+        parser.error("--faults and --profile watch one operator process: not with --shards")
     if args.baseline_child:
         baseline_child(args.kubeconfig, args.config, args.baseline_child)
         return 0
@@ -817,7 +881,7 @@ def main() -> int:
         return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
     print(
-        f"nodes={args.nodes} pods={args.pods} pools={args.pools} start_s={figure('start_s', 2)} "
+        f"nodes={args.nodes} pods={args.pods} pools={args.pools} shards={args.shards} start_s={figure('start_s', 2)} "
         f"baseline_s={figure('baseline_s', 2)} start_ratio={figure('start_ratio', 2)} "
         f"peak_rss_mib={figure('peak_rss_mib', 1)} heartbeat_writes={figure('heartbeat_writes')} "
         f"cpu_cores={figure('cpu_cores', 2)} p99_s={figure('p99_s')} watch_p99_s={figure('watch_p99_s')} "
