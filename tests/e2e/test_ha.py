@@ -434,9 +434,11 @@ def test_two_shards_each_elect_and_write_only_their_own_pools(cluster: E2ECluste
         for label in nodes:
             if label != emptied:
                 assert pair.world.fcap(label) is not None, label
-        # Each shard exports its own pools only.
+        # Each shard says which it is (the NoLeader alert asks for a leader per shard) and
+        # exports its own pools only.
         for index, found in labels.items():
             exported = pair.replicas[f"shard-{index}"].metrics()
+            assert exported.series("fabriccap_shard_info") == [{"shard": str(index), "shards": "2"}]
             for label in nodes:
                 if label == emptied:
                     continue

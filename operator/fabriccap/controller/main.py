@@ -103,7 +103,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     """Run the operator until cancelled or ``stop_flag`` is set."""
     tune_garbage_collection()
     credentials = await load_credentials_async(options.kubeconfig, options.context)
-    metrics = OperatorMetrics()
+    metrics = OperatorMetrics(options.shard)
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())
     store = FactStore(options.shard)
     # Owner references that name no possible object (a pod's creator wrote them): never

@@ -34,6 +34,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from fabriccap import __version__
 from fabriccap.core.api import is_ready_status
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.kinds import WATCHED_KINDS
 
 logger = logging.getLogger("fabriccap.metrics")
@@ -261,7 +262,7 @@ class PoolCollector:
 class OperatorMetrics:
     """All of the operator's metrics, in a registry of its own (tests run several operators)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shard: Shard = UNSHARDED) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.pools = PoolCollector()
         self.registry.register(self.pools)
@@ -323,6 +324,16 @@ class OperatorMetrics:
             "1 while this replica holds the leader Lease (and writes), else 0.",
             registry=self.registry,
         )
+        # Which shard this replica is (run --shard/--shards; 0 of 1 unsharded): the alerts ask
+        # for a leader per shard, joining fabriccap_leader with this on the instance.
+        self.shard_info = Gauge(
+            "fabriccap_shard_info",
+            "1, labelled with the shard this replica is (shard, of shards; 0 of 1 unsharded): it answers for the"
+            " pools whose value hashes to its shard.",
+            ["shard", "shards"],
+            registry=self.registry,
+        )
+        self.shard_info.labels(str(shard.index), str(shard.count)).set(1)
         self.publishing = Gauge(
             "fabriccap_publishing",
             "1 while this replica writes FabricCapabilities: it leads, inside its Lease's window, and has read"

@@ -190,12 +190,17 @@ ALERTS: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         name="FabricCapabilityNoLeader",
-        # No replica leads (every one reports 0, or none reports at all while the job is up):
-        # a holder that is no replica of this install keeps renewing the Lease, or the Lease
-        # cannot be written (RBAC). Nothing is published. While the job itself is down,
-        # OperatorDown says so: this one stays quiet.
+        # No replica of a shard leads (every one reports 0, or none reports at all while the job
+        # is up): a holder that is no replica of this install keeps renewing the Lease, or the
+        # Lease cannot be written (RBAC). Nothing of that shard's pools is published; unsharded,
+        # the one shard is 0. While the job itself is down, OperatorDown says so: this one stays quiet.
         expr=(
-            '(\n  max by (job) (fabriccap_leader{job="@job"}) == 0\n  or\n  absent(fabriccap_leader{job="@job"})\n)\n'
+            "(\n  max by (job, shard) (\n"
+            '    fabriccap_leader{job="@job"}\n'
+            "    * on (job, instance) group_left (shard)\n"
+            '    fabriccap_shard_info{job="@job"}\n'
+            "  ) == 0\n"
+            '  or\n  absent(fabriccap_leader{job="@job"})\n)\n'
             'unless on (job)\n(max by (job) (up{job="@job"}) == 0 or absent(up{job="@job"}))'
         ),
         for_="5m",
@@ -205,7 +210,7 @@ ALERTS: tuple[AlertRule, ...] = (
             'No replica of the scrape job "@job" has held the leader Lease for @for, so no FabricCapability'
             " is written, created or deleted: their status is frozen at its last value, whatever the nodes do"
             " (every replica's fabriccap_publishing reads 0). Another holder keeps renewing the Lease, or the"
-            " replicas cannot write it."
+            " replicas cannot write it. Sharded (run --shard), the label shard says whose pools are frozen."
         ),
         anchor="fabriccapabilitynoleader",
     ),
