@@ -76,6 +76,8 @@ WAIT_SECONDS = 120.0  # a probe's effect, a relist: how long to wait before call
 # The old baseline, one unpaged GET per collection, is skipped when its response would not
 # fit comfortably in memory as Python objects (~6x the JSON).
 UNPAGED_LIMIT_BYTES = 1_500_000_000
+# The operator's log lines that say how a collection was read (informers.py).
+LISTING_LINE = re.compile(r"streaming list|in pages|no progress|listing again|expired|relist")
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -738,11 +740,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 operator.stop()
                 for log in logs:
                     log.close()
-                results["operator_log_tail"] = [
-                    line
-                    for path in sorted(directory.glob("operator-*.log"))
-                    for line in path.read_text(errors="replace").splitlines()[-5:]
+                logged = [
+                    path.read_text(errors="replace").splitlines() for path in sorted(directory.glob("operator-*.log"))
                 ]
+                results["operator_log_tail"] = [line for lines in logged for line in lines[-5:]]
+                # How each collection was read, and why one was read again or in pages.
+                results["operator_listing_lines"] = [
+                    line[:300] for lines in logged for line in lines if LISTING_LINE.search(line)
+                ][:40]
     results["load_after"] = os.getloadavg()[0]
     return results
 

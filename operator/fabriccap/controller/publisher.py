@@ -79,6 +79,7 @@ from fabriccap.controller.writes import (
     transition_times,
 )
 from fabriccap.core.api import (
+    READY_LABEL,
     FabricCapabilityStatus,
     is_ready_status,
 )
@@ -174,6 +175,9 @@ class Publisher:
     _next_resync: float = 0.0
     _idling: asyncio.Timeout | None = None  # the loop's wait for work, moved earlier by new deadlines
     _side_tasks: set[asyncio.Task[None]] = field(default_factory=set)  # Event sends outside writes
+    # Sharded: the other shards' Ready pools, from their published objects, by object name. Shard
+    # 0 holds the pods no node took, and its FabricUnschedulable names where a request would fit.
+    _other_shards_ready: dict[str, ReadyPool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
@@ -412,11 +416,12 @@ class Publisher:
                     logger.error("cannot list FabricCapabilities: %s; retrying in %.0fs", error, delay)
                 await asyncio.sleep(delay)
                 continue
-            listed = {
-                published.name: published
-                for published in map(Published.from_object, items)
-                if self._in_shard(published)
-            }
+            everything = [Published.from_object(item) for item in items]
+            listed = {published.name: published for published in everything if self._in_shard(published)}
+            self._other_shards_ready.clear()
+            for published in everything:
+                if not self._in_shard(published):
+                    self._remember_other_shard(published)
             for name, state in self.objects.items():
                 known = state.published
                 # The watch may have told of a newer version while this LIST was under way.
@@ -448,6 +453,7 @@ class Publisher:
         """A watch event on a FabricCapability: keep our view of the cluster current."""
         name = str((obj.get("metadata") or {}).get("name"))
         if deleted:
+            self._other_shards_ready.pop(name, None)
             state = self.objects.get(name)
             if state is not None and state.published is not None:
                 state.published, state.written = None, None
@@ -456,7 +462,8 @@ class Publisher:
             return
         current = Published.from_object(obj)
         if not self._in_shard(current):
-            return  # another shard's pool: that shard's leader keeps it
+            self._remember_other_shard(current)  # another shard's pool: that shard's leader keeps it
+            return
         state = self._state(name)
         known = state.published
         if known is not None and not current.is_newer_than(known):
@@ -484,6 +491,18 @@ class Publisher:
         """Whether the object is for one of this shard's pools (core.shard); one that says of no
         pool (made by hand) is shard 0's, like everything that belongs to none."""
         return self.store.shard.owns(published.claimed_by()[1])
+
+    def _remember_other_shard(self, published: Published) -> None:
+        """Keep another shard's pool while it says it is Ready, for shard 0's FabricUnschedulable
+        (the only shard that holds pods no node took)."""
+        if not self.store.shard.keeps_unpooled:
+            return
+        fabric, pool = published.claimed_by()
+        count = published.status.get("uniformCount")
+        if published.labels.get(READY_LABEL) == "true" and fabric and pool is not None and isinstance(count, int):
+            self._other_shards_ready[published.name] = ReadyPool(fabric, pool.key, pool.value, count)
+        else:
+            self._other_shards_ready.pop(published.name, None)
 
     def _overwritten(self, state: ObjectState, current: Published) -> bool:
         """Someone changed the status this process wrote; True: put ours back.
@@ -814,6 +833,7 @@ class Publisher:
             and state.latest.is_ready
             and state.latest.uniform_count is not None
         ]
+        ready += self._other_shards_ready.values()
         profiles = {profile.name: profile for profile in self.config.enabled_fabrics}
         events = [
             *evaluation.workload_events,

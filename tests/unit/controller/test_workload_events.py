@@ -16,17 +16,20 @@ from fabriccap.controller.lookups import PARALLEL_LOOKUPS, LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
+from fabriccap.core.api import READY_LABEL
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
+from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.workloads import LookupKey
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
-from support.builders import daemon_set, node, plugin_pods
+from support.builders import NODEGROUP, daemon_set, node, plugin_pods
 from support.configs import build_config
 from support.fakeapi import FakeApi, eventually, fake_api
+from support.publishing import healthy, publishing, start
 
 FCAPS = FABRIC_CAPABILITIES.collection()
 ML_EVENTS = "/api/v1/namespaces/ml/events"
@@ -73,7 +76,9 @@ class Setup:
 
 
 @asynccontextmanager
-async def operating(api_setup: Any = None, *, reuse: FakeApi | None = None) -> AsyncIterator[Setup]:
+async def operating(
+    api_setup: Any = None, *, reuse: FakeApi | None = None, shard: Shard = UNSHARDED
+) -> AsyncIterator[Setup]:
     async with fake_api() as (api, client):
         api.serve(FCAPS, "FabricCapability", [], "1")
         api.serve(ML_EVENTS, "Event", [], "1")
@@ -81,7 +86,7 @@ async def operating(api_setup: Any = None, *, reuse: FakeApi | None = None) -> A
         if api_setup is not None:
             api_setup(api)
         config = build_config({})
-        store, metrics = FactStore(), OperatorMetrics()
+        store, metrics = FactStore(shard), OperatorMetrics(shard)
         lookups = LookupResolver(client, store)
         publisher = Publisher(
             config=config,
@@ -188,6 +193,41 @@ async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:
         await setup.round()
         gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
         assert gauge == 0.0
+
+
+async def test_shard_zero_names_the_other_shards_ready_pools_where_a_pending_request_would_fit() -> None:
+    # Shard 0 holds the pods no node took; the pools that could take them may be another shard's,
+    # known from their published objects.
+    first, second = Shard(index=0, count=2), Shard(index=1, count=2)
+    theirs = next(f"p5-{number}" for number in range(40) if second.owns_value(f"p5-{number}"))
+    async with publishing() as whole:
+        whole.add([*healthy(theirs, "t1", "t2")])
+        await start(whole)
+        published = list(whole.published().values())
+    assert [obj["metadata"]["labels"][READY_LABEL] for obj in published] == ["true"]
+
+    def serve_theirs(api: FakeApi) -> None:
+        api.serve(FCAPS, "FabricCapability", published, "5")
+
+    pending = workload_pod(
+        None,
+        "wide-worker-0",
+        efa=32,
+        owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "wide"),
+        unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
+    )
+    async with operating(serve_theirs, shard=first) as setup:
+        setup.add([pending])
+        await setup.start()
+        (event,) = setup.events()
+        assert event["reason"] == "FabricUnschedulable"
+        # Its own pool p5 and the other shard's, in the order of their values.
+        assert event["message"].endswith(
+            f"pools where vpc.amazonaws.com/efa is Ready with enough per node: p5 ({NODEGROUP}=p5), "
+            f"{theirs} ({NODEGROUP}={theirs})"
+        ), event["message"]
+        written = [path for method, path, _, _ in setup.api.requests if method in ("PUT", "PATCH", "DELETE")]
+        assert not [path for path in written if f"efa-{theirs}" in path], "it never writes the other shard's object"
 
 
 async def test_the_workload_gauge_follows_the_pods() -> None:
