@@ -282,7 +282,7 @@ class Shards:
             member.stop()
 
     def cpu_seconds(self) -> float:
-        return sum(cpu_seconds(member.pid) for member in self.members)
+        return sum(self.cpu_each())
 
     def cpu_each(self) -> list[float]:
         return [cpu_seconds(member.pid) for member in self.members]
@@ -586,13 +586,8 @@ def start_operators(
             # py-spy samples the operator from outside (its own CPU is not the operator's);
             # raw output is one collapsed stack per line with its sample count.
             profiler = Path(sys.executable).parent / "py-spy"
-            command = [str(profiler), "record", "--nonblocking", "--rate", "25", "--format", "raw"]
-            command += [
-                "-o",
-                args.profile,
-                "--",
-                *local_run_command(simulator.kubeconfig, config_path, metrics_port, health_port),
-            ]
+            record = [str(profiler), "record", "--nonblocking", "--rate", "25", "--format", "raw"]
+            command = [*record, "-o", args.profile, "--", *command]
         log = (directory / f"operator-{index}.log").open("w")
         logs.append(log)
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
