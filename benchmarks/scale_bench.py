@@ -813,7 +813,8 @@ def summary(results: dict[str, Any], debounce: float) -> str:
     ]
     if results["shards"] > 1:
         lines.append(
-            f"shards: {results['shards']} processes; peak RSS by shard {results.get('peak_rss_mib_by_shard')} MiB, "
+            f"shards: {results['shards']} processes; peak RSS by shard "
+            f"{results.get('peak_rss_mib_by_shard') or results.get('peak_rss_after_start_mib_by_shard')} MiB, "
             f"start CPU by shard {[round(cpu, 1) for cpu in results.get('start_cpu_s_by_shard', [])]} s; "
             "CPU figures are all the shards' together"
         )
