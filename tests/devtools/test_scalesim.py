@@ -39,6 +39,8 @@ def built() -> None:
 
 
 def start(tmp_path: Path, **options: Any) -> Simulator:
+    # No background writes unless a test asks: the others compare versions across requests.
+    options.setdefault("background_writes", 0)
     simulator = Simulator(tmp_path / "sim", world=ScaleWorld(nodes=NODE_COUNT, pools=3).spec(), **options)
     simulator.start()
     return simulator
@@ -174,6 +176,31 @@ async def test_an_idle_watch_gets_bookmarks_only_when_it_asked_for_them(tmp_path
             assert with_bookmarks[0]["object"]["kind"] == "Node"
             without = await watch_events(kube, {"resourceVersion": version, "timeoutSeconds": "1"}, until=1)
             assert without == []
+    finally:
+        simulator.stop()
+
+
+async def test_background_writes_move_an_idle_watchs_bookmarks_without_an_event(tmp_path: Path) -> None:
+    simulator = start(tmp_path, bookmark_interval_seconds=0.3, background_writes=100)
+    try:
+        async with await connect(str(simulator.info.bench_kubeconfig)) as kube:
+            version = (await kube.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+            events = await watch_events(
+                kube, {"resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": "3"}, until=2
+            )
+            assert [event["type"] for event in events] == ["BOOKMARK", "BOOKMARK"]
+            versions = [int(event["object"]["metadata"]["resourceVersion"]) for event in events]
+            # 100 a second, bookmarks 0.3 s apart: each one further than the last.
+            assert int(version) < versions[0] < versions[1]
+    finally:
+        simulator.stop()
+
+
+def test_the_default_background_writes_are_the_worlds_lease_renewals(tmp_path: Path) -> None:
+    simulator = Simulator(tmp_path / "sim", world=ScaleWorld(nodes=NODE_COUNT, pools=3).spec())
+    simulator.start()
+    try:
+        assert f"background writes: {NODE_COUNT // 10 + 1} a second" in simulator.log_path.read_text()
     finally:
         simulator.stop()
 

@@ -61,6 +61,7 @@ class Simulator:
         history: int | None = None,
         bookmark_interval_seconds: float | None = None,
         snapshot_ttl_seconds: float | None = None,
+        background_writes: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self._world = world
@@ -73,6 +74,10 @@ class Simulator:
             self._options.append(f"--bookmark-interval={bookmark_interval_seconds}s")
         if snapshot_ttl_seconds is not None:
             self._options.append(f"--snapshot-ttl={snapshot_ttl_seconds}s")
+        # Versions taken a second by writes to kinds it does not serve (None: the world's
+        # nodes/10 + 1, its nodes' Lease renewals; 0: none, so an idle version stays put).
+        if background_writes is not None:
+            self._options.append(f"--background-writes={background_writes}")
         self._process: subprocess.Popen[bytes] | None = None
         self._info: SimulatorInfo | None = None
 

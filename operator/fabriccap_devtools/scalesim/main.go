@@ -48,6 +48,8 @@ func main() {
 	snapshotTTL := flag.Duration("snapshot-ttl", 5*time.Minute, "how long a LIST snapshot (its continue tokens) lives")
 	statusLog := flag.Int("status-log", 200_000, "FabricCapability status writes kept for /writes")
 	deliverySamples := flag.Int("delivery-samples", 5_000_000, "watch delivery latencies kept per kind")
+	backgroundWrites := flag.Int("background-writes", -1,
+		"versions taken a second by writes to kinds not served here (Leases); -1: the world's nodes/10 + 1, 0: none")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix("scalesim ")
@@ -67,6 +69,13 @@ func main() {
 			log.Fatalf("loading %s: %v", *world, err)
 		}
 		log.Printf("loaded %v in %.1fs", server.store.counts(), time.Since(started).Seconds())
+	}
+	if *backgroundWrites < 0 {
+		*backgroundWrites = nodeLeaseRenewals(server.store.counts()[kindByResource("nodes").GroupResource()])
+	}
+	if *backgroundWrites > 0 {
+		log.Printf("background writes: %d a second", *backgroundWrites)
+		go server.store.backgroundWrites(*backgroundWrites, nil)
 	}
 
 	apiListener, err := net.Listen("tcp", *listen)

@@ -174,6 +174,38 @@ func (s *Store) bumpRV() uint64 {
 	return s.rv
 }
 
+// backgroundWrites advances the version by perSecond a second, in ticks, until stop closes:
+// the writes a real cluster makes to kinds nobody here watches (above all the nodes' Leases,
+// each renewed every 10 s). No watch is woken (nothing of its kind changed), but its next
+// bookmark carries the new version, as the API server's watch cache does once etcd reports
+// progress. Without them a quiet simulator's bookmarks repeat one version for minutes, which
+// no cluster of this size does, and a client that checks for progress reads that as a stall.
+func (s *Store) backgroundWrites(perSecond int, stop <-chan struct{}) {
+	const tick = 100 * time.Millisecond
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	owed := 0.0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticker.C:
+		}
+		owed += float64(perSecond) * tick.Seconds()
+		whole := uint64(owed)
+		owed -= float64(whole)
+		s.mu.Lock()
+		s.rv += whole
+		s.mu.Unlock()
+	}
+}
+
+// nodeLeaseRenewals is the background write rate of a cluster with this many nodes: each
+// node's kubelet renews its Lease every 10 s, and the control plane's components theirs.
+func nodeLeaseRenewals(nodes int) int {
+	return nodes/10 + 1
+}
+
 // compact sorts the slots added since the last time, merges them into the ordered ones and
 // drops deleted slots. With the lock held.
 func (ks *kindStore) compact() {
