@@ -1,0 +1,114 @@
+"""Benchmark (not a test): the bytes the operator keeps per Node and per pod, by kind of pod.
+
+    python benchmarks/memory_bench.py                       # 20,000 nodes, 10 pods a node
+    python benchmarks/memory_bench.py --nodes 5000 --pods-per-node 10
+
+Issue 26 asks for memory per object. This feeds realistic bodies (the demo world's Nodes with
+40 images and the EKS node monitoring agent's conditions, its device-plugin pods, and training
+pods owned by Jobs: a fifth asking for GPUs and EFA, the rest for neither), each JSON-encoded
+and decoded again as a watch line is, through the real extractor into a real FactStore, kind
+by kind, and measures with tracemalloc what stays alive after each kind: the facts, the
+index's maps, and the strings they keep of the decoded bodies. The bodies themselves are
+dropped after each object, as the informers drop them. Nothing here is the operator's
+evaluation or its published objects (per pool, not per object).
+
+Each figure is bytes per object: (live bytes after the kind's objects - before) / objects.
+``--pods-per-node`` sets the mix: a node's plugin pod plus that many workload pods, one in five
+asking for GPUs and EFA. The figures are Python's live allocations; the process's RSS adds the
+allocators' free space and the interpreter, which scale_bench.py measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import tracemalloc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from workloads_bench import pod_body
+
+from fabriccap.controller.store import FactStore
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.kube.kinds import BY_KIND
+from fabriccap_devtools import world
+from support.configs import build_config
+
+NODES_PER_POOL = 20
+
+
+def node_name(index: int) -> str:
+    return f"ip-10-{index >> 16 & 255}-{index >> 8 & 255}-{index & 255}.us-west-2.compute.internal"
+
+
+def nodes(count: int) -> Iterator[dict[str, Any]]:
+    for index in range(count):
+        yield world.node(node_name(index), pool=f"p5-pool-{index // NODES_PER_POOL:05d}", images=40, heavy=True)
+
+
+def plugin_pods(count: int) -> Iterator[dict[str, Any]]:
+    for index in range(count):
+        (body,) = world.plugin_pods([node_name(index)])
+        body["metadata"]["name"] = f"efa-device-plugin-{index:07d}"
+        yield body
+
+
+def workload_pods(count: int, node_count: int, *, gpu: bool) -> Iterator[dict[str, Any]]:
+    # GPU pods take the indices a fifth apart, CPU pods the rest, so names never collide.
+    for index in range(count):
+        number = index * 5 if gpu else index + index // 4 + 1
+        yield pod_body(number, node_name(number % node_count), gpu=gpu, efa=gpu)
+
+
+def live_bytes() -> int:
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
+
+
+def measure(
+    label: str, bodies: Iterator[dict[str, Any]], count: int, keep: Callable[[dict[str, Any]], object]
+) -> tuple[str, int, float]:
+    before = live_bytes()
+    for body in bodies:
+        keep(json.loads(json.dumps(body)))  # decoded as a watch line is: every string its own
+    return label, count, (live_bytes() - before) / max(count, 1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=20_000)
+    parser.add_argument("--pods-per-node", type=int, default=10)
+    args = parser.parse_args()
+    gpu_pods = args.nodes * args.pods_per_node // 5
+    cpu_pods = args.nodes * args.pods_per_node - gpu_pods
+    extractor = FactsExtractor(build_config({"workloads": {"enabled": True}}))
+    store = FactStore()
+    node_kind, pod_kind = BY_KIND["Node"], BY_KIND["Pod"]
+
+    def keep_node(body: dict[str, Any]) -> object:
+        return node_kind.upsert(store, extractor, body)
+
+    def keep_pod(body: dict[str, Any]) -> object:
+        return pod_kind.upsert(store, extractor, body)
+
+    tracemalloc.start(1)
+    rows = [
+        measure("Node (EKS, 40 images)", nodes(args.nodes), args.nodes, keep_node),
+        measure("device-plugin pod", plugin_pods(args.nodes), args.nodes, keep_pod),
+        measure("GPU + EFA pod (Job-owned)", workload_pods(gpu_pods, args.nodes, gpu=True), gpu_pods, keep_pod),
+        measure("pod of no fabric", workload_pods(cpu_pods, args.nodes, gpu=False), cpu_pods, keep_pod),
+    ]
+    held = {"nodes": len(store.nodes), "plugin pods": len(store.pods), "workload pods": len(store.workload_pods)}
+    print(f"python {sys.version.split()[0]}; held after the run: {held}")
+    print(f"{'object':<28} {'count':>9} {'bytes each':>11} {'MiB in all':>11}")
+    for label, count, each in rows:
+        print(f"{label:<28} {count:>9,} {each:>11.0f} {each * count / 2**20:>11.1f}")
+    at_target = (rows[0][2] * 100_000 + rows[1][2] * 100_000 + rows[2][2] * 200_000 + rows[3][2] * 800_000) / 2**20
+    print(f"at 100,000 nodes (a plugin pod each), 200,000 GPU pods and 800,000 others: {at_target:.0f} MiB of facts")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
