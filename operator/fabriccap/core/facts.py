@@ -40,6 +40,7 @@ from fabriccap.core.selection import (
     fabric_selection,
     implicit_resource,
 )
+from fabriccap.core.sharing import Shared, shared_text
 from fabriccap.core.text import (
     MAX_NAME,
     MAX_NAMESPACE,
@@ -57,7 +58,18 @@ def object_name(value: Any) -> str:
 
 
 def object_namespace(value: Any) -> str:
-    return clean_text(value if value is not None else "", MAX_NAMESPACE)
+    # A cluster has few namespaces and each is in many facts: one copy (core.sharing).
+    return shared_text(clean_text(value if value is not None else "", MAX_NAMESPACE))
+
+
+def node_reference(value: Any) -> str:
+    """A node's name as the facts keep it, one copy for the Node's facts and every pod bound to it."""
+    return shared_text(object_name(value))
+
+
+# The pools, quantities and label sets that many nodes and pods repeat, one copy each.
+_shared_pools: Shared[Pool] = Shared()
+_shared_pairs: Shared[tuple[tuple[str, Any], ...]] = Shared()
 
 
 class FactsError(ValueError):
@@ -251,6 +263,14 @@ class ObjectRef(NamedTuple):
     name: str
     uid: str = ""
 
+    @classmethod
+    def shared(cls, api_version: str, kind: str, namespace: str, name: str, uid: str = "") -> ObjectRef:
+        """An owner many pods name (a Job's eight, a Deployment's hundreds), with one copy of
+        each string however many pods hold it (core.sharing)."""
+        return cls(
+            shared_text(api_version), shared_text(kind), shared_text(namespace), shared_text(name), shared_text(uid)
+        )
+
     @property
     def group_kind(self) -> str:
         """``Kind.group`` (core.workload_kinds): a Volcano Job is not a batch Job."""
@@ -359,7 +379,7 @@ class FactsExtractor:
         raw_name = metadata.get("name")
         if not isinstance(raw_name, str) or not raw_name:
             raise FactsError("Node without metadata.name")
-        name = object_name(raw_name)
+        name = node_reference(raw_name)
         labels = metadata.get("labels") or {}
         if not isinstance(labels, Mapping):
             raise FactsError(f"Node {name}: metadata.labels is not a mapping")
@@ -372,11 +392,13 @@ class FactsExtractor:
         return NodeFacts(
             name=name,
             pool=self._pool_of(labels),
-            instance_type=_label_value(labels.get(INSTANCE_TYPE_LABEL)),
+            instance_type=_shared_label_value(labels.get(INSTANCE_TYPE_LABEL)),
             cordoned=bool(spec.get("unschedulable")),
             capacity=self._resources(name, "capacity", status.get("capacity"), unusable),
             allocatable=self._resources(name, "allocatable", status.get("allocatable"), unusable),
-            labels=tuple(sorted((key, str(labels[key])) for key in self.label_keys if labels.get(key) is not None)),
+            labels=_shared_pairs(
+                tuple(sorted((key, str(labels[key])) for key in self.label_keys if labels.get(key) is not None))
+            ),
             unusable=tuple(sorted(unusable)),
             ready=_condition_true(status.get("conditions"), "Ready"),
             provider_id=provider_id[:MAX_MESSAGE] if isinstance(provider_id, str) and provider_id else None,
@@ -386,7 +408,7 @@ class FactsExtractor:
         for key in self.config.pool_labels:
             value = _label_value(labels.get(key))
             if value is not None:
-                return Pool(key, value)
+                return _shared_pools(Pool(key, value))
         return None
 
     def _resources(
@@ -414,7 +436,7 @@ class FactsExtractor:
                     unusable.append(UnusableQuantity(resource, problem, malformed=False))
                     count = 0
                 parsed.append((resource, count))
-        return tuple(sorted(parsed))
+        return _shared_pairs(tuple(sorted(parsed)))
 
     def pod(self, body: Mapping[str, Any]) -> PodFacts | None:
         """Facts of a pod owned by a DaemonSet in a plugin namespace; None for any other pod."""
@@ -438,10 +460,10 @@ class FactsExtractor:
             and _condition_true(status.get("conditions"), "Ready")
         )
         return PodFacts(
-            namespace=str(namespace),
+            namespace=object_namespace(namespace),
             name=name,
-            node_name=object_name(node_name) if node_name else None,
-            daemon_set=owner,
+            node_name=node_reference(node_name) if node_name else None,
+            daemon_set=shared_text(owner),
             ready=ready,
         )
 
@@ -481,8 +503,8 @@ class FactsExtractor:
         return WorkloadPodFacts(
             namespace=namespace,
             name=name,
-            node_name=object_name(node_name) if node_name else None,
-            requests=requests,
+            node_name=node_reference(node_name) if node_name else None,
+            requests=_shared_pairs(requests),
             claims=claims,
             intent=intent,
             owner=_nearest_owner(
@@ -917,7 +939,7 @@ def controller_owner(
     if problem is not None:
         _refuse(refused, problem, holder, api_version, kind, name)
         return None
-    return ObjectRef(api_version, kind, namespace, name, clean_text(chosen.get("uid") or "", MAX_UID))
+    return ObjectRef.shared(api_version, kind, namespace, name, clean_text(chosen.get("uid") or "", MAX_UID))
 
 
 def _nearest_owner(
@@ -937,7 +959,7 @@ def _nearest_owner(
         # The workload's controller labels its pods with its name (JobSet: and uid): no need
         # to read the Job or StatefulSet to learn whose it is (core.workload_kinds).
         uid = clean_text(labels.get(label.uid_label) or "", MAX_UID) if label.uid_label else ""
-        return ObjectRef(workload.api_version, workload.kind, namespace, named, uid)
+        return ObjectRef.shared(workload.api_version, workload.kind, namespace, named, uid)
     return owner
 
 
@@ -1050,6 +1072,12 @@ def _mapping(body: Mapping[str, Any], field: str, kind: str) -> Mapping[str, Any
     if not isinstance(value, Mapping):
         raise FactsError(f"{kind} without {field}")
     return value
+
+
+def _shared_label_value(value: Any) -> str | None:
+    """A label value many nodes repeat (an instance type), one copy of it (core.sharing)."""
+    text = _label_value(value)
+    return shared_text(text) if text is not None else None
 
 
 def _label_value(value: Any) -> str | None:
