@@ -61,7 +61,7 @@ def test_the_pods_of_one_job_share_their_owner_namespace_and_requests() -> None:
     second = EXTRACTOR.workload_pod(decoded(workload_pod("n2", "train-1", efa=32, owner=job)))
     assert first is not None and second is not None
     assert first.owner == second.owner
-    assert all(mine is theirs for mine, theirs in zip(first.owner, second.owner, strict=True))
+    assert first.owner is second.owner
     assert first.namespace is second.namespace
     assert first.requests is second.requests
     assert first.name is not second.name  # what is the pod's own stays its own
