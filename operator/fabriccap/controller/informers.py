@@ -39,6 +39,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fabriccap.controller.memory import MIN_LISTED_BETWEEN_TRIMS, MemoryTrimmer
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import Announcement, FactStore
 from fabriccap.core.evaluate import SCHEDULER_ON_ERROR
@@ -229,6 +230,10 @@ class ListWatch:
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
     # per-slice memo keeps that cheap: only the classes' verdicts on distinct devices are new.
     relist_on: Announcement | None = None
+    # Told how many objects each LIST read (shared by the informers): a large one leaves the
+    # allocators holding the memory its bodies took, which the trimmer gives back.
+    trimmer: MemoryTrimmer | None = None
+    listed_objects: int = field(default=0, init=False)
     # The version to resume from, and the last one this server gave us with when it came:
     # the anchor of the plausibility rule (MAX_WRITES_PER_SECOND).
     version: str = field(default="", init=False)
@@ -325,6 +330,9 @@ class ListWatch:
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
                 continue
             self._served()
+            if self.trimmer is not None:
+                self.trimmer.done(self.listed_objects)
+                self.trimmer.idle()
             self.listed.set()
             if self.checking:
                 self._checked()
@@ -378,6 +386,7 @@ class ListWatch:
                     keys.add(object_key(event.body))
                     self._count(self._apply("ADDED", event.body))
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
+                    self.listed_objects = len(keys)
                     self._listed(keys, event.resource_version)
                     self.connected = True
                     self._progressed(event.resource_version)
@@ -463,6 +472,7 @@ class ListWatch:
                 self._check_item(item)
                 keys.add(object_key(item))
                 self._count(self._apply("ADDED", item))
+        self.listed_objects = len(keys)
         self._listed(keys, version)
         self.connected = True
         self._progressed(version)
@@ -798,6 +808,7 @@ def build_informers(
     watch_seconds, read_timeout, progress_timeout = watch_timings(stale_after)
     wanted = kinds_for(extractor.config, rows)
     said = {watched.label: SaidOnce() for watched in wanted}
+    trimmer = MemoryTrimmer(min_work=MIN_LISTED_BETWEEN_TRIMS)
     informers = [
         Informer(
             client=client,
@@ -812,6 +823,7 @@ def build_informers(
             progress_timeout=progress_timeout,
             page_size=watched.page_size,
             said=said[watched.label],
+            trimmer=trimmer,
         )
         for watched in wanted
         for scope, path in watched.paths(extractor.config)

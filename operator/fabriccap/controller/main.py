@@ -28,6 +28,7 @@ from fabriccap.controller.leader import (
 )
 from fabriccap.controller.logreader import LogReader
 from fabriccap.controller.lookups import LookupResolver
+from fabriccap.controller.memory import give_back_free_memory
 from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
 from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
@@ -94,9 +95,11 @@ def tune_garbage_collection() -> None:
 
 def settle_heap() -> None:
     """After the first listing: its facts live until their objects go, so later collections
-    need not walk them. One collection first, so that no garbage is kept forever."""
+    need not walk them. One collection first, so that no garbage is kept forever; then the
+    memory the listing's bodies took goes back to the system (controller.memory)."""
     gc.collect()
     gc.freeze()
+    give_back_free_memory()
 
 
 async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = None) -> None:

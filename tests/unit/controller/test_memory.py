@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabriccap.controller.memory import MemoryTrimmer
+from fabriccap.controller.memory import MemoryTrimmer, give_back_free_memory
 
 
 def test_a_trim_runs_only_after_enough_work_and_then_starts_counting_again() -> None:
@@ -32,3 +32,8 @@ def test_this_platforms_malloc_trim_is_found_and_runs() -> None:
     assert trimmer.trim is not None
     trimmer.done()
     assert trimmer.idle()
+
+
+def test_the_memory_a_first_listing_left_goes_back_on_this_platform() -> None:
+    # settle_heap's trim, after the first listing: glibc here, as in the image.
+    assert give_back_free_memory()

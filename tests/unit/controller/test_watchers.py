@@ -14,6 +14,7 @@ import pytest
 from fabriccap.controller import informers as watchers
 from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.informers import Informer
+from fabriccap.controller.memory import MemoryTrimmer
 from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
@@ -244,6 +245,23 @@ async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pyte
         assert op.efa() == {"n1": 32, "n3": 8, "n4": 32}
         assert op.api.watches(NODES)[1]["resourceVersion"] == "200"
         assert f"watch of {NODES} expired; listing again" in caplog.messages
+
+
+async def test_a_large_listing_gives_the_memory_its_bodies_took_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
+    monkeypatch.setattr(watchers, "MemoryTrimmer", lambda min_work: MemoryTrimmer(trim=trims.append, min_work=min_work))
+    nodes = [node("n1", efa=32), node("n2", efa=32), node("n3", efa=32)]
+    async with operator(nodes) as op:
+        await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
+        assert trims == [0]  # the three nodes; the other kinds, empty, are not worth a trim
+        op.api.serve(NODES, "Node", [node("n1", efa=32), node("n2", efa=8)], "200")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the watch after the relist")
+        assert trims == [0]  # two objects since the last trim: not yet worth one
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "the watch after the second relist")
+        assert trims == [0, 0]  # four listed since the last trim
 
 
 async def test_a_streaming_list_fills_the_store_and_the_watch_follows_its_bookmark() -> None:
