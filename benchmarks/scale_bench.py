@@ -582,6 +582,11 @@ def start_operators(
         ports.append((metrics_port, health_port))
         shard = Shard(index=index, count=args.shards)
         command = local_run_command(simulator.kubeconfig, config_path, metrics_port, health_port, shard=shard)
+        if args.tracemalloc:
+            # The same command under tracemalloc (traced_operator.py): python, the script, its
+            # output, then fabriccap's own arguments in place of "-m fabriccap".
+            traced = Path(__file__).with_name("traced_operator.py")
+            command = [command[0], str(traced), args.tracemalloc, *command[3:]]
         if args.profile:
             # py-spy samples the operator from outside (its own CPU is not the operator's);
             # raw output is one collapsed stack per line with its sample count.
@@ -593,6 +598,24 @@ def start_operators(
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         members.append(OperatorProcess(process, child_pid(process.pid) if args.profile else process.pid))
     return Shards(members), ports[0][0], ports[0][1], logs
+
+
+def traced_snapshot(pid: int, out: Path) -> dict[str, Any]:
+    """Ask the operator under traced_operator.py for its live allocations; its summary."""
+    out.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            report = json.loads(out.read_text())
+            mib = 2**20
+            return {
+                "python_live_mib": report["total"] / mib,
+                "rss_before_trim_mib": report["rss_before_trim"] / mib,
+                "rss_after_trim_mib": report["rss_after_trim"] / mib,
+            }
+    raise RuntimeError(f"no tracemalloc snapshot in {out} after 600 s")
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -663,6 +686,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_now, rss_peak
                 results["start_lists"] = list_requests(simulator)
                 print(f"started in {results['start_s']:.1f}s (baseline {baseline_s:.1f}s)", flush=True)
+                if args.tracemalloc:
+                    results["tracemalloc_after_start"] = traced_snapshot(operator.pid, Path(args.tracemalloc))
                 if args.start_only:
                     results["peak_rss_mib"] = results["peak_rss_after_start_mib"]
                     results["load_after"] = os.getloadavg()[0]
@@ -853,6 +878,11 @@ def main() -> int:
         help="record the operator with py-spy (pip install py-spy) into this file (raw collapsed stacks)",
     )
     parser.add_argument(
+        "--tracemalloc",
+        help="run the operator under tracemalloc (traced_operator.py) and write its live allocations after start"
+        " to this file (slow: compare memory, not time)",
+    )
+    parser.add_argument(
         "--shards",
         type=int,
         default=1,
@@ -862,8 +892,10 @@ def main() -> int:
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.shards > 1 and (args.faults or args.profile):
-        parser.error("--faults and --profile watch one operator process: not with --shards")
+    if args.shards > 1 and (args.faults or args.profile or args.tracemalloc):
+        parser.error("--faults, --profile and --tracemalloc watch one operator process: not with --shards")
+    if args.profile and args.tracemalloc:
+        parser.error("--profile and --tracemalloc: one at a time (tracemalloc slows what py-spy would sample)")
     if args.baseline_child:
         baseline_child(args.kubeconfig, args.config, args.baseline_child)
         return 0
