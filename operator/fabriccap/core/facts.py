@@ -70,7 +70,6 @@ def node_reference(value: Any) -> str:
 # The pools, quantities and label sets that many nodes and pods repeat, one copy each.
 _shared_pools: Shared[Pool] = Shared()
 _shared_pairs: Shared[tuple[tuple[str, Any], ...]] = Shared()
-_shared_owners: Shared[ObjectRef] = Shared()
 
 
 class FactsError(ValueError):
@@ -268,10 +267,8 @@ class ObjectRef(NamedTuple):
     def shared(cls, api_version: str, kind: str, namespace: str, name: str, uid: str = "") -> ObjectRef:
         """An owner many pods name (a Job's eight, a Deployment's hundreds), with one copy of
         each string however many pods hold it (core.sharing)."""
-        return _shared_owners(
-            cls(
-                shared_text(api_version), shared_text(kind), shared_text(namespace), shared_text(name), shared_text(uid)
-            )
+        return cls(
+            shared_text(api_version), shared_text(kind), shared_text(namespace), shared_text(name), shared_text(uid)
         )
 
     @property
