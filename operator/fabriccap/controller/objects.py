@@ -28,6 +28,7 @@ from fabriccap.core.api import (
 )
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.facts import Pool
+from fabriccap.core.sharing import shared_json
 
 # Status writes per object: a burst, then one a second. A pool flapping between two states
 # (a node label flapping every 0.5 s made 6 writes a second) is written once a second, with
@@ -87,7 +88,8 @@ class Published:
         return cls(
             name=str(metadata.get("name")),
             generation=generation,
-            status=dict(status) if isinstance(status, dict) else {},
+            # One per pool, kept until the next write: its keys and reasons shared (core.sharing).
+            status=shared_json(status) if isinstance(status, dict) else {},
             labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
             annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
             resource_version=str(metadata.get("resourceVersion") or ""),

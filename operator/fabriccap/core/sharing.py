@@ -17,7 +17,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+# The longest string value ``shared_json`` keeps one copy of: reasons, types, timestamps and
+# names repeat across objects; a longer text (a condition's message) is mostly its own.
+MAX_SHARED_JSON_TEXT = 80
+# How deep ``shared_json`` goes: a status is a few levels deep; anything deeper is kept as it is.
+MAX_SHARED_JSON_DEPTH = 16
 
 # Distinct values a table keeps before it starts again: far above the distinct resource
 # counts, label sets and pools of a real cluster (5,000 pools at 100,000 nodes).
@@ -29,6 +35,25 @@ ValueT = TypeVar("ValueT", bound=Hashable)
 def shared_text(value: str) -> str:
     """The one copy of ``value`` (a name many facts repeat: a node's, a namespace, an owner's)."""
     return sys.intern(value)
+
+
+def shared_json(value: Any, depth: int = 0) -> Any:
+    """A decoded JSON document with one copy of each of its keys and short strings, for
+    documents kept at length: the FabricCapabilities' statuses as last read or written, one per
+    pool, whose hundreds of keys (``type``, ``status``, ``lastTransitionTime``...) and reasons
+    are the same in every object. Its own copy: the original is left as it is."""
+    if isinstance(value, str):
+        return shared_text(value) if len(value) <= MAX_SHARED_JSON_TEXT else value
+    if depth >= MAX_SHARED_JSON_DEPTH:
+        return value
+    if isinstance(value, dict):
+        return {
+            (shared_text(key) if isinstance(key, str) else key): shared_json(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [shared_json(item, depth + 1) for item in value]
+    return value
 
 
 class Shared(Generic[ValueT]):

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from fabriccap.core.facts import FactsExtractor
-from fabriccap.core.sharing import Shared
+from fabriccap.core.sharing import MAX_SHARED_JSON_DEPTH, MAX_SHARED_JSON_TEXT, Shared, shared_json
 from fabriccap_devtools.world import node, owner_reference, plugin_pods, workload_pod
 from support.configs import build_config
 
@@ -61,7 +61,29 @@ def test_the_pods_of_one_job_share_their_owner_namespace_and_requests() -> None:
     second = EXTRACTOR.workload_pod(decoded(workload_pod("n2", "train-1", efa=32, owner=job)))
     assert first is not None and second is not None
     assert first.owner == second.owner
-    assert first.owner is second.owner
+    assert all(mine is theirs for mine, theirs in zip(first.owner, second.owner, strict=True))
     assert first.namespace is second.namespace
     assert first.requests is second.requests
     assert first.name is not second.name  # what is the pod's own stays its own
+
+
+def test_a_kept_status_shares_its_keys_and_short_values_with_every_other() -> None:
+    def status(message: str) -> dict[str, Any]:
+        return decoded(
+            {"conditions": [{"type": "Ready", "status": "True", "reason": "AllNodesAdvertise", "message": message}]}
+        )
+
+    long_message = "x" * (MAX_SHARED_JSON_TEXT + 1)
+    first, second = shared_json(status(long_message)), shared_json(status(long_message))
+    assert first == second == status(long_message)
+    (mine,), (theirs,) = first["conditions"], second["conditions"]
+    assert all(a is b for a, b in zip(mine, theirs, strict=True))  # the keys
+    assert mine["reason"] is theirs["reason"]
+    assert mine["message"] is not theirs["message"]  # a long text stays each object's own
+
+
+def test_a_status_nested_past_the_depth_limit_is_kept_as_it_is() -> None:
+    deep: dict[str, Any] = {"leaf": "v"}
+    for _ in range(MAX_SHARED_JSON_DEPTH + 5):
+        deep = {"next": deep}
+    assert shared_json(deep) == deep
