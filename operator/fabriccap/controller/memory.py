@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 # A trim is worth its walk of the heap only after this many units of work (log reads).
 MIN_WORK_BETWEEN_TRIMS = 64
 # Objects listed (streamed or in pages) before a trim: each was a decoded body of 4-17 KB that
-# is garbage once its facts are kept. Measured at 100,000 nodes / 1,000,000 pods: what the
-# decoding left behind was hundreds of MiB of RSS (docs/performance.md, "EKS ultra scale").
+# is garbage once its facts are kept. Measured at 20,000 nodes / 200,000 pods: a trim after
+# the start gave back 100-145 MiB of RSS (docs/performance.md, "Memory per object").
 MIN_LISTED_BETWEEN_TRIMS = 10_000
 
 
