@@ -55,7 +55,7 @@ GAP_KINDS = {
 Sample = tuple[tuple[str, ...], float]
 
 # What became of a listed object or a watch event (fabriccap_watch_events_total's `result`).
-WATCH_RESULTS = ("applied", "ignored", "rejected")
+WATCH_RESULTS = ("applied", "ignored", "rejected", "unread")
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,9 @@ class OperatorMetrics:
             "fabriccap_watch_events",
             "Listed objects and watch events (not bookmarks), by object kind and result: applied (to the"
             " facts), ignored (well-formed but of no use), rejected (not an event of the kind, or an object"
-            " that cannot be used: left out, and logged once per cause).",
+            " that cannot be used: left out, and logged once per cause), unread (a new object whose text names"
+            " nothing the operator reads, such as a pod that asks for no accelerator, fabric or claim: not"
+            " decoded).",
             ["kind", "result"],
             registry=self.registry,
         )

@@ -49,6 +49,15 @@ from fabriccap.core.text import (
 )
 from fabriccap.core.workload_kinds import OWNER_LABELS, group_kind, group_of
 
+# What pods are read by (``FactsExtractor.pod_marks`` lists them all): a plugin pod's owner, the
+# keys a claim is named by, and the variables that say a pod means to use libfabric.
+DAEMON_SET_KIND = "DaemonSet"
+CLAIM_TEMPLATE_NAME_KEY = "resourceClaimTemplateName"
+CLAIM_NAME_KEY = "resourceClaimName"
+CLAIM_NAME_KEYS = (CLAIM_TEMPLATE_NAME_KEY, CLAIM_NAME_KEY)
+LIBFABRIC_PROVIDER_ENV = "FI_PROVIDER"
+NCCL_NET_ENV = "NCCL_NET"
+
 
 def object_name(value: Any) -> str:
     """An object's name as the facts keep it, cleaned and bounded: every lookup by name (a
@@ -516,6 +525,23 @@ class FactsExtractor:
             unread_containers=unread,
         )
 
+    def pod_marks(self) -> frozenset[str]:
+        """Text that the JSON of every pod ``pod`` or ``workload_pod`` keeps facts of holds: a
+        resource this config counts, a claim's name key, an environment variable ``_intent``
+        reads, the kind of a plugin pod's owner. A pod whose JSON (with no escape in it that
+        could spell one) holds none of them concerns no fabric, and need not be decoded to know
+        it (``kube.unread``): at 100,000 nodes four pods in five are such pods. A mark that
+        holds another is left out (the shorter one is in every text the longer one is)."""
+        marks: set[str] = set()
+        if self.plugin_namespaces:
+            marks.add(DAEMON_SET_KIND)
+        if self.config.workloads.enabled:
+            marks |= self.resources
+            marks |= set(CLAIM_NAME_KEYS)
+            marks |= {LIBFABRIC_PROVIDER_ENV, NCCL_NET_ENV}
+            marks |= {env.name for fabric in self.config.enabled_fabrics for env in fabric.recommended_env}
+        return frozenset(mark for mark in marks if not any(other != mark and other in mark for other in marks))
+
     def _intent(self, containers: list[Mapping[str, Any]]) -> tuple[str, ...]:
         """The fabrics whose environment a pod sets: libfabric's EFA provider, NCCL's OFI
         plugin, or a variable of the profile's recommendedEnv set to its recommended value.
@@ -534,8 +560,8 @@ class FactsExtractor:
                     values[variable["name"]] = variable["value"]
         if not values:
             return ()
-        providers = {part.strip() for part in values.get("FI_PROVIDER", "").lower().split(",")}
-        nccl_net = values.get("NCCL_NET", "").lower()
+        providers = {part.strip() for part in values.get(LIBFABRIC_PROVIDER_ENV, "").lower().split(",")}
+        nccl_net = values.get(NCCL_NET_ENV, "").lower()
         libfabric = "efa" in providers or "ofi" in nccl_net or "libfabric" in nccl_net
         return tuple(
             sorted(
@@ -888,14 +914,14 @@ def _claims(
     found = []
     named: list[Any] = list(resource_claims) if isinstance(resource_claims, list) else []
     if isinstance(extended, Mapping):
-        named.append({"resourceClaimName": extended.get("resourceClaimName")})
+        named.append({CLAIM_NAME_KEY: extended.get(CLAIM_NAME_KEY)})
     for claim in named:
         if not isinstance(claim, Mapping):
             continue
-        if isinstance(claim.get("resourceClaimTemplateName"), str):
-            kind, name = "ResourceClaimTemplate", claim["resourceClaimTemplateName"]
-        elif isinstance(claim.get("resourceClaimName"), str):
-            kind, name = "ResourceClaim", claim["resourceClaimName"]
+        if isinstance(claim.get(CLAIM_TEMPLATE_NAME_KEY), str):
+            kind, name = "ResourceClaimTemplate", claim[CLAIM_TEMPLATE_NAME_KEY]
+        elif isinstance(claim.get(CLAIM_NAME_KEY), str):
+            kind, name = "ResourceClaim", claim[CLAIM_NAME_KEY]
         else:
             continue
         if not is_object_name(name):
@@ -1095,7 +1121,7 @@ def _daemon_set_owner(owner_references: Any) -> str | None:
     for reference in owner_references:
         if (
             isinstance(reference, Mapping)
-            and reference.get("kind") == "DaemonSet"
+            and reference.get("kind") == DAEMON_SET_KIND
             and str(reference.get("apiVersion", "apps/v1")).startswith("apps/")
             and reference.get("name")
         ):

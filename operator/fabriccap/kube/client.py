@@ -20,6 +20,7 @@ from yarl import URL
 from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
 from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
+from fabriccap.kube.unread import UnreadRule
 
 MERGE_PATCH = "application/merge-patch+json"
 # A watch line longer than this is not a Kubernetes object the operator can use: the stream is
@@ -199,6 +200,7 @@ class KubeClient:
         on_open: Callable[[], None] | None = None,
         field_selector: str | None = None,
         send_initial_events: bool = False,
+        unread: UnreadRule | None = None,
     ) -> AsyncIterator[Any]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 
@@ -209,6 +211,7 @@ class KubeClient:
         asks for a streaming list (the current objects as ADDED events, then a BOOKMARK
         annotated ``k8s.io/initial-events-end``; WatchList, Kubernetes 1.27+, on by default
         from 1.34): with ``resource_version`` "" a consistent read, as a LIST without a version is.
+        A line ``unread`` says need not be decoded is yielded as its ``UnreadEvent``.
         """
         await self.credentials.refresh_async()
         params = {
@@ -252,6 +255,9 @@ class KubeClient:
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         if line.strip():
+                            if unread is not None and (stand_in := unread.unread(line)) is not None:
+                                yield stand_in
+                                continue
                             try:
                                 event = json.loads(line)
                             except (ValueError, RecursionError):

@@ -59,6 +59,7 @@ from fabriccap.kube.paths import (
     RESOURCE_SLICES,
     ApiResource,
 )
+from fabriccap.kube.unread import UnreadRule
 
 FactsT = TypeVar("FactsT")
 
@@ -155,6 +156,12 @@ class WatchedKind:
     # operator holds those of its own pools' nodes, and lists them again when a node's pool
     # moves into its share (core.shard).
     bound_to_nodes: bool = False
+    # The text every object this kind keeps facts of holds (Pods: FactsExtractor.pod_marks):
+    # an ADDED line with none of it is not decoded (kube.unread). None: every line is.
+    unread_marks: Callable[[FactsExtractor], frozenset[str]] | None = None
+
+    def unread_rule(self, extractor: FactsExtractor) -> UnreadRule | None:
+        return None if self.unread_marks is None else UnreadRule.holding_none_of(self.unread_marks(extractor))
 
     @property
     def kind(self) -> str:
@@ -284,6 +291,7 @@ POD = WatchedKind(
     # meanwhile). 500 is between the two.
     page_size=500,
     bound_to_nodes=True,
+    unread_marks=FactsExtractor.pod_marks,
 )
 # Listed before the slices (snapshots are read in this order): slices are read with them.
 DEVICE_CLASS = WatchedKind(

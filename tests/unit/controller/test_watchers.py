@@ -45,6 +45,7 @@ from support.informing import (
     Operator,
     node_events,
     operator,
+    watch_events,
 )
 
 NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
@@ -726,6 +727,43 @@ async def test_workload_pods_are_watched_cluster_wide_and_a_malformed_one_is_nam
             "ignoring pod: Pod ml/broken-0: container 'node': resources.limits[nvidia.com/gpu]: "
             "'lots' is not a quantity"
         ]
+
+
+async def test_new_pods_of_no_fabric_are_not_decoded_and_their_versions_still_count(
+    backoffs: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """kube.unread: a streaming list and a watch leave the pods of no fabric undecoded (counted
+    as unread), keep the others, resume from an unread pod's version, and reject one that no
+    API server could have reached."""
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
+    train = world.workload_pod("n1", "train-0", efa=32)
+    sidecars = [world.workload_pod("n1", f"sidecar-{index}", gpu=None) for index in range(3)]
+    for index, body in enumerate([train, *sidecars]):
+        body["metadata"]["resourceVersion"] = str(index + 3)  # as an API server serves them
+
+    def setup(api: FakeApi) -> None:
+        api.streaming_lists = True
+        api.serve(ALL_PODS, "Pod", [train, *sidecars], "7")
+
+    async with operator([node("n1", efa=32)], setup=setup, config=build_config({})) as op:
+        pods = next(informer for informer in op.informers if informer.kind == "pod")
+        await asyncio.wait_for(pods.listed.wait(), WAIT_SECONDS)
+        assert sorted(op.store.workload_pods) == [("ml", "train-0")]
+        assert watch_events(op.metrics, "pod", "unread") == 3
+        assert watch_events(op.metrics, "pod", "applied") == 1
+        await eventually(lambda: len(op.api.watches(ALL_PODS)) == 1, "the watch after the streaming list")
+        await op.api.emit(ALL_PODS, event("ADDED", world.workload_pod("n1", "sidecar-9", gpu=None), "8"))
+        await op.api.close_stream(ALL_PODS)
+        await eventually(lambda: len(op.api.watches(ALL_PODS)) == 2, "the resumed watch")
+        assert op.api.watches(ALL_PODS)[1]["resourceVersion"] == "8"  # the unread pod's version
+        assert watch_events(op.metrics, "pod", "unread") == 4
+        # A version beyond anything this server could have written is rejected, read or not.
+        await op.api.emit(ALL_PODS, event("ADDED", world.workload_pod("n1", "sidecar-10", gpu=None), "99999999999"))
+        await eventually(lambda: len(op.api.watches(ALL_PODS)) == 3, "the watch resumed after the rejected line")
+        assert op.api.watches(ALL_PODS)[2]["resourceVersion"] == "8"
+        assert watch_events(op.metrics, "pod", "rejected") == 1
+        assert sorted(op.store.workload_pods) == [("ml", "train-0")]
+        assert len(op.api.streaming_list_requests(ALL_PODS)) == 1 and op.api.lists(ALL_PODS) == []
 
 
 async def test_karpenters_kinds_fill_the_store_and_a_cluster_without_them_is_no_error() -> None:

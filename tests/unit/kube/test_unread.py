@@ -1,0 +1,165 @@
+"""Watch lines left undecoded (kube.unread): only new pods whose facts would be empty, and each
+mark the extractor reads a pod by is one that keeps a line decoded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.unread import UnreadEvent, UnreadRule
+from fabriccap_devtools import world
+from fabriccap_devtools.scalesim.world import CPU_POD_TEMPLATE, ScaleWorld
+from support.configs import build_config
+
+EXTRACTOR = FactsExtractor(build_config({"workloads": {"enabled": True}}))
+RULE = BY_KIND["Pod"].unread_rule(EXTRACTOR)
+
+
+def go_line(event_type: str, body: dict[str, Any], version: str = "41") -> bytes:
+    """An event line as kube-apiserver writes it (Go's encoder: no spaces, <>& escaped)."""
+    served = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+    text = json.dumps({"type": event_type, "object": served}, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+
+
+def cpu_pod(name: str = "sidecar-0", **kwargs: Any) -> dict[str, Any]:
+    return world.workload_pod("n1", name, gpu=None, **kwargs)
+
+
+def facts_of(body: dict[str, Any]) -> tuple[object, object]:
+    return EXTRACTOR.pod(body), EXTRACTOR.workload_pod(body)
+
+
+def test_pods_rule_is_built_from_the_extractors_marks() -> None:
+    assert RULE is not None
+    marks = EXTRACTOR.pod_marks()
+    assert {"DaemonSet", "resourceClaim", "FI_PROVIDER", "NCCL_NET"} <= marks | {"resourceClaim"}
+    assert EXTRACTOR.resources and all(any(mark in resource for mark in marks) for resource in EXTRACTOR.resources)
+    assert BY_KIND["Node"].unread_rule(EXTRACTOR) is None  # every Node is read
+
+
+def test_a_new_pod_of_no_fabric_is_left_undecoded_with_its_version() -> None:
+    assert RULE is not None
+    assert facts_of(cpu_pod()) == (None, None)
+    assert RULE.unread(go_line("ADDED", cpu_pod(), "12345")) == UnreadEvent("12345")
+    # The fake API's spacing (Python's default separators) reads the same.
+    spaced = json.dumps({"type": "ADDED", "object": {**cpu_pod(), "metadata": {"resourceVersion": "7"}}}).encode()
+    assert RULE.unread(spaced) == UnreadEvent("7")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        go_line("MODIFIED", cpu_pod()),  # a held pod may have changed: decoded
+        go_line("DELETED", cpu_pod()),
+        go_line("ADDED", cpu_pod())[:200],  # cut short
+        go_line("ADDED", cpu_pod(labels={"resourceVersion": "1"})),  # two resourceVersion keys
+        go_line("ADDED", cpu_pod(), "v7"),  # not etcd's revision
+        go_line("ADDED", cpu_pod(labels={"note": "a<b"})),  # an escape (\u003c) could spell a mark
+        go_line("ADDED", cpu_pod(labels={"path": "a/b"})).replace(b"a/b", b"a\\/b"),
+        b'{"object":{},"type":"ADDED"}',  # the type is not the first key
+        b"not json at all",
+    ],
+)
+def test_any_other_line_is_decoded(line: bytes) -> None:
+    assert RULE is not None
+    assert RULE.unread(line) is None
+
+
+POD_READ_BY_ONE_MARK = {
+    "a GPU request": world.workload_pod("n1", "train-0", gpu=8),
+    "an EFA request": world.workload_pod("n1", "train-1", gpu=None, efa=32),
+    "a claim": cpu_pod("claim-0", claims=[{"name": "nic", "resourceClaimName": "efa-claim"}]),
+    "a claim template": cpu_pod("claim-1", claims=[{"name": "nic", "resourceClaimTemplateName": "efa"}]),
+    "libfabric's provider": cpu_pod("env-0", env={"FI_PROVIDER": "efa"}),
+    "NCCL's network": cpu_pod("env-1", env={"NCCL_NET": "ofi"}),
+    "a plugin's pod": world.pod("n1"),
+}
+
+
+@pytest.mark.parametrize("body", POD_READ_BY_ONE_MARK.values(), ids=POD_READ_BY_ONE_MARK.keys())
+def test_a_pod_with_facts_is_decoded(body: dict[str, Any]) -> None:
+    assert RULE is not None
+    assert facts_of(body) != (None, None)
+    assert RULE.unread(go_line("ADDED", body)) is None
+
+
+def test_each_recommended_variable_keeps_a_pod_decoded() -> None:
+    assert RULE is not None
+    variables = {env.name: env.value for fabric in EXTRACTOR.config.enabled_fabrics for env in fabric.recommended_env}
+    assert variables
+    for name, value in variables.items():
+        body = cpu_pod("env-2", env={name: value})
+        assert facts_of(body)[1] is not None, name
+        assert RULE.unread(go_line("ADDED", body)) is None, name
+
+
+def test_the_simulators_pod_of_no_fabric_is_left_undecoded() -> None:
+    """The 800,000 CPU pods of the 100,000-node benchmark are this template."""
+    assert RULE is not None
+    [template] = [t for t in ScaleWorld(nodes=10, pods=10).spec()["templates"] if t["name"] == CPU_POD_TEMPLATE]
+    body = json.loads(json.dumps(template["body"]).replace("@@", "x"))
+    assert facts_of(body) == (None, None)
+    assert RULE.unread(go_line("ADDED", body)) is not None
+
+
+NAMES = st.sampled_from(
+    ["cpu", "memory", "example.com/fpga", "nvidia.com/gpu", "vpc.amazonaws.com/efa", "hugepages-2Mi"]
+)
+ENV = st.sampled_from(
+    ["NCCL_DEBUG", "FI_PROVIDER", "NCCL_NET", "FI_EFA_USE_DEVICE_RDMA", "OMP_NUM_THREADS", "NCCL_PROTO"]
+)
+VALUES = st.sampled_from(["efa", "ofi", "1", "tcp", "Simple", "WARN"])
+OWNER = st.sampled_from([None, ("DaemonSet", "apps/v1"), ("Job", "batch/v1"), ("ReplicaSet", "apps/v1")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    requests=st.dictionaries(NAMES, st.integers(0, 8), max_size=3),
+    env=st.dictionaries(ENV, VALUES, max_size=3),
+    owner=OWNER,
+    namespace=st.sampled_from(["kube-system", "ml"]),
+    claim=st.sampled_from([None, "resourceClaimName", "resourceClaimTemplateName"]),
+    init=st.booleans(),
+)
+def test_a_pod_left_undecoded_has_no_facts(
+    requests: dict[str, int],
+    env: dict[str, str],
+    owner: tuple[str, str] | None,
+    namespace: str,
+    claim: str | None,
+    init: bool,
+) -> None:
+    assert RULE is not None
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "trainer",
+        "env": [{"name": key, "value": value} for key, value in env.items()],
+        "resources": {"limits": {key: str(count) for key, count in requests.items()}},
+    }
+    spec: dict[str, Any] = {"nodeName": "n1", "containers": [] if init else [container]}
+    if init:
+        spec["initContainers"] = [{**container, "restartPolicy": "Always"}]
+        spec["containers"] = [{"name": "app", "image": "app"}]
+    if claim is not None:
+        spec["resourceClaims"] = [{"name": "nic", claim: "efa"}]
+    metadata: dict[str, Any] = {"name": "p", "namespace": namespace, "uid": "u"}
+    if owner is not None:
+        metadata["ownerReferences"] = [{"kind": owner[0], "apiVersion": owner[1], "name": "o", "uid": "o"}]
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": "Running"}}
+    if RULE.unread(go_line("ADDED", body)) is not None:
+        assert facts_of(body) == (None, None)
+
+
+def test_without_workloads_only_a_plugin_namespaces_daemon_set_pods_are_read() -> None:
+    extractor = FactsExtractor(build_config({"workloads": {"enabled": False}}))
+    rule = UnreadRule.holding_none_of(extractor.pod_marks())
+    assert extractor.pod_marks() == {"DaemonSet"}
+    assert rule.unread(go_line("ADDED", world.workload_pod("n1", "train-0", gpu=8))) is not None
+    assert rule.unread(go_line("ADDED", world.pod("n1"))) is None
