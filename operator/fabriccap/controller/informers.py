@@ -44,6 +44,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from prometheus_client import Counter
+
 from fabriccap.controller.memory import MIN_LISTED_BETWEEN_TRIMS, MemoryTrimmer
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import Announcement, FactStore
@@ -242,6 +244,7 @@ class ListWatch:
     listed_objects: int = field(default=0, init=False)
     # Which ADDED lines need not be decoded (kube.unread): counted as unread, not applied.
     unread: UnreadRule | None = None
+    _event_counters: dict[str, Counter] = field(default_factory=dict, init=False)
     # The version to resume from, and the last one this server gave us with when it came:
     # the anchor of the plausibility rule (MAX_WRITES_PER_SECOND).
     version: str = field(default="", init=False)
@@ -295,7 +298,12 @@ class ListWatch:
         self.connected = True  # contact, not progress: nothing has been received yet
 
     def _count(self, result: str) -> None:
-        self.metrics.watch_events.labels(kind=self.kind, result=result).inc()
+        # Once per object listed or event: the labelled child is looked up once per result
+        # (``labels`` checks and joins its arguments on every call, 2% of a 100,000-node start).
+        counter = self._event_counters.get(result)
+        if counter is None:
+            counter = self._event_counters[result] = self.metrics.watch_events.labels(kind=self.kind, result=result)
+        counter.inc()
 
     async def _list_refused(self, error: KubeError) -> bool:
         """Handle a LIST error that is an answer rather than a failure; False: retry with a backoff."""
