@@ -13,6 +13,7 @@ import logging
 import math
 import platform
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from fabriccap import __version__
 from fabriccap.core.api import is_ready_status
 from fabriccap.core.shard import UNSHARDED, Shard
+from fabriccap.core.sharing import Shared, shared_text
 from fabriccap.kube.kinds import WATCHED_KINDS
 
 logger = logging.getLogger("fabriccap.metrics")
@@ -213,44 +215,76 @@ POOL_FAMILIES: tuple[PoolFamily, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class SeriesLayout:
+    """Which series a pool has: per family (in POOL_FAMILIES' order), the extra labels of each
+    sample, and where its values start. Most pools have the same, so one copy serves them."""
+
+    labels: tuple[tuple[tuple[str, ...], ...], ...]
+    starts: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSeries:
+    """One pool's samples as last computed: a shared layout and one float per sample."""
+
+    fabric: str
+    pool: str
+    layout: SeriesLayout
+    values: array[float]
+
+
 class PoolCollector:
     """Yields the pool families from the statuses the operator computed last.
 
-    While the operator's view of the cluster is stale (``fresh()`` is False: a partition,
-    an apiserver outage), ``fabriccap_pool_ready`` reads 0 whatever the last status said:
-    a gate must not stay open on data nobody can confirm.
+    Each status is turned into its samples when it is set (``set_pool``), not kept: a status
+    as JSON is ~8.7 KB, its samples ~300 bytes and a layout shared with the other pools (at
+    5,000 pools, ~40 MiB less). While the operator's view of the cluster is stale (``fresh()``
+    is False: a partition, an apiserver outage), ``fabriccap_pool_ready`` reads 0 whatever the
+    last status said: a gate must not stay open on data nobody can confirm.
     """
 
     def __init__(self) -> None:
-        self.pools: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self.pools: dict[str, PoolSeries] = {}
         self.fresh: Callable[[], bool] = lambda: True
+        self._layouts: Shared[SeriesLayout] = Shared()
 
     def set_pool(self, name: str, fabric: str, pool: str, status: dict[str, Any]) -> None:
-        self.pools[name] = (fabric, pool, status)
+        labels: list[tuple[tuple[str, ...], ...]] = []
+        starts: list[int] = []
+        values: array[float] = array("d")
+        for family in POOL_FAMILIES:
+            try:
+                samples = list(family.samples(status))
+            except (KeyError, TypeError, ValueError) as error:
+                # Statuses can be read back from the cluster (the reference's examples), where
+                # anyone with RBAC can edit them: one malformed field costs that pool's series
+                # of one family, not the others.
+                logger.warning("metrics: skipping %s for %s: malformed status (%r)", family.name, name, error)
+                samples = []
+            starts.append(len(values))
+            labels.append(tuple(tuple(extra) for extra, _ in samples))
+            values.extend(value for _, value in samples)
+        layout = self._layouts(SeriesLayout(tuple(labels), tuple(starts)))
+        self.pools[name] = PoolSeries(shared_text(fabric), shared_text(pool), layout, values)
 
     def remove_pool(self, name: str) -> None:
         self.pools.pop(name, None)
 
     def collect(self) -> Iterator[Metric]:
         # Rendered off the event loop (SharedExposition): the pools are read once, as one
-        # snapshot (copying a dict's items is atomic under the GIL), and a status is never
-        # changed after set_pool (each round makes new ones).
+        # snapshot (copying a dict's items is atomic under the GIL), and a pool's series are
+        # never changed after set_pool (each call makes new ones).
         pools = sorted(self.pools.items())
         fresh = self.fresh()
-        for family in POOL_FAMILIES:
+        for index, family in enumerate(POOL_FAMILIES):
             metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
-            for name, (fabric, pool, status) in pools:
-                try:
-                    samples = list(family.samples(status))
-                    if family.name == READY_FAMILY and not fresh:
-                        samples = [(labels, 0.0) for labels, _ in samples]
-                except (KeyError, TypeError, ValueError) as error:
-                    # Statuses are read back from the cluster, where anyone with RBAC can edit
-                    # them: one malformed field must cost that pool's series, not the whole scrape.
-                    logger.warning("metrics: skipping %s for %s: malformed status (%r)", family.name, name, error)
-                    continue
-                for extra, value in samples:
-                    metric.add_metric([name, fabric, pool, *extra], value)
+            zeroed = family.name == READY_FAMILY and not fresh
+            for name, series in pools:
+                start = series.layout.starts[index]
+                for offset, extra in enumerate(series.layout.labels[index]):
+                    value = 0.0 if zeroed else series.values[start + offset]
+                    metric.add_metric([name, series.fabric, series.pool, *extra], value)
             yield metric
 
     def describe(self) -> Iterator[Metric]:
