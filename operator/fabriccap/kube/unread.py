@@ -33,6 +33,7 @@ _VERSION_KEY = b'"resourceVersion"'
 # the object's own metadata.resourceVersion. Digits only: etcd's revision.
 _VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([0-9]{1,19})"')
 _ESCAPES = (b"\\u", b"\\/")
+_BACKSLASH = b"\\"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +51,23 @@ class UnreadRule:
 
     @classmethod
     def holding_none_of(cls, marks: Iterable[str]) -> UnreadRule:
-        return cls((*sorted(mark.encode() for mark in marks), *_ESCAPES))
+        return cls(tuple(sorted(mark.encode() for mark in marks)))
 
     def unread(self, line: bytes) -> UnreadEvent | None:
-        """The stand-in for ``line`` if it need not be decoded, else None (decode it)."""
+        """The stand-in for ``line`` if it need not be decoded, else None (decode it).
+
+        Every line left undecoded is searched once per mark, so each search counts: a
+        backslash is looked for first (one memchr) and the two escapes only in a line that has
+        one, and the version key is found, not counted and then searched for again."""
         if not _ADDED_LINE.match(line) or not line.rstrip().endswith(b"}"):
+            return None
+        if _BACKSLASH in line and any(escape in line for escape in _ESCAPES):
             return None
         for mark in self.marks:
             if mark in line:
                 return None
-        if line.count(_VERSION_KEY) != 1:
+        at = line.find(_VERSION_KEY)
+        if at < 0 or line.find(_VERSION_KEY, at + len(_VERSION_KEY)) >= 0:
             return None
-        found = _VERSION.search(line)
+        found = _VERSION.match(line, at)
         return UnreadEvent(found.group(1).decode()) if found is not None else None

@@ -72,6 +72,15 @@ def test_any_other_line_is_decoded(line: bytes) -> None:
     assert RULE.unread(line) is None
 
 
+def test_an_escape_that_cannot_spell_a_mark_leaves_the_line_undecoded() -> None:
+    """A quote inside a string (a JSON annotation, as CNI plugins write) is escaped as \\":
+    the line has a backslash, yet no escape that could spell a mark's letters."""
+    assert RULE is not None
+    line = go_line("ADDED", cpu_pod(labels={"note": 'say "hi"'}), "88")
+    assert b'\\"' in line
+    assert RULE.unread(line) == UnreadEvent("88")
+
+
 POD_READ_BY_ONE_MARK = {
     "a GPU request": world.workload_pod("n1", "train-0", gpu=8),
     "an EFA request": world.workload_pod("n1", "train-1", gpu=None, efa=32),
