@@ -29,10 +29,12 @@ that reads well but whose object cannot be used (``FactsError``) is a real event
 object: the object is left out (its node fails closed), the event is counted as rejected, and
 the watch goes on from it (resuming before it would only get it again).
 
-One kind of line is not decoded at all: a new pod whose text names no resource, claim,
-variable or owner the facts are read by (``kube.unread``; four pods in five at 100,000 nodes).
-Its version counts as an event's would (progress, plausibility), and it is counted as
-``result="unread"``; it holds no facts, so nothing is lost by not reading it.
+Two kinds of line are not decoded at all (``kube.unread``): a new pod whose text names no
+resource, claim, variable or owner the facts are read by (four pods in five at 100,000 nodes),
+counted as ``result="unread"``; and a change to a Node that moved only what its facts never
+read (a heartbeat), counted as ``result="unchanged"``. Their versions count as an event's would
+(progress, plausibility); the first holds no facts, the second the ones already held, so
+nothing is lost by not reading them. Every listing starts the second over.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECO
 from fabriccap.kube.errors import KubeError, WatchLineError
 from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WATCHED_KINDS, WatchedKind, kinds_for, object_key
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
-from fabriccap.kube.unread import UnreadEvent, UnreadRule
+from fabriccap.kube.unread import LineRule, UnreadEvent
 
 logger = logging.getLogger(__name__)
 
@@ -242,8 +244,9 @@ class ListWatch:
     # allocators holding the memory its bodies took, which the trimmer gives back.
     trimmer: MemoryTrimmer | None = None
     listed_objects: int = field(default=0, init=False)
-    # Which ADDED lines need not be decoded (kube.unread): counted as unread, not applied.
-    unread: UnreadRule | None = None
+    # Which lines need not be decoded (kube.unread): new objects of no concern (counted as
+    # unread) and changes that move nothing read (unchanged); neither is applied.
+    unread: LineRule | None = None
     _event_counters: dict[str, Counter] = field(default_factory=dict, init=False)
     # The version to resume from, and the last one this server gave us with when it came:
     # the anchor of the plausibility rule (MAX_WRITES_PER_SECOND).
@@ -393,6 +396,8 @@ class ListWatch:
         line is checked as a watch line is (``read_event``); a bad one fails the listing, which
         is retried with a backoff."""
         keys: set[str] = set()
+        if self.unread is not None:
+            self.unread.forget_all()
         try:
             async for line in self.client.watch(
                 self.path,
@@ -404,12 +409,15 @@ class ListWatch:
                 unread=self.unread,
             ):
                 if isinstance(line, UnreadEvent):
-                    self._count("unread")  # not in the keys: the retain drops what it stood for
+                    self._count(line.result)  # not in the keys: the retain drops what it stood for
                     continue
                 event = read_event(line, self.object_kind)
                 if event.type == "ADDED":
                     keys.add(object_key(event.body))
-                    self._count(self._apply("ADDED", event.body))
+                    result = self._apply("ADDED", event.body)
+                    self._count(result)
+                    if self.unread is not None:
+                        self.unread.settled("ADDED", event.body, result == "applied")
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
                     self.listed_objects = len(keys)
                     self._listed(keys, event.resource_version)
@@ -489,6 +497,8 @@ class ListWatch:
     async def _list(self) -> str:
         keys: set[str] = set()
         version = ""
+        if self.unread is not None:
+            self.unread.forget_all()
         async for page in self.client.list_pages(self.path, self.page_size):
             metadata = page.get("metadata")
             if not version and isinstance(metadata, Mapping):
@@ -543,7 +553,10 @@ class ListWatch:
                     if isinstance(line, UnreadEvent):
                         self._take_unread(line)
                     else:
-                        self._take(read_event(line, self.object_kind))
+                        event = read_event(line, self.object_kind)
+                        result = self._take(event)
+                        if self.unread is not None:
+                            self.unread.settled(event.type, event.body, result == "applied")
                 delay = 1.0  # the server closed a healthy stream (timeoutSeconds): resume
             except (RejectedEventError, WatchLineError) as rejected:
                 self._rejected(rejected)
@@ -558,7 +571,8 @@ class ListWatch:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
 
-    def _take(self, event: WatchEvent) -> None:
+    def _take(self, event: WatchEvent) -> str | None:
+        """Apply one event; what it counted as (None: a bookmark)."""
         if event.type == "ERROR":
             code = event.body.get("code")
             if code == 410:
@@ -568,15 +582,19 @@ class ListWatch:
                 code if isinstance(code, int) else None,
             )
         self._check_plausible(event.resource_version)
+        result = None
         if event.type != "BOOKMARK":
-            self._count(self._apply(event.type, event.body))
+            result = self._apply(event.type, event.body)
+            self._count(result)
         if self._advances(event.resource_version):
             self._progressed(event.resource_version)
+        return result
 
     def _take_unread(self, event: UnreadEvent) -> None:
-        """A new object that concerns nothing read here: only its version counts."""
+        """A new object that concerns nothing read here, or a change that moved nothing read
+        here: only its version counts."""
         self._check_plausible(event.resource_version)
-        self._count("unread")
+        self._count(event.result)
         if self._advances(event.resource_version):
             self._progressed(event.resource_version)
 

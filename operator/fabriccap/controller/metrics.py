@@ -57,7 +57,7 @@ GAP_KINDS = {
 Sample = tuple[tuple[str, ...], float]
 
 # What became of a listed object or a watch event (fabriccap_watch_events_total's `result`).
-WATCH_RESULTS = ("applied", "ignored", "rejected", "unread")
+WATCH_RESULTS = ("applied", "ignored", "rejected", "unread", "unchanged")
 
 
 @dataclass(frozen=True)
@@ -324,7 +324,8 @@ class OperatorMetrics:
             " facts), ignored (well-formed but of no use), rejected (not an event of the kind, or an object"
             " that cannot be used: left out, and logged once per cause), unread (a new object whose text names"
             " nothing the operator reads, such as a pod that asks for no accelerator, fabric or claim: not"
-            " decoded).",
+            " decoded), unchanged (a change that moved only what the operator never reads, such as a node's"
+            " heartbeat: not decoded).",
             ["kind", "result"],
             registry=self.registry,
         )

@@ -57,6 +57,13 @@ CLAIM_NAME_KEY = "resourceClaimName"
 CLAIM_NAME_KEYS = (CLAIM_TEMPLATE_NAME_KEY, CLAIM_NAME_KEY)
 LIBFABRIC_PROVIDER_ENV = "FI_PROVIDER"
 NCCL_NET_ENV = "NCCL_NET"
+# What a Node's status heartbeat moves (the kubelet's, the EKS node monitoring agent's), and
+# the keys ``FactsExtractor.node`` reads its facts by: one must never be the other.
+NODE_HEARTBEAT_KEYS = ("lastHeartbeatTime", "time", "resourceVersion")
+NODE_READ_KEYS = (
+    *("metadata", "name", "labels", "spec", "unschedulable", "providerID"),
+    *("status", "capacity", "allocatable", "conditions", "type"),
+)
 
 
 def object_name(value: Any) -> str:
@@ -412,6 +419,15 @@ class FactsExtractor:
             ready=_condition_true(status.get("conditions"), "Ready"),
             provider_id=provider_id[:MAX_MESSAGE] if isinstance(provider_id, str) and provider_id else None,
         )
+
+    def node_unread_keys(self) -> frozenset[str]:
+        """What a Node's status heartbeat moves that ``node`` reads nowhere: the conditions'
+        ``lastHeartbeatTime``, the writer's managedFields ``time``, the object's version. A
+        line that differs from the last applied only in their values has the same facts
+        (``kube.unread``). A key ``node`` reads by that name (a label key in the config) is
+        left out: its value would then be read."""
+        read = {*self.label_keys, *self.config.pool_labels, INSTANCE_TYPE_LABEL, *self.resources, *NODE_READ_KEYS}
+        return frozenset(key for key in NODE_HEARTBEAT_KEYS if key not in read)
 
     def _pool_of(self, labels: Mapping[str, Any]) -> Pool | None:
         for key in self.config.pool_labels:

@@ -20,7 +20,7 @@ from yarl import URL
 from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
 from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
-from fabriccap.kube.unread import UnreadRule
+from fabriccap.kube.unread import LineRule
 
 MERGE_PATCH = "application/merge-patch+json"
 # A watch line longer than this is not a Kubernetes object the operator can use: the stream is
@@ -200,7 +200,7 @@ class KubeClient:
         on_open: Callable[[], None] | None = None,
         field_selector: str | None = None,
         send_initial_events: bool = False,
-        unread: UnreadRule | None = None,
+        unread: LineRule | None = None,
     ) -> AsyncIterator[Any]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 

@@ -59,7 +59,7 @@ from fabriccap.kube.paths import (
     RESOURCE_SLICES,
     ApiResource,
 )
-from fabriccap.kube.unread import UnreadRule
+from fabriccap.kube.unread import LineRule, UnchangedRule, UnreadRule
 
 FactsT = TypeVar("FactsT")
 
@@ -159,9 +159,18 @@ class WatchedKind:
     # The text every object this kind keeps facts of holds (Pods: FactsExtractor.pod_marks):
     # an ADDED line with none of it is not decoded (kube.unread). None: every line is.
     unread_marks: Callable[[FactsExtractor], frozenset[str]] | None = None
+    # Keys whose string values its facts never read, and which changes that move nothing else
+    # move (Nodes: FactsExtractor.node_unread_keys, a heartbeat's): a MODIFIED line that differs
+    # from the last one applied only there is not decoded (kube.unread).
+    unchanged_keys: Callable[[FactsExtractor], frozenset[str]] | None = None
 
-    def unread_rule(self, extractor: FactsExtractor) -> UnreadRule | None:
-        return None if self.unread_marks is None else UnreadRule.holding_none_of(self.unread_marks(extractor))
+    def unread_rule(self, extractor: FactsExtractor) -> LineRule | None:
+        """A new rule for one informer (``UnchangedRule`` keeps what it applied), or None."""
+        if self.unread_marks is not None:
+            return UnreadRule.holding_none_of(self.unread_marks(extractor))
+        if self.unchanged_keys is not None and (keys := self.unchanged_keys(extractor)):
+            return UnchangedRule.blanking_values_of(keys)
+        return None
 
     @property
     def kind(self) -> str:
@@ -267,6 +276,7 @@ NODE = WatchedKind(
     per_plugin_namespace=False,
     facets=(Facet(NODE_FACTS, FactsExtractor.node, _node_problems),),
     unique_in_snapshots=True,
+    unchanged_keys=FactsExtractor.node_unread_keys,
 )
 DAEMON_SET = WatchedKind(
     label="daemonset",

@@ -15,19 +15,41 @@ fact is left behind (a streaming list's ADDED lines that are left out are absent
 and the list's retain drops what they stood for). Only a line the API server framed as an event
 (``{"type":"ADDED",`` ... ``}``) with exactly one ``"resourceVersion"`` key, a number, is left
 undecoded; any other is decoded and judged as before (``informers.read_event``).
+
+Heartbeats (``UnchangedRule``). At 100,000 nodes the node monitoring agent and the kubelets send
+hundreds of Node updates a second that move nothing the facts read: the conditions'
+``lastHeartbeatTime``, the writer's managedFields ``time``, the object's version. A Node line
+is 10-20 KB, and decoding it and reading its facts was most of what a heartbeat cost (0.40 CPU
+s per 1,000 at 20,000 nodes on scalesim; 0.19 left undecoded). A MODIFIED line whose text,
+with the string values of those keys blanked, is the text of the last line decoded and applied
+for the same object is left undecoded: its facts are the ones held. A key can only be blanked
+where it is a key (an unescaped ``"key":"`` cannot occur inside a string), and a value with an
+escape in it is not blanked (it is compared as it is: a change to it is seen). The kind's facts must read none of the
+blanked keys (``FactsExtractor.node_unread_keys``); what was last applied is forgotten with the
+object (DELETED), when a line was not applied, and at every listing.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
-__all__ = ["UnreadEvent", "UnreadRule"]
+from fabriccap.core.sharing import shared_text
+
+__all__ = ["LineRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
 
 # The event's type is its first key, as every API server writes it (Go's encoder keeps the
 # struct's order: type, then object).
 _ADDED_LINE = re.compile(rb'\s*\{\s*"type"\s*:\s*"ADDED"\s*,')
+_CHANGE_LINE = re.compile(rb'\s*\{\s*"type"\s*:\s*"(ADDED|MODIFIED)"\s*,')
+# The object's own name: the first "name" key after "metadata" (kube-apiserver writes it first
+# in ObjectMeta; an encoder that sorts keys, as scalesim's, after annotations and labels).
+# It only says where the digest of the last applied line is kept: a wrong one (a label named
+# "name") finds no digest, and ``settled`` keeps none under a name the object does not have.
+_METADATA = re.compile(rb'"metadata"\s*:\s*\{')
+_NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{1,253})"')
 _VERSION_KEY = b'"resourceVersion"'
 # A JSON key cannot occur inside a string (its quotes would be escaped there); one occurrence is
 # the object's own metadata.resourceVersion. Digits only: etcd's revision.
@@ -38,9 +60,37 @@ _BACKSLASH = b"\\"
 
 @dataclass(frozen=True, slots=True)
 class UnreadEvent:
-    """An ADDED line left undecoded: its object concerns nothing the operator reads."""
+    """A line left undecoded: a new object that concerns nothing the operator reads
+    (``unread``), or a change that moved nothing it reads (``unchanged``)."""
 
     resource_version: str
+    result: Literal["unread", "unchanged"] = "unread"
+
+
+class LineRule(Protocol):
+    """Which watch lines need not be decoded, and what it learns of those that were."""
+
+    def unread(self, line: bytes) -> UnreadEvent | None:
+        """The stand-in for ``line`` if it need not be decoded, else None (decode it)."""
+        ...
+
+    def settled(self, event_type: str, body: Mapping[str, Any], applied: bool) -> None:
+        """The line last decoded was an event of ``event_type`` for ``body``; ``applied``:
+        its facts are held now."""
+        ...
+
+    def forget_all(self) -> None:
+        """A listing starts: what was applied before may not stand."""
+        ...
+
+
+def _only_version(line: bytes) -> str | None:
+    """The object's resourceVersion, if the line has exactly one such key and it is a number."""
+    at = line.find(_VERSION_KEY)
+    if at < 0 or line.find(_VERSION_KEY, at + len(_VERSION_KEY)) >= 0:
+        return None
+    found = _VERSION.match(line, at)
+    return found.group(1).decode() if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -66,8 +116,73 @@ class UnreadRule:
         for mark in self.marks:
             if mark in line:
                 return None
-        at = line.find(_VERSION_KEY)
-        if at < 0 or line.find(_VERSION_KEY, at + len(_VERSION_KEY)) >= 0:
+        version = _only_version(line)
+        return UnreadEvent(version) if version is not None else None
+
+    def settled(self, event_type: str, body: Mapping[str, Any], applied: bool) -> None:
+        """Nothing to learn: the rule reads each line alone."""
+
+    def forget_all(self) -> None:
+        """Nothing kept."""
+
+
+@dataclass
+class UnchangedRule:
+    """Which MODIFIED lines need not be decoded: those that, but for the string values of some
+    keys (``blanking``), are the last line applied for their object. One per informer: it
+    keeps, per object name, a digest of that line (a 64-bit hash: two texts that differ have
+    one chance in 2**64 of reading as the same)."""
+
+    blanking: re.Pattern[bytes]
+    _applied: dict[str, int] = field(default_factory=dict)
+    _pending: tuple[str, int] | None = None
+
+    @classmethod
+    def blanking_values_of(cls, keys: Iterable[str]) -> UnchangedRule:
+        """A key's value is blanked where it is a key with a string value without escapes
+        (``"key":"value"``, any spacing); one with an escape stays, so a change to it is seen.
+        One regular expression reads the line once; a split per key read it three times and
+        cost a fifth more (benchmarks/watch_event_bench.py prints what the rule costs)."""
+        alternatives = b"|".join(re.escape(key.encode()) for key in sorted(keys))
+        return cls(re.compile(rb'"(?:' + alternatives + rb')"\s*:\s*"[^"\\]*"'))
+
+    def __len__(self) -> int:
+        return len(self._applied)
+
+    def unread(self, line: bytes) -> UnreadEvent | None:
+        self._pending = None
+        framed = _CHANGE_LINE.match(line)
+        if framed is None or not line.rstrip().endswith(b"}"):
             return None
-        found = _VERSION.match(line, at)
-        return UnreadEvent(found.group(1).decode()) if found is not None else None
+        metadata = _METADATA.search(line, framed.end())
+        named = _NAME.search(line, metadata.end()) if metadata is not None else None
+        if named is None:
+            return None
+        # From the object on: an object first ADDED then MODIFIED unchanged reads the same.
+        name, digest = named.group(1).decode(), hash(self.blanking.sub(b'""', line[framed.end() :]))
+        if framed.group(1) == b"MODIFIED" and self._applied.get(name) == digest:
+            # The line applied had exactly one version key (below), so this one has too: the
+            # first is the object's. Blanked, its value may be anything: a number, or decode.
+            found = _VERSION.search(line)
+            if found is not None:
+                return UnreadEvent(found.group(1).decode(), "unchanged")
+            return None
+        if _only_version(line) is not None:
+            self._pending = (name, digest)
+        return None
+
+    def settled(self, event_type: str, body: Mapping[str, Any], applied: bool) -> None:
+        pending, self._pending = self._pending, None
+        metadata = body.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if not isinstance(name, str):
+            return
+        if event_type == "DELETED" or not applied or pending is None or pending[0] != name:
+            self._applied.pop(name, None)
+        else:
+            # The node's facts keep the same one copy of its name (core.sharing).
+            self._applied[shared_text(name)] = pending[1]
+
+    def forget_all(self) -> None:
+        self._applied.clear()
+        self._pending = None

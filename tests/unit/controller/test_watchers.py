@@ -766,6 +766,43 @@ async def test_new_pods_of_no_fabric_are_not_decoded_and_their_versions_still_co
         assert len(op.api.streaming_list_requests(ALL_PODS)) == 1 and op.api.lists(ALL_PODS) == []
 
 
+async def test_node_heartbeats_are_not_decoded_and_a_change_after_them_is() -> None:
+    """kube.unread.UnchangedRule in the informer: a heartbeat after an applied line counts as
+    unchanged, resumes the watch from its version, and a real change is still applied; a LIST
+    starts the comparison over."""
+    busy = world.node("n1", pool="p5", efa=32, images=40, heavy=True)
+
+    def beat(at: str, efa: int = 32) -> dict[str, object]:
+        body = world.node("n1", pool="p5", efa=efa, images=40, heavy=True)
+        for condition in body["status"]["conditions"]:
+            condition["lastHeartbeatTime"] = at
+        return body
+
+    async with operator([busy]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: len(op.api.watches(NODES)) == 1, "the node watch")
+        await op.api.emit(NODES, event("MODIFIED", beat("2026-11-30T10:00:10Z"), "101"))  # decoded: the first line
+        await op.api.emit(NODES, event("MODIFIED", beat("2026-11-30T10:00:20Z"), "102"))
+        await op.api.emit(NODES, event("MODIFIED", beat("2026-11-30T10:00:30Z"), "103"))
+        await eventually(lambda: watch_events(op.metrics, "node", "unchanged") == 2, "two heartbeats left undecoded")
+        await op.api.close_stream(NODES)
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "the resumed watch")
+        assert op.api.watches(NODES)[1]["resourceVersion"] == "103"  # the undecoded heartbeat's version
+        await op.api.emit(NODES, event("MODIFIED", beat("2026-11-30T10:00:40Z", efa=0), "104"))
+        await eventually(lambda: op.efa() == {"n1": 0}, "the EFA count that changed")
+        assert watch_events(op.metrics, "node", "unchanged") == 2
+        await op.api.emit(NODES, event("MODIFIED", beat("2026-11-30T10:00:50Z", efa=0), "105"))
+        await eventually(lambda: watch_events(op.metrics, "node", "unchanged") == 3, "the next heartbeat")
+        # A 410 lists again: the first line after it is decoded whatever it says.
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.lists(NODES)) == 2, "the LIST after 410")
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "the watch after the LIST")
+        applied = watch_events(op.metrics, "node", "applied")
+        await op.api.emit(NODES, event("MODIFIED", beat("2026-11-30T10:01:00Z", efa=0), "106"))
+        await eventually(lambda: watch_events(op.metrics, "node", "applied") == applied + 1, "decoded after the LIST")
+        assert watch_events(op.metrics, "node", "unchanged") == 3
+
+
 async def test_karpenters_kinds_fill_the_store_and_a_cluster_without_them_is_no_error() -> None:
     """NodePools, NodeClaims and EC2NodeClasses are listed and watched like the other kinds where
     the API serves them; where it does not (most clusters), the 404 is not an error."""
