@@ -24,9 +24,9 @@ s per 1,000 at 20,000 nodes on scalesim; 0.19 left undecoded). A MODIFIED line w
 with the string values of those keys blanked, is the text of the last line decoded and applied
 for the same object is left undecoded: its facts are the ones held. A key can only be blanked
 where it is a key (an unescaped ``"key":"`` cannot occur inside a string), and a value with an
-escape in it is not blanked (it is compared as it is: a change to it is seen). The kind's facts must read none of the
-blanked keys (``FactsExtractor.node_unread_keys``); what was last applied is forgotten with the
-object (DELETED), when a line was not applied, and at every listing.
+escape in it is not blanked (it is compared as it is: a change to it is seen). The kind's facts
+must read none of the blanked keys (``FactsExtractor.node_unread_keys``); what was last applied
+is forgotten with the object (DELETED), when a line was not applied, and at every listing.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ __all__ = ["LineRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
 
 # The event's type is its first key, as every API server writes it (Go's encoder keeps the
 # struct's order: type, then object).
-_ADDED_LINE = re.compile(rb'\s*\{\s*"type"\s*:\s*"ADDED"\s*,')
-_CHANGE_LINE = re.compile(rb'\s*\{\s*"type"\s*:\s*"(ADDED|MODIFIED)"\s*,')
+_EVENT_START = re.compile(rb'\s*\{\s*"type"\s*:\s*"(ADDED|MODIFIED)"\s*,')
 # The object's own name: the first "name" key after "metadata" (kube-apiserver writes it first
 # in ObjectMeta; an encoder that sorts keys, as scalesim's, after annotations and labels).
 # It only says where the digest of the last applied line is kept: a wrong one (a label named
@@ -84,6 +83,13 @@ class LineRule(Protocol):
         ...
 
 
+def _framed(line: bytes) -> re.Match[bytes] | None:
+    """The line's ADDED or MODIFIED framing (group 1, the type), if it is a whole event as an
+    API server frames one; None for any other line (decode it)."""
+    framed = _EVENT_START.match(line)
+    return framed if framed is not None and line.rstrip().endswith(b"}") else None
+
+
 def _only_version(line: bytes) -> str | None:
     """The object's resourceVersion, if the line has exactly one such key and it is a number."""
     at = line.find(_VERSION_KEY)
@@ -109,7 +115,8 @@ class UnreadRule:
         Every line left undecoded is searched once per mark, so each search counts: a
         backslash is looked for first (one memchr) and the two escapes only in a line that has
         one, and the version key is found, not counted and then searched for again."""
-        if not _ADDED_LINE.match(line) or not line.rstrip().endswith(b"}"):
+        framed = _framed(line)
+        if framed is None or framed.group(1) != b"ADDED":
             return None
         if _BACKSLASH in line and any(escape in line for escape in _ESCAPES):
             return None
@@ -151,8 +158,8 @@ class UnchangedRule:
 
     def unread(self, line: bytes) -> UnreadEvent | None:
         self._pending = None
-        framed = _CHANGE_LINE.match(line)
-        if framed is None or not line.rstrip().endswith(b"}"):
+        framed = _framed(line)
+        if framed is None:
             return None
         metadata = _METADATA.search(line, framed.end())
         named = _NAME.search(line, metadata.end()) if metadata is not None else None
