@@ -5,6 +5,10 @@ Random but seeded sequences of the changes the watches make (nodes, the provider
 and pods, ResourceSlices, workload pods) and the lookups' answers (owners, claims), with a
 round after each that evaluates a random subset of the pools, as the operator does with its
 dirty pools: a pool skipped for a while must not come back stale.
+
+Names are a function of every pool published, so one pool's change can rename another the
+round does not evaluate: with node groups and Karpenter NodePools of the same values, the names
+the rounds publish must stay those a fresh evaluation of every pool gives.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.facts import ClaimRef, FactsExtractor, ObjectRef, Pool
 from fabriccap.core.index import FactIndex
 from fabriccap.kube.kinds import BY_KIND
-from fabriccap_devtools.world import DRANET_DS, NODEGROUP, owner_reference, workload_pod
+from fabriccap_devtools.world import DRANET_DS, KARPENTER, NODEGROUP, owner_reference, workload_pod
 from support.builders import daemon_set, dranet_daemon_set, node, pod, resource_slice
 from support.configs import build_config
 
@@ -41,8 +45,8 @@ def answer(evaluation: Evaluation) -> dict[str, Any]:
 
 
 class World:
-    def __init__(self, config: Config, rng: random.Random) -> None:
-        self.config, self.rng = config, rng
+    def __init__(self, config: Config, rng: random.Random, pool_keys: tuple[str, ...] = (NODEGROUP,)) -> None:
+        self.config, self.rng, self.pool_keys = config, rng, pool_keys
         self.index = FactIndex()
         self.extractor = FactsExtractor(config)
         self.workloads: dict[str, str | None] = {}  # pod name -> node
@@ -61,6 +65,7 @@ class World:
                 node(
                     name,
                     pool=rng.choice([*POOLS, None]),
+                    pool_key=rng.choice(self.pool_keys),
                     efa=rng.choice([None, 0, 16, 32]),
                     gpu=rng.choice([0, 8]),
                     instance_type=rng.choice(["p5.48xlarge", "m5.large"]),  # m5: not a target without devices
@@ -130,6 +135,42 @@ def test_rounds_with_the_memo_answer_what_a_fresh_evaluation_answers(seed: int) 
         # A pool without target nodes keeps no pods' judgements.
         assert all(entry.judgements == {} for entry in memo.pools.values() if not entry.targets)
     assert reused > 0  # the memo was used, not rebuilt every round
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_names_published_follow_pools_that_collide_and_part(seed: int) -> None:
+    rng = random.Random(seed)
+    config = build_config({})
+    world = World(config, rng, pool_keys=(NODEGROUP, NODEGROUP, KARPENTER))
+    memo = EvaluationMemo()
+    shown: dict[tuple[str, Pool], str] = {}  # what a publisher of the rounds' answers shows
+    seen_versions: dict[Pool, int] = {}
+    providers = world.index.provider_version
+    collisions = renames = 0
+    for _ in range(STEPS):
+        world.step()
+        # The operator's dirty pools (those whose facts moved; all when the providers did),
+        # and a few others.
+        versions = dict(world.index.pool_versions)
+        everything = world.index.provider_version != providers
+        providers = world.index.provider_version
+        dirty = {
+            pool for pool in versions.keys() | seen_versions.keys() if versions.get(pool) != seen_versions.get(pool)
+        }
+        seen_versions = versions
+        every_pool = sorted(set(world.index.pools()) | dirty)
+        pools = every_pool if everything else [p for p in every_pool if p in dirty or rng.random() < 0.2]
+        evaluation = evaluate(config, world.index, pools, memo=memo)
+        for capability in (*evaluation.emptied, *evaluation.capabilities):
+            shown.pop((capability.fabric, capability.pool), None)
+        for capability in evaluation.capabilities:
+            shown[(capability.fabric, capability.pool)] = capability.name
+        renames += len(evaluation.renamed)
+        fresh = evaluate(config, world.index)
+        expected = {(capability.fabric, capability.pool): capability.name for capability in fresh.capabilities}
+        assert shown == expected
+        collisions += any(capability.status.naming is not None for capability in fresh.capabilities)
+    assert collisions > 0 and renames > 0  # pools came to share a name, and to part again
 
 
 def test_a_pool_whose_only_change_is_a_pod_reuses_its_node_side_and_the_other_pods() -> None:
