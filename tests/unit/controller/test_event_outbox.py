@@ -125,3 +125,24 @@ async def test_close_stops_the_sender() -> None:
     clock.now += 60.0
     await asyncio.sleep(SETTLE_SECONDS)
     assert len(recorder.sent) == 100
+
+
+async def test_an_owner_forgotten_while_its_problems_wait_has_none_sent() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    outbox = outbox_for(recorder, clock)
+    outbox.offer(problem(i) for i in range(100))  # the burst: sent
+    await asyncio.sleep(SETTLE_SECONDS)
+    second = WorkloadEvent(involved=problem(120).involved, reason="FabricUnschedulable", message="m", key="second")
+    outbox.offer([*(problem(i) for i in range(100, 150)), second])  # the clock stands still: they wait
+    await asyncio.sleep(SETTLE_SECONDS)
+    assert len(recorder.sent) == 100 and outbox.queued == 51
+    outbox.forget({problem(120).involved.key, problem(130).involved.key, problem(3).involved.key})
+    assert outbox.queued == 48 and not outbox.knows("second") and not outbox.knows("FabricNotRequested/3")
+    clock.now += 60.0
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    expected = {f"FabricNotRequested/{i}" for i in range(150)} - {"FabricNotRequested/120", "FabricNotRequested/130"}
+    assert set(recorder.sent) == expected and len(recorder.sent) == len(expected)
+    # The owner comes back with a problem: it is sent like any other.
+    outbox.offer([second])
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert recorder.sent[-1] == "second"
