@@ -86,7 +86,7 @@ from fabriccap.core.api import (
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, PoolCapability, data_unavailable, evaluate
 from fabriccap.core.stamping import strip_volatile
-from fabriccap.core.workloads import ReadyPool, unschedulable_event
+from fabriccap.core.workloads import ReadyPool, unschedulable_event, unschedulable_key
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for
@@ -825,20 +825,27 @@ class Publisher:
         to the outbox, which sends them in the background."""
         if self.outbox is None:
             return
-        ready = [
-            ReadyPool(state.claim[0], state.latest.pool.key, state.latest.pool.value, state.latest.uniform_count)
-            for state in self.objects.values()
-            if state.claim is not None
-            and state.latest is not None
-            and state.latest.is_ready
-            and state.latest.uniform_count is not None
-        ]
-        ready += self._other_shards_ready.values()
+        events = list(evaluation.workload_events)
         profiles = {profile.name: profile for profile in self.config.enabled_fabrics}
-        events = [
-            *evaluation.workload_events,
-            *(unschedulable_event(profiles[group.fabric], group, ready) for group in evaluation.unschedulable),
+        # Pending pods' problems already sent or queued build no message again: the message
+        # names the Ready pools, which takes a pass over every object (at 5,000 pools it cost
+        # 8% of a core under pod churn when it was made for every round).
+        unsent = [
+            group
+            for group in evaluation.unschedulable
+            if not self.outbox.knows(unschedulable_key(profiles[group.fabric], group.owner))
         ]
+        if unsent:
+            ready = [
+                ReadyPool(state.claim[0], state.latest.pool.key, state.latest.pool.value, state.latest.uniform_count)
+                for state in self.objects.values()
+                if state.claim is not None
+                and state.latest is not None
+                and state.latest.is_ready
+                and state.latest.uniform_count is not None
+            ]
+            ready += self._other_shards_ready.values()
+            events += [unschedulable_event(profiles[group.fabric], group, ready) for group in unsent]
         # An owner still to be read may have an owner of its own (a JobSet's TrainJob): an Event
         # on it now would land on the wrong object, and could not be taken back. It waits.
         provisional = {key.owner_key for key in evaluation.lookups if not key.is_claim}

@@ -539,6 +539,11 @@ class ReadyPool:
     uniform_count: int
 
 
+def unschedulable_key(profile: FabricProfile, owner: ObjectRef) -> str:
+    """What names a FabricUnschedulable problem (and its Event), without building the message."""
+    return _event_key(FABRIC_UNSCHEDULABLE, owner, profile.name)
+
+
 def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready: Iterable[ReadyPool]) -> WorkloadEvent:
     """FabricUnschedulable: the message names the pools that could take the request, or says none can."""
     asked = f"{profile.resource}: {group.per_pod}" if group.per_pod else f"a ResourceClaim of {profile.name} devices"
@@ -558,7 +563,7 @@ def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready
         involved=group.owner,
         reason=FABRIC_UNSCHEDULABLE,
         message=message,
-        key=_event_key(FABRIC_UNSCHEDULABLE, group.owner, profile.name),
+        key=unschedulable_key(profile, group.owner),
     )
 
 
