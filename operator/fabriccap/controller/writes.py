@@ -117,10 +117,28 @@ def field_manager(namespace: str, config_digest: str) -> str:
 
 
 def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch turning ``previous`` into ``new``: absent keys must be nulled."""
+    """A JSON merge patch (RFC 7386) turning the status ``previous`` into ``new``."""
+    return {"status": merge_diff(previous, new)}
+
+
+def merge_diff(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The smallest merge patch turning ``previous`` into ``new``: keys gone nulled, objects
+    compared key by key, anything else (lists included: a merge patch replaces them) sent
+    whole where it differs. Under pod churn most writes move a count or two of an 11 KB
+    status, and every byte of it was sent, ~130 times a second at 5,000 pools.
+
+    ``previous`` is the status as last read or written; a field someone else changed since
+    and this diff leaves alone is seen by the watch, and the next write puts it back."""
     patch: dict[str, Any] = {key: None for key in previous if key not in new}
-    patch.update(new)
-    return {"status": patch}
+    for key, value in new.items():
+        before = previous.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_diff(before, value)
+            if nested:
+                patch[key] = nested
+        elif key not in previous or before != value:
+            patch[key] = value
+    return patch
 
 
 def fingerprint(status: dict[str, Any]) -> str:

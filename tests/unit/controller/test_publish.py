@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.objects import Published
@@ -12,6 +16,7 @@ from fabriccap.controller.writes import status_patch
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from support.configs import build_config
+from support.fakeapi import merge_patch
 
 
 def test_a_status_patch_nulls_the_fields_that_went_away() -> None:
@@ -20,6 +25,34 @@ def test_a_status_patch_nulls_the_fields_that_went_away() -> None:
     assert status_patch(previous, new) == {
         "status": {"uniformCount": None, "recommendation": None, "nodes": 3, "conditions": [{"type": "Ready"}]}
     }
+
+
+# JSON as a status holds it: no null member (a merge patch says "delete" with null), lists of anything.
+_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=4)
+_json: st.SearchStrategy[Any] = st.recursive(
+    _scalars.filter(lambda value: value is not None),
+    lambda inner: st.lists(inner | st.none(), max_size=3) | st.dictionaries(st.sampled_from("abcd"), inner, max_size=4),
+    max_leaves=12,
+)
+_statuses = st.dictionaries(st.sampled_from(["nodes", "workloads", "conditions", "pool"]), _json, max_size=4)
+
+
+@given(previous=_statuses, new=_statuses)
+def test_a_status_patch_applied_to_the_status_before_gives_the_new_one(
+    previous: dict[str, Any], new: dict[str, Any]
+) -> None:
+    patch = status_patch(previous, new)["status"]
+    assert merge_patch(previous, patch) == new
+    # Only what moved is sent: no member of the patch is already what it says.
+    assert all(key not in previous or previous[key] != new.get(key) for key in patch)
+
+
+def test_a_status_patch_sends_only_the_counts_that_moved() -> None:
+    workloads = {"requestingFabric": {"pods": 3, "workloads": 1}, "withoutFabric": {"pods": 0, "workloads": 0}}
+    previous = {"nodes": 2, "workloads": workloads, "conditions": [{"type": "Ready", "status": "True"}]}
+    new = {**previous, "workloads": {**workloads, "requestingFabric": {"pods": 4, "workloads": 1}}}
+    assert status_patch(previous, new) == {"status": {"workloads": {"requestingFabric": {"pods": 4}}}}
+    assert status_patch(previous, previous) == {"status": {}}
 
 
 def _published(version: str) -> Published:

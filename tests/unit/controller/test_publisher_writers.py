@@ -166,6 +166,26 @@ async def test_a_one_off_edit_is_put_back_and_is_no_war() -> None:
         assert setup.gauge("fabriccap_foreign_writers") == 0
 
 
+async def test_an_edit_inside_a_nested_field_is_put_back_once() -> None:
+    """A merge patch merges objects: a key someone added inside one (here a second resource in
+    the recommendation) must be nulled, or the write never takes and is tried again forever."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        ours = setup.published()["efa-p5"]["status"]
+        extra = {"recommendation": {"resourcesPerNode": {"nvidia.com/gpu": "8"}}}
+        edited = await setup.publisher.client.merge_patch(STATUS, {"status": extra})
+        assert edited["status"]["recommendation"]["resourcesPerNode"]["nvidia.com/gpu"] == "8"
+        setup.publisher.observe_published(edited, deleted=False)
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["status"]["recommendation"] == ours["recommendation"]
+        writes = status_patches(setup)
+        for _ in range(3):
+            setup.publisher.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert status_patches(setup) == writes  # put back: nothing left to write
+
+
 async def test_publishing_says_whether_this_replica_writes_now() -> None:
     """fabriccap_publishing (issue 27 item 7; round 3 L15): 1 only while this replica leads and
     has read back what is published since it acquired the Lease; 0 while another holds it."""
