@@ -136,9 +136,12 @@ Intent = StatusWrite | Delete
 class Lane(StrEnum):
     """Where a write waits for its turn (``writes.WriteLanes``)."""
 
-    URGENT = "urgent"  # what a user acts on: a condition, pods without the fabric, a new object
+    # What gates and alerts read: a condition's status or reason, a new object. Never behind
+    # the workload reports, which pod churn makes by the hundred a second.
+    CONDITIONS = "conditions"
+    URGENT = "urgent"  # what else a user acts on: pods without the fabric, an offender
     ROUTINE = "routine"  # only the count of pods requesting the fabric moved
-    EXPIRY = "expiry"  # a deletion after the grace period: never in the way of either
+    EXPIRY = "expiry"  # a deletion after the grace period: never in the way of the others
 
 
 @dataclass

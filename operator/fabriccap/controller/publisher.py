@@ -72,11 +72,11 @@ from fabriccap.controller.writes import (
     Requests,
     WriteLanes,
     fingerprint,
-    is_routine_change,
     labels_current,
     status_current,
     status_patch,
     transition_times,
+    write_lane,
 )
 from fabriccap.core.api import (
     READY_LABEL,
@@ -191,7 +191,12 @@ class Publisher:
             wake_in=self._wake_in,
             read_back=self._must_read_back,
         )
-        self.lanes = WriteLanes(perform=self.writer.perform, done=self._write_ended)
+        self.lanes = WriteLanes(
+            perform=self.writer.perform,
+            done=self._write_ended,
+            routine_rate=self.config.routine_writes_per_second,
+            clock=self.clock,
+        )
         self.metrics.pools.fresh = self.fresh
         self.metrics.publishing.set_function(lambda: 1.0 if self.publishing else 0.0)
         if self.events is not None and self.outbox is None:
@@ -753,8 +758,7 @@ class Publisher:
             state.deferred = True
             self._wake_in(state.budget.next_token(now))
             return False
-        routine = published is not None and is_routine_change(published.status, intent.status)
-        self.lanes.submit(state, intent, Lane.ROUTINE if routine else Lane.URGENT)
+        self.lanes.submit(state, intent, write_lane(None if published is None else published.status, intent.status))
         return True
 
     def _needs_write(self, state: ObjectState, intent: StatusWrite) -> bool:

@@ -14,7 +14,8 @@ import pytest
 from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
-from fabriccap.controller.writes import ROUTINE_WRITES, is_routine_change
+from fabriccap.controller.objects import Lane
+from fabriccap.controller.writes import ROUTINE_WRITES, URGENT_WRITES, is_routine_change, write_lane
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap_devtools.world import workload_pod
@@ -452,6 +453,11 @@ def test_a_routine_change_moves_only_the_count_of_pods_requesting_the_fabric() -
         "workloads": {**read["workloads"], "offenders": [{"name": "bert", "problem": "FabricNotUsed"}]},
     }
     assert not is_routine_change(unread, offending)
+    # The lanes: what gates read first, then what else users act on, then the counts.
+    assert write_lane(None, status(1)) is Lane.CONDITIONS  # a new object
+    assert write_lane(status(1), status(1, ready="False")) is Lane.CONDITIONS
+    assert write_lane(status(1), status(1, without=1)) is Lane.URGENT
+    assert write_lane(status(1), status(2, when="t1")) is Lane.ROUTINE
 
 
 async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> None:
@@ -488,9 +494,80 @@ async def test_a_write_users_act_on_does_not_queue_behind_routine_writes() -> No
         )
 
 
+async def test_a_condition_does_not_queue_behind_the_workload_reports() -> None:
+    """Every urgent writer held (pods without the fabric on many pools, as churn makes them) and
+    more waiting: a pool whose Ready condition flips is still written at once."""
+    async with publishing() as setup:
+        pools = [f"p{number:02d}" for number in range(URGENT_WRITES + 2)]
+        for pool in [*pools, "gated"]:
+            setup.add(healthy(pool, f"{pool}-a"))
+        await start(setup)
+        gates = []
+        for pool in pools:
+            gate = setup.api.write_gates[("PATCH", FABRIC_CAPABILITIES.status(f"efa-{pool}"))] = asyncio.Event()
+            gates.append(gate)
+            setup.add([workload_pod(f"{pool}-a", f"{pool}-tcp", efa=None)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: len(sending(setup.publisher)) == URGENT_WRITES, "every urgent lane taken")
+        setup.add([node("gated-a", pool="gated", efa=16), node("gated-b", pool="gated", efa=32)])
+        setup.add(plugin_pods(["gated-b"]))
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(
+            lambda: condition_status(setup.published()["efa-gated"]["status"], "Ready") == "False",
+            "the pool whose counts went mixed written while every urgent write is held",
+        )
+        assert len(sending(setup.publisher)) == URGENT_WRITES and not any(gate.is_set() for gate in gates)
+        for gate in gates:
+            gate.set()
+        await setup.publisher.finish_writes()
+        await setup.publisher.reconcile_once()
+        assert all(
+            setup.published()[f"efa-{pool}"]["status"]["workloads"]["withoutFabric"]["pods"] == 1 for pool in pools
+        )
+
+
+async def test_routine_writes_share_one_budget_and_coalesce_while_they_wait() -> None:
+    """routineWritesPerSecond 2: of five pools whose counts moved, two are written; the rest
+    wait for the clock, each taking its pool's newer counts meanwhile; a change that is not
+    routine does not wait."""
+    async with publishing(routineWritesPerSecond=2) as setup:
+        pools = [f"p{number}" for number in range(5)]
+        for pool in pools:
+            setup.add(healthy(pool, f"{pool}-a"))
+        await start(setup)
+
+        def patched() -> list[str]:
+            written = [path for method, path, _, _ in setup.api.requests if method == "PATCH" and "/status" in path]
+            return [path.split("/")[-2].removeprefix("efa-") for path in written]
+
+        before = len(patched())
+        for pool in pools:
+            setup.add([workload_pod(f"{pool}-a", f"{pool}-efa-1", efa=32)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: len(patched()) == before + 2, "the budget's burst written")
+        await asyncio.sleep(0.6)  # the others wait for tokens the standing clock never gives
+        first = patched()[before:]
+        assert len(first) == 2
+        waiting = [pool for pool in pools if pool not in first]
+        # A waiting pool's count moves again: still one write, of the newer count.
+        setup.add([workload_pod(f"{waiting[0]}-a", f"{waiting[0]}-efa-2", efa=32)])
+        # Another's pod without the fabric is not routine: written now, budget or not.
+        setup.add([workload_pod(f"{waiting[1]}-a", f"{waiting[1]}-tcp", efa=None)])
+        await setup.publisher.reconcile_once(finish_writes=False)
+        await eventually(lambda: waiting[1] in patched()[before:], "the pod without the fabric written")
+        assert len(patched()) == before + 3
+        setup.clock.now += 10.0  # the budget refills
+        await setup.publisher.finish_writes()
+        assert sorted(patched()[before:]) == sorted(pools)  # each pool written once
+        requesting = {
+            pool: setup.published()[f"efa-{pool}"]["status"]["workloads"]["requestingFabric"]["pods"] for pool in pools
+        }
+        assert requesting == {pool: 2 if pool == waiting[0] else 1 for pool in pools}
+
+
 async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place() -> None:
     async with publishing() as setup:
-        setup.add(healthy("p5", "a", "b"))
+        setup.add(healthy("p5", "a", "b", "c"))
         await start(setup)
         p5_status = FABRIC_CAPABILITIES.status("efa-p5")
 
@@ -498,16 +575,17 @@ async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place()
             return sum((method, path) == ("PATCH", p5_status) for method, path, _, _ in setup.api.requests)
 
         before = p5_patches()
-        setup.remove_node("b")
+        setup.add([node("b", pool="p5", efa=16)])  # Ready False: MixedCounts
         await setup.publisher.reconcile_once(finish_writes=False)  # its write has not run yet
         first = writing(setup.publisher, "efa-p5")
-        setup.add([node("b", pool="p5", efa=16)])  # and the pool changes again
+        setup.add([node("c", pool="p5", efa=16)])  # and the pool changes again (still MixedCounts)
         await setup.publisher.reconcile_once(finish_writes=False)
         assert writing(setup.publisher, "efa-p5") is first
         await setup.publisher.finish_writes()
         assert p5_patches() == before + 1  # one PATCH, of the newer status
         status = setup.published()["efa-p5"]["status"]
-        assert (status["nodes"], condition_status(status, "Ready")) == (2, "False")
+        assert status["counts"] == [{"count": 32, "nodes": 1}, {"count": 16, "nodes": 2}]
+        assert condition_status(status, "Ready") == "False"
         assert writing(setup.publisher) == [] and not setup.store.changed.is_set()
 
 
