@@ -702,7 +702,9 @@ class Publisher:
         once nothing of them is published (expiry.py)."""
         grace = self.config.pool_grace_period_seconds
         for name, state in list(self.objects.items()):
-            if state.claim is None and state.conflict is None and state.published and state.absent_since is None:
+            if state.claim is not None:
+                continue  # called for: nothing to settle (``settle`` keeps it), and most are
+            if state.conflict is None and state.published and state.absent_since is None:
                 state.absent_since, state.empty_due = now, True  # published, and no pool calls for it
             action = settle(state, now, grace)
             if action is Settle.FORGET:
