@@ -42,6 +42,7 @@ from fabriccap.inputfile import bounded_line
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.unread import OwnWritesRule
 
 logger = logging.getLogger("fabriccap")
 
@@ -178,15 +179,17 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             len(store.daemon_sets),
         )
 
+    # The echoes of the publisher's own writes are not decoded (kube.unread.OwnWritesRule).
+    own_writes = OwnWritesRule()
+    publisher.requests.answered = own_writes.remember
+    published_watch = PublishedWatch(client=client, metrics=metrics, observer=publisher, unread=own_writes)
     frame = run_frame(state, liveness, stop_flag)
     tasks = [
         frame,
         asyncio.create_task(publisher.run(), name="publisher"),
         asyncio.create_task(all_listed(), name="listing"),
         *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
-        asyncio.create_task(
-            PublishedWatch(client=client, metrics=metrics, observer=publisher).run(), name="watch fabriccapabilities"
-        ),
+        asyncio.create_task(published_watch.run(), name="watch fabriccapabilities"),
     ]
     if isinstance(leader, LeaderElector):
         tasks.append(asyncio.create_task(leader.run(), name="leader election"))

@@ -57,7 +57,7 @@ GAP_KINDS = {
 Sample = tuple[tuple[str, ...], float]
 
 # What became of a listed object or a watch event (fabriccap_watch_events_total's `result`).
-WATCH_RESULTS = ("applied", "ignored", "rejected", "unread", "unchanged")
+WATCH_RESULTS = ("applied", "ignored", "rejected", "unread", "unchanged", "own")
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,8 @@ class OperatorMetrics:
             " that cannot be used: left out, and logged once per cause), unread (a new object whose text names"
             " nothing the operator reads, such as a pod that asks for no accelerator, fabric or claim: not"
             " decoded), unchanged (a change that moved only what the operator never reads, such as a node's"
-            " heartbeat: not decoded).",
+            " heartbeat: not decoded), own (a FabricCapability's change that is the operator's own write"
+            " coming back: not decoded).",
             ["kind", "result"],
             registry=self.registry,
         )

@@ -205,6 +205,9 @@ class Requests:
 
     client: KubeClient
     field_manager: str
+    # Told every object a write answered with (the watch of FabricCapabilities then leaves its
+    # echo undecoded: kube.unread.OwnWritesRule).
+    answered: Callable[[Mapping[str, Any]], None] = lambda _response: None
 
     def _query(self) -> dict[str, str]:
         return {"fieldManager": self.field_manager}
@@ -213,12 +216,14 @@ class Requests:
         created: dict[str, Any] = await self.client.request(
             "POST", path, query=self._query(), body=body, timeout=timeout
         )
+        self.answered(created)
         return created
 
     async def merge_patch(self, path: str, patch: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         patched: dict[str, Any] = await self.client.request(
             "PATCH", path, query=self._query(), body=patch, content_type=MERGE_PATCH, timeout=timeout
         )
+        self.answered(patched)
         return patched
 
     async def delete(self, path: str, timeout: float) -> None:

@@ -27,18 +27,27 @@ where it is a key (an unescaped ``"key":"`` cannot occur inside a string), and a
 escape in it is not blanked (it is compared as it is: a change to it is seen). The kind's facts
 must read none of the blanked keys (``FactsExtractor.node_unread_keys``); what was last applied
 is forgotten with the object (DELETED), when a line was not applied, and at every listing.
+
+The operator's own writes (``OwnWritesRule``). Every status the operator writes comes back on
+its watch of FabricCapabilities (an 11 KB line), and the publisher, holding the write's answer
+at the same version already, drops it once decoded. A MODIFIED line whose one resourceVersion is
+one the API server answered a write of this process with is not decoded (``result="own"``): a
+version names one write of one object (etcd's revision), so the line is that write's echo, not
+any other object's change, whatever its name reads as. Only MODIFIED lines: a listing's objects
+all arrive as ADDED, and one left out of a listing would count as deleted.
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from fabriccap.core.sharing import shared_text
 
-__all__ = ["LineRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
+__all__ = ["LineRule", "OwnWritesRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
 
 # The event's type is its first key, as every API server writes it (Go's encoder keeps the
 # struct's order: type, then object).
@@ -63,7 +72,7 @@ class UnreadEvent:
     (``unread``), or a change that moved nothing it reads (``unchanged``)."""
 
     resource_version: str
-    result: Literal["unread", "unchanged"] = "unread"
+    result: Literal["unread", "unchanged", "own"] = "unread"
 
 
 class LineRule(Protocol):
@@ -193,3 +202,44 @@ class UnchangedRule:
     def forget_all(self) -> None:
         self._applied.clear()
         self._pending = None
+
+
+# Versions of the operator's own writes remembered at most: a write's echo comes within a watch
+# delivery of its answer, long before this many writes later (at 180 writes a second, a minute).
+MAX_OWN_VERSIONS = 10_000
+
+
+@dataclass
+class OwnWritesRule:
+    """Which MODIFIED lines need not be decoded: the echoes of this process's own writes, known
+    by the versions the API server answered them with (``remember``)."""
+
+    _versions: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    def __len__(self) -> int:
+        return len(self._versions)
+
+    def remember(self, response: Mapping[str, Any]) -> None:
+        """A write's answer: its object's resourceVersion is this process's."""
+        metadata = response.get("metadata")
+        version = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
+        if isinstance(version, str) and version.isdigit():
+            self._versions[version] = None
+            if len(self._versions) > MAX_OWN_VERSIONS:
+                self._versions.popitem(last=False)
+
+    def unread(self, line: bytes) -> UnreadEvent | None:
+        framed = _framed(line)
+        if framed is None or framed.group(1) != b"MODIFIED" or not self._versions:
+            return None
+        version = _only_version(line)
+        if version is None or version not in self._versions:
+            return None
+        del self._versions[version]
+        return UnreadEvent(version, "own")
+
+    def settled(self, event_type: str, body: Mapping[str, Any], applied: bool) -> None:
+        """Nothing to learn from a line decoded."""
+
+    def forget_all(self) -> None:
+        self._versions.clear()

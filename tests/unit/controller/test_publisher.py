@@ -18,6 +18,7 @@ from fabriccap.controller.objects import Lane
 from fabriccap.controller.writes import ROUTINE_WRITES, URGENT_WRITES, is_routine_change, write_lane
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
+from fabriccap.kube.unread import OwnWritesRule
 from fabriccap_devtools.world import workload_pod
 from support.builders import node, plugin_pods
 from support.fakeapi import WAIT_SECONDS, event, eventually, expired, recorded_sleeps
@@ -266,10 +267,14 @@ async def test_stale_watch_data_reads_as_not_ready() -> None:
 
 # --- the watch on the published objects (informers.PublishedWatch) -----------------------------
 
+STATUS_P5 = FABRIC_CAPABILITIES.status("efa-p5")
+
 
 @asynccontextmanager
-async def watching(setup: Setup) -> AsyncIterator[PublishedWatch]:
-    watch = PublishedWatch(client=setup.publisher.client, metrics=setup.metrics, observer=setup.publisher)
+async def watching(setup: Setup, unread: OwnWritesRule | None = None) -> AsyncIterator[PublishedWatch]:
+    watch = PublishedWatch(
+        client=setup.publisher.client, metrics=setup.metrics, observer=setup.publisher, unread=unread
+    )
     task = asyncio.create_task(watch.run())
     try:
         yield watch
@@ -277,6 +282,34 @@ async def watching(setup: Setup) -> AsyncIterator[PublishedWatch]:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def fcap_events(setup: Setup, result: str) -> float:
+    labels = {"kind": "fabriccapability", "result": result}
+    return setup.metrics.registry.get_sample_value("fabriccap_watch_events_total", labels) or 0.0
+
+
+async def test_the_echo_of_an_own_write_is_not_decoded_and_an_edit_still_is() -> None:
+    """As main.py wires it: the answers to the publisher's writes tell the watch's rule."""
+    async with publishing() as setup:
+        own = OwnWritesRule()
+        setup.publisher.requests.answered = own.remember
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        async with watching(setup, own) as watch:
+            await asyncio.wait_for(watch.listed.wait(), WAIT_SECONDS)
+            applied = fcap_events(setup, "applied")
+            setup.add([workload_pod("a", "first", efa=32)])
+            await setup.publisher.reconcile_once()  # a status PATCH: its echo comes back
+            await eventually(lambda: fcap_events(setup, "own") == 1, "the echo counted as the operator's own")
+            assert fcap_events(setup, "applied") == applied and len(own) == 0
+            # Someone else's edit is decoded, and put back.
+            await setup.publisher.client.merge_patch(STATUS_P5, {"status": {"nodes": 7}})
+            await eventually(lambda: fcap_events(setup, "applied") == applied + 1, "the edit decoded")
+            await eventually(lambda: setup.store.changed.is_set(), "the edit noticed")
+            await setup.publisher.reconcile_once()
+            assert setup.published()["efa-p5"]["status"]["nodes"] == 2
+            await eventually(lambda: fcap_events(setup, "own") == 2, "the put-back's echo not decoded")
 
 
 async def test_a_deletion_missed_while_the_watch_was_away_is_seen_at_the_relist_and_undone() -> None:
