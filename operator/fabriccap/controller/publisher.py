@@ -191,12 +191,7 @@ class Publisher:
             wake_in=self._wake_in,
             read_back=self._must_read_back,
         )
-        self.lanes = WriteLanes(
-            perform=self.writer.perform,
-            done=self._write_ended,
-            routine_rate=self.config.routine_writes_per_second,
-            clock=self.clock,
-        )
+        self.lanes = WriteLanes(perform=self.writer.perform, done=self._write_ended)
         self.metrics.pools.fresh = self.fresh
         self.metrics.publishing.set_function(lambda: 1.0 if self.publishing else 0.0)
         if self.events is not None and self.outbox is None:

@@ -3,10 +3,8 @@ failed one means.
 
 Lanes. Objects are written a few at a time (a cold start creates hundreds), in four lanes. A
 write that only moves the count of pods requesting the fabric is routine, and under pod churn
-nearly every write is one (75/s at 10,000 nodes); routine writes also share one budget across
-objects (config ``routineWritesPerSecond``), which bounds the operator's own requests, and a
-pool's counts coalesce while they wait for it. Everything else a user acts on has lanes of its
-own, so it never queues behind those: it measured 0.5 s of a probe's 0.9 s, waiting for a
+nearly every write is one (75/s at 10,000 nodes). Everything else a user acts on has lanes of
+its own, so it never queues behind those: it measured 0.5 s of a probe's 0.9 s, waiting for a
 writer. What gates and alerts read (a condition's status or reason, a new object) goes first,
 ahead of the workload reports (pods without the fabric, an offender): at 5,000 pools the churn
 makes those faster than they can be written, and a Ready flip waited 66 s behind them. Deletions after the
@@ -40,7 +38,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,7 +47,7 @@ from typing import Any
 from fabriccap.controller.events import EventRecorder, condition_events, event_time
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.objects import Delete, Intent, Lane, ObjectState, Published, StatusWrite, WriteSlot
-from fabriccap.controller.ratelimit import BackoffPolicy, TokenBucket
+from fabriccap.controller.ratelimit import BackoffPolicy
 from fabriccap.core.api import READY_LABEL, ConditionType, find_condition, too_large_status
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import PoolCapability
@@ -245,17 +242,10 @@ class WriteLanes:
 
     perform: Perform
     done: Done
-    # Routine writes (counts only) across all objects, per second (config routineWritesPerSecond).
-    routine_rate: float = 25.0
-    clock: Callable[[], float] = time.monotonic
-    _routine_budget: TokenBucket = field(init=False)
     _lanes: dict[Lane, asyncio.Semaphore] = field(
         default_factory=lambda: {lane: asyncio.Semaphore(width) for lane, width in LANE_WIDTHS.items()}
     )
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        self._routine_budget = TokenBucket(self.routine_rate, max(1, int(self.routine_rate)))
 
     def submit(self, state: ObjectState, intent: Intent, lane: Lane) -> asyncio.Task[None] | None:
         """Write ``intent`` for ``state`` in ``lane``; None when a write of it is being sent
@@ -275,12 +265,6 @@ class WriteLanes:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _routine_turn(self) -> None:
-        """Wait for the routine budget. Nothing is sent yet: a newer status of the object takes
-        this write's place meanwhile, and one that is not routine moves it to a faster lane."""
-        while not self._routine_budget.allows(now := self.clock()):
-            await asyncio.sleep(self._routine_budget.next_token(now))
-
     def waiting(self, state: ObjectState) -> Intent | None:
         """What the write of ``state`` still waiting for its lane will send, if one waits."""
         return None if state.slot is None or state.slot.sending else state.slot.intent
@@ -294,8 +278,6 @@ class WriteLanes:
         assert slot is not None
         try:
             async with self._lanes[slot.lane]:
-                if slot.lane is Lane.ROUTINE:
-                    await self._routine_turn()
                 slot.sending = True
                 intent, slot.intent = slot.intent, None
                 if intent is not None:

@@ -839,18 +839,6 @@ class Config(_Model):
         le=60,
         description="How long changes are gathered before the pools they touch are evaluated.",
     )
-    # Under pod churn most status writes move only counts, at 5,000 pools 180 a second and
-    # half the operator's core (docs/performance.md): this budget bounds them. Metrics are
-    # set from every evaluation, so only the objects' counts wait for it.
-    routine_writes_per_second: float = Field(
-        default=25.0,
-        alias="routineWritesPerSecond",
-        gt=0,
-        le=10_000,
-        description="Status writes per second, across all FabricCapabilities, that move nothing but counts"
-        " (pods and workloads requesting the fabric, transport counts), after a burst of as many; one object's"
-        " counts coalesce while they wait. A condition, an offender or a new object never waits for it.",
-    )
     # A full re-evaluation this often even when nothing changed: a safety net for a missed
     # watch event, and the heartbeat behind fabriccap_last_evaluation_timestamp_seconds
     # (the FabricCapabilityStale alert assumes it is at most 5 minutes).

@@ -559,45 +559,6 @@ async def test_a_condition_does_not_queue_behind_the_workload_reports() -> None:
         )
 
 
-async def test_routine_writes_share_one_budget_and_coalesce_while_they_wait() -> None:
-    """routineWritesPerSecond 2: of five pools whose counts moved, two are written; the rest
-    wait for the clock, each taking its pool's newer counts meanwhile; a change that is not
-    routine does not wait."""
-    async with publishing(routineWritesPerSecond=2) as setup:
-        pools = [f"p{number}" for number in range(5)]
-        for pool in pools:
-            setup.add(healthy(pool, f"{pool}-a"))
-        await start(setup)
-
-        def patched() -> list[str]:
-            written = [path for method, path, _, _ in setup.api.requests if method == "PATCH" and "/status" in path]
-            return [path.split("/")[-2].removeprefix("efa-") for path in written]
-
-        before = len(patched())
-        for pool in pools:
-            setup.add([workload_pod(f"{pool}-a", f"{pool}-efa-1", efa=32)])
-        await setup.publisher.reconcile_once(finish_writes=False)
-        await eventually(lambda: len(patched()) == before + 2, "the budget's burst written")
-        await asyncio.sleep(0.6)  # the others wait for tokens the standing clock never gives
-        first = patched()[before:]
-        assert len(first) == 2
-        waiting = [pool for pool in pools if pool not in first]
-        # A waiting pool's count moves again: still one write, of the newer count.
-        setup.add([workload_pod(f"{waiting[0]}-a", f"{waiting[0]}-efa-2", efa=32)])
-        # Another's pod without the fabric is not routine: written now, budget or not.
-        setup.add([workload_pod(f"{waiting[1]}-a", f"{waiting[1]}-tcp", efa=None)])
-        await setup.publisher.reconcile_once(finish_writes=False)
-        await eventually(lambda: waiting[1] in patched()[before:], "the pod without the fabric written")
-        assert len(patched()) == before + 3
-        setup.clock.now += 10.0  # the budget refills
-        await setup.publisher.finish_writes()
-        assert sorted(patched()[before:]) == sorted(pools)  # each pool written once
-        requesting = {
-            pool: setup.published()[f"efa-{pool}"]["status"]["workloads"]["requestingFabric"]["pods"] for pool in pools
-        }
-        assert requesting == {pool: 2 if pool == waiting[0] else 1 for pool in pools}
-
-
 async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b", "c"))
