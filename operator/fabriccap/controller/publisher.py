@@ -563,7 +563,9 @@ class Publisher:
         was written (``_take_unready``), so flapping shows."""
         if self.store.everything_dirty or not self.store.dirty_pools:
             return
-        evaluation = evaluate(self.config, self.store, set(self.store.dirty_pools), memo=self.memo, warned=self._warned)
+        evaluation = evaluate(
+            self.config, self.store, set(self.store.dirty_pools), memo=self.memo, warned=self._warned, preview=True
+        )
         for capability in evaluation.capabilities:
             state = self.objects.get(capability.name)
             if state is not None and not capability.status.is_ready:

@@ -908,6 +908,9 @@ class EvaluationMemo:
     # (None once they change). At 5,000 pools it cost 15% of a core under pod churn when it
     # was computed for every round, though the pools published change only when nodes do.
     _namings: dict[str, tuple[tuple[str, ...], dict[tuple[str, str], Naming]] | None] = field(default_factory=dict)
+    # The fabrics whose names were worked out again since an evaluation last published them:
+    # a preview (the debounce window's sample) must leave the renames it finds to the round.
+    _renames_unpublished: set[str] = field(default_factory=set)
 
     def fabric_views(self, config: Config, index: FactIndex) -> dict[str, FabricView]:
         if self.views is None or self.views[0] != index.provider_version:
@@ -939,13 +942,19 @@ class EvaluationMemo:
 
     def namings(self, fabric: str, fabric_names: Sequence[str]) -> tuple[dict[tuple[str, str], Naming], bool]:
         """``pool_names`` of the fabric's published pools; and whether it was computed again
-        (only then can a pool not evaluated now have been renamed)."""
+        since the names were last published (only then can a pool not evaluated now have
+        been renamed)."""
         known = self._namings.get(fabric)
         if known is not None and known[0] == tuple(fabric_names):
-            return known[1], False
+            return known[1], fabric in self._renames_unpublished
         names = pool_names(fabric, self.published(fabric), fabric_names)
         self._namings[fabric] = (tuple(fabric_names), names)
+        self._renames_unpublished.add(fabric)
         return names, True
+
+    def names_published(self, fabric: str) -> None:
+        """An evaluation that is published has given every renamed pool of ``fabric`` its name."""
+        self._renames_unpublished.discard(fabric)
 
 
 VerdictKey = tuple[str, NodePoolFacts, NodeClassFacts | None, tuple[DaemonSetFacts, ...]]
@@ -1080,12 +1089,15 @@ def evaluate(
     *,
     memo: EvaluationMemo | None = None,
     warned: Callable[[str], bool] | None = None,
+    preview: bool = False,
 ) -> Evaluation:
     """Every FabricCapability the facts call for, sorted by name: the one evaluation driver.
 
     ``fabriccap evaluate`` passes no ``pools`` (every pool); the operator passes the pools
     whose facts changed, its ``memo`` of the rounds before, and ``warned``: the keys of the
     FabricNotRequested problems it already recorded, whose Events need no message built again.
+    A ``preview`` is not published, so it leaves the names in the memo as they were published:
+    a rename it sees is still the next round's to publish (and the old object's to delete).
     A (fabric, pool) evaluated without a target node (and no NodePool of the fabric) is in
     ``emptied``, with the status that says so: the operator writes it at once and starts that
     object's grace period. A pool's object that has another name now is in ``renamed``.
@@ -1119,7 +1131,7 @@ def evaluate(
             side = sides[pool]
             if not side.published:
                 # Under the name its object was published with: that object shows it at once.
-                old = given.pop((profile.name, pool), None)
+                old = given.get((profile.name, pool)) if preview else given.pop((profile.name, pool), None)
                 name = old or capability_name(profile.name, pool.key, pool.value, fabric_names)
                 emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=side.status))
         # A pool renamed by another's coming or going is published again under its new name,
@@ -1135,7 +1147,7 @@ def evaluate(
             old = given.get((profile.name, pool))
             if old is not None and old != naming.name:
                 renamed.add(old)
-            if memo is not None:
+            if memo is not None and not preview:
                 given[(profile.name, pool)] = naming.name
             status = side.status
             if naming.hashed:
@@ -1164,6 +1176,8 @@ def evaluate(
                     or not warned(not_used_key(profile, not_used.owner, status.pool, not_used.example.verdict))
                 )
             capabilities.append(PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status=status))
+        if memo is not None and not preview:
+            memo.names_published(profile.name)
     unschedulable: tuple[UnschedulableGroup, ...] = ()
     if config.workloads.enabled:
         unschedulable, pending_lookups = unschedulable_groups(config.enabled_fabrics, index)

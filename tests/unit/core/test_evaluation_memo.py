@@ -160,6 +160,8 @@ def test_the_names_published_follow_pools_that_collide_and_part(seed: int) -> No
         seen_versions = versions
         every_pool = sorted(set(world.index.pools()) | dirty)
         pools = every_pool if everything else [p for p in every_pool if p in dirty or rng.random() < 0.2]
+        if rng.random() < 0.5:  # the debounce window's sample, which is not published
+            evaluate(config, world.index, [p for p in pools if rng.random() < 0.7], memo=memo, preview=True)
         evaluation = evaluate(config, world.index, pools, memo=memo)
         for capability in (*evaluation.emptied, *evaluation.capabilities):
             shown.pop((capability.fabric, capability.pool), None)
@@ -171,6 +173,30 @@ def test_the_names_published_follow_pools_that_collide_and_part(seed: int) -> No
         assert shown == expected
         collisions += any(capability.status.naming is not None for capability in fresh.capabilities)
     assert collisions > 0 and renames > 0  # pools came to share a name, and to part again
+
+
+def test_a_rename_a_preview_sees_is_still_published_by_the_next_round() -> None:
+    """The CI failure of stop 36: the debounce window's sample saw a node group collide with a
+    Karpenter pool and recorded the new names, so the round after it found nothing renamed
+    and the Karpenter pool kept its readable name beside the node group's hashed one."""
+    config = build_config({})
+    world = World(config, random.Random(0))
+    world.upsert(daemon_set())
+    world.upsert(node("k0", pool="foo", pool_key=KARPENTER, efa=32))
+    world.upsert(pod("k0"))
+    memo = EvaluationMemo()
+    karpenter, group = Pool(KARPENTER, "foo"), Pool(NODEGROUP, "foo")
+    (readable,) = evaluate(config, world.index, [karpenter], memo=memo).capabilities
+    assert readable.name == "efa-foo"
+    world.upsert(node("g0", pool="foo", pool_key=NODEGROUP, efa=32))
+    world.upsert(pod("g0"))
+    evaluate(config, world.index, [group], memo=memo, preview=True)
+    evaluation = evaluate(config, world.index, [group], memo=memo)
+    names = {capability.pool: capability.name for capability in evaluation.capabilities}
+    assert set(names) == {karpenter, group}  # the pool not evaluated is published under its new name
+    assert "efa-foo" not in names.values() and names[karpenter] != names[group]
+    assert evaluation.renamed == {"efa-foo"}  # and its old object goes
+    assert evaluate(config, world.index, [group], memo=memo).renamed == frozenset()  # once
 
 
 def test_a_pool_whose_only_change_is_a_pod_reuses_its_node_side_and_the_other_pods() -> None:
