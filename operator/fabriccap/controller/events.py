@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, TokenBucket
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy
 from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType
 from fabriccap.core.index import OwnerKey
+from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_MESSAGE, MAX_NAME, MAX_NAMESPACE, MAX_UID, clean_text
 from fabriccap.core.workloads import WorkloadEvent
 from fabriccap.kube.client import KubeClient

@@ -44,10 +44,11 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.config import Config
 from fabriccap.core.facts import ContainerRun, WorkloadPodFacts
 from fabriccap.core.index import NamespacedKey
+from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.transport import SIGNATURES
 from fabriccap.core.verdicts import ContainerRead, combine, read_failure_reason
 from fabriccap.kube.client import KubeClient
-from fabriccap.kube.logs import ReadOutcome, ReadResult, TokenBucket, read_container_log
+from fabriccap.kube.logs import ReadOutcome, ReadResult, read_container_log, take_token
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class LogReader:
     def __post_init__(self) -> None:
         settings = self.config.transport
         self.fabrics = tuple(profile.name for profile in self.config.enabled_fabrics if profile.name in SIGNATURES)
-        self._bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second), self.clock)
+        self._bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second))
         for result in ReadResult.ALL:
             self.metrics.transport_log_reads.labels(result=result)
         self.store.on_workload_pod = self.pod_changed
@@ -229,7 +230,7 @@ class LogReader:
             key, container, run_key = self._ready.popleft()
             if not self._live(key, container, run_key) or (key, container) in self._in_flight:
                 continue
-            await self._bucket.take()
+            await take_token(self._bucket, self.clock)
             if not self._live(key, container, run_key):
                 continue
             read = asyncio.create_task(self._read(key, container, run_key), name="log read")

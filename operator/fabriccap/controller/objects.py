@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from fabriccap.controller.events import EventLimiter
-from fabriccap.controller.ratelimit import Retry, TokenBucket
+from fabriccap.controller.ratelimit import Retry
 from fabriccap.core.api import (
     FABRIC_LABEL,
     MANAGED_BY_LABEL,
@@ -28,6 +28,7 @@ from fabriccap.core.api import (
 )
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.facts import Pool
+from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.sharing import shared_json
 
 # Status writes per object: a burst, then one a second. A pool flapping between two states

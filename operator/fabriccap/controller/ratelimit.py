@@ -1,4 +1,4 @@
-"""Every retry and every repeat the operator makes is paced by one of two rules, written here once.
+"""Every retry and every repeat the operator makes is paced by one of two rules, each written once.
 
 - A per-key exponential backoff, controller-runtime's ``ItemExponentialFailureRateLimiter``
   (client-go workqueue): the n-th failure in a row of one key waits ``base * 2**(n-1)``, capped,
@@ -7,7 +7,8 @@
   Status writes, creates and deletes, owner lookups and Event sends all retry on it.
 - A token bucket, client-go's ``BucketRateLimiter`` (and the shape of its EventCorrelator's
   spam filter): a burst, then one per interval. Condition Events per (object, reason), status
-  writes per object and workload Warnings use it.
+  writes per object, workload Warnings and the log reads use it; it is ``core.ratelimit``'s,
+  since the kube layer's log reads are paced by it too.
 
 Both read a monotonic clock that is passed in, so the tests move time instead of waiting.
 """
@@ -105,35 +106,3 @@ class Backoff(Generic[Key]):
 
     def __len__(self) -> int:
         return len(self._retries)
-
-
-@dataclass
-class TokenBucket:
-    """``burst`` at once, then ``rate`` per second. Starts full."""
-
-    rate: float
-    burst: int
-    _tokens: float | None = None
-    _refilled: float = 0.0
-
-    def _refill(self, now: float) -> float:
-        if self._tokens is None:
-            self._tokens, self._refilled = float(self.burst), now
-        self._tokens = min(float(self.burst), self._tokens + max(now - self._refilled, 0.0) * self.rate)
-        self._refilled = now
-        return self._tokens
-
-    def take(self, now: float, wanted: int = 1) -> int:
-        """Take up to ``wanted`` tokens; how many were granted."""
-        granted = min(wanted, int(self._refill(now)))
-        self._tokens = self._refill(now) - granted
-        return granted
-
-    def allows(self, now: float) -> bool:
-        """Take one token if there is one."""
-        return self.take(now) == 1
-
-    def next_token(self, now: float) -> float:
-        """Seconds until one token is there (0: now)."""
-        missing = 1.0 - self._refill(now)
-        return 0.0 if missing <= 0 else missing / self.rate

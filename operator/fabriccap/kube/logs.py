@@ -12,9 +12,10 @@ or why the log could not be read: never the log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.transport import MAX_LINE_BYTES, RANK_BYTES, SIGNATURES, TransportScanner
 from fabriccap.core.verdicts import ContainerRead, FabricVerdict, read_failure_reason
 from fabriccap.kube.client import KubeClient
@@ -134,28 +135,9 @@ async def read_container_log(
     return ReadOutcome(read, result, None, parsed)
 
 
-@dataclass(slots=True)
-class TokenBucket:
-    """``rate`` starts per second after a burst of ``burst``."""
-
-    rate: float
-    burst: float
-    clock: Callable[[], float]
-    tokens: float = -1.0
-    refilled: float = 0.0
-
-    def wait_seconds(self) -> float:
-        """Take a token if there is one (0.0); else how long until there is."""
-        now = self.clock()
-        if self.tokens < 0:
-            self.tokens, self.refilled = self.burst, now
-        self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.rate)
-        self.refilled = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return 0.0
-        return (1.0 - self.tokens) / self.rate
-
-    async def take(self) -> None:
-        while (wait := self.wait_seconds()) > 0:
-            await asyncio.sleep(wait)
+async def take_token(
+    bucket: TokenBucket, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+) -> None:
+    """Wait until ``bucket`` gives a token, and take it."""
+    while not bucket.allows(clock()):
+        await sleep(bucket.next_token(clock()))

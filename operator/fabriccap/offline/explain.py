@@ -110,16 +110,17 @@ async def explain_workload_live(
 async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, pods: Sequence[PodExplanation]) -> None:
     """Read the accelerator containers' logs of ``pods`` once, at the config's concurrency and
     rate, and keep each pod's verdicts in ``facts``."""
-    from fabriccap.kube.logs import TokenBucket, read_container_log
+    from fabriccap.core.ratelimit import TokenBucket
+    from fabriccap.kube.logs import read_container_log, take_token
 
     settings = config.transport
     fabrics = [profile.name for profile in config.enabled_fabrics if profile.name in SIGNATURES]
-    bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second), time.monotonic)
+    bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second))
     slots = asyncio.Semaphore(settings.max_concurrent_reads)
 
     async def read_one(namespace: str, name: str, container: str) -> Any:
         async with slots:
-            await bucket.take()
+            await take_token(bucket, time.monotonic)
             outcome = await read_container_log(client, namespace, name, container, fabrics, settings.max_bytes)
             return outcome.read
 

@@ -34,7 +34,7 @@ from fabriccap.core.index import WORKLOAD_POD_FACTS
 from fabriccap.core.transport import Verdict
 from fabriccap.kube import logs
 from fabriccap.kube.client import KubeClient
-from fabriccap.kube.logs import READ_CHUNK_BYTES, ReadResult, TokenBucket
+from fabriccap.kube.logs import READ_CHUNK_BYTES, ReadResult
 from fabriccap.kube.paths import pod_log
 from fabriccap.offline.snapshot import add_bodies
 from fabriccap_devtools.world import workload_pod
@@ -391,19 +391,6 @@ async def test_the_reads_free_memory_goes_back_when_a_burst_of_reads_ends() -> N
         await eventually(lambda: r.verdict("p-late") is not None and r.reader.pending == 0, "one more read")
         await asyncio.sleep(0.05)
         assert trims == [0]  # one read is not worth another
-
-
-def test_the_token_bucket_allows_a_burst_then_the_rate() -> None:
-    now = [100.0]
-    bucket = TokenBucket(rate=8.0, burst=8.0, clock=lambda: now[0])  # powers of two: exact sums
-    assert [bucket.wait_seconds() for _ in range(8)] == [0.0] * 8
-    assert bucket.wait_seconds() == 0.125
-    now[0] += 0.125
-    assert bucket.wait_seconds() == 0.0
-    assert bucket.wait_seconds() == 0.125
-    now[0] += 60
-    assert [bucket.wait_seconds() for _ in range(8)] == [0.0] * 8  # a full burst again, no more
-    assert bucket.wait_seconds() > 0
 
 
 # --- The log itself stays in the pod -------------------------------------------------------
