@@ -616,6 +616,11 @@ def traced_snapshot(pid: int, out: Path) -> dict[str, Any]:
                 "python_live_mib": report["total"] / mib,
                 "rss_before_trim_mib": report["rss_before_trim"] / mib,
                 "rss_after_trim_mib": report["rss_after_trim"] / mib,
+                # Which of the operator's lines hold the most (traced_operator.py's by_fabriccap_line).
+                "top_fabriccap_mib": [
+                    (place["where"], round(place["size"] / mib, 2), place["count"])
+                    for place in report.get("top_fabriccap", [])[:25]
+                ],
             }
     raise RuntimeError(f"no tracemalloc snapshot in {out} after 600 s")
 
