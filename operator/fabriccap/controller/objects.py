@@ -23,13 +23,13 @@ from fabriccap.core.api import (
     MANAGED_BY_VALUE,
     POOL_KEY_ANNOTATION,
     POOL_VALUE_ANNOTATION,
-    FabricCapabilityStatus,
     is_ready_status,
 )
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.facts import Pool
 from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.sharing import shared_json
+from fabriccap.core.workloads import ReadyPool
 
 # Status writes per object: a burst, then one a second. A pool flapping between two states
 # (a node label flapping every 0.5 s made 6 writes a second) is written once a second, with
@@ -192,7 +192,10 @@ class ObjectState:
     name: str
     published: Published | None = None  # what the cluster holds, as last read or written
     claim: tuple[str, Pool] | None = None  # the (fabric, pool) the facts call for now
-    latest: FabricCapabilityStatus | None = None  # the status last computed for that claim
+    # The claim as a Ready pool, for the FabricUnschedulable messages; None while its last
+    # status is not Ready. Not the status itself: at 5,000 pools holding each one's last
+    # status (with its workloads) cost about 6.5 KB a pool, for four fields read.
+    ready: ReadyPool | None = None
     absent_since: float | None = None  # monotonic; since when no pool calls for it
     # What it shows while no pool calls for it (the empty state), and whether that is still to write.
     empty: StatusWrite | None = None

@@ -611,7 +611,7 @@ class Publisher:
             self._renamed(name, now)
         for conflict in evaluation.conflicts:
             state = self._state(conflict.name)
-            state.claim, state.latest = None, None
+            state.claim, state.ready = None, None
             self._conflict(state, conflict.describe())
         if self.lookups is not None:
             self.lookups.request(evaluation.lookups)
@@ -624,7 +624,7 @@ class Publisher:
             status = capability.status
             if unavailable is not None:
                 status = data_unavailable(status, unavailable)
-            state.claim, state.latest = (capability.fabric, capability.pool), capability.status
+            state.claim, state.ready = (capability.fabric, capability.pool), ready_pool(capability)
             state.absent_since, state.empty, state.empty_due = None, None, False
             status_json = status.to_json()
             if not status.is_ready:
@@ -666,7 +666,7 @@ class Publisher:
         state = self.objects.get(capability.name)
         if state is None:
             return  # never called for, nothing published: nothing to empty
-        state.claim, state.latest, state.conflict = None, None, None
+        state.claim, state.ready, state.conflict = None, None, None
         state.unready_seen, state.recheck_at = None, None
         if state.absent_since is None:
             state.absent_since = now
@@ -688,7 +688,7 @@ class Publisher:
         state = self.objects.get(name)
         if state is None:
             return  # never published: nothing to delete
-        state.claim, state.latest, state.conflict = None, None, None
+        state.claim, state.ready, state.conflict = None, None, None
         state.unready_seen, state.recheck_at = None, None
         state.absent_since = now - self.config.pool_grace_period_seconds
         state.empty, state.empty_due = None, False
@@ -839,14 +839,7 @@ class Publisher:
             if not self.outbox.knows(unschedulable_key(profiles[group.fabric], group.owner))
         ]
         if unsent:
-            ready = [
-                ReadyPool(state.claim[0], state.latest.pool.key, state.latest.pool.value, state.latest.uniform_count)
-                for state in self.objects.values()
-                if state.claim is not None
-                and state.latest is not None
-                and state.latest.is_ready
-                and state.latest.uniform_count is not None
-            ]
+            ready = [state.ready for state in self.objects.values() if state.claim is not None and state.ready]
             ready += self._other_shards_ready.values()
             events += [unschedulable_event(profiles[group.fabric], group, ready) for group in unsent]
         # An owner still to be read may have an owner of its own (a JobSet's TrainJob): an Event
@@ -916,3 +909,11 @@ def _claim_conflict(capability: PoolCapability, existing: Published) -> str | No
 
 
 __all__ = ["Published", "Publisher", "WritePermit", "is_ready_status", "status_patch"]
+
+
+def ready_pool(capability: PoolCapability) -> ReadyPool | None:
+    """The pool as the FabricUnschedulable messages name it, while its status is Ready with one count."""
+    status = capability.status
+    if not status.is_ready or status.uniform_count is None:
+        return None
+    return ReadyPool(capability.fabric, status.pool.key, status.pool.value, status.uniform_count)
