@@ -193,8 +193,8 @@ class ObjectState:
     published: Published | None = None  # what the cluster holds, as last read or written
     claim: tuple[str, Pool] | None = None  # the (fabric, pool) the facts call for now
     # The claim as a Ready pool, for the FabricUnschedulable messages; None while its last
-    # status is not Ready. Not the status itself: at 5,000 pools holding each one's last
-    # status (with its workloads) cost about 6.5 KB a pool, for four fields read.
+    # status is not Ready. Not the status itself: holding each pool's last status (with its
+    # workloads) for four fields cost 13 MiB of RSS at 5,000 pools (docs/performance.md).
     ready: ReadyPool | None = None
     absent_since: float | None = None  # monotonic; since when no pool calls for it
     # What it shows while no pool calls for it (the empty state), and whether that is still to write.

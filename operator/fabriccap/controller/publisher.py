@@ -624,7 +624,7 @@ class Publisher:
             status = capability.status
             if unavailable is not None:
                 status = data_unavailable(status, unavailable)
-            state.claim, state.ready = (capability.fabric, capability.pool), ready_pool(capability)
+            state.claim, state.ready = (capability.fabric, capability.pool), _ready_pool(capability)
             state.absent_since, state.empty, state.empty_due = None, None, False
             status_json = status.to_json()
             if not status.is_ready:
@@ -839,7 +839,8 @@ class Publisher:
             if not self.outbox.knows(unschedulable_key(profiles[group.fabric], group.owner))
         ]
         if unsent:
-            ready = [state.ready for state in self.objects.values() if state.claim is not None and state.ready]
+            # Cleared with its claim: an object no pool calls for has none.
+            ready = [state.ready for state in self.objects.values() if state.ready is not None]
             ready += self._other_shards_ready.values()
             events += [unschedulable_event(profiles[group.fabric], group, ready) for group in unsent]
         # An owner still to be read may have an owner of its own (a JobSet's TrainJob): an Event
@@ -908,12 +909,12 @@ def _claim_conflict(capability: PoolCapability, existing: Published) -> str | No
     )
 
 
-__all__ = ["Published", "Publisher", "WritePermit", "is_ready_status", "status_patch"]
-
-
-def ready_pool(capability: PoolCapability) -> ReadyPool | None:
+def _ready_pool(capability: PoolCapability) -> ReadyPool | None:
     """The pool as the FabricUnschedulable messages name it, while its status is Ready with one count."""
     status = capability.status
     if not status.is_ready or status.uniform_count is None:
         return None
     return ReadyPool(capability.fabric, status.pool.key, status.pool.value, status.uniform_count)
+
+
+__all__ = ["Published", "Publisher", "WritePermit", "is_ready_status", "status_patch"]
