@@ -79,7 +79,9 @@ class Published:
         return self.labels.get(FABRIC_LABEL), pool
 
     @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> Published:
+    def from_object(cls, obj: dict[str, Any], held: dict[str, Any] | None = None) -> Published:
+        """``obj`` as read or as a write's answer. ``held``: the status this replica holds for
+        it already (what a status write sent; what was held before a write of metadata)."""
         metadata = obj.get("metadata") or {}
         try:
             generation = int(metadata.get("generation") or 1)
@@ -89,14 +91,23 @@ class Published:
         return cls(
             name=str(metadata.get("name")),
             generation=generation,
-            # One per pool, kept until the next write: its keys and reasons shared (core.sharing).
-            status=shared_json(status) if isinstance(status, dict) else {},
+            status=_kept_status(status, held),
             labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
             annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
             resource_version=str(metadata.get("resourceVersion") or ""),
             uid=str(metadata.get("uid") or ""),
             status_writers=_newest_status_writers(metadata.get("managedFields")),
         )
+
+
+def _kept_status(status: Any, held: dict[str, Any] | None) -> dict[str, Any]:
+    """The status to keep (one per pool, until the next write): ``held`` when the object says
+    the same, for most parts of a status this replica wrote are the evaluation memo's
+    (PoolCapability), so a pool's status is held once, not twice; else the object's, its keys
+    and reasons shared (core.sharing)."""
+    if held is not None and status == held:
+        return held
+    return shared_json(status) if isinstance(status, dict) else {}
 
 
 def _newest_status_writers(managed_fields: Any) -> frozenset[str]:

@@ -568,8 +568,8 @@ class Publisher:
         )
         for capability in evaluation.capabilities:
             state = self.objects.get(capability.name)
-            if state is not None and not capability.status.is_ready:
-                state.unready_seen = capability.status.to_json()
+            if state is not None and not capability.is_ready:
+                state.unready_seen = capability.status_json
 
     async def reconcile_once(self, finish_writes: bool = True) -> None:
         """One round: evaluate the dirty pools, start the writes they need, send Events.
@@ -621,15 +621,15 @@ class Publisher:
             )
         for capability in evaluation.capabilities:
             state = self._state(capability.name)
-            status = capability.status
+            status_json = capability.status_json
             if unavailable is not None:
-                status = data_unavailable(status, unavailable)
+                status_json = data_unavailable(capability.status, unavailable).to_json()
             state.claim, state.ready = (capability.fabric, capability.pool), _ready_pool(capability)
             state.absent_since, state.empty, state.empty_due = None, None, False
-            status_json = status.to_json()
-            if not status.is_ready:
+            ready = is_ready_status(status_json)
+            if not ready:
                 state.unready_seen = status_json
-            shown = self._take_unready(state, status_json, now) if status.is_ready else status_json
+            shown = self._take_unready(state, status_json, now) if ready else status_json
             # Metrics come from what this replica computed, never from a status read back
             # (which anyone with RBAC could have forged).
             self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, shown)
@@ -670,14 +670,14 @@ class Publisher:
         state.unready_seen, state.recheck_at = None, None
         if state.absent_since is None:
             state.absent_since = now
-        status = capability.status
+        status_json = capability.status_json
         if self._unavailable is not None:
-            status = data_unavailable(status, self._unavailable)
+            status_json = data_unavailable(capability.status, self._unavailable).to_json()
         published = state.published
         if published is not None and _claims_other(capability, published):
             state.empty = None  # it says it is another pool's: no pool calls for it (``no_pool_write``)
         else:
-            state.empty = StatusWrite(capability, status.to_json(), create=False)
+            state.empty = StatusWrite(capability, status_json, create=False)
             self.metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, state.empty.status)
         state.empty_due = True
 
@@ -911,10 +911,12 @@ def _claim_conflict(capability: PoolCapability, existing: Published) -> str | No
 
 def _ready_pool(capability: PoolCapability) -> ReadyPool | None:
     """The pool as the FabricUnschedulable messages name it, while its status is Ready with one count."""
-    status = capability.status
-    if not status.is_ready or status.uniform_count is None:
+    status = capability.status_json
+    count = status.get("uniformCount")
+    if not capability.is_ready or count is None:
         return None
-    return ReadyPool(capability.fabric, status.pool.key, status.pool.value, status.uniform_count)
+    pool = status["pool"]
+    return ReadyPool(capability.fabric, pool["key"], pool["value"], count)
 
 
 __all__ = ["Published", "Publisher", "WritePermit", "is_ready_status", "status_patch"]

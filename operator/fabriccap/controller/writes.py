@@ -390,7 +390,8 @@ class ObjectWriter:
             if annotations:
                 patch["annotations"] = annotations
             existing = state.published = Published.from_object(
-                await self.requests.merge_patch(FABRIC_CAPABILITIES.item(name), {"metadata": patch}, timeout)
+                await self.requests.merge_patch(FABRIC_CAPABILITIES.item(name), {"metadata": patch}, timeout),
+                held=existing.status,
             )
             logger.info("%s FabricCapability %s %s", "adopted" if adopted else "labelled", name, labels)
         if not status_current(state, existing, intent.status):
@@ -406,7 +407,8 @@ class ObjectWriter:
             state.published = Published.from_object(
                 await self.requests.merge_patch(
                     FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "true"}}}, timeout
-                )
+                ),
+                held=None if state.published is None else state.published.status,
             )
         state.retry.forget()
         state.refused = None
@@ -444,7 +446,8 @@ class ObjectWriter:
             existing = state.published = Published.from_object(
                 await self.requests.merge_patch(
                     FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "false"}}}, timeout
-                )
+                ),
+                held=existing.status,
             )
         summary = too_large_status(capability.status, str(refusal)).to_json()
         if strip_volatile(existing.status) == strip_volatile(summary):
@@ -463,7 +466,8 @@ class ObjectWriter:
         written = Published.from_object(
             await self.requests.merge_patch(
                 FABRIC_CAPABILITIES.status(name), status_patch(existing.status, stamped), timeout
-            )
+            ),
+            held=stamped,
         )
         state.published, state.written = written, written.status
         self.metrics.status_writes.labels(result="updated").inc()

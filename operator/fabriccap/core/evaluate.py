@@ -58,6 +58,8 @@ from fabriccap.core.api import (
     ResourceClaimSpec,
     ResourceClaimTemplateSpec,
     SourceCount,
+    is_ready_status,
+    status_with,
 )
 from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
@@ -104,18 +106,35 @@ SCHEDULER_ON_ERROR = (
 
 @dataclass(frozen=True, slots=True)
 class PoolCapability:
-    """One FabricCapability: its identity and its computed status."""
+    """One FabricCapability: its identity and its computed status.
+
+    The status is JSON (``status_json``), what is written; the model (``status``) is made from
+    it when first read. The operator's rounds read only the JSON, and most of its parts are
+    the memo's (``api.status_with``): never to be changed in place."""
 
     name: str
     fabric: str
     pool: Pool
-    status: FabricCapabilityStatus
+    status_json: dict[str, Any]
+    _model: FabricCapabilityStatus | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def status(self) -> FabricCapabilityStatus:
+        if self._model is None:
+            # Frozen for its users; this is the one field it fills in itself, once.
+            object.__setattr__(self, "_model", FabricCapabilityStatus.model_validate(self.status_json))
+        assert self._model is not None
+        return self._model
+
+    @property
+    def is_ready(self) -> bool:
+        return is_ready_status(self.status_json)
 
     def labels(self) -> dict[str, str]:
         labels = {
             FABRIC_LABEL: self.fabric,
             MANAGED_BY_LABEL: MANAGED_BY_VALUE,
-            READY_LABEL: "true" if self.status.is_ready else "false",
+            READY_LABEL: "true" if self.is_ready else "false",
         }
         if is_label_value(self.pool.value):
             labels[POOL_LABEL] = self.pool.value
@@ -133,7 +152,7 @@ class PoolCapability:
         }
 
     def to_object(self) -> dict[str, Any]:
-        return {**self.identity(), "status": self.status.to_json()}
+        return {**self.identity(), "status": self.status_json}
 
     def create_body(self) -> dict[str, Any]:
         """The POST body: the API server ignores ``status`` on create (status subresource)."""
@@ -874,8 +893,9 @@ class _PoolMemo:
     facts_version: int
     provider_version: int
     targets: tuple[str, ...]  # empty: the pool has no target node
-    # Without workloads; ``empty_status`` when no object is called for (``published`` False).
-    status: FabricCapabilityStatus
+    # As JSON, without workloads; ``empty_status`` when no object is called for (``published``
+    # False). Not the model: at 5,000 pools the models cost 9 KB a pool more (docs/performance.md).
+    status: dict[str, Any]
     published: bool
     judgements: dict[NamespacedKey, PodJudgement] = field(default_factory=dict)
     # What withoutFabric is judged against: the pool offers the fabric (advertised now, launchable
@@ -1033,7 +1053,7 @@ def _pool_side(
     # An object is called for while the pool has a target node, or is a NodePool's that is of
     # the fabric: an empty NodePool shows what it could launch (SPEC "Elastic pools").
     published = bool(targets) or (launchable is not None and launchable.of_fabric)
-    status = evaluate_pool(analysis)
+    status = evaluate_pool(analysis).to_json()
     fresh = _PoolMemo(facts_version, index.provider_version, targets, status, published)
     fresh.offers = (
         bool(analysis.advertising)
@@ -1069,8 +1089,7 @@ def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> li
 
 def _not_requested(
     profile: FabricProfile,
-    name: str,
-    status: FabricCapabilityStatus,
+    capability: PoolCapability,
     side: _PoolMemo,
     owner: ObjectRef,
     pods: int,
@@ -1078,8 +1097,9 @@ def _not_requested(
 ) -> WorkloadEvent:
     """FabricNotRequested; on a Karpenter pool, naming the nodes launched without the fabric for it."""
     launched = sorted(nodes.get(owner, frozenset()) & side.launched_without)
+    status = capability.status
     count = status.uniform_count if status.is_ready and status.uniform_count else side.launch_count
-    return not_requested_event(profile, name, status, owner, pods, launched, count)
+    return not_requested_event(profile, capability.name, status, owner, pods, launched, count)
 
 
 def evaluate(
@@ -1127,13 +1147,18 @@ def evaluate(
             present = {pool for pool, side in sides.items() if side.published}
             names, named_again = pool_names(profile.name, present, fabric_names), True
         given = memo.names if memo is not None else {}
+        env = (
+            [EnvVarValue(name=env.name, value=env.value).to_json() for env in config.recommended_env(profile)]
+            if config.transport.enabled
+            else None
+        )
         for pool in evaluated:
             side = sides[pool]
             if not side.published:
                 # Under the name its object was published with: that object shows it at once.
                 old = given.get((profile.name, pool)) if preview else given.pop((profile.name, pool), None)
                 name = old or capability_name(profile.name, pool.key, pool.value, fabric_names)
-                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status=side.status))
+                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status_json=side.status))
         # A pool renamed by another's coming or going is published again under its new name,
         # and its old object goes at once: one pool, one object.
         for pool in sorted(present - set(sides)) if named_again else ():
@@ -1149,33 +1174,36 @@ def evaluate(
                 renamed.add(old)
             if memo is not None and not preview:
                 given[(profile.name, pool)] = naming.name
-            status = side.status
+            parts: dict[str, Any] = {}
             if naming.hashed:
                 why = NamingStatus(hashed=True, reason=naming.reason or "", message=naming.message or "")
-                status = status.model_copy(update={"naming": why})
-            if config.transport.enabled and status.recommendation is not None:
-                env = [EnvVarValue(name=env.name, value=env.value) for env in config.recommended_env(profile)]
-                status = status.model_copy(
-                    update={"recommendation": status.recommendation.model_copy(update={"env": env})}
-                )
+                parts["naming"] = why.to_json()
+            if env is not None and (recommendation := side.status.get("recommendation")) is not None:
+                parts["recommendation"] = {**recommendation, "env": env}
+            found = None
             if config.workloads.enabled:
                 found = pool_workloads(
                     _judgements(profile, side, index), side.offers, transport=config.transport.enabled
                 )
-                status = status.model_copy(update={"workloads": found.status})
+                parts["workloads"] = found.status.to_json()
                 lookups |= found.lookups
+            status = status_with(side.status, **parts) if parts else side.status
+            capability = PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status_json=status)
+            capabilities.append(capability)
+            if found is not None and (found.without_fabric or found.not_used):
+                # Events are built from the model, made only for a problem not yet recorded.
+                pool_ref = PoolRef.model_validate(status["pool"])
                 events.extend(
-                    _not_requested(profile, naming.name, status, side, owner, count, found.without_fabric_nodes)
+                    _not_requested(profile, capability, side, owner, count, found.without_fabric_nodes)
                     for owner, count in found.without_fabric
-                    if warned is None or not warned(not_requested_key(profile, owner, status.pool))
+                    if warned is None or not warned(not_requested_key(profile, owner, pool_ref))
                 )
                 events.extend(
-                    not_used_event(profile, status, not_used)
+                    not_used_event(profile, capability.status, not_used)
                     for not_used in found.not_used
                     if warned is None
-                    or not warned(not_used_key(profile, not_used.owner, status.pool, not_used.example.verdict))
+                    or not warned(not_used_key(profile, not_used.owner, pool_ref, not_used.example.verdict))
                 )
-            capabilities.append(PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status=status))
         if memo is not None and not preview:
             memo.names_published(profile.name)
     unschedulable: tuple[UnschedulableGroup, ...] = ()

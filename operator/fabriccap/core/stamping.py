@@ -11,7 +11,6 @@ The time itself is an argument: the core reads no clock. Callers take it with
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 # metav1.Time as the API server writes it: UTC, whole seconds (a strftime/strptime format).
@@ -25,15 +24,23 @@ def stamp_status(status: dict[str, Any], previous: dict[str, Any] | None, genera
         for condition in ((previous or {}).get("conditions") or [])
         if isinstance(condition, dict)
     }
-    stamped = copy.deepcopy(status)
-    stamped["observedGeneration"] = generation
-    for condition in stamped.get("conditions", []):
-        earlier = previous_conditions.get(condition["type"])
-        unchanged = earlier is not None and earlier.get("status") == condition["status"]
-        transition = earlier.get("lastTransitionTime") if unchanged and earlier else None
-        condition["lastTransitionTime"] = transition or now
-        condition["observedGeneration"] = generation
+    # A new dict and new conditions; every other part is ``status``'s own, shared and never
+    # changed (a deep copy per write cost CPU, and the memory of a second copy per pool).
+    stamped = {**status, "observedGeneration": generation}
+    if "conditions" in status:
+        stamped["conditions"] = [
+            _stamped(condition, previous_conditions, generation, now) for condition in status["conditions"]
+        ]
     return stamped
+
+
+def _stamped(
+    condition: dict[str, Any], previous: dict[Any, dict[str, Any]], generation: int, now: str
+) -> dict[str, Any]:
+    earlier = previous.get(condition["type"])
+    unchanged = earlier is not None and earlier.get("status") == condition["status"]
+    transition = earlier.get("lastTransitionTime") if unchanged and earlier else None
+    return {**condition, "lastTransitionTime": transition or now, "observedGeneration": generation}
 
 
 def strip_volatile(status: dict[str, Any] | None) -> dict[str, Any]:

@@ -121,4 +121,4 @@ def evaluation_objects(evaluation: Evaluation, now: str | None = None) -> list[d
 
 def all_ready(evaluation: Evaluation) -> bool:
     """``--require-ready``: at least one pool, and every pool Ready."""
-    return bool(evaluation.capabilities) and all(capability.status.is_ready for capability in evaluation.capabilities)
+    return bool(evaluation.capabilities) and all(capability.is_ready for capability in evaluation.capabilities)
