@@ -26,7 +26,11 @@ import json
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+
+# The config builder is the tests' (tests/support): run from a checkout, no PYTHONPATH needed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from workloads_bench import pod_body
 

@@ -597,7 +597,9 @@ def start_operators(
             command = [*record, "-o", args.profile, "--", *command]
         log = (directory / f"operator-{index}.log").open("w")
         logs.append(log)
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # The operator's own environment (--operator-env): the baseline client keeps this one.
+        env = {**os.environ, **dict(setting.split("=", 1) for setting in args.operator_env)}
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         members.append(OperatorProcess(process, child_pid(process.pid) if args.profile else process.pid))
     return Shards(members), ports[0][0], ports[0][1], logs
 
@@ -880,6 +882,13 @@ def main() -> int:
     parser.add_argument("--faults", action="store_true", help="relist, malformed event, 429 storm, outage")
     parser.add_argument("--outage-seconds", type=float, default=60.0)
     parser.add_argument("--start-only", action="store_true", help="stop after the start figures")
+    parser.add_argument(
+        "--operator-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set in the operator's environment only (e.g. PYTHONMALLOC=malloc); repeatable",
+    )
     parser.add_argument(
         "--profile",
         help="record the operator with py-spy (pip install py-spy) into this file (raw collapsed stacks)",

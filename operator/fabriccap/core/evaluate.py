@@ -1147,7 +1147,7 @@ def evaluate(
             present = {pool for pool, side in sides.items() if side.published}
             names, named_again = pool_names(profile.name, present, fabric_names), True
         given = memo.names if memo is not None else {}
-        env = (
+        recommended_env = (
             [EnvVarValue(name=env.name, value=env.value).to_json() for env in config.recommended_env(profile)]
             if config.transport.enabled
             else None
@@ -1178,8 +1178,8 @@ def evaluate(
             if naming.hashed:
                 why = NamingStatus(hashed=True, reason=naming.reason or "", message=naming.message or "")
                 parts["naming"] = why.to_json()
-            if env is not None and (recommendation := side.status.get("recommendation")) is not None:
-                parts["recommendation"] = {**recommendation, "env": env}
+            if recommended_env is not None and (recommendation := side.status.get("recommendation")) is not None:
+                parts["recommendation"] = {**recommendation, "env": recommended_env}
             found = None
             if config.workloads.enabled:
                 found = pool_workloads(
