@@ -570,6 +570,14 @@ def faults(
     return results
 
 
+def env_setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--operator-env``, as a pair."""
+    key, equals, value = text.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def start_operators(
     args: argparse.Namespace, simulator: Simulator, config_path: Path, directory: Path
 ) -> tuple[Shards, int, int, list[IO[str]]]:
@@ -598,7 +606,7 @@ def start_operators(
         log = (directory / f"operator-{index}.log").open("w")
         logs.append(log)
         # The operator's own environment (--operator-env): the baseline client keeps this one.
-        env = {**os.environ, **dict(setting.split("=", 1) for setting in args.operator_env)}
+        env = {**os.environ, **dict(args.operator_env)}
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         members.append(OperatorProcess(process, child_pid(process.pid) if args.profile else process.pid))
     return Shards(members), ports[0][0], ports[0][1], logs
@@ -885,6 +893,7 @@ def main() -> int:
     parser.add_argument(
         "--operator-env",
         action="append",
+        type=env_setting,
         default=[],
         metavar="KEY=VALUE",
         help="set in the operator's environment only (e.g. PYTHONMALLOC=malloc); repeatable",

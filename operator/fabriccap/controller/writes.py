@@ -408,7 +408,7 @@ class ObjectWriter:
                 await self.requests.merge_patch(
                     FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "true"}}}, timeout
                 ),
-                held=None if state.published is None else state.published.status,
+                held=existing.status,
             )
         state.retry.forget()
         state.refused = None
