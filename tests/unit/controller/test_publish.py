@@ -28,9 +28,11 @@ def test_a_status_patch_nulls_the_fields_that_went_away() -> None:
 
 
 # JSON as a status holds it: no null member (a merge patch says "delete" with null), lists of anything.
-_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=4)
+# The members are drawn from non-null scalars, not filtered: filtering None out of every leaf
+# discarded so many statuses that Hypothesis's health check failed about one run in fifteen.
+_members = st.booleans() | st.integers() | st.text(max_size=4)
 _json: st.SearchStrategy[Any] = st.recursive(
-    _scalars.filter(lambda value: value is not None),
+    _members,
     lambda inner: st.lists(inner | st.none(), max_size=3) | st.dictionaries(st.sampled_from("abcd"), inner, max_size=4),
     max_leaves=12,
 )
