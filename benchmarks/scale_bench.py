@@ -56,6 +56,7 @@ from typing import IO, Any, NamedTuple
 import aiohttp
 
 from fabriccap.configfile import load_config
+from fabriccap.controller.objects import OBJECT_WRITES_PER_SECOND
 from fabriccap.core.shard import Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import load_credentials
@@ -73,6 +74,12 @@ from fabriccap_devtools.scalesim.world import (
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 WAIT_SECONDS = 120.0  # a probe's effect, a relist: how long to wait before calling it lost
+# The probes change one pool, each change as soon as the last one showed. Faster than its
+# write budget (a burst of 10, then OBJECT_WRITES_PER_SECOND), the budget ran out after ~15
+# changes and every later sample was the wait for a token (~1 s), not the operator's latency.
+# So a change waits until its pool has earned one write since the last change showed, with
+# room for the second write a Ready flip makes (the label's).
+PROBE_SPACING_SECONDS = 1.5 / OBJECT_WRITES_PER_SECOND
 # The old baseline, one unpaged GET per collection, is skipped when its response would not
 # fit comfortably in memory as Python objects (~6x the JSON).
 UNPAGED_LIMIT_BYTES = 1_500_000_000
@@ -316,6 +323,31 @@ def scrape(port: int) -> dict[str, float]:
     return values
 
 
+def round_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """The publisher's rounds between two scrapes (shard 0's): how many, how long their
+    evaluation took (mean, and the histogram's bucket that holds the 99th percentile), and how
+    many pools each evaluated."""
+
+    def grew(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    rounds = grew("fabriccap_evaluation_duration_seconds_count")
+    if rounds <= 0:
+        return {"rounds": 0}
+    buckets = sorted(
+        (float(key.split('le="', 1)[1].split('"', 1)[0]), grew(key))
+        for key in after
+        if key.startswith("fabriccap_evaluation_duration_seconds_bucket{") and 'le="+Inf"' not in key
+    )
+    p99_bound = next((bound for bound, count in buckets if count >= 0.99 * rounds), None)
+    return {
+        "rounds": rounds,
+        "evaluation_mean_s": grew("fabriccap_evaluation_duration_seconds_sum") / rounds,
+        "evaluation_p99_at_most_s": p99_bound,
+        "pools_per_round": grew("fabriccap_evaluations_total") / rounds,
+    }
+
+
 def status_writes(simulator: Simulator) -> int:
     writes = simulator.stats()["sink"]["writes"]
     return int(writes.get("update fabriccapabilities.fabriccap.dev/status", 0))
@@ -367,9 +399,14 @@ class Probes:
         self.lost = 0
         self.count = 0
         self.efa = "32"
+        self.next_change = 0.0  # monotonic: when the probe pool may change again (its write budget)
+
+    def _paced(self) -> None:
+        time.sleep(max(self.next_change - time.monotonic(), 0.0))
 
     def _timed(self, committed: dict[str, Any], shows: Callable[[dict[str, Any] | None], bool]) -> float | None:
         arrived = wait_for_write(self.simulator, self.capability, int(committed["at"]), shows)
+        self.next_change = time.monotonic() + PROBE_SPACING_SECONDS
         if arrived is None:
             self.lost += 1
             return None
@@ -380,6 +417,7 @@ class Probes:
     def node(self) -> None:
         self.efa = "16" if self.efa == "32" else "32"
         expected = "MixedCounts" if self.efa == "16" else "UniformCapability"
+        self._paced()
         committed = self.simulator.post(
             "/probe/vars", {"resource": "nodes", "name": self.nodes[0], "vars": {"EFA": self.efa}}
         )
@@ -391,6 +429,7 @@ class Probes:
         base = without_fabric(latest_status(self.simulator, self.capability)) or 0
         name = f"probe-{self.count:05d}"
         self.count += 1
+        self._paced()
         committed = self.simulator.post(
             "/probe/create",
             {
@@ -402,6 +441,7 @@ class Probes:
             },
         )
         self._timed(committed, lambda status: without_fabric(status) == base + 1)
+        self._paced()
         committed = self.simulator.post(
             "/probe/delete", {"resource": "pods", "namespace": self.namespace, "name": name}
         )
@@ -733,6 +773,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"churn for {args.churn_seconds:.0f}s", flush=True)
                 controls = {f"efa-{pool_name(pool)}" for pool in range(1, world.quiet_pools)}
                 simulator.post("/stats/reset", {})
+                rounds_before = scrape(metrics_port)
                 churn_started_ns = time.time_ns()
                 cpu, wall = operator.cpu_seconds(), time.monotonic()
                 simulator.post("/churn", churn_spec(world, args, args.churn_seconds))
@@ -752,6 +793,21 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["churn_seconds"] = churn["seconds"]
                 results["cpu_cores"] = churn_cpu / churn_wall
                 results["churn_status_writes"] = len(writes_during)
+                results["rounds"] = round_figures(rounds_before, scrape(metrics_port))
+                # Writes of the probe pool against the changes the probes made (3 a round):
+                # more than one a change spends the object's write budget (1 a second).
+                results["probe_pool_writes"] = sum(1 for write in writes_during if write["name"] == probes.capability)
+                results["probe_changes"] = 3 * probes.count
+                results["probe_pool_timeline"] = [
+                    {
+                        "after_s": round((int(write["at"]) - churn_started_ns) / 1e9, 3),
+                        "ready": ready_reason(write["status"]),
+                        "withoutFabric": without_fabric(write["status"]),
+                        "workloads": sorted((write["status"].get("workloads") or {}).items())[:4],
+                    }
+                    for write in writes_during
+                    if write["name"] == probes.capability
+                ][:40]
                 results["control_pool_writes"] = sum(1 for write in writes_during if write["name"] in controls)
                 results["heartbeat_writes"] = results["heartbeat_only_status_writes"] + results["control_pool_writes"]
                 results["probe_samples"] = len(probes.samples)
@@ -853,6 +909,12 @@ def summary(results: dict[str, Any], debounce: float) -> str:
         f"CPU: {results.get('cpu_cores', 0):.2f} cores under churn, idle {results.get('idle_cores', 0):.2f}; "
         f"{results.get('cpu_s_per_1000_heartbeats') or 0:.2f} CPU s per 1,000 heartbeats",
     ]
+    rounds = results.get("rounds") or {}
+    if rounds.get("rounds"):
+        lines.append(
+            f"rounds under churn: {rounds['rounds']:.0f}, {rounds['pools_per_round']:.0f} pools each; evaluation "
+            f"mean {seconds(rounds['evaluation_mean_s'])}, p99 at most {seconds(rounds['evaluation_p99_at_most_s'])}"
+        )
     if results["shards"] > 1:
         lines.append(
             f"shards: {results['shards']} processes; peak RSS by shard "
