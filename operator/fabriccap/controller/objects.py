@@ -36,6 +36,10 @@ from fabriccap.core.workloads import ReadyPool
 # the worst of what it showed meanwhile (``Publisher`` holds a not-Ready back for the next write).
 OBJECT_WRITE_BURST = 10
 OBJECT_WRITES_PER_SECOND = 1.0
+# A pool whose counts keep moving (a job starting its pods) spends its budget on routine
+# writes. Those leave this many tokens to the writes that move a condition or name an offender:
+# a node losing its fabric in a busy pool is written at once, not after the next token (~1 s).
+OBJECT_WRITES_KEPT_FROM_ROUTINE = 3
 
 # A write war: another writer puts its own status back each time this one writes (a second
 # install, a --standalone replica with another config). One overwrite is an edit, put back;
@@ -156,6 +160,11 @@ class Lane(StrEnum):
     EXPIRY = "expiry"  # a deletion after the grace period: never in the way of the others
 
 
+def budget_kept(lane: Lane) -> int:
+    """The tokens of its object's write budget a write in ``lane`` must leave for others."""
+    return OBJECT_WRITES_KEPT_FROM_ROUTINE if lane is Lane.ROUTINE else 0
+
+
 @dataclass
 class WriteSlot:
     """The one write of an object waiting for its lane or being sent."""
@@ -226,7 +235,9 @@ class ObjectState:
     unready_seen: dict[str, Any] | None = None
     recheck_at: float | None = None  # monotonic; evaluate the pool again then (after a held not-Ready)
     budget: TokenBucket = field(default_factory=lambda: TokenBucket(OBJECT_WRITES_PER_SECOND, OBJECT_WRITE_BURST))
-    deferred: bool = False  # a write held back by the budget: the pool is evaluated again at the next token
+    # A write held back by the budget: the tokens it had to leave (``budget_kept``); the pool is
+    # evaluated again when one more is there. None: nothing held back.
+    deferred: int | None = None
     events: EventLimiter | None = None
     slot: WriteSlot | None = None
 

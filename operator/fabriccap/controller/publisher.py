@@ -63,6 +63,7 @@ from fabriccap.controller.objects import (
     ObjectState,
     Published,
     StatusWrite,
+    budget_kept,
 )
 from fabriccap.controller.ratelimit import BackoffPolicy, Retry
 from fabriccap.controller.store import FactStore
@@ -307,8 +308,8 @@ class Publisher:
                 candidates.append(expiry)
             if state.retry.failures and state.refused is None:
                 candidates.append(state.retry.due - now)
-            if state.deferred:
-                candidates.append(state.budget.next_token(now))
+            if state.deferred is not None:
+                candidates.append(state.budget.next_token(now, state.deferred))
             if state.recheck_at is not None:
                 candidates.append(state.recheck_at - now)
             if state.events is not None and (held := state.events.next_due(now)) is not None:
@@ -340,8 +341,8 @@ class Publisher:
             if state.retry.failures and state.refused is None and state.retry.due <= now:
                 due = True
                 state.empty_due = state.empty_due or state.claim is None
-            if state.deferred and state.budget.next_token(now) <= 0:
-                state.deferred, due = False, True
+            if state.deferred is not None and state.budget.next_token(now, state.deferred) <= 0:
+                state.deferred, due = None, True
             if state.recheck_at is not None and state.recheck_at <= now:
                 state.recheck_at, due = None, True
             if state.yielded and state.foreign is not None and state.foreign.quiet(now):
@@ -753,11 +754,13 @@ class Publisher:
             return True  # refused as invalid; the same status would be refused again
         if state.retry.waiting(now) or state.yielded:
             return True  # backing off (the loop comes back when it is due), or yielded
-        if state.slot is None and published is not None and not state.budget.allows(now):
-            state.deferred = True
-            self._wake_in(state.budget.next_token(now))
+        lane = write_lane(None if published is None else published.status, intent.status)
+        kept = budget_kept(lane)
+        if state.slot is None and published is not None and not state.budget.allows(now, kept):
+            state.deferred = kept
+            self._wake_in(state.budget.next_token(now, kept))
             return False
-        self.lanes.submit(state, intent, write_lane(None if published is None else published.status, intent.status))
+        self.lanes.submit(state, intent, lane)
         return True
 
     def _needs_write(self, state: ObjectState, intent: StatusWrite) -> bool:

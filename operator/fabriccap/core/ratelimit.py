@@ -33,11 +33,13 @@ class TokenBucket:
         self._tokens = self._refill(now) - granted
         return granted
 
-    def allows(self, now: float) -> bool:
-        """Take one token if there is one."""
+    def allows(self, now: float, keep: int = 0) -> bool:
+        """Take one token if there is one besides the ``keep`` left for others."""
+        if self._refill(now) < 1 + keep:
+            return False
         return self.take(now) == 1
 
-    def next_token(self, now: float) -> float:
-        """Seconds until one token is there (0: now)."""
-        missing = 1.0 - self._refill(now)
+    def next_token(self, now: float, keep: int = 0) -> float:
+        """Seconds until one token is there besides ``keep`` (0: now)."""
+        missing = 1.0 + keep - self._refill(now)
         return 0.0 if missing <= 0 else missing / self.rate
