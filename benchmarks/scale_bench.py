@@ -773,7 +773,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"churn for {args.churn_seconds:.0f}s", flush=True)
                 controls = {f"efa-{pool_name(pool)}" for pool in range(1, world.quiet_pools)}
                 simulator.post("/stats/reset", {})
+                rss_before_scrape = operator.rss()
+                started_scrape = time.monotonic()
                 rounds_before = scrape(metrics_port)
+                results["first_scrape"] = {
+                    "seconds": time.monotonic() - started_scrape,
+                    "rss_before_mib": rss_before_scrape[:2],
+                    "rss_after_mib": operator.rss()[:2],
+                }
                 churn_started_ns = time.time_ns()
                 cpu, wall = operator.cpu_seconds(), time.monotonic()
                 simulator.post("/churn", churn_spec(world, args, args.churn_seconds))

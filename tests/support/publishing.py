@@ -62,7 +62,7 @@ class Setup:
         return self.api.objects(FCAPS)
 
     def gauge(self, metric: str, /, **labels: str) -> float | None:
-        return self.metrics.registry.get_sample_value(metric, labels)
+        return self.metrics.sample_value(metric, labels)
 
 
 def healthy(pool: str, *names: str) -> list[dict[str, Any]]:

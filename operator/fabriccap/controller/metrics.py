@@ -234,6 +234,20 @@ class PoolSeries:
     values: array[float]
 
 
+# Pools whose samples of one family are rendered at once (``PoolCollector.exposition``).
+EXPOSITION_CHUNK_POOLS = 250
+
+
+@dataclass(frozen=True)
+class _OneFamily:
+    """A collector of one family already built, for ``generate_latest``."""
+
+    metric: Metric
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.metric
+
+
 class PoolCollector:
     """Yields the pool families from the statuses the operator computed last.
 
@@ -272,20 +286,41 @@ class PoolCollector:
         self.pools.pop(name, None)
 
     def collect(self) -> Iterator[Metric]:
-        # Rendered off the event loop (SharedExposition): the pools are read once, as one
-        # snapshot (copying a dict's items is atomic under the GIL), and a pool's series are
-        # never changed after set_pool (each call makes new ones).
+        # Read off the event loop (SharedExposition): the pools are read once, as one snapshot
+        # (copying a dict's items is atomic under the GIL), and a pool's series are never
+        # changed after set_pool (each call makes new ones).
         pools = sorted(self.pools.items())
         fresh = self.fresh()
-        for index, family in enumerate(POOL_FAMILIES):
-            metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
-            zeroed = family.name == READY_FAMILY and not fresh
-            for name, series in pools:
-                start = series.layout.starts[index]
-                for offset, extra in enumerate(series.layout.labels[index]):
-                    value = 0.0 if zeroed else series.values[start + offset]
-                    metric.add_metric([name, series.fabric, series.pool, *extra], value)
-            yield metric
+        for index in range(len(POOL_FAMILIES)):
+            yield self._family(index, pools, fresh)
+
+    def exposition(self) -> Iterator[bytes]:
+        """The pool families in the text format, a family and ``EXPOSITION_CHUNK_POOLS`` pools
+        at a time. ``generate_latest`` of them all at once held every line of every family
+        (165,000 small strings at 5,000 pools) and a family's samples until the end; made
+        between the event loop's own allocations, they pinned Python's arenas, and one scrape
+        grew the operator's RSS by 52 MiB for good (docs/performance.md)."""
+        pools = sorted(self.pools.items())
+        fresh = self.fresh()
+        for index in range(len(POOL_FAMILIES)):
+            for first in range(0, len(pools) or 1, EXPOSITION_CHUNK_POOLS):
+                chunk = self._family(index, pools[first : first + EXPOSITION_CHUNK_POOLS], fresh)
+                text = generate_latest(_OneFamily(chunk))
+                # The family's "# HELP" and "# TYPE" lines go once, before its first chunk
+                # (generate_latest escapes the help text onto its one line).
+                yield text if first == 0 else text.split(b"\n", 2)[2]
+
+    @staticmethod
+    def _family(index: int, pools: Iterable[tuple[str, PoolSeries]], fresh: bool) -> GaugeMetricFamily:
+        family = POOL_FAMILIES[index]
+        metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
+        zeroed = family.name == READY_FAMILY and not fresh
+        for name, series in pools:
+            start = series.layout.starts[index]
+            for offset, extra in enumerate(series.layout.labels[index]):
+                value = 0.0 if zeroed else series.values[start + offset]
+                metric.add_metric([name, series.fabric, series.pool, *extra], value)
+        return metric
 
     def describe(self) -> Iterator[Metric]:
         # Declaring the families lets the registry detect name clashes at registration.
@@ -298,8 +333,11 @@ class OperatorMetrics:
 
     def __init__(self, shard: Shard = UNSHARDED) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # The pool families have a registry of their own: the exposition renders them in
+        # chunks (PoolCollector.exposition), after the rest; ``sample_value`` reads both.
         self.pools = PoolCollector()
-        self.registry.register(self.pools)
+        self.pool_registry = CollectorRegistry(auto_describe=True)
+        self.pool_registry.register(self.pools)
         # The standard process_* and python_* families (the default registry's, in ours).
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -442,7 +480,12 @@ class OperatorMetrics:
             self.status_writes.labels(result=result)
 
     def exposition(self) -> bytes:
-        return bytes(generate_latest(self.registry))
+        return b"".join([generate_latest(self.registry), *self.pools.exposition()])
+
+    def sample_value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        """A sample's value, whichever registry holds it (None: no such sample)."""
+        value = self.registry.get_sample_value(name, dict(labels or {}))
+        return self.pool_registry.get_sample_value(name, dict(labels or {})) if value is None else value
 
 
 # How old a rendered exposition may be when it is served. Prometheus scrapes every 15 s or more,

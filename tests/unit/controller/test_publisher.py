@@ -245,7 +245,7 @@ async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
         await start(setup)
         assert setup.api.writes() == []
         labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
-        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
+        assert setup.metrics.sample_value("fabriccap_pool_ready", labels) == 1
         # Leadership arrives: everything is reconciled at the next round.
         setup.publisher.leader = AlwaysLeader()
         setup.publisher.became_leader(True)
@@ -260,9 +260,9 @@ async def test_stale_watch_data_reads_as_not_ready() -> None:
         setup.add(healthy("p5", "a"))
         await start(setup)
         labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
-        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 1
+        assert setup.metrics.sample_value("fabriccap_pool_ready", labels) == 1
         fresh[0] = False  # a partition: nothing confirms the last answer
-        assert setup.metrics.registry.get_sample_value("fabriccap_pool_ready", labels) == 0
+        assert setup.metrics.sample_value("fabriccap_pool_ready", labels) == 0
 
 
 # --- the watch on the published objects (informers.PublishedWatch) -----------------------------

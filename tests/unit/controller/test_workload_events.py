@@ -235,7 +235,7 @@ async def test_the_workload_gauge_follows_the_pods() -> None:
         setup.add([workload_pod("n1", "llama-0", efa=32)])
         await setup.start()
         labels = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
-        value = setup.metrics.registry.get_sample_value
+        value = setup.metrics.sample_value
         assert value("fabriccap_pool_workload_pods", {**labels, "use": "requesting_fabric"}) == 1.0
         assert value("fabriccap_pool_workload_pods", {**labels, "use": "without_fabric"}) == 0.0
 

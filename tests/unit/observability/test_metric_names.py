@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.metrics import EXPOSITION_CHUNK_POOLS, OperatorMetrics
 from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.observability import alerts, dashboard
@@ -321,3 +322,32 @@ def test_a_nodepool_pool_exports_its_launchable_maxima() -> None:
         'fabriccap_pool_launchable_max{count="32",fabric="efa",name="efa-gpu",pool="gpu"} 1.0',
         'fabriccap_pool_launchable_max{count="1",fabric="efa",name="efa-gpu",pool="gpu"} 1.0',
     ]
+
+
+def test_the_pool_families_rendered_in_chunks_are_the_whole_render_byte_for_byte() -> None:
+    metrics = OperatorMetrics()
+    healthy, mixed = (
+        evaluate_bodies(healthy_pool(pool="p5-good", prefix="good-")).capabilities[0].status.to_json(),
+        _mixed_pool().status.to_json(),
+    )
+    pools = 2 * EXPOSITION_CHUNK_POOLS + 7  # three chunks, the last a short one
+    for index in range(pools):
+        metrics.pools.set_pool(f"efa-p{index:04d}", "efa", f"p{index:04d}", mixed if index % 3 else healthy)
+    chunked = b"".join(metrics.pools.exposition())
+    assert chunked == generate_latest(metrics.pool_registry)
+    # Each family once, every pool in it: the chunks' own headers were left out.
+    families = list(text_string_to_metric_families(chunked.decode()))
+    assert len(families) == len({family.name for family in families})
+    ready = next(family for family in families if family.name == "fabriccap_pool_ready")
+    assert len(ready.samples) == pools
+    # No pools: the families' headers alone, as before.
+    assert b"".join(OperatorMetrics().pools.exposition()) == generate_latest(OperatorMetrics().pool_registry)
+
+
+def test_the_pool_families_and_the_others_have_no_name_in_common() -> None:
+    metrics = OperatorMetrics()
+    metrics.pools.set_pool("efa-p", "efa", "p", _mixed_pool().status.to_json())
+    pool_names = {family.name for family in metrics.pool_registry.collect()}
+    other_names = {family.name for family in metrics.registry.collect()}
+    assert pool_names and other_names
+    assert not pool_names & other_names
