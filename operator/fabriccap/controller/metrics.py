@@ -34,6 +34,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from fabriccap import __version__
+from fabriccap.controller.memory import give_back_free_memory
 from fabriccap.core.api import is_ready_status
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.sharing import Shared, shared_text
@@ -497,6 +498,8 @@ EXPOSITION_MAX_AGE_SECONDS = 1.0
 # pools a render takes seconds; a render started as soon as the last ended would compete
 # with the event loop for the interpreter all the time).
 RENDER_SPACING = 5.0
+# A body this large (hundreds of pools) is followed by a trim when it is let go.
+TRIM_AFTER_BODY_BYTES = 1 << 20
 # /metrics requests served at once; more are answered 503 at once. Prometheus sends one scrape
 # at a time per target (an HA pair of Prometheus, two). A queue would not serve a legitimate
 # scraper sooner under a flood (the flood fills it first), and each waiting request holds a
@@ -533,9 +536,24 @@ class SharedExposition:
         self._render_seconds = 0.0
         self._rendering: asyncio.Task[bytes] | None = None
 
+    @property
+    def held(self) -> bool:
+        """Whether a render is kept for the scrapes to come."""
+        return self._body is not None
+
+    def _reuse_for(self) -> float:
+        return max(self.max_age, RENDER_SPACING * self._render_seconds)
+
+    def _let_go(self, body: bytes) -> None:
+        if self._body is body:
+            self._body = None
+            if len(body) >= TRIM_AFTER_BODY_BYTES:
+                # The render's pieces and its body were malloc's (each over pymalloc's 512
+                # bytes); glibc keeps what they freed unless it is trimmed.
+                give_back_free_memory()
+
     async def get(self) -> bytes:
-        reuse_for = max(self.max_age, RENDER_SPACING * self._render_seconds)
-        if self._body is not None and self.clock() - self._rendered_at < reuse_for:
+        if self._body is not None and self.clock() - self._rendered_at < self._reuse_for():
             return self._body
         if self._rendering is None:
             self._rendering = asyncio.create_task(self._render(), name="render /metrics")
@@ -549,6 +567,9 @@ class SharedExposition:
             body = await asyncio.to_thread(self.render)
             self.renders += 1
             self._body, self._rendered_at, self._render_seconds = body, started, self.clock() - started
+            # Let go of once no scrape may be served it: at 5,000 pools it is 18 MB, which was
+            # held from one scrape to the next (15 s or more) for nothing.
+            asyncio.get_running_loop().call_later(self._reuse_for(), self._let_go, body)
             return body
         finally:
             self._rendering = None

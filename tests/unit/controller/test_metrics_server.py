@@ -179,6 +179,22 @@ async def test_the_exposition_is_rendered_at_most_once_per_interval() -> None:
     assert (len(renders), len(prepared)) == (2, 2)
 
 
+async def test_a_render_is_let_go_once_no_scrape_may_be_served_it() -> None:
+    renders: list[int] = []
+
+    def render() -> bytes:
+        renders.append(1)
+        return b"big\n"
+
+    shared = metrics_module.SharedExposition(render, max_age=0.05)
+    assert await shared.get() == b"big\n"
+    assert shared.held
+    await asyncio.sleep(0.3)  # bounded: the window is 0.05 s
+    assert not shared.held
+    assert await shared.get() == b"big\n"
+    assert len(renders) == 2
+
+
 async def test_a_slow_render_is_reused_for_longer() -> None:
     """A render of 2 s (thousands of pools) is reused for 5 times that, from its start: under
     any flood of scrapes, rendering takes at most a fifth of the time."""
