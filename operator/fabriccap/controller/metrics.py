@@ -32,6 +32,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.utils import floatToGoString
 
 from fabriccap import __version__
 from fabriccap.controller.memory import give_back_free_memory
@@ -239,6 +240,12 @@ class PoolSeries:
 EXPOSITION_CHUNK_POOLS = 250
 
 
+def _label_value(text: str) -> str:
+    """A label value as the text format writes it (backslash, newline and quote escaped), as
+    ``generate_latest`` does."""
+    return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
 @dataclass(frozen=True)
 class _OneFamily:
     """A collector of one family already built, for ``generate_latest``."""
@@ -296,20 +303,36 @@ class PoolCollector:
             yield self._family(index, pools, fresh)
 
     def exposition(self) -> Iterator[bytes]:
-        """The pool families in the text format, a family and ``EXPOSITION_CHUNK_POOLS`` pools
-        at a time. ``generate_latest`` of them all at once held every line of every family
-        (165,000 small strings at 5,000 pools) and a family's samples until the end; made
-        between the event loop's own allocations, they pinned Python's arenas, and one scrape
-        grew the operator's RSS by 52 MiB for good (docs/performance.md)."""
+        """The pool families in the text format, byte for byte what ``generate_latest`` makes of
+        ``collect()``, a family and ``EXPOSITION_CHUNK_POOLS`` pools at a time.
+
+        ``generate_latest`` of them all held every line of every family (165,000 small strings
+        at 5,000 pools) and each family's samples, a labels dict each, until the end. Made
+        between the event loop's own allocations, they pinned Python's arenas: one scrape grew
+        the operator's RSS by 52 MiB for good, and took 1.7 s of the one core
+        (docs/performance.md). Here each pool's own label values are escaped once per render,
+        and a line is its parts joined."""
         pools = sorted(self.pools.items())
         fresh = self.fresh()
-        for index in range(len(POOL_FAMILIES)):
-            for first in range(0, len(pools) or 1, EXPOSITION_CHUNK_POOLS):
-                chunk = self._family(index, pools[first : first + EXPOSITION_CHUNK_POOLS], fresh)
-                text = generate_latest(_OneFamily(chunk))
-                # The family's "# HELP" and "# TYPE" lines go once, before its first chunk
-                # (generate_latest escapes the help text onto its one line).
-                yield text if first == 0 else text.split(b"\n", 2)[2]
+        own = [tuple(_label_value(text) for text in (name, series.fabric, series.pool)) for name, series in pools]
+        for index, family in enumerate(POOL_FAMILIES):
+            # The headers as prometheus_client writes them (its escaping of the help text).
+            yield generate_latest(_OneFamily(self._family(index, (), fresh)))
+            names = (*POOL_LABELS, *family.extra_labels)
+            order = sorted(range(len(names)), key=names.__getitem__)  # as generate_latest sorts them
+            zeroed = family.name == READY_FAMILY and not fresh
+            for first in range(0, len(pools), EXPOSITION_CHUNK_POOLS):
+                lines: list[str] = []
+                last = first + EXPOSITION_CHUNK_POOLS
+                for (_, series), values in zip(pools[first:last], own[first:last], strict=True):
+                    start = series.layout.starts[index]
+                    for offset, extra in enumerate(series.layout.labels[index]):
+                        every = (*values, *(_label_value(text) for text in extra))
+                        labels = ",".join(f'{names[at]}="{every[at]}"' for at in order)
+                        value = 0.0 if zeroed else series.values[start + offset]
+                        number = floatToGoString(value)  # type: ignore[no-untyped-call]
+                        lines.append(f"{family.name}{{{labels}}} {number}\n")
+                yield "".join(lines).encode()
 
     @staticmethod
     def _family(index: int, pools: Iterable[tuple[str, PoolSeries]], fresh: bool) -> GaugeMetricFamily:

@@ -331,10 +331,15 @@ def test_the_pool_families_rendered_in_chunks_are_the_whole_render_byte_for_byte
         _mixed_pool().status.to_json(),
     )
     pools = 2 * EXPOSITION_CHUNK_POOLS + 7  # three chunks, the last a short one
+    # Label values as users may name pools: quotes, backslashes, a newline, other scripts.
+    hostile = ['a"b', "back\\slash", "two\nlines", "üñî-プール", ""]
     for index in range(pools):
-        metrics.pools.set_pool(f"efa-p{index:04d}", "efa", f"p{index:04d}", mixed if index % 3 else healthy)
+        pool = f"p{index:04d}{hostile[index % len(hostile)]}"
+        metrics.pools.set_pool(f"efa-{pool}", "efa", pool, mixed if index % 3 else healthy)
     chunked = b"".join(metrics.pools.exposition())
     assert chunked == generate_latest(metrics.pool_registry)
+    metrics.pools.fresh = lambda: False  # stale data: fabriccap_pool_ready reads 0 in both
+    assert b"".join(metrics.pools.exposition()) == generate_latest(metrics.pool_registry)
     # Each family once, every pool in it: the chunks' own headers were left out.
     families = list(text_string_to_metric_families(chunked.decode()))
     assert len(families) == len({family.name for family in families})
