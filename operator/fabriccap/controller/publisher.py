@@ -86,6 +86,7 @@ from fabriccap.core.api import (
 )
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, PoolCapability, data_unavailable, evaluate
+from fabriccap.core.facts import Pool
 from fabriccap.core.stamping import strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event, unschedulable_key
 from fabriccap.kube.client import KubeClient
@@ -108,6 +109,10 @@ FIRST_LOOKUPS_TIMEOUT_SECONDS = 2.0
 UNAVAILABLE_RECHECK_SECONDS = 1.0
 # The loop never sleeps shorter than this between two turns it scheduled itself.
 MIN_WAKE_SECONDS = 0.05
+# The resync evaluates every pool again, this many a round: at 100,000 nodes a round of all
+# 5,000 pools held the event loop for about a second, and any change that came meanwhile (a
+# node losing its fabric) waited for it. The first round, after the listing, is whole.
+RESYNC_POOLS_PER_ROUND = 250
 # The names users know the watched kinds by, for DataUnavailable messages.
 KIND_NAMES: Mapping[str, str] = {watched.label: f"{watched.kind}s" for watched in WATCHED_KINDS}
 
@@ -174,6 +179,7 @@ class Publisher:
     _first_round_done: bool = False
     _unavailable: str | None = None  # the DataUnavailable message of the last round, if any
     _next_resync: float = 0.0
+    _resync_left: list[Pool] = field(default_factory=list)  # the resync's pools not yet evaluated
     _idling: asyncio.Timeout | None = None  # the loop's wait for work, moved earlier by new deadlines
     _side_tasks: set[asyncio.Task[None]] = field(default_factory=set)  # Event sends outside writes
     # Sharded: the other shards' Ready pools, from their published objects, by object name. Shard
@@ -262,13 +268,25 @@ class Publisher:
         """
         now = self.clock()
         if now >= self._next_resync:
-            self.store.mark_all()
+            self._resync_left = self._every_pool()
             self._next_resync = now + self.config.resync_seconds
         self._fire_due(now)
         if self.store.changed.is_set() and self.config.debounce_seconds:
             self.sample()
             await self.sleep(self.config.debounce_seconds)
+        resyncing = bool(self._resync_left)
+        if resyncing:  # after the window: the resync's pools need no sample of their own
+            for pool in self._resync_left[-RESYNC_POOLS_PER_ROUND:]:
+                self.store.mark_pool(pool)
+            del self._resync_left[-RESYNC_POOLS_PER_ROUND:]
         await self.reconcile_once(finish_writes=False)
+        if resyncing:
+            await asyncio.sleep(0)  # the watches' turn before the next part of the resync
+
+    def _every_pool(self) -> list[Pool]:
+        """Every pool with facts or an object: what a round of everything evaluates."""
+        claimed = {state.claim[1] for state in self.objects.values() if state.claim}
+        return sorted(set(self.store.pools()) | claimed, reverse=True)
 
     async def _idle(self, timeout: float) -> None:
         """Wait for changed facts, or ``timeout`` seconds; ``_wake_in`` can shorten the wait."""
@@ -294,6 +312,8 @@ class Publisher:
             idling.reschedule(at)
 
     def _seconds_to_wait(self) -> float:
+        if self._resync_left:
+            return 0.0
         until_resync = max(self._next_resync - self.clock(), 0.0)
         deadline = self._next_deadline()
         return until_resync if deadline is None else min(deadline, until_resync)
@@ -596,7 +616,7 @@ class Publisher:
             self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
-            pools = set(self.store.pools()) | {state.claim[1] for state in self.objects.values() if state.claim}
+            pools = set(self._every_pool())
         evaluation = evaluate(self.config, self.store, pools, memo=self.memo, warned=self._warned)
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
