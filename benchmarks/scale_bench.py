@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -311,11 +312,16 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
 
 
 def scrape(port: int) -> dict[str, float]:
-    """The operator's metrics, ``name{labels}`` -> value."""
-    status, text = http_get(f"http://127.0.0.1:{port}/metrics")
+    """The operator's metrics, ``name{labels}`` -> value, asked for as Prometheus asks (gzip)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept-Encoding": "gzip"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+            gzipped = response.headers.get("Content-Encoding") == "gzip"
+    except OSError:  # HTTPError included: no figures
+        return {}
+    text = (gzip.decompress(body) if gzipped else body).decode()
     values: dict[str, float] = {}
-    if status != 200:
-        return values
     for line in text.splitlines():
         match = re.match(r"^(fabriccap_[a-z_]+(?:\{[^}]*\})?) (\S+)$", line)
         if match:

@@ -8,11 +8,13 @@ deleted FabricCapability's series vanish with it: there is no per-series state t
 from __future__ import annotations
 
 import asyncio
+import gzip
 import importlib.metadata
 import logging
 import math
 import platform
 import time
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -504,7 +506,20 @@ class OperatorMetrics:
             self.status_writes.labels(result=result)
 
     def exposition(self) -> bytes:
-        return b"".join([generate_latest(self.registry), *self.pools.exposition()])
+        return b"".join(self._exposition_parts())
+
+    def exposition_gzip(self) -> bytes:
+        """The exposition gzipped, part by part: what /metrics holds and sends (Prometheus asks
+        for gzip). At 5,000 pools the text is 17.8 MB; made whole, it was a second copy of
+        itself while joined, and it was held from one scrape to the next."""
+        compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WINDOW_BITS)
+        parts = [compressor.compress(part) for part in self._exposition_parts()]
+        parts.append(compressor.flush())
+        return b"".join(parts)
+
+    def _exposition_parts(self) -> Iterator[bytes]:
+        yield generate_latest(self.registry)
+        yield from self.pools.exposition()
 
     def sample_value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """A sample's value, whichever registry holds it (None: no such sample)."""
@@ -523,6 +538,11 @@ EXPOSITION_MAX_AGE_SECONDS = 1.0
 RENDER_SPACING = 5.0
 # A body this large (hundreds of pools) is followed by a trim when it is let go.
 TRIM_AFTER_BODY_BYTES = 1 << 20
+# The held exposition is gzip (zlib's fastest level: the text is repetitive, and the render
+# shares the one core with the event loop); a scraper that does not accept gzip gets it
+# decompressed, in a worker thread.
+GZIP_LEVEL = 1
+GZIP_WINDOW_BITS = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
 # /metrics requests served at once; more are answered 503 at once. Prometheus sends one scrape
 # at a time per target (an HA pair of Prometheus, two). A queue would not serve a legitimate
 # scraper sooner under a flood (the flood fills it first), and each waiting request holds a
@@ -598,6 +618,28 @@ class SharedExposition:
             self._rendering = None
 
 
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header (RFC 9110 12.5.3) takes gzip: gzip (or x-gzip) named
+    with a weight above 0, or else ``*`` with one. An item with a malformed weight counts as
+    absent."""
+    weights: dict[str, float] = {}
+    for item in accept_encoding.split(","):
+        coding, *parameters = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for name, _, value in (parameter.partition("=") for parameter in parameters):
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = math.nan
+        if not math.isnan(weight):
+            weights[coding.lower()] = weight
+    named = [weights[coding] for coding in ("gzip", "x-gzip") if coding in weights]
+    if named:
+        return max(named) > 0
+    return weights.get("*", 0.0) > 0
+
+
 async def start_metrics_server(
     metrics: OperatorMetrics,
     host: str,
@@ -612,7 +654,7 @@ async def start_metrics_server(
 
     /healthz is not here: kopf serves it on its own port, from its own handler, which never
     renders the exposition (and, with the render off the loop, never waits behind one)."""
-    shared = exposition or SharedExposition(metrics.exposition, before_render=before_scrape)
+    shared = exposition or SharedExposition(metrics.exposition_gzip, before_render=before_scrape)
     in_flight = 0
 
     async def serve_metrics(request: web.Request) -> web.StreamResponse:
@@ -622,9 +664,14 @@ async def start_metrics_server(
         in_flight += 1
         try:
             body = await shared.get()
+            headers = {"Content-Type": CONTENT_TYPE_LATEST}
+            if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+                headers["Content-Encoding"] = "gzip"
+            else:
+                body = await asyncio.to_thread(gzip.decompress, body)
             # Streamed here rather than returned, so the slot is held until the client has the
             # answer, and a client that does not take it is cut off with its buffer.
-            response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
+            response = web.StreamResponse(headers=headers)
             response.content_length = len(body)
             try:
                 async with asyncio.timeout(send_timeout):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +18,7 @@ from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.engines.probing import health_reporter
 
 from fabriccap.controller import metrics as metrics_module
-from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
+from fabriccap.controller.metrics import OperatorMetrics, accepts_gzip, start_metrics_server
 from support.bounded import hang_guard
 
 SCRAPERS = 20
@@ -89,8 +90,8 @@ async def test_concurrent_scrapes_share_one_render_while_healthz_answers() -> No
     """Without the fix each scrape rendered on the event loop: 20 renders, one after another,
     and nothing else (no watch, no write, no /healthz) ran meanwhile."""
     metrics = OperatorMetrics()
-    render = HeldRender(metrics.exposition)
-    metrics.exposition = render  # type: ignore[method-assign]
+    render = HeldRender(metrics.exposition_gzip)
+    metrics.exposition_gzip = render  # type: ignore[method-assign]
     port = free_port()
     runner = await start_metrics_server(metrics, "127.0.0.1", port)
     url = f"http://127.0.0.1:{port}/metrics"
@@ -125,7 +126,8 @@ async def test_a_scraper_that_does_not_read_is_cut_off_and_frees_its_slot() -> N
     buffer, and its slot: both go after the send timeout."""
     metrics = OperatorMetrics()
     big = b"# padding\n" * (2 * 1024 * 1024)  # 20 MB: more than any socket buffer holds
-    metrics.exposition = lambda: big  # type: ignore[method-assign]
+    held = gzip.compress(big)  # the stalled client asks for no gzip: it is sent the 20 MB
+    metrics.exposition_gzip = lambda: held  # type: ignore[method-assign]
     port = free_port()
     runner = await start_metrics_server(metrics, "127.0.0.1", port, max_concurrent=1, send_timeout=0.5)
     url = f"http://127.0.0.1:{port}/metrics"
@@ -245,3 +247,51 @@ async def test_a_scraper_that_disconnects_does_not_cancel_the_render_others_wait
     leaving.cancel()
     release.set()
     assert await staying == b"ok\n"
+
+
+@pytest.mark.parametrize(
+    ("header", "gzip_taken"),
+    [
+        ("gzip", True),
+        ("gzip, deflate", True),  # Prometheus, aiohttp
+        ("GZIP;q=0.5", True),
+        ("x-gzip", True),
+        ("*", True),
+        ("", False),  # urllib, curl without --compressed
+        ("identity", False),
+        ("deflate, br", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0, *", False),  # named gzip refused: * does not bring it back
+        ("*;q=0", False),
+        ("gzip;q=nope", False),  # a malformed weight: the item counts as absent
+    ],
+)
+def test_which_clients_take_gzip(header: str, gzip_taken: bool) -> None:
+    assert accepts_gzip(header) is gzip_taken
+
+
+def _ours(exposition: bytes) -> list[bytes]:
+    """The fabriccap families' lines (the process_* ones move between two renders)."""
+    return [line for line in exposition.splitlines() if b"fabriccap_" in line]
+
+
+async def test_metrics_are_gzipped_for_those_who_ask_and_plain_for_the_others() -> None:
+    metrics = OperatorMetrics()
+    metrics.pools.set_pool("efa-p", "efa", "p", {"nodes": 3})
+    plain = _ours(metrics.exposition())
+    assert b'fabriccap_pool_nodes{fabric="efa",name="efa-p",pool="p"} 3.0' in plain
+    assert _ours(gzip.decompress(metrics.exposition_gzip())) == plain
+    port = free_port()
+    runner = await start_metrics_server(metrics, "127.0.0.1", port)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        with hang_guard(HANG_SECONDS):
+            async with aiohttp.ClientSession(auto_decompress=False) as session:
+                async with session.get(url, headers={"Accept-Encoding": "gzip"}) as response:
+                    assert response.headers.get("Content-Encoding") == "gzip"
+                    assert _ours(gzip.decompress(await response.read())) == plain
+                async with session.get(url, headers={"Accept-Encoding": "identity"}) as response:
+                    assert "Content-Encoding" not in response.headers
+                    assert _ours(await response.read()) == plain
+    finally:
+        await runner.cleanup()
