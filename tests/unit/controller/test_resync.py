@@ -3,6 +3,8 @@ the event loop long (a change that comes meanwhile waits for the round)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -11,19 +13,27 @@ from fabriccap.controller import publisher as publisher_module
 from fabriccap.core.evaluate import Evaluation, evaluate
 from fabriccap.core.facts import Pool
 from support.builders import node
-from support.publishing import healthy, publishing, start
+from support.publishing import Setup, healthy, publishing, start
 
 POOLS = 5
 SLICE = 2
 
 
-async def test_the_resync_evaluates_every_pool_a_slice_a_round(monkeypatch: pytest.MonkeyPatch) -> None:
+@asynccontextmanager
+async def resyncing(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Setup]:
+    """POOLS healthy pools published, SLICE of them a resync round, and the resync due."""
     monkeypatch.setattr(publisher_module, "RESYNC_POOLS_PER_ROUND", SLICE)
     async with publishing() as setup:
         for index in range(POOLS):
             setup.add(healthy(f"p{index}", f"n{index}"))
         await start(setup)
         await setup.publisher.finish_writes()
+        setup.clock.now += setup.publisher.config.resync_seconds
+        yield setup
+
+
+async def test_the_resync_evaluates_every_pool_a_slice_a_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with resyncing(monkeypatch) as setup:
         rounds: list[set[Pool]] = []
 
         def recorded(*args: Any, **kwargs: Any) -> Evaluation:
@@ -32,7 +42,6 @@ async def test_the_resync_evaluates_every_pool_a_slice_a_round(monkeypatch: pyte
             return evaluate(*args, **kwargs)
 
         monkeypatch.setattr(publisher_module, "evaluate", recorded)
-        setup.clock.now += setup.publisher.config.resync_seconds  # the resync is due
         turns = 0
         while turns < 10 and (turns == 0 or setup.publisher._seconds_to_wait() == 0):
             await setup.publisher.step()
@@ -44,12 +53,7 @@ async def test_the_resync_evaluates_every_pool_a_slice_a_round(monkeypatch: pyte
 
 
 async def test_a_change_during_the_resync_is_evaluated_in_the_next_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(publisher_module, "RESYNC_POOLS_PER_ROUND", SLICE)
-    async with publishing() as setup:
-        for index in range(POOLS):
-            setup.add(healthy(f"p{index}", f"n{index}"))
-        await start(setup)
-        setup.clock.now += setup.publisher.config.resync_seconds
+    async with resyncing(monkeypatch) as setup:
         await setup.publisher.step()  # the resync's first slice
         # The last pool in the resync's order loses its fabric: it does not wait for its slice.
         setup.remove_node("n4")
