@@ -520,6 +520,11 @@ class OperatorMetrics:
         yield generate_latest(self.registry)
         yield from self.pools.exposition()
 
+    def families(self) -> Iterator[Metric]:
+        """Every family: the pools' first (they were registered first), then the others."""
+        yield from self.pool_registry.collect()
+        yield from self.registry.collect()
+
     def sample_value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """A sample's value, whichever registry holds it (None: no such sample)."""
         value = self.registry.get_sample_value(name, dict(labels or {}))

@@ -61,7 +61,7 @@ def families() -> list[Family]:
             declared_labels.get(metric.name, ()),
             declared_values.get(metric.name, {}),
         )
-        for metric in metrics.registry.collect()
+        for metric in metrics.families()
         if metric.name.startswith(PROJECT_PREFIX)
     ]
 
