@@ -247,6 +247,11 @@ def _label_value(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+def _zeroed(family: PoolFamily, fresh: bool) -> bool:
+    """Whether the family's samples all read 0: fabriccap_pool_ready while the view is stale."""
+    return family.name == READY_FAMILY and not fresh
+
+
 @dataclass(frozen=True)
 class _OneFamily:
     """A collector of one family already built, for ``generate_latest``."""
@@ -321,7 +326,7 @@ class PoolCollector:
             yield generate_latest(_OneFamily(self._family(index, (), fresh)))
             names = (*POOL_LABELS, *family.extra_labels)
             order = sorted(range(len(names)), key=names.__getitem__)  # as generate_latest sorts them
-            zeroed = family.name == READY_FAMILY and not fresh
+            zeroed = _zeroed(family, fresh)
             for first in range(0, len(pools), EXPOSITION_CHUNK_POOLS):
                 lines: list[str] = []
                 last = first + EXPOSITION_CHUNK_POOLS
@@ -339,7 +344,7 @@ class PoolCollector:
     def _family(index: int, pools: Iterable[tuple[str, PoolSeries]], fresh: bool) -> GaugeMetricFamily:
         family = POOL_FAMILIES[index]
         metric = GaugeMetricFamily(family.name, family.documentation, labels=[*POOL_LABELS, *family.extra_labels])
-        zeroed = family.name == READY_FAMILY and not fresh
+        zeroed = _zeroed(family, fresh)
         for name, series in pools:
             start = series.layout.starts[index]
             for offset, extra in enumerate(series.layout.labels[index]):

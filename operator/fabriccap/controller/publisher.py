@@ -268,7 +268,7 @@ class Publisher:
         """
         now = self.clock()
         if now >= self._next_resync:
-            self._resync_left = self._every_pool()
+            self._resync_left = sorted(self._every_pool(), reverse=True)  # taken from the end
             self._next_resync = now + self.config.resync_seconds
         self._fire_due(now)
         if self.store.changed.is_set() and self.config.debounce_seconds:
@@ -283,10 +283,10 @@ class Publisher:
         if resyncing:
             await asyncio.sleep(0)  # the watches' turn before the next part of the resync
 
-    def _every_pool(self) -> list[Pool]:
+    def _every_pool(self) -> set[Pool]:
         """Every pool with facts or an object: what a round of everything evaluates."""
         claimed = {state.claim[1] for state in self.objects.values() if state.claim}
-        return sorted(set(self.store.pools()) | claimed, reverse=True)
+        return set(self.store.pools()) | claimed
 
     async def _idle(self, timeout: float) -> None:
         """Wait for changed facts, or ``timeout`` seconds; ``_wake_in`` can shorten the wait."""
@@ -616,7 +616,7 @@ class Publisher:
             self.outbox.forget(released)
         started = time.perf_counter()
         if everything:
-            pools = set(self._every_pool())
+            pools = self._every_pool()
         evaluation = evaluate(self.config, self.store, pools, memo=self.memo, warned=self._warned)
         self.metrics.unpooled_nodes.set(evaluation.unpooled_nodes)
         self.metrics.evaluations.inc(len(pools))
