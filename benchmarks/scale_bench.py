@@ -661,6 +661,14 @@ def start_operators(
     return Shards(members), ports[0][0], ports[0][1], logs
 
 
+def log_tail(directory: Path, lines: int = 30) -> str:
+    """The last lines of each operator's log in ``directory``."""
+    tails = []
+    for path in sorted(directory.glob("operator-*.log")):
+        tails.append(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+    return "\n".join(tails)
+
+
 def traced_snapshot(pid: int, out: Path) -> dict[str, Any]:
     """Ask the operator under traced_operator.py for its live allocations; its summary."""
     out.unlink(missing_ok=True)
@@ -738,7 +746,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                     if count >= args.pools:
                         break
                     if operator.exited():
-                        raise RuntimeError(f"the operator exited; see {directory}/operator-*.log")
+                        # The scratch directory goes with the run: its log's end goes with the error.
+                        raise RuntimeError(f"the operator exited; its log ended:\n{log_tail(directory)}")
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"only {count} of {args.pools} pools published after an hour")
                     time.sleep(0.1)

@@ -668,6 +668,9 @@ class Publisher:
         self.metrics.last_evaluation.set(time.time())
         self.last_round = self.clock()
         if finish_writes:
+            # The writes can take a while (5,000 creates for a first round): the round's
+            # statuses, held by its evaluation, are not kept for them.
+            del evaluation
             await self.finish_writes()
 
     def _take_unready(self, state: ObjectState, ready_json: dict[str, Any], now: float) -> dict[str, Any]:

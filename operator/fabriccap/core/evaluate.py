@@ -8,6 +8,7 @@ from that analysis, the one ``fabriccap explain`` shows.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -1089,7 +1090,8 @@ def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> li
 
 def _not_requested(
     profile: FabricProfile,
-    capability: PoolCapability,
+    name: str,
+    status: FabricCapabilityStatus,
     side: _PoolMemo,
     owner: ObjectRef,
     pods: int,
@@ -1097,9 +1099,8 @@ def _not_requested(
 ) -> WorkloadEvent:
     """FabricNotRequested; on a Karpenter pool, naming the nodes launched without the fabric for it."""
     launched = sorted(nodes.get(owner, frozenset()) & side.launched_without)
-    status = capability.status
     count = status.uniform_count if status.is_ready and status.uniform_count else side.launch_count
-    return not_requested_event(profile, capability.name, status, owner, pods, launched, count)
+    return not_requested_event(profile, name, status, owner, pods, launched, count)
 
 
 def evaluate(
@@ -1191,15 +1192,18 @@ def evaluate(
             capability = PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status_json=status)
             capabilities.append(capability)
             if found is not None and (found.without_fabric or found.not_used):
-                # Events are built from the model, made only for a problem not yet recorded.
+                # Events are built from the model, made only for a problem not yet recorded, and
+                # not kept on the capability: its write can wait in its lane long after this round
+                # (at 5,000 pools the first round's models held 100 MiB until the writes ended).
                 pool_ref = PoolRef.model_validate(status["pool"])
+                model = functools.cache(functools.partial(FabricCapabilityStatus.model_validate, status))
                 events.extend(
-                    _not_requested(profile, capability, side, owner, count, found.without_fabric_nodes)
+                    _not_requested(profile, capability.name, model(), side, owner, count, found.without_fabric_nodes)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile, owner, pool_ref))
                 )
                 events.extend(
-                    not_used_event(profile, capability.status, not_used)
+                    not_used_event(profile, model(), not_used)
                     for not_used in found.not_used
                     if warned is None
                     or not warned(not_used_key(profile, not_used.owner, pool_ref, not_used.example.verdict))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
@@ -14,9 +15,10 @@ import pytest
 from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
-from fabriccap.controller.objects import Lane
+from fabriccap.controller.objects import Intent, Lane, ObjectState
 from fabriccap.controller.writes import ROUTINE_WRITES, URGENT_WRITES, is_routine_change, write_lane
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
+from fabriccap.core.evaluate import Evaluation
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import OwnWritesRule
 from fabriccap_devtools.world import workload_pod
@@ -40,6 +42,29 @@ async def test_a_new_pool_is_created_then_its_status_written() -> None:
         assert condition_status(obj["status"], "Ready") == "True"
         assert obj["status"]["observedGeneration"] == 1
         assert setup.writes() == 2  # created, then status updated
+
+
+async def test_a_round_waiting_for_its_writes_keeps_no_evaluation() -> None:
+    # A first round waits for its writes, which take minutes at 5,000 pools: the evaluation,
+    # holding every pool's status, must not be kept that long.
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await setup.publisher.load_published()
+        released = asyncio.Event()
+        perform = setup.publisher.lanes.perform
+
+        async def held(state: ObjectState, intent: Intent) -> None:
+            await released.wait()
+            await perform(state, intent)
+
+        setup.publisher.lanes.perform = held
+        round_ = asyncio.create_task(setup.publisher.reconcile_once())
+        await eventually(lambda: sending(setup.publisher) == ["efa-p5"], "the write being sent")
+        gc.collect()
+        assert [kept for kept in gc.get_objects() if isinstance(kept, Evaluation)] == []
+        released.set()
+        await round_
+        assert "efa-p5" in setup.published()
 
 
 async def test_a_round_that_changes_nothing_writes_nothing() -> None:

@@ -6,11 +6,12 @@ the Trainer, JobSet, Job and training-operator controllers make them.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
 
-from fabriccap.core.api import WorkloadsStatus
+from fabriccap.core.api import FabricCapabilityStatus, WorkloadsStatus
 from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
@@ -325,6 +326,16 @@ def test_fabric_not_requested_says_what_to_request_and_where() -> None:
     )
     keys = {e.key for e in again.workload_events}
     assert event.key in keys  # one more pod elsewhere: the same problem, the same Event
+
+
+def test_an_event_built_from_a_status_leaves_no_model_on_its_capability() -> None:
+    # The operator's writes hold their capability until they end, which takes minutes for a
+    # first round of 5,000 pools: a model cached on it for the Events held ~100 MiB that long.
+    evaluation = evaluate_bodies([*ready_pool(), *trainjob_pods("bert", ["n1", "n2"])])
+    assert [event.reason for event in evaluation.workload_events] == [FABRIC_NOT_REQUESTED]
+    gc.collect()
+    models = [kept for kept in gc.get_objects() if isinstance(kept, FabricCapabilityStatus)]
+    assert models == []
 
 
 def test_insufficient_resources_reads_the_fit_error_not_the_preemption_text() -> None:
