@@ -405,6 +405,7 @@ class ListWatch:
         line is checked as a watch line is (``read_event``); a bad one fails the listing, which
         is retried with a backoff."""
         keys: set[str] = set()
+        listed = 0
         if self.unread is not None:
             self.unread.forget_all()
         try:
@@ -422,13 +423,15 @@ class ListWatch:
                     continue
                 event = read_event(line, self.object_kind)
                 if event.type == "ADDED":
-                    keys.add(object_key(event.body))
-                    result = self._apply("ADDED", event.body)
+                    listed += 1
+                    result, kept = self._apply_listed(event.body)
+                    if kept:
+                        keys.add(object_key(event.body))
                     self._count(result)
                     if self.unread is not None:
                         self.unread.settled("ADDED", event.body, result == "applied")
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
-                    self.listed_objects = len(keys)
+                    self.listed_objects = listed
                     self._listed(keys, event.resource_version)
                     self.connected = True
                     self._progressed(event.resource_version)
@@ -505,6 +508,7 @@ class ListWatch:
 
     async def _list(self) -> str:
         keys: set[str] = set()
+        listed = 0
         version = ""
         if self.unread is not None:
             self.unread.forget_all()
@@ -514,9 +518,12 @@ class ListWatch:
                 version = str(metadata.get("resourceVersion") or "")
             for item in page.get("items") or []:
                 self._check_item(item)
-                keys.add(object_key(item))
-                self._count(self._apply("ADDED", item))
-        self.listed_objects = len(keys)
+                listed += 1
+                result, kept = self._apply_listed(item)
+                if kept:
+                    keys.add(object_key(item))
+                self._count(result)
+        self.listed_objects = listed
         self._listed(keys, version)
         self.connected = True
         self._progressed(version)
@@ -627,7 +634,13 @@ class ListWatch:
         """Apply one listed item or event; the result it counts as (applied, ignored, rejected)."""
         raise NotImplementedError
 
+    def _apply_listed(self, body: Mapping[str, Any]) -> tuple[str, bool]:
+        """Apply one listed item: its result, and whether ``_listed`` needs its key."""
+        return self._apply("ADDED", body), True
+
     def _listed(self, keys: set[str], version: str) -> None:
+        """The listing is done: what was held and is not in ``keys`` was not listed. ``keys``
+        holds the listed objects that may be held (``_apply_listed``), not every one."""
         raise NotImplementedError
 
 
@@ -770,6 +783,19 @@ class Informer(ListWatch):
             self.watched.delete(self.store, body)
             self._say_classes()
             return "applied"
+        return self._upsert(body)[0]
+
+    def _apply_listed(self, body: Mapping[str, Any]) -> tuple[str, bool]:
+        # An object without facts (most pods concern no fabric) is held by no facet after its
+        # upsert, so the retain has nothing of it to keep: its key is not collected. A million
+        # pods' keys were 100 MiB at the end of the start's listing, freed by the first round
+        # with the arenas they pinned still held (docs/performance.md).
+        result, after = self._upsert(body)
+        return result, any(facts is not None for facts in after)
+
+    def _upsert(self, body: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        """Hold the object's facts: the result it counts as, and what each facet holds now
+        (empty when it is left out)."""
         before = self.watched.held(self.store, body)
         try:
             after = self.watched.upsert(self.store, self.extractor, body)
@@ -778,13 +804,13 @@ class Informer(ListWatch):
             if self.said.first_time(str(error)):
                 logger.warning("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
-            return "ignored"
+            return "ignored", []
         except FactsError as error:
             # One malformed object must not stop the watch; it is left out (fail-closed).
             if self.said.first_time(str(error)):
                 logger.error("ignoring %s: %s", self.kind, error)
             self.watched.delete(self.store, body)
-            return "rejected"
+            return "rejected", []
         if self.checking and after != before:
             self.missed += 1  # compared only in the LIST that replaced a watch without progress
         # What is wrong in an object kept anyway is said when it changes, not on every event:
@@ -794,7 +820,7 @@ class Informer(ListWatch):
         self._say_classes()
         if self.watched.read_with_classes:
             self._say_failures(after)
-        return "applied"
+        return "applied", after
 
 
 class PublishedObserver(Protocol):

@@ -248,6 +248,35 @@ async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pyte
         assert f"watch of {NODES} expired; listing again" in caplog.messages
 
 
+async def test_a_listing_collects_the_keys_of_what_may_be_held_only() -> None:
+    # The retain after a LIST needs the keys of what the store may hold; a million pods that
+    # concern no fabric made a 100 MiB key set at the end of a start (docs/performance.md).
+    plugin = [pod("n1", name="efa-n1"), pod("n2", name="efa-n2")]
+    web = [pod("n1", name=f"web-{index}", daemon_set_name=None) for index in range(3)]
+
+    def setup(api: FakeApi) -> None:
+        api.serve(PODS, "Pod", [*plugin, *web], "8")
+
+    async with operator([node("n1", efa=32), node("n2", efa=32)], setup=setup) as op:
+        (pods,) = [informer for informer in op.informers if informer.path == PODS]
+        await asyncio.wait_for(pods.listed.wait(), WAIT_SECONDS)
+        collected: list[set[str]] = []
+        listed = pods._listed
+
+        def recorded(keys: set[str], version: str) -> None:
+            collected.append(set(keys))
+            listed(keys, version)
+
+        pods._listed = recorded  # type: ignore[method-assign]
+        # While the watch was away efa-n2 went: the relist has efa-n1 and the web pods only.
+        op.api.serve(PODS, "Pod", [plugin[0], *web], "30")
+        await op.api.emit(PODS, expired())
+        await eventually(lambda: len(op.api.watches(PODS)) == 2, "the watch after the relist")
+        assert collected == [{f"{KUBE_SYSTEM}/efa-n1"}]
+        assert pods.listed_objects == 4
+        assert sorted(op.store.pods) == [(KUBE_SYSTEM, "efa-n1")]
+
+
 async def test_a_large_listing_gives_the_memory_its_bodies_took_back(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
     monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
