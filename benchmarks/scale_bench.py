@@ -844,6 +844,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["node_probe_p99_s"] = percentile(probes.node_samples, 0.99)
                 results["watch_delivery"] = stats["delivery"]
                 results["watch_p99_s"] = stats["delivery"]["all"]["p99"]
+                # Each event to the moment the operator took its bytes off its socket: what the
+                # delivery above cannot see (scalesim's readlag.go). Not the bound's term, which is
+                # the server's part; the difference is the operator's own wait to read.
+                results["watch_read_delivery"] = stats.get("readDelivery") or {}
                 results["target_p99_s"] = results["watch_p99_s"] + args.debounce + 0.25
                 results["operator_requests_during_churn"] = stats["requests"]
                 rss_now, rss_peak, results["peak_rss_mib_by_shard"] = operator.rss()
@@ -934,6 +938,15 @@ def summary(results: dict[str, Any], debounce: float) -> str:
         f"CPU: {results.get('cpu_cores', 0):.2f} cores under churn, idle {results.get('idle_cores', 0):.2f}; "
         f"{results.get('cpu_s_per_1000_heartbeats') or 0:.2f} CPU s per 1,000 heartbeats",
     ]
+    read = results.get("watch_read_delivery") or {}
+    if (read.get("all") or {}).get("count"):
+        kinds = sorted(kind for kind, summary in read.items() if kind != "all" and summary["count"])
+        by_kind = ", ".join(f"{kind} {seconds(read[kind]['p99'])}" for kind in kinds)
+        lines.append(
+            f"watch delivery to the operator's read: p50 {seconds(read['all']['p50'])}, p99 "
+            f"{seconds(read['all']['p99'])}, max {seconds(read['all']['max'])} over {read['all']['count']} events "
+            f"(p99 by kind: {by_kind})"
+        )
     rounds = results.get("rounds") or {}
     if rounds.get("rounds"):
         lines.append(

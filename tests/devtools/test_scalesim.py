@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -368,6 +369,43 @@ async def test_heartbeat_churn_changes_only_the_heartbeat(sim: Simulator, client
     assert node["status"]["allocatable"]["vpc.amazonaws.com/efa"] == "32"
     counts = sim.request("DELETE", "/churn")["counts"]
     assert counts["node heartbeats"] == len(modified)
+
+
+async def test_a_watch_event_is_timed_to_the_operators_read_of_it(sim: Simulator) -> None:
+    """The delivery latency ends at the server's flush; the read latency ends when the client
+    takes the event's bytes off its socket. A client that does not read (its event loop held)
+    shows the wait in the second, and one that reads at once does not."""
+    pause = 1.0
+    credentials = load_credentials(str(sim.kubeconfig))  # the operator's: its watches are timed
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=credentials.ssl_context())) as session,
+        await connect(str(sim.info.bench_kubeconfig)) as bench,
+    ):
+
+        async def read_latencies(hold: bool) -> tuple[int, dict[str, Any]]:
+            """Heartbeats for 0.5 s to a node watch: the MODIFIED events read, and their read latencies."""
+            version = (await bench.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+            sim.post("/stats/reset", {})
+            params = {"watch": "true", "resourceVersion": version, "timeoutSeconds": "3"}
+            async with session.get(
+                credentials.server + NODES.collection(), params=params, headers=credentials.headers()
+            ) as response:
+                assert response.status == 200
+                sim.post("/churn", {"heartbeatsPerSecond": 20, "seconds": 0.5})
+                if hold:
+                    time.sleep(pause)  # the event loop held: nothing is read off the socket
+                lines = [line async for line in response.content if line.strip()]
+            sim.request("DELETE", "/churn")
+            await asyncio.sleep(0.2)  # the sampler's turn (every 20 ms)
+            modified = sum(1 for line in lines if json.loads(line)["type"] == "MODIFIED")
+            return modified, sim.stats()["readDelivery"]["nodes"]
+
+        held, late = await read_latencies(hold=True)
+        assert held > 0 and late["count"] == held
+        assert late["p50"] >= pause - 0.5 - 0.05  # committed in the first 0.5 s, read after the pause
+        prompt, read = await read_latencies(hold=False)
+        assert prompt > 0 and read["count"] == prompt
+        assert read["p99"] < pause / 2
 
 
 async def test_the_sink_says_which_objects_got_a_status_and_when_the_last_did(sim: Simulator) -> None:

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -62,6 +63,8 @@ func main() {
 		bookmark: *bookmarkInterval,
 		unknown:  map[string]bool{},
 	}
+	server.reads = newReadLag(server.stats, "/proc/net/tcp")
+	go server.reads.run()
 	templates := map[string]*Template{}
 	if *world != "" {
 		started := time.Now()
@@ -78,8 +81,9 @@ func main() {
 		go server.store.backgroundWrites(*backgroundWrites, nil)
 	}
 
-	apiListener, err := net.Listen("tcp", *listen)
+	listener, err := net.Listen("tcp", *listen)
 	must(err)
+	apiListener := countingListener{listener} // the bytes each connection sent: readlag.go
 	adminListener, err := net.Listen("tcp", *adminListen)
 	must(err)
 	scheme := "https"
@@ -88,7 +92,11 @@ func main() {
 		ReadHeaderTimeout: 30 * time.Second,
 		// HTTP/1.1 only: what the operator's aiohttp client speaks.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     log.New(os.Stderr, "scalesim http ", log.LstdFlags),
+		// The connection under each request, for the watches' read latencies (readlag.go).
+		ConnContext: func(ctx context.Context, conn net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, conn)
+		},
+		ErrorLog: log.New(os.Stderr, "scalesim http ", log.LstdFlags),
 	}
 	var caPEM []byte
 	if *plain {

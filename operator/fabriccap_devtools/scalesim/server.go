@@ -25,6 +25,7 @@ type Server struct {
 	faults   *Faults
 	stats    *Stats
 	sink     *Sink
+	reads    *ReadLag
 	bookmark time.Duration // how often an idle watch gets a BOOKMARK (the watch cache: 1 min)
 
 	unknownMu sync.Mutex

@@ -33,6 +33,7 @@ type Stats struct {
 	benchRequests map[string]int64
 	watchers      map[string]int64
 	delivery      map[string][]float32 // seconds, per kind
+	readDelivery  map[string][]float32 // seconds to the operator's read, per kind (readlag.go)
 	deliveredMax  int
 	lists         []listRecord
 	initial       []listRecord
@@ -55,6 +56,7 @@ func (s *Stats) reset() {
 		s.watchers = map[string]int64{}
 	}
 	s.delivery = map[string][]float32{}
+	s.readDelivery = map[string][]float32{}
 	s.lists, s.initial = nil, nil
 	s.since = time.Now()
 }
@@ -108,14 +110,25 @@ func (s *Stats) initialStreamed(kind *Kind, took time.Duration, bench bool) {
 func (s *Stats) delivered(kind *Kind, latencies []time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	samples := s.delivery[kind.GroupResource()]
+	s.keep(s.delivery, kind, latencies)
+}
+
+func (s *Stats) readDelivered(kind *Kind, latencies []time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep(s.readDelivery, kind, latencies)
+}
+
+// keep adds latencies to a kind's samples, up to deliveredMax of them; s.mu held.
+func (s *Stats) keep(into map[string][]float32, kind *Kind, latencies []time.Duration) {
+	samples := into[kind.GroupResource()]
 	for _, latency := range latencies {
 		if len(samples) >= s.deliveredMax {
 			break
 		}
 		samples = append(samples, float32(latency.Seconds()))
 	}
-	s.delivery[kind.GroupResource()] = samples
+	into[kind.GroupResource()] = samples
 }
 
 func (s *Stats) newProbe(at time.Time) uint64 {
@@ -161,16 +174,22 @@ func summarize(samples []float32) deliverySummary {
 	return deliverySummary{Count: len(sorted), Median: at(0.5), P99: at(0.99), Max: float64(sorted[len(sorted)-1])}
 }
 
+// summarizeKinds summarizes each kind's samples, and all of them as "all".
+func summarizeKinds(byKind map[string][]float32) map[string]deliverySummary {
+	summaries := map[string]deliverySummary{}
+	var all []float32
+	for kind, samples := range byKind {
+		summaries[kind] = summarize(samples)
+		all = append(all, samples...)
+	}
+	summaries["all"] = summarize(all)
+	return summaries
+}
+
 func (s *Stats) snapshot() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delivery := map[string]deliverySummary{}
-	var all []float32
-	for kind, samples := range s.delivery {
-		delivery[kind] = summarize(samples)
-		all = append(all, samples...)
-	}
-	delivery["all"] = summarize(all)
+	delivery, readDelivery := summarizeKinds(s.delivery), summarizeKinds(s.readDelivery)
 	probes := make([]*probeRecord, 0, len(s.probes))
 	for _, probe := range s.probes {
 		probes = append(probes, probe)
@@ -182,6 +201,7 @@ func (s *Stats) snapshot() map[string]any {
 		"benchRequests":  s.benchRequests,
 		"watchers":       s.watchers,
 		"delivery":       delivery,
+		"readDelivery":   readDelivery,
 		"lists":          s.lists,
 		"initialStreams": s.initial,
 		"probes":         probes,

@@ -12,6 +12,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -93,6 +94,12 @@ func (s *Server) watch(w http.ResponseWriter, request *http.Request, found targe
 	exemptClient := exempt(request)
 	s.stats.watchOpened(kind, exemptClient)
 	defer s.stats.watchClosed(kind, exemptClient)
+	var reads *readTracker
+	if conn, ok := request.Context().Value(connKey{}).(net.Conn); ok && !exemptClient && s.reads != nil {
+		if reads = s.reads.track(conn, kind); reads != nil {
+			defer s.reads.untrack(reads)
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	controller := http.NewResponseController(w)
@@ -132,6 +139,7 @@ func (s *Server) watch(w http.ResponseWriter, request *http.Request, found targe
 	nextBookmark := started.Add(s.bookmark)
 	finalBookmarkSent := false
 	latencies := make([]time.Duration, 0, watchBatch)
+	committed := make([]time.Time, 0, watchBatch)
 	for {
 		if !exemptClient && s.faults.inOutage() {
 			panic(http.ErrAbortHandler) // a partition: the stream breaks mid-way
@@ -166,14 +174,18 @@ func (s *Server) watch(w http.ResponseWriter, request *http.Request, found targe
 			}
 			if !exemptClient && len(delivered) > 0 {
 				sent := time.Now()
-				latencies = latencies[:0]
+				latencies, committed = latencies[:0], committed[:0]
 				for _, event := range delivered {
 					latencies = append(latencies, sent.Sub(event.At))
+					committed = append(committed, event.At)
 					if event.Probe != 0 {
 						s.stats.probeDelivered(event.Probe, sent)
 					}
 				}
 				s.stats.delivered(kind, latencies)
+				if reads != nil {
+					reads.sent(committed)
+				}
 			}
 			continue
 		}
