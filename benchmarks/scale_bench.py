@@ -711,7 +711,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         config_path = directory / "config.yaml"
         config_path.write_text(f"debounceSeconds: {args.debounce}\nstaleAfterSeconds: {args.stale_after}\n")
         started = time.perf_counter()
-        with Simulator(directory / "sim", world=spec) as simulator:
+        with Simulator(directory / "sim", world=spec, read_lag_period_seconds=args.read_lag) as simulator:
             del spec
             results["simulator_load_s"] = time.perf_counter() - started
             results["simulator_rss_mib"] = rss_mib(simulator.info.pid)[0]
@@ -989,6 +989,13 @@ def main() -> int:
         help="the paged-LIST baseline (at 1,000,000 pods it outlasts the simulator's 5-minute snapshot: 410)",
     )
     parser.add_argument("--faults", action="store_true", help="relist, malformed event, 429 storm, outage")
+    parser.add_argument(
+        "--read-lag",
+        type=float,
+        metavar="SECONDS",
+        help="time each event to the operator's read of it, sampling every SECONDS (scalesim's readlag.go; "
+        "it costs the simulator CPU the operator shares: 0.02 doubled it at 100,000 nodes)",
+    )
     parser.add_argument("--outage-seconds", type=float, default=60.0)
     parser.add_argument("--start-only", action="store_true", help="stop after the start figures")
     parser.add_argument(

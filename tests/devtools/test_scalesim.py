@@ -371,11 +371,19 @@ async def test_heartbeat_churn_changes_only_the_heartbeat(sim: Simulator, client
     assert counts["node heartbeats"] == len(modified)
 
 
-async def test_a_watch_event_is_timed_to_the_operators_read_of_it(sim: Simulator) -> None:
+async def test_a_watch_event_is_timed_to_the_operators_read_of_it(tmp_path: Path) -> None:
     """The delivery latency ends at the server's flush; the read latency ends when the client
     takes the event's bytes off its socket. A client that does not read (its event loop held)
     shows the wait in the second, and one that reads at once does not."""
     pause = 1.0
+    sim = start(tmp_path, read_lag_period_seconds=0.02)
+    try:
+        await read_latencies_held_and_prompt(sim, pause)
+    finally:
+        sim.stop()
+
+
+async def read_latencies_held_and_prompt(sim: Simulator, pause: float) -> None:
     credentials = load_credentials(str(sim.kubeconfig))  # the operator's: its watches are timed
     async with (
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=credentials.ssl_context())) as session,

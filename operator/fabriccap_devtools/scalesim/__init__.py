@@ -62,6 +62,7 @@ class Simulator:
         bookmark_interval_seconds: float | None = None,
         snapshot_ttl_seconds: float | None = None,
         background_writes: int | None = None,
+        read_lag_period_seconds: float | None = None,
     ) -> None:
         self.directory = Path(directory)
         self._world = world
@@ -78,6 +79,10 @@ class Simulator:
         # nodes/10 + 1, its nodes' Lease renewals; 0: none, so an idle version stays put).
         if background_writes is not None:
             self._options.append(f"--background-writes={background_writes}")
+        # How often the operator's reads of its watches are sampled (readlag.go); None: never.
+        # Each sample reads /proc/net/tcp, which walks the kernel's whole connection table.
+        if read_lag_period_seconds is not None:
+            self._options.append(f"--read-lag-period={read_lag_period_seconds}s")
         self._process: subprocess.Popen[bytes] | None = None
         self._info: SimulatorInfo | None = None
 

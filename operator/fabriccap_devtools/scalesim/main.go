@@ -49,6 +49,8 @@ func main() {
 	snapshotTTL := flag.Duration("snapshot-ttl", 5*time.Minute, "how long a LIST snapshot (its continue tokens) lives")
 	statusLog := flag.Int("status-log", 200_000, "FabricCapability status writes kept for /writes")
 	deliverySamples := flag.Int("delivery-samples", 5_000_000, "watch delivery latencies kept per kind")
+	readLagPeriod := flag.Duration("read-lag-period", 0,
+		"how often the operator's reads of its watches are sampled from /proc/net/tcp (readlag.go); 0: never")
 	backgroundWrites := flag.Int("background-writes", -1,
 		"versions taken a second by writes to kinds not served here (Leases); -1: the world's nodes/10 + 1, 0: none")
 	flag.Parse()
@@ -63,8 +65,10 @@ func main() {
 		bookmark: *bookmarkInterval,
 		unknown:  map[string]bool{},
 	}
-	server.reads = newReadLag(server.stats, "/proc/net/tcp")
-	go server.reads.run()
+	if *readLagPeriod > 0 {
+		server.reads = newReadLag(server.stats, "/proc/net/tcp")
+		go server.reads.run(*readLagPeriod)
+	}
 	templates := map[string]*Template{}
 	if *world != "" {
 		started := time.Now()

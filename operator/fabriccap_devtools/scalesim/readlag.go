@@ -6,10 +6,15 @@ package main
 // operator's watch is timed to the moment its last byte leaves the kernel's queues: the bytes
 // the server wrote on the connection (countingConn, TLS records included), less those still
 // queued (the server socket's send queue and the client socket's receive queue, both read from
-// /proc/net/tcp every readLagPeriod), is how far the client has read.
+// /proc/net/tcp every -read-lag-period), is how far the client has read.
 //
 // Bytes read are not yet events handled: the client decrypts and parses after its read, so what
-// this misses is at most what one read takes in.
+// this misses is at most what one read takes in. A latency is known to the sampling period.
+//
+// Off unless asked for: reading /proc/net/tcp walks the kernel's whole established-connection
+// table, 262,144 buckets on the 24 GiB machine of docs/performance.md, 4.5 ms a read. Every
+// 20 ms that doubled the simulator's CPU in a 100,000-node run, on the two cores it shares with
+// the operator.
 
 import (
 	"bufio"
@@ -21,8 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 )
-
-const readLagPeriod = 20 * time.Millisecond
 
 // countingConn counts the bytes written to a connection's socket.
 type countingConn struct {
@@ -150,8 +153,8 @@ func (r *ReadLag) untrack(tracker *readTracker) {
 	r.mu.Unlock()
 }
 
-func (r *ReadLag) run() {
-	for range time.Tick(readLagPeriod) {
+func (r *ReadLag) run(period time.Duration) {
+	for range time.Tick(period) {
 		r.mu.Lock()
 		trackers := make([]*readTracker, 0, len(r.trackers))
 		for tracker := range r.trackers {
