@@ -110,22 +110,20 @@ class PoolCapability:
     """One FabricCapability: its identity and its computed status.
 
     The status is JSON (``status_json``), what is written; the model (``status``) is made from
-    it when first read. The operator's rounds read only the JSON, and most of its parts are
-    the memo's (``api.status_with``): never to be changed in place."""
+    it each time it is read, and kept by nobody here: the operator's writes hold their
+    capability until they end, which for a first round of 5,000 pools took long enough for
+    cached models to hold ~70 MiB (docs/performance.md). The operator's rounds read only the
+    JSON, and most of its parts are the memo's (``api.status_with``): never to be changed in
+    place."""
 
     name: str
     fabric: str
     pool: Pool
     status_json: dict[str, Any]
-    _model: FabricCapabilityStatus | None = field(default=None, compare=False, repr=False)
 
     @property
     def status(self) -> FabricCapabilityStatus:
-        if self._model is None:
-            # Frozen for its users; this is the one field it fills in itself, once.
-            object.__setattr__(self, "_model", FabricCapabilityStatus.model_validate(self.status_json))
-        assert self._model is not None
-        return self._model
+        return FabricCapabilityStatus.model_validate(self.status_json)
 
     @property
     def is_ready(self) -> bool:
@@ -1193,8 +1191,7 @@ def evaluate(
             capabilities.append(capability)
             if found is not None and (found.without_fabric or found.not_used):
                 # Events are built from the model, made only for a problem not yet recorded, and
-                # not kept on the capability: its write can wait in its lane long after this round
-                # (at 5,000 pools the first round's models held 100 MiB until the writes ended).
+                # once for the pool's events, however many owners they name.
                 pool_ref = PoolRef.model_validate(status["pool"])
                 model = functools.cache(functools.partial(FabricCapabilityStatus.model_validate, status))
                 events.extend(

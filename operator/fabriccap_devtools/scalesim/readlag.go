@@ -83,15 +83,15 @@ type readTracker struct {
 	pending []sentEvent
 }
 
-func (t *readTracker) sent(committed []time.Time) {
+func (t *readTracker) sent(events []*Event) {
 	if t.off.Load() {
 		return
 	}
 	end := t.conn.written.Load()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, at := range committed {
-		t.pending = append(t.pending, sentEvent{end, at})
+	for _, event := range events {
+		t.pending = append(t.pending, sentEvent{end, event.At})
 	}
 }
 

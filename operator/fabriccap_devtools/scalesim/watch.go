@@ -139,7 +139,6 @@ func (s *Server) watch(w http.ResponseWriter, request *http.Request, found targe
 	nextBookmark := started.Add(s.bookmark)
 	finalBookmarkSent := false
 	latencies := make([]time.Duration, 0, watchBatch)
-	committed := make([]time.Time, 0, watchBatch)
 	for {
 		if !exemptClient && s.faults.inOutage() {
 			panic(http.ErrAbortHandler) // a partition: the stream breaks mid-way
@@ -174,17 +173,16 @@ func (s *Server) watch(w http.ResponseWriter, request *http.Request, found targe
 			}
 			if !exemptClient && len(delivered) > 0 {
 				sent := time.Now()
-				latencies, committed = latencies[:0], committed[:0]
+				latencies = latencies[:0]
 				for _, event := range delivered {
 					latencies = append(latencies, sent.Sub(event.At))
-					committed = append(committed, event.At)
 					if event.Probe != 0 {
 						s.stats.probeDelivered(event.Probe, sent)
 					}
 				}
 				s.stats.delivered(kind, latencies)
 				if reads != nil {
-					reads.sent(committed)
+					reads.sent(delivered)
 				}
 			}
 			continue
