@@ -329,32 +329,64 @@ def scrape(port: int) -> dict[str, float]:
     return values
 
 
+def histogram_growth(
+    before: dict[str, float], after: dict[str, float], name: str, labels: str = ""
+) -> dict[str, float]:
+    """What one histogram series gained between two scrapes: how many, their mean, and the
+    bounds of the buckets that hold the 99th percentile and the largest (absent: above the last
+    bound). ``labels`` is the series' other labels as exposed, before ``le`` (``lane="urgent",``)."""
+
+    def grew(key: str) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    selector = f"{{{labels.rstrip(',')}}}" if labels else ""
+    count = grew(f"{name}_count{selector}")
+    if count <= 0:
+        return {"count": 0}
+    prefix = f"{name}_bucket{{{labels}le="
+    buckets = sorted(
+        (float(key[len(prefix) :].split('"', 2)[1]), grew(key))
+        for key in after
+        if key.startswith(prefix) and 'le="+Inf"' not in key
+    )
+    figures = {"count": count, "mean_s": grew(f"{name}_sum{selector}") / count}
+    p99_bound = next((bound for bound, seen in buckets if seen >= 0.99 * count), None)
+    max_bound = next((bound for bound, seen in buckets if seen >= count), None)
+    figures |= {
+        key: bound for key, bound in (("p99_at_most_s", p99_bound), ("max_at_most_s", max_bound)) if bound is not None
+    }
+    return figures
+
+
 def round_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
     """The publisher's rounds between two scrapes (shard 0's): how many, how long their
-    evaluation took (mean, and the histogram's bucket that holds the 99th percentile), and how
-    many pools each evaluated."""
-
-    def grew(name: str) -> float:
-        return after.get(name, 0.0) - before.get(name, 0.0)
-
-    rounds = grew("fabriccap_evaluation_duration_seconds_count")
+    evaluation took, and how many pools each evaluated."""
+    evaluation = histogram_growth(before, after, "fabriccap_evaluation_duration_seconds")
+    rounds = evaluation["count"]
     if rounds <= 0:
         return {"rounds": 0}
-    buckets = sorted(
-        (float(key.split('le="', 1)[1].split('"', 1)[0]), grew(key))
-        for key in after
-        if key.startswith("fabriccap_evaluation_duration_seconds_bucket{") and 'le="+Inf"' not in key
-    )
-    p99_bound = next((bound for bound, count in buckets if count >= 0.99 * rounds), None)
-    # The slowest round: in the first bucket that holds them all (None: above the last bound).
-    max_bound = next((bound for bound, count in buckets if count >= rounds), None)
     return {
         "rounds": rounds,
-        "evaluation_mean_s": grew("fabriccap_evaluation_duration_seconds_sum") / rounds,
-        "evaluation_p99_at_most_s": p99_bound,
-        "evaluation_max_at_most_s": max_bound,
-        "pools_per_round": grew("fabriccap_evaluations_total") / rounds,
+        "evaluation_mean_s": evaluation["mean_s"],
+        "evaluation_p99_at_most_s": evaluation.get("p99_at_most_s"),
+        "evaluation_max_at_most_s": evaluation.get("max_at_most_s"),
+        "pools_per_round": (
+            after.get("fabriccap_evaluations_total", 0.0) - before.get("fabriccap_evaluations_total", 0.0)
+        )
+        / rounds,
     }
+
+
+def lane_waits(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, float]]:
+    """How long the writes waited for their lanes between two scrapes, per lane that wrote."""
+    lanes = sorted(
+        {key.split('lane="', 1)[1].split('"', 1)[0] for key in after if key.startswith("fabriccap_status_write_wait")}
+    )
+    waits = {
+        lane: histogram_growth(before, after, "fabriccap_status_write_wait_seconds", f'lane="{lane}",')
+        for lane in lanes
+    }
+    return {lane: figures for lane, figures in waits.items() if figures["count"]}
 
 
 def status_writes(simulator: Simulator) -> int:
@@ -818,7 +850,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["churn_seconds"] = churn["seconds"]
                 results["cpu_cores"] = churn_cpu / churn_wall
                 results["churn_status_writes"] = len(writes_during)
-                results["rounds"] = round_figures(rounds_before, scrape(metrics_port))
+                rounds_after = scrape(metrics_port)
+                results["rounds"] = round_figures(rounds_before, rounds_after)
+                results["lane_waits"] = lane_waits(rounds_before, rounds_after)
                 # Writes of the probe pool against the changes the probes made (3 a round):
                 # more than one a change spends the object's write budget (1 a second).
                 results["probe_pool_writes"] = sum(1 for write in writes_during if write["name"] == probes.capability)
@@ -953,6 +987,12 @@ def summary(results: dict[str, Any], debounce: float) -> str:
             f"rounds under churn: {rounds['rounds']:.0f}, {rounds['pools_per_round']:.0f} pools each; evaluation "
             f"mean {seconds(rounds['evaluation_mean_s'])}, p99 at most {seconds(rounds['evaluation_p99_at_most_s'])}, "
             f"the slowest at most {seconds(rounds.get('evaluation_max_at_most_s'))}"
+        )
+    for lane, wait in (results.get("lane_waits") or {}).items():
+        lines.append(
+            f"writes waiting for the {lane} lane under churn: {wait['count']:.0f}, mean {seconds(wait['mean_s'])},"
+            f" p99 at most {seconds(wait.get('p99_at_most_s'))},"
+            f" the longest at most {seconds(wait.get('max_at_most_s'))}"
         )
     if results["shards"] > 1:
         lines.append(

@@ -405,6 +405,23 @@ class OperatorMetrics:
             ["result"],
             registry=self.registry,
         )
+        # Writes queue per lane (writes.WriteLanes): a lane that cannot keep up shows here before
+        # its pools' statuses fall behind what gates and alerts read.
+        self.status_write_wait = Histogram(
+            "fabriccap_status_write_wait_seconds",
+            "Time a FabricCapability write waited for its lane before it was sent, by lane: conditions (a"
+            " condition moved, a new object), urgent (other workload reports), routine (only the count of pods"
+            " requesting the fabric moved), expiry (a deletion after the grace period).",
+            ["lane"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+            registry=self.registry,
+        )
+        self.status_writes_waiting = Gauge(
+            "fabriccap_status_writes_waiting",
+            "FabricCapability writes waiting for their lane (not sent yet), by lane.",
+            ["lane"],
+            registry=self.registry,
+        )
         self.evaluation_duration = Histogram(
             "fabriccap_evaluation_duration_seconds",
             "Time to re-evaluate the dirty pools of one debounce window.",

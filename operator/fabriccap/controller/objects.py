@@ -172,6 +172,7 @@ class WriteSlot:
     task: asyncio.Task[None]
     lane: Lane
     intent: Intent | None  # what it sends when its lane frees; None once taken
+    queued_at: float  # the event loop's clock when it joined its lane
     sending: bool = False
     again: bool = False  # evaluated again while being sent (or held back): evaluate again after it
 

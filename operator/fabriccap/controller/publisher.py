@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -198,7 +199,15 @@ class Publisher:
             wake_in=self._wake_in,
             read_back=self._must_read_back,
         )
-        self.lanes = WriteLanes(perform=self.writer.perform, done=self._write_ended)
+        self.lanes = WriteLanes(
+            perform=self.writer.perform,
+            done=self._write_ended,
+            waited=lambda lane, seconds: self.metrics.status_write_wait.labels(lane=lane).observe(seconds),
+        )
+        for lane in Lane:  # every lane's series from the start, for the alerts
+            self.metrics.status_write_wait.labels(lane=lane)
+            waiting = self.metrics.status_writes_waiting.labels(lane=lane)
+            waiting.set_function(functools.partial(self.lanes.waiting_in, lane))
         self.metrics.pools.fresh = self.fresh
         self.metrics.publishing.set_function(lambda: 1.0 if self.publishing else 0.0)
         if self.events is not None and self.outbox is None:

@@ -35,6 +35,7 @@ object's managedFields say who wrote its status last: how a write war is told fr
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -242,10 +243,13 @@ class WriteLanes:
 
     perform: Perform
     done: Done
+    # Hears how long each write waited for its lane before it was sent (a metric).
+    waited: Callable[[Lane, float], None] = lambda lane, seconds: None
     _lanes: dict[Lane, asyncio.Semaphore] = field(
         default_factory=lambda: {lane: asyncio.Semaphore(width) for lane, width in LANE_WIDTHS.items()}
     )
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _waiting: dict[Lane, int] = field(default_factory=lambda: dict.fromkeys(LANE_WIDTHS, 0))
 
     def submit(self, state: ObjectState, intent: Intent, lane: Lane) -> asyncio.Task[None] | None:
         """Write ``intent`` for ``state`` in ``lane``; None when a write of it is being sent
@@ -260,9 +264,10 @@ class WriteLanes:
                 return slot.task
             slot.task.cancel()  # it waits in a slower lane than it needs now
         task = asyncio.create_task(self._write(state), name=f"write {state.name}")
-        state.slot = WriteSlot(task, lane, intent)
+        state.slot = WriteSlot(task, lane, intent, queued_at=asyncio.get_running_loop().time())
+        self._waiting[lane] += 1
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(functools.partial(self._ended, state.slot))
         return task
 
     def waiting(self, state: ObjectState) -> Intent | None:
@@ -273,12 +278,24 @@ class WriteLanes:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    def waiting_in(self, lane: Lane) -> int:
+        """How many writes wait for ``lane`` (not yet sent)."""
+        return self._waiting[lane]
+
+    def _ended(self, slot: WriteSlot, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        # Here, not in the task: a task cancelled before its first step runs none of its code.
+        if not slot.sending:  # cancelled while it waited (for a faster lane, or a stop)
+            self._waiting[slot.lane] -= 1
+
     async def _write(self, state: ObjectState) -> None:
         slot = state.slot
         assert slot is not None
         try:
             async with self._lanes[slot.lane]:
                 slot.sending = True
+                self._waiting[slot.lane] -= 1
+                self.waited(slot.lane, asyncio.get_running_loop().time() - slot.queued_at)
                 intent, slot.intent = slot.intent, None
                 if intent is not None:
                     await self.perform(state, intent)

@@ -267,9 +267,25 @@ ROWS: tuple[Row, ...] = (
                         "p50",
                     ),
                 ),
-                width=24,
+                width=12,
                 unit="s",
                 description="Time to re-evaluate the dirty pools of one debounce window.",
+            ),
+            Panel(
+                "Status write wait by lane (p99)",
+                "timeseries",
+                (
+                    Query(
+                        "histogram_quantile(0.99, sum by (lane, le)"
+                        f" (rate({install_series('fabriccap_status_write_wait_seconds_bucket')}[$__rate_interval])))",
+                        "{{lane}}",
+                    ),
+                ),
+                width=12,
+                unit="s",
+                description="How long a changed status waited for a writer before it was sent, by lane. The"
+                " conditions lane (what gates and alerts read) should stay near zero; a growing urgent or routine"
+                " wait means the workload reports change faster than they are written.",
             ),
         ),
     ),

@@ -567,6 +567,7 @@ async def test_a_condition_does_not_queue_behind_the_workload_reports() -> None:
             setup.add([workload_pod(f"{pool}-a", f"{pool}-tcp", efa=None)])
         await setup.publisher.reconcile_once(finish_writes=False)
         await eventually(lambda: len(sending(setup.publisher)) == URGENT_WRITES, "every urgent lane taken")
+        assert waiting_writes(setup, Lane.URGENT) == 2 and waiting_writes(setup, Lane.CONDITIONS) == 0
         setup.add([node("gated-a", pool="gated", efa=16), node("gated-b", pool="gated", efa=32)])
         setup.add(plugin_pods(["gated-b"]))
         await setup.publisher.reconcile_once(finish_writes=False)
@@ -578,10 +579,17 @@ async def test_a_condition_does_not_queue_behind_the_workload_reports() -> None:
         for gate in gates:
             gate.set()
         await setup.publisher.finish_writes()
+        assert waiting_writes(setup, Lane.URGENT) == 0
+        waited = setup.metrics.sample_value("fabriccap_status_write_wait_seconds_count", {"lane": "urgent"})
+        assert waited == len(pools)
         await setup.publisher.reconcile_once()
         assert all(
             setup.published()[f"efa-{pool}"]["status"]["workloads"]["withoutFabric"]["pods"] == 1 for pool in pools
         )
+
+
+def waiting_writes(setup: Setup, lane: Lane) -> float | None:
+    return setup.metrics.sample_value("fabriccap_status_writes_waiting", {"lane": lane})
 
 
 async def test_a_write_not_sent_yet_takes_the_newer_status_and_keeps_its_place() -> None:

@@ -73,6 +73,7 @@ def exposed() -> list[tuple[str, dict[str, str], float]]:
     metrics.evaluation_duration.observe(0.003)
     metrics.watch_events.labels(kind="node", result="applied").inc()
     metrics.status_writes.labels(result="updated").inc()
+    metrics.status_write_wait.labels(lane="urgent").observe(0.02)
     metrics.last_evaluation.set(1_700_000_000)
     metrics.watch_last_event.labels(kind="node").set(1_700_000_000)
     metrics.unschedulable_fabric_pods.labels(fabric="efa").set(0)
