@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -454,3 +455,19 @@ async def test_probes_change_create_and_delete_the_object_they_name(sim: Simulat
     with pytest.raises(KubeError) as gone:
         await client.get(NODES.item(node))
     assert gone.value.status == 404
+
+
+def test_a_simulator_that_stops_answering_is_reported_with_its_log(sim: Simulator) -> None:
+    """A benchmark's scratch directory goes with the run: the error itself carries the log's end."""
+    pid = sim.info.pid
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(200):  # until it is dead (a zombie until the Simulator reaps it)
+        if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+            break
+        time.sleep(0.05)
+    with pytest.raises(SimulatorError) as failed:
+        sim.stats()
+    message = str(failed.value)
+    assert message.startswith("GET /stats: no answer (")
+    assert "scalesim exited with -9" in message
+    assert sim.log_path.read_text().splitlines()[-1] in message

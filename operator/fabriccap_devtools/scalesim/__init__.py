@@ -14,9 +14,11 @@ an admin port. See ``docs/performance.md`` for how it was checked against kube-a
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -178,6 +180,16 @@ class Simulator:
             raise SimulatorError(
                 f"{method} {path}: {error.code} {error.read().decode(errors='replace').strip()}"
             ) from None
+        except (OSError, http.client.HTTPException) as error:
+            # No answer: the simulator's log says why (a panic, an exit), and it goes with a
+            # benchmark's scratch directory.
+            process = self._process
+            state = "running" if process is not None and process.poll() is None else "exited"
+            if process is not None and process.returncode is not None:
+                state = f"exited with {process.returncode}"
+            raise SimulatorError(
+                f"{method} {path}: no answer ({error!r}); scalesim {state}; its log ends:\n{self._tail(40)}"
+            ) from error
 
     def get(self, path: str) -> Any:
         return self.request("GET", path)
