@@ -96,6 +96,25 @@ def build_go_tool(source: Path) -> Path:
     return target
 
 
+def run_go_tests(source: Path) -> str:
+    """Run the Go tests of the package in ``source``; their output, or GoToolError with it."""
+    try:
+        result = subprocess.run(
+            [go_binary(), "test", "-count=1", "-mod=readonly", "./..."],
+            cwd=source,
+            env=_go_env(),
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise GoToolError(f"go test {source} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
+    if result.returncode != 0:
+        raise GoToolError(f"go test {source} failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
 def go_module_file(module: str, version: str, path: str, sha256: str) -> Path:
     """``path`` inside ``module@version`` from Go's module cache, downloaded if needed.
 

@@ -23,8 +23,8 @@ from fabriccap.kube.client import MERGE_PATCH, KubeClient, connect
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
-from fabriccap_devtools.gotools import GoToolError
-from fabriccap_devtools.scalesim import Simulator, SimulatorError, simulator_binary
+from fabriccap_devtools.gotools import GoToolError, run_go_tests
+from fabriccap_devtools.scalesim import SOURCE, Simulator, SimulatorError, simulator_binary
 from fabriccap_devtools.scalesim.world import ScaleWorld, node_name
 
 NODE_COUNT = 30
@@ -471,3 +471,9 @@ def test_a_simulator_that_stops_answering_is_reported_with_its_log(sim: Simulato
     assert message.startswith("GET /stats: no answer (")
     assert "scalesim exited with -9" in message
     assert sim.log_path.read_text().splitlines()[-1] in message
+
+
+def test_the_simulators_go_tests_pass() -> None:
+    """scalesim's own tests (stats_test.go: a snapshot encoded while requests go on counting)."""
+    output = run_go_tests(SOURCE)
+    assert output.startswith("ok ") and "fabriccap.dev/scalesim" in output

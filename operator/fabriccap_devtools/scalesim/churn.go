@@ -14,6 +14,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +96,7 @@ func (c *Churn) snapshot() map[string]any {
 	if ended.IsZero() {
 		ended = time.Now()
 	}
-	return map[string]any{"counts": counts, "seconds": ended.Sub(c.started).Seconds(), "problems": c.problems}
+	return map[string]any{"counts": counts, "seconds": ended.Sub(c.started).Seconds(), "problems": slices.Clone(c.problems)}
 }
 
 // objectsWithVar lists the keys of a kind's objects whose template has the variable.

@@ -7,6 +7,8 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -186,24 +188,27 @@ func summarizeKinds(byKind map[string][]float32) map[string]deliverySummary {
 	return summaries
 }
 
+// snapshot copies what it reports: it is encoded after the lock is released, while requests
+// and watch flushes go on changing the originals (a map iterated as it is written is a fatal
+// error, not a panic a handler recovers from: the whole simulator exits).
 func (s *Stats) snapshot() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delivery, readDelivery := summarizeKinds(s.delivery), summarizeKinds(s.readDelivery)
-	probes := make([]*probeRecord, 0, len(s.probes))
+	probes := make([]probeRecord, 0, len(s.probes))
 	for _, probe := range s.probes {
-		probes = append(probes, probe)
+		probes = append(probes, *probe)
 	}
 	sort.Slice(probes, func(i, j int) bool { return probes[i].ID < probes[j].ID })
 	return map[string]any{
 		"since":          s.since.UnixNano(),
-		"requests":       s.requests,
-		"benchRequests":  s.benchRequests,
-		"watchers":       s.watchers,
+		"requests":       maps.Clone(s.requests),
+		"benchRequests":  maps.Clone(s.benchRequests),
+		"watchers":       maps.Clone(s.watchers),
 		"delivery":       delivery,
 		"readDelivery":   readDelivery,
-		"lists":          s.lists,
-		"initialStreams": s.initial,
+		"lists":          slices.Clone(s.lists),
+		"initialStreams": slices.Clone(s.initial),
 		"probes":         probes,
 	}
 }
