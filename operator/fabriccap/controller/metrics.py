@@ -410,8 +410,9 @@ class OperatorMetrics:
         self.status_write_wait = Histogram(
             "fabriccap_status_write_wait_seconds",
             "Time a FabricCapability write waited for its lane before it was sent, by lane: conditions (a"
-            " condition moved, a new object), urgent (other workload reports), routine (only the count of pods"
-            " requesting the fabric moved), expiry (a deletion after the grace period).",
+            " condition moved, a new object), urgent (a workload problem appeared or cleared, the nodes moved),"
+            " routine (only the workload reports' counts and names moved), expiry (a deletion after the grace"
+            " period).",
             ["lane"],
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
             registry=self.registry,

@@ -155,8 +155,8 @@ class Lane(StrEnum):
     # What gates and alerts read: a condition's status or reason, a new object. Never behind
     # the workload reports, which pod churn makes by the hundred a second.
     CONDITIONS = "conditions"
-    URGENT = "urgent"  # what else a user acts on: pods without the fabric, an offender
-    ROUTINE = "routine"  # only the count of pods requesting the fabric moved
+    URGENT = "urgent"  # what else a user acts on: a workload problem appearing or clearing, the nodes
+    ROUTINE = "routine"  # only the workload reports' counts and names moved (writes.is_routine_change)
     EXPIRY = "expiry"  # a deletion after the grace period: never in the way of the others
 
 

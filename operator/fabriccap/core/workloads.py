@@ -20,6 +20,7 @@ import heapq
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabriccap.core import api
 from fabriccap.core.api import (
@@ -364,6 +365,26 @@ class WorkloadEvent:
         prefix = self.involved.name[: MAX_SUBDOMAIN_LENGTH - len(suffix) - 1].rstrip("-.")
         readable = f"{prefix}.{suffix}"
         return readable if is_dns_subdomain(readable) else suffix
+
+
+def problems_present(workloads: Mapping[str, Any]) -> frozenset[str]:
+    """The kinds of workload problem a pool's published ``status.workloads`` shows: pods without
+    the fabric, pods that mean to use it without requesting it, pods that request it while NCCL
+    chose another network. From the counts, not the offenders: that list is cut at
+    MAX_OFFENDERS, in name order."""
+
+    def pods(field: Any, key: str = "pods") -> int:
+        value = field.get(key) if isinstance(field, Mapping) else None
+        return value if isinstance(value, int) else 0
+
+    transport = workloads.get("transport")
+    verdicts = transport if isinstance(transport, Mapping) else {}
+    present = {
+        WITHOUT_FABRIC: pods(workloads.get(WITHOUT_FABRIC)) > 0,
+        INTENT_WITHOUT_REQUEST: pods(workloads.get(INTENT_WITHOUT_REQUEST)) > 0,
+        FABRIC_NOT_USED: any(pods(verdicts.get(verdict), "requestingFabricPods") > 0 for verdict in NOT_USED_VERDICTS),
+    }
+    return frozenset(problem for problem, shown in present.items() if shown)
 
 
 def _event_key(reason: str, owner: ObjectRef, *parts: str) -> str:

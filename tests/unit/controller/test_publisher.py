@@ -480,8 +480,10 @@ async def test_an_unexpected_error_in_a_background_write_is_logged_not_lost(
         assert len(failed) == 1 and failed[0].exc_info is not None
 
 
-def test_a_routine_change_moves_only_the_count_of_pods_requesting_the_fabric() -> None:
-    def status(requesting: int, without: int = 0, ready: str = "True", when: str = "t0") -> dict[str, Any]:
+def test_a_routine_change_moves_workload_reports_and_no_problem_appears_or_clears() -> None:
+    def status(
+        requesting: int, without: int = 0, ready: str = "True", when: str = "t0", offenders: int = 0
+    ) -> dict[str, Any]:
         return {
             "observedGeneration": 1,
             "nodes": 2,
@@ -489,32 +491,41 @@ def test_a_routine_change_moves_only_the_count_of_pods_requesting_the_fabric() -
             "workloads": {
                 "requestingFabric": {"pods": requesting, "workloads": requesting},
                 "withoutFabric": {"pods": without, "workloads": without},
-                "offenders": [],
+                "intentWithoutRequest": {"pods": 0, "workloads": 0},
+                "offenders": [{"name": f"job-{number}", "problem": "withoutFabric"} for number in range(offenders)],
             },
         }
 
     assert is_routine_change(status(1), status(2))
     assert is_routine_change(status(1), status(1, when="t1"))  # times are not a change
-    assert not is_routine_change(status(1), status(1, without=1))
+    assert not is_routine_change(status(1), status(1, without=1, offenders=1))  # a problem appears
+    assert not is_routine_change(status(1, without=1, offenders=1), status(1))  # and clears
+    # A problem that stays: its counts and its offenders move as pod churn moves them.
+    assert is_routine_change(status(1, without=3, offenders=2), status(1, without=4, offenders=3))
+    intent = status(1)
+    intent["workloads"]["intentWithoutRequest"] = {"pods": 1, "workloads": 1}
+    assert not is_routine_change(status(1), intent)
     assert not is_routine_change(status(1), status(2, ready="False"))
     assert not is_routine_change({**status(1), "nodes": 3}, status(2))
     no_workloads = {key: value for key, value in status(1).items() if key != "workloads"}
     assert not is_routine_change(no_workloads, status(1))
     assert not is_routine_change(status(1), no_workloads)
-    # Transport counts move a read at a time: routine; the offender a verdict makes is not.
-    socket = {"pods": 1, "workloads": 1, "requestingFabricPods": 1}
-    read = {**status(1), "workloads": {**status(1)["workloads"], "transport": {"socket": socket}}}
-    unread = {**status(1), "workloads": {**status(1)["workloads"], "transport": {"unknown": socket}}}
-    assert is_routine_change(unread, read)
-    offending = {
-        **read,
-        "workloads": {**read["workloads"], "offenders": [{"name": "bert", "problem": "FabricNotUsed"}]},
-    }
-    assert not is_routine_change(unread, offending)
+
+    # Transport counts move a read at a time: routine, until a verdict shows the fabric not used
+    # (sockets or another network, of pods that request it).
+    def read(verdict: str, requesting_fabric: int) -> dict[str, Any]:
+        counts = {"pods": 1, "workloads": 1, "requestingFabricPods": requesting_fabric}
+        return {**status(1), "workloads": {**status(1)["workloads"], "transport": {verdict: counts}}}
+
+    assert is_routine_change(read("unknown", 1), read("fabric", 1))
+    assert is_routine_change(read("unknown", 1), read("socket", 0))  # a pod that asked for nothing
+    assert not is_routine_change(read("unknown", 1), read("socket", 1))
+    assert not is_routine_change(read("fabric", 1), read("other", 1))
     # The lanes: what gates read first, then what else users act on, then the counts.
     assert write_lane(None, status(1)) is Lane.CONDITIONS  # a new object
     assert write_lane(status(1), status(1, ready="False")) is Lane.CONDITIONS
     assert write_lane(status(1), status(1, without=1)) is Lane.URGENT
+    assert write_lane(status(1, without=1), status(1, without=2, offenders=1)) is Lane.ROUTINE
     assert write_lane(status(1), status(2, when="t1")) is Lane.ROUTINE
 
 
