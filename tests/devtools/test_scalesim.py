@@ -457,20 +457,34 @@ async def test_probes_change_create_and_delete_the_object_they_name(sim: Simulat
     assert gone.value.status == 404
 
 
+def kill_and_wait(sim: Simulator, signal_number: int) -> None:
+    """Send the simulator a signal and wait until it is dead: a zombie until the Simulator reaps it."""
+    stat = Path(f"/proc/{sim.info.pid}/stat")
+    os.kill(sim.info.pid, signal_number)
+    for _ in range(200):
+        if stat.read_text().split(") ", 1)[1].startswith("Z"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"scalesim {sim.info.pid} still runs 10 s after signal {signal_number}")
+
+
 def test_a_simulator_that_stops_answering_is_reported_with_its_log(sim: Simulator) -> None:
     """A benchmark's scratch directory goes with the run: the error itself carries the log's end."""
-    pid = sim.info.pid
-    os.kill(pid, signal.SIGKILL)
-    for _ in range(200):  # until it is dead (a zombie until the Simulator reaps it)
-        if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
-            break
-        time.sleep(0.05)
+    kill_and_wait(sim, signal.SIGKILL)
     with pytest.raises(SimulatorError) as failed:
         sim.stats()
     message = str(failed.value)
     assert message.startswith("GET /stats: no answer (")
-    assert "scalesim exited with -9" in message
+    assert "scalesim exited with -9;" in message  # killed: no crash of its own to name
     assert sim.log_path.read_text().splitlines()[-1] in message
+
+
+def test_a_simulator_that_crashed_is_reported_with_the_crash_not_only_its_dump(sim: Simulator) -> None:
+    """Go reports a crash on one line and then dumps every goroutine, far longer than a tail."""
+    kill_and_wait(sim, signal.SIGQUIT)  # the Go runtime dies of it as of any crash, dump and all
+    with pytest.raises(SimulatorError) as failed:
+        sim.stats()
+    assert "scalesim exited with 2: SIGQUIT: quit;" in str(failed.value)
 
 
 def test_the_simulators_go_tests_pass() -> None:

@@ -405,8 +405,8 @@ class OperatorMetrics:
             ["result"],
             registry=self.registry,
         )
-        # Writes queue per lane (writes.WriteLanes): a lane that cannot keep up shows here before
-        # its pools' statuses fall behind what gates and alerts read.
+        # Writes queue per lane (writes.WriteLanes): how far a lane that cannot keep up leaves
+        # its pools' published statuses behind their evaluation.
         self.status_write_wait = Histogram(
             "fabriccap_status_write_wait_seconds",
             "Time a FabricCapability write waited for its lane before it was sent, by lane: conditions (a"

@@ -204,7 +204,7 @@ class Publisher:
             done=self._write_ended,
             waited=lambda lane, seconds: self.metrics.status_write_wait.labels(lane=lane).observe(seconds),
         )
-        for lane in Lane:  # every lane's series from the start, for the alerts
+        for lane in Lane:  # every lane's series from the start: a rate() needs a first sample
             self.metrics.status_write_wait.labels(lane=lane)
             waiting = self.metrics.status_writes_waiting.labels(lane=lane)
             waiting.set_function(functools.partial(self.lanes.waiting_in, lane))

@@ -154,12 +154,13 @@ def is_routine_change(previous: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether writing ``new`` over ``previous`` moves nothing but the workload reports, and
     no kind of workload problem appears or clears (``problems_present``).
 
-    What a reader acts on is whether a pool has a problem of a kind at all: the alerts fire on
-    a count above zero held for 15 minutes, and each offending workload gets its own Event,
-    sent apart from these writes. The counts moving while a problem stays, and which workloads
-    the offenders list names, are what pod churn moves everywhere: at 5,000 pools, 189 such
-    writes a second, and a pool's first pod without the fabric waited behind them for a writer
-    up to 2.5 s at p99 (docs/performance.md)."""
+    What a reader of the status acts on is whether a pool has a problem of a kind at all, as
+    the alerts do (from the metrics, which never wait for a write: a count above zero for 15
+    minutes); each offending workload gets its own Event, sent apart from these writes. The
+    counts moving while a problem stays, and which workloads the offenders list names, are what
+    pod churn moves everywhere: at 5,000 pools, 189 such writes a second, and a pool's first pod
+    without the fabric waited behind them for a writer up to 2.5 s at p99
+    (docs/performance.md)."""
     before, after = strip_volatile(previous), strip_volatile(new)
     if before == after:
         return True  # nothing to write at all: no hurry either

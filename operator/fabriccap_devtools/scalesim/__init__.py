@@ -42,6 +42,11 @@ def simulator_binary() -> Path:
     return build_go_tool(SOURCE)
 
 
+# How the Go runtime starts the report of a crash: a panic, a fatal error (a map written while
+# it is read), or a signal it dies of.
+GO_CRASH_LINES = ("panic: ", "fatal error: ", "SIGABRT: ", "SIGBUS: ", "SIGQUIT: ", "SIGSEGV: ")
+
+
 @dataclass(frozen=True)
 class SimulatorInfo:
     server: str
@@ -148,6 +153,18 @@ class Simulator:
         except OSError:
             return ""
 
+    def _cause(self) -> str:
+        """The first line of a Go crash in the log (a goroutine dump follows it, longer than any
+        tail), as ``: <line>``; empty when there is none."""
+        try:
+            with self.log_path.open(errors="replace") as log:
+                for line in log:
+                    if line.startswith(GO_CRASH_LINES):
+                        return f": {line.strip()}"
+        except OSError:
+            pass
+        return ""
+
     def stop(self) -> None:
         process, self._process, self._info = self._process, None, None
         if process is None or process.poll() is not None:
@@ -188,7 +205,8 @@ class Simulator:
             if process is not None and process.returncode is not None:
                 state = f"exited with {process.returncode}"
             raise SimulatorError(
-                f"{method} {path}: no answer ({error!r}); scalesim {state}; its log ends:\n{self._tail(40)}"
+                f"{method} {path}: no answer ({error!r}); scalesim {state}{self._cause()}; its log ends:\n"
+                f"{self._tail(40)}"
             ) from error
 
     def get(self, path: str) -> Any:
