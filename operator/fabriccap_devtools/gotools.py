@@ -62,12 +62,28 @@ def tool_path(source: Path) -> Path:
     return cache_root() / "bin" / f"{name}-{source_digest(source)}" / name
 
 
+def _go_in(source: Path, verb: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``go <verb> <arguments>`` in the module ``source``, bounded; a failed run is the caller's."""
+    try:
+        return subprocess.run(
+            [go_binary(), verb, *arguments],
+            cwd=source,
+            env=_go_env(),
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise GoToolError(f"go {verb} {source} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
+
+
 def build_go_tool(source: Path) -> Path:
     """The binary of the Go main package in ``source`` (named after the directory), built once."""
     target = tool_path(source)
     if os.access(target, os.X_OK):
         return target
-    go = go_binary()
+    go_binary()  # no toolchain: said before anything is made
     target.parent.mkdir(parents=True, exist_ok=True)
     with (target.parent / ".lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions build it once
@@ -77,18 +93,7 @@ def build_go_tool(source: Path) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
             output = Path(scratch) / source.name
             started = time.monotonic()
-            try:
-                result = subprocess.run(
-                    [go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(output), "."],
-                    cwd=source,
-                    env=_go_env(),
-                    capture_output=True,
-                    text=True,
-                    timeout=BUILD_TIMEOUT_SECONDS,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise GoToolError(f"go build {source} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
+            result = _go_in(source, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(output), ".")
             if result.returncode != 0:
                 raise GoToolError(f"go build {source} failed:\n{result.stderr}")
             os.replace(output, target)
@@ -98,18 +103,7 @@ def build_go_tool(source: Path) -> Path:
 
 def run_go_tests(source: Path) -> str:
     """Run the Go tests of the package in ``source``; their output, or GoToolError with it."""
-    try:
-        result = subprocess.run(
-            [go_binary(), "test", "-count=1", "-mod=readonly", "./..."],
-            cwd=source,
-            env=_go_env(),
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise GoToolError(f"go test {source} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
+    result = _go_in(source, "test", "-count=1", "-mod=readonly", "./...")
     if result.returncode != 0:
         raise GoToolError(f"go test {source} failed:\n{result.stdout}{result.stderr}")
     return result.stdout
