@@ -62,20 +62,22 @@ def tool_path(source: Path) -> Path:
     return cache_root() / "bin" / f"{name}-{source_digest(source)}" / name
 
 
-def _go_in(source: Path, verb: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-    """``go <verb> <arguments>`` in the module ``source``, bounded; a failed run is the caller's."""
+def _go(
+    cwd: Path, *arguments: str, timeout: float = BUILD_TIMEOUT_SECONDS, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``go <arguments>`` in ``cwd``, bounded; a failed run is the caller's to word."""
     try:
         return subprocess.run(
-            [go_binary(), verb, *arguments],
-            cwd=source,
-            env=_go_env(),
+            [go_binary(), *arguments],
+            cwd=cwd,
+            env={**_go_env(), **(env or {})},
             capture_output=True,
             text=True,
-            timeout=BUILD_TIMEOUT_SECONDS,
+            timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise GoToolError(f"go {verb} {source} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
+        raise GoToolError(f"go {' '.join(arguments)} in {cwd} took longer than {timeout:.0f}s") from None
 
 
 def build_go_tool(source: Path) -> Path:
@@ -93,7 +95,7 @@ def build_go_tool(source: Path) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
             output = Path(scratch) / source.name
             started = time.monotonic()
-            result = _go_in(source, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(output), ".")
+            result = _go(source, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(output), ".")
             if result.returncode != 0:
                 raise GoToolError(f"go build {source} failed:\n{result.stderr}")
             os.replace(output, target)
@@ -103,7 +105,7 @@ def build_go_tool(source: Path) -> Path:
 
 def run_go_tests(source: Path) -> str:
     """Run the Go tests of the package in ``source``; their output, or GoToolError with it."""
-    result = _go_in(source, "test", "-count=1", "-mod=readonly", "./...")
+    result = _go(source, "test", "-count=1", "-mod=readonly", "./...")
     if result.returncode != 0:
         raise GoToolError(f"go test {source} failed:\n{result.stdout}{result.stderr}")
     return result.stdout
@@ -116,18 +118,16 @@ def go_module_file(module: str, version: str, path: str, sha256: str) -> Path:
     (GOSUMDB); the sha256 pins the one file the caller uses, so a different release or a
     retagged version fails here instead of testing against other YAML.
     """
-    try:
-        result = subprocess.run(
-            [go_binary(), "mod", "download", "-json", f"{module}@{version}"],
-            env={**_go_env(), "GO111MODULE": "on"},
-            cwd=tempfile.gettempdir(),  # outside any module: the download is not a dependency
-            capture_output=True,
-            text=True,
-            timeout=DOWNLOAD_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise GoToolError(f"go mod download {module}@{version} took longer than {DOWNLOAD_TIMEOUT_SECONDS}s") from None
+    outside = Path(tempfile.gettempdir())  # outside any module: the download is not a dependency
+    result = _go(
+        outside,
+        "mod",
+        "download",
+        "-json",
+        f"{module}@{version}",
+        timeout=DOWNLOAD_TIMEOUT_SECONDS,
+        env={"GO111MODULE": "on"},
+    )
     try:
         info = json.loads(result.stdout)
     except json.JSONDecodeError:
