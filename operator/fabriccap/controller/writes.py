@@ -156,11 +156,12 @@ def is_routine_change(previous: dict[str, Any], new: dict[str, Any]) -> bool:
 
     What a reader of the status acts on is whether a pool has a problem of a kind at all, as
     the alerts do (from the metrics, which never wait for a write: a count above zero for 15
-    minutes); each offending workload gets its own Event, sent apart from these writes. The
-    counts moving while a problem stays, and which workloads the offenders list names, are what
-    pod churn moves everywhere: at 5,000 pools, 189 such writes a second, and a pool's first pod
-    without the fabric waited behind them for a writer up to 2.5 s at p99
-    (docs/performance.md)."""
+    minutes); a workload without the fabric, or whose NCCL chose another network, gets its own
+    Event, sent apart from these writes (one that only sets fabric environment has none: its
+    name may wait in the offenders list with the counts). The counts moving while a problem
+    stays, and which workloads the offenders list names, are what pod churn moves everywhere:
+    at 5,000 pools, 189 such writes a second, and a pool's first pod without the fabric waited
+    behind them for a writer up to 2.5 s at p99 (docs/performance.md)."""
     before, after = strip_volatile(previous), strip_volatile(new)
     if before == after:
         return True  # nothing to write at all: no hurry either
@@ -297,10 +298,11 @@ class WriteLanes:
             async with self._lanes[slot.lane]:
                 slot.sending = True
                 self._waiting[slot.lane] -= 1
-                self.waited(slot.lane, asyncio.get_running_loop().time() - slot.queued_at)
+                waited = asyncio.get_running_loop().time() - slot.queued_at
                 intent, slot.intent = slot.intent, None
                 if intent is not None:
                     await self.perform(state, intent)
+                self.waited(slot.lane, waited)  # after the write: a failing metric loses no status
         except asyncio.CancelledError:
             raise
         except Exception:
