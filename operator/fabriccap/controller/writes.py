@@ -270,7 +270,7 @@ class WriteLanes:
         state.slot = WriteSlot(task, lane, intent, queued_at=asyncio.get_running_loop().time())
         self._waiting[lane] += 1
         self._tasks.add(task)
-        task.add_done_callback(functools.partial(self._ended, state.slot))
+        task.add_done_callback(functools.partial(self._ended, state, state.slot))
         return task
 
     def waiting(self, state: ObjectState) -> Intent | None:
@@ -285,11 +285,14 @@ class WriteLanes:
         """How many writes wait for ``lane`` (not yet sent)."""
         return self._waiting[lane]
 
-    def _ended(self, slot: WriteSlot, task: asyncio.Task[None]) -> None:
+    def _ended(self, state: ObjectState, slot: WriteSlot, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         # Here, not in the task: a task cancelled before its first step runs none of its code.
         if not slot.sending:  # cancelled while it waited (for a faster lane, or a stop)
             self._waiting[slot.lane] -= 1
+            if state.slot is slot:  # cancelled before its first step, not replaced: its finally never ran
+                state.slot = None
+                self.done(state, slot.again)
 
     async def _write(self, state: ObjectState) -> None:
         slot = state.slot

@@ -83,3 +83,21 @@ async def test_writes_cancelled_while_they_wait_are_not_left_counted() -> None:
     await lanes.finish(timeout=0.01)  # a stop: what still runs is cancelled
     assert lanes.waiting_in(Lane.EXPIRY) == 0 and lanes.in_flight == 0
     assert waits == []  # a write is timed once sent: these were cancelled waiting or sending
+
+
+async def test_a_write_cancelled_before_its_first_step_leaves_its_object_free_to_write() -> None:
+    """A task cancelled before it ran a step runs none of its code: its object must not keep a
+    slot on the dead task, or every later write of it would join that slot and never be sent."""
+    held, ended = HeldWrites(), list[str]()
+    lanes = WriteLanes(perform=held.perform, done=lambda state, again: ended.append(state.name))
+    state = ObjectState("o")
+    task = lanes.submit(state, intent(), Lane.ROUTINE)
+    assert task is not None
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert state.slot is None and ended == ["o"] and lanes.waiting_in(Lane.ROUTINE) == 0
+    again = lanes.submit(state, intent(), Lane.ROUTINE)
+    assert again is not None and again is not task
+    await eventually(lambda: held.sent == ["o"], "the next write of the object sent")
+    held.release.set()
+    await lanes.finish(timeout=5)
