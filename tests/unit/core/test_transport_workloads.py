@@ -21,7 +21,7 @@ from fabriccap.core.verdicts import (
     likely_cause,
     read_failure_reason,
 )
-from fabriccap.core.workloads import FABRIC_NOT_USED
+from fabriccap.core.workloads import FABRIC_NOT_USED, INTENT_WITHOUT_REQUEST, WITHOUT_FABRIC, problems_present
 from fabriccap_devtools.world import owner_reference, trainjob_pods, workload_pod
 from support.builders import EFA, capability, facts_of, healthy_pool
 
@@ -307,6 +307,32 @@ def test_another_network_is_fabric_not_used_too_with_its_own_cause() -> None:
     evaluation = _evaluate(index)
     (event,) = [e for e in evaluation.workload_events if e.reason == FABRIC_NOT_USED]
     assert "NCCL uses another network" in event.message and "provider tcp;ofi_rxm, not efa" in event.message
+
+
+def test_the_problems_a_status_shows_are_read_from_the_json_the_evaluation_publishes() -> None:
+    """``problems_present`` reads a published status (the write lanes' rule): built here by the
+    evaluation itself and dumped by alias, so a renamed field or verdict key fails this."""
+
+    def problems(*pods: tuple[dict[str, Any], Verdict | None]) -> frozenset[str]:
+        index = _index(*(body for body, _ in pods))
+        for body, verdict in pods:
+            if verdict is not None:
+                key = (body["metadata"]["namespace"], body["metadata"]["name"])
+                index.put_transport(key, _verdict(body["metadata"]["uid"], verdict))
+        workloads = capability(_evaluate(index), "efa-p5").status.workloads
+        assert workloads is not None
+        return problems_present(workloads.to_json())
+
+    fabric, socket = Verdict.FABRIC, Verdict.SOCKET
+    assert problems((workload_pod("n1", "uses-it", efa=32), fabric)) == frozenset()
+    assert problems((workload_pod("n1", "gpu-only", efa=None), None)) == {WITHOUT_FABRIC}
+    intent_only = workload_pod("n1", "cpu", gpu=None, efa=None, env={"FI_PROVIDER": "efa"})
+    assert problems((intent_only, None)) == {INTENT_WITHOUT_REQUEST}
+    assert problems((workload_pod("n1", "on-tcp", efa=32), socket)) == {FABRIC_NOT_USED}
+    assert problems((workload_pod("n1", "other-net", efa=32), Verdict.OTHER)) == {FABRIC_NOT_USED}
+    # Sockets in a pod that asked for no fabric: that pod is without it, not failing to use it.
+    assert problems((workload_pod("n1", "gpu-tcp", efa=None), socket)) == {WITHOUT_FABRIC}
+    assert problems((workload_pod("n1", "unread", efa=32), Verdict.UNKNOWN)) == frozenset()
 
 
 def test_an_event_already_recorded_is_not_built_again() -> None:
