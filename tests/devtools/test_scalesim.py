@@ -487,6 +487,22 @@ def test_a_simulator_that_crashed_is_reported_with_the_crash_not_only_its_dump(s
     assert "scalesim exited with 2: SIGQUIT: quit;" in str(failed.value)
 
 
+def test_a_crash_of_an_earlier_run_in_the_same_directory_is_not_named(tmp_path: Path) -> None:
+    """The log is appended to: a directory used again holds the last run's crash above this run."""
+    earlier = "fatal error: concurrent map iteration and map write"
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "scalesim.log").write_text(f"{earlier}\ngoroutine 1 [running]:\n")
+    simulator = start(tmp_path)
+    try:
+        kill_and_wait(simulator, signal.SIGKILL)
+        with pytest.raises(SimulatorError) as failed:
+            simulator.stats()
+    finally:
+        simulator.stop()
+    message = str(failed.value)
+    assert "scalesim exited with -9;" in message and earlier not in message
+
+
 def test_the_simulators_go_tests_pass() -> None:
     """scalesim's own tests (stats_test.go: a snapshot encoded while requests go on counting)."""
     output = run_go_tests(SOURCE)

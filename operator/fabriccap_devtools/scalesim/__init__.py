@@ -92,6 +92,8 @@ class Simulator:
             self._options.append(f"--read-lag-period={read_lag_period_seconds}s")
         self._process: subprocess.Popen[bytes] | None = None
         self._info: SimulatorInfo | None = None
+        # Where this run's lines begin in the log (a reused directory appends to an older one).
+        self._log_offset = 0
 
     @property
     def info(self) -> SimulatorInfo:
@@ -127,6 +129,7 @@ class Simulator:
                 world_path.write_text(json.dumps(self._world, separators=(",", ":")))
             command.append(f"--world={world_path}")
         with self.log_path.open("ab") as log:
+            self._log_offset = log.tell()
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while not ready.exists():
@@ -147,23 +150,23 @@ class Simulator:
         )
         return self._info
 
-    def _tail(self, lines: int = 20) -> str:
+    def _run_log(self) -> list[str]:
+        """The lines this run wrote to the log, not an earlier run's in the same directory."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_offset)
+                return log.read().decode(errors="replace").splitlines()
         except OSError:
-            return ""
+            return []
+
+    def _tail(self, lines: int = 20) -> str:
+        return "\n".join(self._run_log()[-lines:])
 
     def _cause(self) -> str:
-        """The first line of a Go crash in the log (a goroutine dump follows it, longer than any
-        tail), as ``: <line>``; empty when there is none."""
-        try:
-            with self.log_path.open(errors="replace") as log:
-                for line in log:
-                    if line.startswith(GO_CRASH_LINES):
-                        return f": {line.strip()}"
-        except OSError:
-            pass
-        return ""
+        """The first line of this run's Go crash in the log (a goroutine dump follows it, longer
+        than any tail), as ``: <line>``; empty when there is none."""
+        crash = next((line for line in self._run_log() if line.startswith(GO_CRASH_LINES)), None)
+        return "" if crash is None else f": {crash.strip()}"
 
     def stop(self) -> None:
         process, self._process, self._info = self._process, None, None
