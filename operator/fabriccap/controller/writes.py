@@ -286,13 +286,14 @@ class WriteLanes:
         return self._waiting[lane]
 
     def _ended(self, state: ObjectState, slot: WriteSlot, task: asyncio.Task[None]) -> None:
+        """A write's task ended, however it ended: sent, failed, or cancelled, even before its
+        first step (then none of its code ran). So its object's slot is freed here, not in it."""
         self._tasks.discard(task)
-        # Here, not in the task: a task cancelled before its first step runs none of its code.
         if not slot.sending:  # cancelled while it waited (for a faster lane, or a stop)
             self._waiting[slot.lane] -= 1
-            if state.slot is slot:  # cancelled before its first step, not replaced: its finally never ran
-                state.slot = None
-                self.done(state, slot.again)
+        if state.slot is slot:  # not replaced while it waited
+            state.slot = None
+            self.done(state, slot.again)
 
     async def _write(self, state: ObjectState) -> None:
         slot = state.slot
@@ -306,16 +307,10 @@ class WriteLanes:
                 if intent is not None:
                     await self.perform(state, intent)
                 self.waited(slot.lane, waited)  # after the write: a failing metric loses no status
-        except asyncio.CancelledError:
-            raise
         except Exception:
             # In a task of its own nobody awaits, an unexpected error would otherwise vanish
             # (inline, it used to end the publisher). The next change or resync tries again.
             logger.exception("writing FabricCapability %s failed unexpectedly", state.name)
-        finally:
-            if state.slot is slot:  # not replaced while it waited
-                state.slot = None
-                self.done(state, slot.again)
 
     async def finish(self, timeout: float | None = None) -> None:
         """Wait for the writes in flight, and those their ends start (a clean stop, before the
