@@ -162,10 +162,11 @@ class Simulator:
     def _tail(self, lines: int = 20) -> str:
         return "\n".join(self._run_log()[-lines:])
 
-    def _cause(self) -> str:
-        """The first line of this run's Go crash in the log (a goroutine dump follows it, longer
-        than any tail), as ``: <line>``; empty when there is none."""
-        crash = next((line for line in self._run_log() if line.startswith(GO_CRASH_LINES)), None)
+    @staticmethod
+    def _cause(lines: list[str]) -> str:
+        """The first line of a Go crash among ``lines`` (a goroutine dump follows it, longer than
+        any tail), as ``: <line>``; empty when there is none."""
+        crash = next((line for line in lines if line.startswith(GO_CRASH_LINES)), None)
         return "" if crash is None else f": {crash.strip()}"
 
     def stop(self) -> None:
@@ -207,9 +208,10 @@ class Simulator:
             state = "running" if process is not None and process.poll() is None else "exited"
             if process is not None and process.returncode is not None:
                 state = f"exited with {process.returncode}"
+            lines = self._run_log()  # read once for the crash and the tail
+            tail = "\n".join(lines[-40:])
             raise SimulatorError(
-                f"{method} {path}: no answer ({error!r}); scalesim {state}{self._cause()}; its log ends:\n"
-                f"{self._tail(40)}"
+                f"{method} {path}: no answer ({error!r}); scalesim {state}{self._cause(lines)}; its log ends:\n{tail}"
             ) from error
 
     def get(self, path: str) -> Any:
