@@ -165,6 +165,20 @@ async def test_a_watch_resumes_from_a_version_and_gets_410_once_the_history_has_
         simulator.stop()
 
 
+async def test_an_expired_history_sends_even_an_up_to_date_watch_to_list(sim: Simulator, client: KubeClient) -> None:
+    # The forced relist of the benchmarks: a Node watch under heartbeats has read the newest
+    # version, and it must relist all the same.
+    await client.merge_patch(NODES.item(node_name(1)), {"metadata": {"labels": {"step": "1"}}})
+    newest = (await client.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+    sim.post("/fault/expire", {"resources": ["nodes"]})
+    expired = await watch_events(client, {"resourceVersion": newest, "timeoutSeconds": "1"}, until=1)
+    assert [(event["type"], event["object"].get("code")) for event in expired] == [("ERROR", 410)]
+    # The list after the fault returns a version that a watch resumes from, with nothing changed.
+    relisted = (await client.get(NODES.collection(), {"limit": 1}))["metadata"]["resourceVersion"]
+    assert int(relisted) > int(newest)
+    assert await watch_events(client, {"resourceVersion": relisted, "timeoutSeconds": "1"}, until=1) == []
+
+
 async def test_an_idle_watch_gets_bookmarks_only_when_it_asked_for_them(tmp_path: Path) -> None:
     simulator = start(tmp_path, bookmark_interval_seconds=0.1)
     try:

@@ -286,12 +286,16 @@ func (s *Store) eventsAfter(kind *Kind, rv uint64, max int) ([]*Event, bool, <-c
 	return slices.Clone(pending), false, ks.wake, s.rv
 }
 
-// expireHistory drops a kind's whole history: every watch resuming from before now gets 410
-// and must list again (the forced relist of the benchmarks).
+// expireHistory drops a kind's whole history: every watch resuming from any version it has
+// read gets 410 and must list again (the forced relist of the benchmarks), as after an API
+// server restart over a compacted etcd. The newest version goes too: a watch that is up to
+// date (a Node watch under heartbeats always is) resumes from it. The store moves one version
+// on, with no event, so that a LIST after the fault returns a version a watch can resume from.
 func (s *Store) expireHistory(kind *Kind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.kinds[kind]
+	s.rv++
 	ks.events, ks.head, ks.droppedRV = nil, 0, s.rv
 	close(ks.wake)
 	ks.wake = make(chan struct{})
