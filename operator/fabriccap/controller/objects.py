@@ -250,6 +250,19 @@ class ObjectState:
     def yielded(self) -> bool:
         return self.foreign is not None and self.foreign.yielded
 
+    def may_fall_due(self) -> bool:
+        """Whether time alone may bring something of it due: no pool calls for it (its grace
+        period), a failed write's retry, a write its budget held back, a re-evaluation, held
+        Events, or another writer it yielded to. The publisher walks only these objects."""
+        return (
+            self.claim is None
+            or bool(self.retry.failures)
+            or self.deferred is not None
+            or self.recheck_at is not None
+            or (self.events is not None and self.events.holding)
+            or self.yielded
+        )
+
     def limiter(self) -> EventLimiter:
         if self.events is None:
             self.events = EventLimiter()

@@ -373,7 +373,7 @@ class ObjectWriter:
     # The request timeout that keeps a write inside the Lease's window; None: do not write.
     timeout: Callable[[], float | None]
     events: Callable[[], EventRecorder | None]
-    wake_in: Callable[[float], None]  # something falls due in that many seconds
+    falls_due: Callable[[ObjectState, float], None]  # something of the object falls due in that many seconds
     read_back: Callable[[], None]  # read every published object back before the next write
 
     async def perform(self, state: ObjectState, intent: Intent) -> None:
@@ -498,7 +498,7 @@ class ObjectWriter:
                 if outgoing is not None:
                     await events.record(written, outgoing.event, outgoing.count, outgoing.first)
             if limiter.holding:
-                self.wake_in(limiter.next_due(now) or 0.0)
+                self.falls_due(state, limiter.next_due(now) or 0.0)
         ready = find_condition(stamped, ConditionType.READY)
         before = find_condition(previous, ConditionType.READY)
         # At INFO only when Ready's status or reason moves: under churn every touched pool's
@@ -552,4 +552,4 @@ class ObjectWriter:
             self.read_back()
         delay = state.retry.failed(WRITE_BACKOFF, self.clock())
         logger.error("%s; retrying %s in %.1fs (attempt %d)", error, state.name, delay, state.retry.failures)
-        self.wake_in(delay)
+        self.falls_due(state, delay)

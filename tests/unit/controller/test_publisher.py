@@ -148,6 +148,30 @@ async def test_an_object_it_does_not_own_is_never_deleted(caplog: pytest.LogCapt
         assert setup.publisher._next_deadline() is None  # and nothing falls due for it any more
 
 
+async def test_a_step_walks_only_the_objects_that_something_may_fall_due_for() -> None:
+    async with publishing() as setup:
+        setup.add([*healthy("p5", "a"), *healthy("p4", "b")])
+        setup.api.write_failures[("POST", FCAPS)] = deque([500])
+        await start(setup)
+        # Both were new (no pool called for them yet); one write failed and waits for its retry.
+        assert set(setup.publisher._timed) == {"efa-p4", "efa-p5"}
+        setup.publisher._fire_due(setup.clock.now)
+        failed = next(name for name, state in setup.publisher.objects.items() if state.retry.failures)
+        assert list(setup.publisher._timed) == [failed]  # the written one has nothing left to fall due
+        setup.clock.now = setup.publisher.objects[failed].retry.due
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        assert set(setup.published()) == {"efa-p4", "efa-p5"}
+        setup.publisher._fire_due(setup.clock.now)
+        assert setup.publisher._timed == {}
+        assert setup.publisher._next_deadline() is None
+        # A pool that loses its nodes is walked again: its grace period counts.
+        setup.remove_node("b")
+        await setup.publisher.reconcile_once()
+        assert list(setup.publisher._timed) == ["efa-p4"]
+        assert setup.publisher._next_deadline() == pytest.approx(GRACE)
+
+
 async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
