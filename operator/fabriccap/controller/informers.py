@@ -267,9 +267,9 @@ class ListWatch:
         """The Kubernetes kind the watched objects have."""
         raise NotImplementedError
 
-    def _progressed(self, version: str) -> None:
-        """The view is current as of now, at ``version``."""
-        now = self.clock()
+    def _progressed(self, version: str, as_of: float | None = None) -> None:
+        """The view is current at ``version``, which was the newest at ``as_of`` (default: now)."""
+        now = self.clock() if as_of is None else as_of
         self.last_progress = now
         self.version = version
         number = _number(version)
@@ -368,6 +368,7 @@ class ListWatch:
             try:
                 await self._watch_until_relist(version)
             except _ExpiredError:
+                self.metrics.watch_expirations.labels(kind=self.kind).inc()
                 logger.info("watch of %s expired; listing again", self.path)
             except _NoProgressError:
                 self._failed()
@@ -406,6 +407,9 @@ class ListWatch:
         is retried with a backoff."""
         keys: set[str] = set()
         listed = 0
+        # The snapshot is taken when the request is served: the view is current as of then, not
+        # as of the last object read (a million pods under churn take two minutes to read).
+        requested = self.clock()
         if self.unread is not None:
             self.unread.forget_all()
         try:
@@ -434,7 +438,7 @@ class ListWatch:
                     self.listed_objects = listed
                     self._listed(keys, event.resource_version)
                     self.connected = True
-                    self._progressed(event.resource_version)
+                    self._progressed(event.resource_version, as_of=requested)
                     return event.resource_version
                 elif event.type == "ERROR":
                     code = event.body.get("code")
@@ -510,6 +514,7 @@ class ListWatch:
         keys: set[str] = set()
         listed = 0
         version = ""
+        requested = self.clock()  # the first page's snapshot is the version (as in _stream_list)
         if self.unread is not None:
             self.unread.forget_all()
         async for page in self.client.list_pages(self.path, self.page_size):
@@ -526,7 +531,7 @@ class ListWatch:
         self.listed_objects = listed
         self._listed(keys, version)
         self.connected = True
-        self._progressed(version)
+        self._progressed(version, as_of=requested)
         return version
 
     def _check_item(self, item: Any) -> None:

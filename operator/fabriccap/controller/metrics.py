@@ -386,6 +386,16 @@ class OperatorMetrics:
             ["kind", "found"],
             registry=self.registry,
         )
+        self.watch_expirations = Counter(
+            "fabriccap_watch_expirations",
+            "Watches the API server ended with 410 Gone, by object kind: the watch resumed from a version"
+            " its history (102,400 events a kind, about 75 s) no longer holds, and the kind was listed again."
+            " One after an outage is the protocol at work. Several in a row mean the kind changes faster than"
+            " a LIST of it is read: each listing is already too old to watch from, and the kind's view is as"
+            " old as a listing, whatever fabriccap_watch_last_event_timestamp_seconds says.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.watch_events = Counter(
             "fabriccap_watch_events",
             "Listed objects and watch events (not bookmarks), by object kind and result: applied (to the"
@@ -483,8 +493,9 @@ class OperatorMetrics:
         )
         self.watch_last_event = Gauge(
             "fabriccap_watch_last_event_timestamp_seconds",
-            "Unix time up to which the kind's view is known current: its last completed LIST, or watch"
-            " event or bookmark that advanced its resourceVersion (opening a watch does not count).",
+            "Unix time up to which the kind's view is known current: when its last completed LIST was"
+            " requested (the LIST is a snapshot of then), or its last watch event or bookmark that advanced"
+            " its resourceVersion (opening a watch does not count).",
             ["kind"],
             registry=self.registry,
         )
@@ -524,6 +535,7 @@ class OperatorMetrics:
         for watched in WATCHED_KINDS:
             for found in ("changes", "nothing"):
                 self.watch_relists.labels(kind=watched.label, found=found)
+            self.watch_expirations.labels(kind=watched.label)
         for result in ("created", "updated", "deleted", "error"):
             self.status_writes.labels(result=result)
 

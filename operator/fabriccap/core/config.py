@@ -861,13 +861,13 @@ class Config(_Model):
     # does not count) for this long: /healthz fails and fabriccap_pool_ready reads 0. A watch
     # lasts 0.4x this and is bookmarked before its end, and one without progress for 0.5x is
     # replaced by a LIST (controller/informers.py watch_timings), so the view goes stale only
-    # when that LIST fails too.
+    # when that LIST fails too, or takes so long to read that its snapshot is this old already.
     stale_after_seconds: float = Field(
         default=150.0,
         alias="staleAfterSeconds",
         gt=0,
-        description="A watched kind whose view has made no progress for this long (no completed LIST, no event"
-        " or bookmark that advanced its resourceVersion) makes the view stale: /healthz fails,"
+        description="A watched kind whose view has made no progress for this long (no completed LIST requested"
+        " since, no event or bookmark that advanced its resourceVersion) makes the view stale: /healthz fails,"
         " fabriccap_pool_ready reads 0, and every FabricCapability says Ready False (DataUnavailable,"
         " naming the kind).",
     )

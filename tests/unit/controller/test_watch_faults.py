@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 from collections import deque
+from typing import Any
 
 import pytest
 
@@ -218,6 +219,32 @@ async def test_an_accepted_watch_is_not_progress_a_bookmark_that_advances_is() -
         clock.now = 1030.0
         await op.api.emit(NODES, event("MODIFIED", node("n1", efa=4), "151"))
         await eventually(lambda: op.nodes.last_progress == 1030.0, "the event that advanced it")
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming-list", "paged-list"])
+async def test_a_listing_makes_the_view_current_as_of_its_start_not_its_end(
+    monkeypatch: pytest.MonkeyPatch, streaming: bool
+) -> None:
+    # A listing is a snapshot taken when it is requested. A million pods under churn took two
+    # minutes to read: a view called current at the end was two minutes older than it said.
+    clock = Clock()
+
+    def setup(api: FakeApi) -> None:
+        api.streaming_lists = streaming
+
+    async with operator([node("n1"), node("n2"), node("n3")], setup=setup) as op:
+        op.nodes.clock = clock  # before the informer's first step
+        apply_listed = op.nodes._apply_listed
+
+        def slowly(body: Any) -> Any:
+            clock.now += 10.0
+            return apply_listed(body)
+
+        monkeypatch.setattr(op.nodes, "_apply_listed", slowly)
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert clock.now == 1030.0  # three nodes read, ten seconds each
+        assert op.nodes.last_progress == 1000.0
+        assert op.nodes.streaming is streaming  # refused (422), it listed in pages
 
 
 async def test_a_silent_watch_is_replaced_by_a_list_before_the_view_goes_stale(

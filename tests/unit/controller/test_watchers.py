@@ -246,6 +246,8 @@ async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pyte
         assert op.efa() == {"n1": 32, "n3": 8, "n4": 32}
         assert op.api.watches(NODES)[1]["resourceVersion"] == "200"
         assert f"watch of {NODES} expired; listing again" in caplog.messages
+        assert op.metrics.registry.get_sample_value("fabriccap_watch_expirations_total", {"kind": "node"}) == 1
+        assert op.metrics.registry.get_sample_value("fabriccap_watch_expirations_total", {"kind": "pod"}) == 0
 
 
 async def test_a_listing_collects_the_keys_of_what_may_be_held_only() -> None:
