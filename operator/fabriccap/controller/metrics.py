@@ -388,11 +388,11 @@ class OperatorMetrics:
         )
         self.watch_expirations = Counter(
             "fabriccap_watch_expirations",
-            "Watches the API server ended with 410 Gone, by object kind: the watch resumed from a version"
-            " its history (at most 102,400 events a kind, kept about 75 s) no longer holds, and the kind was"
-            " listed again. One after an outage is the protocol at work. Several in a row mean the kind changes"
-            " faster than a LIST of it is read: each listing is already too old to watch from, and the kind's"
-            " view is as old as a listing takes to read.",
+            "Watches the API server ended because it cannot serve their version, by object kind: 410 Gone (the"
+            " version is older than its history, at most 102,400 events a kind kept about 75 s) or 'Too large"
+            " resource version' (newer than its cache); the kind was listed again. One after an outage is the"
+            " protocol at work. Several in a row mean the kind changes faster than a LIST of it is read: each"
+            " listing is already too old to watch from, and the kind's view is as old as a listing takes to read.",
             ["kind"],
             registry=self.registry,
         )
