@@ -382,9 +382,7 @@ def round_figures(before: dict[str, float], after: dict[str, float]) -> dict[str
 
 def lane_waits(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, float]]:
     """How long the writes waited for their lanes between two scrapes, per lane that wrote."""
-    lanes = sorted(
-        {key.split('lane="', 1)[1].split('"', 1)[0] for key in after if key.startswith("fabriccap_status_write_wait")}
-    )
+    lanes = sorted({label_value(key, "lane") for key in after if key.startswith("fabriccap_status_write_wait")})
     waits = {
         lane: histogram_growth(before, after, "fabriccap_status_write_wait_seconds", f'lane="{lane}",')
         for lane in lanes
@@ -507,6 +505,11 @@ def list_requests(simulator: Simulator) -> dict[str, int]:
     return counts
 
 
+def label_value(key: str, label: str) -> str:
+    """The value of ``label`` in a scraped series' key (``name{label="value",...}``)."""
+    return key.split(f'{label}="', 1)[1].split('"', 1)[0]
+
+
 def relists(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {kind: after[kind] - before.get(kind, 0) for kind in after if after[kind] - before.get(kind, 0)}
 
@@ -516,7 +519,7 @@ def expirations(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     found = {}
     for key, value in after.items():
         if key.startswith("fabriccap_watch_expirations_total{") and (grown := value - before.get(key, 0.0)):
-            found[key.split('kind="', 1)[1].split('"', 1)[0]] = int(grown)
+            found[label_value(key, "kind")] = int(grown)
     return found
 
 
@@ -553,10 +556,12 @@ class HealthSampler:
         metrics = scrape(self.metrics_port)
         now = time.time()
         connected = {
-            key.split('"')[1]: value for key, value in metrics.items() if key.startswith("fabriccap_watch_connected{")
+            label_value(key, "kind"): value
+            for key, value in metrics.items()
+            if key.startswith("fabriccap_watch_connected{")
         }
         ages = {
-            key.split('"')[1]: round(now - value, 1)
+            label_value(key, "kind"): round(now - value, 1)
             for key, value in metrics.items()
             if key.startswith("fabriccap_watch_last_event_timestamp_seconds{")
         }

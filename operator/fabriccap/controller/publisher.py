@@ -322,6 +322,12 @@ class Publisher:
         if self.objects.get(state.name) is state:
             self._timed[state.name] = None
 
+    def _release_claim(self, state: ObjectState) -> None:
+        """No pool calls for ``state`` now (emptied, renamed, or its name in conflict): the steps
+        look at it (``ObjectState.may_fall_due``)."""
+        state.claim, state.ready = None, None
+        self._track_time(state)
+
     def _falls_due(self, state: ObjectState, seconds: float) -> None:
         """Something of ``state`` falls due in ``seconds`` (a retry, a held Event, a held-back
         write): the steps look at it, and the loop's wait, if it waits longer, ends then. Failed
@@ -662,8 +668,7 @@ class Publisher:
             self._renamed(name, now)
         for conflict in evaluation.conflicts:
             state = self._state(conflict.name)
-            state.claim, state.ready = None, None
-            self._track_time(state)
+            self._release_claim(state)
             self._conflict(state, conflict.describe())
         if self.lookups is not None:
             self.lookups.request(evaluation.lookups)
@@ -722,9 +727,8 @@ class Publisher:
         state = self.objects.get(capability.name)
         if state is None:
             return  # never called for, nothing published: nothing to empty
-        state.claim, state.ready, state.conflict = None, None, None
-        state.unready_seen, state.recheck_at = None, None
-        self._track_time(state)
+        self._release_claim(state)
+        state.conflict, state.unready_seen, state.recheck_at = None, None, None
         if state.absent_since is None:
             state.absent_since = now
         status_json = capability.status_json
@@ -745,9 +749,8 @@ class Publisher:
         state = self.objects.get(name)
         if state is None:
             return  # never published: nothing to delete
-        state.claim, state.ready, state.conflict = None, None, None
-        state.unready_seen, state.recheck_at = None, None
-        self._track_time(state)
+        self._release_claim(state)
+        state.conflict, state.unready_seen, state.recheck_at = None, None, None
         state.absent_since = now - self.config.pool_grace_period_seconds
         state.empty, state.empty_due = None, False
         self.metrics.pools.remove_pool(name)

@@ -159,8 +159,9 @@ class Simulator:
         except OSError:
             return []
 
-    def _tail(self, lines: int = 20) -> str:
-        return "\n".join(self._run_log()[-lines:])
+    def _tail(self, count: int = 20, lines: list[str] | None = None) -> str:
+        """The last ``count`` of ``lines`` (default: this run's log, read now)."""
+        return "\n".join((self._run_log() if lines is None else lines)[-count:])
 
     @staticmethod
     def _cause(lines: list[str]) -> str:
@@ -209,9 +210,9 @@ class Simulator:
             if process is not None and process.returncode is not None:
                 state = f"exited with {process.returncode}"
             lines = self._run_log()  # read once for the crash and the tail
-            tail = "\n".join(lines[-40:])
             raise SimulatorError(
-                f"{method} {path}: no answer ({error!r}); scalesim {state}{self._cause(lines)}; its log ends:\n{tail}"
+                f"{method} {path}: no answer ({error!r}); scalesim {state}{self._cause(lines)}; its log ends:\n"
+                f"{self._tail(40, lines)}"
             ) from error
 
     def get(self, path: str) -> Any:
