@@ -209,7 +209,8 @@ class ListWatch:
     A broken stream resumes from the last good version, an expired one (410 Gone) lists
     again, a failed LIST is retried with a backoff, and a watch that made no progress for
     ``progress_timeout`` lists again. What an object means is the subclass's: ``_apply`` takes
-    each listed item and event, ``_listed`` the keys a fresh LIST holds (everything else is gone).
+    each event, ``_apply_listed`` each listed item, and ``_listed`` says a fresh LIST is done
+    (what it did not name is gone; ``_begin_listing`` sets up what it names).
     """
 
     client: KubeClient
@@ -405,13 +406,13 @@ class ListWatch:
         stream is then closed: the watch proper resumes from the bookmark's version). Each
         line is checked as a watch line is (``read_event``); a bad one fails the listing, which
         is retried with a backoff."""
-        keys: set[str] = set()
         listed = 0
         # The snapshot is taken when the request is served: the view is current as of then, not
         # as of the last object read (a million pods under churn take two minutes to read).
         requested = self.clock()
         if self.unread is not None:
             self.unread.forget_all()
+        self._begin_listing()
         try:
             async for line in self.client.watch(
                 self.path,
@@ -428,15 +429,13 @@ class ListWatch:
                 event = read_event(line, self.object_kind)
                 if event.type == "ADDED":
                     listed += 1
-                    result, kept = self._apply_listed(event.body)
-                    if kept:
-                        keys.add(object_key(event.body))
+                    result = self._apply_listed(event.body)
                     self._count(result)
                     if self.unread is not None:
                         self.unread.settled("ADDED", event.body, result == "applied")
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
                     self.listed_objects = listed
-                    self._listed(keys, event.resource_version)
+                    self._listed(event.resource_version)
                     self.connected = True
                     self._progressed(event.resource_version, as_of=requested)
                     return event.resource_version
@@ -511,12 +510,12 @@ class ListWatch:
         """Called before a LIST that ``relist_on`` asked for."""
 
     async def _list(self) -> str:
-        keys: set[str] = set()
         listed = 0
         version = ""
         requested = self.clock()  # the first page's snapshot is the version (as in _stream_list)
         if self.unread is not None:
             self.unread.forget_all()
+        self._begin_listing()
         async for page in self.client.list_pages(self.path, self.page_size):
             metadata = page.get("metadata")
             if not version and isinstance(metadata, Mapping):
@@ -524,12 +523,9 @@ class ListWatch:
             for item in page.get("items") or []:
                 self._check_item(item)
                 listed += 1
-                result, kept = self._apply_listed(item)
-                if kept:
-                    keys.add(object_key(item))
-                self._count(result)
+                self._count(self._apply_listed(item))
         self.listed_objects = listed
-        self._listed(keys, version)
+        self._listed(version)
         self.connected = True
         self._progressed(version, as_of=requested)
         return version
@@ -639,13 +635,16 @@ class ListWatch:
         """Apply one listed item or event; the result it counts as (applied, ignored, rejected)."""
         raise NotImplementedError
 
-    def _apply_listed(self, body: Mapping[str, Any]) -> tuple[str, bool]:
-        """Apply one listed item: its result, and whether ``_listed`` needs its key."""
-        return self._apply("ADDED", body), True
+    def _begin_listing(self) -> None:
+        """A LIST (streamed or in pages) begins: what it names is crossed off in ``_apply_listed``."""
+        raise NotImplementedError
 
-    def _listed(self, keys: set[str], version: str) -> None:
-        """The listing is done: what was held and is not in ``keys`` was not listed. ``keys``
-        holds the listed objects that may be held (``_apply_listed``), not every one."""
+    def _apply_listed(self, body: Mapping[str, Any]) -> str:
+        """Apply one listed item; the result it counts as."""
+        raise NotImplementedError
+
+    def _listed(self, version: str) -> None:
+        """The LIST is done: what it did not name is gone."""
         raise NotImplementedError
 
 
@@ -668,6 +667,9 @@ class Informer(ListWatch):
     said_failures: set[tuple[str, str]] = field(default_factory=set)
     # The classes' signature the last LIST read the slices with (FactsExtractor.selection_signature).
     read_with: Hashable = None
+    # Per facet, the keys held when the LIST under way began that it has not named yet
+    # (``WatchedKind.unlisted``): forgotten when it ends.
+    _unlisted: tuple[set[Any], ...] = field(default=(), init=False)
 
     @property
     def kind(self) -> str:
@@ -700,7 +702,7 @@ class Informer(ListWatch):
                 self.absent_recheck_seconds,
             )
         self.absent = True
-        self.watched.retain(self.store, self.scope, set())
+        self.watched.forget(self.store, self.watched.unlisted(self.store, self.scope))
         self._say_classes()
         self.last_progress = self.clock()
         self.connected = True
@@ -713,9 +715,17 @@ class Informer(ListWatch):
             self.read_with = self.extractor.selection_signature(self.store.class_view())
         return await super()._initial_state()
 
-    def _listed(self, keys: set[str], version: str) -> None:
+    def _begin_listing(self) -> None:
+        self._unlisted = self.watched.unlisted(self.store, self.scope)
+
+    def _apply_listed(self, body: Mapping[str, Any]) -> str:
+        self.watched.cross_off(self._unlisted, body)
+        return self._upsert(body)[0]
+
+    def _listed(self, version: str) -> None:
         held = self._held_count() if self.checking else 0
-        self.watched.retain(self.store, self.scope, keys)
+        unlisted, self._unlisted = self._unlisted, ()
+        self.watched.forget(self.store, unlisted)
         if self.checking:
             self.missed += held - self._held_count()  # deletions the watch had not delivered
         self._say_classes()
@@ -790,14 +800,6 @@ class Informer(ListWatch):
             return "applied"
         return self._upsert(body)[0]
 
-    def _apply_listed(self, body: Mapping[str, Any]) -> tuple[str, bool]:
-        # An object without facts (most pods concern no fabric) is held by no facet after its
-        # upsert, so the retain has nothing of it to keep: its key is not collected. A million
-        # pods' keys were 100 MiB at the end of the start's listing, freed by the first round
-        # with the arenas they pinned still held (docs/performance.md).
-        result, after = self._upsert(body)
-        return result, any(facts is not None for facts in after)
-
     def _upsert(self, body: Mapping[str, Any]) -> tuple[str, list[Any]]:
         """Hold the object's facts: the result it counts as, and what each facet holds now
         (empty when it is left out)."""
@@ -851,6 +853,8 @@ class PublishedWatch(ListWatch):
     observer: PublishedObserver
     path: str = FABRIC_CAPABILITIES.collection()
     missing_delay: float = 1.0
+    # The names the LIST under way has named (a few thousand at most: one object per pool).
+    _names: set[str] = field(default_factory=set, init=False)
 
     @property
     def kind(self) -> str:
@@ -877,8 +881,16 @@ class PublishedWatch(ListWatch):
         self.observer.observe_published(dict(body), deleted=event_type == "DELETED")
         return "applied"
 
-    def _listed(self, keys: set[str], version: str) -> None:
-        self.observer.forget_unlisted(keys, version)
+    def _begin_listing(self) -> None:
+        self._names = set()
+
+    def _apply_listed(self, body: Mapping[str, Any]) -> str:
+        self._names.add(object_key(body))
+        return self._apply("ADDED", body)
+
+    def _listed(self, version: str) -> None:
+        names, self._names = self._names, set()
+        self.observer.forget_unlisted(names, version)
 
 
 def watch_timings(stale_after: float) -> tuple[int, float, float]:

@@ -27,6 +27,7 @@ from fabriccap.core.karpenter_facts import NodeClaimFacts, NodePoolFacts
 from fabriccap.core.shard import UNSHARDED, Shard
 
 FactsT = TypeVar("FactsT")
+KeyT = TypeVar("KeyT")
 
 
 class Announcement(asyncio.Event):
@@ -170,10 +171,13 @@ class FactStore(FactIndex):
             self.foreign_nodes.discard(key)  # deleted: no pod will be bound to it again
         return super().remove(table, key)
 
-    def retain(self, table: Table[Any, Any], namespace: str | None, listed: set[str]) -> None:
+    def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> set[KeyT]:
+        held = super().unlisted(table, namespace)
         if table is NODE_FACTS:
-            self.foreign_nodes &= listed  # a fresh LIST: nodes deleted while the watch was down
-        super().retain(table, namespace, listed)
+            # Another shard's nodes, too: one a fresh LIST does not name was deleted while the
+            # watch was down, and ``remove`` forgets it.
+            held |= cast(set[KeyT], self.foreign_nodes)
+        return held
 
     def _in_shard(self, table: Table[Any, Any], facts: Any) -> bool:
         """Whether ``facts`` are this shard's to hold. Every kind that belongs to a pool is

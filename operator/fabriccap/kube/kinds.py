@@ -197,10 +197,21 @@ class WatchedKind:
         for facet in self.facets:
             index.remove(facet.table, facet.table.key_of(namespace, name))
 
-    def retain(self, index: FactIndex, scope: str | None, keys: set[str]) -> None:
-        """After a fresh LIST of one scope (a namespace, or None: cluster-wide): forget the rest."""
-        for facet in self.facets:
-            index.retain(facet.table, scope, keys)
+    def unlisted(self, index: FactIndex, scope: str | None) -> tuple[set[Any], ...]:
+        """As a fresh LIST of one scope (a namespace, or None: cluster-wide) begins: per facet,
+        the keys it has yet to name (``FactIndex.unlisted``)."""
+        return tuple(index.unlisted(facet.table, scope) for facet in self.facets)
+
+    def cross_off(self, unlisted: tuple[set[Any], ...], body: Mapping[str, Any]) -> None:
+        """The LIST named the object of ``body``, whatever its facts now."""
+        namespace, name = namespace_and_name(body)
+        for facet, keys in zip(self.facets, unlisted, strict=True):
+            keys.discard(facet.table.key_of(namespace, name))
+
+    def forget(self, index: FactIndex, unlisted: tuple[set[Any], ...]) -> None:
+        """The LIST is done: what it did not name is gone."""
+        for facet, keys in zip(self.facets, unlisted, strict=True):
+            index.forget(facet.table, keys)
 
     def problems(self, held: Sequence[Any]) -> tuple[Problem, ...]:
         """The problems of what the facets hold (``held`` or ``upsert``'s answer)."""

@@ -70,7 +70,7 @@ class Touches:
     def __init__(self) -> None:
         self.seen: list[tuple[str | None, str | None]] = []
 
-    def __call__(self, _index: FactIndex, previous: ClassFacts | None, current: ClassFacts | None) -> None:
+    def __call__(self, _index: FactIndex, _key: str, previous: ClassFacts | None, current: ClassFacts | None) -> None:
         self.seen.append((previous.driver if previous else None, current.driver if current else None))
 
 
