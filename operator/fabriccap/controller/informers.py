@@ -411,7 +411,7 @@ class ListWatch:
         # as of the last object read (a million pods under churn take two minutes to read).
         requested = self.clock()
         if self.unread is not None:
-            self.unread.forget_all()
+            self.unread.listing_began()
         self._begin_listing()
         try:
             async for line in self.client.watch(
@@ -435,6 +435,8 @@ class ListWatch:
                         self.unread.settled("ADDED", event.body, result == "applied")
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
                     self.listed_objects = listed
+                    if self.unread is not None:
+                        self.unread.listing_ended()
                     self._listed(event.resource_version)
                     self.connected = True
                     self._progressed(event.resource_version, as_of=requested)
@@ -514,7 +516,7 @@ class ListWatch:
         version = ""
         requested = self.clock()  # the first page's snapshot is the version (as in _stream_list)
         if self.unread is not None:
-            self.unread.forget_all()
+            self.unread.listing_began()
         self._begin_listing()
         async for page in self.client.list_pages(self.path, self.page_size):
             metadata = page.get("metadata")
@@ -525,6 +527,8 @@ class ListWatch:
                 listed += 1
                 self._count(self._apply_listed(item))
         self.listed_objects = listed
+        if self.unread is not None:
+            self.unread.listing_ended()  # a paged LIST settles nothing: the rule starts afresh
         self._listed(version)
         self.connected = True
         self._progressed(version, as_of=requested)

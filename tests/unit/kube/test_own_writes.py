@@ -42,7 +42,7 @@ def test_a_listing_and_odd_lines_are_always_decoded() -> None:
     assert rule.unread(line("MODIFIED", doubled)) is None
     assert rule.unread(line("DELETED", fcap("132"))) is None
     assert rule.unread(line("MODIFIED", fcap("132"))[:-20]) is None  # cut short
-    rule.forget_all()
+    rule.listing_began()
     assert len(rule) == 0 and rule.unread(line("MODIFIED", fcap("132"))) is None
 
 

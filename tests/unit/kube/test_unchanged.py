@@ -124,11 +124,35 @@ def test_only_what_was_applied_is_compared() -> None:
     assert deleted.unread(beat) is None and len(deleted) == 0
     relisted = rule()
     applied(relisted, "MODIFIED", body, "100")
-    relisted.forget_all()  # a LIST: what it holds may differ from the last line
-    assert relisted.unread(beat) is None
+    relisted.listing_began()  # a LIST that does not name the node: it was deleted meanwhile
+    relisted.listing_ended()
+    assert relisted.unread(beat) is None and len(relisted) == 0
     other = rule()
     applied(other, "MODIFIED", busy_node("ip-10-0-0-2.us-west-2.compute.internal"), "100")
     assert other.unread(beat) is None  # another node's line is no digest of this one
+
+
+def test_a_relist_keeps_the_digest_of_each_node_it_names_and_no_new_one() -> None:
+    """A streaming list's ADDED lines settle again: an unchanged node keeps the digest it had
+    (the same object: a new one per node, made while the listing's bodies are garbage, pins
+    the arenas it lands in), a changed one gets its new digest, and one it misses is forgotten."""
+    checker = rule()
+    quiet, moved, gone = (busy_node(f"ip-10-0-0-{number}.us-west-2.compute.internal") for number in (1, 2, 3))
+    for body in (quiet, moved, gone):
+        applied(checker, "MODIFIED", body, "100")
+    (quiet_name, moved_name, _gone_name) = (body["metadata"]["name"] for body in (quiet, moved, gone))
+    digest = checker._applied[quiet_name]
+    checker.listing_began()
+    applied(checker, "ADDED", quiet, "200")
+    efa_16 = CHANGES_READ["the EFA count"]
+    applied(checker, "ADDED", efa_16(moved), "200")
+    checker.listing_ended()
+    assert sorted(checker._applied) == [quiet_name, moved_name]
+    assert checker._applied[quiet_name] is digest
+    assert isinstance(checker.unread(go_line("MODIFIED", heartbeat(quiet, "2026-11-30T10:05:00Z"), "201")), UnreadEvent)
+    moved_beat = go_line("MODIFIED", heartbeat(efa_16(moved), "2026-11-30T10:05:00Z"), "202")
+    assert isinstance(checker.unread(moved_beat), UnreadEvent)
+    assert checker.unread(go_line("MODIFIED", heartbeat(moved, "2026-11-30T10:05:00Z"), "203")) is None
 
 
 def test_a_value_with_an_escape_is_not_blanked() -> None:
