@@ -252,8 +252,8 @@ async def test_error_410_event_lists_again_and_forgets_what_is_gone(caplog: pyte
 
 
 async def test_a_listing_keeps_nothing_per_object_but_crosses_off_the_keys_held() -> None:
-    # A listing used to collect a key string per object it named, to the end: 36 MiB at 100,000
-    # nodes, in arenas the facts kept after it was freed (docs/performance.md). It now starts
+    # A listing used to collect a key string per object it named, to the end: 400,000 at 100,000
+    # nodes, in arenas the facts kept after they were freed (docs/performance.md). It now starts
     # from the keys held and crosses off what it names: what is left at the end is gone.
     plugin = [pod("n1", name="efa-n1"), pod("n2", name="efa-n2")]
     web = [pod("n1", name=f"web-{index}", daemon_set_name=None) for index in range(3)]

@@ -29,7 +29,7 @@ def test_a_new_pods_maps_hold_the_very_key_its_table_holds() -> None:
     (versioned,) = index.workload_versions
     (on_node,) = index.node_workload_pods["n1"]
     (of_owner,) = index.owner_pods[facts.owner.key]
-    # Equal copies would pass ==; 200,000 GPU pods held two copies each (14 MiB).
+    # Equal copies would pass ==; 200,000 GPU pods held two copies each (11 MiB).
     assert versioned is key
     assert on_node is key
     assert of_owner is key
