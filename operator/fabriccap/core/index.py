@@ -75,13 +75,6 @@ class Table(Generic[KeyT, FactsT]):
         """The key of the object ``namespace/name`` (namespace ignored when cluster-scoped)."""
         return cast(KeyT, (namespace, name) if self.namespaced else name)
 
-    def listed_key(self, key: KeyT) -> str:
-        """The key as a fresh LIST reports it (``kinds.object_key``): ``namespace/name`` or ``name``."""
-        if self.namespaced:
-            namespace, name = cast(NamespacedKey, key)
-            return f"{namespace}/{name}"
-        return cast(str, key)
-
     def in_scope(self, key: KeyT, namespace: str | None) -> bool:
         return namespace is None or not self.namespaced or cast(NamespacedKey, key)[0] == namespace
 
@@ -257,11 +250,6 @@ class FactIndex:
         for key in keys:
             self.remove(table, key)
 
-    def retain(self, table: Table[Any, Any], namespace: str | None, listed: set[str]) -> None:
-        """After a fresh LIST of ``namespace``: forget what it no longer has, as ``listed`` keys
-        (``namespace/name`` or ``name``, a LIST's few names: Karpenter's objects)."""
-        self.forget(table, [key for key in self.unlisted(table, namespace) if table.listed_key(key) not in listed])
-
     # -- nodes
 
     def _node_changed(self, _key: str, previous: NodeFacts | None, current: NodeFacts | None) -> None:
@@ -379,15 +367,6 @@ class FactIndex:
         if pool.node_class is None or pool.node_class.group == "eks.amazonaws.com":
             return None
         return self.node_classes.get(pool.node_class.name)
-
-    def retain_node_pools(self, names: set[str]) -> None:
-        self.retain(NODE_POOL_FACTS, None, names)
-
-    def retain_node_claims(self, names: set[str]) -> None:
-        self.retain(NODE_CLAIM_FACTS, None, names)
-
-    def retain_node_classes(self, names: set[str]) -> None:
-        self.retain(NODE_CLASS_FACTS, None, names)
 
     # -- pods of the fabrics' plugins
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import (
     DaemonSetFacts,
@@ -12,7 +14,7 @@ from fabriccap.core.facts import (
     Pool,
     WorkloadPodFacts,
 )
-from fabriccap.core.index import DAEMON_SET_FACTS, NODE_FACTS, PLUGIN_POD_FACTS, WORKLOAD_POD_FACTS
+from fabriccap.core.index import DAEMON_SET_FACTS, NODE_FACTS, PLUGIN_POD_FACTS, WORKLOAD_POD_FACTS, Table
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap_devtools import world
 from support.configs import default_config
@@ -97,15 +99,24 @@ def test_a_daemon_set_change_marks_everything() -> None:
     assert store.put(DAEMON_SET_FACTS, DaemonSetFacts("kube-system", "aws-efa-k8s-device-plugin", ())) is False
 
 
+def listed_again(store: FactStore, table: Table[Any, Any], namespace: str | None, names: set[str]) -> None:
+    """A fresh LIST of ``namespace`` that names ``names``, as an informer reads it: the keys
+    held are crossed off as it names them, and the rest forgotten at its end."""
+    unlisted = store.unlisted(table, namespace)
+    for name in names:
+        unlisted.discard(table.key_of(namespace or "", name))
+    store.forget(table, unlisted)
+
+
 def test_a_fresh_list_forgets_what_it_no_longer_has() -> None:
     store = settled()
     store.put(PLUGIN_POD_FACTS, pod("p", "a"))
     store.put(PLUGIN_POD_FACTS, pod("q", "b"))
     store.put(DAEMON_SET_FACTS, DaemonSetFacts("kube-system", "plugin", ()))
     store.take_dirty()
-    store.retain(NODE_FACTS, None, {"b"})
-    store.retain(PLUGIN_POD_FACTS, "kube-system", {"kube-system/q"})
-    store.retain(DAEMON_SET_FACTS, "kube-system", set())
+    listed_again(store, NODE_FACTS, None, {"b"})
+    listed_again(store, PLUGIN_POD_FACTS, "kube-system", {"q"})
+    listed_again(store, DAEMON_SET_FACTS, "kube-system", set())
     assert set(store.nodes) == {"b"}
     assert set(store.pods) == {("kube-system", "q")}
     assert store.daemon_sets == {}
@@ -231,7 +242,7 @@ def test_a_deleted_or_unlisted_node_of_another_shard_is_forgotten() -> None:
     store.put(NODE_FACTS, node("theirs-2", THEIRS))
     store.remove(NODE_FACTS, "theirs")
     assert store.foreign_nodes == {"theirs-2"}
-    store.retain(NODE_FACTS, None, {"ours"})  # a fresh LIST without it
+    listed_again(store, NODE_FACTS, None, {"ours"})  # a fresh LIST without it
     assert store.foreign_nodes == set() and set(store.nodes) == {"ours"}
 
 
