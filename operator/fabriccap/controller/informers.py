@@ -410,9 +410,7 @@ class ListWatch:
         # The snapshot is taken when the request is served: the view is current as of then, not
         # as of the last object read (a million pods under churn take two minutes to read).
         requested = self.clock()
-        if self.unread is not None:
-            self.unread.listing_began()
-        self._begin_listing()
+        self._listing_began()
         try:
             async for line in self.client.watch(
                 self.path,
@@ -435,9 +433,7 @@ class ListWatch:
                         self.unread.settled("ADDED", event.body, result == "applied")
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
                     self.listed_objects = listed
-                    if self.unread is not None:
-                        self.unread.listing_ended()
-                    self._listed(event.resource_version)
+                    self._listing_ended(event.resource_version)
                     self.connected = True
                     self._progressed(event.resource_version, as_of=requested)
                     return event.resource_version
@@ -515,9 +511,7 @@ class ListWatch:
         listed = 0
         version = ""
         requested = self.clock()  # the first page's snapshot is the version (as in _stream_list)
-        if self.unread is not None:
-            self.unread.listing_began()
-        self._begin_listing()
+        self._listing_began()
         async for page in self.client.list_pages(self.path, self.page_size):
             metadata = page.get("metadata")
             if not version and isinstance(metadata, Mapping):
@@ -527,9 +521,7 @@ class ListWatch:
                 listed += 1
                 self._count(self._apply_listed(item))
         self.listed_objects = listed
-        if self.unread is not None:
-            self.unread.listing_ended()  # a paged LIST settles nothing: the rule starts afresh
-        self._listed(version)
+        self._listing_ended(version)
         self.connected = True
         self._progressed(version, as_of=requested)
         return version
@@ -639,8 +631,21 @@ class ListWatch:
         """Apply one listed item or event; the result it counts as (applied, ignored, rejected)."""
         raise NotImplementedError
 
+    def _listing_began(self) -> None:
+        """A LIST (streamed or in pages) begins, for the line rule and the subclass."""
+        if self.unread is not None:
+            self.unread.listing_began()
+        self._begin_listing()
+
+    def _listing_ended(self, version: str) -> None:
+        """The LIST is done, for the line rule (a paged LIST settles nothing in it, so the rule
+        starts afresh) and the subclass."""
+        if self.unread is not None:
+            self.unread.listing_ended()
+        self._listed(version)
+
     def _begin_listing(self) -> None:
-        """A LIST (streamed or in pages) begins: what it names is crossed off in ``_apply_listed``."""
+        """A LIST begins: what it names is crossed off in ``_apply_listed``."""
         raise NotImplementedError
 
     def _apply_listed(self, body: Mapping[str, Any]) -> str:
