@@ -62,8 +62,12 @@ _VERSION_KEY = b'"resourceVersion"'
 # A JSON key cannot occur inside a string (its quotes would be escaped there); one occurrence is
 # the object's own metadata.resourceVersion. Digits only: etcd's revision.
 _VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([0-9]{1,19})"')
-_ESCAPES = (b"\\u", b"\\/")
-_BACKSLASH = b"\\"
+# The escapes that could spell a mark's characters: ``\uXXXX`` and ``\/`` (the others spell a
+# quote, a backslash or a control character). One regular expression, whose search looks for
+# the backslash alone and tries the next byte there: every pod a real API server serves has
+# dozens of backslashes (its managedFields' ``k:{\"uid\":...}`` keys), and looking for each
+# two-byte escape with ``in`` read the whole line twice at under a third of the speed.
+_MARK_ESCAPE = re.compile(rb"\\[u/]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,17 +129,18 @@ class UnreadRule:
     def unread(self, line: bytes) -> UnreadEvent | None:
         """The stand-in for ``line`` if it need not be decoded, else None (decode it).
 
-        Every line left undecoded is searched once per mark, so each search counts: a
-        backslash is looked for first (one memchr) and the two escapes only in a line that has
-        one, and the version key is found, not counted and then searched for again."""
+        Every line left undecoded is searched once per mark, so each search counts: the marks
+        come first (a line that holds one is decoded, whatever its escapes), the escapes are
+        found in one search, and the version key is found, not counted and then searched for
+        again."""
         framed = _framed(line)
         if framed is None or framed.group(1) != b"ADDED":
-            return None
-        if _BACKSLASH in line and any(escape in line for escape in _ESCAPES):
             return None
         for mark in self.marks:
             if mark in line:
                 return None
+        if _MARK_ESCAPE.search(line) is not None:
+            return None
         version = _only_version(line)
         return UnreadEvent(version) if version is not None else None
 
