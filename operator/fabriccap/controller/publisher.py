@@ -263,11 +263,7 @@ class Publisher:
         for state in self.objects.values():
             if state.published is not None and state.absent_since is None:
                 state.absent_since = self.started
-        if self.lookups is not None and self.config.workloads.enabled:
-            # Read the owners first, so the first statuses name TrainJobs, not their JobSets.
-            await self.lookups.resolve_now(
-                evaluate(self.config, self.store).lookups, timeout=FIRST_LOOKUPS_TIMEOUT_SECONDS
-            )
+        await self.read_owners_first()
         # The first round needs no debounce: the listing already gathered everything.
         await self.reconcile_once()
         self._next_resync = self.clock() + self.config.resync_seconds
@@ -275,6 +271,17 @@ class Publisher:
             if not self.store.changed.is_set():  # under churn it nearly always is: no wait to compute
                 await self._idle(self._seconds_to_wait())
             await self.step()
+
+    async def read_owners_first(self, timeout: float = FIRST_LOOKUPS_TIMEOUT_SECONDS) -> None:
+        """Before the first round: read the owners and claims the facts name (for ``timeout`` at
+        most), so the first statuses name TrainJobs, not their JobSets. What to read comes from
+        a preview through the memo: the first round then finds every pool's node side, and
+        every pod no answer moved, already evaluated (at 5,000 pools an evaluation of its own
+        cost as much again as the round's)."""
+        if self.lookups is None or not self.config.workloads.enabled:
+            return
+        preview = evaluate(self.config, self.store, memo=self.memo, warned=self._warned, preview=True)
+        await self.lookups.resolve_now(preview.lookups, timeout=timeout)
 
     async def step(self) -> None:
         """One turn of the loop once it woke: what fell due, the debounce window, a round.

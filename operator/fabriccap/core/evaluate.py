@@ -1116,7 +1116,8 @@ def evaluate(
     whose facts changed, its ``memo`` of the rounds before, and ``warned``: the keys of the
     FabricNotRequested problems it already recorded, whose Events need no message built again.
     A ``preview`` is not published, so it leaves the names in the memo as they were published:
-    a rename it sees is still the next round's to publish (and the old object's to delete).
+    a rename it sees is still the next round's to publish (and the old object's to delete);
+    and it builds no Events, which only a published round sends.
     A (fabric, pool) evaluated without a target node (and no NodePool of the fabric) is in
     ``emptied``, with the status that says so: the operator writes it at once and starts that
     object's grace period. A pool's object that has another name now is in ``renamed``.
@@ -1189,7 +1190,7 @@ def evaluate(
             status = status_with(side.status, **parts) if parts else side.status
             capability = PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status_json=status)
             capabilities.append(capability)
-            if found is not None and (found.without_fabric or found.not_used):
+            if found is not None and not preview and (found.without_fabric or found.not_used):
                 # Events are built from the model, made only for a problem not yet recorded, and
                 # once for the pool's events, however many owners they name.
                 pool_ref = PoolRef.model_validate(status["pool"])

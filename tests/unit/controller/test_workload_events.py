@@ -16,8 +16,9 @@ from fabriccap.controller.lookups import PARALLEL_LOOKUPS, LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.controller.store import FactStore
-from fabriccap.core.api import READY_LABEL
-from fabriccap.core.evaluate import evaluate
+from fabriccap.core import evaluate as evaluate_module
+from fabriccap.core.analysis import PoolAnalysis
+from fabriccap.core.api import READY_LABEL, FabricCapabilityStatus
 from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
 from fabriccap.core.shard import UNSHARDED, Shard
@@ -62,7 +63,7 @@ class Setup:
     async def start(self) -> None:
         """What ``Publisher.run`` does before its loop: read back, read the owners, a round."""
         await self.publisher.load_published()
-        await self.lookups.resolve_now(evaluate(self.publisher.config, self.store).lookups, timeout=5)
+        await self.publisher.read_owners_first(timeout=5)
         await self.round()
 
     async def round(self) -> None:
@@ -148,6 +149,26 @@ async def test_no_event_goes_to_an_owner_whose_owner_is_still_being_read() -> No
         assert status["workloads"]["offenders"][0]["kind"] == "TrainJob"
         (event,) = setup.events()
         assert event["involvedObject"]["kind"] == "TrainJob"
+
+
+async def test_the_first_round_finds_what_the_owners_read_evaluated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the owners' read before the first round evaluated is in the memo: each pool's node
+    side is computed once for both, and what they named is still the round's to publish."""
+    computed: list[str] = []
+    original = evaluate_module.evaluate_pool
+
+    def counted(analysis: PoolAnalysis) -> FabricCapabilityStatus:
+        computed.append(analysis.pool.value)
+        return original(analysis)
+
+    monkeypatch.setattr(evaluate_module, "evaluate_pool", counted)
+    async with operating() as setup:
+        setup.add(trainjob_pods("bert", ["n1", "n2"]))
+        await setup.start()
+        assert computed == ["p5"]
+        (event,) = setup.events()
+        assert event["involvedObject"]["kind"] == "TrainJob"
+        assert list(setup.api.objects(FCAPS)) == ["efa-p5"]
 
 
 async def test_a_restart_does_not_send_the_event_again() -> None:

@@ -252,6 +252,21 @@ def test_problems_already_warned_build_no_event() -> None:
     assert [event.key for event in rest.workload_events] == [everything.workload_events[1].key]
 
 
+def test_a_preview_builds_no_event_and_its_round_still_does() -> None:
+    """A preview is never published, so the Events of its problems are never sent: building
+    them (a status model each) was waste, and the round after it still builds them."""
+    config = build_config({})
+    world = World(config, random.Random(0))
+    world.upsert(node("a", pool="p1", efa=32))
+    world.upsert(pod("a"))
+    world.upsert(daemon_set())
+    world.upsert(workload_pod("a", "bert-0", efa=None, owner=owner_reference("Job", "batch/v1", "bert")))
+    memo = EvaluationMemo()
+    preview = evaluate(config, world.index, memo=memo, preview=True)
+    assert preview.capabilities and preview.workload_events == ()
+    assert [event.involved.name for event in evaluate(config, world.index, memo=memo).workload_events] == ["bert"]
+
+
 def test_a_pool_that_loses_its_target_nodes_keeps_no_judgements() -> None:
     config = build_config({})
     world = World(config, random.Random(0))
