@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.quantity import QUANTITY_TEXTS_KEPT, _text_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -77,3 +77,14 @@ def test_parse_quantity(value: Any, expected: int) -> None:
 def test_parse_quantity_rejects_garbage(value: Any) -> None:
     with pytest.raises(ValueError, match=r"quantity|out of range"):
         parse_quantity(value)
+
+
+def test_the_texts_kept_parsed_are_bounded_and_a_bad_one_raises_every_time() -> None:
+    """Hostile pods can name any number of distinct quantities: what is kept parsed stays
+    bounded, and a text that is not a quantity is never kept as an answer."""
+    for count in range(QUANTITY_TEXTS_KEPT + 500):
+        assert parse_quantity(f"{count}k") == count * 1000
+    assert _text_quantity.cache_info().currsize <= QUANTITY_TEXTS_KEPT
+    for _ in range(2):
+        with pytest.raises(ValueError, match="is not a quantity"):
+            parse_quantity("12 apples")
