@@ -280,7 +280,7 @@ class Publisher:
         cost as much again as the round's)."""
         if self.lookups is None or not self.config.workloads.enabled:
             return
-        preview = evaluate(self.config, self.store, memo=self.memo, warned=self._warned, preview=True)
+        preview = evaluate(self.config, self.store, memo=self.memo, preview=True)
         await self.lookups.resolve_now(preview.lookups, timeout=timeout)
 
     async def step(self) -> None:
@@ -627,9 +627,7 @@ class Publisher:
         was written (``_take_unready``), so flapping shows."""
         if self.store.everything_dirty or not self.store.dirty_pools:
             return
-        evaluation = evaluate(
-            self.config, self.store, set(self.store.dirty_pools), memo=self.memo, warned=self._warned, preview=True
-        )
+        evaluation = evaluate(self.config, self.store, set(self.store.dirty_pools), memo=self.memo, preview=True)
         for capability in evaluation.capabilities:
             state = self.objects.get(capability.name)
             if state is not None and not capability.is_ready:
