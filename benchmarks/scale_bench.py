@@ -50,7 +50,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -510,15 +510,20 @@ def list_requests(simulator: Simulator) -> dict[str, int]:
     return counts
 
 
-def logged_after(directory: Path, started_ns: int, line: re.Pattern[str]) -> float | None:
-    """Seconds from the operator's start to its first log line that ``line`` finds (None: none)."""
+def first_logged(directory: Path, started_ns: int, lines: Mapping[str, re.Pattern[str]]) -> dict[str, float | None]:
+    """For each of ``lines``, seconds from the operator's start to the first log line it finds
+    (None: none yet), in one read of the logs."""
+    found: dict[str, float | None] = dict.fromkeys(lines)
     for path in sorted(directory.glob("operator-*.log")):
         for text in path.read_text(errors="replace").splitlines():
             at = LOG_TIME.match(text)
-            if at is not None and line.search(text, at.end()):
-                logged = time.mktime(time.strptime(at.group(1), "%Y-%m-%d %H:%M:%S")) + int(at.group(2)) / 1000
-                return logged - started_ns / 1e9
-    return None
+            if at is None:
+                continue
+            for key, line in lines.items():
+                if found[key] is None and line.search(text, at.end()):
+                    logged = time.mktime(time.strptime(at.group(1), "%Y-%m-%d %H:%M:%S")) + int(at.group(2)) / 1000
+                    found[key] = logged - started_ns / 1e9
+    return found
 
 
 def label_value(key: str, label: str) -> str:
@@ -831,8 +836,13 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results["start_ratio_paged"] = results["start_s"] / paged["median_s"] if paged["median_s"] else None
                 # The start's parts: the listing, the first round's evaluation (and the owners'
                 # reads before it), then its writes.
-                results["start_listed_s"] = logged_after(directory, started_ns, LISTED_LINE)
-                results["start_first_write_s"] = logged_after(directory, started_ns, STATUS_WRITTEN_LINE)
+                results.update(
+                    first_logged(
+                        directory,
+                        started_ns,
+                        {"start_listed_s": LISTED_LINE, "start_first_write_s": STATUS_WRITTEN_LINE},
+                    )
+                )
                 results["start_cpu_s"] = operator.cpu_seconds()
                 results["start_cpu_s_by_shard"] = operator.cpu_each()
                 time.sleep(5)
