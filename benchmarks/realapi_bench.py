@@ -1,0 +1,303 @@
+"""Benchmark (not a test): issue 26's figures on the real API server, a streaming list against pages.
+
+    python benchmarks/realapi_bench.py --nodes 10000                  # nodes only, both listings
+    python benchmarks/realapi_bench.py --nodes 10000 --pods 100000    # with workload pods
+    python benchmarks/realapi_bench.py --nodes 20000 --listing streaming
+
+For each listing, a fresh local control plane (kube-apiserver + etcd on 127.0.0.1), populated as
+``workloads_bench`` populates it (nodes of 10-12 KB with EFA 32 and a Ready plugin pod each, in
+pools of 50; ``--pods`` workload pods of ~2.5 KB owned by Jobs that do not exist):
+
+- ``streaming``: kube-apiserver with ``WatchList=true`` (its default since 1.34): the operator
+  reads each collection as a streaming list (``sendInitialEvents=true``);
+- ``paged``: ``WatchList=false`` (as 1.33's default): the server answers a streaming list 422,
+  and the operator lists in pages from then on.
+
+In the same run, per listing:
+- the baseline, the best plain client (``scale_bench``'s, in a child process): every collection
+  the operator reads, concurrently, as a paged LIST with the operator's page sizes, JSON-decoded,
+  median of ``--baseline-runs``; and as a streaming list where the server offers one;
+- start: ``fabriccap run`` starting to every FabricCapability having a status, as a ratio to the
+  paged baseline (the issue's target: 1.2x) and to the best one;
+- memory: the operator's RSS after the start and its peak (VmHWM); kube-apiserver's RSS before
+  the operator started and its highest while the operator listed (sampled every 0.1 s);
+- relist: kube-apiserver SIGKILLed and started again (what losing an API server does to every
+  watch): the watches the operator had to list again (``fabriccap_watch_expirations_total``,
+  ``fabriccap_watch_relists_total``), how long until its CPU was quiet again, its highest RSS
+  through it, its RSS after, and status writes meanwhile (nothing changed: 0 expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from operator_bench import all_published, free_port, install_crd
+from scale_bench import LISTED_LINE, STATUS_WRITTEN_LINE, baseline, cpu_seconds, first_logged, rss_mib
+from workloads_bench import DEBOUNCE, populate
+
+from fabriccap.kube.client import connect
+from fabriccap_devtools.controlplane import LocalControlPlane
+from fabriccap_devtools.controlplane.cluster import read_info
+from fabriccap_devtools.launch import local_run_command
+
+LISTINGS = {"streaming": "WatchList=true", "paged": "WatchList=false"}
+SAMPLE_SECONDS = 0.1
+# After the API server is back: the operator counts as done relisting once its CPU took less
+# than QUIET_CPU_SHARE of a core over QUIET_SECONDS, or after RELIST_WAIT_SECONDS in all.
+QUIET_SECONDS = 2.0
+QUIET_CPU_SHARE = 0.05
+RELIST_WAIT_SECONDS = 600.0
+# How long after the API server is back a watch's expiry or relist may take to show.
+RELIST_SHOWN_SECONDS = 90.0
+# The operator's first log line: the interpreter is up and fabriccap imported.
+STARTING_LINE = re.compile(r"INFO fabriccap: fabriccap starting against")
+START_PARTS = {"logged": STARTING_LINE, "listed": LISTED_LINE, "first_status": STATUS_WRITTEN_LINE}
+COUNTED = re.compile(r"^(fabriccap_(?:watch_expirations|watch_relists|status_writes)_total)\{([^}]*)\} (\S+)$")
+
+
+class PeakRss:
+    """The highest RSS (MiB) each process reached while sampled, every SAMPLE_SECONDS."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = dict(pids)
+        self.peaks = {name: 0.0 for name in pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="rss sampler", daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            for name, pid in list(self.pids.items()):  # the relist adds the restarted API server
+                try:
+                    self.peaks[name] = max(self.peaks[name], rss_mib(pid)[0])
+                except (FileNotFoundError, ProcessLookupError):
+                    continue  # killed meanwhile (the API server, in the relist)
+
+
+def counters(port: int) -> dict[str, float]:
+    """The operator's watch expirations, relists and status writes, by their labels."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if match := COUNTED.match(line):
+            values[f"{match[1]}{{{match[2]}}}"] = float(match[3])
+    return values
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {key: after[key] - before.get(key, 0.0) for key in after if after[key] != before.get(key, 0.0)}
+
+
+def wait_relisted(port: int, before: dict[str, float], deadline: float) -> bool:
+    """Until a watch expired or was replaced by a LIST (the operator reconnects on a backoff, so
+    a quiet CPU alone could be the wait before it); False if none did by the deadline."""
+    while time.monotonic() < deadline:
+        if any("expirations" in key or "relists" in key for key in grown(before, counters(port))):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def wait_quiet(pid: int, deadline: float) -> None:
+    """Until the process used less than QUIET_CPU_SHARE of a core over QUIET_SECONDS."""
+    while time.monotonic() < deadline:
+        used = cpu_seconds(pid)
+        time.sleep(QUIET_SECONDS)
+        if cpu_seconds(pid) - used < QUIET_CPU_SHARE * QUIET_SECONDS:
+            return
+
+
+def api_server_pid(directory: Path) -> int:
+    info = read_info(directory)
+    if info is None or "kube-apiserver" not in info.pids:
+        raise RuntimeError(f"no kube-apiserver recorded in {directory}")
+    return info.pids["kube-apiserver"]
+
+
+async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {"listing": listing, "nodes": args.nodes, "pods": args.pods}
+    with (
+        tempfile.TemporaryDirectory(prefix="fabriccap-realapi-bench-") as tmp,
+        LocalControlPlane(Path(tmp) / "cp", feature_gates=[LISTINGS[listing]]) as cp,
+    ):
+        info = cp.info
+        install_crd([str(info.kubectl), f"--kubeconfig={info.kubeconfig}"])
+        config = Path(tmp) / "config.yaml"
+        config.write_text(f"debounceSeconds: {DEBOUNCE}\n")
+        async with await connect(str(info.kubeconfig)) as client:
+            started = time.perf_counter()
+            _bodies, pools = await populate(client, args.nodes, args.pods)
+            results["populate_s"] = time.perf_counter() - started
+            print(f"{listing}: populated in {results['populate_s']:.1f}s", flush=True)
+            for mode in ("paged", "streaming") if listing == "streaming" else ("paged",):
+                results[f"baseline_{mode}"] = baseline(info.kubeconfig, config, mode, args.baseline_runs)
+                print(f"{listing}: {mode} baseline {results[f'baseline_{mode}']}", flush=True)
+            apiserver = api_server_pid(cp.directory)
+            results["apiserver_rss_before_mib"] = rss_mib(apiserver)[0]
+
+            port = free_port()
+            log_path = Path(tmp) / "operator-0.log"  # as scale_bench.first_logged reads it
+            with log_path.open("w") as log:
+                started, started_ns = time.perf_counter(), time.time_ns()
+                operator = subprocess.Popen(
+                    local_run_command(info.kubeconfig, config, port), stdout=log, stderr=subprocess.STDOUT
+                )
+                try:
+                    with PeakRss({"operator": operator.pid, "apiserver": apiserver}) as peaks:
+                        await asyncio.wait_for(all_published(client, {f"efa-{pool}" for pool in pools}, operator), 1800)
+                        results["start_s"] = time.perf_counter() - started
+                    results["operator_cpu_start_s"] = cpu_seconds(operator.pid)
+                    # The start in parts: the interpreter and the imports, the first listing,
+                    # the first status written (from the operator's log, to the millisecond).
+                    for part, seconds in first_logged(Path(tmp), started_ns, START_PARTS).items():
+                        results[f"start_{part}_s"] = seconds
+                    results["apiserver_rss_peak_during_start_mib"] = peaks.peaks["apiserver"]
+                    await asyncio.sleep(2.0)
+                    results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
+                    results.update(relist(cp, operator.pid, port))
+                    results["peak_rss_mib"] = rss_mib(operator.pid)[1]
+                finally:
+                    operator.send_signal(signal.SIGTERM)
+                    operator.wait(timeout=60)
+            if args.keep_logs:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                shutil.copy(log_path, args.keep_logs / f"operator-{listing}.log")
+            results["listing_lines"] = [
+                line.strip()[:200]
+                for line in log_path.read_text().splitlines()
+                if "streaming list" in line or "in pages" in line or "expired" in line
+            ][:20]
+    paged = (results.get("baseline_paged") or {}).get("median_s")
+    streaming = (results.get("baseline_streaming") or {}).get("median_s")
+    best = min(value for value in (paged, streaming, float("inf")) if value is not None)
+    if "start_s" in results and paged:
+        results["start_ratio_paged"] = results["start_s"] / paged
+        results["start_ratio_best"] = results["start_s"] / best
+    return results
+
+
+def relist(cp: LocalControlPlane, operator: int, port: int) -> dict[str, Any]:
+    """kube-apiserver killed and started again: what the operator's watches and memory do."""
+    before = counters(port)
+    with PeakRss({"operator": operator}) as peaks:
+        started = time.monotonic()
+        cp.kill("kube-apiserver")  # SIGKILL: a graceful stop drains its watches for longer than kill waits
+        cp.restart("kube-apiserver")
+        restarted = time.monotonic() - started
+        apiserver = api_server_pid(cp.directory)
+        peaks.pids["apiserver"] = apiserver
+        peaks.peaks["apiserver"] = 0.0
+        relisted = wait_relisted(port, before, time.monotonic() + RELIST_SHOWN_SECONDS)
+        wait_quiet(operator, time.monotonic() + RELIST_WAIT_SECONDS)
+        quiet = time.monotonic() - started
+    time.sleep(2.0)
+    return {
+        "relist_apiserver_back_s": restarted,
+        "relisted": relisted,
+        "relist_quiet_s": quiet,
+        "relist_counters": grown(before, counters(port)),
+        "relist_operator_peak_rss_mib": peaks.peaks["operator"],
+        "relist_apiserver_peak_rss_mib": peaks.peaks["apiserver"],
+        "rss_after_relist_mib": rss_mib(operator)[0],
+    }
+
+
+def moved(counted: dict[str, float]) -> str:
+    """The kinds whose watch expired, and those a LIST replaced, from the counters that moved."""
+
+    def kinds(metric: str) -> str:
+        found = sorted(re.findall(r'kind="([^"]*)"', " ".join(key for key in counted if key.startswith(metric))))
+        return f"{len(found)} ({', '.join(found)})" if found else "0"
+
+    return f"{kinds('fabriccap_watch_expirations_total')} / {kinds('fabriccap_watch_relists_total')}"
+
+
+def status_writes(counted: dict[str, float]) -> list[float]:
+    return [value for key, value in counted.items() if key.startswith("fabriccap_status_writes_total")]
+
+
+def summary(runs: list[dict[str, Any]]) -> str:
+    def figure(value: Any, unit: str = "", digits: int = 1) -> str:
+        return "n/a" if value is None else f"{value:.{digits}f}{unit}" if isinstance(value, float) else str(value)
+
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("paged baseline, median", lambda r: figure((r.get("baseline_paged") or {}).get("median_s"), " s", 2)),
+        ("streaming baseline, median", lambda r: figure((r.get("baseline_streaming") or {}).get("median_s"), " s", 2)),
+        ("operator start -> all published", lambda r: figure(r.get("start_s"), " s", 2)),
+        ("start ratio to the paged baseline", lambda r: figure(r.get("start_ratio_paged"), "x", 2)),
+        ("start ratio to the best baseline", lambda r: figure(r.get("start_ratio_best"), "x", 2)),
+        (
+            "of it: first log line / listed / first status at",
+            lambda r: " / ".join(figure(r.get(f"start_{part}_s"), " s", 2) for part in START_PARTS),
+        ),
+        ("operator CPU during the start", lambda r: figure(r.get("operator_cpu_start_s"), " s")),
+        (
+            "operator RSS after start / peak",
+            lambda r: f"{figure(r.get('rss_after_start_mib'))} / {figure(r.get('peak_rss_after_start_mib'))} MiB",
+        ),
+        (
+            "kube-apiserver RSS before / highest while listed",
+            lambda r: (
+                f"{figure(r.get('apiserver_rss_before_mib'))}"
+                f" / {figure(r.get('apiserver_rss_peak_during_start_mib'))} MiB"
+            ),
+        ),
+        (
+            "relist: API server back after / operator quiet after",
+            lambda r: f"{figure(r.get('relist_apiserver_back_s'))} / {figure(r.get('relist_quiet_s'))} s",
+        ),
+        ("relist: watches expired (410) / replaced by a LIST", lambda r: moved(r.get("relist_counters") or {})),
+        ("relist: status writes", lambda r: figure(sum(status_writes(r.get("relist_counters") or {})), "", 0)),
+        (
+            "relist: operator highest RSS / after",
+            lambda r: f"{figure(r.get('relist_operator_peak_rss_mib'))} / {figure(r.get('rss_after_relist_mib'))} MiB",
+        ),
+        ("relist: kube-apiserver highest RSS", lambda r: f"{figure(r.get('relist_apiserver_peak_rss_mib'))} MiB"),
+        ("operator peak RSS (whole run)", lambda r: f"{figure(r.get('peak_rss_mib'))} MiB"),
+    ]
+    lines = [f"| {runs[0]['nodes']} nodes / {runs[0]['pods']} pods | " + " | ".join(r["listing"] for r in runs) + " |"]
+    lines.append("|---|" + "---:|" * len(runs))
+    lines += [f"| {label} | " + " | ".join(value(r) for r in runs) + " |" for label, value in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=0)
+    parser.add_argument("--listing", choices=[*LISTINGS, "both"], default="both")
+    parser.add_argument("--baseline-runs", type=int, default=3)
+    parser.add_argument("--keep-logs", type=Path, help="a directory to copy the operator's logs into")
+    args = parser.parse_args()
+    listings = list(LISTINGS) if args.listing == "both" else [args.listing]
+    runs = []
+    for listing in listings:
+        runs.append(asyncio.run(one_listing(listing, args)))
+        print(json.dumps(runs[-1], indent=1, default=str), flush=True)
+    print(summary(runs), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
