@@ -302,6 +302,35 @@ async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
         assert "efa-p5" in setup.published()
 
 
+async def test_a_leader_past_its_renew_deadline_writes_nothing_until_it_renews() -> None:
+    """Still ``leading``, as a replica just woken from SIGSTOP is until it sees the Lease passed
+    on, but its last renewal is older than the renew deadline: nothing is written. The e2e test
+    of the pause cannot show this guard alone (the woken replica steps down within
+    milliseconds, and then ``leading`` stops the writes too)."""
+
+    class PastDeadline:
+        leading = True
+        window = 0.0
+
+        def write_window(self) -> float:
+            return self.window
+
+    async with publishing() as setup:
+        lease = PastDeadline()
+        setup.publisher.leader = lease
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        assert setup.api.writes() == []
+        # As the elector does: at a window of 0 it steps down, and says so again once it holds
+        # the Lease (LeaderElector.run, _set_leading).
+        lease.leading = False
+        setup.publisher.became_leader(False)
+        lease.leading, lease.window = True, 10.0
+        setup.publisher.became_leader(True)
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+
+
 async def test_stale_watch_data_reads_as_not_ready() -> None:
     async with publishing() as setup:
         fresh = [True]
