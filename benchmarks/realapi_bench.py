@@ -40,13 +40,22 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from operator_bench import all_published, free_port, install_crd
-from scale_bench import LISTED_LINE, STATUS_WRITTEN_LINE, baseline, cpu_seconds, first_logged, rss_mib
+from scale_bench import (
+    LISTED_LINE,
+    STATUS_WRITTEN_LINE,
+    baseline,
+    cpu_seconds,
+    expirations,
+    first_logged,
+    label_value,
+    rss_mib,
+    scrape,
+)
 from workloads_bench import DEBOUNCE, populate
 
 from fabriccap.kube.client import connect
@@ -66,7 +75,8 @@ RELIST_SHOWN_SECONDS = 90.0
 # The operator's first log line: the interpreter is up and fabriccap imported.
 STARTING_LINE = re.compile(r"INFO fabriccap: fabriccap starting against")
 START_PARTS = {"logged": STARTING_LINE, "listed": LISTED_LINE, "first_status": STATUS_WRITTEN_LINE}
-COUNTED = re.compile(r"^(fabriccap_(?:watch_expirations|watch_relists|status_writes)_total)\{([^}]*)\} (\S+)$")
+RELISTS = "fabriccap_watch_relists_total{"
+STATUS_WRITES = "fabriccap_status_writes_total{"
 
 
 class PeakRss:
@@ -95,25 +105,21 @@ class PeakRss:
                     continue  # killed meanwhile (the API server, in the relist)
 
 
-def counters(port: int) -> dict[str, float]:
-    """The operator's watch expirations, relists and status writes, by their labels."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if match := COUNTED.match(line):
-            values[f"{match[1]}{{{match[2]}}}"] = float(match[3])
-    return values
-
-
-def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {key: after[key] - before.get(key, 0.0) for key in after if after[key] != before.get(key, 0.0)}
+def grown(before: dict[str, float], after: dict[str, float], prefix: str) -> dict[str, float]:
+    """The series of ``prefix`` that moved between two scrapes, by how much."""
+    return {
+        key: after[key] - before.get(key, 0.0)
+        for key in after
+        if key.startswith(prefix) and after[key] != before.get(key, 0.0)
+    }
 
 
 def wait_relisted(port: int, before: dict[str, float], deadline: float) -> bool:
     """Until a watch expired or was replaced by a LIST (the operator reconnects on a backoff, so
     a quiet CPU alone could be the wait before it); False if none did by the deadline."""
     while time.monotonic() < deadline:
-        if any("expirations" in key or "relists" in key for key in grown(before, counters(port))):
+        after = scrape(port)
+        if expirations(before, after) or grown(before, after, RELISTS):
             return True
         time.sleep(0.5)
     return False
@@ -199,7 +205,7 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def relist(cp: LocalControlPlane, operator: int, port: int) -> dict[str, Any]:
     """kube-apiserver killed and started again: what the operator's watches and memory do."""
-    before = counters(port)
+    before = scrape(port)
     with PeakRss({"operator": operator}) as peaks:
         started = time.monotonic()
         cp.kill("kube-apiserver")  # SIGKILL: a graceful stop drains its watches for longer than kill waits
@@ -216,25 +222,24 @@ def relist(cp: LocalControlPlane, operator: int, port: int) -> dict[str, Any]:
         "relist_apiserver_back_s": restarted,
         "relisted": relisted,
         "relist_quiet_s": quiet,
-        "relist_counters": grown(before, counters(port)),
+        **relist_figures(before, scrape(port)),
         "relist_operator_peak_rss_mib": peaks.peaks["operator"],
         "relist_apiserver_peak_rss_mib": peaks.peaks["apiserver"],
         "rss_after_relist_mib": rss_mib(operator)[0],
     }
 
 
-def moved(counted: dict[str, float]) -> str:
-    """The kinds whose watch expired, and those a LIST replaced, from the counters that moved."""
+def relist_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The kinds whose watch expired (410), those a LIST replaced, and the status writes."""
+    return {
+        "relist_expired": expirations(before, after),
+        "relist_listed": {label_value(key, "kind"): int(n) for key, n in grown(before, after, RELISTS).items()},
+        "relist_status_writes": int(sum(grown(before, after, STATUS_WRITES).values())),
+    }
 
-    def kinds(metric: str) -> str:
-        found = sorted(re.findall(r'kind="([^"]*)"', " ".join(key for key in counted if key.startswith(metric))))
-        return f"{len(found)} ({', '.join(found)})" if found else "0"
 
-    return f"{kinds('fabriccap_watch_expirations_total')} / {kinds('fabriccap_watch_relists_total')}"
-
-
-def status_writes(counted: dict[str, float]) -> list[float]:
-    return [value for key, value in counted.items() if key.startswith("fabriccap_status_writes_total")]
+def kinds(counted: dict[str, int]) -> str:
+    return f"{len(counted)} ({', '.join(sorted(counted))})" if counted else "0"
 
 
 def summary(runs: list[dict[str, Any]]) -> str:
@@ -267,8 +272,11 @@ def summary(runs: list[dict[str, Any]]) -> str:
             "relist: API server back after / operator quiet after",
             lambda r: f"{figure(r.get('relist_apiserver_back_s'))} / {figure(r.get('relist_quiet_s'))} s",
         ),
-        ("relist: watches expired (410) / replaced by a LIST", lambda r: moved(r.get("relist_counters") or {})),
-        ("relist: status writes", lambda r: figure(sum(status_writes(r.get("relist_counters") or {})), "", 0)),
+        (
+            "relist: watches expired (410) / replaced by a LIST",
+            lambda r: f"{kinds(r.get('relist_expired') or {})} / {kinds(r.get('relist_listed') or {})}",
+        ),
+        ("relist: status writes", lambda r: figure(r.get("relist_status_writes"))),
         (
             "relist: operator highest RSS / after",
             lambda r: f"{figure(r.get('relist_operator_peak_rss_mib'))} / {figure(r.get('rss_after_relist_mib'))} MiB",
