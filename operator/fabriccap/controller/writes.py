@@ -69,6 +69,9 @@ URGENT_WRITES = LANE_WIDTHS[Lane.URGENT]
 # A failed write is tried again after 1 s, 2 s, 4 s ... (jittered), at most a minute apart: the
 # status is at most a minute late once the API server takes writes again.
 WRITE_BACKOFF = BackoffPolicy(base=1.0, cap=60.0)
+# A write skipped because the Lease's window was nearly over is looked at again after this: by
+# then the elector has renewed (the write goes) or stepped down (a follower offers none).
+WINDOW_RECHECK_SECONDS = 1.0
 # The field manager of every write, followed by what tells installs apart (``field_manager``).
 FIELD_MANAGER_PREFIX = "fabriccap"
 MAX_FIELD_MANAGER_LENGTH = 128  # the API server's limit
@@ -376,6 +379,18 @@ class ObjectWriter:
     falls_due: Callable[[ObjectState, float], None]  # something of the object falls due in that many seconds
     read_back: Callable[[], None]  # read every published object back before the next write
 
+    def _timeout(self, state: ObjectState) -> float | None:
+        """The request timeout for a write of ``state`` now. None: the write is skipped, and its
+        pool is evaluated again in ``WINDOW_RECHECK_SECONDS``: a leader close to its renew deadline
+        that then renews is told by no one (it never stepped down), so without this the skipped
+        write waited for the pool's next change or the resync."""
+        timeout = self.timeout()
+        if timeout is None:
+            at = self.clock() + WINDOW_RECHECK_SECONDS
+            state.recheck_at = at if state.recheck_at is None else min(state.recheck_at, at)
+            self.falls_due(state, WINDOW_RECHECK_SECONDS)
+        return timeout
+
     async def perform(self, state: ObjectState, intent: Intent) -> None:
         try:
             if isinstance(intent, Delete):
@@ -391,7 +406,7 @@ class ObjectWriter:
             return
         existing = state.published
         if existing is None:
-            if not intent.create or capability is None or (timeout := self.timeout()) is None:
+            if not intent.create or capability is None or (timeout := self._timeout(state)) is None:
                 return
             body = capability.create_body()
             body["metadata"]["labels"][READY_LABEL] = "false"  # raised once the status says Ready
@@ -402,7 +417,7 @@ class ObjectWriter:
             logger.info("created FabricCapability %s", name)
         labels, annotations = metadata_before_status(existing, intent)
         if labels or annotations:
-            if (timeout := self.timeout()) is None:
+            if (timeout := self._timeout(state)) is None:
                 return
             adopted = capability is not None and not existing.owned
             patch: dict[str, Any] = {"labels": labels}
@@ -421,7 +436,7 @@ class ObjectWriter:
                 return
             existing = state.published
         if intent.ready and existing.labels.get(READY_LABEL) != "true":
-            if (timeout := self.timeout()) is None:
+            if (timeout := self._timeout(state)) is None:
                 return
             state.published = Published.from_object(
                 await self.requests.merge_patch(
@@ -460,7 +475,7 @@ class ObjectWriter:
             refusal,
         )
         if existing.labels.get(READY_LABEL) != "false":
-            if (timeout := self.timeout()) is None:
+            if (timeout := self._timeout(state)) is None:
                 return
             existing = state.published = Published.from_object(
                 await self.requests.merge_patch(
@@ -480,7 +495,7 @@ class ObjectWriter:
     ) -> None:
         """Write ``stamped`` over ``existing``'s status; then its Events and a log line."""
         name = state.name
-        if (timeout := self.timeout()) is None:
+        if (timeout := self._timeout(state)) is None:
             return
         written = Published.from_object(
             await self.requests.merge_patch(
@@ -521,7 +536,7 @@ class ObjectWriter:
         if not existing.owned:
             logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", state.name)
             return
-        if (timeout := self.timeout()) is None:
+        if (timeout := self._timeout(state)) is None:
             return
         try:
             await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), timeout)

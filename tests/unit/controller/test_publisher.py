@@ -16,7 +16,13 @@ from fabriccap.controller import informers as watchers
 from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
 from fabriccap.controller.objects import Intent, Lane, ObjectState
-from fabriccap.controller.writes import ROUTINE_WRITES, URGENT_WRITES, is_routine_change, write_lane
+from fabriccap.controller.writes import (
+    ROUTINE_WRITES,
+    URGENT_WRITES,
+    WINDOW_RECHECK_SECONDS,
+    is_routine_change,
+    write_lane,
+)
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.core.evaluate import Evaluation
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
@@ -329,6 +335,32 @@ async def test_a_leader_past_its_renew_deadline_writes_nothing_until_it_renews()
         setup.publisher.became_leader(True)
         await setup.publisher.reconcile_once()
         assert "efa-p5" in setup.published()
+
+
+async def test_a_write_skipped_near_the_renew_deadline_goes_once_the_leader_renews() -> None:
+    """Within half a second of its renew deadline a leader skips its writes. If it then renews,
+    it never stepped down, so nobody calls ``became_leader``: the skipped write must come back
+    by itself, not wait for the pool's next change or the resync (5 min)."""
+
+    class NearDeadline:
+        leading = True
+        window = 0.3
+
+        def write_window(self) -> float:
+            return self.window
+
+    async with publishing() as setup:
+        lease = NearDeadline()
+        setup.publisher.leader = lease
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        assert setup.api.writes() == []
+        lease.window = 10.0  # renewed, still leading: no call says so
+        setup.clock.now += WINDOW_RECHECK_SECONDS
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        assert "efa-p5" in setup.published()
+        assert setup.publisher.objects["efa-p5"].recheck_at is None  # looked at once, not again
 
 
 async def test_stale_watch_data_reads_as_not_ready() -> None:
