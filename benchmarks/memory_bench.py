@@ -12,6 +12,11 @@ index's maps, and the strings they keep of the decoded bodies. The bodies themse
 dropped after each object, as the informers drop them. Nothing here is the operator's
 evaluation or its published objects (per pool, not per object).
 
+Last, the Event outbox: a FabricNotRequested Warning for each GPU pod's owner (one Job a pod),
+built by the operator's own ``not_requested_event`` from a pool's evaluated status, first
+queued (what a start leaves while the Warnings leave at 20 a second), then sent (the record
+that keeps each problem warned once).
+
 Each figure is bytes per object: (live bytes after the kind's objects - before) / objects.
 ``--pods-per-node`` sets the mix: a node's plugin pod plus that many workload pods, one in five
 asking for GPUs and EFA. The figures are Python's live allocations; the process's RSS adds the
@@ -21,21 +26,25 @@ allocators' free space and the interpreter, which scale_bench.py measures.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 # The config builder is the tests' (tests/support): run from a checkout, no PYTHONPATH needed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from workloads_bench import pod_body
 
+from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
 from fabriccap.controller.store import FactStore
+from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.workloads import not_requested_event
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap_devtools import world
 from support.configs import build_config
@@ -80,6 +89,35 @@ def measure(
     return label, count, (live_bytes() - before) / max(count, 1)
 
 
+def outbox_rows(store: FactStore, extractor: FactsExtractor) -> list[tuple[str, int, float]]:
+    """Bytes per owner warned: queued in the outbox, then recorded as sent."""
+    config = extractor.config
+    (capability, *_) = evaluate(config, store).capabilities
+    profile = config.enabled_fabrics[0]
+    owners = list({facts.owner for facts in store.workload_pods.values()})
+    # A rate of ~0 and no burst: the sender never sends, so it needs no recorder.
+    outbox = WorkloadEventOutbox(cast(EventRecorder, None), leading=lambda: True, rate=1e-9, burst=0)
+
+    async def queue_then_send() -> tuple[float, float]:
+        before = live_bytes()
+        outbox.offer(
+            not_requested_event(profile, capability.name, capability.status, owner, pods=8) for owner in owners
+        )
+        queued = live_bytes()
+        for key in list(outbox._queue):  # what the sender does with each it sent
+            outbox._sent(outbox._unqueue(key))
+        sent = live_bytes()
+        await outbox.close()
+        return queued - before, sent - before
+
+    queued, sent = asyncio.run(queue_then_send())
+    count = max(len(owners), 1)
+    return [
+        ("Warning queued, per owner", len(owners), queued / count),
+        ("Warning sent, per owner", len(owners), sent / count),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=20_000)
@@ -104,6 +142,7 @@ def main() -> int:
         measure("GPU + EFA pod (Job-owned)", workload_pods(gpu_pods, args.nodes, gpu=True), gpu_pods, keep_pod),
         measure("pod of no fabric", workload_pods(cpu_pods, args.nodes, gpu=False), cpu_pods, keep_pod),
     ]
+    rows += outbox_rows(store, extractor)
     held = {"nodes": len(store.nodes), "plugin pods": len(store.pods), "workload pods": len(store.workload_pods)}
     print(f"python {sys.version.split()[0]}; held after the run: {held}")
     print(f"{'object':<28} {'count':>9} {'bytes each':>11} {'MiB in all':>11}")

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fabriccap.core.sharing import shared_text
+
 # A step of a path: a field, optionally followed by [] (every item) or [name=value] (a filter).
 _STEP = re.compile(r"^(?P<field>[A-Za-z][A-Za-z0-9]*|\*)(?:\[(?:(?P<key>[a-z]+)=(?P<value>[a-z0-9-]+))?\])?$")
 
@@ -131,7 +133,8 @@ class WorkloadKind:
 
 
 def group_kind(group: str, kind: str) -> str:
-    return f"{kind}.{group}" if group else kind
+    # Shared: every owner key holds one (the fact store's, the Event outbox's), 58 bytes a copy.
+    return shared_text(f"{kind}.{group}") if group else kind
 
 
 def group_of(api_version: str) -> str:

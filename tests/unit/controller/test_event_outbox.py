@@ -146,3 +146,23 @@ async def test_an_owner_forgotten_while_its_problems_wait_has_none_sent() -> Non
     outbox.offer([second])
     await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
     assert recorder.sent[-1] == "second"
+
+
+async def test_an_owner_with_one_problem_sent_and_one_waiting_is_forgotten_whole() -> None:
+    recorder, clock = FakeRecorder(), Clock()
+    outbox = WorkloadEventOutbox(cast(EventRecorder, recorder), leading=lambda: True, clock=clock, rate=20.0, burst=1)
+    owner = problem(7).involved
+    first, second = (
+        WorkloadEvent(involved=owner, reason=reason, message="m", key=f"{reason}/7")
+        for reason in ("FabricNotRequested", "FabricUnschedulable")
+    )
+    outbox.offer([first, second, first])  # offered twice: kept once
+    await asyncio.sleep(SETTLE_SECONDS)  # the clock stands still: the burst of one is sent
+    assert recorder.sent == [first.key] and outbox.queued == 1
+    assert outbox.knows(first.key) and outbox.knows(second.key)
+    outbox.forget({owner.key})
+    assert outbox.queued == 0 and not outbox.knows(first.key) and not outbox.knows(second.key)
+    clock.now += 60.0
+    outbox.offer([second])  # the owner is back: its problem is new again
+    await asyncio.wait_for(outbox.drain(), SETTLE_SECONDS)
+    assert recorder.sent == [first.key, second.key]
