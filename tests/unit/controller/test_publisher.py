@@ -8,6 +8,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -308,21 +309,25 @@ async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
         assert "efa-p5" in setup.published()
 
 
+@dataclass
+class WindowedLease:
+    """A leader whose Lease leaves ``window`` seconds to write in (the elector's write_window)."""
+
+    window: float
+    leading: bool = True
+
+    def write_window(self) -> float:
+        return self.window
+
+
 async def test_a_leader_past_its_renew_deadline_writes_nothing_until_it_renews() -> None:
     """Still ``leading``, as a replica just woken from SIGSTOP is until it sees the Lease passed
     on, but its last renewal is older than the renew deadline: nothing is written. The e2e test
     of the pause cannot show this guard alone (the woken replica steps down within
     milliseconds, and then ``leading`` stops the writes too)."""
 
-    class PastDeadline:
-        leading = True
-        window = 0.0
-
-        def write_window(self) -> float:
-            return self.window
-
     async with publishing() as setup:
-        lease = PastDeadline()
+        lease = WindowedLease(window=0.0)
         setup.publisher.leader = lease
         setup.add(healthy("p5", "a"))
         await start(setup)
@@ -342,15 +347,8 @@ async def test_a_write_skipped_near_the_renew_deadline_goes_once_the_leader_rene
     it never stepped down, so nobody calls ``became_leader``: the skipped write must come back
     by itself, not wait for the pool's next change or the resync (5 min)."""
 
-    class NearDeadline:
-        leading = True
-        window = 0.3
-
-        def write_window(self) -> float:
-            return self.window
-
     async with publishing() as setup:
-        lease = NearDeadline()
+        lease = WindowedLease(window=0.3)
         setup.publisher.leader = lease
         setup.add(healthy("p5", "a"))
         await start(setup)
