@@ -913,6 +913,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 # Writes of the probe pool against the changes the probes made (3 a round):
                 # more than one a change spends the object's write budget (1 a second).
                 results["probe_pool_writes"] = sum(1 for write in writes_during if write["name"] == probes.capability)
+                if args.tracemalloc:  # what the churn left: compare with the snapshot after start
+                    results["tracemalloc_after_churn"] = traced_snapshot(operator.pid, Path(args.tracemalloc))
                 results["probe_changes"] = 3 * probes.count
                 results["probe_pool_timeline"] = [
                     {
@@ -1112,7 +1114,7 @@ def main() -> int:
     parser.add_argument(
         "--tracemalloc",
         help="run the operator under tracemalloc (traced_operator.py) and write its live allocations after start"
-        " to this file (slow: compare memory, not time)",
+        " and after the churn to this file (slow: compare memory, not time)",
     )
     parser.add_argument(
         "--shards",
