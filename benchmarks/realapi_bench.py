@@ -52,7 +52,8 @@ from scale_bench import (
     cpu_seconds,
     expirations,
     first_logged,
-    label_value,
+    grown,
+    grown_by_kind,
     rss_mib,
     scrape,
 )
@@ -103,15 +104,6 @@ class PeakRss:
                     self.peaks[name] = max(self.peaks[name], rss_mib(pid)[0])
                 except (FileNotFoundError, ProcessLookupError):
                     continue  # killed meanwhile (the API server, in the relist)
-
-
-def grown(before: dict[str, float], after: dict[str, float], prefix: str) -> dict[str, float]:
-    """The series of ``prefix`` that moved between two scrapes, by how much."""
-    return {
-        key: after[key] - before.get(key, 0.0)
-        for key in after
-        if key.startswith(prefix) and after[key] != before.get(key, 0.0)
-    }
 
 
 def wait_relisted(port: int, before: dict[str, float], deadline: float) -> bool:
@@ -233,7 +225,7 @@ def relist_figures(before: dict[str, float], after: dict[str, float]) -> dict[st
     """The kinds whose watch expired (410), those a LIST replaced, and the status writes."""
     return {
         "relist_expired": expirations(before, after),
-        "relist_listed": {label_value(key, "kind"): int(n) for key, n in grown(before, after, RELISTS).items()},
+        "relist_listed": grown_by_kind(before, after, RELISTS),
         "relist_status_writes": int(sum(grown(before, after, STATUS_WRITES).values())),
     }
 

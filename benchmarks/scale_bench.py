@@ -535,13 +535,23 @@ def relists(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {kind: after[kind] - before.get(kind, 0) for kind in after if after[kind] - before.get(kind, 0)}
 
 
+def grown(before: dict[str, float], after: dict[str, float], prefix: str) -> dict[str, float]:
+    """The series of ``prefix`` that moved between two scrapes, by how much."""
+    return {
+        key: after[key] - before.get(key, 0.0)
+        for key in after
+        if key.startswith(prefix) and after[key] != before.get(key, 0.0)
+    }
+
+
+def grown_by_kind(before: dict[str, float], after: dict[str, float], prefix: str) -> dict[str, int]:
+    """The series of ``prefix`` that moved between two scrapes, by their ``kind`` label."""
+    return {label_value(key, "kind"): int(moved) for key, moved in grown(before, after, prefix).items()}
+
+
 def expirations(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
     """The operator's watches that ended in 410 between two scrapes, by kind."""
-    found = {}
-    for key, value in after.items():
-        if key.startswith("fabriccap_watch_expirations_total{") and (grown := value - before.get(key, 0.0)):
-            found[label_value(key, "kind")] = int(grown)
-    return found
+    return grown_by_kind(before, after, "fabriccap_watch_expirations_total{")
 
 
 def churn_spec(world: ScaleWorld, args: argparse.Namespace, seconds: float, pods: bool = True) -> dict[str, Any]:
