@@ -320,6 +320,15 @@ class WindowedLease:
         return self.window
 
 
+async def start_unable_to_write(setup: Setup, lease: WindowedLease) -> WindowedLease:
+    """Start with one pool under ``lease``, whose window is too short to write in: nothing is."""
+    setup.publisher.leader = lease
+    setup.add(healthy("p5", "a"))
+    await start(setup)
+    assert setup.api.writes() == []
+    return lease
+
+
 async def test_a_leader_past_its_renew_deadline_writes_nothing_until_it_renews() -> None:
     """Still ``leading``, as a replica just woken from SIGSTOP is until it sees the Lease passed
     on, but its last renewal is older than the renew deadline: nothing is written. The e2e test
@@ -327,11 +336,7 @@ async def test_a_leader_past_its_renew_deadline_writes_nothing_until_it_renews()
     milliseconds, and then ``leading`` stops the writes too)."""
 
     async with publishing() as setup:
-        lease = WindowedLease(window=0.0)
-        setup.publisher.leader = lease
-        setup.add(healthy("p5", "a"))
-        await start(setup)
-        assert setup.api.writes() == []
+        lease = await start_unable_to_write(setup, WindowedLease(window=0.0))
         # As the elector does: at a window of 0 it steps down, and says so again once it holds
         # the Lease (LeaderElector.run, _set_leading).
         lease.leading = False
@@ -348,11 +353,7 @@ async def test_a_write_skipped_near_the_renew_deadline_goes_once_the_leader_rene
     by itself, not wait for the pool's next change or the resync (5 min)."""
 
     async with publishing() as setup:
-        lease = WindowedLease(window=0.3)
-        setup.publisher.leader = lease
-        setup.add(healthy("p5", "a"))
-        await start(setup)
-        assert setup.api.writes() == []
+        lease = await start_unable_to_write(setup, WindowedLease(window=0.3))
         lease.window = 10.0  # renewed, still leading: no call says so
         setup.clock.now += WINDOW_RECHECK_SECONDS
         setup.publisher._fire_due(setup.clock.now)
