@@ -37,3 +37,16 @@ def test_this_platforms_malloc_trim_is_found_and_runs() -> None:
 def test_the_memory_a_first_listing_left_goes_back_on_this_platform() -> None:
     # settle_heap's trim, after the first listing: glibc here, as in the image.
     assert give_back_free_memory()
+
+
+def test_work_that_never_stops_is_trimmed_at_most_once_in_min_seconds() -> None:
+    calls: list[int] = []
+    now = [100.0]
+    trimmer = MemoryTrimmer(trim=calls.append, min_work=2, min_seconds=10.0, clock=lambda: now[0])
+    trimmer.done(2)
+    assert trimmer.idle()  # the first trim waits for no clock
+    trimmer.done(5)
+    now[0] = 109.9
+    assert not trimmer.idle() and trimmer.work == 5  # the work is kept for the next chance
+    now[0] = 110.0
+    assert trimmer.idle() and calls == [0, 0] and trimmer.work == 0
