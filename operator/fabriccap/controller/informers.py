@@ -48,7 +48,12 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from fabriccap.controller.memory import MIN_LISTED_BETWEEN_TRIMS, MIN_SECONDS_BETWEEN_TRIMS, MemoryTrimmer
+from fabriccap.controller.memory import (
+    MIN_LINES_BETWEEN_TRIMS,
+    MIN_LISTED_BETWEEN_TRIMS,
+    MIN_SECONDS_BETWEEN_TRIMS,
+    MemoryTrimmer,
+)
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import Announcement, FactStore
 from fabriccap.core.evaluate import SCHEDULER_ON_ERROR
@@ -244,9 +249,13 @@ class ListWatch:
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
     # per-slice memo keeps that cheap: only the classes' verdicts on distinct devices are new.
     relist_on: Announcement | None = None
-    # Told how many objects each LIST read and each watch line (shared by the informers): many
-    # leave the allocators holding the memory their bodies took, which the trimmer gives back.
+    # Told how many objects each LIST read (shared by the informers): a large one leaves the
+    # allocators holding the memory its bodies took, which the trimmer gives back.
     trimmer: MemoryTrimmer | None = None
+    # Told of each watch line (shared too): a watch never falls idle, so this one trims after
+    # MIN_LINES_BETWEEN_TRIMS, at most once in MIN_SECONDS_BETWEEN_TRIMS; a listing's trim waits
+    # for no clock.
+    watch_trimmer: MemoryTrimmer | None = None
     listed_objects: int = field(default=0, init=False)
     # Which lines need not be decoded (kube.unread): new objects of no concern (counted as
     # unread) and changes that move nothing read (unchanged); neither is applied.
@@ -570,9 +579,9 @@ class ListWatch:
                         result = self._take(event)
                         if self.unread is not None:
                             self.unread.settled(event.type, event.body, result == "applied")
-                    if self.trimmer is not None:
-                        self.trimmer.done()
-                        self.trimmer.idle()
+                    if self.watch_trimmer is not None:
+                        self.watch_trimmer.done()
+                        self.watch_trimmer.idle()
                 delay = 1.0  # the server closed a healthy stream (timeoutSeconds): resume
             except (RejectedEventError, WatchLineError) as rejected:
                 self._rejected(rejected)
@@ -930,7 +939,8 @@ def build_informers(
     watch_seconds, read_timeout, progress_timeout = watch_timings(stale_after)
     wanted = kinds_for(extractor.config, rows)
     said = {watched.label: SaidOnce() for watched in wanted}
-    trimmer = MemoryTrimmer(min_work=MIN_LISTED_BETWEEN_TRIMS, min_seconds=MIN_SECONDS_BETWEEN_TRIMS)
+    trimmer = MemoryTrimmer(min_work=MIN_LISTED_BETWEEN_TRIMS)
+    watch_trimmer = MemoryTrimmer(min_work=MIN_LINES_BETWEEN_TRIMS, min_seconds=MIN_SECONDS_BETWEEN_TRIMS)
     informers = [
         Informer(
             client=client,
@@ -946,6 +956,7 @@ def build_informers(
             page_size=watched.page_size,
             said=said[watched.label],
             trimmer=trimmer,
+            watch_trimmer=watch_trimmer,
             unread=watched.unread_rule(extractor),
         )
         for watched in wanted

@@ -290,7 +290,6 @@ async def test_a_listing_keeps_nothing_per_object_but_crosses_off_the_keys_held(
 async def test_a_large_listing_gives_the_memory_its_bodies_took_back(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
     monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
-    monkeypatch.setattr(watchers, "MIN_SECONDS_BETWEEN_TRIMS", 0.0)
     monkeypatch.setattr(watchers, "MemoryTrimmer", functools.partial(MemoryTrimmer, trim=trims.append))
     nodes = [node("n1", efa=32), node("n2", efa=32), node("n3", efa=32)]
     async with operator(nodes) as op:
@@ -310,7 +309,7 @@ async def test_a_watch_under_churn_gives_memory_back_after_many_lines_and_not_mo
 ) -> None:
     trims: list[int] = []
     now = [0.0]
-    monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
+    monkeypatch.setattr(watchers, "MIN_LINES_BETWEEN_TRIMS", 3)
     monkeypatch.setattr(watchers, "MIN_SECONDS_BETWEEN_TRIMS", 10.0)
     monkeypatch.setattr(
         watchers, "MemoryTrimmer", functools.partial(MemoryTrimmer, trim=trims.append, clock=lambda: now[0])
@@ -318,10 +317,9 @@ async def test_a_watch_under_churn_gives_memory_back_after_many_lines_and_not_mo
     async with operator([node("n1", efa=32)]) as op:
         await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
         assert trims == []  # one node listed: not worth a trim
-        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=8), "101"))
-        await eventually(lambda: op.efa() == {"n1": 8}, "the first change")
-        assert trims == []  # two units of work
-        await op.api.emit(NODES, bookmark("102"))
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=9), "100"), bookmark("101"))
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=8), "102"))
+        await eventually(lambda: op.efa() == {"n1": 8}, "the first changes")
         await eventually(lambda: trims == [0], "a trim after the third line")
         now[0] = 9.0
         await op.api.emit(NODES, *(event("MODIFIED", node("n1", efa=efa), str(103 + efa)) for efa in range(4)))
@@ -330,7 +328,7 @@ async def test_a_watch_under_churn_gives_memory_back_after_many_lines_and_not_mo
         now[0] = 10.0
         await op.api.emit(NODES, event("MODIFIED", node("n1", efa=16), "110"))
         await eventually(lambda: trims == [0, 0], "a trim once 10 s have passed")
-        assert op.nodes.trimmer is not None and op.nodes.trimmer.work == 0
+        assert op.nodes.watch_trimmer is not None and op.nodes.watch_trimmer.work == 0
 
 
 async def test_a_streaming_list_fills_the_store_and_the_watch_follows_its_bookmark() -> None:
