@@ -790,7 +790,7 @@ async def test_the_first_rounds_garbage_goes_back_once_its_writes_are_done(monke
             return True
 
         monkeypatch.setattr(publisher_module, "give_back_free_memory", trim)
-        setup.publisher.clock = setup.clock = time.monotonic  # the loop's own time
+        setup.publisher.clock = time.monotonic  # the loop's own time
         setup.add([*healthy("p5", "a", "b"), *healthy("p4", "c")])
         setup.store.listed.set()
         task = asyncio.create_task(setup.publisher.run())
