@@ -13,9 +13,10 @@ dropped after each object, as the informers drop them. Nothing here is the opera
 evaluation or its published objects (per pool, not per object).
 
 Last, the Event outbox: a FabricNotRequested Warning for each GPU pod's owner (one Job a pod),
-built by the operator's own ``not_requested_event`` from a pool's evaluated status, first
-queued (what a start leaves while the Warnings leave at 20 a second), then sent (the record
-that keeps each problem warned once).
+built as the operator builds them, from one wording of a pool's evaluated status
+(``not_requested_wording``) that every owner's Event shares, first queued (what a start
+leaves while the Warnings leave at 20 a second), then sent (the record that keeps each
+problem warned once).
 
 Each figure is bytes per object: (live bytes after the kind's objects - before) / objects.
 ``--pods-per-node`` sets the mix: a node's plugin pod plus that many workload pods, one in five
@@ -44,7 +45,7 @@ from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
 from fabriccap.controller.store import FactStore
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
-from fabriccap.core.workloads import not_requested_event
+from fabriccap.core.workloads import not_requested_wording
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap_devtools import world
 from support.configs import build_config
@@ -100,9 +101,8 @@ def outbox_rows(store: FactStore, extractor: FactsExtractor) -> list[tuple[str, 
 
     async def queue_then_send() -> tuple[float, float]:
         before = live_bytes()
-        outbox.offer(
-            not_requested_event(profile, capability.name, capability.status, owner, pods=8) for owner in owners
-        )
+        wording = not_requested_wording(profile, capability.name, capability.status)
+        outbox.offer(wording.event(owner, pods=8) for owner in owners)
         queued = live_bytes()
         for key in list(outbox._queue):  # what the sender does with each it sent
             outbox._sent(outbox._unqueue(key))

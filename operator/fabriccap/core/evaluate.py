@@ -81,12 +81,13 @@ from fabriccap.core.sources import (
 )
 from fabriccap.core.workloads import (
     LookupKey,
+    NotRequestedWording,
     PodJudgement,
     UnschedulableGroup,
     WorkloadEvent,
     judge_pod,
-    not_requested_event,
     not_requested_key,
+    not_requested_wording,
     not_used_event,
     not_used_key,
     pool_workloads,
@@ -1086,19 +1087,18 @@ def _judgements(profile: FabricProfile, side: _PoolMemo, index: FactIndex) -> li
     return list(current.values())
 
 
-def _not_requested(
-    profile: FabricProfile,
-    name: str,
-    status: FabricCapabilityStatus,
-    side: _PoolMemo,
-    owner: ObjectRef,
-    pods: int,
-    nodes: Mapping[ObjectRef, frozenset[str]],
-) -> WorkloadEvent:
-    """FabricNotRequested; on a Karpenter pool, naming the nodes launched without the fabric for it."""
-    launched = sorted(nodes.get(owner, frozenset()) & side.launched_without)
+def _not_requested_wording(
+    profile: FabricProfile, name: str, status: FabricCapabilityStatus, side: _PoolMemo
+) -> NotRequestedWording:
+    """FabricNotRequested's words for one pool; on a Karpenter pool they name what a node gets
+    when a pod asks, from the status or else from what the NodePools would launch."""
     count = status.uniform_count if status.is_ready and status.uniform_count else side.launch_count
-    return not_requested_event(profile, name, status, owner, pods, launched, count)
+    return not_requested_wording(profile, name, status, count)
+
+
+def _launched_for(owner: ObjectRef, side: _PoolMemo, nodes: Mapping[ObjectRef, frozenset[str]]) -> list[str]:
+    """The nodes among the owner's that Karpenter launched without the fabric."""
+    return sorted(nodes.get(owner, frozenset()) & side.launched_without)
 
 
 def evaluate(
@@ -1195,11 +1195,12 @@ def evaluate(
                 # once for the pool's events, however many owners they name.
                 pool_ref = PoolRef.model_validate(status["pool"])
                 model = functools.cache(functools.partial(FabricCapabilityStatus.model_validate, status))
-                events.extend(
-                    _not_requested(profile, capability.name, model(), side, owner, count, found.without_fabric_nodes)
-                    for owner, count in found.without_fabric
-                    if warned is None or not warned(not_requested_key(profile, owner, pool_ref))
-                )
+                wording: NotRequestedWording | None = None  # the pool's, shared by its owners' Events
+                for owner, count in found.without_fabric:
+                    if warned is not None and warned(not_requested_key(profile.name, owner, pool_ref)):
+                        continue
+                    wording = wording or _not_requested_wording(profile, capability.name, model(), side)
+                    events.append(wording.event(owner, count, _launched_for(owner, side, found.without_fabric_nodes)))
                 events.extend(
                     not_used_event(profile, model(), not_used)
                     for not_used in found.not_used

@@ -350,10 +350,20 @@ class WorkloadEvent:
 
     involved: ObjectRef
     reason: str
-    message: str
+    # The message, or the words of its pool that make it when it is sent, with this owner's
+    # ``pods`` and ``launched`` nodes (``NotRequestedWording``).
+    text: str | NotRequestedWording
     # Identifies the problem across restarts (it names the Event): the same problem of the
     # same object is recorded once, whatever its pod count does.
     key: str
+    pods: int = 0
+    launched: tuple[str, ...] = ()
+
+    @property
+    def message(self) -> str:
+        if isinstance(self.text, str):
+            return self.text
+        return self.text.message(self.involved, self.pods, self.launched)
 
     @property
     def event_name(self) -> str:
@@ -408,9 +418,76 @@ def _per_node_request(profile: FabricProfile, status: FabricCapabilityStatus) ->
     return f"{profile.resource}{f': {count}' if count else ''} per node"
 
 
-def not_requested_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef) -> str:
+def not_requested_key(fabric: str, owner: ObjectRef, pool: PoolRef) -> str:
     """What names a FabricNotRequested problem (and its Event), without building the message."""
-    return _event_key(FABRIC_NOT_REQUESTED, owner, profile.name, pool.key, pool.value)
+    return _event_key(FABRIC_NOT_REQUESTED, owner, fabric, pool.key, pool.value)
+
+
+@dataclass(frozen=True, slots=True)
+class NotRequestedWording:
+    """What the FabricNotRequested messages of one pool share, from its status as evaluated:
+    made once per pool and round, and held by each of its owners' Events, whose message is
+    worded from it only when the Event is sent. A start queues one Event per owner without the
+    fabric and sends 20 a second (controller.events), so at 10,000 such owners the messages
+    (~260 B each) waited in the queue for minutes, 2.5 MiB of them."""
+
+    fabric: str
+    resource: str
+    spoken_name: str
+    capability_name: str
+    pool: PoolRef
+    # ``<resource>: <count>`` while the pool is Ready with a uniform count; None otherwise.
+    ready_offer: str | None
+    per_node_request: str
+    not_ready_reason: str
+    # What a node of the pool gets when a pod asks (a Karpenter pool's launches); None: unknown.
+    launch_count: int | None
+
+    def event(self, owner: ObjectRef, pods: int, launched: Sequence[str] = ()) -> WorkloadEvent:
+        key = not_requested_key(self.fabric, owner, self.pool)
+        return WorkloadEvent(owner, FABRIC_NOT_REQUESTED, self, key, pods, tuple(launched))
+
+    def message(self, owner: ObjectRef, pods: int, launched: Sequence[str]) -> str:
+        where = request_field(owner.api_version, owner.kind)
+        running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {self.pool.value}"
+        if launched:
+            shown = ", ".join(launched[:3]) + (f" (+{len(launched) - 3} more)" if len(launched) > 3 else "")
+            request = f"{self.resource}: {self.launch_count}" if self.launch_count else self.resource
+            return (
+                f"Karpenter launched {shown} without {self.spoken_name} because this job requested none; "
+                f"request {request} ({owner.kind}: {where}); it {running}, and NCCL will use TCP sockets"
+            )
+        if self.ready_offer is not None:
+            return (
+                f"{running} where {self.ready_offer} is Ready, but requests none: NCCL will use TCP sockets; "
+                f"request {self.per_node_request} ({owner.kind}: {where})"
+            )
+        return (
+            f"{running} where {self.resource} is advertised (the pool is not Ready: {self.not_ready_reason}), "
+            f"but requests none: NCCL will use TCP sockets; once the pool is Ready (kubectl describe fcap "
+            f"{self.capability_name}), request {self.resource} per node ({owner.kind}: {where})"
+        )
+
+
+def not_requested_wording(
+    profile: FabricProfile, capability_name: str, status: FabricCapabilityStatus, launch_count: int | None = None
+) -> NotRequestedWording:
+    """FabricNotRequested's words for the pool of ``status``: the owners' pods run on a pool
+    that offers the fabric and ask for none. ``launch_count``: what a node of the pool gets when
+    a pod asks, which the message names where Karpenter launched nodes without the fabric."""
+    ready = status.is_ready and status.uniform_count is not None
+    ready_condition = status.condition("Ready")
+    return NotRequestedWording(
+        fabric=profile.name,
+        resource=profile.resource,
+        spoken_name=profile.spoken_name,
+        capability_name=capability_name,
+        pool=status.pool,
+        ready_offer=f"{profile.resource}: {status.uniform_count}" if ready else None,
+        per_node_request=_per_node_request(profile, status) if ready else "",
+        not_ready_reason=ready_condition.reason if ready_condition is not None else "NotReady",
+        launch_count=launch_count,
+    )
 
 
 def not_requested_event(
@@ -422,40 +499,10 @@ def not_requested_event(
     launched: Sequence[str] = (),
     launch_count: int | None = None,
 ) -> WorkloadEvent:
-    """FabricNotRequested: the owner's pods run on a pool that offers the fabric and ask for none.
-    ``launched``: the nodes among theirs that Karpenter launched without the fabric because of it,
-    and ``launch_count`` what a node of the pool gets when a pod asks (the message names both)."""
-    where = request_field(owner.api_version, owner.kind)
-    pool = status.pool.value
-    running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {pool}"
-    ready = status.is_ready and status.uniform_count is not None
-    offered = f"{profile.resource}: {status.uniform_count}" if ready else profile.resource
-    if launched:
-        shown = ", ".join(launched[:3]) + (f" (+{len(launched) - 3} more)" if len(launched) > 3 else "")
-        request = f"{profile.resource}: {launch_count}" if launch_count else profile.resource
-        message = (
-            f"Karpenter launched {shown} without {profile.spoken_name} because this job requested none; "
-            f"request {request} ({owner.kind}: {where}); it {running}, and NCCL will use TCP sockets"
-        )
-    elif ready:
-        message = (
-            f"{running} where {offered} is Ready, but requests none: NCCL will use TCP sockets; "
-            f"request {_per_node_request(profile, status)} ({owner.kind}: {where})"
-        )
-    else:
-        ready_condition = status.condition("Ready")
-        reason = ready_condition.reason if ready_condition is not None else "NotReady"
-        message = (
-            f"{running} where {offered} is advertised (the pool is not Ready: {reason}), but requests none: "
-            f"NCCL will use TCP sockets; once the pool is Ready (kubectl describe fcap {capability_name}), "
-            f"request {profile.resource} per node ({owner.kind}: {where})"
-        )
-    return WorkloadEvent(
-        involved=owner,
-        reason=FABRIC_NOT_REQUESTED,
-        message=message,
-        key=not_requested_key(profile, owner, status.pool),
-    )
+    """FabricNotRequested on one owner: its pods run on the pool of ``status``, which offers the
+    fabric, and ask for none. ``launched``: the nodes among theirs that Karpenter launched
+    without the fabric because of it (the message names them, and ``launch_count``)."""
+    return not_requested_wording(profile, capability_name, status, launch_count).event(owner, pods, launched)
 
 
 def not_used_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef, verdict: Verdict) -> str:
@@ -487,7 +534,7 @@ def not_used_event(profile: FabricProfile, status: FabricCapabilityStatus, found
     return WorkloadEvent(
         involved=found.owner,
         reason=FABRIC_NOT_USED,
-        message=message,
+        text=message,
         key=not_used_key(profile, found.owner, status.pool, example.verdict),
     )
 
@@ -583,7 +630,7 @@ def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready
     return WorkloadEvent(
         involved=group.owner,
         reason=FABRIC_UNSCHEDULABLE,
-        message=message,
+        text=message,
         key=unschedulable_key(profile, group.owner),
     )
 

@@ -16,7 +16,7 @@ SETTLE_SECONDS = 0.2
 def problem(index: int) -> WorkloadEvent:
     owner = ObjectRef("batch/v1", "Job", "ml", f"job-{index}", f"uid-{index}")
     return WorkloadEvent(
-        involved=owner, reason="FabricNotRequested", message="requests none", key=f"FabricNotRequested/{index}"
+        involved=owner, reason="FabricNotRequested", text="requests none", key=f"FabricNotRequested/{index}"
     )
 
 
@@ -132,7 +132,7 @@ async def test_an_owner_forgotten_while_its_problems_wait_has_none_sent() -> Non
     outbox = outbox_for(recorder, clock)
     outbox.offer(problem(i) for i in range(100))  # the burst: sent
     await asyncio.sleep(SETTLE_SECONDS)
-    second = WorkloadEvent(involved=problem(120).involved, reason="FabricUnschedulable", message="m", key="second")
+    second = WorkloadEvent(involved=problem(120).involved, reason="FabricUnschedulable", text="m", key="second")
     outbox.offer([*(problem(i) for i in range(100, 150)), second])  # the clock stands still: they wait
     await asyncio.sleep(SETTLE_SECONDS)
     assert len(recorder.sent) == 100 and outbox.queued == 51
@@ -153,7 +153,7 @@ async def test_an_owner_with_one_problem_sent_and_one_waiting_is_forgotten_whole
     outbox = WorkloadEventOutbox(cast(EventRecorder, recorder), leading=lambda: True, clock=clock, rate=20.0, burst=1)
     owner = problem(7).involved
     first, second = (
-        WorkloadEvent(involved=owner, reason=reason, message="m", key=f"{reason}/7")
+        WorkloadEvent(involved=owner, reason=reason, text="m", key=f"{reason}/7")
         for reason in ("FabricNotRequested", "FabricUnschedulable")
     )
     outbox.offer([first, second, first])  # offered twice: kept once

@@ -135,7 +135,7 @@ def test_a_scheduler_message_with_escapes_is_cleaned() -> None:
     key=st.text(max_size=100),
 )
 def test_an_event_name_is_a_dns_subdomain_whatever_the_owner_is_called(name: str, kind: str, key: str) -> None:
-    event = WorkloadEvent(involved=ObjectRef("v1", kind, "ml", name), reason="FabricNotRequested", message="m", key=key)
+    event = WorkloadEvent(involved=ObjectRef("v1", kind, "ml", name), reason="FabricNotRequested", text="m", key=key)
     assert is_dns_subdomain(event.event_name), event.event_name
 
 

@@ -18,6 +18,7 @@ from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
 from fabriccap.core.workloads import (
     FABRIC_NOT_REQUESTED,
     LookupKey,
+    NotRequestedWording,
     ReadyPool,
     insufficient_resources,
     learn_from_object,
@@ -326,6 +327,18 @@ def test_fabric_not_requested_says_what_to_request_and_where() -> None:
     )
     keys = {e.key for e in again.workload_events}
     assert event.key in keys  # one more pod elsewhere: the same problem, the same Event
+
+
+def test_the_events_of_one_pool_share_its_wording_and_are_worded_when_read() -> None:
+    # A start queues one Event per owner without the fabric and sends 20 a second: the queue
+    # holds one wording per pool, not a message per owner.
+    bodies = [*ready_pool(), *trainjob_pods("bert", ["n1", "n2"]), *trainjob_pods("gpt", ["n1"])]
+    first, second = evaluate_bodies(bodies).workload_events
+    assert isinstance(first.text, NotRequestedWording) and first.text is second.text
+    assert {event.involved.name: event.message.split(" where ")[0] for event in (first, second)} == {
+        "bert": "runs 2 pods on pool p5",
+        "gpt": "runs 1 pod on pool p5",
+    }
 
 
 def test_an_event_built_from_a_status_leaves_no_model_on_its_capability() -> None:
