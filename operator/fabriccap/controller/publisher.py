@@ -54,7 +54,6 @@ from typing import Any, Protocol
 from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
 from fabriccap.controller.expiry import Settle, expires_in, no_pool_write, settle
 from fabriccap.controller.lookups import LookupResolver
-from fabriccap.controller.memory import give_back_free_memory
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.objects import (
     WAR_QUIET_SECONDS,
@@ -267,9 +266,6 @@ class Publisher:
         await self.read_owners_first()
         # The first round needs no debounce: the listing already gathered everything.
         await self.reconcile_once()
-        # What the owners' reads, the evaluation of every pool and their writes took is garbage
-        # now: it goes back to the system, as the listing's did (controller.memory).
-        give_back_free_memory()
         self._next_resync = self.clock() + self.config.resync_seconds
         while True:
             if not self.store.changed.is_set():  # under churn it nearly always is: no wait to compute

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +14,6 @@ from typing import Any
 import pytest
 
 from fabriccap.controller import informers as watchers
-from fabriccap.controller import publisher as publisher_module
 from fabriccap.controller.informers import PublishedWatch
 from fabriccap.controller.leader import AlwaysLeader
 from fabriccap.controller.objects import Intent, Lane, ObjectState
@@ -26,7 +24,7 @@ from fabriccap.controller.writes import (
     is_routine_change,
     write_lane,
 )
-from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, READY_LABEL, condition_status
+from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
 from fabriccap.core.evaluate import Evaluation
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import OwnWritesRule
@@ -774,35 +772,3 @@ async def test_a_colliding_pool_renames_both_objects_once_and_never_loops() -> N
         await setup.publisher.reconcile_once()
         assert set(setup.published()) == {"efa-gpu"}
         assert "naming" not in setup.published()["efa-gpu"]["status"]
-
-
-async def test_the_first_rounds_garbage_goes_back_once_its_writes_are_done(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After the first round the evaluation of every pool and its writes are garbage: one trim
-    gives the memory back (controller.memory), once every object and its label are written."""
-    async with publishing(resyncSeconds=3600, debounceSeconds=0) as setup:
-        seen_at_trims: list[dict[str, str | None]] = []
-
-        def trim() -> bool:
-            labels = {
-                name: (obj["metadata"].get("labels") or {}).get(READY_LABEL) for name, obj in setup.published().items()
-            }
-            seen_at_trims.append(labels)
-            return True
-
-        monkeypatch.setattr(publisher_module, "give_back_free_memory", trim)
-        setup.publisher.clock = time.monotonic  # the loop's own time
-        setup.add([*healthy("p5", "a", "b"), *healthy("p4", "c")])
-        setup.store.listed.set()
-        task = asyncio.create_task(setup.publisher.run())
-        try:
-            await eventually(lambda: bool(seen_at_trims), "a trim after the first round")
-            assert seen_at_trims == [{"efa-p4": "true", "efa-p5": "true"}]
-            setup.remove_node("c")
-            await eventually(
-                lambda: condition_status(setup.published()["efa-p4"].get("status"), "Ready") == "False", "p4 emptied"
-            )
-            assert len(seen_at_trims) == 1  # the later rounds leave trims to the watches
-            assert not task.done()
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
