@@ -490,21 +490,6 @@ def not_requested_wording(
     )
 
 
-def not_requested_event(
-    profile: FabricProfile,
-    capability_name: str,
-    status: FabricCapabilityStatus,
-    owner: ObjectRef,
-    pods: int,
-    launched: Sequence[str] = (),
-    launch_count: int | None = None,
-) -> WorkloadEvent:
-    """FabricNotRequested on one owner: its pods run on the pool of ``status``, which offers the
-    fabric, and ask for none. ``launched``: the nodes among theirs that Karpenter launched
-    without the fabric because of it (the message names them, and ``launch_count``)."""
-    return not_requested_wording(profile, capability_name, status, launch_count).event(owner, pods, launched)
-
-
 def not_used_key(profile: FabricProfile, owner: ObjectRef, pool: PoolRef, verdict: Verdict) -> str:
     """What names a FabricNotUsed problem (and its Event): a workload that goes from sockets to
     another network is a new problem, with an Event of its own."""

@@ -14,7 +14,7 @@ from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor, ObjectRef
 from fabriccap.core.names import is_dns_subdomain
 from fabriccap.core.text import MAX_MESSAGE, clean_text, escape_controls
-from fabriccap.core.workloads import WorkloadEvent, not_requested_event
+from fabriccap.core.workloads import WorkloadEvent, not_requested_wording
 from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, workload_pod
 from support.builders import capability, daemon_set, facts_of, node, plugin_pods
 
@@ -143,7 +143,7 @@ def test_a_readable_event_name_keeps_the_owner_name_when_it_can() -> None:
     config = default_config()
     profile = config.enabled_fabrics[0]
     status = capability(evaluate(config, facts_of(hostile_pool(owner_reference("Job", "batch/v1", "bert")))), "efa-p5")
-    event = not_requested_event(profile, "efa-p5", status.status, ObjectRef("batch/v1", "Job", "ml", "bert"), 1)
+    event = not_requested_wording(profile, "efa-p5", status.status).event(ObjectRef("batch/v1", "Job", "ml", "bert"), 1)
     assert event.event_name.startswith("bert.fabriccap-")
     ending_badly = WorkloadEvent(ObjectRef("batch/v1", "Job", "ml", "a" * 199 + "-b"), "R", "m", "k")
     assert is_dns_subdomain(ending_badly.event_name)
