@@ -55,6 +55,8 @@ FABRIC_UNSCHEDULABLE = "FabricUnschedulable"
 FABRIC_NOT_USED = "FabricNotUsed"
 NOT_USED_VERDICTS = frozenset({Verdict.SOCKET, Verdict.OTHER})
 MAX_READ_ERRORS = api.MAX_READ_ERRORS
+# Hex digits of a problem's digest (``_event_key``): 64 bits, part of the Event's name since round 2.
+EVENT_KEY_LENGTH = 16
 
 # The kinds whose own owner is worth one read (core.workload_kinds: a Job may belong to a
 # CronJob or an MPIJob's launcher, a JobSet to a TrainJob, a ReplicaSet to a Deployment), by
@@ -353,8 +355,8 @@ class WorkloadEvent:
     # The message, or the words of its pool that make it when it is sent, with this owner's
     # ``pods`` and ``launched`` nodes (``NotRequestedWording``).
     text: str | NotRequestedWording
-    # Identifies the problem across restarts (it names the Event): the same problem of the
-    # same object is recorded once, whatever its pod count does.
+    # Identifies the problem across restarts (a digest, ``_event_key``; it names the Event): the
+    # same problem of the same object is recorded once, whatever its pod count does.
     key: str
     pods: int = 0
     launched: tuple[str, ...] = ()
@@ -370,8 +372,7 @@ class WorkloadEvent:
         """``<owner name>.fabriccap-<digest of the key>``, or ``fabriccap-<digest>`` where the
         owner's name would not make a valid one: an Event name must be a DNS subdomain, and an
         owner's name is whatever its creator wrote (an invalid name made every POST a 422)."""
-        digest = hashlib.sha256(self.key.encode(errors="replace")).hexdigest()[:16]
-        suffix = f"fabriccap-{digest}"
+        suffix = f"fabriccap-{self.key}"
         prefix = self.involved.name[: MAX_SUBDOMAIN_LENGTH - len(suffix) - 1].rstrip("-.")
         readable = f"{prefix}.{suffix}"
         return readable if is_dns_subdomain(readable) else suffix
@@ -398,7 +399,12 @@ def problems_present(workloads: Mapping[str, Any]) -> frozenset[str]:
 
 
 def _event_key(reason: str, owner: ObjectRef, *parts: str) -> str:
-    return "/".join((reason, owner.uid or "", owner.kind, owner.namespace, owner.name, *parts))
+    """The problem's digest: it names the Event, and the outbox keys the problem by it. The
+    text it digests (~180 B: the reason, the owner's uid, kind, namespace and name, the pool) was
+    held as the key itself, once per owner in the queue and again in the sent record, where
+    16 characters do the same work."""
+    problem = "/".join((reason, owner.uid or "", owner.kind, owner.namespace, owner.name, *parts))
+    return hashlib.sha256(problem.encode(errors="replace")).hexdigest()[:EVENT_KEY_LENGTH]
 
 
 def _per_node_request(profile: FabricProfile, status: FabricCapabilityStatus) -> str:

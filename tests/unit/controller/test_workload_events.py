@@ -190,8 +190,10 @@ async def test_a_restart_does_not_send_the_event_again() -> None:
         await again.reconcile_once()
         assert again.outbox is not None
         await again.outbox.drain()
-        assert len(setup.events()) == 1
-        assert next(iter(again.workload_events_sent)).startswith("FabricNotRequested/")
+        (event,) = setup.events()
+        (sent,) = again.workload_events_sent
+        assert event["reason"] == "FabricNotRequested"
+        assert event["metadata"]["name"].endswith(f".fabriccap-{sent}")  # the 409 told it: the same key
 
 
 async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:

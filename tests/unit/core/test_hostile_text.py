@@ -9,12 +9,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fabriccap.core.api import PoolRef
 from fabriccap.core.config import default_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor, ObjectRef
 from fabriccap.core.names import is_dns_subdomain
 from fabriccap.core.text import MAX_MESSAGE, clean_text, escape_controls
-from fabriccap.core.workloads import WorkloadEvent, not_requested_wording
+from fabriccap.core.workloads import WorkloadEvent, not_requested_key, not_requested_wording
 from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, workload_pod
 from support.builders import capability, daemon_set, facts_of, node, plugin_pods
 
@@ -132,10 +133,12 @@ def test_a_scheduler_message_with_escapes_is_cleaned() -> None:
 @given(
     name=st.text(min_size=1, max_size=400),
     kind=st.text(min_size=1, max_size=80),
-    key=st.text(max_size=100),
+    pool=st.text(min_size=1, max_size=100),
 )
-def test_an_event_name_is_a_dns_subdomain_whatever_the_owner_is_called(name: str, kind: str, key: str) -> None:
-    event = WorkloadEvent(involved=ObjectRef("v1", kind, "ml", name), reason="FabricNotRequested", text="m", key=key)
+def test_an_event_name_is_a_dns_subdomain_whatever_the_owner_is_called(name: str, kind: str, pool: str) -> None:
+    owner = ObjectRef("v1", kind, "ml", name)
+    key = not_requested_key("efa", owner, PoolRef(key="karpenter.sh/nodepool", value=pool))
+    event = WorkloadEvent(involved=owner, reason="FabricNotRequested", text="m", key=key)
     assert is_dns_subdomain(event.event_name), event.event_name
 
 
@@ -147,3 +150,12 @@ def test_a_readable_event_name_keeps_the_owner_name_when_it_can() -> None:
     assert event.event_name.startswith("bert.fabriccap-")
     ending_badly = WorkloadEvent(ObjectRef("batch/v1", "Job", "ml", "a" * 199 + "-b"), "R", "m", "k")
     assert is_dns_subdomain(ending_badly.event_name)
+
+
+def test_an_event_keeps_the_name_it_had_before_its_key_was_a_digest() -> None:
+    """A restart after an upgrade finds the Warnings sent before it by name (a 409), so the name
+    of a problem's Event is what the round-2 code named it: this one was computed with it."""
+    owner = ObjectRef("batch/v1", "Job", "ml", "bert", uid="4b1c2a6e-0000-4000-8000-000000000001")
+    key = not_requested_key("efa", owner, PoolRef(key="eks.amazonaws.com/nodegroup", value="p5"))
+    event = WorkloadEvent(owner, "FabricNotRequested", "m", key)
+    assert event.event_name == "bert.fabriccap-243fbdf5662ab43e"
