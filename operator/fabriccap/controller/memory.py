@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 # A trim is worth its walk of the heap only after this many units of work (log reads).
 MIN_WORK_BETWEEN_TRIMS = 64
-# Objects listed (streamed or in pages) before a trim: each was a decoded body of 4-17 KB that
-# is garbage once its facts are kept. Measured at 20,000 nodes / 200,000 pods: a trim after
-# the start gave back 100-145 MiB of RSS (docs/performance.md, "Memory per object").
+# Objects listed (streamed or in pages, decoded or not) before a trim, as the listing goes: each
+# was a body of 4-17 KB that is garbage once its facts are kept. Measured at 20,000 nodes /
+# 200,000 pods: a trim after the start gave back 100-145 MiB of RSS (docs/performance.md,
+# "Memory per object"); a relist, which keeps nothing new, grew by all it read until its end.
 MIN_LISTED_BETWEEN_TRIMS = 10_000
 # A watch under churn never falls idle, and its lines leave the allocators holding free memory
 # as a listing does (at 2,000 nodes, 120 s of churn: +56 MiB of RSS and -1.6 MiB of live

@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -282,9 +283,35 @@ async def test_a_listing_keeps_nothing_per_object_but_crosses_off_the_keys_held(
         assert left == [({(KUBE_SYSTEM, "efa-n2")}, set())]
         (gone,) = left[0][0]
         assert gone is held[(KUBE_SYSTEM, "efa-n2")]
-        assert pods.listed_objects == 4
         assert sorted(op.store.pods) == [(KUBE_SYSTEM, "efa-n1")]
         assert pods._unlisted == ()  # nothing kept after the listing
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["pages", "streaming"])
+async def test_a_listing_gives_memory_back_as_it_goes(monkeypatch: pytest.MonkeyPatch, streaming: bool) -> None:
+    """Every third object read, not only at the listing's end: what each body took is free
+    again once its facts are kept, and a relist keeps nothing new at all."""
+    read: list[str] = []
+    monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
+    monkeypatch.setattr(
+        watchers, "MemoryTrimmer", functools.partial(MemoryTrimmer, trim=lambda _pad: read.append("trim"))
+    )
+    apply_listed = watchers.Informer._apply_listed
+
+    def applied(informer: watchers.Informer, body: Mapping[str, Any]) -> str:
+        read.append(body["metadata"]["name"])
+        return apply_listed(informer, body)
+
+    monkeypatch.setattr(watchers.Informer, "_apply_listed", applied)
+
+    def served(api: FakeApi) -> None:
+        api.streaming_lists = streaming
+
+    nodes = [node(f"n{index}", efa=32) for index in range(7)]
+    async with operator(nodes, setup=served) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        # A trim as every third object is read (the bodies before it are garbage by then).
+        assert read == ["n0", "n1", "trim", "n2", "n3", "n4", "trim", "n5", "n6"]
 
 
 async def test_a_large_listing_gives_the_memory_its_bodies_took_back(monkeypatch: pytest.MonkeyPatch) -> None:
