@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fabriccap.controller.ratelimit import Backoff, BackoffPolicy
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, PacedLines
 from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
@@ -55,9 +55,11 @@ class LookupResolver:
     # read, not a task per key (12,500 owners at start were 12,500 tasks and their frames).
     _queue: deque[LookupKey] = field(default_factory=deque)
     _workers: set[asyncio.Task[None]] = field(default_factory=set)
+    _failure_lines: PacedLines = field(init=False)
 
     def __post_init__(self) -> None:
         self._retries = Backoff(LOOKUP_BACKOFF, clock=self.clock)
+        self._failure_lines = PacedLines(clock=self.clock)
 
     def request(self, keys: Iterable[LookupKey]) -> None:
         """Queue the objects not already queued or being read (nor waiting for their retry)."""
@@ -160,7 +162,21 @@ class LookupResolver:
             self._learn(key, None)
             return
         delay = self._retries.failed(key)
-        logger.warning("reading %s %s/%s failed: %s; again in %.0fs", key.kind, key.namespace, key.name, error, delay)
+        # Many reads fail at once for one cause (an API server away, a 429 storm): its status,
+        # or for no answer at all the error, which then names no object.
+        held = self._failure_lines.say(str(error.status or error))
+        if held is not None:
+            logger.warning(
+                "reading %s %s/%s failed: %s; again in %.0fs (%s)",
+                key.kind,
+                key.namespace,
+                key.name,
+                error,
+                delay,
+                f"and {held} more reads failed so since the last such line"
+                if held
+                else f"more reads that fail so are counted, and said at most every {self._failure_lines.seconds:.0f}s",
+            )
 
     async def close(self) -> None:
         self._queue.clear()
