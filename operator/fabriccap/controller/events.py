@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fabriccap.controller.ratelimit import Backoff, BackoffPolicy
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, PacedLines
 from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType
 from fabriccap.core.index import OwnerKey
 from fabriccap.core.ratelimit import TokenBucket
@@ -173,6 +173,7 @@ class EventRecorder:
     _warned: set[tuple[str, str, str]] = field(default_factory=set)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
     _refused: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    _failure_lines: PacedLines = field(default_factory=PacedLines)
 
     async def record(
         self, involved: InvolvedObject, event: EventSpec, count: int = 1, first: str | None = None
@@ -260,7 +261,16 @@ class EventRecorder:
                     "Event %s on %s refused (%s); it is not sent again", event.reason, involved.get("name"), error
                 )
                 return True
-            logger.warning("could not record Event %s on %s: %s", event.reason, involved.get("name"), error)
+            # While the API server is away every send fails so: one line a minute says them all.
+            held = self._failure_lines.say(str(error.status or error))
+            if held is not None:
+                logger.warning(
+                    "could not record Event %s on %s: %s (%s)",
+                    event.reason,
+                    involved.get("name"),
+                    error,
+                    self._failure_lines.aside(held, "Events"),
+                )
             return False
         return True
 

@@ -173,9 +173,7 @@ class LookupResolver:
                 key.name,
                 error,
                 delay,
-                f"and {held} more reads failed so since the last such line"
-                if held
-                else f"more reads that fail so are counted, and said at most every {self._failure_lines.seconds:.0f}s",
+                self._failure_lines.aside(held, "reads"),
             )
 
     async def close(self) -> None:

@@ -140,3 +140,9 @@ class PacedLines:
             return held
         self._causes[cause] = (bucket, held + 1)
         return None
+
+    def aside(self, held: int, what: str) -> str:
+        """What a line said after ``held`` were held back adds about them (``what``: "reads")."""
+        if held:
+            return f"and {held} more {what} failed so since the last such line"
+        return f"more {what} that fail so are counted, and said at most every {self.seconds:.0f}s"

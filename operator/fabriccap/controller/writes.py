@@ -49,7 +49,7 @@ from typing import Any
 from fabriccap.controller.events import EventRecorder, condition_events, event_time
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.objects import Delete, Intent, Lane, ObjectState, Published, StatusWrite, WriteSlot
-from fabriccap.controller.ratelimit import BackoffPolicy
+from fabriccap.controller.ratelimit import BackoffPolicy, PacedLines
 from fabriccap.core.api import READY_LABEL, ConditionType, find_condition, too_large_status
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import PoolCapability
@@ -378,6 +378,10 @@ class ObjectWriter:
     events: Callable[[], EventRecorder | None]
     falls_due: Callable[[ObjectState, float], None]  # something of the object falls due in that many seconds
     read_back: Callable[[], None]  # read every published object back before the next write
+    _failure_lines: PacedLines = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._failure_lines = PacedLines(clock=self.clock)
 
     def _timeout(self, state: ObjectState) -> float | None:
         """The request timeout for a write of ``state`` now. None: the write is skipped, and its
@@ -566,5 +570,15 @@ class ObjectWriter:
             state.published = None
             self.read_back()
         delay = state.retry.failed(WRITE_BACKOFF, self.clock())
-        logger.error("%s; retrying %s in %.1fs (attempt %d)", error, state.name, delay, state.retry.failures)
+        # Every pool's write fails so while the API server is away (5,000 pools: 5,000 lines).
+        held = self._failure_lines.say(str(error.status or error))
+        if held is not None:
+            logger.error(
+                "%s; retrying %s in %.1fs (attempt %d) (%s)",
+                error,
+                state.name,
+                delay,
+                state.retry.failures,
+                self._failure_lines.aside(held, "writes"),
+            )
         self.falls_due(state, delay)

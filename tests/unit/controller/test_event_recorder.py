@@ -87,3 +87,19 @@ async def test_a_failure_that_may_pass_is_tried_again() -> None:
             now[0] += 10.0  # past each failure's backoff (2 s, then 4 s, jittered)
         assert [method for method, _, _, _ in api.requests] == ["POST", "POST", "POST"]
         assert len(api.objects(ML_EVENTS)) == 1
+
+
+async def test_sends_failing_together_are_said_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """An API server that is away fails every send the same way: one line says so, not one each."""
+    async with fake_api() as (api, client):
+        api.serve(ML_EVENTS, "Event", [], "1")
+        api.write_failures[("POST", ML_EVENTS)] = deque([503] * 30)
+        recorder = EventRecorder(client, "test")
+        involved = {"apiVersion": "batch/v1", "kind": "Job", "name": "bert"}
+        with caplog.at_level(logging.WARNING):
+            for index in range(30):
+                assert not await recorder.emit("ml", involved, EventSpec("Warning", "R", f"m{index}"), name=f"e{index}")
+            assert await recorder.emit("ml", involved, EventSpec("Warning", "R", "m"), name="e")  # it is back
+    (line,) = [record.getMessage() for record in caplog.records if "could not record" in record.getMessage()]
+    assert "503" in line and "said at most every 60s" in line
+    assert len(api.objects(ML_EVENTS)) == 1

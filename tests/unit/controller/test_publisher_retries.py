@@ -4,6 +4,7 @@ the status (issue 27 item 3; round 3 L3, L13)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -97,3 +98,17 @@ async def test_the_ready_label_goes_down_before_the_status_stops_saying_ready() 
         setup.publisher._fire_due(setup.clock.now)
         await setup.publisher.reconcile_once()
         assert ready_and_label(setup, "efa-p5") == ("False", "false")
+
+
+async def test_writes_failing_together_are_said_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """Every pool's create fails so while the API server is away: one line says so, not one each."""
+    async with publishing() as setup:
+        for index in range(20):
+            setup.add(healthy(f"p{index}", f"a{index}", f"b{index}"))
+        setup.api.write_failures[("POST", FABRIC_CAPABILITIES.collection())] = deque([503] * 20)
+        with caplog.at_level(logging.ERROR):
+            await start(setup)
+    creates = [path for method, path, _, _ in setup.api.requests if method == "POST"]
+    assert len(creates) == 20 and setup.published() == {}
+    (line,) = [record.getMessage() for record in caplog.records if "retrying" in record.getMessage()]
+    assert "503" in line and "said at most every 60s" in line
