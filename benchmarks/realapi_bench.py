@@ -24,7 +24,9 @@ In the same run, per listing:
 - relist: kube-apiserver SIGKILLed and started again (what losing an API server does to every
   watch): the watches the operator had to list again (``fabriccap_watch_expirations_total``,
   ``fabriccap_watch_relists_total``), how long until its CPU was quiet again, its highest RSS
-  through it, its RSS after, and status writes meanwhile (nothing changed: 0 expected).
+  through it, its RSS after, and status writes meanwhile (nothing changed: 0 expected); and where
+  the highest RSS was reached: from the kill to the nodes' listing, from there to the pods'
+  listing, and from there on (from the operator's "expired; listing again" lines).
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ RELIST_SHOWN_SECONDS = 90.0
 # The operator's first log line: the interpreter is up and fabriccap imported.
 STARTING_LINE = re.compile(r"INFO fabriccap: fabriccap starting against")
 START_PARTS = {"logged": STARTING_LINE, "listed": LISTED_LINE, "first_status": STATUS_WRITTEN_LINE}
+# The relist's phases: each begins with its collection's expiry in the operator's log.
+RELIST_PHASES = {
+    "nodes": re.compile(r"watch of /api/v1/nodes expired; listing again"),
+    "pods": re.compile(r"watch of /api/v1/pods expired; listing again"),
+}
 RELISTS = "fabriccap_watch_relists_total{"
 STATUS_WRITES = "fabriccap_status_writes_total{"
 
@@ -86,6 +93,8 @@ class PeakRss:
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = dict(pids)
         self.peaks = {name: 0.0 for name in pids}
+        # The first process's samples: (the time, as time.time(), its RSS in MiB).
+        self.timeline: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="rss sampler", daemon=True)
 
@@ -99,9 +108,12 @@ class PeakRss:
 
     def _sample(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
-            for name, pid in list(self.pids.items()):  # the relist adds the restarted API server
+            for index, (name, pid) in enumerate(list(self.pids.items())):  # the relist adds the API server
                 try:
-                    self.peaks[name] = max(self.peaks[name], rss_mib(pid)[0])
+                    rss = rss_mib(pid)[0]
+                    self.peaks[name] = max(self.peaks[name], rss)
+                    if index == 0:
+                        self.timeline.append((time.time(), rss))
                 except (FileNotFoundError, ProcessLookupError):
                     continue  # killed meanwhile (the API server, in the relist)
 
@@ -174,6 +186,7 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
                     await asyncio.sleep(2.0)
                     results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
                     results.update(relist(cp, operator.pid, port))
+                    results.update(relist_phases(results.pop("relist_timeline"), Path(tmp), started_ns))
                     results["peak_rss_mib"] = rss_mib(operator.pid)[1]
                 finally:
                     operator.send_signal(signal.SIGTERM)
@@ -218,7 +231,21 @@ def relist(cp: LocalControlPlane, operator: int, port: int) -> dict[str, Any]:
         "relist_operator_peak_rss_mib": peaks.peaks["operator"],
         "relist_apiserver_peak_rss_mib": peaks.peaks["apiserver"],
         "rss_after_relist_mib": rss_mib(operator)[0],
+        "relist_timeline": peaks.timeline,
     }
+
+
+def relist_phases(timeline: list[tuple[float, float]], logs: Path, started_ns: int) -> dict[str, Any]:
+    """The operator's highest RSS in each phase of the relist: before the nodes' listing began
+    (the API server away, the watches failing), from it to the pods' listing, and after."""
+    began = first_logged(logs, started_ns, RELIST_PHASES)
+    bounds = [(phase, None if at is None else started_ns / 1e9 + at) for phase, at in began.items()]
+    phases: dict[str, Any] = {}
+    for index, (phase, start) in enumerate([("away", timeline[0][0] if timeline else None), *bounds]):
+        end = bounds[index][1] if index < len(bounds) else None
+        samples = [rss for at, rss in timeline if start is not None and at >= start and (end is None or at < end)]
+        phases[f"relist_peak_rss_{phase}_mib"] = max(samples, default=None)
+    return phases
 
 
 def relist_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
@@ -272,6 +299,12 @@ def summary(runs: list[dict[str, Any]]) -> str:
         (
             "relist: operator highest RSS / after",
             lambda r: f"{figure(r.get('relist_operator_peak_rss_mib'))} / {figure(r.get('rss_after_relist_mib'))} MiB",
+        ),
+        (
+            "relist: operator highest RSS before the nodes' listing / from it / from the pods'",
+            lambda r: (
+                " / ".join(figure(r.get(f"relist_peak_rss_{phase}_mib")) for phase in ("away", *RELIST_PHASES)) + " MiB"
+            ),
         ),
         ("relist: kube-apiserver highest RSS", lambda r: f"{figure(r.get('relist_apiserver_peak_rss_mib'))} MiB"),
         ("operator peak RSS (whole run)", lambda r: f"{figure(r.get('peak_rss_mib'))} MiB"),
