@@ -244,12 +244,6 @@ class ListWatch:
     # Try a streaming list first; False once this API server has shown it has none.
     streaming: bool = True
     _pages_next: bool = field(default=False, init=False)
-    # Whether a whole line (an event or a bookmark) came on the watch since the last progress.
-    # A watch without progress that heard its bookmarks is a quiet collection's (the API server
-    # moves a kind's version only when that kind is written): the watch path works, so the LIST
-    # that checks the view may be a streaming one. At 10,000 quiet nodes the pages took the
-    # RSS from 133 to 174 MiB, and 28 MiB of it stayed (docs/performance.md, "A quiet watch").
-    _heard: bool = field(default=False, init=False)
     # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
     said: SaidOnce = field(default_factory=SaidOnce)
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
@@ -287,7 +281,6 @@ class ListWatch:
         """The view is current at ``version``, which was the newest at ``as_of`` (default: now)."""
         now = self.clock() if as_of is None else as_of
         self.last_progress = now
-        self._heard = False
         self.version = version
         number = _number(version)
         if number is not None:
@@ -386,9 +379,7 @@ class ListWatch:
                 logger.info("watch of %s expired; listing again", self.path)
             except _NoProgressError:
                 self._failed()
-                # Nothing came at all: the watch path may be what fails, and a streaming list is
-                # a watch too, so the LIST goes in pages this time.
-                self._pages_next = not self._heard
+                self._pages_next = True  # a streaming list is a watch too: read by LIST this time
                 self.checking, self.missed = True, 0
                 logger.info(
                     "watch of %s made no progress for %.0fs (no event or bookmark advanced its resourceVersion);"
@@ -586,11 +577,9 @@ class ListWatch:
                     unread=self.unread,
                 ):
                     if isinstance(line, UnreadEvent):
-                        self._heard = True
                         self._take_unread(line)
                     else:
                         event = read_event(line, self.object_kind)
-                        self._heard = True
                         result = self._take(event)
                         if self.unread is not None:
                             self.unread.settled(event.type, event.body, result == "applied")

@@ -400,28 +400,3 @@ async def test_a_stream_that_ends_inside_an_event_is_a_rejected_line() -> None:
                 async for _ in client.watch(NODES, "1"):
                     pass
         assert caught.value.cause == "truncated line"
-
-
-def streaming(api: FakeApi) -> None:
-    api.streaming_lists = True
-
-
-async def test_a_quiet_watch_whose_bookmarks_come_is_checked_by_a_streaming_list() -> None:
-    """Bookmarks that repeat the version (a kind nothing writes): the watch path works, so the
-    LIST that checks the view streams, one object decoded at a time, rather than in pages."""
-    async with operator([node("n1", efa=32)], progress_timeout=0.3, setup=streaming) as op:
-        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
-        await op.api.emit(NODES, bookmark(op.nodes.version))
-        await eventually(lambda: relists(op.metrics, "nothing") == 1, "the check after no progress")
-        assert len(op.api.streaming_list_requests(NODES)) == 2 and op.api.lists(NODES) == []
-        assert op.efa() == {"n1": 32}
-
-
-async def test_a_silent_watch_is_checked_by_pages_even_where_lists_stream() -> None:
-    """Nothing at all on the watch: the watch path itself may be what fails, and a streaming
-    list is a watch too."""
-    async with operator([node("n1", efa=32)], progress_timeout=0.3, setup=streaming) as op:
-        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
-        op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
-        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from a LIST")
-        assert len(op.api.lists(NODES)) == 1 and len(op.api.streaming_list_requests(NODES)) == 1
