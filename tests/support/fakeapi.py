@@ -102,6 +102,10 @@ class FakeApi:
     streaming_lists: bool = False
     # Streaming lists to cut short (the stream ends before the initial-events-end bookmark).
     streaming_lists_cut: int = 0
+    # Streaming lists to leave silent (the headers, then nothing until the client goes), and
+    # HTTP statuses to answer the next ones with, one each.
+    streaming_lists_silent: int = 0
+    streaming_list_refusals: deque[int] = field(default_factory=deque)
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
     # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
     # reads, and how many ran at once.
@@ -178,6 +182,9 @@ class FakeApi:
                 return status_response(
                     422, "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
                 )
+            if self.streaming_list_refusals:
+                status = self.streaming_list_refusals.popleft()
+                return status_response(status, f"scripted HTTP {status}")
             return await self._streaming_list(request, collection)
         if query.get("watch") == "true":
             return await self._watch(request, request.path)
@@ -285,6 +292,9 @@ class FakeApi:
         from its version)."""
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
+        if self.streaming_lists_silent > 0:
+            self.streaming_lists_silent -= 1
+            await asyncio.Event().wait()  # until the client goes
         try:
             for item in collection.items:
                 served = {"kind": collection.kind, **item}

@@ -101,6 +101,13 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # What an API server without streaming lists answers: 422 (the WatchList gate off, as 1.33 by
 # default), 400 (a server that rejects resourceVersionMatch on a watch).
 NO_STREAMING_LIST = frozenset({400, 422})
+# The LIST that checks a watch without progress streams where lists stream. A quiet kind's
+# watch hears nothing at all (the API server sends no bookmark that would not advance the
+# watch's version), just as a silent one does, and pages of 500 quiet nodes decoded at once
+# took the RSS at 10,000 nodes from 133 to 171-174 MiB, most of it kept (docs/performance.md,
+# "A quiet watch is checked by a streaming list"). A check whose stream is silent this long, or
+# fails in any way, means the watch path is failing: pages then, well before the view is stale.
+CHECK_STREAM_READ_TIMEOUT = 10.0
 
 # Distinct (class, cause) selector failures logged between two changes of the classes: a cause
 # quotes what the device holds, so a hostile driver could make many; the status counts the rest.
@@ -243,7 +250,6 @@ class ListWatch:
     page_size: int = DEFAULT_PAGE_SIZE
     # Try a streaming list first; False once this API server has shown it has none.
     streaming: bool = True
-    _pages_next: bool = field(default=False, init=False)
     # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
     said: SaidOnce = field(default_factory=SaidOnce)
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
@@ -379,7 +385,6 @@ class ListWatch:
                 logger.info("watch of %s expired; listing again", self.path)
             except _NoProgressError:
                 self._failed()
-                self._pages_next = True  # a streaming list is a watch too: read by LIST this time
                 self.checking, self.missed = True, 0
                 logger.info(
                     "watch of %s made no progress for %.0fs (no event or bookmark advanced its resourceVersion);"
@@ -392,17 +397,17 @@ class ListWatch:
         """The collection's objects and the version to watch from: a streaming list, or pages.
 
         Pages when the server has no streaming lists (from then on), and this once when the
-        watch before made no progress or the streaming list broke without an HTTP answer (cut,
-        silent, a bad line): watches may be what is failing, and a LIST is another way in."""
-        pages_next, self._pages_next = self._pages_next, False
-        if self.streaming and not pages_next:
+        streaming list broke without an HTTP answer (cut, silent, a bad line), or in any way
+        while it checks a watch without progress (``checking``): watches may be what is
+        failing, and a LIST is another way in."""
+        if self.streaming:
             try:
                 return await self._stream_list()
             except _NoStreamingListError as reason:
                 self.streaming = False
                 logger.info("%s: no streaming list (%s); listing in pages", self.path, reason)
             except KubeError as error:
-                if error.status is not None:
+                if error.status is not None and not self.checking:
                     raise  # an HTTP answer (403, 429, 5xx...): a LIST would get the same
                 logger.warning("streaming list of %s broken (%s); listing in pages this time", self.path, error)
         return await self._list()
@@ -421,7 +426,7 @@ class ListWatch:
                 self.path,
                 "",
                 STREAMING_LIST_SECONDS,
-                self.read_timeout,
+                min(self.read_timeout, CHECK_STREAM_READ_TIMEOUT) if self.checking else self.read_timeout,
                 on_open=self._opened,
                 send_initial_events=True,
                 unread=self.unread,

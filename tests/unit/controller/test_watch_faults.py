@@ -400,3 +400,40 @@ async def test_a_stream_that_ends_inside_an_event_is_a_rejected_line() -> None:
                 async for _ in client.watch(NODES, "1"):
                     pass
         assert caught.value.cause == "truncated line"
+
+
+def streaming(api: FakeApi) -> None:
+    api.streaming_lists = True
+
+
+async def test_a_quiet_watch_is_checked_by_a_streaming_list_where_lists_stream() -> None:
+    """Nothing comes on a quiet kind's watch (the API server sends no bookmark that would not
+    advance its version): the LIST that checks the view streams, one object at a time."""
+    async with operator([node("n1", efa=32)], progress_timeout=0.3, setup=streaming) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: relists(op.metrics, "nothing") == 1, "the check after no progress")
+        assert len(op.api.streaming_list_requests(NODES)) == 2 and op.api.lists(NODES) == []
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
+        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from the next check")
+        assert relists(op.metrics, "changes") == 1 and op.api.lists(NODES) == []
+
+
+@pytest.mark.parametrize("answer", ["silent", "504"])
+async def test_a_check_whose_stream_fails_goes_to_pages(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, answer: str
+) -> None:
+    """The watch path itself may be what fails: a streaming list that says nothing is given up
+    after CHECK_STREAM_READ_TIMEOUT, and one the server refuses (a watch cache that cannot
+    catch up answers 504) is not retried as one: the check reads pages."""
+    monkeypatch.setattr(watchers, "CHECK_STREAM_READ_TIMEOUT", 0.3)
+    caplog.set_level(logging.WARNING, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], progress_timeout=0.3, setup=streaming) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        if answer == "silent":
+            op.api.streaming_lists_silent = 1
+        else:
+            op.api.streaming_list_refusals.append(int(answer))
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
+        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from pages")
+        assert len(op.api.lists(NODES)) == 1 and len(op.api.streaming_list_requests(NODES)) == 2
+        assert any(message.startswith(f"streaming list of {NODES} broken") for message in caplog.messages)
