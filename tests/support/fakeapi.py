@@ -106,6 +106,8 @@ class FakeApi:
     # HTTP statuses to answer the next ones with, one each.
     streaming_lists_silent: int = 0
     streaming_list_refusals: deque[int] = field(default_factory=deque)
+    # A raw line the next streaming list sends first, one per list.
+    streaming_list_first_lines: deque[bytes] = field(default_factory=deque)
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
     # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
     # reads, and how many ran at once.
@@ -296,6 +298,8 @@ class FakeApi:
             self.streaming_lists_silent -= 1
             await asyncio.Event().wait()  # until the client goes
         try:
+            if self.streaming_list_first_lines:
+                await response.write(self.streaming_list_first_lines.popleft() + b"\n")
             for item in collection.items:
                 served = {"kind": collection.kind, **item}
                 await response.write(json.dumps({"type": "ADDED", "object": served}).encode() + b"\n")

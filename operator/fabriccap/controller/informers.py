@@ -460,6 +460,10 @@ class ListWatch:
         except KubeError as error:
             if error.status in NO_STREAMING_LIST:
                 raise _NoStreamingListError(str(error)) from None
+            if isinstance(error, RejectedEventError | WatchLineError):
+                # Counted and said as on the watch: a check of a watch without progress streams
+                # too, and a bad line is as much the fault there (it is read in pages this time).
+                self._rejected(error, "listing in pages this time")
             raise
         raise KubeError(f"streaming list of {self.path}: the stream ended before the initial-events-end bookmark")
 
@@ -593,7 +597,7 @@ class ListWatch:
                         self.watch_trimmer.idle()
                 delay = 1.0  # the server closed a healthy stream (timeoutSeconds): resume
             except (RejectedEventError, WatchLineError) as rejected:
-                self._rejected(rejected)
+                self._rejected(rejected, f"resuming from resourceVersion {self.version}")
                 self._failed()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)
@@ -632,19 +636,19 @@ class ListWatch:
         if self._advances(event.resource_version):
             self._progressed(event.resource_version)
 
-    def _rejected(self, rejected: RejectedEventError | WatchLineError) -> None:
+    def _rejected(self, rejected: RejectedEventError | WatchLineError, next_step: str) -> None:
         self._count("rejected")
         name = rejected.name if isinstance(rejected, RejectedEventError) else ""
         if self.said.first_time(f"stream: {rejected.cause}"):
             detail = rejected.detail if isinstance(rejected, RejectedEventError) else str(rejected)
             logger.error(
-                "watch of %s: rejected a line (%s%s%s); resuming from resourceVersion %s"
+                "watch of %s: rejected a line (%s%s%s); %s"
                 ' (said once per cause; fabriccap_watch_events_total{kind="%s",result="rejected"} counts them)',
                 self.path,
                 rejected.cause,
                 f": {detail}" if detail else "",
                 f", object {name}" if name else "",
-                self.version,
+                next_step,
                 self.kind,
             )
 

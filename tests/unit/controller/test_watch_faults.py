@@ -437,3 +437,27 @@ async def test_a_check_whose_stream_fails_goes_to_pages(
         await eventually(lambda: op.efa() == {"n1": 0}, "the change, from pages")
         assert len(op.api.lists(NODES)) == 1 and len(op.api.streaming_list_requests(NODES)) == 2
         assert any(message.startswith(f"streaming list of {NODES} broken") for message in caplog.messages)
+
+
+# A version from the future is judged against one the watch already had: a listing has none.
+LISTED_BAD_LINES = [param for param in BAD_LINES if not str(param.id).endswith("-from-the-future")]
+
+
+@pytest.mark.parametrize(("line", "cause", "name"), LISTED_BAD_LINES)
+async def test_a_bad_line_in_a_streaming_list_is_rejected_and_the_list_read_in_pages(
+    line: bytes, cause: str, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As on a watch (counted, said once per cause), and the listing is read in pages that once."""
+    caplog.set_level(logging.ERROR, logger="fabriccap.controller.informers")
+
+    def setup(api: FakeApi) -> None:
+        api.streaming_lists = True
+        api.streaming_list_first_lines.append(line)
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32} and len(op.api.lists(NODES)) == 1
+        assert node_events(op.metrics, "rejected") == 1
+        (said,) = [r.getMessage() for r in caplog.records if "rejected a line" in r.getMessage()]
+        assert said.startswith(f"watch of {NODES}: rejected a line ({cause}")
+        assert "; listing in pages this time (said once per cause" in said
