@@ -931,10 +931,12 @@ def watch_timings(stale_after: float) -> tuple[int, float, float]:
     """(watch request seconds, read timeout, progress timeout) for a staleness threshold.
 
     A watch request lasts 0.4 x the threshold, and the API server sends a bookmark 2 s before
-    its end once its own resourceVersion has moved (it moves about every minute on a quiet
-    cluster), so a quiet healthy watch proves itself within each request. A watch with no
-    progress for 0.5 x is replaced by a LIST, which leaves time for the LIST before the view
-    counts as stale; a stream silent for 0.6 x is dropped as stalled by the client itself.
+    its end once its own resourceVersion for the kind has moved, so a watch of a kind that is
+    written proves itself within each request. One that nothing writes hears nothing until etcd
+    reports progress (not within 75 s on the benchmarks' control plane). A watch with no
+    progress for 0.5 x is replaced by a LIST (CHECK_STREAM_READ_TIMEOUT), which leaves time for
+    the LIST before the view counts as stale; a stream silent for 0.6 x is dropped as stalled
+    by the client itself.
     150 s gives 60 s, 90 s and 75 s.
     """
     return max(int(stale_after * 0.4), 1), max(stale_after * 0.6, 1.0), max(stale_after * 0.5, 1.0)
