@@ -105,7 +105,7 @@ NO_STREAMING_LIST = frozenset({400, 422})
 # watch hears nothing at all (the API server sends no bookmark that would not advance the
 # watch's version), just as a silent one does, and pages of 500 quiet nodes decoded at once
 # took the RSS at 10,000 nodes from 133 to 171-174 MiB, most of it kept (docs/performance.md,
-# "A quiet watch is checked by a streaming list"). A check whose stream is silent this long, or
+# "A quiet watch checked by a streaming list"). A check whose stream is silent this long, or
 # fails in any way, means the watch path is failing: pages then, well before the view is stale.
 CHECK_STREAM_READ_TIMEOUT = 10.0
 
@@ -542,8 +542,8 @@ class ListWatch:
         """One more object read by the listing under way. The trim comes as the listing goes,
         not at its end: on the real API server at 10,000 nodes, a relist of 100,000 pods (bodies
         equal to what was held, so nothing kept) took the RSS up 8 MiB over its 8 s, and the
-        trim at its end gave 6 MiB of that back (docs/performance.md, "A listing trims as it
-        goes")."""
+        trim at its end gave 6 MiB of that back (docs/performance.md, "A quiet
+        watch checked by a streaming list, the relist trimmed as it goes")."""
         if self.trimmer is not None:
             self.trimmer.done()
             self.trimmer.idle()
