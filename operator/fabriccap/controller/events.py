@@ -262,7 +262,7 @@ class EventRecorder:
                 )
                 return True
             # While the API server is away every send fails so: one line a minute says them all.
-            held = self._failure_lines.say(str(error.status or error))
+            held = self._failure_lines.say_failure(error)
             if held is not None:
                 logger.warning(
                     "could not record Event %s on %s: %s (%s)",

@@ -162,9 +162,8 @@ class LookupResolver:
             self._learn(key, None)
             return
         delay = self._retries.failed(key)
-        # Many reads fail at once for one cause (an API server away, a 429 storm): its status,
-        # or for no answer at all the error, which then names no object.
-        held = self._failure_lines.say(str(error.status or error))
+        # Many reads fail at once for one cause (an API server away, a 429 storm).
+        held = self._failure_lines.say_failure(error)
         if held is not None:
             logger.warning(
                 "reading %s %s/%s failed: %s; again in %.0fs (%s)",

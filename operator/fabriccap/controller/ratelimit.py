@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from fabriccap.core.ratelimit import TokenBucket
+from fabriccap.kube.errors import KubeError
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -140,6 +141,11 @@ class PacedLines:
             return held
         self._causes[cause] = (bucket, held + 1)
         return None
+
+    def say_failure(self, error: KubeError) -> int | None:
+        """``say`` for a request that failed: its cause is its HTTP status, or, for no answer
+        at all, the error itself, which then names no object."""
+        return self.say(str(error.status or error))
 
     def aside(self, held: int, what: str) -> str:
         """What a line said after ``held`` were held back adds about them (``what``: "reads")."""

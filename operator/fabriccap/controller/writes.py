@@ -571,7 +571,7 @@ class ObjectWriter:
             self.read_back()
         delay = state.retry.failed(WRITE_BACKOFF, self.clock())
         # Every pool's write fails so while the API server is away (5,000 pools: 5,000 lines).
-        held = self._failure_lines.say(str(error.status or error))
+        held = self._failure_lines.say_failure(error)
         if held is not None:
             logger.error(
                 "%s; retrying %s in %.1fs (attempt %d) (%s)",
