@@ -185,8 +185,7 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
                     results["apiserver_rss_peak_during_start_mib"] = peaks.peaks["apiserver"]
                     await asyncio.sleep(2.0)
                     results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
-                    results.update(relist(cp, operator.pid, port))
-                    results.update(relist_phases(results.pop("relist_timeline"), Path(tmp), started_ns))
+                    results.update(relist(cp, operator.pid, port, Path(tmp), started_ns))
                     results["peak_rss_mib"] = rss_mib(operator.pid)[1]
                 finally:
                     operator.send_signal(signal.SIGTERM)
@@ -208,8 +207,9 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def relist(cp: LocalControlPlane, operator: int, port: int) -> dict[str, Any]:
-    """kube-apiserver killed and started again: what the operator's watches and memory do."""
+def relist(cp: LocalControlPlane, operator: int, port: int, logs: Path, started_ns: int) -> dict[str, Any]:
+    """kube-apiserver killed and started again: what the operator's watches and memory do
+    (``logs``: the operator's log directory; ``started_ns``: when it started, for its phases)."""
     before = scrape(port)
     with PeakRss({"operator": operator}) as peaks:
         started = time.monotonic()
@@ -231,7 +231,7 @@ def relist(cp: LocalControlPlane, operator: int, port: int) -> dict[str, Any]:
         "relist_operator_peak_rss_mib": peaks.peaks["operator"],
         "relist_apiserver_peak_rss_mib": peaks.peaks["apiserver"],
         "rss_after_relist_mib": rss_mib(operator)[0],
-        "relist_timeline": peaks.timeline,
+        **relist_phases(peaks.timeline, logs, started_ns),
     }
 
 
