@@ -196,18 +196,23 @@ class FakeApi:
         return self._list(collection, query)
 
     def _list(self, collection: Collection, query: Mapping[str, str]) -> web.Response:
-        limit = int(query.get("limit", "0")) or len(collection.items)
+        items = collection.items
+        if "fieldSelector" in query:  # only metadata.name=NAME, as the operator's nudge asks
+            field, _, wanted = query["fieldSelector"].partition("=")
+            assert field == "metadata.name", f"the fake selects by metadata.name only, not {field}"
+            items = [item for item in items if item["metadata"]["name"] == wanted]
+        limit = int(query.get("limit", "0")) or len(items)
         start = int(query["continue"].removeprefix("page-")) if "continue" in query else 0
         end = start + limit
         metadata = {"resourceVersion": collection.resource_version}
-        if end < len(collection.items):
+        if end < len(items):
             metadata["continue"] = f"page-{end}"
         return web.json_response(
             {
                 "apiVersion": "v1",
                 "kind": f"{collection.kind}List",
                 "metadata": metadata,
-                "items": collection.items[start:end],
+                "items": items[start:end],
             }
         )
 

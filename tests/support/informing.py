@@ -70,12 +70,15 @@ async def operator(
     slices: Sequence[Body] | None = (),
     config: Config | None = None,
     progress_timeout: float | None = None,
+    nudge_after: float | None = None,
     stale_after: float = 150.0,
     shard: Shard = UNSHARDED,
 ) -> AsyncIterator[Operator]:
     """The fake API serving ``nodes`` (and ``slices``; None: an API server before 1.34, which
     has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it.
-    ``progress_timeout`` replaces the one ``stale_after`` gives (a test need not wait seconds)."""
+    ``progress_timeout`` replaces the one ``stale_after`` gives (a test need not wait seconds),
+    and so does ``nudge_after``, whose None turns nudges off: the fake has no watch cache that a
+    nudge would move, and a test that counts the informers' sleeps counts only backoffs."""
     async with fake_api() as (api, client):
         api.serve(NODES, "Node", nodes, resource_version)
         # The plugin namespace's collections exist, empty, unless the test serves them.
@@ -95,8 +98,9 @@ async def operator(
             config or build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
         )
         informers = build_informers(client, store, extractor, metrics, stale_after=stale_after)
-        if progress_timeout is not None:
-            for informer in informers:
+        for informer in informers:
+            informer.nudge_after = nudge_after
+            if progress_timeout is not None:
                 informer.progress_timeout = progress_timeout
         freshness = Freshness(informers, stale_after=stale_after, metrics=metrics)
         store.freshness = freshness

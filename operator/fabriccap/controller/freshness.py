@@ -6,8 +6,9 @@ is not progress, and neither are bytes that decode to nothing usable: a proxy th
 every watch and then stays silent, or cuts every stream mid-event, leaves the view as old as
 the last progress, and it goes stale after ``staleAfterSeconds``. A healthy quiet watch proves
 itself with the bookmarks it asks for (the API server sends one before each watch request's
-deadline, and about every minute, once its own resourceVersion has moved), and one that does
-not is listed again long before it would go stale (``informers.progress_timeout``).
+deadline, and about every minute, once its own resourceVersion has moved; a quiet one is
+nudged so that it moves, ``informers.NUDGE_SELECTOR``), and one that does not is listed again
+long before it would go stale (``informers.progress_timeout``).
 
 ``/healthz`` (kopf's probe, ``frame.py``), ``fabriccap_watch_last_event_timestamp_seconds``,
 ``fabriccap_watch_connected`` and ``fabriccap_pool_ready`` all read this, and so does the

@@ -10,8 +10,9 @@ The loop per collection: a streaming list where the API server offers one (a WAT
 sendInitialEvents=true: the objects one event at a time, then a bookmark with the snapshot's
 resourceVersion), else LIST in pages (one consistent snapshot); forget objects the snapshot no
 longer has, then WATCH from its resourceVersion with bookmarks; a broken stream
-resumes from the last good version, an expired one (410 Gone) lists again, and so does a
-watch that has made no progress for half the staleness threshold (``freshness.py``).
+resumes from the last good version, an expired one (410 Gone) lists again, a quiet one is
+nudged (``NUDGE_SELECTOR``) so that its next bookmark advances, and a watch that has made no
+progress for half the staleness threshold lists again (``freshness.py``).
 
 Why streaming first: on scalesim at 10,000 nodes / 100,000 pods a plain client read every
 collection in 90 s as a streaming list and in 282 s in pages (a shared 2-core machine; the
@@ -108,6 +109,17 @@ NO_STREAMING_LIST = frozenset({400, 422})
 # "A quiet watch checked by a streaming list"). A check whose stream is silent this long, or
 # fails in any way, means the watch path is failing: pages then, well before the view is stale.
 CHECK_STREAM_READ_TIMEOUT = 10.0
+# The nudge: a consistent LIST whose field selector no object can match (":" is in no object's
+# name). The API server answers it from its watch cache, which first asks etcd for progress
+# (ConsistentListFromCache, on by default since Kubernetes 1.31), so the cache's version moves
+# and the watch's next bookmark advances: the quiet watch proves itself without a LIST of every
+# object. Measured on kube-apiserver v1.35.4: a quiet ResourceSlice watch heard no bookmark in
+# 150 s while other kinds were written; nudged every 10 s, one a minute, each advancing. A LIST
+# with limit=1 did not do it (docs/performance.md, "A quiet watch nudged").
+NUDGE_SELECTOR = "metadata.name=fabriccap:progress"
+# How long before a watch request's end the API server sends its last bookmark
+# (k8s.io/apiserver pkg/storage/cacher/cache_watcher.go, nextBookmarkTime: the deadline less 2 s).
+BOOKMARK_LEAD = 2.0
 
 # Distinct (class, cause) selector failures logged between two changes of the classes: a cause
 # quotes what the device holds, so a hostile driver could make many; the status counts the rest.
@@ -243,6 +255,13 @@ class ListWatch:
     # brings that the watch had not delivered (the subclass counts them in ``_apply``/``_listed``).
     checking: bool = False
     missed: int = 0
+    # A watch without progress for this long is nudged (NUDGE_SELECTOR), once per quiet spell
+    # (None: never). Stopped for good once a watch request nudged in time ends without a
+    # bookmark that advanced (``_nudge_answered``): this server does not move its cache for a
+    # nudge (a consistent read from etcd, of every object, would cost it as much as the check).
+    nudge_after: float | None = None
+    # When the watch was nudged, if it was since the last progress.
+    nudged_at: float | None = None
     # Monotonic time of the last progress: a completed LIST, or a watch event or bookmark that
     # advanced the resourceVersion (never the opening of a watch); and whether the watch is up.
     last_progress: float | None = None
@@ -288,6 +307,7 @@ class ListWatch:
         now = self.clock() if as_of is None else as_of
         self.last_progress = now
         self.version = version
+        self.nudged_at = None
         number = _number(version)
         if number is not None:
             self._anchor = (number, now)
@@ -344,7 +364,7 @@ class ListWatch:
         """The LIST after a watch without progress is done: say whether the watch had missed
         anything. Only that is a fault: the API server's bookmarks on a quiet collection do not
         always advance its resourceVersion (measured: a minute and more without), so a healthy
-        watch of DeviceClasses or NodePools comes here too."""
+        watch of DeviceClasses or NodePools comes here too where nudges do not help."""
         found = "changes" if self.missed else "nothing"
         self.metrics.watch_relists.labels(kind=self.kind, found=found).inc()
         if self.missed:
@@ -561,6 +581,7 @@ class ListWatch:
     async def _watch_from(self, version: str) -> None:
         """Watch from ``version``, resuming from the last good version, until the version
         expires (_ExpiredError) or no progress comes for ``progress_timeout`` (_NoProgressError)."""
+        nudging = None if self.nudge_after is None else asyncio.create_task(self._nudge_while_quiet())
         try:
             async with asyncio.timeout(self.progress_timeout) as deadline:
                 self._deadline = deadline
@@ -571,11 +592,51 @@ class ListWatch:
             raise
         finally:
             self._deadline = None
+            if nudging is not None:
+                nudging.cancel()
+
+    async def _nudge_while_quiet(self) -> None:
+        """Nudge the watch (NUDGE_SELECTOR) once it has been up and without progress for
+        ``nudge_after``: once per quiet spell, as the bookmark at the end of the watch request
+        then advances; again only if the nudge failed. A nudge is not progress: only the
+        bookmark it brings is."""
+        while (after := self.nudge_after) is not None:
+            due = after if self.last_progress is None else self.last_progress + after - self.clock()
+            if due > 0:
+                await asyncio.sleep(due)
+                continue
+            if self.nudged_at is not None or not self.connected:
+                await asyncio.sleep(after)  # for the progress, or the watch to be up again
+                continue
+            try:
+                await self.client.get(self.path, {"fieldSelector": NUDGE_SELECTOR})
+            except KubeError as error:
+                logger.debug("nudging the watch of %s failed: %s", self.path, error)
+                await asyncio.sleep(after)
+                continue
+            self.nudged_at = self.clock()
+            logger.debug("nudged the watch of %s, quiet for %.0fs", self.path, -due + after)
+
+    def _nudge_answered(self, opened: float) -> None:
+        """A watch request opened at ``opened`` was ended by the server (its timeoutSeconds).
+        Its last bookmark comes BOOKMARK_LEAD before its end, if the server's version for the
+        kind moved: a nudge during the request, before that, with no progress since, says this
+        server's cache does not move for nudges. The quiet spells are then left to the check."""
+        at = self.nudged_at
+        if self.nudge_after is None or at is None or not opened <= at <= self.clock() - BOOKMARK_LEAD:
+            return
+        self.nudge_after = None
+        logger.info(
+            "the watch of %s was nudged, and its request ended with no bookmark that advanced: its quiet spells"
+            " are checked by a LIST from now on",
+            self.path,
+        )
 
     async def _resume_from(self, version: str) -> None:
         delay = 1.0
         self.version = version
         while True:
+            opened = self.clock()
             try:
                 async for line in self.client.watch(
                     self.path,
@@ -596,6 +657,7 @@ class ListWatch:
                         self.watch_trimmer.done()
                         self.watch_trimmer.idle()
                 delay = 1.0  # the server closed a healthy stream (timeoutSeconds): resume
+                self._nudge_answered(opened)
             except (RejectedEventError, WatchLineError) as rejected:
                 self._rejected(rejected, f"resuming from resourceVersion {self.version}")
                 self._failed()
@@ -927,8 +989,9 @@ class PublishedWatch(ListWatch):
         self.observer.forget_unlisted(names, version)
 
 
-def watch_timings(stale_after: float) -> tuple[int, float, float]:
-    """(watch request seconds, read timeout, progress timeout) for a staleness threshold.
+def watch_timings(stale_after: float) -> tuple[int, float, float, float]:
+    """(watch request seconds, read timeout, progress timeout, nudge interval) for a staleness
+    threshold.
 
     A watch request lasts 0.4 x the threshold, and the API server sends a bookmark 2 s before
     its end once its own resourceVersion for the kind has moved, so a watch of a kind that is
@@ -937,9 +1000,16 @@ def watch_timings(stale_after: float) -> tuple[int, float, float]:
     progress for 0.5 x is replaced by a LIST (CHECK_STREAM_READ_TIMEOUT), which leaves time for
     the LIST before the view counts as stale; a stream silent for 0.6 x is dropped as stalled
     by the client itself.
-    150 s gives 60 s, 90 s and 75 s.
+    A watch without progress for 0.05 x is nudged: the bookmark at the end of the watch request
+    under way, at most 0.4 x later, then advances, before the 0.5 x that would list again.
+    150 s gives 60 s, 90 s, 75 s and 7.5 s.
     """
-    return max(int(stale_after * 0.4), 1), max(stale_after * 0.6, 1.0), max(stale_after * 0.5, 1.0)
+    return (
+        max(int(stale_after * 0.4), 1),
+        max(stale_after * 0.6, 1.0),
+        max(stale_after * 0.5, 1.0),
+        max(stale_after * 0.05, 0.1),
+    )
 
 
 def build_informers(
@@ -951,7 +1021,7 @@ def build_informers(
     rows: tuple[WatchedKind, ...] = WATCHED_KINDS,
 ) -> list[Informer]:
     """One informer per watched kind and scope: each row says in which scopes it is listed."""
-    watch_seconds, read_timeout, progress_timeout = watch_timings(stale_after)
+    watch_seconds, read_timeout, progress_timeout, nudge_after = watch_timings(stale_after)
     wanted = kinds_for(extractor.config, rows)
     said = {watched.label: SaidOnce() for watched in wanted}
     trimmer = MemoryTrimmer(min_work=MIN_LISTED_BETWEEN_TRIMS)
@@ -968,6 +1038,7 @@ def build_informers(
             watch_seconds=watch_seconds,
             read_timeout=read_timeout,
             progress_timeout=progress_timeout,
+            nudge_after=nudge_after,
             page_size=watched.page_size,
             said=said[watched.label],
             trimmer=trimmer,

@@ -461,3 +461,62 @@ async def test_a_bad_line_in_a_streaming_list_is_rejected_and_the_list_read_in_p
         (said,) = [r.getMessage() for r in caplog.records if "rejected a line" in r.getMessage()]
         assert said.startswith(f"watch of {NODES}: rejected a line ({cause}")
         assert "; listing in pages this time (said once per cause" in said
+
+
+def nudges(api: FakeApi, path: str) -> list[dict[str, str]]:
+    return [query for query in api.lists(path) if "fieldSelector" in query]
+
+
+def listings(api: FakeApi, path: str) -> list[dict[str, str]]:
+    return [query for query in api.lists(path) if "fieldSelector" not in query]
+
+
+async def test_a_quiet_watch_is_nudged_once_per_quiet_spell_and_the_bookmark_it_brings_is_progress() -> None:
+    """No check: the nudge (a consistent LIST that matches no object) makes the API server's
+    next bookmark advance, and that bookmark is the progress; nothing else is listed."""
+    async with operator([node("n1", efa=32)], progress_timeout=5.0, nudge_after=0.1) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: len(nudges(op.api, NODES)) == 1, "the quiet watch nudged")
+        assert nudges(op.api, NODES) == [{"fieldSelector": watchers.NUDGE_SELECTOR}]
+        await asyncio.sleep(0.3)
+        assert len(nudges(op.api, NODES)) == 1  # once, until progress
+        await op.api.emit(NODES, bookmark("101"))  # what the nudge brings, on a real server
+        await eventually(lambda: op.nodes.version == "101", "the bookmark taken as progress")
+        await op.api.close_stream(NODES)  # the request ends after its bookmark advanced
+        await eventually(lambda: len(nudges(op.api, NODES)) == 2, "the next quiet spell nudged")
+        assert op.nodes.nudge_after == 0.1  # still nudging
+        assert len(listings(op.api, NODES)) == 1 and relists(op.metrics, "nothing") == 0
+
+
+async def test_a_nudge_that_fails_is_sent_again() -> None:
+    async with operator([node("n1", efa=32)], progress_timeout=5.0, nudge_after=0.1) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        op.api.list_failures[NODES] = deque([500])
+        await eventually(lambda: len(nudges(op.api, NODES)) == 2, "the nudge sent again")
+        assert op.nodes.nudged_at is not None
+
+
+async def test_a_request_nudged_in_time_that_ends_without_progress_stops_the_nudges(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server whose cache does not move for a nudge: the request ends with no bookmark, so
+    the quiet spells are left to the check from then on, which still finds what was missed."""
+    monkeypatch.setattr(watchers, "BOOKMARK_LEAD", 0.0)
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    async with operator([node("n1", efa=32)], progress_timeout=1.0, nudge_after=0.1) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: op.nodes.nudged_at is not None, "the quiet watch nudged")
+        await op.api.close_stream(NODES)  # the request's end: no bookmark came
+        await eventually(lambda: op.nodes.nudge_after is None, "the nudges stopped")
+        assert any("its quiet spells are checked by a LIST from now on" in m for m in caplog.messages)
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
+        await eventually(lambda: op.efa() == {"n1": 0}, "the change, from the check")
+        assert relists(op.metrics, "changes") == 1 and len(nudges(op.api, NODES)) == 1
+
+
+@pytest.mark.parametrize("stale_after", [30.0, 150.0, 600.0])
+def test_a_nudged_watch_is_bookmarked_before_it_would_be_checked(stale_after: float) -> None:
+    """The first nudge, then the bookmark at the end of the request under way (BOOKMARK_LEAD
+    before it, at the latest a whole request later), come before the check would."""
+    watch_seconds, _, progress_timeout, nudge_after = watchers.watch_timings(stale_after)
+    assert nudge_after + watch_seconds - watchers.BOOKMARK_LEAD < progress_timeout
