@@ -15,7 +15,12 @@ For each size, in one run against one fresh kube-apiserver + etcd on 127.0.0.1:
   every device goes through the class's CEL selector, so this is what CEL adds to a start;
 - latency: a slice loses a device (the driver updates it in place) -> the pool's status shows
   MixedCounts, and back; median and p99;
-- RSS of the operator process (current and peak, from /proc).
+- RSS of the operator process (current and peak, from /proc);
+- with ``--quiet-seconds S``: S seconds in which nothing the operator reads is written, only a
+  ConfigMap every second (what the node and leader Leases do in every real cluster): the
+  operator's and kube-apiserver's CPU seconds, the operator's RSS, and the LISTs that replaced
+  a watch without progress, by kind. Every watched kind is quiet then, and each would be
+  listed again every 75 s unless its watch's bookmarks advance (``informers.NUDGE_SELECTOR``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from operator_bench import (
     rss_kib,
     wait_reason,
 )
+from realapi_bench import api_server_pid
+from scale_bench import cpu_seconds, grown_by_kind, scrape
 
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.paths import DEVICE_CLASSES, NODES, RESOURCE_CLAIMS, RESOURCE_SLICES
@@ -130,7 +137,28 @@ async def bare_list_seconds(client: KubeClient, path: str, count: int) -> float:
     return min(times)
 
 
-async def bench(count: int, changes: int, claims: int) -> dict[str, Any]:
+async def quiet(client: KubeClient, operator: int, apiserver: int, metrics_port: int, seconds: float) -> dict[str, Any]:
+    """What ``seconds`` in which nothing the operator reads changes cost (see the docstring)."""
+    path = "/api/v1/namespaces/default/configmaps"
+    await client.create(path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "renewed"}, "data": {}})
+    before, cpu_before, api_before = scrape(metrics_port), cpu_seconds(operator), cpu_seconds(apiserver)
+    started = time.monotonic()
+    for count in range(int(seconds)):
+        await asyncio.sleep(max(0.0, started + count + 1 - time.monotonic()))
+        await client.merge_patch(f"{path}/renewed", {"data": {"count": str(count)}})
+    after = scrape(metrics_port)
+    rss, peak = (value / 1024 for value in rss_kib(operator))
+    return {
+        "quiet_s": seconds,
+        "quiet_operator_cpu_s": cpu_seconds(operator) - cpu_before,
+        "quiet_apiserver_cpu_s": cpu_seconds(apiserver) - api_before,
+        "quiet_relists_by_kind": grown_by_kind(before, after, "fabriccap_watch_relists_total{"),
+        "quiet_rss_end_mib": rss,
+        "quiet_peak_rss_mib": peak,
+    }
+
+
+async def bench(count: int, changes: int, claims: int, quiet_seconds: float = 0.0) -> dict[str, Any]:
     results: dict[str, Any] = {"nodes": count, "devices_per_slice": DEVICES + ENA, "claims": claims}
     with tempfile.TemporaryDirectory(prefix="fabriccap-dra-bench-") as tmp, LocalControlPlane(Path(tmp) / "cp") as cp:
         info = cp.info
@@ -184,6 +212,9 @@ async def bench(count: int, changes: int, claims: int) -> dict[str, Any]:
                 results["latency_median_s"] = statistics.median(latencies)
                 results["latency_p99_s"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
                 results["rss_end_mib"], results["peak_rss_mib"] = (value / 1024 for value in rss_kib(operator.pid))
+                if quiet_seconds:
+                    apiserver = api_server_pid(cp.directory)
+                    results.update(await quiet(client, operator.pid, apiserver, metrics_port, quiet_seconds))
             finally:
                 operator.terminate()
                 operator.wait(timeout=30)
@@ -195,11 +226,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, action="append", help="cluster size (repeatable; default 5000 and 10000)")
     parser.add_argument("--changes", type=int, default=30, help="slice changes per size (2 samples each)")
     parser.add_argument("--claims", type=int, help="allocated ResourceClaims (default: one per 5 nodes)")
+    parser.add_argument("--quiet-seconds", type=float, default=0.0, help="then nothing read changes for this long")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}", flush=True)
     for count in args.nodes or [5000, 10000]:
         claims = args.claims if args.claims is not None else count // 5
-        results = asyncio.run(bench(count, args.changes, min(claims, count)))
+        results = asyncio.run(bench(count, args.changes, min(claims, count), args.quiet_seconds))
         print(
             json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()}, indent=1),
             flush=True,

@@ -39,6 +39,7 @@ from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS, RESOURCE_SLICES
 from fabriccap_devtools import world
+from fabriccap_devtools.controlplane.binaries import ensure_all
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.launch import local_run_command
 from fabriccap_devtools.seeding import creatable
@@ -55,6 +56,7 @@ __all__ = [
     "SyncKube",
     "World",
     "condition",
+    "control_plane_with_crd",
     "daemon_set_body",
     "daemon_set_path",
     "free_port",
@@ -713,6 +715,20 @@ def watched_kind_fingerprints(kube: SyncKube) -> dict[str, tuple[Any, ...]]:
                 sorted(entry.get("manager", "") for entry in metadata.get("managedFields") or []),
             )
     return found
+
+
+OWN_CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "fabriccapabilities.yaml"
+
+
+@contextlib.contextmanager
+def control_plane_with_crd(directory: Path) -> Iterator[LocalControlPlane]:
+    """A control plane of its own (kube-apiserver and etcd, in ``directory``), with the
+    FabricCapability CRD established: for tests that break or watch the API server closely."""
+    with LocalControlPlane(directory, binaries=ensure_all()) as plane:
+        cluster = E2ECluster(kubeconfig=plane.kubeconfig, kubectl=plane.kubectl, local=plane)
+        cluster.run_kubectl("apply", "--server-side", "-f", str(OWN_CRD_FILE))
+        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(OWN_CRD_FILE))
+        yield plane
 
 
 @contextlib.contextmanager

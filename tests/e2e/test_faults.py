@@ -25,7 +25,6 @@ import yaml
 
 from fabriccap.core.api import READY_LABEL, find_condition
 from fabriccap.kube.paths import CRD_NAME, CUSTOM_RESOURCE_DEFINITIONS, FABRIC_CAPABILITIES, NAMESPACES
-from fabriccap_devtools.controlplane.binaries import ensure_all
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from harness import (
     E2ECluster,
@@ -34,6 +33,7 @@ from harness import (
     SyncKube,
     World,
     condition,
+    control_plane_with_crd,
     kubeconfig_via,
     published_equals_evaluate,
     wait_until,
@@ -107,10 +107,7 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(tmp_path_factory.mktemp("faults-cp"), binaries=ensure_all()) as plane:
-        cluster = E2ECluster(kubeconfig=plane.kubeconfig, kubectl=plane.kubectl, local=plane)
-        cluster.run_kubectl("apply", "--server-side", "-f", str(CRD_FILE))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_FILE))
+    with control_plane_with_crd(tmp_path_factory.mktemp("faults-cp")) as plane:
         yield plane
 
 

@@ -23,12 +23,19 @@ import pytest
 
 from fabriccap.kube.credentials import load_kubeconfig
 from fabriccap.kube.paths import NAMESPACES
-from fabriccap_devtools.controlplane.binaries import ensure_all
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.faultproxy import FaultProxy
-from harness import E2ECluster, OperatorProcess, SyncKube, World, condition, wait_until, write_config
+from harness import (
+    E2ECluster,
+    OperatorProcess,
+    SyncKube,
+    World,
+    condition,
+    control_plane_with_crd,
+    wait_until,
+    write_config,
+)
 
-CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "fabriccapabilities.yaml"
 OWN_PATHS = ("/apis/fabriccap.dev/", "/apis/apiextensions.k8s.io/")
 # Watch requests of 16 s, bookmarked 2 s before their end; a watch without progress for 20 s
 # would be checked by a LIST, and one quiet for 2 s is nudged (informers.watch_timings).
@@ -42,10 +49,7 @@ OTHER_WRITES_EVERY = 1.0
 
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(tmp_path_factory.mktemp("quiet-watches-cp"), binaries=ensure_all()) as plane:
-        cluster = E2ECluster(kubeconfig=plane.kubeconfig, kubectl=plane.kubectl, local=plane)
-        cluster.run_kubectl("apply", "--server-side", "-f", str(CRD_FILE))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_FILE))
+    with control_plane_with_crd(tmp_path_factory.mktemp("quiet-watches-cp")) as plane:
         yield plane
 
 

@@ -23,14 +23,21 @@ import pytest
 
 from fabriccap.kube.credentials import load_kubeconfig
 from fabriccap.kube.paths import NAMESPACES, NODES
-from fabriccap_devtools.controlplane.binaries import ensure_all
 from fabriccap_devtools.controlplane.cluster import LocalControlPlane
 from fabriccap_devtools.faultproxy import FaultProxy, Inject, Rule, Silent, Truncate
-from harness import E2ECluster, OperatorProcess, SyncKube, World, condition, wait_until, write_config
+from harness import (
+    E2ECluster,
+    OperatorProcess,
+    SyncKube,
+    World,
+    condition,
+    control_plane_with_crd,
+    wait_until,
+    write_config,
+)
 
 pytestmark = pytest.mark.faults
 
-CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "fabriccapabilities.yaml"
 OPERATOR_USER = "fabriccap-operator"
 # Watches renew every 2 s and are replaced by a LIST after 3 s without progress.
 STALE_AFTER = 6.0
@@ -90,10 +97,7 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(tmp_path_factory.mktemp("watch-faults-cp"), binaries=ensure_all()) as plane:
-        cluster = E2ECluster(kubeconfig=plane.kubeconfig, kubectl=plane.kubectl, local=plane)
-        cluster.run_kubectl("apply", "--server-side", "-f", str(CRD_FILE))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_FILE))
+    with control_plane_with_crd(tmp_path_factory.mktemp("watch-faults-cp")) as plane:
         yield plane
 
 
