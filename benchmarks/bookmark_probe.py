@@ -18,7 +18,9 @@ It prints every line the watch hears, with its time and resourceVersion, and per
 bookmarks came and whether each advanced. kube-apiserver sends a watch a bookmark about every
 minute and 2 s before the request's end, but only one that advances its version; the version of
 a kind's watch cache moves with the kind's own writes, or when etcd reports progress, which a
-consistent read served from the cache asks for (ConsistentListFromCache).
+consistent read served from the cache asks for (ConsistentListFromCache). The nudges begin
+before the first bookmark is due: a cache that has seen nothing by then drops the request's
+bookmarks for good (a first try here nudged only after 150 s, and heard none).
 """
 
 from __future__ import annotations

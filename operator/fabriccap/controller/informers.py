@@ -110,12 +110,16 @@ NO_STREAMING_LIST = frozenset({400, 422})
 # fails in any way, means the watch path is failing: pages then, well before the view is stale.
 CHECK_STREAM_READ_TIMEOUT = 10.0
 # The nudge: a consistent LIST whose field selector no object can match (":" is in no object's
-# name). The API server answers it from its watch cache, which first asks etcd for progress
-# (ConsistentListFromCache, on by default since Kubernetes 1.31), so the cache's version moves
-# and the watch's next bookmark advances: the quiet watch proves itself without a LIST of every
-# object. Measured on kube-apiserver v1.35.4: a quiet ResourceSlice watch heard no bookmark in
-# 150 s while other kinds were written; nudged every 10 s, one a minute, each advancing. A LIST
-# with limit=1 did not do it (docs/performance.md, "A quiet watch nudged").
+# name), so the answer holds no object. The API server answers it from its watch cache, which
+# first asks etcd for progress (ConsistentListFromCache, on by default since Kubernetes 1.31),
+# so the cache's version moves and the watch's next bookmark advances: the quiet watch proves
+# itself without a LIST of every object. Measured on kube-apiserver v1.35.4
+# (benchmarks/bookmark_probe.py): a quiet ResourceSlice watch heard no bookmark in 130 s while
+# other kinds were written; nudged every 10 s, one a minute, each advancing. The first nudge
+# must come before the request's first bookmark is due: a cache that has seen no event and no
+# progress by then drops the request's bookmarks altogether (k8s.io/apiserver cacher.go,
+# dispatchEvents, "pop expired watchers in case there has been no update"); the first nudge
+# comes after 0.05x of staleAfterSeconds, the bookmark after 0.4x less 2 s.
 NUDGE_SELECTOR = "metadata.name=fabriccap:progress"
 # How long before a watch request's end the API server sends its last bookmark
 # (k8s.io/apiserver pkg/storage/cacher/cache_watcher.go, nextBookmarkTime: the deadline less 2 s).
