@@ -619,7 +619,7 @@ class ListWatch:
                 await asyncio.sleep(after)
                 continue
             self.nudged_at = self.clock()
-            logger.debug("nudged the watch of %s, quiet for %.0fs", self.path, -due + after)
+            logger.debug("nudged the watch of %s, quiet for %.0fs", self.path, after - due)
 
     def _nudge_answered(self, opened: float) -> None:
         """A watch request opened at ``opened`` was ended by the server (its timeoutSeconds).
@@ -994,8 +994,8 @@ class PublishedWatch(ListWatch):
 
 
 def watch_timings(stale_after: float) -> tuple[int, float, float, float]:
-    """(watch request seconds, read timeout, progress timeout, nudge interval) for a staleness
-    threshold.
+    """(watch request seconds, read timeout, progress timeout, quiet time before a nudge) for a
+    staleness threshold.
 
     A watch request lasts 0.4 x the threshold, and the API server sends a bookmark 2 s before
     its end once its own resourceVersion for the kind has moved, so a watch of a kind that is
