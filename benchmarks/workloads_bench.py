@@ -47,7 +47,8 @@ from operator_bench import (
     rss_kib,
     scrape,
 )
-from scale_bench import PROBE_SPACING_SECONDS
+from scale_bench import PROBE_SPACING_SECONDS, lane_waits
+from scale_bench import scrape as scrape_all
 
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
@@ -297,7 +298,7 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 busy_nodes = [
                     body["metadata"]["name"] for body in bodies[: len(bodies) - NODES_PER_POOL]
                 ] or quiet_nodes
-                before = scrape(metrics_port)
+                before, before_all = scrape(metrics_port), scrape_all(metrics_port)
                 churn_task = asyncio.create_task(churn(client, busy_nodes, churn_seconds, 50))
                 latencies: list[float] = []
                 baseline_count = await without_fabric(client, quiet_pool)
@@ -328,7 +329,7 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 await arrivals.close()
                 made = await churn_task
                 await asyncio.sleep(2 * DEBOUNCE + 1.0)
-                after = scrape(metrics_port)
+                after, after_all = scrape(metrics_port), scrape_all(metrics_port)
                 key = 'fabriccap_status_writes_total{result="updated"}'
                 writes = after[key] - before[key]
                 windows = churn_seconds / DEBOUNCE
@@ -362,6 +363,8 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                         "probe_api_latency_median_s": api_median,
                         "probe_api_latency_p99_s": api_slowest,
                         "probe_latency_median_ratio": median / api_median if median and api_median else None,
+                        # How long the churn's writes (the probes' among them) waited for their lane.
+                        "churn_lane_waits": lane_waits(before_all, after_all),
                     }
                 )
                 results["rss_end_mib"], results["peak_rss_mib"] = (value / 1024 for value in rss_kib(operator.pid))

@@ -105,6 +105,7 @@ async def operator(
         freshness = Freshness(informers, stale_after=stale_after, metrics=metrics)
         store.freshness = freshness
         tasks = [asyncio.create_task(informer.run(), name=informer.path) for informer in informers]
+        tasks += [asyncio.create_task(informer.nudge_while_quiet(), name=informer.path) for informer in informers]
         try:
             yield Operator(api, client, store, metrics, informers, freshness)
             crashed = [task for task in tasks if task.done()]

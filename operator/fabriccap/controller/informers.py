@@ -295,6 +295,8 @@ class ListWatch:
     version: str = field(default="", init=False)
     _anchor: tuple[int, float] | None = field(default=None, init=False)
     _deadline: asyncio.Timeout | None = field(default=None, init=False)
+    # Between a listing and the next: an absent kind, or one being listed, is not nudged.
+    _watching: bool = field(default=False, init=False)
 
     @property
     def kind(self) -> str:
@@ -585,7 +587,7 @@ class ListWatch:
     async def _watch_from(self, version: str) -> None:
         """Watch from ``version``, resuming from the last good version, until the version
         expires (_ExpiredError) or no progress comes for ``progress_timeout`` (_NoProgressError)."""
-        nudging = None if self.nudge_after is None else asyncio.create_task(self._nudge_while_quiet())
+        self._watching = True
         try:
             async with asyncio.timeout(self.progress_timeout) as deadline:
                 self._deadline = deadline
@@ -596,21 +598,22 @@ class ListWatch:
             raise
         finally:
             self._deadline = None
-            if nudging is not None:
-                nudging.cancel()
+            self._watching = False
 
-    async def _nudge_while_quiet(self) -> None:
+    async def nudge_while_quiet(self) -> None:
         """Nudge the watch (NUDGE_SELECTOR) once it has been up and without progress for
         ``nudge_after``: once per quiet spell, as the bookmark at the end of the watch request
         then advances; again only if the nudge failed. A nudge is not progress: only the
-        bookmark it brings is."""
+        bookmark it brings is. A task of its own for the informer's whole life, started with
+        the informers' (kopf waits for, then cancels, every task started after it), and never
+        ending by itself: without nudges it waits to be cancelled."""
         while (after := self.nudge_after) is not None:
             due = after if self.last_progress is None else self.last_progress + after - self.clock()
             if due > 0:
                 await asyncio.sleep(due)
                 continue
-            if self.nudged_at is not None or not self.connected:
-                await asyncio.sleep(after)  # for the progress, or the watch to be up again
+            if self.nudged_at is not None or not (self._watching and self.connected):
+                await asyncio.sleep(after)  # for the progress, or a watch to be up (again)
                 continue
             try:
                 await self.client.get(self.path, {"fieldSelector": NUDGE_SELECTOR})
@@ -620,6 +623,7 @@ class ListWatch:
                 continue
             self.nudged_at = self.clock()
             logger.debug("nudged the watch of %s, quiet for %.0fs", self.path, after - due)
+        await asyncio.get_running_loop().create_future()
 
     def _nudge_answered(self, opened: float) -> None:
         """A watch request opened at ``opened`` was ended by the server (its timeoutSeconds).

@@ -189,6 +189,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         asyncio.create_task(publisher.run(), name="publisher"),
         asyncio.create_task(all_listed(), name="listing"),
         *(asyncio.create_task(informer.run(), name=f"watch {informer.path}") for informer in informers),
+        *(asyncio.create_task(informer.nudge_while_quiet(), name=f"nudge {informer.path}") for informer in informers),
         asyncio.create_task(published_watch.run(), name="watch fabriccapabilities"),
     ]
     if isinstance(leader, LeaderElector):

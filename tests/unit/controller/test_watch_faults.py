@@ -30,7 +30,7 @@ from support.fakeapi import (
     fake_api,
     recorded_sleeps,
 )
-from support.informing import NODES, PODS, node_events, operator, relists
+from support.informing import NODES, PODS, RESOURCE_SLICES, node_events, operator, relists
 
 
 @pytest.fixture(autouse=True)
@@ -463,6 +463,13 @@ async def test_a_bad_line_in_a_streaming_list_is_rejected_and_the_list_read_in_p
         assert "; listing in pages this time (said once per cause" in said
 
 
+@pytest.fixture
+def real_sleeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The informers' own sleeps, not cut short: nudges wait for a quiet spell, and an absent
+    kind waits to look again."""
+    monkeypatch.setattr(watchers, "asyncio", asyncio)
+
+
 def nudges(api: FakeApi, path: str) -> list[dict[str, str]]:
     return [query for query in api.lists(path) if "fieldSelector" in query]
 
@@ -471,6 +478,7 @@ def listings(api: FakeApi, path: str) -> list[dict[str, str]]:
     return [query for query in api.lists(path) if "fieldSelector" not in query]
 
 
+@pytest.mark.usefixtures("real_sleeps")
 async def test_a_quiet_watch_is_nudged_once_per_quiet_spell_and_the_bookmark_it_brings_is_progress() -> None:
     """No check: the nudge (a consistent LIST that matches no object) makes the API server's
     next bookmark advance, and that bookmark is the progress; nothing else is listed."""
@@ -488,6 +496,7 @@ async def test_a_quiet_watch_is_nudged_once_per_quiet_spell_and_the_bookmark_it_
         assert len(listings(op.api, NODES)) == 1 and relists(op.metrics, "nothing") == 0
 
 
+@pytest.mark.usefixtures("real_sleeps")
 async def test_a_nudge_that_fails_is_sent_again() -> None:
     async with operator([node("n1", efa=32)], progress_timeout=5.0, nudge_after=0.1) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
@@ -496,6 +505,7 @@ async def test_a_nudge_that_fails_is_sent_again() -> None:
         assert op.nodes.nudged_at is not None
 
 
+@pytest.mark.usefixtures("real_sleeps")
 async def test_a_request_nudged_in_time_that_ends_without_progress_stops_the_nudges(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -520,3 +530,16 @@ def test_a_nudged_watch_is_bookmarked_before_it_would_be_checked(stale_after: fl
     before it, at the latest a whole request later), come before the check would."""
     watch_seconds, _, progress_timeout, nudge_after = watchers.watch_timings(stale_after)
     assert nudge_after + watch_seconds - watchers.BOOKMARK_LEAD < progress_timeout
+
+
+@pytest.mark.usefixtures("real_sleeps")
+async def test_a_kind_the_server_does_not_serve_is_never_nudged() -> None:
+    """No watch is up for it (nothing to list): a nudge would only be answered 404, forever."""
+    async with operator([node("n1", efa=32)], slices=None, progress_timeout=5.0, nudge_after=0.1) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        absent = {informer.path for informer in op.informers if informer.absent}
+        assert RESOURCE_SLICES in absent  # answered 404: carrying on without them
+        await eventually(lambda: len(nudges(op.api, NODES)) == 1, "the served kind's quiet watch nudged")
+        await asyncio.sleep(0.5)  # five times the quiet time before a nudge
+        nudged = {path for _, path, query, _ in op.api.requests if "fieldSelector" in query}
+        assert NODES in nudged and not nudged & absent, nudged
