@@ -49,10 +49,12 @@ CONFIG_MAPS = "/api/v1/namespaces/default/configmaps"
 
 
 async def write_elsewhere(client: KubeClient, seconds: float) -> None:
-    """A ConfigMap written once a second: etcd's revision moves, the ResourceSlices' do not."""
+    """A ConfigMap written once a second for ``seconds``, on the second: etcd's revision moves,
+    the revision of the kinds the operator reads does not (what Leases do in every cluster)."""
     await client.create(CONFIG_MAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "renewed"}})
+    started = time.monotonic()
     for count in range(int(seconds)):
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(max(0.0, started + count + 1 - time.monotonic()))
         await client.merge_patch(f"{CONFIG_MAPS}/renewed", {"data": {"count": str(count)}})
 
 

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bookmark_probe import write_elsewhere
 from operator_bench import (
     NODES_PER_POOL,
     all_published,
@@ -139,13 +140,8 @@ async def bare_list_seconds(client: KubeClient, path: str, count: int) -> float:
 
 async def quiet(client: KubeClient, operator: int, apiserver: int, metrics_port: int, seconds: float) -> dict[str, Any]:
     """What ``seconds`` in which nothing the operator reads changes cost (see the docstring)."""
-    path = "/api/v1/namespaces/default/configmaps"
-    await client.create(path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "renewed"}, "data": {}})
     before, cpu_before, api_before = scrape(metrics_port), cpu_seconds(operator), cpu_seconds(apiserver)
-    started = time.monotonic()
-    for count in range(int(seconds)):
-        await asyncio.sleep(max(0.0, started + count + 1 - time.monotonic()))
-        await client.merge_patch(f"{path}/renewed", {"data": {"count": str(count)}})
+    await write_elsewhere(client, seconds)
     after = scrape(metrics_port)
     rss, peak = (value / 1024 for value in rss_kib(operator))
     return {

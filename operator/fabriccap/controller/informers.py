@@ -295,8 +295,6 @@ class ListWatch:
     version: str = field(default="", init=False)
     _anchor: tuple[int, float] | None = field(default=None, init=False)
     _deadline: asyncio.Timeout | None = field(default=None, init=False)
-    # Between a listing and the next: an absent kind, or one being listed, is not nudged.
-    _watching: bool = field(default=False, init=False)
 
     @property
     def kind(self) -> str:
@@ -568,8 +566,8 @@ class ListWatch:
         """One more object read by the listing under way. The trim comes as the listing goes,
         not at its end: on the real API server at 10,000 nodes, a relist of 100,000 pods (bodies
         equal to what was held, so nothing kept) took the RSS up 8 MiB over its 8 s, and the
-        trim at its end gave 6 MiB of that back (docs/performance.md, "A quiet
-        watch checked by a streaming list, the relist trimmed as it goes")."""
+        trim at its end gave 6 MiB of that back (docs/performance.md, "A quiet watch checked by
+        a streaming list, the relist trimmed as it goes")."""
         if self.trimmer is not None:
             self.trimmer.done()
             self.trimmer.idle()
@@ -587,7 +585,6 @@ class ListWatch:
     async def _watch_from(self, version: str) -> None:
         """Watch from ``version``, resuming from the last good version, until the version
         expires (_ExpiredError) or no progress comes for ``progress_timeout`` (_NoProgressError)."""
-        self._watching = True
         try:
             async with asyncio.timeout(self.progress_timeout) as deadline:
                 self._deadline = deadline
@@ -598,7 +595,6 @@ class ListWatch:
             raise
         finally:
             self._deadline = None
-            self._watching = False
 
     async def nudge_while_quiet(self) -> None:
         """Nudge the watch (NUDGE_SELECTOR) once it has been up and without progress for
@@ -612,7 +608,9 @@ class ListWatch:
             if due > 0:
                 await asyncio.sleep(due)
                 continue
-            if self.nudged_at is not None or not (self._watching and self.connected):
+            # Only a watch that is up (the progress deadline is set only while watching): an
+            # absent kind, or one being listed, is not nudged.
+            if self.nudged_at is not None or self._deadline is None or not self.connected:
                 await asyncio.sleep(after)  # for the progress, or a watch to be up (again)
                 continue
             try:
