@@ -33,19 +33,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import contextlib
+import datetime
 import json
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from operator_bench import all_published, free_port, install_crd
 from scale_bench import (
     LISTED_LINE,
@@ -68,6 +74,8 @@ from fabriccap_devtools.launch import local_run_command
 
 LISTINGS = {"streaming": "WatchList=true", "paged": "WatchList=false"}
 SAMPLE_SECONDS = 0.1
+# The processes whose CPU the start's writes take.
+WRITERS_SIDES = ("operator", "apiserver", "etcd")
 # After the API server is back: the operator counts as done relisting once its CPU took less
 # than QUIET_CPU_SHARE of a core over QUIET_SECONDS, or after RELIST_WAIT_SECONDS in all.
 QUIET_SECONDS = 2.0
@@ -88,13 +96,16 @@ STATUS_WRITES = "fabriccap_status_writes_total{"
 
 
 class PeakRss:
-    """The highest RSS (MiB) each process reached while sampled, every SAMPLE_SECONDS."""
+    """The highest RSS (MiB) each process reached while sampled, every SAMPLE_SECONDS, and
+    each one's CPU seconds over time (how busy each was in a part of the start)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = dict(pids)
         self.peaks = {name: 0.0 for name in pids}
         # The first process's samples: (the time, as time.time(), its RSS in MiB).
         self.timeline: list[tuple[float, float]] = []
+        # Each process's samples: (the time, as time.time(), its CPU seconds so far).
+        self.cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in pids}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="rss sampler", daemon=True)
 
@@ -112,10 +123,19 @@ class PeakRss:
                 try:
                     rss = rss_mib(pid)[0]
                     self.peaks[name] = max(self.peaks[name], rss)
+                    self.cpu.setdefault(name, []).append((time.time(), cpu_seconds(pid)))
                     if index == 0:
                         self.timeline.append((time.time(), rss))
                 except (FileNotFoundError, ProcessLookupError):
                     continue  # killed meanwhile (the API server, in the relist)
+
+    def cores_between(self, name: str, start: float, end: float) -> float | None:
+        """The cores ``name`` used from ``start`` to ``end`` (time.time()), from the samples
+        nearest inside; None if fewer than two fall there."""
+        inside = [(at, cpu) for at, cpu in self.cpu.get(name, []) if start <= at <= end]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def wait_relisted(port: int, before: dict[str, float], deadline: float) -> bool:
@@ -174,7 +194,14 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
                     local_run_command(info.kubeconfig, config, port), stdout=log, stderr=subprocess.STDOUT
                 )
                 try:
-                    with PeakRss({"operator": operator.pid, "apiserver": apiserver}) as peaks:
+                    processes = {"operator": operator.pid, "apiserver": apiserver, "etcd": info.pids["etcd"]}
+                    with contextlib.ExitStack() as stack:
+                        peaks = stack.enter_context(PeakRss(processes))
+                        if args.apiserver_profile:
+                            profile = ApiServerProfile(
+                                info.kubeconfig, log_path, args.profile_seconds, args.apiserver_profile
+                            )
+                            stack.enter_context(profile)
                         await asyncio.wait_for(all_published(client, {f"efa-{pool}" for pool in pools}, operator), 1800)
                         results["start_s"] = time.perf_counter() - started
                     results["operator_cpu_start_s"] = cpu_seconds(operator.pid)
@@ -182,6 +209,8 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
                     # the first status written (from the operator's log, to the millisecond).
                     for part, seconds in first_logged(Path(tmp), started_ns, START_PARTS).items():
                         results[f"start_{part}_s"] = seconds
+                    results.update(writes_phase(peaks, started_ns / 1e9, results))
+                    results["start_writes"] = writes_audited(cp, started_ns / 1e9, time.time())
                     results["apiserver_rss_peak_during_start_mib"] = peaks.peaks["apiserver"]
                     await asyncio.sleep(2.0)
                     results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
@@ -205,6 +234,67 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
         results["start_ratio_paged"] = results["start_s"] / paged
         results["start_ratio_best"] = results["start_s"] / best
     return results
+
+
+class ApiServerProfile:
+    """kube-apiserver's CPU profile (Go pprof) of the ``seconds`` after the operator's log says
+    its first listing ended: where the API server's time goes while the start writes."""
+
+    def __init__(self, kubeconfig: Path, log: Path, seconds: float, out: Path) -> None:
+        self.kubeconfig, self.log, self.seconds, self.out = kubeconfig, log, seconds, out
+        self._thread = threading.Thread(target=self._profile, name="apiserver profile", daemon=True)
+
+    def __enter__(self) -> ApiServerProfile:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._thread.join(timeout=self.seconds + 60)
+
+    def _profile(self) -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not LISTED_LINE.search(self.log.read_text(errors="replace")):
+            time.sleep(0.05)
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        pem = self.out.with_suffix(".pem")
+        pem.write_bytes(base64.b64decode(user["client-certificate-data"]) + base64.b64decode(user["client-key-data"]))
+        context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        context.load_cert_chain(pem)
+        url = f"{cluster['server']}/debug/pprof/profile?seconds={self.seconds:g}"
+        with urllib.request.urlopen(url, context=context, timeout=self.seconds + 30) as response:
+            self.out.write_bytes(response.read())
+        pem.unlink()
+        print(f"kube-apiserver's profile of {self.seconds:g} s after the listing: {self.out}", flush=True)
+
+
+def writes_phase(peaks: PeakRss, started: float, results: dict[str, Any]) -> dict[str, Any]:
+    """How busy each process was from the end of the first listing to the last first status
+    (the writes' part of the start): if the three together use less than the machine's cores,
+    the writes wait on something other than CPU."""
+    listed = results.get("start_listed_s")
+    if listed is None or "start_s" not in results:
+        return {}
+    start, end = started + listed, started + results["start_s"]
+    return {f"writes_{name}_cores": peaks.cores_between(name, start, end) for name in peaks.pids}
+
+
+def writes_audited(cp: LocalControlPlane, start: float, end: float) -> dict[str, int]:
+    """The writes the API server audited from ``start`` to ``end`` (time.time()), counted by
+    verb and resource (nothing but the operator writes then)."""
+    counted: dict[str, int] = {}
+    for event in cp.audit_events():
+        received = event.get("requestReceivedTimestamp", "")
+        try:
+            at = datetime.datetime.fromisoformat(received.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+        if start <= at <= end:
+            target = event.get("objectRef") or {}
+            what = "/".join(part for part in (target.get("resource"), target.get("subresource")) if part)
+            key = f"{event.get('verb')} {what}"
+            counted[key] = counted.get(key, 0) + 1
+    return dict(sorted(counted.items()))
 
 
 def relist(cp: LocalControlPlane, operator: int, port: int, logs: Path, started_ns: int) -> dict[str, Any]:
@@ -277,6 +367,14 @@ def summary(runs: list[dict[str, Any]]) -> str:
         ),
         ("operator CPU during the start", lambda r: figure(r.get("operator_cpu_start_s"), " s")),
         (
+            "writes during the start",
+            lambda r: ", ".join(f"{count} {what}" for what, count in (r.get("start_writes") or {}).items()) or "0",
+        ),
+        (
+            "cores from listed to all published: operator / apiserver / etcd",
+            lambda r: " / ".join(figure(r.get(f"writes_{name}_cores"), "", 2) for name in WRITERS_SIDES),
+        ),
+        (
             "operator RSS after start / peak",
             lambda r: f"{figure(r.get('rss_after_start_mib'))} / {figure(r.get('peak_rss_after_start_mib'))} MiB",
         ),
@@ -322,6 +420,10 @@ def main() -> int:
     parser.add_argument("--listing", choices=[*LISTINGS, "both"], default="both")
     parser.add_argument("--baseline-runs", type=int, default=3)
     parser.add_argument("--keep-logs", type=Path, help="a directory to copy the operator's logs into")
+    parser.add_argument(
+        "--apiserver-profile", type=Path, help="kube-apiserver's CPU profile after the listing, for go tool pprof"
+    )
+    parser.add_argument("--profile-seconds", type=float, default=2.0, help="how long that profile lasts")
     args = parser.parse_args()
     listings = list(LISTINGS) if args.listing == "both" else [args.listing]
     runs = []

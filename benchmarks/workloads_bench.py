@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import random
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,10 @@ EFA = "vpc.amazonaws.com/efa"
 GPU = "nvidia.com/gpu"
 NAMESPACE = "ml"
 DEBOUNCE = 0.2
+# The issue's bound on a probe: its watch delivery p99 + the debounce + this.
+PROBE_ALLOWANCE_SECONDS = 0.25
+# A probe's legs, in order (``probe_legs``).
+PROBE_LEGS = ("to_server", "create", "delivered", "operator", "patch", "to_bench")
 
 
 def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = None) -> dict[str, Any]:
@@ -227,6 +233,82 @@ class ArrivalWatch:
             await self.task
 
 
+def audited_at(event: dict[str, Any], stage: str) -> float | None:
+    """An audit event's ``stage`` timestamp (requestReceivedTimestamp, stageTimestamp) as
+    time.time() does (the API server runs on this machine's clock); None if it has none."""
+    try:
+        return datetime.datetime.fromisoformat(str(event.get(stage, "")).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTimes:
+    """One probe, as time.time() does: the pod's create sent, its arrival at the watcher of its
+    node (None: not seen there), and the new count seen by the watch of its FabricCapability."""
+
+    name: str
+    sent: float
+    arrived: float | None
+    seen: float
+
+
+def probe_legs(cp: LocalControlPlane, probes: list[ProbeTimes], pool: str) -> dict[str, Any]:
+    """Where each probe's time went, from the audit log's timestamps of its pod's create and of
+    the operator's status PATCH that followed it: the request reaching the API server, the
+    create served, its delivery to a watcher (the node's), the operator (its own delivery, the
+    debounce, the round, the lane), the PATCH served, and its delivery to the bench's watch.
+    The issue's bound counts one delivery; a probe's time holds two."""
+    creates: dict[str, tuple[float, float]] = {}
+    patches: list[tuple[float, float]] = []
+    names = {probe.name for probe in probes}
+    for event in cp.audit_events():
+        target = event.get("objectRef") or {}
+        received, completed = audited_at(event, "requestReceivedTimestamp"), audited_at(event, "stageTimestamp")
+        if received is None or completed is None:
+            continue
+        if event.get("verb") == "create" and target.get("resource") == "pods" and target.get("name") in names:
+            creates[str(target["name"])] = (received, completed)
+        elif target.get("name") == pool and target.get("subresource") == "status" and event.get("verb") == "patch":
+            patches.append((received, completed))
+    patches.sort()
+    legs: dict[str, list[float]] = {leg: [] for leg in PROBE_LEGS}
+    each: list[tuple[float, dict[str, Any]]] = []
+    for probe in probes:
+        create = creates.get(probe.name)
+        # The operator's first status PATCH after the create, and before the bench saw its count.
+        patch = next((p for p in patches if create is not None and create[1] <= p[0] <= probe.seen), None)
+        if create is None or patch is None or probe.arrived is None:
+            continue
+        times = dict(
+            zip(
+                PROBE_LEGS,
+                (
+                    create[0] - probe.sent,
+                    create[1] - create[0],
+                    probe.arrived - create[1],
+                    patch[0] - probe.arrived,
+                    patch[1] - patch[0],
+                    probe.seen - patch[1],
+                ),
+                strict=True,
+            )
+        )
+        for leg, seconds in times.items():
+            legs[leg].append(seconds)
+        total = probe.seen - probe.sent
+        each.append(
+            (total, {"probe": probe.name, "total_s": round(total, 3)} | {k: round(v, 3) for k, v in times.items()})
+        )
+    slowest = [split for _total, split in sorted(each, key=lambda probe: probe[0], reverse=True)[:3]]
+    return {
+        "probe_legs_split": len(each),
+        "probe_legs_median_s": {leg: round(statistics.median(times), 3) for leg, times in legs.items() if times},
+        "probe_legs_max_s": {leg: round(max(times), 3) for leg, times in legs.items() if times},
+        "probe_legs_slowest": slowest,
+    }
+
+
 def median_and_slowest(samples: list[float]) -> tuple[float | None, float | None]:
     ordered = sorted(samples)
     if not ordered:
@@ -301,6 +383,7 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 before, before_all = scrape(metrics_port), scrape_all(metrics_port)
                 churn_task = asyncio.create_task(churn(client, busy_nodes, churn_seconds, 50))
                 latencies: list[float] = []
+                timed: list[ProbeTimes] = []
                 baseline_count = await without_fabric(client, quiet_pool)
                 counts = CountWatch(client, quiet_pool)
                 arrivals = ArrivalWatch(client, quiet_nodes[0])
@@ -312,15 +395,24 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                     # sent back to back they outran the object's write budget after its burst,
                     # and every later sample was the wait for a token (~1 s), not the latency.
                     await asyncio.sleep(PROBE_SPACING_SECONDS)
-                    sent = time.perf_counter()
+                    sent, sent_at = time.perf_counter(), time.time()
                     await client.create(
                         PODS.collection(NAMESPACE),
                         pod_body(20_000_000 + probe, quiet_nodes[0], gpu=True, efa=False, name=name),
                     )
                     await counts.wait_for(baseline_count + 1)
                     latencies.append(time.perf_counter() - sent)
-                    if name in arrivals.arrived:
-                        api_latencies.append(arrivals.arrived[name] - sent)
+                    arrived = arrivals.arrived.get(name)
+                    if arrived is not None:
+                        api_latencies.append(arrived - sent)
+                    timed.append(
+                        ProbeTimes(
+                            name,
+                            sent_at,
+                            None if arrived is None else sent_at + arrived - sent,
+                            sent_at + latencies[-1],
+                        )
+                    )
                     await client.delete(PODS.item(name, NAMESPACE), body={"gracePeriodSeconds": 0})
                     await counts.wait_for(baseline_count)
                     if churn_task.done():
@@ -363,11 +455,13 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                         "probe_api_latency_median_s": api_median,
                         "probe_api_latency_p99_s": api_slowest,
                         "probe_latency_median_ratio": median / api_median if median and api_median else None,
+                        "probe_bound_s": api_slowest + DEBOUNCE + PROBE_ALLOWANCE_SECONDS if api_slowest else None,
                         # How long the churn's writes (the probes' among them) waited for their lane.
                         "churn_lane_waits": lane_waits(before_all, after_all),
                     }
                 )
                 results["rss_end_mib"], results["peak_rss_mib"] = (value / 1024 for value in rss_kib(operator.pid))
+                results.update(probe_legs(cp, timed, quiet_pool))
             except KubeError as error:
                 results["error"] = str(error)
             finally:
