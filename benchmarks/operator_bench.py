@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from fabriccap.core.api import ConditionType, condition_reason
+from fabriccap.core.api import ConditionType, condition_reason, status_written
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
@@ -250,11 +250,11 @@ async def published(client: KubeClient) -> dict[str, dict[str, Any]]:
             if error.status != 429:
                 raise
             await asyncio.sleep(0.1)
-    return {item["metadata"]["name"]: item for item in page["items"] if item.get("status")}
+    return {item["metadata"]["name"]: item for item in page["items"] if status_written(item)}
 
 
 async def all_published(client: KubeClient, expected: set[str], operator: subprocess.Popen[bytes]) -> None:
-    """Return once every expected FabricCapability exists with a status (watched, not polled)."""
+    """Return once every expected FabricCapability exists with a status written (watched, not polled)."""
     with_status: set[str] = set()
     while True:
         try:
@@ -265,11 +265,11 @@ async def all_published(client: KubeClient, expected: set[str], operator: subpro
             await asyncio.sleep(0.1)
             continue
         version = page["metadata"]["resourceVersion"]
-        with_status |= {o["metadata"]["name"] for o in page.get("items") or [] if o.get("status")}
+        with_status |= {o["metadata"]["name"] for o in page.get("items") or [] if status_written(o)}
         try:
             async for event in client.watch(FABRIC_CAPABILITIES.collection(), version):
                 obj = event.get("object") or {}
-                if event.get("type") in ("ADDED", "MODIFIED") and obj.get("status"):
+                if event.get("type") in ("ADDED", "MODIFIED") and status_written(obj):
                     with_status.add(obj["metadata"]["name"])
                 if expected <= with_status:
                     return
@@ -288,7 +288,7 @@ async def wait_reason(client: KubeClient, name: str, reason: str, timeout: float
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
         obj = await client.get(FABRIC_CAPABILITIES.item(name))
-        if obj.get("status") and ready_reason(obj) == reason:
+        if status_written(obj) and ready_reason(obj) == reason:
             return time.perf_counter()
         await asyncio.sleep(0.01)
     raise TimeoutError(f"{name} never reached {reason}")

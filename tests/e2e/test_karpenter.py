@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from fabriccap.core.api import status_written
 from fabriccap.core.catalog import InstanceType
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import CUSTOM_RESOURCE_DEFINITIONS, EVENTS, ApiResource
@@ -177,7 +178,7 @@ def _status_when(
 
     def probe() -> dict[str, Any] | None:
         obj = last[0] = kube.fcap(name)
-        return obj if obj is not None and obj.get("status") and predicate(obj) else None
+        return obj if obj is not None and status_written(obj) and predicate(obj) else None
 
     try:
         return wait_until(probe, f"{name}: {description}", timeout=STATUS_TIMEOUT)

@@ -211,26 +211,55 @@ def test_status_older_than_generation_is_in_progress(kstatus: Path, pools: Pools
 ARGOCD_FOR_KSTATUS = {"Current": "Healthy", "InProgress": "Progressing", "Failed": "Degraded"}
 
 
+def argocd_health(argocd: Path, obj: dict[str, Any]) -> dict[str, Any]:
+    """Argo CD's health of ``obj`` by both routes (built in, argocd-cm): {"builtin": ..., "configMap": ...}."""
+    result = subprocess.run(
+        [str(argocd), "eval", str(ARGOCD_CUSTOMIZATION), str(ARGOCD_CM_PATCH)],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (routes,) = json.loads(result.stdout)
+    return dict(routes)
+
+
 def test_argocd_health_agrees_with_kstatus_on_live_objects(
     kstatus: Path, argocd: Path, pools: Pools, cluster: E2ECluster
 ) -> None:
     for pool in (pools.ready, pools.partial, pools.stalled):
         obj = live(cluster, pools.fcap(pool))
-        result = subprocess.run(
-            [str(argocd), "eval", str(ARGOCD_CUSTOMIZATION), str(ARGOCD_CM_PATCH)],
-            input=json.dumps(obj),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        (routes,) = json.loads(result.stdout)
+        routes = argocd_health(argocd, obj)
         kstatus_status, kstatus_message = compute(kstatus, obj)
         # kstatus words Current itself ("Resource is Ready"); Argo CD shows the Ready message.
         message = condition(obj, "Ready")["message"] if kstatus_status == "Current" else kstatus_message
         expected = {"status": ARGOCD_FOR_KSTATUS[kstatus_status], "message": message}
         assert routes["builtin"] == routes["configMap"] == expected, pool
+
+
+def test_an_object_no_one_has_written_a_status_for_is_in_progress(
+    kstatus: Path, argocd: Path, pools: Pools, cluster: E2ECluster
+) -> None:
+    """A gate object declared in Git before the operator evaluates its pool, and every object
+    between the operator's create and its status write (the API server drops a create's
+    status), is served with the CRD's status default; every gate reads it as not reconciled.
+    Without the default, kstatus reads such an object as Current, and a gate would open."""
+    name = f"efa-{pools.marker}-declared"
+    body = {"apiVersion": "fabriccap.dev/v1alpha1", "kind": "FabricCapability", "metadata": {"name": name}}
+    # The create's answer: the object as served before anyone could write its status.
+    created = json.loads(cluster.run_kubectl("create", "-f", "-", "-o", "json", input=json.dumps(body)).stdout)
+    try:
+        assert created["status"] == {"observedGeneration": 0}
+        assert compute(kstatus, created) == (
+            "InProgress",
+            "FabricCapability generation is 1, but latest observed generation is 0",
+        )
+        routes = argocd_health(argocd, created)
+        assert routes["builtin"]["status"] == routes["configMap"]["status"] == "Progressing"
+    finally:
+        cluster.run_kubectl("delete", "fabriccapability", name, "--wait=false", check=False)
 
 
 # ---------------------------------------------------------------------------------------------

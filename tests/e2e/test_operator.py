@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fabriccap.controller.metrics import EXPOSITION_MAX_AGE_SECONDS
+from fabriccap.core.api import status_written
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.world import KARPENTER
@@ -116,7 +117,7 @@ class Scenario(World):
 
         def probe() -> dict[str, Any] | None:
             obj = last[0] = self.fcap(label)
-            return obj if obj is not None and obj.get("status") and predicate(obj) else None
+            return obj if obj is not None and status_written(obj) and predicate(obj) else None
 
         try:
             return wait_until(probe, f"{self.fcap_name(label)}: {description}", timeout=timeout)
@@ -501,7 +502,7 @@ def test_a_capability_deleted_by_someone_else_is_put_back(scenario: Scenario) ->
         lambda: (
             (obj := scenario.fcap("undeleted")) is not None
             and obj["metadata"]["uid"] != first["metadata"]["uid"]
-            and obj.get("status")
+            and status_written(obj)
             and obj
         ),
         "the deleted FabricCapability to be recreated with its status",
@@ -679,7 +680,7 @@ def test_a_node_group_named_like_another_pools_hashed_name_gets_its_own_object(s
         found = {
             o["status"]["pool"]["key"]: o
             for o in scenario.own_fcaps()
-            if o.get("status") and o["status"]["pool"]["value"] == karpenter_pool
+            if status_written(o) and o["status"]["pool"]["value"] == karpenter_pool
         }
         settled = len(found) == 2 and all(
             o["metadata"]["name"] != f"efa-{karpenter_pool}"
@@ -702,7 +703,7 @@ def test_a_node_group_named_like_another_pools_hashed_name_gets_its_own_object(s
         objects = {
             (o["status"]["pool"]["key"], o["status"]["pool"]["value"]): o
             for o in scenario.own_fcaps()
-            if o.get("status")
+            if status_written(o)
         }
         wanted = {(KARPENTER, karpenter_pool): 1, (NODEGROUP, karpenter_pool): 2, (NODEGROUP, colliding): 2}
         ready = all(

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fabriccap.core.api import POOL_VALUE_ANNOTATION
+from fabriccap.core.api import POOL_VALUE_ANNOTATION, status_written
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NAMESPACES
 from fabriccap_devtools import world
 from fabriccap_devtools.seeding import creatable
@@ -99,7 +99,7 @@ def test_aks_rdma_pool_in_nvidia_network_operator_turns_ready(
             kube.patch(pod_path(NAMESPACE, pods[-1]) + "/status", pod_status(ready=index == 0))
         operator.start()
         listed = wait_until(
-            lambda: [obj for obj in kube.fcaps() if _pool_of(obj) == pool and "status" in obj] or None,
+            lambda: [obj for obj in kube.fcaps() if _pool_of(obj) == pool and status_written(obj)] or None,
             f"the FabricCapability of {pool}",
             timeout=30,
         )

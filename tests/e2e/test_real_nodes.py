@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from fabriccap.core.api import status_written
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS
 from fabriccap_devtools import efaplugin
 from fabriccap_devtools.controlplane import host
@@ -172,7 +173,7 @@ def fcap_status(seen: Seen) -> dict[str, Any]:
 def wait_fcap(recorder: Recorder, predicate: Any, description: str, *, since: float) -> Seen:
     return recorder.wait_for(
         FCAPS_PATH,
-        lambda s: s.name == FCAP and bool(s.obj.get("status")) and predicate(s.obj),
+        lambda s: s.name == FCAP and status_written(s.obj) and predicate(s.obj),
         f"{FCAP}: {description}",
         since=since,
         timeout=TIMEOUT,

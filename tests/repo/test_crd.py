@@ -30,6 +30,7 @@ from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.offline import render
 from fabriccap.offline.pipeline import evaluation_objects
+from fabriccap_devtools.reference.fabriccapability import status_always_written
 from fabriccap_devtools.world import workload_pod
 from support.builders import daemon_set, facts_of, healthy_pool, kube_list, node, plugin_pods
 
@@ -81,6 +82,7 @@ KNOWN_KEYWORDS = frozenset(
         "x-kubernetes-preserve-unknown-fields",
         "x-kubernetes-list-type",
         "x-kubernetes-list-map-keys",
+        "default",  # test_schema_is_structural validates each against its schema, as the apiserver does
     }
 )
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -284,6 +286,10 @@ def test_schema_is_structural() -> None:
             assert "type" in schema, f"{path or '<root>'}: structural schemas need a type"
         for required in schema.get("required", ()):
             assert required in schema.get("properties", {}), f"{path}: required {required!r} is not a property"
+        if "default" in schema:
+            assert validate(schema, schema["default"], path) == [], (
+                f"{path}: the apiserver refuses a CRD whose default is invalid"
+            )
         if schema.get("x-kubernetes-list-type") == "map":
             item = schema["items"]
             for key in schema["x-kubernetes-list-map-keys"]:
@@ -293,6 +299,25 @@ def test_schema_is_structural() -> None:
         "description": root["properties"]["spec"]["description"],
         "x-kubernetes-preserve-unknown-fields": True,
     }
+
+
+def test_a_status_not_written_yet_reads_as_not_reconciled() -> None:
+    """The API server drops a create's status, so until the operator's status write lands the
+    object is served with the status default: an observedGeneration below the generation of 1
+    every object starts with, which kstatus reads as InProgress (without one, as Current).
+    tests/e2e/test_kstatus.py runs kstatus itself on such an object."""
+    status = object_schema()["properties"]["status"]
+    assert status["default"] == {"observedGeneration": 0}
+    assert "required" not in status, "a default must validate, and a status written by no one has no field"
+
+
+def test_every_status_written_has_the_fields_always_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the CRD cannot require (its status has a default) the operator still always writes:
+    the reference's "always" column comes from the same model."""
+    always = status_always_written()
+    assert {"fabric", "pool", "nodes", "conditions"} <= always
+    for item in [*evaluate_example_json(capsys), transport_example()]:
+        assert always - set(item["status"]) == set(), item["metadata"]["name"]
 
 
 def test_conditions_follow_metav1_condition() -> None:

@@ -2,7 +2,8 @@
 and the publisher: paged LISTs, scripted WATCH streams, failures on demand, and writes.
 
 A write to a collection it serves behaves like the API server's (POST creates with a uid and
-a resourceVersion and ignores ``status``; a merge PATCH of an object or of its ``/status``;
+a resourceVersion and ignores ``status``, which a FabricCapability is then served with as its
+CRD's default says; a merge PATCH of an object or of its ``/status``;
 DELETE; each seen by open watches); a write anywhere else is only recorded. Every request is
 recorded, so tests can assert on what was sent and how often.
 """
@@ -23,10 +24,13 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from fabriccap_devtools.checkout import CRD
 
 WAIT_SECONDS = 5.0
 
@@ -44,6 +48,13 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[key] = merge_patch(merged.get(key), value)
     return merged
+
+
+def crd_status_default() -> Body:
+    """The status the FabricCapability CRD gives an object until its status is written."""
+    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
+    (version,) = crd["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"]["properties"]["status"]["default"])
 
 
 @dataclass
@@ -109,6 +120,10 @@ class FakeApi:
     # A raw line the next streaming list sends first, one per list.
     streaming_list_first_lines: deque[bytes] = field(default_factory=deque)
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
+    # collection path -> the status an object created there is served with (the CRD's default).
+    status_defaults: dict[str, Body] = field(
+        default_factory=lambda: {FABRIC_CAPABILITIES.collection(): crd_status_default()}
+    )
     # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
     # reads, and how many ran at once.
     logs: dict[str, LogScript] = field(default_factory=dict)
@@ -233,6 +248,8 @@ class FakeApi:
         version = str(next(self._versions))
         if method == "POST":
             created = {key: copy.deepcopy(value) for key, value in (body or {}).items() if key != "status"}
+            if collection_path in self.status_defaults:
+                created["status"] = copy.deepcopy(self.status_defaults[collection_path])
             metadata = created.setdefault("metadata", {})
             if _position(collection.items, metadata.get("name")) is not None:
                 return status_response(409, f"{collection.kind} {metadata.get('name')} already exists")

@@ -847,6 +847,14 @@ def condition_reason(status: Mapping[str, Any] | None, condition_type: Condition
     return None if condition is None else str(condition.get("reason", ""))
 
 
+def status_written(obj: Mapping[str, Any]) -> bool:
+    """Whether a FabricCapability's status has been written: until then the API server serves
+    the CRD's default, {observedGeneration: 0}, which holds no condition (every status written
+    holds all six)."""
+    status = obj.get("status")
+    return isinstance(status, Mapping) and bool(status.get("conditions"))
+
+
 def is_ready_status(status: Mapping[str, Any] | None) -> bool:
     """Whether a raw status says Ready=True: the flip criterion as dashboards and gates read it."""
     return condition_status(status, ConditionType.READY) == ConditionStatus.TRUE

@@ -53,9 +53,12 @@ def constraints(schema: dict[str, Any]) -> list[str]:
     return notes
 
 
-def fields(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
-    """(path, schema, always present) for every field below ``schema``, depth first, in schema order."""
-    required = set(schema.get("required", ()))
+def fields(
+    schema: dict[str, Any], path: str, required: frozenset[str] | None = None
+) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """(path, schema, always present) for every field below ``schema``, depth first, in schema
+    order; ``required``: the fields always present directly below it, where not the schema's own."""
+    required = frozenset(schema.get("required", ())) if required is None else required
     for name, child in schema.get("properties", {}).items():
         child_path = f"{path}.{name}"
         yield child_path, child, name in required
@@ -69,9 +72,17 @@ def _below(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, A
         yield from fields(schema, path)
 
 
-def field_rows(schema: dict[str, Any], path: str) -> list[list[str]]:
+def status_always_written() -> frozenset[str]:
+    """The status fields in every status the operator writes: the model's required ones. The
+    CRD cannot say so (its status has a default, which must validate, so it requires nothing)."""
+    return frozenset(
+        field.alias or name for name, field in api.FabricCapabilityStatus.model_fields.items() if field.is_required()
+    )
+
+
+def field_rows(schema: dict[str, Any], path: str, required: frozenset[str] | None = None) -> list[list[str]]:
     rows = []
-    for field_path, child, always in fields(schema, path):
+    for field_path, child, always in fields(schema, path, required):
         description = " ".join(str(child.get("description", "")).split())
         notes = constraints(child)
         if notes:
@@ -181,7 +192,7 @@ def render(crd_path: Path) -> str:
         + " ".join(status["description"].split())
         + " Fields *always* present are in every status the operator writes; the others appear only when they"
         " apply.\n\n"
-        + table(["field", "type", "present", "meaning"], field_rows(status, "status"))
+        + table(["field", "type", "present", "meaning"], field_rows(status, "status", status_always_written()))
         + "\n"
         + _size_section()
         + "\n"
