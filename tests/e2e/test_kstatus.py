@@ -208,6 +208,8 @@ def test_status_older_than_generation_is_in_progress(kstatus: Path, pools: Pools
 # ---------------------------------------------------------------------------------------------
 # Argo CD's health check reads the same live objects as kstatus does
 
+# What Argo CD's health check says of an object whose status is not written yet.
+ARGOCD_NOT_EVALUATED = "waiting for status: the fabriccap operator has not evaluated this pool yet"
 ARGOCD_FOR_KSTATUS = {"Current": "Healthy", "InProgress": "Progressing", "Failed": "Degraded"}
 
 
@@ -257,7 +259,8 @@ def test_an_object_no_one_has_written_a_status_for_is_in_progress(
             "FabricCapability generation is 1, but latest observed generation is 0",
         )
         routes = argocd_health(argocd, created)
-        assert routes["builtin"]["status"] == routes["configMap"]["status"] == "Progressing"
+        waiting = {"status": "Progressing", "message": ARGOCD_NOT_EVALUATED}
+        assert routes["builtin"] == routes["configMap"] == waiting
     finally:
         cluster.run_kubectl("delete", "fabriccapability", name, "--wait=false", check=False)
 

@@ -1,6 +1,7 @@
 -- Health of a fabriccap.dev/FabricCapability: is the node pool safe to wire to the fabric?
 --
 -- Mirrors kstatus, which Flux and `kubectl wait` use, so every GitOps tool gates alike:
+--   no status written yet (none, or the CRD's default)              -> Progressing
 --   status not of the spec (observedGeneration ~= generation)      -> Progressing
 --   Stalled=True (the pool can never become Ready as configured)   -> Degraded
 --   Ready=True (every node advertises the same N > 0, plugin Ready) -> Healthy
@@ -32,8 +33,10 @@ local function describe(item)
   return ""
 end
 
+-- Until the operator writes the status, the API server serves the CRD's default for it,
+-- {observedGeneration: 0}, with no condition: the same "not evaluated yet".
 local status = obj.status
-if status == nil then
+if status == nil or (status.conditions == nil and tonumber(status.observedGeneration) == 0) then
   hs.status = "Progressing"
   hs.message = "waiting for status: the fabriccap operator has not evaluated this pool yet"
   return hs
