@@ -109,6 +109,17 @@ def test_quiet_watches_are_nudged_and_never_listed_again(control_plane: LocalCon
             for labels in metrics.series("fabriccap_watch_relists_total")
         }
         assert not listed and not any(relists.values()), (listed, relists)
+        # The nudges, as a platform engineer reads them: sent, none given up on.
+        sent = {
+            labels["kind"]
+            for labels in metrics.series("fabriccap_watch_nudges_total", result="sent")
+            if metrics.get("fabriccap_watch_nudges_total", **labels)
+        }
+        gave_up = sum(
+            metrics.get("fabriccap_watch_nudges_total", **labels) or 0.0
+            for labels in metrics.series("fabriccap_watch_nudges_total", result="gave_up")
+        )
+        assert "node" in sent and gave_up == 0, (sent, gave_up)
         # Every collection the informers watch was quiet here (the pool's nodes, the plugin's
         # DaemonSet and pods, the DRA kinds), and each was nudged. The operator's own objects
         # are watched for what they hold, not for the view's freshness (and by kopf): never checked.

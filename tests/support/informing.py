@@ -45,6 +45,12 @@ def relists(metrics: OperatorMetrics, found: str, kind: str = "node") -> float:
     return value or 0.0
 
 
+def nudged(metrics: OperatorMetrics, result: str, kind: str = "node") -> float:
+    """Nudges of ``kind``'s quiet watch that ended in ``result`` (sent, failed, gave_up)."""
+    value = metrics.registry.get_sample_value("fabriccap_watch_nudges_total", {"kind": kind, "result": result})
+    return value or 0.0
+
+
 @dataclass
 class Operator:
     api: FakeApi

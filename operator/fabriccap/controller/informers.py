@@ -617,9 +617,11 @@ class ListWatch:
                 await self.client.get(self.path, {"fieldSelector": NUDGE_SELECTOR})
             except KubeError as error:
                 logger.debug("nudging the watch of %s failed: %s", self.path, error)
+                self.metrics.watch_nudges.labels(kind=self.kind, result="failed").inc()
                 await asyncio.sleep(after)
                 continue
             self.nudged_at = self.clock()
+            self.metrics.watch_nudges.labels(kind=self.kind, result="sent").inc()
             logger.debug("nudged the watch of %s, quiet for %.0fs", self.path, after - due)
         await asyncio.get_running_loop().create_future()
 
@@ -632,6 +634,7 @@ class ListWatch:
         if self.nudge_after is None or at is None or not opened <= at <= self.clock() - BOOKMARK_LEAD:
             return
         self.nudge_after = None
+        self.metrics.watch_nudges.labels(kind=self.kind, result="gave_up").inc()
         logger.info(
             "the watch of %s was nudged, and its request ended with no bookmark that advanced: its quiet spells"
             " are checked by a LIST from now on",

@@ -59,6 +59,8 @@ GAP_KINDS = {
 
 Sample = tuple[tuple[str, ...], float]
 
+# What became of a nudge of a quiet watch (fabriccap_watch_nudges_total's `result`).
+NUDGE_RESULTS = ("sent", "failed", "gave_up")
 # What became of a listed object or a watch event (fabriccap_watch_events_total's `result`).
 WATCH_RESULTS = ("applied", "ignored", "rejected", "unread", "unchanged", "own")
 
@@ -386,6 +388,16 @@ class OperatorMetrics:
             ["kind", "found"],
             registry=self.registry,
         )
+        self.watch_nudges = Counter(
+            "fabriccap_watch_nudges",
+            "Nudges of watches that made no progress for 5% of staleAfterSeconds (an empty consistent LIST that"
+            " makes the API server's watch cache ask etcd for progress, so the watch's next bookmark advances"
+            " instead of a LIST of the whole kind), by object kind and result: sent, failed (tried again), or"
+            " gave_up (a watch request nudged in time ended with no bookmark that advanced: this server does"
+            " not move its cache for them, and the kind's quiet spells are checked by a LIST from then on).",
+            ["kind", "result"],
+            registry=self.registry,
+        )
         self.watch_expirations = Counter(
             "fabriccap_watch_expirations",
             "Watches the API server ended because it cannot serve their version, by object kind: 410 Gone (the"
@@ -536,6 +548,8 @@ class OperatorMetrics:
             for found in ("changes", "nothing"):
                 self.watch_relists.labels(kind=watched.label, found=found)
             self.watch_expirations.labels(kind=watched.label)
+            for result in NUDGE_RESULTS:
+                self.watch_nudges.labels(kind=watched.label, result=result)
         for result in ("created", "updated", "deleted", "error"):
             self.status_writes.labels(result=result)
 

@@ -30,7 +30,7 @@ from support.fakeapi import (
     fake_api,
     recorded_sleeps,
 )
-from support.informing import NODES, PODS, RESOURCE_SLICES, node_events, operator, relists
+from support.informing import NODES, PODS, RESOURCE_SLICES, node_events, nudged, operator, relists
 
 
 @pytest.fixture(autouse=True)
@@ -488,12 +488,14 @@ async def test_a_quiet_watch_is_nudged_once_per_quiet_spell_and_the_bookmark_it_
         assert nudges(op.api, NODES) == [{"fieldSelector": watchers.NUDGE_SELECTOR}]
         await asyncio.sleep(0.3)
         assert len(nudges(op.api, NODES)) == 1  # once, until progress
+        assert nudged(op.metrics, "sent") == 1
         await op.api.emit(NODES, bookmark("101"))  # what the nudge brings, on a real server
         await eventually(lambda: op.nodes.version == "101", "the bookmark taken as progress")
         await op.api.close_stream(NODES)  # the request ends after its bookmark advanced
         await eventually(lambda: len(nudges(op.api, NODES)) == 2, "the next quiet spell nudged")
         assert op.nodes.nudge_after == 0.1  # still nudging
         assert len(listings(op.api, NODES)) == 1 and relists(op.metrics, "nothing") == 0
+        assert nudged(op.metrics, "gave_up") == 0
 
 
 @pytest.mark.usefixtures("real_sleeps")
@@ -503,6 +505,7 @@ async def test_a_nudge_that_fails_is_sent_again() -> None:
         op.api.list_failures[NODES] = deque([500])
         await eventually(lambda: len(nudges(op.api, NODES)) == 2, "the nudge sent again")
         assert op.nodes.nudged_at is not None
+        assert (nudged(op.metrics, "failed"), nudged(op.metrics, "sent")) == (1, 1)
 
 
 @pytest.mark.usefixtures("real_sleeps")
@@ -519,6 +522,7 @@ async def test_a_request_nudged_in_time_that_ends_without_progress_stops_the_nud
         await op.api.close_stream(NODES)  # the request's end: no bookmark came
         await eventually(lambda: op.nodes.nudge_after is None, "the nudges stopped")
         assert any("its quiet spells are checked by a LIST from now on" in m for m in caplog.messages)
+        assert nudged(op.metrics, "gave_up") == 1
         op.api.serve(NODES, "Node", [node("n1", efa=0)], "200")  # never sent on the watch
         await eventually(lambda: op.efa() == {"n1": 0}, "the change, from the check")
         assert relists(op.metrics, "changes") == 1 and len(nudges(op.api, NODES)) == 1
