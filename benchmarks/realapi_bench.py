@@ -18,7 +18,10 @@ In the same run, per listing:
   the operator reads, concurrently, as a paged LIST with the operator's page sizes, JSON-decoded,
   median of ``--baseline-runs``; and as a streaming list where the server offers one;
 - start: ``fabriccap run`` starting to every FabricCapability having a status, as a ratio to the
-  paged baseline (the issue's target: 1.2x) and to the best one;
+  paged baseline (the issue's target: 1.2x) and to the best one; from the end of the first
+  listing to the last first status (the writes), the cores the operator, kube-apiserver and
+  etcd used and the writes the API server audited; with ``--apiserver-profile``,
+  kube-apiserver's own CPU profile of the seconds after the listing (``go tool pprof``);
 - memory: the operator's RSS after the start and its peak (VmHWM); kube-apiserver's RSS before
   the operator started and its highest while the operator listed (sampled every 0.1 s);
 - relist: kube-apiserver SIGKILLed and started again (what losing an API server does to every
@@ -35,7 +38,6 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import datetime
 import json
 import re
 import shutil
@@ -65,11 +67,12 @@ from scale_bench import (
     rss_mib,
     scrape,
 )
-from workloads_bench import DEBOUNCE, populate
+from workloads_bench import DEBOUNCE, audited_at, populate
 
 from fabriccap.kube.client import connect
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.controlplane.cluster import read_info
+from fabriccap_devtools.controlplane.pki import write_private
 from fabriccap_devtools.launch import local_run_command
 
 LISTINGS = {"streaming": "WatchList=true", "paged": "WatchList=false"}
@@ -240,7 +243,7 @@ class ApiServerProfile:
     """kube-apiserver's CPU profile (Go pprof) of the ``seconds`` after the operator's log says
     its first listing ended: where the API server's time goes while the start writes."""
 
-    def __init__(self, kubeconfig: Path, log: Path, seconds: float, out: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, seconds: int, out: Path) -> None:
         self.kubeconfig, self.log, self.seconds, self.out = kubeconfig, log, seconds, out
         self._thread = threading.Thread(target=self._profile, name="apiserver profile", daemon=True)
 
@@ -257,15 +260,19 @@ class ApiServerProfile:
             time.sleep(0.05)
         config = yaml.safe_load(self.kubeconfig.read_text())
         cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
-        pem = self.out.with_suffix(".pem")
-        pem.write_bytes(base64.b64decode(user["client-certificate-data"]) + base64.b64decode(user["client-key-data"]))
         context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-        context.load_cert_chain(pem)
-        url = f"{cluster['server']}/debug/pprof/profile?seconds={self.seconds:g}"
+        # ssl loads a client's key from a file only: the admin's, for as long as that takes.
+        pem = self.out.with_suffix(".pem")
+        certificate, key = (base64.b64decode(user[field]) for field in ("client-certificate-data", "client-key-data"))
+        write_private(pem, certificate + key)
+        try:
+            context.load_cert_chain(pem)
+        finally:
+            pem.unlink()
+        url = f"{cluster['server']}/debug/pprof/profile?seconds={self.seconds}"
         with urllib.request.urlopen(url, context=context, timeout=self.seconds + 30) as response:
             self.out.write_bytes(response.read())
-        pem.unlink()
-        print(f"kube-apiserver's profile of {self.seconds:g} s after the listing: {self.out}", flush=True)
+        print(f"kube-apiserver's profile of {self.seconds} s after the listing: {self.out}", flush=True)
 
 
 def writes_phase(peaks: PeakRss, started: float, results: dict[str, Any]) -> dict[str, Any]:
@@ -284,12 +291,8 @@ def writes_audited(cp: LocalControlPlane, start: float, end: float) -> dict[str,
     verb and resource (nothing but the operator writes then)."""
     counted: dict[str, int] = {}
     for event in cp.audit_events():
-        received = event.get("requestReceivedTimestamp", "")
-        try:
-            at = datetime.datetime.fromisoformat(received.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            continue
-        if start <= at <= end:
+        at = audited_at(event, "requestReceivedTimestamp")
+        if at is not None and start <= at <= end:
             target = event.get("objectRef") or {}
             what = "/".join(part for part in (target.get("resource"), target.get("subresource")) if part)
             key = f"{event.get('verb')} {what}"
@@ -423,7 +426,8 @@ def main() -> int:
     parser.add_argument(
         "--apiserver-profile", type=Path, help="kube-apiserver's CPU profile after the listing, for go tool pprof"
     )
-    parser.add_argument("--profile-seconds", type=float, default=2.0, help="how long that profile lasts")
+    # pprof takes whole seconds (anything else is its default, 30 s).
+    parser.add_argument("--profile-seconds", type=int, default=2, help="how long that profile lasts, in seconds")
     args = parser.parse_args()
     listings = list(LISTINGS) if args.listing == "both" else [args.listing]
     runs = []

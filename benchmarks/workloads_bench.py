@@ -17,6 +17,9 @@ In one run against one fresh kube-apiserver + etcd on 127.0.0.1:
   waits PROBE_SPACING_SECONDS first, so that it measures the operator and not its pool's
   write budget;
   status writes during the churn, per pool touched per debounce window;
+- where each probe's time went (``probe_legs``, from the audit log's timestamps): its create
+  reaching the API server and served, its delivery to the node's watcher, the operator up to
+  its status PATCH, the PATCH served, and the status reaching the benchmark's watch;
 - RSS of the operator (current and peak).
 """
 
