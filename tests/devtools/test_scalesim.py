@@ -24,6 +24,7 @@ from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
 from fabriccap_devtools.gotools import GoToolError, run_go_tests
+from fabriccap_devtools.reference.fabriccapability import crd_status_default
 from fabriccap_devtools.scalesim import SOURCE, Simulator, SimulatorError, simulator_binary
 from fabriccap_devtools.scalesim.world import ScaleWorld, node_name
 
@@ -308,12 +309,13 @@ async def test_status_writes_follow_the_status_subresource_rules(client: KubeCli
             "status": {"targetNodes": 3},
         },
     )
-    assert "status" not in created  # ignored on create
+    # The create's status is dropped; the CRD's default is served until a status is written.
+    assert created["status"] == crd_status_default() == {"observedGeneration": 0}
     assert created["metadata"]["generation"] == 1
     written = await client.merge_patch(
         FABRIC_CAPABILITIES.status("efa-x"), {"status": {"targetNodes": 4}, "spec": {"fabric": "rdma"}}
     )
-    assert written["status"] == {"targetNodes": 4}
+    assert written["status"] == {"observedGeneration": 0, "targetNodes": 4}  # merged, as the API server does
     assert written["spec"] == {"fabric": "efa"}  # /status changes nothing else
     assert written["metadata"]["generation"] == 1
     again = await client.merge_patch(FABRIC_CAPABILITIES.status("efa-x"), {"status": {"targetNodes": 4}})
@@ -322,7 +324,7 @@ async def test_status_writes_follow_the_status_subresource_rules(client: KubeCli
         FABRIC_CAPABILITIES.item("efa-x"), {"spec": {"fabric": "rdma"}, "status": {"targetNodes": 9}}
     )
     assert respecced["metadata"]["generation"] == 2
-    assert respecced["status"] == {"targetNodes": 4}
+    assert respecced["status"] == written["status"]
     with pytest.raises(KubeError) as conflict:
         await client.create(FABRIC_CAPABILITIES.collection(), {"metadata": {"name": "efa-x"}})
     assert conflict.value.status == 409
@@ -436,7 +438,7 @@ async def test_the_sink_says_which_objects_got_a_status_and_when_the_last_did(si
         for name in ("efa-a", "efa-b"):
             body = {"metadata": {"name": name}, "spec": {"fabric": "efa"}}
             await operator.create(FABRIC_CAPABILITIES.collection(), body)
-        assert sim.published() == (0, 0)  # created without a status
+        assert sim.published() == (0, 0)  # created with the CRD's default, which no one wrote
         await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-a"), {"status": {"targetNodes": 1}})
         count, first_done = sim.published()
         assert count == 1 and first_done > 0
@@ -444,9 +446,13 @@ async def test_the_sink_says_which_objects_got_a_status_and_when_the_last_did(si
         await operator.merge_patch(FABRIC_CAPABILITIES.status("efa-a"), {"status": {"targetNodes": 3}})
     count, last_done = sim.published()
     assert count == 2 and last_done > first_done  # the second write to efa-a is not a first status
-    # The creates are logged too, with no status.
+    # The creates are logged too, with the default they are served with.
     statuses = [write["status"] for write in sim.status_writes(name="efa-a")]
-    assert statuses == [None, {"targetNodes": 1}, {"targetNodes": 3}]
+    assert statuses == [
+        {"observedGeneration": 0},
+        {"observedGeneration": 0, "targetNodes": 1},
+        {"observedGeneration": 0, "targetNodes": 3},
+    ]
     assert [write["name"] for write in sim.status_writes()] == ["efa-a", "efa-b", "efa-a", "efa-b", "efa-a"]
 
 

@@ -24,13 +24,12 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
 
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
-from fabriccap_devtools.checkout import CRD
+from fabriccap_devtools.reference.fabriccapability import crd_status_default
 
 WAIT_SECONDS = 5.0
 
@@ -48,13 +47,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[key] = merge_patch(merged.get(key), value)
     return merged
-
-
-def crd_status_default() -> Body:
-    """The status the FabricCapability CRD gives an object until its status is written."""
-    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
-    (version,) = crd["spec"]["versions"]
-    return dict(version["schema"]["openAPIV3Schema"]["properties"]["status"]["default"])
 
 
 @dataclass

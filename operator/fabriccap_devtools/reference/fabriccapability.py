@@ -16,6 +16,7 @@ import yaml
 
 from fabriccap.core import api
 from fabriccap.core.api import CONDITIONS, REASONS, ConditionStatus, ConditionType
+from fabriccap_devtools.checkout import CRD
 from fabriccap_devtools.reference.markdown import code, header, table
 
 SOURCE = "crds/fabriccapabilities.yaml and operator/fabriccap/core/api.py"
@@ -25,6 +26,13 @@ _STATUS_ORDER = {ConditionStatus.TRUE: 0, ConditionStatus.FALSE: 1, ConditionSta
 def load_crd(path: Path) -> dict[str, Any]:
     crd: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     return crd
+
+
+def crd_status_default(path: Path = CRD) -> dict[str, Any]:
+    """The status the FabricCapability CRD gives an object until its status is written (the
+    API server serves it: the unit tests' fake API server and the simulator serve the same)."""
+    (version,) = load_crd(path)["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"]["properties"]["status"]["default"])
 
 
 def type_name(schema: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fabriccap_devtools.gotools import build_go_tool
+from fabriccap_devtools.reference.fabriccapability import crd_status_default
 
 SOURCE = Path(__file__).resolve().parent
 READY_TIMEOUT_SECONDS = 600.0  # a million-pod world takes a while to load
@@ -121,6 +122,8 @@ class Simulator:
             f"--kubeconfig={self.directory / 'kubeconfig'}",
             f"--bench-kubeconfig={self.directory / 'bench.kubeconfig'}",
             f"--ready-file={ready}",
+            # As the API server serves a FabricCapability whose status is not written yet.
+            f"--status-default=fabriccapabilities={json.dumps(crd_status_default(), separators=(',', ':'))}",
             *self._options,
         ]
         if self._world is not None:

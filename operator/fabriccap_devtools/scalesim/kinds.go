@@ -5,6 +5,8 @@ package main
 // the ones the benchmarks create (Namespaces). A path to anything else is a 404, as on an API
 // server that does not serve the resource.
 
+import "encoding/json"
+
 type Kind struct {
 	Group    string
 	Version  string
@@ -23,6 +25,9 @@ type Kind struct {
 	// metadata.generation starts at 1 and follows changes outside metadata and status (CRDs,
 	// and the built-in kinds with a generation).
 	Generation bool
+	// The status an object of a kind with a status subresource is served with until its
+	// status is written (a CRD's structural default for status: --status-default); nil: none.
+	StatusDefault json.RawMessage
 }
 
 func (k *Kind) APIVersion() string {

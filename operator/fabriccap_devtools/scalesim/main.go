@@ -2,8 +2,9 @@
 // Nodes and a million Pods on a laptop, and honest about the protocol the operator relies on
 // (paged LIST from one snapshot, WATCH with bookmarks and 410 Gone, streaming lists, gzip).
 // Writes go to a sink that stores what must read back (the operator's FabricCapabilities
-// and Leases) and counts the rest (Events). The benchmark drives churn, probes and faults
-// through a separate admin port.
+// and Leases) and counts the rest (Events). A new FabricCapability is served with its CRD's
+// status default (--status-default, which the launcher reads from the CRD), as the API server
+// serves it. The benchmark drives churn, probes and faults through a separate admin port.
 //
 // Started by fabriccap_devtools.scalesim (which builds it into the cache through gotools);
 // it listens on 127.0.0.1 only, writes two kubeconfigs (the operator's, and the benchmark's
@@ -30,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -53,6 +55,9 @@ func main() {
 		"how often the operator's reads of its watches are sampled from /proc/net/tcp (readlag.go); 0: never")
 	backgroundWrites := flag.Int("background-writes", -1,
 		"versions taken a second by writes to kinds not served here (Leases); -1: the world's nodes/10 + 1, 0: none")
+	var statusDefaults statusDefaultFlags
+	flag.Var(&statusDefaults, "status-default",
+		"RESOURCE=JSON: the status an object of that kind is served with until its status is written (repeatable)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix("scalesim ")
@@ -199,4 +204,28 @@ func writeKubeconfig(path, server string, caPEM []byte, token string) error {
 		"contexts:\n- name: scalesim\n  context:\n    cluster: scalesim\n    user: scalesim\n" +
 		"current-context: scalesim\n"
 	return os.WriteFile(path, []byte(text), 0o600)
+}
+
+// statusDefaultFlags sets each --status-default RESOURCE=JSON on its kind, as a CRD's default
+// for status is: the API server serves it until the status is written (the caller reads it
+// from the CRD, the one place it is said).
+type statusDefaultFlags []string
+
+func (f *statusDefaultFlags) String() string { return fmt.Sprint(*f) }
+
+func (f *statusDefaultFlags) Set(value string) error {
+	resource, raw, found := strings.Cut(value, "=")
+	kind := kindByResource(resource)
+	switch {
+	case !found:
+		return fmt.Errorf("want RESOURCE=JSON, got %q", value)
+	case kind == nil || !kind.StatusSubresource:
+		return fmt.Errorf("%q is no served kind with a status subresource", resource)
+	}
+	if _, err := decodeDocument([]byte(raw)); err != nil {
+		return fmt.Errorf("the status default of %s is not a JSON object: %v", resource, err)
+	}
+	kind.StatusDefault = json.RawMessage(raw)
+	*f = append(*f, value)
+	return nil
 }

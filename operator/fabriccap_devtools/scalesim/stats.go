@@ -261,7 +261,8 @@ func (s *Sink) wrote(verb string, kind *Kind, subresource string, object *Object
 			s.log = append(s.log[:0], s.log[len(s.log)-s.capacity/2:]...)
 		}
 		s.log = append(s.log, StatusWrite{At: now, Name: object.Name, RV: object.RV, Status: status})
-		if _, seen := s.firstStatus[object.Name]; !seen && string(status) != "null" {
+		// A first status is one the operator wrote (/status): a create's is its CRD's default.
+		if _, seen := s.firstStatus[object.Name]; !seen && subresource == "status" && string(status) != "null" {
 			s.firstStatus[object.Name] = now
 			s.lastFirst = now
 		}

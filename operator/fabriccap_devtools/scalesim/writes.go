@@ -157,7 +157,15 @@ func (s *Server) createDocument(kind *Kind, namespace string, body document, man
 		body["status"] = document{"phase": "Active"}
 		childMap(body, "spec")["finalizers"] = []any{"kubernetes"}
 	case kind.StatusSubresource:
-		delete(body, "status") // the others start without
+		delete(body, "status") // the others start without, or with their CRD's default
+		if kind.StatusDefault != nil {
+			status, err := decodeDocument(kind.StatusDefault)
+			if err != nil {
+				failure := newStatus(http.StatusInternalServerError, "InternalError", err.Error(), nil)
+				return nil, &failure
+			}
+			body["status"] = status
+		}
 	}
 
 	key := name
