@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import itertools
 import json
 import socket
@@ -47,6 +48,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[key] = merge_patch(merged.get(key), value)
     return merged
+
+
+# The CRD's status default, read once: every test's fake would otherwise parse the CRD (~40 ms).
+_status_default = functools.cache(crd_status_default)
 
 
 @dataclass
@@ -114,7 +119,7 @@ class FakeApi:
     _versions: Any = field(default_factory=lambda: itertools.count(1000))
     # collection path -> the status an object created there is served with (the CRD's default).
     status_defaults: dict[str, Body] = field(
-        default_factory=lambda: {FABRIC_CAPABILITIES.collection(): crd_status_default()}
+        default_factory=lambda: {FABRIC_CAPABILITIES.collection(): copy.deepcopy(_status_default())}
     )
     # pods/log paths (or "path?container=NAME", first) -> how to answer; the queries of the
     # reads, and how many ran at once.
