@@ -39,7 +39,7 @@ from fabriccap.core.references import OncePerCause
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.text import escape_controls
 from fabriccap.inputfile import bounded_line
-from fabriccap.kube.client import KubeClient
+from fabriccap.kube.client import KubeClient, bound_tls_receive_buffers
 from fabriccap.kube.credentials import load_credentials_async
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.unread import OwnWritesRule
@@ -106,6 +106,7 @@ def settle_heap() -> None:
 async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = None) -> None:
     """Run the operator until cancelled or ``stop_flag`` is set."""
     tune_garbage_collection()
+    bound_tls_receive_buffers()
     credentials = await load_credentials_async(options.kubeconfig, options.context)
     metrics = OperatorMetrics(options.shard)
     client = KubeClient(credentials, on_error=lambda verb, code: metrics.api_errors.labels(verb, str(code)).inc())

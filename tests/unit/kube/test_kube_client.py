@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import base64
 import datetime
 import json
@@ -25,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from fabriccap.kube import credentials as kube
-from fabriccap.kube.client import KubeClient
+from fabriccap.kube.client import TLS_RECEIVE_BUFFER_BYTES, KubeClient, bound_tls_receive_buffers
 from fabriccap.kube.credentials import Credentials, load_credentials, load_in_cluster, load_kubeconfig
 from fabriccap.kube.errors import KubeError
 
@@ -732,3 +733,81 @@ async def test_requests_go_through_the_proxy(clean_proxy_environment: pytest.Mon
     finally:
         await runner.cleanup()
     assert seen == ["http://api.invalid:8080/api/v1/nodes"]
+
+
+# --- TLS connections' receive buffers ---------------------------------------------------------
+
+ASYNCIO_TLS_RECEIVE_BUFFER = 256 * 1024  # asyncio.sslproto.SSLProtocol.max_size, Python 3.11
+
+
+def _tls_receive_buffer() -> int:
+    """How many bytes a TLS connection opened now reads the socket into (asyncio's
+    BufferedProtocol.get_buffer, as its transport asks before each read)."""
+    loop = asyncio.new_event_loop()
+    try:
+        protocol = asyncio.sslproto.SSLProtocol(
+            loop, asyncio.Protocol(), ssl.create_default_context(), loop.create_future(), server_hostname="api.example"
+        )
+        return len(protocol.get_buffer(-1))
+    finally:
+        loop.close()
+
+
+def test_tls_connections_opened_after_the_bound_receive_into_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", ASYNCIO_TLS_RECEIVE_BUFFER)
+    assert _tls_receive_buffer() == ASYNCIO_TLS_RECEIVE_BUFFER
+    bound_tls_receive_buffers()
+    assert _tls_receive_buffer() == TLS_RECEIVE_BUFFER_BYTES < ASYNCIO_TLS_RECEIVE_BUFFER
+
+
+async def test_answers_and_streams_far_larger_than_the_bound_arrive_whole_over_tls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 4 MiB answer and a stream of 300 events of 20 KB each, over TLS from a real server,
+    read through connections that receive into the bound: every byte arrives, in order."""
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", ASYNCIO_TLS_RECEIVE_BUFFER)
+    bound_tls_receive_buffers()
+    items = [
+        {"kind": "Node", "metadata": {"name": f"node-{index:05d}"}, "data": os.urandom(1024).hex()}
+        for index in range(2000)
+    ]
+    events = [
+        {
+            "type": "ADDED",
+            "object": {"kind": "Node", "metadata": {"name": f"w-{index}"}, "data": os.urandom(10_000).hex()},
+        }
+        for index in range(300)
+    ]
+
+    async def nodes(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return web.json_response({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items})
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for event in events:  # each event written as its own chunk
+            await response.write(json.dumps(event).encode() + b"\n")
+        await response.write_eof()
+        return response
+
+    certificate, key = _self_signed("127.0.0.1")
+    (tmp_path / "tls.crt").write_bytes(certificate)
+    (tmp_path / "tls.key").write_bytes(key)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes", nodes)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, listener, ssl_context=served).start()
+    try:
+        credentials = kube.Credentials(server=f"https://127.0.0.1:{listener.getsockname()[1]}", insecure=True)
+        async with KubeClient(credentials) as client:
+            listed = await client.get("/api/v1/nodes")
+            watched = [line async for line in client.watch("/api/v1/nodes", "", 30, 30.0)]
+    finally:
+        await runner.cleanup()
+    assert len(json.dumps(listed)) > 16 * TLS_RECEIVE_BUFFER_BYTES
+    assert listed["items"] == items
+    assert watched == events
