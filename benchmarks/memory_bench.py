@@ -16,7 +16,8 @@ Last, the Event outbox: a FabricNotRequested Warning for each GPU pod's owner (o
 built as the operator builds them, from one wording of a pool's evaluated status
 (``not_requested_wording``) that every owner's Event shares, first queued (what a start
 leaves while the Warnings leave at 20 a second), then sent (the record that keeps each
-problem warned once).
+problem warned once). And the retry an owner's read keeps when it failed for want of an
+answer, as every read under way does when the API server goes away.
 
 Each figure is bytes per object: (live bytes after the kind's objects - before) / objects.
 ``--pods-per-node`` sets the mix: a node's plugin pod plus that many workload pods, one in five
@@ -42,10 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from workloads_bench import pod_body
 
 from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
+from fabriccap.controller.lookups import LOOKUP_BACKOFF
+from fabriccap.controller.ratelimit import Backoff
 from fabriccap.controller.store import FactStore
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
-from fabriccap.core.workloads import not_requested_wording
+from fabriccap.core.workloads import LookupKey, not_requested_wording, top_owner
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap_devtools import world
 from support.configs import build_config
@@ -118,6 +121,17 @@ def outbox_rows(store: FactStore, extractor: FactsExtractor) -> list[tuple[str, 
     ]
 
 
+def failed_read_row(store: FactStore) -> tuple[str, int, float]:
+    """Bytes per owner whose read failed for want of an answer (the API server away, as in a
+    forced relist while the start's reads are still going): its retry, kept until it is read."""
+    keys = {key for pod in store.workload_pods.values() if (key := top_owner(pod, store)[1]) is not None}
+    retries: Backoff[LookupKey] = Backoff(LOOKUP_BACKOFF)
+    before = live_bytes()
+    for key in keys:
+        retries.failed(key)  # what LookupResolver does with a read that got no answer
+    return "owner read failed, per owner", len(keys), (live_bytes() - before) / max(len(keys), 1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=20_000)
@@ -143,6 +157,7 @@ def main() -> int:
         measure("pod of no fabric", workload_pods(cpu_pods, args.nodes, gpu=False), cpu_pods, keep_pod),
     ]
     rows += outbox_rows(store, extractor)
+    rows.append(failed_read_row(store))
     held = {"nodes": len(store.nodes), "plugin pods": len(store.pods), "workload pods": len(store.workload_pods)}
     print(f"python {sys.version.split()[0]}; held after the run: {held}")
     print(f"{'object':<28} {'count':>9} {'bytes each':>11} {'MiB in all':>11}")

@@ -44,7 +44,7 @@ class BackoffPolicy:
         return min(self.base * 2.0**exponent, self.cap) * draw(1.0 - self.jitter, 1.0 + self.jitter)
 
 
-@dataclass
+@dataclass(slots=True)
 class Retry:
     """One key's failures in a row, and the monotonic time it may be tried again."""
 
