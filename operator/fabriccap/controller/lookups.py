@@ -9,7 +9,10 @@ puts the answer in the index, which makes the pools concerned evaluate again.
 An object that is gone, or a kind the cluster does not serve (no JobSet CRD), is an answer:
 "no further owner". A kind the operator may not read (403), and an answer larger than any
 object can be (``MAX_LOOKUP_BYTES``, read no further), are said once in the log and treated
-the same way. Anything else is retried later, with a backoff per object.
+the same way. A read that gets no answer, or one saying the API server is not serving now
+(``SERVER_AWAY_STATUSES``), is the server's state, not the object's: the whole queue waits,
+with a backoff of its own, that read first in line again. Anything else is retried later,
+with a backoff per object.
 
 What is read is only ever one object of a lookup kind, by a name an object can have, in the
 pod's own namespace (``kube.lookups.lookup_path``); an owner reference that names anything
@@ -25,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, PacedLines
+from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, PacedLines, Retry
 from fabriccap.controller.store import FactStore
 from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
@@ -38,6 +41,13 @@ logger = logging.getLogger(__name__)
 
 PARALLEL_LOOKUPS = 8
 LOOKUP_BACKOFF = BackoffPolicy(base=2.0, cap=300.0)
+# No answer (None: refused, cut, timed out), priority and fairness shedding load (429), the API
+# server unavailable (503) or timing out (504): every read would get the same now. When the
+# API server was killed at 10,000 nodes and 100,000 pods, the start's owner reads still queued
+# all failed within 0.13 s, and each kept a retry of its own (docs/performance.md, "A TLS
+# connection's receive buffer, and owner reads that wait together"); under a 429 storm each
+# would have been one more request to a server shedding load. So the queue waits instead.
+SERVER_AWAY_STATUSES: frozenset[int | None] = frozenset({None, 429, 503, 504})
 
 
 @dataclass
@@ -47,6 +57,10 @@ class LookupResolver:
     clock: Callable[[], float] = time.monotonic
     # Told of owner references in the objects read that are not followed (the extractor's hook).
     refused: RefusalHook | None = None
+    # Told, in seconds, when a retry or the queue's wait falls due: a read fails in a worker,
+    # after the publisher's loop chose how long to sleep, and the loop wakes then (without it,
+    # with nothing else changing, the next resync read it again).
+    falls_due: Callable[[float], None] = lambda _seconds: None
     _pending: set[LookupKey] = field(default_factory=set)
     _retries: Backoff[LookupKey] = field(init=False)
     _forbidden_kinds: set[str] = field(default_factory=set)
@@ -56,6 +70,9 @@ class LookupResolver:
     _queue: deque[LookupKey] = field(default_factory=deque)
     _workers: set[asyncio.Task[None]] = field(default_factory=set)
     _failure_lines: PacedLines = field(init=False)
+    # The queue's own wait while the API server is away: its failures in a row, and when the
+    # queue may be read again (no worker runs meanwhile; the publisher wakes for it).
+    _server_away: Retry = field(default_factory=Retry)
 
     def __post_init__(self) -> None:
         self._retries = Backoff(LOOKUP_BACKOFF, clock=self.clock)
@@ -68,6 +85,8 @@ class LookupResolver:
                 continue
             self._pending.add(key)
             self._queue.append(key)
+        if self._server_away.waiting(self.clock()):
+            return
         while self._queue and len(self._workers) < PARALLEL_LOOKUPS:
             worker = asyncio.create_task(self._work(), name="owner and claim lookups")
             self._workers.add(worker)
@@ -81,17 +100,29 @@ class LookupResolver:
             await asyncio.wait(list(self._workers), timeout=timeout)
 
     async def _work(self) -> None:
-        while self._queue:
-            await self._resolve(self._queue.popleft())
+        while self._queue and not self._server_away.waiting(self.clock()):
+            key = self._queue.popleft()
+            if self._referenced(key):
+                await self._resolve(key)
+            else:
+                self._pending.discard(key)  # its pods went while it waited: nothing to read it for
 
     @property
     def busy(self) -> bool:
         return bool(self._pending)
 
     def next_retry(self) -> float | None:
-        """Seconds until the earliest retry falls due, if any."""
+        """Seconds until the earliest retry falls due, or the queue may be read again, if any."""
         self._forget_unreferenced()
-        return self._retries.next_due()
+        due = [seconds for seconds in (self._retries.next_due(), self._queue_resumes_in()) if seconds is not None]
+        return min(due) if due else None
+
+    def _queue_resumes_in(self) -> float | None:
+        """While reads wait for the API server with no worker running: seconds until they go on
+        (0 once the wait is over: ``request`` then starts the workers again)."""
+        if not self._queue or self._workers or not self._server_away.failures:
+            return None
+        return max(self._server_away.due - self.clock(), 0.0)
 
     def due(self) -> list[LookupKey]:
         self._forget_unreferenced()
@@ -119,18 +150,48 @@ class LookupResolver:
         try:
             body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES)
         except ResponseTooLargeError as error:
+            self._answered(key)
             self._oversized(key, error)
             return
         except KubeError as error:
+            if error.status in SERVER_AWAY_STATUSES:
+                self._wait_for_server(key, error)  # still pending: first in line again
+                return
+            self._answered(key)
             self._failed(key, error)
             return
-        except Exception as error:  # a garbled body, a dropped connection: retry later
+        except Exception as error:  # a garbled body: retry later
+            self._answered(key)
             self._failed(key, KubeError(str(error)))
             return
-        finally:
-            self._pending.discard(key)
+        self._answered(key)
         self._retries.forget(key)
         self._learn(key, body)
+
+    def _answered(self, key: LookupKey) -> None:
+        """The API server answered the read of ``key``: it is no longer pending, and the
+        queue's wait for the server starts from nothing next time."""
+        self._pending.discard(key)
+        self._server_away.forget()
+
+    def _wait_for_server(self, key: LookupKey, error: KubeError) -> None:
+        self._queue.appendleft(key)
+        now = self.clock()
+        # The reads in flight when the server went fail with the first: one wait, not one each.
+        if not self._server_away.waiting(now):
+            self.falls_due(self._server_away.failed(LOOKUP_BACKOFF, now))
+        held = self._failure_lines.say_failure(error)
+        if held is not None:
+            logger.warning(
+                "reading %s %s/%s failed: %s; %d reads wait %.0fs (%s)",
+                key.kind,
+                key.namespace,
+                key.name,
+                error,
+                len(self._pending),
+                self._server_away.due - now,
+                self._failure_lines.aside(held, "reads"),
+            )
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
         # An answer that lands after the last pod naming it went is dropped, not kept for good.
@@ -162,6 +223,7 @@ class LookupResolver:
             self._learn(key, None)
             return
         delay = self._retries.failed(key)
+        self.falls_due(delay)
         # Many reads fail at once for one cause (an API server away, a 429 storm).
         held = self._failure_lines.say_failure(error)
         if held is not None:

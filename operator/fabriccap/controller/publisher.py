@@ -194,6 +194,8 @@ class Publisher:
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
+        if self.lookups is not None:
+            self.lookups.falls_due = self._wake_in
         self.requests = Requests(self.client, self.field_manager)
         self.writer = ObjectWriter(
             requests=self.requests,
@@ -341,6 +343,10 @@ class Publisher:
         writes end in background tasks, after the loop has chosen how long to sleep; without
         this their retries waited for the resync (5 min)."""
         self._track_time(state)
+        self._wake_in(seconds)
+
+    def _wake_in(self, seconds: float) -> None:
+        """The loop's wait, if it waits longer, ends in ``seconds``."""
         idling = self._idling
         if idling is None:
             return

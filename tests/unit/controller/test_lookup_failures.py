@@ -1,5 +1,5 @@
-"""Owner reads that fail together, as all of them do while the API server is away: each is
-retried on its own backoff, and the log says so in one line a minute, not one line a read."""
+"""Owner reads that fail together, as all of them do while the API server is away: the queue
+waits on one backoff, and the log says so in one line a minute, not one line a read."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import logging
 import socket
 
 import pytest
+from aiohttp import web
 
-from fabriccap.controller.lookups import LookupResolver
+from fabriccap.controller.lookups import LOOKUP_BACKOFF, PARALLEL_LOOKUPS, LookupResolver
 from fabriccap.controller.ratelimit import MAX_PACED_CAUSES, PacedLines
 from fabriccap.controller.store import FactStore
 from fabriccap.core.config import build_config
@@ -30,17 +31,36 @@ def closed_port() -> int:
     return port
 
 
-async def test_reads_failing_together_are_said_once_a_minute_with_their_number(
+async def test_reads_that_get_no_answer_wait_together_and_go_on_when_the_server_is_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The API server away (a port that refuses, then listens): the reads in flight fail, the
+    rest are not sent; the queue waits on one backoff, said once a minute with the number of
+    failures; once the server answers, every owner is read."""
     store, extractor = FactStore(), FactsExtractor(build_config({}))
     keys = []
     for index in range(OWNERS):
         owner = owner_reference("Job", "batch/v1", f"job-{index}")
         BY_KIND["Pod"].upsert(store, extractor, workload_pod("n1", f"p{index}", owner=owner))
         keys.append(LookupKey("Job", "ml", f"job-{index}", "batch/v1"))
+    served: list[str] = []
+
+    async def no_such_job(request: web.Request) -> web.Response:
+        served.append(request.path)
+        return web.json_response({"kind": "Status", "code": 404, "message": "not found"}, status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", no_such_job)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))  # bound, not listening yet: every connection is refused
     now = [0.0]
-    client = KubeClient(Credentials(server=f"http://127.0.0.1:{closed_port()}"))
+    failures: list[int] = []
+    client = KubeClient(
+        Credentials(server=f"http://127.0.0.1:{listener.getsockname()[1]}"),
+        on_error=lambda _verb, status: failures.append(status),
+    )
     resolver = LookupResolver(client, store, clock=lambda: now[0])
 
     def said() -> list[str]:
@@ -49,22 +69,67 @@ async def test_reads_failing_together_are_said_once_a_minute_with_their_number(
     try:
         with caplog.at_level(logging.WARNING, logger="fabriccap.controller.lookups"):
             await resolver.resolve_now(keys, timeout=30)
+            first_wave = len(failures)
+            assert 1 <= first_wave <= PARALLEL_LOOKUPS  # the reads in flight, not all fifty
             (first,) = said()
             assert first.startswith("reading Job ml/job-") and "cannot reach the Kubernetes API" in first
-            assert "said at most every 60s" in first
-            now[0] = 30.0  # every read is due again (1-3 s), but the minute is not over
-            assert len(resolver.due()) == OWNERS
-            await resolver.resolve_now(resolver.due(), timeout=30)
-            assert said() == [first]
-            assert resolver.next_retry() is not None  # each read still waits for its retry
-            now[0] = 61.0
-            await resolver.resolve_now(resolver.due(), timeout=30)
-            (_, summed) = said()  # the 49 after the first line, and the 50 of the second round
-            assert summed.endswith(f"(and {2 * OWNERS - 1} more reads failed so since the last such line)")
+            assert f"{OWNERS} reads wait" in first and "said at most every 60s" in first
+            assert resolver.due() == []  # no read keeps a retry of its own
+            waited = resolver.next_retry()
+            assert waited is not None and 1.0 <= waited <= 3.0  # LOOKUP_BACKOFF's first wait
+
+            now[0] = waited / 2  # before the wait is over, nothing is sent
+            resolver.request(resolver.due())
+            await resolver.resolve_now([], timeout=30)
+            assert len(failures) == first_wave
+            now[0] = 30.0  # over, but the minute is not: failed again, not said again
+            resolver.request(resolver.due())
+            await resolver.resolve_now([], timeout=30)
+            assert first_wave < len(failures) <= 2 * PARALLEL_LOOKUPS and said() == [first]
+            waited_again = resolver.next_retry()
+            assert waited_again is not None and 2.0 <= waited_again <= 6.0  # the wait grows
+
+            now[0] = 61.0  # a minute on, still away: said again, with the failures held back
+            held_back = len(failures) - 1
+            resolver.request(resolver.due())
+            await resolver.resolve_now([], timeout=30)
+            (_, summed) = said()
+            assert summed.endswith(f"(and {held_back} more reads failed so since the last such line)")
+
+            await web.SockSite(runner, listener).start()  # the API server is back
+            now[0] = 61.0 + LOOKUP_BACKOFF.cap * 2
+            resolver.request(resolver.due())
+            await resolver.resolve_now([], timeout=30)
     finally:
         await resolver.close()
         await client.close()
-    assert store.owner_parents == {}  # a failure is no answer
+        await runner.cleanup()
+    assert sorted(served) == sorted(f"/apis/batch/v1/namespaces/ml/jobs/job-{index}" for index in range(OWNERS))
+    assert resolver.next_retry() is None and not resolver.busy
+    assert store.owner_parents == {key.owner_key: None for key in keys}  # each answered: no further owner
+
+
+async def test_a_read_whose_pods_went_while_it_waited_is_not_sent() -> None:
+    store, extractor = FactStore(), FactsExtractor(build_config({}))
+    owner = owner_reference("Job", "batch/v1", "gone")
+    BY_KIND["Pod"].upsert(store, extractor, workload_pod("n1", "p", owner=owner))
+    sent: list[int] = []
+    client = KubeClient(
+        Credentials(server=f"http://127.0.0.1:{closed_port()}"), on_error=lambda _verb, status: sent.append(status)
+    )
+    now = [0.0]
+    resolver = LookupResolver(client, store, clock=lambda: now[0])
+    try:
+        await resolver.resolve_now([LookupKey("Job", "ml", "gone", "batch/v1")], timeout=30)
+        assert len(sent) == 1 and resolver.busy  # refused: it waits, first in line
+        BY_KIND["Pod"].delete(store, workload_pod("n1", "p", owner=owner))
+        now[0] = 10.0
+        resolver.request(resolver.due())
+        await resolver.resolve_now([], timeout=30)
+    finally:
+        await resolver.close()
+        await client.close()
+    assert len(sent) == 1 and not resolver.busy
 
 
 def test_each_cause_is_paced_on_its_own_and_only_the_latest_are_remembered() -> None:

@@ -217,14 +217,30 @@ async def test_cycles_of_2000_jobs_leave_nothing_behind() -> None:
 
 async def test_an_answer_for_an_owner_no_pod_leads_to_any_more_is_dropped() -> None:
     """A read that lands after the last pod naming it went would otherwise stay for good."""
-    api = MemoryApi()
+    store, extractor = FactStore(), FactsExtractor(build_config({}))
+    BY_KIND["Pod"].upsert(store, extractor, pod(0, 0))
+
+    class PodGoesWhileRead(MemoryApi):
+        async def get(self, path: str, query: Any = None, max_body_bytes: int | None = None) -> Any:
+            BY_KIND["Pod"].delete(store, pod(0, 0))
+            return await super().get(path, query, max_body_bytes)
+
+    api = PodGoesWhileRead()
     api.serve(JOBS, [job(0, 0)])
-    store = FactStore()
     lookups = LookupResolver(cast(KubeClient, api), store)
     await lookups.resolve_now([LookupKey("Job", "ml", "job-0-0", "batch/v1")], timeout=5)
     await lookups.close()
     assert api.requests == 1  # it was read
     assert store.owner_parents == {} and store.owner_children == {}
+
+
+async def test_a_read_whose_pods_went_before_it_was_sent_is_not_sent() -> None:
+    api = MemoryApi()
+    api.serve(JOBS, [job(0, 0)])
+    lookups = LookupResolver(cast(KubeClient, api), FactStore())
+    await lookups.resolve_now([LookupKey("Job", "ml", "job-0-0", "batch/v1")], timeout=5)
+    await lookups.close()
+    assert api.requests == 0 and not lookups.busy
 
 
 async def test_released_owners_are_taken_each_round_even_without_events() -> None:

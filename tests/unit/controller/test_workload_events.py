@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -11,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from fabriccap.controller import lookups as lookups_module
 from fabriccap.controller.events import EventRecorder
 from fabriccap.controller.lookups import PARALLEL_LOOKUPS, LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
+from fabriccap.controller.ratelimit import BackoffPolicy
 from fabriccap.controller.store import FactStore
 from fabriccap.core import evaluate as evaluate_module
 from fabriccap.core.analysis import PoolAnalysis
@@ -366,6 +369,38 @@ async def test_a_failed_read_is_retried_later() -> None:
         await eventually(lambda: ("JobSet.jobset.x-k8s.io", "ml", "bert") in store.owner_parents, "the retry")
         assert store.owner_parents[("JobSet.jobset.x-k8s.io", "ml", "bert")] is not None
         await resolver.close()
+
+
+@pytest.mark.parametrize("refusal", [503, 500])
+async def test_a_read_refused_is_read_again_when_its_wait_is_over_though_nothing_changed(
+    monkeypatch: pytest.MonkeyPatch, refusal: int
+) -> None:
+    """The publisher's own loop, its resync an hour away: a read that failed in a worker (503:
+    the queue waits for the server; 500: the read waits on its own) wakes the loop when its
+    wait is over, and the status then names the TrainJob, with nothing else changing."""
+    monkeypatch.setattr(lookups_module, "LOOKUP_BACKOFF", BackoffPolicy(base=0.2, cap=0.2))
+
+    def refuse_twice(api: FakeApi) -> None:
+        api.get_failures[f"{JOBSETS}/bert"] = deque([refusal, refusal])
+
+    async with operating(refuse_twice) as setup:
+        setup.publisher.config = build_config({"resyncSeconds": 3600})
+        setup.add(trainjob_pods("bert", ["n1", "n2"]))
+        setup.store.listed.set()
+        loop = asyncio.create_task(setup.publisher.run())
+
+        def names() -> str | None:
+            status = setup.api.objects(FCAPS).get("efa-p5", {}).get("status") or {}
+            offenders = (status.get("workloads") or {}).get("offenders") or [{}]
+            kind = offenders[0].get("kind")
+            return kind if isinstance(kind, str) else None
+
+        try:
+            await eventually(lambda: names() == "TrainJob", "the JobSet read once its waits were over")
+        finally:
+            loop.cancel()
+            await asyncio.gather(loop, return_exceptions=True)
+    assert [1 for _, path, _, _ in setup.api.requests if path == f"{JOBSETS}/bert"] == [1, 1, 1]
 
 
 def test_lookup_paths() -> None:
