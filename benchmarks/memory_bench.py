@@ -16,8 +16,8 @@ Last, the Event outbox: a FabricNotRequested Warning for each GPU pod's owner (o
 built as the operator builds them, from one wording of a pool's evaluated status
 (``not_requested_wording``) that every owner's Event shares, first queued (what a start
 leaves while the Warnings leave at 20 a second), then sent (the record that keeps each
-problem warned once). And the retry an owner's read keeps when it failed for want of an
-answer, as every read under way does when the API server goes away.
+problem warned once). And the retry an owner's read keeps when it failed on its own (a
+500; a read that gets no answer waits in the queue with the others and keeps none).
 
 Each figure is bytes per object: (live bytes after the kind's objects - before) / objects.
 ``--pods-per-node`` sets the mix: a node's plugin pod plus that many workload pods, one in five
@@ -122,13 +122,12 @@ def outbox_rows(store: FactStore, extractor: FactsExtractor) -> list[tuple[str, 
 
 
 def failed_read_row(store: FactStore) -> tuple[str, int, float]:
-    """Bytes per owner whose read failed for want of an answer (the API server away, as in a
-    forced relist while the start's reads are still going): its retry, kept until it is read."""
+    """Bytes per owner whose read failed on its own (a 500): its retry, kept until it is read."""
     keys = {key for pod in store.workload_pods.values() if (key := top_owner(pod, store)[1]) is not None}
     retries: Backoff[LookupKey] = Backoff(LOOKUP_BACKOFF)
     before = live_bytes()
     for key in keys:
-        retries.failed(key)  # what LookupResolver does with a read that got no answer
+        retries.failed(key)  # what LookupResolver does with a read refused so
     return "owner read failed, per owner", len(keys), (live_bytes() - before) / max(len(keys), 1)
 
 

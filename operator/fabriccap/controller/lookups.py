@@ -180,18 +180,7 @@ class LookupResolver:
         # The reads in flight when the server went fail with the first: one wait, not one each.
         if not self._server_away.waiting(now):
             self.falls_due(self._server_away.failed(LOOKUP_BACKOFF, now))
-        held = self._failure_lines.say_failure(error)
-        if held is not None:
-            logger.warning(
-                "reading %s %s/%s failed: %s; %d reads wait %.0fs (%s)",
-                key.kind,
-                key.namespace,
-                key.name,
-                error,
-                len(self._pending),
-                self._server_away.due - now,
-                self._failure_lines.aside(held, "reads"),
-            )
+        self._say_failure(key, error, f"{len(self._pending)} reads wait {self._server_away.due - now:.0f}s")
 
     def _learn(self, key: LookupKey, body: dict[str, object] | None) -> None:
         # An answer that lands after the last pod naming it went is dropped, not kept for good.
@@ -224,16 +213,20 @@ class LookupResolver:
             return
         delay = self._retries.failed(key)
         self.falls_due(delay)
-        # Many reads fail at once for one cause (an API server away, a 429 storm).
+        self._say_failure(key, error, f"again in {delay:.0f}s")
+
+    def _say_failure(self, key: LookupKey, error: KubeError, next_step: str) -> None:
+        """Reads fail many at once for one cause (an API server away, a 429 storm, a kind whose
+        every read is a 500): one line a minute per cause, with how many were held back."""
         held = self._failure_lines.say_failure(error)
         if held is not None:
             logger.warning(
-                "reading %s %s/%s failed: %s; again in %.0fs (%s)",
+                "reading %s %s/%s failed: %s; %s (%s)",
                 key.kind,
                 key.namespace,
                 key.name,
                 error,
-                delay,
+                next_step,
                 self._failure_lines.aside(held, "reads"),
             )
 
