@@ -19,6 +19,7 @@ from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap_devtools.world import owner_reference, workload_pod
+from support.fakeapi import status_response
 
 OWNERS = 50
 
@@ -47,7 +48,7 @@ async def test_reads_that_get_no_answer_wait_together_and_go_on_when_the_server_
 
     async def no_such_job(request: web.Request) -> web.Response:
         served.append(request.path)
-        return web.json_response({"kind": "Status", "code": 404, "message": "not found"}, status=404)
+        return status_response(404, f"jobs.batch {request.path.rpartition('/')[2]!r} not found")
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", no_such_job)
