@@ -19,6 +19,11 @@ leaves while the Warnings leave at 20 a second), then sent (the record that keep
 problem warned once). And the retry an owner's read keeps when it failed on its own (a
 500; a read that gets no answer waits in the queue with the others and keeps none).
 
+Then a relist of every pod (``WatchedKind.unlisted``): what it keeps, per pod held as it
+begins, of the keys it has yet to name, against the sets of them it kept before (the baseline,
+built here); and the seconds that crossing off every pod listed takes with each, the listing
+in the API server's order (by namespace and name) and shuffled.
+
 Each figure is bytes per object: (live bytes after the kind's objects - before) / objects.
 ``--pods-per-node`` sets the mix: a node's plugin pod plus that many workload pods, one in five
 asking for GPUs and EFA. The figures are Python's live allocations; the process's RSS adds the
@@ -31,7 +36,9 @@ import argparse
 import asyncio
 import gc
 import json
+import random
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,7 +56,7 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.workloads import LookupKey, not_requested_wording, top_owner
-from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.kinds import BY_KIND, namespace_and_name
 from fabriccap_devtools import world
 from support.configs import build_config
 
@@ -131,6 +138,49 @@ def failed_read_row(store: FactStore) -> tuple[str, int, float]:
     return "owner read failed, per owner", len(keys), (live_bytes() - before) / max(len(keys), 1)
 
 
+def relist_rows(store: FactStore) -> list[tuple[str, int, float]]:
+    """Bytes per pod held of what a relist keeps to find the pods it did not name (the
+    baseline: a set per facet, as before)."""
+    pod_kind = BY_KIND["Pod"]
+    held = sum(len(store.held(facet.table)) for facet in pod_kind.facets)
+    before = live_bytes()
+    unlisted = pod_kind.unlisted(store, None)
+    kept = live_bytes() - before
+    as_sets = tuple(set(store.held(facet.table)) for facet in pod_kind.facets)
+    kept_as_sets = live_bytes() - before - kept
+    del unlisted, as_sets
+    return [
+        ("relist's keys, per pod held", held, kept / max(held, 1)),
+        ("the same as sets (baseline)", held, kept_as_sets / max(held, 1)),
+    ]
+
+
+def cross_off_seconds(store: FactStore, listed: list[tuple[str, str]]) -> None:
+    """Print what crossing off every pod listed costs, with the sorted keys and with sets."""
+    pod_kind = BY_KIND["Pod"]
+    bodies = [{"metadata": {"namespace": namespace, "name": name}} for namespace, name in listed]
+    shuffled = bodies[:]
+    random.Random(26).shuffle(shuffled)
+
+    def timed(order: list[dict[str, Any]], as_sets: bool) -> float:
+        unlisted: Any = (
+            tuple(set(store.held(facet.table)) for facet in pod_kind.facets)
+            if as_sets
+            else pod_kind.unlisted(store, None)
+        )
+        started = time.perf_counter()
+        for body in order:
+            pod_kind.cross_off(unlisted, body)
+        return time.perf_counter() - started
+
+    baseline = timed(bodies, as_sets=True)
+    print(f"crossing off {len(bodies):,} pods listed (tracemalloc off):")
+    print(f"  sets (baseline)           {baseline:7.3f} s  1.00x")
+    for label, order in (("sorted keys, in order", bodies), ("sorted keys, shuffled", shuffled)):
+        seconds = timed(order, as_sets=False)
+        print(f"  {label:<25} {seconds:7.3f} s  {seconds / baseline:.2f}x")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=20_000)
@@ -157,6 +207,12 @@ def main() -> int:
     ]
     rows += outbox_rows(store, extractor)
     rows.append(failed_read_row(store))
+    rows += relist_rows(store)
+    # Every pod a relist names, in the API server's order (namespace, name): the plugin pods
+    # and the GPU pods held, and the pods of no fabric.
+    no_fabric = workload_pods(cpu_pods, args.nodes, gpu=False)
+    listed = sorted([*store.pods, *store.workload_pods, *(namespace_and_name(body) for body in no_fabric)])
+    tracemalloc.stop()
     held = {"nodes": len(store.nodes), "plugin pods": len(store.pods), "workload pods": len(store.workload_pods)}
     print(f"python {sys.version.split()[0]}; held after the run: {held}")
     print(f"{'object':<28} {'count':>9} {'bytes each':>11} {'MiB in all':>11}")
@@ -164,6 +220,7 @@ def main() -> int:
         print(f"{label:<28} {count:>9,} {each:>11.0f} {each * count / 2**20:>11.1f}")
     at_target = (rows[0][2] * 100_000 + rows[1][2] * 100_000 + rows[2][2] * 200_000 + rows[3][2] * 800_000) / 2**20
     print(f"at 100,000 nodes (a plugin pod each), 200,000 GPU pods and 800,000 others: {at_target:.0f} MiB of facts")
+    cross_off_seconds(store, listed)
     return 0
 
 

@@ -59,6 +59,7 @@ from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import Announcement, FactStore
 from fabriccap.core.evaluate import SCHEDULER_ON_ERROR
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
+from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError, WatchLineError
 from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WATCHED_KINDS, WatchedKind, kinds_for, object_key
@@ -774,7 +775,7 @@ class Informer(ListWatch):
     read_with: Hashable = None
     # Per facet, the keys held when the LIST under way began that it has not named yet
     # (``WatchedKind.unlisted``): forgotten when it ends.
-    _unlisted: tuple[set[Any], ...] = field(default=(), init=False)
+    _unlisted: tuple[UnlistedKeys[Any], ...] = field(default=(), init=False)
 
     @property
     def kind(self) -> str:

@@ -8,6 +8,7 @@ condition timestamp, a new image list) costs one small comparison and nothing el
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -25,6 +26,7 @@ from fabriccap.core.index import (
 )
 from fabriccap.core.karpenter_facts import NodeClaimFacts, NodePoolFacts
 from fabriccap.core.shard import UNSHARDED, Shard
+from fabriccap.core.unlisted import UnlistedKeys
 
 FactsT = TypeVar("FactsT")
 KeyT = TypeVar("KeyT")
@@ -171,13 +173,13 @@ class FactStore(FactIndex):
             self.foreign_nodes.discard(key)  # deleted: no pod will be bound to it again
         return super().remove(table, key)
 
-    def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> set[KeyT]:
-        held = super().unlisted(table, namespace)
+    def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> UnlistedKeys[KeyT]:
         if table is NODE_FACTS:
             # Another shard's nodes, too: one a fresh LIST does not name was deleted while the
             # watch was down, and ``remove`` forgets it.
-            held |= cast(set[KeyT], self.foreign_nodes)
-        return held
+            held = cast(dict[KeyT, Any], self.held(table))
+            return UnlistedKeys(itertools.chain(held, cast(set[KeyT], self.foreign_nodes)))
+        return super().unlisted(table, namespace)
 
     def _in_shard(self, table: Table[Any, Any], facts: Any) -> bool:
         """Whether ``facts`` are this shard's to hold. Every kind that belongs to a pool is

@@ -45,6 +45,7 @@ from fabriccap.core.facts import (
 )
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
+from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.core.verdicts import PodTransport
 
 NamespacedKey = tuple[str, str]
@@ -234,16 +235,16 @@ class FactIndex:
         table.changed(self, key, previous, None)
         return True
 
-    def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> set[KeyT]:
+    def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> UnlistedKeys[KeyT]:
         """As a fresh LIST of ``namespace`` (None: every namespace, or a cluster-scoped kind)
         begins: the keys it has yet to name, which is all it may still hold there. The informer
         crosses off each object listed (``Table.key_of``) and ``forget``s the rest at the end.
 
-        The set refers to the keys held, so a listing keeps nothing of its own per object: a
-        key string per object, kept to the end (400,000 at 100,000 nodes), took arenas that the
-        facts made meanwhile kept after the strings were freed (docs/performance.md, "A listing
-        keeps nothing per object")."""
-        return {key for key in self.held(table) if table.in_scope(key, namespace)}
+        They are the keys held, so a listing keeps nothing of its own per object: a key string
+        per object, kept to the end (400,000 at 100,000 nodes), took arenas that the facts made
+        meanwhile kept after the strings were freed (docs/performance.md, "A listing keeps
+        nothing per object")."""
+        return UnlistedKeys(key for key in self.held(table) if table.in_scope(key, namespace))
 
     def forget(self, table: Table[KeyT, Any], keys: Iterable[KeyT]) -> None:
         """Remove each of ``keys`` (what a fresh LIST did not name)."""

@@ -45,6 +45,7 @@ from fabriccap.core.index import (
     Table,
 )
 from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
+from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.core.workloads import device_classes_of
 from fabriccap.kube.paths import (
     DAEMON_SETS,
@@ -197,18 +198,18 @@ class WatchedKind:
         for facet in self.facets:
             index.remove(facet.table, facet.table.key_of(namespace, name))
 
-    def unlisted(self, index: FactIndex, scope: str | None) -> tuple[set[Any], ...]:
+    def unlisted(self, index: FactIndex, scope: str | None) -> tuple[UnlistedKeys[Any], ...]:
         """As a fresh LIST of one scope (a namespace, or None: cluster-wide) begins: per facet,
         the keys it has yet to name (``FactIndex.unlisted``)."""
         return tuple(index.unlisted(facet.table, scope) for facet in self.facets)
 
-    def cross_off(self, unlisted: tuple[set[Any], ...], body: Mapping[str, Any]) -> None:
+    def cross_off(self, unlisted: tuple[UnlistedKeys[Any], ...], body: Mapping[str, Any]) -> None:
         """The LIST named the object of ``body``, whatever its facts now."""
         namespace, name = namespace_and_name(body)
         for facet, keys in zip(self.facets, unlisted, strict=True):
             keys.discard(facet.table.key_of(namespace, name))
 
-    def forget(self, index: FactIndex, unlisted: tuple[set[Any], ...]) -> None:
+    def forget(self, index: FactIndex, unlisted: tuple[UnlistedKeys[Any], ...]) -> None:
         """The LIST is done: what it did not name is gone."""
         for facet, keys in zip(self.facets, unlisted, strict=True):
             index.forget(facet.table, keys)

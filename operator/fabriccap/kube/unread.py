@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from fabriccap.core.sharing import shared_text
+from fabriccap.core.unlisted import UnlistedKeys
 
 __all__ = ["LineRule", "OwnWritesRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
 
@@ -165,7 +166,7 @@ class UnchangedRule:
     _applied: dict[str, int] = field(default_factory=dict)
     _pending: tuple[str, int] | None = None
     # While a listing is under way: the names it has not settled yet, forgotten at its end.
-    _unlisted: set[str] | None = None
+    _unlisted: UnlistedKeys[str] | None = None
 
     @classmethod
     def blanking_values_of(cls, keys: Iterable[str]) -> UnchangedRule:
@@ -220,7 +221,7 @@ class UnchangedRule:
         # not all cleared now, or a relist would make a new digest for every node, kept among
         # the garbage of the bodies it decodes, which pins the arenas it lands in after that
         # garbage is freed (a forced relist left 13.6 MiB at 100,000 nodes: docs/performance.md).
-        self._unlisted = set(self._applied)
+        self._unlisted = UnlistedKeys(self._applied)
         self._pending = None
 
     def listing_ended(self) -> None:

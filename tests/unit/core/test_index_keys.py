@@ -55,5 +55,5 @@ def test_a_namespaced_listing_leaves_other_namespaces_alone() -> None:
     index = FactIndex()
     index.put(WORKLOAD_POD_FACTS, gpu_pod("a"))
     namespace = next(iter(index.workload_pods))[0]
-    assert index.unlisted(WORKLOAD_POD_FACTS, "elsewhere") == set()
-    assert index.unlisted(WORKLOAD_POD_FACTS, namespace) == {(namespace, "a")}
+    assert set(index.unlisted(WORKLOAD_POD_FACTS, "elsewhere")) == set()
+    assert set(index.unlisted(WORKLOAD_POD_FACTS, namespace)) == {(namespace, "a")}
