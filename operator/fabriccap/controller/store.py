@@ -177,8 +177,7 @@ class FactStore(FactIndex):
         if table is NODE_FACTS:
             # Another shard's nodes, too: one a fresh LIST does not name was deleted while the
             # watch was down, and ``remove`` forgets it.
-            held = cast(dict[KeyT, Any], self.held(table))
-            return UnlistedKeys(itertools.chain(held, cast(set[KeyT], self.foreign_nodes)))
+            return UnlistedKeys(itertools.chain(self.held(table), cast(set[KeyT], self.foreign_nodes)))
         return super().unlisted(table, namespace)
 
     def _in_shard(self, table: Table[Any, Any], facts: Any) -> bool:
