@@ -138,6 +138,11 @@ def failed_read_row(store: FactStore) -> tuple[str, int, float]:
     return "owner read failed, per owner", len(keys), (live_bytes() - before) / max(len(keys), 1)
 
 
+def sets_per_facet(store: FactStore) -> tuple[set[Any], ...]:
+    """The baseline: what a relist of every pod kept before 1b82ebc, a set of keys per facet."""
+    return tuple(set(store.held(facet.table)) for facet in BY_KIND["Pod"].facets)
+
+
 def relist_rows(store: FactStore) -> list[tuple[str, int, float]]:
     """Bytes per pod held of what a relist keeps to find the pods it did not name (the
     baseline: a set per facet, as before)."""
@@ -146,7 +151,7 @@ def relist_rows(store: FactStore) -> list[tuple[str, int, float]]:
     before = live_bytes()
     unlisted = pod_kind.unlisted(store, None)
     kept = live_bytes() - before
-    as_sets = tuple(set(store.held(facet.table)) for facet in pod_kind.facets)
+    as_sets = sets_per_facet(store)
     kept_as_sets = live_bytes() - before - kept
     del unlisted, as_sets
     return [
@@ -163,11 +168,7 @@ def cross_off_seconds(store: FactStore, listed: list[tuple[str, str]]) -> None:
     random.Random(26).shuffle(shuffled)
 
     def timed(order: list[dict[str, Any]], as_sets: bool) -> float:
-        unlisted: Any = (
-            tuple(set(store.held(facet.table)) for facet in pod_kind.facets)
-            if as_sets
-            else pod_kind.unlisted(store, None)
-        )
+        unlisted: Any = sets_per_facet(store) if as_sets else pod_kind.unlisted(store, None)
         started = time.perf_counter()
         for body in order:
             pod_kind.cross_off(unlisted, body)
