@@ -50,9 +50,10 @@ def template(name: str) -> dict[str, Any]:
 
 
 def go_line(event_type: str, body: dict[str, Any], version: int) -> bytes:
-    """As kube-apiserver writes a watch line: no spaces."""
+    """As kube-apiserver writes a watch line (no spaces), with its newline, as the client's reader
+    hands it over (``kube.client.watch_lines``)."""
     served = {**body, "metadata": {**body["metadata"], "resourceVersion": str(version)}}
-    return json.dumps({"type": event_type, "object": served}, separators=(",", ":")).encode()
+    return json.dumps({"type": event_type, "object": served}, separators=(",", ":")).encode() + b"\n"
 
 
 def served_pod_lines(rule: UnreadRule) -> tuple[bytes, bytes]:
@@ -69,7 +70,7 @@ def served_pod_lines(rule: UnreadRule) -> tuple[bytes, bytes]:
                 for line in stream:
                     if b'"BOOKMARK"' in line:
                         break
-                    lines.append(line.rstrip(b"\n"))
+                    lines.append(line)
     undecoded = next(line for line in lines if rule.unread(line) is not None)
     gpu = next(line for line in lines if b'"nvidia.com/gpu"' in line)
     return undecoded, gpu

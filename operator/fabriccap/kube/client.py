@@ -13,7 +13,7 @@ import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from yarl import URL
@@ -63,6 +63,48 @@ async def _read_body(response: aiohttp.ClientResponse, what: str, limit: int | N
             raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes; not read further")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class ChunkReader(Protocol):
+    async def readchunk(self) -> tuple[bytes, bool]: ...
+
+
+async def watch_lines(content: ChunkReader, path: str) -> AsyncIterator[bytes]:
+    """A watch stream's lines, one at a time as each completes, each with its newline.
+
+    The body is taken as the HTTP parser delivered it (``readchunk``: up to one HTTP chunk, and
+    an API server writes a watch about an event per chunk), not as ``iter_any`` gives it (all
+    that has arrived, joined into one bytes of up to a TLS read), and the lines are not split
+    out all at once: a line is copied out of its piece once, a piece that is one whole line is
+    the line (a whole slice of a bytes is that bytes), and only the line being handled is held.
+    A line is kept with its newline for that: JSON reads it as whitespace. A line longer than
+    MAX_WATCH_LINE_BYTES, or a stream that ends inside one, is a WatchLineError."""
+    head: list[bytes] = []  # the pieces of a line not yet ended
+    held = 0
+    while True:
+        piece, _ = await content.readchunk()
+        if not piece:
+            break
+        start = 0
+        while (end := piece.find(b"\n", start) + 1) > 0:
+            if head:
+                head.append(piece[start:end])
+                line = b"".join(head)
+                head.clear()
+                held = 0
+            else:
+                line = piece[start:end]
+            start = end
+            yield line
+        if start < len(piece):
+            rest = piece[start:]
+            held += len(rest)
+            if held > MAX_WATCH_LINE_BYTES:
+                raise WatchLineError(f"watch {path}: an event over {MAX_WATCH_LINE_BYTES} bytes", "oversized line")
+            head.append(rest)
+    if not all(piece.isspace() for piece in head):
+        # Ended cleanly in the middle of an event: something cut the stream.
+        raise WatchLineError(f"watch {path}: the stream ended inside an event ({held} bytes)", "truncated line")
 
 
 def bound_tls_receive_buffers(limit: int = TLS_RECEIVE_BUFFER_BYTES) -> None:
@@ -263,32 +305,20 @@ class KubeClient:
                     )
                 if on_open is not None:
                     on_open()
-                buffer = b""
-                async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    if len(buffer) > MAX_WATCH_LINE_BYTES and b"\n" not in buffer:
+                async for line in watch_lines(response.content, path):
+                    if line.isspace():
+                        continue
+                    if unread is not None and (stand_in := unread.unread(line)) is not None:
+                        yield stand_in
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except (ValueError, RecursionError):
+                        # A garbled stream: end it; the caller resumes from the last version.
                         raise WatchLineError(
-                            f"watch {path}: an event over {MAX_WATCH_LINE_BYTES} bytes", "oversized line"
-                        )
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            if unread is not None and (stand_in := unread.unread(line)) is not None:
-                                yield stand_in
-                                continue
-                            try:
-                                event = json.loads(line)
-                            except (ValueError, RecursionError):
-                                # A garbled stream: end it; the caller resumes from the last version.
-                                raise WatchLineError(
-                                    f"watch {path}: malformed event ({len(line)} bytes)", "undecodable line"
-                                ) from None
-                            yield event
-                if buffer.strip():
-                    # Ended cleanly in the middle of an event: something cut the stream.
-                    raise WatchLineError(
-                        f"watch {path}: the stream ended inside an event ({len(buffer)} bytes)", "truncated line"
-                    )
+                            f"watch {path}: malformed event ({len(line)} bytes)", "undecodable line"
+                        ) from None
+                    yield event
         except (aiohttp.ClientError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             self._failed("WATCH", 0)
             raise KubeError(f"watch {path} broken: {error or type(error).__name__}") from None

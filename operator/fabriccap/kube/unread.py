@@ -69,6 +69,7 @@ _VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([0-9]{1,19})"')
 # dozens of backslashes (its managedFields' ``k:{\"uid\":...}`` keys), and looking for each
 # two-byte escape with ``in`` read the whole line twice at under a third of the speed.
 _MARK_ESCAPE = re.compile(rb"\\[u/]")
+_WHITESPACE = frozenset(b" \t\r\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,14 @@ def _framed(line: bytes) -> re.Match[bytes] | None:
     """The line's ADDED or MODIFIED framing (group 1, the type), if it is a whole event as an
     API server frames one; None for any other line (decode it)."""
     framed = _EVENT_START.match(line)
-    return framed if framed is not None and line.rstrip().endswith(b"}") else None
+    if framed is None:
+        return None
+    # Where the text ends, whitespace aside, found without copying the line as rstrip() would
+    # (a line comes with its newline: kube.client.watch_lines).
+    end = len(line)
+    while end and line[end - 1] in _WHITESPACE:
+        end -= 1
+    return framed if line.endswith(b"}", 0, end) else None
 
 
 def _only_version(line: bytes) -> str | None:

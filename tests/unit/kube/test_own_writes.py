@@ -19,7 +19,7 @@ def fcap(version: str, name: str = "efa-p5") -> dict[str, Any]:
 
 
 def line(event_type: str, body: dict[str, Any]) -> bytes:
-    return json.dumps({"type": event_type, "object": body}, separators=(",", ":")).encode()
+    return json.dumps({"type": event_type, "object": body}, separators=(",", ":")).encode() + b"\n"
 
 
 def test_the_echo_of_a_write_is_not_decoded_once() -> None:

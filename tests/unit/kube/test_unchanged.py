@@ -32,9 +32,10 @@ def served(body: dict[str, Any], version: str) -> dict[str, Any]:
 
 
 def go_line(event_type: str, body: dict[str, Any], version: str) -> bytes:
-    """As kube-apiserver writes it: no spaces, <>& escaped."""
+    """As kube-apiserver writes it (no spaces, <>& escaped), with its newline, as the client's
+    reader hands it over (``kube.client.watch_lines``)."""
     text = json.dumps({"type": event_type, "object": served(body, version)}, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode() + b"\n"
 
 
 def busy_node(name: str = "ip-10-0-0-1.us-west-2.compute.internal") -> dict[str, Any]:

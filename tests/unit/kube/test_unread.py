@@ -22,10 +22,11 @@ RULE = BY_KIND["Pod"].unread_rule(EXTRACTOR)
 
 
 def go_line(event_type: str, body: dict[str, Any], version: str = "41") -> bytes:
-    """An event line as kube-apiserver writes it (Go's encoder: no spaces, <>& escaped)."""
+    """An event line as kube-apiserver writes it (Go's encoder: no spaces, <>& escaped), with
+    its newline, as the client's reader hands it over (``kube.client.watch_lines``)."""
     served = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
     text = json.dumps({"type": event_type, "object": served}, separators=(",", ":"), ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode() + b"\n"
 
 
 def cpu_pod(name: str = "sidecar-0", **kwargs: Any) -> dict[str, Any]:
@@ -52,6 +53,11 @@ def test_a_new_pod_of_no_fabric_is_left_undecoded_with_its_version() -> None:
     # The fake API's spacing (Python's default separators) reads the same.
     spaced = json.dumps({"type": "ADDED", "object": {**cpu_pod(), "metadata": {"resourceVersion": "7"}}}).encode()
     assert RULE.unread(spaced) == UnreadEvent("7")
+    # Without its newline, or with the whitespace JSON allows after it, the line reads the same;
+    # a byte that is not JSON's whitespace (a form feed) ends no event: decoded, and refused.
+    line = go_line("ADDED", cpu_pod(), "12345").removesuffix(b"\n")
+    assert RULE.unread(line) == RULE.unread(line + b" \t\r\n") == UnreadEvent("12345")
+    assert RULE.unread(line + b"\x0c\n") is None
 
 
 @pytest.mark.parametrize(
