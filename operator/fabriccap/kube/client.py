@@ -82,8 +82,10 @@ async def watch_lines(content: ChunkReader, path: str) -> AsyncIterator[bytes]:
     head: list[bytes] = []  # the pieces of a line not yet ended
     held = 0
     while True:
-        piece, _ = await content.readchunk()
+        piece, chunk_ended = await content.readchunk()
         if not piece:
+            if chunk_ended:  # only where an HTTP chunk ended: aiohttp's end is (b"", False)
+                continue
             break
         start = 0
         while (end := piece.find(b"\n", start) + 1) > 0:

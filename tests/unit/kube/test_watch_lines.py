@@ -14,13 +14,15 @@ from fabriccap.kube.errors import WatchLineError
 
 
 class Pieces:
-    """A body as the HTTP parser hands it over: ``readchunk`` gives one piece, then b"" at the end."""
+    """A body as aiohttp's StreamReader hands it over: ``readchunk`` gives one piece at a time,
+    (b"", True) where an HTTP chunk's end is all it has (as after a piece that ended one), and
+    (b"", False) at the end of the body."""
 
     def __init__(self, pieces: Sequence[bytes]) -> None:
-        self.pieces = list(pieces)
+        self.answers = iter([answer for piece in pieces for answer in ((piece, True), (b"", True))])
 
     async def readchunk(self) -> tuple[bytes, bool]:
-        return (self.pieces.pop(0), True) if self.pieces else (b"", False)
+        return next(self.answers, (b"", False))
 
 
 async def lines_of(pieces: Sequence[bytes]) -> list[bytes]:
