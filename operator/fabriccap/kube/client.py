@@ -44,6 +44,13 @@ MAX_ERROR_BODY_BYTES = 64 * 1024
 # takes what is there, up to the buffer, and the next read takes the rest; a TLS record is
 # at most 16 KiB.
 TLS_RECEIVE_BUFFER_BYTES = 64 * 1024
+# A streaming list that has brought this much is a large collection's (the Nodes, the Pods):
+# its connection receives into asyncio's default from then on, which takes a quarter of the
+# socket reads (the 100,000-node listing: 81.7 s at 64 KiB, 72.4 s widened), and is closed
+# when the stream ends, so the wider buffer is not kept in the pool for the next request. Only
+# a listing: a watch busy under churn kept widened raised the churn's peak (docs/performance.md).
+BUSY_STREAM_BYTES = 1024 * 1024
+BUSY_STREAM_RECEIVE_BYTES = 256 * 1024
 
 ErrorHook = Callable[[str, int], None]  # (verb, HTTP status or 0 when there was no answer)
 READ_CHUNK_BYTES = 64 * 1024
@@ -107,6 +114,21 @@ async def watch_lines(content: ChunkReader, path: str) -> AsyncIterator[bytes]:
     if not all(piece.isspace() for piece in head):
         # Ended cleanly in the middle of an event: something cut the stream.
         raise WatchLineError(f"watch {path}: the stream ended inside an event ({held} bytes)", "truncated line")
+
+
+def _widen_receive_buffer(response: aiohttp.ClientResponse, limit: int = BUSY_STREAM_RECEIVE_BYTES) -> None:
+    """The response's TLS connection receives into ``limit`` bytes from its next read on, and
+    is closed when the response is done, not kept in the pool with that buffer. Nothing
+    without TLS (plain HTTP has no such buffer)."""
+    connection = response.connection
+    # asyncio keeps the TLS protocol behind its transport; its max_size is read at every read.
+    tls = getattr(connection.transport if connection is not None else None, "_ssl_protocol", None)
+    if connection is None or connection.protocol is None or not isinstance(tls, asyncio.sslproto.SSLProtocol):
+        return
+    tls.max_size = limit
+    # aiohttp closes, rather than pools, a connection whose handler is to close, whenever the
+    # response releases it (at the stream's end, before the caller has seen its last line).
+    connection.protocol.force_close()
 
 
 def bound_tls_receive_buffers(limit: int = TLS_RECEIVE_BUFFER_BYTES) -> None:
@@ -307,7 +329,11 @@ class KubeClient:
                     )
                 if on_open is not None:
                     on_open()
+                received, widen = 0, send_initial_events
                 async for line in watch_lines(response.content, path):
+                    if widen and (received := received + len(line)) > BUSY_STREAM_BYTES:
+                        widen = False
+                        _widen_receive_buffer(response)
                     if line.isspace():
                         continue
                     if unread is not None and (stand_in := unread.unread(line)) is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import base64
+import contextlib
 import datetime
 import json
 import os
@@ -13,20 +14,27 @@ import socket
 import ssl
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from aiohttp import web
+from aiohttp import ClientResponse, web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fabriccap.kube import client as client_module
 from fabriccap.kube import credentials as kube
-from fabriccap.kube.client import TLS_RECEIVE_BUFFER_BYTES, KubeClient, bound_tls_receive_buffers
+from fabriccap.kube.client import (
+    BUSY_STREAM_BYTES,
+    BUSY_STREAM_RECEIVE_BYTES,
+    TLS_RECEIVE_BUFFER_BYTES,
+    KubeClient,
+    bound_tls_receive_buffers,
+)
 from fabriccap.kube.credentials import Credentials, load_credentials, load_in_cluster, load_kubeconfig
 from fabriccap.kube.errors import KubeError
 
@@ -737,6 +745,7 @@ async def test_requests_go_through_the_proxy(clean_proxy_environment: pytest.Mon
 
 # --- TLS connections' receive buffers ---------------------------------------------------------
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ASYNCIO_TLS_RECEIVE_BUFFER = 256 * 1024  # asyncio.sslproto.SSLProtocol.max_size, Python 3.11
 
 
@@ -758,6 +767,27 @@ def test_tls_connections_opened_after_the_bound_receive_into_it(monkeypatch: pyt
     assert _tls_receive_buffer() == ASYNCIO_TLS_RECEIVE_BUFFER
     bound_tls_receive_buffers()
     assert _tls_receive_buffer() == TLS_RECEIVE_BUFFER_BYTES < ASYNCIO_TLS_RECEIVE_BUFFER
+
+
+@contextlib.asynccontextmanager
+async def _tls_server(tmp_path: Path, nodes: Handler) -> AsyncIterator[kube.Credentials]:
+    """A real aiohttp server on 127.0.0.1 over TLS, answering /api/v1/nodes with ``nodes``."""
+    certificate, key = _self_signed("127.0.0.1")
+    (tmp_path / "tls.crt").write_bytes(certificate)
+    (tmp_path / "tls.key").write_bytes(key)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes", nodes)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, listener, ssl_context=served).start()
+    try:
+        yield kube.Credentials(server=f"https://127.0.0.1:{listener.getsockname()[1]}", insecure=True)
+    finally:
+        await runner.cleanup()
 
 
 async def test_answers_and_streams_far_larger_than_the_bound_arrive_whole_over_tls(
@@ -789,25 +819,50 @@ async def test_answers_and_streams_far_larger_than_the_bound_arrive_whole_over_t
         await response.write_eof()
         return response
 
-    certificate, key = _self_signed("127.0.0.1")
-    (tmp_path / "tls.crt").write_bytes(certificate)
-    (tmp_path / "tls.key").write_bytes(key)
-    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    served.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
-    app = web.Application()
-    app.router.add_get("/api/v1/nodes", nodes)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    await web.SockSite(runner, listener, ssl_context=served).start()
-    try:
-        credentials = kube.Credentials(server=f"https://127.0.0.1:{listener.getsockname()[1]}", insecure=True)
-        async with KubeClient(credentials) as client:
-            listed = await client.get("/api/v1/nodes")
-            watched = [line async for line in client.watch("/api/v1/nodes", "", 30, 30.0)]
-    finally:
-        await runner.cleanup()
+    async with _tls_server(tmp_path, nodes) as credentials, KubeClient(credentials) as client:
+        listed = await client.get("/api/v1/nodes")
+        watched = [line async for line in client.watch("/api/v1/nodes", "", 30, 30.0)]
     assert len(json.dumps(listed)) > 16 * TLS_RECEIVE_BUFFER_BYTES
     assert listed["items"] == items
     assert watched == events
+
+
+async def test_a_busy_streaming_list_receives_wider_and_its_connection_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past BUSY_STREAM_BYTES a streaming list's TLS connection reads into asyncio's 256 KiB,
+    and it is closed when the stream ends; a small one, or a watch however busy, keeps the bound
+    and its connection is reused."""
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", ASYNCIO_TLS_RECEIVE_BUFFER)
+    bound_tls_receive_buffers()
+    peers: list[object] = []
+
+    async def nodes(request: web.Request) -> web.StreamResponse:
+        peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for index in range(int(request.query["timeoutSeconds"])):  # the test's stand-in for a size
+            event = {"type": "ADDED", "object": {"metadata": {"name": f"n-{index}"}, "data": "x" * 20_000}}
+            await response.write(json.dumps(event).encode() + b"\n")
+        await response.write_eof()
+        return response
+
+    widened: list[int] = []
+    widen = client_module._widen_receive_buffer
+
+    def spy(response: ClientResponse, limit: int = BUSY_STREAM_RECEIVE_BYTES) -> None:
+        widen(response, limit)
+        assert response.connection is not None and response.connection.transport is not None
+        widened.append(response.connection.transport._ssl_protocol.max_size)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(client_module, "_widen_receive_buffer", spy)
+    async with _tls_server(tmp_path, nodes) as credentials, KubeClient(credentials) as client:
+        # A small streaming list, a busy watch (as under churn), a busy streaming list, a small one.
+        for size, listing in ((3, True), (300, False), (300, True), (3, True)):
+            events = [
+                event async for event in client.watch("/api/v1/nodes", "", size, 30.0, send_initial_events=listing)
+            ]
+            assert len(events) == size
+    assert widened == [BUSY_STREAM_RECEIVE_BYTES]  # once: in the busy streaming list only
+    assert 300 * 20_000 > BUSY_STREAM_BYTES > 3 * 20_000 + 3 * 100
+    assert peers[0] == peers[1] == peers[2] != peers[3]  # reused, reused, then a new connection
