@@ -121,11 +121,12 @@ def _widen_receive_buffer(response: aiohttp.ClientResponse, limit: int = BUSY_ST
     is closed when the response is done, not kept in the pool with that buffer. Nothing
     without TLS (plain HTTP has no such buffer)."""
     connection = response.connection
-    # asyncio keeps the TLS protocol behind its transport; its max_size is read at every read.
+    # asyncio keeps the TLS protocol behind its transport, and reads its max_size at every read
+    # through the instance (typeshed calls it a class variable: one instance's is set here).
     tls = getattr(connection.transport if connection is not None else None, "_ssl_protocol", None)
     if connection is None or connection.protocol is None or not isinstance(tls, asyncio.sslproto.SSLProtocol):
         return
-    tls.max_size = limit
+    tls.max_size = limit  # type: ignore[misc]
     # aiohttp closes, rather than pools, a connection whose handler is to close, whenever the
     # response releases it (at the stream's end, before the caller has seen its last line).
     connection.protocol.force_close()
