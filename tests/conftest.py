@@ -1,0 +1,14 @@
+"""Set up before any test directory's tests run."""
+
+from __future__ import annotations
+
+from hypothesis import find, settings
+from hypothesis import strategies as st
+
+
+def pytest_configure() -> None:
+    # Hypothesis builds its table of Unicode characters (about a second) the first time the
+    # process draws text from the full alphabet, and keeps it under .hypothesis/. Built inside
+    # a test's first draw, that second counts against the test's too_slow health check, which
+    # failed on a machine or clone without the table (test_publish.py run alone). Built here.
+    find(st.text(min_size=1), lambda _: True, settings=settings(database=None))
