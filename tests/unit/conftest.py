@@ -1,4 +1,4 @@
-"""Set up before any test directory's tests run."""
+"""Set up before the unit tests run (the only ones that draw text with Hypothesis)."""
 
 from __future__ import annotations
 
