@@ -69,6 +69,7 @@ _VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([0-9]{1,19})"')
 # dozens of backslashes (its managedFields' ``k:{\"uid\":...}`` keys), and looking for each
 # two-byte escape with ``in`` read the whole line twice at under a third of the speed.
 _MARK_ESCAPE = re.compile(rb"\\[u/]")
+# JSON's whitespace (RFC 8259): what may follow an event's closing brace on its line.
 _WHITESPACE = frozenset(b" \t\r\n")
 
 
