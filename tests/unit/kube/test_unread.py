@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fabriccap.core.facts import FactsExtractor
@@ -86,6 +86,32 @@ def test_an_escape_that_cannot_spell_a_mark_leaves_the_line_undecoded() -> None:
     line = go_line("ADDED", cpu_pod(labels={"note": 'say "hi"'}), "88")
     assert b'\\"' in line
     assert RULE.unread(line) == UnreadEvent("88")
+
+
+# Pieces of the marks and the escapes, which joined make texts that hold them whole, in part,
+# or overlapping one another.
+PIECES = st.sampled_from(
+    [
+        *("NCCL_", "NET", "SOCKET_IFNAME", "FI_", "PROVIDER", "nvidia.com/", "gpu", "vpc.amazonaws.com/", "efa"),
+        *("resourceClaim", "Name", "Template", "Daemon", "Set", "\\", "u", "/", "x", "-"),
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(PIECES, max_size=8))
+@example(pieces=["\\", "u"])
+@example(pieces=["\\", "/"])
+@example(pieces=["NCCL_", "NCCL_", "NET"])
+@example(pieces=["resourceClaim", "Template", "Name"])
+@example(pieces=["nvidia.com/", "efa"])
+def test_a_line_is_left_undecoded_exactly_when_it_holds_no_mark_and_no_escape(pieces: list[str]) -> None:
+    """The one search finds whichever of its texts a line holds, wherever they overlap."""
+    assert isinstance(RULE, UnreadRule)
+    text = "".join(pieces).encode()
+    line = go_line("ADDED", cpu_pod(labels={"note": "@@"}), "9").replace(b"@@", text)
+    holds = any(mark in line for mark in RULE.marks) or b"\\u" in line or b"\\/" in line
+    assert (RULE.unread(line) is None) == holds, line
 
 
 POD_READ_BY_ONE_MARK = {
