@@ -45,12 +45,14 @@ MAX_ERROR_BODY_BYTES = 64 * 1024
 # at most 16 KiB.
 TLS_RECEIVE_BUFFER_BYTES = 64 * 1024
 # A streaming list that has brought this much is a large collection's (the Nodes, the Pods):
-# its connection receives into asyncio's default from then on, which takes a quarter of the
-# socket reads (the 100,000-node listing: 81.7 s at 64 KiB, 72.4 s widened), and is closed
-# when the stream ends, so the wider buffer is not kept in the pool for the next request. Only
-# a listing: a watch busy under churn kept widened raised the churn's peak (docs/performance.md).
+# its connection receives into a wider buffer from then on, which takes fewer socket reads (the
+# 100,000-node listing: 81.7 s at 64 KiB, 72.4 s at 256 KiB), and is closed when the stream
+# ends, so the wider buffer is not kept in the pool for the next request. Only a listing: a
+# watch busy under churn kept widened raised the churn's peak. 128 KiB, not asyncio's 256: the
+# 100k start was the same within a second, and the real 10,000-node relist's highest 0.6 MiB
+# lower, under its 128 MiB target again (docs/performance.md).
 BUSY_STREAM_BYTES = 1024 * 1024
-BUSY_STREAM_RECEIVE_BYTES = 256 * 1024
+BUSY_STREAM_RECEIVE_BYTES = 128 * 1024
 
 ErrorHook = Callable[[str, int], None]  # (verb, HTTP status or 0 when there was no answer)
 READ_CHUNK_BYTES = 64 * 1024

@@ -830,7 +830,7 @@ async def test_answers_and_streams_far_larger_than_the_bound_arrive_whole_over_t
 async def test_a_busy_streaming_list_receives_wider_and_its_connection_is_not_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past BUSY_STREAM_BYTES a streaming list's TLS connection reads into asyncio's 256 KiB,
+    """Past BUSY_STREAM_BYTES a streaming list's TLS connection reads into BUSY_STREAM_RECEIVE_BYTES,
     and it is closed when the stream ends; a small one, or a watch however busy, keeps the bound
     and its connection is reused."""
     monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", ASYNCIO_TLS_RECEIVE_BUFFER)
