@@ -136,12 +136,14 @@ class UnreadRule:
     # that is the kind of match aho-corasick's packed (SIMD) searcher answers: a line that holds
     # none of them is read at memory speed, where one ``in`` per mark read it once per mark, at
     # 15 us of the 20 us a 6 KB pod cost (benchmarks/watch_event_bench.py). Which of them is
-    # found first does not matter: any one means decode.
-    _search: BytesAhoCorasick = field(init=False, repr=False, compare=False)
+    # found first does not matter: any one means decode. None when a mark is empty (a config's
+    # recommended variable with no name): every line holds it, so every line is decoded.
+    _search: BytesAhoCorasick | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         texts = [*self.marks, *_MARK_ESCAPES]
-        object.__setattr__(self, "_search", BytesAhoCorasick(texts, matchkind=MATCHKIND_LEFTMOST_FIRST))
+        search = BytesAhoCorasick(texts, matchkind=MATCHKIND_LEFTMOST_FIRST) if all(texts) else None
+        object.__setattr__(self, "_search", search)
 
     @classmethod
     def holding_none_of(cls, marks: Iterable[str]) -> UnreadRule:
@@ -152,7 +154,7 @@ class UnreadRule:
         framed = _framed(line)
         if framed is None or framed.group(1) != b"ADDED":
             return None
-        if self._search.find_matches_as_indexes(line):
+        if self._search is None or self._search.find_matches_as_indexes(line):
             return None
         version = _only_version(line)
         return UnreadEvent(version) if version is not None else None

@@ -114,6 +114,16 @@ def test_a_line_is_left_undecoded_exactly_when_it_holds_no_mark_and_no_escape(pi
     assert (RULE.unread(line) is None) == holds, line
 
 
+def test_an_empty_mark_keeps_every_line_decoded() -> None:
+    """A recommended variable with no name is a mark every line holds (as ``in`` says)."""
+    unnamed = {"name": "efa", "recommendedEnv": [{"name": "", "value": "1"}]}
+    extractor = FactsExtractor(build_config({"workloads": {"enabled": True}, "fabrics": [unnamed]}))
+    assert extractor.pod_marks() == {""}
+    rule = UnreadRule.holding_none_of(extractor.pod_marks())
+    assert RULE is not None and RULE.unread(go_line("ADDED", cpu_pod())) is not None
+    assert rule.unread(go_line("ADDED", cpu_pod())) is None
+
+
 POD_READ_BY_ONE_MARK = {
     "a GPU request": world.workload_pod("n1", "train-0", gpu=8),
     "an EFA request": world.workload_pod("n1", "train-1", gpu=None, efa=32),
