@@ -10,6 +10,8 @@ and the one case where this library differs is a test of its own below.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -210,6 +212,47 @@ def test_an_invalid_version_fails_every_selector_on_the_device() -> None:
 )
 def test_a_missing_domain(expression: str, expected: cel.Outcome) -> None:
     assert outcome(expression, example_device(EFA)) == expected
+
+
+EXTENSIONS_LOADED = "sorted(name for name in sys.modules if name.startswith('cel_expr_python.ext.'))"
+
+
+def test_the_extensions_are_loaded_only_for_a_selector_that_needs_one() -> None:
+    """Their native modules (7.8 MiB of RSS) stay out of a process whose selectors need none:
+    the built-in config's, aws-dranet's class. A fresh interpreter: this one has loaded them."""
+    script = f"""
+import sys
+from fabriccap.core import cel
+from fabriccap.core.config import default_config
+default_config()
+print({EXTENSIONS_LOADED})
+cel.compile_selector('device.driver.lowerAscii() == "dra.net"')
+print({EXTENSIONS_LOADED})
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    before, after = ran.stdout.splitlines()
+    assert before == "[]"
+    assert after == str([f"cel_expr_python.ext.{name}" for name in ("ext_bindings", "ext_optional", "ext_strings")])
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('device.attributes["dra.net"].pciDevice.lowerAscii().startsWith("elastic fabric")', cel.SELECTED),
+        ('cel.bind(name, device.attributes["dra.net"].pciDevice, name.split(" ")[0] == "Elastic")', cel.SELECTED),
+        ('device.attributes["dra.net"].?pciDevice.orValue("").upperAscii().contains("ENA")', cel.NOT_SELECTED),
+    ],
+)
+def test_a_selector_that_needs_an_extension_is_compiled_with_them(expression: str, expected: cel.Outcome) -> None:
+    assert outcome(expression, example_device(EFA)) == expected
+
+
+def test_a_compile_error_is_the_one_the_scheduler_would_give() -> None:
+    """Said by CEL with the extensions, as kube-scheduler has them, not by the base alone."""
+    with pytest.raises(cel.CompileError) as caught:
+        cel.compile_selector('device.attributes["dra.net"].?model.orValue("") == "x" &&')
+    # The base would refuse the optional field ("unsupported syntax '.?'"), not say what is wrong.
+    assert "mismatched input '<EOF>'" in str(caught.value)
 
 
 def test_every_selector_must_hold_and_the_first_failure_decides() -> None:
