@@ -83,6 +83,12 @@ BAD_LINES = [
         id="pod-in-the-nodes-watch",
     ),
     pytest.param(b"\x00\xff{{ garbage }}", "undecodable line", "", id="garbage-bytes"),
+    # What no API server writes, refused as undecodable (kube.client.decode_json): NaN, a lone
+    # surrogate escape, bytes that are not UTF-8 inside a string, nesting deeper than 1,024.
+    pytest.param(b'{"type":"ADDED","object":{"x":NaN}}', "undecodable line", "", id="nan"),
+    pytest.param(b'{"type":"ADDED","object":{"x":"\\ud800"}}', "undecodable line", "", id="lone-surrogate"),
+    pytest.param(b'{"type":"ADDED","object":{"x":"\xff"}}', "undecodable line", "", id="not-utf-8"),
+    pytest.param(b"[" * 2000 + b"]" * 2000, "undecodable line", "", id="nested-2000-deep"),
     pytest.param(_line({"type": "EXPLODED", "object": {}}), "unknown event type", "", id="unknown-type"),
     pytest.param(_line({"object": {}}), "unknown event type", "", id="no-type"),
     pytest.param(
