@@ -708,6 +708,17 @@ def test_the_clusters_proxy_url_wins_over_the_environment(
     assert load_credentials(str(config)).proxy == "http://kube.corp:8888"
 
 
+def test_the_environments_proxy_is_read_once_per_server(clean_proxy_environment: pytest.MonkeyPatch) -> None:
+    # As Go's http.ProxyFromEnvironment: the environment as it was at the first request.
+    clean_proxy_environment.setenv("HTTPS_PROXY", "http://first.corp:3128")
+    credentials = Credentials(server="https://api.example:6443")
+    assert credentials.proxy == "http://first.corp:3128"
+    clean_proxy_environment.setenv("HTTPS_PROXY", "http://second.corp:3128")
+    assert credentials.proxy == "http://first.corp:3128"
+    credentials.server = "https://other.example:6443"  # another server is looked up again
+    assert credentials.proxy == "http://second.corp:3128"
+
+
 @pytest.mark.parametrize("proxy_url", ["socks5://proxy:1080", "ftp://proxy:21"])
 def test_an_unsupported_proxy_scheme_is_named(tmp_path: Path, proxy_url: str) -> None:
     config = write_kubeconfig(
