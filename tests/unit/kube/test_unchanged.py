@@ -169,6 +169,36 @@ def test_a_value_with_an_escape_is_not_blanked() -> None:
     assert body != escaped
 
 
+def test_a_key_that_ends_in_a_blanked_one_is_compared() -> None:
+    """``example.com/runtime`` ends in ``time"``: a key of its own, read here (a pool label),
+    whose change is decoded, however the blanked key ``time`` is found."""
+    extractor = FactsExtractor(build_config({"poolLabels": ["example.com/runtime"]}))
+    checker = BY_KIND["Node"].unread_rule(extractor)
+    assert isinstance(checker, UnchangedRule) and "time" in extractor.node_unread_keys()
+    body = busy_node()
+    body["metadata"]["labels"]["example.com/runtime"] = "pool-a"
+    applied(checker, "MODIFIED", body, "100")
+    moved = heartbeat(body, "2026-11-30T10:00:40Z")
+    moved["metadata"]["labels"]["example.com/runtime"] = "pool-b"
+    assert checker.unread(go_line("MODIFIED", moved, "101")) is None
+    assert extractor.node(moved) != extractor.node(body)
+
+
+def test_a_blanked_key_quoted_inside_a_value_is_compared() -> None:
+    """``"time":"..."`` inside a string is escaped (``\\"time\\":\\"``): not a key, so a
+    change to the value that holds it is seen."""
+    checker, body = rule(), busy_node()
+    body["metadata"].setdefault("annotations", {})["note"] = '{"time":"a"}'
+    applied(checker, "MODIFIED", body, "100")
+    moved = heartbeat(body, "2026-11-30T10:00:40Z")
+    moved["metadata"]["annotations"]["note"] = '{"time":"b"}'
+    assert b'\\"time\\":\\"b\\"' in go_line("MODIFIED", moved, "101")
+    assert checker.unread(go_line("MODIFIED", moved, "101")) is None
+    assert checker.unread(go_line("MODIFIED", heartbeat(body, "2026-11-30T10:01:20Z"), "102")) == UnreadEvent(
+        "102", "unchanged"
+    )
+
+
 def test_pythons_spacing_reads_the_same() -> None:
     """The fake API of the tests writes a space after each colon and comma."""
     checker, body = rule(), busy_node()
