@@ -37,7 +37,7 @@ from pydantic import (
 from fabriccap.core.catalog import InstanceCatalog, InstanceType
 from fabriccap.core.cel import DEVICE_SELECTORS_MAX_SIZE, CompileError, compile_selector
 from fabriccap.core.documents import BoundedLoader, RefusedDocumentError, load_yaml_document
-from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity
+from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity, shown_value
 from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
@@ -499,9 +499,31 @@ class DraSettings(_DaemonSetFinder):
         return " && ".join(terms)
 
 
+# Kubernetes' rule for a container's environment variable name (apimachinery's
+# IsRelaxedEnvVarName, the only rule since RelaxedEnvironmentVariableValidation went GA):
+# not empty, printable ASCII (the space included) other than "=".
+_ENV_VAR_NAME = re.compile(r"[ -<>-~]+")
+
+
 class EnvVar(_Model):
-    name: str = Field(description="The environment variable's name.")
+    name: str = Field(
+        json_schema_extra={"pattern": f"^{_ENV_VAR_NAME.pattern}$", "minLength": 1},
+        description="The environment variable's name, as Kubernetes allows one in a container: printable"
+        ' ASCII other than "=".',
+    )
     value: str = Field(description="Its value.")
+
+    @field_validator("name")
+    @classmethod
+    def _a_name_a_container_can_have(cls, name: str) -> str:
+        # A name no container can have is a recommendation nobody can follow; an empty one was
+        # also a mark every pod's text holds, so no pod was left undecoded (kube.unread).
+        if not _ENV_VAR_NAME.fullmatch(name):  # not match and $: "$" also matches before a final newline
+            raise ValueError(
+                f"{shown_value(name)} is not an environment variable name: it must be printable ASCII other"
+                ' than "=", and not empty'
+            )
+        return name
 
 
 # Every old field name the config reads, in one place: the models' validator

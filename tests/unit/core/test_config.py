@@ -266,6 +266,14 @@ def test_custom_fabric_and_pool_labels() -> None:
         ),
         ({"fabrics": []}, "fabrics", "no fabric is enabled"),
         ({"fabrics": [{"name": "efa", "enabled": False}]}, "fabrics", "no fabric is enabled"),
+        *(
+            (
+                {"fabrics": [{"name": "efa", "recommendedEnv": [{"name": name, "value": "1"}]}]},
+                "fabrics.0.recommendedEnv.0.name",
+                "is not an environment variable name",
+            )
+            for name in ("", "FI_PROVIDER=efa", "NCCL\x01DEBUG", "NCCL_DÉBUG", "NCCL_DEBUG\n")
+        ),
     ],
 )
 def test_invalid_config_names_the_field(raw: Any, field: str, problem: str) -> None:
@@ -276,6 +284,14 @@ def test_invalid_config_names_the_field(raw: Any, field: str, problem: str) -> N
     assert field in text
     assert problem in text
     assert "\n" not in text
+
+
+@pytest.mark.parametrize("name", ["NCCL_DEBUG", "my.env-name", "MY_ENV.NAME", "1st", "A B", "~!@#$%^&*()"])
+def test_an_environment_variable_name_is_what_kubernetes_allows(name: str) -> None:
+    """apimachinery's IsRelaxedEnvVarName: printable ASCII (the space too) other than "=";
+    its own examples, a leading digit and a space among them."""
+    config = build_config({"fabrics": [{"name": "efa", "recommendedEnv": [{"name": name, "value": "1"}]}]})
+    assert [env.name for env in _fabric(config, "efa").recommended_env] == [name]
 
 
 @pytest.mark.parametrize("raw", [[1, 2], "just a string", 42])

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from fabriccap.core.config import ConfigError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.unread import UnreadEvent, UnreadRule
@@ -115,11 +116,12 @@ def test_a_line_is_left_undecoded_exactly_when_it_holds_no_mark_and_no_escape(pi
 
 
 def test_an_empty_mark_keeps_every_line_decoded() -> None:
-    """A recommended variable with no name is a mark every line holds (as ``in`` says)."""
+    """An empty mark is one every line holds (as ``in`` says). The way one came, a recommended
+    variable with no name, is refused by the config now (``EnvVar``); the rule stays sound."""
     unnamed = {"name": "efa", "recommendedEnv": [{"name": "", "value": "1"}]}
-    extractor = FactsExtractor(build_config({"workloads": {"enabled": True}, "fabrics": [unnamed]}))
-    assert extractor.pod_marks() == {""}
-    rule = UnreadRule.holding_none_of(extractor.pod_marks())
+    with pytest.raises(ConfigError, match="not an environment variable name"):
+        build_config({"workloads": {"enabled": True}, "fabrics": [unnamed]})
+    rule = UnreadRule.holding_none_of({"", *EXTRACTOR.pod_marks()})
     assert RULE is not None and RULE.unread(go_line("ADDED", cpu_pod())) is not None
     assert rule.unread(go_line("ADDED", cpu_pod())) is None
 
