@@ -70,7 +70,7 @@ class Credentials:
     _refreshing: asyncio.Lock | None = field(default=None, repr=False)
     _refreshing_loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     # The environment's proxy for ``server``, as it was when first asked (server, proxy).
-    _environment_proxy: tuple[str, str | None] | None = field(default=None, repr=False)
+    _environment_proxy: tuple[str, str | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def rotating(self) -> bool:
