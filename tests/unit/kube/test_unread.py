@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fabriccap.core.config import ConfigError
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.kinds import BY_KIND
-from fabriccap.kube.unread import UnreadEvent, UnreadRule
+from fabriccap.kube.unread import UnreadEvent, UnreadRule, _only_version
 from fabriccap_devtools import world
 from fabriccap_devtools.scalesim.world import CPU_POD_TEMPLATE, ScaleWorld
 from support.configs import build_config
@@ -113,6 +113,52 @@ def test_a_line_is_left_undecoded_exactly_when_it_holds_no_mark_and_no_escape(pi
     line = go_line("ADDED", cpu_pod(labels={"note": "@@"}), "9").replace(b"@@", text)
     holds = any(mark in line for mark in RULE.marks) or b"\\u" in line or b"\\/" in line
     assert (RULE.unread(line) is None) == holds, line
+
+
+def reference_unread(rule: UnreadRule, line: bytes) -> UnreadEvent | None:
+    """The rule as it read a line before its search counted the version keys: any mark or
+    escape means decode, else the version of a line with exactly one version key."""
+    if not line.lstrip().startswith(b'{"type":"ADDED",') or not line.rstrip().endswith(b"}"):
+        return None
+    if any(mark in line for mark in rule.marks) or b"\\u" in line or b"\\/" in line:
+        return None
+    version = _only_version(line)
+    return UnreadEvent(version) if version is not None else None
+
+
+# Pieces that make a second version key, a key's text without its quotes, a key a mark
+# overlaps, or a key whose value is no number.
+VERSION_PIECES = st.sampled_from(
+    ['"resourceVersion"', "resourceVersion", '"', ":", '"7"', "x", "NCCL_", "NET", "\\", "u", "Version"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(VERSION_PIECES, max_size=8), where=st.sampled_from(["label", "before the version"]))
+@example(pieces=['"resourceVersion"', ":", '"7"'], where="label")  # a second key: decode
+@example(pieces=["resourceVersion", '"'], where="label")  # the key's text with no opening quote
+@example(pieces=[], where="label")
+@example(pieces=['"resourceVersion"', "resourceVersion", '"'], where="label")  # two keys sharing a quote
+def test_the_version_keys_counted_in_the_search_read_as_a_second_find_did(pieces: list[str], where: str) -> None:
+    """One pass that finds the marks and the version keys says what the marks' search and
+    ``_only_version`` said, on lines that are JSON and on lines that are not."""
+    assert isinstance(RULE, UnreadRule) and RULE._finds_version
+    text = "".join(pieces).encode()
+    line = go_line("ADDED", cpu_pod(labels={"note": "@@"}), "9").replace(b"@@", text)
+    if where == "before the version":
+        line = line.replace(b'"resourceVersion"', text + b'"resourceVersion"', 1)
+    assert RULE.unread(line) == reference_unread(RULE, line), line
+
+
+def test_a_mark_that_may_begin_inside_the_version_key_is_searched_without_it() -> None:
+    """``Version`` begins inside ``resourceVersion"``: a search of both would report the key
+    and hide the mark, so the version keys are counted apart and the mark is found."""
+    rule = UnreadRule.holding_none_of({"Version", "nvidia.com/gpu"})
+    assert not rule._finds_version and isinstance(RULE, UnreadRule) and RULE._finds_version
+    line = go_line("ADDED", cpu_pod(), "31")
+    assert b"Version" in line and RULE.unread(line) == UnreadEvent("31")
+    assert rule.unread(line) is None
+    assert UnreadRule.holding_none_of({"nvidia.com/gpu"}).unread(line) == UnreadEvent("31")
 
 
 def test_an_empty_mark_keeps_every_line_decoded() -> None:
