@@ -150,8 +150,9 @@ class UnreadRule:
     # that is the kind of match aho-corasick's packed (SIMD) searcher answers: a line that holds
     # none of them is read at memory speed, where one ``in`` per mark read it once per mark, at
     # 15 us of the 20 us a 6 KB pod cost (benchmarks/watch_event_bench.py). Which of them is
-    # found first does not matter: any one means decode. None when a mark is empty (a config's
-    # recommended variable with no name): every line holds it, so every line is decoded.
+    # found first does not matter: any one means decode. None when a mark is empty (the config
+    # refuses a recommended variable with no name, 673b4df; a rule built from other marks may
+    # still hold one): every line holds it, so every line is decoded.
     _search: BytesAhoCorasick | None = field(init=False, repr=False, compare=False)
     # Whether the search also finds the version key (``_VERSION_FIND``, last): then a line that
     # holds no mark has its version keys counted in the same pass, where ``_only_version`` read
