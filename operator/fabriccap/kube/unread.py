@@ -30,6 +30,10 @@ where it is a key (an unescaped ``"key":"`` cannot occur inside a string), and a
 escape in it is not blanked (it is compared as it is: a change to it is seen). The kind's facts
 must read none of the blanked keys (``FactsExtractor.node_unread_keys``); what was last applied
 is forgotten with the object (DELETED), when a line was not applied, and at every listing.
+A listing keeps no digest: its lines are all decoded anyway, and a digest made for each of
+100,000 Nodes (a third of a heartbeat's cost, 30 us a line) was 3 s of the start. Each node's
+first change after a listing is decoded instead and keeps the digest, spread over the first
+heartbeat interval, when the operator has a core to spare (docs/performance.md).
 
 The operator's own writes (``OwnWritesRule``). Every status the operator writes comes back on
 its watch of FabricCapabilities (an 11 KB line), and the publisher, holding the write's answer
@@ -51,7 +55,6 @@ from typing import Any, Literal, Protocol
 from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, BytesAhoCorasick
 
 from fabriccap.core.sharing import shared_text
-from fabriccap.core.unlisted import UnlistedKeys
 
 __all__ = ["LineRule", "OwnWritesRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
 
@@ -218,8 +221,8 @@ class UnchangedRule:
     keys: tuple[bytes, ...]
     _applied: dict[str, int] = field(default_factory=dict)
     _pending: tuple[str, int] | None = None
-    # While a listing is under way: the names it has not settled yet, forgotten at its end.
-    _unlisted: UnlistedKeys[str] | None = None
+    # A listing is under way: its lines make no digest (see the module's docstring).
+    _listing: bool = False
     # Each key with its closing quote, all found in one pass (see ``_blanked``).
     _search: BytesAhoCorasick = field(init=False, repr=False, compare=False)
 
@@ -263,6 +266,8 @@ class UnchangedRule:
 
     def unread(self, line: bytes) -> UnreadEvent | None:
         self._pending = None
+        if self._listing:
+            return None
         framed = _framed(line)
         if framed is None:
             return None
@@ -289,8 +294,6 @@ class UnchangedRule:
         name = metadata.get("name") if isinstance(metadata, Mapping) else None
         if not isinstance(name, str):
             return
-        if self._unlisted is not None:
-            self._unlisted.discard(name)
         if event_type == "DELETED" or not applied or pending is None or pending[0] != name:
             self._applied.pop(name, None)
         elif self._applied.get(name) != pending[1]:
@@ -298,17 +301,15 @@ class UnchangedRule:
             self._applied[shared_text(name)] = pending[1]
 
     def listing_began(self) -> None:
-        # Each object the listing names settles again, and the rest is forgotten at its end:
-        # not all cleared now, or a relist would make a new digest for every node, kept among
-        # the garbage of the bodies it decodes, which pins the arenas it lands in after that
-        # garbage is freed (a forced relist left 13.6 MiB at 100,000 nodes: docs/performance.md).
-        self._unlisted = UnlistedKeys(self._applied)
+        # Cleared now, not when the listing ends: no digest is kept among the garbage of the
+        # bodies it decodes, where one would pin the arenas it lands in after that garbage is
+        # freed (a forced relist left 13.6 MiB at 100,000 nodes: docs/performance.md).
+        self._applied.clear()
         self._pending = None
+        self._listing = True
 
     def listing_ended(self) -> None:
-        for name in self._unlisted or ():
-            self._applied.pop(name, None)
-        self._unlisted = None
+        self._listing = False
 
 
 # Versions of the operator's own writes remembered at most: a write's echo comes within a watch
