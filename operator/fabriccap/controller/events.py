@@ -145,6 +145,14 @@ class EventLimiter:
         self._held[event.reason] = _Held(event, (held.count if held else 0) + 1, held.first if held else wall)
         return None
 
+    def hold(self, outgoing: Outgoing) -> None:
+        """An Event let through that could not be sent then: held with its reason's, as the
+        earliest of them (``due`` sends it, counted with those held after it)."""
+        reason = outgoing.event.reason
+        held = self._held.get(reason)
+        newest = held.event if held else outgoing.event
+        self._held[reason] = _Held(newest, outgoing.count + (held.count if held else 0), outgoing.first)
+
     def due(self, now: float) -> list[Outgoing]:
         """The held Events whose reason may send again: each goes out as one, with its count."""
         ready = [reason for reason in self._held if self._bucket(reason).allows(now)]

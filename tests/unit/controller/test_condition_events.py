@@ -4,9 +4,11 @@ are bounded too (issue 27 item 8; round 3 L22; SPEC "Events")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fabriccap.controller.events import (
+    CLUSTER_SCOPED_EVENTS_NAMESPACE,
     CONDITION_EVENT_BURST,
     CONDITION_EVENT_INTERVAL_SECONDS,
     EventLimiter,
@@ -14,10 +16,12 @@ from fabriccap.controller.events import (
     EventSpec,
     condition_events,
 )
-from fabriccap.controller.objects import OBJECT_WRITE_BURST, OBJECT_WRITES_PER_SECOND
-from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from fabriccap.controller.objects import OBJECT_WRITE_BURST, OBJECT_WRITES_PER_SECOND, Lane
+from fabriccap.controller.writes import LANE_WIDTHS, WINDOW_RECHECK_SECONDS
+from fabriccap.core.api import READY_LABEL, condition_status
+from fabriccap.kube.paths import EVENTS, FABRIC_CAPABILITIES
 from support.builders import node
-from support.publishing import healthy, publishing, start
+from support.publishing import Setup, healthy, publishing, start
 
 
 def status(**conditions: tuple[str, str]) -> dict[str, Any]:
@@ -104,3 +108,79 @@ async def test_a_pool_flapping_every_half_second_is_written_and_told_a_bounded_n
         per_reason = CONDITION_EVENT_BURST + elapsed / CONDITION_EVENT_INTERVAL_SECONDS + 1
         assert len(events) <= len(reasons) * per_reason
         assert any(event["count"] > 1 for event in events)  # what was held back is counted, not lost
+
+
+async def test_a_cold_start_writes_every_status_before_the_events_and_labels_that_follow_them() -> None:
+    """More new pools than a lane is wide: each pool's Event and ready label wait at the back of
+    the lane, so the last status is not as late as the last pool's Event and label."""
+    pools = [f"p{number}" for number in range(2 * LANE_WIDTHS[Lane.CONDITIONS])]
+    async with publishing() as setup:
+        setup.publisher.events = EventRecorder(setup.publisher.client, "test")
+        for pool in pools:
+            setup.add(healthy(pool, f"{pool}-a", f"{pool}-b"))
+        await start(setup)
+        await setup.publisher.finish_writes()
+        item_paths = {FABRIC_CAPABILITIES.item(f"efa-{pool}") for pool in pools}
+        order = [(method, path) for method, path, _, _ in setup.api.requests if method in ("POST", "PATCH")]
+        statuses = [at for at, (method, path) in enumerate(order) if path.endswith("/status")]
+        events = [
+            at for at, (method, path) in enumerate(order) if path == EVENTS.collection(CLUSTER_SCOPED_EVENTS_NAMESPACE)
+        ]
+        labels = [
+            at
+            for at, (method, path) in enumerate(order)
+            if method == "PATCH" and path.startswith(FABRIC_CAPABILITIES.collection()) and path in item_paths
+        ]
+        assert len(statuses) == len(events) == len(labels) == len(pools)
+        assert max(statuses) < min(events) and max(statuses) < min(labels)
+        published = setup.published()
+        assert {published[f"efa-{pool}"]["metadata"]["labels"][READY_LABEL] for pool in pools} == {"true"}
+
+
+@dataclass
+class ClosingLease:
+    """A leader whose Lease's window to write in can close (the elector's write_window)."""
+
+    window: float = 10.0
+    leading: bool = True
+
+    def write_window(self) -> float:
+        return self.window
+
+
+def sent_events(setup: Setup) -> list[dict[str, Any]]:
+    return [body for _, _, body in setup.api.writes("POST") if (body or {}).get("kind") == "Event"]
+
+
+async def test_events_left_when_the_lease_window_closed_after_their_status_are_sent_by_the_leader_later() -> None:
+    """What follows a status waits in its lane; a window that closes meanwhile sends none of it
+    (only a leader writes), and loses none of it: the Events are held, the label waits for the
+    recheck, and both go once the leader has renewed."""
+    lease = ClosingLease()
+    async with publishing() as setup:
+        setup.publisher.leader = lease
+        setup.publisher.events = EventRecorder(setup.publisher.client, "test")
+        requests = setup.publisher.requests
+        merge_patch = requests.merge_patch
+
+        async def window_closes_after_a_status(path: str, patch: Any, timeout: float) -> dict[str, Any]:
+            answer = await merge_patch(path, patch, timeout)
+            if path.endswith("/status"):
+                lease.window = 0.3  # under the half second a write needs
+            return answer
+
+        requests.merge_patch = window_closes_after_a_status  # type: ignore[method-assign]
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        await setup.publisher.finish_writes()
+        published = setup.published()["efa-p5"]
+        assert condition_status(published["status"], "Ready") == "True"
+        assert published["metadata"]["labels"][READY_LABEL] == "false" and sent_events(setup) == []
+
+        lease.window = 10.0  # renewed: nobody says so, the recheck finds it
+        setup.clock.now += WINDOW_RECHECK_SECONDS
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        await setup.publisher.finish_writes()
+        assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "true"
+        assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]

@@ -21,6 +21,7 @@ from fabriccap.controller.writes import (
     ROUTINE_WRITES,
     URGENT_WRITES,
     WINDOW_RECHECK_SECONDS,
+    Rest,
     is_routine_change,
     write_lane,
 )
@@ -60,9 +61,9 @@ async def test_a_round_waiting_for_its_writes_keeps_no_evaluation() -> None:
         released = asyncio.Event()
         perform = setup.publisher.lanes.perform
 
-        async def held(state: ObjectState, intent: Intent) -> None:
+        async def held(state: ObjectState, intent: Intent) -> Rest | None:
             await released.wait()
-            await perform(state, intent)
+            return await perform(state, intent)
 
         setup.publisher.lanes.perform = held
         round_ = asyncio.create_task(setup.publisher.reconcile_once())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from fabriccap.controller.objects import Intent, Lane, ObjectState, StatusWrite
-from fabriccap.controller.writes import LANE_WIDTHS, WriteLanes
+from fabriccap.controller.writes import LANE_WIDTHS, Rest, WriteLanes
 from support.fakeapi import eventually
 
 
@@ -101,3 +101,31 @@ async def test_a_write_cancelled_before_its_first_step_leaves_its_object_free_to
     await eventually(lambda: held.sent == ["o"], "the next write of the object sent")
     held.release.set()
     await lanes.finish(timeout=5)
+
+
+async def test_what_a_write_leaves_after_its_status_waits_behind_the_line_and_goes_at_once_without_one() -> None:
+    """A perform's rest (``writes.Rest``: the Events, the ready label) queues again at the back
+    of its lane, still in its object's slot; with no line it follows its status at once."""
+    log: list[str] = []
+    waits: list[tuple[Lane, float]] = []
+
+    async def perform(state: ObjectState, intent: Intent) -> Rest:
+        await asyncio.sleep(0)  # the request: the other writes queue meanwhile
+        log.append(f"status {state.name}")
+
+        async def rest() -> None:
+            log.append(f"rest {state.name}" if state.slot is not None else f"rest {state.name} without its slot")
+
+        return rest
+
+    lanes = WriteLanes(perform=perform, done=lambda state, again: None, waited=lambda lane, s: waits.append((lane, s)))
+    lanes.submit(ObjectState("lone"), intent(), Lane.URGENT)
+    await lanes.finish(timeout=5)
+    assert log == ["status lone", "rest lone"]
+    log.clear()
+    names = [f"o{number}" for number in range(2 * LANE_WIDTHS[Lane.URGENT])]
+    for name in names:
+        lanes.submit(ObjectState(name), intent(), Lane.URGENT)
+    await lanes.finish(timeout=5)
+    assert log == [f"status {name}" for name in names] + [f"rest {name}" for name in names]
+    assert len(waits) == 1 + len(names)  # one wait timed per write, not per part
