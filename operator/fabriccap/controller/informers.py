@@ -825,8 +825,9 @@ class Informer(ListWatch):
         self._unlisted = self.watched.unlisted(self.store, self.scope)
 
     def _apply_listed(self, body: Mapping[str, Any]) -> str:
-        self.watched.cross_off(self._unlisted, body)
-        return self._upsert(body)[0]
+        keys = self.watched.keys(body)
+        self.watched.cross_off(self._unlisted, keys)
+        return self._upsert(body, keys)[0]
 
     def _listed(self, version: str) -> None:
         held = self._held_count() if self.checking else 0
@@ -906,12 +907,13 @@ class Informer(ListWatch):
             return "applied"
         return self._upsert(body)[0]
 
-    def _upsert(self, body: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    def _upsert(self, body: Mapping[str, Any], keys: tuple[Any, ...] | None = None) -> tuple[str, list[Any]]:
         """Hold the object's facts: the result it counts as, and what each facet holds now
-        (empty when it is left out)."""
-        before = self.watched.held(self.store, body)
+        (empty when it is left out). ``keys``: the object's (``WatchedKind.keys``), if known."""
+        keys = self.watched.keys(body) if keys is None else keys
+        before = self.watched.held(self.store, keys)
         try:
-            after = self.watched.upsert(self.store, self.extractor, body)
+            after = self.watched.upsert(self.store, self.extractor, body, keys)
         except IgnoredObjectError as error:
             # Well-formed but of no use (a slice of every node): said once, left out.
             if self.said.first_time(str(error)):

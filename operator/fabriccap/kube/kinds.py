@@ -112,10 +112,13 @@ class Facet(Generic[FactsT]):
     # with the DeviceClasses as they stand, and its held facts are its memo).
     extract_in: Callable[[FactsExtractor, FactIndex, Mapping[str, Any]], FactsT | None] | None = None
 
-    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> FactsT | None:
+    def upsert(
+        self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any], key: Any = None
+    ) -> FactsT | None:
+        """Hold the facts of ``body`` (``key``: the body's key in the table, if known)."""
         facts = self.extract(extractor, body) if self.extract_in is None else self.extract_in(extractor, index, body)
         if facts is None:
-            index.remove(self.table, self.table.key_of(*namespace_and_name(body)))
+            index.remove(self.table, self.table.key_of(*namespace_and_name(body)) if key is None else key)
         else:
             index.put(self.table, facts)
         return facts
@@ -183,15 +186,24 @@ class WatchedKind:
             return [(namespace, self.resource.collection(namespace)) for namespace in config.plugin_namespaces]
         return [(None, self.resource.collection())]
 
-    def held(self, index: FactIndex, body: Mapping[str, Any]) -> list[Any]:
-        """What the index holds now for the object of ``body``, facet by facet (None: nothing)."""
+    def keys(self, body: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The object's key in each facet's table (its namespace and name read once: an object
+        listed is crossed off, looked up and held by them)."""
         namespace, name = namespace_and_name(body)
-        return [index.held(facet.table).get(facet.table.key_of(namespace, name)) for facet in self.facets]
+        return tuple(facet.table.key_of(namespace, name) for facet in self.facets)
 
-    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any]) -> list[Any]:
+    def held(self, index: FactIndex, keys: Sequence[Any]) -> list[Any]:
+        """What the index holds now under the object's ``keys``, facet by facet (None: nothing)."""
+        return [index.held(facet.table).get(key) for facet, key in zip(self.facets, keys, strict=True)]
+
+    def upsert(
+        self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any], keys: Sequence[Any] | None = None
+    ) -> list[Any]:
         """Extract the object's facts and hold them, facet by facet; raises FactsError (the
         caller removes the object: fail closed). Returns what each facet holds now."""
-        return [facet.upsert(index, extractor, body) for facet in self.facets]
+        if keys is None:
+            return [facet.upsert(index, extractor, body) for facet in self.facets]
+        return [facet.upsert(index, extractor, body, key) for facet, key in zip(self.facets, keys, strict=True)]
 
     def delete(self, index: FactIndex, body: Mapping[str, Any]) -> None:
         namespace, name = namespace_and_name(body)
@@ -203,11 +215,10 @@ class WatchedKind:
         the keys it has yet to name (``FactIndex.unlisted``)."""
         return tuple(index.unlisted(facet.table, scope) for facet in self.facets)
 
-    def cross_off(self, unlisted: tuple[UnlistedKeys[Any], ...], body: Mapping[str, Any]) -> None:
-        """The LIST named the object of ``body``, whatever its facts now."""
-        namespace, name = namespace_and_name(body)
-        for facet, keys in zip(self.facets, unlisted, strict=True):
-            keys.discard(facet.table.key_of(namespace, name))
+    def cross_off(self, unlisted: tuple[UnlistedKeys[Any], ...], keys: Sequence[Any]) -> None:
+        """The LIST named the object of ``keys``, whatever its facts now."""
+        for left, key in zip(unlisted, keys, strict=True):
+            left.discard(key)
 
     def forget(self, index: FactIndex, unlisted: tuple[UnlistedKeys[Any], ...]) -> None:
         """The LIST is done: what it did not name is gone."""
@@ -225,8 +236,11 @@ class WatchedKind:
 
     def new_problems(self, before: Sequence[Any], after: Sequence[Any]) -> tuple[Problem, ...]:
         """The problems ``after`` has that ``before`` had not: what to say about a change."""
+        found = self.problems(after)
+        if not found:
+            return found  # nearly every object: nothing to compare
         known = set(self.problems(before))
-        return tuple(problem for problem in self.problems(after) if problem not in known)
+        return tuple(problem for problem in found if problem not in known)
 
 
 def _node_problems(facts: NodeFacts) -> tuple[Problem, ...]:
