@@ -214,6 +214,7 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
                         results[f"start_{part}_s"] = seconds
                     results.update(writes_phase(peaks, started_ns / 1e9, results))
                     results["start_writes"] = writes_audited(cp, started_ns / 1e9, time.time())
+                    results["start_writes_done_s"] = last_write_audited(cp, started_ns / 1e9)
                     results["apiserver_rss_peak_during_start_mib"] = peaks.peaks["apiserver"]
                     await asyncio.sleep(2.0)
                     results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_mib(operator.pid)
@@ -300,6 +301,31 @@ def writes_audited(cp: LocalControlPlane, start: float, end: float) -> dict[str,
     return dict(sorted(counted.items()))
 
 
+def last_write_audited(cp: LocalControlPlane, start: float, quiet: float = 1.0, limit: float = 120.0) -> float | None:
+    """Seconds from ``start`` (time.time()) to the last write of a FabricCapability or an Event
+    the API server audited after it, once none newer has come for ``quiet`` seconds: the
+    start's Events and ready labels, which follow its statuses. None: still writing after
+    ``limit`` seconds."""
+    deadline, seen = time.monotonic() + limit, None
+    while time.monotonic() < deadline:
+        newest = max(
+            (
+                at
+                for event in cp.audit_events()
+                if event.get("verb") in ("create", "patch", "update")
+                and (event.get("objectRef") or {}).get("resource") in ("fabriccapabilities", "events")
+                and (at := audited_at(event, "requestReceivedTimestamp")) is not None
+                and at >= start
+            ),
+            default=None,
+        )
+        if newest is not None and newest == seen and time.time() - newest >= quiet:
+            return newest - start
+        seen = newest
+        time.sleep(quiet)
+    return None
+
+
 def relist(cp: LocalControlPlane, operator: int, port: int, logs: Path, started_ns: int) -> dict[str, Any]:
     """kube-apiserver killed and started again: what the operator's watches and memory do
     (``logs``: the operator's log directory; ``started_ns``: when it started, for its phases)."""
@@ -368,6 +394,7 @@ def summary(runs: list[dict[str, Any]]) -> str:
             "of it: first log line / listed / first status at",
             lambda r: " / ".join(figure(r.get(f"start_{part}_s"), " s", 2) for part in START_PARTS),
         ),
+        ("the start's last write (Events, labels) at", lambda r: figure(r.get("start_writes_done_s"), " s", 2)),
         ("operator CPU during the start", lambda r: figure(r.get("operator_cpu_start_s"), " s")),
         (
             "writes during the start",

@@ -512,6 +512,24 @@ def list_requests(simulator: Simulator) -> dict[str, int]:
     return counts
 
 
+def writes_settled(simulator: Simulator, started_ns: int, quiet: float = 2.0, limit: float = 300.0) -> float | None:
+    """Seconds from the operator's start to its start's last write (the Events and ready labels
+    that follow the statuses): when the sink's count of its writes last moved, once it has not
+    moved for ``quiet`` seconds (polled every 0.1 s; None: still moving after ``limit``). Only
+    a run without churn settles."""
+    moved_total, moved_ns = -1, time.time_ns()
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        total = sum(int(count) for count in simulator.stats()["sink"]["writes"].values())
+        now = time.time_ns()
+        if total != moved_total:
+            moved_total, moved_ns = total, now
+        elif now - moved_ns >= quiet * 1e9:
+            return (moved_ns - started_ns) / 1e9
+        time.sleep(0.1)
+    return None
+
+
 def first_logged(directory: Path, started_ns: int, lines: Mapping[str, re.Pattern[str]]) -> dict[str, float | None]:
     """For each of ``lines``, seconds from the operator's start to the first log line it finds
     (None: none yet), in one read of the logs."""
@@ -857,6 +875,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 results["start_cpu_s"] = operator.cpu_seconds()
                 results["start_cpu_s_by_shard"] = operator.cpu_each()
+                if args.start_only:
+                    results["start_writes_done_s"] = writes_settled(simulator, started_ns)
                 time.sleep(5)
                 rss_now, rss_peak, results["peak_rss_after_start_mib_by_shard"] = operator.rss()
                 results["rss_after_start_mib"], results["peak_rss_after_start_mib"] = rss_now, rss_peak
@@ -1033,7 +1053,12 @@ def summary(results: dict[str, Any], debounce: float) -> str:
         f"start: {seconds(results.get('start_s'))} = {ratio(results.get('start_s'), results['baseline_s'])} the "
         f"baseline ({ratio(results.get('start_s'), paged['median_s'])} the paged list); the first listing ended "
         f"at {seconds(results.get('start_listed_s'))} ({ratio(results.get('start_listed_s'), results['baseline_s'])} "
-        f"the baseline), the first status was written at {seconds(results.get('start_first_write_s'))}",
+        f"the baseline), the first status was written at {seconds(results.get('start_first_write_s'))}"
+        + (
+            f", the start's last write (Events, labels) at {seconds(results['start_writes_done_s'])}"
+            if results.get("start_writes_done_s") is not None
+            else ""
+        ),
         f"node probe (EFA count -> status): p50 {seconds(results.get('node_probe_p50_s'))}, "
         f"p99 {seconds(results.get('node_probe_p99_s'))} over {results.get('node_probe_samples')}; all probes p99 "
         f"{seconds(results.get('p99_s'))} = {ratio(results.get('p99_s'), target)} the target {seconds(target)} "
