@@ -30,10 +30,10 @@ where it is a key (an unescaped ``"key":"`` cannot occur inside a string), and a
 escape in it is not blanked (it is compared as it is: a change to it is seen). The kind's facts
 must read none of the blanked keys (``FactsExtractor.node_unread_keys``); what was last applied
 is forgotten with the object (DELETED), when a line was not applied, and at every listing.
-A listing keeps no digest: its lines are all decoded anyway, and a digest made for each of
-100,000 Nodes (a third of a heartbeat's cost, 30 us a line) was 3 s of the start. Each node's
-first change after a listing is decoded instead and keeps the digest, spread over the first
-heartbeat interval, when the operator has a core to spare (docs/performance.md).
+A listing keeps no digest. Its lines are all decoded anyway, and the digests of 100,000 Node
+lines held the start's first status back by 4.5-5 s. Each node's first change after a listing
+is decoded instead (about 80 us more, once per node) and keeps the digest: 3-4 s more CPU in
+all, spent after the start, when the operator has a core to spare (docs/performance.md).
 
 The operator's own writes (``OwnWritesRule``). Every status the operator writes comes back on
 its watch of FabricCapabilities (an 11 KB line), and the publisher, holding the write's answer

@@ -134,8 +134,8 @@ def test_only_what_was_applied_is_compared() -> None:
 
 
 def test_a_listing_keeps_no_digest_and_the_first_change_after_it_makes_one() -> None:
-    """A listing's lines are all decoded: the digests it would make (30 us a Node line, 3 s of
-    a 100,000-node start) are not made, and those from before are dropped as it begins, not
+    """A listing's lines are all decoded: the digests it would make (4.5-5 s of a 100,000-node
+    start) are not made, and those from before are dropped as it begins, not
     kept among the garbage of its bodies. A node's first line after it is decoded and makes
     the digest its next heartbeat is compared with."""
     checker = rule()
