@@ -372,9 +372,14 @@ def metadata_before_status(existing: Published, intent: StatusWrite) -> tuple[di
     return labels, annotations
 
 
+def raises_ready_label(existing: Published, intent: StatusWrite) -> bool:
+    """Whether the ready label goes up after the intent's status (it says Ready, the label not)."""
+    return intent.ready and existing.labels.get(READY_LABEL) != "true"
+
+
 def labels_current(existing: Published, intent: StatusWrite) -> bool:
     labels, annotations = metadata_before_status(existing, intent)
-    return not labels and not annotations and not (intent.ready and existing.labels.get(READY_LABEL) != "true")
+    return not labels and not annotations and not raises_ready_label(existing, intent)
 
 
 @dataclass
@@ -453,7 +458,7 @@ class ObjectWriter:
                 # saw it deleted): the next round decides whether to create it again.
                 return None
             existing = state.published
-        if not events and not (intent.ready and existing.labels.get(READY_LABEL) != "true"):
+        if not events and not raises_ready_label(existing, intent):
             self._written(state, intent)
             return None
         return functools.partial(self._after_status, state, intent, events)
@@ -471,7 +476,7 @@ class ObjectWriter:
                 self._hold_events(state, events)
                 return
             await self._send_events(existing, events)
-            if intent.ready and existing.labels.get(READY_LABEL) != "true":
+            if raises_ready_label(existing, intent):
                 if (timeout := self._timeout(state)) is None:
                     return
                 state.published = Published.from_object(

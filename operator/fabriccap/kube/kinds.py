@@ -112,13 +112,11 @@ class Facet(Generic[FactsT]):
     # with the DeviceClasses as they stand, and its held facts are its memo).
     extract_in: Callable[[FactsExtractor, FactIndex, Mapping[str, Any]], FactsT | None] | None = None
 
-    def upsert(
-        self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any], key: Any = None
-    ) -> FactsT | None:
-        """Hold the facts of ``body`` (``key``: the body's key in the table, if known)."""
+    def upsert(self, index: FactIndex, extractor: FactsExtractor, body: Mapping[str, Any], key: Any) -> FactsT | None:
+        """Hold the facts of ``body``, whose key in the table is ``key``."""
         facts = self.extract(extractor, body) if self.extract_in is None else self.extract_in(extractor, index, body)
         if facts is None:
-            index.remove(self.table, self.table.key_of(*namespace_and_name(body)) if key is None else key)
+            index.remove(self.table, key)
         else:
             index.put(self.table, facts)
         return facts
@@ -201,8 +199,7 @@ class WatchedKind:
     ) -> list[Any]:
         """Extract the object's facts and hold them, facet by facet; raises FactsError (the
         caller removes the object: fail closed). Returns what each facet holds now."""
-        if keys is None:
-            return [facet.upsert(index, extractor, body) for facet in self.facets]
+        keys = self.keys(body) if keys is None else keys
         return [facet.upsert(index, extractor, body, key) for facet, key in zip(self.facets, keys, strict=True)]
 
     def delete(self, index: FactIndex, body: Mapping[str, Any]) -> None:

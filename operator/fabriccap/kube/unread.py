@@ -157,12 +157,13 @@ class UnreadRule:
     # refuses a recommended variable with no name, 673b4df; a rule built from other marks may
     # still hold one): every line holds it, so every line is decoded.
     _search: BytesAhoCorasick | None = field(init=False, repr=False, compare=False)
-    # Whether the search also finds the version key (``_VERSION_FIND``, last): then a line that
+    # The index of the version key (``_VERSION_FIND``) among the searched texts, the last, or
+    # None when it is not searched. When it is, a line that
     # holds no mark has its version keys counted in the same pass, where ``_only_version`` read
     # the whole line again for a second key (a served pod of no fabric: 4.3 -> 2.8 us, in
     # watch_event_bench). Only when no mark or escape can begin inside the key: a find of the
     # key would hide it (``_may_start_inside``; no built-in mark can).
-    _finds_version: bool = field(init=False, repr=False, compare=False)
+    _version_text: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         texts = [*self.marks, *_MARK_ESCAPES]
@@ -171,7 +172,11 @@ class UnreadRule:
             texts.append(_VERSION_FIND)  # last: a mark found at the same place wins
         search = BytesAhoCorasick(texts, matchkind=MATCHKIND_LEFTMOST_FIRST) if all(texts) else None
         object.__setattr__(self, "_search", search)
-        object.__setattr__(self, "_finds_version", finds_version)
+        object.__setattr__(self, "_version_text", len(texts) - 1 if finds_version else None)
+
+    @property
+    def _finds_version(self) -> bool:
+        return self._version_text is not None
 
     @classmethod
     def holding_none_of(cls, marks: Iterable[str]) -> UnreadRule:
@@ -183,13 +188,13 @@ class UnreadRule:
         if framed is None or framed.group(1) != b"ADDED" or self._search is None:
             return None
         finds = self._search.find_matches_as_indexes(line)
-        if not self._finds_version:
+        last = self._version_text
+        if last is None:
             version = None if finds else _only_version(line)
             return UnreadEvent(version) if version is not None else None
         # Every find is the version key's (the last text) or the line holds a mark: decode it.
         # A find of the key counts where a quote opens it, as ``_only_version`` counts
         # ``"resourceVersion"``; the key's text never overlaps itself, so every one is found.
-        last = len(self.marks) + len(_MARK_ESCAPES)
         keys: list[int] = []
         for text, found, _end in finds:
             if text != last:
@@ -290,6 +295,8 @@ class UnchangedRule:
 
     def settled(self, event_type: str, body: Mapping[str, Any], applied: bool) -> None:
         pending, self._pending = self._pending, None
+        if self._listing:
+            return  # no digest to keep or forget: all were cleared as the listing began
         metadata = body.get("metadata")
         name = metadata.get("name") if isinstance(metadata, Mapping) else None
         if not isinstance(name, str):
