@@ -635,6 +635,56 @@ def workload_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
+def job(pod_body: Mapping[str, Any], name: str, *, uid: str, pods: int, started_at: str) -> dict[str, Any]:
+    """The batch/v1 Job that made ``pods`` pods like ``pod_body``, as the API server serves it
+    while they run: the pod template with the defaults the API server gives a template, the
+    selector and labels it adds (``batch.kubernetes.io/controller-uid``), and the Job
+    controller's status."""
+    metadata = pod_body["metadata"]
+    template_spec = {key: copy.deepcopy(value) for key, value in pod_body["spec"].items() if key != "nodeName"}
+    template_spec.setdefault("restartPolicy", "Never")
+    template_spec |= {
+        "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+        "securityContext": {},
+        "terminationGracePeriodSeconds": 30,
+    }
+    for container in template_spec["containers"]:
+        container |= {
+            "imagePullPolicy": "IfNotPresent",
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+        }
+    controller = {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
+    labels = {**metadata.get("labels", {}), **controller, "batch.kubernetes.io/job-name": name, "job-name": name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": metadata.get("namespace", "ml"), "uid": uid, "labels": labels},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "manualSelector": False,
+            "podReplacementPolicy": "TerminatingOrFailed",
+            "suspend": False,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": dict(metadata.get("annotations", {}))},
+                "spec": template_spec,
+            },
+        },
+        "status": {
+            "active": pods,
+            "ready": pods,
+            "terminating": 0,
+            "startTime": started_at,
+            "uncountedTerminatedPods": {},
+        },
+    }
+
+
 def trainjob_pods(
     trainjob: str, node_names: Sequence[str | None], *, namespace: str = "ml", **kwargs: Any
 ) -> list[dict[str, Any]]:

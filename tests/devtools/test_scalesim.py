@@ -19,16 +19,17 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fabriccap.kube.client import MERGE_PATCH, KubeClient, connect
+from fabriccap.kube.client import MERGE_PATCH, METADATA_ONLY, KubeClient, connect
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS, ApiResource
 from fabriccap_devtools.gotools import GoToolError, run_go_tests
 from fabriccap_devtools.reference.fabriccapability import crd_status_default
 from fabriccap_devtools.scalesim import SOURCE, Simulator, SimulatorError, simulator_binary
-from fabriccap_devtools.scalesim.world import ScaleWorld, node_name
+from fabriccap_devtools.scalesim.world import PODS_PER_JOB, ScaleWorld, node_name
 
 NODE_COUNT = 30
+JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -475,6 +476,40 @@ async def test_probes_change_create_and_delete_the_object_they_name(sim: Simulat
     with pytest.raises(KubeError) as gone:
         await client.get(NODES.item(node))
     assert gone.value.status == 404
+
+
+async def test_the_jobs_the_pods_name_are_served_whole_or_as_their_metadata(tmp_path: Path) -> None:
+    """Every workload pod's Job exists (an owner read gets an answer, not a 404), with the uid
+    its pods' owner references name and their pod template; asked for its metadata alone
+    (PartialObjectMetadata, as the operator's owner reads ask), it is sent without the rest."""
+    scale = ScaleWorld(nodes=NODE_COUNT, pools=3, pods=100)
+    simulator = Simulator(tmp_path / "sim", world=scale.spec(), background_writes=0)
+    simulator.start()
+    try:
+        async with await connect(str(simulator.info.bench_kubeconfig)) as client:
+            pods = (await client.get(PODS.collection(scale.namespace)))["items"]
+            owners = {
+                reference["name"]: reference["uid"] for pod in pods for reference in pod["metadata"]["ownerReferences"]
+            }
+            jobs = (await client.get(JOBS.collection(scale.namespace)))["items"]
+            assert {job["metadata"]["name"]: job["metadata"]["uid"] for job in jobs} == owners
+            assert len(owners) == -(-100 // PODS_PER_JOB)
+            first = next(
+                pod for pod in pods if pod["metadata"]["ownerReferences"][0]["name"] == jobs[0]["metadata"]["name"]
+            )
+            template = jobs[0]["spec"]["template"]["spec"]
+            # (the API server defaults a pod's requests from its limits, not a template's)
+            assert (
+                template["containers"][0]["resources"]["limits"]
+                == first["spec"]["containers"][0]["resources"]["limits"]
+            )
+            whole = await client.get(JOBS.item(jobs[0]["metadata"]["name"], scale.namespace))
+            metadata = await client.get(JOBS.item(jobs[0]["metadata"]["name"], scale.namespace), accept=METADATA_ONLY)
+    finally:
+        simulator.stop()
+    assert (whole["kind"], whole["apiVersion"]) == ("Job", "batch/v1")
+    assert metadata == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": whole["metadata"]}
+    assert {"spec", "status"} <= set(whole)
 
 
 def kill_and_wait(sim: Simulator, signal_number: int) -> None:

@@ -24,6 +24,11 @@ from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
 from fabriccap.kube.unread import LineRule
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+# An object's metadata alone (meta.k8s.io/v1 PartialObjectMetadata), as client-go's metadata
+# client asks for it: every kube-apiserver resource, custom ones too, serves it, and a server
+# that does not takes the second choice and sends the whole object.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 # How every answer and watch line is decoded. orjson decodes a pod as an API server serves it
 # (6.3 KB) in under half of json.loads's time, and decoding was the largest part of the 100k
 # start left; it costs about 1 MiB of RSS (docs/performance.md, "Answers and watch lines
@@ -215,9 +220,10 @@ class KubeClient:
         content_type: str,
         timeout: float,
         max_body_bytes: int | None = None,
+        accept: str = JSON,
     ) -> tuple[int, bytes]:
         await self.credentials.refresh_async()
-        headers = {"Accept": "application/json", **self.credentials.headers()}
+        headers = {"Accept": accept, **self.credentials.headers()}
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -250,12 +256,13 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float = 60.0,
         max_body_bytes: int | None = None,
+        accept: str = JSON,
     ) -> Any:
         """One request; ``max_body_bytes`` bounds the answer read (ResponseTooLargeError beyond)."""
-        status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes)
+        status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes, accept)
         if status == 401 and self.credentials.rotating:
             await self.credentials.refresh_async(force=True)  # a rotated or expired token: once more
-            status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes)
+            status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes, accept)
         if status >= 400:
             self._failed(method, status)
             raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)
@@ -264,8 +271,14 @@ class KubeClient:
         except ValueError:
             raise KubeError(f"{method} {path}: the answer is not JSON ({len(raw)} bytes)") from None
 
-    async def get(self, path: str, query: Mapping[str, Any] | None = None, max_body_bytes: int | None = None) -> Any:
-        return await self.request("GET", path, query, max_body_bytes=max_body_bytes)
+    async def get(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        max_body_bytes: int | None = None,
+        accept: str = JSON,
+    ) -> Any:
+        return await self.request("GET", path, query, max_body_bytes=max_body_bytes, accept=accept)
 
     async def list_pages(self, path: str, page_size: int = DEFAULT_PAGE_SIZE) -> AsyncIterator[dict[str, Any]]:
         """LIST in pages so a large cluster never sits in memory as one response."""
@@ -332,7 +345,7 @@ class KubeClient:
             async with self._connection().get(
                 self._url(path),
                 params=params,
-                headers={"Accept": "application/json", **self.credentials.headers()},
+                headers={"Accept": JSON, **self.credentials.headers()},
                 proxy=self.credentials.proxy,
                 server_hostname=self.credentials.tls_server_name,
                 # No total limit: the server ends the stream; a silent stall is caught by this.

@@ -123,7 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, request *http.Request) {
 		s.list(w, request, found, query)
 	case request.Method == http.MethodGet:
 		s.stats.request("GET", found, exempt(request))
-		s.getObject(w, found)
+		s.getObject(w, found, wantsMetadataOnly(request.Header.Get("Accept")))
 	case request.Method == http.MethodPost && found.name == "":
 		s.stats.request("POST", found, exempt(request))
 		s.create(w, request, found)
@@ -205,13 +205,39 @@ func notFound(w http.ResponseWriter, found target) {
 		&statusDetails{Name: found.name, Group: found.kind.Group, Kind: found.kind.Resource})
 }
 
-func (s *Server) getObject(w http.ResponseWriter, found target) {
+func (s *Server) getObject(w http.ResponseWriter, found target, metadataOnly bool) {
 	object := s.store.get(found.kind, found.key())
 	if object == nil {
 		notFound(w, found)
 		return
 	}
-	writeBody(w, http.StatusOK, append(object.JSON(true), '\n'))
+	body := object.JSON(true)
+	if metadataOnly {
+		full, err := decodeDocument(body)
+		if err != nil {
+			writeStatus(w, http.StatusInternalServerError, "InternalError", err.Error(), nil)
+			return
+		}
+		body = encodeDocument(document{
+			"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": full["metadata"],
+		})
+	}
+	writeBody(w, http.StatusOK, append(body, '\n'))
+}
+
+// wantsMetadataOnly: whether the client's first choice of media type is the object's metadata
+// as meta.k8s.io/v1 PartialObjectMetadata in JSON (what client-go's metadata client asks for,
+// and every kube-apiserver resource serves), rather than the whole object.
+func wantsMetadataOnly(accept string) bool {
+	first, _, _ := strings.Cut(accept, ",")
+	parts := strings.Split(first, ";")
+	params := map[string]string{}
+	for _, part := range parts[1:] {
+		key, value, _ := strings.Cut(strings.TrimSpace(part), "=")
+		params[key] = value
+	}
+	return strings.TrimSpace(parts[0]) == "application/json" &&
+		params["as"] == "PartialObjectMetadata" && params["g"] == "meta.k8s.io" && params["v"] == "v1"
 }
 
 // jitter returns a duration in [low, high).

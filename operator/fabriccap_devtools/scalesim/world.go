@@ -58,7 +58,9 @@ func compileWorldTemplate(spec templateSpec) (*Template, error) {
 	if kind.Namespaced {
 		metadata["namespace"] = "@@NAMESPACE@@"
 	}
-	metadata["uid"] = "@@UID@@"
+	if _, given := metadata["uid"]; !given {
+		metadata["uid"] = "@@UID@@" // a template may name its own (a Job: the uid its pods' owner references name)
+	}
 	metadata["creationTimestamp"] = "@@CREATED@@"
 	if kind.Generation {
 		metadata["generation"] = jsonNumber(1)

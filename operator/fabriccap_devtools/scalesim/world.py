@@ -27,6 +27,7 @@ GPU_EFA_POD_TEMPLATE = "pod-gpu-efa"  # asks for GPUs and the fabric
 GPU_TCP_POD_TEMPLATE = "pod-gpu-tcp"  # asks for GPUs and not the fabric: NCCL over TCP
 CPU_POD_TEMPLATE = "pod-cpu"  # concerns no fabric
 WORKLOAD_TEMPLATES = (GPU_EFA_POD_TEMPLATE, GPU_TCP_POD_TEMPLATE, CPU_POD_TEMPLATE)
+PODS_PER_JOB = 8
 STARTED = "2026-11-30T09:00:00Z"
 
 
@@ -100,6 +101,19 @@ def plugin_pod_template() -> dict[str, Any]:
         "body": body,
         "manager": "kube-controller-manager",
         "statusBy": "kubelet",
+    }
+
+
+def job_template(pod_template: dict[str, Any]) -> dict[str, Any]:
+    """The Jobs of a workload pod template's pods (the owner reads' answers): the same pod
+    template, named by JOB with JOBUID as their uid, as the pods' owner references say."""
+    body = world.job(pod_template["body"], "@@NAME@@", uid="@@JOBUID@@", pods=PODS_PER_JOB, started_at=STARTED)
+    return {
+        "name": f"job-of-{pod_template['name']}",
+        "resource": "jobs",
+        "body": body,
+        "manager": "kubectl-create",
+        "statusBy": "kube-controller-manager",
     }
 
 
@@ -177,13 +191,13 @@ class ScaleWorld:
     def spec(self) -> dict[str, Any]:
         """The world file the simulator loads (templates, groups, plain objects)."""
         names = [node_name(index) for index in range(self.nodes)]
-        templates = [
-            node_template(),
-            plugin_pod_template(),
+        workload_templates = [
             workload_pod_template(GPU_EFA_POD_TEMPLATE, gpu=8, efa=32),
             workload_pod_template(GPU_TCP_POD_TEMPLATE, gpu=8, efa=None),
             workload_pod_template(CPU_POD_TEMPLATE, gpu=None, efa=None),
         ]
+        job_templates = {template["name"]: job_template(template) for template in workload_templates}
+        templates = [node_template(), plugin_pod_template(), *workload_templates, *job_templates.values()]
         groups: list[dict[str, Any]] = [
             {
                 "template": NODE_TEMPLATE,
@@ -204,22 +218,35 @@ class ScaleWorld:
         ]
         busy = self.busy_nodes
         offset = 0
+        job_groups: list[dict[str, Any]] = []
         for template, count in self.workload_counts().items():
             if count == 0 or not busy:
                 continue
             numbers = range(offset, offset + count)
-            jobs = [f"job-{number // 8:07d}" for number in numbers]
+            jobs = [f"job-{number // PODS_PER_JOB:07d}" for number in numbers]
             groups.append(
                 {
                     "template": template,
                     "namespace": self.namespace,
-                    "names": [f"{job}-{number % 8}" for job, number in zip(jobs, numbers, strict=True)],
+                    "names": [f"{job}-{number % PODS_PER_JOB}" for job, number in zip(jobs, numbers, strict=True)],
                     # Pods spread round robin, so every busy pool has some of each kind.
                     "nodes": [busy[number % len(busy)] for number in numbers],
                     "vars": {"JOB": jobs, "JOBUID": [job_uid(job) for job in jobs]},
                 }
             )
+            # Each Job once, in the template of its first pod (one Job may span two templates).
+            begun_before = jobs[0] if offset % PODS_PER_JOB else None
+            new_jobs = [job for job in dict.fromkeys(jobs) if job != begun_before]
+            job_groups.append(
+                {
+                    "template": job_templates[template]["name"],
+                    "namespace": self.namespace,
+                    "names": new_jobs,
+                    "vars": {"JOB": new_jobs, "JOBUID": [job_uid(job) for job in new_jobs]},
+                }
+            )
             offset += count
+        groups += [group for group in job_groups if group["names"]]
         objects = [{"resource": "daemonsets", "body": world.daemon_set()}]
         objects += [
             {"resource": "namespaces", "body": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}}
@@ -235,6 +262,7 @@ __all__ = [
     "GPU_TCP_POD_TEMPLATE",
     "NODE_TEMPLATE",
     "PLUGIN_POD_TEMPLATE",
+    "PODS_PER_JOB",
     "WORKLOAD_TEMPLATES",
     "ScaleWorld",
     "job_uid",
