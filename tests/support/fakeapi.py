@@ -97,6 +97,7 @@ class FakeApi:
     get_failures: dict[str, deque[int]] = field(default_factory=dict)
     streams: dict[str, list[asyncio.Queue[Body | None]]] = field(default_factory=dict)
     bodies: list[tuple[str, str, Any]] = field(default_factory=list)  # method, content type, body of writes
+    accepts: list[tuple[str, str]] = field(default_factory=list)  # path, Accept header of every request
     required_token: str | None = None
     # (method, path) -> HTTP codes to answer the next writes with, one each
     write_failures: dict[tuple[str, str], deque[int]] = field(default_factory=dict)
@@ -161,6 +162,7 @@ class FakeApi:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         self.requests.append((request.method, request.path, query, request.headers.get("Authorization", "")))
+        self.accepts.append((request.path, request.headers.get("Accept", "")))
         if self.required_token is not None and request.headers.get("Authorization") != f"Bearer {self.required_token}":
             return status_response(401, "Unauthorized")
         if request.method != "GET":

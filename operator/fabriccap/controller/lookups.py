@@ -35,7 +35,7 @@ from fabriccap.core.references import RefusalHook
 from fabriccap.core.workloads import LookupKey, learn_lookup
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
-from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, lookup_path
+from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, lookup_accept, lookup_path
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class LookupResolver:
             self._learn(key, None)
             return
         try:
-            body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES)
+            body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
         except ResponseTooLargeError as error:
             self._answered(key)
             self._oversized(key, error)

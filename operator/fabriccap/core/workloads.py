@@ -626,15 +626,18 @@ def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready
     )
 
 
-def owner_of(body: Mapping[str, object], namespace: str, refused: RefusalHook | None = None) -> ObjectRef | None:
-    """An owner object's own controller owner, read from its body (None: it is the top).
+def owner_of(
+    body: Mapping[str, object], kind: str, namespace: str, refused: RefusalHook | None = None
+) -> ObjectRef | None:
+    """An owner object's own controller owner, read from its body or its metadata alone (a
+    PartialObjectMetadata, whose kind is not the object's: ``kind`` is); None: it is the top.
 
     ``namespace`` is where the object was read, the pod's: whatever the body says, its owner
     is looked for there and nowhere else (an owner reference cannot name another namespace)."""
     metadata = body.get("metadata")
     if not isinstance(metadata, Mapping):
         return None
-    holder = f"{clean_text(body.get('kind') or 'object', MAX_KIND)} {namespace}/{object_name(metadata.get('name'))}"
+    holder = f"{clean_text(kind or 'object', MAX_KIND)} {namespace}/{object_name(metadata.get('name'))}"
     return controller_owner(metadata, namespace, holder=holder, refused=refused)
 
 
@@ -668,7 +671,7 @@ def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: Ref
     namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
     identity = group_kind(group_of(api_version), kind)
     if identity in OWNER_LOOKUP_KINDS:
-        return index.learn_owner((identity, namespace, name), owner_of(body, namespace, refused))
+        return index.learn_owner((identity, namespace, name), owner_of(body, kind, namespace, refused))
     if kind in CLAIM_LOOKUP_KINDS and group_of(api_version) == "resource.k8s.io":
         return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
     return False
@@ -682,5 +685,5 @@ def learn_lookup(
     if key.is_claim:
         classes = device_classes_of(body) if body is not None else frozenset()
         return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
-    parent = owner_of(body, key.namespace, refused) if body is not None else None
+    parent = owner_of(body, key.kind, key.namespace, refused) if body is not None else None
     return index.learn_owner(key.owner_key, parent)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fabriccap.core.references import is_api_version, is_object_name
 from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey
+from fabriccap.kube.client import JSON, METADATA_ONLY
 from fabriccap.kube.paths import ApiResource
 
 # A claim is always read in resource.k8s.io/v1, whatever version wrote it; an owner in the
@@ -38,3 +39,10 @@ def lookup_path(key: LookupKey) -> str:
     if not is_api_version(api_version) or not is_object_name(key.name):
         raise ValueError(f"{key.kind} {clean_text(key.name, 80)} ({clean_text(api_version, 80)}) is not an object name")
     return ApiResource.of(api_version, plural, key.kind, namespaced=True).item(key.name, key.namespace)
+
+
+def lookup_accept(key: LookupKey) -> str:
+    """What a lookup asks to be sent: of an owner, its metadata alone (its own owner reference
+    is all that is read there, and a Job or a JobSet carries a pod template or several); of a
+    claim, the whole object (the device classes are in its spec)."""
+    return JSON if key.is_claim else METADATA_ONLY

@@ -26,6 +26,7 @@ from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.workloads import LookupKey
+from fabriccap.kube.client import METADATA_ONLY
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
@@ -349,6 +350,18 @@ async def test_a_claim_template_tells_its_device_classes() -> None:
     assert store.claim_classes == {
         ClaimRef("ResourceClaimTemplate", "ml", "efa-32"): frozenset({"efa.networking.k8s.aws", "gpu.nvidia.com"})
     }
+
+
+async def test_an_owner_is_read_as_its_metadata_and_a_claim_template_whole() -> None:
+    job, template = LookupKey("Job", "ml", "bert-0", "batch/v1"), LookupKey("ResourceClaimTemplate", "ml", "efa-32")
+    async with fake_api() as (api, client):
+        resolver = LookupResolver(client, referenced(job, template))
+        await resolver.resolve_now([job, template], timeout=5)
+        await resolver.close()
+    accepts = dict(api.accepts)
+    # An owner's own owner reference is all a lookup reads of it: the pod template stays home.
+    assert accepts[lookup_path(job)] == METADATA_ONLY
+    assert accepts[lookup_path(template)] == "application/json"
 
 
 async def test_a_failed_read_is_retried_later() -> None:
