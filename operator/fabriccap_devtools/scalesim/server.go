@@ -213,14 +213,19 @@ func (s *Server) getObject(w http.ResponseWriter, found target, metadataOnly boo
 	}
 	body := object.JSON(true)
 	if metadataOnly {
-		full, err := decodeDocument(body)
-		if err != nil {
+		// The metadata's bytes as they are, not a decoded map encoded again: the API server
+		// converts an object it holds decoded, and this answer must not cost the simulator
+		// more than the whole object would.
+		var parts struct {
+			Metadata json.RawMessage `json:"metadata"`
+		}
+		if err := json.Unmarshal(body, &parts); err != nil {
 			writeStatus(w, http.StatusInternalServerError, "InternalError", err.Error(), nil)
 			return
 		}
-		body = encodeDocument(document{
-			"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": full["metadata"],
-		})
+		partial := make([]byte, 0, len(parts.Metadata)+80)
+		partial = append(partial, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":`...)
+		body = append(append(partial, parts.Metadata...), '}')
 	}
 	writeBody(w, http.StatusOK, append(body, '\n'))
 }
