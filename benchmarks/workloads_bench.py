@@ -7,7 +7,8 @@ In one run against one fresh kube-apiserver + etcd on 127.0.0.1:
 - nodes as in operator_bench (10-12 KB each, EFA 32, a Ready plugin pod each), in pools of 50;
 - pods bound to them: a fifth request 8 GPUs (half of those with EFA, half without: NCCL over
   TCP), the rest are CPU pods of the same shape (sidecars, services) that must cost nothing;
-  every pod owned by a Job, with realistic labels, env and resources (~2.5 KB);
+  every pod owned by a Job, with realistic labels, env and resources (~2.5 KB); the Jobs
+  exist, created first (the churn's pods name Jobs that do not: their owner reads get 404s);
 - start: `fabriccap run` starting to every FabricCapability published with its workloads, as a
   ratio to a bare LIST of all nodes plus a bare LIST of all pods, in the same run;
 - churn: 50 pods/s created and 50/s deleted for 60 s (GPU pods with EFA, on every pool), while
@@ -58,8 +59,10 @@ from scale_bench import scrape as scrape_all
 from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS
+from fabriccap_devtools import world
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.launch import local_run_command
+from fabriccap_devtools.seeding import create_job
 
 EFA = "vpc.amazonaws.com/efa"
 GPU = "nvidia.com/gpu"
@@ -69,16 +72,20 @@ DEBOUNCE = 0.2
 PROBE_ALLOWANCE_SECONDS = 0.25
 # A probe's legs, in order (``probe_legs``).
 PROBE_LEGS = ("to_server", "create", "delivered", "operator", "patch", "to_bench")
+PODS_PER_JOB = 8
+JOBS_STARTED = "2026-11-30T09:00:00Z"
 
 
 def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = None) -> dict[str, Any]:
-    job = f"job-{index // 8:06d}"
+    """A workload pod of Job ``job-<index // 8>``, with a made-up uid for it (``create_jobs``
+    gives the pods the uid of the Job the API server created)."""
+    job = f"job-{index // PODS_PER_JOB:06d}"
     limits = {"cpu": "4", "memory": "16Gi"}
     if gpu:
         limits[GPU] = "8"
     if efa:
         limits[EFA] = "32"
-    pod_name = name or f"{job}-{index % 8}-{index:07d}"
+    pod_name = name or f"{job}-{index % PODS_PER_JOB}-{index:07d}"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -89,7 +96,7 @@ def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = 
                 "app.kubernetes.io/name": "trainer" if gpu else "sidecar",
                 "batch.kubernetes.io/job-name": job,
                 "job-name": job,
-                "batch.kubernetes.io/controller-uid": f"{index // 8:08x}-0000-4000-8000-000000000000",
+                "batch.kubernetes.io/controller-uid": f"{index // PODS_PER_JOB:08x}-0000-4000-8000-000000000000",
                 "team": f"team-{index % 17}",
             },
             "annotations": {"kubectl.kubernetes.io/default-container": "main"},
@@ -98,7 +105,7 @@ def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = 
                     "apiVersion": "batch/v1",
                     "kind": "Job",
                     "name": job,
-                    "uid": f"{index // 8:08x}-0000-4000-8000-000000000000",
+                    "uid": f"{index // PODS_PER_JOB:08x}-0000-4000-8000-000000000000",
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
@@ -127,6 +134,26 @@ def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = 
     }
 
 
+async def create_jobs(client: KubeClient, pods: list[dict[str, Any]]) -> None:
+    """The Jobs ``pods`` name, created before them (each from its first pod, as a user or a
+    JobSet creates one), so that an owner read gets the Job and not a 404; the pods' owner
+    references and controller-uid labels then carry the uid the API server gave it."""
+    firsts: dict[str, dict[str, Any]] = {}
+    for pod in pods:
+        firsts.setdefault(pod["metadata"]["ownerReferences"][0]["name"], pod)
+    created = await gather_bounded(
+        [
+            create_job(client, world.job(pod, job, uid="", pods=PODS_PER_JOB, started_at=JOBS_STARTED))
+            for job, pod in firsts.items()
+        ],
+        limit=32,
+    )
+    uids = {job["metadata"]["name"]: job["metadata"]["uid"] for job in created}
+    for pod in pods:
+        owner = pod["metadata"]["ownerReferences"][0]
+        owner["uid"] = pod["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = uids[owner["name"]]
+
+
 async def populate(client: KubeClient, nodes: int, pods: int) -> tuple[list[dict[str, Any]], list[str]]:
     pools = [f"p5-wl-{i:03d}" for i in range((nodes + NODES_PER_POOL - 1) // NODES_PER_POOL)]
     bodies = [node_body(i, pools[i // NODES_PER_POOL]) for i in range(nodes)]
@@ -141,6 +168,7 @@ async def populate(client: KubeClient, nodes: int, pods: int) -> tuple[list[dict
     for index in range(pods):
         gpu = index % 5 == 0
         workload.append(pod_body(index, busy[index % len(busy)], gpu=gpu, efa=gpu and index % 10 == 0))
+    await create_jobs(client, workload)
     await gather_bounded([client.create(PODS.collection(NAMESPACE), body) for body in workload], limit=32)
     return bodies, pools
 
@@ -383,6 +411,11 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 busy_nodes = [
                     body["metadata"]["name"] for body in bodies[: len(bodies) - NODES_PER_POOL]
                 ] or quiet_nodes
+                probe_pods = [
+                    pod_body(20_000_000 + probe, quiet_nodes[0], gpu=True, efa=False, name=f"probe-{probe:04d}")
+                    for probe in range(probes)
+                ]
+                await create_jobs(client, probe_pods)
                 before, before_all = scrape(metrics_port), scrape_all(metrics_port)
                 churn_task = asyncio.create_task(churn(client, busy_nodes, churn_seconds, 50))
                 latencies: list[float] = []
@@ -392,17 +425,14 @@ async def bench(nodes: int, pods: int, churn_seconds: float, probes: int) -> dic
                 arrivals = ArrivalWatch(client, quiet_nodes[0])
                 await asyncio.wait_for(arrivals.ready.wait(), 60)
                 api_latencies: list[float] = []
-                for probe in range(probes):
-                    name = f"probe-{probe:04d}"
+                for probe_pod in probe_pods:
+                    name = probe_pod["metadata"]["name"]
                     # Each probe is two writes of one object (its pod created, then deleted):
                     # sent back to back they outran the object's write budget after its burst,
                     # and every later sample was the wait for a token (~1 s), not the latency.
                     await asyncio.sleep(PROBE_SPACING_SECONDS)
                     sent, sent_at = time.perf_counter(), time.time()
-                    await client.create(
-                        PODS.collection(NAMESPACE),
-                        pod_body(20_000_000 + probe, quiet_nodes[0], gpu=True, efa=False, name=name),
-                    )
+                    await client.create(PODS.collection(NAMESPACE), probe_pod)
                     await counts.wait_for(baseline_count + 1)
                     latencies.append(time.perf_counter() - sent)
                     arrived = arrivals.arrived.get(name)

@@ -28,7 +28,7 @@ from typing import Any
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import ApiResource
 from fabriccap_devtools.checkout import REPO
-from fabriccap_devtools.seeding import create_pod, ensure_namespace, wait_for_default_service_account
+from fabriccap_devtools.seeding import JOBS, create_pod, ensure_namespace, wait_for_default_service_account
 
 CORPUS = REPO / "tests" / "fixtures" / "nccl"
 EXCERPTS = ("awsome-ai-386-ray-init.log", "awsome-ai-386-ray-channels.log")
@@ -41,7 +41,6 @@ EFA = "vpc.amazonaws.com/efa"
 LOGS_CONFIGMAP = "llama-sft-nccl-log"
 # Read a second after the container starts (the default is a minute), then as by default.
 CONFIG: dict[str, Any] = {"transport": {"enabled": True, "readAfterSeconds": [1, 5, 15, 60]}}
-JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 CONFIG_MAPS = ApiResource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 
 

@@ -19,7 +19,7 @@ from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import ApiResource
 from fabriccap_devtools.gotools import GoToolError
-from fabriccap_devtools.seeding import creatable, ensure_namespace
+from fabriccap_devtools.seeding import JOBS, creatable, ensure_namespace
 from fabriccap_devtools.workload_crds import JOBSET, TRAINJOB, jobset_of, trainjob
 
 NAMESPACE = "ml-training"
@@ -28,7 +28,6 @@ JOB = f"{NAME}-node-0"
 EFA = "vpc.amazonaws.com/efa"
 TRAINJOBS = ApiResource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", namespaced=True)
 JOBSETS = ApiResource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
-JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 PODS = ApiResource("", "v1", "pods", "Pod", namespaced=True)
 
 

@@ -18,6 +18,10 @@ from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES, ApiResource
 
+JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
+# The labels the API server gives a Job it creates (and its pod template), from its uid.
+JOB_CONTROLLER_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+
 # Fields the API server sets itself and refuses (or ignores) on create.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")
 
@@ -39,6 +43,23 @@ async def ensure_namespace(client: KubeClient, namespace: str) -> None:
     except KubeError as error:
         if error.status != 409:
             raise
+
+
+async def create_job(client: KubeClient, job: Mapping[str, Any]) -> dict[str, Any]:
+    """A Job (as ``world.job`` serves it) created as a client creates one: the API server
+    picks the uid and makes the selector and the controller-uid labels from it (a Job naming
+    its own selector is refused unless ``spec.manualSelector``); no status (the Job
+    controller's, where one runs)."""
+    body = creatable(job)
+    body.pop("status", None)
+    spec = body["spec"]
+    spec.pop("selector", None)
+    spec.pop("manualSelector", None)
+    for labels in (body["metadata"].get("labels", {}), spec["template"]["metadata"].get("labels", {})):
+        for key in JOB_CONTROLLER_LABELS:
+            labels.pop(key, None)
+    created: dict[str, Any] = await client.create(JOBS.collection(body["metadata"]["namespace"]), body)
+    return created
 
 
 async def create_node(client: KubeClient, node: Mapping[str, Any]) -> dict[str, Any]:

@@ -635,11 +635,19 @@ def workload_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
-def job(pod_body: Mapping[str, Any], name: str, *, uid: str, pods: int, started_at: str) -> dict[str, Any]:
+def job(
+    pod_body: Mapping[str, Any],
+    name: str,
+    *,
+    uid: str,
+    pods: int,
+    started_at: str,
+    owner: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The batch/v1 Job that made ``pods`` pods like ``pod_body``, as the API server serves it
     while they run: the pod template with the defaults the API server gives a template, the
     selector and labels it adds (``batch.kubernetes.io/controller-uid``), and the Job
-    controller's status."""
+    controller's status; owned by ``owner`` (a CronJob's, a JobSet's), or by nothing."""
     metadata = pod_body["metadata"]
     template_spec = {key: copy.deepcopy(value) for key, value in pod_body["spec"].items() if key != "nodeName"}
     template_spec.setdefault("restartPolicy", "Never")
@@ -657,10 +665,14 @@ def job(pod_body: Mapping[str, Any], name: str, *, uid: str, pods: int, started_
         }
     controller = {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
     labels = {**metadata.get("labels", {}), **controller, "batch.kubernetes.io/job-name": name, "job-name": name}
+    job_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace", "ml"), "uid": uid}
+    job_metadata["labels"] = labels
+    if owner is not None:
+        job_metadata["ownerReferences"] = [dict(owner)]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": metadata.get("namespace", "ml"), "uid": uid, "labels": labels},
+        "metadata": job_metadata,
         "spec": {
             "parallelism": pods,
             "completions": pods,

@@ -22,14 +22,14 @@ import pytest
 from fabriccap.kube.client import MERGE_PATCH, METADATA_ONLY, KubeClient, connect
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS, ApiResource
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS
 from fabriccap_devtools.gotools import GoToolError, run_go_tests
 from fabriccap_devtools.reference.fabriccapability import crd_status_default
 from fabriccap_devtools.scalesim import SOURCE, Simulator, SimulatorError, simulator_binary
 from fabriccap_devtools.scalesim.world import PODS_PER_JOB, ScaleWorld, node_name
+from fabriccap_devtools.seeding import JOBS
 
 NODE_COUNT = 30
-JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

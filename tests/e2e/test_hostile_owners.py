@@ -27,13 +27,12 @@ from fabriccap.kube.kinds import WATCHED_KINDS
 from fabriccap.kube.paths import EVENTS, NAMESPACES, PODS, ApiResource
 from fabriccap_devtools import world
 from fabriccap_devtools.controlplane.cluster import AUDITED_READS_GROUP
-from fabriccap_devtools.seeding import creatable
+from fabriccap_devtools.seeding import JOBS, creatable
 from harness import OperatorProcess, SyncKube, World, wait_until, write_config
 
 if TYPE_CHECKING:
     from harness import E2ECluster
 
-JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 ROLES = ApiResource("rbac.authorization.k8s.io", "v1", "roles", "Role", namespaced=True)
 ROLE_BINDINGS = ApiResource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
 VICTIM_OWNER = "secret-project-zephyr-5d8f"

@@ -21,9 +21,9 @@ from fabriccap.kube.client import METADATA_ONLY, connect
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.paths import NAMESPACES, ApiResource
 from fabriccap_devtools import world
+from fabriccap_devtools.seeding import JOBS, create_job
 from harness import E2ECluster, SyncKube
 
-JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 CRON_JOBS = ApiResource("batch", "v1", "cronjobs", "CronJob", namespaced=True)
 WAIT_SECONDS = 30.0
 
@@ -53,22 +53,18 @@ def test_an_owner_is_read_as_metadata_and_its_own_owner_learned_from_it(cluster:
             "uid": cron_job["metadata"]["uid"],
             "controller": True,
         }
-        kube.create(
-            JOBS.collection(namespace),
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": "nightly", "ownerReferences": [owner]},
-                "spec": {"suspend": True, "template": template},
-            },
-        )
-        asyncio.run(_read_owner(str(cluster.kubeconfig), pod, namespace))
+        asyncio.run(_read_owner(str(cluster.kubeconfig), pod, namespace, owner))
     finally:
         kube.delete(NAMESPACES.item(namespace))
 
 
-async def _read_owner(kubeconfig: str, pod: dict[str, Any], namespace: str) -> None:
+async def _read_owner(kubeconfig: str, pod: dict[str, Any], namespace: str, owner: dict[str, Any]) -> None:
     async with await connect(kubeconfig) as client:
+        # The benchmarks' Jobs (world.job, created by seeding.create_job), here as a CronJob's.
+        job = world.job(pod, "nightly", uid="", pods=1, started_at="2026-12-01T03:00:00Z", owner=owner)
+        job["spec"]["suspend"] = True
+        created = await create_job(client, job)
+        assert created["spec"]["template"]["spec"]["containers"][0]["image"] == world.WORKLOAD_IMAGE
         job_path = JOBS.item("nightly", namespace)
         metadata = await asyncio.wait_for(client.get(job_path, accept=METADATA_ONLY), WAIT_SECONDS)
         whole = await asyncio.wait_for(client.get(job_path), WAIT_SECONDS)

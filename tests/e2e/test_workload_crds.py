@@ -21,7 +21,7 @@ import yaml
 from fabriccap.kube.paths import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, ApiResource
 from fabriccap_devtools import world
 from fabriccap_devtools.gotools import GoToolError
-from fabriccap_devtools.seeding import creatable
+from fabriccap_devtools.seeding import JOBS, creatable
 from fabriccap_devtools.workload_crds import WORKLOAD_CRDS, jobset_of, trainjob
 from harness import (
     OperatorProcess,
@@ -41,7 +41,6 @@ TRAINJOBS = ApiResource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJ
 JOBSETS = ApiResource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
 PYTORCHJOBS = ApiResource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", namespaced=True)
 MPIJOBS = ApiResource("kubeflow.org", "v1", "mpijobs", "MPIJob", namespaced=True)
-JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
 EVENTS = ApiResource("", "v1", "events", "Event", namespaced=True)
 WAIT = 30.0
 
