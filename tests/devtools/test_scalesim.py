@@ -19,9 +19,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fabriccap.kube.client import MERGE_PATCH, METADATA_ONLY, KubeClient, connect
+from fabriccap.kube.client import KubeClient, connect
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.media import MERGE_PATCH, METADATA_ONLY
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS
 from fabriccap_devtools.gotools import GoToolError, run_go_tests
 from fabriccap_devtools.reference.fabriccapability import crd_status_default

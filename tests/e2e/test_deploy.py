@@ -28,8 +28,9 @@ import pytest
 import yaml
 
 from fabriccap.core.facts import FactsExtractor
-from fabriccap.kube.client import MERGE_PATCH, connect
+from fabriccap.kube.client import connect
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.media import MERGE_PATCH
 from fabriccap.kube.paths import FABRIC_CAPABILITIES, NODES, PODS, SECRETS, ApiResource
 from fabriccap.offline.pipeline import evaluate_facts, evaluation_objects
 from fabriccap.offline.snapshot import load_snapshots

@@ -17,8 +17,9 @@ from fabriccap.controller.store import FactStore
 from fabriccap.core.config import build_config
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.workloads import LookupKey
-from fabriccap.kube.client import METADATA_ONLY, connect
+from fabriccap.kube.client import connect
 from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.media import METADATA_ONLY
 from fabriccap.kube.paths import NAMESPACES, ApiResource
 from fabriccap_devtools import world
 from fabriccap_devtools.seeding import JOBS, create_job

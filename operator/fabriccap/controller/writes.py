@@ -61,8 +61,9 @@ from fabriccap.core.config import Config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
 from fabriccap.core.workloads import problems_present
-from fabriccap.kube.client import MERGE_PATCH, KubeClient
+from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
+from fabriccap.kube.media import MERGE_PATCH
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 
 logger = logging.getLogger(__name__)

@@ -20,15 +20,10 @@ from yarl import URL
 
 from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
+from fabriccap.kube.media import JSON, MERGE_PATCH
 from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
 from fabriccap.kube.unread import LineRule
 
-MERGE_PATCH = "application/merge-patch+json"
-JSON = "application/json"
-# An object's metadata alone (meta.k8s.io/v1 PartialObjectMetadata), as client-go's metadata
-# client asks for it: every kube-apiserver resource, custom ones too, serves it, and a server
-# that does not takes the second choice and sends the whole object.
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 # How every answer and watch line is decoded. orjson decodes a pod as an API server serves it
 # (6.3 KB) in under half of json.loads's time, and decoding was the largest part of the 100k
 # start left; it costs about 1 MiB of RSS (docs/performance.md, "Answers and watch lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabriccap.core.references import is_api_version, is_object_name
 from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey
-from fabriccap.kube.client import JSON, METADATA_ONLY
+from fabriccap.kube.media import JSON, METADATA_ONLY
 from fabriccap.kube.paths import ApiResource
 
 # A claim is always read in resource.k8s.io/v1, whatever version wrote it; an owner in the

@@ -13,7 +13,7 @@ import pytest
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
 from fabriccap.core.config import build_config
-from fabriccap.kube.client import MERGE_PATCH
+from fabriccap.kube.media import MERGE_PATCH
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node
 from support.publishing import GRACE, Setup, healthy, publishing, start

@@ -33,6 +33,7 @@ from fabriccap.core.workloads import LookupKey
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import BY_KIND
+from fabriccap.kube.media import JSON, METADATA_ONLY
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.world import owner_reference, workload_pod
 from support.builders import daemon_set, node, plugin_pods
@@ -99,10 +100,16 @@ class MemoryApi:
         for path in [path for path in self.objects if path.rpartition("/")[0] == collection]:
             del self.objects[path]
 
-    async def get(self, path: str, query: Any = None, max_body_bytes: int | None = None) -> Any:
+    async def get(self, path: str, query: Any = None, max_body_bytes: int | None = None, accept: str = JSON) -> Any:
         self.requests += 1
         if path not in self.objects:
             raise KubeError(f"GET {path}: 404 not found", 404)
+        if accept == METADATA_ONLY:  # as the API server sends it
+            return {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": self.objects[path]["metadata"],
+            }
         return self.objects[path]
 
     async def create(self, path: str, body: Mapping[str, Any]) -> Any:
@@ -221,9 +228,9 @@ async def test_an_answer_for_an_owner_no_pod_leads_to_any_more_is_dropped() -> N
     BY_KIND["Pod"].upsert(store, extractor, pod(0, 0))
 
     class PodGoesWhileRead(MemoryApi):
-        async def get(self, path: str, query: Any = None, max_body_bytes: int | None = None) -> Any:
+        async def get(self, path: str, query: Any = None, max_body_bytes: int | None = None, accept: str = JSON) -> Any:
             BY_KIND["Pod"].delete(store, pod(0, 0))
-            return await super().get(path, query, max_body_bytes)
+            return await super().get(path, query, max_body_bytes, accept)
 
     api = PodGoesWhileRead()
     api.serve(JOBS, [job(0, 0)])

@@ -26,9 +26,9 @@ from fabriccap.core.facts import ClaimRef, FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.workloads import LookupKey
-from fabriccap.kube.client import METADATA_ONLY
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.lookups import lookup_path
+from fabriccap.kube.media import METADATA_ONLY
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
 from support.builders import NODEGROUP, daemon_set, node, plugin_pods
