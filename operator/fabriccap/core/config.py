@@ -13,6 +13,7 @@ would start an operator that silently watches nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -274,8 +275,9 @@ class DevicePlugin(_DaemonSetFinder):
             _parse_selector(label)
         return labels
 
-    @property
+    @functools.cached_property
     def platform_label_pairs(self) -> tuple[tuple[str, str], ...]:
+        # Asked for every node of every pool a round evaluates: parsed once per config.
         return tuple(pair for label in self.platform_managed_node_labels for pair in _parse_selector(label).items())
 
     namespaces: tuple[str, ...] = Field(

@@ -8,7 +8,6 @@ from that analysis, the one ``fabriccap explain`` shows.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -1194,19 +1193,26 @@ def evaluate(
                 # Events are built from the model, made only for a problem not yet recorded, and
                 # once for the pool's events, however many owners they name.
                 pool_ref = PoolRef.model_validate(status["pool"])
-                model = functools.cache(functools.partial(FabricCapabilityStatus.model_validate, status))
-                wording: NotRequestedWording | None = None  # the pool's, shared by its owners' Events
-                for owner, count in found.without_fabric:
-                    if warned is not None and warned(not_requested_key(profile.name, owner, pool_ref)):
-                        continue
-                    wording = wording or _not_requested_wording(profile, capability.name, model(), side)
-                    events.append(wording.event(owner, count, _launched_for(owner, side, found.without_fabric_nodes)))
-                events.extend(
-                    not_used_event(profile, model(), not_used)
+                unwarned = [
+                    (owner, count)
+                    for owner, count in found.without_fabric
+                    if warned is None or not warned(not_requested_key(profile.name, owner, pool_ref))
+                ]
+                unused = [
+                    not_used
                     for not_used in found.not_used
                     if warned is None
                     or not warned(not_used_key(profile, not_used.owner, pool_ref, not_used.example.verdict))
-                )
+                ]
+                if unwarned or unused:
+                    model = FabricCapabilityStatus.model_validate(status)
+                    if unwarned:
+                        wording = _not_requested_wording(profile, capability.name, model, side)  # shared by its owners
+                        events.extend(
+                            wording.event(owner, count, _launched_for(owner, side, found.without_fabric_nodes))
+                            for owner, count in unwarned
+                        )
+                    events.extend(not_used_event(profile, model, not_used) for not_used in unused)
         if memo is not None and not preview:
             memo.names_published(profile.name)
     unschedulable: tuple[UnschedulableGroup, ...] = ()
