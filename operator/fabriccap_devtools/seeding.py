@@ -17,10 +17,9 @@ from typing import Any
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import DAEMON_SETS, NAMESPACES, NODES, PODS, RESOURCE_SLICES, ApiResource
+from fabriccap_devtools.world import JOB_CONTROLLER_LABELS
 
 JOBS = ApiResource("batch", "v1", "jobs", "Job", namespaced=True)
-# The labels the API server gives a Job it creates (and its pod template), from its uid.
-JOB_CONTROLLER_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 
 # Fields the API server sets itself and refuses (or ignores) on create.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink", "generation")

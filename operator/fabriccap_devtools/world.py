@@ -635,6 +635,10 @@ def workload_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
+# The labels the API server gives a Job it creates, and its pod template, from the Job's uid.
+JOB_CONTROLLER_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+
+
 def job(
     pod_body: Mapping[str, Any],
     name: str,
@@ -663,7 +667,7 @@ def job(
             "terminationMessagePath": "/dev/termination-log",
             "terminationMessagePolicy": "File",
         }
-    controller = {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
+    controller = dict.fromkeys(JOB_CONTROLLER_LABELS, uid)
     labels = {**metadata.get("labels", {}), **controller, "batch.kubernetes.io/job-name": name, "job-name": name}
     job_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace", "ml"), "uid": uid}
     job_metadata["labels"] = labels

@@ -1193,26 +1193,26 @@ def evaluate(
                 # Events are built from the model, made only for a problem not yet recorded, and
                 # once for the pool's events, however many owners they name.
                 pool_ref = PoolRef.model_validate(status["pool"])
-                unwarned = [
+                new_not_requested = [
                     (owner, count)
                     for owner, count in found.without_fabric
                     if warned is None or not warned(not_requested_key(profile.name, owner, pool_ref))
                 ]
-                unused = [
+                new_not_used = [
                     not_used
                     for not_used in found.not_used
                     if warned is None
                     or not warned(not_used_key(profile, not_used.owner, pool_ref, not_used.example.verdict))
                 ]
-                if unwarned or unused:
+                if new_not_requested or new_not_used:
                     model = FabricCapabilityStatus.model_validate(status)
-                    if unwarned:
+                    if new_not_requested:
                         wording = _not_requested_wording(profile, capability.name, model, side)  # shared by its owners
                         events.extend(
                             wording.event(owner, count, _launched_for(owner, side, found.without_fabric_nodes))
-                            for owner, count in unwarned
+                            for owner, count in new_not_requested
                         )
-                    events.extend(not_used_event(profile, model, not_used) for not_used in unused)
+                    events.extend(not_used_event(profile, model, not_used) for not_used in new_not_used)
         if memo is not None and not preview:
             memo.names_published(profile.name)
     unschedulable: tuple[UnschedulableGroup, ...] = ()

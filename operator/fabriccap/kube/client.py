@@ -248,7 +248,7 @@ class KubeClient:
         path: str,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
-        content_type: str = "application/json",
+        content_type: str = JSON,
         timeout: float = 60.0,
         max_body_bytes: int | None = None,
         accept: str = JSON,
