@@ -74,6 +74,7 @@ PROBE_ALLOWANCE_SECONDS = 0.25
 PROBE_LEGS = ("to_server", "create", "delivered", "operator", "patch", "to_bench")
 PODS_PER_JOB = 8
 JOBS_STARTED = "2026-11-30T09:00:00Z"
+CONTROLLER_UID = world.JOB_CONTROLLER_LABELS[0]  # the one of the two a pod here carries
 
 
 def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = None) -> dict[str, Any]:
@@ -86,6 +87,7 @@ def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = 
     if efa:
         limits[EFA] = "32"
     pod_name = name or f"{job}-{index % PODS_PER_JOB}-{index:07d}"
+    job_uid = f"{index // PODS_PER_JOB:08x}-0000-4000-8000-000000000000"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -96,7 +98,7 @@ def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = 
                 "app.kubernetes.io/name": "trainer" if gpu else "sidecar",
                 "batch.kubernetes.io/job-name": job,
                 "job-name": job,
-                "batch.kubernetes.io/controller-uid": f"{index // PODS_PER_JOB:08x}-0000-4000-8000-000000000000",
+                CONTROLLER_UID: job_uid,
                 "team": f"team-{index % 17}",
             },
             "annotations": {"kubectl.kubernetes.io/default-container": "main"},
@@ -105,7 +107,7 @@ def pod_body(index: int, node: str, *, gpu: bool, efa: bool, name: str | None = 
                     "apiVersion": "batch/v1",
                     "kind": "Job",
                     "name": job,
-                    "uid": f"{index // PODS_PER_JOB:08x}-0000-4000-8000-000000000000",
+                    "uid": job_uid,
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
@@ -151,7 +153,7 @@ async def create_jobs(client: KubeClient, pods: list[dict[str, Any]]) -> None:
     uids = {job["metadata"]["name"]: job["metadata"]["uid"] for job in created}
     for pod in pods:
         owner = pod["metadata"]["ownerReferences"][0]
-        owner["uid"] = pod["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = uids[owner["name"]]
+        owner["uid"] = pod["metadata"]["labels"][CONTROLLER_UID] = uids[owner["name"]]
 
 
 async def populate(client: KubeClient, nodes: int, pods: int) -> tuple[list[dict[str, Any]], list[str]]:
