@@ -339,7 +339,7 @@ async def test_writes_are_owned_by_their_field_manager_and_a_main_resource_write
 ) -> None:
     """As the API server records managed fields: the request's fieldManager names the writer,
     and a write to the main resource of a kind with a status subresource owns no status field.
-    Both wrong once: every write was the User-Agent's "Python" and owned the whole object, so
+    Both wrong once: every write was the User-Agent's ("Python" then) and owned the whole object, so
     the operator's own label PATCH read as a foreign writer of its status (a "write war")."""
     await client.create(
         FABRIC_CAPABILITIES.collection(),
@@ -357,8 +357,8 @@ async def test_writes_are_owned_by_their_field_manager_and_a_main_resource_write
         for entry in labelled["metadata"]["managedFields"]
     }
     assert "f:status" in owners[("fabriccap/a", "status")]
-    python = owners[("Python", "")]  # no fieldManager: the User-Agent's product
-    assert "f:status" not in python and "f:metadata" in python
+    agent = owners[("fabriccap", "")]  # no fieldManager: the User-Agent's product (kube.client.USER_AGENT)
+    assert "f:status" not in agent and "f:metadata" in agent
 
 
 async def test_a_malformed_event_reaches_the_operator_but_not_the_benchmark(sim: Simulator) -> None:

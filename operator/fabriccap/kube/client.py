@@ -1,4 +1,6 @@
-"""A small async Kubernetes client on aiohttp: raw JSON in and out, nothing more.
+"""A small async Kubernetes client: raw JSON in and out, nothing more. Requests and their
+answers go over kube.exchanges' pooled connections; watches, streams and anything through a
+proxy over aiohttp.
 
 Why not kubernetes_asyncio: importing it costs ~35 MB of resident memory (its generated
 models; kopf imports them too when the package is present), a third of the operator's budget,
@@ -10,16 +12,20 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import contextlib
+import re
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
 from yarl import URL
 
+from fabriccap import __version__
 from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
+from fabriccap.kube.exchanges import ConnectionPool, MalformedAnswerError
 from fabriccap.kube.media import JSON, MERGE_PATCH
 from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
 from fabriccap.kube.unread import LineRule
@@ -65,6 +71,14 @@ TLS_RECEIVE_BUFFER_BYTES = 64 * 1024
 # lower, under its 128 MiB target again (docs/performance.md).
 BUSY_STREAM_BYTES = 1024 * 1024
 BUSY_STREAM_RECEIVE_BYTES = 128 * 1024
+
+# Who the API server sees writing: a write without a fieldManager is recorded under the
+# User-Agent's product ("fabriccap"), and audit logs and priority-and-fairness debugging show it.
+USER_AGENT = f"fabriccap/{__version__}"
+# Connections kept for requests and their answers, and in aiohttp's pool for streams, each.
+MAX_CONNECTIONS = 32
+
+_LINE_BREAK = re.compile("[\r\n]")
 
 ErrorHook = Callable[[str, int], None]  # (verb, HTTP status or 0 when there was no answer)
 READ_CHUNK_BYTES = 64 * 1024
@@ -173,6 +187,11 @@ class KubeClient:
         self.on_error = on_error
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
+        self._exchanges: ConnectionPool | None = None
+        server = urlsplit(credentials.server)
+        # The request target begins with the server URL's own path (a proxying front end's).
+        self._target_prefix = server.path.rstrip("/")
+        self._request_lines = f"Host: {server.netloc}\r\nUser-Agent: {USER_AGENT}\r\n"
 
     def _failed(self, verb: str, status: int) -> None:
         if self.on_error is not None:
@@ -187,16 +206,37 @@ class KubeClient:
         # yarl would otherwise decode and resolve them again (`/a/%2E%2E/b` becomes `/b`).
         return URL(self.server + path, encoded=True)
 
+    def _tls(self) -> ssl.SSLContext | bool:
+        if self._ssl is None:
+            self._ssl = self.credentials.ssl_context()
+        return self._ssl
+
     def _connection(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._ssl = self.credentials.ssl_context()
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=32),
+                connector=aiohttp.TCPConnector(ssl=self._tls(), limit=MAX_CONNECTIONS),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+                headers={"User-Agent": USER_AGENT},
             )
         return self._session
 
+    def _pool(self) -> ConnectionPool:
+        if self._exchanges is None:
+            server = urlsplit(self.server)
+            tls = self._tls()
+            self._exchanges = ConnectionPool(
+                host=server.hostname or "",
+                port=server.port or (443 if server.scheme == "https" else 80),
+                tls=tls if isinstance(tls, ssl.SSLContext) else None,
+                server_hostname=self.credentials.tls_server_name,
+                limit=MAX_CONNECTIONS,
+            )
+        return self._exchanges
+
     async def close(self) -> None:
+        if self._exchanges is not None:
+            self._exchanges.close()
+            self._exchanges = None
         if self._session is not None:
             await self._session.close()
 
@@ -224,6 +264,50 @@ class KubeClient:
             headers["Content-Type"] = content_type
             data = encode_json(body)
         params = {key: str(value) for key, value in (query or {}).items()}
+        if self.credentials.proxy is not None:
+            return await self._send_through_proxy(method, path, params, data, headers, timeout, max_body_bytes)
+        request = self._request(method, path, params, data, headers)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._pool().exchange(method, request, f"{method} {path}", max_body_bytes)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as error:
+            self._failed(method, 0)
+            raise KubeError(
+                f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}"
+            ) from None
+        except MalformedAnswerError as error:
+            self._failed(method, 0)
+            raise KubeError(f"{method} {path}: the Kubernetes API at {self.server} answered: {error}") from None
+
+    def _request(
+        self, method: str, path: str, params: Mapping[str, str], data: bytes | None, headers: Mapping[str, str]
+    ) -> bytes:
+        """A request's bytes as they go on the wire. Paths come from kube.paths, every segment
+        already percent-encoded; the query is encoded here."""
+        target = self._target_prefix + path + (f"?{urlencode(params)}" if params else "")
+        lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        if data is not None:
+            lines += f"Content-Length: {len(data)}\r\n"
+        # What the caller or a kubeconfig gave must not end the line it is on (header injection).
+        if _LINE_BREAK.search(target) or " " in target or any(_LINE_BREAK.search(value) for value in headers.values()):
+            raise KubeError(f"{method} {path}: a line break or space in the request's target or headers")
+        head = f"{method} {target} HTTP/1.1\r\n{self._request_lines}{lines}\r\n"
+        try:
+            encoded = head.encode("ascii")
+        except UnicodeEncodeError:
+            raise KubeError(f"{method} {path}: the request's target or headers are not ASCII") from None
+        return encoded + data if data is not None else encoded
+
+    async def _send_through_proxy(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str],
+        data: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float,
+        max_body_bytes: int | None,
+    ) -> tuple[int, bytes]:
         try:
             async with self._connection().request(
                 method,

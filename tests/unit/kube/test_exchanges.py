@@ -1,0 +1,321 @@
+"""kube.exchanges against a real socket server on 127.0.0.1 that answers with scripted bytes:
+the framings an API server uses, connection reuse and its limits, and answers that are not HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from types import EllipsisType
+
+import pytest
+
+from fabriccap.kube import credentials as kube
+from fabriccap.kube.client import USER_AGENT, KubeClient
+from fabriccap.kube.errors import KubeError, ResponseTooLargeError
+from fabriccap.kube.exchanges import IDLE_SECONDS, MAX_HEAD_BYTES, ConnectionPool, MalformedAnswerError
+
+OK_JSON = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"a": "bc"}'
+GET = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
+POST = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
+
+
+class Closing(bytes):
+    """An answer after which the server closes the connection."""
+
+
+# What the server does with a request: the bytes to answer (then the connection's close, if
+# Closing), None to close the connection unanswered, or ... to never answer.
+Answer = bytes | EllipsisType | None
+
+
+@dataclass
+class Scripted:
+    """A server that answers each request with the next of ``answers``, and records what came."""
+
+    answers: list[Answer]
+    requests: list[tuple[int, bytes]] = field(default_factory=list)  # (connection number, head)
+    connections: int = 0
+    open_now: int = 0
+    most_open: int = 0
+    port: int = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        self.open_now += 1
+        self.most_open = max(self.most_open, self.open_now)
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                self.requests.append((number, head + await reader.readexactly(length)))
+                answer = self.answers.pop(0)
+                if answer is None:
+                    return
+                if answer is ...:
+                    await asyncio.sleep(3600)
+                assert isinstance(answer, bytes)
+                writer.write(answer)
+                await writer.drain()
+                if isinstance(answer, Closing):
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            self.open_now -= 1
+            writer.close()
+
+
+async def _serving(script: Scripted) -> asyncio.Server:
+    server = await asyncio.start_server(script.serve, "127.0.0.1", 0)
+    script.port = server.sockets[0].getsockname()[1]
+    return server
+
+
+Serve = Callable[[list[Answer]], Awaitable[Scripted]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    servers: list[asyncio.Server] = []
+
+    async def start(answers: list[Answer]) -> Scripted:
+        script = Scripted(list(answers))
+        servers.append(await _serving(script))
+        return script
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def _pool(script: Scripted, limit: int = 32) -> ConnectionPool:
+    return ConnectionPool(host="127.0.0.1", port=script.port, tls=None, limit=limit)
+
+
+async def test_a_content_length_answer_is_read_and_its_connection_kept_for_the_next(serve: Serve) -> None:
+    script = await serve([OK_JSON, OK_JSON])
+    pool = _pool(script)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 1]
+    pool.close()
+
+
+async def test_a_chunked_answer_with_extensions_and_trailers_is_joined(serve: Serve) -> None:
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'4;name=value\r\n{"a"\r\n7\r\n: "bc"}\r\n0\r\nX-Trailer: 1\r\n\r\n'
+    )
+    script = await serve([chunked, OK_JSON])
+    pool = _pool(script)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 1]  # read to its very end: reusable
+    pool.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    ],
+    ids=["connection-close", "http-1.0"],
+)
+async def test_an_answer_that_ends_its_connection_is_not_reused(serve: Serve, answer: bytes) -> None:
+    script = await serve([answer, OK_JSON])
+    pool = _pool(script)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b"{}")
+    await pool.exchange("GET", GET, "GET /x", None)
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+async def test_an_answer_without_a_length_is_read_to_the_close(serve: Serve) -> None:
+    script = await serve([Closing(b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 200_000), OK_JSON])
+    pool = _pool(script)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b"x" * 200_000)
+    await pool.exchange("GET", GET, "GET /x", None)
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+async def test_interim_answers_are_skipped_and_bodiless_statuses_read_nothing(serve: Serve) -> None:
+    script = await serve(
+        [b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + OK_JSON, b"HTTP/1.1 204 No Content\r\n\r\n", OK_JSON]
+    )
+    pool = _pool(script)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert await pool.exchange("DELETE", GET, "DELETE /x", None) == (204, b"")
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert {number for number, _ in script.requests} == {1}
+    pool.close()
+
+
+async def test_a_reused_connection_closed_unanswered_is_retried_fresh_only_for_an_idempotent_method(
+    serve: Serve,
+) -> None:
+    script = await serve([OK_JSON, None, OK_JSON, OK_JSON, None])
+    pool = _pool(script)
+    await pool.exchange("GET", GET, "GET /x", None)
+    # The server drops the kept connection on the next request: the GET goes again on a new one.
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 1, 2]
+    await pool.exchange("GET", GET, "GET /x", None)
+    # A POST may have been received: it is not sent twice, the caller hears of it.
+    with pytest.raises(ConnectionResetError, match="closed the connection before answering"):
+        await pool.exchange("POST", POST, "POST /x", None)
+    assert [number for number, _ in script.requests] == [1, 1, 2, 2, 2]
+    pool.close()
+
+
+async def test_a_retry_closed_unanswered_too_is_the_callers_error(serve: Serve) -> None:
+    script = await serve([OK_JSON, None, None])
+    pool = _pool(script)
+    await pool.exchange("GET", GET, "GET /x", None)
+    with pytest.raises(ConnectionResetError, match="closed the connection before answering"):
+        await pool.exchange("GET", GET, "GET /x", None)
+    assert [number for number, _ in script.requests] == [1, 1, 2]  # once more, not again and again
+
+
+async def test_a_new_connection_closed_unanswered_is_an_error_not_a_retry(serve: Serve) -> None:
+    script = await serve([None, OK_JSON])
+    pool = _pool(script)
+    with pytest.raises(ConnectionResetError, match="closed the connection before answering"):
+        await pool.exchange("GET", GET, "GET /x", None)
+    assert len(script.requests) == 1
+
+
+async def test_an_idle_connection_past_its_time_is_not_reused(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = await serve([OK_JSON, OK_JSON])
+    pool = _pool(script)
+    clock = itertools.count(1000.0, IDLE_SECONDS)  # each reading IDLE_SECONDS after the last
+    monkeypatch.setattr("fabriccap.kube.exchanges.time.monotonic", lambda: next(clock))
+    await pool.exchange("GET", GET, "GET /x", None)
+    await pool.exchange("GET", GET, "GET /x", None)
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 101\r\n\r\n" + b"x" * 101,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n"
+        + b"x" * 64
+        + b"\r\n40\r\n"
+        + b"x" * 64
+        + b"\r\n0\r\n\r\n",
+    ],
+    ids=["content-length", "chunked"],
+)
+async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(serve: Serve, answer: bytes) -> None:
+    script = await serve([answer, OK_JSON])
+    pool = _pool(script)
+    with pytest.raises(ResponseTooLargeError, match=r"GET /x: the answer is .*100"):
+        await pool.exchange("GET", GET, "GET /x", 100)
+    assert await pool.exchange("GET", GET, "GET /x", 100) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [
+        (b"HTTP/2 200\r\n\r\n", "status line"),
+        (b"HTTP/1.1 2000 OK\r\n\r\n", "status line"),
+        (b"ICY 200 OK\r\n\r\n", "status line"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "more than once"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n{}", "Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "header line"),
+        (b"HTTP/1.1 200 OK\r\n folded: value\r\n\r\n", "header line"),
+        (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}", "encoding"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", "chunk does not end"),
+        (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * MAX_HEAD_BYTES + b"\r\n\r\n", "longer than"),
+    ],
+)
+async def test_what_is_not_an_api_servers_answer_is_named_and_its_connection_dropped(
+    serve: Serve,
+    answer: bytes,
+    named: str,
+) -> None:
+    script = await serve([answer, OK_JSON])
+    pool = _pool(script)
+    with pytest.raises(MalformedAnswerError, match=named):
+        await pool.exchange("GET", GET, "GET /x", None)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+async def test_a_request_cut_by_its_timeout_leaves_its_connection_closed(serve: Serve) -> None:
+    script = await serve([..., OK_JSON])
+    pool = _pool(script)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await pool.exchange("GET", GET, "GET /x", None)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 2]  # an answer late on 1 is never read
+    pool.close()
+
+
+async def test_at_most_limit_connections_are_open_at_once(serve: Serve) -> None:
+    script = await serve([OK_JSON] * 40)
+    pool = _pool(script, limit=3)
+    await asyncio.gather(*(pool.exchange("GET", GET, "GET /x", None) for _ in range(40)))
+    assert script.most_open == 3 and script.connections == 3
+    pool.close()
+
+
+# --- through KubeClient --------------------------------------------------------------------
+
+
+async def test_the_client_writes_its_target_query_and_headers_as_a_server_expects(serve: Serve) -> None:
+    script = await serve([OK_JSON, OK_JSON])
+    credentials = kube.Credentials(server=f"http://127.0.0.1:{script.port}/front/", token="t0ken")
+    async with KubeClient(credentials) as client:
+        assert await client.get("/api/v1/pods", {"labelSelector": "a in (b,c)", "limit": 5}) == {"a": "bc"}
+        await client.merge_patch("/api/v1/nodes/n%2F1", {"x": 1})
+    get, patch = (head for _, head in script.requests)
+    assert get.startswith(b"GET /front/api/v1/pods?labelSelector=a+in+%28b%2Cc%29&limit=5 HTTP/1.1\r\n")
+    assert f"Host: 127.0.0.1:{script.port}\r\nUser-Agent: {USER_AGENT}\r\n".encode() in get
+    assert b"Authorization: Bearer t0ken\r\n" in get and b"Accept: application/json\r\n" in get
+    assert patch.startswith(b"PATCH /front/api/v1/nodes/n%2F1 HTTP/1.1\r\n")
+    assert b"Content-Type: application/merge-patch+json\r\nContent-Length: 7\r\n\r\n" in patch
+    assert patch.endswith(b'\r\n\r\n{"x":1}')
+
+
+@pytest.mark.parametrize(
+    ("token", "path"),
+    [("t0ken\r\nX-Injected: 1", "/api/v1/pods"), ("t0ken", "/api/v1/pods HTTP/1.1\r\nX: y"), ("tökén", "/api")],
+    ids=["token", "path", "not-ascii"],
+)
+async def test_what_would_end_a_line_of_the_request_is_refused_unsent(serve: Serve, token: str, path: str) -> None:
+    script = await serve([OK_JSON])
+    credentials = kube.Credentials(server=f"http://127.0.0.1:{script.port}", token=token)
+    async with KubeClient(credentials) as client:
+        with pytest.raises(KubeError, match=r"line break or space|not ASCII"):
+            await client.get(path)
+    assert script.requests == []
+
+
+async def test_a_malformed_answer_is_a_kube_error_naming_the_request_and_counted(serve: Serve) -> None:
+    script = await serve([b"SSH-2.0-OpenSSH_9.6\r\n\r\n"])
+    failed: list[tuple[str, int]] = []
+    credentials = kube.Credentials(server=f"http://127.0.0.1:{script.port}")
+    async with KubeClient(credentials, on_error=lambda verb, status: failed.append((verb, status))) as client:
+        with pytest.raises(
+            KubeError, match=r"GET /api: the Kubernetes API at .* answered: not an HTTP/1.1 status line"
+        ):
+            await client.get("/api")
+    assert failed == [("GET", 0)]
