@@ -7,8 +7,8 @@ decoded over TLS (docs/performance.md, "Short exchanges without aiohttp"). Watch
 lists and log streams stay on aiohttp, and so does every request through a proxy.
 
 What it reads is what a Kubernetes API server writes: a status line, headers, and a body whose
-length is given (Content-Length), chunked, or ended by the connection's close. Anything else is a
-MalformedAnswerError, and its connection is closed, never reused.
+length is given (Content-Length), chunked, or ended by the connection's close, gzip if asked
+for. Anything else is a MalformedAnswerError, and its connection is closed, never reused.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from fabriccap.kube.errors import ResponseTooLargeError
@@ -65,6 +66,7 @@ class _Head:
     length: int | None  # Content-Length; None when chunked or until the close
     chunked: bool
     keep_alive: bool
+    gzipped: bool = False
 
 
 @dataclass
@@ -76,6 +78,9 @@ class ConnectionPool:
     tls: ssl.SSLContext | None
     server_hostname: str | None = None
     limit: int = 32
+    # Whether the requests ask for gzip (Accept-Encoding is the caller's to send): a gzip body
+    # is decompressed, within the same bound; asked or not, any other encoding is refused.
+    accept_gzip: bool = False
     _idle: list[_Connection] = field(default_factory=list, init=False)
     _slots: asyncio.Semaphore | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
@@ -92,13 +97,13 @@ class ConnectionPool:
             connection, reused = await self._take()
             try:
                 try:
-                    answer = await _send(connection, method, request, what, max_body_bytes)
+                    answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
                 except _UnansweredError:
                     if not reused or method not in IDEMPOTENT_METHODS:
                         raise
                     connection.close()
                     connection = await self._open()
-                    answer = await _send(connection, method, request, what, max_body_bytes)
+                    answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
             except BaseException:
                 connection.close()
                 raise
@@ -137,7 +142,7 @@ class ConnectionPool:
 
 
 async def _send(
-    connection: _Connection, method: str, request: bytes, what: str, max_body_bytes: int | None
+    connection: _Connection, method: str, request: bytes, what: str, max_body_bytes: int | None, accept_gzip: bool
 ) -> tuple[int, bytes, bool]:
     """One exchange on ``connection``: (status, body, whether the connection may be reused)."""
     try:
@@ -153,25 +158,48 @@ async def _send(
     except asyncio.LimitOverrunError:
         raise MalformedAnswerError(LINE_TOO_LONG) from None
     try:
-        return await _answer(connection.reader, parse_head(head_bytes), method, what, max_body_bytes)
+        status, body, keep_alive, gzipped = await _answer(
+            connection.reader, parse_head(head_bytes), method, what, max_body_bytes
+        )
     except asyncio.LimitOverrunError:
         raise MalformedAnswerError(LINE_TOO_LONG) from None
+    if gzipped:
+        if not accept_gzip:
+            raise MalformedAnswerError("a gzip answer, not asked for")
+        body = _gunzip(body, what, max_body_bytes)
+    return status, body, keep_alive
 
 
 async def _answer(
     reader: asyncio.StreamReader, head: _Head, method: str, what: str, max_body_bytes: int | None
-) -> tuple[int, bytes, bool]:
+) -> tuple[int, bytes, bool, bool]:
+    """(status, body as sent, whether the connection may be reused, whether the body is gzip)."""
     while 100 <= head.status < 200:  # an interim answer (103 Early Hints): the final one follows
         head = parse_head(await reader.readuntil(b"\r\n\r\n"))
     if method == "HEAD" or head.status in BODILESS_STATUSES:
-        return head.status, b"", head.keep_alive
+        return head.status, b"", head.keep_alive, False
     if head.chunked:
-        return head.status, await _read_chunked(reader, what, max_body_bytes), head.keep_alive
+        return head.status, await _read_chunked(reader, what, max_body_bytes), head.keep_alive, head.gzipped
     if head.length is None:
-        return head.status, await _read_to_close(reader, what, max_body_bytes), False
+        return head.status, await _read_to_close(reader, what, max_body_bytes), False, head.gzipped
     if max_body_bytes is not None and head.length > max_body_bytes:
         raise ResponseTooLargeError(f"{what}: the answer is {head.length} bytes (more than {max_body_bytes})")
-    return head.status, await reader.readexactly(head.length), head.keep_alive
+    return head.status, await reader.readexactly(head.length), head.keep_alive, head.gzipped
+
+
+def _gunzip(body: bytes, what: str, limit: int | None) -> bytes:
+    """A gzip body decompressed; past ``limit`` bytes of it, ResponseTooLargeError (a small
+    answer can decompress to a great deal)."""
+    inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    try:
+        plain = inflater.decompress(body, 0 if limit is None else limit + 1)
+    except zlib.error as error:
+        raise MalformedAnswerError(f"its gzip body is not gzip ({error})") from None
+    if limit is not None and len(plain) > limit:
+        raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes decompressed; not read further")
+    if not inflater.eof:
+        raise MalformedAnswerError("its gzip body ends early")
+    return plain
 
 
 def parse_head(raw: bytes) -> _Head:
@@ -188,6 +216,7 @@ def parse_head(raw: bytes) -> _Head:
     ):
         raise MalformedAnswerError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
     lengths: set[bytes] = set()
+    gzipped = False
     codings: list[bytes] = []
     connection_options: list[bytes] = []
     for line in lines[1:]:
@@ -199,24 +228,26 @@ def parse_head(raw: bytes) -> _Head:
             lengths.add(value.strip())
         elif name == b"transfer-encoding":
             codings.extend(coding.strip().lower() for coding in value.split(b","))
-        elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
-            # Nothing asks for one (no Accept-Encoding is sent): a gzip body would be read as JSON.
-            raise MalformedAnswerError(f"an answer in an encoding not asked for: {value.strip()[:40]!r}")
+        elif name == b"content-encoding" and (encoding := value.strip().lower()) not in (b"", b"identity"):
+            if encoding != b"gzip":
+                raise MalformedAnswerError(f"an answer in an encoding not asked for: {value.strip()[:40]!r}")
+            gzipped = True
         elif name == b"connection":
             connection_options.extend(option.strip().lower() for option in value.split(b","))
     keep_alive = b"close" not in connection_options and (version == b"HTTP/1.1" or b"keep-alive" in connection_options)
     if codings:
         # RFC 9112, 6.3: chunked last frames the body, whatever Content-Length says; any other
         # last coding is read to the close (and none is asked for: no Accept-Encoding is sent).
-        return _Head(int(code), None, codings[-1] == b"chunked", keep_alive and codings[-1] == b"chunked")
+        chunked = codings[-1] == b"chunked"
+        return _Head(int(code), None, chunked, keep_alive and chunked, gzipped)
     if len(lengths) > 1:
         raise MalformedAnswerError("Content-Length given more than once, with different values")
     if lengths:
         (length,) = lengths
         if not length.isdigit() or len(length) > 18:
             raise MalformedAnswerError(f"not a Content-Length: {length[:40]!r}")
-        return _Head(int(code), int(length), False, keep_alive)
-    return _Head(int(code), None, False, keep_alive)  # read to the close, unless it has no body
+        return _Head(int(code), int(length), False, keep_alive, gzipped)
+    return _Head(int(code), None, False, keep_alive, gzipped)  # read to the close, unless it has no body
 
 
 async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int | None) -> bytes:

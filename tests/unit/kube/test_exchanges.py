@@ -4,6 +4,7 @@ the framings an API server uses, connection reuse and its limits, and answers th
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -238,7 +239,8 @@ async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(
         (b"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n{}", "Content-Length"),
         (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "header line"),
         (b"HTTP/1.1 200 OK\r\n folded: value\r\n\r\n", "header line"),
-        (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}", "encoding"),
+        (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}", "encoding not asked for"),
+        (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}", "gzip answer, not asked for"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", "chunk does not end"),
         (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * MAX_HEAD_BYTES + b"\r\n\r\n", "longer than"),
@@ -255,6 +257,41 @@ async def test_what_is_not_an_api_servers_answer_is_named_and_its_connection_dro
         await pool.exchange("GET", GET, "GET /x", None)
     assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+def _gzip_answer(body: bytes, chunked: bool = False) -> bytes:
+    packed = gzip.compress(body, compresslevel=1)
+    if chunked:
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (packed[:10], packed[10:])) + b"0\r\n\r\n"
+        return b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n" + framed
+    return b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(packed), packed)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_a_gzip_answer_asked_for_is_decompressed_within_the_bound(serve: Serve, chunked: bool) -> None:
+    items = b'{"items": [' + b",".join(b'{"n": %d}' % index for index in range(20_000)) + b"]}"
+    script = await serve([_gzip_answer(items, chunked), _gzip_answer(items, chunked), OK_JSON])
+    pool = ConnectionPool(host="127.0.0.1", port=script.port, tls=None, accept_gzip=True)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, items)
+    # 20 KB of gzip that would be 250 KB: the bound is on what it decompresses to.
+    with pytest.raises(ResponseTooLargeError, match="more than 100000 bytes decompressed"):
+        await pool.exchange("GET", GET, "GET /x", 100_000)
+    assert await pool.exchange("GET", GET, "GET /x", 100_000) == (200, b'{"a": "bc"}')
+    pool.close()
+
+
+@pytest.mark.parametrize(
+    ("packed", "named"),
+    [(b"not gzip at all", "not gzip"), (gzip.compress(b'{"a": 1}' * 1000)[:-20], "ends early")],
+    ids=["garbage", "truncated"],
+)
+async def test_a_gzip_body_that_does_not_decompress_is_named(serve: Serve, packed: bytes, named: str) -> None:
+    answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(packed), packed)
+    script = await serve([answer])
+    pool = ConnectionPool(host="127.0.0.1", port=script.port, tls=None, accept_gzip=True)
+    with pytest.raises(MalformedAnswerError, match=named):
+        await pool.exchange("GET", GET, "GET /x", None)
     pool.close()
 
 
@@ -290,9 +327,19 @@ async def test_the_client_writes_its_target_query_and_headers_as_a_server_expect
     assert get.startswith(b"GET /front/api/v1/pods?labelSelector=a+in+%28b%2Cc%29&limit=5 HTTP/1.1\r\n")
     assert f"Host: 127.0.0.1:{script.port}\r\nUser-Agent: {USER_AGENT}\r\n".encode() in get
     assert b"Authorization: Bearer t0ken\r\n" in get and b"Accept: application/json\r\n" in get
+    assert b"Accept-Encoding: gzip\r\n" in get  # as client-go asks
     assert patch.startswith(b"PATCH /front/api/v1/nodes/n%2F1 HTTP/1.1\r\n")
     assert b"Content-Type: application/merge-patch+json\r\nContent-Length: 7\r\n\r\n" in patch
     assert patch.endswith(b'\r\n\r\n{"x":1}')
+
+
+async def test_a_client_without_compression_does_not_ask_for_gzip_nor_take_it(serve: Serve) -> None:
+    script = await serve([OK_JSON, _gzip_answer(b"{}")])
+    async with KubeClient(kube.Credentials(server=f"http://127.0.0.1:{script.port}"), compression=False) as client:
+        assert await client.get("/api") == {"a": "bc"}
+        with pytest.raises(KubeError, match="gzip answer, not asked for"):
+            await client.get("/api")
+    assert all(b"Accept-Encoding" not in head for _, head in script.requests)
 
 
 @pytest.mark.parametrize(
