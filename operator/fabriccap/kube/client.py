@@ -191,10 +191,10 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
         self._exchanges: ConnectionPool | None = None
-        server = urlsplit(credentials.server)
+        self._server = urlsplit(credentials.server)
         # The request target begins with the server URL's own path (a proxying front end's).
-        self._target_prefix = server.path.rstrip("/")
-        self._request_lines = f"Host: {server.netloc}\r\nUser-Agent: {USER_AGENT}\r\n" + (
+        self._target_prefix = self._server.path.rstrip("/")
+        self._request_lines = f"Host: {self._server.netloc}\r\nUser-Agent: {USER_AGENT}\r\n" + (
             "Accept-Encoding: gzip\r\n" if compression else ""
         )
 
@@ -227,11 +227,10 @@ class KubeClient:
 
     def _pool(self) -> ConnectionPool:
         if self._exchanges is None:
-            server = urlsplit(self.server)
             tls = self._tls()
             self._exchanges = ConnectionPool(
-                host=server.hostname or "",
-                port=server.port or (443 if server.scheme == "https" else 80),
+                host=self._server.hostname or "",
+                port=self._server.port or (443 if self._server.scheme == "https" else 80),
                 tls=tls if isinstance(tls, ssl.SSLContext) else None,
                 server_hostname=self.credentials.tls_server_name,
                 limit=MAX_CONNECTIONS,
@@ -277,10 +276,7 @@ class KubeClient:
             async with asyncio.timeout(timeout):
                 return await self._pool().exchange(method, request, f"{method} {path}", max_body_bytes)
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as error:
-            self._failed(method, 0)
-            raise KubeError(
-                f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}"
-            ) from None
+            raise self._unreachable(method, error) from None
         except MalformedAnswerError as error:
             self._failed(method, 0)
             raise KubeError(f"{method} {path}: the Kubernetes API at {self.server} answered: {error}") from None
@@ -328,10 +324,12 @@ class KubeClient:
             ) as response:
                 return response.status, await _read_body(response, f"{method} {path}", max_body_bytes)
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
-            self._failed(method, 0)
-            raise KubeError(
-                f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}"
-            ) from None
+            raise self._unreachable(method, error) from None
+
+    def _unreachable(self, method: str, error: BaseException) -> KubeError:
+        """A request that got no answer, counted as one (HTTP status 0)."""
+        self._failed(method, 0)
+        return KubeError(f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}")
 
     async def request(
         self,
