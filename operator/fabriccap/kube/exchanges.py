@@ -2,9 +2,10 @@
 
 Why not aiohttp for these: the 100,000-node start makes about 22,500 of them (12,500 owner
 reads, 5,000 creates, 5,000 statuses) on one core, and aiohttp's request machinery cost about
-0.1 ms of CPU each beyond the exchange itself: 190 us against 75 us for a 14 KB Node read and
-decoded over TLS (docs/performance.md, "Short exchanges without aiohttp"). Watches, streaming
-lists and log streams stay on aiohttp, and so does every request through a proxy.
+0.1 ms of CPU each beyond the exchange itself: a 14 KB Node read and decoded over TLS took 184-216
+us through aiohttp and takes 99-105 us through this path (docs/performance.md, "Stop 58: short
+exchanges without aiohttp"). Watches, streaming lists and log streams stay on aiohttp, and so
+does every request through a proxy.
 
 What it reads is what a Kubernetes API server writes: a status line, headers, and a body whose
 length is given (Content-Length), chunked, or ended by the connection's close, gzip if asked
