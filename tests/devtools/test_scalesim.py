@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fabriccap.kube.client import KubeClient, connect
+from fabriccap.kube.client import USER_AGENT, KubeClient, connect
 from fabriccap.kube.credentials import load_credentials
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.media import MERGE_PATCH, METADATA_ONLY
@@ -357,7 +357,7 @@ async def test_writes_are_owned_by_their_field_manager_and_a_main_resource_write
         for entry in labelled["metadata"]["managedFields"]
     }
     assert "f:status" in owners[("fabriccap/a", "status")]
-    agent = owners[("fabriccap", "")]  # no fieldManager: the User-Agent's product (kube.client.USER_AGENT)
+    agent = owners[(USER_AGENT.partition("/")[0], "")]  # no fieldManager: the User-Agent's product
     assert "f:status" not in agent and "f:metadata" in agent
 
 

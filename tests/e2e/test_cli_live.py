@@ -142,7 +142,7 @@ def test_kubectl_describe_shows_the_events_of_the_flip_to_ready(
     not_ready = [row for row in rows if row["Message"].startswith("Ready=False: ")]
     reasons = {row["Reason"] for row in not_ready}
     assert reasons and reasons <= {"NoSchedulableNodes", "NotAdvertised", "PartialRollout"}, rows
-    assert len(not_ready) == len({row["Reason"] for row in not_ready}), rows
+    assert len(not_ready) == len(reasons), rows
     assert all((row["Type"], row["From"]) == ("Warning", "fabriccap") for row in not_ready)
     for row in not_ready:
         if row["Reason"] == "PartialRollout":

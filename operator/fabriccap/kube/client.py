@@ -91,13 +91,13 @@ async def _read_body(response: aiohttp.ClientResponse, what: str, limit: int | N
         return await response.read()
     if response.content_length is not None:
         if response.content_length > limit:
-            raise ResponseTooLargeError(f"{what}: the answer is {response.content_length} bytes (more than {limit})")
+            raise ResponseTooLargeError.past(what, limit, length=response.content_length)
         return await response.read()  # aiohttp reads no more than the length it was told
     chunks, size = [], 0
     async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
         size += len(chunk)
         if size > limit:
-            raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes; not read further")
+            raise ResponseTooLargeError.past(what, limit)
         chunks.append(chunk)
     return b"".join(chunks)
 

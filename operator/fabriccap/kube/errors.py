@@ -23,3 +23,14 @@ class WatchLineError(KubeError):
 
 class ResponseTooLargeError(KubeError):
     """An answer longer than the reader allows: not read further (and not retried as it is)."""
+
+    @classmethod
+    def past(
+        cls, what: str, limit: int, *, length: int | None = None, decompressed: bool = False
+    ) -> ResponseTooLargeError:
+        """The one wording: the announced ``length`` when there is one, else how far it was read."""
+        if length is not None:
+            return cls(f"{what}: the answer is {length} bytes (more than {limit})")
+        return cls(
+            f"{what}: the answer is more than {limit} bytes{' decompressed' if decompressed else ''}; not read further"
+        )

@@ -184,7 +184,7 @@ async def _answer(
     if head.length is None:
         return head.status, await _read_to_close(reader, what, max_body_bytes), False, head.gzipped
     if max_body_bytes is not None and head.length > max_body_bytes:
-        raise ResponseTooLargeError(f"{what}: the answer is {head.length} bytes (more than {max_body_bytes})")
+        raise ResponseTooLargeError.past(what, max_body_bytes, length=head.length)
     return head.status, await reader.readexactly(head.length), head.keep_alive, head.gzipped
 
 
@@ -197,7 +197,7 @@ def _gunzip(body: bytes, what: str, limit: int | None) -> bytes:
     except zlib.error as error:
         raise MalformedAnswerError(f"its gzip body is not gzip ({error})") from None
     if limit is not None and len(plain) > limit:
-        raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes decompressed; not read further")
+        raise ResponseTooLargeError.past(what, limit, decompressed=True)
     if not inflater.eof:
         raise MalformedAnswerError("its gzip body ends early")
     return plain
@@ -265,7 +265,7 @@ async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int | No
             return b"".join(chunks)
         size += chunk_size
         if limit is not None and size > limit:
-            raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes; not read further")
+            raise ResponseTooLargeError.past(what, limit)
         chunks.append(await reader.readexactly(chunk_size))
         if await reader.readexactly(2) != b"\r\n":
             raise MalformedAnswerError("a chunk does not end where its size says")
@@ -277,6 +277,6 @@ async def _read_to_close(reader: asyncio.StreamReader, what: str, limit: int | N
     while chunk := await reader.read(MAX_HEAD_BYTES):
         size += len(chunk)
         if limit is not None and size > limit:
-            raise ResponseTooLargeError(f"{what}: the answer is more than {limit} bytes; not read further")
+            raise ResponseTooLargeError.past(what, limit)
         chunks.append(chunk)
     return b"".join(chunks)
