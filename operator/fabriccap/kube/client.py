@@ -194,7 +194,9 @@ class KubeClient:
         self._server = urlsplit(credentials.server)
         # The request target begins with the server URL's own path (a proxying front end's).
         self._target_prefix = self._server.path.rstrip("/")
-        self._request_lines = f"Host: {self._server.netloc}\r\nUser-Agent: {USER_AGENT}\r\n" + (
+        # The Host is the URL's host and port, never user information before them (RFC 9110, 7.2).
+        host = self._server.netloc.rpartition("@")[2]
+        self._request_lines = f"Host: {host}\r\nUser-Agent: {USER_AGENT}\r\n" + (
             "Accept-Encoding: gzip\r\n" if compression else ""
         )
 

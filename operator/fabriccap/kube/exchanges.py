@@ -10,11 +10,16 @@ does every request through a proxy.
 What it reads is what a Kubernetes API server writes: a status line, headers, and a body whose
 length is given (Content-Length), chunked, or ended by the connection's close, gzip if asked
 for. Anything else is a MalformedAnswerError, and its connection is closed, never reused.
+
+HTTP/1.1 pairs an answer with its request by order alone, so a connection goes back to the pool
+only when nothing is left in it after its answer, and is taken from the pool only when nothing
+came on it while it was idle: a byte too many would answer the next request, and every one after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 import zlib
@@ -29,12 +34,16 @@ LINE_TOO_LONG = f"its status line and headers, or a chunk's size line, are longe
 # A connection idle this long is closed rather than reused: a server may close an idle
 # connection just as a request goes out on it (aiohttp's keepalive_timeout, the same 15 s).
 IDLE_SECONDS = 15.0
-# Sent again on a fresh connection when a reused one was closed before any answer came: the
-# methods whose repetition does what one request does (RFC 9110, 9.2.2). A POST is not: it may
-# have been received, and its caller decides (every write of the operator is retried anyway).
-IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+# Sent again on a fresh connection when a reused one was closed before any byte of the answer
+# came: the methods that change nothing, as Go's net/http replays (client-go's transport;
+# Request.isReplayable). Not PUT or DELETE, though RFC 9110 (9.2.2) calls them idempotent: the
+# request may have arrived and been applied, and against a Kubernetes API server the same PUT
+# again (with the resourceVersion it read) answers 409 and the same DELETE 404, for writes that
+# succeeded; the leader's renewal is such a PUT. Every write's caller retries it as it sees fit.
+REPLAYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Answers without a body whatever their headers say (RFC 9112, 6.3).
 BODILESS_STATUSES = frozenset({204, 304})
+_CONTROL = re.compile(rb"[\r\n\x00]")
 
 
 class MalformedAnswerError(Exception):
@@ -45,6 +54,14 @@ class _UnansweredError(ConnectionResetError):
     """A connection closed before any byte of the answer: the request may not have arrived."""
 
 
+def _holds_nothing(reader: asyncio.StreamReader) -> bool:
+    """Whether nothing received on the connection is still unread. asyncio keeps what came in
+    ``_buffer`` (private, the same since Python 3.4, and no public way to ask); a reader without
+    one is taken to hold something: its connection is not reused (slower, never wrong)."""
+    buffer = getattr(reader, "_buffer", None)
+    return isinstance(buffer, bytearray) and not buffer
+
+
 @dataclass(slots=True)
 class _Connection:
     reader: asyncio.StreamReader
@@ -53,7 +70,16 @@ class _Connection:
     idle_since: float = 0.0
 
     def reusable(self, now: float) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing() and now - self.idle_since < IDLE_SECONDS
+        """Open, not idle too long, and nothing came on it while it was idle: an answer nobody
+        asked for (a front end's 408 as it closes, or worse) would be taken for the next one's
+        (Go's net/http closes such a connection too: "Unsolicited response received on idle
+        HTTP channel")."""
+        return (
+            not self.reader.at_eof()
+            and not self.writer.is_closing()
+            and now - self.idle_since < IDLE_SECONDS
+            and _holds_nothing(self.reader)
+        )
 
     def close(self) -> None:
         if self.loop.is_closed():  # a client closed after its loop: the loop's close ended it
@@ -89,7 +115,7 @@ class ConnectionPool:
     async def exchange(self, method: str, request: bytes, what: str, max_body_bytes: int | None) -> tuple[int, bytes]:
         """Sends ``request`` (its whole bytes) and reads the answer: (status, body). Raises
         OSError (a ConnectionResetError when the connection closed before any answer, after one
-        more try on a new connection if the method is idempotent and the closed one was reused),
+        more try on a new connection if the method is replayable and the closed one was reused),
         TimeoutError (under the caller's timeout), asyncio.IncompleteReadError or
         MalformedAnswerError when there is no answer to give, ResponseTooLargeError past the bound."""
         if self._slots is None:
@@ -100,7 +126,7 @@ class ConnectionPool:
                 try:
                     answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
                 except _UnansweredError:
-                    if not reused or method not in IDEMPOTENT_METHODS:
+                    if not reused or method not in REPLAYABLE_METHODS:
                         raise
                     connection.close()
                     connection = await self._open()
@@ -109,7 +135,9 @@ class ConnectionPool:
                 connection.close()
                 raise
             status, body, keep_alive = answer
-            if keep_alive and not self._closed:
+            # Bytes after the answer (a body longer than its Content-Length, a 204 with one)
+            # belong to no request: the connection goes, not to the next request.
+            if keep_alive and not self._closed and _holds_nothing(connection.reader):
                 connection.idle_since = time.monotonic()
                 self._idle.append(connection)
             else:
@@ -155,6 +183,8 @@ async def _send(
             raise
         raise _UnansweredError("the server closed the connection before answering") from error
     except (ConnectionResetError, BrokenPipeError) as error:
+        if not _holds_nothing(connection.reader):
+            raise  # part of an answer came: the request arrived
         raise _UnansweredError(f"the server closed the connection before answering ({error})") from error
     except asyncio.LimitOverrunError:
         raise MalformedAnswerError(LINE_TOO_LONG) from None
@@ -176,6 +206,8 @@ async def _answer(
 ) -> tuple[int, bytes, bool, bool]:
     """(status, body as sent, whether the connection may be reused, whether the body is gzip)."""
     while 100 <= head.status < 200:  # an interim answer (103 Early Hints): the final one follows
+        if head.status == 101:  # the connection would now speak something else: nobody asked
+            raise MalformedAnswerError("101 Switching Protocols, not asked for")
         head = parse_head(await reader.readuntil(b"\r\n\r\n"))
     if method == "HEAD" or head.status in BODILESS_STATUSES:
         return head.status, b"", head.keep_alive, False
@@ -200,6 +232,8 @@ def _gunzip(body: bytes, what: str, limit: int | None) -> bytes:
         raise ResponseTooLargeError.past(what, limit, decompressed=True)
     if not inflater.eof:
         raise MalformedAnswerError("its gzip body ends early")
+    if inflater.unused_data:  # a second gzip member, or anything: not what an API server sends
+        raise MalformedAnswerError("its gzip body goes on after its end")
     return plain
 
 
@@ -214,33 +248,40 @@ def parse_head(raw: bytes) -> _Head:
         or len(code) != 3
         or not code.isdigit()
         or rest[3:4] not in (b"", b" ")
+        or not b"100" <= code <= b"599"
     ):
         raise MalformedAnswerError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
     lengths: set[bytes] = set()
     gzipped = False
-    codings: list[bytes] = []
+    codings: list[bytes] | None = None
     connection_options: list[bytes] = []
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
-        if not colon or not name or name != name.strip():
+        # CR, LF or NUL in a field is refused (RFC 9110, 5.5): a bare LF ends a line for some
+        # readers, so another reader of the same bytes could see another header there.
+        if not colon or not name or name != name.strip() or _CONTROL.search(line):
             raise MalformedAnswerError(f"not a header line: {line[:80]!r}")
         name = name.lower()
         if name == b"content-length":
             lengths.add(value.strip())
         elif name == b"transfer-encoding":
-            codings.extend(coding.strip().lower() for coding in value.split(b","))
+            codings = (codings or []) + [coding.strip().lower() for coding in value.split(b",")]
         elif name == b"content-encoding" and (encoding := value.strip().lower()) not in (b"", b"identity"):
-            if encoding != b"gzip":
+            if encoding != b"gzip" or gzipped:  # gzip once: a second would be left undone
                 raise MalformedAnswerError(f"an answer in an encoding not asked for: {value.strip()[:40]!r}")
             gzipped = True
         elif name == b"connection":
             connection_options.extend(option.strip().lower() for option in value.split(b","))
     keep_alive = b"close" not in connection_options and (version == b"HTTP/1.1" or b"keep-alive" in connection_options)
-    if codings:
-        # RFC 9112, 6.3: chunked last frames the body, whatever Content-Length says; any other
-        # last coding is read to the close (and none is asked for: no Accept-Encoding is sent).
-        chunked = codings[-1] == b"chunked"
-        return _Head(int(code), None, chunked, keep_alive and chunked, gzipped)
+    if codings is not None:
+        # An API server chunks and codes nothing else in transfer (gzip is a Content-Encoding):
+        # anything else would come back still coded. Chunked frames the body whatever a
+        # Content-Length says, but such an answer's connection is not reused (RFC 9112, 6.3:
+        # it may be a response split), nor an HTTP/1.0 answer's that has one (6.1).
+        if codings != [b"chunked"]:
+            raise MalformedAnswerError(f"a Transfer-Encoding other than chunked: {b', '.join(codings)[:40]!r}")
+        reused = keep_alive and not lengths and version == b"HTTP/1.1"
+        return _Head(int(code), None, True, reused, gzipped)
     if len(lengths) > 1:
         raise MalformedAnswerError("Content-Length given more than once, with different values")
     if lengths:
@@ -255,7 +296,7 @@ async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int | No
     chunks: list[bytes] = []
     size = 0
     while True:
-        size_line = (await reader.readuntil(b"\r\n"))[:-2].partition(b";")[0].strip()
+        size_line = (await reader.readuntil(b"\r\n"))[:-2].partition(b";")[0].strip(b" \t")
         if not size_line or len(size_line) > 15 or size_line.strip(b"0123456789abcdefABCDEF"):
             raise MalformedAnswerError(f"not a chunk size: {size_line[:40]!r}")
         chunk_size = int(size_line, 16)

@@ -4,8 +4,11 @@ the framings an API server uses, connection reuse and its limits, and answers th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import itertools
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from types import EllipsisType
@@ -129,8 +132,12 @@ async def test_a_chunked_answer_with_extensions_and_trailers_is_joined(serve: Se
     [
         b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
         b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+        # Chunked and a Content-Length (RFC 9112, 6.3: perhaps a response split); chunked in an
+        # HTTP/1.0 answer (6.1: faulty framing). Each is read as chunked, its connection dropped.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
     ],
-    ids=["connection-close", "http-1.0"],
+    ids=["connection-close", "http-1.0", "chunked-and-length", "chunked-in-http-1.0"],
 )
 async def test_an_answer_that_ends_its_connection_is_not_reused(serve: Serve, answer: bytes) -> None:
     script = await serve([answer, OK_JSON])
@@ -162,21 +169,110 @@ async def test_interim_answers_are_skipped_and_bodiless_statuses_read_nothing(se
     pool.close()
 
 
-async def test_a_reused_connection_closed_unanswered_is_retried_fresh_only_for_an_idempotent_method(
+async def test_a_reused_connection_closed_unanswered_is_retried_fresh_only_for_a_method_that_changes_nothing(
     serve: Serve,
 ) -> None:
-    script = await serve([OK_JSON, None, OK_JSON, OK_JSON, None])
+    script = await serve([OK_JSON, None, OK_JSON, OK_JSON, None, OK_JSON, None, OK_JSON, None])
     pool = _pool(script)
     await pool.exchange("GET", GET, "GET /x", None)
     # The server drops the kept connection on the next request: the GET goes again on a new one.
     assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert [number for number, _ in script.requests] == [1, 1, 2]
-    await pool.exchange("GET", GET, "GET /x", None)
-    # A POST may have been received: it is not sent twice, the caller hears of it.
-    with pytest.raises(ConnectionResetError, match="closed the connection before answering"):
-        await pool.exchange("POST", POST, "POST /x", None)
-    assert [number for number, _ in script.requests] == [1, 1, 2, 2, 2]
+    # A write may have been received and applied: it is not sent twice, the caller hears of it.
+    # A PUT sent again would answer 409 for the renewal that succeeded, a DELETE 404.
+    for method in ("POST", "PUT", "DELETE"):
+        await pool.exchange("GET", GET, "GET /x", None)
+        with pytest.raises(ConnectionResetError, match="closed the connection before answering"):
+            await pool.exchange(method, POST, f"{method} /x", None)
+    assert [number for number, _ in script.requests] == [1, 1, 2, 2, 2, 3, 3, 4, 4]
     pool.close()
+
+
+async def test_a_connection_reset_after_part_of_the_answer_is_not_taken_for_no_answer() -> None:
+    """The request arrived (the server began its answer): not sent again, even a GET."""
+    requests: list[bytes] = []
+
+    async def answer_in_part_then_reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while head := await reader.readuntil(b"\r\n\r\n"):
+            requests.append(head)
+            if len(requests) == 1:
+                writer.write(OK_JSON)
+                continue
+            writer.write(b"HTTP/1.1 200 OK\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the part of the head is read before the reset comes
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()  # a reset, not a close
+            return
+
+    server = await asyncio.start_server(answer_in_part_then_reset, "127.0.0.1", 0)
+    pool = ConnectionPool(host="127.0.0.1", port=server.sockets[0].getsockname()[1], tls=None)
+    try:
+        await pool.exchange("GET", GET, "GET /x", None)
+        with pytest.raises(ConnectionResetError) as raised:
+            await pool.exchange("GET", GET, "GET /x", None)
+        assert "before answering" not in str(raised.value)
+        assert len(requests) == 2
+    finally:
+        pool.close()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        b'HTTP/1.1 200 OK\r\nContent-Length: 18\r\n\r\n{"forged":"stale"}',
+        b"x",
+    ],
+    ids=["an-answer", "a-byte"],
+)
+@pytest.mark.parametrize(
+    "answer",
+    [OK_JSON, b"HTTP/1.1 204 No Content\r\n\r\n", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 2\r\n\r\n"],
+    ids=["body-longer-than-its-length", "204-with-a-body", "304-with-a-body"],
+)
+async def test_bytes_after_an_answer_answer_no_request(serve: Serve, answer: bytes, extra: bytes) -> None:
+    """HTTP/1.1 pairs answers with requests by order: with bytes left after an answer, its
+    connection is dropped, or they would answer the next request (and that one's, the next)."""
+    script = await serve([answer + extra, b'HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{"n": 2}\n', OK_JSON])
+    pool = _pool(script)
+    first = await pool.exchange("GET", GET, "GET /x", None)
+    assert first[0] in (200, 204, 304)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"n": 2}\n')
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 2, 2]
+    pool.close()
+
+
+async def test_an_answer_nobody_asked_for_on_an_idle_connection_drops_it() -> None:
+    """What comes on a connection while it is idle (a front end's 408 as it closes, or worse)
+    is no request's answer: the next request goes on a new connection, and hears its own."""
+    connections: list[int] = []
+
+    async def answer_then_speak_unasked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(len(connections) + 1)
+        number = connections[-1]
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while await reader.readuntil(b"\r\n\r\n"):
+                body = b'{"connection": %d}' % number
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+                if number == 1:
+                    await asyncio.sleep(0.05)
+                    writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+                    await writer.drain()
+
+    server = await asyncio.start_server(answer_then_speak_unasked, "127.0.0.1", 0)
+    pool = ConnectionPool(host="127.0.0.1", port=server.sockets[0].getsockname()[1], tls=None)
+    try:
+        assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"connection": 1}')
+        await asyncio.sleep(0.3)  # the unasked answer comes while the connection is idle
+        assert await pool.exchange("POST", POST, "POST /x", None) == (200, b'{"connection": 2}')
+        assert connections == [1, 2]
+    finally:
+        pool.close()
+        server.close()
 
 
 async def test_a_retry_closed_unanswered_too_is_the_callers_error(serve: Serve) -> None:
@@ -244,6 +340,17 @@ async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", "chunk does not end"),
         (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * MAX_HEAD_BYTES + b"\r\n\r\n", "longer than"),
+        (b"HTTP/1.1 099 X\r\nContent-Length: 2\r\n\r\n{}", "status line"),
+        (b"HTTP/1.1 999 X\r\nContent-Length: 2\r\n\r\n{}", "status line"),
+        (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n" + OK_JSON, "Switching Protocols"),
+        # A bare LF ends a line for some readers: this reader would not see the Content-Length.
+        (b"HTTP/1.1 200 OK\r\nX: a\nContent-Length: 5\r\nContent-Length: 2\r\n\r\n{}", "header line"),
+        (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 2\r\n\r\n{}", "header line"),
+        # Transfer codings an API server does not use: the body would come back still coded.
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", "other than chunked"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", "other than chunked"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}", "other than chunked"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\x0b2\r\n{}\r\n0\r\n\r\n", "chunk size"),
     ],
 )
 async def test_what_is_not_an_api_servers_answer_is_named_and_its_connection_dropped(
@@ -282,12 +389,26 @@ async def test_a_gzip_answer_asked_for_is_decompressed_within_the_bound(serve: S
 
 
 @pytest.mark.parametrize(
-    ("packed", "named"),
-    [(b"not gzip at all", "not gzip"), (gzip.compress(b'{"a": 1}' * 1000)[:-20], "ends early")],
-    ids=["garbage", "truncated"],
+    ("packed", "named", "coded"),
+    [
+        (b"not gzip at all", "not gzip", b"gzip"),
+        (gzip.compress(b'{"a": 1}' * 1000)[:-20], "ends early", b"gzip"),
+        # Two members, or anything after the one: only the first would be read.
+        (gzip.compress(b'{"a": ') + gzip.compress(b"1}"), "goes on after its end", b"gzip"),
+        (gzip.compress(b"{}") + b"{}", "goes on after its end", b"gzip"),
+        # Coded twice: once undone, the body would still be gzip.
+        (gzip.compress(gzip.compress(b"{}")), "encoding not asked for", b"gzip\r\nContent-Encoding: gzip"),
+    ],
+    ids=["garbage", "truncated", "two-members", "bytes-after", "coded-twice"],
 )
-async def test_a_gzip_body_that_does_not_decompress_is_named(serve: Serve, packed: bytes, named: str) -> None:
-    answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(packed), packed)
+async def test_a_gzip_body_that_does_not_decompress_is_named(
+    serve: Serve, packed: bytes, named: str, coded: bytes
+) -> None:
+    answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+        coded,
+        len(packed),
+        packed,
+    )
     script = await serve([answer])
     pool = ConnectionPool(host="127.0.0.1", port=script.port, tls=None, accept_gzip=True)
     with pytest.raises(MalformedAnswerError, match=named):
@@ -331,6 +452,16 @@ async def test_the_client_writes_its_target_query_and_headers_as_a_server_expect
     assert patch.startswith(b"PATCH /front/api/v1/nodes/n%2F1 HTTP/1.1\r\n")
     assert b"Content-Type: application/merge-patch+json\r\nContent-Length: 7\r\n\r\n" in patch
     assert patch.endswith(b'\r\n\r\n{"x":1}')
+
+
+async def test_the_host_header_carries_no_user_information_from_the_server_url(serve: Serve) -> None:
+    script = await serve([OK_JSON])
+    credentials = kube.Credentials(server=f"http://someone:secret@127.0.0.1:{script.port}")
+    async with KubeClient(credentials) as client:
+        await client.get("/api")
+    ((_, head),) = script.requests
+    assert f"\r\nHost: 127.0.0.1:{script.port}\r\n".encode() in head
+    assert b"secret" not in head
 
 
 async def test_a_client_without_compression_does_not_ask_for_gzip_nor_take_it(serve: Serve) -> None:
