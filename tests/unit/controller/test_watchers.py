@@ -290,9 +290,11 @@ async def test_a_listing_keeps_nothing_per_object_but_crosses_off_the_keys_held(
 @pytest.mark.parametrize("streaming", [False, True], ids=["pages", "streaming"])
 async def test_a_listing_gives_memory_back_as_it_goes(monkeypatch: pytest.MonkeyPatch, streaming: bool) -> None:
     """Every third object read, not only at the listing's end: what each body took is free
-    again once its facts are kept, and a relist keeps nothing new at all."""
+    again once its facts are kept, and a relist keeps nothing new at all. (The trimmer is told
+    at each tally: every object here.)"""
     read: list[str] = []
     monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
+    monkeypatch.setattr(watchers, "LISTED_PER_TALLY", 1)
     monkeypatch.setattr(
         watchers, "MemoryTrimmer", functools.partial(MemoryTrimmer, trim=lambda _pad: read.append("trim"))
     )
@@ -310,8 +312,37 @@ async def test_a_listing_gives_memory_back_as_it_goes(monkeypatch: pytest.Monkey
     nodes = [node(f"n{index}", efa=32) for index in range(7)]
     async with operator(nodes, setup=served) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
-        # A trim as every third object is read (the bodies before it are garbage by then).
-        assert read == ["n0", "n1", "trim", "n2", "n3", "n4", "trim", "n5", "n6"]
+        # A trim as every third object's facts are kept (its body and those before are garbage).
+        assert read == ["n0", "n1", "n2", "trim", "n3", "n4", "n5", "trim", "n6"]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["pages", "streaming"])
+async def test_a_listing_is_counted_in_tallies_and_whole_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch, streaming: bool
+) -> None:
+    """A listing's objects reach fabriccap_watch_events_total (and the trimmer) a tally at a
+    time as it goes, and all of them by the time it is listed, the last short tally too."""
+    monkeypatch.setattr(watchers, "LISTED_PER_TALLY", 3)
+    counted: list[float] = []
+    apply_listed = watchers.Informer._apply_listed
+
+    def applied(informer: watchers.Informer, body: Mapping[str, Any]) -> str:
+        if informer.kind == "node":
+            labels = {"kind": "node", "result": "applied"}
+            counted.append(informer.metrics.registry.get_sample_value("fabriccap_watch_events_total", labels) or 0.0)
+        return apply_listed(informer, body)
+
+    monkeypatch.setattr(watchers.Informer, "_apply_listed", applied)
+
+    def served(api: FakeApi) -> None:
+        api.streaming_lists = streaming
+
+    nodes = [node(f"n{index}", efa=32) for index in range(7)]
+    async with operator(nodes, setup=served) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        # What was counted as each node was read: nothing until the first tally of three.
+        assert counted == [0, 0, 0, 3, 3, 3, 6]
+        assert node_events(op.metrics) == 7
 
 
 async def test_a_large_listing_gives_the_memory_its_bodies_took_back(monkeypatch: pytest.MonkeyPatch) -> None:
