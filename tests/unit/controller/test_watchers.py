@@ -288,48 +288,25 @@ async def test_a_listing_keeps_nothing_per_object_but_crosses_off_the_keys_held(
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["pages", "streaming"])
-async def test_a_listing_gives_memory_back_as_it_goes(monkeypatch: pytest.MonkeyPatch, streaming: bool) -> None:
-    """Every third object read, not only at the listing's end: what each body took is free
-    again once its facts are kept, and a relist keeps nothing new at all. (The trimmer is told
-    at each tally: every object here.)"""
-    read: list[str] = []
+async def test_a_listing_counts_and_gives_memory_back_a_tally_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, streaming: bool
+) -> None:
+    """Not only at the listing's end: a tally of objects is counted into
+    fabriccap_watch_events_total and told to the trimmer, which gives back what their bodies
+    took once enough were read; the last short tally is counted when the listing ends."""
+    read: list[tuple[str, float] | str] = []
+    monkeypatch.setattr(watchers, "LISTED_PER_TALLY", 3)
     monkeypatch.setattr(watchers, "MIN_LISTED_BETWEEN_TRIMS", 3)
-    monkeypatch.setattr(watchers, "LISTED_PER_TALLY", 1)
     monkeypatch.setattr(
         watchers, "MemoryTrimmer", functools.partial(MemoryTrimmer, trim=lambda _pad: read.append("trim"))
     )
     apply_listed = watchers.Informer._apply_listed
 
     def applied(informer: watchers.Informer, body: Mapping[str, Any]) -> str:
-        read.append(body["metadata"]["name"])
-        return apply_listed(informer, body)
-
-    monkeypatch.setattr(watchers.Informer, "_apply_listed", applied)
-
-    def served(api: FakeApi) -> None:
-        api.streaming_lists = streaming
-
-    nodes = [node(f"n{index}", efa=32) for index in range(7)]
-    async with operator(nodes, setup=served) as op:
-        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
-        # A trim as every third object's facts are kept (its body and those before are garbage).
-        assert read == ["n0", "n1", "n2", "trim", "n3", "n4", "n5", "trim", "n6"]
-
-
-@pytest.mark.parametrize("streaming", [False, True], ids=["pages", "streaming"])
-async def test_a_listing_is_counted_in_tallies_and_whole_when_it_ends(
-    monkeypatch: pytest.MonkeyPatch, streaming: bool
-) -> None:
-    """A listing's objects reach fabriccap_watch_events_total (and the trimmer) a tally at a
-    time as it goes, and all of them by the time it is listed, the last short tally too."""
-    monkeypatch.setattr(watchers, "LISTED_PER_TALLY", 3)
-    counted: list[float] = []
-    apply_listed = watchers.Informer._apply_listed
-
-    def applied(informer: watchers.Informer, body: Mapping[str, Any]) -> str:
         if informer.kind == "node":
             labels = {"kind": "node", "result": "applied"}
-            counted.append(informer.metrics.registry.get_sample_value("fabriccap_watch_events_total", labels) or 0.0)
+            counted = informer.metrics.registry.get_sample_value("fabriccap_watch_events_total", labels)
+            read.append((body["metadata"]["name"], counted or 0.0))
         return apply_listed(informer, body)
 
     monkeypatch.setattr(watchers.Informer, "_apply_listed", applied)
@@ -340,8 +317,8 @@ async def test_a_listing_is_counted_in_tallies_and_whole_when_it_ends(
     nodes = [node(f"n{index}", efa=32) for index in range(7)]
     async with operator(nodes, setup=served) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
-        # What was counted as each node was read: nothing until the first tally of three.
-        assert counted == [0, 0, 0, 3, 3, 3, 6]
+        # Each node with what was counted as it was read: a tally, and a trim, every third.
+        assert read == [("n0", 0), ("n1", 0), ("n2", 0), "trim", ("n3", 3), ("n4", 3), ("n5", 3), "trim", ("n6", 6)]
         assert node_events(op.metrics) == 7
 
 
