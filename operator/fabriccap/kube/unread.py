@@ -7,17 +7,18 @@ keeps facts of holds (``WatchedKind.unread_marks``) gets an ``UnreadRule``: an A
 holds none of those marks is not decoded, and what the informer learns of it is its
 resourceVersion (for progress and the plausibility rule) and that it is there.
 
-Why that is sound. A JSON string holds its text verbatim unless it is escaped, and the only
-escapes that spell the characters a mark is made of (letters, digits, ``_ . / -``) are ``\\u``
-and ``\\/``: a line with either is decoded. Only ADDED lines are left undecoded: an object the
-operator already holds facts of arrives as MODIFIED or DELETED, which are always decoded, so no
-fact is left behind (a streaming list's ADDED lines that are left out are absent from its keys,
-and the list's retain drops what they stood for). Only a line the API server framed as an event
-(``{"type":"ADDED",`` ... ``}``) with exactly one ``"resourceVersion"`` key, a number, is left
-undecoded; any other is decoded and judged as before (``informers.read_event``). The marks and
-the two escapes are looked for together, in one pass (``ahocorasick_rs``): a search for the
-leftmost-first match finds one wherever any of them occurs, and any one means decode. The same
-pass counts the version keys.
+Why that is sound. A JSON string holds its text verbatim unless it is escaped. A mark is
+searched as JSON spells it: a quote or a backslash in it (a recommendedEnv name may hold either)
+is searched escaped, ``\\"`` and ``\\\\``, as every encoder must write them. Any other escape
+that could spell a mark's characters is ``\\u`` or ``\\/``: a line with either is decoded.
+Only ADDED lines are left undecoded: an object the operator already holds facts of arrives as
+MODIFIED or DELETED, which are always decoded, so no fact is left behind (a streaming list's
+ADDED lines that are left out are absent from its keys, and the list's retain drops what they
+stood for). Only a line the API server framed as an event (``{"type":"ADDED",`` ... ``}``) with
+exactly one ``"resourceVersion"`` key, a number, is left undecoded; any other is decoded and
+judged as before (``informers.read_event``). The marks and the two escapes are looked for
+together, in one pass (``ahocorasick_rs``): a search for the leftmost-first match finds one
+wherever any of them occurs, and any one means decode. The same pass counts the version keys.
 
 Heartbeats (``UnchangedRule``). At 100,000 nodes the node monitoring agent and the kubelets send
 hundreds of Node updates a second that move nothing the facts read: the conditions'
@@ -46,6 +47,7 @@ all arrive as ADDED, and one left out of a listing would count as deleted.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -60,17 +62,17 @@ __all__ = ["LineRule", "OwnWritesRule", "UnchangedRule", "UnreadEvent", "UnreadR
 
 # The event's type is its first key, as every API server writes it (Go's encoder keeps the
 # struct's order: type, then object).
-_EVENT_START = re.compile(rb'\s*\{\s*"type"\s*:\s*"(ADDED|MODIFIED)"\s*,')
+_EVENT_START = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"type"[ \t\r\n]*:[ \t\r\n]*"(ADDED|MODIFIED)"[ \t\r\n]*,')
 # The object's own name: the first "name" key after "metadata" (kube-apiserver writes it first
 # in ObjectMeta; an encoder that sorts keys, as scalesim's, after annotations and labels).
 # It only says where the digest of the last applied line is kept: a wrong one (a label named
 # "name") finds no digest, and ``settled`` keeps none under a name the object does not have.
 _METADATA = re.compile(rb'"metadata"\s*:\s*\{')
-_NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{1,253})"')
+_NAME = re.compile(rb'"name"[ \t\r\n]*:[ \t\r\n]*"([^"\\]{1,253})"')
 _VERSION_KEY = b'"resourceVersion"'
 # A JSON key cannot occur inside a string (its quotes would be escaped there); one occurrence is
 # the object's own metadata.resourceVersion. Digits only: etcd's revision.
-_VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([0-9]{1,19})"')
+_VERSION = re.compile(rb'"resourceVersion"[ \t\r\n]*:[ \t\r\n]*"([0-9]{1,19})"')
 # The version key as ``UnreadRule``'s search finds it: without its opening quote, which is
 # checked apart (a text that begins with a quote is slow to search for in JSON).
 _VERSION_FIND = _VERSION_KEY[1:]
@@ -78,8 +80,9 @@ _VERSION_FIND = _VERSION_KEY[1:]
 # quote, a backslash or a control character). Searched for with the marks, as two more texts.
 _MARK_ESCAPES = (b"\\u", b"\\/")
 # What follows a key that ``UnchangedRule`` blanks: a colon and a string without an escape.
-_STRING_VALUE = re.compile(rb'\s*:\s*"[^"\\]*"')
+_STRING_VALUE = re.compile(rb'[ \t\r\n]*:[ \t\r\n]*"[^"\\]*"')
 _QUOTE = ord('"')
+_BACKSLASH = ord("\\")
 # JSON's whitespace (RFC 8259): what may follow an event's closing brace on its line.
 _WHITESPACE = frozenset(b" \t\r\n")
 
@@ -137,6 +140,20 @@ def _only_version(line: bytes) -> str | None:
     return found.group(1).decode() if found is not None else None
 
 
+def _as_json_spells(mark: str) -> bytes:
+    """``mark`` as it stands inside a JSON string: a quote, a backslash and a control character
+    escaped (the short escapes, and ``\\u`` for the rest, which the rule searches for anyway)."""
+    return json.dumps(mark, ensure_ascii=False)[1:-1].encode()
+
+
+def _escaped(line: bytes, at: int) -> bool:
+    """Whether the byte at ``at`` is escaped: an odd run of backslashes right before it."""
+    run = 0
+    while run < at and line[at - run - 1] == _BACKSLASH:
+        run += 1
+    return run % 2 == 1
+
+
 def _may_start_inside(text: bytes, other: bytes) -> bool:
     """Whether an occurrence of ``text`` can begin strictly inside one of ``other`` (a suffix
     of ``other`` begins ``text``, or ``text`` lies within one): in a leftmost-first search of
@@ -180,7 +197,7 @@ class UnreadRule:
 
     @classmethod
     def holding_none_of(cls, marks: Iterable[str]) -> UnreadRule:
-        return cls(tuple(sorted(mark.encode() for mark in marks)))
+        return cls(tuple(sorted(_as_json_spells(mark) for mark in marks)))
 
     def unread(self, line: bytes) -> UnreadEvent | None:
         """The stand-in for ``line`` if it need not be decoded, else None (decode it)."""
@@ -246,16 +263,18 @@ class UnchangedRule:
         The keys are found in one leftmost-first pass (aho-corasick's packed searcher), each
         with its closing quote and without its opening one: 2.6 us on a 14 KB Node line, 6.9
         with the opening quote, a byte too common in JSON for the searcher's prefilter. A find
-        is a key only where a quote precedes it and a colon and a string follow it. A find that
-        is not one hides no key: its one quote, its last byte, would have to open that key, and
-        a quote that opens a string never follows a letter (outside a string, only ``{[,:`` and
-        whitespace do; inside one, a quote is escaped). One regular expression substituting
+        is a key only where a quote that is not escaped precedes it (an odd run of backslashes
+        before a quote escapes it: in ``{"x\\"time":"a"}`` the key is ``x"time``) and a colon
+        and a string follow it. A find that is not one hides no key: its one quote, its last
+        byte, would have to open that key, and a quote that opens a string never follows a
+        letter (outside a string, only ``{[,:`` and whitespace do; inside one, a quote is
+        escaped). One regular expression substituting
         every key cost twice this: 17.4 against 11.9 us a heartbeat, all told
         (benchmarks/watch_event_bench.py)."""
         kept: list[bytes] = []
         taken = start
         for _, found, end in self._search.find_matches_as_indexes(line):
-            if found <= start or line[found - 1] != _QUOTE:
+            if found <= start or line[found - 1] != _QUOTE or _escaped(line, found - 1):
                 continue
             value = _STRING_VALUE.match(line, end)
             if value is not None:

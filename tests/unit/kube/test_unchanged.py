@@ -198,6 +198,18 @@ def test_a_blanked_key_quoted_inside_a_value_is_compared() -> None:
     )
 
 
+def test_a_key_ending_in_an_escaped_quote_and_a_blanked_one_is_compared() -> None:
+    """The key ``x"time`` is written ``"x\\"time"``: the quote before ``time`` is escaped, so
+    this is not the key ``time``, and a change to its value is seen."""
+    checker, body = rule(), busy_node()
+    body["metadata"].setdefault("annotations", {})['x"time'] = "a"
+    applied(checker, "MODIFIED", body, "100")
+    moved = heartbeat(body, "2026-11-30T10:00:40Z")
+    moved["metadata"]["annotations"]['x"time'] = "b"
+    assert b'"x\\"time":"b"' in go_line("MODIFIED", moved, "101")
+    assert checker.unread(go_line("MODIFIED", moved, "101")) is None
+
+
 def test_pythons_spacing_reads_the_same() -> None:
     """The fake API of the tests writes a space after each colon and comma."""
     checker, body = rule(), busy_node()

@@ -200,6 +200,25 @@ def test_each_recommended_variable_keeps_a_pod_decoded() -> None:
         assert RULE.unread(go_line("ADDED", body)) is None, name
 
 
+@pytest.mark.parametrize("name", ['EFA"MODE', "C:\\EFA", "NCCL<X>", "A&B"])
+def test_a_recommended_variable_named_with_what_json_escapes_keeps_its_pod_decoded(name: str) -> None:
+    """A recommendedEnv name may hold any printable character but "=": the API server writes
+    a quote or a backslash in it escaped, and the mark is searched as it is written."""
+    config = build_config(
+        {"workloads": {"enabled": True}, "fabrics": [{"name": "efa", "recommendedEnv": [{"name": name, "value": "1"}]}]}
+    )
+    extractor = FactsExtractor(config)
+    rule = BY_KIND["Pod"].unread_rule(extractor)
+    assert rule is not None
+    body = cpu_pod("env-3", env={name: "1"})
+    assert extractor.workload_pod(body) is not None
+    assert rule.unread(go_line("ADDED", body)) is None
+    # Another quote or backslash escaped (an annotation's) spells no mark: still left undecoded.
+    other = cpu_pod("note-0", labels={"note": 'say "hi" C:\\ NCCL'})
+    assert extractor.workload_pod(other) is None
+    assert rule.unread(go_line("ADDED", other, "77")) == UnreadEvent("77")
+
+
 def test_the_simulators_pod_of_no_fabric_is_left_undecoded() -> None:
     """The 800,000 CPU pods of the 100,000-node benchmark are this template."""
     assert RULE is not None
