@@ -129,6 +129,8 @@ BOOKMARK_LEAD = 2.0
 # Distinct (class, cause) selector failures logged between two changes of the classes: a cause
 # quotes what the device holds, so a hostile driver could make many; the status counts the rest.
 MAX_SAID_FAILURES = 100
+# A watch the server ends sooner than this, having moved nothing, is a failure (backed off).
+SHORT_WATCH_SECONDS = 1.0
 # The message of the cancellation an informer sends itself to list again.
 RELIST = "what the facts are read with changed: list again"
 
@@ -223,7 +225,9 @@ def _ends_initial_events(body: Mapping[str, Any]) -> bool:
 
 
 def _number(version: str) -> int | None:
-    return int(version) if version.isdigit() and len(version) <= 20 else None
+    # ASCII digits only: str.isdigit() is true of "²" and "①", which int() refuses (a watch line
+    # with such a version ended the informer, and the operator with it).
+    return int(version) if version.isascii() and version.isdigit() and len(version) <= 20 else None
 
 
 class SaidOnce:
@@ -321,14 +325,18 @@ class ListWatch:
         """The Kubernetes kind the watched objects have."""
         raise NotImplementedError
 
-    def _progressed(self, version: str, as_of: float | None = None) -> None:
-        """The view is current at ``version``, which was the newest at ``as_of`` (default: now)."""
+    def _progressed(self, version: str, as_of: float | None = None, *, newest: bool = True) -> None:
+        """The view is current at ``version``. ``newest``: it was the server's newest version at
+        ``as_of`` (default: now), as a listing's and a bookmark's are, and the plausibility
+        rule is anchored at it. An event's is not: a burst read from a backlog (a watch
+        resumed, or read late) holds versions far older than the server's, and anchoring at
+        one rejected the next event of the same burst (a quiet kind's, a million writes on)."""
         now = self.clock() if as_of is None else as_of
         self.last_progress = now
         self.version = version
         self.nudged_at = None
         number = _number(version)
-        if number is not None:
+        if number is not None and (newest or self._anchor is None):
             self._anchor = (number, now)
         if self._deadline is not None and self.progress_timeout is not None:
             # Moved in steps, not by every event: under churn a watch brings thousands a second,
@@ -399,6 +407,10 @@ class ListWatch:
 
     async def run(self) -> None:
         delay = 1.0
+        # Before a LIST again for a watch that expired without having moved: a server that
+        # answers every watch from a listing's version with 410 (its watch cache has moved on
+        # while a large collection was listed) would otherwise be listed back to back.
+        expired_delay = 1.0
         while True:
             if self.relist_on is not None:
                 self.relist_on.clear()  # this LIST reads with what changed
@@ -417,11 +429,23 @@ class ListWatch:
             if self.checking:
                 self._checked()
             delay = 1.0
+            listed_progress = self.last_progress
             try:
                 await self._watch_until_relist(version)
             except _ExpiredError:
                 self.metrics.watch_expirations.labels(kind=self.kind).inc()
-                logger.info("watch of %s expired; listing again", self.path)
+                if self.last_progress != listed_progress:
+                    expired_delay = 1.0
+                    logger.info("watch of %s expired; listing again", self.path)
+                else:
+                    self._failed()
+                    logger.warning(
+                        "watch of %s expired before it moved past its listing; listing again in %.0fs",
+                        self.path,
+                        expired_delay,
+                    )
+                    await asyncio.sleep(expired_delay)
+                    expired_delay = min(expired_delay * 2, MAX_BACKOFF_SECONDS)
             except _NoProgressError:
                 self._failed()
                 self.checking, self.missed = True, 0
@@ -675,6 +699,7 @@ class ListWatch:
         self.version = version
         while True:
             opened = self.clock()
+            progress = self.last_progress
             try:
                 async for line in self.client.watch(
                     self.path,
@@ -694,6 +719,11 @@ class ListWatch:
                     if self.watch_trimmer is not None:
                         self.watch_trimmer.done()
                         self.watch_trimmer.idle()
+                if self.clock() - opened < SHORT_WATCH_SECONDS and self.last_progress == progress:
+                    # Ended at once having moved nothing (a front end that does not stream, a
+                    # server shutting down): as client-go does with a "very short watch", a
+                    # failure to back off from, not a healthy end to resume from at once.
+                    raise KubeError(f"watch {self.path}: the stream ended at once, with nothing in it")
                 delay = 1.0  # the server closed a healthy stream (timeoutSeconds): resume
                 self._nudge_answered(opened)
             except (RejectedEventError, WatchLineError) as rejected:
@@ -725,7 +755,7 @@ class ListWatch:
             result = self._apply(event.type, event.body)
             self._count(result)
         if self._advances(event.resource_version):
-            self._progressed(event.resource_version)
+            self._progressed(event.resource_version, newest=event.type == "BOOKMARK")
         return result
 
     def _take_unread(self, event: UnreadEvent) -> None:
@@ -734,7 +764,7 @@ class ListWatch:
         self._check_plausible(event.resource_version)
         self._count(event.result)
         if self._advances(event.resource_version):
-            self._progressed(event.resource_version)
+            self._progressed(event.resource_version, newest=False)
 
     def _rejected(self, rejected: RejectedEventError | WatchLineError, next_step: str) -> None:
         self._count("rejected")

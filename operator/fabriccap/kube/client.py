@@ -75,7 +75,11 @@ BUSY_STREAM_RECEIVE_BYTES = 128 * 1024
 # Who the API server sees writing: a write without a fieldManager is recorded under the
 # User-Agent's product ("fabriccap"), and audit logs and priority-and-fairness debugging show it.
 USER_AGENT = f"fabriccap/{__version__}"
-# Connections kept for requests and their answers, and in aiohttp's pool for streams, each.
+# Connections kept for requests and their answers. Streams (watches, log reads, and requests
+# through a proxy) are not held to a number: a watch holds its connection for minutes, and with
+# a cap of 32 the informers past the 32nd (many plugin namespaces) never got a stream, and their
+# kinds went stale. Each of those users bounds itself: one watch per informer, the log reader's
+# max_concurrent_reads, and the callers of the request methods.
 MAX_CONNECTIONS = 32
 
 _LINE_BREAK = re.compile("[\r\n]")
@@ -221,7 +225,7 @@ class KubeClient:
     def _connection(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._tls(), limit=MAX_CONNECTIONS),
+                connector=aiohttp.TCPConnector(ssl=self._tls(), limit=0),  # no cap: see MAX_CONNECTIONS
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
                 headers={"User-Agent": USER_AGENT},
             )

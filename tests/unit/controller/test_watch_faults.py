@@ -20,6 +20,7 @@ from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import WatchLineError
 from support.builders import NODEGROUP, node
+from support.configs import build_config
 from support.fakeapi import (
     WAIT_SECONDS,
     FakeApi,
@@ -509,8 +510,12 @@ async def test_a_nudge_that_fails_is_sent_again() -> None:
     async with operator([node("n1", efa=32)], progress_timeout=5.0, nudge_after=0.1) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
         op.api.list_failures[NODES] = deque([500])
-        await eventually(lambda: len(nudges(op.api, NODES)) == 2, "the nudge sent again")
-        assert op.nodes.nudged_at is not None
+        # The fake records a nudge as it comes, before its answer reaches the operator: wait
+        # for the answer too (checked at once, nudged_at was None in 2 of 17 runs).
+        await eventually(
+            lambda: len(nudges(op.api, NODES)) == 2 and op.nodes.nudged_at is not None, "the nudge sent again"
+        )
+        assert len(nudges(op.api, NODES)) == 2
         assert (nudged(op.metrics, "failed"), nudged(op.metrics, "sent")) == (1, 1)
 
 
@@ -521,6 +526,7 @@ async def test_a_request_nudged_in_time_that_ends_without_progress_stops_the_nud
     """A server whose cache does not move for a nudge: the request ends with no bookmark, so
     the quiet spells are left to the check from then on, which still finds what was missed."""
     monkeypatch.setattr(watchers, "BOOKMARK_LEAD", 0.0)
+    monkeypatch.setattr(watchers, "SHORT_WATCH_SECONDS", 0.0)  # this request lasts a fraction of one
     caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
     async with operator([node("n1", efa=32)], progress_timeout=1.0, nudge_after=0.1) as op:
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
@@ -553,3 +559,110 @@ async def test_a_kind_the_server_does_not_serve_is_never_nudged() -> None:
         await asyncio.sleep(0.5)  # five times the quiet time before a nudge
         nudged = {path for _, path, query, _ in op.api.requests if "fieldSelector" in query}
         assert NODES in nudged and not nudged & absent, nudged
+
+
+# --- a hostile review of the watch path (stop 59) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [event("MODIFIED", node("n1", efa=0), "\u00b2"), bookmark("\u2460")],
+    ids=["event", "bookmark"],
+)
+async def test_a_version_of_digits_that_are_not_ascii_is_opaque_not_the_informers_end(
+    line: dict[str, Any],
+) -> None:
+    """``"²"`` and ``"①"`` are digits to str.isdigit() and not to int(): such a version ended
+    the informer (and the operator). It is an opaque version now, and the watch goes on."""
+    async with operator([node("n1", efa=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await op.api.emit(NODES, line, event("MODIFIED", node("n1", efa=8), "102"))
+        await eventually(lambda: op.efa() == {"n1": 8}, "the event after it")
+        assert node_events(op.metrics, "rejected") == 0
+
+
+async def test_a_listing_whose_version_is_digits_that_are_not_ascii_is_listed() -> None:
+    async with operator([node("n1", efa=32)], resource_version="\u00b3") as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+
+
+async def test_a_watch_that_expires_before_it_moves_is_listed_again_after_a_growing_backoff(
+    backoffs: list[float],
+) -> None:
+    """A server whose watch cache has moved on while a large collection was listed answers a
+    watch from the listing's version with 410: listing again at once met the same answer, back
+    to back (a fake answering every watch so made 1,001 LISTs in a second)."""
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, *(WatchResponse(status=410) for _ in range(3)))
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        await eventually(lambda: len(op.api.lists(NODES)) == 4, "listed after each expiry")
+        await eventually(lambda: len(op.api.watches(NODES)) == 4, "the fourth watch, which holds")
+        assert backoffs == [1.0, 2.0, 4.0]
+        # A watch that moved resets it: its expiry is listed again at once.
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=8), "101"))
+        await eventually(lambda: op.efa() == {"n1": 8}, "the change")
+        await op.api.emit(NODES, {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
+        await eventually(lambda: len(op.api.lists(NODES)) == 5, "listed again")
+        assert backoffs == [1.0, 2.0, 4.0]
+
+
+async def test_a_watch_that_ends_at_once_with_nothing_in_it_is_backed_off(backoffs: list[float]) -> None:
+    """A front end that does not stream ends each watch at once, empty: as client-go does with
+    a very short watch, a failure to back off from, not a healthy end (5,329 watches a second)."""
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, *(WatchResponse(close=True) for _ in range(3)))
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        await eventually(lambda: len(op.api.watches(NODES)) == 4, "the fourth watch, which holds")
+        assert backoffs == [1.0, 2.0, 4.0]
+        assert len(op.api.lists(NODES)) == 1  # resumed each time, not listed again
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=8), "101"))
+        await eventually(lambda: op.efa() == {"n1": 8}, "the change on the watch that holds")
+
+
+async def test_a_burst_read_from_a_backlog_does_not_lower_the_plausibility_ceiling(backoffs: list[float]) -> None:
+    """The rule is anchored at the versions that were the server's newest (a listing's, a
+    bookmark's), not at an event's: read late, an event's version is far behind the server's,
+    and anchoring at it rejected the next event of the same burst."""
+    clock = Clock()
+    async with operator([node("n1", efa=32), node("n2", efa=32)], resource_version="100") as op:
+        op.nodes.clock = clock
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        clock.now += 200.0  # a partition, then the backlog: 2,000,000 writes on, well in bounds
+        await op.api.emit(
+            NODES, event("MODIFIED", node("n1", efa=8), "110"), event("MODIFIED", node("n2", efa=0), "2000100")
+        )
+        await eventually(lambda: op.efa() == {"n1": 8, "n2": 0}, "both events of the burst")
+        assert node_events(op.metrics, "rejected") == 0 and backoffs == []
+        # Still a bound: far beyond what the server could have written since the listing.
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=1), "99999999999"))
+        await eventually(lambda: node_events(op.metrics, "rejected") == 1, "the version from the future")
+        assert op.efa() == {"n1": 8, "n2": 0}
+
+
+async def test_more_watches_than_the_request_connections_all_open() -> None:
+    """Each informer holds a watch for minutes: with streams capped at 32 connections, the
+    informers past the 32nd (16 plugin namespaces: 36) never got a stream."""
+    namespaces = [f"ns{index:02d}" for index in range(16)]
+    config = build_config(
+        {
+            "workloads": {"enabled": False},
+            "karpenter": {"enabled": False},
+            "fabrics": [{"name": "efa", "devicePlugin": {"namespaces": namespaces}}],
+        }
+    )
+
+    def setup(api: FakeApi) -> None:
+        for namespace in namespaces:
+            api.serve(f"/apis/apps/v1/namespaces/{namespace}/daemonsets", "DaemonSet", [], "1")
+            api.serve(f"/api/v1/namespaces/{namespace}/pods", "Pod", [], "1")
+
+    async with operator([node("n1")], setup=setup, config=config) as op:
+        assert len(op.informers) > 32
+        await eventually(
+            lambda: all(op.api.watches(informer.path) for informer in op.informers), "every informer watching"
+        )
