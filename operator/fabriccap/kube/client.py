@@ -23,6 +23,7 @@ import orjson
 from yarl import URL
 
 from fabriccap import __version__
+from fabriccap.core.text import clean_text
 from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
 from fabriccap.kube.exchanges import ConnectionPool, MalformedAnswerError
@@ -52,6 +53,8 @@ DEFAULT_WATCH_SECONDS = 60
 DEFAULT_WATCH_READ_TIMEOUT = 90.0
 # Of an error answer to a streamed GET, only this much is read: its Status message is short.
 MAX_ERROR_BODY_BYTES = 64 * 1024
+# An API server's error message, as shown (a validation error lists every field it refused).
+MAX_API_MESSAGE_CHARS = 1024
 
 # asyncio gives every TLS connection a receive buffer of ``SSLProtocol.max_size``, 256 KiB,
 # allocated zeroed (so resident at once) when the connection opens, and reads the socket into
@@ -174,13 +177,15 @@ def bound_tls_receive_buffers(limit: int = TLS_RECEIVE_BUFFER_BYTES) -> None:
 
 
 def _api_message(status: int, raw: bytes) -> str:
+    """What an error answer says, as one bounded line for an error and the log: a Status's
+    message may quote what a request carried, and a front end's page is anything."""
     try:
         body = decode_json(raw)
         if isinstance(body, dict) and body.get("message"):
-            return str(body["message"])
+            return clean_text(body["message"], MAX_API_MESSAGE_CHARS)
     except ValueError:
         pass
-    return raw.decode(errors="replace").strip()[:200] or f"HTTP {status}"
+    return clean_text(raw.decode(errors="replace").strip(), 200) or f"HTTP {status}"
 
 
 class KubeClient:
@@ -442,7 +447,7 @@ class KubeClient:
                 timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30, sock_read=read_timeout),
             ) as response:
                 if response.status >= 400:
-                    raw = await response.read()
+                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)  # a Status, not a stream
                     self._failed("WATCH", response.status)
                     raise KubeError(
                         f"WATCH {path}: {response.status} {_api_message(response.status, raw)}", response.status

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gzip
 import itertools
+import json
 import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,7 +17,7 @@ from types import EllipsisType
 import pytest
 
 from fabriccap.kube import credentials as kube
-from fabriccap.kube.client import USER_AGENT, KubeClient
+from fabriccap.kube.client import MAX_API_MESSAGE_CHARS, USER_AGENT, KubeClient
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
 from fabriccap.kube.exchanges import IDLE_SECONDS, MAX_HEAD_BYTES, ConnectionPool, MalformedAnswerError
 
@@ -497,3 +498,38 @@ async def test_a_malformed_answer_is_a_kube_error_naming_the_request_and_counted
         ):
             await client.get("/api")
     assert failed == [("GET", 0)]
+
+
+def _status_answer(code: int, message: str, padding: int = 0) -> bytes:
+    body = json.dumps({"kind": "Status", "code": code, "message": message, "padding": "x" * padding}).encode()
+    return b"HTTP/1.1 %d Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        code,
+        len(body),
+        body,
+    )
+
+
+async def test_an_api_servers_error_message_is_one_bounded_line(serve: Serve) -> None:
+    """A Status's message may quote what the request carried: shown as one line, bounded."""
+    script = await serve([_status_answer(422, "line one\nline two \x1b[31m" + "y" * 5_000)])
+    async with KubeClient(kube.Credentials(server=f"http://127.0.0.1:{script.port}")) as client:
+        with pytest.raises(KubeError) as raised:
+            await client.get("/api")
+    shown = str(raised.value)
+    assert "line one line two" in shown
+    assert "\n" not in shown and "\x1b" not in shown
+    assert len(shown) < MAX_API_MESSAGE_CHARS + 200
+
+
+async def test_a_watch_refused_with_a_large_body_reads_only_the_start_of_it(serve: Serve) -> None:
+    """A watch's error answer is a Status, not a stream: its start is read, not all it claims
+    to be (ten GB here, of which the server sends one MB before it closes)."""
+    start = b'{"kind":"Status","code":500,"message":"refused","padding":"' + b"x" * 1_000_000
+    answer = b"HTTP/1.1 500 Error\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n" + start
+    script = await serve([Closing(answer)])
+    async with KubeClient(kube.Credentials(server=f"http://127.0.0.1:{script.port}")) as client:
+        with pytest.raises(KubeError, match=r"WATCH /api/v1/nodes: 500 ") as raised:
+            async for _ in client.watch("/api/v1/nodes", "1"):
+                pass
+    assert raised.value.status == 500
+    assert len(str(raised.value)) < 400  # its start, not JSON once cut, shown bounded
