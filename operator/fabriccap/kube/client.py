@@ -176,6 +176,18 @@ def bound_tls_receive_buffers(limit: int = TLS_RECEIVE_BUFFER_BYTES) -> None:
     asyncio.sslproto.SSLProtocol.max_size = limit
 
 
+async def _error_body(response: aiohttp.ClientResponse) -> bytes:
+    """A refused stream's body, up to MAX_ERROR_BODY_BYTES: a Status is short, and what a front
+    end sends in its place may not end. A read gives what has come so far, so it is repeated
+    up to the bound or the end (one read alone cut a Status in two)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < MAX_ERROR_BODY_BYTES and (chunk := await response.content.read(MAX_ERROR_BODY_BYTES - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _api_message(status: int, raw: bytes) -> str:
     """What an error answer says, as one bounded line for an error and the log: a Status's
     message may quote what a request carried, and a front end's page is anything."""
@@ -447,7 +459,7 @@ class KubeClient:
                 timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30, sock_read=read_timeout),
             ) as response:
                 if response.status >= 400:
-                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)  # a Status, not a stream
+                    raw = await _error_body(response)
                     self._failed("WATCH", response.status)
                     raise KubeError(
                         f"WATCH {path}: {response.status} {_api_message(response.status, raw)}", response.status
@@ -503,7 +515,7 @@ class KubeClient:
                 timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=30, sock_read=read_timeout),
             ) as response:
                 if response.status >= 400:
-                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)
+                    raw = await _error_body(response)
                     self._failed("GET", response.status)
                     raise KubeError(
                         f"GET {path}: {response.status} {_api_message(response.status, raw)}", response.status

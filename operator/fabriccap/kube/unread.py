@@ -60,31 +60,37 @@ from fabriccap.core.sharing import shared_text
 
 __all__ = ["LineRule", "OwnWritesRule", "UnchangedRule", "UnreadEvent", "UnreadRule"]
 
+# JSON's whitespace (RFC 8259): what may stand between its tokens, and follow an event's closing
+# brace on its line. Not regular expressions' \s, which takes \f and \v too.
+_JSON_WHITESPACE = b" \t\r\n"
+_WHITESPACE = frozenset(_JSON_WHITESPACE)
+_SPACE = b"[" + re.escape(_JSON_WHITESPACE) + b"]*"
 # The event's type is its first key, as every API server writes it (Go's encoder keeps the
 # struct's order: type, then object).
-_EVENT_START = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"type"[ \t\r\n]*:[ \t\r\n]*"(ADDED|MODIFIED)"[ \t\r\n]*,')
+_EVENT_START = re.compile(
+    _SPACE + rb"\{" + _SPACE + rb'"type"' + _SPACE + b":" + _SPACE + rb'"(ADDED|MODIFIED)"' + _SPACE + b","
+)
 # The object's own name: the first "name" key after "metadata" (kube-apiserver writes it first
 # in ObjectMeta; an encoder that sorts keys, as scalesim's, after annotations and labels).
 # It only says where the digest of the last applied line is kept: a wrong one (a label named
 # "name") finds no digest, and ``settled`` keeps none under a name the object does not have.
-_METADATA = re.compile(rb'"metadata"\s*:\s*\{')
-_NAME = re.compile(rb'"name"[ \t\r\n]*:[ \t\r\n]*"([^"\\]{1,253})"')
+_METADATA = re.compile(rb'"metadata"' + _SPACE + b":" + _SPACE + rb"\{")
+_NAME = re.compile(rb'"name"' + _SPACE + b":" + _SPACE + rb'"([^"\\]{1,253})"')
 _VERSION_KEY = b'"resourceVersion"'
 # A JSON key cannot occur inside a string (its quotes would be escaped there); one occurrence is
 # the object's own metadata.resourceVersion. Digits only: etcd's revision.
-_VERSION = re.compile(rb'"resourceVersion"[ \t\r\n]*:[ \t\r\n]*"([0-9]{1,19})"')
+_VERSION = re.compile(_VERSION_KEY + _SPACE + b":" + _SPACE + rb'"([0-9]{1,19})"')
 # The version key as ``UnreadRule``'s search finds it: without its opening quote, which is
 # checked apart (a text that begins with a quote is slow to search for in JSON).
 _VERSION_FIND = _VERSION_KEY[1:]
-# The escapes that could spell a mark's characters: ``\uXXXX`` and ``\/`` (the others spell a
-# quote, a backslash or a control character). Searched for with the marks, as two more texts.
+# The escapes that could spell a mark's characters: ``\uXXXX`` and ``\/``. Searched for with the
+# marks, as two more texts. (The others, ``\"``, ``\\`` and the short ones of control
+# characters, are searched as part of a mark that holds such a character: ``_as_json_spells``.)
 _MARK_ESCAPES = (b"\\u", b"\\/")
 # What follows a key that ``UnchangedRule`` blanks: a colon and a string without an escape.
-_STRING_VALUE = re.compile(rb'[ \t\r\n]*:[ \t\r\n]*"[^"\\]*"')
+_STRING_VALUE = re.compile(_SPACE + b":" + _SPACE + rb'"[^"\\]*"')
 _QUOTE = ord('"')
 _BACKSLASH = ord("\\")
-# JSON's whitespace (RFC 8259): what may follow an event's closing brace on its line.
-_WHITESPACE = frozenset(b" \t\r\n")
 
 
 @dataclass(frozen=True, slots=True)
