@@ -14,7 +14,7 @@ import asyncio.sslproto
 import contextlib
 import re
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -43,9 +43,13 @@ decode_json: Callable[[bytes], Any] = orjson.loads
 # not a string is a TypeError; a float NaN would be written as null, but nothing the operator
 # writes holds a float (its CRD has no number field; Events and Leases count in integers).
 encode_json: Callable[[Any], bytes] = orjson.dumps
-# A watch line longer than this is not a Kubernetes object the operator can use: the stream is
-# ended (and resumed) instead of buffering without bound.
-MAX_WATCH_LINE_BYTES = 64 * 1024 * 1024
+# A watch line longer than this is not a Kubernetes object: the stream is ended (and resumed)
+# instead of buffering without bound. etcd stores an object of at most 1.5 MiB (its default
+# --max-request-bytes), and its JSON can be at most about six times that (Go's encoder writes
+# each of <, > and & in a string as a six-byte \u escape). A line is held in pieces and then
+# joined, twice its size for a moment, so the bound is kept near what can be real: 64 MiB let
+# one hostile line take 128 MiB, all of the operator's memory target at 10,000 nodes.
+MAX_WATCH_LINE_BYTES = 16 * 1024 * 1024
 # Watches are asked to end after a minute and are resumed right away: on a quiet cluster the
 # API server sends no BOOKMARK while nothing changes, so a stream that is silent for longer
 # than this (90 s) is stalled (a partition, a dead connection), and is dropped and resumed.
@@ -422,7 +426,7 @@ class KubeClient:
         field_selector: str | None = None,
         send_initial_events: bool = False,
         unread: LineRule | None = None,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """Watch events, one parsed JSON line at a time, until the server ends the stream.
 
         A line is yielded as it decodes, whatever it holds: checking that it is an event of the

@@ -83,3 +83,20 @@ async def test_a_line_longer_than_the_bound_ends_the_stream(monkeypatch: pytest.
     with pytest.raises(WatchLineError) as caught:
         await lines_of([b"x" * 60, b"y" * 41, b"\n"])
     assert caught.value.cause == "oversized line"
+
+
+ETCD_MAX_OBJECT_BYTES = 1536 * 1024  # etcd's default --max-request-bytes
+# The JSON of such an object at its largest: every byte a '<', which Go's encoder writes escaped.
+LARGEST_REAL_LINE_BYTES = ETCD_MAX_OBJECT_BYTES * len("\\u003c")
+
+
+async def test_the_bound_reads_the_largest_line_an_object_can_make_and_refuses_one_no_object_can() -> None:
+    """64 MiB admitted a line no API server can send, and a hostile one held twice that joined."""
+    piece = 64 * 1024
+    real = LARGEST_REAL_LINE_BYTES + piece
+    lines = await lines_of([b"x" * piece] * (real // piece) + [b"\n"])
+    assert [len(line) for line in lines] == [real // piece * piece + 1]
+    too_long = 2 * LARGEST_REAL_LINE_BYTES
+    with pytest.raises(WatchLineError) as caught:
+        await lines_of([b"x" * piece] * (too_long // piece) + [b"\n"])
+    assert caught.value.cause == "oversized line"
