@@ -41,6 +41,7 @@ nothing is lost by not reading them. Every listing starts the second over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -103,6 +104,15 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # What an API server without streaming lists answers: 422 (the WatchList gate off, as 1.33 by
 # default), 400 (a server that rejects resourceVersionMatch on a watch).
 NO_STREAMING_LIST = frozenset({400, 422})
+# How long an API server that showed it has no streaming lists is listed in pages before one is
+# asked for again: a control plane upgraded to 1.34 (WatchList on) streams from then on without
+# the operator restarting, and a server that ignores sendInitialEvents costs one listing read
+# in full before its first change shows it, once an hour at most.
+STREAMING_RETRY_SECONDS = 3600.0
+# What a streaming list may take on this side past its timeoutSeconds before it is given up: a
+# server (or a front end) that keeps the stream open with whitespace would otherwise hold the
+# listing forever, since a line of whitespace resets the read timeout and is not an event.
+STREAMING_LIST_GRACE_SECONDS = 60.0
 # The LIST that checks a watch without progress streams where lists stream. A quiet kind's
 # watch hears nothing at all (the API server sends no bookmark that would not advance the
 # watch's version), just as a silent one does, and pages of 500 quiet nodes decoded at once
@@ -129,6 +139,9 @@ BOOKMARK_LEAD = 2.0
 # Distinct (class, cause) selector failures logged between two changes of the classes: a cause
 # quotes what the device holds, so a hostile driver could make many; the status counts the rest.
 MAX_SAID_FAILURES = 100
+# How long the watch of the operator's own FabricCapabilities may go without progress before
+# they are listed again (PublishedWatch).
+PUBLISHED_PROGRESS_TIMEOUT = 1800.0
 # A watch the server ends sooner than this, having moved nothing, is a failure (backed off).
 SHORT_WATCH_SECONDS = 1.0
 # The message of the cancellation an informer sends itself to list again.
@@ -287,8 +300,10 @@ class ListWatch:
     last_progress: float | None = None
     connected: bool = False
     page_size: int = DEFAULT_PAGE_SIZE
-    # Try a streaming list first; False once this API server has shown it has none.
+    # Try a streaming list first; False once this API server has shown it has none, until
+    # ``streaming_retry_at`` (monotonic; STREAMING_RETRY_SECONDS after it showed it).
     streaming: bool = True
+    streaming_retry_at: float | None = None
     # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
     said: SaidOnce = field(default_factory=SaidOnce)
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
@@ -434,11 +449,11 @@ class ListWatch:
                 await self._watch_until_relist(version)
             except _ExpiredError:
                 self.metrics.watch_expirations.labels(kind=self.kind).inc()
+                self._failed()  # no watch is up while the collection is listed again
                 if self.last_progress != listed_progress:
                     expired_delay = 1.0
                     logger.info("watch of %s expired; listing again", self.path)
                 else:
-                    self._failed()
                     logger.warning(
                         "watch of %s expired before it moved past its listing; listing again in %.0fs",
                         self.path,
@@ -464,12 +479,21 @@ class ListWatch:
         while it checks a watch without progress (``checking``): watches may be what is
         failing, and a LIST is another way in. What was read is tallied when it stops, however."""
         try:
+            if not self.streaming and self.streaming_retry_at is not None and self.clock() >= self.streaming_retry_at:
+                self.streaming = True
+                logger.info("%s: asking for a streaming list again (the API server may have been upgraded)", self.path)
             if self.streaming:
                 try:
                     return await self._stream_list()
                 except _NoStreamingListError as reason:
                     self.streaming = False
-                    logger.info("%s: no streaming list (%s); listing in pages", self.path, reason)
+                    self.streaming_retry_at = self.clock() + STREAMING_RETRY_SECONDS
+                    logger.info(
+                        "%s: no streaming list (%s); listing in pages, and asking again in %.0fs",
+                        self.path,
+                        reason,
+                        STREAMING_RETRY_SECONDS,
+                    )
                 except KubeError as error:
                     if error.status is not None and not self.checking:
                         raise  # an HTTP answer (403, 429, 5xx...): a LIST would get the same
@@ -487,40 +511,54 @@ class ListWatch:
         # as of the last object read (a million pods under churn take two minutes to read).
         requested = self.clock()
         self._listing_began()
+        stream = self.client.watch(
+            self.path,
+            "",
+            STREAMING_LIST_SECONDS,
+            min(self.read_timeout, CHECK_STREAM_READ_TIMEOUT) if self.checking else self.read_timeout,
+            on_open=self._opened,
+            send_initial_events=True,
+            unread=self.unread,
+        )
         try:
-            async for line in self.client.watch(
-                self.path,
-                "",
-                STREAMING_LIST_SECONDS,
-                min(self.read_timeout, CHECK_STREAM_READ_TIMEOUT) if self.checking else self.read_timeout,
-                on_open=self._opened,
-                send_initial_events=True,
-                unread=self.unread,
+            # Closed here, not by the loop's finalizer whenever that runs: the listing returns
+            # with its stream still open (after the bookmark), or raises out of it.
+            async with (
+                contextlib.aclosing(stream),
+                asyncio.timeout(STREAMING_LIST_SECONDS + STREAMING_LIST_GRACE_SECONDS),
             ):
-                if isinstance(line, UnreadEvent):
-                    self._listed_one(line.result)  # not in the keys: the retain drops what it stood for
-                    continue
-                event = read_event(line, self.object_kind)
-                if event.type == "ADDED":
-                    result = self._apply_listed(event.body)
-                    self._listed_one(result)
-                    if self.unread is not None:
-                        self.unread.settled("ADDED", event.body, result == "applied")
-                elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
-                    self._listing_ended(event.resource_version)
-                    self.connected = True
-                    self._progressed(event.resource_version, as_of=requested)
-                    return event.resource_version
-                elif event.type == "ERROR":
-                    code = event.body.get("code")
-                    raise KubeError(
-                        f"watch {self.path}: {_shown(event.body.get('message'), 200)}",
-                        code if isinstance(code, int) else None,
-                    )
-                else:
-                    # A change or a plain bookmark before the end of the initial events: a server
-                    # that ignored sendInitialEvents (its watch from "now" sends synthetic ADDs).
-                    raise _NoStreamingListError(f"a {event.type} event before the initial-events-end bookmark")
+                async for line in stream:
+                    if isinstance(line, UnreadEvent):
+                        self._listed_one(line.result)  # not in the keys: the retain drops what it stood for
+                        continue
+                    event = read_event(line, self.object_kind)
+                    if event.type == "ADDED":
+                        result = self._apply_listed(event.body)
+                        self._listed_one(result)
+                        if self.unread is not None:
+                            self.unread.settled("ADDED", event.body, result == "applied")
+                    elif event.type == "BOOKMARK" and _ends_initial_events(event.body):
+                        # Judged as an event's version is: it becomes what the watch resumes from.
+                        self._check_plausible(event.resource_version)
+                        self._listing_ended(event.resource_version)
+                        self.connected = True
+                        self._progressed(event.resource_version, as_of=requested)
+                        return event.resource_version
+                    elif event.type == "ERROR":
+                        code = event.body.get("code")
+                        raise KubeError(
+                            f"watch {self.path}: {_shown(event.body.get('message'), 200)}",
+                            code if isinstance(code, int) else None,
+                        )
+                    else:
+                        # A change or a plain bookmark before the end of the initial events: a server
+                        # that ignored sendInitialEvents (its watch from "now" sends synthetic ADDs).
+                        raise _NoStreamingListError(f"a {event.type} event before the initial-events-end bookmark")
+        except TimeoutError:
+            raise KubeError(
+                f"streaming list of {self.path}: no initial-events-end bookmark within"
+                f" {STREAMING_LIST_SECONDS + STREAMING_LIST_GRACE_SECONDS:.0f}s"
+            ) from None
         except KubeError as error:
             if error.status in NO_STREAMING_LIST:
                 raise _NoStreamingListError(str(error)) from None
@@ -593,6 +631,7 @@ class ListWatch:
             metadata = page.get("metadata")
             if not version and isinstance(metadata, Mapping):
                 version = str(metadata.get("resourceVersion") or "")
+                self._check_plausible(version)  # before anything it lists is applied
             for item in page.get("items") or []:
                 self._check_item(item)
                 self._listed_one(self._apply_listed(item))
@@ -700,25 +739,29 @@ class ListWatch:
         while True:
             opened = self.clock()
             progress = self.last_progress
+            stream = self.client.watch(
+                self.path,
+                self.version,
+                self.watch_seconds,
+                self.read_timeout,
+                on_open=self._opened,
+                unread=self.unread,
+            )
             try:
-                async for line in self.client.watch(
-                    self.path,
-                    self.version,
-                    self.watch_seconds,
-                    self.read_timeout,
-                    on_open=self._opened,
-                    unread=self.unread,
-                ):
-                    if isinstance(line, UnreadEvent):
-                        self._take_unread(line)
-                    else:
-                        event = read_event(line, self.object_kind)
-                        result = self._take(event)
-                        if self.unread is not None:
-                            self.unread.settled(event.type, event.body, result == "applied")
-                    if self.watch_trimmer is not None:
-                        self.watch_trimmer.done()
-                        self.watch_trimmer.idle()
+                # Closed as the loop is left, however: a rejected line or an expiry leaves the
+                # stream open, and its connection held until the finalizer would run.
+                async with contextlib.aclosing(stream):
+                    async for line in stream:
+                        if isinstance(line, UnreadEvent):
+                            self._take_unread(line)
+                        else:
+                            event = read_event(line, self.object_kind)
+                            result = self._take(event)
+                            if self.unread is not None:
+                                self.unread.settled(event.type, event.body, result == "applied")
+                        if self.watch_trimmer is not None:
+                            self.watch_trimmer.done()
+                            self.watch_trimmer.idle()
                 if self.clock() - opened < SHORT_WATCH_SECONDS and self.last_progress == progress:
                     # Ended at once having moved nothing (a front end that does not stream, a
                     # server shutting down): as client-go does with a "very short watch", a
@@ -1018,6 +1061,11 @@ class PublishedWatch(ListWatch):
 
     observer: PublishedObserver
     path: str = FABRIC_CAPABILITIES.collection()
+    # A backstop, not the facts' freshness: a watch that fails the same way on every resume (a
+    # 500 each time, a version it rejects each time) would otherwise never list again, and an
+    # object deleted meanwhile would stay unnoticed. On a quiet cluster nothing moves these
+    # objects' version, so this is also how often they are listed again then.
+    progress_timeout: float | None = field(default_factory=lambda: PUBLISHED_PROGRESS_TIMEOUT)
     missing_delay: float = 1.0
     # The names the LIST under way has named (a few thousand at most: one object per pool).
     _names: set[str] = field(default_factory=set, init=False)

@@ -31,7 +31,7 @@ from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import OwnWritesRule
 from fabriccap_devtools.world import workload_pod
 from support.builders import node, plugin_pods
-from support.fakeapi import WAIT_SECONDS, event, eventually, expired, recorded_sleeps
+from support.fakeapi import WAIT_SECONDS, WatchResponse, event, eventually, expired, recorded_sleeps
 from support.publishing import FCAPS, GRACE, Setup, healthy, publishing, sending, start, writing
 
 
@@ -773,3 +773,22 @@ async def test_a_colliding_pool_renames_both_objects_once_and_never_loops() -> N
         await setup.publisher.reconcile_once()
         assert set(setup.published()) == {"efa-gpu"}
         assert "naming" not in setup.published()["efa-gpu"]["status"]
+
+
+async def test_a_watch_that_fails_on_every_resume_lists_again_after_its_backstop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The facts' informers list again after half the staleness threshold without progress;
+    the published objects' watch had no such bound, and a watch refused on every resume (a
+    front end's 500) never listed again, so an object deleted meanwhile stayed unnoticed."""
+    recorded_sleeps(monkeypatch, watchers, pause=0.01)
+    monkeypatch.setattr(watchers, "PUBLISHED_PROGRESS_TIMEOUT", 0.3)
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        setup.api.script(FCAPS, *(WatchResponse(status=500) for _ in range(1000)))
+        async with watching(setup) as watch:
+            await asyncio.wait_for(watch.listed.wait(), WAIT_SECONDS)
+            del setup.api.collections[FCAPS].items[0]  # deleted; no watch will say so
+            await eventually(lambda: "efa-p5" not in setup.publisher.published, "the backstop's LIST to forget it")
+            assert len(setup.api.lists(FCAPS)) >= 2

@@ -11,6 +11,8 @@ import asyncio
 import json
 import logging
 from collections import deque
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from support.fakeapi import (
     bookmark,
     event,
     eventually,
+    expired,
     fake_api,
     recorded_sleeps,
 )
@@ -666,3 +669,103 @@ async def test_more_watches_than_the_request_connections_all_open() -> None:
         await eventually(
             lambda: all(op.api.watches(informer.path) for informer in op.informers), "every informer watching"
         )
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming-list", "paged-list"])
+async def test_a_listing_version_from_the_future_is_not_watched_from(streaming: bool, backoffs: list[float]) -> None:
+    """A listing's version becomes what the watch resumes from, and was taken unjudged: one
+    from beyond what the server could have written (a corrupted bookmark, a broken proxy) left
+    the watch asking for a future version, answered with silence or a relist."""
+
+    def setup(api: FakeApi) -> None:
+        api.streaming_lists = streaming
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.nodes.version == "100"
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "99999999999")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(backoffs) >= 2, "the listing refused, and tried again")
+        assert op.nodes.version == "100"
+        assert all(query.get("resourceVersion") != "99999999999" for query in op.api.watches(NODES))
+        if not streaming:
+            assert op.efa() == {"n1": 32}  # judged before anything the page lists is applied
+        else:
+            assert node_events(op.metrics, "rejected") >= 1
+        op.api.serve(NODES, "Node", [node("n1", efa=0)], "300")
+        await eventually(lambda: op.nodes.version == "300", "listed at a plausible version")
+        assert op.efa() == {"n1": 0}
+
+
+async def test_a_watch_that_expired_is_not_connected_while_it_is_listed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """watch_connected said 1 through the relist that follows an expiry, from the watch that
+    had just ended (only an expiry before any progress marked it down)."""
+    async with operator([node("n1", efa=32)]) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        seen: list[bool] = []
+        listing = op.nodes._initial_state
+
+        async def observed() -> str:
+            seen.append(op.nodes.connected)
+            return await listing()
+
+        monkeypatch.setattr(op.nodes, "_initial_state", observed)
+        await op.api.emit(NODES, event("MODIFIED", node("n1", efa=8), "101"))
+        await eventually(lambda: op.efa() == {"n1": 8}, "the watch moved")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: seen == [False], "listed again")
+        await eventually(lambda: op.nodes.connected, "connected again once listed")
+
+
+async def test_a_streaming_list_held_open_without_its_bookmark_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream kept open with nothing in it (or whitespace, which resets the read timeout) held
+    the listing until the server's timeoutSeconds, which a front end need not keep."""
+    monkeypatch.setattr(watchers, "STREAMING_LIST_SECONDS", 0)
+    monkeypatch.setattr(watchers, "STREAMING_LIST_GRACE_SECONDS", 0.3)
+
+    def setup(api: FakeApi) -> None:
+        api.streaming_lists = True
+        api.streaming_lists_silent = 1
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        assert op.efa() == {"n1": 32}
+        assert len(op.api.lists(NODES)) == 1  # in pages, this once
+        assert op.nodes.streaming
+
+
+async def test_a_stream_is_closed_before_the_backoff_that_follows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream left by an exception was closed by the event loop's finalizer hook, whenever
+    that ran (and on CPython only): its connection stayed held into the backoff."""
+    open_streams: list[int] = [0]
+    at_backoff: list[int] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        at_backoff.append(open_streams[0])
+        await real_sleep(0)
+
+    monkeypatch.setattr(watchers, "asyncio", SimpleNamespace(**{**vars(asyncio), "sleep": sleep}))
+
+    def setup(api: FakeApi) -> None:
+        api.script(NODES, WatchResponse(chunks=[b"[]\n"]))
+
+    async with operator([node("n1", efa=32)], setup=setup) as op:
+        watch = op.client.watch
+
+        async def counted(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            stream = watch(*args, **kwargs)
+            counts = args[0] == NODES
+            open_streams[0] += counts
+            try:
+                async for line in stream:
+                    yield line
+            finally:
+                open_streams[0] -= counts
+                await stream.aclose()
+
+        monkeypatch.setattr(op.client, "watch", counted)
+        await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
+        await eventually(lambda: node_events(op.metrics, "rejected") == 1, "the bad line")
+        await eventually(lambda: len(at_backoff) == 1, "the backoff")
+        assert at_backoff == [0]

@@ -50,6 +50,7 @@ from support.informing import (
     operator,
     watch_events,
 )
+from support.publishing import Clock
 
 NODE_POOLS = "/apis/karpenter.sh/v1/nodepools"
 EC2_NODE_CLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
@@ -408,23 +409,34 @@ async def test_a_streaming_list_cut_short_is_read_in_pages_that_once(caplog: pyt
         assert len(op.api.streaming_list_requests(NODES)) == 2 and len(op.api.lists(NODES)) == 1
 
 
-async def test_a_server_without_streaming_lists_is_listed_in_pages_from_then_on(
+async def test_a_server_without_streaming_lists_is_listed_in_pages_and_asked_again_an_hour_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Refused once (422: the WatchList gate off), streaming lists were off for the process's
+    life: a control plane upgraded to 1.34 was listed in pages until the operator restarted."""
     caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    clock = Clock()
     async with operator([node("n1", efa=32)]) as op:  # the fake answers 422, as 1.33 does
+        op.nodes.clock = clock
         await asyncio.wait_for(op.nodes.listed.wait(), WAIT_SECONDS)
         assert op.efa() == {"n1": 32}
         assert len(op.api.streaming_list_requests(NODES)) == 1 and len(op.api.lists(NODES)) == 1
         assert not op.nodes.streaming
         assert [message for message in caplog.messages if "no streaming list" in message and NODES in message] == [
             f"{NODES}: no streaming list (WATCH {NODES}: 422 sendInitialEvents is forbidden for watch unless the "
-            "WatchList feature gate is enabled); listing in pages"
+            "WatchList feature gate is enabled); listing in pages, and asking again in 3600s"
         ]
         await eventually(lambda: len(op.api.watches(NODES)) == 1, "the watch")
         await op.api.emit(NODES, expired())
         await eventually(lambda: len(op.api.lists(NODES)) == 2, "the relist, in pages")
-        assert len(op.api.streaming_list_requests(NODES)) == 1  # not asked again
+        assert len(op.api.streaming_list_requests(NODES)) == 1  # not asked again within the hour
+        op.api.streaming_lists = True  # the upgrade
+        clock.now += watchers.STREAMING_RETRY_SECONDS
+        await eventually(lambda: len(op.api.watches(NODES)) == 2, "watching again")
+        await op.api.emit(NODES, expired())
+        await eventually(lambda: len(op.api.streaming_list_requests(NODES)) == 2, "a streaming list asked for")
+        await eventually(lambda: len(op.api.watches(NODES)) == 3, "watching from the streamed list")
+        assert op.nodes.streaming and len(op.api.lists(NODES)) == 2
 
 
 async def test_http_410_on_watch_lists_again() -> None:
