@@ -183,10 +183,10 @@ async def one_listing(listing: str, args: argparse.Namespace) -> dict[str, Any]:
             _bodies, pools = await populate(client, args.nodes, args.pods)
             results["populate_s"] = time.perf_counter() - started
             print(f"{listing}: populated in {results['populate_s']:.1f}s", flush=True)
-            for mode in ("paged", "streaming") if listing == "streaming" else ("paged",):
-                results[f"baseline_{mode}"] = baseline(info.kubeconfig, config, mode, args.baseline_runs)
-                print(f"{listing}: {mode} baseline {results[f'baseline_{mode}']}", flush=True)
             apiserver = api_server_pid(cp.directory)
+            for mode in ("paged", "streaming") if listing == "streaming" else ("paged",):
+                results[f"baseline_{mode}"] = baseline(info.kubeconfig, config, mode, args.baseline_runs, apiserver)
+                print(f"{listing}: {mode} baseline {results[f'baseline_{mode}']}", flush=True)
             results["apiserver_rss_before_mib"] = rss_mib(apiserver)[0]
 
             port = free_port()

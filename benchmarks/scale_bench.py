@@ -215,8 +215,10 @@ def baseline_child(kubeconfig: str, config_path: str, mode: str) -> None:
                 items = await paged_listing(client, paths, unpaged=mode == "unpaged")
             return time.perf_counter() - started, items
 
+    cpu = time.process_time()
     seconds, items = asyncio.run(run())
-    print(json.dumps({"seconds": seconds, "items": items, "peak_rss_mib": rss_mib(os.getpid())[1]}))
+    cpu_s = time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "items": items, "peak_rss_mib": rss_mib(os.getpid())[1], "cpu_s": cpu_s}))
 
 
 def not_listed(why: str) -> dict[str, Any]:
@@ -224,9 +226,14 @@ def not_listed(why: str) -> dict[str, Any]:
     return {"median_s": None, "failed": why, "peak_rss_mib": None}
 
 
-def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[str, Any]:
+def baseline(
+    kubeconfig: Path, config_path: Path, mode: str, runs: int, server_pid: int | None = None
+) -> dict[str, Any]:
+    """The median of ``runs`` listings by the plain client, each in a child process; with the
+    CPU its client and (given ``server_pid``) the server it reads spent in the median's run."""
     results = []
     for _ in range(runs):
+        server_cpu = cpu_seconds(server_pid) if server_pid is not None else 0.0
         child = subprocess.run(
             [
                 sys.executable,
@@ -248,13 +255,23 @@ def baseline(kubeconfig: Path, config_path: Path, mode: str, runs: int) -> dict[
             last = (child.stderr.strip().splitlines() or ["no output"])[-1]
             print(f"the {mode} baseline failed ({child.returncode}): {last[:300]}", flush=True)
             return not_listed(last[:300])
-        results.append(json.loads(child.stdout.strip().splitlines()[-1]))
+        results.append(
+            {
+                **json.loads(child.stdout.strip().splitlines()[-1]),
+                "server_cpu_s": cpu_seconds(server_pid) - server_cpu if server_pid is not None else None,
+            }
+        )
     seconds = [result["seconds"] for result in results]
+    # The run whose time is the median's: its CPU, the client's and the server's, says what
+    # the machine's cores were doing for it (``cpu_floor``).
+    middle = sorted(results, key=lambda result: result["seconds"])[(len(results) - 1) // 2]
     return {
         "median_s": statistics.median(seconds),
         "runs_s": [round(value, 2) for value in seconds],
         "items": results[0]["items"],
         "peak_rss_mib": max(result["peak_rss_mib"] for result in results),
+        "client_cpu_s": middle["cpu_s"],
+        "server_cpu_s": middle["server_cpu_s"],
     }
 
 
@@ -833,16 +850,18 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             print(f"world loaded: {results['simulator_load_s']:.1f}s; baseline...", flush=True)
             paged = (
-                baseline(bench_kubeconfig, config_path, "paged", args.baseline_runs)
+                baseline(bench_kubeconfig, config_path, "paged", args.baseline_runs, simulator.info.pid)
                 if args.paged
                 else not_listed("not run (--no-paged)")
             )
-            streaming = baseline(bench_kubeconfig, config_path, "streaming", args.baseline_runs)
+            streaming = baseline(bench_kubeconfig, config_path, "streaming", args.baseline_runs, simulator.info.pid)
             results["baseline_paged"] = paged
             results["baseline_streaming"] = streaming
             estimated_bytes = args.nodes * 17_000 + (args.pods + args.nodes) * 6_000
             if args.unpaged and estimated_bytes < UNPAGED_LIMIT_BYTES:
-                results["baseline_unpaged_old"] = baseline(bench_kubeconfig, config_path, "unpaged", args.baseline_runs)
+                results["baseline_unpaged_old"] = baseline(
+                    bench_kubeconfig, config_path, "unpaged", args.baseline_runs, simulator.info.pid
+                )
             succeeded = [mode["median_s"] for mode in (paged, streaming) if mode["median_s"] is not None]
             if not succeeded:
                 raise RuntimeError("no baseline client could list the collections")
@@ -851,6 +870,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             print("baseline done; starting the operator", flush=True)
             simulator.post("/stats/reset", {})
+            simulator_cpu = cpu_seconds(simulator.info.pid)
             started_ns = time.time_ns()
             operator, metrics_port, health_port, logs = start_operators(args, simulator, config_path, directory)
             try:
@@ -879,6 +899,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 results["start_cpu_s"] = operator.cpu_seconds()
                 results["start_cpu_s_by_shard"] = operator.cpu_each()
+                results["start_simulator_cpu_s"] = cpu_seconds(simulator.info.pid) - simulator_cpu
                 # Before the idle is measured too: the Events and labels after the statuses
                 # took the first seconds of its window (0.20 cores "idle" at 100,000 nodes).
                 results["start_writes_done_s"] = writes_settled(simulator, started_ns)
@@ -1004,6 +1025,22 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def cpu_floor(results: Mapping[str, Any], best: Mapping[str, Any]) -> str:
+    """What the start's CPU allows on this machine: the operator's and the simulator's CPU
+    seconds in the start, spread over every core, is the shortest the start could take here
+    however the operator's work were arranged (the baseline's own CPU beside it)."""
+    operator_cpu, simulator_cpu = results.get("start_cpu_s"), results.get("start_simulator_cpu_s")
+    if operator_cpu is None or simulator_cpu is None:
+        return "CPU in the start: n/a"
+    cores = os.cpu_count() or 1
+    floor = (operator_cpu + simulator_cpu) / cores
+    return (
+        f"CPU in the start: operator {operator_cpu:.1f} s + simulator {simulator_cpu:.1f} s; on {cores} cores no start "
+        f"could take less than {floor:.2f} s here = {floor / results['baseline_s']:.2f}x the baseline (whose client "
+        f"used {best.get('client_cpu_s') or 0:.1f} s and the simulator {best.get('server_cpu_s') or 0:.1f} s of CPU)"
+    )
+
+
 def profile_summary(path: Path, top: int = 15) -> str:
     """The functions where the operator spent its samples (py-spy's raw output: one collapsed
     stack per line, its sample count last): by self time and by time inside them."""
@@ -1064,6 +1101,7 @@ def summary(results: dict[str, Any], debounce: float) -> str:
             if results.get("start_writes_done_s") is not None
             else ""
         ),
+        cpu_floor(results, results["baseline_" + best]),
         f"node probe (EFA count -> status): p50 {seconds(results.get('node_probe_p50_s'))}, "
         f"p99 {seconds(results.get('node_probe_p99_s'))} over {results.get('node_probe_samples')}; all probes p99 "
         f"{seconds(results.get('p99_s'))} = {ratio(results.get('p99_s'), target)} the target {seconds(target)} "
