@@ -9,7 +9,8 @@ does every request through a proxy.
 
 What it reads is what a Kubernetes API server writes: a status line, headers, and a body whose
 length is given (Content-Length), chunked, or ended by the connection's close, gzip if asked
-for. Anything else is a MalformedAnswerError, and its connection is closed, never reused.
+for, within a bound (the caller's, else DEFAULT_MAX_BODY_BYTES). Anything else is a
+MalformedAnswerError, and its connection is closed, never reused.
 
 HTTP/1.1 pairs an answer with its request by order alone, so a connection goes back to the pool
 only when nothing is left in it after its answer, and is taken from the pool only when nothing
@@ -28,9 +29,21 @@ from dataclasses import dataclass, field
 from fabriccap.kube.errors import ResponseTooLargeError
 
 # An answer's status line and headers together; more is not an API server's answer. It is also
-# the stream reader's bound for any one line, a chunk's size line included.
+# the stream reader's bound for any one line, a chunk's size line included, and the bound of a
+# chunked body's trailers together (an API server sends none).
 MAX_HEAD_BYTES = 64 * 1024
 LINE_TOO_LONG = f"its status line and headers, or a chunk's size line, are longer than {MAX_HEAD_BYTES} bytes"
+# An answer's body, decompressed, when its caller sets no bound of its own. The largest an API
+# server gives on this path is a LIST page: 250 Nodes (~3-5 MB, kube.paths.DEFAULT_PAGE_SIZE)
+# or 500 pods; even 500 Nodes that list many images are 10-20 MB, and one object's JSON is at
+# most ~9 MiB (1.5 MiB in etcd, each <, > and & escaped in six bytes). 64 MiB is three times
+# the largest page: a real page refused would fail its kind's every listing, so the margin is
+# wide. A hostile answer takes about twice this for a moment (read, then joined or inflated).
+# A caller that reads more (a benchmark's unpaged LIST of a whole collection) passes its own.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# Interim (1xx) answers before the final one: an API server sends none unasked; a front end a
+# 103 Early Hints or two. Go's net/http client takes 5 (max1xxResponses), and so does this.
+MAX_INTERIM_ANSWERS = 5
 # A connection idle this long is closed rather than reused: a server may close an idle
 # connection just as a request goes out on it (aiohttp's keepalive_timeout, the same 15 s).
 IDLE_SECONDS = 15.0
@@ -117,20 +130,22 @@ class ConnectionPool:
         OSError (a ConnectionResetError when the connection closed before any answer, after one
         more try on a new connection if the method is replayable and the closed one was reused),
         TimeoutError (under the caller's timeout), asyncio.IncompleteReadError or
-        MalformedAnswerError when there is no answer to give, ResponseTooLargeError past the bound."""
+        MalformedAnswerError when there is no answer to give, ResponseTooLargeError past
+        ``max_body_bytes`` (None: DEFAULT_MAX_BODY_BYTES)."""
+        limit = DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         async with self._slots:
             connection, reused = await self._take()
             try:
                 try:
-                    answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
+                    answer = await _send(connection, method, request, what, limit, self.accept_gzip)
                 except _UnansweredError:
                     if not reused or method not in REPLAYABLE_METHODS:
                         raise
                     connection.close()
                     connection = await self._open()
-                    answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
+                    answer = await _send(connection, method, request, what, limit, self.accept_gzip)
             except BaseException:
                 connection.close()
                 raise
@@ -171,7 +186,7 @@ class ConnectionPool:
 
 
 async def _send(
-    connection: _Connection, method: str, request: bytes, what: str, max_body_bytes: int | None, accept_gzip: bool
+    connection: _Connection, method: str, request: bytes, what: str, limit: int, accept_gzip: bool
 ) -> tuple[int, bytes, bool]:
     """One exchange on ``connection``: (status, body, whether the connection may be reused)."""
     try:
@@ -190,45 +205,50 @@ async def _send(
         raise MalformedAnswerError(LINE_TOO_LONG) from None
     try:
         status, body, keep_alive, gzipped = await _answer(
-            connection.reader, parse_head(head_bytes), method, what, max_body_bytes
+            connection.reader, parse_head(head_bytes), method, what, limit
         )
     except asyncio.LimitOverrunError:
         raise MalformedAnswerError(LINE_TOO_LONG) from None
     if gzipped:
         if not accept_gzip:
             raise MalformedAnswerError("a gzip answer, not asked for")
-        body = _gunzip(body, what, max_body_bytes)
+        body = _gunzip(body, what, limit)
     return status, body, keep_alive
 
 
 async def _answer(
-    reader: asyncio.StreamReader, head: _Head, method: str, what: str, max_body_bytes: int | None
+    reader: asyncio.StreamReader, head: _Head, method: str, what: str, limit: int
 ) -> tuple[int, bytes, bool, bool]:
     """(status, body as sent, whether the connection may be reused, whether the body is gzip)."""
+    interim = 0
     while 100 <= head.status < 200:  # an interim answer (103 Early Hints): the final one follows
         if head.status == 101:  # the connection would now speak something else: nobody asked
             raise MalformedAnswerError("101 Switching Protocols, not asked for")
+        interim += 1
+        if interim > MAX_INTERIM_ANSWERS:  # else a server could keep the reader busy till the timeout
+            raise MalformedAnswerError(f"more than {MAX_INTERIM_ANSWERS} interim (1xx) answers")
         head = parse_head(await reader.readuntil(b"\r\n\r\n"))
     if method == "HEAD" or head.status in BODILESS_STATUSES:
         return head.status, b"", head.keep_alive, False
     if head.chunked:
-        return head.status, await _read_chunked(reader, what, max_body_bytes), head.keep_alive, head.gzipped
+        return head.status, await _read_chunked(reader, what, limit), head.keep_alive, head.gzipped
     if head.length is None:
-        return head.status, await _read_to_close(reader, what, max_body_bytes), False, head.gzipped
-    if max_body_bytes is not None and head.length > max_body_bytes:
-        raise ResponseTooLargeError.past(what, max_body_bytes, length=head.length)
+        return head.status, await _read_to_close(reader, what, limit), False, head.gzipped
+    if head.length > limit:
+        raise ResponseTooLargeError.past(what, limit, length=head.length)
     return head.status, await reader.readexactly(head.length), head.keep_alive, head.gzipped
 
 
-def _gunzip(body: bytes, what: str, limit: int | None) -> bytes:
+def _gunzip(body: bytes, what: str, limit: int) -> bytes:
     """A gzip body decompressed; past ``limit`` bytes of it, ResponseTooLargeError (a small
-    answer can decompress to a great deal)."""
+    answer can decompress to a great deal: 48 KB of gzip to 50 MB). Never more than one byte
+    past the bound is made: zlib stops there."""
     inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
     try:
-        plain = inflater.decompress(body, 0 if limit is None else limit + 1)
+        plain = inflater.decompress(body, limit + 1)
     except zlib.error as error:
         raise MalformedAnswerError(f"its gzip body is not gzip ({error})") from None
-    if limit is not None and len(plain) > limit:
+    if len(plain) > limit:
         raise ResponseTooLargeError.past(what, limit, decompressed=True)
     if not inflater.eof:
         raise MalformedAnswerError("its gzip body ends early")
@@ -292,32 +312,39 @@ def parse_head(raw: bytes) -> _Head:
     return _Head(int(code), None, False, keep_alive, gzipped)  # read to the close, unless it has no body
 
 
-async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int | None) -> bytes:
+async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int) -> bytes:
+    """A chunked body, held to ``limit`` with its framing: each chunk's size line (extensions
+    and all) and its CRLF count too, or 1-byte chunks with 64 KiB of extension each would keep
+    the reader busy until the timeout, within any bound on the data alone."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        size_line = (await reader.readuntil(b"\r\n"))[:-2].partition(b";")[0].strip(b" \t")
+        raw_size_line = await reader.readuntil(b"\r\n")
+        size_line = raw_size_line[:-2].partition(b";")[0].strip(b" \t")
         if not size_line or len(size_line) > 15 or size_line.strip(b"0123456789abcdefABCDEF"):
             raise MalformedAnswerError(f"not a chunk size: {size_line[:40]!r}")
         chunk_size = int(size_line, 16)
         if chunk_size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, not used
-                pass
+            trailers = 0  # not used, but read to the end: what follows is the next answer
+            while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+                trailers += len(line)
+                if trailers > MAX_HEAD_BYTES:
+                    raise MalformedAnswerError(f"its trailers are longer than {MAX_HEAD_BYTES} bytes")
             return b"".join(chunks)
-        size += chunk_size
-        if limit is not None and size > limit:
+        size += len(raw_size_line) + chunk_size + 2
+        if size > limit:
             raise ResponseTooLargeError.past(what, limit)
         chunks.append(await reader.readexactly(chunk_size))
         if await reader.readexactly(2) != b"\r\n":
             raise MalformedAnswerError("a chunk does not end where its size says")
 
 
-async def _read_to_close(reader: asyncio.StreamReader, what: str, limit: int | None) -> bytes:
+async def _read_to_close(reader: asyncio.StreamReader, what: str, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while chunk := await reader.read(MAX_HEAD_BYTES):
         size += len(chunk)
-        if limit is not None and size > limit:
+        if size > limit:
             raise ResponseTooLargeError.past(what, limit)
         chunks.append(chunk)
     return b"".join(chunks)

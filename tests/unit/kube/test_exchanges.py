@@ -10,6 +10,8 @@ import itertools
 import json
 import socket
 import struct
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from types import EllipsisType
@@ -19,11 +21,19 @@ import pytest
 from fabriccap.kube import credentials as kube
 from fabriccap.kube.client import MAX_API_MESSAGE_CHARS, USER_AGENT, KubeClient
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
-from fabriccap.kube.exchanges import IDLE_SECONDS, MAX_HEAD_BYTES, ConnectionPool, MalformedAnswerError
+from fabriccap.kube.exchanges import (
+    IDLE_SECONDS,
+    MAX_HEAD_BYTES,
+    MAX_INTERIM_ANSWERS,
+    ConnectionPool,
+    MalformedAnswerError,
+)
 
 OK_JSON = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"a": "bc"}'
 GET = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
 POST = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
+# The longest a test waits for what should come at once: what never comes fails it, not the run.
+WAIT_SECONDS = 5.0
 
 
 class Closing(bytes):
@@ -159,9 +169,8 @@ async def test_an_answer_without_a_length_is_read_to_the_close(serve: Serve) -> 
 
 
 async def test_interim_answers_are_skipped_and_bodiless_statuses_read_nothing(serve: Serve) -> None:
-    script = await serve(
-        [b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + OK_JSON, b"HTTP/1.1 204 No Content\r\n\r\n", OK_JSON]
-    )
+    early_hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" * MAX_INTERIM_ANSWERS
+    script = await serve([early_hints + OK_JSON, b"HTTP/1.1 204 No Content\r\n\r\n", OK_JSON])
     pool = _pool(script)
     assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert await pool.exchange("DELETE", GET, "DELETE /x", None) == (204, b"")
@@ -313,8 +322,13 @@ async def test_an_idle_connection_past_its_time_is_not_reused(serve: Serve, monk
         + b"\r\n40\r\n"
         + b"x" * 64
         + b"\r\n0\r\n\r\n",
+        # Five bytes of data, each in a chunk of its own with a kilobyte of extension: the
+        # framing counts, or the reader is kept busy until the timeout within any bound.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(b"1;e=" + b"x" * 1000 + b"\r\n{\r\n" for _ in range(5))
+        + b"0\r\n\r\n",
     ],
-    ids=["content-length", "chunked"],
+    ids=["content-length", "chunked", "chunk-extensions"],
 )
 async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(serve: Serve, answer: bytes) -> None:
     script = await serve([answer, OK_JSON])
@@ -322,6 +336,54 @@ async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(
     with pytest.raises(ResponseTooLargeError, match=r"GET /x: the answer is .*100"):
         await pool.exchange("GET", GET, "GET /x", 100)
     assert await pool.exchange("GET", GET, "GET /x", 100) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+def _gzip_bomb(plain_bytes: int) -> bytes:
+    """Zeros, ``plain_bytes`` of them once decompressed: about a thousandth of that on the wire."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(1024 * 1024)
+    packed = [packer.compress(zeros) for _ in range(plain_bytes // len(zeros))]
+    return b"".join(packed) + packer.flush()
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000001\r\n\r\n", "the answer is 1000001 bytes"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"".join(b"10000\r\n" + b"x" * 0x10000 + b"\r\n" for _ in range(16))
+            + b"0\r\n\r\n",
+            "more than 1000000 bytes; not read further",
+        ),
+        (None, "more than 1000000 bytes decompressed"),
+    ],
+    ids=["content-length", "chunked", "gzip-bomb"],
+)
+async def test_without_a_bound_of_its_own_an_answer_is_held_to_the_default(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, answer: bytes | None, named: str
+) -> None:
+    """A caller that sets no bound gets DEFAULT_MAX_BODY_BYTES (here made 1 MB), and a gzip body
+    is never inflated past it: 48 MB of zeros in 48 KB of gzip came whole before."""
+    monkeypatch.setattr("fabriccap.kube.exchanges.DEFAULT_MAX_BODY_BYTES", 1_000_000)
+    if answer is None:
+        bomb = _gzip_bomb(48 * 1024 * 1024)
+        answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(bomb), bomb)
+    script = await serve([answer, OK_JSON])
+    pool = ConnectionPool(host="127.0.0.1", port=script.port, tls=None, accept_gzip=True)
+    tracemalloc.start()
+    try:
+        # Bounded: without a bound, the reader waited for all 1,000,001 bytes announced.
+        async with asyncio.timeout(WAIT_SECONDS):
+            with pytest.raises(ResponseTooLargeError, match=named):
+                await pool.exchange("GET", GET, "GET /x", None)
+        _, highest = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert highest < 4_000_000  # the bound, what came, and a little: not what it inflates to
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert [number for number, _ in script.requests] == [1, 2]
     pool.close()
 
@@ -352,6 +414,14 @@ async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", "other than chunked"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}", "other than chunked"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\x0b2\r\n{}\r\n0\r\n\r\n", "chunk size"),
+        # What a server could send on and on, each part within the bounds, until the timeout.
+        (b"HTTP/1.1 103 Early Hints\r\n\r\n" * (MAX_INTERIM_ANSWERS + 1) + OK_JSON, "interim"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
+            + (b"X-Trailer: " + b"t" * 1000 + b"\r\n") * 66
+            + b"\r\n",
+            "trailers are longer than",
+        ),
     ],
 )
 async def test_what_is_not_an_api_servers_answer_is_named_and_its_connection_dropped(
