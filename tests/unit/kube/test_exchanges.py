@@ -511,6 +511,53 @@ async def test_a_request_cut_by_its_timeout_leaves_its_connection_closed(serve: 
     pool.close()
 
 
+@pytest.mark.parametrize("front", ["", "/front"], ids=["lease", "lease-behind-a-front"])
+async def test_a_lease_request_is_not_queued_behind_the_others(serve: Serve, front: str) -> None:
+    """The leader's renewal has slots of its own: behind a full pool (here 2 requests hang, a
+    third waits) it goes at once, where it waited out its renew deadline unsent."""
+    lease_put = (
+        b"PUT %s/apis/coordination.k8s.io/v1/namespaces/ops/leases/fabriccap-leader HTTP/1.1\r\n"
+        b"Host: t\r\nContent-Length: 2\r\n\r\n{}" % front.encode()
+    )
+    script = await serve([..., ..., OK_JSON, OK_JSON])
+    pool = _pool(script, limit=2)
+    others = [asyncio.create_task(pool.exchange("PATCH", POST, "PATCH /x", None)) for _ in range(3)]
+    try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            while len(script.requests) < 2:
+                await asyncio.sleep(0.01)
+            assert await pool.exchange("PUT", lease_put, "PUT lease", None) == (200, b'{"a": "bc"}')
+        assert len(script.requests) == 3 and script.requests[2][1].startswith(b"PUT ")
+        assert not any(task.done() for task in others)  # the third still waits for a slot
+    finally:
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        pool.close()
+
+
+async def test_the_wait_for_a_slot_counts_in_the_callers_timeout_and_nothing_goes_after_it(serve: Serve) -> None:
+    """A write's timeout ends where the leader's write window does: one that waited for a slot
+    until then is not sent late."""
+    script = await serve([..., OK_JSON])
+    pool = _pool(script, limit=1)
+    holding = asyncio.create_task(pool.exchange("GET", GET, "GET /x", None))
+    try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            while not script.requests:
+                await asyncio.sleep(0.01)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await pool.exchange("PATCH", POST, "PATCH /x", None)
+        holding.cancel()
+        await asyncio.gather(holding, return_exceptions=True)
+        await asyncio.sleep(0.1)
+        assert len(script.requests) == 1
+    finally:
+        holding.cancel()
+        pool.close()
+
+
 async def test_at_most_limit_connections_are_open_at_once(serve: Serve) -> None:
     script = await serve([OK_JSON] * 40)
     pool = _pool(script, limit=3)
