@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 import aiohttp
+from operator_bench import WHOLE_LIST_BYTES
 
 from fabriccap.configfile import load_config
 from fabriccap.controller.objects import OBJECT_WRITES_PER_SECOND
@@ -150,7 +151,7 @@ async def paged_listing(client: KubeClient, paths: list[Listed], unpaged: bool) 
         count = 0
         try:
             if unpaged:
-                return len((await client.get(listed.path)).get("items") or [])
+                return len((await client.get(listed.path, max_body_bytes=WHOLE_LIST_BYTES)).get("items") or [])
             async for page in client.list_pages(listed.path, listed.page_size):
                 count += len(page.get("items") or [])
         except KubeError as error:

@@ -44,6 +44,7 @@ from typing import Any
 
 from operator_bench import (
     NODES_PER_POOL,
+    WHOLE_LIST_BYTES,
     all_published,
     create_nodes_with_plugin,
     free_port,
@@ -179,11 +180,11 @@ async def bare_list_seconds(client: KubeClient, path: str) -> float:
     """The fastest of three LISTs, by a client that does not ask for gzip (as scale_bench's
     baseline: on loopback the compression costs more than it saves)."""
     async with KubeClient(client.credentials, compression=False) as plain:
-        await plain.request("GET", path)
+        await plain.request("GET", path, max_body_bytes=WHOLE_LIST_BYTES)
         times = []
         for _ in range(3):
             started = time.perf_counter()
-            await plain.get(path)
+            await plain.get(path, max_body_bytes=WHOLE_LIST_BYTES)
             times.append(time.perf_counter() - started)
     return min(times)
 

@@ -8,8 +8,9 @@ exchanges without aiohttp"). Watches, streaming lists and log streams stay on ai
 does every request through a proxy.
 
 What it reads is what a Kubernetes API server writes: a status line, headers, and a body whose
-length is given (Content-Length), chunked, or ended by the connection's close, gzip if asked
-for. Anything else is a MalformedAnswerError, and its connection is closed, never reused.
+length is given (Content-Length) or chunked, gzip if asked for, within a bound (the caller's,
+else DEFAULT_MAX_BODY_BYTES). Anything else is a MalformedAnswerError, and its connection is
+closed, never reused: a body ended only by the connection's close among them (see _answer).
 
 HTTP/1.1 pairs an answer with its request by order alone, so a connection goes back to the pool
 only when nothing is left in it after its answer, and is taken from the pool only when nothing
@@ -26,11 +27,24 @@ import zlib
 from dataclasses import dataclass, field
 
 from fabriccap.kube.errors import ResponseTooLargeError
+from fabriccap.kube.paths import LEASES
 
 # An answer's status line and headers together; more is not an API server's answer. It is also
-# the stream reader's bound for any one line, a chunk's size line included.
+# the stream reader's bound for any one line, a chunk's size line included, and the bound of a
+# chunked body's trailers together (an API server sends none).
 MAX_HEAD_BYTES = 64 * 1024
 LINE_TOO_LONG = f"its status line and headers, or a chunk's size line, are longer than {MAX_HEAD_BYTES} bytes"
+# An answer's body, decompressed, when its caller sets no bound of its own. The largest an API
+# server gives on this path is a LIST page: 250 Nodes (~3-5 MB, kube.paths.DEFAULT_PAGE_SIZE)
+# or 500 pods; even 500 Nodes that list many images are 10-20 MB, and one object's JSON is at
+# most ~9 MiB (1.5 MiB in etcd, each <, > and & escaped in six bytes). 64 MiB is three times
+# the largest page: a real page refused would fail its kind's every listing, so the margin is
+# wide. A hostile answer takes about twice this for a moment (read, then joined or inflated).
+# A caller that reads more (a benchmark's unpaged LIST of a whole collection) passes its own.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# Interim (1xx) answers before the final one: an API server sends none unasked; a front end a
+# 103 Early Hints or two. Go's net/http client takes 5 (max1xxResponses), and so does this.
+MAX_INTERIM_ANSWERS = 5
 # A connection idle this long is closed rather than reused: a server may close an idle
 # connection just as a request goes out on it (aiohttp's keepalive_timeout, the same 15 s).
 IDLE_SECONDS = 15.0
@@ -41,6 +55,15 @@ IDLE_SECONDS = 15.0
 # again (with the resourceVersion it read) answers 409 and the same DELETE 404, for writes that
 # succeeded; the leader's renewal is such a PUT. Every write's caller retries it as it sees fit.
 REPLAYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Requests on Leases (leader election) have slots of their own, beside the ``limit`` all others
+# share: queued behind them (the write lanes, the lookups, workload Events, and the held
+# condition Events a round sends at once, one task per object: thousands at 5,000 pools), a
+# renewal could outlast the renew deadline (10 s) unsent, and the leader step down while the
+# API server answers. The caller's timeout still counts the wait for a slot: a write's ends
+# where the leader's write window does (controller/leader.py), and no write may go out after
+# it. Two: the elector's step and its Lease watch's read may be in flight together.
+LEASE_TARGET = f"/apis/{LEASES.api_version}/".encode()
+LEASE_SLOTS = 2
 # Answers without a body whatever their headers say (RFC 9112, 6.3).
 BODILESS_STATUSES = frozenset({204, 304})
 _CONTROL = re.compile(rb"[\r\n\x00]")
@@ -52,6 +75,11 @@ class MalformedAnswerError(Exception):
 
 class _UnansweredError(ConnectionResetError):
     """A connection closed before any byte of the answer: the request may not have arrived."""
+
+
+def _on_a_lease(request: bytes) -> bool:
+    """Whether the request's target is in the Lease API (behind a front end's path or not)."""
+    return request.find(LEASE_TARGET, 0, request.find(b"\r\n")) >= 0
 
 
 def _holds_nothing(reader: asyncio.StreamReader) -> bool:
@@ -90,7 +118,7 @@ class _Connection:
 @dataclass(slots=True)
 class _Head:
     status: int
-    length: int | None  # Content-Length; None when chunked or until the close
+    length: int | None  # Content-Length; None when chunked, or when there is none
     chunked: bool
     keep_alive: bool
     gzipped: bool = False
@@ -98,7 +126,8 @@ class _Head:
 
 @dataclass
 class ConnectionPool:
-    """At most ``limit`` exchanges at once with one server, on connections kept between them."""
+    """At most ``limit`` exchanges at once with one server, and LEASE_SLOTS more on Leases, on
+    connections kept between them."""
 
     host: str
     port: int
@@ -109,28 +138,33 @@ class ConnectionPool:
     # is decompressed, within the same bound; asked or not, any other encoding is refused.
     accept_gzip: bool = False
     _idle: list[_Connection] = field(default_factory=list, init=False)
-    _slots: asyncio.Semaphore | None = field(default=None, init=False)
+    _slots: asyncio.Semaphore = field(init=False)
+    _lease_slots: asyncio.Semaphore = field(init=False)
     _closed: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.limit)
+        self._lease_slots = asyncio.Semaphore(LEASE_SLOTS)
 
     async def exchange(self, method: str, request: bytes, what: str, max_body_bytes: int | None) -> tuple[int, bytes]:
         """Sends ``request`` (its whole bytes) and reads the answer: (status, body). Raises
         OSError (a ConnectionResetError when the connection closed before any answer, after one
         more try on a new connection if the method is replayable and the closed one was reused),
         TimeoutError (under the caller's timeout), asyncio.IncompleteReadError or
-        MalformedAnswerError when there is no answer to give, ResponseTooLargeError past the bound."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.limit)
-        async with self._slots:
+        MalformedAnswerError when there is no answer to give, ResponseTooLargeError past
+        ``max_body_bytes`` (None: DEFAULT_MAX_BODY_BYTES)."""
+        limit = DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
+        async with self._lease_slots if _on_a_lease(request) else self._slots:
             connection, reused = await self._take()
             try:
                 try:
-                    answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
+                    answer = await _send(connection, method, request, what, limit, self.accept_gzip)
                 except _UnansweredError:
                     if not reused or method not in REPLAYABLE_METHODS:
                         raise
                     connection.close()
                     connection = await self._open()
-                    answer = await _send(connection, method, request, what, max_body_bytes, self.accept_gzip)
+                    answer = await _send(connection, method, request, what, limit, self.accept_gzip)
             except BaseException:
                 connection.close()
                 raise
@@ -171,7 +205,7 @@ class ConnectionPool:
 
 
 async def _send(
-    connection: _Connection, method: str, request: bytes, what: str, max_body_bytes: int | None, accept_gzip: bool
+    connection: _Connection, method: str, request: bytes, what: str, limit: int, accept_gzip: bool
 ) -> tuple[int, bytes, bool]:
     """One exchange on ``connection``: (status, body, whether the connection may be reused)."""
     try:
@@ -190,45 +224,56 @@ async def _send(
         raise MalformedAnswerError(LINE_TOO_LONG) from None
     try:
         status, body, keep_alive, gzipped = await _answer(
-            connection.reader, parse_head(head_bytes), method, what, max_body_bytes
+            connection.reader, parse_head(head_bytes), method, what, limit
         )
     except asyncio.LimitOverrunError:
         raise MalformedAnswerError(LINE_TOO_LONG) from None
     if gzipped:
         if not accept_gzip:
             raise MalformedAnswerError("a gzip answer, not asked for")
-        body = _gunzip(body, what, max_body_bytes)
+        body = _gunzip(body, what, limit)
     return status, body, keep_alive
 
 
 async def _answer(
-    reader: asyncio.StreamReader, head: _Head, method: str, what: str, max_body_bytes: int | None
+    reader: asyncio.StreamReader, head: _Head, method: str, what: str, limit: int
 ) -> tuple[int, bytes, bool, bool]:
     """(status, body as sent, whether the connection may be reused, whether the body is gzip)."""
+    interim = 0
     while 100 <= head.status < 200:  # an interim answer (103 Early Hints): the final one follows
         if head.status == 101:  # the connection would now speak something else: nobody asked
             raise MalformedAnswerError("101 Switching Protocols, not asked for")
+        interim += 1
+        if interim > MAX_INTERIM_ANSWERS:  # else a server could keep the reader busy till the timeout
+            raise MalformedAnswerError(f"more than {MAX_INTERIM_ANSWERS} interim (1xx) answers")
         head = parse_head(await reader.readuntil(b"\r\n\r\n"))
     if method == "HEAD" or head.status in BODILESS_STATUSES:
         return head.status, b"", head.keep_alive, False
     if head.chunked:
-        return head.status, await _read_chunked(reader, what, max_body_bytes), head.keep_alive, head.gzipped
+        return head.status, await _read_chunked(reader, what, limit), head.keep_alive, head.gzipped
     if head.length is None:
-        return head.status, await _read_to_close(reader, what, max_body_bytes), False, head.gzipped
-    if max_body_bytes is not None and head.length > max_body_bytes:
-        raise ResponseTooLargeError.past(what, max_body_bytes, length=head.length)
+        # A body ended by the connection's close (RFC 9112, 6.3) cannot be told from one cut
+        # short: a TLS connection cut without close_notify and a server killed mid-answer (its
+        # kernel closes the socket cleanly) end it just as the last byte does, and asyncio says
+        # the same of both. An API server frames every HTTP/1.1 answer (Go's net/http: a length
+        # or chunked), and so does every server the tests and tools put in front of this client
+        # (aiohttp's chunks what has no length, the log stub chunks all it passes on).
+        raise MalformedAnswerError("neither a Content-Length nor chunked: where its body ends could not be told")
+    if head.length > limit:
+        raise ResponseTooLargeError.past(what, limit, length=head.length)
     return head.status, await reader.readexactly(head.length), head.keep_alive, head.gzipped
 
 
-def _gunzip(body: bytes, what: str, limit: int | None) -> bytes:
+def _gunzip(body: bytes, what: str, limit: int) -> bytes:
     """A gzip body decompressed; past ``limit`` bytes of it, ResponseTooLargeError (a small
-    answer can decompress to a great deal)."""
+    answer can decompress to a great deal: 48 KB of gzip to 50 MB). Never more than one byte
+    past the bound is made: zlib stops there."""
     inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
     try:
-        plain = inflater.decompress(body, 0 if limit is None else limit + 1)
+        plain = inflater.decompress(body, limit + 1)
     except zlib.error as error:
         raise MalformedAnswerError(f"its gzip body is not gzip ({error})") from None
-    if limit is not None and len(plain) > limit:
+    if len(plain) > limit:
         raise ResponseTooLargeError.past(what, limit, decompressed=True)
     if not inflater.eof:
         raise MalformedAnswerError("its gzip body ends early")
@@ -289,35 +334,31 @@ def parse_head(raw: bytes) -> _Head:
         if not length.isdigit() or len(length) > 18:
             raise MalformedAnswerError(f"not a Content-Length: {length[:40]!r}")
         return _Head(int(code), int(length), False, keep_alive, gzipped)
-    return _Head(int(code), None, False, keep_alive, gzipped)  # read to the close, unless it has no body
+    return _Head(int(code), None, False, keep_alive, gzipped)  # no framing: refused, unless it has no body
 
 
-async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int | None) -> bytes:
+async def _read_chunked(reader: asyncio.StreamReader, what: str, limit: int) -> bytes:
+    """A chunked body, held to ``limit`` with its framing: each chunk's size line (extensions
+    and all) and its CRLF count too, or 1-byte chunks with 64 KiB of extension each would keep
+    the reader busy until the timeout, within any bound on the data alone."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        size_line = (await reader.readuntil(b"\r\n"))[:-2].partition(b";")[0].strip(b" \t")
+        raw_size_line = await reader.readuntil(b"\r\n")
+        size_line = raw_size_line[:-2].partition(b";")[0].strip(b" \t")
         if not size_line or len(size_line) > 15 or size_line.strip(b"0123456789abcdefABCDEF"):
             raise MalformedAnswerError(f"not a chunk size: {size_line[:40]!r}")
         chunk_size = int(size_line, 16)
         if chunk_size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, not used
-                pass
+            trailers = 0  # not used, but read to the end: what follows is the next answer
+            while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+                trailers += len(line)
+                if trailers > MAX_HEAD_BYTES:
+                    raise MalformedAnswerError(f"its trailers are longer than {MAX_HEAD_BYTES} bytes")
             return b"".join(chunks)
-        size += chunk_size
-        if limit is not None and size > limit:
+        size += len(raw_size_line) + chunk_size + 2
+        if size > limit:
             raise ResponseTooLargeError.past(what, limit)
         chunks.append(await reader.readexactly(chunk_size))
         if await reader.readexactly(2) != b"\r\n":
             raise MalformedAnswerError("a chunk does not end where its size says")
-
-
-async def _read_to_close(reader: asyncio.StreamReader, what: str, limit: int | None) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await reader.read(MAX_HEAD_BYTES):
-        size += len(chunk)
-        if limit is not None and size > limit:
-            raise ResponseTooLargeError.past(what, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)

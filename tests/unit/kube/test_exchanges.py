@@ -10,6 +10,8 @@ import itertools
 import json
 import socket
 import struct
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from types import EllipsisType
@@ -19,11 +21,19 @@ import pytest
 from fabriccap.kube import credentials as kube
 from fabriccap.kube.client import MAX_API_MESSAGE_CHARS, USER_AGENT, KubeClient
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
-from fabriccap.kube.exchanges import IDLE_SECONDS, MAX_HEAD_BYTES, ConnectionPool, MalformedAnswerError
+from fabriccap.kube.exchanges import (
+    IDLE_SECONDS,
+    MAX_HEAD_BYTES,
+    MAX_INTERIM_ANSWERS,
+    ConnectionPool,
+    MalformedAnswerError,
+)
 
 OK_JSON = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"a": "bc"}'
 GET = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
 POST = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
+# The longest a test waits for what should come at once: what never comes fails it, not the run.
+WAIT_SECONDS = 5.0
 
 
 class Closing(bytes):
@@ -149,19 +159,31 @@ async def test_an_answer_that_ends_its_connection_is_not_reused(serve: Serve, an
     pool.close()
 
 
-async def test_an_answer_without_a_length_is_read_to_the_close(serve: Serve) -> None:
-    script = await serve([Closing(b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 200_000), OK_JSON])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # Cut: a server killed mid-answer, or a TLS connection cut without close_notify, ends
+        # the body just as its last byte would. It was taken whole: (200, b'{"items": [{"n": 1}').
+        b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"items": [{"n": 1}',
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * 200_000,
+        b"HTTP/1.0 200 OK\r\n\r\n{}",
+    ],
+    ids=["cut", "whole", "http-1.0"],
+)
+async def test_an_answer_whose_body_only_the_close_would_end_is_refused(serve: Serve, answer: bytes) -> None:
+    """Where such a body ends cannot be told from where it was cut; an API server always frames."""
+    script = await serve([Closing(answer), OK_JSON])
     pool = _pool(script)
-    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b"x" * 200_000)
-    await pool.exchange("GET", GET, "GET /x", None)
+    with pytest.raises(MalformedAnswerError, match="neither a Content-Length nor chunked"):
+        await pool.exchange("GET", GET, "GET /x", None)
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert [number for number, _ in script.requests] == [1, 2]
     pool.close()
 
 
 async def test_interim_answers_are_skipped_and_bodiless_statuses_read_nothing(serve: Serve) -> None:
-    script = await serve(
-        [b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + OK_JSON, b"HTTP/1.1 204 No Content\r\n\r\n", OK_JSON]
-    )
+    early_hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" * MAX_INTERIM_ANSWERS
+    script = await serve([early_hints + OK_JSON, b"HTTP/1.1 204 No Content\r\n\r\n", OK_JSON])
     pool = _pool(script)
     assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert await pool.exchange("DELETE", GET, "DELETE /x", None) == (204, b"")
@@ -313,8 +335,13 @@ async def test_an_idle_connection_past_its_time_is_not_reused(serve: Serve, monk
         + b"\r\n40\r\n"
         + b"x" * 64
         + b"\r\n0\r\n\r\n",
+        # Five bytes of data, each in a chunk of its own with a kilobyte of extension: the
+        # framing counts, or the reader is kept busy until the timeout within any bound.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(b"1;e=" + b"x" * 1000 + b"\r\n{\r\n" for _ in range(5))
+        + b"0\r\n\r\n",
     ],
-    ids=["content-length", "chunked"],
+    ids=["content-length", "chunked", "chunk-extensions"],
 )
 async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(serve: Serve, answer: bytes) -> None:
     script = await serve([answer, OK_JSON])
@@ -322,6 +349,54 @@ async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(
     with pytest.raises(ResponseTooLargeError, match=r"GET /x: the answer is .*100"):
         await pool.exchange("GET", GET, "GET /x", 100)
     assert await pool.exchange("GET", GET, "GET /x", 100) == (200, b'{"a": "bc"}')
+    assert [number for number, _ in script.requests] == [1, 2]
+    pool.close()
+
+
+def _gzip_bomb(plain_bytes: int) -> bytes:
+    """Zeros, ``plain_bytes`` of them once decompressed: about a thousandth of that on the wire."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(1024 * 1024)
+    packed = [packer.compress(zeros) for _ in range(plain_bytes // len(zeros))]
+    return b"".join(packed) + packer.flush()
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000001\r\n\r\n", "the answer is 1000001 bytes"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"".join(b"10000\r\n" + b"x" * 0x10000 + b"\r\n" for _ in range(16))
+            + b"0\r\n\r\n",
+            "more than 1000000 bytes; not read further",
+        ),
+        (None, "more than 1000000 bytes decompressed"),
+    ],
+    ids=["content-length", "chunked", "gzip-bomb"],
+)
+async def test_without_a_bound_of_its_own_an_answer_is_held_to_the_default(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, answer: bytes | None, named: str
+) -> None:
+    """A caller that sets no bound gets DEFAULT_MAX_BODY_BYTES (here made 1 MB), and a gzip body
+    is never inflated past it: 48 MB of zeros in 48 KB of gzip came whole before."""
+    monkeypatch.setattr("fabriccap.kube.exchanges.DEFAULT_MAX_BODY_BYTES", 1_000_000)
+    if answer is None:
+        bomb = _gzip_bomb(48 * 1024 * 1024)
+        answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(bomb), bomb)
+    script = await serve([answer, OK_JSON])
+    pool = ConnectionPool(host="127.0.0.1", port=script.port, tls=None, accept_gzip=True)
+    tracemalloc.start()
+    try:
+        # Bounded: without a bound, the reader waited for all 1,000,001 bytes announced.
+        async with asyncio.timeout(WAIT_SECONDS):
+            with pytest.raises(ResponseTooLargeError, match=named):
+                await pool.exchange("GET", GET, "GET /x", None)
+        _, highest = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert highest < 4_000_000  # the bound, what came, and a little: not what it inflates to
+    assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert [number for number, _ in script.requests] == [1, 2]
     pool.close()
 
@@ -352,6 +427,14 @@ async def test_an_answer_past_the_bound_is_not_read_and_its_connection_not_kept(
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", "other than chunked"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}", "other than chunked"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\x0b2\r\n{}\r\n0\r\n\r\n", "chunk size"),
+        # What a server could send on and on, each part within the bounds, until the timeout.
+        (b"HTTP/1.1 103 Early Hints\r\n\r\n" * (MAX_INTERIM_ANSWERS + 1) + OK_JSON, "interim"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
+            + (b"X-Trailer: " + b"t" * 1000 + b"\r\n") * 66
+            + b"\r\n",
+            "trailers are longer than",
+        ),
     ],
 )
 async def test_what_is_not_an_api_servers_answer_is_named_and_its_connection_dropped(
@@ -426,6 +509,53 @@ async def test_a_request_cut_by_its_timeout_leaves_its_connection_closed(serve: 
     assert await pool.exchange("GET", GET, "GET /x", None) == (200, b'{"a": "bc"}')
     assert [number for number, _ in script.requests] == [1, 2]  # an answer late on 1 is never read
     pool.close()
+
+
+@pytest.mark.parametrize("front", ["", "/front"], ids=["lease", "lease-behind-a-front"])
+async def test_a_lease_request_is_not_queued_behind_the_others(serve: Serve, front: str) -> None:
+    """The leader's renewal has slots of its own: behind a full pool (here 2 requests hang, a
+    third waits) it goes at once, where it waited out its renew deadline unsent."""
+    lease_put = (
+        b"PUT %s/apis/coordination.k8s.io/v1/namespaces/ops/leases/fabriccap-leader HTTP/1.1\r\n"
+        b"Host: t\r\nContent-Length: 2\r\n\r\n{}" % front.encode()
+    )
+    script = await serve([..., ..., OK_JSON, OK_JSON])
+    pool = _pool(script, limit=2)
+    others = [asyncio.create_task(pool.exchange("PATCH", POST, "PATCH /x", None)) for _ in range(3)]
+    try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            while len(script.requests) < 2:
+                await asyncio.sleep(0.01)
+            assert await pool.exchange("PUT", lease_put, "PUT lease", None) == (200, b'{"a": "bc"}')
+        assert len(script.requests) == 3 and script.requests[2][1].startswith(b"PUT ")
+        assert not any(task.done() for task in others)  # the third still waits for a slot
+    finally:
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        pool.close()
+
+
+async def test_the_wait_for_a_slot_counts_in_the_callers_timeout_and_nothing_goes_after_it(serve: Serve) -> None:
+    """A write's timeout ends where the leader's write window does: one that waited for a slot
+    until then is not sent late."""
+    script = await serve([..., OK_JSON])
+    pool = _pool(script, limit=1)
+    holding = asyncio.create_task(pool.exchange("GET", GET, "GET /x", None))
+    try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            while not script.requests:
+                await asyncio.sleep(0.01)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await pool.exchange("PATCH", POST, "PATCH /x", None)
+        holding.cancel()
+        await asyncio.gather(holding, return_exceptions=True)
+        await asyncio.sleep(0.1)
+        assert len(script.requests) == 1
+    finally:
+        holding.cancel()
+        pool.close()
 
 
 async def test_at_most_limit_connections_are_open_at_once(serve: Serve) -> None:
