@@ -28,7 +28,7 @@ from fabriccap.kube.credentials import Credentials, load_credentials_async
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
 from fabriccap.kube.exchanges import ConnectionPool, MalformedAnswerError
 from fabriccap.kube.media import JSON, MERGE_PATCH
-from fabriccap.kube.paths import DEFAULT_PAGE_SIZE
+from fabriccap.kube.paths import DEFAULT_PAGE_SIZE, LEASES
 from fabriccap.kube.unread import LineRule
 
 # How every answer and watch line is decoded. orjson decodes a pod as an API server serves it
@@ -88,6 +88,9 @@ USER_AGENT = f"fabriccap/{__version__}"
 # kinds went stale. Each of those users bounds itself: one watch per informer, the log reader's
 # max_concurrent_reads, and the callers of the request methods.
 MAX_CONNECTIONS = 32
+# The leader's requests on its Lease go on connections of their own (exchanges.RESERVED_SLOTS):
+# a renewal queued behind a round's writes could miss its renew deadline.
+LEASES_PREFIX = f"/apis/{LEASES.api_version}/"
 
 _LINE_BREAK = re.compile("[\r\n]")
 
@@ -301,7 +304,9 @@ class KubeClient:
         request = self._request(method, path, params, data, headers)
         try:
             async with asyncio.timeout(timeout):
-                return await self._pool().exchange(method, request, f"{method} {path}", max_body_bytes)
+                return await self._pool().exchange(
+                    method, request, f"{method} {path}", max_body_bytes, reserved=path.startswith(LEASES_PREFIX)
+                )
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             raise self._unreachable(method, error) from None
         except MalformedAnswerError as error:

@@ -27,7 +27,6 @@ import zlib
 from dataclasses import dataclass, field
 
 from fabriccap.kube.errors import ResponseTooLargeError
-from fabriccap.kube.paths import LEASES
 
 # An answer's status line and headers together; more is not an API server's answer. It is also
 # the stream reader's bound for any one line, a chunk's size line included, and the bound of a
@@ -55,15 +54,15 @@ IDLE_SECONDS = 15.0
 # again (with the resourceVersion it read) answers 409 and the same DELETE 404, for writes that
 # succeeded; the leader's renewal is such a PUT. Every write's caller retries it as it sees fit.
 REPLAYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# Requests on Leases (leader election) have slots of their own, beside the ``limit`` all others
-# share: queued behind them (the write lanes, the lookups, workload Events, and the held
-# condition Events a round sends at once, one task per object: thousands at 5,000 pools), a
-# renewal could outlast the renew deadline (10 s) unsent, and the leader step down while the
-# API server answers. The caller's timeout still counts the wait for a slot: a write's ends
-# where the leader's write window does (controller/leader.py), and no write may go out after
-# it. Two: the elector's step and its Lease watch's read may be in flight together.
-LEASE_TARGET = f"/apis/{LEASES.api_version}/".encode()
-LEASE_SLOTS = 2
+# Slots beside the ``limit`` all others share, for the requests a caller marks ``reserved``
+# (KubeClient: those on Leases, the leader's election): queued behind the others (the write
+# lanes, the lookups, workload Events, and the held condition Events a round sends at once, one
+# task per object: thousands at 5,000 pools), a renewal could outlast the renew deadline (10 s)
+# unsent, and the leader step down while the API server answers. The caller's timeout still
+# counts the wait for a slot: a write's ends where the leader's write window does
+# (controller/leader.py), and no write may go out after it. Two: the elector's step and its
+# Lease watch's read may be in flight together.
+RESERVED_SLOTS = 2
 # Answers without a body whatever their headers say (RFC 9112, 6.3).
 BODILESS_STATUSES = frozenset({204, 304})
 _CONTROL = re.compile(rb"[\r\n\x00]")
@@ -75,11 +74,6 @@ class MalformedAnswerError(Exception):
 
 class _UnansweredError(ConnectionResetError):
     """A connection closed before any byte of the answer: the request may not have arrived."""
-
-
-def _on_a_lease(request: bytes) -> bool:
-    """Whether the request's target is in the Lease API (behind a front end's path or not)."""
-    return request.find(LEASE_TARGET, 0, request.find(b"\r\n")) >= 0
 
 
 def _holds_nothing(reader: asyncio.StreamReader) -> bool:
@@ -126,8 +120,8 @@ class _Head:
 
 @dataclass
 class ConnectionPool:
-    """At most ``limit`` exchanges at once with one server, and LEASE_SLOTS more on Leases, on
-    connections kept between them."""
+    """At most ``limit`` exchanges at once with one server, and RESERVED_SLOTS more for those a
+    caller reserves them for, on connections kept between them."""
 
     host: str
     port: int
@@ -139,14 +133,16 @@ class ConnectionPool:
     accept_gzip: bool = False
     _idle: list[_Connection] = field(default_factory=list, init=False)
     _slots: asyncio.Semaphore = field(init=False)
-    _lease_slots: asyncio.Semaphore = field(init=False)
+    _reserved_slots: asyncio.Semaphore = field(init=False)
     _closed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.limit)
-        self._lease_slots = asyncio.Semaphore(LEASE_SLOTS)
+        self._reserved_slots = asyncio.Semaphore(RESERVED_SLOTS)
 
-    async def exchange(self, method: str, request: bytes, what: str, max_body_bytes: int | None) -> tuple[int, bytes]:
+    async def exchange(
+        self, method: str, request: bytes, what: str, max_body_bytes: int | None, *, reserved: bool = False
+    ) -> tuple[int, bytes]:
         """Sends ``request`` (its whole bytes) and reads the answer: (status, body). Raises
         OSError (a ConnectionResetError when the connection closed before any answer, after one
         more try on a new connection if the method is replayable and the closed one was reused),
@@ -154,7 +150,7 @@ class ConnectionPool:
         MalformedAnswerError when there is no answer to give, ResponseTooLargeError past
         ``max_body_bytes`` (None: DEFAULT_MAX_BODY_BYTES)."""
         limit = DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
-        async with self._lease_slots if _on_a_lease(request) else self._slots:
+        async with self._reserved_slots if reserved else self._slots:
             connection, reused = await self._take()
             try:
                 try:

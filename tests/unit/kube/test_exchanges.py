@@ -511,13 +511,11 @@ async def test_a_request_cut_by_its_timeout_leaves_its_connection_closed(serve: 
     pool.close()
 
 
-@pytest.mark.parametrize("front", ["", "/front"], ids=["lease", "lease-behind-a-front"])
-async def test_a_lease_request_is_not_queued_behind_the_others(serve: Serve, front: str) -> None:
+async def test_a_reserved_request_is_not_queued_behind_the_others(serve: Serve) -> None:
     """The leader's renewal has slots of its own: behind a full pool (here 2 requests hang, a
     third waits) it goes at once, where it waited out its renew deadline unsent."""
     lease_put = (
-        b"PUT %s/apis/coordination.k8s.io/v1/namespaces/ops/leases/fabriccap-leader HTTP/1.1\r\n"
-        b"Host: t\r\nContent-Length: 2\r\n\r\n{}" % front.encode()
+        b"PUT /apis/coordination.k8s.io/v1/namespaces/ops/leases/l HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
     )
     script = await serve([..., ..., OK_JSON, OK_JSON])
     pool = _pool(script, limit=2)
@@ -526,7 +524,7 @@ async def test_a_lease_request_is_not_queued_behind_the_others(serve: Serve, fro
         async with asyncio.timeout(WAIT_SECONDS):
             while len(script.requests) < 2:
                 await asyncio.sleep(0.01)
-            assert await pool.exchange("PUT", lease_put, "PUT lease", None) == (200, b'{"a": "bc"}')
+            assert await pool.exchange("PUT", lease_put, "PUT lease", None, reserved=True) == (200, b'{"a": "bc"}')
         assert len(script.requests) == 3 and script.requests[2][1].startswith(b"PUT ")
         assert not any(task.done() for task in others)  # the third still waits for a slot
     finally:

@@ -877,3 +877,38 @@ async def test_a_busy_streaming_list_receives_wider_and_its_connection_is_not_ke
     assert widened == [BUSY_STREAM_RECEIVE_BYTES]  # once: in the busy streaming list only
     assert 300 * 20_000 > BUSY_STREAM_BYTES > 3 * 20_000 + 3 * 100
     assert peers[0] == peers[1] == peers[2] != peers[3]  # reused, reused, then a new connection
+
+
+async def test_a_request_on_a_lease_is_not_queued_behind_a_full_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader's renewal goes on a connection of its own: behind a round's writes holding
+    every connection it waited, unsent, past its renew deadline."""
+    monkeypatch.setattr(client_module, "MAX_CONNECTIONS", 1)
+    released = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await released.wait()
+        return web.json_response({"kind": "NodeList", "items": []})
+
+    async def lease(request: web.Request) -> web.Response:
+        return web.json_response({"kind": "Lease", "metadata": {"name": "l"}})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes", slow)
+    app.router.add_get("/apis/coordination.k8s.io/v1/namespaces/ops/leases/l", lease)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, listener).start()
+    try:
+        async with KubeClient(Credentials(server=f"http://127.0.0.1:{listener.getsockname()[1]}")) as client:
+            holding = asyncio.create_task(client.get("/api/v1/nodes"))
+            queued = asyncio.create_task(client.get("/api/v1/nodes"))
+            await asyncio.sleep(0.1)
+            answer = await client.request("GET", "/apis/coordination.k8s.io/v1/namespaces/ops/leases/l", timeout=2.0)
+            assert answer["kind"] == "Lease" and not holding.done() and not queued.done()
+            released.set()
+            await asyncio.gather(holding, queued)
+    finally:
+        released.set()
+        await runner.cleanup()
