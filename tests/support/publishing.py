@@ -26,6 +26,18 @@ FCAPS = FABRIC_CAPABILITIES.collection()
 GRACE = 30.0
 
 
+@dataclass
+class Lease:
+    """A leader election the test decides: the seconds left to write in while it leads (the
+    elector's write_window), none once it does not."""
+
+    window: float = 10.0
+    leading: bool = True
+
+    def write_window(self) -> float:
+        return self.window if self.leading else 0.0
+
+
 class Clock:
     """A monotonic clock that moves only when the test says so."""
 

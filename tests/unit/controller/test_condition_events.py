@@ -4,7 +4,6 @@ are bounded too (issue 27 item 8; round 3 L22; SPEC "Events")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from fabriccap.controller.events import (
@@ -21,7 +20,7 @@ from fabriccap.controller.writes import LANE_WIDTHS, WINDOW_RECHECK_SECONDS
 from fabriccap.core.api import READY_LABEL, condition_status
 from fabriccap.kube.paths import EVENTS, FABRIC_CAPABILITIES
 from support.builders import node
-from support.publishing import Setup, healthy, publishing, start
+from support.publishing import Lease, Setup, healthy, publishing, start
 
 
 def status(**conditions: tuple[str, str]) -> dict[str, Any]:
@@ -137,17 +136,6 @@ async def test_a_cold_start_writes_every_status_before_the_events_and_labels_tha
         assert {published[f"efa-{pool}"]["metadata"]["labels"][READY_LABEL] for pool in pools} == {"true"}
 
 
-@dataclass
-class ClosingLease:
-    """A leader whose Lease's window to write in can close (the elector's write_window)."""
-
-    window: float = 10.0
-    leading: bool = True
-
-    def write_window(self) -> float:
-        return self.window
-
-
 def sent_events(setup: Setup) -> list[dict[str, Any]]:
     return [body for _, _, body in setup.api.writes("POST") if (body or {}).get("kind") == "Event"]
 
@@ -156,7 +144,7 @@ async def test_events_left_when_the_lease_window_closed_after_their_status_are_s
     """What follows a status waits in its lane; a window that closes meanwhile sends none of it
     (only a leader writes), and loses none of it: the Events are held, the label waits for the
     recheck, and both go once the leader has renewed."""
-    lease = ClosingLease()
+    lease = Lease()
     async with publishing() as setup:
         setup.publisher.leader = lease
         setup.publisher.events = EventRecorder(setup.publisher.client, "test")

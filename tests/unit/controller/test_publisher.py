@@ -8,7 +8,6 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -32,7 +31,7 @@ from fabriccap.kube.unread import OwnWritesRule
 from fabriccap_devtools.world import workload_pod
 from support.builders import node, plugin_pods
 from support.fakeapi import WAIT_SECONDS, WatchResponse, event, eventually, expired, recorded_sleeps
-from support.publishing import FCAPS, GRACE, Setup, healthy, publishing, sending, start, writing
+from support.publishing import FCAPS, GRACE, Lease, Setup, healthy, publishing, sending, start, writing
 
 
 async def test_a_new_pool_is_created_then_its_status_written() -> None:
@@ -290,14 +289,8 @@ async def test_a_forged_transition_time_is_put_back() -> None:
 
 
 async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
-    class Follower:
-        leading = False
-
-        def write_window(self) -> float:
-            return 0.0
-
     async with publishing() as setup:
-        setup.publisher.leader = Follower()
+        setup.publisher.leader = Lease(leading=False)
         setup.add(healthy("p5", "a"))
         await start(setup)
         assert setup.api.writes() == []
@@ -310,18 +303,7 @@ async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
         assert "efa-p5" in setup.published()
 
 
-@dataclass
-class WindowedLease:
-    """A leader whose Lease leaves ``window`` seconds to write in (the elector's write_window)."""
-
-    window: float
-    leading: bool = True
-
-    def write_window(self) -> float:
-        return self.window
-
-
-async def start_unable_to_write(setup: Setup, lease: WindowedLease) -> WindowedLease:
+async def start_unable_to_write(setup: Setup, lease: Lease) -> Lease:
     """Start with one pool under ``lease``, whose window is too short to write in: nothing is."""
     setup.publisher.leader = lease
     setup.add(healthy("p5", "a"))
@@ -337,7 +319,7 @@ async def test_a_leader_past_its_renew_deadline_writes_nothing_until_it_renews()
     milliseconds, and then ``leading`` stops the writes too)."""
 
     async with publishing() as setup:
-        lease = await start_unable_to_write(setup, WindowedLease(window=0.0))
+        lease = await start_unable_to_write(setup, Lease(window=0.0))
         # As the elector does: at a window of 0 it steps down, and says so again once it holds
         # the Lease (LeaderElector.run, _set_leading).
         lease.leading = False
@@ -354,7 +336,7 @@ async def test_a_write_skipped_near_the_renew_deadline_goes_once_the_leader_rene
     by itself, not wait for the pool's next change or the resync (5 min)."""
 
     async with publishing() as setup:
-        lease = await start_unable_to_write(setup, WindowedLease(window=0.3))
+        lease = await start_unable_to_write(setup, Lease(window=0.3))
         lease.window = 10.0  # renewed, still leading: no call says so
         setup.clock.now += WINDOW_RECHECK_SECONDS
         setup.publisher._fire_due(setup.clock.now)
