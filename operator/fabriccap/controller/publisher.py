@@ -444,7 +444,12 @@ class Publisher:
                 async with asyncio.timeout(stale_after):
                     await self.store.listed.wait()
             if not self.store.listed.is_set():
-                if not self.loaded:
+                if self._read_back and self.leader.leading:
+                    # Elected before its first listing: no write goes before the read-back, and
+                    # only a round did it, which waits for the listing: the writes that fail the
+                    # published objects closed were all held back, for good.
+                    await self._read_everything_back()
+                elif not self.loaded:
                     await self.load_published()
                 self._fail_closed_unlisted()
 
@@ -583,6 +588,12 @@ class Publisher:
         writers = current.status_writers - {self.field_manager}
         if current.status_writers and not writers:
             state.written = current.status
+            if self.leader.leading and state.claim is not None:
+                # While this replica leads, no other process of the install writes: this is a
+                # deposed leader's write landing late (older than this one's). Its transition
+                # times are adopted, and the pool is evaluated again, so it is replaced if it
+                # says anything else than this replica would.
+                self.store.mark_pool(state.claim[1])
             return False
         if not self.leader.leading:
             return True
@@ -816,6 +827,10 @@ class Publisher:
         if capability is not None:
             state.conflict = None
         if not self._needs_write(state, intent):
+            # A write of an older status may wait for its lane or be on the wire: a pool that
+            # flapped back to what is published had that older status (a Ready) written after
+            # this, and nothing looked at it again until the resync.
+            self.lanes.supersede(state, intent)
             if published is not None and state.written is None and capability is not None:
                 state.written = published.status  # read back at start and what we compute: ours now
             if intent is state.empty:

@@ -286,6 +286,18 @@ class WriteLanes:
         task.add_done_callback(functools.partial(self._ended, state, state.slot))
         return task
 
+    def supersede(self, state: ObjectState, intent: Intent) -> None:
+        """``intent`` is the newest for ``state`` even though it needs no write: a write of an
+        older one waiting for its lane sends this one instead (a no-op if it is what is
+        published), and one on the wire is followed by a look at its object (``done``'s again)."""
+        slot = state.slot
+        if slot is None:
+            return
+        if slot.sending:
+            slot.again = True
+        else:
+            slot.intent = intent
+
     def waiting(self, state: ObjectState) -> Intent | None:
         """What the write of ``state`` still waiting for its lane will send, if one waits."""
         return None if state.slot is None or state.slot.sending else state.slot.intent

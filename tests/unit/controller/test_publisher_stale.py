@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import pytest
+
 from fabriccap.core.api import READY_LABEL, condition_reason, condition_status, find_condition
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node
 from support.fakeapi import eventually
-from support.publishing import Setup, healthy, publishing, start
+from support.publishing import Lease, Setup, healthy, publishing, start
 
 STALE_AFTER = 30.0
 
@@ -61,9 +63,11 @@ async def test_a_kind_unread_for_stale_after_seconds_makes_every_object_say_data
         assert shown(setup, "efa-p5")[:2] == ("False", "MixedCounts")
 
 
-async def test_published_objects_fail_closed_when_the_first_listing_never_comes() -> None:
+@pytest.mark.parametrize("elected", [False, True], ids=["standalone", "elected"])
+async def test_published_objects_fail_closed_when_the_first_listing_never_comes(elected: bool) -> None:
     """A restarted operator that cannot list never evaluates: what it finds published must not
-    keep saying Ready."""
+    keep saying Ready. Elected through the Lease, it reads back before it writes, and only a
+    round did that, which waits for the listing: every fail-closed write was held back."""
     published = {
         "apiVersion": "fabriccap.dev/v1alpha1",
         "kind": "FabricCapability",
@@ -76,6 +80,9 @@ async def test_published_objects_fail_closed_when_the_first_listing_never_comes(
             await start(earlier)
             status = earlier.published()["efa-p5"]["status"]
         await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+        if elected:  # what the elector does on acquiring the Lease (main.py: on_change)
+            setup.publisher.leader = Lease()
+            setup.publisher.became_leader(True)
         task = asyncio.create_task(setup.publisher.run())  # the store is never listed
         try:
             await eventually(

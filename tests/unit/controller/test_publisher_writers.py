@@ -4,31 +4,22 @@ that is detected, reported and settled (issue 27 item 6; round 3 L16, L17)."""
 
 from __future__ import annotations
 
+import copy
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.publisher import Publisher
+from fabriccap.core.api import condition_status
 from fabriccap.core.config import build_config
 from fabriccap.kube.media import MERGE_PATCH
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node
-from support.publishing import GRACE, Setup, healthy, publishing, start
+from support.publishing import GRACE, Lease, Setup, healthy, publishing, start
 
 STATUS = FABRIC_CAPABILITIES.status("efa-p5")
-
-
-@dataclass
-class Lease:
-    """A leader election the test decides."""
-
-    leading: bool = True
-
-    def write_window(self) -> float:
-        return 10.0 if self.leading else 0.0
 
 
 def ready_since(obj: dict[str, Any]) -> str:
@@ -203,3 +194,25 @@ async def test_publishing_says_whether_this_replica_writes_now() -> None:
         assert setup.gauge("fabriccap_publishing") == 0.0  # not before it has read back
         await setup.publisher.reconcile_once()
         assert setup.gauge("fabriccap_publishing") == 1.0
+
+
+async def test_a_deposed_leaders_late_status_is_replaced_by_the_leaders_own() -> None:
+    """The previous leader's PATCH, applied after this leader wrote (a slow API server), carries
+    the same field manager: it was taken as this replica's own record and left standing, an
+    older Ready over a pool this leader says is broken, until the resync."""
+    manager = "fabriccap/ns/config"  # both replicas of one install and config write as this
+    async with publishing(field_manager=manager) as setup:
+        setup.publisher.leader = Lease()
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        older = copy.deepcopy(setup.published()["efa-p5"]["status"])  # what the old leader computed: Ready
+        setup.remove_node("b")
+        setup.add([node("b", pool="p5", efa=0)])
+        await setup.publisher.reconcile_once()
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "False"
+        late = await setup.publisher.client.request(
+            "PATCH", STATUS, query={"fieldManager": manager}, body={"status": older}, content_type=MERGE_PATCH
+        )
+        setup.publisher.observe_published(late, deleted=False)  # its watch event
+        await setup.publisher.reconcile_once()
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "False"
