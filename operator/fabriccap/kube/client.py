@@ -288,22 +288,27 @@ class KubeClient:
         query: Mapping[str, Any] | None,
         body: Any,
         content_type: str,
-        timeout: float,
+        deadline: float,
         max_body_bytes: int | None = None,
         accept: str = JSON,
     ) -> tuple[int, bytes]:
-        await self.credentials.refresh_async()
-        headers = {"Accept": accept, **self.credentials.headers()}
-        data = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = encode_json(body)
-        params = {key: str(value) for key, value in (query or {}).items()}
-        if self.credentials.proxy is not None:
-            return await self._send_through_proxy(method, path, params, data, headers, timeout, max_body_bytes)
-        request = self._request(method, path, params, data, headers)
+        """One exchange, all of it (the credentials' refresh, the wait for a connection, the
+        answer) before ``deadline`` (the loop's clock): a write's deadline is where the
+        leader's write window ends, and an exec plugin's refresh may take a minute."""
+        loop = asyncio.get_running_loop()
+        await self._refreshed(method, path, deadline)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
+                headers = {"Accept": accept, **self.credentials.headers()}
+                data = None
+                if body is not None:
+                    headers["Content-Type"] = content_type
+                    data = encode_json(body)
+                params = {key: str(value) for key, value in (query or {}).items()}
+                if self.credentials.proxy is not None:
+                    left = max(deadline - loop.time(), 0.001)
+                    return await self._send_through_proxy(method, path, params, data, headers, left, max_body_bytes)
+                request = self._request(method, path, params, data, headers)
                 return await self._pool().exchange(
                     method, request, f"{method} {path}", max_body_bytes, reserved=path.startswith(LEASES_PREFIX)
                 )
@@ -312,6 +317,17 @@ class KubeClient:
         except MalformedAnswerError as error:
             self._failed(method, 0)
             raise KubeError(f"{method} {path}: the Kubernetes API at {self.server} answered: {error}") from None
+
+    async def _refreshed(self, method: str, path: str, deadline: float, *, force: bool = False) -> None:
+        """The credentials refreshed if they are due (``force``: whether or not), before ``deadline``."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.credentials.refresh_async(force=force)
+        except TimeoutError:
+            self._failed(method, 0)
+            raise KubeError(
+                f"{method} {path}: the credentials were not refreshed before the request's deadline"
+            ) from None
 
     def _request(
         self, method: str, path: str, params: Mapping[str, str], data: bytes | None, headers: Mapping[str, str]
@@ -375,10 +391,12 @@ class KubeClient:
         accept: str = JSON,
     ) -> Any:
         """One request; ``max_body_bytes`` bounds the answer read (ResponseTooLargeError beyond)."""
-        status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes, accept)
+        # One deadline for the request and its retry: ``timeout`` bounds the caller's wait whole.
+        deadline = asyncio.get_running_loop().time() + timeout
+        status, raw = await self._send(method, path, query, body, content_type, deadline, max_body_bytes, accept)
         if status == 401 and self.credentials.rotating:
-            await self.credentials.refresh_async(force=True)  # a rotated or expired token: once more
-            status, raw = await self._send(method, path, query, body, content_type, timeout, max_body_bytes, accept)
+            await self._refreshed(method, path, deadline, force=True)  # a rotated or expired token: once more
+            status, raw = await self._send(method, path, query, body, content_type, deadline, max_body_bytes, accept)
         if status >= 400:
             self._failed(method, status)
             raise KubeError(f"{method} {path}: {status} {_api_message(status, raw)}", status)

@@ -14,6 +14,7 @@ import socket
 import ssl
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from cryptography.x509.oid import NameOID
 
 from fabriccap.kube import client as client_module
 from fabriccap.kube import credentials as kube
+from fabriccap.kube import exchanges
 from fabriccap.kube.client import (
     BUSY_STREAM_BYTES,
     BUSY_STREAM_RECEIVE_BYTES,
@@ -37,6 +39,7 @@ from fabriccap.kube.client import (
 )
 from fabriccap.kube.credentials import Credentials, load_credentials, load_in_cluster, load_kubeconfig
 from fabriccap.kube.errors import KubeError
+from support.fakeapi import fake_api
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nfake CA\n-----END CERTIFICATE-----\n"
 CERT_PEM = b"-----BEGIN CERTIFICATE-----\nfake client\n-----END CERTIFICATE-----\n"
@@ -912,3 +915,51 @@ async def test_a_request_on_a_lease_is_not_queued_behind_a_full_pool(monkeypatch
     finally:
         released.set()
         await runner.cleanup()
+
+
+async def test_a_slow_credential_refresh_counts_in_the_requests_timeout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A write's timeout ends where the leader's write window does; the refresh before it (an
+    exec plugin on a slow STS) ran outside it, and the write went out after the window."""
+    token = tmp_path / "token"
+    token.write_text("t")
+    real_refresh = Credentials.refresh
+
+    def slow_refresh(self: Credentials, force: bool = False) -> None:
+        time.sleep(1.0)
+        real_refresh(self, force)
+
+    monkeypatch.setattr(Credentials, "refresh", slow_refresh)
+    async with fake_api() as (api, _):
+        api.serve("/api/v1/nodes", "Node", [], "1")
+        async with KubeClient(Credentials(server=api.url, token_file=token)) as client:
+            with pytest.raises(KubeError, match="credentials were not refreshed"):
+                await client.request("GET", "/api/v1/nodes", timeout=0.3)
+            await asyncio.sleep(1.0)  # the refresh's thread ends; nothing is sent after it
+        assert api.requests == []
+
+
+async def test_a_request_retried_after_a_401_keeps_its_one_timeout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The retry with a rotated token had a full timeout of its own: two answers of 0.7 s each
+    went out under a timeout of 1 s."""
+    token = tmp_path / "token"
+    token.write_text("new")  # rotated on disk; the client still holds the old one
+    real_exchange = exchanges.ConnectionPool.exchange
+
+    async def slow(self: exchanges.ConnectionPool, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        await asyncio.sleep(0.7)  # the API server takes this long to answer
+        return await real_exchange(self, *args, **kwargs)
+
+    monkeypatch.setattr(exchanges.ConnectionPool, "exchange", slow)
+    async with fake_api() as (api, _):
+        api.serve("/api/v1/nodes", "Node", [], "1")
+        api.required_token = "new"
+        credentials = Credentials(server=api.url, token="old", token_file=token)
+        credentials._token_read_at = time.monotonic()  # read just now: not due until the 401
+        async with KubeClient(credentials) as client:
+            with pytest.raises(KubeError, match="cannot reach"):
+                await client.request("GET", "/api/v1/nodes", timeout=1.0)
+        assert len(api.requests) == 1  # the retry was cut by the one timeout
