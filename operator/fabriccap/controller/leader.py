@@ -43,6 +43,7 @@ from typing import Any
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.ratelimit import BackoffPolicy, Retry
 from fabriccap.core.shard import Shard
+from fabriccap.core.text import clean_text
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import LEASES
@@ -61,6 +62,11 @@ def lease_name(shard: Shard) -> str:
 
 # The longest lease duration a holder record is believed for (4x this install's own 15 s).
 MAX_TRUSTED_LEASE_SECONDS = 60.0
+# How much of a holder identity (another replica's, or anything written to the Lease) is shown.
+MAX_SHOWN_HOLDER_CHARS = 253
+# A clean stop's release of the Lease: what it may take in all, so a shutdown against an API
+# server that does not answer stays within the pod's grace period.
+RELEASE_SECONDS = 2.0
 # The Lease watch, broken, falls back to polling and is opened again after this backoff.
 WATCH_BACKOFF = BackoffPolicy(base=1.0, cap=30.0)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -127,9 +133,15 @@ class LeaderElector:
         try:
             while True:
                 try:
-                    await self._step()
+                    # Bounded as client-go bounds a renewal by its renew deadline: a GET that
+                    # hangs kept ``leading`` (and fabriccap_leader) up for its 60 s, past the
+                    # window, and tried nothing else meanwhile.
+                    async with asyncio.timeout(self.timings.renew_deadline):
+                        await self._step()
                 except KubeError as error:
                     logger.warning("leader election: %s", error)
+                except TimeoutError:
+                    logger.warning("leader election: no answer within %.0fs", self.timings.renew_deadline)
                 if self.leading and self.write_window() <= 0:
                     self._set_leading(False, "could not renew the lease within the renew deadline")
                 self._wake.clear()
@@ -164,7 +176,11 @@ class LeaderElector:
                 async for event in self.client.watch(
                     LEASES.collection(self.namespace), version, 60, 90, field_selector=selector
                 ):
-                    obj = event.get("object") or {}
+                    # A line that is not an event of an object (a broken front end) ended the
+                    # watch for good with an AttributeError: it is passed over, as polling would.
+                    obj = event.get("object") if isinstance(event, dict) else None
+                    if not isinstance(obj, dict):
+                        continue
                     if event.get("type") in ("ADDED", "MODIFIED") and self._observe(obj) and not self.leading:
                         self._wake.set()  # the expiry to wake for moved
                 retry.forget()
@@ -194,10 +210,14 @@ class LeaderElector:
         if holder == self.identity:
             await self._update(lease, acquiring=not self.leading)
             return
+        if self.leading:
+            # Someone else holds it: this replica lost it, however old their record is. Taking
+            # it back below without stepping down first would skip the read-back a new term
+            # needs (another replica led and wrote meanwhile).
+            shown = clean_text(holder, MAX_SHOWN_HOLDER_CHARS) if holder else "nobody"
+            self._set_leading(False, f"the lease is held by {shown}")
         duration = self._trusted_duration(holder, spec.get("leaseDurationSeconds"))
         if holder and self.clock() - self._observed_at < duration:
-            if self.leading:  # someone else holds it now: we lost it
-                self._set_leading(False, f"the lease is held by {holder}")
             return
         await self._update(lease, acquiring=True)
 
@@ -214,7 +234,7 @@ class LeaderElector:
                     "the lease %s/%s held by %s says leaseDurationSeconds %.0f; trusted for %.0f s only",
                     self.namespace,
                     self.name,
-                    holder,
+                    clean_text(holder, MAX_SHOWN_HOLDER_CHARS),
                     duration,
                     MAX_TRUSTED_LEASE_SECONDS,
                 )
@@ -293,14 +313,15 @@ class LeaderElector:
         """Hand the Lease over at once on a clean stop (client-go's ReleaseOnCancel)."""
         self.leading = False
         self.metrics.leader.set(0)
-        with contextlib.suppress(KubeError, OSError, asyncio.CancelledError):
-            lease = await self._get()
-            if lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                spec = {**(lease.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1}
-                await self.client.request(
-                    "PUT", LEASES.item(self.name, self.namespace), body={**lease, "spec": spec}, timeout=2.0
-                )
-                logger.info("released the lease %s/%s", self.namespace, self.name)
+        with contextlib.suppress(KubeError, OSError, asyncio.CancelledError, TimeoutError):
+            async with asyncio.timeout(RELEASE_SECONDS):
+                lease = await self._get()
+                if lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                    spec = {**(lease.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1}
+                    await self.client.request(
+                        "PUT", LEASES.item(self.name, self.namespace), body={**lease, "spec": spec}
+                    )
+                    logger.info("released the lease %s/%s", self.namespace, self.name)
 
 
 class AlwaysLeader:

@@ -9,12 +9,13 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from fabriccap.controller import leader as leader_module
 from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings, lease_name
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
-from support.fakeapi import FakeApi, eventually, fake_api
+from support.fakeapi import FakeApi, WatchResponse, eventually, fake_api
 
 NAMESPACE = "fabriccap-system"
 LEASES_PATH = LEASES.collection(NAMESPACE)
@@ -192,3 +193,94 @@ async def test_each_shard_elects_its_own_leader_on_its_own_lease() -> None:
     assert lease_name(UNSHARDED) == "fabriccap-leader"
     # Another split is another set of Leases: a rollout from 2 shards to 4 elects anew.
     assert lease_name(Shard(index=1, count=4)) == "fabriccap-leader-1-of-4"
+
+
+async def test_a_leader_that_lost_the_lease_steps_down_before_it_takes_it_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A leader whose step reads the Lease only after another replica took it and went silent
+    for a lease duration took it back still leading: no step down, so the publisher never read
+    back what the other leader wrote. The holder's name, anything up to the object's size, is
+    shown bounded."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        changes: list[bool] = []
+        a.on_change = changes.append
+        await a._step()
+        long_name = "b" * 100_000
+        clock_b = Clock()
+        b = elector(a.client, long_name, clock_b)
+        await b._step()  # b sees a's record
+        clock_b.now += 16
+        await b._step()  # and takes it over (a's record went unrenewed), then dies
+        assert b.leading
+        a._observe(api.objects(LEASES_PATH)["fabriccap-leader"])  # a's Lease watch saw b's record
+        clock_a.now += 40  # a's slow step reads the Lease only now
+        await a._step()
+        assert a.leading and holder(api) == "a"
+        assert changes == [True, False, True]  # stepped down, then a new term: read back first
+        assert all(len(message) < 1_000 for message in caplog.messages)
+        assert any("the lease is held by bbbb" in message for message in caplog.messages)
+
+
+async def test_a_lease_request_that_hangs_steps_the_leader_down_at_its_renew_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GET of the Lease that never answered kept ``leading`` (and fabriccap_leader) up for
+    the client's 60 s, past the window, with no other attempt meanwhile."""
+    async with fake_api() as (api, client):
+        api.serve(LEASES_PATH, "Lease", [], "1")
+        timings = LeaseTimings(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+        a = LeaderElector(client, NAMESPACE, "a", OperatorMetrics(), timings=timings)
+        await a._step()
+        assert a.leading
+
+        async def hangs() -> None:
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(a, "_get", hangs)
+        task = asyncio.create_task(a.run())
+        try:
+            await eventually(lambda: not a.leading, "stepped down at the renew deadline")
+            assert a.metrics.registry.get_sample_value("fabriccap_leader") == 0
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_clean_stop_against_a_silent_api_server_ends_within_the_release_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leader_module, "RELEASE_SECONDS", 0.2)
+    async with two_replicas() as (_, a, _, _, _):
+        await a._step()
+        task = asyncio.create_task(a.run())
+        await asyncio.sleep(0.05)
+
+        async def hangs() -> None:
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(a, "_get", hangs)
+        task.cancel()
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 2.0)
+        assert not a.leading
+
+
+async def test_a_lease_watch_line_that_is_not_an_event_is_passed_over() -> None:
+    """A line that decodes to a list ended the follower's watch with an AttributeError, and its
+    takeover fell back to polling."""
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        await b._step()
+        first_seen = b._observed_at
+        api.script(LEASES_PATH, WatchResponse(chunks=[b"[]\n"]))
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the follower's lease watch")
+            clock_b.now += 1.3
+            a.wall = lambda: 1.7e9 + 1.0
+            await a._step()
+            await eventually(lambda: b._observed_at != first_seen, "the renewal seen through the same watch")
+            assert len(api.watches(LEASES_PATH)) == 1 and not watcher.done()
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
