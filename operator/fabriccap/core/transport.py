@@ -9,8 +9,8 @@ versions it covers and the corpus entries (tests/fixtures/nccl) that show it.
 Pure: no I/O, no clock. ``TransportScanner`` takes bytes in chunks as they arrive (a streamed
 HTTP body, a file, a pipe), splits lines itself and keeps a bounded prefix of each, so no input
 can make it hold more than ``MEMORY_BOUND_BYTES`` (the text of one line, the per-rank facts and
-their evidence lines), whatever its size or shape. It says when it has seen a decisive line, so
-a reader can stop early.
+their evidence lines), whatever its size or shape. It says when the job's verdict can no longer
+change (``TransportScanner.decisive``), the one rule by which a reader may stop early.
 
 A log is hostile input: anyone who can create a pod can print anything. Every evidence line is
 decoded leniently, stripped of ANSI escapes and control characters and cut to
@@ -165,6 +165,9 @@ _VIA_NET = re.compile(r"\bvia NET/(?P<name>[^/]{1,64})/\d")
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,()]{1,64})")
 _NODES = re.compile(r"\bnNodes (?P<nodes>\d{1,7})\b")
 _RANKS = re.compile(r"\brank (?P<rank>\d{1,7}) n[Rr]anks (?P<nranks>\d{1,7})\b")
+# NCCL >= 2.20 prints "comm 0x… rank r nRanks n nNodes k localRanks N …": N ranks of that
+# communicator run on this rank's node, so a log of one node announces how many ranks it holds.
+_LOCAL_RANKS = re.compile(r"\blocalRanks (?P<local>\d{1,7})\b")
 _INIT_COMPLETE = re.compile(r"\bInit COMPLETE\b")
 _LOCAL_CHANNEL = re.compile(r"\bvia (?:P2P|SHM|direct shared memory)")
 # The OFI plugin failed after it had chosen a provider: NCCL falls back to its own transports.
@@ -215,7 +218,7 @@ class TransportReport:
     ranks: tuple[RankVerdict, ...]
     nccl_version: str | None
     plugin_version: str | None
-    decisive: bool  # a line proved a rank's network between nodes
+    decisive: bool  # the job's verdict can no longer change (TransportScanner.decisive)
     ranks_dropped: int  # lines of ranks past MAX_RANKS, ignored
     lines_cut: int  # lines longer than MAX_LINE_BYTES, read by their prefix
     lines_read: int  # lines decoded and matched; the others were skipped by a byte search
@@ -336,7 +339,7 @@ class TransportScanner:
     >>> scanner = TransportScanner(signature_for("efa"))
     >>> scanner.feed(b"h:1:2 [0] NCCL INFO Using network Socket\\n")
     False
-    >>> scanner.feed(b"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+    >>> scanner.feed(b"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 1")
     False
     >>> scanner.feed(b"\\n")
     True
@@ -358,12 +361,17 @@ class TransportScanner:
         self._ranks_dropped = 0
         self._lines_cut = 0
         self._lines_read = 0
+        # The job's verdict can no longer change, whatever later lines say: a reader may stop
+        # (_settle). Per host: its ranks decided, and the most ranks its node announced.
         self.decisive = False
+        self._decided_on: dict[str, int] = {}
+        self._announced_on: dict[str, int] = {}
+        self._hosts_undecided: set[str] = set()  # announced more ranks than have decided
 
     # Bytes to lines ---------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> bool:
-        """Read ``chunk``; True once a decisive line has been seen (in this chunk or before)."""
+        """Read ``chunk``; True once the job's verdict can no longer change (``decisive``)."""
         view = memoryview(chunk)
         position, size = 0, len(chunk)
         while position < size:
@@ -482,7 +490,10 @@ class TransportScanner:
     def _apply(self, key: tuple[str, int | None, int | None], message: str, line: str) -> None:
         known = self._ranks.get(key)
         if known is not None and known.decided is not None:
-            return  # no later line changes a decisive verdict
+            # No later line changes a decided rank, but its node may announce more ranks.
+            if "localRanks" in message and (local := _LOCAL_RANKS.search(message)):
+                self._announce(key[0], int(local["local"]))
+            return
         facts = self._facts(message)
         if not facts:
             return
@@ -515,10 +526,39 @@ class TransportScanner:
                 rank.local_channels = True
             elif fact == "init_complete":
                 rank.init_complete_line = rank.init_complete_line or line
+            elif fact == "local_ranks":
+                self._announce(key[0], int(value))
         verdict, evidence, decisive = rank.verdict(self.signature)
         if decisive:
             rank.decided = (verdict, evidence)
-            self.decisive = True
+            self._decided_on[key[0]] = self._decided_on.get(key[0], 0) + 1
+            self._settle(key[0], socket=verdict is Verdict.SOCKET)
+
+    def _announce(self, host: str, local_ranks: int) -> None:
+        """A communicator of a tracked rank of ``host`` has ``local_ranks`` ranks on its node."""
+        if local_ranks > self._announced_on.get(host, 0):
+            self._announced_on[host] = local_ranks
+            self._settle(host)
+
+    def _settle(self, host: str, socket: bool = False) -> None:
+        """Whether the job's verdict can no longer change (``decisive``), after a rank of
+        ``host`` decided (``socket``: it decided socket) or its node announced more ranks: the
+        one rule by which every reader (the operator, a live explain, ``scan``) may stop before
+        the log's end.
+
+        A decided rank never changes, and ``socket`` comes first in the job's order, so one
+        socket rank settles the job. ``other`` or ``fabric`` settle it only once every rank
+        the log announces has decided: a later rank of the same node could still show sockets.
+        NCCL >= 2.20 announces a node's ranks (``localRanks``), and a pod's log is one node,
+        so the count is per host. Before 2.20 nothing announces them; the first decided rank
+        settles the job, so a later rank's different choice is missed (docs/transport.md)."""
+        if self.decisive:
+            return
+        if self._decided_on.get(host, 0) < self._announced_on.get(host, 0):
+            self._hosts_undecided.add(host)
+        else:
+            self._hosts_undecided.discard(host)
+        self.decisive = socket or (bool(self._decided_on) and not self._hosts_undecided)
 
     @staticmethod
     def _facts(message: str) -> list[tuple[str, str]]:
@@ -549,6 +589,8 @@ class TransportScanner:
                 facts.append(("comm_ranks", ranks["nranks"]))
             if _INIT_COMPLETE.search(message):
                 facts.append(("init_complete", ""))
+            if local := _LOCAL_RANKS.search(message):
+                facts.append(("local_ranks", local["local"]))
         return facts
 
     # Facts to verdicts ------------------------------------------------------------------
@@ -586,7 +628,7 @@ def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
 
 def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:
     """Read ``chunks`` through one scanner; with ``stop_when_decisive``, stop at the first
-    chunk that held a decisive line."""
+    chunk after which the job's verdict can no longer change (``TransportScanner.decisive``)."""
     scanner = TransportScanner(signature)
     for chunk in chunks:
         if scanner.feed(chunk) and stop_when_decisive:

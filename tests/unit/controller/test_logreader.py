@@ -11,6 +11,7 @@ token bucket on a fake clock.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import logging
 import random
@@ -31,12 +32,13 @@ from fabriccap.core.config import Config, build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
-from fabriccap.core.transport import Verdict
+from fabriccap.core.transport import Verdict, signature_for
 from fabriccap.kube import logs
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.logs import READ_CHUNK_BYTES, ReadResult
 from fabriccap.kube.paths import pod_log
 from fabriccap.offline.snapshot import add_bodies
+from fabriccap.offline.transport import read_logs
 from fabriccap_devtools.world import workload_pod
 from support.builders import healthy_pool
 from support.fakeapi import FakeApi, LogScript, eventually, fake_api
@@ -156,6 +158,41 @@ async def test_the_read_stops_at_the_first_decisive_line() -> None:
         await eventually(lambda: r.verdict("socket-0") is not None, "a verdict")
         assert r.reader.bytes_scanned <= len(SOCKET_LOG) + READ_CHUNK_BYTES
         await eventually(lambda: r.api.log_streams == 0, "the stream to be dropped")
+
+
+# One p4d node of aws/aws-ofi-nccl#715 (SageMaker, aws-ofi-nccl 1.11.0-aws): the plugin came up
+# in pid 17773 and failed in pids 17774 and 17780, which fell back to sockets (lines as posted in
+# turns 2 and 5; "comm … localRanks 8" is NCCL >= 2.20's format, src/init.cc). The socket lines
+# come after more than a read chunk of the healthy process's channel set-up.
+FABRIC_PROCESS = "algo-1:17773:17846 [0] NCCL INFO "
+FABRIC_THEN_SOCKET_PROCESSES = nccl_lines(
+    FABRIC_PROCESS + "NET/OFI Selected Provider is efa (found 4 nics)",
+    FABRIC_PROCESS + "Using network AWS Libfabric",
+    FABRIC_PROCESS + "comm 0x5580e120bac0 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+    *(
+        FABRIC_PROCESS
+        + f"Channel {channel:02d}/0 : {peer}[{peer - 8}] -> 0[0] [receive] via NET/AWS Libfabric/{channel % 4}/GDRDMA"
+        for channel in range(32)
+        for peer in range(8, 16)
+    ),
+    "algo-1:17774:17853 [1] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+    "algo-1:17774:17853 [1] NCCL INFO Using network Socket",
+    "algo-1:17774:17853 [1] NCCL INFO comm 0x55d0c1a2b3c0 rank 1 nRanks 16 nNodes 2 localRanks 8 localRank 1 MNNVL 0",
+)
+
+
+async def test_a_later_socket_process_of_the_pod_makes_it_socket_as_the_offline_command_says() -> None:
+    """Rank 0 decides fabric first, but its node announced 8 ranks: the read goes on and finds
+    the process that fell back to sockets, as ``fabriccap transport`` on the same bytes does."""
+    assert len(FABRIC_THEN_SOCKET_PROCESSES) > READ_CHUNK_BYTES
+    offline = read_logs(["-"], signature_for("efa"), io.BytesIO(FABRIC_THEN_SOCKET_PROCESSES))
+    async with rig() as r:
+        r.add_pod("mixed-0", LogScript(chunks=lambda: [FABRIC_THEN_SOCKET_PROCESSES]))
+        await eventually(lambda: r.verdict("mixed-0") is not None, "a verdict")
+        verdict, evidence, _ = r.verdict("mixed-0") or (None, "", "")
+        assert verdict is Verdict.SOCKET is offline.verdict
+        assert evidence == offline.evidence
+        assert r.reads(ReadResult.DECISIVE) == 1
 
 
 async def test_an_undecided_log_is_read_again_at_each_step_then_never() -> None:
