@@ -139,6 +139,8 @@ class LogReader:
             self._forget(key)
             known = None
         if known is None:
+            if not facts.containers:
+                return  # nothing runs yet: nothing to read, and no verdict of it published
             known = self._pods[key] = _Pod(facts.uid, facts.namespace, facts.name)
         running = {run.name: run for run in facts.containers}
         changed = False
@@ -163,8 +165,11 @@ class LogReader:
     @staticmethod
     def _wanted(facts: WorkloadPodFacts) -> bool:
         """A pod that requests the fabric or an accelerator (a resource some profile cares
-        about, or a claim), with running accelerator containers (facts.containers)."""
-        return bool(facts.containers) and (bool(facts.requests) or bool(facts.claims))
+        about, or a claim). One whose accelerator containers (facts.containers) all stopped
+        stays known, its runs stopped: the kubelet restarts a crashed container through a
+        waiting state (CrashLoopBackOff), and the new run must replace the old run's verdict
+        when it starts, as any restart does, not keep it until its first read."""
+        return bool(facts.requests) or bool(facts.claims)
 
     def _new_run(self, key: RunKey, container: ContainerRun) -> _Run:
         now = self.wall()

@@ -229,6 +229,30 @@ async def test_a_restarted_container_is_read_again_and_its_new_log_decides() -> 
         assert len(r.log_requests("restarting-0")) == 2
 
 
+async def test_a_restart_through_crashloopbackoff_drops_the_old_runs_verdict_when_the_new_run_starts() -> None:
+    """The kubelet restarts a crashed container through a waiting state (running, waiting:
+    CrashLoopBackOff, running with restartCount+1). While it waits, its last run's verdict
+    stands; once the new run starts, that verdict goes, and the new run is unknown until read."""
+    async with rig(settings(readAfterSeconds=[60])) as r:
+        body = r.add_pod("crashloop-0", LogScript(chunks=lambda: [FABRIC_LOG]), started_at=now_rfc3339(-120))
+        await eventually(lambda: (r.verdict("crashloop-0") or (None,))[0] is Verdict.FABRIC, "the first run's verdict")
+        r.api.logs[pod_log("ml", "crashloop-0")] = LogScript(chunks=lambda: [SOCKET_LOG])
+        (status,) = body["status"]["containerStatuses"]
+        status.update(
+            restartCount=1,
+            state={"waiting": {"reason": "CrashLoopBackOff"}},
+            lastState={"terminated": {"exitCode": 1, "reason": "Error"}},
+        )
+        add_bodies(r.store, FactsExtractor(r.config), [body], "test")
+        assert (r.verdict("crashloop-0") or (None,))[0] is Verdict.FABRIC  # nothing runs: the last read stands
+        status.update(state={"running": {"startedAt": now_rfc3339()}})
+        add_bodies(r.store, FactsExtractor(r.config), [body], "test")
+        assert (r.verdict("crashloop-0") or (None,))[0] is Verdict.UNKNOWN
+        (run,) = r.reader._pods[("ml", "crashloop-0")].runs.values()
+        assert run.key[2] == 1 and run.read is None and run.steps == [60]  # read at its first step
+        assert len(r.log_requests("crashloop-0")) == 1
+
+
 async def test_a_pod_with_a_log_that_cannot_be_read_is_unknown_never_fabric() -> None:
     """Two accelerator containers: one log shows EFA, the other cannot be read (403). The
     unread one could have shown sockets, so the pod is unknown with the reason, and counted so."""
