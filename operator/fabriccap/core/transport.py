@@ -441,9 +441,15 @@ class TransportScanner:
         if self._partial:
             self._end_line()
 
-    def finish(self) -> TransportReport:
-        """The report, counting a last line that had no newline."""
-        self.flush()
+    def finish(self, end_of_stream: bool = True) -> TransportReport:
+        """The report. At the end of the stream (``end_of_stream``) a last line without a newline
+        counts; a read cut short (at a byte limit, or stopped early) ended inside a line whose
+        rest it never saw, so that line is dropped: "Using network AWS Lib" is no network."""
+        if end_of_stream:
+            self.flush()
+        else:
+            self._partial.clear()
+            self._cutting = False
         return self.report()
 
     # Lines to facts ---------------------------------------------------------------------
@@ -628,9 +634,10 @@ def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
 
 def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:
     """Read ``chunks`` through one scanner; with ``stop_when_decisive``, stop at the first
-    chunk after which the job's verdict can no longer change (``TransportScanner.decisive``)."""
+    chunk after which the job's verdict can no longer change (``TransportScanner.decisive``),
+    dropping the line that chunk ended in."""
     scanner = TransportScanner(signature)
     for chunk in chunks:
         if scanner.feed(chunk) and stop_when_decisive:
-            break
+            return scanner.finish(end_of_stream=False)
     return scanner.finish()

@@ -101,6 +101,7 @@ async def read_container_log(
     not an exception; cancelling it drops the connection."""
     scanners = [TransportScanner(SIGNATURES[fabric], max_ranks_for(max_bytes, len(fabrics))) for fabric in fabrics]
     parsed = 0
+    stopped_early = False
     try:
         path = pod_log(namespace, pod)
     except ValueError as error:  # a name that cannot be a path: no read can succeed
@@ -120,12 +121,16 @@ async def read_container_log(
                 parsed += len(chunk)
                 progress(len(chunk))
                 if all(decisive):
+                    stopped_early = True
                     break
                 await asyncio.sleep(0)  # the loop runs between two chunks
     except KubeError as error:
         reason = read_failure_reason(error.status, api_message(error))
         return ReadOutcome(ContainerRead((), reason), result_of(error), error, parsed)
-    reports = [scanner.finish() for scanner in scanners]
+    # Only a body that ended by itself, short of max_bytes (and of limitBytes), ends its last
+    # line; at the limit or after an early stop the line in hand is cut.
+    end_of_stream = not stopped_early and parsed < max_bytes
+    reports = [scanner.finish(end_of_stream) for scanner in scanners]
     read = ContainerRead(
         tuple(
             FabricVerdict(fabric, report.verdict, report.evidence, scanner.decisive)

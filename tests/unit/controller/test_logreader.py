@@ -195,6 +195,33 @@ async def test_a_later_socket_process_of_the_pod_makes_it_socket_as_the_offline_
         assert r.reads(ReadResult.DECISIVE) == 1
 
 
+async def test_the_line_limitbytes_cuts_is_not_read_as_a_whole_line() -> None:
+    """The kubelet stops the body at limitBytes, here inside rank 3's "Using network AWS
+    Libfabric" (aws/aws-ofi-nccl#715's lines, after a chatty start). Read as whole, "AWS Lib"
+    would be another network, for good: every step reads the same first maxBytes."""
+    rank_2, rank_3 = "algo-1:18564:18638 [2] NCCL INFO ", "algo-1:18565:18637 [3] NCCL INFO "
+    nccl = nccl_lines(
+        rank_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        rank_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        rank_2 + "Using network AWS Libfabric",
+        rank_3 + "Using network AWS Libfabric",
+    )
+    cut_at = nccl.rindex(b"Using network AWS Lib") + len(b"Using network AWS Lib")
+    download = b"Downloading shards: model-00003-of-00030.safetensors  41%| 2.01G/4.90G [00:12<00:17, 168MB/s]\n"
+    max_bytes = 4 * MiB
+    head = download * ((max_bytes - cut_at) // len(download))
+    head += b"x" * (max_bytes - cut_at - len(head) - 1) + b"\n"
+    log = head + nccl
+    assert log[:max_bytes].endswith(b"Using network AWS Lib")
+    async with fake_api() as (api, client):
+        api.logs[pod_log("ml", "train-0")] = LogScript(chunks=lambda: [log])
+        outcome = await logs.read_container_log(client, "ml", "train-0", "node", ("efa",), max_bytes)
+    (verdict,) = outcome.read.verdicts
+    assert outcome.bytes == max_bytes and outcome.result == ReadResult.UNDECIDED
+    assert verdict.verdict is Verdict.FABRIC  # rank 2's choice; rank 3's is past the limit
+    assert verdict.evidence.endswith("Using network AWS Libfabric")
+
+
 async def test_an_undecided_log_is_read_again_at_each_step_then_never() -> None:
     async with rig(settings(readAfterSeconds=[0, 0.1, 0.2])) as r:
         # Starting "in a second" (RFC 3339 has whole seconds): the reader counts from now.

@@ -454,6 +454,38 @@ def test_scan_stops_reading_at_the_first_decisive_chunk() -> None:
     assert consumed == [0, 1, 2, 3]
 
 
+# Two processes of a p4d node with aws-ofi-nccl 1.11.0-aws, as posted in aws/aws-ofi-nccl#715
+# ("NET/OFI Selected Provider is efa (found 4 nics)", "Using network AWS Libfabric"); the channel
+# line is NCCL 2.12 - 2.19's format, which prints no localRanks, so rank 2's line settles the job.
+RANK_2 = "algo-1:18564:18638 [2] NCCL INFO "
+RANK_3 = "algo-1:18565:18637 [3] NCCL INFO "
+
+
+def test_scan_stopped_early_drops_the_line_its_last_chunk_ended_in() -> None:
+    """The chunk that settles the job ends inside rank 3's "Using network AWS Libfabric": read
+    as a whole line, "AWS Lib" would be another network, and ``other`` outranks ``fabric``."""
+    settled = lines(
+        RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        RANK_2 + "Using network AWS Libfabric",
+        RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/AWS Libfabric/0/GDRDMA",
+    )
+    cut = (RANK_3 + "Using network AWS Lib").encode()
+    rest = lines("fabric", RANK_3 + "Channel 00/0 : 3[3] -> 11[3] [send] via NET/AWS Libfabric/0/GDRDMA")
+    early = scan([settled + cut, rest], EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.FABRIC is read(settled + cut + rest).verdict
+    assert not any(rank.evidence.endswith("AWS Lib") for rank in early.ranks)
+
+
+def test_a_last_line_without_a_newline_counts_at_the_end_of_the_stream_only() -> None:
+    log = lines(RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)") + (RANK_2 + "Using network Socket").encode()
+    whole, cut = TransportScanner(EFA), TransportScanner(EFA)
+    whole.feed(log)
+    cut.feed(log)
+    assert whole.finish().verdict is Verdict.SOCKET
+    assert cut.finish(end_of_stream=False).verdict is Verdict.UNKNOWN
+
+
 def test_a_single_node_log_is_never_decisive() -> None:
     scanner = TransportScanner(EFA)
     assert not scanner.feed(lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
