@@ -332,6 +332,13 @@ def classify_network(signature: FabricSignature, network: str, provider: str | N
 
 # --- The scanner ---------------------------------------------------------------------------
 
+# A rank is (log, host, pid, device) and a node (log, host): the log is which of the logs one
+# scanner reads in turn (``next_log``). Two logs can repeat a rank's host, pid and device (one
+# container's previous and current runs, whose new PID namespace gives the same pids; pods with
+# hostNetwork sharing the node's name), and one log's decided rank must not swallow the other's.
+_RankKey = tuple[int, str, int | None, int | None]
+_NodeKey = tuple[int, str]
+
 
 class TransportScanner:
     """Feed it bytes as they come; ask it for the report at any time.
@@ -354,8 +361,9 @@ class TransportScanner:
         self.max_ranks = max(1, min(max_ranks, MAX_RANKS))
         self._partial = bytearray()  # the kept prefix of the line being read
         self._cutting = False  # the current line outgrew MAX_LINE_BYTES: drop until its end
-        self._processes: dict[tuple[str, int | None], _Process] = {}
-        self._ranks: dict[tuple[str, int | None, int | None], _Rank] = {}
+        self._log = 0  # which log the lines come from (next_log)
+        self._processes: dict[tuple[int, str, int | None], _Process] = {}
+        self._ranks: dict[_RankKey, _Rank] = {}
         self._nccl_version: str | None = None
         self._plugin_version: str | None = None
         self._ranks_dropped = 0
@@ -364,9 +372,9 @@ class TransportScanner:
         # The job's verdict can no longer change, whatever later lines say: a reader may stop
         # (_settle). Per host: its ranks decided, and the most ranks its node announced.
         self.decisive = False
-        self._decided_on: dict[str, int] = {}
-        self._announced_on: dict[str, int] = {}
-        self._hosts_undecided: set[str] = set()  # announced more ranks than have decided
+        self._decided_on: dict[_NodeKey, int] = {}
+        self._announced_on: dict[_NodeKey, int] = {}
+        self._nodes_undecided: set[_NodeKey] = set()  # announced more ranks than have decided
 
     # Bytes to lines ---------------------------------------------------------------------
 
@@ -441,6 +449,13 @@ class TransportScanner:
         if self._partial:
             self._end_line()
 
+    def next_log(self) -> None:
+        """The lines that follow come from another log (the next ``-f`` file): its ranks are
+        not the earlier logs' ranks, even with the same host, pid and device. Ends the line
+        being read, as the end of a file does."""
+        self.flush()
+        self._log += 1
+
     def finish(self, end_of_stream: bool = True) -> TransportReport:
         """The report. At the end of the stream (``end_of_stream``) a last line without a newline
         counts; a read cut short (at a byte limit, or stopped early) ended inside a line whose
@@ -459,14 +474,14 @@ class TransportScanner:
             return
         self._lines_read += 1
         text = readable_text(raw.decode("utf-8", errors="replace"))
-        key: tuple[str, int | None, int | None] = ("", None, None)  # facts no prefix attributes
+        key: _RankKey = (self._log, "", None, None)  # facts no prefix attributes
         # The last prefix of the line: log shippers that repeat a line after a separator
         # (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end.
         markers = list(_MARKER.finditer(text))  # a kept line is at most MAX_LINE_BYTES long
         marker = markers[-1] if markers else None
         head = _HEAD.search(text, max(0, marker.start() - _HEAD_REACH), marker.start()) if marker else None
         if marker is not None and head is not None:
-            key = (head["host"], int(head["pid"]), int(marker["dev"]))
+            key = (self._log, head["host"], int(head["pid"]), int(marker["dev"]))
             message, line = text[marker.end() :], text[head.start() :]
         elif unprefixed := _UNPREFIXED.search(text):
             message = text[unprefixed.end() :] if unprefixed.group().startswith(("NCCL INFO", "NCCL WARN")) else text
@@ -482,23 +497,23 @@ class TransportScanner:
             self._plugin_version = version["version"]
         self._apply(key, message, line.strip()[:EVIDENCE_CHARS])  # already clean
 
-    def _rank(self, key: tuple[str, int | None, int | None]) -> _Rank | None:
+    def _rank(self, key: _RankKey) -> _Rank | None:
         rank = self._ranks.get(key)
         if rank is None:
             if len(self._ranks) >= self.max_ranks:
                 self._ranks_dropped += 1
                 return None
-            host, pid, device = key
-            process = self._processes.setdefault((host, pid), _Process())
+            log, host, pid, device = key
+            process = self._processes.setdefault((log, host, pid), _Process())
             rank = self._ranks[key] = _Rank(host=host[:253], pid=pid, device=device, process=process)
         return rank
 
-    def _apply(self, key: tuple[str, int | None, int | None], message: str, line: str) -> None:
+    def _apply(self, key: _RankKey, message: str, line: str) -> None:
         known = self._ranks.get(key)
         if known is not None and known.decided is not None:
             # No later line changes a decided rank, but its node may announce more ranks.
             if "localRanks" in message and (local := _LOCAL_RANKS.search(message)):
-                self._announce(key[0], int(local["local"]))
+                self._announce(key[:2], int(local["local"]))
             return
         facts = self._facts(message)
         if not facts:
@@ -533,22 +548,23 @@ class TransportScanner:
             elif fact == "init_complete":
                 rank.init_complete_line = rank.init_complete_line or line
             elif fact == "local_ranks":
-                self._announce(key[0], int(value))
+                self._announce(key[:2], int(value))
         verdict, evidence, decisive = rank.verdict(self.signature)
         if decisive:
             rank.decided = (verdict, evidence)
-            self._decided_on[key[0]] = self._decided_on.get(key[0], 0) + 1
-            self._settle(key[0], socket=verdict is Verdict.SOCKET)
+            node: _NodeKey = key[:2]
+            self._decided_on[node] = self._decided_on.get(node, 0) + 1
+            self._settle(node, socket=verdict is Verdict.SOCKET)
 
-    def _announce(self, host: str, local_ranks: int) -> None:
-        """A communicator of a tracked rank of ``host`` has ``local_ranks`` ranks on its node."""
-        if local_ranks > self._announced_on.get(host, 0):
-            self._announced_on[host] = local_ranks
-            self._settle(host)
+    def _announce(self, node: _NodeKey, local_ranks: int) -> None:
+        """A communicator of a tracked rank of ``node`` has ``local_ranks`` ranks on it."""
+        if local_ranks > self._announced_on.get(node, 0):
+            self._announced_on[node] = local_ranks
+            self._settle(node)
 
-    def _settle(self, host: str, socket: bool = False) -> None:
+    def _settle(self, node: _NodeKey, socket: bool = False) -> None:
         """Whether the job's verdict can no longer change (``decisive``), after a rank of
-        ``host`` decided (``socket``: it decided socket) or its node announced more ranks: the
+        ``node`` decided (``socket``: it decided socket) or the node announced more ranks: the
         one rule by which every reader (the operator, a live explain, ``scan``) may stop before
         the log's end.
 
@@ -556,15 +572,15 @@ class TransportScanner:
         socket rank settles the job. ``other`` or ``fabric`` settle it only once every rank
         the log announces has decided: a later rank of the same node could still show sockets.
         NCCL >= 2.20 announces a node's ranks (``localRanks``), and a pod's log is one node,
-        so the count is per host. Before 2.20 nothing announces them; the first decided rank
+        so the count is per host (of each log). Before 2.20 nothing announces them; the first decided rank
         settles the job, so a later rank's different choice is missed (docs/transport.md)."""
         if self.decisive:
             return
-        if self._decided_on.get(host, 0) < self._announced_on.get(host, 0):
-            self._hosts_undecided.add(host)
+        if self._decided_on.get(node, 0) < self._announced_on.get(node, 0):
+            self._nodes_undecided.add(node)
         else:
-            self._hosts_undecided.discard(host)
-        self.decisive = socket or (bool(self._decided_on) and not self._hosts_undecided)
+            self._nodes_undecided.discard(node)
+        self.decisive = socket or (bool(self._decided_on) and not self._nodes_undecided)
 
     @staticmethod
     def _facts(message: str) -> list[tuple[str, str]]:
