@@ -572,8 +572,9 @@ class TransportScanner:
         socket rank settles the job. ``other`` or ``fabric`` settle it only once every rank
         the log announces has decided: a later rank of the same node could still show sockets.
         NCCL >= 2.20 announces a node's ranks (``localRanks``), and a pod's log is one node,
-        so the count is per host (of each log). Before 2.20 nothing announces them; the first decided rank
-        settles the job, so a later rank's different choice is missed (docs/transport.md)."""
+        so the count is per host (of each log). Before 2.20 nothing announces them; the first
+        decided rank settles the job, so a later rank's different choice is missed
+        (docs/transport.md)."""
         if self.decisive:
             return
         if self._decided_on.get(node, 0) < self._announced_on.get(node, 0):
