@@ -10,10 +10,11 @@ one read for all of them.
 Each read (``kube.logs.read_container_log``) streams: the body is taken in chunks of 16 KiB,
 each goes through one parser per fabric (``core.transport.TransportScanner``) and the event
 loop runs between two chunks, so the pools' evaluation never waits more than one chunk's work
-(about 1.5 ms at worst, benchmarks/transport_parser_bench.py). The read stops at the first
-decisive line, or after ``maxBytes``; what it holds is one chunk and the parsers' bounded state,
-never the log. What is kept is a verdict and one evidence line per pod (``core.verdicts``), put
-in the index, which re-evaluates the pod's pool.
+(about 1.5 ms at worst, benchmarks/transport_parser_bench.py). The read stops once the job's
+verdict can no longer change (``TransportScanner.decisive``), or after ``maxBytes``; what it
+holds is one chunk and the parsers' bounded state, never the log. What is kept is a verdict and
+one evidence line per pod (``core.verdicts``), put in the index, which re-evaluates the pod's
+pool.
 
 Reads are bounded: at most ``maxConcurrentReads`` in flight, started at ``readsPerSecond``
 after a burst of as many (a token bucket), by a few workers rather than a task per pod. A read
@@ -138,6 +139,8 @@ class LogReader:
             self._forget(key)
             known = None
         if known is None:
+            if not facts.containers:
+                return  # nothing runs yet: nothing to read, and no verdict of it published
             known = self._pods[key] = _Pod(facts.uid, facts.namespace, facts.name)
         running = {run.name: run for run in facts.containers}
         changed = False
@@ -162,8 +165,11 @@ class LogReader:
     @staticmethod
     def _wanted(facts: WorkloadPodFacts) -> bool:
         """A pod that requests the fabric or an accelerator (a resource some profile cares
-        about, or a claim), with running accelerator containers (facts.containers)."""
-        return bool(facts.containers) and (bool(facts.requests) or bool(facts.claims))
+        about, or a claim). One whose accelerator containers (facts.containers) all stopped
+        stays known, its runs stopped: the kubelet restarts a crashed container through a
+        waiting state (CrashLoopBackOff), and the new run must replace the old run's verdict
+        when it starts, as any restart does, not keep it until its first read."""
+        return bool(facts.requests) or bool(facts.claims)
 
     def _new_run(self, key: RunKey, container: ContainerRun) -> _Run:
         now = self.wall()

@@ -9,8 +9,8 @@ versions it covers and the corpus entries (tests/fixtures/nccl) that show it.
 Pure: no I/O, no clock. ``TransportScanner`` takes bytes in chunks as they arrive (a streamed
 HTTP body, a file, a pipe), splits lines itself and keeps a bounded prefix of each, so no input
 can make it hold more than ``MEMORY_BOUND_BYTES`` (the text of one line, the per-rank facts and
-their evidence lines), whatever its size or shape. It says when it has seen a decisive line, so
-a reader can stop early.
+their evidence lines), whatever its size or shape. It says when the job's verdict can no longer
+change (``TransportScanner.decisive``), the one rule by which a reader may stop early.
 
 A log is hostile input: anyone who can create a pod can print anything. Every evidence line is
 decoded leniently, stripped of ANSI escapes and control characters and cut to
@@ -165,6 +165,9 @@ _VIA_NET = re.compile(r"\bvia NET/(?P<name>[^/]{1,64})/\d")
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,()]{1,64})")
 _NODES = re.compile(r"\bnNodes (?P<nodes>\d{1,7})\b")
 _RANKS = re.compile(r"\brank (?P<rank>\d{1,7}) n[Rr]anks (?P<nranks>\d{1,7})\b")
+# NCCL >= 2.20 prints "comm 0x… rank r nRanks n nNodes k localRanks N …": N ranks of that
+# communicator run on this rank's node, so a log of one node announces how many ranks it holds.
+_LOCAL_RANKS = re.compile(r"\blocalRanks (?P<local>\d{1,7})\b")
 _INIT_COMPLETE = re.compile(r"\bInit COMPLETE\b")
 _LOCAL_CHANNEL = re.compile(r"\bvia (?:P2P|SHM|direct shared memory)")
 # The OFI plugin failed after it had chosen a provider: NCCL falls back to its own transports.
@@ -215,7 +218,7 @@ class TransportReport:
     ranks: tuple[RankVerdict, ...]
     nccl_version: str | None
     plugin_version: str | None
-    decisive: bool  # a line proved a rank's network between nodes
+    decisive: bool  # the job's verdict can no longer change (TransportScanner.decisive)
     ranks_dropped: int  # lines of ranks past MAX_RANKS, ignored
     lines_cut: int  # lines longer than MAX_LINE_BYTES, read by their prefix
     lines_read: int  # lines decoded and matched; the others were skipped by a byte search
@@ -329,6 +332,13 @@ def classify_network(signature: FabricSignature, network: str, provider: str | N
 
 # --- The scanner ---------------------------------------------------------------------------
 
+# A rank is (log, host, pid, device) and a node (log, host): the log is which of the logs one
+# scanner reads in turn (``next_log``). Two logs can repeat a rank's host, pid and device (one
+# container's previous and current runs, whose new PID namespace gives the same pids; pods with
+# hostNetwork sharing the node's name), and one log's decided rank must not swallow the other's.
+_RankKey = tuple[int, str, int | None, int | None]
+_NodeKey = tuple[int, str]
+
 
 class TransportScanner:
     """Feed it bytes as they come; ask it for the report at any time.
@@ -336,7 +346,7 @@ class TransportScanner:
     >>> scanner = TransportScanner(signature_for("efa"))
     >>> scanner.feed(b"h:1:2 [0] NCCL INFO Using network Socket\\n")
     False
-    >>> scanner.feed(b"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+    >>> scanner.feed(b"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 1")
     False
     >>> scanner.feed(b"\\n")
     True
@@ -351,19 +361,25 @@ class TransportScanner:
         self.max_ranks = max(1, min(max_ranks, MAX_RANKS))
         self._partial = bytearray()  # the kept prefix of the line being read
         self._cutting = False  # the current line outgrew MAX_LINE_BYTES: drop until its end
-        self._processes: dict[tuple[str, int | None], _Process] = {}
-        self._ranks: dict[tuple[str, int | None, int | None], _Rank] = {}
+        self._log = 0  # which log the lines come from (next_log)
+        self._processes: dict[tuple[int, str, int | None], _Process] = {}
+        self._ranks: dict[_RankKey, _Rank] = {}
         self._nccl_version: str | None = None
         self._plugin_version: str | None = None
         self._ranks_dropped = 0
         self._lines_cut = 0
         self._lines_read = 0
+        # The job's verdict can no longer change, whatever later lines say: a reader may stop
+        # (_settle). Per host: its ranks decided, and the most ranks its node announced.
         self.decisive = False
+        self._decided_on: dict[_NodeKey, int] = {}
+        self._announced_on: dict[_NodeKey, int] = {}
+        self._nodes_undecided: set[_NodeKey] = set()  # announced more ranks than have decided
 
     # Bytes to lines ---------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> bool:
-        """Read ``chunk``; True once a decisive line has been seen (in this chunk or before)."""
+        """Read ``chunk``; True once the job's verdict can no longer change (``decisive``)."""
         view = memoryview(chunk)
         position, size = 0, len(chunk)
         while position < size:
@@ -433,9 +449,22 @@ class TransportScanner:
         if self._partial:
             self._end_line()
 
-    def finish(self) -> TransportReport:
-        """The report, counting a last line that had no newline."""
+    def next_log(self) -> None:
+        """The lines that follow come from another log (the next ``-f`` file): its ranks are
+        not the earlier logs' ranks, even with the same host, pid and device. Ends the line
+        being read, as the end of a file does."""
         self.flush()
+        self._log += 1
+
+    def finish(self, end_of_stream: bool = True) -> TransportReport:
+        """The report. At the end of the stream (``end_of_stream``) a last line without a newline
+        counts; a read cut short (at a byte limit, or stopped early) ended inside a line whose
+        rest it never saw, so that line is dropped: "Using network AWS Lib" is no network."""
+        if end_of_stream:
+            self.flush()
+        else:
+            self._partial.clear()
+            self._cutting = False
         return self.report()
 
     # Lines to facts ---------------------------------------------------------------------
@@ -445,14 +474,14 @@ class TransportScanner:
             return
         self._lines_read += 1
         text = readable_text(raw.decode("utf-8", errors="replace"))
-        key: tuple[str, int | None, int | None] = ("", None, None)  # facts no prefix attributes
+        key: _RankKey = (self._log, "", None, None)  # facts no prefix attributes
         # The last prefix of the line: log shippers that repeat a line after a separator
         # (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end.
         markers = list(_MARKER.finditer(text))  # a kept line is at most MAX_LINE_BYTES long
         marker = markers[-1] if markers else None
         head = _HEAD.search(text, max(0, marker.start() - _HEAD_REACH), marker.start()) if marker else None
         if marker is not None and head is not None:
-            key = (head["host"], int(head["pid"]), int(marker["dev"]))
+            key = (self._log, head["host"], int(head["pid"]), int(marker["dev"]))
             message, line = text[marker.end() :], text[head.start() :]
         elif unprefixed := _UNPREFIXED.search(text):
             message = text[unprefixed.end() :] if unprefixed.group().startswith(("NCCL INFO", "NCCL WARN")) else text
@@ -468,21 +497,24 @@ class TransportScanner:
             self._plugin_version = version["version"]
         self._apply(key, message, line.strip()[:EVIDENCE_CHARS])  # already clean
 
-    def _rank(self, key: tuple[str, int | None, int | None]) -> _Rank | None:
+    def _rank(self, key: _RankKey) -> _Rank | None:
         rank = self._ranks.get(key)
         if rank is None:
             if len(self._ranks) >= self.max_ranks:
                 self._ranks_dropped += 1
                 return None
-            host, pid, device = key
-            process = self._processes.setdefault((host, pid), _Process())
+            log, host, pid, device = key
+            process = self._processes.setdefault((log, host, pid), _Process())
             rank = self._ranks[key] = _Rank(host=host[:253], pid=pid, device=device, process=process)
         return rank
 
-    def _apply(self, key: tuple[str, int | None, int | None], message: str, line: str) -> None:
+    def _apply(self, key: _RankKey, message: str, line: str) -> None:
         known = self._ranks.get(key)
         if known is not None and known.decided is not None:
-            return  # no later line changes a decisive verdict
+            # No later line changes a decided rank, but its node may announce more ranks.
+            if "localRanks" in message and (local := _LOCAL_RANKS.search(message)):
+                self._announce(key[:2], int(local["local"]))
+            return
         facts = self._facts(message)
         if not facts:
             return
@@ -515,10 +547,41 @@ class TransportScanner:
                 rank.local_channels = True
             elif fact == "init_complete":
                 rank.init_complete_line = rank.init_complete_line or line
+            elif fact == "local_ranks":
+                self._announce(key[:2], int(value))
         verdict, evidence, decisive = rank.verdict(self.signature)
         if decisive:
             rank.decided = (verdict, evidence)
-            self.decisive = True
+            node: _NodeKey = key[:2]
+            self._decided_on[node] = self._decided_on.get(node, 0) + 1
+            self._settle(node, socket=verdict is Verdict.SOCKET)
+
+    def _announce(self, node: _NodeKey, local_ranks: int) -> None:
+        """A communicator of a tracked rank of ``node`` has ``local_ranks`` ranks on it."""
+        if local_ranks > self._announced_on.get(node, 0):
+            self._announced_on[node] = local_ranks
+            self._settle(node)
+
+    def _settle(self, node: _NodeKey, socket: bool = False) -> None:
+        """Whether the job's verdict can no longer change (``decisive``), after a rank of
+        ``node`` decided (``socket``: it decided socket) or the node announced more ranks: the
+        one rule by which every reader (the operator, a live explain, ``scan``) may stop before
+        the log's end.
+
+        A decided rank never changes, and ``socket`` comes first in the job's order, so one
+        socket rank settles the job. ``other`` or ``fabric`` settle it only once every rank
+        the log announces has decided: a later rank of the same node could still show sockets.
+        NCCL >= 2.20 announces a node's ranks (``localRanks``), and a pod's log is one node,
+        so the count is per host (of each log). Before 2.20 nothing announces them; the first
+        decided rank settles the job, so a later rank's different choice is missed
+        (docs/transport.md)."""
+        if self.decisive:
+            return
+        if self._decided_on.get(node, 0) < self._announced_on.get(node, 0):
+            self._nodes_undecided.add(node)
+        else:
+            self._nodes_undecided.discard(node)
+        self.decisive = socket or (bool(self._decided_on) and not self._nodes_undecided)
 
     @staticmethod
     def _facts(message: str) -> list[tuple[str, str]]:
@@ -549,6 +612,8 @@ class TransportScanner:
                 facts.append(("comm_ranks", ranks["nranks"]))
             if _INIT_COMPLETE.search(message):
                 facts.append(("init_complete", ""))
+            if local := _LOCAL_RANKS.search(message):
+                facts.append(("local_ranks", local["local"]))
         return facts
 
     # Facts to verdicts ------------------------------------------------------------------
@@ -586,9 +651,10 @@ def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
 
 def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:
     """Read ``chunks`` through one scanner; with ``stop_when_decisive``, stop at the first
-    chunk that held a decisive line."""
+    chunk after which the job's verdict can no longer change (``TransportScanner.decisive``),
+    dropping the line that chunk ended in."""
     scanner = TransportScanner(signature)
     for chunk in chunks:
         if scanner.feed(chunk) and stop_when_decisive:
-            break
+            return scanner.finish(end_of_stream=False)
     return scanner.finish()

@@ -5,7 +5,8 @@ The body of ``GET pods/{name}/log?container=…&limitBytes=…`` is taken ``READ
 a time, whatever the server sends and never more than ``max_bytes`` in all; each chunk goes
 through one parser per fabric, and the event loop runs between two chunks, so the work one
 step does is bounded (about 1.5 ms at worst: benchmarks/transport_parser_bench.py). The read
-stops at the first decisive line. What it returns is a verdict and an evidence line per fabric,
+stops once every parser says that the job's verdict can no longer change
+(``TransportScanner.decisive``). What it returns is a verdict and an evidence line per fabric,
 or why the log could not be read: never the log.
 """
 
@@ -33,7 +34,7 @@ READ_SILENCE_SECONDS = 20.0
 class ReadResult:
     """How a read ended: ``fabriccap_transport_log_reads_total{result}``."""
 
-    DECISIVE = "decisive"  # a line decided the transport for every fabric: read no more
+    DECISIVE = "decisive"  # the lines settled the transport for every fabric: read no more
     UNDECIDED = "undecided"  # read, nothing decisive yet: read again at the next step
     FORBIDDEN = "forbidden"  # 403: no RBAC get on pods/log
     NOT_FOUND = "not_found"  # 404: the pod or container is gone
@@ -100,6 +101,7 @@ async def read_container_log(
     not an exception; cancelling it drops the connection."""
     scanners = [TransportScanner(SIGNATURES[fabric], max_ranks_for(max_bytes, len(fabrics))) for fabric in fabrics]
     parsed = 0
+    stopped_early = False
     try:
         path = pod_log(namespace, pod)
     except ValueError as error:  # a name that cannot be a path: no read can succeed
@@ -119,12 +121,16 @@ async def read_container_log(
                 parsed += len(chunk)
                 progress(len(chunk))
                 if all(decisive):
+                    stopped_early = True
                     break
                 await asyncio.sleep(0)  # the loop runs between two chunks
     except KubeError as error:
         reason = read_failure_reason(error.status, api_message(error))
         return ReadOutcome(ContainerRead((), reason), result_of(error), error, parsed)
-    reports = [scanner.finish() for scanner in scanners]
+    # Only a body that ended by itself, short of max_bytes (and of limitBytes), ends its last
+    # line; at the limit or after an early stop the line in hand is cut.
+    end_of_stream = not stopped_early and parsed < max_bytes
+    reports = [scanner.finish(end_of_stream) for scanner in scanners]
     read = ContainerRead(
         tuple(
             FabricVerdict(fabric, report.verdict, report.evidence, scanner.decisive)

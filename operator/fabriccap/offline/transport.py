@@ -43,7 +43,9 @@ RAISE_THE_LIMIT = " (raise it with --max-input-size)"
 def read_logs(
     paths: Sequence[str], signature: FabricSignature, stdin: BinaryIO, limit: int = DEFAULT_MAX_LOG_BYTES
 ) -> TransportReport:
-    """One report over every log: the files' ranks together make the job. Each file is read
+    """One report over every log: the files' ranks together make the job, each file's ranks its
+    own (two files may repeat a host, pid and device: a container's previous and current
+    runs). Each file is read
     by the one reader every command uses (fabriccap.inputfile: what is refused, FIFOs and their
     writers, the size limit), chunk by chunk into the parser. Raises LogInputError."""
     scanner = TransportScanner(signature)
@@ -53,7 +55,7 @@ def read_logs(
                 scanner.feed(chunk)
         except InputFileError as error:
             raise LogInputError(bounded_line(str(error))) from None
-        scanner.flush()  # a last line without a newline ends with its file
+        scanner.next_log()  # a last line without a newline ends with its file
     return scanner.finish()
 
 

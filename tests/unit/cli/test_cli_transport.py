@@ -96,6 +96,38 @@ def test_several_files_make_one_job_and_socket_comes_first(tmp_path: Path) -> No
     assert {rank["verdict"] for rank in output["ranks"]} == {"fabric", "socket"}
 
 
+def test_two_files_repeating_a_rank_s_host_pid_and_device_keep_their_ranks_apart(tmp_path: Path) -> None:
+    """``kubectl logs --previous`` and the current log of one restarted container: its new PID
+    namespace gives torchrun's worker the same pid, on the same host and device. The current run
+    fell back to sockets; the previous run's decided rank must not swallow its lines. Formats:
+    aws-ofi-nccl >= 1.14's provider line (src/nccl_ofi_net.cpp), NCCL 2.22+'s missing plugin
+    line (as in nccl-2057-2.29-plugins-not-found.log), NCCL >= 2.20's communicator line."""
+    head = "train-worker-0:31:97 [0] NCCL INFO "
+    comm = head + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0"
+    previous, current = tmp_path / "previous.log", tmp_path / "current.log"
+    previous.write_text(
+        "\n".join(
+            [
+                head + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                head + "Using network Libfabric",
+                comm,
+            ]
+        )
+        + "\n"
+    )
+    current.write_text(
+        "\n".join([head + "NET/Plugin: Could not find: libnccl-net.so", head + "Using network Socket", comm]) + "\n"
+    )
+    done = fabriccap("transport", "-f", str(previous), "-f", str(current), "-o", "json")
+    assert done.returncode == 1, done
+    output = json.loads(done.stdout)
+    assert output["verdict"] == "socket"
+    assert [(rank["host"], rank["pid"], rank["device"], rank["verdict"]) for rank in output["ranks"]] == [
+        ("train-worker-0", 31, 0, "fabric"),
+        ("train-worker-0", 31, 0, "socket"),
+    ]
+
+
 def test_a_last_line_without_newline_ends_with_its_file(tmp_path: Path) -> None:
     first, second = tmp_path / "a.log", tmp_path / "b.log"
     first.write_text("node-a:1:2 [0] NCCL INFO Using network Socket")  # no newline

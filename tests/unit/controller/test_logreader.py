@@ -11,6 +11,7 @@ token bucket on a fake clock.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import logging
 import random
@@ -31,12 +32,13 @@ from fabriccap.core.config import Config, build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS
-from fabriccap.core.transport import Verdict
+from fabriccap.core.transport import Verdict, signature_for
 from fabriccap.kube import logs
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.logs import READ_CHUNK_BYTES, ReadResult
 from fabriccap.kube.paths import pod_log
 from fabriccap.offline.snapshot import add_bodies
+from fabriccap.offline.transport import read_logs
 from fabriccap_devtools.world import workload_pod
 from support.builders import healthy_pool
 from support.fakeapi import FakeApi, LogScript, eventually, fake_api
@@ -158,6 +160,68 @@ async def test_the_read_stops_at_the_first_decisive_line() -> None:
         await eventually(lambda: r.api.log_streams == 0, "the stream to be dropped")
 
 
+# One p4d node of aws/aws-ofi-nccl#715 (SageMaker, aws-ofi-nccl 1.11.0-aws): the plugin came up
+# in pid 17773 and failed in pids 17774 and 17780, which fell back to sockets (lines as posted in
+# turns 2 and 5; "comm … localRanks 8" is NCCL >= 2.20's format, src/init.cc). The socket lines
+# come after more than a read chunk of the healthy process's channel set-up.
+FABRIC_PROCESS = "algo-1:17773:17846 [0] NCCL INFO "
+FABRIC_THEN_SOCKET_PROCESSES = nccl_lines(
+    FABRIC_PROCESS + "NET/OFI Selected Provider is efa (found 4 nics)",
+    FABRIC_PROCESS + "Using network AWS Libfabric",
+    FABRIC_PROCESS + "comm 0x5580e120bac0 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+    *(
+        FABRIC_PROCESS
+        + f"Channel {channel:02d}/0 : {peer}[{peer - 8}] -> 0[0] [receive] via NET/AWS Libfabric/{channel % 4}/GDRDMA"
+        for channel in range(32)
+        for peer in range(8, 16)
+    ),
+    "algo-1:17774:17853 [1] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+    "algo-1:17774:17853 [1] NCCL INFO Using network Socket",
+    "algo-1:17774:17853 [1] NCCL INFO comm 0x55d0c1a2b3c0 rank 1 nRanks 16 nNodes 2 localRanks 8 localRank 1 MNNVL 0",
+)
+
+
+async def test_a_later_socket_process_of_the_pod_makes_it_socket_as_the_offline_command_says() -> None:
+    """Rank 0 decides fabric first, but its node announced 8 ranks: the read goes on and finds
+    the process that fell back to sockets, as ``fabriccap transport`` on the same bytes does."""
+    assert len(FABRIC_THEN_SOCKET_PROCESSES) > READ_CHUNK_BYTES
+    offline = read_logs(["-"], signature_for("efa"), io.BytesIO(FABRIC_THEN_SOCKET_PROCESSES))
+    async with rig() as r:
+        r.add_pod("mixed-0", LogScript(chunks=lambda: [FABRIC_THEN_SOCKET_PROCESSES]))
+        await eventually(lambda: r.verdict("mixed-0") is not None, "a verdict")
+        verdict, evidence, _ = r.verdict("mixed-0") or (None, "", "")
+        assert verdict is Verdict.SOCKET is offline.verdict
+        assert evidence == offline.evidence
+        assert r.reads(ReadResult.DECISIVE) == 1
+
+
+async def test_the_line_limitbytes_cuts_is_not_read_as_a_whole_line() -> None:
+    """The kubelet stops the body at limitBytes, here inside rank 3's "Using network AWS
+    Libfabric" (aws/aws-ofi-nccl#715's lines, after a chatty start). Read as whole, "AWS Lib"
+    would be another network, for good: every step reads the same first maxBytes."""
+    rank_2, rank_3 = "algo-1:18564:18638 [2] NCCL INFO ", "algo-1:18565:18637 [3] NCCL INFO "
+    nccl = nccl_lines(
+        rank_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        rank_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        rank_2 + "Using network AWS Libfabric",
+        rank_3 + "Using network AWS Libfabric",
+    )
+    cut_at = nccl.rindex(b"Using network AWS Lib") + len(b"Using network AWS Lib")
+    download = b"Downloading shards: model-00003-of-00030.safetensors  41%| 2.01G/4.90G [00:12<00:17, 168MB/s]\n"
+    max_bytes = 4 * MiB
+    head = download * ((max_bytes - cut_at) // len(download))
+    head += b"x" * (max_bytes - cut_at - len(head) - 1) + b"\n"
+    log = head + nccl
+    assert log[:max_bytes].endswith(b"Using network AWS Lib")
+    async with fake_api() as (api, client):
+        api.logs[pod_log("ml", "train-0")] = LogScript(chunks=lambda: [log])
+        outcome = await logs.read_container_log(client, "ml", "train-0", "node", ("efa",), max_bytes)
+    (verdict,) = outcome.read.verdicts
+    assert outcome.bytes == max_bytes and outcome.result == ReadResult.UNDECIDED
+    assert verdict.verdict is Verdict.FABRIC  # rank 2's choice; rank 3's is past the limit
+    assert verdict.evidence.endswith("Using network AWS Libfabric")
+
+
 async def test_an_undecided_log_is_read_again_at_each_step_then_never() -> None:
     async with rig(settings(readAfterSeconds=[0, 0.1, 0.2])) as r:
         # Starting "in a second" (RFC 3339 has whole seconds): the reader counts from now.
@@ -190,6 +254,30 @@ async def test_a_restarted_container_is_read_again_and_its_new_log_decides() -> 
         add_bodies(r.store, FactsExtractor(r.config), [body], "test")
         await eventually(lambda: (r.verdict("restarting-0") or (None,))[0] is Verdict.FABRIC, "the new run's verdict")
         assert len(r.log_requests("restarting-0")) == 2
+
+
+async def test_a_restart_through_crashloopbackoff_drops_the_old_runs_verdict_when_the_new_run_starts() -> None:
+    """The kubelet restarts a crashed container through a waiting state (running, waiting:
+    CrashLoopBackOff, running with restartCount+1). While it waits, its last run's verdict
+    stands; once the new run starts, that verdict goes, and the new run is unknown until read."""
+    async with rig(settings(readAfterSeconds=[60])) as r:
+        body = r.add_pod("crashloop-0", LogScript(chunks=lambda: [FABRIC_LOG]), started_at=now_rfc3339(-120))
+        await eventually(lambda: (r.verdict("crashloop-0") or (None,))[0] is Verdict.FABRIC, "the first run's verdict")
+        r.api.logs[pod_log("ml", "crashloop-0")] = LogScript(chunks=lambda: [SOCKET_LOG])
+        (status,) = body["status"]["containerStatuses"]
+        status.update(
+            restartCount=1,
+            state={"waiting": {"reason": "CrashLoopBackOff"}},
+            lastState={"terminated": {"exitCode": 1, "reason": "Error"}},
+        )
+        add_bodies(r.store, FactsExtractor(r.config), [body], "test")
+        assert (r.verdict("crashloop-0") or (None,))[0] is Verdict.FABRIC  # nothing runs: the last read stands
+        status.update(state={"running": {"startedAt": now_rfc3339()}})
+        add_bodies(r.store, FactsExtractor(r.config), [body], "test")
+        assert (r.verdict("crashloop-0") or (None,))[0] is Verdict.UNKNOWN
+        (run,) = r.reader._pods[("ml", "crashloop-0")].runs.values()
+        assert run.key[2] == 1 and run.read is None and run.steps == [60]  # read at its first step
+        assert len(r.log_requests("crashloop-0")) == 1
 
 
 async def test_a_pod_with_a_log_that_cannot_be_read_is_unknown_never_fabric() -> None:

@@ -336,18 +336,99 @@ def test_unprefixed_lines_count_for_no_rank_but_give_versions() -> None:
 # --- Early stop ----------------------------------------------------------------------------
 
 
-def test_the_scanner_says_decisive_at_the_first_decisive_line_and_not_before() -> None:
+def test_the_scanner_says_decisive_when_its_node_s_only_rank_decides_and_not_before() -> None:
     log = [
         H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
         H + "Using network Libfabric",
-        H + "comm 0x1 rank 0 nRanks 16 nNodes 1 localRanks 8 localRank 0 MNNVL 0",  # a node-local communicator
-        H + "comm 0x2 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
-        H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Libfabric/0/GDRDMA",
+        H + "comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 1 localRank 0 MNNVL 0",  # a node-local communicator
+        H + "comm 0x2 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        H + "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
     ]
     scanner = TransportScanner(EFA)
     answers = [scanner.feed((line + "\n").encode()) for line in log]
     assert answers == [False, False, False, True, True]
     assert scanner.report().verdict is Verdict.FABRIC
+
+
+# One p4d node of aws/aws-ofi-nccl#715 (SageMaker, aws-ofi-nccl 1.11.0-aws): the plugin came up in
+# pid 17773 and failed in pids 17774 and 17780, which fell back to sockets. Lines as posted in
+# turns 2 and 5 (CloudWatch columns removed); the "comm … localRanks" lines are NCCL >= 2.20's
+# format (src/init.cc). The failing processes print their choice after ~20 KiB of the healthy
+# one's channel set-up, past the first 16 KiB a reader hands the parser at once.
+FABRIC_PROCESS = "algo-1:17773:17846 [0] NCCL INFO "
+
+
+def one_node_fabric_then_socket_processes(local_ranks: int = 8) -> bytes:
+    announced = f"nNodes 2 localRanks {local_ranks}"
+    fabric = [
+        FABRIC_PROCESS + "NET/OFI Selected Provider is efa (found 4 nics)",
+        FABRIC_PROCESS + "Using network AWS Libfabric",
+        FABRIC_PROCESS + f"comm 0x5580e120bac0 rank 0 nRanks 16 {announced} localRank 0 MNNVL 0",
+    ]
+    for channel in range(32):
+        fabric.append(FABRIC_PROCESS + f"Channel {channel:02d}/0 : 0[0] -> 1[1] via P2P/IPC/read")
+        receive = f"Channel {channel:02d}/0 : 15[7] -> 0[0] [receive] via NET/AWS Libfabric/0/GDRDMA"
+        fabric.append(FABRIC_PROCESS + receive)
+    padding = [
+        f"algo-1:{17773 + device}:{17850 + device} [{device}] NCCL INFO Channel {channel:02d}/0 : "
+        f"{device}[{device}] -> {device + 1}[{device + 1}] via P2P/IPC/read"
+        for device in range(2, 7)
+        for channel in range(32)
+    ]
+    socket = [
+        "algo-1:17774:17853 [1] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+        "algo-1:17780:17851 [7] NCCL INFO Using network Socket",
+        "algo-1:17774:17853 [1] NCCL INFO Using network Socket",
+        f"algo-1:17774:17853 [1] NCCL INFO comm 0x55d0c1a2b3c0 rank 1 nRanks 16 {announced} localRank 1 MNNVL 0",
+        f"algo-1:17780:17851 [7] NCCL INFO comm 0x55f1e2d3c4b0 rank 7 nRanks 16 {announced} localRank 7 MNNVL 0",
+    ]
+    return lines(*fabric, *padding, *socket)
+
+
+def chunked(data: bytes, size: int) -> Iterator[bytes]:
+    return (data[start : start + size] for start in range(0, len(data), size))
+
+
+def test_a_fabric_rank_does_not_settle_the_job_while_ranks_its_node_announced_are_undecided() -> None:
+    """Stopping at rank 0's decisive fabric line would miss two socket processes of its node:
+    the read goes on to them, and ends with the verdict of the whole log."""
+    log = one_node_fabric_then_socket_processes()
+    assert len(log) > 16 * 1024
+    early = scan(chunked(log, 16 * 1024), EFA, stop_when_decisive=True)
+    assert early.verdict is Verdict.SOCKET and early.decisive
+    assert early.verdict is read(log).verdict
+    assert "Using network Socket" in early.evidence
+
+
+COMM_OF_TWO_LOCAL_RANKS = "comm 0x1 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0"
+
+
+def test_every_rank_the_node_announced_decided_settles_the_job() -> None:
+    """localRanks 2: once both ranks decided fabric, nothing later can change the verdict."""
+    second = "ip-10-0-0-1:42:53 [1] NCCL INFO "
+    provider = "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
+    scanner = TransportScanner(EFA)
+    for head in (H, second):
+        assert not scanner.feed(lines(head + provider))
+        decided = scanner.feed(lines(head + "Using network Libfabric", head + COMM_OF_TWO_LOCAL_RANKS))
+    assert decided and scanner.report().verdict is Verdict.FABRIC
+
+
+def test_an_other_rank_does_not_settle_the_job_while_its_node_has_undecided_ranks() -> None:
+    """``other`` comes after ``socket`` in the job's order: a later rank may still show sockets."""
+    second = "ip-10-0-0-1:42:53 [1] NCCL INFO "
+    scanner = TransportScanner(EFA)
+    assert not scanner.feed(lines(H + "Using network IB", H + COMM_OF_TWO_LOCAL_RANKS))
+    assert scanner.feed(lines(second + "Using network Socket", second + COMM_OF_TWO_LOCAL_RANKS))
+    assert scanner.report().verdict is Verdict.SOCKET
+
+
+def test_without_a_rank_count_the_first_decided_rank_settles_the_job() -> None:
+    """NCCL before 2.20 prints no localRanks: nothing says how many ranks are to come, so the
+    first decided rank settles the job, as docs/transport.md says (a later socket rank is missed)."""
+    log = one_node_fabric_then_socket_processes().replace(b" localRanks 8", b"")
+    early = scan(chunked(log, 16 * 1024), EFA, stop_when_decisive=True)
+    assert early.verdict is Verdict.FABRIC and early.decisive
 
 
 def test_a_decided_rank_ignores_later_lines() -> None:
@@ -371,6 +452,38 @@ def test_scan_stops_reading_at_the_first_decisive_chunk() -> None:
     report = scan(chunks(), EFA, stop_when_decisive=True)
     assert report.verdict is Verdict.SOCKET and report.decisive
     assert consumed == [0, 1, 2, 3]
+
+
+# Two processes of a p4d node with aws-ofi-nccl 1.11.0-aws, as posted in aws/aws-ofi-nccl#715
+# ("NET/OFI Selected Provider is efa (found 4 nics)", "Using network AWS Libfabric"); the channel
+# line is NCCL 2.12 - 2.19's format, which prints no localRanks, so rank 2's line settles the job.
+RANK_2 = "algo-1:18564:18638 [2] NCCL INFO "
+RANK_3 = "algo-1:18565:18637 [3] NCCL INFO "
+
+
+def test_scan_stopped_early_drops_the_line_its_last_chunk_ended_in() -> None:
+    """The chunk that settles the job ends inside rank 3's "Using network AWS Libfabric": read
+    as a whole line, "AWS Lib" would be another network, and ``other`` outranks ``fabric``."""
+    settled = lines(
+        RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        RANK_2 + "Using network AWS Libfabric",
+        RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/AWS Libfabric/0/GDRDMA",
+    )
+    cut = (RANK_3 + "Using network AWS Lib").encode()
+    rest = lines("fabric", RANK_3 + "Channel 00/0 : 3[3] -> 11[3] [send] via NET/AWS Libfabric/0/GDRDMA")
+    early = scan([settled + cut, rest], EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.FABRIC is read(settled + cut + rest).verdict
+    assert not any(rank.evidence.endswith("AWS Lib") for rank in early.ranks)
+
+
+def test_a_last_line_without_a_newline_counts_at_the_end_of_the_stream_only() -> None:
+    log = lines(RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)") + (RANK_2 + "Using network Socket").encode()
+    whole, cut = TransportScanner(EFA), TransportScanner(EFA)
+    whole.feed(log)
+    cut.feed(log)
+    assert whole.finish().verdict is Verdict.SOCKET
+    assert cut.finish(end_of_stream=False).verdict is Verdict.UNKNOWN
 
 
 def test_a_single_node_log_is_never_decisive() -> None:
