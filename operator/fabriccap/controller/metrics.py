@@ -538,7 +538,8 @@ class OperatorMetrics:
         )
         self.transport_log_bytes = Counter(
             "fabriccap_transport_log_bytes",
-            "Bytes of pods' logs read for NCCL's transport (each read stops at its first decisive line, or maxBytes).",
+            "Bytes of pods' logs read for NCCL's transport"
+            " (each read stops once the job's verdict can no longer change, or at maxBytes).",
             registry=self.registry,
         )
         for kind in (*(watched.label for watched in WATCHED_KINDS), "fabriccapability"):
