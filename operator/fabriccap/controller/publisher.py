@@ -182,6 +182,7 @@ class Publisher:
     requests: Requests = field(init=False)
     writer: ObjectWriter = field(init=False)
     _read_back: bool = False  # the Lease was acquired: read everything back before writing
+    _read_back_retry: Retry = field(default_factory=Retry)  # the read-back's failures, and when to try again
     _first_round_done: bool = False
     _unavailable: str | None = None  # the DataUnavailable message of the last round, if any
     _next_resync: float = 0.0
@@ -475,44 +476,53 @@ class Publisher:
     async def load_published(self) -> None:
         """Read back every FabricCapability, waiting with backoff while the CRD is missing."""
         retry = Retry()
-        while True:
-            try:
-                items = [item async for item in self.client.list_items(FABRIC_CAPABILITIES.collection())]
-            except KubeError as error:
-                delay = retry.failed(LOAD_BACKOFF, self.clock())
-                if error.status == 404:
-                    logger.error(
-                        "CRD %s is not installed (apply crds/fabriccapabilities.yaml); retrying in %.0fs",
-                        CRD_NAME,
-                        delay,
-                    )
-                else:
-                    logger.error("cannot list FabricCapabilities: %s; retrying in %.0fs", error, delay)
-                await asyncio.sleep(delay)
-                continue
-            everything = [Published.from_object(item) for item in items]
-            listed = {published.name: published for published in everything if self._in_shard(published)}
-            self._other_shards_ready.clear()
-            for published in everything:
-                if not self._in_shard(published):
-                    self._remember_other_shard(published)
-            for name, state in self.objects.items():
-                known = state.published
-                # The watch may have told of a newer version while this LIST was under way.
-                if name not in listed:
-                    state.published = None
-                elif known is None or not known.is_newer_than(listed[name]):
-                    state.published = listed[name]
-            for name, published in listed.items():
-                if name not in self.objects:
-                    self._state(name).published = published
-            self.loaded = True
-            logger.info("found %d published FabricCapabilities", len(listed))
-            return
+        while (delay := await self._read_published(retry)) is not None:
+            await asyncio.sleep(delay)
+
+    async def _read_published(self, retry: Retry) -> float | None:
+        """One LIST of every FabricCapability, taken as what is published; on failure (logged,
+        counted in ``retry``) the delay before the next try, else None."""
+        try:
+            items = [item async for item in self.client.list_items(FABRIC_CAPABILITIES.collection())]
+        except KubeError as error:
+            delay = retry.failed(LOAD_BACKOFF, self.clock())
+            if error.status == 404:
+                logger.error(
+                    "CRD %s is not installed (apply crds/fabriccapabilities.yaml); retrying in %.0fs", CRD_NAME, delay
+                )
+            else:
+                logger.error("cannot list FabricCapabilities: %s; retrying in %.0fs", error, delay)
+            return delay
+        retry.forget()
+        everything = [Published.from_object(item) for item in items]
+        listed = {published.name: published for published in everything if self._in_shard(published)}
+        self._other_shards_ready.clear()
+        for published in everything:
+            if not self._in_shard(published):
+                self._remember_other_shard(published)
+        for name, state in self.objects.items():
+            known = state.published
+            # The watch may have told of a newer version while this LIST was under way.
+            if name not in listed:
+                state.published = None
+            elif known is None or not known.is_newer_than(listed[name]):
+                state.published = listed[name]
+        for name, published in listed.items():
+            if name not in self.objects:
+                self._state(name).published = published
+        self.loaded = True
+        logger.info("found %d published FabricCapabilities", len(listed))
+        return None
 
     async def _read_everything_back(self) -> None:
-        """After acquiring the Lease: what is published is the record, not this process's memory."""
-        await self.load_published()
+        """After acquiring the Lease: what is published is the record, not this process's memory.
+        One try, then again after a backoff: while it fails, nothing is written (``_timeout``),
+        but the rounds go on, so the pools' metrics say what the facts say (retried inline, a
+        failing LIST held every round, and fabriccap_pool_ready kept its last values)."""
+        if self._read_back_retry.waiting(self.clock()):
+            return
+        if await self._read_published(self._read_back_retry) is not None:
+            return
         for state in self.objects.values():
             state.written = None
             state.retry.forget()

@@ -4,6 +4,7 @@ round 3 L12): after staleAfterSeconds, Ready False DataUnavailable, naming the k
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 
 import pytest
@@ -11,8 +12,8 @@ import pytest
 from fabriccap.core.api import READY_LABEL, condition_reason, condition_status, find_condition
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node
-from support.fakeapi import eventually
-from support.publishing import Lease, Setup, healthy, publishing, start
+from support.fakeapi import WAIT_SECONDS, eventually
+from support.publishing import FCAPS, Lease, Setup, healthy, publishing, start
 
 STALE_AFTER = 30.0
 
@@ -94,3 +95,31 @@ async def test_published_objects_fail_closed_when_the_first_listing_never_comes(
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_failing_read_back_holds_the_writes_not_the_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Elected, the replica reads every FabricCapability back before it writes. That LIST was
+    retried inline, forever: no pool was evaluated meanwhile, and fabriccap_pool_ready (what
+    the alerts read) kept saying Ready over a pool that had broken."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)  # the previous leader's status: Ready
+        setup.publisher.leader = Lease()
+        setup.publisher.became_leader(True)
+        setup.api.list_failures[FCAPS] = deque([500] * 3)  # a conversion webhook down, a 429 storm
+        setup.remove_node("b")
+        setup.add([node("b", pool="p5", efa=0)])  # the pool breaks
+        listed = _fcap_lists(setup)
+        await asyncio.wait_for(setup.publisher.reconcile_once(), WAIT_SECONDS)
+        assert setup.gauge("fabriccap_pool_ready", name="efa-p5", fabric="efa", pool="p5") == 0.0
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "True"  # not written yet
+        await setup.publisher.reconcile_once()  # within the read-back's backoff: not listed again
+        assert _fcap_lists(setup) == listed + 1
+        setup.publisher._read_back_retry.due = 0.0  # the backoff passed; the LIST answers again
+        setup.api.list_failures[FCAPS].clear()
+        await setup.publisher.reconcile_once()
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "False"
+
+
+def _fcap_lists(setup: Setup) -> int:
+    return sum(1 for method, path, _, _ in setup.api.requests if (method, path) == ("GET", FCAPS))
