@@ -141,7 +141,13 @@ def remembers(publisher: object, name: str) -> list[str]:
     children = [(field, value) for field, value in vars(publisher).items()]
     for field, value in list(children):
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            children += [(f"{field}.{inner}", inner_value) for inner, inner_value in vars(value).items()]
+            # A dataclass with slots has no __dict__: its fields are what it holds.
+            held = (
+                vars(value).items()
+                if hasattr(value, "__dict__")
+                else [(inner.name, getattr(value, inner.name)) for inner in dataclasses.fields(value)]
+            )
+            children += [(f"{field}.{inner}", inner_value) for inner, inner_value in held]
     for field, value in children:
         if isinstance(value, dict | set | frozenset) and name in value:
             found.append(field)
