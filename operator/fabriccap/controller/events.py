@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, PacedLines
+from fabriccap.controller.window import write_timeout
 from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType
 from fabriccap.core.index import OwnerKey
 from fabriccap.core.ratelimit import TokenBucket
@@ -178,6 +180,9 @@ def event_time() -> str:
 class EventRecorder:
     client: KubeClient
     identity: str  # reportingInstance: which replica said it
+    # The seconds this replica may still write for (the leader's write_window): an Event is a
+    # write, sent only inside the window and with a timeout that ends with it.
+    window: Callable[[], float] = lambda: math.inf
     _warned: set[tuple[str, str, str]] = field(default_factory=set)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
     _refused: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -258,8 +263,11 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": count,
         }
+        timeout = write_timeout(self.window())
+        if timeout is None:
+            return False  # not this replica's to send now: a later try, the leader's, may
         try:
-            await self.client.create(EVENTS.collection(namespace), body)
+            await self.client.request("POST", EVENTS.collection(namespace), body=body, timeout=timeout)
         except KubeError as error:
             if name and error.status == 409:
                 return True

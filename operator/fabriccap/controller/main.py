@@ -138,7 +138,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
         client=client,
         metrics=metrics,
         leader=leader,
-        events=EventRecorder(client, identity),
+        events=EventRecorder(client, identity, window=leader.write_window),
         fresh=store.fresh,
         freshness=freshness,
         field_manager=field_manager(namespace, config_digest(options.config)),

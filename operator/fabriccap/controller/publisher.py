@@ -68,6 +68,7 @@ from fabriccap.controller.objects import (
 )
 from fabriccap.controller.ratelimit import BackoffPolicy, Retry
 from fabriccap.controller.store import FactStore
+from fabriccap.controller.window import write_timeout
 from fabriccap.controller.writes import (
     FIELD_MANAGER_PREFIX,
     ObjectWriter,
@@ -872,10 +873,9 @@ class Publisher:
 
     def _timeout(self) -> float | None:
         """The request timeout that keeps a write inside the Lease's window; None: do not write."""
-        window = self.leader.write_window()
-        if window <= 0.5 or self._read_back:  # too close to the renew deadline, or not read back yet
+        if self._read_back:  # not read back yet
             return None
-        return min(window, 60.0)
+        return write_timeout(self.leader.write_window())  # None too close to the renew deadline
 
     def _must_read_back(self) -> None:
         """An object (or the CRD) went away under a write: read everything back first."""

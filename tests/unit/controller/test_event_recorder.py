@@ -3,6 +3,7 @@ round 3, S5 and S10; issue 27 item 10), each refused one POSTed once (S6; item 1
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import deque
@@ -103,3 +104,22 @@ async def test_sends_failing_together_are_said_in_one_line(caplog: pytest.LogCap
     (line,) = [record.getMessage() for record in caplog.records if "could not record" in record.getMessage()]
     assert "503" in line and "said at most every 60s" in line
     assert len(api.objects(ML_EVENTS)) == 1
+
+
+# -- an Event is a write: only inside the leader's window (the leader review, 5)
+
+
+async def test_an_event_goes_only_inside_the_write_window_and_its_request_ends_with_it() -> None:
+    """Events were gated on ``leading`` alone and sent with the client's 60 s timeout: one
+    accepted by a slow API server after the window closed landed while another replica led."""
+    owner = ObjectRef("batch/v1", "Job", "ml", "bert", "uid-1")
+    event = WorkloadEvent(owner, "FabricNotRequested", "runs 1 pod", "key")
+    async with fake_api() as (api, client):
+        api.serve(ML_EVENTS, "Event", [], "1")
+        window = [0.0]
+        recorder = EventRecorder(client, "test", window=lambda: window[0])
+        assert not await recorder.warn_workload(event)  # no window: a later try, the leader's
+        assert api.writes("POST") == []
+        api.write_gates[("POST", ML_EVENTS)] = asyncio.Event()  # an API server that does not answer
+        window[0] = 0.8
+        assert not await asyncio.wait_for(recorder.warn_workload(event), 3.0)  # cut where the window ends
