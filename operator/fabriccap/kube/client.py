@@ -310,7 +310,12 @@ class KubeClient:
                     return await self._send_through_proxy(method, path, params, data, headers, left, max_body_bytes)
                 request = self._request(method, path, params, data, headers)
                 return await self._pool().exchange(
-                    method, request, f"{method} {path}", max_body_bytes, reserved=path.startswith(LEASES_PREFIX)
+                    method,
+                    request,
+                    f"{method} {path}",
+                    max_body_bytes,
+                    reserved=path.startswith(LEASES_PREFIX),
+                    not_after=deadline,
                 )
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             raise self._unreachable(method, error) from None

@@ -141,25 +141,36 @@ class ConnectionPool:
         self._reserved_slots = asyncio.Semaphore(RESERVED_SLOTS)
 
     async def exchange(
-        self, method: str, request: bytes, what: str, max_body_bytes: int | None, *, reserved: bool = False
+        self,
+        method: str,
+        request: bytes,
+        what: str,
+        max_body_bytes: int | None,
+        *,
+        reserved: bool = False,
+        not_after: float | None = None,
     ) -> tuple[int, bytes]:
         """Sends ``request`` (its whole bytes) and reads the answer: (status, body). Raises
         OSError (a ConnectionResetError when the connection closed before any answer, after one
         more try on a new connection if the method is replayable and the closed one was reused),
         TimeoutError (under the caller's timeout), asyncio.IncompleteReadError or
         MalformedAnswerError when there is no answer to give, ResponseTooLargeError past
-        ``max_body_bytes`` (None: DEFAULT_MAX_BODY_BYTES)."""
+        ``max_body_bytes`` (None: DEFAULT_MAX_BODY_BYTES). Nothing is sent at or after
+        ``not_after`` (the loop's clock): a task resumed after a long stall of the loop runs
+        before the timer that would cancel it, and a write would go out past its deadline."""
         limit = DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
         async with self._reserved_slots if reserved else self._slots:
             connection, reused = await self._take()
             try:
                 try:
+                    _in_time(not_after, what)
                     answer = await _send(connection, method, request, what, limit, self.accept_gzip)
                 except _UnansweredError:
                     if not reused or method not in REPLAYABLE_METHODS:
                         raise
                     connection.close()
                     connection = await self._open()
+                    _in_time(not_after, what)
                     answer = await _send(connection, method, request, what, limit, self.accept_gzip)
             except BaseException:
                 connection.close()
@@ -198,6 +209,11 @@ class ConnectionPool:
         self._closed = True
         while self._idle:
             self._idle.pop().close()
+
+
+def _in_time(not_after: float | None, what: str) -> None:
+    if not_after is not None and asyncio.get_running_loop().time() >= not_after:
+        raise TimeoutError(f"{what}: its deadline passed before it was sent")
 
 
 async def _send(

@@ -661,3 +661,16 @@ async def test_a_watch_refused_with_a_large_body_reads_only_the_start_of_it(serv
                 pass
     assert raised.value.status == 500
     assert len(str(raised.value)) < 400  # its start, not JSON once cut, shown bounded
+
+
+async def test_nothing_is_sent_after_its_deadline(serve: Serve) -> None:
+    """A task resumed after a long stall of the loop (a CPU-bound round) runs before the timer
+    that would cancel it: a write checked against its window went out after it."""
+    script = await serve([OK_JSON])
+    pool = _pool(script)
+    past = asyncio.get_running_loop().time() - 0.001
+    with pytest.raises(TimeoutError, match="deadline passed"):
+        await pool.exchange("PATCH", POST, "PATCH /x", None, not_after=past)
+    await asyncio.sleep(0.1)
+    assert script.requests == []
+    pool.close()
