@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from fabriccap.controller.informers import INITIAL_EVENTS_END, ListWatch, read_event
-from fabriccap.controller.informers import _number as resource_version_number  # what _advances and _check_plausible use
 from fabriccap.controller.memory import MemoryTrimmer
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.core.config import default_config
@@ -47,6 +46,7 @@ from fabriccap.core.facts import FactsExtractor
 from fabriccap.kube.client import decode_json, watch_lines
 from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.unread import UnchangedRule, UnreadEvent, UnreadRule
+from fabriccap.kube.versions import version_number as resource_version_number  # what _advances and _check_plausible use
 from fabriccap_devtools.scalesim import Simulator
 from fabriccap_devtools.scalesim.world import CPU_POD_TEMPLATE, NODE_TEMPLATE, ScaleWorld
 

@@ -66,6 +66,7 @@ from fabriccap.kube.errors import KubeError, WatchLineError
 from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WATCHED_KINDS, WatchedKind, kinds_for, object_key
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import LineRule, UnreadEvent
+from fabriccap.kube.versions import version_number
 
 logger = logging.getLogger(__name__)
 
@@ -237,12 +238,6 @@ def _ends_initial_events(body: Mapping[str, Any]) -> bool:
     return isinstance(annotations, Mapping) and annotations.get(INITIAL_EVENTS_END) == "true"
 
 
-def _number(version: str) -> int | None:
-    # ASCII digits only: str.isdigit() is true of "²" and "①", which int() refuses (a watch line
-    # with such a version ended the informer, and the operator with it).
-    return int(version) if version.isascii() and version.isdigit() and len(version) <= 20 else None
-
-
 class SaidOnce:
     """Messages already logged, so each is said once; bounded (the oldest go first)."""
 
@@ -350,7 +345,7 @@ class ListWatch:
         self.last_progress = now
         self.version = version
         self.nudged_at = None
-        number = _number(version)
+        number = version_number(version)
         if number is not None and (newest or self._anchor is None):
             self._anchor = (number, now)
         if self._deadline is not None and self.progress_timeout is not None:
@@ -364,13 +359,13 @@ class ListWatch:
 
     def _advances(self, version: str) -> bool:
         """Whether ``version`` is past the one the view is at (numbers compare as numbers)."""
-        new, old = _number(version), _number(self.version)
+        new, old = version_number(version), version_number(self.version)
         if new is not None and old is not None:
             return new > old
         return version != self.version
 
     def _check_plausible(self, version: str) -> None:
-        number = _number(version)
+        number = version_number(version)
         if number is None or self._anchor is None:
             return
         anchor, since = self._anchor

@@ -30,6 +30,7 @@ from fabriccap.core.facts import Pool
 from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.sharing import shared_json
 from fabriccap.core.workloads import ReadyPool
+from fabriccap.kube.versions import version_number
 
 # Status writes per object: a burst, then one a second. A pool flapping between two states
 # (a node label flapping every 0.5 s made 6 writes a second) is written once a second, with
@@ -68,8 +69,9 @@ class Published:
     def is_newer_than(self, other: Published) -> bool:
         # resourceVersions are opaque, but etcd-backed servers use increasing integers; a
         # watch event older than our own write must not be mistaken for someone's edit.
-        if self.resource_version.isdigit() and other.resource_version.isdigit():
-            return int(self.resource_version) > int(other.resource_version)
+        mine, theirs = version_number(self.resource_version), version_number(other.resource_version)
+        if mine is not None and theirs is not None:
+            return mine > theirs
         return self.resource_version != other.resource_version
 
     @property

@@ -95,6 +95,7 @@ from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
+from fabriccap.kube.versions import version_number
 
 logger = logging.getLogger(__name__)
 
@@ -635,16 +636,15 @@ class Publisher:
         predates. Without comparable versions nothing is forgotten; a write to an object
         that is gone answers 404, and the publisher reads everything again.
         """
-        if not version.isdigit():
+        listed = version_number(version)
+        if listed is None:
             return
         for name, state in list(self.objects.items()):
             known = state.published
-            if (
-                known is not None
-                and name not in names
-                and known.resource_version.isdigit()
-                and int(known.resource_version) <= int(version)
-            ):
+            if known is None or name in names:
+                continue
+            held = version_number(known.resource_version)
+            if held is not None and held <= listed:
                 self.observe_published({"metadata": {"name": name}}, deleted=True)
 
     # -- one round

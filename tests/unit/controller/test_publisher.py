@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import logging
 from collections import deque
@@ -774,3 +775,18 @@ async def test_a_watch_that_fails_on_every_resume_lists_again_after_its_backstop
             del setup.api.collections[FCAPS].items[0]  # deleted; no watch will say so
             await eventually(lambda: "efa-p5" not in setup.publisher.published, "the backstop's LIST to forget it")
             assert len(setup.api.lists(FCAPS)) >= 2
+
+
+async def test_a_version_of_digits_that_are_not_ascii_is_opaque_to_the_published_objects_view() -> None:
+    """ "²" is a digit to str.isdigit(), not to int(): a FabricCapability listing or event with
+    such a version raised in the publisher's view, which ended the watch's task, and the
+    operator with it (the informers' watch had the same bug, fixed at stop 59)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        setup.publisher.forget_unlisted(set(), "²")
+        assert "efa-p5" in setup.publisher.published  # nothing forgotten on a version it cannot compare
+        edited = copy.deepcopy(setup.published()["efa-p5"])
+        edited["metadata"]["resourceVersion"] = "①"
+        setup.publisher.observe_published(edited, deleted=False)
+        assert setup.publisher.objects["efa-p5"].published is not None
