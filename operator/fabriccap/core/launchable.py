@@ -320,15 +320,39 @@ def _spread(types: Iterable[tuple[str, int]]) -> str:
     return "; ".join(f"{count} on {_named(names)}" for count, names in sorted(by_count.items(), reverse=True))
 
 
+def _not_launching(pool: NodePoolFacts, node_class_missing: bool) -> str | None:
+    """Why Karpenter's provisioner launches nothing from ``pool`` whatever its requirements, or
+    None. It skips a NodePool being deleted and one whose Ready condition is not True
+    (sigs.k8s.io/karpenter v1.15.1 provisioner.go NewScheduler), and Karpenter sets Ready False
+    when the EC2NodeClass is missing or not ready (NodeClassReady)."""
+    if pool.deleting:
+        return "it is being deleted (metadata.deletionTimestamp), and Karpenter launches from no such NodePool"
+    if node_class_missing and pool.node_class is not None:
+        # Checked apart from Ready: Karpenter's Ready may lag the class's deletion, and a class
+        # fabriccap cannot read must not count as "pins nothing".
+        return f"its nodeClassRef names EC2NodeClass {pool.node_class.name}, which does not exist"
+    if pool.ready == ConditionStatus.TRUE:
+        return None
+    if pool.ready is None:
+        # A NodePool just created has no conditions until Karpenter's status controllers set them
+        # (seconds); IsTrue(Ready) is false until then, so Karpenter launches nothing from it yet.
+        # Said so rather than assumed Ready: fail closed, and the next round sees Ready.
+        return "Karpenter has not reported it Ready yet (no Ready condition), and launches from it only then"
+    detail = f" ({pool.ready_message})" if pool.ready_message else ""
+    return f"Karpenter reports it Ready {pool.ready.value}{detail}, and launches only from a Ready NodePool"
+
+
 def judge_node_pool(
     profile: FabricProfile,
     pool: NodePoolFacts,
     node_class: NodeClassFacts | None,
     provider_admits: Callable[[Mapping[str, str]], bool] | None,
+    node_class_missing: bool = False,
 ) -> LaunchableTypes:
     """The NodePool's ``Launchable`` verdict for ``profile``. ``provider_admits`` says whether a
     provider DaemonSet of the fabric would run on a node with these labels (None: no DaemonSet
-    found, which Ready judges; the platform needs none)."""
+    found, which Ready judges; the platform needs none). ``node_class_missing``: its
+    ``nodeClassRef`` names an EC2NodeClass the cluster does not have."""
     overrides = tuple(sorted(profile.instance_types.items()))
     catalog = profile.catalog
     admitted = admitted_types(catalog, overrides, pool.requirements)
@@ -362,6 +386,20 @@ def judge_node_pool(
     def verdict(status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None) -> LaunchableTypes:
         return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform)
 
+    idle = _not_launching(pool, node_class_missing)
+    if idle is not None:
+        # Karpenter launches nothing from it now, so it offers no type (offers_fabric False); it
+        # stays a pool of the fabric by its requirements, so the status says why.
+        return LaunchableTypes(
+            pool.name,
+            ConditionStatus.FALSE,
+            Reason.NO_FABRIC_INSTANCE_TYPES,
+            f"NodePool {pool.name} launches nothing now: {idle}",
+            (),
+            of_fabric,
+            platform,
+            None,
+        )
     if admitted.problems:
         return verdict(
             ConditionStatus.UNKNOWN,

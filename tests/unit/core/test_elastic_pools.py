@@ -293,3 +293,66 @@ def test_a_nodepool_is_judged_again_only_when_what_it_is_judged_from_changes(mon
         ["p5.48xlarge", "p5e.48xlarge"],
         ["p5.48xlarge"],
     ]
+
+
+# -- NodePools Karpenter launches nothing from (sigs.k8s.io/karpenter v1.15.1 provisioner.go
+# NewScheduler skips a NodePool being deleted and one whose Ready condition is not True)
+
+
+def _conditions(ready: str, reason: str) -> list[dict[str, Any]]:
+    """A NodePool's status.conditions as Karpenter writes them when its EC2NodeClass is not
+    ready (karpenter.sh_nodepools.yaml of karpenter-provider-aws v1.15.2: metav1.Condition)."""
+    return [
+        {
+            "type": kind,
+            "status": status,
+            "reason": reason if status != "True" else kind,
+            "message": "",
+            "lastTransitionTime": "2026-11-30T10:00:00Z",
+            "observedGeneration": 1,
+        }
+        for kind, status in (("Ready", ready), ("NodeClassReady", ready), ("ValidationSucceeded", "True"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ready", "said"), [("False", "Ready False (NodeClassNotReady)"), ("Unknown", "Ready Unknown")]
+)
+def test_a_nodepool_karpenter_reports_not_ready_launches_nothing(ready: str, said: str) -> None:
+    pool = node_pool("gpu", P5)
+    pool["status"]["conditions"] = _conditions(ready, "NodeClassNotReady")
+    status = only_status([daemon_set(), pool, ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert said in message(status, "Launchable")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert status.recommendation is None
+    assert status.to_json()["launchable"]["instanceTypes"] == []
+
+
+def test_a_nodepool_whose_ec2nodeclass_is_missing_launches_nothing() -> None:
+    # Karpenter sets NodeClassReady and Ready False for it; checked apart from them as well.
+    status = only_status([daemon_set(), node_pool("gpu", P5, node_class="does-not-exist")])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "EC2NodeClass does-not-exist, which does not exist" in message(status, "Launchable")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert status.recommendation is None
+
+
+def test_a_nodepool_being_deleted_launches_nothing() -> None:
+    pool = node_pool("gpu", P5)
+    pool["metadata"]["deletionTimestamp"] = "2026-11-30T10:00:00Z"
+    pool["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    status = only_status([daemon_set(), pool, ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "being deleted" in message(status, "Launchable")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+
+
+def test_a_nodepool_without_a_ready_condition_yet_launches_nothing() -> None:
+    """Just created: Karpenter has set no condition, and IsTrue(Ready) is false until it does."""
+    pool = node_pool("gpu", P5)
+    del pool["status"]
+    status = only_status([daemon_set(), pool, ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "has not reported it Ready yet" in message(status, "Launchable")
+    assert reason(status, "Ready")[0] == "False"
