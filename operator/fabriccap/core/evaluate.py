@@ -836,7 +836,7 @@ def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> 
             f"{now}, and {by_type[ConditionType.LAUNCHABLE].message}",
         )
     count = launchable.uniform_count
-    every = f"every type NodePool {launchable.node_pool} launches attaches {count} when a pod requests it"
+    every = f"every type NodePool {launchable.node_pool} launches attaches {count} {launchable.when}"
     if not launchable.platform and not _launch_sources(analysis):
         plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
         return _condition(

@@ -227,6 +227,9 @@ class LaunchableTypes:
     of_fabric: bool
     platform: bool  # Auto Mode: the platform advertises the fabric, no DaemonSet to find
     uniform_count: int | None  # N when every type it may launch gets N > 0
+    # When a node gets the uniform count: "when a pod requests it", or on every node when the
+    # EC2NodeClass pins it (the Ready message repeats it).
+    when: str = ""
 
     @property
     def counts(self) -> dict[int, int]:
@@ -366,10 +369,16 @@ def judge_node_pool(
     pinned = node_class.efa_only_interfaces if node_class is not None else None
     platform = pool.node_class is not None and pool.node_class.group == AUTO_MODE_GROUP
 
+    # A static NodePool (spec.replicas) launches its nodes from the template alone: Karpenter's
+    # provisioner never schedules pods onto it (sigs.k8s.io/karpenter v1.15.1 NewScheduler skips
+    # nodepoolutils.IsStatic), so no NodeClaim of it requests the fabric and the AWS provider
+    # attaches none unless the EC2NodeClass pins efa-only interfaces (v1.15.2 types.go efas()).
+    static = pool.replicas is not None
+
     def count_of(known: InstanceType) -> int | None:
         maximum = maximum_of(known)
         if pinned is None:
-            return maximum
+            return 0 if static else maximum
         return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
 
     counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
@@ -383,8 +392,10 @@ def judge_node_pool(
     of_fabric = any(maximum_of(known) > 0 for known in accelerators) or bool(admitted.not_in_catalog)
     fabric = profile.spoken_name
 
-    def verdict(status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None) -> LaunchableTypes:
-        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform)
+    def verdict(
+        status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None, when: str = ""
+    ) -> LaunchableTypes:
+        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform, when)
 
     idle = _not_launching(pool, node_class_missing)
     if idle is not None:
@@ -430,6 +441,11 @@ def judge_node_pool(
             )
         elif pinned == 0:
             why = f"its EC2NodeClass {node_class.name if node_class else ''} sets networkInterfaces without efa-only"
+        elif static and pinned is None and accelerators:
+            why = (
+                f"it is a static NodePool (spec.replicas {pool.replicas}), whose nodes Karpenter launches for no pod,"
+                " so with no EFA unless its EC2NodeClass pins efa-only interfaces"
+            )
         elif types:
             why = f"the accelerator types they admit carry no {fabric}: {_named([name for name, _ in types])}"
         else:
@@ -459,6 +475,7 @@ def judge_node_pool(
                 " never advertise it",
             )
     how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
+    when = f"on every node ({how})" if pinned else how
     if over_limits:
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
     return verdict(
@@ -467,6 +484,7 @@ def judge_node_pool(
         f"every one of the {len(types)} accelerator types NodePool {pool.name} may launch gets "
         f"{profile.resource}: {count} ({how})",
         uniform=count,
+        when=when,
     )
 
 

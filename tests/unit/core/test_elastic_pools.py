@@ -356,3 +356,30 @@ def test_a_nodepool_without_a_ready_condition_yet_launches_nothing() -> None:
     assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
     assert "has not reported it Ready yet" in message(status, "Launchable")
     assert reason(status, "Ready")[0] == "False"
+
+
+def _static(replicas: int) -> dict[str, Any]:
+    """A static NodePool: spec.replicas (karpenter.sh_nodepools.yaml of karpenter-provider-aws
+    v1.15.2: "maintain this fixed number of replicas rather than scaling based on pod demand";
+    only limits.nodes is supported with it)."""
+    pool = node_pool("gpu", P5)
+    pool["spec"]["replicas"] = replicas
+    pool["spec"]["limits"] = {"nodes": replicas}
+    return pool
+
+
+def test_a_static_nodepool_launches_without_the_fabric_unless_its_class_pins_it() -> None:
+    """Karpenter's provisioner does not launch for pods from a static NodePool: its nodes request
+    no EFA, so they get none (v1.15.2 types.go efas()) unless the EC2NodeClass pins efa-only."""
+    status = only_status([daemon_set(), _static(4), ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "static NodePool (spec.replicas 4)" in message(status, "Launchable")
+    assert "when a pod requests it" not in message(status, "Ready")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert status.recommendation is None
+    status = only_status([daemon_set(), _static(4), ec2_node_class(efa_only=2)])
+    assert reason(status, "Launchable") == ("True", "UniformLaunchableCount")
+    assert message(status, "Ready") == (
+        "no nodes now; every type NodePool gpu launches attaches 2 on every node"
+        " (its EC2NodeClass pins 2 efa-only interfaces)"
+    )
