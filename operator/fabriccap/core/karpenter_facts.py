@@ -82,6 +82,13 @@ class NodePoolFacts:
     # metadata.deletionTimestamp is set: the same filter skips a NodePool being deleted.
     deleting: bool = False
 
+    def derived_requirements(self) -> tuple[Requirement, ...]:
+        """The requirements Karpenter holds the NodePool's instance types to: its own, and each
+        template label as ``In [value]`` (sigs.k8s.io/karpenter v1.15.1 nodeclaimtemplate.go
+        NewNodeClaimTemplate adds ``NewLabelRequirements(nct.Labels)``)."""
+        labels = tuple(Requirement(key, "In", (value,)) for key, value in self.template_labels)
+        return self.requirements + labels
+
     def remaining(self) -> dict[str, int]:
         """What the limits leave for one more node, per limited resource."""
         used = dict(self.usage)

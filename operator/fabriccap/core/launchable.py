@@ -55,15 +55,29 @@ VM_MEMORY_OVERHEAD = 0.075
 MEBIBYTE = 2**20
 
 
+# Deprecated keys Karpenter reads as the current ones (sigs.k8s.io/karpenter v1.15.1
+# pkg/apis/v1/labels.go NormalizedLabels, applied by scheduling.NewRequirementWithFlexibility to
+# every requirement and template label).
+NORMALIZED_KEYS = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+    "beta.kubernetes.io/arch": "kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE_KEY,
+    "beta.kubernetes.io/os": "kubernetes.io/os",
+}
+
+
 def catalog_key(key: str) -> str | None:
-    """The catalog's key for a requirement key (Auto Mode's spelling mapped); None when the
-    catalog has no values for it."""
+    """The catalog's key for a requirement key (deprecated and Auto Mode's spellings mapped);
+    None when the catalog has no values for it."""
+    key = NORMALIZED_KEYS.get(key, key)
     if key.startswith(AUTO_MODE_PREFIX):
         key = KARPENTER_LABELS + key.removeprefix("eks.amazonaws.com/")
     return key if key in CATALOG_KEYS else None
 
 
 def restricts_types(key: str) -> bool:
+    key = NORMALIZED_KEYS.get(key, key)
     return key in CATALOG_KEYS or key.startswith(_TYPE_KEY_PREFIXES)
 
 
@@ -358,7 +372,7 @@ def judge_node_pool(
     ``nodeClassRef`` names an EC2NodeClass the cluster does not have."""
     overrides = tuple(sorted(profile.instance_types.items()))
     catalog = profile.catalog
-    admitted = admitted_types(catalog, overrides, pool.requirements)
+    admitted = admitted_types(catalog, overrides, pool.derived_requirements())
     accelerator_names = _accelerator_names(catalog, overrides, profile.target_nodes.accelerator_resources)
     accelerators = [known for known in admitted.types if known.name in accelerator_names]
     maxima = dict(overrides)

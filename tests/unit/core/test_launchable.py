@@ -285,3 +285,28 @@ def test_limits_leave_out_what_would_exceed_them(
         assert verdict.counts == counts
     if limits and verdict.reason == "NoFabricInstanceTypes":
         assert "its limits (" in verdict.message
+
+
+P5_TYPES = [_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge")]
+
+
+@pytest.mark.parametrize(
+    ("requirements", "labels", "reason", "counts"),
+    [
+        # Karpenter reads beta.kubernetes.io/arch and -/instance-type as kubernetes.io/arch and
+        # node.kubernetes.io/instance-type (sigs.k8s.io/karpenter v1.15.1 labels.go NormalizedLabels).
+        ([*P5_TYPES, _req("beta.kubernetes.io/arch", "In", "arm64")], {}, "NoFabricInstanceTypes", {}),
+        ([_req("beta.kubernetes.io/instance-type", "In", "p5.48xlarge")], {}, "UniformLaunchableCount", {32: 1}),
+        # Template labels are requirements In [value] (nodeclaimtemplate.go NewNodeClaimTemplate); the
+        # CRD's label rules let them use these well-known keys.
+        (P5_TYPES, {"kubernetes.io/arch": "arm64"}, "NoFabricInstanceTypes", {}),
+        ([], {TYPE: "p5.48xlarge"}, "UniformLaunchableCount", {32: 1}),
+        ([], {"beta.kubernetes.io/instance-type": "p5.48xlarge"}, "UniformLaunchableCount", {32: 1}),
+        ([_req(FAMILY, "In", "p5")], {"team": "ml"}, "MixedLaunchableCounts", {32: 1, 1: 1}),  # a custom label
+    ],
+)
+def test_template_labels_and_deprecated_keys_are_requirements(
+    requirements: list[dict[str, Any]], labels: dict[str, str], reason: str, counts: dict[int, int]
+) -> None:
+    verdict = _judge(node_pool("p", requirements, labels=labels))
+    assert (verdict.reason, verdict.counts) == (reason, counts), verdict.message
