@@ -53,6 +53,8 @@ MAX_NAMED = 5
 # pkg/providers/instancetype/types.go memory()): what a memory limit is compared against.
 VM_MEMORY_OVERHEAD = 0.075
 MEBIBYTE = 2**20
+# Resources every node of every instance type has some of, though the catalog has no figure.
+ALWAYS_HELD = frozenset({"pods", "ephemeral-storage"})
 
 
 # Deprecated keys Karpenter reads as the current ones (sigs.k8s.io/karpenter v1.15.1
@@ -305,7 +307,14 @@ def _limits_exceeded(profile: FabricProfile, remaining: Mapping[str, int], known
     """Whether a node of ``known`` would exceed one of the limits (``remaining``: what they leave)."""
     for resource, left in remaining.items():
         capacity = capacity_of(profile, known, count, resource)
-        if capacity is not None and capacity > left:
+        if capacity is None:
+            # Karpenter filters a type whose capacity exceeds what is left (filterByRemainingResources:
+            # Cmp(capacity, remaining) > 0). A figure the catalog lacks is at least 0, so it exceeds a
+            # remainder below 0; and every type has room for pods and some ephemeral storage, so those
+            # exceed a remainder of 0 too. Between, the limit cannot be judged and excludes nothing.
+            if left < 0 or (left == 0 and resource in ALWAYS_HELD):
+                return True
+        elif capacity > left:
             return True
     return False
 

@@ -274,6 +274,17 @@ def _limited(limits: dict[str, Any], status: dict[str, Any] | None = None) -> di
         # Memory capacity is the type's MiB less 7.5%: p5.4xlarge's 256 GiB count 237 GiB.
         ({"memory": "240Gi"}, None, "UniformLaunchableCount", {1: 1}),
         ({"memory": "236Gi"}, None, "NoFabricInstanceTypes", {}),
+        # The catalog has no pods or ephemeral-storage figure, but every type has some: a limit of
+        # 0, or one already used up, leaves room for none (Karpenter compares capacity > remaining).
+        ({"pods": "0"}, None, "NoFabricInstanceTypes", {}),
+        ({"ephemeral-storage": "0"}, None, "NoFabricInstanceTypes", {}),
+        ({"pods": "110"}, {"resources": {"pods": "110"}}, "NoFabricInstanceTypes", {}),
+        # A resource no type of the catalog carries has capacity 0 at least: only a limit already
+        # exceeded (less than nothing left) leaves room for none.
+        ({"example.com/widget": "0"}, None, "MixedLaunchableCounts", {32: 1, 4: 1, 1: 1}),
+        ({"example.com/widget": "1"}, {"resources": {"example.com/widget": "2"}}, "NoFabricInstanceTypes", {}),
+        # A pods limit above 0 cannot be compared with a figure the catalog lacks: it excludes nothing.
+        ({"pods": "1000"}, None, "MixedLaunchableCounts", {32: 1, 4: 1, 1: 1}),
     ],
 )
 def test_limits_leave_out_what_would_exceed_them(
