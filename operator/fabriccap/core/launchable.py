@@ -18,6 +18,7 @@ a dictionary lookup per evaluation.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -262,24 +263,73 @@ class LaunchableTypes:
         return self.status != ConditionStatus.UNKNOWN and any(count > 0 for _, count in self.types)
 
 
-def launched_labels(pool: NodePoolFacts, known: InstanceType) -> dict[str, str]:
-    """The labels a node Karpenter launches for ``pool`` as ``known`` carries: the type's own,
-    the NodePool's template labels and single-valued requirements, its name and its node class."""
+# Labels every node Karpenter launches carries whose value the offering picks, not the type:
+# the zone, zone ID and capacity type (karpenter-provider-aws v1.15.2 types.go
+# computeRequirements and the offerings), the region, the hostname and the OS (the kubelet), each
+# with the values the NodePool allows. None: any value; the capacity types are Karpenter v1's
+# (on-demand, spot, reserved), and the OS is linux unless the NodePool asks for another.
+CAPACITY_TYPE_KEY = "karpenter.sh/capacity-type"
+OFFERING_KEYS: dict[str, tuple[str, ...] | None] = {
+    "kubernetes.io/os": ("linux",),
+    CAPACITY_TYPE_KEY: ("on-demand", "spot", "reserved"),
+    "topology.kubernetes.io/zone": None,
+    "topology.k8s.aws/zone-id": None,
+    "topology.kubernetes.io/region": None,
+    "kubernetes.io/hostname": None,
+}
+# Stands for a value the NodePool leaves open: no label value is spelt so, so a DaemonSet's
+# Exists admits it and its In does not (the node may be in a zone the DaemonSet leaves out).
+ANY_VALUE = "?"
+MAX_OFFERING_VALUES = 16
+# The kubelet labels every node with both spellings of these (beta first, as Karpenter reads them).
+KUBELET_BETA_LABELS = {"beta.kubernetes.io/os": "kubernetes.io/os", "beta.kubernetes.io/arch": "kubernetes.io/arch"}
+
+
+def _allowed(requirements: Sequence[Requirement], key: str, default: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The values of ``key`` a node of the NodePool may carry: those its In lists all name, else
+    ``default`` (ANY_VALUE when any), less those a NotIn names."""
+    allowed: list[str] | None = None
+    excluded: set[str] = set()
+    for requirement in requirements:
+        if NORMALIZED_KEYS.get(requirement.key, requirement.key) != key:
+            continue
+        if requirement.operator == "In":
+            allowed = [
+                value for value in (requirement.values if allowed is None else allowed) if value in requirement.values
+            ]
+        elif requirement.operator == "NotIn":
+            excluded.update(requirement.values)
+    values = allowed if allowed is not None else list(default or (ANY_VALUE,))
+    return tuple(value for value in values if value not in excluded)[:MAX_OFFERING_VALUES]
+
+
+def launched_label_sets(pool: NodePoolFacts, known: InstanceType) -> list[dict[str, str]]:
+    """The label sets a node Karpenter launches for ``pool`` as ``known`` may carry: the type's
+    own, the NodePool's template labels and single-valued requirements, its name and node class,
+    and one of each combination of the offering labels it allows (OFFERING_KEYS)."""
+    requirements = pool.derived_requirements()
     labels = dict(known.labels)
     for key, value in list(labels.items()):
         if key.startswith(KARPENTER_LABELS + "instance-"):
             labels[AUTO_MODE_PREFIX + key.removeprefix(KARPENTER_LABELS + "instance-")] = value
     for requirement in pool.requirements:
-        if requirement.operator == "In" and len(requirement.values) == 1 and requirement.key not in labels:
-            labels[requirement.key] = requirement.values[0]
-    labels.update(pool.template_labels)
+        key = NORMALIZED_KEYS.get(requirement.key, requirement.key)
+        if requirement.operator == "In" and len(requirement.values) == 1 and key not in labels:
+            labels[key] = requirement.values[0]
+    labels.update((NORMALIZED_KEYS.get(key, key), value) for key, value in pool.template_labels)
     labels[NODEPOOL_LABEL] = pool.name
     if pool.node_class is not None:
         if pool.node_class.group == AUTO_MODE_GROUP:
             labels[AUTO_MODE_LABEL[0]] = AUTO_MODE_LABEL[1]
         else:
             labels[NODE_CLASS_LABEL] = pool.node_class.name
-    return labels
+    choices = [(key, _allowed(requirements, key, default)) for key, default in OFFERING_KEYS.items()]
+    sets = []
+    for values in itertools.product(*(allowed for _, allowed in choices)):
+        node = {**labels, **{key: value for (key, _), value in zip(choices, values, strict=True)}}
+        node.update((beta, node[stable]) for beta, stable in KUBELET_BETA_LABELS.items() if stable in node)
+        sets.append(node)
+    return sets
 
 
 def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resource: str) -> int | None:
@@ -488,7 +538,13 @@ def judge_node_pool(
     (count,) = {count for _, count in types}
     if provider_admits is not None and not platform:
         by_name = {known.name: known for known in accelerators}
-        excluded = [name for name, _ in types if not provider_admits(launched_labels(pool, by_name[name]))]
+        excluded = [
+            name
+            for name, _ in types
+            # No label set: the NodePool's own requirements conflict (zone In [a] NotIn [a]), so it
+            # launches no such node, and an empty all() must not read as "admitted".
+            if not (sets := launched_label_sets(pool, by_name[name])) or not all(map(provider_admits, sets))
+        ]
         if excluded:
             return verdict(
                 ConditionStatus.FALSE,

@@ -383,3 +383,55 @@ def test_a_static_nodepool_launches_without_the_fabric_unless_its_class_pins_it(
         "no nodes now; every type NodePool gpu launches attaches 2 on every node"
         " (its EC2NodeClass pins 2 efa-only interfaces)"
     )
+
+
+# -- the labels of the node a provider DaemonSet is judged against
+
+
+def _provider_with(expressions: list[dict[str, Any]]) -> dict[str, Any]:
+    provider = daemon_set()
+    provider["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        }
+    }
+    return provider
+
+
+ON_DEMAND_OR_SPOT = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]}
+
+
+@pytest.mark.parametrize(
+    ("provider", "requirements", "launchable"),
+    [
+        # Every Karpenter node is labelled kubernetes.io/os (and beta.kubernetes.io/os) by the kubelet.
+        (daemon_set(node_selector={"kubernetes.io/os": "linux"}), P5, "UniformLaunchableCount"),
+        (daemon_set(node_selector={"beta.kubernetes.io/os": "linux"}), P5, "UniformLaunchableCount"),
+        (daemon_set(node_selector={"kubernetes.io/os": "windows"}), P5, "ProviderExcludesInstanceTypes"),
+        # Capacity type and zone: one of what the NodePool allows (all three capacity types and any
+        # zone when it says nothing), and the DaemonSet must admit each.
+        (_provider_with([{"key": "topology.kubernetes.io/zone", "operator": "Exists"}]), P5, "UniformLaunchableCount"),
+        (_provider_with([ON_DEMAND_OR_SPOT]), [*P5, ON_DEMAND_OR_SPOT], "UniformLaunchableCount"),
+        (_provider_with([ON_DEMAND_OR_SPOT]), P5, "ProviderExcludesInstanceTypes"),  # reserved is left out
+        (
+            _provider_with([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}]),
+            P5,
+            "ProviderExcludesInstanceTypes",
+        ),
+        (
+            _provider_with([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}]),
+            [*P5, {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}],
+            "UniformLaunchableCount",
+        ),
+        (
+            _provider_with([{"key": "kubernetes.io/hostname", "operator": "DoesNotExist"}]),
+            P5,
+            "ProviderExcludesInstanceTypes",
+        ),
+    ],
+)
+def test_the_provider_is_judged_against_every_label_a_karpenter_node_carries(
+    provider: dict[str, Any], requirements: list[dict[str, Any]], launchable: str
+) -> None:
+    status = only_status([provider, node_pool("gpu", requirements), ec2_node_class()])
+    assert reason(status, "Launchable")[1] == launchable, message(status, "Launchable")
