@@ -84,12 +84,19 @@ def restricts_types(key: str) -> bool:
     return key in CATALOG_KEYS or key.startswith(_TYPE_KEY_PREFIXES)
 
 
+def _integer(value: str) -> bool:
+    """Whether ``value`` is a non-negative integer as Karpenter reads one (strconv.Atoi): ASCII
+    digits only. str.isdigit alone admits '²', which int() refuses, and one NodePool's raise
+    would lose every pool's evaluation; such a requirement is judged unreadable instead."""
+    return value.isascii() and value.isdigit()
+
+
 def _problem(requirement: Requirement) -> str | None:
     """Why a requirement cannot be evaluated against the catalog, or None."""
     key, operator, values = requirement.key, requirement.operator, requirement.values
     if operator not in OPERATORS:
         return f"operator {operator!r} is not one Karpenter allows ({', '.join(OPERATORS)})"
-    if operator in _NUMERIC and (len(values) != 1 or not values[0].isdigit()):
+    if operator in _NUMERIC and (len(values) != 1 or not _integer(values[0])):
         return f"{operator} needs one non-negative integer, got {list(values)}"
     if operator in ("In", "NotIn") and not values:
         return f"{operator} needs at least one value"
@@ -111,7 +118,7 @@ def _matches(requirement: Requirement, key: str, known: InstanceType) -> bool:
         return value is not None
     if operator == "DoesNotExist":
         return value is None
-    if value is None or not value.isdigit():
+    if value is None or not _integer(value):
         return False
     return bool(_NUMERIC[operator](int(value), int(requirement.values[0])))
 
@@ -341,10 +348,10 @@ def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resourc
         return count
     if resource == "cpu":
         cpu = known.value_of(KARPENTER_LABELS + "instance-cpu")
-        return int(cpu) if cpu is not None and cpu.isdigit() else None
+        return int(cpu) if cpu is not None and _integer(cpu) else None
     if resource == "memory":
         mebibytes = known.value_of(KARPENTER_LABELS + "instance-memory")
-        if mebibytes is None or not mebibytes.isdigit():
+        if mebibytes is None or not _integer(mebibytes):
             return None
         total = int(mebibytes)
         return (total - math.ceil(total * VM_MEMORY_OVERHEAD)) * MEBIBYTE

@@ -435,3 +435,11 @@ def test_the_provider_is_judged_against_every_label_a_karpenter_node_carries(
 ) -> None:
     status = only_status([provider, node_pool("gpu", requirements), ec2_node_class()])
     assert reason(status, "Launchable")[1] == launchable, message(status, "Launchable")
+
+
+def test_a_nodepool_with_a_non_ascii_digit_is_unknown_and_the_others_are_judged() -> None:
+    """'²' passes str.isdigit() but not int(): the NodePool is unreadable, and the round goes on."""
+    odd = node_pool("odd", [{"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["\u00b2"]}])
+    evaluation = evaluate_bodies([daemon_set(), odd, *_gpu_pool()])
+    assert reason(capability(evaluation, "efa-odd").status, "Launchable") == ("Unknown", "RequirementsNotEvaluated")
+    assert reason(capability(evaluation, "efa-gpu").status, "Ready") == ("True", "UniformCapability")

@@ -169,6 +169,9 @@ def test_min_values_over_types_the_catalog_does_not_hold_is_not_judged() -> None
         (_req(FAMILY, "Matches", "p5"), "operator 'Matches' is not one Karpenter allows"),
         (_req(GPU_COUNT, "Gt", "eight"), "Gt needs one non-negative integer, got ['eight']"),
         (_req(GPU_COUNT, "Lt"), "Lt needs one non-negative integer, got []"),
+        # '²'.isdigit() is True but int('²') raises: ASCII digits only, as the CRD's pattern allows.
+        (_req(GPU_COUNT, "Gt", "\u00b2"), "Gt needs one non-negative integer, got ['\u00b2']"),
+        (_req(GPU_COUNT, "Gte", "\u0663"), "Gte needs one non-negative integer"),  # Arabic-Indic three
         (
             _req("karpenter.k8s.aws/instance-local-nvme", "Gt", "100"),
             "the instance catalog has no values for this label",
