@@ -79,9 +79,24 @@ def catalog_key(key: str) -> str | None:
     return key if key in CATALOG_KEYS else None
 
 
+# karpenter.k8s.aws keys that do not narrow the instance types (karpenter-provider-aws v1.15.2
+# pkg/apis/v1/labels.go): the node class and the placement group are no requirement of any type
+# (types.go computeRequirements defines neither, so Karpenter's Intersects never compares them),
+# and the capacity-reservation keys select a type's reserved offerings. Judged as if they admit
+# every type: a superset of what Karpenter launches, so a uniform count over it holds for any
+# type the reservations hold (the message says it assumes so).
+RESERVATION_KEYS = frozenset(
+    KARPENTER_LABELS + name
+    for name in ("capacity-reservation-id", "capacity-reservation-type", "capacity-reservation-interruptible")
+)
+OFFERING_ONLY_KEYS = RESERVATION_KEYS | frozenset(
+    KARPENTER_LABELS + name for name in ("ec2nodeclass", "placement-group-id", "placement-group-partition")
+)
+
+
 def restricts_types(key: str) -> bool:
     key = NORMALIZED_KEYS.get(key, key)
-    return key in CATALOG_KEYS or key.startswith(_TYPE_KEY_PREFIXES)
+    return key in CATALOG_KEYS or (key.startswith(_TYPE_KEY_PREFIXES) and key not in OFFERING_ONLY_KEYS)
 
 
 def _integer(value: str) -> bool:
@@ -564,6 +579,8 @@ def judge_node_pool(
     when = f"on every node ({how})" if pinned else how
     if over_limits:
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
+    if any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
+        how += "; assuming its capacity reservations are of these types"
     return verdict(
         ConditionStatus.TRUE,
         Reason.UNIFORM_LAUNCHABLE_COUNT,

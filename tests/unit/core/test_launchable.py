@@ -324,3 +324,23 @@ def test_template_labels_and_deprecated_keys_are_requirements(
 ) -> None:
     verdict = _judge(node_pool("p", requirements, labels=labels))
     assert (verdict.reason, verdict.counts) == (reason, counts), verdict.message
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        # The Capacity Blocks for ML NodePool of Karpenter's docs (capacity-type reserved).
+        _req("karpenter.k8s.aws/capacity-reservation-type", "In", "capacity-block"),
+        _req("karpenter.k8s.aws/capacity-reservation-id", "In", "cr-0123456789abcdef0"),
+        _req("karpenter.k8s.aws/ec2nodeclass", "In", "default"),
+        _req("karpenter.k8s.aws/placement-group-id", "In", "pg-0123456789abcdef0"),
+        _req("karpenter.k8s.aws/placement-group-partition", "In", "1"),
+    ],
+)
+def test_keys_that_select_offerings_not_types_are_no_obstacle(requirement: dict[str, Any]) -> None:
+    """No instance type defines these (v1.15.2 types.go computeRequirements), or they pick a
+    type's reserved offerings: they never make the verdict Unknown."""
+    verdict = _judge(_pool(*P5_TYPES, _req("karpenter.sh/capacity-type", "In", "reserved"), requirement))
+    assert (verdict.status, verdict.reason, verdict.uniform_count) == ("True", "UniformLaunchableCount", 32)
+    if "capacity-reservation" in requirement["key"]:
+        assert "assuming its capacity reservations are of these types" in verdict.message
