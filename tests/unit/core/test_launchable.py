@@ -31,22 +31,25 @@ def _judge(body: dict[str, Any], profile: FabricProfile = EFA_PROFILE, **kwargs:
 # accelerator and no EFA may get one, so such a NodePool offers no one count.
 REAL_NODEPOOLS = [
     ("ai-on-eks-trainium-trn1.yaml", "False", "MixedLaunchableCounts", True, {8: 1, 0: 1}),
-    ("aws-do-eks-default.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 3, 1: 22, 0: 16}),
+    # The catalog lists the older NVIDIA types without EFA too (g3, g3s, p2, p3: Karpenter still
+    # launches them), each a 0 here.
+    ("aws-do-eks-default.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 3, 1: 22, 0: 20}),
     ("data-on-eks-gpu.yaml", "False", "MixedLaunchableCounts", True, {4: 2, 2: 2, 1: 12, 0: 11}),
     ("eks-workshop-g5-v1beta1.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 2}),
     ("eks-workshop-trainium-trn1.yaml", "False", "NoFabricInstanceTypes", False, {0: 1}),
     # Limits cpu 100, memory 200Gi, nvidia.com/gpu 40: of the EFA types only the 8x and 12x sizes
     # of g4dn, g5, g6 and g7 fit (1 EFA each); without the limits 32, 16, 8, 4, 2 and 1 appeared.
-    ("karpenter-blueprints-gpu-slices.yaml", "False", "MixedLaunchableCounts", True, {1: 8, 0: 22}),
+    ("karpenter-blueprints-gpu-slices.yaml", "False", "MixedLaunchableCounts", True, {1: 8, 0: 26}),
     # Limits cpu 100, memory 100Gi, nvidia.com/gpu 5 leave room for no EFA type: a pool of the
     # fabric by its requirements, which launches none.
-    ("karpenter-blueprints-gpu.yaml", "False", "NoFabricInstanceTypes", True, {0: 18}),
+    ("karpenter-blueprints-gpu.yaml", "False", "NoFabricInstanceTypes", True, {0: 19}),
     # Auto Mode's eks.amazonaws.com/instance-category is read as karpenter.k8s.aws's. Limit
     # aws.amazon.com/neuron 5: of the EFA types only trn2.3xlarge (1 device) fits.
     ("karpenter-blueprints-neuron-automode.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 5}),
     ("karpenter-blueprints-neuron.yaml", "False", "MixedLaunchableCounts", True, {1: 1, 0: 5}),
-    # instance-family p3 admits no catalog type: p3dn.24xlarge is family p3dn.
-    ("karpenter-docs-scheduling-gpu.yaml", "False", "NoFabricInstanceTypes", False, {}),
+    # instance-family p3: p3.2xlarge, p3.8xlarge and p3.16xlarge (V100, no EFA); p3dn.24xlarge is
+    # family p3dn.
+    ("karpenter-docs-scheduling-gpu.yaml", "False", "NoFabricInstanceTypes", False, {0: 3}),
     # Karpenter's own EFA e2e pool is CPU-only (c/m/r): not a pool of the fabric by SPEC's rule.
     ("karpenter-e2e-efa.yaml", "False", "NoFabricInstanceTypes", False, {}),
     ("karpenter-example-general-purpose.yaml", "False", "NoFabricInstanceTypes", False, {}),
@@ -56,7 +59,7 @@ REAL_NODEPOOLS = [
         "False",
         "MixedLaunchableCounts",
         True,
-        {32: 2, 16: 4, 8: 2, 4: 4, 2: 3, 1: 27, 0: 31},
+        {32: 2, 16: 4, 8: 2, 4: 4, 2: 3, 1: 27, 0: 41},
     ),
     ("karpenter-example-min-values-multiple-keys.yaml", "False", "NoFabricInstanceTypes", False, {}),
 ]
@@ -344,3 +347,19 @@ def test_keys_that_select_offerings_not_types_are_no_obstacle(requirement: dict[
     assert (verdict.status, verdict.reason, verdict.uniform_count) == ("True", "UniformLaunchableCount", 32)
     if "capacity-reservation" in requirement["key"]:
         assert "assuming its capacity reservations are of these types" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("requirement", "counts"),
+    [
+        # V100: p3.2xlarge, p3.8xlarge, p3.16xlarge (no EFA) and p3dn.24xlarge (1). Karpenter's
+        # instance-types pages of v1.12.0 (p3) and v1.0.0 (p2, g3, g3s) are their source.
+        (_req(GPU_NAME, "In", "v100"), {1: 1, 0: 3}),
+        (_req(FAMILY, "In", "p3", "p3dn"), {1: 1, 0: 3}),
+        (_req(GPU_NAME, "In", "k80", "m60"), {0: 7}),
+    ],
+)
+def test_older_nvidia_types_count_without_the_fabric(requirement: dict[str, Any], counts: dict[int, int]) -> None:
+    verdict = _judge(_pool(requirement))
+    assert verdict.counts == counts
+    assert verdict.status == ConditionStatus.FALSE
