@@ -138,8 +138,9 @@ def _matches(requirement: Requirement, key: str, known: InstanceType) -> bool:
     return bool(_NUMERIC[operator](int(value), int(requirement.values[0])))
 
 
-# Keys whose requirement only accelerator types can meet: every accelerator type Karpenter
-# launches is in the catalog, so a NodePool with one of these can launch no type it lacks.
+# Keys whose requirement only accelerator types can meet. The catalog lists every accelerator
+# type of the module's DRA metadata and supplement, so a NodePool with one of these can launch
+# no type it lacks, except one whose name or maker the catalog has never seen (below).
 _ACCELERATOR_KEYS = frozenset(
     KARPENTER_LABELS + f"instance-{kind}-{part}"
     for kind in ("gpu", "accelerator")
@@ -207,6 +208,27 @@ def _admitting(
     return frozenset(name for name, candidate in known.items() if _matches(requirement, key, candidate))
 
 
+# An accelerator's name or maker the catalog has never seen (instance-gpu-name In [gb200]) names
+# types Karpenter may launch that the catalog lacks (p6e-gb200): it is said, not dropped.
+_ACCELERATOR_NAME_KEYS = frozenset(
+    KARPENTER_LABELS + f"instance-{kind}-{part}" for kind in ("gpu", "accelerator") for part in ("name", "manufacturer")
+)
+
+
+def _unseen_accelerators(known: Mapping[str, InstanceType], evaluable: Sequence[tuple[Requirement, str]]) -> set[str]:
+    """ "types with <key> <value>" for each In value of an accelerator name key no type carries,
+    unless a type lacks the fact (one only a profile's instanceTypes names: it may be such)."""
+    unseen: set[str] = set()
+    for requirement, key in evaluable:
+        if key not in _ACCELERATOR_NAME_KEYS or requirement.operator != "In":
+            continue
+        if any(key in candidate.unknown for candidate in known.values()):
+            continue
+        carried = {candidate.value_of(key) for candidate in known.values()}
+        unseen.update(f"types with {key} {value}" for value in requirement.values if value not in carried)
+    return unseen
+
+
 @functools.lru_cache(maxsize=4096)
 def admitted_types(
     catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], requirements: tuple[Requirement, ...]
@@ -236,6 +258,7 @@ def admitted_types(
             for value in requirement.values
             if value not in known
         }
+        | _unseen_accelerators(known, evaluable)
     )
     unmet = []
     if _confined(evaluable):

@@ -363,3 +363,18 @@ def test_older_nvidia_types_count_without_the_fabric(requirement: dict[str, Any]
     verdict = _judge(_pool(requirement))
     assert verdict.counts == counts
     assert verdict.status == ConditionStatus.FALSE
+
+
+def test_an_accelerator_name_no_catalog_type_carries_is_not_dropped() -> None:
+    """gb200 (p6e-gb200.36xlarge, an UltraServer type the v1.15.2 module does not list): a
+    NodePool that may launch it is not uniform because only p6-b200 is known. Once a profile
+    names the type, its facts are unknown, so it is admitted and counted."""
+    body = _pool(_req(GPU_NAME, "In", "b200", "gb200"))
+    verdict = _judge(body)
+    assert (verdict.status, verdict.reason) == (ConditionStatus.UNKNOWN, Reason.INSTANCE_TYPES_NOT_IN_CATALOG)
+    assert "types with karpenter.k8s.aws/instance-gpu-name gb200" in verdict.message
+    assert verdict.of_fabric and not verdict.offers_fabric
+    assert _judge(_pool(_req("karpenter.k8s.aws/instance-gpu-manufacturer", "In", "habana"))).status == "Unknown"
+    extended = build_config({"fabrics": [{"name": "efa", "instanceTypes": {"p6e-gb200.36xlarge": 18}}]})
+    verdict = _judge(body, extended.enabled_fabrics[0])
+    assert (verdict.reason, verdict.counts) == (Reason.MIXED_LAUNCHABLE_COUNTS, {18: 1, 8: 1})
