@@ -116,6 +116,10 @@ class NodeClassFacts:
 
     name: str
     efa_only_interfaces: int | None
+    # It selects capacity reservations (spec.capacityReservationSelectorTerms): only then has a
+    # type reserved offerings (v1.15.2 offering/reserved_capacity_resolver.go builds them from the
+    # class's reservations), so only then may a node be karpenter.sh/capacity-type reserved.
+    reserves: bool = False
 
 
 def _metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:
@@ -269,8 +273,10 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
 
 def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
     _, name = _metadata(body, "EC2NodeClass")
-    interfaces = _mapping(body.get("spec")).get("networkInterfaces")
+    spec = _mapping(body.get("spec"))
+    interfaces = spec.get("networkInterfaces")
+    reserves = bool(spec.get("capacityReservationSelectorTerms"))
     if not isinstance(interfaces, list):
-        return NodeClassFacts(name, None)
+        return NodeClassFacts(name, None, reserves)
     pinned = sum(1 for entry in interfaces if isinstance(entry, Mapping) and entry.get("interfaceType") == EFA_ONLY)
-    return NodeClassFacts(name, pinned)
+    return NodeClassFacts(name, pinned, reserves)

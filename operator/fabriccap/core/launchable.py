@@ -312,7 +312,8 @@ class LaunchableTypes:
 # the zone, zone ID and capacity type (karpenter-provider-aws v1.15.2 types.go
 # computeRequirements and the offerings), the region, the hostname and the OS (the kubelet), each
 # with the values the NodePool allows. None: any value; the capacity types are Karpenter v1's
-# (on-demand, spot, reserved), and the OS is linux unless the NodePool asks for another.
+# (on-demand, spot, and reserved where the EC2NodeClass selects reservations, or is not known),
+# and the OS is linux unless the NodePool asks for another.
 CAPACITY_TYPE_KEY = "karpenter.sh/capacity-type"
 OFFERING_KEYS: dict[str, tuple[str, ...] | None] = {
     "kubernetes.io/os": ("linux",),
@@ -348,10 +349,11 @@ def _allowed(requirements: Sequence[Requirement], key: str, default: tuple[str, 
     return tuple(value for value in values if value not in excluded)[:MAX_OFFERING_VALUES]
 
 
-def launched_label_sets(pool: NodePoolFacts, known: InstanceType) -> list[dict[str, str]]:
+def launched_label_sets(pool: NodePoolFacts, known: InstanceType, reserves: bool = True) -> list[dict[str, str]]:
     """The label sets a node Karpenter launches for ``pool`` as ``known`` may carry: the type's
     own, the NodePool's template labels and single-valued requirements, its name and node class,
-    and one of each combination of the offering labels it allows (OFFERING_KEYS)."""
+    and one of each combination of the offering labels it allows (OFFERING_KEYS; ``reserves``:
+    its node class may give reserved capacity)."""
     requirements = pool.derived_requirements()
     labels = dict(known.labels)
     for key, value in list(labels.items()):
@@ -368,7 +370,10 @@ def launched_label_sets(pool: NodePoolFacts, known: InstanceType) -> list[dict[s
             labels[AUTO_MODE_LABEL[0]] = AUTO_MODE_LABEL[1]
         else:
             labels[NODE_CLASS_LABEL] = pool.node_class.name
-    choices = [(key, _allowed(requirements, key, default)) for key, default in OFFERING_KEYS.items()]
+    offering = dict(OFFERING_KEYS)
+    if not reserves:
+        offering[CAPACITY_TYPE_KEY] = tuple(kind for kind in offering[CAPACITY_TYPE_KEY] or () if kind != "reserved")
+    choices = [(key, _allowed(requirements, key, default)) for key, default in offering.items()]
     sets = []
     for values in itertools.product(*(allowed for _, allowed in choices)):
         node = {**labels, **{key: value for (key, _), value in zip(choices, values, strict=True)}}
@@ -485,6 +490,7 @@ def judge_node_pool(
         return maxima.get(known.name, known.maximum)
 
     pinned = node_class.efa_only_interfaces if node_class is not None else None
+    reserves = node_class.reserves if node_class is not None else True  # a class not read: may reserve
     platform = pool.node_class is not None and pool.node_class.group == AUTO_MODE_GROUP
 
     # A static NodePool (spec.replicas) launches its nodes from the template alone: Karpenter's
@@ -588,7 +594,7 @@ def judge_node_pool(
             for name, _ in types
             # No label set: the NodePool's own requirements conflict (zone In [a] NotIn [a]), so it
             # launches no such node, and an empty all() must not read as "admitted".
-            if not (sets := launched_label_sets(pool, by_name[name])) or not all(map(provider_admits, sets))
+            if not (sets := launched_label_sets(pool, by_name[name], reserves)) or not all(map(provider_admits, sets))
         ]
         if excluded:
             return verdict(

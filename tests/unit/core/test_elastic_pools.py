@@ -412,7 +412,8 @@ ON_DEMAND_OR_SPOT = {"key": "karpenter.sh/capacity-type", "operator": "In", "val
         # zone when it says nothing), and the DaemonSet must admit each.
         (_provider_with([{"key": "topology.kubernetes.io/zone", "operator": "Exists"}]), P5, "UniformLaunchableCount"),
         (_provider_with([ON_DEMAND_OR_SPOT]), [*P5, ON_DEMAND_OR_SPOT], "UniformLaunchableCount"),
-        (_provider_with([ON_DEMAND_OR_SPOT]), P5, "ProviderExcludesInstanceTypes"),  # reserved is left out
+        # Reserved capacity only where the EC2NodeClass selects reservations (below).
+        (_provider_with([ON_DEMAND_OR_SPOT]), P5, "UniformLaunchableCount"),
         (
             _provider_with([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}]),
             P5,
@@ -443,3 +444,12 @@ def test_a_nodepool_with_a_non_ascii_digit_is_unknown_and_the_others_are_judged(
     evaluation = evaluate_bodies([daemon_set(), odd, *_gpu_pool()])
     assert reason(capability(evaluation, "efa-odd").status, "Launchable") == ("Unknown", "RequirementsNotEvaluated")
     assert reason(capability(evaluation, "efa-gpu").status, "Ready") == ("True", "UniformCapability")
+
+
+def test_reserved_capacity_is_judged_only_where_the_ec2nodeclass_selects_reservations() -> None:
+    """v1.15.2 builds reserved offerings from the class's capacity reservations alone: a provider
+    that admits on-demand and spot leaves out the reserved nodes of a class that selects some."""
+    reserving = ec2_node_class()
+    reserving["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "demo"}}]
+    status = only_status([_provider_with([ON_DEMAND_OR_SPOT]), node_pool("gpu", P5), reserving])
+    assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")
