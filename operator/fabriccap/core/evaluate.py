@@ -64,7 +64,7 @@ from fabriccap.core.api import (
 from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
-from fabriccap.core.karpenter_facts import NodeClassFacts, NodePoolFacts
+from fabriccap.core.karpenter_facts import NODE_CLASS_GROUP, NodeClassFacts, NodePoolFacts
 from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
 from fabriccap.core.names import Naming, capability_name, is_label_value, pool_names
 from fabriccap.core.selection import ClassSource
@@ -836,7 +836,7 @@ def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> 
             f"{now}, and {by_type[ConditionType.LAUNCHABLE].message}",
         )
     count = launchable.uniform_count
-    every = f"every type NodePool {launchable.node_pool} launches attaches {count} when a pod requests it"
+    every = f"every type NodePool {launchable.node_pool} launches attaches {count} {launchable.when}"
     if not launchable.platform and not _launch_sources(analysis):
         plugin = by_type[ConditionType.DEVICE_PLUGIN_READY]
         return _condition(
@@ -1006,7 +1006,10 @@ def node_pool_verdict(
     def admits(labels: Mapping[str, str]) -> bool:
         return any(daemon_set.would_run_on(labels) for daemon_set in providers)
 
-    verdict = judge_node_pool(profile, node_pool, node_class, admits if providers else None)
+    # A nodeClassRef to an EC2NodeClass fabriccap does not have is not "no class" (Auto Mode's
+    # classes are not EC2NodeClasses, and node_class_of gives None for them).
+    missing = node_class is None and node_pool.node_class is not None and node_pool.node_class.group == NODE_CLASS_GROUP
+    verdict = judge_node_pool(profile, node_pool, node_class, admits if providers else None, missing)
     if verdicts is not None:
         if len(verdicts) > MAX_KEPT_VERDICTS:
             verdicts.clear()  # NodePools and DaemonSets changed a lot: start again rather than grow

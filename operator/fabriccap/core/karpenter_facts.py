@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fabriccap.core.api import ConditionStatus
 from fabriccap.core.facts import FactsError, object_name
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.text import clean_text
 
 KARPENTER_API_VERSION = "karpenter.sh/v1"
-NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
+NODE_CLASS_GROUP = "karpenter.k8s.aws"
+NODE_CLASS_API_VERSION = f"{NODE_CLASS_GROUP}/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 # Set by Karpenter's scheduler on a NodeClaim whose pods claim DRA devices: the drivers they
 # claim from. Karpenter's AWS provider (v1.15.2, pkg/providers/efadra) attaches EFA for a claim
@@ -71,6 +73,21 @@ class NodePoolFacts:
     limits: tuple[tuple[str, int], ...] = ()
     # What its nodes hold already: status.resources, and status.nodes as "nodes".
     usage: tuple[tuple[str, int], ...] = ()
+    # status.conditions Ready, or None when Karpenter has set none yet (or wrote no status word);
+    # and its reason and message. Karpenter's provisioner launches only from a NodePool whose
+    # Ready is True (sigs.k8s.io/karpenter v1.15.1 pkg/controllers/provisioning/provisioner.go,
+    # NewScheduler: ``!np.StatusConditions().IsTrue(status.ConditionReady)`` skips it).
+    ready: ConditionStatus | None = None
+    ready_message: str = ""
+    # metadata.deletionTimestamp is set: the same filter skips a NodePool being deleted.
+    deleting: bool = False
+
+    def derived_requirements(self) -> tuple[Requirement, ...]:
+        """The requirements Karpenter holds the NodePool's instance types to: its own, and each
+        template label as ``In [value]`` (sigs.k8s.io/karpenter v1.15.1 nodeclaimtemplate.go
+        NewNodeClaimTemplate adds ``NewLabelRequirements(nct.Labels)``)."""
+        labels = tuple(Requirement(key, "In", (value,)) for key, value in self.template_labels)
+        return self.requirements + labels
 
     def remaining(self) -> dict[str, int]:
         """What the limits leave for one more node, per limited resource."""
@@ -99,6 +116,10 @@ class NodeClassFacts:
 
     name: str
     efa_only_interfaces: int | None
+    # It selects capacity reservations (spec.capacityReservationSelectorTerms): only then has a
+    # type reserved offerings (v1.15.2 offering/reserved_capacity_resolver.go builds them from the
+    # class's reservations), so only then may a node be karpenter.sh/capacity-type reserved.
+    reserves: bool = False
 
 
 def _metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:
@@ -159,6 +180,21 @@ def _amounts(raw: Any, where: str) -> tuple[tuple[tuple[str, int], ...], str | N
     return tuple(sorted(amounts)), problem
 
 
+def _ready(status: Mapping[str, Any]) -> tuple[ConditionStatus | None, str]:
+    """The Ready condition's status (None: there is none, or it is not one Karpenter writes) and
+    its reason and message, cleaned."""
+    conditions = status.get("conditions")
+    for condition in conditions[:MAX_LABELS] if isinstance(conditions, list) else ():
+        condition = _mapping(condition)
+        if condition.get("type") != "Ready":
+            continue
+        state = condition.get("status")
+        reason, message = _text(condition.get("reason")), _text(condition.get("message"))
+        known = state if isinstance(state, str) and state in set(ConditionStatus) else None
+        return (ConditionStatus(known) if known else None), ": ".join(part for part in (reason, message) if part)
+    return None, ""
+
+
 def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     metadata, name = _metadata(body, "NodePool")
     spec = _mapping(body.get("spec"))
@@ -177,6 +213,7 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     status = _mapping(body.get("status"))
     limits, limits_problem = _amounts(spec.get("limits"), "spec.limits")
     usage, _ = _amounts(status.get("resources"), "status.resources")
+    ready, ready_message = _ready(status)
     nodes = status.get("nodes")
     if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0:
         usage = tuple(sorted({**dict(usage), "nodes": nodes}.items()))
@@ -190,6 +227,9 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
         problem=problem or limits_problem,
         limits=limits,
         usage=usage,
+        ready=ready,
+        ready_message=ready_message,
+        deleting=bool(metadata.get("deletionTimestamp")),
     )
 
 
@@ -233,8 +273,10 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
 
 def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
     _, name = _metadata(body, "EC2NodeClass")
-    interfaces = _mapping(body.get("spec")).get("networkInterfaces")
+    spec = _mapping(body.get("spec"))
+    interfaces = spec.get("networkInterfaces")
+    reserves = bool(spec.get("capacityReservationSelectorTerms"))
     if not isinstance(interfaces, list):
-        return NodeClassFacts(name, None)
+        return NodeClassFacts(name, None, reserves)
     pinned = sum(1 for entry in interfaces if isinstance(entry, Mapping) and entry.get("interfaceType") == EFA_ONLY)
-    return NodeClassFacts(name, pinned)
+    return NodeClassFacts(name, pinned, reserves)

@@ -18,6 +18,7 @@ a dictionary lookup per evaluation.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,18 +54,56 @@ MAX_NAMED = 5
 # pkg/providers/instancetype/types.go memory()): what a memory limit is compared against.
 VM_MEMORY_OVERHEAD = 0.075
 MEBIBYTE = 2**20
+# Resources every node of every instance type has some of, though the catalog has no figure.
+ALWAYS_HELD = frozenset({"pods", "ephemeral-storage"})
+
+
+# Deprecated keys Karpenter reads as the current ones (sigs.k8s.io/karpenter v1.15.1
+# pkg/apis/v1/labels.go NormalizedLabels, applied by scheduling.NewRequirementWithFlexibility to
+# every requirement and template label).
+NORMALIZED_KEYS = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+    "beta.kubernetes.io/arch": "kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE_KEY,
+    "beta.kubernetes.io/os": "kubernetes.io/os",
+}
 
 
 def catalog_key(key: str) -> str | None:
-    """The catalog's key for a requirement key (Auto Mode's spelling mapped); None when the
-    catalog has no values for it."""
+    """The catalog's key for a requirement key (deprecated and Auto Mode's spellings mapped);
+    None when the catalog has no values for it."""
+    key = NORMALIZED_KEYS.get(key, key)
     if key.startswith(AUTO_MODE_PREFIX):
         key = KARPENTER_LABELS + key.removeprefix("eks.amazonaws.com/")
     return key if key in CATALOG_KEYS else None
 
 
+# karpenter.k8s.aws keys that do not narrow the instance types (karpenter-provider-aws v1.15.2
+# pkg/apis/v1/labels.go): the node class and the placement group are no requirement of any type
+# (types.go computeRequirements defines neither, so Karpenter's Intersects never compares them),
+# and the capacity-reservation keys select a type's reserved offerings. Judged as if they admit
+# every type: a superset of what Karpenter launches, so a uniform count over it holds for any
+# type the reservations hold (the message says it assumes so).
+RESERVATION_KEYS = frozenset(
+    KARPENTER_LABELS + name
+    for name in ("capacity-reservation-id", "capacity-reservation-type", "capacity-reservation-interruptible")
+)
+OFFERING_ONLY_KEYS = RESERVATION_KEYS | frozenset(
+    KARPENTER_LABELS + name for name in ("ec2nodeclass", "placement-group-id", "placement-group-partition")
+)
+
+
 def restricts_types(key: str) -> bool:
-    return key in CATALOG_KEYS or key.startswith(_TYPE_KEY_PREFIXES)
+    key = NORMALIZED_KEYS.get(key, key)
+    return key in CATALOG_KEYS or (key.startswith(_TYPE_KEY_PREFIXES) and key not in OFFERING_ONLY_KEYS)
+
+
+def _integer(value: str) -> bool:
+    """Whether ``value`` is a non-negative integer as Karpenter reads one (strconv.Atoi): ASCII
+    digits only. str.isdigit alone admits '²', which int() refuses, and one NodePool's raise
+    would lose every pool's evaluation; such a requirement is judged unreadable instead."""
+    return value.isascii() and value.isdigit()
 
 
 def _problem(requirement: Requirement) -> str | None:
@@ -72,7 +111,7 @@ def _problem(requirement: Requirement) -> str | None:
     key, operator, values = requirement.key, requirement.operator, requirement.values
     if operator not in OPERATORS:
         return f"operator {operator!r} is not one Karpenter allows ({', '.join(OPERATORS)})"
-    if operator in _NUMERIC and (len(values) != 1 or not values[0].isdigit()):
+    if operator in _NUMERIC and (len(values) != 1 or not _integer(values[0])):
         return f"{operator} needs one non-negative integer, got {list(values)}"
     if operator in ("In", "NotIn") and not values:
         return f"{operator} needs at least one value"
@@ -94,13 +133,14 @@ def _matches(requirement: Requirement, key: str, known: InstanceType) -> bool:
         return value is not None
     if operator == "DoesNotExist":
         return value is None
-    if value is None or not value.isdigit():
+    if value is None or not _integer(value):
         return False
     return bool(_NUMERIC[operator](int(value), int(requirement.values[0])))
 
 
-# Keys whose requirement only accelerator types can meet: every accelerator type Karpenter
-# launches is in the catalog, so a NodePool with one of these can launch no type it lacks.
+# Keys whose requirement only accelerator types can meet. The catalog lists every accelerator
+# type of the module's DRA metadata and supplement, so a NodePool with one of these can launch
+# no type it lacks, except one whose name or maker the catalog has never seen (below).
 _ACCELERATOR_KEYS = frozenset(
     KARPENTER_LABELS + f"instance-{kind}-{part}"
     for kind in ("gpu", "accelerator")
@@ -168,6 +208,27 @@ def _admitting(
     return frozenset(name for name, candidate in known.items() if _matches(requirement, key, candidate))
 
 
+# An accelerator's name or maker the catalog has never seen (instance-gpu-name In [gb200]) names
+# types Karpenter may launch that the catalog lacks (p6e-gb200): it is said, not dropped.
+_ACCELERATOR_NAME_KEYS = frozenset(
+    KARPENTER_LABELS + f"instance-{kind}-{part}" for kind in ("gpu", "accelerator") for part in ("name", "manufacturer")
+)
+
+
+def _unseen_accelerators(known: Mapping[str, InstanceType], evaluable: Sequence[tuple[Requirement, str]]) -> set[str]:
+    """ "types with <key> <value>" for each In value of an accelerator name key no type carries,
+    unless a type lacks the fact (one only a profile's instanceTypes names: it may be such)."""
+    unseen: set[str] = set()
+    for requirement, key in evaluable:
+        if key not in _ACCELERATOR_NAME_KEYS or requirement.operator != "In":
+            continue
+        if any(key in candidate.unknown for candidate in known.values()):
+            continue
+        carried = {candidate.value_of(key) for candidate in known.values()}
+        unseen.update(f"types with {key} {value}" for value in requirement.values if value not in carried)
+    return unseen
+
+
 @functools.lru_cache(maxsize=4096)
 def admitted_types(
     catalog: InstanceCatalog | None, overrides: tuple[tuple[str, int], ...], requirements: tuple[Requirement, ...]
@@ -197,6 +258,7 @@ def admitted_types(
             for value in requirement.values
             if value not in known
         }
+        | _unseen_accelerators(known, evaluable)
     )
     unmet = []
     if _confined(evaluable):
@@ -227,6 +289,9 @@ class LaunchableTypes:
     of_fabric: bool
     platform: bool  # Auto Mode: the platform advertises the fabric, no DaemonSet to find
     uniform_count: int | None  # N when every type it may launch gets N > 0
+    # When a node gets the uniform count: "when a pod requests it", or on every node when the
+    # EC2NodeClass pins it (the Ready message repeats it).
+    when: str = ""
 
     @property
     def counts(self) -> dict[int, int]:
@@ -243,24 +308,78 @@ class LaunchableTypes:
         return self.status != ConditionStatus.UNKNOWN and any(count > 0 for _, count in self.types)
 
 
-def launched_labels(pool: NodePoolFacts, known: InstanceType) -> dict[str, str]:
-    """The labels a node Karpenter launches for ``pool`` as ``known`` carries: the type's own,
-    the NodePool's template labels and single-valued requirements, its name and its node class."""
+# Labels every node Karpenter launches carries whose value the offering picks, not the type:
+# the zone, zone ID and capacity type (karpenter-provider-aws v1.15.2 types.go
+# computeRequirements and the offerings), the region, the hostname and the OS (the kubelet), each
+# with the values the NodePool allows. None: any value; the capacity types are Karpenter v1's
+# (on-demand, spot, and reserved where the EC2NodeClass selects reservations, or is not known),
+# and the OS is linux unless the NodePool asks for another.
+CAPACITY_TYPE_KEY = "karpenter.sh/capacity-type"
+OFFERING_KEYS: dict[str, tuple[str, ...] | None] = {
+    "kubernetes.io/os": ("linux",),
+    CAPACITY_TYPE_KEY: ("on-demand", "spot", "reserved"),
+    "topology.kubernetes.io/zone": None,
+    "topology.k8s.aws/zone-id": None,
+    "topology.kubernetes.io/region": None,
+    "kubernetes.io/hostname": None,
+}
+# Stands for a value the NodePool leaves open: no label value is spelt so, so a DaemonSet's
+# Exists admits it and its In does not (the node may be in a zone the DaemonSet leaves out).
+ANY_VALUE = "?"
+MAX_OFFERING_VALUES = 16
+# The kubelet labels every node with both spellings of these (beta first, as Karpenter reads them).
+KUBELET_BETA_LABELS = {"beta.kubernetes.io/os": "kubernetes.io/os", "beta.kubernetes.io/arch": "kubernetes.io/arch"}
+
+
+def _allowed(requirements: Sequence[Requirement], key: str, default: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The values of ``key`` a node of the NodePool may carry: those its In lists all name, else
+    ``default`` (ANY_VALUE when any), less those a NotIn names."""
+    allowed: list[str] | None = None
+    excluded: set[str] = set()
+    for requirement in requirements:
+        if NORMALIZED_KEYS.get(requirement.key, requirement.key) != key:
+            continue
+        if requirement.operator == "In":
+            allowed = [
+                value for value in (requirement.values if allowed is None else allowed) if value in requirement.values
+            ]
+        elif requirement.operator == "NotIn":
+            excluded.update(requirement.values)
+    values = allowed if allowed is not None else list(default or (ANY_VALUE,))
+    return tuple(value for value in values if value not in excluded)[:MAX_OFFERING_VALUES]
+
+
+def launched_label_sets(pool: NodePoolFacts, known: InstanceType, reserves: bool = True) -> list[dict[str, str]]:
+    """The label sets a node Karpenter launches for ``pool`` as ``known`` may carry: the type's
+    own, the NodePool's template labels and single-valued requirements, its name and node class,
+    and one of each combination of the offering labels it allows (OFFERING_KEYS; ``reserves``:
+    its node class may give reserved capacity)."""
+    requirements = pool.derived_requirements()
     labels = dict(known.labels)
     for key, value in list(labels.items()):
         if key.startswith(KARPENTER_LABELS + "instance-"):
             labels[AUTO_MODE_PREFIX + key.removeprefix(KARPENTER_LABELS + "instance-")] = value
     for requirement in pool.requirements:
-        if requirement.operator == "In" and len(requirement.values) == 1 and requirement.key not in labels:
-            labels[requirement.key] = requirement.values[0]
-    labels.update(pool.template_labels)
+        key = NORMALIZED_KEYS.get(requirement.key, requirement.key)
+        if requirement.operator == "In" and len(requirement.values) == 1 and key not in labels:
+            labels[key] = requirement.values[0]
+    labels.update((NORMALIZED_KEYS.get(key, key), value) for key, value in pool.template_labels)
     labels[NODEPOOL_LABEL] = pool.name
     if pool.node_class is not None:
         if pool.node_class.group == AUTO_MODE_GROUP:
             labels[AUTO_MODE_LABEL[0]] = AUTO_MODE_LABEL[1]
         else:
             labels[NODE_CLASS_LABEL] = pool.node_class.name
-    return labels
+    offering = dict(OFFERING_KEYS)
+    if not reserves:
+        offering[CAPACITY_TYPE_KEY] = tuple(kind for kind in offering[CAPACITY_TYPE_KEY] or () if kind != "reserved")
+    choices = [(key, _allowed(requirements, key, default)) for key, default in offering.items()]
+    sets = []
+    for values in itertools.product(*(allowed for _, allowed in choices)):
+        node = {**labels, **{key: value for (key, _), value in zip(choices, values, strict=True)}}
+        node.update((beta, node[stable]) for beta, stable in KUBELET_BETA_LABELS.items() if stable in node)
+        sets.append(node)
+    return sets
 
 
 def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resource: str) -> int | None:
@@ -272,10 +391,10 @@ def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resourc
         return count
     if resource == "cpu":
         cpu = known.value_of(KARPENTER_LABELS + "instance-cpu")
-        return int(cpu) if cpu is not None and cpu.isdigit() else None
+        return int(cpu) if cpu is not None and _integer(cpu) else None
     if resource == "memory":
         mebibytes = known.value_of(KARPENTER_LABELS + "instance-memory")
-        if mebibytes is None or not mebibytes.isdigit():
+        if mebibytes is None or not _integer(mebibytes):
             return None
         total = int(mebibytes)
         return (total - math.ceil(total * VM_MEMORY_OVERHEAD)) * MEBIBYTE
@@ -288,7 +407,14 @@ def _limits_exceeded(profile: FabricProfile, remaining: Mapping[str, int], known
     """Whether a node of ``known`` would exceed one of the limits (``remaining``: what they leave)."""
     for resource, left in remaining.items():
         capacity = capacity_of(profile, known, count, resource)
-        if capacity is not None and capacity > left:
+        if capacity is None:
+            # Karpenter filters a type whose capacity exceeds what is left (filterByRemainingResources:
+            # Cmp(capacity, remaining) > 0). A figure the catalog lacks is at least 0, so it exceeds a
+            # remainder below 0; and every type has room for pods and some ephemeral storage, so those
+            # exceed a remainder of 0 too. Between, the limit cannot be judged and excludes nothing.
+            if left < 0 or (left == 0 and resource in ALWAYS_HELD):
+                return True
+        elif capacity > left:
             return True
     return False
 
@@ -320,18 +446,42 @@ def _spread(types: Iterable[tuple[str, int]]) -> str:
     return "; ".join(f"{count} on {_named(names)}" for count, names in sorted(by_count.items(), reverse=True))
 
 
+def _not_launching(pool: NodePoolFacts, node_class_missing: bool) -> str | None:
+    """Why Karpenter's provisioner launches nothing from ``pool`` whatever its requirements, or
+    None. It skips a NodePool being deleted and one whose Ready condition is not True
+    (sigs.k8s.io/karpenter v1.15.1 provisioner.go NewScheduler), and Karpenter sets Ready False
+    when the EC2NodeClass is missing or not ready (NodeClassReady)."""
+    if pool.deleting:
+        return "it is being deleted (metadata.deletionTimestamp), and Karpenter launches from no such NodePool"
+    if node_class_missing and pool.node_class is not None:
+        # Checked apart from Ready: Karpenter's Ready may lag the class's deletion, and a class
+        # fabriccap cannot read must not count as "pins nothing".
+        return f"its nodeClassRef names EC2NodeClass {pool.node_class.name}, which does not exist"
+    if pool.ready == ConditionStatus.TRUE:
+        return None
+    if pool.ready is None:
+        # A NodePool just created has no conditions until Karpenter's status controllers set them
+        # (seconds); IsTrue(Ready) is false until then, so Karpenter launches nothing from it yet.
+        # Said so rather than assumed Ready: fail closed, and the next round sees Ready.
+        return "Karpenter has not reported it Ready yet (no Ready condition), and launches from it only then"
+    detail = f" ({pool.ready_message})" if pool.ready_message else ""
+    return f"Karpenter reports it Ready {pool.ready.value}{detail}, and launches only from a Ready NodePool"
+
+
 def judge_node_pool(
     profile: FabricProfile,
     pool: NodePoolFacts,
     node_class: NodeClassFacts | None,
     provider_admits: Callable[[Mapping[str, str]], bool] | None,
+    node_class_missing: bool = False,
 ) -> LaunchableTypes:
     """The NodePool's ``Launchable`` verdict for ``profile``. ``provider_admits`` says whether a
     provider DaemonSet of the fabric would run on a node with these labels (None: no DaemonSet
-    found, which Ready judges; the platform needs none)."""
+    found, which Ready judges; the platform needs none). ``node_class_missing``: its
+    ``nodeClassRef`` names an EC2NodeClass the cluster does not have."""
     overrides = tuple(sorted(profile.instance_types.items()))
     catalog = profile.catalog
-    admitted = admitted_types(catalog, overrides, pool.requirements)
+    admitted = admitted_types(catalog, overrides, pool.derived_requirements())
     accelerator_names = _accelerator_names(catalog, overrides, profile.target_nodes.accelerator_resources)
     accelerators = [known for known in admitted.types if known.name in accelerator_names]
     maxima = dict(overrides)
@@ -340,12 +490,19 @@ def judge_node_pool(
         return maxima.get(known.name, known.maximum)
 
     pinned = node_class.efa_only_interfaces if node_class is not None else None
+    reserves = node_class.reserves if node_class is not None else True  # a class not read: may reserve
     platform = pool.node_class is not None and pool.node_class.group == AUTO_MODE_GROUP
+
+    # A static NodePool (spec.replicas) launches its nodes from the template alone: Karpenter's
+    # provisioner never schedules pods onto it (sigs.k8s.io/karpenter v1.15.1 NewScheduler skips
+    # nodepoolutils.IsStatic), so no NodeClaim of it requests the fabric and the AWS provider
+    # attaches none unless the EC2NodeClass pins efa-only interfaces (v1.15.2 types.go efas()).
+    static = pool.replicas is not None
 
     def count_of(known: InstanceType) -> int | None:
         maximum = maximum_of(known)
         if pinned is None:
-            return maximum
+            return 0 if static else maximum
         return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
 
     counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
@@ -359,9 +516,25 @@ def judge_node_pool(
     of_fabric = any(maximum_of(known) > 0 for known in accelerators) or bool(admitted.not_in_catalog)
     fabric = profile.spoken_name
 
-    def verdict(status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None) -> LaunchableTypes:
-        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform)
+    def verdict(
+        status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None, when: str = ""
+    ) -> LaunchableTypes:
+        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform, when)
 
+    idle = _not_launching(pool, node_class_missing)
+    if idle is not None:
+        # Karpenter launches nothing from it now, so it offers no type (offers_fabric False); it
+        # stays a pool of the fabric by its requirements, so the status says why.
+        return LaunchableTypes(
+            pool.name,
+            ConditionStatus.FALSE,
+            Reason.NO_FABRIC_INSTANCE_TYPES,
+            f"NodePool {pool.name} launches nothing now: {idle}",
+            (),
+            of_fabric,
+            platform,
+            None,
+        )
     if admitted.problems:
         return verdict(
             ConditionStatus.UNKNOWN,
@@ -392,6 +565,11 @@ def judge_node_pool(
             )
         elif pinned == 0:
             why = f"its EC2NodeClass {node_class.name if node_class else ''} sets networkInterfaces without efa-only"
+        elif static and pinned is None and accelerators:
+            why = (
+                f"it is a static NodePool (spec.replicas {pool.replicas}), whose nodes Karpenter launches for no pod,"
+                " so with no EFA unless its EC2NodeClass pins efa-only interfaces"
+            )
         elif types:
             why = f"the accelerator types they admit carry no {fabric}: {_named([name for name, _ in types])}"
         else:
@@ -411,7 +589,13 @@ def judge_node_pool(
     (count,) = {count for _, count in types}
     if provider_admits is not None and not platform:
         by_name = {known.name: known for known in accelerators}
-        excluded = [name for name, _ in types if not provider_admits(launched_labels(pool, by_name[name]))]
+        excluded = [
+            name
+            for name, _ in types
+            # No label set: the NodePool's own requirements conflict (zone In [a] NotIn [a]), so it
+            # launches no such node, and an empty all() must not read as "admitted".
+            if not (sets := launched_label_sets(pool, by_name[name], reserves)) or not all(map(provider_admits, sets))
+        ]
         if excluded:
             return verdict(
                 ConditionStatus.FALSE,
@@ -421,14 +605,18 @@ def judge_node_pool(
                 " never advertise it",
             )
     how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
+    when = f"on every node ({how})" if pinned else how
     if over_limits:
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
+    if any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
+        how += "; assuming its capacity reservations are of these types"
     return verdict(
         ConditionStatus.TRUE,
         Reason.UNIFORM_LAUNCHABLE_COUNT,
         f"every one of the {len(types)} accelerator types NodePool {pool.name} may launch gets "
         f"{profile.resource}: {count} ({how})",
         uniform=count,
+        when=when,
     )
 
 

@@ -293,3 +293,163 @@ def test_a_nodepool_is_judged_again_only_when_what_it_is_judged_from_changes(mon
         ["p5.48xlarge", "p5e.48xlarge"],
         ["p5.48xlarge"],
     ]
+
+
+# -- NodePools Karpenter launches nothing from (sigs.k8s.io/karpenter v1.15.1 provisioner.go
+# NewScheduler skips a NodePool being deleted and one whose Ready condition is not True)
+
+
+def _conditions(ready: str, reason: str) -> list[dict[str, Any]]:
+    """A NodePool's status.conditions as Karpenter writes them when its EC2NodeClass is not
+    ready (karpenter.sh_nodepools.yaml of karpenter-provider-aws v1.15.2: metav1.Condition)."""
+    return [
+        {
+            "type": kind,
+            "status": status,
+            "reason": reason if status != "True" else kind,
+            "message": "",
+            "lastTransitionTime": "2026-11-30T10:00:00Z",
+            "observedGeneration": 1,
+        }
+        for kind, status in (("Ready", ready), ("NodeClassReady", ready), ("ValidationSucceeded", "True"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ready", "said"), [("False", "Ready False (NodeClassNotReady)"), ("Unknown", "Ready Unknown")]
+)
+def test_a_nodepool_karpenter_reports_not_ready_launches_nothing(ready: str, said: str) -> None:
+    pool = node_pool("gpu", P5)
+    pool["status"]["conditions"] = _conditions(ready, "NodeClassNotReady")
+    status = only_status([daemon_set(), pool, ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert said in message(status, "Launchable")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert status.recommendation is None
+    assert status.to_json()["launchable"]["instanceTypes"] == []
+
+
+def test_a_nodepool_whose_ec2nodeclass_is_missing_launches_nothing() -> None:
+    # Karpenter sets NodeClassReady and Ready False for it; checked apart from them as well.
+    status = only_status([daemon_set(), node_pool("gpu", P5, node_class="does-not-exist")])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "EC2NodeClass does-not-exist, which does not exist" in message(status, "Launchable")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert status.recommendation is None
+
+
+def test_a_nodepool_being_deleted_launches_nothing() -> None:
+    pool = node_pool("gpu", P5)
+    pool["metadata"]["deletionTimestamp"] = "2026-11-30T10:00:00Z"
+    pool["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    status = only_status([daemon_set(), pool, ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "being deleted" in message(status, "Launchable")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+
+
+def test_a_nodepool_without_a_ready_condition_yet_launches_nothing() -> None:
+    """Just created: Karpenter has set no condition, and IsTrue(Ready) is false until it does."""
+    pool = node_pool("gpu", P5)
+    del pool["status"]
+    status = only_status([daemon_set(), pool, ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "has not reported it Ready yet" in message(status, "Launchable")
+    assert reason(status, "Ready")[0] == "False"
+
+
+def _static(replicas: int) -> dict[str, Any]:
+    """A static NodePool: spec.replicas (karpenter.sh_nodepools.yaml of karpenter-provider-aws
+    v1.15.2: "maintain this fixed number of replicas rather than scaling based on pod demand";
+    only limits.nodes is supported with it)."""
+    pool = node_pool("gpu", P5)
+    pool["spec"]["replicas"] = replicas
+    pool["spec"]["limits"] = {"nodes": replicas}
+    return pool
+
+
+def test_a_static_nodepool_launches_without_the_fabric_unless_its_class_pins_it() -> None:
+    """Karpenter's provisioner does not launch for pods from a static NodePool: its nodes request
+    no EFA, so they get none (v1.15.2 types.go efas()) unless the EC2NodeClass pins efa-only."""
+    status = only_status([daemon_set(), _static(4), ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert "static NodePool (spec.replicas 4)" in message(status, "Launchable")
+    assert "when a pod requests it" not in message(status, "Ready")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert status.recommendation is None
+    status = only_status([daemon_set(), _static(4), ec2_node_class(efa_only=2)])
+    assert reason(status, "Launchable") == ("True", "UniformLaunchableCount")
+    assert message(status, "Ready") == (
+        "no nodes now; every type NodePool gpu launches attaches 2 on every node"
+        " (its EC2NodeClass pins 2 efa-only interfaces)"
+    )
+
+
+# -- the labels of the node a provider DaemonSet is judged against
+
+
+def _provider_with(expressions: list[dict[str, Any]]) -> dict[str, Any]:
+    provider = daemon_set()
+    provider["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        }
+    }
+    return provider
+
+
+ON_DEMAND_OR_SPOT = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]}
+
+
+@pytest.mark.parametrize(
+    ("provider", "requirements", "launchable"),
+    [
+        # Every Karpenter node is labelled kubernetes.io/os (and beta.kubernetes.io/os) by the kubelet.
+        (daemon_set(node_selector={"kubernetes.io/os": "linux"}), P5, "UniformLaunchableCount"),
+        (daemon_set(node_selector={"beta.kubernetes.io/os": "linux"}), P5, "UniformLaunchableCount"),
+        (daemon_set(node_selector={"kubernetes.io/os": "windows"}), P5, "ProviderExcludesInstanceTypes"),
+        # Capacity type and zone: one of what the NodePool allows (all three capacity types and any
+        # zone when it says nothing), and the DaemonSet must admit each.
+        (_provider_with([{"key": "topology.kubernetes.io/zone", "operator": "Exists"}]), P5, "UniformLaunchableCount"),
+        (_provider_with([ON_DEMAND_OR_SPOT]), [*P5, ON_DEMAND_OR_SPOT], "UniformLaunchableCount"),
+        # Reserved capacity only where the EC2NodeClass selects reservations (below).
+        (_provider_with([ON_DEMAND_OR_SPOT]), P5, "UniformLaunchableCount"),
+        (
+            _provider_with([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}]),
+            P5,
+            "ProviderExcludesInstanceTypes",
+        ),
+        (
+            _provider_with([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}]),
+            [*P5, {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}],
+            "UniformLaunchableCount",
+        ),
+        (
+            _provider_with([{"key": "kubernetes.io/hostname", "operator": "DoesNotExist"}]),
+            P5,
+            "ProviderExcludesInstanceTypes",
+        ),
+    ],
+)
+def test_the_provider_is_judged_against_every_label_a_karpenter_node_carries(
+    provider: dict[str, Any], requirements: list[dict[str, Any]], launchable: str
+) -> None:
+    status = only_status([provider, node_pool("gpu", requirements), ec2_node_class()])
+    assert reason(status, "Launchable")[1] == launchable, message(status, "Launchable")
+
+
+def test_a_nodepool_with_a_non_ascii_digit_is_unknown_and_the_others_are_judged() -> None:
+    """'²' passes str.isdigit() but not int(): the NodePool is unreadable, and the round goes on."""
+    odd = node_pool("odd", [{"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["\u00b2"]}])
+    evaluation = evaluate_bodies([daemon_set(), odd, *_gpu_pool()])
+    assert reason(capability(evaluation, "efa-odd").status, "Launchable") == ("Unknown", "RequirementsNotEvaluated")
+    assert reason(capability(evaluation, "efa-gpu").status, "Ready") == ("True", "UniformCapability")
+
+
+def test_reserved_capacity_is_judged_only_where_the_ec2nodeclass_selects_reservations() -> None:
+    """v1.15.2 builds reserved offerings from the class's capacity reservations alone: a provider
+    that admits on-demand and spot leaves out the reserved nodes of a class that selects some."""
+    reserving = ec2_node_class()
+    reserving["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "demo"}}]
+    status = only_status([_provider_with([ON_DEMAND_OR_SPOT]), node_pool("gpu", P5), reserving])
+    assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")

@@ -27,7 +27,7 @@ from fabriccap.core.api import (
     too_large_status,
 )
 from fabriccap.core.evaluate import data_unavailable
-from fabriccap_devtools.world import node_pool
+from fabriccap_devtools.world import ec2_node_class, node_pool
 from support.builders import (
     daemon_set,
     dranet_daemon_set,
@@ -69,16 +69,22 @@ WORLDS: dict[str, list[dict[str, Any]]] = {
     # Karpenter NodePools without nodes, one per Launchable outcome.
     "nodepools": [
         daemon_set(),
+        ec2_node_class(),  # a NodePool whose EC2NodeClass is missing launches nothing
         _node_pool("uniform", _TYPE, "In", "p5.48xlarge"),
         _node_pool("mixed", "karpenter.k8s.aws/instance-family", "In", "p5"),
         _node_pool("unknown-type", _TYPE, "In", "p6e-gb200.36xlarge"),
         _node_pool("unevaluated", "karpenter.k8s.aws/instance-local-nvme", "Gt", "100"),
     ],
-    "nodepool-without-plugin": [_node_pool("lonely", _TYPE, "In", "p5.48xlarge")],
-    "nodepool-excluded-types": [_ALLOWLIST, _node_pool("excluded", _TYPE, "In", "p5.48xlarge", "p5e.48xlarge")],
+    "nodepool-without-plugin": [ec2_node_class(), _node_pool("lonely", _TYPE, "In", "p5.48xlarge")],
+    "nodepool-excluded-types": [
+        _ALLOWLIST,
+        ec2_node_class(),
+        _node_pool("excluded", _TYPE, "In", "p5.48xlarge", "p5e.48xlarge"),
+    ],
     # A NodePool with a node of a type it no longer admits: its types carry no EFA.
     "nodepool-without-fabric": [
         daemon_set(),
+        ec2_node_class(),
         _node_pool("trn1-small", _TYPE, "In", "trn1.2xlarge"),
         node("k1", pool="trn1-small", pool_key="karpenter.sh/nodepool", instance_type="trn1.32xlarge"),
         pod("k1"),

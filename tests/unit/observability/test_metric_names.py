@@ -22,7 +22,7 @@ from fabriccap.controller.metrics import EXPOSITION_CHUNK_POOLS, OperatorMetrics
 from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.observability import alerts, dashboard
-from fabriccap_devtools.world import node_pool
+from fabriccap_devtools.world import ec2_node_class, node_pool
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -315,7 +315,7 @@ def test_dashboard_configmap_carries_the_same_json_and_the_sidecar_label() -> No
 
 def test_a_nodepool_pool_exports_its_launchable_maxima() -> None:
     family = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
-    (capability,) = evaluate_bodies([daemon_set(), node_pool("gpu", family)]).capabilities
+    (capability,) = evaluate_bodies([daemon_set(), node_pool("gpu", family), ec2_node_class()]).capabilities
     metrics = OperatorMetrics()
     metrics.pools.set_pool(capability.name, capability.fabric, capability.pool.value, capability.status.to_json())
     lines = [line for line in _pool_lines(metrics.exposition()).splitlines() if "launchable_max" in line]
