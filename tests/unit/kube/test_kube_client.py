@@ -741,19 +741,10 @@ async def test_requests_go_through_the_proxy(clean_proxy_environment: pytest.Mon
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", proxy)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    await web.SockSite(runner, listener).start()
-    try:
-        credentials = kube.Credentials(
-            server="http://api.invalid:8080", proxy_url=f"http://127.0.0.1:{listener.getsockname()[1]}"
-        )
+    async with _serving(app) as port:
+        credentials = kube.Credentials(server="http://api.invalid:8080", proxy_url=f"http://127.0.0.1:{port}")
         async with KubeClient(credentials) as client:
             await client.get("/api/v1/nodes")
-    finally:
-        await runner.cleanup()
     assert seen == ["http://api.invalid:8080/api/v1/nodes"]
 
 
@@ -793,13 +784,20 @@ async def _tls_server(tmp_path: Path, nodes: Handler) -> AsyncIterator[kube.Cred
     served.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
     app = web.Application()
     app.router.add_get("/api/v1/nodes", nodes)
+    async with _serving(app, served) as port:
+        yield kube.Credentials(server=f"https://127.0.0.1:{port}", insecure=True)
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: web.Application, tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+    """``app`` served on 127.0.0.1 (over TLS with ``tls``), on the port it yields."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    await web.SockSite(runner, listener, ssl_context=served).start()
+    await web.SockSite(runner, listener, ssl_context=tls).start()
     try:
-        yield kube.Credentials(server=f"https://127.0.0.1:{listener.getsockname()[1]}", insecure=True)
+        yield listener.getsockname()[1]
     finally:
         await runner.cleanup()
 
@@ -898,23 +896,16 @@ async def test_a_request_on_a_lease_is_not_queued_behind_a_full_pool(monkeypatch
     app = web.Application()
     app.router.add_get("/api/v1/nodes", slow)
     app.router.add_get("/apis/coordination.k8s.io/v1/namespaces/ops/leases/l", lease)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    await web.SockSite(runner, listener).start()
-    try:
-        async with KubeClient(Credentials(server=f"http://127.0.0.1:{listener.getsockname()[1]}")) as client:
-            holding = asyncio.create_task(client.get("/api/v1/nodes"))
-            queued = asyncio.create_task(client.get("/api/v1/nodes"))
+    async with _serving(app) as port, KubeClient(Credentials(server=f"http://127.0.0.1:{port}")) as client:
+        holding = asyncio.create_task(client.get("/api/v1/nodes"))
+        queued = asyncio.create_task(client.get("/api/v1/nodes"))
+        try:
             await asyncio.sleep(0.1)
             answer = await client.request("GET", "/apis/coordination.k8s.io/v1/namespaces/ops/leases/l", timeout=2.0)
             assert answer["kind"] == "Lease" and not holding.done() and not queued.done()
-            released.set()
+        finally:
+            released.set()  # before the server's cleanup, which waits for its handlers
             await asyncio.gather(holding, queued)
-    finally:
-        released.set()
-        await runner.cleanup()
 
 
 async def test_a_slow_credential_refresh_counts_in_the_requests_timeout(
