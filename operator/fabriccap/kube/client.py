@@ -325,6 +325,8 @@ class KubeClient:
 
     async def _refreshed(self, method: str, path: str, deadline: float, *, force: bool = False) -> None:
         """The credentials refreshed if they are due (``force``: whether or not), before ``deadline``."""
+        if not self.credentials.needs_refresh(force):
+            return  # the common case, every request: no timer to arm and cancel
         try:
             async with asyncio.timeout_at(deadline):
                 await self.credentials.refresh_async(force=force)
