@@ -327,6 +327,11 @@ OFFERING_KEYS: dict[str, tuple[str, ...] | None] = {
 # Exists admits it and its In does not (the node may be in a zone the DaemonSet leaves out).
 ANY_VALUE = "?"
 MAX_OFFERING_VALUES = 16
+# The label sets a type's node is judged in are every combination of the offering values the
+# NodePool allows: a few (zones times capacity types) for a real NodePool, but each of six keys
+# may list up to MAX_OFFERING_VALUES, and their product (16^5 x 3) would hold a round for
+# minutes. Past this many, the NodePool is not judged (Unknown), rather than judged in part.
+MAX_LABEL_SETS = 256
 # The kubelet labels every node with both spellings of these (beta first, as Karpenter reads them).
 KUBELET_BETA_LABELS = {"beta.kubernetes.io/os": "kubernetes.io/os", "beta.kubernetes.io/arch": "kubernetes.io/arch"}
 
@@ -349,12 +354,22 @@ def _allowed(requirements: Sequence[Requirement], key: str, default: tuple[str, 
     return tuple(value for value in values if value not in excluded)[:MAX_OFFERING_VALUES]
 
 
-def launched_label_sets(pool: NodePoolFacts, known: InstanceType, reserves: bool = True) -> list[dict[str, str]]:
+def offering_choices(pool: NodePoolFacts, reserves: bool = True) -> list[tuple[str, tuple[str, ...]]]:
+    """The values of each offering label (OFFERING_KEYS) a node of ``pool`` may carry
+    (``reserves``: its node class may give reserved capacity)."""
+    requirements = pool.derived_requirements()
+    offering = dict(OFFERING_KEYS)
+    if not reserves:
+        offering[CAPACITY_TYPE_KEY] = tuple(kind for kind in offering[CAPACITY_TYPE_KEY] or () if kind != "reserved")
+    return [(key, _allowed(requirements, key, default)) for key, default in offering.items()]
+
+
+def launched_label_sets(
+    pool: NodePoolFacts, known: InstanceType, choices: Sequence[tuple[str, tuple[str, ...]]]
+) -> list[dict[str, str]]:
     """The label sets a node Karpenter launches for ``pool`` as ``known`` may carry: the type's
     own, the NodePool's template labels and single-valued requirements, its name and node class,
-    and one of each combination of the offering labels it allows (OFFERING_KEYS; ``reserves``:
-    its node class may give reserved capacity)."""
-    requirements = pool.derived_requirements()
+    and one of each combination of the offering labels' ``choices`` (``offering_choices``)."""
     labels = dict(known.labels)
     for key, value in list(labels.items()):
         if key.startswith(KARPENTER_LABELS + "instance-"):
@@ -370,10 +385,6 @@ def launched_label_sets(pool: NodePoolFacts, known: InstanceType, reserves: bool
             labels[AUTO_MODE_LABEL[0]] = AUTO_MODE_LABEL[1]
         else:
             labels[NODE_CLASS_LABEL] = pool.node_class.name
-    offering = dict(OFFERING_KEYS)
-    if not reserves:
-        offering[CAPACITY_TYPE_KEY] = tuple(kind for kind in offering[CAPACITY_TYPE_KEY] or () if kind != "reserved")
-    choices = [(key, _allowed(requirements, key, default)) for key, default in offering.items()]
     sets = []
     for values in itertools.product(*(allowed for _, allowed in choices)):
         node = {**labels, **{key: value for (key, _), value in zip(choices, values, strict=True)}}
@@ -588,13 +599,21 @@ def judge_node_pool(
         )
     (count,) = {count for _, count in types}
     if provider_admits is not None and not platform:
+        choices = offering_choices(pool, reserves)
+        if (combinations := math.prod(len(values) for _, values in choices)) > MAX_LABEL_SETS:
+            return verdict(
+                ConditionStatus.UNKNOWN,
+                Reason.REQUIREMENTS_NOT_EVALUATED,
+                f"NodePool {pool.name} allows {combinations} combinations of its nodes' zone, capacity type and"
+                f" other offering labels, more than the {MAX_LABEL_SETS} the provider DaemonSets are judged against",
+            )
         by_name = {known.name: known for known in accelerators}
         excluded = [
             name
             for name, _ in types
             # No label set: the NodePool's own requirements conflict (zone In [a] NotIn [a]), so it
             # launches no such node, and an empty all() must not read as "admitted".
-            if not (sets := launched_label_sets(pool, by_name[name], reserves)) or not all(map(provider_admits, sets))
+            if not (sets := launched_label_sets(pool, by_name[name], choices)) or not all(map(provider_admits, sets))
         ]
         if excluded:
             return verdict(

@@ -453,3 +453,17 @@ def test_reserved_capacity_is_judged_only_where_the_ec2nodeclass_selects_reserva
     reserving["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "demo"}}]
     status = only_status([_provider_with([ON_DEMAND_OR_SPOT]), node_pool("gpu", P5), reserving])
     assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")
+
+
+def test_a_nodepool_allowing_too_many_offering_combinations_is_not_judged() -> None:
+    """The provider is judged in every combination of the offering labels the NodePool allows:
+    sixteen each of zones, zone IDs, regions and hostnames made 196,608 label sets per type, and
+    a round of minutes. Past the bound the NodePool is Unknown, not judged in part."""
+    many = [
+        {"key": key, "operator": "In", "values": [f"v{index}" for index in range(16)]}
+        for key in ("topology.kubernetes.io/zone", "topology.k8s.aws/zone-id", "topology.kubernetes.io/region")
+    ]
+    provider = _provider_with([{"key": "topology.kubernetes.io/zone", "operator": "Exists"}])
+    status = only_status([provider, node_pool("gpu", [*P5, *many]), ec2_node_class()])
+    assert reason(status, "Launchable") == ("Unknown", "RequirementsNotEvaluated"), message(status, "Launchable")
+    assert "combinations" in message(status, "Launchable")
