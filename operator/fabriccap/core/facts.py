@@ -13,6 +13,7 @@ chooses it, and what the facts hold is what statuses, Events, metric labels and 
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -1010,6 +1011,24 @@ def _nearest_owner(
     return owner
 
 
+# What is read of a scheduler's FitError ("0/250 nodes are available: 64 Insufficient
+# vpc.amazonaws.com/efa, 3 node(s) had untolerated taint {...}. preemption: ..."): the resources it
+# found too little of, and whether it could not allocate a pod's claims. Only before any
+# preemption text, which repeats the nodes' reasons.
+_RESOURCE_NAME = r"[A-Za-z0-9./_-]+?(?=[,.]\s|\.$|,$|$)"
+_INSUFFICIENT = re.compile(f"Insufficient ({_RESOURCE_NAME})")
+CLAIMS_UNALLOCATABLE = "cannot allocate all claims"
+# The reasons of a FitError that are read, as they are written ("<count> <reason>").
+_READ_REASONS = re.compile(rf"\d+ (?:Insufficient {_RESOURCE_NAME}|[^,.]*{CLAIMS_UNALLOCATABLE})")
+# How much of a scheduler's message is looked at for them (its text is the pod status's).
+MAX_SCANNED_MESSAGE = 64 * 1024
+
+
+def insufficient_resources(message: str) -> set[str]:
+    """The resources the scheduler found too little of, from its FitError message."""
+    return set(_INSUFFICIENT.findall(message.split(" preemption:", 1)[0]))
+
+
 def _unschedulable_message(conditions: Any) -> str | None:
     if not isinstance(conditions, list):
         return None
@@ -1020,8 +1039,24 @@ def _unschedulable_message(conditions: Any) -> str | None:
             and condition.get("status") == ConditionStatus.FALSE
             and condition.get("reason") == "Unschedulable"
         ):
-            return clean_text(condition.get("message") or "", MAX_MESSAGE)
+            message = condition.get("message")
+            return clean_text(_kept_fit_error(message if isinstance(message, str) else ""), MAX_MESSAGE)
     return None
+
+
+def _kept_fit_error(message: str) -> str:
+    """A FitError short enough to keep, with the reasons that are read in it. kube-scheduler
+    sorts its reasons as text (FitError.Error), so "64 Insufficient vpc.amazonaws.com/efa" comes
+    after every "1 node(s) had untolerated taint ...": cut at MAX_MESSAGE, a message of a
+    cluster with a few dozen taints lost the one reason read, and its job was never told."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    head = message[:MAX_SCANNED_MESSAGE].split(" preemption:", 1)[0]
+    lead, colon, reasons = head.partition(": ")
+    read = _READ_REASONS.findall(reasons)
+    if not colon or not read:
+        return message
+    return f"{lead}: {', '.join(read)}, and other reasons (cut)."
 
 
 # A DaemonSet's affinity is bounded like a NodePool's requirements: a hostile one costs little.

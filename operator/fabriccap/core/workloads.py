@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +33,21 @@ from fabriccap.core.api import (
     WorkloadsStatus,
 )
 from fabriccap.core.config import FabricProfile, Source
-from fabriccap.core.facts import ClaimRef, ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
+from fabriccap.core.facts import (
+    CLAIMS_UNALLOCATABLE,
+    ClaimRef,
+    ObjectRef,
+    WorkloadPodFacts,
+    controller_owner,
+    insufficient_resources,
+    object_name,
+    object_namespace,
+)
 from fabriccap.core.index import FactIndex
 from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.selection import implicit_resource
-from fabriccap.core.text import MAX_KIND, clean_text
+from fabriccap.core.text import MAX_KIND, MAX_MESSAGE, clean_text
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import likely_cause
 from fabriccap.core.workload_kinds import READ_FOR_OWNER, WorkloadKind, group_kind, group_of, request_field
@@ -533,16 +541,6 @@ def not_used_event(profile: FabricProfile, status: FabricCapabilityStatus, found
 # -- Pods no node can take
 
 
-_INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+?)(?=[,.]\s|\.$|,$|$)")
-
-
-def insufficient_resources(message: str) -> set[str]:
-    """The resources the scheduler found too little of, from its FitError message (the part
-    before any preemption text, which repeats the nodes' reasons)."""
-    head = message.split(" preemption:", 1)[0]
-    return set(_INSUFFICIENT.findall(head))
-
-
 @dataclass(frozen=True, slots=True)
 class UnschedulableGroup:
     """Pods of one top-level owner that request a fabric no node can give them now."""
@@ -569,7 +567,7 @@ def unschedulable_groups(
             by_claim, unknown = claims_fabric(pod, profile, index)
             lookups.update(unknown)
             short = profile.resource in insufficient_resources(message) and pod.request_of(profile.resource) > 0
-            claimed = by_claim and "cannot allocate all claims" in message
+            claimed = by_claim and CLAIMS_UNALLOCATABLE in message
             if short or claimed:
                 owner, missing = top_owner(pod, index)
                 if missing is not None:
@@ -617,7 +615,11 @@ def unschedulable_event(profile: FabricProfile, group: UnschedulableGroup, ready
         where = f"pools where {profile.resource} is Ready with enough per node: {names}{more}"
     else:
         where = f"no pool has {profile.resource} Ready with {group.per_pod or 'the claimed number'} or more per node"
-    message = f"{pods} request {asked} and cannot be scheduled ({group.scheduler_message.strip()}); {where}"
+    lead, tail = f"{pods} request {asked} and cannot be scheduled (", f"); {where}"
+    # The scheduler's words are cut, not what fabriccap adds after them: the Event's message is
+    # bounded (MAX_MESSAGE), and a long FitError pushed out the pools that could take the job.
+    quote = clean_text(group.scheduler_message.strip(), max(MAX_MESSAGE - len(lead) - len(tail), 0))
+    message = f"{lead}{quote}{tail}"
     return WorkloadEvent(
         involved=group.owner,
         reason=FABRIC_UNSCHEDULABLE,

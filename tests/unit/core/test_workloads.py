@@ -6,21 +6,22 @@ the Trainer, JobSet, Job and training-operator controllers make them.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from typing import Any
 
 import pytest
 
 from fabriccap.core.api import FabricCapabilityStatus, WorkloadsStatus
-from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef
+from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef, insufficient_resources
 from fabriccap.core.index import FactIndex
+from fabriccap.core.text import MAX_MESSAGE
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
 from fabriccap.core.workloads import (
     FABRIC_NOT_REQUESTED,
     LookupKey,
     NotRequestedWording,
     ReadyPool,
-    insufficient_resources,
     learn_from_object,
     top_owner,
     unschedulable_event,
@@ -381,6 +382,26 @@ def test_an_unschedulable_request_names_the_pools_that_could_take_it() -> None:
     )
     none = unschedulable_event(efa, group, [ReadyPool("efa", "eks.amazonaws.com/nodegroup", "p4", 4)])
     assert none.message.endswith("no pool has vpc.amazonaws.com/efa Ready with 32 or more per node")
+
+
+def test_a_long_fit_error_keeps_the_reason_it_is_read_for() -> None:
+    """kube-scheduler sorts a FitError's reasons as text (FitError.Error), so the EFA reason
+    comes after every "1 node(s) had untolerated taint": with a few dozen of them it fell past
+    the cut, and the job that waited for EFA was never told."""
+    taints = ", ".join(f"1 node(s) had untolerated taint {{team-{index:02d}: reserved}}" for index in range(40))
+    message = f"0/105 nodes are available: {taints}, 64 Insufficient vpc.amazonaws.com/efa. preemption: 0/105 nodes"
+    pending = workload_pod(
+        None, "big-0", efa=32, owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "big"), unschedulable=message
+    )
+    (efa,) = default_config().enabled_fabrics
+    groups, _ = unschedulable_groups([efa], facts_of([*ready_pool(), pending]))
+    (group,) = groups
+    assert group.scheduler_message.startswith("0/105 nodes are available: 64 Insufficient vpc.amazonaws.com/efa")
+    assert len(group.scheduler_message) < 200  # the taints are not kept
+    # However long the scheduler's words, the Event keeps what fabriccap adds after them.
+    long = dataclasses.replace(group, scheduler_message="0/105 nodes are available: " + "x" * 2000)
+    event = unschedulable_event(efa, long, [ReadyPool("efa", "eks.amazonaws.com/nodegroup", "p5-training", 32)])
+    assert len(event.message) <= MAX_MESSAGE and event.message.endswith("(eks.amazonaws.com/nodegroup=p5-training)")
 
 
 def test_a_pending_pod_for_another_reason_is_not_counted() -> None:
