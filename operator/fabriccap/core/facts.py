@@ -518,7 +518,12 @@ class FactsExtractor:
         init_containers = _containers(spec, "initContainers", where)
         requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
         claims = _claims(
-            spec.get("resourceClaims"), namespace, status.get("extendedResourceClaimStatus"), where, self.on_refused
+            spec.get("resourceClaims"),
+            namespace,
+            status.get("extendedResourceClaimStatus"),
+            status.get("resourceClaimStatuses"),
+            where,
+            self.on_refused,
         )
         intent = self._intent([*containers, *init_containers])
         if not requests and not claims and not intent:
@@ -927,20 +932,31 @@ def _running_accelerator_containers(
 
 
 def _claims(
-    resource_claims: Any, namespace: str, extended: Any, holder: str, refused: RefusalHook | None
+    resource_claims: Any, namespace: str, extended: Any, generated: Any, holder: str, refused: RefusalHook | None
 ) -> tuple[ClaimRef, ...]:
     """The pod's claims: those its spec names, and the one the scheduler made for extended
-    resources it serves from DRA (KEP-5004: ``status.extendedResourceClaimStatus``). One whose
-    name no claim can have is left out (its devices unknown, the pod is judged by its other
-    requests), as it is read with a GET of that name."""
+    resources it serves from DRA (KEP-5004: ``status.extendedResourceClaimStatus``). A claim of
+    a template is the one made from it for the pod once there is one
+    (``status.resourceClaimStatuses``): what the pod holds, whatever became of the template (a
+    template deleted or renamed since, or one not readable, read as "no fabric class" and warned
+    a job that holds EFA). One whose name no claim can have is left out (its devices unknown,
+    the pod is judged by its other requests), as it is read with a GET of that name."""
     found = []
     named: list[Any] = list(resource_claims) if isinstance(resource_claims, list) else []
     if isinstance(extended, MAPPINGS):
         named.append({CLAIM_NAME_KEY: extended.get(CLAIM_NAME_KEY)})
+    made = {
+        status.get("name"): status.get(CLAIM_NAME_KEY)
+        for status in (generated if isinstance(generated, list) else ())
+        if isinstance(status, MAPPINGS) and isinstance(status.get(CLAIM_NAME_KEY), str)
+    }
     for claim in named:
         if not isinstance(claim, MAPPINGS):
             continue
-        if isinstance(claim.get(CLAIM_TEMPLATE_NAME_KEY), str):
+        made_for_it = made.get(claim.get("name"))
+        if isinstance(claim.get(CLAIM_TEMPLATE_NAME_KEY), str) and isinstance(made_for_it, str):
+            kind, name = "ResourceClaim", made_for_it
+        elif isinstance(claim.get(CLAIM_TEMPLATE_NAME_KEY), str):
             kind, name = "ResourceClaimTemplate", claim[CLAIM_TEMPLATE_NAME_KEY]
         elif isinstance(claim.get(CLAIM_NAME_KEY), str):
             kind, name = "ResourceClaim", claim[CLAIM_NAME_KEY]

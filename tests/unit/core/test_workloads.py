@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fabriccap.core.api import FabricCapabilityStatus, WorkloadsStatus
+from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef, insufficient_resources
 from fabriccap.core.index import FactIndex
 from fabriccap.core.text import MAX_MESSAGE
@@ -23,12 +24,14 @@ from fabriccap.core.workloads import (
     NotRequestedWording,
     ReadyPool,
     learn_from_object,
+    learn_lookup,
     top_owner,
     unschedulable_event,
     unschedulable_groups,
 )
 from fabriccap_devtools.world import (
     SCHEDULER_EFA_MESSAGE,
+    allocated_claim,
     daemon_set,
     dranet_daemon_set,
     dranet_pods,
@@ -37,7 +40,7 @@ from fabriccap_devtools.world import (
     trainjob_pods,
     workload_pod,
 )
-from support.builders import EFA, GPU, evaluate_bodies, facts_of, healthy_pool, node, only_status, plugin_pods
+from support.builders import EFA, GPU, dra_pool, evaluate_bodies, facts_of, healthy_pool, node, only_status, plugin_pods
 from support.configs import build_config, default_config
 
 EXTRACTOR = FactsExtractor(default_config())
@@ -465,3 +468,25 @@ def test_a_status_written_before_offenders_had_an_api_version_still_reads() -> N
         del offender["apiVersion"]
     read = WorkloadsStatus.model_validate(older)
     assert [(o.kind, o.api_version, o.name) for o in read.offenders] == [("Pod", None, "solo")]
+
+
+def test_a_pod_holding_a_claim_made_from_a_template_is_judged_by_that_claim() -> None:
+    """Once the resourceclaim controller made the pod's claim from its template
+    (status.resourceClaimStatuses), the claim is what the pod holds. The template was read
+    instead, and one deleted or renamed since (a Helm upgrade), or not readable (403), read as
+    "a claim of no fabric class": a job holding 32 EFA devices was told it requests none."""
+    config = default_config()
+    claim = {"name": "efa", "resourceClaimTemplateName": "efa-32"}
+    pod = workload_pod("d1", "train-0", claims=[claim], owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "train"))
+    pod["status"]["resourceClaimStatuses"] = [{"name": "efa", "resourceClaimName": "train-0-efa-x7k2p"}]
+    made = allocated_claim(
+        "d1", [f"efa{i}" for i in range(32)], name="train-0-efa-x7k2p", namespace="ml", pod_name="train-0"
+    )
+    index = facts_of([*dra_pool(count=32, nodes=1), pod, made], config)
+    learn_lookup(index, LookupKey("ResourceClaimTemplate", "ml", "efa-32", "resource.k8s.io/v1"), None)  # gone
+    evaluation = evaluate(config, index)
+    (capability,) = evaluation.capabilities
+    workloads = capability.status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 0)
+    assert [event.reason for event in evaluation.workload_events] == []
