@@ -575,8 +575,15 @@ class FactIndex:
                     )
                 errors.extend(member.count_of(fabric).errors)
             devices = sum(member.devices_of(fabric) for member in current)
+            tainted = sum(member.count_of(fabric).tainted for member in current)
+            if tainted:
+                notes.append(
+                    f"driver {driver} pool {pool}: {tainted} device{'s' if tainted != 1 else ''} with a NoSchedule"
+                    " or NoExecute taint not counted (the recommended claim tolerates none)"
+                )
             published[(driver, pool)] = {name for member in current for name in member.device_names}
-            seen += devices
+            # A tainted device is still the fabric's: its node is a target node that advertises less.
+            seen += devices + tainted
             expected = max(member.slice_count for member in current)
             if len(current) < expected:
                 present = f"{len(current)} of {expected} ResourceSlices"

@@ -872,3 +872,49 @@ def test_a_kep_5004_pod_whose_nccl_uses_sockets_does_not_use_the_fabric() -> Non
         counted = workloads.transport.socket if verdict is Verdict.SOCKET else workloads.transport.fabric
         assert (counted.pods, counted.requesting_fabric_pods) == (1, 1)
         assert [(o.kind, o.name, o.problem) for o in workloads.offenders] == problems
+
+
+# --- What kube-scheduler's DRA allocator refuses, which must not be counted ---------------------
+
+
+def without_slices(bodies: Bodies) -> Bodies:
+    return [body for body in bodies if body["kind"] != "ResourceSlice"]
+
+
+def taint(device: dict[str, Any], effect: str) -> None:
+    device["taints"] = [{"key": "example.com/unhealthy", "value": "true", "effect": effect}]
+
+
+def test_tainted_devices_are_not_counted_and_said() -> None:
+    """The allocator skips a device whose taints the request does not tolerate
+    (allocator_stable.go allocateDevice: ``!allTaintsTolerated(device, request)``), and the
+    recommended claim carries no tolerations."""
+    body = resource_slice("n1", efa=32)
+    for device in body["spec"]["devices"][:8]:
+        taint(device, "NoSchedule")
+    for device in body["spec"]["devices"][8:16]:
+        taint(device, "NoExecute")
+    for device in body["spec"]["devices"][16:20]:
+        taint(device, "None")  # informational: allocatable
+    facts = read_slice(body)
+    assert facts is not None
+    assert facts.count_of("efa") == DeviceCount(16, (), 16)
+    devices = dra(index_of(body))
+    assert (devices.count, devices.seen, devices.problem) == (16, 32, None)
+    assert devices.notes == (
+        "driver dra.net pool n1: 16 devices with a NoSchedule or NoExecute taint not counted"
+        " (the recommended claim tolerates none)",
+    )
+
+
+def test_a_pool_whose_devices_are_all_tainted_is_not_ready() -> None:
+    bodies = without_slices(dra_pool(count=32, nodes=2))
+    for name in ("d1", "d2"):
+        body = resource_slice(name, efa=32)
+        for device in body["spec"]["devices"]:
+            taint(device, "NoExecute")
+        bodies.append(body)
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "32 devices with a NoSchedule or NoExecute taint not counted" in message(status, "Ready")
