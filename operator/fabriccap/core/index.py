@@ -45,6 +45,7 @@ from fabriccap.core.facts import (
 )
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
+from fabriccap.core.text import clean_text
 from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.core.verdicts import PodTransport
 
@@ -104,6 +105,8 @@ class DraDevices:
 
 
 NO_DRA_DEVICES = DraDevices(0)
+# A device name in a message: DRANET's are PCI addresses; a hostile one is cut here.
+MAX_DEVICE_NAME = 80
 
 
 class FactIndex:
@@ -584,6 +587,15 @@ class FactIndex:
             published[(driver, pool)] = {name for member in current for name in member.device_names}
             # A tainted device is still the fabric's: its node is a target node that advertises less.
             seen += devices + tainted
+            duplicate = _duplicate_device(member.device_names for member in current)
+            if duplicate is not None:
+                # The scheduler marks such a pool invalid and fails every allocation that
+                # reaches it (k8s.io/dynamic-resource-allocation structured/internal/stable/
+                # pools_stable.go, poolIsInvalid: "duplicate device name %s"; allocator
+                # allocateOne: "pool %s is invalid"): none of its devices can be had.
+                shown = clean_text(duplicate, MAX_DEVICE_NAME)
+                problems.append(f"driver {driver} pool {pool} is invalid: duplicate device name {shown}")
+                continue
             expected = max(member.slice_count for member in current)
             if len(current) < expected:
                 present = f"{len(current)} of {expected} ResourceSlices"
@@ -680,6 +692,17 @@ NODE_CLAIM_FACTS: Table[str, NodeClaimFacts] = Table("nodeclaims", False, _name,
 NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _name, FactIndex._node_class_changed)
 DEVICE_CLASS_FACTS: Table[str, DeviceClassFacts] = Table("deviceclasses", False, _name, FactIndex._device_class_changed)
 CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _namespaced, FactIndex._claim_changed)
+
+
+def _duplicate_device(slices: Iterable[tuple[str, ...]]) -> str | None:
+    """A device name listed twice across the slices of one pool's generation, if any."""
+    names: set[str] = set()
+    for device_names in slices:
+        for name in device_names:
+            if name in names:
+                return name
+            names.add(name)
+    return None
 
 
 def _discard(index: dict[K, set[V]], key: K, member: V) -> None:

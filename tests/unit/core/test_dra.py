@@ -918,3 +918,36 @@ def test_a_pool_whose_devices_are_all_tainted_is_not_ready() -> None:
     assert reason(status, "Ready")[0] == "False"
     assert status.recommendation is None
     assert "32 devices with a NoSchedule or NoExecute taint not counted" in message(status, "Ready")
+
+
+def test_a_pool_listing_one_device_name_twice_is_invalid_and_counts_nothing() -> None:
+    """Two slices of one pool and generation listing the same devices (a driver bug, two driver
+    instances in a rollout): the scheduler's pools_stable.go poolIsInvalid marks the pool
+    invalid ("duplicate device name"), and allocateOne fails every allocation reaching it."""
+    first = resource_slice("n1", efa=32, slice_count=2, part=0, name="n1-a")
+    second = resource_slice("n1", efa=32, slice_count=2, part=0, name="n1-b")
+    devices = dra(index_of(first, second))
+    assert devices.count == 0
+    assert devices.problem is not None
+    assert devices.problem.startswith("driver dra.net pool n1 is invalid: duplicate device name ")
+
+
+def test_a_pool_with_duplicate_device_names_is_not_ready() -> None:
+    bodies = without_slices(dra_pool(count=32, nodes=2))
+    for name in ("d1", "d2"):
+        # 16 devices listed in both slices: 32 would pass the p5 instance maximum.
+        bodies.append(resource_slice(name, efa=16, slice_count=2, part=0, name=f"{name}-a"))
+        bodies.append(resource_slice(name, efa=16, slice_count=2, part=0, name=f"{name}-b"))
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "driver dra.net pool d1 is invalid: duplicate device name" in message(status, "Ready")
+
+
+def test_a_hostile_duplicate_device_name_reaches_the_status_cleaned_and_bounded() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J" + "x" * 5000
+    first = resource_slice("n1", efa=1, slice_count=2, part=0, name="n1-a")
+    second = resource_slice("n1", efa=1, slice_count=2, part=1, name="n1-b")
+    first["spec"]["devices"][0]["name"] = second["spec"]["devices"][0]["name"] = hostile
+    problem = dra(index_of(first, second)).problem
+    assert problem is not None and "\x1b" not in problem and len(problem) < 200
