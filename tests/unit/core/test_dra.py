@@ -951,3 +951,25 @@ def test_a_hostile_duplicate_device_name_reaches_the_status_cleaned_and_bounded(
     first["spec"]["devices"][0]["name"] = second["spec"]["devices"][0]["name"] = hostile
     problem = dra(index_of(first, second)).problem
     assert problem is not None and "\x1b" not in problem and len(problem) < 200
+
+
+def test_a_node_with_more_than_32_devices_is_recommended_a_claim_of_32() -> None:
+    """k8s.io/api resource/v1 AllocationResultsMaxSize = 32: the allocator refuses a claim for
+    more ("number of requested devices 48 exceeds the claim limit of 32")."""
+    names = ["d1", "d2"]
+    bodies = [
+        efa_device_class(),
+        dranet_daemon_set(),
+        *(node(name, pool="big", efa=None, instance_type=None) for name in names),
+        *(resource_slice(name, efa=48) for name in names),
+        *dranet_pods(names),
+    ]
+    status = only_status(bodies)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert status.uniform_count == 48
+    assert claim_count(status) == 32
+    assert (
+        "a job may claim up to 48 per node (recommendation.resourceClaimTemplate); the resourceClaimTemplate"
+        " asks 32, the most one ResourceClaim can hold (AllocationResultsMaxSize): 48 per node take more than"
+        " one claim" in message(status, "Ready")
+    )
