@@ -584,9 +584,16 @@ class FactIndex:
                     f"driver {driver} pool {pool}: {tainted} device{'s' if tainted != 1 else ''} with a NoSchedule"
                     " or NoExecute taint not counted (the recommended claim tolerates none)"
                 )
+            elsewhere = sum(member.count_of(fabric).other_classes for member in current)
+            if elsewhere:
+                notes.append(
+                    f"driver {driver} pool {pool}: {elsewhere} device{'s' if elsewhere != 1 else ''} only the"
+                    " fabric's other DeviceClasses select not counted (the recommended claim names the first)"
+                )
             published[(driver, pool)] = {name for member in current for name in member.device_names}
-            # A tainted device is still the fabric's: its node is a target node that advertises less.
-            seen += devices + tainted
+            # A tainted device, or one of another class, is still the fabric's: its node is a
+            # target node that advertises less.
+            seen += devices + tainted + elsewhere
             duplicate = _duplicate_device(member.device_names for member in current)
             if duplicate is not None:
                 # The scheduler marks such a pool invalid and fails every allocation that

@@ -4,8 +4,9 @@ A profile names DeviceClasses (``dra.deviceClassNames``). For each, the class th
 cluster's when it has one (the scheduler allocates with that one, broken or not), else the
 profile's copy (``dra.deviceClasses``: for EFA, the aws-dranet chart's, rendered from the chart),
 else the old ``dra.drivers`` + ``dra.attributes`` form read as a selector; the status says
-which. A device is the fabric's when one of these selects it (``core.cel``): the count is what
-ResourceClaims of the classes can get.
+which. A device is the fabric's when one of these selects it (``core.cel``); the count is what a
+ResourceClaim of the first class, the one the recommendation names, can get (a claim names one
+class): devices only the others select, or tainted ones, are the fabric's but not counted.
 
 Evaluating costs: a p5.48xlarge slice holds 32 devices, a cluster 10,000 slices. Two devices
 that agree on what a class reads get the same outcome, so ``DeviceSelector`` keys its cache on
@@ -197,6 +198,9 @@ class DeviceCount(NamedTuple):
     # Devices the classes select that carry a taint the recommended claim does not tolerate:
     # not in ``selected``, counted apart so the status can say why they are missing.
     tainted: int = 0
+    # Devices only the fabric's other classes select, not the one the recommended claim names:
+    # the fabric's, but not in ``selected``.
+    other_classes: int = 0
 
 
 NO_DEVICES = DeviceCount(0)
@@ -256,19 +260,29 @@ class DeviceSelector:
         return outcome
 
     def count(self, selection: FabricSelection, driver: str, devices: Iterable[Mapping[str, Any]]) -> DeviceCount:
-        """How many of ``devices`` one of the fabric's classes selects and a claim without
-        tolerations can be allocated, the errors met, and how many selected are tainted."""
-        selected = tainted = 0
+        """How many of ``devices`` a claim of the fabric's first class (the one the recommended
+        ResourceClaimTemplate names) can be allocated, the errors met, and how many of the
+        fabric's devices that claim cannot get: tainted, or selected by its other classes only.
+
+        Not the union of the classes: a claim names one class, and the allocator takes only
+        devices that class's selectors select (allocator_stable.go ``isSelectable`` →
+        ``selectorsMatch`` over ``request.DeviceClassName``'s class), so ``exactCount: N`` of
+        the first class needs N devices of that class on the node."""
+        selected = tainted = elsewhere = 0
         errors: dict[tuple[str, str], list[Any]] = {}
         classes = [effective for effective in selection.classes if effective.error is None]
         if not classes:
             return NO_DEVICES
+        recommended = selection.classes[0]  # a broken one is not in ``classes``: nothing counts
         for device in devices:
-            chosen = False
+            chosen = other = False
             for effective in classes:
                 outcome = self.outcome(effective, driver, device)
                 if outcome.verdict is Verdict.SELECTED:
-                    chosen = True
+                    if effective is recommended:
+                        chosen = True
+                    else:
+                        other = True
                 elif outcome.verdict is Verdict.ERROR:
                     entry = errors.setdefault((effective.name, outcome.cause or "error"), [0, device.get("name")])
                     entry[0] += 1
@@ -278,6 +292,8 @@ class DeviceSelector:
                 tainted += 1
             elif chosen:
                 selected += 1
+            elif other:
+                elsewhere += 1
         return DeviceCount(
             selected,
             tuple(
@@ -285,4 +301,5 @@ class DeviceSelector:
                 for (name, cause), (count, example) in sorted(errors.items())
             ),
             tainted,
+            elsewhere,
         )

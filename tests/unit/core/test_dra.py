@@ -973,3 +973,41 @@ def test_a_node_with_more_than_32_devices_is_recommended_a_claim_of_32() -> None
         " asks 32, the most one ResourceClaim can hold (AllocationResultsMaxSize): 48 per node take more than"
         " one claim" in message(status, "Ready")
     )
+
+
+def numa_class(name: str, numa: int) -> dict[str, Any]:
+    expression = f'device.driver == "dra.net" && device.attributes["dra.net"].numaNode == {numa}'
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def test_with_two_classes_the_count_is_what_a_claim_of_the_recommended_one_gets() -> None:
+    """A claim names one class, and the allocator takes only devices that class selects
+    (allocator_stable.go isSelectable → selectorsMatch): with each class selecting 16 of 32,
+    ``exactCount: 32`` of the first could never be allocated."""
+    config = build_config({"fabrics": [{"name": "efa", "dra": {"deviceClassNames": ["efa-numa0", "efa-numa1"]}}]})
+    bodies = [numa_class("efa-numa0", 0), numa_class("efa-numa1", 1), *dra_pool(count=32, nodes=2)]
+    status = only_status(bodies, config)
+    assert status.uniform_count == 16
+    assert status.recommendation is not None
+    template = status.recommendation.resource_claim_template
+    assert template is not None
+    (request,) = template.spec.devices.requests
+    assert (request.exactly.device_class_name, int(request.exactly.count)) == ("efa-numa0", 16)
+    assert (
+        "d1: driver dra.net pool d1: 16 devices only the fabric's other DeviceClasses select not counted"
+        " (the recommended claim names the first)" in message(status, "Ready")
+    )
+
+
+def test_a_node_whose_devices_only_another_class_selects_is_a_target_node_without_devices() -> None:
+    config = build_config({"fabrics": [{"name": "efa", "dra": {"deviceClassNames": ["efa-numa2", "efa-numa0"]}}]})
+    bodies = [numa_class("efa-numa2", 2), numa_class("efa-numa0", 0), *dra_pool(count=32, nodes=2)]
+    status = only_status(bodies, config)
+    assert status.nodes == 2 and status.advertising_nodes == 0
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
