@@ -107,6 +107,9 @@ class DraDevices:
 NO_DRA_DEVICES = DraDevices(0)
 # A device name in a message: DRANET's are PCI addresses; a hostile one is cut here.
 MAX_DEVICE_NAME = 80
+# A driver name is a DNS subdomain of at most 63 characters (resource.k8s.io/v1 validation);
+# only a snapshot can hold a longer one.
+MAX_DRIVER_NAME = 63
 
 
 class FactIndex:
@@ -560,6 +563,9 @@ class FactIndex:
         errors: list[ClassError] = []
         published: dict[tuple[str, str], set[str]] = {}
         for (driver, pool), members in sorted(pools.items()):
+            # The pool name was cleaned when the slice was read; the driver is kept as written
+            # (claims name it), so it is cleaned here, where it reaches a message.
+            label = f"driver {clean_text(driver, MAX_DRIVER_NAME)} pool {pool}"
             unreadable = sorted(member.problem for member in members if member.problem)
             if unreadable:
                 problems.extend(unreadable)
@@ -569,7 +575,7 @@ class FactIndex:
             older = sorted({member.generation for member in members if member.generation != latest})
             if older:
                 stale = ", ".join(map(str, older))
-                notes.append(f"driver {driver} pool {pool}: slices of generation {stale} ignored (latest {latest})")
+                notes.append(f"{label}: slices of generation {stale} ignored (latest {latest})")
             for member in current:
                 if member.went_back_from is not None:
                     notes.append(
@@ -581,13 +587,13 @@ class FactIndex:
             tainted = sum(member.count_of(fabric).tainted for member in current)
             if tainted:
                 notes.append(
-                    f"driver {driver} pool {pool}: {tainted} device{'s' if tainted != 1 else ''} with a NoSchedule"
+                    f"{label}: {tainted} device{'s' if tainted != 1 else ''} with a NoSchedule"
                     " or NoExecute taint not counted (the recommended claim tolerates none)"
                 )
             elsewhere = sum(member.count_of(fabric).other_classes for member in current)
             if elsewhere:
                 notes.append(
-                    f"driver {driver} pool {pool}: {elsewhere} device{'s' if elsewhere != 1 else ''} only the"
+                    f"{label}: {elsewhere} device{'s' if elsewhere != 1 else ''} only the"
                     " fabric's other DeviceClasses select not counted (the recommended claim names the first)"
                 )
             published[(driver, pool)] = {name for member in current for name in member.device_names}
@@ -601,12 +607,12 @@ class FactIndex:
                 # pools_stable.go, poolIsInvalid: "duplicate device name %s"; allocator
                 # allocateOne: "pool %s is invalid"): none of its devices can be had.
                 shown = clean_text(duplicate, MAX_DEVICE_NAME)
-                problems.append(f"driver {driver} pool {pool} is invalid: duplicate device name {shown}")
+                problems.append(f"{label} is invalid: duplicate device name {shown}")
                 continue
             expected = max(member.slice_count for member in current)
             if len(current) < expected:
                 present = f"{len(current)} of {expected} ResourceSlices"
-                problems.append(f"driver {driver} pool {pool} has {present} of generation {latest}")
+                problems.append(f"{label} has {present} of generation {latest}")
                 continue
             count += devices
         allocated = self._allocated_unpublished(claim_keys, frozenset(classes), published)

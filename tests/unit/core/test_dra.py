@@ -1011,3 +1011,10 @@ def test_a_node_whose_devices_only_another_class_selects_is_a_target_node_withou
     assert status.nodes == 2 and status.advertising_nodes == 0
     assert reason(status, "Ready")[0] == "False"
     assert status.recommendation is None
+
+
+def test_a_snapshot_slices_hostile_driver_name_reaches_messages_cleaned_and_bounded() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J" + "d" * 5000
+    problem = dra(index_of(resource_slice("n1", efa=0, driver=hostile, slice_count=2, name="n1-x"))).problem
+    assert problem is not None
+    assert "\x1b" not in problem and "\x07" not in problem and len(problem) < 150
