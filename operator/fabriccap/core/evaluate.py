@@ -405,6 +405,14 @@ def _launchable_condition(analysis: PoolAnalysis, verdict: LaunchableTypes) -> C
     return _condition(ConditionType.LAUNCHABLE, verdict.status, verdict.reason, message)
 
 
+# A ResourceClaim's allocation holds at most this many devices (k8s.io/api resource/v1
+# AllocationResultsMaxSize = 32): the allocator refuses a request for more ("number of requested
+# devices %d exceeds the claim limit of %d"). A node with more is offered a claim of this many,
+# which every node of the pool can fill, rather than a template no claim can get or none at all;
+# ``_usage`` says the claim is capped.
+MAX_CLAIM_DEVICES = 32
+
+
 def _recommendation(profile: FabricProfile, forms: frozenset[RequestForm], uniform_count: int) -> Recommendation:
     """What a workload asks for: each form of request that schedules on every node of the pool
     (the extended resource, a ResourceClaimTemplate of the fabric's DeviceClass, or both where
@@ -422,7 +430,7 @@ def _recommendation(profile: FabricProfile, forms: frozenset[RequestForm], unifo
                             exactly=ExactDeviceRequest(
                                 device_class_name=profile.dra.device_class_name,
                                 allocation_mode="ExactCount",
-                                count=per_node,
+                                count=min(per_node, MAX_CLAIM_DEVICES),
                             ),
                         )
                     ]
@@ -684,8 +692,14 @@ def _usage(analysis: PoolAnalysis, uniform_count: int | None) -> str:
     if analysis.profile.shared:
         return f"up to {uniform_count} pods per node may share it, each requesting 1"
     forms = analysis.request_forms
+    capped = ""
+    if RequestForm.RESOURCE_CLAIM in forms and uniform_count is not None and uniform_count > MAX_CLAIM_DEVICES:
+        capped = (
+            f"; the resourceClaimTemplate asks {MAX_CLAIM_DEVICES}, the most one ResourceClaim can hold"
+            f" (AllocationResultsMaxSize): {uniform_count} per node take more than one claim"
+        )
     if forms == {RequestForm.RESOURCE_CLAIM}:
-        return f"a job may claim up to {uniform_count} per node (recommendation.resourceClaimTemplate)"
+        return f"a job may claim up to {uniform_count} per node (recommendation.resourceClaimTemplate){capped}"
     usage = f"a job may request up to {uniform_count} per node"
     mapped = analysis.selection.extended_resource_class if analysis.selection is not None else None
     if mapped is not None and Source.DRA in analysis.sources_seen:
@@ -693,7 +707,7 @@ def _usage(analysis: PoolAnalysis, uniform_count: int | None) -> str:
             f" ({analysis.profile.resource} is served from DRA devices too: DeviceClass {mapped} maps it with"
             " spec.extendedResourceName)"
         )
-    return usage
+    return usage + capped
 
 
 def _mixed_sources_message(analysis: PoolAnalysis) -> str:

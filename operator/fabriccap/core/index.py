@@ -45,6 +45,7 @@ from fabriccap.core.facts import (
 )
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
+from fabriccap.core.text import clean_text
 from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.core.verdicts import PodTransport
 
@@ -104,6 +105,11 @@ class DraDevices:
 
 
 NO_DRA_DEVICES = DraDevices(0)
+# A device name in a message: DRANET's are PCI addresses; a hostile one is cut here.
+MAX_DEVICE_NAME = 80
+# A driver name is a DNS subdomain of at most 63 characters (resource.k8s.io/v1 validation);
+# only a snapshot can hold a longer one.
+MAX_DRIVER_NAME = 63
 
 
 class FactIndex:
@@ -557,6 +563,9 @@ class FactIndex:
         errors: list[ClassError] = []
         published: dict[tuple[str, str], set[str]] = {}
         for (driver, pool), members in sorted(pools.items()):
+            # The pool name was cleaned when the slice was read; the driver is kept as written
+            # (claims name it), so it is cleaned here, where it reaches a message.
+            label = f"driver {clean_text(driver, MAX_DRIVER_NAME)} pool {pool}"
             unreadable = sorted(member.problem for member in members if member.problem)
             if unreadable:
                 problems.extend(unreadable)
@@ -566,7 +575,7 @@ class FactIndex:
             older = sorted({member.generation for member in members if member.generation != latest})
             if older:
                 stale = ", ".join(map(str, older))
-                notes.append(f"driver {driver} pool {pool}: slices of generation {stale} ignored (latest {latest})")
+                notes.append(f"{label}: slices of generation {stale} ignored (latest {latest})")
             for member in current:
                 if member.went_back_from is not None:
                     notes.append(
@@ -575,12 +584,35 @@ class FactIndex:
                     )
                 errors.extend(member.count_of(fabric).errors)
             devices = sum(member.devices_of(fabric) for member in current)
+            tainted = sum(member.count_of(fabric).tainted for member in current)
+            if tainted:
+                notes.append(
+                    f"{label}: {tainted} device{'s' if tainted != 1 else ''} with a NoSchedule"
+                    " or NoExecute taint not counted (the recommended claim tolerates none)"
+                )
+            elsewhere = sum(member.count_of(fabric).other_classes for member in current)
+            if elsewhere:
+                notes.append(
+                    f"{label}: {elsewhere} device{'s' if elsewhere != 1 else ''} only the"
+                    " fabric's other DeviceClasses select not counted (the recommended claim names the first)"
+                )
             published[(driver, pool)] = {name for member in current for name in member.device_names}
-            seen += devices
+            # A tainted device, or one of another class, is still the fabric's: its node is a
+            # target node that advertises less.
+            seen += devices + tainted + elsewhere
+            duplicate = _duplicate_device(member.device_names for member in current)
+            if duplicate is not None:
+                # The scheduler marks such a pool invalid and fails every allocation that
+                # reaches it (k8s.io/dynamic-resource-allocation structured/internal/stable/
+                # pools_stable.go, poolIsInvalid: "duplicate device name %s"; allocator
+                # allocateOne: "pool %s is invalid"): none of its devices can be had.
+                shown = clean_text(duplicate, MAX_DEVICE_NAME)
+                problems.append(f"{label} is invalid: duplicate device name {shown}")
+                continue
             expected = max(member.slice_count for member in current)
             if len(current) < expected:
                 present = f"{len(current)} of {expected} ResourceSlices"
-                problems.append(f"driver {driver} pool {pool} has {present} of generation {latest}")
+                problems.append(f"{label} has {present} of generation {latest}")
                 continue
             count += devices
         allocated = self._allocated_unpublished(claim_keys, frozenset(classes), published)
@@ -673,6 +705,17 @@ NODE_CLAIM_FACTS: Table[str, NodeClaimFacts] = Table("nodeclaims", False, _name,
 NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _name, FactIndex._node_class_changed)
 DEVICE_CLASS_FACTS: Table[str, DeviceClassFacts] = Table("deviceclasses", False, _name, FactIndex._device_class_changed)
 CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _namespaced, FactIndex._claim_changed)
+
+
+def _duplicate_device(slices: Iterable[tuple[str, ...]]) -> str | None:
+    """A device name listed twice across the slices of one pool's generation, if any."""
+    names: set[str] = set()
+    for device_names in slices:
+        for name in device_names:
+            if name in names:
+                return name
+            names.add(name)
+    return None
 
 
 def _discard(index: dict[K, set[V]], key: K, member: V) -> None:

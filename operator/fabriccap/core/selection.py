@@ -4,8 +4,9 @@ A profile names DeviceClasses (``dra.deviceClassNames``). For each, the class th
 cluster's when it has one (the scheduler allocates with that one, broken or not), else the
 profile's copy (``dra.deviceClasses``: for EFA, the aws-dranet chart's, rendered from the chart),
 else the old ``dra.drivers`` + ``dra.attributes`` form read as a selector; the status says
-which. A device is the fabric's when one of these selects it (``core.cel``): the count is what
-ResourceClaims of the classes can get.
+which. A device is the fabric's when one of these selects it (``core.cel``); the count is what a
+ResourceClaim of the first class, the one the recommendation names, can get (a claim names one
+class): devices only the others select, or tainted ones, are the fabric's but not counted.
 
 Evaluating costs: a p5.48xlarge slice holds 32 devices, a cluster 10,000 slices. Two devices
 that agree on what a class reads get the same outcome, so ``DeviceSelector`` keys its cache on
@@ -194,9 +195,41 @@ class DeviceCount(NamedTuple):
 
     selected: int
     errors: tuple[ClassError, ...] = ()
+    # Devices the classes select that carry a taint the recommended claim does not tolerate:
+    # not in ``selected``, counted apart so the status can say why they are missing.
+    tainted: int = 0
+    # Devices only the fabric's other classes select, not the one the recommended claim names:
+    # the fabric's, but not in ``selected``.
+    other_classes: int = 0
 
 
 NO_DEVICES = DeviceCount(0)
+
+# The one device-taint effect that does not keep a device from a claim (KEP-5055: an
+# informational taint). Any other, NoSchedule, NoExecute or an effect this code does not know,
+# is taken to block: failing closed, a device is missing from the count rather than counted
+# when the scheduler would not allocate it.
+HARMLESS_TAINT_EFFECT = "None"
+
+
+def untolerated_taint(device: Mapping[str, Any]) -> bool:
+    """Whether ``device`` (resource.k8s.io/v1 ``spec.devices[]``) carries a taint that a claim
+    without tolerations does not tolerate. The recommended ResourceClaimTemplate carries none,
+    and kube-scheduler skips such a device for it (k8s.io/dynamic-resource-allocation
+    structured/internal/stable/allocator_stable.go, ``allocateDevice``: ``if
+    alloc.features.DeviceTaints && !allTaintsTolerated(device, request) { return false, ... }``;
+    DRADeviceTaints is on by default from Kubernetes 1.36, and with it off the API server drops
+    the field, so a taint that is there is one the scheduler sees).
+    DeviceTaintRule objects, which taint devices from outside the slice, are not watched: a
+    device tainted only by one is counted."""
+    taints = device.get("taints")
+    if not taints:
+        return False
+    if not isinstance(taints, list):
+        return True  # unreadable: fail closed
+    return any(not isinstance(taint, Mapping) or taint.get("effect") != HARMLESS_TAINT_EFFECT for taint in taints)
+
+
 # A cache of outcomes larger than this is emptied: a hostile set of distinct devices read by a
 # class that reads everything could otherwise grow it without end.
 MAX_CACHED_OUTCOMES = 200_000
@@ -227,28 +260,46 @@ class DeviceSelector:
         return outcome
 
     def count(self, selection: FabricSelection, driver: str, devices: Iterable[Mapping[str, Any]]) -> DeviceCount:
-        """How many of ``devices`` one of the fabric's classes selects, and the errors met."""
-        selected = 0
+        """How many of ``devices`` a claim of the fabric's first class (the one the recommended
+        ResourceClaimTemplate names) can be allocated, the errors met, and how many of the
+        fabric's devices that claim cannot get: tainted, or selected by its other classes only.
+
+        Not the union of the classes: a claim names one class, and the allocator takes only
+        devices that class's selectors select (allocator_stable.go ``isSelectable`` →
+        ``selectorsMatch`` over ``request.DeviceClassName``'s class), so ``exactCount: N`` of
+        the first class needs N devices of that class on the node."""
+        selected = tainted = elsewhere = 0
         errors: dict[tuple[str, str], list[Any]] = {}
         classes = [effective for effective in selection.classes if effective.error is None]
         if not classes:
             return NO_DEVICES
+        recommended = selection.classes[0]  # a broken one is not in ``classes``: nothing counts
         for device in devices:
-            chosen = False
+            chosen = other = False
             for effective in classes:
                 outcome = self.outcome(effective, driver, device)
                 if outcome.verdict is Verdict.SELECTED:
-                    chosen = True
+                    if effective is recommended:
+                        chosen = True
+                    else:
+                        other = True
                 elif outcome.verdict is Verdict.ERROR:
                     entry = errors.setdefault((effective.name, outcome.cause or "error"), [0, device.get("name")])
                     entry[0] += 1
-            selected += chosen
-        if not errors:
-            return DeviceCount(selected)
+            # The scheduler checks taints after the selectors (``isSelectable`` first), so a
+            # tainted device's selector error still counts as one; a selected one is set apart.
+            if chosen and untolerated_taint(device):
+                tainted += 1
+            elif chosen:
+                selected += 1
+            elif other:
+                elsewhere += 1
         return DeviceCount(
             selected,
             tuple(
                 ClassError(name, cause, count, one_line(str(example or "?"), 80))
                 for (name, cause), (count, example) in sorted(errors.items())
             ),
+            tainted,
+            elsewhere,
         )

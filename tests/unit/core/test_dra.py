@@ -872,3 +872,149 @@ def test_a_kep_5004_pod_whose_nccl_uses_sockets_does_not_use_the_fabric() -> Non
         counted = workloads.transport.socket if verdict is Verdict.SOCKET else workloads.transport.fabric
         assert (counted.pods, counted.requesting_fabric_pods) == (1, 1)
         assert [(o.kind, o.name, o.problem) for o in workloads.offenders] == problems
+
+
+# --- What kube-scheduler's DRA allocator refuses, which must not be counted ---------------------
+
+
+def without_slices(bodies: Bodies) -> Bodies:
+    return [body for body in bodies if body["kind"] != "ResourceSlice"]
+
+
+def taint(device: dict[str, Any], effect: str) -> None:
+    device["taints"] = [{"key": "example.com/unhealthy", "value": "true", "effect": effect}]
+
+
+def test_tainted_devices_are_not_counted_and_said() -> None:
+    """The allocator skips a device whose taints the request does not tolerate
+    (allocator_stable.go allocateDevice: ``!allTaintsTolerated(device, request)``), and the
+    recommended claim carries no tolerations."""
+    body = resource_slice("n1", efa=32)
+    for device in body["spec"]["devices"][:8]:
+        taint(device, "NoSchedule")
+    for device in body["spec"]["devices"][8:16]:
+        taint(device, "NoExecute")
+    for device in body["spec"]["devices"][16:20]:
+        taint(device, "None")  # informational: allocatable
+    facts = read_slice(body)
+    assert facts is not None
+    assert facts.count_of("efa") == DeviceCount(16, (), 16)
+    devices = dra(index_of(body))
+    assert (devices.count, devices.seen, devices.problem) == (16, 32, None)
+    assert devices.notes == (
+        "driver dra.net pool n1: 16 devices with a NoSchedule or NoExecute taint not counted"
+        " (the recommended claim tolerates none)",
+    )
+
+
+def test_a_pool_whose_devices_are_all_tainted_is_not_ready() -> None:
+    bodies = without_slices(dra_pool(count=32, nodes=2))
+    for name in ("d1", "d2"):
+        body = resource_slice(name, efa=32)
+        for device in body["spec"]["devices"]:
+            taint(device, "NoExecute")
+        bodies.append(body)
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "32 devices with a NoSchedule or NoExecute taint not counted" in message(status, "Ready")
+
+
+def test_a_pool_listing_one_device_name_twice_is_invalid_and_counts_nothing() -> None:
+    """Two slices of one pool and generation listing the same devices (a driver bug, two driver
+    instances in a rollout): the scheduler's pools_stable.go poolIsInvalid marks the pool
+    invalid ("duplicate device name"), and allocateOne fails every allocation reaching it."""
+    first = resource_slice("n1", efa=32, slice_count=2, part=0, name="n1-a")
+    second = resource_slice("n1", efa=32, slice_count=2, part=0, name="n1-b")
+    devices = dra(index_of(first, second))
+    assert devices.count == 0
+    assert devices.problem is not None
+    assert devices.problem.startswith("driver dra.net pool n1 is invalid: duplicate device name ")
+
+
+def test_a_pool_with_duplicate_device_names_is_not_ready() -> None:
+    bodies = without_slices(dra_pool(count=32, nodes=2))
+    for name in ("d1", "d2"):
+        # 16 devices listed in both slices: 32 would pass the p5 instance maximum.
+        bodies.append(resource_slice(name, efa=16, slice_count=2, part=0, name=f"{name}-a"))
+        bodies.append(resource_slice(name, efa=16, slice_count=2, part=0, name=f"{name}-b"))
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "driver dra.net pool d1 is invalid: duplicate device name" in message(status, "Ready")
+
+
+def test_a_hostile_duplicate_device_name_reaches_the_status_cleaned_and_bounded() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J" + "x" * 5000
+    first = resource_slice("n1", efa=1, slice_count=2, part=0, name="n1-a")
+    second = resource_slice("n1", efa=1, slice_count=2, part=1, name="n1-b")
+    first["spec"]["devices"][0]["name"] = second["spec"]["devices"][0]["name"] = hostile
+    problem = dra(index_of(first, second)).problem
+    assert problem is not None and "\x1b" not in problem and len(problem) < 200
+
+
+def test_a_node_with_more_than_32_devices_is_recommended_a_claim_of_32() -> None:
+    """k8s.io/api resource/v1 AllocationResultsMaxSize = 32: the allocator refuses a claim for
+    more ("number of requested devices 48 exceeds the claim limit of 32")."""
+    names = ["d1", "d2"]
+    bodies = [
+        efa_device_class(),
+        dranet_daemon_set(),
+        *(node(name, pool="big", efa=None, instance_type=None) for name in names),
+        *(resource_slice(name, efa=48) for name in names),
+        *dranet_pods(names),
+    ]
+    status = only_status(bodies)
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert status.uniform_count == 48
+    assert claim_count(status) == 32
+    assert (
+        "a job may claim up to 48 per node (recommendation.resourceClaimTemplate); the resourceClaimTemplate"
+        " asks 32, the most one ResourceClaim can hold (AllocationResultsMaxSize): 48 per node take more than"
+        " one claim" in message(status, "Ready")
+    )
+
+
+def numa_class(name: str, numa: int) -> dict[str, Any]:
+    expression = f'device.driver == "dra.net" && device.attributes["dra.net"].numaNode == {numa}'
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def test_with_two_classes_the_count_is_what_a_claim_of_the_recommended_one_gets() -> None:
+    """A claim names one class, and the allocator takes only devices that class selects
+    (allocator_stable.go isSelectable → selectorsMatch): with each class selecting 16 of 32,
+    ``exactCount: 32`` of the first could never be allocated."""
+    config = build_config({"fabrics": [{"name": "efa", "dra": {"deviceClassNames": ["efa-numa0", "efa-numa1"]}}]})
+    bodies = [numa_class("efa-numa0", 0), numa_class("efa-numa1", 1), *dra_pool(count=32, nodes=2)]
+    status = only_status(bodies, config)
+    assert status.uniform_count == 16
+    assert status.recommendation is not None
+    template = status.recommendation.resource_claim_template
+    assert template is not None
+    (request,) = template.spec.devices.requests
+    assert (request.exactly.device_class_name, int(request.exactly.count)) == ("efa-numa0", 16)
+    assert (
+        "d1: driver dra.net pool d1: 16 devices only the fabric's other DeviceClasses select not counted"
+        " (the recommended claim names the first)" in message(status, "Ready")
+    )
+
+
+def test_a_node_whose_devices_only_another_class_selects_is_a_target_node_without_devices() -> None:
+    config = build_config({"fabrics": [{"name": "efa", "dra": {"deviceClassNames": ["efa-numa2", "efa-numa0"]}}]})
+    bodies = [numa_class("efa-numa2", 2), numa_class("efa-numa0", 0), *dra_pool(count=32, nodes=2)]
+    status = only_status(bodies, config)
+    assert status.nodes == 2 and status.advertising_nodes == 0
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+
+
+def test_a_snapshot_slices_hostile_driver_name_reaches_messages_cleaned_and_bounded() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J" + "d" * 5000
+    problem = dra(index_of(resource_slice("n1", efa=0, driver=hostile, slice_count=2, name="n1-x"))).problem
+    assert problem is not None
+    assert "\x1b" not in problem and "\x07" not in problem and len(problem) < 150
