@@ -412,9 +412,10 @@ class DraSettings(_DaemonSetFinder):
     device_class_names: tuple[str, ...] = Field(
         default=(),
         alias="deviceClassNames",
-        description="The DeviceClasses whose CEL selectors pick the fabric's devices from ResourceSlices (a device"
-        " counts when one of them selects it, as the scheduler would allocate it). The first is the one"
-        " status.recommendation.resourceClaimTemplate names. `deviceClassName: X` is read as `[X]`.",
+        description="The DeviceClasses whose CEL selectors pick the fabric's devices from ResourceSlices. The first"
+        " is the one status.recommendation.resourceClaimTemplate names, and a device counts when it selects it"
+        " (what a claim of that class can be allocated); a node whose devices only the others select is a target"
+        " node without devices. `deviceClassName: X` is read as `[X]`.",
     )
     device_classes: tuple[DeviceClassCopy, ...] = Field(
         default=(),
