@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -572,30 +572,35 @@ class FactsExtractor:
     def _intent(self, containers: list[Mapping[str, Any]]) -> tuple[str, ...]:
         """The fabrics whose environment a pod sets: libfabric's EFA provider, NCCL's OFI
         plugin, or a variable of the profile's recommendedEnv set to its recommended value.
-        The value matters: ``FI_PROVIDER=tcp`` or ``NCCL_SOCKET_IFNAME=eth0`` says TCP, on purpose."""
-        values: dict[str, str] = {}
+        The value matters: ``FI_PROVIDER=tcp`` or ``NCCL_SOCKET_IFNAME=eth0`` says TCP, on purpose.
+        Each container's own: its environment is its process's, so a sidecar or an init
+        container with ``FI_PROVIDER=tcp`` does not undo the trainer's ``efa`` (merged across the
+        containers, the last one read won)."""
+        fabrics: set[str] = set()
         for container in containers:
             env = container.get("env")
             if not isinstance(env, list):
                 continue
-            for variable in env:
-                if (
-                    isinstance(variable, MAPPINGS)
-                    and isinstance(variable.get("name"), str)
-                    and isinstance(variable.get("value"), str)
-                ):
-                    values[variable["name"]] = variable["value"]
-        if not values:
-            return ()
+            values = {
+                variable["name"]: variable["value"]
+                for variable in env
+                if isinstance(variable, MAPPINGS)
+                and isinstance(variable.get("name"), str)
+                and isinstance(variable.get("value"), str)
+            }
+            if values:
+                fabrics.update(self._intent_of(values))
+        return tuple(sorted(fabrics))
+
+    def _intent_of(self, values: Mapping[str, str]) -> Iterable[str]:
+        """The fabrics one container's environment ``values`` says it means to use."""
         providers = {part.strip() for part in values.get(LIBFABRIC_PROVIDER_ENV, "").lower().split(",")}
         nccl_net = values.get(NCCL_NET_ENV, "").lower()
         libfabric = "efa" in providers or "ofi" in nccl_net or "libfabric" in nccl_net
-        return tuple(
-            sorted(
-                fabric.name
-                for fabric in self.config.enabled_fabrics
-                if libfabric or any(values.get(env.name) == env.value for env in fabric.recommended_env)
-            )
+        return (
+            fabric.name
+            for fabric in self.config.enabled_fabrics
+            if libfabric or any(values.get(env.name) == env.value for env in fabric.recommended_env)
         )
 
     def selections(self, classes: DeviceClassView) -> dict[str, FabricSelection]:

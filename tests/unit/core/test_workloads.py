@@ -131,6 +131,26 @@ def test_fabric_intent_in_the_environment(env: dict[str, str], intent: tuple[str
     assert (found.intent if found is not None else ()) == intent
 
 
+@pytest.mark.parametrize(
+    ("trainer", "where", "other"),
+    [
+        pytest.param({"FI_PROVIDER": "efa"}, "initContainers", {"FI_PROVIDER": "tcp"}, id="a-staging-init-container"),
+        pytest.param({"NCCL_NET": "ofi"}, "containers", {"NCCL_NET": "Socket"}, id="a-metrics-sidecar"),
+    ],
+)
+def test_another_containers_environment_does_not_undo_the_trainers_intent(
+    trainer: dict[str, str], where: str, other: dict[str, str]
+) -> None:
+    """Each container's environment is its own process's. Merged across the pod's containers,
+    the last read won: a data-staging init container's FI_PROVIDER=tcp cancelled the trainer's
+    efa, and a pod meaning to use EFA without asking for it was never counted."""
+    body = workload_pod("n1", "p", gpu=None, env=trainer)
+    env = [{"name": name, "value": value} for name, value in other.items()]
+    body["spec"].setdefault(where, []).append({"name": "other", "image": "x", "env": env})
+    found = facts(body)
+    assert found is not None and found.intent == ("efa",)
+
+
 def test_the_nearest_owner_is_the_jobset_its_labels_name() -> None:
     (pod,) = trainjob_pods("bert", ["n1"])
     found = facts(pod)
