@@ -568,9 +568,12 @@ class Publisher:
             return
         edited = known is None or strip_volatile(known.status) != strip_volatile(current.status)
         forged = state.written is not None and transition_times(current.status) != transition_times(state.written)
+        # The ready label is what the admission policy selects pools by: one set by hand over a
+        # pool that is not Ready (or taken down over one that is) stayed until the resync.
+        relabelled = known is not None and known.labels.get(READY_LABEL) != current.labels.get(READY_LABEL)
         if (edited or forged) and state.written is not None and not self._overwritten(state, current):
             return
-        if edited or forged or not current.owned:
+        if edited or forged or relabelled or not current.owned:
             self.store.mark_pool(state.claim[1])  # edited by someone else: put our answer back
 
     def _in_shard(self, published: Published) -> bool:

@@ -25,7 +25,7 @@ from fabriccap.controller.writes import (
     is_routine_change,
     write_lane,
 )
-from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, condition_status
+from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, READY_LABEL, condition_status
 from fabriccap.core.evaluate import Evaluation
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import OwnWritesRule
@@ -790,3 +790,20 @@ async def test_a_version_of_digits_that_are_not_ascii_is_opaque_to_the_published
         edited["metadata"]["resourceVersion"] = "①"
         setup.publisher.observe_published(edited, deleted=False)
         assert setup.publisher.objects["efa-p5"].published is not None
+
+
+async def test_a_ready_label_set_by_hand_is_put_back() -> None:
+    """The admission policy selects the pools it warns about by the ready label. One raised by
+    hand over a pool that is not Ready changed no status, so nothing looked at the pool again
+    until the resync, and the policy took the pool for Ready meanwhile."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        setup.add([node("b", pool="p5", efa=0)])  # not Ready
+        await start(setup)
+        assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
+        edited = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.item("efa-p5"), {"metadata": {"labels": {READY_LABEL: "true"}}}
+        )
+        setup.publisher.observe_published(edited, deleted=False)  # its watch event
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
