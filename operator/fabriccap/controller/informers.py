@@ -58,7 +58,7 @@ from fabriccap.controller.memory import (
 )
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.store import Announcement, FactStore
-from fabriccap.core.evaluate import SCHEDULER_ON_ERROR
+from fabriccap.core.evaluate import on_selector_failure
 from fabriccap.core.facts import MAPPINGS, FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
@@ -993,7 +993,7 @@ class Informer(ListWatch):
                         error.example,
                         facts.name,
                         facts.node_name,
-                        SCHEDULER_ON_ERROR,
+                        on_selector_failure(error.cause),
                     )
 
     def _apply(self, event_type: str, body: Mapping[str, Any]) -> str:

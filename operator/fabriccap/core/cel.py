@@ -50,6 +50,9 @@ DRIVER_NAME_MAX_LENGTH = 63  # DriverNameMaxLength
 # cel-cpp stops one evaluation after this many comprehension iterations ("Iteration budget
 # exceeded"); cel-expr-python does not let it be changed. Measured with cel-expr-python 0.1.3.
 RUNTIME_ITERATION_BUDGET = 10_000
+# The cause said for a selector that ran past it: this evaluator's limit, not Kubernetes' (whose
+# is a cost of CEL_SELECTOR_EXPRESSION_MAX_COST, which 10,000 iterations can stay well under).
+ITERATION_BUDGET_CAUSE = f"cost limit exceeded: more than {RUNTIME_ITERATION_BUDGET} loop iterations"
 
 # Causes and compile errors are repeated in statuses and logs: one line, bounded.
 MAX_CAUSE_LENGTH = 200
@@ -952,7 +955,7 @@ def error_cause(message: str) -> str:
     if match := _KEY_NOT_FOUND.search(first):
         return one_line(f"no such key: {match.group(1)}")
     if "Iteration budget exceeded" in first:
-        return f"cost limit exceeded: more than {RUNTIME_ITERATION_BUDGET} loop iterations"
+        return ITERATION_BUDGET_CAUSE
     if match := _NO_OVERLOAD.search(first):
         return one_line(f"no such overload: {match.group(1)}")
     for prefix in ("INVALID_ARGUMENT: ", "INTERNAL: ", "NOT_FOUND: ", "UNKNOWN: ", "CANCELLED: "):

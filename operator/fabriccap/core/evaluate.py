@@ -61,6 +61,7 @@ from fabriccap.core.api import (
     is_ready_status,
     status_with,
 )
+from fabriccap.core.cel import ITERATION_BUDGET_CAUSE
 from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import FactIndex, NamespacedKey
@@ -103,6 +104,19 @@ SCHEDULER_ON_ERROR = (
     "kube-scheduler aborts scheduling a pod whose claim of this class meets such a device"
     " (FailedScheduling, PodScheduled=False SchedulerError), so fix the class or the devices"
 )
+# What is said of a selector that ran past this evaluator's own iteration budget: the scheduler
+# evaluates it under a cost limit it may well stay within, so it may select these devices; they
+# are left out here all the same (failing closed: the pool reads as advertising fewer).
+BEYOND_THIS_EVALUATOR = (
+    "fabriccap's CEL evaluator stops at that many iterations, where kube-scheduler's cost limit may not:"
+    " it may select these devices (docs/dra.md, Known gaps)"
+)
+
+
+def on_selector_failure(cause: str) -> str:
+    """What the scheduler does where a class's selector failed with ``cause`` (after its
+    "selector #N: "), as the status and the log say it."""
+    return BEYOND_THIS_EVALUATOR if cause.endswith(ITERATION_BUDGET_CAUSE) else SCHEDULER_ON_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +297,8 @@ def _selection_notes(analysis: PoolAnalysis) -> str:
             f"{described} {cause} on {_plural(devices, 'device')} of {_plural(len(failed), 'node')}"
             f" (e.g. {example_node} device {example_device}): not counted"
         )
-        if failing is None or failing.source is ClassSource.CLUSTER:
-            note += f"; {SCHEDULER_ON_ERROR}"
+        if failing is None or failing.source is ClassSource.CLUSTER or cause.endswith(ITERATION_BUDGET_CAUSE):
+            note += f"; {on_selector_failure(cause)}"
         notes.append(note)
     if len(failures) > MAX_NAMED_CAUSES:
         notes.append(f"{len(failures) - MAX_NAMED_CAUSES} more selector failures (fabriccap explain)")

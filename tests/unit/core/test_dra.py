@@ -1018,3 +1018,19 @@ def test_a_snapshot_slices_hostile_driver_name_reaches_messages_cleaned_and_boun
     problem = dra(index_of(resource_slice("n1", efa=0, driver=hostile, slice_count=2, name="n1-x"))).problem
     assert problem is not None
     assert "\x1b" not in problem and "\x07" not in problem and len(problem) < 150
+
+
+def test_a_selector_past_this_evaluators_iteration_budget_is_not_blamed_on_the_scheduler() -> None:
+    """cel-cpp stops at 10,000 iterations; Kubernetes limits a selector's cost (1,000,000), which
+    10,100 iterations of a cheap test stay far under. The devices are left out (failing closed),
+    and the message said the scheduler aborts on them, which it does not: it selects them."""
+    outer, inner = ",".join(str(i) for i in range(101)), ",".join(str(i) for i in range(100))
+    expression = f'device.driver == "dra.net" && [{outer}].all(i, [{inner}].all(j, i >= 0))'
+    looping = efa_device_class()
+    looping["spec"]["selectors"] = [{"cel": {"expression": expression}}]
+    bodies = [looping, *(body for body in dra_pool(count=32, nodes=2) if body["kind"] != "DeviceClass")]
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    said = message(status, "Advertised")
+    assert "more than 10000 loop iterations" in said and "kube-scheduler aborts" not in said
+    assert "it may select these devices" in said
