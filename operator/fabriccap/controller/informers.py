@@ -295,10 +295,9 @@ class ListWatch:
     last_progress: float | None = None
     connected: bool = False
     page_size: int = DEFAULT_PAGE_SIZE
-    # Try a streaming list first; False once this API server has shown it has none, until
-    # ``streaming_retry_at`` (monotonic; STREAMING_RETRY_SECONDS after it showed it).
-    streaming: bool = True
-    streaming_retry_at: float | None = None
+    # Pages, not a streaming list, until this (monotonic) time: set when the API server showed
+    # it has none, STREAMING_RETRY_SECONDS on (``streaming``).
+    _pages_until: float | None = field(default=None, init=False)
     # What was logged already: shared by the informers of one kind, so a cause is said once per kind.
     said: SaidOnce = field(default_factory=SaidOnce)
     # Set when what the facts were read with changed (the DeviceClasses): LIST again. The
@@ -324,6 +323,11 @@ class ListWatch:
     version: str = field(default="", init=False)
     _anchor: tuple[int, float] | None = field(default=None, init=False)
     _deadline: asyncio.Timeout | None = field(default=None, init=False)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the next listing asks for a streaming list first."""
+        return self._pages_until is None or self.clock() >= self._pages_until
 
     @property
     def kind(self) -> str:
@@ -474,15 +478,14 @@ class ListWatch:
         while it checks a watch without progress (``checking``): watches may be what is
         failing, and a LIST is another way in. What was read is tallied when it stops, however."""
         try:
-            if not self.streaming and self.streaming_retry_at is not None and self.clock() >= self.streaming_retry_at:
-                self.streaming = True
+            if self._pages_until is not None and self.streaming:
+                self._pages_until = None
                 logger.info("%s: asking for a streaming list again (the API server may have been upgraded)", self.path)
             if self.streaming:
                 try:
                     return await self._stream_list()
                 except _NoStreamingListError as reason:
-                    self.streaming = False
-                    self.streaming_retry_at = self.clock() + STREAMING_RETRY_SECONDS
+                    self._pages_until = self.clock() + STREAMING_RETRY_SECONDS
                     logger.info(
                         "%s: no streaming list (%s); listing in pages, and asking again in %.0fs",
                         self.path,

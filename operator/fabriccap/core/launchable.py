@@ -36,6 +36,7 @@ from fabriccap.core.config import FabricProfile
 from fabriccap.core.facts import NodeFacts
 from fabriccap.core.index import FactIndex
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClassFacts, NodePoolFacts, Requirement
+from fabriccap.core.text import is_decimal
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 _NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
@@ -99,19 +100,12 @@ def restricts_types(key: str) -> bool:
     return key in CATALOG_KEYS or (key.startswith(_TYPE_KEY_PREFIXES) and key not in OFFERING_ONLY_KEYS)
 
 
-def _integer(value: str) -> bool:
-    """Whether ``value`` is a non-negative integer as Karpenter reads one (strconv.Atoi): ASCII
-    digits only. str.isdigit alone admits '²', which int() refuses, and one NodePool's raise
-    would lose every pool's evaluation; such a requirement is judged unreadable instead."""
-    return value.isascii() and value.isdigit()
-
-
 def _problem(requirement: Requirement) -> str | None:
     """Why a requirement cannot be evaluated against the catalog, or None."""
     key, operator, values = requirement.key, requirement.operator, requirement.values
     if operator not in OPERATORS:
         return f"operator {operator!r} is not one Karpenter allows ({', '.join(OPERATORS)})"
-    if operator in _NUMERIC and (len(values) != 1 or not _integer(values[0])):
+    if operator in _NUMERIC and (len(values) != 1 or not is_decimal(values[0])):
         return f"{operator} needs one non-negative integer, got {list(values)}"
     if operator in ("In", "NotIn") and not values:
         return f"{operator} needs at least one value"
@@ -133,7 +127,7 @@ def _matches(requirement: Requirement, key: str, known: InstanceType) -> bool:
         return value is not None
     if operator == "DoesNotExist":
         return value is None
-    if value is None or not _integer(value):
+    if value is None or not is_decimal(value):
         return False
     return bool(_NUMERIC[operator](int(value), int(requirement.values[0])))
 
@@ -402,10 +396,10 @@ def capacity_of(profile: FabricProfile, known: InstanceType, count: int, resourc
         return count
     if resource == "cpu":
         cpu = known.value_of(KARPENTER_LABELS + "instance-cpu")
-        return int(cpu) if cpu is not None and _integer(cpu) else None
+        return int(cpu) if cpu is not None and is_decimal(cpu) else None
     if resource == "memory":
         mebibytes = known.value_of(KARPENTER_LABELS + "instance-memory")
-        if mebibytes is None or not _integer(mebibytes):
+        if mebibytes is None or not is_decimal(mebibytes):
             return None
         total = int(mebibytes)
         return (total - math.ceil(total * VM_MEMORY_OVERHEAD)) * MEBIBYTE

@@ -50,6 +50,13 @@ _UNSAFE_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u20
 _SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+def is_decimal(text: str) -> bool:
+    """Whether ``text`` is a non-negative integer as Go's strconv reads one: ASCII digits only.
+    ``str.isdigit()`` is true of "²" and "①" too, which ``int()`` refuses: a value from the
+    cluster checked with it alone ended what read it (a watch, a round of every pool)."""
+    return text.isascii() and text.isdigit()
+
+
 def cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, the cut marked with an ellipsis."""
     if len(text) <= limit:

@@ -374,7 +374,6 @@ class TransportScanner:
         self.decisive = False
         self._decided_on: dict[_NodeKey, int] = {}
         self._announced_on: dict[_NodeKey, int] = {}
-        self._nodes_undecided: set[_NodeKey] = set()  # announced more ranks than have decided
 
     # Bytes to lines ---------------------------------------------------------------------
 
@@ -554,17 +553,17 @@ class TransportScanner:
             rank.decided = (verdict, evidence)
             node: _NodeKey = key[:2]
             self._decided_on[node] = self._decided_on.get(node, 0) + 1
-            self._settle(node, socket=verdict is Verdict.SOCKET)
+            self._settle(socket=verdict is Verdict.SOCKET)
 
     def _announce(self, node: _NodeKey, local_ranks: int) -> None:
         """A communicator of a tracked rank of ``node`` has ``local_ranks`` ranks on it."""
         if local_ranks > self._announced_on.get(node, 0):
             self._announced_on[node] = local_ranks
-            self._settle(node)
+            self._settle()
 
-    def _settle(self, node: _NodeKey, socket: bool = False) -> None:
-        """Whether the job's verdict can no longer change (``decisive``), after a rank of
-        ``node`` decided (``socket``: it decided socket) or the node announced more ranks: the
+    def _settle(self, socket: bool = False) -> None:
+        """Whether the job's verdict can no longer change (``decisive``), after a rank decided
+        (``socket``: it decided socket) or a node announced more ranks: the
         one rule by which every reader (the operator, a live explain, ``scan``) may stop before
         the log's end.
 
@@ -577,11 +576,10 @@ class TransportScanner:
         (docs/transport.md)."""
         if self.decisive:
             return
-        if self._decided_on.get(node, 0) < self._announced_on.get(node, 0):
-            self._nodes_undecided.add(node)
-        else:
-            self._nodes_undecided.discard(node)
-        self.decisive = socket or (bool(self._decided_on) and not self._nodes_undecided)
+        self.decisive = socket or (
+            bool(self._decided_on)
+            and all(self._decided_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
+        )
 
     @staticmethod
     def _facts(message: str) -> list[tuple[str, str]]:
