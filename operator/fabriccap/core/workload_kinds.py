@@ -112,7 +112,8 @@ class WorkloadKind:
     source: str  # the upstream file and release the paths come from
     # Checked by the admission policy when its CRD is present.
     admitted: bool = True
-    # Its own controller owner is worth one GET (a Job may be a CronJob's, a JobSet a TrainJob's).
+    # Its own controller owner is worth one GET (a Job may be a CronJob's, a JobSet a TrainJob's,
+    # a RayCluster a RayJob's).
     read_for_owner: bool = False
     owner_label: OwnerLabel | None = None
     # TrainJob: the object carries per-node resources itself (a ResourceRequirements), and
@@ -256,7 +257,10 @@ RAYJOB = WorkloadKind(
         "spec.submitterPodTemplate",
     ),
     request_field=f"spec.rayClusterSpec.workerGroupSpecs[].template.spec.{_TEMPLATE_RESOURCES}",
-    owner_from_pod="Pod → RayCluster (→ RayJob); the submitter: Pod → Job → RayJob (one read of the Job)",
+    owner_from_pod=(
+        "Pod → RayCluster → RayJob (one read of the RayCluster); the submitter: Pod → Job → RayJob "
+        "(one read of the Job)"
+    ),
     source="github.com/ray-project/kuberay/ray-operator@v1.5.0 apis/ray/v1/rayjob_types.go",
 )
 RAYCLUSTER = WorkloadKind(
@@ -267,8 +271,16 @@ RAYCLUSTER = WorkloadKind(
     versions=("v1",),
     pod_templates=("spec.headGroupSpec.template", "spec.workerGroupSpecs[].template"),
     request_field=f"spec.workerGroupSpecs[].template.spec.{_TEMPLATE_RESOURCES}",
-    owner_from_pod="Pod → RayCluster (controller reference)",
+    owner_from_pod="Pod → RayCluster (controller reference; one read of it for its RayJob)",
     source="github.com/ray-project/kuberay/ray-operator@v1.5.0 apis/ray/v1/raycluster_types.go",
+    # A RayJob's RayCluster is generated, and controlled by the RayJob (kuberay ray-operator
+    # v1.5.0 controllers/ray/rayjob_controller.go:924-944, constructRayClusterForRayJob:
+    # SetControllerReference). Its pods do not say so: their labels are the cluster's own
+    # ray.io/* labels and the template's (controllers/ray/common/pod.go:629-652, labelPod), not
+    # the cluster's ray.io/originated-from-* labels, which carry no uid anyway. So the cluster
+    # is read, as a Job is: one GET per RayCluster, whose controller reference names the RayJob
+    # with its uid.
+    read_for_owner=True,
 )
 BATCH_JOB = WorkloadKind(
     title="batch Job",

@@ -155,6 +155,42 @@ async def test_no_event_goes_to_an_owner_whose_owner_is_still_being_read() -> No
         assert event["involvedObject"]["kind"] == "TrainJob"
 
 
+RAYCLUSTERS = "/apis/ray.io/v1/namespaces/ml/rayclusters"
+
+
+async def test_a_rayjob_s_workers_are_warned_on_the_rayjob() -> None:
+    """KubeRay v1.5.0: the RayJob generates a RayCluster it controls (rayjob_controller.go
+    constructRayClusterForRayJob); the pods are the RayCluster's and do not name the RayJob.
+    One read of the RayCluster names it, with its uid."""
+    rayjob = owner_reference("RayJob", "ray.io/v1", "bert")
+    cluster: dict[str, Any] = {"apiVersion": "ray.io/v1", "kind": "RayCluster"}
+    cluster["metadata"] = {"name": "bert-x7k2p", "namespace": "ml", "ownerReferences": [rayjob]}
+
+    def serve_cluster(api: FakeApi) -> None:
+        api.serve(RAYCLUSTERS, "RayCluster", [cluster], "1")
+
+    labels = {"ray.io/cluster": "bert-x7k2p", "ray.io/node-type": "worker", "ray.io/group": "gpu"}
+    owner = owner_reference("RayCluster", "ray.io/v1", "bert-x7k2p")
+    async with operating(serve_cluster) as setup:
+        setup.add([workload_pod(f"n{i}", f"bert-x7k2p-gpu-worker-{i}", owner=owner, labels=labels) for i in (1, 2)])
+        await setup.start()
+        (event,) = setup.events()
+        assert event["involvedObject"] == {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "name": "bert",
+            "namespace": "ml",
+            "uid": rayjob["uid"],
+        }
+        assert (
+            "(RayJob: spec.rayClusterSpec.workerGroupSpecs[].template.spec.containers[].resources)"
+            in (event["message"])
+        )
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert [(o["kind"], o["name"]) for o in status["workloads"]["offenders"]] == [("RayJob", "bert")]
+        assert len([1 for _, path, _, _ in setup.api.requests if path == f"{RAYCLUSTERS}/bert-x7k2p"]) == 1
+
+
 async def test_the_first_round_finds_what_the_owners_read_evaluated(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the owners' read before the first round evaluated is in the memo: each pool's node
     side is computed once for both, and what they named is still the round's to publish."""

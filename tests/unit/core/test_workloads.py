@@ -160,9 +160,9 @@ def test_the_nearest_owner_is_the_jobset_its_labels_name() -> None:
 
 
 def test_an_owner_of_a_kind_fabriccap_does_not_know_is_the_top() -> None:
-    owner = owner_reference("RayCluster", "ray.io/v1", "ray-1")
-    found = facts(workload_pod("n1", "ray-worker", owner=owner))
-    assert found.owner == ObjectRef("ray.io/v1", "RayCluster", "ml", "ray-1", owner["uid"])
+    owner = owner_reference("Workflow", "argoproj.io/v1alpha1", "wf-1")
+    found = facts(workload_pod("n1", "wf-step", owner=owner))
+    assert found.owner == ObjectRef("argoproj.io/v1alpha1", "Workflow", "ml", "wf-1", owner["uid"])
     assert top_owner(found, FactIndex()) == (found.owner, None)
 
 
@@ -460,6 +460,54 @@ def test_a_leaderworkerset_pod_names_its_leaderworkerset_by_label() -> None:
         "LeaderWorkerSet",
         "serve",
     )
+
+
+# KubeRay ray-operator v1.5.0: the RayJob controller generates RayCluster "<rayjob>-<suffix>",
+# with a controller reference to the RayJob and ray.io/originated-from-* labels
+# (controllers/ray/rayjob_controller.go:924-944); its pods carry the cluster's ray.io/cluster,
+# node-type and group labels (controllers/ray/common/pod.go:629-652, labelPod) and are
+# controlled by the RayCluster.
+RAYJOB = owner_reference("RayJob", "ray.io/v1", "bert")
+RAYCLUSTER_BODY = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
+    "metadata": {
+        "name": "bert-x7k2p",
+        "namespace": "ml",
+        "labels": {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "bert"},
+        "ownerReferences": [RAYJOB],
+    },
+}
+
+
+def _rayjob_worker(name: str, node_name: str) -> dict[str, Any]:
+    labels = {"ray.io/cluster": "bert-x7k2p", "ray.io/node-type": "worker", "ray.io/group": "gpu"}
+    return workload_pod(node_name, name, owner=owner_reference("RayCluster", "ray.io/v1", "bert-x7k2p"), labels=labels)
+
+
+def test_a_rayjob_is_the_owner_of_its_generated_raycluster_s_pods() -> None:
+    """The user wrote the RayJob: its Event and its offender entry name it, and the request
+    field the RayJob's (not that of a RayCluster KubeRay may delete when the job is done)."""
+    found = facts(_rayjob_worker("w", "n1"))
+    index = FactIndex()
+    assert top_owner(found, index) == (found.owner, LookupKey("RayCluster", "ml", "bert-x7k2p", "ray.io/v1"))
+    bodies = [*ready_pool(), _rayjob_worker("bert-x7k2p-gpu-worker-a", "n1"), RAYCLUSTER_BODY]
+    evaluation = evaluate_bodies(bodies)
+    (event,) = evaluation.workload_events
+    assert (event.reason, event.involved.kind, event.involved.name) == (FABRIC_NOT_REQUESTED, "RayJob", "bert")
+    assert event.involved.uid == RAYJOB["uid"]
+    assert "(RayJob: spec.rayClusterSpec.workerGroupSpecs[].template.spec.containers[].resources)" in event.message
+    (capability,) = evaluation.capabilities
+    workloads = capability.status.workloads
+    assert workloads is not None
+    assert [(o.kind, o.name) for o in workloads.offenders] == [("RayJob", "bert")]
+
+
+def test_a_raycluster_of_its_own_is_the_top_once_read() -> None:
+    found = facts(_rayjob_worker("w", "n1"))
+    index = FactIndex()
+    assert learn_from_object(index, {**RAYCLUSTER_BODY, "metadata": {"name": "bert-x7k2p", "namespace": "ml"}})
+    assert top_owner(found, index) == (found.owner, None)
 
 
 def test_offenders_name_their_owner_by_api_version() -> None:
