@@ -258,9 +258,9 @@ ALLOWED = [
     ("watch", "resourceclaims.resource.k8s.io", None, None),
     # Workloads' owners and claim templates: one read each.
     ("get", "jobs.batch", "default", None),
-    # (jobsets.jobset.x-k8s.io and rayclusters.ray.io too, but `can-i` answers for served
-    # resources only, and their CRDs may not be installed here: tests/repo/test_packaging.py
-    # checks that rule.)
+    # (jobsets.jobset.x-k8s.io, leaderworkersets.leaderworkerset.x-k8s.io and rayclusters.ray.io
+    # too, but `can-i` answers for served resources only, and their CRDs may not be installed
+    # here: tests/repo/test_packaging.py checks that rule.)
     ("get", "replicasets.apps", "default", None),
     ("get", "resourceclaimtemplates.resource.k8s.io", "default", None),
     ("get", "resourceclaims.resource.k8s.io", "default", None),

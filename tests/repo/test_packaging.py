@@ -339,6 +339,7 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         "jobs",
         "jobsets",
         "replicasets",
+        "leaderworkersets",
         "rayclusters",
         "resourceclaimtemplates",
         "resourceclaims",

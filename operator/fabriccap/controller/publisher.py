@@ -88,7 +88,7 @@ from fabriccap.core.api import (
 )
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, PoolCapability, data_unavailable, evaluate
-from fabriccap.core.facts import Pool
+from fabriccap.core.facts import ObjectRef, Pool
 from fabriccap.core.stamping import strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event, unschedulable_key
 from fabriccap.kube.client import KubeClient
@@ -931,7 +931,18 @@ class Publisher:
         to the outbox, which sends them in the background."""
         if self.outbox is None:
             return
-        events = list(evaluation.workload_events)
+        # An owner still to be read may have an owner of its own (a JobSet's TrainJob): an Event
+        # on it now would land on the wrong object, and could not be taken back. It waits.
+        provisional = {key.owner_key for key in evaluation.lookups if not key.is_claim}
+
+        def may_warn(owner: ObjectRef) -> bool:
+            # And an owner of unknown uid gets none (a LeaderWorkerSet, named by its pods' label,
+            # whose read failed): `kubectl describe` lists an object's Events by its uid (kubectl
+            # pkg/describe/describe.go searchEvents, GetFieldSelector(name, namespace, kind, uid)),
+            # and the Event's name, made without one, would be a re-created owner's as well.
+            return bool(owner.uid) and owner.key not in provisional
+
+        events = [event for event in evaluation.workload_events if may_warn(event.involved)]
         profiles = {profile.name: profile for profile in self.config.enabled_fabrics}
         # Pending pods' problems already sent or queued build no message again: the message
         # names the Ready pools, which takes a pass over every object (at 5,000 pools it cost
@@ -939,17 +950,14 @@ class Publisher:
         unsent = [
             group
             for group in evaluation.unschedulable
-            if not self.outbox.knows(unschedulable_key(profiles[group.fabric], group.owner))
+            if may_warn(group.owner) and not self.outbox.knows(unschedulable_key(profiles[group.fabric], group.owner))
         ]
         if unsent:
             # Cleared with its claim: an object no pool calls for has none.
             ready = [state.ready for state in self.objects.values() if state.ready is not None]
             ready += self._other_shards_ready.values()
             events += [unschedulable_event(profiles[group.fabric], group, ready) for group in unsent]
-        # An owner still to be read may have an owner of its own (a JobSet's TrainJob): an Event
-        # on it now would land on the wrong object, and could not be taken back. It waits.
-        provisional = {key.owner_key for key in evaluation.lookups if not key.is_claim}
-        self.outbox.offer(event for event in events if event.involved.key not in provisional)
+        self.outbox.offer(events)
 
     # -- health
 

@@ -137,6 +137,9 @@ class FactIndex:
         # lookups: the operator's cached reads, or the objects a snapshot carries. An owner
         # mapped to None has none (or cannot be read): it is the top.
         self.owner_parents: dict[OwnerKey, ObjectRef | None] = {}
+        # The uids read of owners that pods name by a label without one (a LeaderWorkerSet):
+        # an Event needs it (core.workload_kinds ``uid_from_read``). Only those kinds' uids.
+        self.owner_uids: dict[OwnerKey, str] = {}
         self.claim_classes: dict[ClaimRef, frozenset[str]] = {}
         # Who an answer concerns: the pods each owner and claim is named by, and each owner's
         # known children, so a lookup re-evaluates only the pools of the pods under it.
@@ -437,13 +440,19 @@ class FactIndex:
             self.unscheduled_pods.discard(key)
             self._unscheduled_touched()
 
-    def learn_owner(self, key: OwnerKey, parent: ObjectRef | None) -> bool:
-        if key in self.owner_parents and self.owner_parents[key] == parent:
+    def learn_owner(self, key: OwnerKey, parent: ObjectRef | None, uid: str = "") -> bool:
+        """What a read of the owner ``key`` told: its own owner, and (for the kinds whose pods
+        name it without one) its uid. True when that changed what was known."""
+        if key in self.owner_parents and self.owner_parents[key] == parent and self.owner_uids.get(key, "") == uid:
             return False
         previous = self.owner_parents.get(key)
         if previous is not None:
             _discard(self.owner_children, previous.key, key)
         self.owner_parents[key] = parent
+        if uid:
+            self.owner_uids[key] = uid
+        else:
+            self.owner_uids.pop(key, None)
         if parent is not None:
             self.owner_children.setdefault(parent.key, set()).add(key)
         if previous is not None and previous.key != (parent.key if parent is not None else None):
@@ -477,6 +486,7 @@ class FactIndex:
             if self._has_pods_under(current):
                 continue
             parent = self.owner_parents.pop(current, None)
+            self.owner_uids.pop(current, None)
             # Its children lead to no pod either (they are forgotten with it, a loop included).
             pending.extend(self.owner_children.pop(current, ()))
             if parent is not None:

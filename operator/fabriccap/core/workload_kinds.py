@@ -113,7 +113,7 @@ class WorkloadKind:
     # Checked by the admission policy when its CRD is present.
     admitted: bool = True
     # Its own controller owner is worth one GET (a Job may be a CronJob's, a JobSet a TrainJob's,
-    # a RayCluster a RayJob's).
+    # a RayCluster a RayJob's); that GET also tells the uid of a kind its pods name by a label.
     read_for_owner: bool = False
     owner_label: OwnerLabel | None = None
     # TrainJob: the object carries per-node resources itself (a ResourceRequirements), and
@@ -125,6 +125,13 @@ class WorkloadKind:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.versions[0]}" if self.group else self.versions[0]
+
+    @property
+    def uid_from_read(self) -> bool:
+        """Its pods name it by a label, which may carry no uid (a LeaderWorkerSet's never does):
+        the uid an Event on it needs (``kubectl describe`` finds Events by uid) is the one its
+        read tells. Such a kind is read (``read_for_owner``; the table's unit test checks)."""
+        return self.owner_label is not None
 
     @property
     def group_kind(self) -> str:
@@ -212,8 +219,15 @@ LEADERWORKERSET = WorkloadKind(
     versions=("v1",),
     pod_templates=("spec.leaderWorkerTemplate.leaderTemplate", "spec.leaderWorkerTemplate.workerTemplate"),
     request_field=f"spec.leaderWorkerTemplate.<leaderTemplate|workerTemplate>.spec.{_TEMPLATE_RESOURCES}",
-    owner_from_pod="Pod → StatefulSet (→ leader Pod → StatefulSet) → LeaderWorkerSet, from the pod label",
+    owner_from_pod=(
+        "Pod → StatefulSet (→ leader Pod → StatefulSet) → LeaderWorkerSet, from the pod label "
+        "(one read of it for its uid and own owner)"
+    ),
     source="sigs.k8s.io/lws@v0.8.0 (fc19b9ae9b01) api/leaderworkerset/v1/leaderworkerset_types.go",
+    # The pods carry the LWS's name (SetNameLabelKey, leaderworkerset_types.go:37; on the workers
+    # from pkg/controllers/pod_controller.go:362) and no label with its uid (none of the keys in
+    # leaderworkerset_types.go:29-98 holds one): it is read for that, one GET per LWS.
+    read_for_owner=True,
     owner_label=OwnerLabel(("apps", "StatefulSet"), "leaderworkerset.sigs.k8s.io/name"),
 )
 HYPERPOD_PYTORCHJOB = WorkloadKind(

@@ -47,7 +47,7 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.selection import implicit_resource
-from fabriccap.core.text import MAX_KIND, MAX_MESSAGE, clean_text
+from fabriccap.core.text import MAX_KIND, MAX_MESSAGE, MAX_UID, clean_text
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import likely_cause
 from fabriccap.core.workload_kinds import READ_FOR_OWNER, WorkloadKind, group_kind, group_of, request_field
@@ -97,18 +97,22 @@ class LookupKey:
 
 
 def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, LookupKey | None]:
-    """The pod's top-level owner as far as known, and the lookup that would go one further."""
+    """The pod's top-level owner as far as known (with the uid its read told, where the pod
+    named it without one), and the lookup that would go one further."""
     current = pod.owner
+    missing = None
     for _ in range(MAX_OWNER_DEPTH):
         if current.group_kind not in OWNER_LOOKUP_KINDS:
-            return current, None
+            break
         if current.key not in index.owner_parents:
-            return current, LookupKey(current.kind, current.namespace, current.name, current.api_version)
+            missing = LookupKey(current.kind, current.namespace, current.name, current.api_version)
+            break
         parent = index.owner_parents[current.key]
         if parent is None:
-            return current, None
+            break
         current = parent
-    return current, None
+    uid = index.owner_uids.get(current.key) if not current.uid else None
+    return (current._replace(uid=uid) if uid else current), missing
 
 
 def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[bool, list[LookupKey]]:
@@ -663,6 +667,15 @@ def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
     return frozenset(classes)
 
 
+def _read_uid(body: Mapping[str, object], identity: str) -> str:
+    """The uid of an owner read, kept for the kinds whose pods may name them without one."""
+    row, metadata = OWNER_LOOKUP_KINDS.get(identity), body.get("metadata")
+    if row is None or not row.uid_from_read or not isinstance(metadata, Mapping):
+        return ""
+    uid = metadata.get("uid")
+    return clean_text(uid, MAX_UID) if isinstance(uid, str) else ""
+
+
 def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: RefusalHook | None = None) -> bool:
     """Fill a lookup from an object at hand (a snapshot's Job, JobSet, claim template...)."""
     kind = body.get("kind")
@@ -673,7 +686,8 @@ def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: Ref
     namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
     identity = group_kind(group_of(api_version), kind)
     if identity in OWNER_LOOKUP_KINDS:
-        return index.learn_owner((identity, namespace, name), owner_of(body, kind, namespace, refused))
+        parent = owner_of(body, kind, namespace, refused)
+        return index.learn_owner((identity, namespace, name), parent, _read_uid(body, identity))
     if kind in CLAIM_LOOKUP_KINDS and group_of(api_version) == "resource.k8s.io":
         return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
     return False
@@ -687,5 +701,7 @@ def learn_lookup(
     if key.is_claim:
         classes = device_classes_of(body) if body is not None else frozenset()
         return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
-    parent = owner_of(body, key.kind, key.namespace, refused) if body is not None else None
-    return index.learn_owner(key.owner_key, parent)
+    if body is None:
+        return index.learn_owner(key.owner_key, None)
+    parent = owner_of(body, key.kind, key.namespace, refused)
+    return index.learn_owner(key.owner_key, parent, _read_uid(body, key.owner_key[0]))

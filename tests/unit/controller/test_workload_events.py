@@ -155,7 +155,53 @@ async def test_no_event_goes_to_an_owner_whose_owner_is_still_being_read() -> No
         assert event["involvedObject"]["kind"] == "TrainJob"
 
 
+LEADERWORKERSETS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ml/leaderworkersets"
 RAYCLUSTERS = "/apis/ray.io/v1/namespaces/ml/rayclusters"
+
+
+def leaderworkerset_pods() -> list[dict[str, Any]]:
+    """LWS v0.8.0's shape: leader ``serve-0`` of StatefulSet ``serve``, worker ``serve-0-1`` of
+    StatefulSet ``serve-0``, both labelled with the LWS's name, none with its uid."""
+    labels = {"leaderworkerset.sigs.k8s.io/name": "serve", "leaderworkerset.sigs.k8s.io/group-index": "0"}
+    leader = workload_pod("n1", "serve-0", owner=owner_reference("StatefulSet", "apps/v1", "serve"), labels=labels)
+    worker = workload_pod("n2", "serve-0-1", owner=owner_reference("StatefulSet", "apps/v1", "serve-0"), labels=labels)
+    return [leader, worker]
+
+
+async def test_a_leaderworkerset_s_event_carries_the_uid_its_one_read_told() -> None:
+    """`kubectl describe lws serve` lists the Events whose involvedObject.uid is the LWS's
+    (kubectl pkg/describe/describe.go searchEvents); the pods do not carry it, so it is read."""
+    lws: dict[str, Any] = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}
+    lws["metadata"] = {"name": "serve", "namespace": "ml", "uid": "0d5c4a53-lws-serve"}
+
+    def serve_lws(api: FakeApi) -> None:
+        api.serve(LEADERWORKERSETS, "LeaderWorkerSet", [lws], "1")
+
+    async with operating(serve_lws) as setup:
+        setup.add(leaderworkerset_pods())
+        await setup.start()
+        (event,) = setup.events()
+        assert event["involvedObject"] == {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": "serve",
+            "namespace": "ml",
+            "uid": "0d5c4a53-lws-serve",
+        }
+        reads = [accept for path, accept in setup.api.accepts if path == f"{LEADERWORKERSETS}/serve"]
+        assert reads == [METADATA_ONLY]  # one read, of its metadata
+
+
+async def test_an_owner_whose_uid_is_not_known_gets_no_event() -> None:
+    """The LWS could not be read (gone, or not served): the status still names it, but an
+    Event without its uid would never show in `kubectl describe`, and its name (made without
+    the uid) would be that of a re-created LWS's Event too."""
+    async with operating() as setup:
+        setup.add(leaderworkerset_pods())
+        await setup.start()
+        status = setup.api.objects(FCAPS)["efa-p5"]["status"]
+        assert [(o["kind"], o["name"]) for o in status["workloads"]["offenders"]] == [("LeaderWorkerSet", "serve")]
+        assert setup.events() == []
 
 
 async def test_a_rayjob_s_workers_are_warned_on_the_rayjob() -> None:

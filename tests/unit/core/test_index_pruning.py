@@ -66,6 +66,18 @@ def test_a_pod_that_changes_keeps_what_it_still_names() -> None:
     assert index.owner_parents == {}
 
 
+def test_the_uid_read_of_an_owner_is_forgotten_with_its_last_pod() -> None:
+    # A LeaderWorkerSet's pods name it by a label without its uid: the read tells it.
+    index, labels = FactIndex(), {"leaderworkerset.sigs.k8s.io/name": "serve"}
+    put(index, workload_pod("n1", "a", owner=owner_reference("StatefulSet", "apps/v1", "serve"), labels=labels))
+    key = ("LeaderWorkerSet.leaderworkerset.x-k8s.io", "ml", "serve")
+    assert index.learn_owner(key, None, "lws-uid")
+    assert not index.learn_owner(key, None, "lws-uid")  # nothing new
+    assert index.owner_uids == {key: "lws-uid"}
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
+    assert (index.owner_parents, index.owner_uids) == ({}, {})
+
+
 def test_owners_that_own_each_other_are_forgotten_too() -> None:
     index = FactIndex()
     put(index, job_pod("a", "j1"))

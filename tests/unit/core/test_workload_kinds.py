@@ -40,6 +40,12 @@ def test_identities_are_unique_and_the_issue_kinds_are_admitted() -> None:
     assert VOLCANO_JOB.group_kind == "Job.batch.volcano.sh" and BATCH_JOB.group_kind == "Job.batch"
 
 
+def test_a_kind_its_pods_name_by_a_label_is_read_for_its_uid() -> None:
+    """A label may carry no uid (a LeaderWorkerSet's pods never do), and an Event needs one."""
+    assert [kind.kind for kind in WORKLOAD_KINDS if kind.uid_from_read] == ["JobSet", "LeaderWorkerSet"]
+    assert all(kind.read_for_owner for kind in WORKLOAD_KINDS if kind.uid_from_read)
+
+
 def test_a_bad_path_is_refused() -> None:
     for path in ("spec..x", "spec.x[", "spec.x[name=]", "spec/x"):
         with pytest.raises(ValueError):

@@ -462,6 +462,38 @@ def test_a_leaderworkerset_pod_names_its_leaderworkerset_by_label() -> None:
     )
 
 
+def _leaderworkerset_pods() -> Bodies:
+    """LWS v0.8.0's shape: the leader is a pod of StatefulSet ``serve``, its workers pods of
+    StatefulSet ``serve-0``, all labelled with the LWS's name and no label with its uid."""
+    labels = {"leaderworkerset.sigs.k8s.io/name": "serve", "leaderworkerset.sigs.k8s.io/group-index": "0"}
+    leader = workload_pod("n1", "serve-0", owner=owner_reference("StatefulSet", "apps/v1", "serve"), labels=labels)
+    worker = workload_pod("n2", "serve-0-1", owner=owner_reference("StatefulSet", "apps/v1", "serve-0"), labels=labels)
+    return [leader, worker]
+
+
+LEADERWORKERSET_BODY = {
+    "apiVersion": "leaderworkerset.x-k8s.io/v1",
+    "kind": "LeaderWorkerSet",
+    "metadata": {"name": "serve", "namespace": "ml", "uid": "6f1f9d0c-lws-serve"},
+}
+
+
+def test_a_leaderworkerset_is_read_for_the_uid_its_pods_do_not_carry() -> None:
+    """Its Events are found by uid (``kubectl describe lws``), which only the LWS itself tells:
+    until it is read the evaluation asks for it, and its Event waits (publisher)."""
+    evaluation = evaluate_bodies([*ready_pool(), *_leaderworkerset_pods()])
+    assert LookupKey("LeaderWorkerSet", "ml", "serve", "leaderworkerset.x-k8s.io/v1") in evaluation.lookups
+    evaluation = evaluate_bodies([*ready_pool(), *_leaderworkerset_pods(), LEADERWORKERSET_BODY])
+    (event,) = evaluation.workload_events
+    assert (event.reason, event.involved.kind, event.involved.name) == (
+        FABRIC_NOT_REQUESTED,
+        "LeaderWorkerSet",
+        "serve",
+    )
+    assert event.involved.uid == "6f1f9d0c-lws-serve"
+    assert not evaluation.lookups
+
+
 # KubeRay ray-operator v1.5.0: the RayJob controller generates RayCluster "<rayjob>-<suffix>",
 # with a controller reference to the RayJob and ray.io/originated-from-* labels
 # (controllers/ray/rayjob_controller.go:924-944); its pods carry the cluster's ray.io/cluster,
