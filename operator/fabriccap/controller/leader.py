@@ -11,6 +11,8 @@ that make "only the leader writes" hold through pauses and partitions:
   process paused by SIGSTOP) stops writing at least lease duration - renew deadline = 5 s
   before anyone else may take over, and every write it sends carries a timeout that ends
   at that deadline.
+- A deleted Lease is created again by a follower only a lease duration after it last saw a
+  holder's record, as if that record had stayed: its holder may still be in its window.
 - On a clean stop the leader releases the Lease (empty holder), so a rolling update hands
   over at once instead of after 15 s.
 - A follower also watches the Lease, so it sees each renewal when it happens rather than at
@@ -202,6 +204,8 @@ class LeaderElector:
     async def _step(self) -> None:
         lease = await self._get()
         if lease is None:
+            if self._deleted_record_may_still_write():
+                return
             await self._create()
             return
         spec = lease.get("spec") or {}
@@ -220,6 +224,20 @@ class LeaderElector:
         if holder and self.clock() - self._observed_at < duration:
             return
         await self._update(lease, acquiring=True)
+
+    def _deleted_record_may_still_write(self) -> bool:
+        """The Lease is gone: True while its last holder seen (another replica) may still lead.
+
+        client-go's tryAcquireOrRenew creates a missing Lease and leads at once
+        (k8s.io/client-go tools/leaderelection/leaderelection.go:470-484, commit 32ce75a):
+        after ``kubectl delete lease`` its holder keeps its renew deadline, so two replicas
+        wrote until the old one's next poll. Here a deleted record counts as that record
+        unchanged: it is created a lease duration after it was last seen (by this replica's
+        own clock), as a takeover would be. A replica that never saw a record (the first
+        start), or last saw its own or an empty holder (a release), creates it at once."""
+        if self._observed is None or self._observed[0] in ("", self.identity):
+            return False
+        return self.clock() - self._observed_at < self.timings.lease_duration
 
     def _trusted_duration(self, holder: str, stated: Any) -> float:
         """How long a holder record counts for: what it says, at most ``MAX_TRUSTED_LEASE_SECONDS``."""

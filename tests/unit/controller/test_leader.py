@@ -284,3 +284,36 @@ async def test_a_lease_watch_line_that_is_not_an_event_is_passed_over() -> None:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def test_a_deleted_lease_is_created_again_only_once_its_last_record_would_have_expired() -> None:
+    """``kubectl delete lease`` made the next follower create the Lease and lead at once, while
+    the old leader kept its window: two replicas wrote until the old one's next poll."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()
+        await b._step()  # b sees a's record at its t=100
+        await a.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))
+        clock_b.now += 0.5
+        await b._step()
+        assert not b.leading and "fabriccap-leader" not in api.objects(LEASES_PATH)
+        clock_a.now += 2.0
+        await a._step()  # the leader finds its Lease gone: its own record, created again at once
+        assert a.leading and holder(api) == "a"
+
+
+async def test_a_deleted_lease_whose_holder_is_gone_is_taken_a_lease_duration_later() -> None:
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        await b._step()
+        await a.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))  # and a dies
+        clock_b.now += 14.9
+        await b._step()
+        assert not b.leading
+        clock_b.now += 0.2
+        await b._step()
+        assert b.leading and holder(api) == "b"
+        # A replica that never saw a record (a first start) creates it at once.
+        await b.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))
+        fresh = elector(b.client, "c", Clock())
+        await fresh._step()
+        assert fresh.leading and holder(api) == "c"
