@@ -202,18 +202,25 @@ class LeaderElector:
         return wait
 
     async def _step(self) -> None:
+        if not await self._read_and_act() and self.leading:
+            # A renewal refused with 409: someone wrote the Lease since it was read. Read it
+            # again at once: another holder means stepping down now, not at the next poll (2 s
+            # of writes under a Lease another replica holds); still ours, it is renewed.
+            await self._read_and_act()
+
+    async def _read_and_act(self) -> bool:
+        """Read the Lease, then follow, acquire or renew it; False when a write of it met a 409."""
         lease = await self._get()
         if lease is None:
             if self._deleted_record_may_still_write():
-                return
+                return True
             await self._create()
-            return
+            return True
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         self._observe(lease)
         if holder == self.identity:
-            await self._update(lease, acquiring=not self.leading)
-            return
+            return await self._update(lease, acquiring=not self.leading)
         if self.leading:
             # Someone else holds it: this replica lost it, however old their record is. Taking
             # it back below without stepping down first would skip the read-back a new term
@@ -222,8 +229,8 @@ class LeaderElector:
             self._set_leading(False, f"the lease is held by {shown}")
         duration = self._trusted_duration(holder, spec.get("leaseDurationSeconds"))
         if holder and self.clock() - self._observed_at < duration:
-            return
-        await self._update(lease, acquiring=True)
+            return True
+        return await self._update(lease, acquiring=True)
 
     def _deleted_record_may_still_write(self) -> bool:
         """The Lease is gone: True while its last holder seen (another replica) may still lead.
@@ -294,7 +301,8 @@ class LeaderElector:
             raise
         self._renewed(started)
 
-    async def _update(self, lease: dict[str, Any], acquiring: bool) -> None:
+    async def _update(self, lease: dict[str, Any], acquiring: bool) -> bool:
+        """PUT this replica's record over ``lease``; False when the Lease changed since (409)."""
         started = self.clock()
         spec = lease.get("spec") or {}
         transitions = int(spec.get("leaseTransitions") or 0) + (1 if acquiring else 0)
@@ -307,9 +315,10 @@ class LeaderElector:
             )
         except KubeError as error:
             if error.status == 409:
-                return
+                return False
             raise
         self._renewed(started)
+        return True
 
     def _renewed(self, started: float) -> None:
         # Measured from when the request was sent: the lease may have been granted any time after.

@@ -4,8 +4,10 @@ by the follower's own clock, no writes outside the renew deadline, release on a 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -317,3 +319,52 @@ async def test_a_deleted_lease_whose_holder_is_gone_is_taken_a_lease_duration_la
         fresh = elector(b.client, "c", Clock())
         await fresh._step()
         assert fresh.leading and holder(api) == "c"
+
+
+async def test_a_renewal_refused_by_a_conflict_steps_down_at_once_when_another_holds_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 409 on renewal was passed over: the leader kept writing under a Lease another replica
+    held until its next poll, 2 s later."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        changes: list[bool] = []
+        a.on_change = changes.append
+        await a._step()
+        await b._step()
+        read_before_the_takeover = copy.deepcopy(api.objects(LEASES_PATH)["fabriccap-leader"])
+        clock_b.now += 16
+        await b._step()  # b takes the Lease while a's renewal is under way
+        assert b.leading
+        reads = [read_before_the_takeover]
+        real_get = a._get
+
+        async def stale_first_read() -> dict[str, Any] | None:
+            return reads.pop() if reads else await real_get()
+
+        monkeypatch.setattr(a, "_get", stale_first_read)
+        clock_a.now += 2.0
+        await a._step()  # its PUT carries the old resourceVersion: 409
+        assert not a.leading and a.write_window() == 0.0
+        assert changes == [True, False] and holder(api) == "b"
+
+
+async def test_a_conflict_on_renewal_of_a_lease_still_held_renews_it_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone else's edit of the Lease (a label) between the read and the renewal: read again,
+    still ours, renewed in the same step."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        await a._step()
+        real_get = a._get
+
+        async def edited_after_the_read() -> dict[str, Any] | None:
+            lease = await real_get()
+            if lease is not None and not (lease["metadata"].get("labels") or {}):
+                edited = copy.deepcopy(lease)
+                edited["metadata"]["labels"] = {"team": "infra"}
+                await a.client.request("PUT", LEASES.item("fabriccap-leader", NAMESPACE), body=edited)
+            return lease
+
+        monkeypatch.setattr(a, "_get", edited_after_the_read)
+        clock_a.now += 9.0
+        await a._step()
+        assert a.leading and a.write_window() == pytest.approx(10.0)
+        assert api.objects(LEASES_PATH)["fabriccap-leader"]["metadata"]["labels"] == {"team": "infra"}
