@@ -66,6 +66,8 @@ def lease_name(shard: Shard) -> str:
 MAX_TRUSTED_LEASE_SECONDS = 60.0
 # How much of a holder identity (another replica's, or anything written to the Lease) is shown.
 MAX_SHOWN_HOLDER_CHARS = 253
+# How much of an unexpected error of the Lease watch is logged (its text may quote anything).
+MAX_SHOWN_ERROR_CHARS = 300
 # A clean stop's release of the Lease: what it may take in all, so a shutdown against an API
 # server that does not answer stays within the pod's grace period.
 RELEASE_SECONDS = 2.0
@@ -189,6 +191,17 @@ class LeaderElector:
             except KubeError as error:
                 logger.debug("lease watch interrupted: %s", error)
                 await asyncio.sleep(retry.failed(WATCH_BACKOFF, self.clock()))
+            except Exception as error:
+                # Anything else (a bug, an answer the client did not expect) ended this task
+                # silently, and followers fell back to polling for good: logged, opened again.
+                delay = retry.failed(WATCH_BACKOFF, self.clock())
+                logger.warning(
+                    "lease watch failed: %s: %s; opened again in %.0fs",
+                    type(error).__name__,
+                    clean_text(error, MAX_SHOWN_ERROR_CHARS),
+                    delay,
+                )
+                await asyncio.sleep(delay)
 
     def _next_wait(self) -> float:
         """Retry with client-go's jitter (replicas that start together do not poll in lockstep),

@@ -14,6 +14,7 @@ import pytest
 from fabriccap.controller import leader as leader_module
 from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings, lease_name
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.ratelimit import BackoffPolicy
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
@@ -368,3 +369,35 @@ async def test_a_conflict_on_renewal_of_a_lease_still_held_renews_it_at_once(mon
         await a._step()
         assert a.leading and a.write_window() == pytest.approx(10.0)
         assert api.objects(LEASES_PATH)["fabriccap-leader"]["metadata"]["labels"] == {"team": "infra"}
+
+
+async def test_a_lease_watch_that_fails_unexpectedly_is_logged_and_opened_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only KubeError was caught: any other exception ended the follower's watch silently, and
+    its takeover fell back to polling for good."""
+    monkeypatch.setattr(leader_module, "WATCH_BACKOFF", BackoffPolicy(base=0.01, cap=0.01))
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        await b._step()
+        first_seen = b._observed_at
+        real_get, failures = b._get, ["x" * 100_000]
+
+        async def fails_once() -> dict[str, Any] | None:
+            if failures:
+                raise ValueError(failures.pop())
+            return await real_get()
+
+        monkeypatch.setattr(b, "_get", fails_once)
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the lease watch opened again")
+            clock_b.now += 1.3
+            a.wall = lambda: 1.7e9 + 1.0
+            await a._step()
+            await eventually(lambda: b._observed_at != first_seen, "the renewal seen through the watch")
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        (line,) = [message for message in caplog.messages if "lease watch failed" in message]
+        assert line.startswith("lease watch failed: ValueError: xxx") and len(line) < 400
