@@ -13,6 +13,10 @@ that make "only the leader writes" hold through pauses and partitions:
   at that deadline.
 - A deleted Lease is created again by a follower only a lease duration after it last saw a
   holder's record, as if that record had stayed: its holder may still be in its window.
+- A replica campaigns only once it has listed the cluster (``campaign_after``): a new pod in
+  a rolling update took the just-released Lease and wrote nothing until its listing ended,
+  while the other replica, listed, could have led. Only the first listing counts: a leader
+  renews through a relist.
 - On a clean stop the leader releases the Lease (empty holder), so a rolling update hands
   over at once instead of after 15 s.
 - A follower also watches the Lease, so it sees each renewal when it happens rather than at
@@ -118,6 +122,10 @@ class LeaderElector:
     wall: Callable[[], float] = time.time
     # Called with True when this replica starts leading, False when it stops.
     on_change: Callable[[bool], None] = lambda leading: None
+    # Set when this replica may campaign for the Lease (``Publisher.may_lead``: it has listed);
+    # None: at once. Until then it only watches the Lease, and a cold replica never holds the
+    # Lease while it cannot write anything yet.
+    campaign_after: asyncio.Event | None = None
     leading: bool = False
     _renewed_at: float | None = None  # monotonic time of the last successful acquire/renew
     _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen on the Lease
@@ -135,6 +143,10 @@ class LeaderElector:
     async def run(self) -> None:
         watcher = asyncio.create_task(self._watch_lease(), name="lease watch")
         try:
+            if self.campaign_after is not None:
+                # The watch counts the holder's record meanwhile: a takeover after the gate
+                # opens comes when it would have come anyway.
+                await self.campaign_after.wait()
             while True:
                 try:
                     # Bounded as client-go bounds a renewal by its renew deadline: a GET that

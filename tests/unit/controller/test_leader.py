@@ -401,3 +401,21 @@ async def test_a_lease_watch_that_fails_unexpectedly_is_logged_and_opened_again(
             await asyncio.gather(watcher, return_exceptions=True)
         (line,) = [message for message in caplog.messages if "lease watch failed" in message]
         assert line.startswith("lease watch failed: ValueError: xxx") and len(line) < 400
+
+
+async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
+    """A cold replica (a new pod of a rolling update) took the free Lease while it was still
+    listing, and wrote nothing until it had listed. Alone, it elects itself once it may."""
+    async with two_replicas() as (api, a, _, _, _):
+        a.campaign_after = asyncio.Event()
+        task = asyncio.create_task(a.run())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the Lease watched meanwhile")
+            await asyncio.sleep(0.05)
+            assert not a.leading and "fabriccap-leader" not in api.objects(LEASES_PATH)
+            a.campaign_after.set()  # listed
+            await eventually(lambda: a.leading, "elected at once: one request")
+            assert holder(api) == "a"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
