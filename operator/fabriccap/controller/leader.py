@@ -70,6 +70,8 @@ def lease_name(shard: Shard) -> str:
 MAX_TRUSTED_LEASE_SECONDS = 60.0
 # How much of a holder identity (another replica's, or anything written to the Lease) is shown.
 MAX_SHOWN_HOLDER_CHARS = 253
+# The largest leaseTransitions the API server accepts (an int32).
+MAX_LEASE_TRANSITIONS = 2**31 - 1
 # How much of an unexpected error of the Lease watch is logged (its text may quote anything).
 MAX_SHOWN_ERROR_CHARS = 300
 # A clean stop's release of the Lease: what it may take in all, so a shutdown against an API
@@ -330,7 +332,13 @@ class LeaderElector:
         """PUT this replica's record over ``lease``; False when the Lease changed since (409)."""
         started = self.clock()
         spec = lease.get("spec") or {}
-        transitions = int(spec.get("leaseTransitions") or 0) + (1 if acquiring else 0)
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if spec.get("holderIdentity") != self.identity:
+            # A transition is a change of holder, as client-go counts (leaderelection.go:499-505
+            # at 32ce75a): this replica taking back its own record after its window lapsed is
+            # none. The field is an int32 (k8s.io/api coordination/v1 LeaseSpec): counted past
+            # it, every acquire was refused with 422, so the count stops there.
+            transitions = min(transitions + 1, MAX_LEASE_TRANSITIONS)
         acquire_time = None if acquiring else spec.get("acquireTime")
         # PUT with the resourceVersion read: a concurrent writer makes this a 409, not a race.
         body = {**lease, "spec": self._spec(transitions, acquire_time)}

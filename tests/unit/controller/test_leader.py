@@ -419,3 +419,24 @@ async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_lease_transitions_count_changes_of_holder_and_stop_at_the_int32_bound() -> None:
+    """A replica taking back its own record after its window lapsed counted a transition (client-go
+    counts only a change of holder); a count at 2**31-1 made every acquire a 422 (an int32)."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        await a._step()
+        clock_a.now += 11.0
+        a._set_leading(False, "could not renew the lease within the renew deadline")  # what run does
+        await a._step()
+        assert a.leading and api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 0
+        record = {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 2**31 - 1}
+        api.serve(
+            LEASES_PATH,
+            "Lease",
+            [{"metadata": {"name": "fabriccap-leader", "namespace": NAMESPACE}, "spec": record}],
+            "1",
+        )
+        c = elector(a.client, "c", Clock())
+        await c._step()
+        assert c.leading and api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 2**31 - 1
