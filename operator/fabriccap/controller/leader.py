@@ -130,7 +130,7 @@ class LeaderElector:
     campaign_after: asyncio.Event | None = None
     leading: bool = False
     _renewed_at: float | None = None  # monotonic time of the last successful acquire/renew
-    _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen on the Lease
+    _observed: tuple[str, str, str] | None = None  # (holder, renewTime, resourceVersion) last seen
     _observed_at: float = 0.0  # monotonic time that record was first seen
     _lease: dict[str, Any] | None = None
     _distrusted: tuple[str, float] | None = None  # the holder and duration last said to be too long
@@ -177,7 +177,10 @@ class LeaderElector:
     def _observe(self, lease: dict[str, Any]) -> bool:
         """Note the Lease's holder record; True when it changed (the count starts again)."""
         spec = lease.get("spec") or {}
-        record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+        # The resourceVersion too: a renewal is a write, whatever the holder's wall clock put in
+        # renewTime (a clock stuck, or coarser than the renewals, repeated it).
+        version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""), version)
         if record == self._observed:
             return False
         self._observed, self._observed_at = record, self.clock()

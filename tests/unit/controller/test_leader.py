@@ -440,3 +440,18 @@ async def test_lease_transitions_count_changes_of_holder_and_stop_at_the_int32_b
         c = elector(a.client, "c", Clock())
         await c._step()
         assert c.leading and api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 2**31 - 1
+
+
+async def test_a_renewal_that_repeats_its_renew_time_still_restarts_the_followers_count() -> None:
+    """The record was (holder, renewTime) only: renewals whose renewTime repeated (the holder's
+    wall clock stuck) looked like no renewal, and the follower took over from a live leader."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()  # a's wall clock is fixed: every renewal writes the same renewTime
+        await b._step()
+        clock_a.now += 2.0
+        clock_b.now += 10.0
+        await a._step()  # renewed: a new resourceVersion, the same record otherwise
+        await b._step()
+        clock_b.now += 5.1  # 15.1 s after b first saw a's record, 5.1 s after the renewal
+        await b._step()
+        assert not b.leading and holder(api) == "a"
