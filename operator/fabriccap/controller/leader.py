@@ -11,6 +11,12 @@ that make "only the leader writes" hold through pauses and partitions:
   process paused by SIGSTOP) stops writing at least lease duration - renew deadline = 5 s
   before anyone else may take over, and every write it sends carries a timeout that ends
   at that deadline.
+- A deleted Lease is created again by a follower only a lease duration after it last saw a
+  holder's record, as if that record had stayed: its holder may still be in its window.
+- A replica campaigns only once it has listed the cluster (``campaign_after``): a new pod in
+  a rolling update took the just-released Lease and wrote nothing until its listing ended,
+  while the other replica, listed, could have led. Only the first listing counts: a leader
+  renews through a relist.
 - On a clean stop the leader releases the Lease (empty holder), so a rolling update hands
   over at once instead of after 15 s.
 - A follower also watches the Lease, so it sees each renewal when it happens rather than at
@@ -64,6 +70,10 @@ def lease_name(shard: Shard) -> str:
 MAX_TRUSTED_LEASE_SECONDS = 60.0
 # How much of a holder identity (another replica's, or anything written to the Lease) is shown.
 MAX_SHOWN_HOLDER_CHARS = 253
+# The largest leaseTransitions the API server accepts (an int32).
+MAX_LEASE_TRANSITIONS = 2**31 - 1
+# How much of an unexpected error of the Lease watch is logged (its text may quote anything).
+MAX_SHOWN_ERROR_CHARS = 300
 # A clean stop's release of the Lease: what it may take in all, so a shutdown against an API
 # server that does not answer stays within the pod's grace period.
 RELEASE_SECONDS = 2.0
@@ -114,9 +124,13 @@ class LeaderElector:
     wall: Callable[[], float] = time.time
     # Called with True when this replica starts leading, False when it stops.
     on_change: Callable[[bool], None] = lambda leading: None
+    # Set when this replica may campaign for the Lease (``Publisher.may_lead``: it has listed);
+    # None: at once. Until then it only watches the Lease, and a cold replica never holds the
+    # Lease while it cannot write anything yet.
+    campaign_after: asyncio.Event | None = None
     leading: bool = False
     _renewed_at: float | None = None  # monotonic time of the last successful acquire/renew
-    _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen on the Lease
+    _observed: tuple[str, str, str] | None = None  # (holder, renewTime, resourceVersion) last seen
     _observed_at: float = 0.0  # monotonic time that record was first seen
     _lease: dict[str, Any] | None = None
     _distrusted: tuple[str, float] | None = None  # the holder and duration last said to be too long
@@ -131,6 +145,10 @@ class LeaderElector:
     async def run(self) -> None:
         watcher = asyncio.create_task(self._watch_lease(), name="lease watch")
         try:
+            if self.campaign_after is not None:
+                # The watch counts the holder's record meanwhile: a takeover after the gate
+                # opens comes when it would have come anyway.
+                await self.campaign_after.wait()
             while True:
                 try:
                     # Bounded as client-go bounds a renewal by its renew deadline: a GET that
@@ -159,7 +177,10 @@ class LeaderElector:
     def _observe(self, lease: dict[str, Any]) -> bool:
         """Note the Lease's holder record; True when it changed (the count starts again)."""
         spec = lease.get("spec") or {}
-        record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+        # The resourceVersion too: a renewal is a write, whatever the holder's wall clock put in
+        # renewTime (a clock stuck, or coarser than the renewals, repeated it).
+        version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""), version)
         if record == self._observed:
             return False
         self._observed, self._observed_at = record, self.clock()
@@ -187,6 +208,17 @@ class LeaderElector:
             except KubeError as error:
                 logger.debug("lease watch interrupted: %s", error)
                 await asyncio.sleep(retry.failed(WATCH_BACKOFF, self.clock()))
+            except Exception as error:
+                # Anything else (a bug, an answer the client did not expect) ended this task
+                # silently, and followers fell back to polling for good: logged, opened again.
+                delay = retry.failed(WATCH_BACKOFF, self.clock())
+                logger.warning(
+                    "lease watch failed: %s: %s; opened again in %.0fs",
+                    type(error).__name__,
+                    clean_text(error, MAX_SHOWN_ERROR_CHARS),
+                    delay,
+                )
+                await asyncio.sleep(delay)
 
     def _next_wait(self) -> float:
         """Retry with client-go's jitter (replicas that start together do not poll in lockstep),
@@ -200,16 +232,25 @@ class LeaderElector:
         return wait
 
     async def _step(self) -> None:
+        if not await self._read_and_act() and self.leading:
+            # A renewal refused with 409: someone wrote the Lease since it was read. Read it
+            # again at once: another holder means stepping down now, not at the next poll (2 s
+            # of writes under a Lease another replica holds); still ours, it is renewed.
+            await self._read_and_act()
+
+    async def _read_and_act(self) -> bool:
+        """Read the Lease, then follow, acquire or renew it; False when a write of it met a 409."""
         lease = await self._get()
         if lease is None:
+            if self._deleted_record_may_still_write():
+                return True
             await self._create()
-            return
+            return True
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         self._observe(lease)
         if holder == self.identity:
-            await self._update(lease, acquiring=not self.leading)
-            return
+            return await self._update(lease, acquiring=not self.leading)
         if self.leading:
             # Someone else holds it: this replica lost it, however old their record is. Taking
             # it back below without stepping down first would skip the read-back a new term
@@ -218,8 +259,22 @@ class LeaderElector:
             self._set_leading(False, f"the lease is held by {shown}")
         duration = self._trusted_duration(holder, spec.get("leaseDurationSeconds"))
         if holder and self.clock() - self._observed_at < duration:
-            return
-        await self._update(lease, acquiring=True)
+            return True
+        return await self._update(lease, acquiring=True)
+
+    def _deleted_record_may_still_write(self) -> bool:
+        """The Lease is gone: True while its last holder seen (another replica) may still lead.
+
+        client-go's tryAcquireOrRenew creates a missing Lease and leads at once
+        (k8s.io/client-go tools/leaderelection/leaderelection.go:470-484, commit 32ce75a):
+        after ``kubectl delete lease`` its holder keeps its renew deadline, so two replicas
+        wrote until the old one's next poll. Here a deleted record counts as that record
+        unchanged: it is created a lease duration after it was last seen (by this replica's
+        own clock), as a takeover would be. A replica that never saw a record (the first
+        start), or last saw its own or an empty holder (a release), creates it at once."""
+        if self._observed is None or self._observed[0] in ("", self.identity):
+            return False
+        return self.clock() - self._observed_at < self.timings.lease_duration
 
     def _trusted_duration(self, holder: str, stated: Any) -> float:
         """How long a holder record counts for: what it says, at most ``MAX_TRUSTED_LEASE_SECONDS``."""
@@ -276,10 +331,17 @@ class LeaderElector:
             raise
         self._renewed(started)
 
-    async def _update(self, lease: dict[str, Any], acquiring: bool) -> None:
+    async def _update(self, lease: dict[str, Any], acquiring: bool) -> bool:
+        """PUT this replica's record over ``lease``; False when the Lease changed since (409)."""
         started = self.clock()
         spec = lease.get("spec") or {}
-        transitions = int(spec.get("leaseTransitions") or 0) + (1 if acquiring else 0)
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if spec.get("holderIdentity") != self.identity:
+            # A transition is a change of holder, as client-go counts (leaderelection.go:499-505
+            # at 32ce75a): this replica taking back its own record after its window lapsed is
+            # none. The field is an int32 (k8s.io/api coordination/v1 LeaseSpec): counted past
+            # it, every acquire was refused with 422, so the count stops there.
+            transitions = min(transitions + 1, MAX_LEASE_TRANSITIONS)
         acquire_time = None if acquiring else spec.get("acquireTime")
         # PUT with the resourceVersion read: a concurrent writer makes this a 409, not a race.
         body = {**lease, "spec": self._spec(transitions, acquire_time)}
@@ -289,9 +351,10 @@ class LeaderElector:
             )
         except KubeError as error:
             if error.status == 409:
-                return
+                return False
             raise
         self._renewed(started)
+        return True
 
     def _renewed(self, started: float) -> None:
         # Measured from when the request was sent: the lease may have been granted any time after.

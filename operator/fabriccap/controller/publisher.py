@@ -183,6 +183,10 @@ class Publisher:
     lanes: WriteLanes = field(init=False)
     requests: Requests = field(init=False)
     writer: ObjectWriter = field(init=False)
+    # Set once this replica may campaign for the Lease (``LeaderElector.campaign_after``): it has
+    # listed, or its listing is overdue and what is published must fail closed, which takes a leader.
+    may_lead: asyncio.Event = field(default_factory=asyncio.Event)
+    _listing_wait: asyncio.Timeout | None = None  # the wait for the first listing, ended early when elected
     _read_back: bool = False  # the Lease was acquired: read everything back before writing
     _read_back_retry: Retry = field(default_factory=Retry)  # the read-back's failures, and when to try again
     _first_round_done: bool = False
@@ -437,6 +441,11 @@ class Publisher:
         if leading:
             self._read_back = True
             self.store.mark_all()
+            listing_wait = self._listing_wait
+            if listing_wait is not None and not listing_wait.expired():
+                # Elected before the first listing (it campaigned because the listing was
+                # overdue): fail closed now, not a further staleAfterSeconds later.
+                listing_wait.reschedule(asyncio.get_running_loop().time())
 
     async def _wait_for_listing(self) -> None:
         """Wait for the first listing; while it does not come (RBAC revoked, the API server
@@ -444,9 +453,13 @@ class Publisher:
         stale_after = self.config.stale_after_seconds
         while not self.store.listed.is_set():
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(stale_after):
+                async with asyncio.timeout(stale_after) as self._listing_wait:
                     await self.store.listed.wait()
+            self._listing_wait = None
             if not self.store.listed.is_set():
+                # Failing closed takes a leader: no replica that has listed may come (RBAC
+                # revoked for all of them), so this one campaigns, unlisted.
+                self.may_lead.set()
                 if self._read_back and self.leader.leading:
                     # Elected before its first listing: no write goes before the read-back, and
                     # only a round did it, which waits for the listing: the writes that fail the
@@ -455,6 +468,7 @@ class Publisher:
                 elif not self.loaded:
                     await self.load_published()
                 self._fail_closed_unlisted()
+        self.may_lead.set()
 
     def _fail_closed_unlisted(self) -> None:
         """Before any listing: every managed object says that its data cannot be read."""

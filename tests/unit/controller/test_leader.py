@@ -4,14 +4,17 @@ by the follower's own clock, no writes outside the renew deadline, release on a 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from fabriccap.controller import leader as leader_module
 from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings, lease_name
 from fabriccap.controller.metrics import OperatorMetrics
+from fabriccap.controller.ratelimit import BackoffPolicy
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
@@ -284,3 +287,171 @@ async def test_a_lease_watch_line_that_is_not_an_event_is_passed_over() -> None:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def test_a_deleted_lease_is_created_again_only_once_its_last_record_would_have_expired() -> None:
+    """``kubectl delete lease`` made the next follower create the Lease and lead at once, while
+    the old leader kept its window: two replicas wrote until the old one's next poll."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()
+        await b._step()  # b sees a's record at its t=100
+        await a.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))
+        clock_b.now += 0.5
+        await b._step()
+        assert not b.leading and "fabriccap-leader" not in api.objects(LEASES_PATH)
+        clock_a.now += 2.0
+        await a._step()  # the leader finds its Lease gone: its own record, created again at once
+        assert a.leading and holder(api) == "a"
+
+
+async def test_a_deleted_lease_whose_holder_is_gone_is_taken_a_lease_duration_later() -> None:
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        await b._step()
+        await a.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))  # and a dies
+        clock_b.now += 14.9
+        await b._step()
+        assert not b.leading
+        clock_b.now += 0.2
+        await b._step()
+        assert b.leading and holder(api) == "b"
+        # A replica that never saw a record (a first start) creates it at once.
+        await b.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))
+        fresh = elector(b.client, "c", Clock())
+        await fresh._step()
+        assert fresh.leading and holder(api) == "c"
+
+
+async def test_a_renewal_refused_by_a_conflict_steps_down_at_once_when_another_holds_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 409 on renewal was passed over: the leader kept writing under a Lease another replica
+    held until its next poll, 2 s later."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        changes: list[bool] = []
+        a.on_change = changes.append
+        await a._step()
+        await b._step()
+        read_before_the_takeover = copy.deepcopy(api.objects(LEASES_PATH)["fabriccap-leader"])
+        clock_b.now += 16
+        await b._step()  # b takes the Lease while a's renewal is under way
+        assert b.leading
+        reads = [read_before_the_takeover]
+        real_get = a._get
+
+        async def stale_first_read() -> dict[str, Any] | None:
+            return reads.pop() if reads else await real_get()
+
+        monkeypatch.setattr(a, "_get", stale_first_read)
+        clock_a.now += 2.0
+        await a._step()  # its PUT carries the old resourceVersion: 409
+        assert not a.leading and a.write_window() == 0.0
+        assert changes == [True, False] and holder(api) == "b"
+
+
+async def test_a_conflict_on_renewal_of_a_lease_still_held_renews_it_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone else's edit of the Lease (a label) between the read and the renewal: read again,
+    still ours, renewed in the same step."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        await a._step()
+        real_get = a._get
+
+        async def edited_after_the_read() -> dict[str, Any] | None:
+            lease = await real_get()
+            if lease is not None and not (lease["metadata"].get("labels") or {}):
+                edited = copy.deepcopy(lease)
+                edited["metadata"]["labels"] = {"team": "infra"}
+                await a.client.request("PUT", LEASES.item("fabriccap-leader", NAMESPACE), body=edited)
+            return lease
+
+        monkeypatch.setattr(a, "_get", edited_after_the_read)
+        clock_a.now += 9.0
+        await a._step()
+        assert a.leading and a.write_window() == pytest.approx(10.0)
+        assert api.objects(LEASES_PATH)["fabriccap-leader"]["metadata"]["labels"] == {"team": "infra"}
+
+
+async def test_a_lease_watch_that_fails_unexpectedly_is_logged_and_opened_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only KubeError was caught: any other exception ended the follower's watch silently, and
+    its takeover fell back to polling for good."""
+    monkeypatch.setattr(leader_module, "WATCH_BACKOFF", BackoffPolicy(base=0.01, cap=0.01))
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        await b._step()
+        first_seen = b._observed_at
+        real_get, failures = b._get, ["x" * 100_000]
+
+        async def fails_once() -> dict[str, Any] | None:
+            if failures:
+                raise ValueError(failures.pop())
+            return await real_get()
+
+        monkeypatch.setattr(b, "_get", fails_once)
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the lease watch opened again")
+            clock_b.now += 1.3
+            a.wall = lambda: 1.7e9 + 1.0
+            await a._step()
+            await eventually(lambda: b._observed_at != first_seen, "the renewal seen through the watch")
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        (line,) = [message for message in caplog.messages if "lease watch failed" in message]
+        assert line.startswith("lease watch failed: ValueError: xxx") and len(line) < 400
+
+
+async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
+    """A cold replica (a new pod of a rolling update) took the free Lease while it was still
+    listing, and wrote nothing until it had listed. Alone, it elects itself once it may."""
+    async with two_replicas() as (api, a, _, _, _):
+        a.campaign_after = asyncio.Event()
+        task = asyncio.create_task(a.run())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the Lease watched meanwhile")
+            await asyncio.sleep(0.05)
+            assert not a.leading and "fabriccap-leader" not in api.objects(LEASES_PATH)
+            a.campaign_after.set()  # listed
+            await eventually(lambda: a.leading, "elected at once: one request")
+            assert holder(api) == "a"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_lease_transitions_count_changes_of_holder_and_stop_at_the_int32_bound() -> None:
+    """A replica taking back its own record after its window lapsed counted a transition (client-go
+    counts only a change of holder); a count at 2**31-1 made every acquire a 422 (an int32)."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        await a._step()
+        clock_a.now += 11.0
+        a._set_leading(False, "could not renew the lease within the renew deadline")  # what run does
+        await a._step()
+        assert a.leading and api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 0
+        record = {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 2**31 - 1}
+        api.serve(
+            LEASES_PATH,
+            "Lease",
+            [{"metadata": {"name": "fabriccap-leader", "namespace": NAMESPACE}, "spec": record}],
+            "1",
+        )
+        c = elector(a.client, "c", Clock())
+        await c._step()
+        assert c.leading and api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["leaseTransitions"] == 2**31 - 1
+
+
+async def test_a_renewal_that_repeats_its_renew_time_still_restarts_the_followers_count() -> None:
+    """The record was (holder, renewTime) only: renewals whose renewTime repeated (the holder's
+    wall clock stuck) looked like no renewal, and the follower took over from a live leader."""
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()  # a's wall clock is fixed: every renewal writes the same renewTime
+        await b._step()
+        clock_a.now += 2.0
+        clock_b.now += 10.0
+        await a._step()  # renewed: a new resourceVersion, the same record otherwise
+        await b._step()
+        clock_b.now += 5.1  # 15.1 s after b first saw a's record, 5.1 s after the renewal
+        await b._step()
+        assert not b.leading and holder(api) == "a"

@@ -97,6 +97,52 @@ async def test_published_objects_fail_closed_when_the_first_listing_never_comes(
             await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_replica_may_lead_once_listed_or_once_failing_closed_needs_a_leader() -> None:
+    """A replica campaigns for the Lease only once it has listed (a cold one held it while it
+    could write nothing). Its listing overdue, it campaigns anyway: what is published must
+    fail closed, and no replica that listed may come. Elected then, it fails closed at once,
+    not a further staleAfterSeconds later."""
+    published = {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
+    }
+    stale_after = 1.0
+    async with publishing([published], staleAfterSeconds=stale_after) as setup:
+        async with publishing() as earlier:
+            earlier.add(healthy("p5", "a"))
+            await start(earlier)
+            status = earlier.published()["efa-p5"]["status"]
+        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+        lease = setup.publisher.leader = Lease(leading=False)
+        task = asyncio.create_task(setup.publisher.run())  # the store is never listed
+        try:
+            await asyncio.sleep(stale_after / 2)
+            assert not setup.publisher.may_lead.is_set()
+            await eventually(setup.publisher.may_lead.is_set, "a campaign once the listing is overdue")
+            lease.leading = True  # what the elector does on acquiring the Lease (main.py: on_change)
+            setup.publisher.became_leader(True)
+            elected = asyncio.get_running_loop().time()
+            await eventually(
+                lambda: condition_reason(setup.published()["efa-p5"].get("status"), "Ready") == "DataUnavailable",
+                "the published object to fail closed",
+            )
+            assert asyncio.get_running_loop().time() - elected < stale_after / 2
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    async with publishing() as setup:
+        task = asyncio.create_task(setup.publisher.run())
+        try:
+            await asyncio.sleep(0.05)
+            assert not setup.publisher.may_lead.is_set()
+            setup.store.listed.set()
+            await eventually(setup.publisher.may_lead.is_set, "a campaign once listed")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_failing_read_back_holds_the_writes_not_the_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Elected, the replica reads every FabricCapability back before it writes. That LIST was
     retried inline, forever: no pool was evaluated meanwhile, and fabriccap_pool_ready (what
