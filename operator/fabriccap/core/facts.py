@@ -351,9 +351,22 @@ class WorkloadPodFacts:
     # Running accelerator containers past the first MAX_READ_CONTAINERS (by name): never read,
     # so the pod's transport is never ``fabric`` (core.verdicts.combine fails closed).
     unread_containers: int = 0
+    # Of ``requests``, the resources that only plain init containers (not sidecars) ask for,
+    # sorted; empty for nearly every pod. The scheduler reserves them, but the job's own
+    # containers hold none of them (``requested_by_app``).
+    init_only: tuple[str, ...] = ()
 
     def request_of(self, resource: str) -> int:
         return _lookup(self.requests, resource)
+
+    def requested_by_app(self, resource: str) -> bool:
+        """Whether an app container or a sidecar requests ``resource``: whether the processes
+        the job runs hold it. A plain init container's devices end with it: kubelet's device
+        manager hands them on only to a later container that requests the same resource
+        (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go, ``ManagerImpl.Allocate``
+        and ``allocateContainerResources``, which allocates each container from its own
+        ``resources.limits``, reusing an init container's devices first)."""
+        return self.request_of(resource) > 0 and resource not in self.init_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,7 +529,9 @@ class FactsExtractor:
             return None
         containers = _containers(spec, "containers", where)
         init_containers = _containers(spec, "initContainers", where)
-        requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
+        requests, init_only = _effective_requests(
+            containers, init_containers, spec.get("overhead"), self.resources, where
+        )
         claims = _claims(
             spec.get("resourceClaims"),
             namespace,
@@ -550,6 +565,7 @@ class FactsExtractor:
             uid=str(metadata.get("uid") or ""),
             containers=running,
             unread_containers=unread,
+            init_only=init_only,
         )
 
     def pod_marks(self) -> frozenset[str]:
@@ -859,10 +875,12 @@ def _effective_requests(
     overhead: Any,
     resources: frozenset[str],
     where: str,
-) -> tuple[tuple[str, int], ...]:
+) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
     """What the scheduler reserves: the app containers plus the sidecars (init containers with
     restartPolicy Always), or the largest init container plus the sidecars started before it,
-    whichever is larger; plus the pod overhead."""
+    whichever is larger; plus the pod overhead. And the resources of it that only plain init
+    containers request (``WorkloadPodFacts.init_only``): reserved, for fitting, but held by no
+    container that runs beside the job's."""
     total: dict[str, int] = {}
     for container in containers:
         for resource, count in _container_requests(container, resources, where).items():
@@ -885,7 +903,9 @@ def _effective_requests(
         + extra.get(resource, 0)
         for resource in total.keys() | sidecars.keys() | init_peak.keys() | extra.keys()
     }
-    return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0))
+    held = {resource for resource, count in (*total.items(), *sidecars.items()) if count > 0}
+    init_only = tuple(sorted(resource for resource, count in init_peak.items() if count > 0 and resource not in held))
+    return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0)), init_only
 
 
 def _uses_accelerator(container: Mapping[str, Any], resources: frozenset[str]) -> bool:

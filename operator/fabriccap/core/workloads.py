@@ -127,11 +127,14 @@ def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactInde
 
 def requests_fabric(pod: WorkloadPodFacts, profile: FabricProfile) -> bool:
     """Whether the pod asks for the fabric as an extended resource: the profile's resource, or a
-    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``)."""
-    if pod.request_of(profile.resource) > 0:
+    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``),
+    in an app container or a sidecar. One only a plain init container asks for (a preflight
+    check) is reserved by the scheduler, but the trainer holds none of it and NCCL uses sockets
+    (``WorkloadPodFacts.requested_by_app``)."""
+    if pod.requested_by_app(profile.resource):
         return True
     return profile.uses(Source.DRA) and any(
-        pod.request_of(implicit_resource(name)) > 0 for name in profile.dra.device_class_names
+        pod.requested_by_app(implicit_resource(name)) for name in profile.dra.device_class_names
     )
 
 

@@ -81,6 +81,34 @@ def test_requests_follow_the_scheduler() -> None:
     assert found.requests == ((GPU, 6), (EFA, 10))
 
 
+def test_the_fabric_only_an_init_container_requests_is_not_the_jobs() -> None:
+    """The scheduler reserves what a plain init container requests (its devices fit the node),
+    but kubelet's device manager gives them on only to a later container that requests the same
+    resource: a trainer with 8 GPUs and no EFA, after an ``efa-preflight`` init container with
+    ``efa: 1``, runs NCCL over sockets. It was counted as requesting the fabric, and its job was
+    never warned. A sidecar runs beside the trainer and keeps its devices, and a trainer that
+    requests the fabric itself holds it whatever its init containers do: those two count."""
+
+    def pod(name: str, init_container: dict[str, Any], efa: int | None = None) -> dict[str, Any]:
+        owner = owner_reference("PyTorchJob", "kubeflow.org/v1", name)
+        body = workload_pod("n1", f"{name}-0", gpu=8, efa=efa, owner=owner)
+        body["spec"]["initContainers"] = [{**init_container, "image": "x", "resources": {"limits": {EFA: "1"}}}]
+        return body
+
+    preflight = pod("preflight", {"name": "efa-preflight"})
+    sidecar = pod("sidecar", {"name": "efa-proxy", "restartPolicy": "Always"})
+    both = pod("both", {"name": "efa-preflight"}, efa=32)
+    found = facts(preflight)
+    assert found is not None and found.request_of(EFA) == 1  # what the scheduler fits is unchanged
+    assert found.init_only == (EFA,) and facts(sidecar).init_only == facts(both).init_only == ()
+    evaluation = evaluate_bodies([*ready_pool(nodes=1), preflight, sidecar, both])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (2, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
+
+
 def test_a_request_equal_to_its_limit_or_the_limit_alone() -> None:
     body = workload_pod("n1", "p", gpu=None)
     body["spec"]["containers"][0]["resources"] = {"requests": {GPU: "4"}, "limits": {GPU: "4"}}
