@@ -762,25 +762,12 @@ class FactsExtractor:
             raise FactsError(f"ResourceClaim {namespace}/{name}: spec/status is not a mapping")
         classes_by_request = _request_classes(spec)
         allocation = status.get("allocation")
-        devices: list[AllocatedDevice] = []
-        node_name = None
-        if isinstance(allocation, MAPPINGS):
-            node_name = _single_node(allocation.get("nodeSelector"))
-            results = (
-                (allocation.get("devices") or {}).get("results")
-                if isinstance(allocation.get("devices"), MAPPINGS)
-                else None
-            )
-            for result in results if isinstance(results, list) else []:
-                if not isinstance(result, MAPPINGS) or result.get("adminAccess") is True:
-                    continue  # admin access watches a device; it does not take it
-                fields = [result.get(key) for key in ("driver", "pool", "device", "request")]
-                if not all(isinstance(value, str) and value for value in fields):
-                    continue
-                driver, pool, device, request = (str(value) for value in fields)
-                device_class = classes_by_request.get(request) or classes_by_request.get(request.split("/", 1)[0])
-                if device_class in self.device_class_names:
-                    devices.append(AllocatedDevice(driver, pool, sys.intern(device), device_class))
+        devices = [
+            AllocatedDevice(driver, pool, sys.intern(device), device_class)
+            for driver, pool, device, device_class in _allocated_devices(classes_by_request, allocation)
+            if device_class in self.device_class_names
+        ]
+        node_name = _single_node(allocation.get("nodeSelector")) if isinstance(allocation, MAPPINGS) else None
         classes = frozenset(classes_by_request.values())
         if not devices and not classes & self.device_class_names:
             return None
@@ -1160,6 +1147,41 @@ def _request_classes(spec: Mapping[str, Any]) -> dict[str, str]:
             ):
                 classes[f"{request['name']}/{alternative['name']}"] = alternative["deviceClassName"]
     return classes
+
+
+def claim_device_classes(spec: Any, status: Any) -> frozenset[str]:
+    """The DeviceClasses a claim (its ``spec`` and ``status``) gives its pod devices of. Once
+    allocated, those of the requests its devices were allocated for: a ``firstAvailable``
+    request that prefers the fabric and falls back to a plain NIC holds the fabric only if the
+    scheduler chose the fabric's subrequest. Before, every class its requests name, since any
+    of them may be chosen; so too while its allocation records no device that says which."""
+    classes_by_request = _request_classes(spec) if isinstance(spec, MAPPINGS) else {}
+    allocation = status.get("allocation") if isinstance(status, MAPPINGS) else None
+    allocated = [device_class for *_, device_class in _allocated_devices(classes_by_request, allocation)]
+    if not allocated:
+        return frozenset(classes_by_request.values())
+    return frozenset(device_class for device_class in allocated if device_class is not None)
+
+
+def _allocated_devices(
+    classes_by_request: Mapping[str, str], allocation: Any
+) -> Iterable[tuple[str, str, str, str | None]]:
+    """Each device of an allocation (``status.allocation.devices.results``) as (driver, pool,
+    device, the DeviceClass its request names; None if it names none). A result names a
+    ``firstAvailable`` subrequest as ``<main request>/<subrequest>`` (kubernetes/api
+    resource/v1/types.go, ``DeviceRequestAllocationResult.Request``), which ``_request_classes``
+    keys it by. A result of admin access, or one that is not whole, is left out."""
+    devices = allocation.get("devices") if isinstance(allocation, MAPPINGS) else None
+    results = devices.get("results") if isinstance(devices, MAPPINGS) else None
+    for result in results if isinstance(results, list) else []:
+        if not isinstance(result, MAPPINGS) or result.get("adminAccess") is True:
+            continue  # admin access watches a device; it does not take it
+        fields = [result.get(key) for key in ("driver", "pool", "device", "request")]
+        if not all(isinstance(value, str) and value for value in fields):
+            continue
+        driver, pool, device, request = (str(value) for value in fields)
+        device_class = classes_by_request.get(request) or classes_by_request.get(request.split("/", 1)[0])
+        yield driver, pool, device, device_class
 
 
 def _single_node(selector: Any) -> str | None:

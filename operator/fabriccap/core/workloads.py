@@ -38,6 +38,7 @@ from fabriccap.core.facts import (
     ClaimRef,
     ObjectRef,
     WorkloadPodFacts,
+    claim_device_classes,
     controller_owner,
     insufficient_resources,
     object_name,
@@ -647,23 +648,13 @@ def owner_of(
 
 
 def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
-    """The DeviceClasses a ResourceClaimTemplate (``spec.spec``) or a ResourceClaim (``spec``) requests."""
+    """The DeviceClasses a ResourceClaimTemplate (``spec.spec``) requests, or a ResourceClaim
+    (``spec``) gives its pod: once allocated, those its devices were allocated for
+    (``facts.claim_device_classes``)."""
     spec = body.get("spec")
-    if isinstance(spec, Mapping) and body.get("kind") == "ResourceClaimTemplate":
-        spec = spec.get("spec")
-    devices = spec.get("devices") if isinstance(spec, Mapping) else None
-    requests = devices.get("requests") if isinstance(devices, Mapping) else None
-    classes: set[str] = set()
-    for request in requests if isinstance(requests, list) else []:
-        if not isinstance(request, Mapping):
-            continue
-        exactly = request.get("exactly")
-        if isinstance(exactly, Mapping) and isinstance(exactly.get("deviceClassName"), str):
-            classes.add(exactly["deviceClassName"])
-        for alternative in request.get("firstAvailable") or []:
-            if isinstance(alternative, Mapping) and isinstance(alternative.get("deviceClassName"), str):
-                classes.add(alternative["deviceClassName"])
-    return frozenset(classes)
+    if body.get("kind") == "ResourceClaimTemplate":
+        return claim_device_classes(spec.get("spec") if isinstance(spec, Mapping) else None, None)
+    return claim_device_classes(spec, body.get("status"))
 
 
 def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: RefusalHook | None = None) -> bool:

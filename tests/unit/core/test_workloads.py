@@ -23,6 +23,7 @@ from fabriccap.core.workloads import (
     LookupKey,
     NotRequestedWording,
     ReadyPool,
+    device_classes_of,
     learn_from_object,
     learn_lookup,
     top_owner,
@@ -538,3 +539,40 @@ def test_a_pod_holding_a_claim_made_from_a_template_is_judged_by_that_claim() ->
     assert workloads is not None
     assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 0)
     assert [event.reason for event in evaluation.workload_events] == []
+
+
+def _pod_with_a_first_available_claim(job: str, chosen: str) -> list[dict[str, Any]]:
+    """Pod ``<job>-0`` of a PyTorchJob, and the claim made for it from a template that prefers 32
+    EFA devices and falls back to one plain NIC (``firstAvailable``), allocated with the
+    subrequest ``chosen``."""
+    pod_name, claim_name = f"{job}-0", f"{job}-0-net-x7k2p"
+    claim = {"name": "net", "resourceClaimTemplateName": "efa-or-ena"}
+    pod = workload_pod("d1", pod_name, claims=[claim], owner=owner_reference("PyTorchJob", "kubeflow.org/v1", job))
+    pod["status"]["resourceClaimStatuses"] = [{"name": "net", "resourceClaimName": claim_name}]
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    efa = {"name": "efa", "deviceClassName": "efa.networking.k8s.aws", "allocationMode": "ExactCount", "count": 32}
+    ena = {"name": "ena", "deviceClassName": "ena.networking.k8s.aws", "allocationMode": "ExactCount", "count": 1}
+    made["spec"] = {"devices": {"requests": [{"name": "net", "firstAvailable": [efa, ena]}]}}
+    for result in made["status"]["allocation"]["devices"]["results"]:
+        result["request"] = f"net/{chosen}"  # kubernetes/api resource/v1 DeviceRequestAllocationResult.Request
+    return [pod, made]
+
+
+def test_a_first_available_claim_holds_the_fabric_only_when_its_fabric_subrequest_was_chosen() -> None:
+    """A claim's firstAvailable subrequests are alternatives, and the scheduler picks one. Every
+    class the claim could get counted: a job that prefers EFA and got the plain-NIC fallback was
+    counted as requesting the fabric, and ran NCCL over sockets unwarned. Once allocated, the
+    claim holds the classes of the subrequests its devices were allocated for; before, any."""
+    config = default_config()
+    fallback = _pod_with_a_first_available_claim("fallback", "ena")
+    preferred = _pod_with_a_first_available_claim("preferred", "efa")
+    index = facts_of([*dra_pool(count=32, nodes=1), *fallback, *preferred], config)
+    evaluation = evaluate(config, index)
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "fallback")]
+    _, made = fallback
+    del made["status"]  # not allocated yet: any of its subrequests may be chosen
+    assert device_classes_of(made) == {"efa.networking.k8s.aws", "ena.networking.k8s.aws"}
