@@ -351,9 +351,22 @@ class WorkloadPodFacts:
     # Running accelerator containers past the first MAX_READ_CONTAINERS (by name): never read,
     # so the pod's transport is never ``fabric`` (core.verdicts.combine fails closed).
     unread_containers: int = 0
+    # Of ``requests``, the resources that only plain init containers (not sidecars) ask for,
+    # sorted; empty for nearly every pod. The scheduler reserves them, but the job's own
+    # containers hold none of them (``requested_by_app``).
+    init_only: tuple[str, ...] = ()
 
     def request_of(self, resource: str) -> int:
         return _lookup(self.requests, resource)
+
+    def requested_by_app(self, resource: str) -> bool:
+        """Whether an app container or a sidecar requests ``resource``: whether the processes
+        the job runs hold it. A plain init container's devices end with it: kubelet's device
+        manager hands them on only to a later container that requests the same resource
+        (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go, ``ManagerImpl.Allocate``
+        and ``allocateContainerResources``, which allocates each container from its own
+        ``resources.limits``, reusing an init container's devices first)."""
+        return self.request_of(resource) > 0 and resource not in self.init_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,7 +529,9 @@ class FactsExtractor:
             return None
         containers = _containers(spec, "containers", where)
         init_containers = _containers(spec, "initContainers", where)
-        requests = _effective_requests(containers, init_containers, spec.get("overhead"), self.resources, where)
+        requests, init_only = _effective_requests(
+            containers, init_containers, spec.get("overhead"), self.resources, where
+        )
         claims = _claims(
             spec.get("resourceClaims"),
             namespace,
@@ -550,6 +565,7 @@ class FactsExtractor:
             uid=str(metadata.get("uid") or ""),
             containers=running,
             unread_containers=unread,
+            init_only=init_only,
         )
 
     def pod_marks(self) -> frozenset[str]:
@@ -746,25 +762,12 @@ class FactsExtractor:
             raise FactsError(f"ResourceClaim {namespace}/{name}: spec/status is not a mapping")
         classes_by_request = _request_classes(spec)
         allocation = status.get("allocation")
-        devices: list[AllocatedDevice] = []
-        node_name = None
-        if isinstance(allocation, MAPPINGS):
-            node_name = _single_node(allocation.get("nodeSelector"))
-            results = (
-                (allocation.get("devices") or {}).get("results")
-                if isinstance(allocation.get("devices"), MAPPINGS)
-                else None
-            )
-            for result in results if isinstance(results, list) else []:
-                if not isinstance(result, MAPPINGS) or result.get("adminAccess") is True:
-                    continue  # admin access watches a device; it does not take it
-                fields = [result.get(key) for key in ("driver", "pool", "device", "request")]
-                if not all(isinstance(value, str) and value for value in fields):
-                    continue
-                driver, pool, device, request = (str(value) for value in fields)
-                device_class = classes_by_request.get(request) or classes_by_request.get(request.split("/", 1)[0])
-                if device_class in self.device_class_names:
-                    devices.append(AllocatedDevice(driver, pool, sys.intern(device), device_class))
+        devices = [
+            AllocatedDevice(driver, pool, sys.intern(device), device_class)
+            for driver, pool, device, device_class in _allocated_devices(classes_by_request, allocation)
+            if device_class in self.device_class_names
+        ]
+        node_name = _single_node(allocation.get("nodeSelector")) if isinstance(allocation, MAPPINGS) else None
         classes = frozenset(classes_by_request.values())
         if not devices and not classes & self.device_class_names:
             return None
@@ -859,10 +862,12 @@ def _effective_requests(
     overhead: Any,
     resources: frozenset[str],
     where: str,
-) -> tuple[tuple[str, int], ...]:
+) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
     """What the scheduler reserves: the app containers plus the sidecars (init containers with
     restartPolicy Always), or the largest init container plus the sidecars started before it,
-    whichever is larger; plus the pod overhead."""
+    whichever is larger; plus the pod overhead. And the resources of it that only plain init
+    containers request (``WorkloadPodFacts.init_only``): reserved, for fitting, but held by no
+    container that runs beside the job's."""
     total: dict[str, int] = {}
     for container in containers:
         for resource, count in _container_requests(container, resources, where).items():
@@ -885,7 +890,9 @@ def _effective_requests(
         + extra.get(resource, 0)
         for resource in total.keys() | sidecars.keys() | init_peak.keys() | extra.keys()
     }
-    return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0))
+    held = {resource for resource, count in (*total.items(), *sidecars.items()) if count > 0}
+    init_only = tuple(sorted(resource for resource, count in init_peak.items() if count > 0 and resource not in held))
+    return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0)), init_only
 
 
 def _uses_accelerator(container: Mapping[str, Any], resources: frozenset[str]) -> bool:
@@ -1140,6 +1147,41 @@ def _request_classes(spec: Mapping[str, Any]) -> dict[str, str]:
             ):
                 classes[f"{request['name']}/{alternative['name']}"] = alternative["deviceClassName"]
     return classes
+
+
+def claim_device_classes(spec: Any, status: Any) -> frozenset[str]:
+    """The DeviceClasses a claim (its ``spec`` and ``status``) gives its pod devices of. Once
+    allocated, those of the requests its devices were allocated for: a ``firstAvailable``
+    request that prefers the fabric and falls back to a plain NIC holds the fabric only if the
+    scheduler chose the fabric's subrequest. Before, every class its requests name, since any
+    of them may be chosen; so too while its allocation records no device that says which."""
+    classes_by_request = _request_classes(spec) if isinstance(spec, MAPPINGS) else {}
+    allocation = status.get("allocation") if isinstance(status, MAPPINGS) else None
+    allocated = [device_class for *_, device_class in _allocated_devices(classes_by_request, allocation)]
+    if not allocated:
+        return frozenset(classes_by_request.values())
+    return frozenset(device_class for device_class in allocated if device_class is not None)
+
+
+def _allocated_devices(
+    classes_by_request: Mapping[str, str], allocation: Any
+) -> Iterable[tuple[str, str, str, str | None]]:
+    """Each device of an allocation (``status.allocation.devices.results``) as (driver, pool,
+    device, the DeviceClass its request names; None if it names none). A result names a
+    ``firstAvailable`` subrequest as ``<main request>/<subrequest>`` (kubernetes/api
+    resource/v1/types.go, ``DeviceRequestAllocationResult.Request``), which ``_request_classes``
+    keys it by. A result of admin access, or one that is not whole, is left out."""
+    devices = allocation.get("devices") if isinstance(allocation, MAPPINGS) else None
+    results = devices.get("results") if isinstance(devices, MAPPINGS) else None
+    for result in results if isinstance(results, list) else []:
+        if not isinstance(result, MAPPINGS) or result.get("adminAccess") is True:
+            continue  # admin access watches a device; it does not take it
+        fields = [result.get(key) for key in ("driver", "pool", "device", "request")]
+        if not all(isinstance(value, str) and value for value in fields):
+            continue
+        driver, pool, device, request = (str(value) for value in fields)
+        device_class = classes_by_request.get(request) or classes_by_request.get(request.split("/", 1)[0])
+        yield driver, pool, device, device_class
 
 
 def _single_node(selector: Any) -> str | None:

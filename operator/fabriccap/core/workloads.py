@@ -38,6 +38,7 @@ from fabriccap.core.facts import (
     ClaimRef,
     ObjectRef,
     WorkloadPodFacts,
+    claim_device_classes,
     controller_owner,
     insufficient_resources,
     object_name,
@@ -131,11 +132,14 @@ def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactInde
 
 def requests_fabric(pod: WorkloadPodFacts, profile: FabricProfile) -> bool:
     """Whether the pod asks for the fabric as an extended resource: the profile's resource, or a
-    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``)."""
-    if pod.request_of(profile.resource) > 0:
+    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``),
+    in an app container or a sidecar. One only a plain init container asks for (a preflight
+    check) is reserved by the scheduler, but the trainer holds none of it and NCCL uses sockets
+    (``WorkloadPodFacts.requested_by_app``)."""
+    if pod.requested_by_app(profile.resource):
         return True
     return profile.uses(Source.DRA) and any(
-        pod.request_of(implicit_resource(name)) > 0 for name in profile.dra.device_class_names
+        pod.requested_by_app(implicit_resource(name)) for name in profile.dra.device_class_names
     )
 
 
@@ -648,23 +652,13 @@ def owner_of(
 
 
 def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
-    """The DeviceClasses a ResourceClaimTemplate (``spec.spec``) or a ResourceClaim (``spec``) requests."""
+    """The DeviceClasses a ResourceClaimTemplate (``spec.spec``) requests, or a ResourceClaim
+    (``spec``) gives its pod: once allocated, those its devices were allocated for
+    (``facts.claim_device_classes``)."""
     spec = body.get("spec")
-    if isinstance(spec, Mapping) and body.get("kind") == "ResourceClaimTemplate":
-        spec = spec.get("spec")
-    devices = spec.get("devices") if isinstance(spec, Mapping) else None
-    requests = devices.get("requests") if isinstance(devices, Mapping) else None
-    classes: set[str] = set()
-    for request in requests if isinstance(requests, list) else []:
-        if not isinstance(request, Mapping):
-            continue
-        exactly = request.get("exactly")
-        if isinstance(exactly, Mapping) and isinstance(exactly.get("deviceClassName"), str):
-            classes.add(exactly["deviceClassName"])
-        for alternative in request.get("firstAvailable") or []:
-            if isinstance(alternative, Mapping) and isinstance(alternative.get("deviceClassName"), str):
-                classes.add(alternative["deviceClassName"])
-    return frozenset(classes)
+    if body.get("kind") == "ResourceClaimTemplate":
+        return claim_device_classes(spec.get("spec") if isinstance(spec, Mapping) else None, None)
+    return claim_device_classes(spec, body.get("status"))
 
 
 def _read_uid(body: Mapping[str, object], identity: str) -> str:

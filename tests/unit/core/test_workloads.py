@@ -23,6 +23,7 @@ from fabriccap.core.workloads import (
     LookupKey,
     NotRequestedWording,
     ReadyPool,
+    device_classes_of,
     learn_from_object,
     learn_lookup,
     top_owner,
@@ -79,6 +80,34 @@ def test_requests_follow_the_scheduler() -> None:
     assert found is not None
     # gpu: max(2 + 2 + 0, 6) = 6; efa: max(4 + 1, 8 + 1) + 1 = 10
     assert found.requests == ((GPU, 6), (EFA, 10))
+
+
+def test_the_fabric_only_an_init_container_requests_is_not_the_jobs() -> None:
+    """The scheduler reserves what a plain init container requests (its devices fit the node),
+    but kubelet's device manager gives them on only to a later container that requests the same
+    resource: a trainer with 8 GPUs and no EFA, after an ``efa-preflight`` init container with
+    ``efa: 1``, runs NCCL over sockets. It was counted as requesting the fabric, and its job was
+    never warned. A sidecar runs beside the trainer and keeps its devices, and a trainer that
+    requests the fabric itself holds it whatever its init containers do: those two count."""
+
+    def pod(name: str, init_container: dict[str, Any], efa: int | None = None) -> dict[str, Any]:
+        owner = owner_reference("PyTorchJob", "kubeflow.org/v1", name)
+        body = workload_pod("n1", f"{name}-0", gpu=8, efa=efa, owner=owner)
+        body["spec"]["initContainers"] = [{**init_container, "image": "x", "resources": {"limits": {EFA: "1"}}}]
+        return body
+
+    preflight = pod("preflight", {"name": "efa-preflight"})
+    sidecar = pod("sidecar", {"name": "efa-proxy", "restartPolicy": "Always"})
+    both = pod("both", {"name": "efa-preflight"}, efa=32)
+    found = facts(preflight)
+    assert found is not None and found.request_of(EFA) == 1  # what the scheduler fits is unchanged
+    assert found.init_only == (EFA,) and facts(sidecar).init_only == facts(both).init_only == ()
+    evaluation = evaluate_bodies([*ready_pool(nodes=1), preflight, sidecar, both])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (2, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
 
 
 def test_a_request_equal_to_its_limit_or_the_limit_alone() -> None:
@@ -590,3 +619,40 @@ def test_a_pod_holding_a_claim_made_from_a_template_is_judged_by_that_claim() ->
     assert workloads is not None
     assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 0)
     assert [event.reason for event in evaluation.workload_events] == []
+
+
+def _pod_with_a_first_available_claim(job: str, chosen: str) -> list[dict[str, Any]]:
+    """Pod ``<job>-0`` of a PyTorchJob, and the claim made for it from a template that prefers 32
+    EFA devices and falls back to one plain NIC (``firstAvailable``), allocated with the
+    subrequest ``chosen``."""
+    pod_name, claim_name = f"{job}-0", f"{job}-0-net-x7k2p"
+    claim = {"name": "net", "resourceClaimTemplateName": "efa-or-ena"}
+    pod = workload_pod("d1", pod_name, claims=[claim], owner=owner_reference("PyTorchJob", "kubeflow.org/v1", job))
+    pod["status"]["resourceClaimStatuses"] = [{"name": "net", "resourceClaimName": claim_name}]
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    efa = {"name": "efa", "deviceClassName": "efa.networking.k8s.aws", "allocationMode": "ExactCount", "count": 32}
+    ena = {"name": "ena", "deviceClassName": "ena.networking.k8s.aws", "allocationMode": "ExactCount", "count": 1}
+    made["spec"] = {"devices": {"requests": [{"name": "net", "firstAvailable": [efa, ena]}]}}
+    for result in made["status"]["allocation"]["devices"]["results"]:
+        result["request"] = f"net/{chosen}"  # kubernetes/api resource/v1 DeviceRequestAllocationResult.Request
+    return [pod, made]
+
+
+def test_a_first_available_claim_holds_the_fabric_only_when_its_fabric_subrequest_was_chosen() -> None:
+    """A claim's firstAvailable subrequests are alternatives, and the scheduler picks one. Every
+    class the claim could get counted: a job that prefers EFA and got the plain-NIC fallback was
+    counted as requesting the fabric, and ran NCCL over sockets unwarned. Once allocated, the
+    claim holds the classes of the subrequests its devices were allocated for; before, any."""
+    config = default_config()
+    fallback = _pod_with_a_first_available_claim("fallback", "ena")
+    preferred = _pod_with_a_first_available_claim("preferred", "efa")
+    index = facts_of([*dra_pool(count=32, nodes=1), *fallback, *preferred], config)
+    evaluation = evaluate(config, index)
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "fallback")]
+    _, made = fallback
+    del made["status"]  # not allocated yet: any of its subrequests may be chosen
+    assert device_classes_of(made) == {"efa.networking.k8s.aws", "ena.networking.k8s.aws"}
