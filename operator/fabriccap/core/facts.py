@@ -890,8 +890,12 @@ def _effective_requests(
         + extra.get(resource, 0)
         for resource in total.keys() | sidecars.keys() | init_peak.keys() | extra.keys()
     }
-    held = {resource for resource, count in (*total.items(), *sidecars.items()) if count > 0}
-    init_only = tuple(sorted(resource for resource, count in init_peak.items() if count > 0 and resource not in held))
+    init_only: tuple[str, ...] = ()
+    if init_peak:  # a pod's facts are on the start's hot path, and most pods have no init container
+        held = {resource for resource, count in (*total.items(), *sidecars.items()) if count > 0}
+        init_only = tuple(
+            sorted(resource for resource, count in init_peak.items() if count > 0 and resource not in held)
+        )
     return tuple(sorted((resource, count) for resource, count in effective.items() if count > 0)), init_only
 
 
