@@ -336,18 +336,24 @@ def test_unprefixed_lines_count_for_no_rank_but_give_versions() -> None:
 # --- Early stop ----------------------------------------------------------------------------
 
 
-def test_the_scanner_says_decisive_when_its_node_s_only_rank_decides_and_not_before() -> None:
+def test_a_proven_fabric_does_not_settle_the_job_a_later_socket_communicator_does() -> None:
+    """NCCL chooses the network per communicator (2.27's per-communicator plugin, src/plugin/
+    net.cc), so the only rank's fabric does not settle the job: its next communicator may fall
+    back to sockets, and then nothing later can change the verdict."""
     log = [
         H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
         H + "Using network Libfabric",
-        H + "comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 1 localRank 0 MNNVL 0",  # a node-local communicator
-        H + "comm 0x2 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        H + "comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
         H + "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
+        H + "Assigned NET plugin Socket to comm",
+        H + "comm 0x2 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        H + "Assigned NET plugin Libfabric to comm",
     ]
     scanner = TransportScanner(EFA)
     answers = [scanner.feed((line + "\n").encode()) for line in log]
-    assert answers == [False, False, False, True, True]
-    assert scanner.report().verdict is Verdict.FABRIC
+    assert answers == [False, False, False, False, False, True, True]
+    report = scanner.report()
+    assert report.verdict is Verdict.SOCKET and report.evidence.endswith("Assigned NET plugin Socket to comm")
 
 
 # One p4d node of aws/aws-ofi-nccl#715 (SageMaker, aws-ofi-nccl 1.11.0-aws): the plugin came up in
@@ -403,15 +409,18 @@ def test_a_fabric_rank_does_not_settle_the_job_while_ranks_its_node_announced_ar
 COMM_OF_TWO_LOCAL_RANKS = "comm 0x1 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0"
 
 
-def test_every_rank_the_node_announced_decided_settles_the_job() -> None:
-    """localRanks 2: once both ranks decided fabric, nothing later can change the verdict."""
+def test_every_rank_the_node_announced_proving_the_fabric_does_not_settle_the_job() -> None:
+    """localRanks 2, both ranks on the fabric: a later communicator of either can still be on
+    sockets, so the read goes on."""
     second = "ip-10-0-0-1:42:53 [1] NCCL INFO "
     provider = "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
     scanner = TransportScanner(EFA)
     for head in (H, second):
         assert not scanner.feed(lines(head + provider))
-        decided = scanner.feed(lines(head + "Using network Libfabric", head + COMM_OF_TWO_LOCAL_RANKS))
-    assert decided and scanner.report().verdict is Verdict.FABRIC
+        assert not scanner.feed(lines(head + "Using network Libfabric", head + COMM_OF_TWO_LOCAL_RANKS))
+    assert scanner.report().verdict is Verdict.FABRIC
+    assert scanner.feed(lines(second + "Using network Socket", second + COMM_OF_TWO_LOCAL_RANKS))
+    assert scanner.report().verdict is Verdict.SOCKET
 
 
 def test_an_other_rank_does_not_settle_the_job_while_its_node_has_undecided_ranks() -> None:
@@ -423,12 +432,12 @@ def test_an_other_rank_does_not_settle_the_job_while_its_node_has_undecided_rank
     assert scanner.report().verdict is Verdict.SOCKET
 
 
-def test_without_a_rank_count_the_first_decided_rank_settles_the_job() -> None:
-    """NCCL before 2.20 prints no localRanks: nothing says how many ranks are to come, so the
-    first decided rank settles the job, as docs/transport.md says (a later socket rank is missed)."""
+def test_without_a_rank_count_a_later_socket_rank_is_still_found() -> None:
+    """NCCL before 2.20 prints no localRanks; no rank's fabric settles the job anyway, so the
+    read reaches the processes that fell back to sockets."""
     log = one_node_fabric_then_socket_processes().replace(b" localRanks 8", b"")
     early = scan(chunked(log, 16 * 1024), EFA, stop_when_decisive=True)
-    assert early.verdict is Verdict.FABRIC and early.decisive
+    assert early.verdict is Verdict.SOCKET is read(log).verdict and early.decisive
 
 
 def test_a_decided_rank_ignores_later_lines() -> None:
@@ -456,24 +465,24 @@ def test_scan_stops_reading_at_the_first_decisive_chunk() -> None:
 
 # Two processes of a p4d node with aws-ofi-nccl 1.11.0-aws, as posted in aws/aws-ofi-nccl#715
 # ("NET/OFI Selected Provider is efa (found 4 nics)", "Using network AWS Libfabric"); the channel
-# line is NCCL 2.12 - 2.19's format, which prints no localRanks, so rank 2's line settles the job.
+# line is NCCL 2.12 - 2.19's format. Rank 2's sockets settle the job.
 RANK_2 = "algo-1:18564:18638 [2] NCCL INFO "
 RANK_3 = "algo-1:18565:18637 [3] NCCL INFO "
 
 
 def test_scan_stopped_early_drops_the_line_its_last_chunk_ended_in() -> None:
     """The chunk that settles the job ends inside rank 3's "Using network AWS Libfabric": read
-    as a whole line, "AWS Lib" would be another network, and ``other`` outranks ``fabric``."""
+    as a whole line, "AWS Lib" would be another network, shown as rank 3's evidence."""
     settled = lines(
         RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
         RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
-        RANK_2 + "Using network AWS Libfabric",
-        RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/AWS Libfabric/0/GDRDMA",
+        RANK_2 + "Using network Socket",
+        RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/Socket/0",
     )
     cut = (RANK_3 + "Using network AWS Lib").encode()
     rest = lines("fabric", RANK_3 + "Channel 00/0 : 3[3] -> 11[3] [send] via NET/AWS Libfabric/0/GDRDMA")
     early = scan([settled + cut, rest], EFA, stop_when_decisive=True)
-    assert early.decisive and early.verdict is Verdict.FABRIC is read(settled + cut + rest).verdict
+    assert early.decisive and early.verdict is Verdict.SOCKET is read(settled + cut + rest).verdict
     assert not any(rank.evidence.endswith("AWS Lib") for rank in early.ranks)
 
 
@@ -490,6 +499,65 @@ def test_a_single_node_log_is_never_decisive() -> None:
     scanner = TransportScanner(EFA)
     assert not scanner.feed(lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
     assert scanner.finish().verdict is Verdict.NONE
+
+
+# --- Several communicators of one process ----------------------------------------------------
+
+# NCCL chooses the network per communicator: ncclNetInit runs for each one, honouring its
+# config.netName (NCCL >= 2.19), and since 2.27 initialises and assigns the plugin per
+# communicator; a plugin that fails to initialise for one is disabled and the communicator takes
+# the next, IB or Socket (NVIDIA/nccl src/plugin/net.cc, ncclNetInit, ncclNetPluginInit: "Failed
+# to initialize NET plugin %s", ncclNetPluginAssignToComm: "Assigned NET plugin %s to comm").
+# "Using network %s" and "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL
+# %d" are src/init.cc's; the provider line is aws-ofi-nccl >= 1.14's (src/nccl_ofi_net.cpp).
+P = "p5-worker-1:212:298 [3] NCCL INFO "
+FABRIC_COMM = [
+    P + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+    P + "Initialized NET plugin Libfabric",
+    P + "Assigned NET plugin Libfabric to comm",
+    P + "Using network Libfabric",
+    P + "comm 0x55d0c1a2b3c0 rank 11 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+]
+SOCKET_COMM = [
+    P + "Failed to initialize NET plugin Libfabric",
+    P + "Initialized NET plugin Socket",
+    P + "Assigned NET plugin Socket to comm",
+    P + "Using network Socket",
+    P + "comm 0x55d0c1f00000 rank 11 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+]
+# A communicator of the node's 8 ranks only (a tensor-parallel group): whatever its network, it
+# carries nothing between nodes.
+NODE_LOCAL_SOCKET_COMM = [
+    P + "Assigned NET plugin Socket to comm",
+    P + "Using network Socket",
+    P + "comm 0x55d0c2000000 rank 3 nRanks 8 nNodes 1 localRanks 8 localRank 3 MNNVL 0",
+]
+
+
+def test_the_verdict_does_not_depend_on_the_order_of_a_process_s_communicators() -> None:
+    """A rank's verdict is the worst network its communicators proved to cross nodes: one
+    communicator over sockets makes it ``socket`` whether it came before or after the fabric's
+    one, as two processes printing them would. A node-local communicator proves nothing."""
+    other_process = [line.replace("p5-worker-1:212:298", "p5-worker-1:213:299") for line in SOCKET_COMM]
+    for log, expected in [
+        (FABRIC_COMM + SOCKET_COMM, Verdict.SOCKET),
+        (SOCKET_COMM + FABRIC_COMM, Verdict.SOCKET),
+        (FABRIC_COMM + other_process, Verdict.SOCKET),
+        (FABRIC_COMM + NODE_LOCAL_SOCKET_COMM, Verdict.FABRIC),
+        (NODE_LOCAL_SOCKET_COMM + FABRIC_COMM, Verdict.FABRIC),
+    ]:
+        data = lines(*log)
+        whole = read(data)
+        assert whole.verdict is expected, log
+        assert read(data, chunk=7).verdict is expected  # fed in any pieces
+        early = scan([data[i : i + 64] for i in range(0, len(data), 64)], EFA, stop_when_decisive=True)
+        assert early.verdict is expected, log  # stopping early agrees with the whole read
+
+
+def test_a_rank_s_evidence_is_the_line_of_its_worst_communicator() -> None:
+    (rank,) = read(lines(*FABRIC_COMM, *SOCKET_COMM, *FABRIC_COMM)).ranks
+    assert rank.verdict is Verdict.SOCKET
+    assert rank.evidence.endswith("Using network Socket")
 
 
 # --- Hostile input -------------------------------------------------------------------------
