@@ -9,9 +9,9 @@ versions it covers and the corpus entries (tests/fixtures/nccl) that show it.
 Pure: no I/O, no clock. ``TransportScanner`` takes bytes in chunks as they arrive (a streamed
 HTTP body, a file, a pipe), splits lines itself and keeps a bounded prefix of each, so no input
 can make it hold more than ``MEMORY_BOUND_BYTES`` (the text of one line, the per-rank facts and
-their evidence lines), whatever its size or shape. It says when the job's verdict can no longer
-change (``TransportScanner.decisive``: a rank proved sockets), the one rule by which a reader
-may stop early.
+their evidence lines), whatever its size or shape. It says when the job's verdict is settled
+(``TransportScanner.decisive``: a rank proved sockets, or every rank the log announces proved a
+verdict), the one rule by which a reader may stop early.
 
 A log is hostile input: anyone who can create a pod can print anything. Every evidence line is
 decoded leniently, stripped of ANSI escapes and control characters and cut to
@@ -166,6 +166,9 @@ _VIA_NET = re.compile(r"\bvia NET/(?P<name>[^/]{1,64})/\d")
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,()]{1,64})")
 _NODES = re.compile(r"\bnNodes (?P<nodes>\d{1,7})\b")
 _RANKS = re.compile(r"\brank (?P<rank>\d{1,7}) n[Rr]anks (?P<nranks>\d{1,7})\b")
+# NCCL >= 2.20 prints "comm 0x… rank r nRanks n nNodes k localRanks N …": N ranks of that
+# communicator run on this rank's node, so a log of one node announces how many ranks it holds.
+_LOCAL_RANKS = re.compile(r"\blocalRanks (?P<local>\d{1,7})\b")
 _INIT_COMPLETE = re.compile(r"\bInit COMPLETE\b")
 _LOCAL_CHANNEL = re.compile(r"\bvia (?:P2P|SHM|direct shared memory)")
 # The OFI plugin failed after it had chosen a provider: NCCL falls back to its own transports.
@@ -216,7 +219,7 @@ class TransportReport:
     ranks: tuple[RankVerdict, ...]
     nccl_version: str | None
     plugin_version: str | None
-    decisive: bool  # the job's verdict can no longer change (TransportScanner.decisive)
+    decisive: bool  # the job's verdict is settled: a reader may stop (TransportScanner.decisive)
     ranks_dropped: int  # lines of ranks past MAX_RANKS, ignored
     lines_cut: int  # lines longer than MAX_LINE_BYTES, read by their prefix
     lines_read: int  # lines decoded and matched; the others were skipped by a byte search
@@ -367,8 +370,9 @@ def classify_network(signature: FabricSignature, network: str, provider: str | N
 # A rank is (log, host, pid, device): the log is which of the logs one scanner reads in turn
 # (``next_log``). Two logs can repeat a rank's host, pid and device (one container's previous
 # and current runs, whose new PID namespace gives the same pids; pods with hostNetwork sharing
-# the node's name), and one log's ranks must not take the other's lines.
+# the node's name), and one log's ranks must not take the other's lines. A node is (log, host).
 _RankKey = tuple[int, str, int | None, int | None]
+_NodeKey = tuple[int, str]
 
 
 class TransportScanner:
@@ -400,14 +404,16 @@ class TransportScanner:
         self._ranks_dropped = 0
         self._lines_cut = 0
         self._lines_read = 0
-        # The job's verdict can no longer change, whatever later lines say: a reader may stop.
-        # Only a rank's proven ``socket`` does that (``_apply``).
+        # A reader may stop (``_settle``). Per node: its ranks with a proven verdict, and the
+        # most ranks it announced.
         self.decisive = False
+        self._proven_on: dict[_NodeKey, int] = {}
+        self._announced_on: dict[_NodeKey, int] = {}
 
     # Bytes to lines ---------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> bool:
-        """Read ``chunk``; True once the job's verdict can no longer change (``decisive``)."""
+        """Read ``chunk``; True once the job's verdict is settled (``decisive``)."""
         view = memoryview(chunk)
         position, size = 0, len(chunk)
         while position < size:
@@ -571,15 +577,45 @@ class TransportScanner:
                 rank.local_channels = True
             elif fact == "init_complete":
                 rank.init_complete_line = rank.init_complete_line or line
+            elif fact == "local_ranks":
+                self._announce(key[:2], int(value))
         verdict, evidence, proven = rank.communicator(self.signature)
         if proven and (rank.worst is None or _rank_of(verdict) < _rank_of(rank.worst[0])):
+            if rank.worst is None:  # the rank's first proven verdict: it counts on its node
+                node: _NodeKey = key[:2]
+                self._proven_on[node] = self._proven_on.get(node, 0) + 1
             rank.worst = (verdict, evidence)
-            # The one rule by which a reader (the operator, a live explain, ``scan``) may stop
-            # before the log's end. ``socket`` comes first in the job's order and a rank's worst
-            # only gets worse, so one proven socket settles the job. Nothing else does: any
-            # rank, one that proved the fabric included, can open a later communicator over
-            # sockets (``_Rank``), and nothing in NCCL's log says a process opens no more.
-            self.decisive = self.decisive or verdict is Verdict.SOCKET
+            self._settle(socket=verdict is Verdict.SOCKET)
+
+    def _announce(self, node: _NodeKey, local_ranks: int) -> None:
+        """A communicator of a tracked rank of ``node`` has ``local_ranks`` ranks on it."""
+        if local_ranks > self._announced_on.get(node, 0):
+            self._announced_on[node] = local_ranks
+            self._settle()
+
+    def _settle(self, socket: bool = False) -> None:
+        """Whether a reader may stop (``decisive``), after a rank proved a verdict (``socket``:
+        it proved socket) or a node announced more ranks: the one rule by which every reader
+        (the operator, a live explain, ``scan``) may stop before the log's end.
+
+        A rank's worst only gets worse and ``socket`` comes first in the job's order, so one
+        proven socket settles the job for good. ``other`` or ``fabric`` settle it once every
+        rank the log announces has proved a verdict: until then a later rank of the same node
+        could still show sockets. NCCL >= 2.20 announces a node's ranks (``localRanks``), and a
+        pod's log is one node, so the count is per host (of each log). Before 2.20 nothing
+        announces them, and the first proven rank settles the job.
+
+        Past that, a proven rank's later communicator can still fall back to sockets (``_Rank``),
+        and nothing in NCCL's log says a process opens no more: the settle rule does not wait
+        for it, as the reads stop once a verdict is found (SPEC), and docs/transport.md says
+        what that leaves unread. The scanner itself reads on: lines fed after ``decisive`` still
+        count, so a whole-log reader (``fabriccap transport``) sees them."""
+        if self.decisive:
+            return
+        self.decisive = socket or (
+            bool(self._proven_on)
+            and all(self._proven_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
+        )
 
     @staticmethod
     def _facts(message: str) -> list[tuple[str, str]]:
@@ -610,6 +646,8 @@ class TransportScanner:
                 facts.append(("comm_ranks", ranks["nranks"]))
             if _INIT_COMPLETE.search(message):
                 facts.append(("init_complete", ""))
+            if local := _LOCAL_RANKS.search(message):
+                facts.append(("local_ranks", local["local"]))
         return facts
 
     # Facts to verdicts ------------------------------------------------------------------
@@ -652,7 +690,7 @@ def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
 
 def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:
     """Read ``chunks`` through one scanner; with ``stop_when_decisive``, stop at the first
-    chunk after which the job's verdict can no longer change (``TransportScanner.decisive``),
+    chunk after which the job's verdict is settled (``TransportScanner.decisive``),
     dropping the line that chunk ended in."""
     scanner = TransportScanner(signature)
     for chunk in chunks:

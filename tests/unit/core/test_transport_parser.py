@@ -336,10 +336,25 @@ def test_unprefixed_lines_count_for_no_rank_but_give_versions() -> None:
 # --- Early stop ----------------------------------------------------------------------------
 
 
-def test_a_proven_fabric_does_not_settle_the_job_a_later_socket_communicator_does() -> None:
-    """NCCL chooses the network per communicator (2.27's per-communicator plugin, src/plugin/
-    net.cc), so the only rank's fabric does not settle the job: its next communicator may fall
-    back to sockets, and then nothing later can change the verdict."""
+def test_the_scanner_says_decisive_when_its_node_s_only_rank_decides_and_not_before() -> None:
+    log = [
+        H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+        H + "Using network Libfabric",
+        H + "comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 1 localRank 0 MNNVL 0",  # a node-local communicator
+        H + "comm 0x2 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        H + "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
+    ]
+    scanner = TransportScanner(EFA)
+    answers = [scanner.feed((line + "\n").encode()) for line in log]
+    assert answers == [False, False, False, True, True]
+    assert scanner.report().verdict is Verdict.FABRIC
+
+
+def test_a_settled_scanner_still_reads_a_later_socket_communicator_of_a_proven_rank() -> None:
+    """The node's only rank proved the fabric: the job is settled and a reader may stop. NCCL
+    chooses the network per communicator (2.27's per-communicator plugin, src/plugin/net.cc),
+    so a later one can fall back to sockets; a reader that reads on (``fabriccap transport``,
+    the whole file) still sees it, and the rank becomes ``socket``."""
     log = [
         H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
         H + "Using network Libfabric",
@@ -351,7 +366,7 @@ def test_a_proven_fabric_does_not_settle_the_job_a_later_socket_communicator_doe
     ]
     scanner = TransportScanner(EFA)
     answers = [scanner.feed((line + "\n").encode()) for line in log]
-    assert answers == [False, False, False, False, False, True, True]
+    assert answers == [False, False, True, True, True, True, True]
     report = scanner.report()
     assert report.verdict is Verdict.SOCKET and report.evidence.endswith("Assigned NET plugin Socket to comm")
 
@@ -409,18 +424,15 @@ def test_a_fabric_rank_does_not_settle_the_job_while_ranks_its_node_announced_ar
 COMM_OF_TWO_LOCAL_RANKS = "comm 0x1 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0"
 
 
-def test_every_rank_the_node_announced_proving_the_fabric_does_not_settle_the_job() -> None:
-    """localRanks 2, both ranks on the fabric: a later communicator of either can still be on
-    sockets, so the read goes on."""
+def test_every_rank_the_node_announced_decided_settles_the_job() -> None:
+    """localRanks 2: once both ranks proved the fabric, the job is settled."""
     second = "ip-10-0-0-1:42:53 [1] NCCL INFO "
     provider = "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
     scanner = TransportScanner(EFA)
     for head in (H, second):
         assert not scanner.feed(lines(head + provider))
-        assert not scanner.feed(lines(head + "Using network Libfabric", head + COMM_OF_TWO_LOCAL_RANKS))
-    assert scanner.report().verdict is Verdict.FABRIC
-    assert scanner.feed(lines(second + "Using network Socket", second + COMM_OF_TWO_LOCAL_RANKS))
-    assert scanner.report().verdict is Verdict.SOCKET
+        decided = scanner.feed(lines(head + "Using network Libfabric", head + COMM_OF_TWO_LOCAL_RANKS))
+    assert decided and scanner.report().verdict is Verdict.FABRIC
 
 
 def test_an_other_rank_does_not_settle_the_job_while_its_node_has_undecided_ranks() -> None:
@@ -432,12 +444,12 @@ def test_an_other_rank_does_not_settle_the_job_while_its_node_has_undecided_rank
     assert scanner.report().verdict is Verdict.SOCKET
 
 
-def test_without_a_rank_count_a_later_socket_rank_is_still_found() -> None:
-    """NCCL before 2.20 prints no localRanks; no rank's fabric settles the job anyway, so the
-    read reaches the processes that fell back to sockets."""
+def test_without_a_rank_count_the_first_decided_rank_settles_the_job() -> None:
+    """NCCL before 2.20 prints no localRanks: nothing says how many ranks are to come, so the
+    first decided rank settles the job, as docs/transport.md says (a later socket rank is missed)."""
     log = one_node_fabric_then_socket_processes().replace(b" localRanks 8", b"")
     early = scan(chunked(log, 16 * 1024), EFA, stop_when_decisive=True)
-    assert early.verdict is Verdict.SOCKET is read(log).verdict and early.decisive
+    assert early.verdict is Verdict.FABRIC and early.decisive
 
 
 def test_a_decided_rank_ignores_later_lines() -> None:
@@ -465,24 +477,24 @@ def test_scan_stops_reading_at_the_first_decisive_chunk() -> None:
 
 # Two processes of a p4d node with aws-ofi-nccl 1.11.0-aws, as posted in aws/aws-ofi-nccl#715
 # ("NET/OFI Selected Provider is efa (found 4 nics)", "Using network AWS Libfabric"); the channel
-# line is NCCL 2.12 - 2.19's format. Rank 2's sockets settle the job.
+# line is NCCL 2.12 - 2.19's format, which prints no localRanks, so rank 2's line settles the job.
 RANK_2 = "algo-1:18564:18638 [2] NCCL INFO "
 RANK_3 = "algo-1:18565:18637 [3] NCCL INFO "
 
 
 def test_scan_stopped_early_drops_the_line_its_last_chunk_ended_in() -> None:
     """The chunk that settles the job ends inside rank 3's "Using network AWS Libfabric": read
-    as a whole line, "AWS Lib" would be another network, shown as rank 3's evidence."""
+    as a whole line, "AWS Lib" would be another network, and ``other`` outranks ``fabric``."""
     settled = lines(
         RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
         RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
-        RANK_2 + "Using network Socket",
-        RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/Socket/0",
+        RANK_2 + "Using network AWS Libfabric",
+        RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/AWS Libfabric/0/GDRDMA",
     )
     cut = (RANK_3 + "Using network AWS Lib").encode()
     rest = lines("fabric", RANK_3 + "Channel 00/0 : 3[3] -> 11[3] [send] via NET/AWS Libfabric/0/GDRDMA")
     early = scan([settled + cut, rest], EFA, stop_when_decisive=True)
-    assert early.decisive and early.verdict is Verdict.SOCKET is read(settled + cut + rest).verdict
+    assert early.decisive and early.verdict is Verdict.FABRIC is read(settled + cut + rest).verdict
     assert not any(rank.evidence.endswith("AWS Lib") for rank in early.ranks)
 
 
@@ -537,7 +549,9 @@ NODE_LOCAL_SOCKET_COMM = [
 def test_the_verdict_does_not_depend_on_the_order_of_a_process_s_communicators() -> None:
     """A rank's verdict is the worst network its communicators proved to cross nodes: one
     communicator over sockets makes it ``socket`` whether it came before or after the fabric's
-    one, as two processes printing them would. A node-local communicator proves nothing."""
+    one, as two processes printing them would. A node-local communicator proves nothing. (The
+    node announces 8 ranks and the log holds one: nothing settles the job before both
+    communicators are read, unless a socket does.)"""
     other_process = [line.replace("p5-worker-1:212:298", "p5-worker-1:213:299") for line in SOCKET_COMM]
     for log, expected in [
         (FABRIC_COMM + SOCKET_COMM, Verdict.SOCKET),
@@ -552,6 +566,30 @@ def test_the_verdict_does_not_depend_on_the_order_of_a_process_s_communicators()
         assert read(data, chunk=7).verdict is expected  # fed in any pieces
         early = scan([data[i : i + 64] for i in range(0, len(data), 64)], EFA, stop_when_decisive=True)
         assert early.verdict is expected, log  # stopping early agrees with the whole read
+
+
+# A second process of the same node; with localRanks 2 the two ranks are all the node holds.
+Q = "p5-worker-1:213:299 [4] NCCL INFO "
+FABRIC_COMM_OF_TWO = [line.replace("localRanks 8", "localRanks 2") for line in FABRIC_COMM]
+SOCKET_COMM_OF_TWO = [line.replace("localRanks 8", "localRanks 2") for line in SOCKET_COMM]
+OTHER_PROCESS_FABRIC_COMM_OF_TWO = [line.replace(P, Q) for line in FABRIC_COMM_OF_TWO]
+
+
+def test_a_socket_communicator_of_a_proven_rank_before_the_node_s_other_ranks_prove_is_seen() -> None:
+    """Rank P proved the fabric, then opened a communicator over sockets while rank Q had not
+    proved yet: the job is not settled at P's fabric, so an early stop reads P's sockets, and
+    the verdict is the whole log's. Once both announced ranks proved the fabric the job is
+    settled, and a later socket communicator is past the read (docs/transport.md); the whole
+    log (``fabriccap transport``) still shows it."""
+    seen = lines(*FABRIC_COMM_OF_TWO, *SOCKET_COMM_OF_TWO, *OTHER_PROCESS_FABRIC_COMM_OF_TWO)
+    early = scan([seen[i : i + 64] for i in range(0, len(seen), 64)], EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.SOCKET is read(seen).verdict
+    assert early.evidence.endswith("Using network Socket")
+
+    past_the_read = lines(*FABRIC_COMM_OF_TWO, *OTHER_PROCESS_FABRIC_COMM_OF_TWO, *SOCKET_COMM_OF_TWO)
+    early = scan([past_the_read[i : i + 64] for i in range(0, len(past_the_read), 64)], EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.FABRIC
+    assert read(past_the_read).verdict is Verdict.SOCKET
 
 
 def test_a_rank_s_evidence_is_the_line_of_its_worst_communicator() -> None:
