@@ -539,7 +539,7 @@ class OperatorMetrics:
         self.transport_log_bytes = Counter(
             "fabriccap_transport_log_bytes",
             "Bytes of pods' logs read for NCCL's transport"
-            " (each read stops once the job's verdict can no longer change, or at maxBytes).",
+            " (each read stops once the job's verdict is settled, or at maxBytes).",
             registry=self.registry,
         )
         for kind in (*(watched.label for watched in WATCHED_KINDS), "fabriccapability"):

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from fabriccap.core.api import ConditionStatus
 from fabriccap.core.config import INSTANCE_TYPE_LABEL, Config, Source
+from fabriccap.core.counters import CounterError, CounterSet, Reference, read_counter_sets, read_demand, references
 from fabriccap.core.quantity import parse_quantity, shown_value
 from fabriccap.core.references import (
     INVALID_API_VERSION,
@@ -232,6 +233,10 @@ class SliceFacts:
     # Every device's name: a device allocated to a claim counts from the claim only while its
     # driver no longer publishes it (core.index).
     device_names: tuple[str, ...] = ()
+    # Partitionable devices (core.counters): the counter sets this slice defines for its pool,
+    # and what its devices, counted or not, refer to (the scheduler checks every device's).
+    counter_sets: tuple[CounterSet, ...] = ()
+    counter_references: tuple[Reference, ...] = ()
     # Why the slice cannot be read (its pool then counts as no devices); the node is known,
     # so the pool's message can say why instead of showing a bare 0.
     problem: str | None = None
@@ -707,7 +712,11 @@ class FactsExtractor:
                 raise FactsError("spec.devices is not a list")
             if not all(isinstance(device, MAPPINGS) for device in devices):
                 raise FactsError("spec.devices has an entry that is not a mapping")
-        except FactsError as error:
+            # Partitionable devices (core.counters): counter data the API server would refuse
+            # makes the slice unreadable, failing its node closed like any other.
+            counter_sets = read_counter_sets(spec)
+            demands = [read_demand(device, f"spec.devices[{position}]") for position, device in enumerate(devices)]
+        except (FactsError, CounterError) as error:
             if not isinstance(node_name, str) or not node_name:
                 return None
             return SliceFacts(
@@ -725,7 +734,7 @@ class FactsExtractor:
         counts = tuple(
             (fabric, count)
             for fabric, selection in sorted(self.selections(classes).items())
-            if (count := self.selector.count(selection, driver, devices)) != NO_DEVICES
+            if (count := self.selector.count(selection, driver, devices, demands)) != NO_DEVICES
         )
         if not isinstance(node_name, str) or not node_name:
             if not any(count.selected for _, count in counts):
@@ -745,6 +754,8 @@ class FactsExtractor:
             devices=counts,
             # Interned: DRANET names devices by PCI address, the same on every node of a type.
             device_names=tuple(sys.intern(str(device.get("name") or "")) for device in devices),
+            counter_sets=counter_sets,
+            counter_references=tuple(sorted({reference for demand in demands for reference in references(demand)})),
             resource_version=version,
             read_with=signature,
         )

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from fabriccap.core.config import Config
+from fabriccap.core.counters import allocatable_at_once, invalid_counters
 from fabriccap.core.facts import (
     ClaimFacts,
     ClaimRef,
@@ -624,6 +625,23 @@ class FactIndex:
                 present = f"{len(current)} of {expected} ResourceSlices"
                 problems.append(f"{label} has {present} of generation {latest}")
                 continue
+            counter_sets = [counter_set for member in current for counter_set in member.counter_sets]
+            invalid = invalid_counters(counter_sets, (ref for member in current for ref in member.counter_references))
+            if invalid is not None:
+                # The scheduler marks the pool invalid, as for a duplicate device name
+                # (structured/internal/incubating/pools_incubating.go, buildPool).
+                problems.append(f"{label} is invalid: {invalid}")
+                continue
+            demands = [demand for member in current for demand in member.count_of(fabric).demands]
+            if demands:
+                # Devices that draw on shared counters are counted as many as fit at once.
+                at_once = allocatable_at_once(counter_sets, demands)
+                if at_once < len(demands):
+                    notes.append(
+                        f"{label}: {len(demands)} devices draw on shared counters (sharedCounters),"
+                        f" {at_once} of them can be allocated at once: {len(demands) - at_once} not counted"
+                    )
+                devices -= len(demands) - at_once
             count += devices
         allocated = self._allocated_unpublished(claim_keys, frozenset(classes), published)
         seen += allocated

@@ -20,7 +20,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -38,6 +38,7 @@ from fabriccap.core.cel import (
     projected_key,
 )
 from fabriccap.core.config import FabricProfile
+from fabriccap.core.counters import Demand
 
 # Implicit extended resource of every DeviceClass (KEP-5004; k8s.io/api@v0.35.4 resource/v1
 # ResourceDeviceClassPrefix): a pod may request ``deviceclass.resource.kubernetes.io/<class>``.
@@ -201,6 +202,10 @@ class DeviceCount(NamedTuple):
     # Devices only the fabric's other classes select, not the one the recommended claim names:
     # the fabric's, but not in ``selected``.
     other_classes: int = 0
+    # What the ``selected`` devices that draw on shared counters take (core.counters): they are
+    # in ``selected``, and the pool's counters, which may be in another slice, say how many of
+    # them can be had at once.
+    demands: tuple[Demand, ...] = ()
 
 
 NO_DEVICES = DeviceCount(0)
@@ -259,10 +264,18 @@ class DeviceSelector:
             outcome = self._outcomes[cache_key] = evaluate(effective.selectors, driver, device)
         return outcome
 
-    def count(self, selection: FabricSelection, driver: str, devices: Iterable[Mapping[str, Any]]) -> DeviceCount:
+    def count(
+        self,
+        selection: FabricSelection,
+        driver: str,
+        devices: Sequence[Mapping[str, Any]],
+        demands: Sequence[Demand] = (),
+    ) -> DeviceCount:
         """How many of ``devices`` a claim of the fabric's first class (the one the recommended
         ResourceClaimTemplate names) can be allocated, the errors met, and how many of the
         fabric's devices that claim cannot get: tainted, or selected by its other classes only.
+        ``demands``, when given, are the devices' counter demands, in their order: those of the
+        devices counted are kept (core.counters bounds them per pool).
 
         Not the union of the classes: a claim names one class, and the allocator takes only
         devices that class's selectors select (allocator_stable.go ``isSelectable`` →
@@ -274,7 +287,8 @@ class DeviceSelector:
         if not classes:
             return NO_DEVICES
         recommended = selection.classes[0]  # a broken one is not in ``classes``: nothing counts
-        for device in devices:
+        counted_demands: list[Demand] = []
+        for position, device in enumerate(devices):
             chosen = other = False
             for effective in classes:
                 outcome = self.outcome(effective, driver, device)
@@ -292,6 +306,8 @@ class DeviceSelector:
                 tainted += 1
             elif chosen:
                 selected += 1
+                if position < len(demands) and demands[position]:
+                    counted_demands.append(demands[position])
             elif other:
                 elsewhere += 1
         return DeviceCount(
@@ -302,4 +318,5 @@ class DeviceSelector:
             ),
             tainted,
             elsewhere,
+            tuple(counted_demands),
         )

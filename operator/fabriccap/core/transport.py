@@ -9,8 +9,9 @@ versions it covers and the corpus entries (tests/fixtures/nccl) that show it.
 Pure: no I/O, no clock. ``TransportScanner`` takes bytes in chunks as they arrive (a streamed
 HTTP body, a file, a pipe), splits lines itself and keeps a bounded prefix of each, so no input
 can make it hold more than ``MEMORY_BOUND_BYTES`` (the text of one line, the per-rank facts and
-their evidence lines), whatever its size or shape. It says when the job's verdict can no longer
-change (``TransportScanner.decisive``), the one rule by which a reader may stop early.
+their evidence lines), whatever its size or shape. It says when the job's verdict is settled
+(``TransportScanner.decisive``: a rank proved sockets, or every rank the log announces proved a
+verdict), the one rule by which a reader may stop early.
 
 A log is hostile input: anyone who can create a pod can print anything. Every evidence line is
 decoded leniently, stripped of ANSI escapes and control characters and cut to
@@ -218,7 +219,7 @@ class TransportReport:
     ranks: tuple[RankVerdict, ...]
     nccl_version: str | None
     plugin_version: str | None
-    decisive: bool  # the job's verdict can no longer change (TransportScanner.decisive)
+    decisive: bool  # the job's verdict is settled: a reader may stop (TransportScanner.decisive)
     ranks_dropped: int  # lines of ranks past MAX_RANKS, ignored
     lines_cut: int  # lines longer than MAX_LINE_BYTES, read by their prefix
     lines_read: int  # lines decoded and matched; the others were skipped by a byte search
@@ -258,27 +259,55 @@ class _Process:
 
 @dataclass
 class _Rank:
+    """One rank's facts. NCCL chooses the network per communicator (``ncclConfig_t.netName``
+    since 2.19; since 2.27 the plugin is initialised and assigned per communicator, and one
+    that fails to initialise for a communicator falls back: NVIDIA/nccl src/plugin/net.cc,
+    "Assigned NET plugin %s to comm", "Failed to initialize NET plugin %s"), so one process can
+    run one communicator over the fabric and a later one over sockets. The network facts below
+    are its current communicator's; ``worst`` keeps the worst network any of its communicators
+    proved to cross nodes, whatever their order."""
+
     host: str
     pid: int | None
     device: int | None
     process: _Process
     rank: int | None = None
+    # The current communicator: its network ("Using network X", "Assigned NET plugin X to
+    # comm"), a channel of it through the network (proof of use between nodes), its nNodes
+    # (NCCL >= 2.20 prints it) and that line.
     network: str | None = None
     network_line: str = ""
-    via_net_line: str = ""  # a channel went through the network: proof of use between nodes
-    max_nodes: int | None = None  # largest nNodes of its communicators (NCCL >= 2.20 prints it)
+    via_net_line: str = ""
+    comm_nodes: int | None = None
     nodes_line: str = ""
+    max_nodes: int | None = None  # largest nNodes of all its communicators
     max_comm_ranks: int | None = None  # largest communicator size it printed
     comm_line: str = ""
     local_channels: bool = False  # channels through P2P/SHM were printed
     init_complete_line: str = ""
     missing_plugin_line: str = ""
-    decided: tuple[Verdict, str] | None = field(default=None)
+    # The worst (first in JOB_VERDICT_ORDER) of its communicators' networks proved to cross
+    # nodes, with its evidence: no later line makes it better, a later communicator can make it
+    # worse.
+    worst: tuple[Verdict, str] | None = field(default=None)
 
-    def verdict(self, signature: FabricSignature) -> tuple[Verdict, str, bool]:
-        """(verdict, evidence, decisive). Decisive means no later line can change it."""
-        if self.decided is not None:
-            return (*self.decided, True)
+    def verdict(self, signature: FabricSignature) -> tuple[Verdict, str]:
+        """The rank's verdict and evidence: the worst network its communicators proved to
+        cross nodes, else what its current communicator says so far."""
+        if self.worst is not None:
+            return self.worst
+        verdict, evidence, _ = self.communicator(signature)
+        return verdict, evidence
+
+    def new_communicator(self) -> None:
+        """A network line after the current communicator printed its nodes or channels opens
+        the next communicator: it is judged on its own nNodes and channels."""
+        if self.network is not None and (self.comm_nodes is not None or self.via_net_line):
+            self.comm_nodes, self.via_net_line = None, ""
+
+    def communicator(self, signature: FabricSignature) -> tuple[Verdict, str, bool]:
+        """(verdict, evidence, proven) of the current communicator; proven: its network is known
+        and crosses nodes, so no later line of it changes that."""
         multi_node = self._multi_node()
         if self.network is not None:
             if multi_node is False:
@@ -300,10 +329,16 @@ class _Rank:
         return Verdict.UNKNOWN, process.failure_line or self.missing_plugin_line or process.provider_line, False
 
     def _multi_node(self) -> bool | None:
+        """Whether the current communicator crosses nodes (None: not known yet)."""
         if self.via_net_line:
             return True
+        if self.comm_nodes is not None:
+            return self.comm_nodes > 1
         if self.max_nodes is not None:
-            return self.max_nodes > 1
+            # Earlier communicators all on one node say this one likely is too; one that
+            # crossed nodes was judged with its own network (``worst``), and says nothing of
+            # this one.
+            return False if self.max_nodes <= 1 else None
         if self.max_comm_ranks == 1:  # alone in every communicator it joined
             return False
         # Before nNodes was printed (2.20), NCCL connected every ring and tree channel during
@@ -332,10 +367,10 @@ def classify_network(signature: FabricSignature, network: str, provider: str | N
 
 # --- The scanner ---------------------------------------------------------------------------
 
-# A rank is (log, host, pid, device) and a node (log, host): the log is which of the logs one
-# scanner reads in turn (``next_log``). Two logs can repeat a rank's host, pid and device (one
-# container's previous and current runs, whose new PID namespace gives the same pids; pods with
-# hostNetwork sharing the node's name), and one log's decided rank must not swallow the other's.
+# A rank is (log, host, pid, device): the log is which of the logs one scanner reads in turn
+# (``next_log``). Two logs can repeat a rank's host, pid and device (one container's previous
+# and current runs, whose new PID namespace gives the same pids; pods with hostNetwork sharing
+# the node's name), and one log's ranks must not take the other's lines. A node is (log, host).
 _RankKey = tuple[int, str, int | None, int | None]
 _NodeKey = tuple[int, str]
 
@@ -369,16 +404,16 @@ class TransportScanner:
         self._ranks_dropped = 0
         self._lines_cut = 0
         self._lines_read = 0
-        # The job's verdict can no longer change, whatever later lines say: a reader may stop
-        # (_settle). Per host: its ranks decided, and the most ranks its node announced.
+        # A reader may stop (``_settle``). Per node: its ranks with a proven verdict, and the
+        # most ranks it announced.
         self.decisive = False
-        self._decided_on: dict[_NodeKey, int] = {}
+        self._proven_on: dict[_NodeKey, int] = {}
         self._announced_on: dict[_NodeKey, int] = {}
 
     # Bytes to lines ---------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> bool:
-        """Read ``chunk``; True once the job's verdict can no longer change (``decisive``)."""
+        """Read ``chunk``; True once the job's verdict is settled (``decisive``)."""
         view = memoryview(chunk)
         position, size = 0, len(chunk)
         while position < size:
@@ -508,20 +543,15 @@ class TransportScanner:
         return rank
 
     def _apply(self, key: _RankKey, message: str, line: str) -> None:
-        known = self._ranks.get(key)
-        if known is not None and known.decided is not None:
-            # No later line changes a decided rank, but its node may announce more ranks.
-            if "localRanks" in message and (local := _LOCAL_RANKS.search(message)):
-                self._announce(key[:2], int(local["local"]))
-            return
         facts = self._facts(message)
         if not facts:
             return
-        rank = known or self._rank(key)
+        rank = self._rank(key)
         if rank is None:
             return
         for fact, value in facts:
             if fact == "network":
+                rank.new_communicator()
                 rank.network, rank.network_line = value, line
             elif fact == "via_net":
                 rank.network, rank.via_net_line = value, line
@@ -534,8 +564,9 @@ class TransportScanner:
                 rank.missing_plugin_line = rank.missing_plugin_line or line
             elif fact == "nodes":
                 nodes = int(value)
-                if rank.max_nodes is None or nodes > rank.max_nodes:
-                    rank.max_nodes, rank.nodes_line = nodes, line
+                if rank.comm_nodes is None or nodes > rank.comm_nodes:
+                    rank.comm_nodes, rank.nodes_line = nodes, line
+                rank.max_nodes = nodes if rank.max_nodes is None else max(rank.max_nodes, nodes)
             elif fact == "rank" and rank.rank is None:  # the first communicator is the world
                 rank.rank = int(value)
             elif fact == "comm_ranks":
@@ -548,11 +579,12 @@ class TransportScanner:
                 rank.init_complete_line = rank.init_complete_line or line
             elif fact == "local_ranks":
                 self._announce(key[:2], int(value))
-        verdict, evidence, decisive = rank.verdict(self.signature)
-        if decisive:
-            rank.decided = (verdict, evidence)
-            node: _NodeKey = key[:2]
-            self._decided_on[node] = self._decided_on.get(node, 0) + 1
+        verdict, evidence, proven = rank.communicator(self.signature)
+        if proven and (rank.worst is None or _rank_of(verdict) < _rank_of(rank.worst[0])):
+            if rank.worst is None:  # the rank's first proven verdict: it counts on its node
+                node: _NodeKey = key[:2]
+                self._proven_on[node] = self._proven_on.get(node, 0) + 1
+            rank.worst = (verdict, evidence)
             self._settle(socket=verdict is Verdict.SOCKET)
 
     def _announce(self, node: _NodeKey, local_ranks: int) -> None:
@@ -562,23 +594,27 @@ class TransportScanner:
             self._settle()
 
     def _settle(self, socket: bool = False) -> None:
-        """Whether the job's verdict can no longer change (``decisive``), after a rank decided
-        (``socket``: it decided socket) or a node announced more ranks: the
-        one rule by which every reader (the operator, a live explain, ``scan``) may stop before
-        the log's end.
+        """Whether a reader may stop (``decisive``), after a rank proved a verdict (``socket``:
+        it proved socket) or a node announced more ranks: the one rule by which every reader
+        (the operator, a live explain, ``scan``) may stop before the log's end.
 
-        A decided rank never changes, and ``socket`` comes first in the job's order, so one
-        socket rank settles the job. ``other`` or ``fabric`` settle it only once every rank
-        the log announces has decided: a later rank of the same node could still show sockets.
-        NCCL >= 2.20 announces a node's ranks (``localRanks``), and a pod's log is one node,
-        so the count is per host (of each log). Before 2.20 nothing announces them; the first
-        decided rank settles the job, so a later rank's different choice is missed
-        (docs/transport.md)."""
+        A rank's worst only gets worse and ``socket`` comes first in the job's order, so one
+        proven socket settles the job for good. ``other`` or ``fabric`` settle it once every
+        rank the log announces has proved a verdict: until then a later rank of the same node
+        could still show sockets. NCCL >= 2.20 announces a node's ranks (``localRanks``), and a
+        pod's log is one node, so the count is per host (of each log). Before 2.20 nothing
+        announces them, and the first proven rank settles the job.
+
+        Past that, a proven rank's later communicator can still fall back to sockets (``_Rank``),
+        and nothing in NCCL's log says a process opens no more: the settle rule does not wait
+        for it, as the reads stop once a verdict is found (SPEC), and docs/transport.md says
+        what that leaves unread. The scanner itself reads on: lines fed after ``decisive`` still
+        count, so a whole-log reader (``fabriccap transport``) sees them."""
         if self.decisive:
             return
         self.decisive = socket or (
-            bool(self._decided_on)
-            and all(self._decided_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
+            bool(self._proven_on)
+            and all(self._proven_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
         )
 
     @staticmethod
@@ -618,7 +654,7 @@ class TransportScanner:
 
     def report(self) -> TransportReport:
         ranks = tuple(
-            RankVerdict(rank.host, rank.pid, rank.device, rank.rank, *rank.verdict(self.signature)[:2])
+            RankVerdict(rank.host, rank.pid, rank.device, rank.rank, *rank.verdict(self.signature))
             for rank in self._ranks.values()
         )
         verdict, evidence = job_verdict(ranks)
@@ -636,6 +672,11 @@ class TransportScanner:
         )
 
 
+def _rank_of(verdict: Verdict) -> int:
+    """Where ``verdict`` stands in the job's order: lower is worse (socket first)."""
+    return JOB_VERDICT_ORDER.index(verdict) if verdict in JOB_VERDICT_ORDER else len(JOB_VERDICT_ORDER)
+
+
 def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
     """SPEC: the first of socket, other, fabric, none that any rank shows, else unknown (with the
     first evidence any rank has, such as a plugin that failed to load)."""
@@ -649,7 +690,7 @@ def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
 
 def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:
     """Read ``chunks`` through one scanner; with ``stop_when_decisive``, stop at the first
-    chunk after which the job's verdict can no longer change (``TransportScanner.decisive``),
+    chunk after which the job's verdict is settled (``TransportScanner.decisive``),
     dropping the line that chunk ended in."""
     scanner = TransportScanner(signature)
     for chunk in chunks:

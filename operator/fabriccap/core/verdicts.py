@@ -35,7 +35,7 @@ class FabricVerdict:
     fabric: str
     verdict: Verdict
     evidence: str  # the line that shows it, cleaned, at most EVIDENCE_CHARS; "" when none
-    decisive: bool  # no later line of this log can change it
+    decisive: bool  # the job's verdict is settled: read the log no more (TransportScanner.decisive)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ The body of ``GET pods/{name}/log?container=…&limitBytes=…`` is taken ``READ
 a time, whatever the server sends and never more than ``max_bytes`` in all; each chunk goes
 through one parser per fabric, and the event loop runs between two chunks, so the work one
 step does is bounded (about 1.5 ms at worst: benchmarks/transport_parser_bench.py). The read
-stops once every parser says that the job's verdict can no longer change
+stops once every parser says that the job's verdict is settled
 (``TransportScanner.decisive``). What it returns is a verdict and an evidence line per fabric,
 or why the log could not be read: never the log.
 """

@@ -195,6 +195,63 @@ async def test_a_later_socket_process_of_the_pod_makes_it_socket_as_the_offline_
         assert r.reads(ReadResult.DECISIVE) == 1
 
 
+# One process of a p5 node whose first communicator runs on EFA and whose next one, after more
+# than a read chunk of the first's channel set-up, fell back to sockets: NCCL >= 2.27
+# initialises the plugin per communicator, and one that fails to initialise is disabled for the
+# next (NVIDIA/nccl src/plugin/net.cc: "Failed to initialize NET plugin %s", "Assigned NET plugin
+# %s to comm"; "Using network %s" and "comm %p … nNodes %d localRanks %d …" from src/init.cc).
+P5_PROCESS = "p5-worker-1:212:298 [3] NCCL INFO "
+ONE_PROCESS_FABRIC_THEN_SOCKET_COMMUNICATOR = nccl_lines(
+    P5_PROCESS + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+    P5_PROCESS + "Assigned NET plugin Libfabric to comm",
+    P5_PROCESS + "Using network Libfabric",
+    P5_PROCESS + "comm 0x55d0c1a2b3c0 rank 11 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+    *(
+        P5_PROCESS
+        + f"Channel {channel:02d}/0 : {peer}[{peer - 8}] -> 11[3] [receive] via NET/Libfabric/{channel % 4}/GDRDMA"
+        for channel in range(32)
+        for peer in range(8, 16)
+    ),
+    P5_PROCESS + "Failed to initialize NET plugin Libfabric",
+    P5_PROCESS + "Assigned NET plugin Socket to comm",
+    P5_PROCESS + "Using network Socket",
+    P5_PROCESS + "comm 0x55d0c1f00000 rank 11 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+)
+
+
+async def test_a_later_socket_communicator_of_a_fabric_process_makes_the_pod_socket_as_the_offline_command_says() -> (
+    None
+):
+    """The process proved the fabric first; its later communicator over sockets makes it
+    ``socket`` all the same, in the operator's streamed read as in ``fabriccap transport`` (its
+    node announced 8 ranks and the log holds one, so its fabric does not settle the job)."""
+    assert ONE_PROCESS_FABRIC_THEN_SOCKET_COMMUNICATOR.index(b"Assigned NET plugin Socket") > READ_CHUNK_BYTES
+    offline = read_logs(["-"], signature_for("efa"), io.BytesIO(ONE_PROCESS_FABRIC_THEN_SOCKET_COMMUNICATOR))
+    async with rig() as r:
+        r.add_pod("mixed-0", LogScript(chunks=lambda: [ONE_PROCESS_FABRIC_THEN_SOCKET_COMMUNICATOR]))
+        await eventually(lambda: r.verdict("mixed-0") is not None, "a verdict")
+        verdict, evidence, _ = r.verdict("mixed-0") or (None, "", "")
+        assert verdict is Verdict.SOCKET is offline.verdict
+        assert evidence == offline.evidence
+
+
+async def test_a_fabric_log_whose_only_announced_rank_proved_is_read_once() -> None:
+    """The node's only rank (localRanks 1) proved the fabric: the job is settled, and the next
+    step does not read the log again (SPEC: reads go on while no verdict is found, then stop).
+    A later communicator of it over sockets is left unread: docs/transport.md says so."""
+    only_rank_on_the_fabric = nccl_lines(
+        P5_PROCESS + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+        P5_PROCESS + "Using network Libfabric",
+        P5_PROCESS + "comm 0x55d0c1a2b3c0 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+    )
+    async with rig(settings(readAfterSeconds=[0, 0.1])) as r:
+        r.add_pod("fabric-0", LogScript(chunks=lambda: [only_rank_on_the_fabric]), started_at=now_rfc3339(2))
+        await eventually(lambda: r.reads(ReadResult.DECISIVE) == 1, "a decisive read")
+        await asyncio.sleep(0.3)  # the second step's read would be due by now, if there were one
+        assert (r.verdict("fabric-0") or (None,))[0] is Verdict.FABRIC
+        assert r.reads(ReadResult.UNDECIDED) == 0 and len(r.log_requests("fabric-0")) == 1
+
+
 async def test_the_line_limitbytes_cuts_is_not_read_as_a_whole_line() -> None:
     """The kubelet stops the body at limitBytes, here inside rank 3's "Using network AWS
     Libfabric" (aws/aws-ofi-nccl#715's lines, after a chatty start). Read as whole, "AWS Lib"

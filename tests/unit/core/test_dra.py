@@ -1034,3 +1034,114 @@ def test_a_selector_past_this_evaluators_iteration_budget_is_not_blamed_on_the_s
     said = message(status, "Advertised")
     assert "more than 10000 loop iterations" in said and "kube-scheduler aborts" not in said
     assert "it may select these devices" in said
+
+
+# --- Partitionable devices: shared counters (KEP-4815, DRAPartitionableDevices) -------------------
+
+
+def counter_slice(node_name: str, counters: dict[str, str], *, slice_count: int = 2, set_name: str = "link") -> Any:
+    """A slice of ``node_name``'s pool holding only its counter set: in resource/v1 a slice
+    holds devices or sharedCounters, not both (types.go ResourceSliceSpec)."""
+    body = resource_slice(node_name, efa=0, slice_count=slice_count, part=1, name=f"{node_name}-counters")
+    body["spec"].pop("devices")
+    body["spec"]["sharedCounters"] = [
+        {"name": set_name, "counters": {name: {"value": value} for name, value in counters.items()}}
+    ]
+    return body
+
+
+def consuming(body: dict[str, Any], amount: str, *, set_name: str = "link", counter: str = "bw") -> dict[str, Any]:
+    for device in body["spec"]["devices"]:
+        device["consumesCounters"] = [{"counterSet": set_name, "counters": {counter: {"value": amount}}}]
+    return body
+
+
+def test_devices_sharing_one_counter_count_as_many_as_can_be_allocated_at_once() -> None:
+    """Four devices each taking all of one counter: the scheduler admits one at a time
+    (allocator_stable.go allocateDevice -> checkAvailableCounters), so the node has one."""
+    devices_slice = consuming(resource_slice("n1", efa=4, slice_count=2), "1")
+    devices = dra(index_of(devices_slice, counter_slice("n1", {"bw": "1"})))
+    assert (devices.count, devices.seen, devices.problem) == (1, 4, None)
+    assert devices.notes == (
+        "driver dra.net pool n1: 4 devices draw on shared counters (sharedCounters),"
+        " 1 of them can be allocated at once: 3 not counted",
+    )
+    roomy = consuming(resource_slice("n1", efa=32, slice_count=2), "100Gi")
+    devices = dra(index_of(roomy, counter_slice("n1", {"bw": "3200Gi"})))
+    assert (devices.count, devices.notes) == (32, ())  # counters with room for all take nothing
+
+
+def test_counters_in_the_devices_own_slice_are_read_too() -> None:
+    """The first alpha (resource/v1beta1, 1.33) put sharedCounters beside the devices."""
+    body = consuming(resource_slice("n1", efa=4), "1")
+    body["spec"]["sharedCounters"] = [{"name": "link", "counters": {"bw": {"value": "1"}}}]
+    assert dra(index_of(body)).count == 1
+
+
+def test_a_device_naming_a_counter_set_its_pool_lacks_makes_the_pool_invalid() -> None:
+    """pools_incubating.go validateDeviceCounterConsumption: "counter set %s not found"."""
+    devices_slice = consuming(resource_slice("n1", efa=4, slice_count=2), "1", set_name="nic0")
+    devices = dra(index_of(devices_slice, counter_slice("n1", {"bw": "4"})))
+    assert (devices.count, devices.problem) == (0, "driver dra.net pool n1 is invalid: counter set nic0 not found")
+    missing_counter = consuming(resource_slice("n1", efa=4, slice_count=2), "1", counter="lanes")
+    devices = dra(index_of(missing_counter, counter_slice("n1", {"bw": "4"})))
+    assert devices.problem == "driver dra.net pool n1 is invalid: counter lanes not found in counter set link"
+    # Before its counter slice arrives, the pool is incomplete (that is all it is yet).
+    devices = dra(index_of(devices_slice))
+    assert (devices.count, devices.problem) == (0, "driver dra.net pool n1 has 1 of 2 ResourceSlices of generation 1")
+
+
+def test_a_pool_naming_one_counter_set_twice_is_invalid() -> None:
+    devices_slice = consuming(resource_slice("n1", efa=4, slice_count=3), "1")
+    first = counter_slice("n1", {"bw": "4"}, slice_count=3)
+    second = counter_slice("n1", {"bw": "4"}, slice_count=3)
+    second["metadata"]["name"] = "n1-counters-again"
+    devices = dra(index_of(devices_slice, first, second))
+    assert (devices.count, devices.problem) == (0, "driver dra.net pool n1 is invalid: duplicate counter set name link")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "complaint"),
+    [
+        ("device", "lots", "spec.devices[0].consumesCounters[0].counters.bw.value: 'lots' is not a quantity"),
+        ("device", "-1", "spec.devices[0].consumesCounters[0].counters.bw.value is negative"),
+        ("counters", "1e99", "spec.sharedCounters[0].counters.bw.value: '1e99' is out of range"),
+        ("counters", None, "spec.sharedCounters[0].counters.bw.value is not a quantity"),
+    ],
+)
+def test_counter_data_that_cannot_be_read_fails_the_node_closed(where: str, value: Any, complaint: str) -> None:
+    """Only a snapshot can hold these (the API server parses every Quantity): the slice is
+    unreadable, its node counts 0 and says why, never its devices as independent."""
+    body = consuming(resource_slice("n1", efa=4), "1")
+    body["spec"]["sharedCounters"] = [{"name": "link", "counters": {"bw": {"value": "4"}}}]
+    if where == "device":
+        body["spec"]["devices"][0]["consumesCounters"][0]["counters"]["bw"]["value"] = value
+    else:
+        body["spec"]["sharedCounters"][0]["counters"]["bw"]["value"] = value
+    from fabriccap.offline.snapshot import add_bodies
+
+    index = FactIndex()  # as the operator reads a cluster: the slice is kept with its problem
+    add_bodies(index, EXTRACTOR, [node("n1", efa=None), body], "cluster", strict_quantities=False)
+    devices = dra(index)
+    assert devices.count == 0
+    assert devices.problem == f"ResourceSlice {body['metadata']['name']}: {complaint}"
+
+
+def test_a_pool_whose_devices_share_counters_is_not_ready_with_the_independent_count() -> None:
+    """32 EFA devices per node drawing on counters with room for 16: the recommended claim
+    asks 16, what the scheduler can hold at once; with an invalid pool, the pool is not Ready."""
+    bodies = without_slices(dra_pool(count=32, nodes=2))
+    for name in ("d1", "d2"):
+        bodies.append(consuming(resource_slice(name, efa=32, slice_count=2), "1"))
+        bodies.append(counter_slice(name, {"bw": "16"}))
+    status = only_status(bodies)
+    assert status.uniform_count == 16
+    assert "16 of them can be allocated at once: 16 not counted" in message(status, "Advertised")
+    broken = without_slices(dra_pool(count=32, nodes=2))
+    for name in ("d1", "d2"):
+        broken.append(consuming(resource_slice(name, efa=32, slice_count=2), "1", set_name="nic0"))
+        broken.append(counter_slice(name, {"bw": "32"}))
+    status = only_status(broken)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "driver dra.net pool d1 is invalid: counter set nic0 not found" in message(status, "Ready")

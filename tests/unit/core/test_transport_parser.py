@@ -350,6 +350,27 @@ def test_the_scanner_says_decisive_when_its_node_s_only_rank_decides_and_not_bef
     assert scanner.report().verdict is Verdict.FABRIC
 
 
+def test_a_settled_scanner_still_reads_a_later_socket_communicator_of_a_proven_rank() -> None:
+    """The node's only rank proved the fabric: the job is settled and a reader may stop. NCCL
+    chooses the network per communicator (2.27's per-communicator plugin, src/plugin/net.cc),
+    so a later one can fall back to sockets; a reader that reads on (``fabriccap transport``,
+    the whole file) still sees it, and the rank becomes ``socket``."""
+    log = [
+        H + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+        H + "Using network Libfabric",
+        H + "comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        H + "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
+        H + "Assigned NET plugin Socket to comm",
+        H + "comm 0x2 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        H + "Assigned NET plugin Libfabric to comm",
+    ]
+    scanner = TransportScanner(EFA)
+    answers = [scanner.feed((line + "\n").encode()) for line in log]
+    assert answers == [False, False, True, True, True, True, True]
+    report = scanner.report()
+    assert report.verdict is Verdict.SOCKET and report.evidence.endswith("Assigned NET plugin Socket to comm")
+
+
 # One p4d node of aws/aws-ofi-nccl#715 (SageMaker, aws-ofi-nccl 1.11.0-aws): the plugin came up in
 # pid 17773 and failed in pids 17774 and 17780, which fell back to sockets. Lines as posted in
 # turns 2 and 5 (CloudWatch columns removed); the "comm … localRanks" lines are NCCL >= 2.20's
@@ -404,7 +425,7 @@ COMM_OF_TWO_LOCAL_RANKS = "comm 0x1 rank 0 nRanks 4 nNodes 2 localRanks 2 localR
 
 
 def test_every_rank_the_node_announced_decided_settles_the_job() -> None:
-    """localRanks 2: once both ranks decided fabric, nothing later can change the verdict."""
+    """localRanks 2: once both ranks proved the fabric, the job is settled."""
     second = "ip-10-0-0-1:42:53 [1] NCCL INFO "
     provider = "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
     scanner = TransportScanner(EFA)
@@ -490,6 +511,91 @@ def test_a_single_node_log_is_never_decisive() -> None:
     scanner = TransportScanner(EFA)
     assert not scanner.feed(lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
     assert scanner.finish().verdict is Verdict.NONE
+
+
+# --- Several communicators of one process ----------------------------------------------------
+
+# NCCL chooses the network per communicator: ncclNetInit runs for each one, honouring its
+# config.netName (NCCL >= 2.19), and since 2.27 initialises and assigns the plugin per
+# communicator; a plugin that fails to initialise for one is disabled and the communicator takes
+# the next, IB or Socket (NVIDIA/nccl src/plugin/net.cc, ncclNetInit, ncclNetPluginInit: "Failed
+# to initialize NET plugin %s", ncclNetPluginAssignToComm: "Assigned NET plugin %s to comm").
+# "Using network %s" and "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL
+# %d" are src/init.cc's; the provider line is aws-ofi-nccl >= 1.14's (src/nccl_ofi_net.cpp).
+P = "p5-worker-1:212:298 [3] NCCL INFO "
+FABRIC_COMM = [
+    P + "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+    P + "Initialized NET plugin Libfabric",
+    P + "Assigned NET plugin Libfabric to comm",
+    P + "Using network Libfabric",
+    P + "comm 0x55d0c1a2b3c0 rank 11 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+]
+SOCKET_COMM = [
+    P + "Failed to initialize NET plugin Libfabric",
+    P + "Initialized NET plugin Socket",
+    P + "Assigned NET plugin Socket to comm",
+    P + "Using network Socket",
+    P + "comm 0x55d0c1f00000 rank 11 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+]
+# A communicator of the node's 8 ranks only (a tensor-parallel group): whatever its network, it
+# carries nothing between nodes.
+NODE_LOCAL_SOCKET_COMM = [
+    P + "Assigned NET plugin Socket to comm",
+    P + "Using network Socket",
+    P + "comm 0x55d0c2000000 rank 3 nRanks 8 nNodes 1 localRanks 8 localRank 3 MNNVL 0",
+]
+
+
+def test_the_verdict_does_not_depend_on_the_order_of_a_process_s_communicators() -> None:
+    """A rank's verdict is the worst network its communicators proved to cross nodes: one
+    communicator over sockets makes it ``socket`` whether it came before or after the fabric's
+    one, as two processes printing them would. A node-local communicator proves nothing. (The
+    node announces 8 ranks and the log holds one: nothing settles the job before both
+    communicators are read, unless a socket does.)"""
+    other_process = [line.replace("p5-worker-1:212:298", "p5-worker-1:213:299") for line in SOCKET_COMM]
+    for log, expected in [
+        (FABRIC_COMM + SOCKET_COMM, Verdict.SOCKET),
+        (SOCKET_COMM + FABRIC_COMM, Verdict.SOCKET),
+        (FABRIC_COMM + other_process, Verdict.SOCKET),
+        (FABRIC_COMM + NODE_LOCAL_SOCKET_COMM, Verdict.FABRIC),
+        (NODE_LOCAL_SOCKET_COMM + FABRIC_COMM, Verdict.FABRIC),
+    ]:
+        data = lines(*log)
+        whole = read(data)
+        assert whole.verdict is expected, log
+        assert read(data, chunk=7).verdict is expected  # fed in any pieces
+        early = scan([data[i : i + 64] for i in range(0, len(data), 64)], EFA, stop_when_decisive=True)
+        assert early.verdict is expected, log  # stopping early agrees with the whole read
+
+
+# A second process of the same node; with localRanks 2 the two ranks are all the node holds.
+Q = "p5-worker-1:213:299 [4] NCCL INFO "
+FABRIC_COMM_OF_TWO = [line.replace("localRanks 8", "localRanks 2") for line in FABRIC_COMM]
+SOCKET_COMM_OF_TWO = [line.replace("localRanks 8", "localRanks 2") for line in SOCKET_COMM]
+OTHER_PROCESS_FABRIC_COMM_OF_TWO = [line.replace(P, Q) for line in FABRIC_COMM_OF_TWO]
+
+
+def test_a_socket_communicator_of_a_proven_rank_before_the_node_s_other_ranks_prove_is_seen() -> None:
+    """Rank P proved the fabric, then opened a communicator over sockets while rank Q had not
+    proved yet: the job is not settled at P's fabric, so an early stop reads P's sockets, and
+    the verdict is the whole log's. Once both announced ranks proved the fabric the job is
+    settled, and a later socket communicator is past the read (docs/transport.md); the whole
+    log (``fabriccap transport``) still shows it."""
+    seen = lines(*FABRIC_COMM_OF_TWO, *SOCKET_COMM_OF_TWO, *OTHER_PROCESS_FABRIC_COMM_OF_TWO)
+    early = scan([seen[i : i + 64] for i in range(0, len(seen), 64)], EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.SOCKET is read(seen).verdict
+    assert early.evidence.endswith("Using network Socket")
+
+    past_the_read = lines(*FABRIC_COMM_OF_TWO, *OTHER_PROCESS_FABRIC_COMM_OF_TWO, *SOCKET_COMM_OF_TWO)
+    early = scan([past_the_read[i : i + 64] for i in range(0, len(past_the_read), 64)], EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.FABRIC
+    assert read(past_the_read).verdict is Verdict.SOCKET
+
+
+def test_a_rank_s_evidence_is_the_line_of_its_worst_communicator() -> None:
+    (rank,) = read(lines(*FABRIC_COMM, *SOCKET_COMM, *FABRIC_COMM)).ranks
+    assert rank.verdict is Verdict.SOCKET
+    assert rank.evidence.endswith("Using network Socket")
 
 
 # --- Hostile input -------------------------------------------------------------------------
