@@ -187,6 +187,7 @@ class Publisher:
     # listed, or its listing is overdue and what is published must fail closed, which takes a leader.
     may_lead: asyncio.Event = field(default_factory=asyncio.Event)
     _listing_wait: asyncio.Timeout | None = None  # the wait for the first listing, ended early when elected
+    _elected_between_waits: bool = False  # elected, unlisted, while no wait for the listing ran: the next is none
     _read_back: bool = False  # the Lease was acquired: read everything back before writing
     _read_back_retry: Retry = field(default_factory=Retry)  # the read-back's failures, and when to try again
     _first_round_done: bool = False
@@ -446,14 +447,19 @@ class Publisher:
                 # Elected before the first listing (it campaigned because the listing was
                 # overdue): fail closed now, not a further staleAfterSeconds later.
                 listing_wait.reschedule(asyncio.get_running_loop().time())
+            elif not self.store.listed.is_set():
+                # Between two waits (loading what is published, after the last one ran out):
+                # the next one must not take a staleAfterSeconds either.
+                self._elected_between_waits = True
 
     async def _wait_for_listing(self) -> None:
         """Wait for the first listing; while it does not come (RBAC revoked, the API server
         answering errors), the published objects fail closed once ``staleAfterSeconds`` passed."""
         stale_after = self.config.stale_after_seconds
         while not self.store.listed.is_set():
+            wait, self._elected_between_waits = (0.0 if self._elected_between_waits else stale_after), False
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(stale_after) as self._listing_wait:
+                async with asyncio.timeout(wait) as self._listing_wait:
                     await self.store.listed.wait()
             self._listing_wait = None
             if not self.store.listed.is_set():

@@ -97,6 +97,51 @@ async def test_published_objects_fail_closed_when_the_first_listing_never_comes(
             await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_replica_elected_between_two_waits_for_its_listing_fails_closed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Elected while no wait for the listing runs (its first one ran out, and it is loading what
+    is published before the next): it fails closed at once, not a staleAfterSeconds later (the
+    election had nothing to cut short, and the next wait took the whole of it)."""
+    published = {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
+    }
+    stale_after = 2.0
+    async with publishing([published], staleAfterSeconds=stale_after) as setup:
+        async with publishing() as earlier:
+            earlier.add(healthy("p5", "a"))
+            await start(earlier)
+            status = earlier.published()["efa-p5"]["status"]
+        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+        lease = setup.publisher.leader = Lease(leading=False)
+        loading, loaded = asyncio.Event(), asyncio.Event()
+        load_published = setup.publisher.load_published
+
+        async def slow_load() -> None:
+            loading.set()
+            await loaded.wait()
+            await load_published()
+
+        monkeypatch.setattr(setup.publisher, "load_published", slow_load)
+        task = asyncio.create_task(setup.publisher.run())  # the store is never listed
+        try:
+            await asyncio.wait_for(loading.wait(), WAIT_SECONDS)  # the first wait ran out
+            lease.leading = True
+            setup.publisher.became_leader(True)
+            elected = asyncio.get_running_loop().time()
+            loaded.set()
+            await eventually(
+                lambda: condition_reason(setup.published()["efa-p5"].get("status"), "Ready") == "DataUnavailable",
+                "the published object to fail closed",
+            )
+            assert asyncio.get_running_loop().time() - elected < stale_after / 2
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_replica_may_lead_once_listed_or_once_failing_closed_needs_a_leader() -> None:
     """A replica campaigns for the Lease only once it has listed (a cold one held it while it
     could write nothing). Its listing overdue, it campaigns anyway: what is published must
