@@ -4,7 +4,9 @@ round 3 L12): after staleAfterSeconds, Ready False DataUnavailable, naming the k
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -97,18 +99,15 @@ async def test_published_objects_fail_closed_when_the_first_listing_never_comes(
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_replica_elected_between_two_waits_for_its_listing_fails_closed_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Elected while no wait for the listing runs (its first one ran out, and it is loading what
-    is published before the next): it fails closed at once, not a staleAfterSeconds later (the
-    election had nothing to cut short, and the next wait took the whole of it)."""
+@contextlib.asynccontextmanager
+async def ready_but_never_listed(stale_after: float) -> AsyncIterator[tuple[Setup, Lease]]:
+    """A replica whose store never lists, not leading yet, over the Ready FabricCapability an
+    earlier replica published."""
     published = {
         "apiVersion": "fabriccap.dev/v1alpha1",
         "kind": "FabricCapability",
         "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
     }
-    stale_after = 2.0
     async with publishing([published], staleAfterSeconds=stale_after) as setup:
         async with publishing() as earlier:
             earlier.add(healthy("p5", "a"))
@@ -116,6 +115,17 @@ async def test_a_replica_elected_between_two_waits_for_its_listing_fails_closed_
             status = earlier.published()["efa-p5"]["status"]
         await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
         lease = setup.publisher.leader = Lease(leading=False)
+        yield setup, lease
+
+
+async def test_a_replica_elected_between_two_waits_for_its_listing_fails_closed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Elected while no wait for the listing runs (its first one ran out, and it is loading what
+    is published before the next): it fails closed at once, not a staleAfterSeconds later (the
+    election had nothing to cut short, and the next wait took the whole of it)."""
+    stale_after = 2.0
+    async with ready_but_never_listed(stale_after) as (setup, lease):
         loading, loaded = asyncio.Event(), asyncio.Event()
         load_published = setup.publisher.load_published
 
@@ -147,19 +157,8 @@ async def test_a_replica_may_lead_once_listed_or_once_failing_closed_needs_a_lea
     could write nothing). Its listing overdue, it campaigns anyway: what is published must
     fail closed, and no replica that listed may come. Elected then, it fails closed at once,
     not a further staleAfterSeconds later."""
-    published = {
-        "apiVersion": "fabriccap.dev/v1alpha1",
-        "kind": "FabricCapability",
-        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
-    }
     stale_after = 1.0
-    async with publishing([published], staleAfterSeconds=stale_after) as setup:
-        async with publishing() as earlier:
-            earlier.add(healthy("p5", "a"))
-            await start(earlier)
-            status = earlier.published()["efa-p5"]["status"]
-        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
-        lease = setup.publisher.leader = Lease(leading=False)
+    async with ready_but_never_listed(stale_after) as (setup, lease):
         task = asyncio.create_task(setup.publisher.run())  # the store is never listed
         try:
             await asyncio.sleep(stale_after / 2)
