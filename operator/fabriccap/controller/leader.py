@@ -15,8 +15,9 @@ that make "only the leader writes" hold through pauses and partitions:
   holder's record, as if that record had stayed: its holder may still be in its window.
 - A replica campaigns only once it has listed the cluster (``campaign_after``): a new pod in
   a rolling update took the just-released Lease and wrote nothing until its listing ended,
-  while the other replica, listed, could have led. Only the first listing counts: a leader
-  renews through a relist.
+  while the other replica, listed, could have led. Its watch counts the holder's record
+  meanwhile, so a dead holder is taken over as soon as both the listing and a lease duration
+  have passed. Only the first listing counts: a leader renews through a relist.
 - On a clean stop the leader releases the Lease (empty holder), so a rolling update hands
   over at once instead of after 15 s.
 - A follower also watches the Lease, so it sees each renewal when it happens rather than at
@@ -146,8 +147,10 @@ class LeaderElector:
         watcher = asyncio.create_task(self._watch_lease(), name="lease watch")
         try:
             if self.campaign_after is not None:
-                # The watch counts the holder's record meanwhile: a takeover after the gate
-                # opens comes when it would have come anyway.
+                # The watch counts the holder's record meanwhile, from its first read of the
+                # Lease: a takeover from a dead holder comes max(listing, lease duration) after
+                # the start, when it would have come anyway, and each renewal it sees starts
+                # the count again.
                 await self.campaign_after.wait()
             while True:
                 try:
@@ -186,6 +189,12 @@ class LeaderElector:
         self._observed, self._observed_at = record, self.clock()
         return True
 
+    def _watched(self, lease: dict[str, Any]) -> None:
+        """A record the watch read: noted, and a follower wakes when it changed (the expiry to
+        wake for moved)."""
+        if self._observe(lease) and not self.leading:
+            self._wake.set()
+
     async def _watch_lease(self) -> None:
         """Every change of the Lease as it happens; a broken watch only falls back to polling."""
         retry = Retry()
@@ -193,6 +202,12 @@ class LeaderElector:
         while True:
             try:
                 lease = await self._get()
+                if lease is not None:
+                    # Counted from here: a watch from this exact resourceVersion sends no ADDED
+                    # event for the Lease as it is ("Start at Exact", kubernetes.io/docs/reference/
+                    # using-api/api-concepts/#semantics-for-watch), and a dead holder never writes
+                    # again, so a gated replica only started counting once it could campaign.
+                    self._watched(lease)
                 version = str(((lease or {}).get("metadata") or {}).get("resourceVersion") or "")
                 async for event in self.client.watch(
                     LEASES.collection(self.namespace), version, 60, 90, field_selector=selector
@@ -202,8 +217,8 @@ class LeaderElector:
                     obj = event.get("object") if isinstance(event, dict) else None
                     if not isinstance(obj, dict):
                         continue
-                    if event.get("type") in ("ADDED", "MODIFIED") and self._observe(obj) and not self.leading:
-                        self._wake.set()  # the expiry to wake for moved
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._watched(obj)
                 retry.forget()
             except KubeError as error:
                 logger.debug("lease watch interrupted: %s", error)

@@ -421,6 +421,52 @@ async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
             await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_gated_replica_counts_from_each_renewal_it_watches_while_it_lists() -> None:
+    """Counting from the first read never takes the Lease from a live holder: each renewal
+    the watch sees while the replica lists starts the count again."""
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        b.campaign_after = asyncio.Event()
+        task = asyncio.create_task(b.run())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the Lease read and watched")
+            clock_b.now += 10.0
+            a.wall = lambda: 1.7e9 + 10.0
+            await a._step()  # a renews while b lists
+            await eventually(lambda: b._observed_at == 110.0, "the renewal seen through the watch")
+            clock_b.now += 10.0  # b has listed for 20 s; a renewed 10 s ago (by b's clock)
+            b.campaign_after.set()
+            await asyncio.sleep(0.1)
+            assert not b.leading and holder(api) == "a"
+            clock_b.now += 5.1  # a died after that renewal: 15.1 s without one
+            b._wake.set()
+            await eventually(lambda: b.leading, "the takeover once a's record is a lease duration old")
+            assert holder(api) == "b"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_gated_replica_counts_a_dead_holders_record_from_its_first_read_of_the_lease() -> None:
+    """The watch's first read of the Lease was not counted (a watch from that resourceVersion
+    sends no ADDED event for it): a restarted replica (a new identity) whose dead predecessor
+    still held the Lease took it a lease duration after its listing ended, not once both the
+    listing and a lease duration had passed."""
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()  # and a dies (a restarted container is a new identity)
+        b.campaign_after = asyncio.Event()
+        task = asyncio.create_task(b.run())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the Lease read and watched")
+            clock_b.now += 20.0  # the listing took 20 s; nobody renewed the Lease meanwhile
+            b.campaign_after.set()
+            await eventually(lambda: b.leading, "elected at once: a's record is 20 s old by b's clock")
+            assert holder(api) == "b"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_lease_transitions_count_changes_of_holder_and_stop_at_the_int32_bound() -> None:
     """A replica taking back its own record after its window lapsed counted a transition (client-go
     counts only a change of holder); a count at 2**31-1 made every acquire a 422 (an int32)."""
