@@ -248,9 +248,12 @@ class LeaderElector:
 
     async def _step(self) -> None:
         if not await self._read_and_act() and self.leading:
-            # A renewal refused with 409: someone wrote the Lease since it was read. Read it
-            # again at once: another holder means stepping down now, not at the next poll (2 s
-            # of writes under a Lease another replica holds); still ours, it is renewed.
+            # A renewal refused with 409 (someone wrote the Lease since it was read), or a
+            # re-create of a deleted Lease refused with 409 (another replica created it first).
+            # Read it again at once: another holder means stepping down now, not at the next
+            # poll (2 s of writes under a Lease another replica holds), as client-go stops
+            # leading when its Create fails (tools/leaderelection/leaderelection.go:470-484 at
+            # 32ce75a); still ours, it is renewed.
             await self._read_and_act()
 
     async def _read_and_act(self) -> bool:
@@ -259,8 +262,7 @@ class LeaderElector:
         if lease is None:
             if self._deleted_record_may_still_write():
                 return True
-            await self._create()
-            return True
+            return await self._create()
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         self._observe(lease)
@@ -330,7 +332,9 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    async def _create(self) -> None:
+    async def _create(self) -> bool:
+        """Create the Lease with this replica's record; False when another replica created it
+        first (409)."""
         started = self.clock()
         body = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -341,10 +345,11 @@ class LeaderElector:
         try:
             await self.client.create(LEASES.collection(self.namespace), body)
         except KubeError as error:
-            if error.status == 409:  # another replica created it first
-                return
+            if error.status == 409:
+                return False
             raise
         self._renewed(started)
+        return True
 
     async def _update(self, lease: dict[str, Any], acquiring: bool) -> bool:
         """PUT this replica's record over ``lease``; False when the Lease changed since (409)."""

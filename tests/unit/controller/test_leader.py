@@ -349,6 +349,33 @@ async def test_a_renewal_refused_by_a_conflict_steps_down_at_once_when_another_h
         assert changes == [True, False] and holder(api) == "b"
 
 
+async def test_a_leader_whose_re_create_of_its_deleted_lease_meets_a_conflict_steps_down_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader finds its Lease deleted and creates it again, but a replica that never saw a
+    record (a first start) created it first: the 409 was passed over, and the leader kept
+    writing under the other's Lease until its next poll."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        changes: list[bool] = []
+        a.on_change = changes.append
+        await a._step()
+        await a.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))
+        reads: list[dict[str, Any] | None] = [None]  # a's read comes just before n's create
+        real_get = a._get
+
+        async def gone_at_first_read() -> dict[str, Any] | None:
+            return reads.pop() if reads else await real_get()
+
+        monkeypatch.setattr(a, "_get", gone_at_first_read)
+        first_start = elector(a.client, "n", Clock())
+        await first_start._step()
+        assert first_start.leading
+        clock_a.now += 2.0
+        await a._step()  # its create is a 409
+        assert not a.leading and a.write_window() == 0.0
+        assert changes == [True, False] and holder(api) == "n"
+
+
 async def test_a_conflict_on_renewal_of_a_lease_still_held_renews_it_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Someone else's edit of the Lease (a label) between the read and the renewal: read again,
     still ours, renewed in the same step."""
