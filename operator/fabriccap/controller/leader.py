@@ -80,6 +80,8 @@ MAX_SHOWN_ERROR_CHARS = 300
 RELEASE_SECONDS = 2.0
 # The Lease watch, broken, falls back to polling and is opened again after this backoff.
 WATCH_BACKOFF = BackoffPolicy(base=1.0, cap=30.0)
+# A Lease watch that ends within this long with no event counts as broken (see _watch_lease).
+SHORT_WATCH_SECONDS = 1.0
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -204,11 +206,13 @@ class LeaderElector:
                 lease = await self._get()
                 if lease is not None:
                     # Counted from here: a watch from this exact resourceVersion sends no ADDED
-                    # event for the Lease as it is ("Start at Exact", kubernetes.io/docs/reference/
-                    # using-api/api-concepts/#semantics-for-watch), and a dead holder never writes
-                    # again, so a gated replica only started counting once it could campaign.
+                    # event for the Lease as it is ("Start at Exact" in
+                    # https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-watch),
+                    # and a dead holder never writes again, so a gated replica only started
+                    # counting once it could campaign.
                     self._watched(lease)
                 version = str(((lease or {}).get("metadata") or {}).get("resourceVersion") or "")
+                opened, events = self.clock(), 0
                 async for event in self.client.watch(
                     LEASES.collection(self.namespace), version, 60, 90, field_selector=selector
                 ):
@@ -217,8 +221,21 @@ class LeaderElector:
                     obj = event.get("object") if isinstance(event, dict) else None
                     if not isinstance(obj, dict):
                         continue
+                    events += 1
                     if event.get("type") in ("ADDED", "MODIFIED"):
                         self._watched(obj)
+                if events == 0 and self.clock() - opened < SHORT_WATCH_SECONDS:
+                    # A server shutting down, or a front end that ends streamed answers, closes
+                    # the watch at once: opened again straight away, one replica sent thousands
+                    # of GETs and WATCHes a second. client-go's reflector counts a watch that
+                    # lasted less than a second with no event as an error (VeryShortWatchError,
+                    # k8s.io/client-go tools/cache/reflector.go:1090 at 32ce75a) and backs off,
+                    # jittered, from 800 ms to 30 s (reflector.go:62-67); polling covers the
+                    # Lease meanwhile, and a watch that lasted or delivered events resets it.
+                    delay = retry.failed(WATCH_BACKOFF, self.clock())
+                    logger.debug("lease watch closed at once with no event; opened again in %.1fs", delay)
+                    await asyncio.sleep(delay)
+                    continue
                 retry.forget()
             except KubeError as error:
                 logger.debug("lease watch interrupted: %s", error)

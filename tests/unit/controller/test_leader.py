@@ -430,6 +430,30 @@ async def test_a_lease_watch_that_fails_unexpectedly_is_logged_and_opened_again(
         assert line.startswith("lease watch failed: ValueError: xxx") and len(line) < 400
 
 
+async def test_a_lease_watch_closed_at_once_with_no_event_is_opened_again_only_after_a_backoff(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server (or a front end) that closes the watch at once with no event had it opened
+    again at once, with a GET before each: thousands a second from every replica. A watch
+    that delivered an event starts the backoff again."""
+    monkeypatch.setattr(leader_module, "WATCH_BACKOFF", BackoffPolicy(base=0.2, cap=30.0, jitter=0.0))
+    caplog.set_level("DEBUG", logger=leader_module.__name__)
+    async with two_replicas() as (api, a, _, b, _):
+        await a._step()
+        renewal = {"type": "MODIFIED", "object": api.objects(LEASES_PATH)["fabriccap-leader"]}
+        closed_at_once = WatchResponse(close=True)
+        api.script(LEASES_PATH, closed_at_once, closed_at_once, WatchResponse(events=[renewal], close=True))
+        api.script(LEASES_PATH, *[closed_at_once] * 10_000)
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: len(api.watches(LEASES_PATH)) >= 5, "the lease watch opened five times")
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        delays = [message for message in caplog.messages if "lease watch closed at once" in message]
+        assert [message.rsplit(" ", 1)[-1] for message in delays[:3]] == ["0.2s", "0.4s", "0.2s"]
+
+
 async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
     """A cold replica (a new pod of a rolling update) took the free Lease while it was still
     listing, and wrote nothing until it had listed. Alone, it elects itself once it may."""
