@@ -131,6 +131,8 @@ class LeaderElector:
     # None: at once. Until then it only watches the Lease, and a cold replica never holds the
     # Lease while it cannot write anything yet.
     campaign_after: asyncio.Event | None = None
+    # Set once the first campaign step ended, elected or not (``Publisher.election_attempted``).
+    attempted: asyncio.Event = field(default_factory=asyncio.Event)
     leading: bool = False
     _renewed_at: float | None = None  # monotonic time of the last successful acquire/renew
     _observed: tuple[str, str, str] | None = None  # (holder, renewTime, resourceVersion) last seen
@@ -167,6 +169,7 @@ class LeaderElector:
                     logger.warning("leader election: no answer within %.0fs", self.timings.renew_deadline)
                 if self.leading and self.write_window() <= 0:
                     self._set_leading(False, "could not renew the lease within the renew deadline")
+                self.attempted.set()
                 self._wake.clear()
                 # asyncio.timeout, not wait_for: see publisher.run (kopf counts stray tasks).
                 with contextlib.suppress(TimeoutError):

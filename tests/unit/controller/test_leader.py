@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from fabriccap.controller import leader as leader_module
+from fabriccap.controller import publisher as publisher_module
 from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings, lease_name
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.ratelimit import BackoffPolicy
+from fabriccap.core.evaluate import evaluate
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
 from support.fakeapi import FakeApi, WatchResponse, eventually, fake_api
+from support.publishing import healthy, publishing
 
 NAMESPACE = "fabriccap-system"
 LEASES_PATH = LEASES.collection(NAMESPACE)
@@ -513,6 +516,53 @@ async def test_a_gated_replica_counts_a_dead_holders_record_from_its_first_read_
             b.campaign_after.set()
             await eventually(lambda: b.leading, "elected at once: a's record is 20 s old by b's clock")
             assert holder(api) == "b"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_first_round_after_the_listing_waits_for_the_first_election(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The election starts only once the listing ended, and the first round (everything,
+    evaluated) often came first: as a follower it wrote nothing, then the election called for
+    a second round of everything before the first write. The wait is bounded: an election
+    that does not answer holds the first round a second at most."""
+    evaluations: list[int] = []  # the pools of each round's evaluation (previews apart)
+
+    def counted(config: Any, store: Any, pools: Any = None, **options: Any) -> Any:
+        if not options.get("preview"):
+            evaluations.append(len(store.pools()) if pools is None else len(set(pools)))
+        return evaluate(config, store, pools, **options)
+
+    monkeypatch.setattr(publisher_module, "evaluate", counted)
+    pools = [f"p{index}" for index in range(5)]
+    async with publishing(debounceSeconds=0.0) as setup:
+        setup.api.serve(LEASES_PATH, "Lease", [], "1")
+        for pool in pools:
+            setup.add(healthy(pool, f"{pool}-a"))
+        a = LeaderElector(setup.publisher.client, NAMESPACE, "a", OperatorMetrics(), timings=LeaseTimings())
+        # Wired as main.py wires them.
+        setup.publisher.leader, a.on_change = a, setup.publisher.became_leader
+        a.campaign_after, setup.publisher.election_attempted = setup.publisher.may_lead, a.attempted
+        tasks = [asyncio.create_task(setup.publisher.run()), asyncio.create_task(a.run())]
+        try:
+            await asyncio.sleep(0.05)  # the listing takes a while
+            setup.store.listed.set()
+            await eventually(lambda: len(setup.published()) == len(pools), "every pool published")
+            assert evaluations == [len(pools)], "one round of everything, the leader's"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    async with publishing() as setup:
+        setup.add(healthy("p0", "p0-a"))
+        setup.publisher.election_attempted = asyncio.Event()  # an election that never answers
+        monkeypatch.setattr(publisher_module, "FIRST_ELECTION_WAIT_SECONDS", 0.1)
+        setup.store.listed.set()
+        task = asyncio.create_task(setup.publisher.run())
+        try:
+            await eventually(lambda: "efa-p0" in setup.published(), "the first round, as the wait ran out")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
