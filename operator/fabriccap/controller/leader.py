@@ -15,8 +15,9 @@ that make "only the leader writes" hold through pauses and partitions:
   holder's record, as if that record had stayed: its holder may still be in its window.
 - A replica campaigns only once it has listed the cluster (``campaign_after``): a new pod in
   a rolling update took the just-released Lease and wrote nothing until its listing ended,
-  while the other replica, listed, could have led. Only the first listing counts: a leader
-  renews through a relist.
+  while the other replica, listed, could have led. Its watch counts the holder's record
+  meanwhile, so a dead holder is taken over as soon as both the listing and a lease duration
+  have passed. Only the first listing counts: a leader renews through a relist.
 - On a clean stop the leader releases the Lease (empty holder), so a rolling update hands
   over at once instead of after 15 s.
 - A follower also watches the Lease, so it sees each renewal when it happens rather than at
@@ -79,6 +80,8 @@ MAX_SHOWN_ERROR_CHARS = 300
 RELEASE_SECONDS = 2.0
 # The Lease watch, broken, falls back to polling and is opened again after this backoff.
 WATCH_BACKOFF = BackoffPolicy(base=1.0, cap=30.0)
+# A Lease watch that ends within this long with no event counts as broken (see _watch_lease).
+SHORT_WATCH_SECONDS = 1.0
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -128,6 +131,8 @@ class LeaderElector:
     # None: at once. Until then it only watches the Lease, and a cold replica never holds the
     # Lease while it cannot write anything yet.
     campaign_after: asyncio.Event | None = None
+    # Set once the first campaign step ended, elected or not (``Publisher.election_attempted``).
+    attempted: asyncio.Event = field(default_factory=asyncio.Event)
     leading: bool = False
     _renewed_at: float | None = None  # monotonic time of the last successful acquire/renew
     _observed: tuple[str, str, str] | None = None  # (holder, renewTime, resourceVersion) last seen
@@ -146,8 +151,10 @@ class LeaderElector:
         watcher = asyncio.create_task(self._watch_lease(), name="lease watch")
         try:
             if self.campaign_after is not None:
-                # The watch counts the holder's record meanwhile: a takeover after the gate
-                # opens comes when it would have come anyway.
+                # The watch counts the holder's record meanwhile, from its first read of the
+                # Lease: a takeover from a dead holder comes max(listing, lease duration) after
+                # the start, when it would have come anyway, and each renewal it sees starts
+                # the count again.
                 await self.campaign_after.wait()
             while True:
                 try:
@@ -162,6 +169,7 @@ class LeaderElector:
                     logger.warning("leader election: no answer within %.0fs", self.timings.renew_deadline)
                 if self.leading and self.write_window() <= 0:
                     self._set_leading(False, "could not renew the lease within the renew deadline")
+                self.attempted.set()
                 self._wake.clear()
                 # asyncio.timeout, not wait_for: see publisher.run (kopf counts stray tasks).
                 with contextlib.suppress(TimeoutError):
@@ -186,6 +194,12 @@ class LeaderElector:
         self._observed, self._observed_at = record, self.clock()
         return True
 
+    def _watched(self, lease: dict[str, Any]) -> None:
+        """A record the watch read: noted, and a follower wakes when it changed (the expiry to
+        wake for moved)."""
+        if self._observe(lease) and not self.leading:
+            self._wake.set()
+
     async def _watch_lease(self) -> None:
         """Every change of the Lease as it happens; a broken watch only falls back to polling."""
         retry = Retry()
@@ -193,7 +207,15 @@ class LeaderElector:
         while True:
             try:
                 lease = await self._get()
+                if lease is not None:
+                    # Counted from here: a watch from this exact resourceVersion sends no ADDED
+                    # event for the Lease as it is ("Start at Exact" in
+                    # https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-watch),
+                    # and a dead holder never writes again, so a gated replica only started
+                    # counting once it could campaign.
+                    self._watched(lease)
                 version = str(((lease or {}).get("metadata") or {}).get("resourceVersion") or "")
+                opened, events = self.clock(), 0
                 async for event in self.client.watch(
                     LEASES.collection(self.namespace), version, 60, 90, field_selector=selector
                 ):
@@ -202,8 +224,21 @@ class LeaderElector:
                     obj = event.get("object") if isinstance(event, dict) else None
                     if not isinstance(obj, dict):
                         continue
-                    if event.get("type") in ("ADDED", "MODIFIED") and self._observe(obj) and not self.leading:
-                        self._wake.set()  # the expiry to wake for moved
+                    events += 1
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._watched(obj)
+                if events == 0 and self.clock() - opened < SHORT_WATCH_SECONDS:
+                    # A server shutting down, or a front end that ends streamed answers, closes
+                    # the watch at once: opened again straight away, one replica sent thousands
+                    # of GETs and WATCHes a second. client-go's reflector counts a watch that
+                    # lasted less than a second with no event as an error (VeryShortWatchError,
+                    # k8s.io/client-go tools/cache/reflector.go:1090 at 32ce75a) and backs off,
+                    # jittered, from 800 ms to 30 s (reflector.go:62-67); polling covers the
+                    # Lease meanwhile, and a watch that lasted or delivered events resets it.
+                    delay = retry.failed(WATCH_BACKOFF, self.clock())
+                    logger.debug("lease watch closed at once with no event; opened again in %.1fs", delay)
+                    await asyncio.sleep(delay)
+                    continue
                 retry.forget()
             except KubeError as error:
                 logger.debug("lease watch interrupted: %s", error)
@@ -233,9 +268,12 @@ class LeaderElector:
 
     async def _step(self) -> None:
         if not await self._read_and_act() and self.leading:
-            # A renewal refused with 409: someone wrote the Lease since it was read. Read it
-            # again at once: another holder means stepping down now, not at the next poll (2 s
-            # of writes under a Lease another replica holds); still ours, it is renewed.
+            # A renewal refused with 409 (someone wrote the Lease since it was read), or a
+            # re-create of a deleted Lease refused with 409 (another replica created it first).
+            # Read it again at once: another holder means stepping down now, not at the next
+            # poll (2 s of writes under a Lease another replica holds), as client-go stops
+            # leading when its Create fails (tools/leaderelection/leaderelection.go:470-484 at
+            # 32ce75a); still ours, it is renewed.
             await self._read_and_act()
 
     async def _read_and_act(self) -> bool:
@@ -244,8 +282,7 @@ class LeaderElector:
         if lease is None:
             if self._deleted_record_may_still_write():
                 return True
-            await self._create()
-            return True
+            return await self._create()
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         self._observe(lease)
@@ -315,7 +352,9 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    async def _create(self) -> None:
+    async def _create(self) -> bool:
+        """Create the Lease with this replica's record; False when another replica created it
+        first (409)."""
         started = self.clock()
         body = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -326,10 +365,11 @@ class LeaderElector:
         try:
             await self.client.create(LEASES.collection(self.namespace), body)
         except KubeError as error:
-            if error.status == 409:  # another replica created it first
-                return
+            if error.status == 409:
+                return False
             raise
         self._renewed(started)
+        return True
 
     async def _update(self, lease: dict[str, Any], acquiring: bool) -> bool:
         """PUT this replica's record over ``lease``; False when the Lease changed since (409)."""

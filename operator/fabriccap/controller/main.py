@@ -149,6 +149,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     if isinstance(leader, LeaderElector):
         leader.on_change = publisher.became_leader
         leader.campaign_after = publisher.may_lead
+        publisher.election_attempted = leader.attempted
     # Every replica reads the logs it is told of, as every replica watches (logreader.py).
     reader = LogReader(options.config, store, client, metrics) if options.config.transport.enabled else None
     state = OperatorState(credentials=credentials, publisher=publisher, freshness=freshness)

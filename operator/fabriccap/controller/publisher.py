@@ -108,6 +108,10 @@ WRITES_STOP_SECONDS = 5.0
 # than 10 s). A status that names a Job where its TrainJob is still being read is written once
 # more when the read lands; Events wait for it (``_workload_events``).
 FIRST_LOOKUPS_TIMEOUT_SECONDS = 2.0
+# How long the first round waits for the leader election's first attempt, once this replica
+# may lead: an election takes a GET and a create or PUT of the Lease, milliseconds. A slower
+# one only costs the round the election then calls for anyway.
+FIRST_ELECTION_WAIT_SECONDS = 1.0
 # While the watched data is stale, the loop looks this often for it to come back.
 UNAVAILABLE_RECHECK_SECONDS = 1.0
 # The loop never sleeps shorter than this between two turns it scheduled itself.
@@ -186,6 +190,9 @@ class Publisher:
     # Set once this replica may campaign for the Lease (``LeaderElector.campaign_after``): it has
     # listed, or its listing is overdue and what is published must fail closed, which takes a leader.
     may_lead: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set once the leader election's first attempt ended, elected or not
+    # (``LeaderElector.attempted``); None (standalone): the first round waits for nothing.
+    election_attempted: asyncio.Event | None = None
     _listing_wait: asyncio.Timeout | None = None  # the wait for the first listing, ended early when elected
     _elected_between_waits: bool = False  # elected, unlisted, while no wait for the listing ran: the next is none
     _read_back: bool = False  # the Lease was acquired: read everything back before writing
@@ -274,6 +281,7 @@ class Publisher:
             if state.published is not None and state.absent_since is None:
                 state.absent_since = self.started
         await self.read_owners_first()
+        await self._wait_for_the_first_election()
         # The first round needs no debounce: the listing already gathered everything.
         await self.reconcile_once()
         self._next_resync = self.clock() + self.config.resync_seconds
@@ -281,6 +289,18 @@ class Publisher:
             if not self.store.changed.is_set():  # under churn it nearly always is: no wait to compute
                 await self._idle(self._seconds_to_wait())
             await self.step()
+
+    async def _wait_for_the_first_election(self) -> None:
+        """The election campaigns only once ``may_lead`` is set, at the end of the listing, and
+        the first round (everything, evaluated) often came before it was decided: as a follower
+        it wrote nothing, and the election called for a second round of everything before the
+        first write. Waiting (briefly) for its first attempt makes the first round that of what
+        this replica is: the leader's, which writes, or a follower's."""
+        if self.election_attempted is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FIRST_ELECTION_WAIT_SECONDS):
+                await self.election_attempted.wait()
 
     async def read_owners_first(self, timeout: float = FIRST_LOOKUPS_TIMEOUT_SECONDS) -> None:
         """Before the first round: read the owners and claims the facts name (for ``timeout`` at

@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from fabriccap.controller import leader as leader_module
+from fabriccap.controller import publisher as publisher_module
 from fabriccap.controller.leader import MAX_TRUSTED_LEASE_SECONDS, LeaderElector, LeaseTimings, lease_name
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.ratelimit import BackoffPolicy
+from fabriccap.core.evaluate import evaluate
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.paths import LEASES
 from support.fakeapi import FakeApi, WatchResponse, eventually, fake_api
+from support.publishing import healthy, publishing
 
 NAMESPACE = "fabriccap-system"
 LEASES_PATH = LEASES.collection(NAMESPACE)
@@ -349,6 +352,33 @@ async def test_a_renewal_refused_by_a_conflict_steps_down_at_once_when_another_h
         assert changes == [True, False] and holder(api) == "b"
 
 
+async def test_a_leader_whose_re_create_of_its_deleted_lease_meets_a_conflict_steps_down_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader finds its Lease deleted and creates it again, but a replica that never saw a
+    record (a first start) created it first: the 409 was passed over, and the leader kept
+    writing under the other's Lease until its next poll."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        changes: list[bool] = []
+        a.on_change = changes.append
+        await a._step()
+        await a.client.request("DELETE", LEASES.item("fabriccap-leader", NAMESPACE))
+        reads: list[dict[str, Any] | None] = [None]  # a's read comes just before n's create
+        real_get = a._get
+
+        async def gone_at_first_read() -> dict[str, Any] | None:
+            return reads.pop() if reads else await real_get()
+
+        monkeypatch.setattr(a, "_get", gone_at_first_read)
+        first_start = elector(a.client, "n", Clock())
+        await first_start._step()
+        assert first_start.leading
+        clock_a.now += 2.0
+        await a._step()  # its create is a 409
+        assert not a.leading and a.write_window() == 0.0
+        assert changes == [True, False] and holder(api) == "n"
+
+
 async def test_a_conflict_on_renewal_of_a_lease_still_held_renews_it_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Someone else's edit of the Lease (a label) between the read and the renewal: read again,
     still ours, renewed in the same step."""
@@ -403,6 +433,30 @@ async def test_a_lease_watch_that_fails_unexpectedly_is_logged_and_opened_again(
         assert line.startswith("lease watch failed: ValueError: xxx") and len(line) < 400
 
 
+async def test_a_lease_watch_closed_at_once_with_no_event_is_opened_again_only_after_a_backoff(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server (or a front end) that closes the watch at once with no event had it opened
+    again at once, with a GET before each: thousands a second from every replica. A watch
+    that delivered an event starts the backoff again."""
+    monkeypatch.setattr(leader_module, "WATCH_BACKOFF", BackoffPolicy(base=0.2, cap=30.0, jitter=0.0))
+    caplog.set_level("DEBUG", logger=leader_module.__name__)
+    async with two_replicas() as (api, a, _, b, _):
+        await a._step()
+        renewal = {"type": "MODIFIED", "object": api.objects(LEASES_PATH)["fabriccap-leader"]}
+        closed_at_once = WatchResponse(close=True)
+        api.script(LEASES_PATH, closed_at_once, closed_at_once, WatchResponse(events=[renewal], close=True))
+        api.script(LEASES_PATH, *[closed_at_once] * 10_000)
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: len(api.watches(LEASES_PATH)) >= 5, "the lease watch opened five times")
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        delays = [message for message in caplog.messages if "lease watch closed at once" in message]
+        assert [message.rsplit(" ", 1)[-1] for message in delays[:3]] == ["0.2s", "0.4s", "0.2s"]
+
+
 async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
     """A cold replica (a new pod of a rolling update) took the free Lease while it was still
     listing, and wrote nothing until it had listed. Alone, it elects itself once it may."""
@@ -416,6 +470,99 @@ async def test_a_replica_campaigns_only_once_it_may_lead() -> None:
             a.campaign_after.set()  # listed
             await eventually(lambda: a.leading, "elected at once: one request")
             assert holder(api) == "a"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_gated_replica_counts_from_each_renewal_it_watches_while_it_lists() -> None:
+    """Counting from the first read never takes the Lease from a live holder: each renewal
+    the watch sees while the replica lists starts the count again."""
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()
+        b.campaign_after = asyncio.Event()
+        task = asyncio.create_task(b.run())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the Lease read and watched")
+            clock_b.now += 10.0
+            a.wall = lambda: 1.7e9 + 10.0
+            await a._step()  # a renews while b lists
+            await eventually(lambda: b._observed_at == 110.0, "the renewal seen through the watch")
+            clock_b.now += 10.0  # b has listed for 20 s; a renewed 10 s ago (by b's clock)
+            b.campaign_after.set()
+            await asyncio.sleep(0.1)
+            assert not b.leading and holder(api) == "a"
+            clock_b.now += 5.1  # a died after that renewal: 15.1 s without one
+            b._wake.set()
+            await eventually(lambda: b.leading, "the takeover once a's record is a lease duration old")
+            assert holder(api) == "b"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_gated_replica_counts_a_dead_holders_record_from_its_first_read_of_the_lease() -> None:
+    """The watch's first read of the Lease was not counted (a watch from that resourceVersion
+    sends no ADDED event for it): a restarted replica (a new identity) whose dead predecessor
+    still held the Lease took it a lease duration after its listing ended, not once both the
+    listing and a lease duration had passed."""
+    async with two_replicas() as (api, a, _, b, clock_b):
+        await a._step()  # and a dies (a restarted container is a new identity)
+        b.campaign_after = asyncio.Event()
+        task = asyncio.create_task(b.run())
+        try:
+            await eventually(lambda: bool(api.watches(LEASES_PATH)), "the Lease read and watched")
+            clock_b.now += 20.0  # the listing took 20 s; nobody renewed the Lease meanwhile
+            b.campaign_after.set()
+            await eventually(lambda: b.leading, "elected at once: a's record is 20 s old by b's clock")
+            assert holder(api) == "b"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_first_round_after_the_listing_waits_for_the_first_election(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The election starts only once the listing ended, and the first round (everything,
+    evaluated) often came first: as a follower it wrote nothing, then the election called for
+    a second round of everything before the first write. The wait is bounded: an election
+    that does not answer holds the first round a second at most."""
+    evaluations: list[int] = []  # the pools of each round's evaluation (previews apart)
+
+    def counted(config: Any, store: Any, pools: Any = None, **options: Any) -> Any:
+        if not options.get("preview"):
+            evaluations.append(len(store.pools()) if pools is None else len(set(pools)))
+        return evaluate(config, store, pools, **options)
+
+    monkeypatch.setattr(publisher_module, "evaluate", counted)
+    pools = [f"p{index}" for index in range(5)]
+    async with publishing(debounceSeconds=0.0) as setup:
+        setup.api.serve(LEASES_PATH, "Lease", [], "1")
+        for pool in pools:
+            setup.add(healthy(pool, f"{pool}-a"))
+        a = LeaderElector(setup.publisher.client, NAMESPACE, "a", OperatorMetrics(), timings=LeaseTimings())
+        # Wired as main.py wires them.
+        setup.publisher.leader, a.on_change = a, setup.publisher.became_leader
+        a.campaign_after, setup.publisher.election_attempted = setup.publisher.may_lead, a.attempted
+        tasks = [asyncio.create_task(setup.publisher.run()), asyncio.create_task(a.run())]
+        try:
+            await asyncio.sleep(0.05)  # the listing takes a while
+            setup.store.listed.set()
+            await eventually(lambda: len(setup.published()) == len(pools), "every pool published")
+            assert evaluations == [len(pools)], "one round of everything, the leader's"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    async with publishing() as setup:
+        setup.add(healthy("p0", "p0-a"))
+        setup.publisher.election_attempted = asyncio.Event()  # an election that never answers
+        monkeypatch.setattr(publisher_module, "FIRST_ELECTION_WAIT_SECONDS", 0.1)
+        setup.store.listed.set()
+        task = asyncio.create_task(setup.publisher.run())
+        try:
+            await eventually(lambda: "efa-p0" in setup.published(), "the first round, as the wait ran out")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
