@@ -142,6 +142,9 @@ class FactIndex:
         # an Event needs it (core.workload_kinds ``uid_from_read``). Only those kinds' uids.
         self.owner_uids: dict[OwnerKey, str] = {}
         self.claim_classes: dict[ClaimRef, frozenset[str]] = {}
+        # Of a claim of more than one class, the class of each request (``claim_request_classes``):
+        # what tells the part of it the job's containers hold (``classes_of_requests``).
+        self.claim_request_classes: dict[ClaimRef, tuple[tuple[str, str], ...]] = {}
         # Who an answer concerns: the pods each owner and claim is named by, and each owner's
         # known children, so a lookup re-evaluates only the pools of the pods under it.
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
@@ -477,6 +480,7 @@ class FactIndex:
         for claim in facts.claims:
             if claim not in self.claim_pods:
                 self.claim_classes.pop(claim, None)
+                self.claim_request_classes.pop(claim, None)
 
     def _release_owner(self, owner: OwnerKey) -> None:
         """Forget ``owner`` and, up its chain, every owner no workload pod's chain goes through
@@ -515,14 +519,29 @@ class FactIndex:
                 stack.append(iter(self.owner_children.get(child, ())))
         return False
 
-    def learn_claim(self, claim: ClaimRef, device_classes: frozenset[str]) -> bool:
-        if self.claim_classes.get(claim) == device_classes:
+    def learn_claim(self, claim: ClaimRef, request_classes: tuple[tuple[str, str], ...]) -> bool:
+        """What a read of ``claim`` told: the class of each of its requests that gives the pod
+        devices (``facts.claim_request_classes``). True when that changed what was known."""
+        device_classes = frozenset(device_class for _, device_class in request_classes)
+        by_request = request_classes if len(device_classes) > 1 else None
+        if self.claim_classes.get(claim) == device_classes and self.claim_request_classes.get(claim) == by_request:
             return False
         self.claim_classes[claim] = device_classes
+        if by_request is not None:
+            self.claim_request_classes[claim] = by_request
+        else:
+            self.claim_request_classes.pop(claim, None)
         concerned = set(self.claim_pods.get(claim, ()))
         self._workloads_changed(concerned)
         self._lookups_touched(concerned)
         return True
+
+    def classes_of_requests(self, claim: ClaimRef, requests: frozenset[str]) -> frozenset[str]:
+        """The classes of the known ``claim``'s ``requests`` (a part of it some containers hold)."""
+        by_request = self.claim_request_classes.get(claim)
+        if by_request is None:  # one class (or none): every request is of it
+            return self.claim_classes.get(claim, frozenset())
+        return frozenset(device_class for request, device_class in by_request if request in requests)
 
     def pods_under(self, owner: OwnerKey) -> set[NamespacedKey]:
         """The workload pods whose chain of owners, as known, goes through ``owner``."""

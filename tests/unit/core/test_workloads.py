@@ -14,7 +14,7 @@ import pytest
 
 from fabriccap.core.api import FabricCapabilityStatus, WorkloadsStatus
 from fabriccap.core.evaluate import evaluate
-from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef, insufficient_resources
+from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, InitClaim, ObjectRef, insufficient_resources
 from fabriccap.core.index import FactIndex
 from fabriccap.core.text import MAX_MESSAGE
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
@@ -23,9 +23,9 @@ from fabriccap.core.workloads import (
     LookupKey,
     NotRequestedWording,
     ReadyPool,
-    device_classes_of,
     learn_from_object,
     learn_lookup,
+    request_classes_of,
     top_owner,
     unschedulable_event,
     unschedulable_groups,
@@ -655,4 +655,98 @@ def test_a_first_available_claim_holds_the_fabric_only_when_its_fabric_subreques
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "fallback")]
     _, made = fallback
     del made["status"]  # not allocated yet: any of its subrequests may be chosen
-    assert device_classes_of(made) == {"efa.networking.k8s.aws", "ena.networking.k8s.aws"}
+    assert request_classes_of(made) == (("net", "efa.networking.k8s.aws"), ("net", "ena.networking.k8s.aws"))
+
+
+def _pod_with_a_claim_named_by(job: str, container: dict[str, Any]) -> Bodies:
+    """A trainer (8 GPUs) whose pod claims EFA, the claim named by ``container`` (the trainer
+    itself when it is the trainer's name ``node``, else an init container), and the claim."""
+    claim_name = f"{job}-efa"
+    pod_name = f"{job}-0"
+    claim = {"name": "net", "resourceClaimName": claim_name}
+    owner = owner_reference("PyTorchJob", "kubeflow.org/v1", job)
+    pod = workload_pod("d1", pod_name, claims=[claim], owner=owner)
+    if container["name"] != "node":
+        del pod["spec"]["containers"][0]["resources"]["claims"]
+        pod["spec"]["initContainers"] = [{**container, "image": "x", "resources": {"claims": [{"name": "net"}]}}]
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    return [pod, made]
+
+
+def test_a_claim_only_a_plain_init_container_names_is_not_the_jobs() -> None:
+    """The rule of an init container's extended resource, for a claim: kubelet hands a claim's
+    devices only to the containers whose ``resources.claims`` name it (pkg/kubelet/cm/dra/
+    manager.go GetResources). A trainer whose EFA claim only an ``efa-preflight`` init container
+    names holds no EFA device, and NCCL uses sockets; with a device plugin the same pod was
+    withoutFabric, with DRA requestingFabric, and its job was never warned. A sidecar runs
+    beside the trainer: its claim counts, as the trainer's own does. The scheduler still fits
+    every claim of the pod (``WorkloadPodFacts.claims``)."""
+    preflight = _pod_with_a_claim_named_by("preflight", {"name": "efa-preflight"})
+    sidecar = _pod_with_a_claim_named_by("sidecar", {"name": "efa-proxy", "restartPolicy": "Always"})
+    trainer = _pod_with_a_claim_named_by("trainer", {"name": "node"})
+    found = facts(preflight[0])
+    claim = ClaimRef("ResourceClaim", "ml", "preflight-efa")
+    assert found is not None and found.claims == (claim,)
+    assert found.init_claims == (InitClaim(claim, frozenset()),)
+    assert facts(sidecar[0]).init_claims == facts(trainer[0]).init_claims == ()
+    evaluation = evaluate_bodies([*dra_pool(count=32, nodes=1), *preflight, *sidecar, *trainer])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (2, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
+
+
+def _pod_served_from_dra(job: str, mapped: list[tuple[str, str, str]]) -> Bodies:
+    """KEP-5004: a trainer (8 GPUs) after an ``efa-preflight`` init container asking for
+    ``efa: 1``, both served from DRA: the scheduler's claim for the pod, its requests of the EFA
+    and the GPU class, and the pod's ``status.extendedResourceClaimStatus`` mapping each
+    (container, resource) to its request, as kube-scheduler writes them
+    (extendeddynamicresources.go createRequestsAndMappings, patchPodExtendedResourceClaimStatus).
+    ``mapped``: (container, resource, request)."""
+    pod_name = f"{job}-0"
+    claim_name = f"{pod_name}-extended-resources-x7k2p"
+    pod = workload_pod("d1", pod_name, owner=owner_reference("PyTorchJob", "kubeflow.org/v1", job))
+    pod["spec"]["initContainers"] = [{"name": "efa-preflight", "image": "x", "resources": {"limits": {EFA: "1"}}}]
+    mappings = [{"containerName": c, "resourceName": r, "requestName": q} for c, r, q in mapped]
+    pod["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": claim_name, "requestMappings": mappings}
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    classes = {EFA: "efa.networking.k8s.aws", GPU: "gpu.nvidia.com"}
+    made["spec"]["devices"]["requests"] = [
+        {"name": q, "exactly": {"deviceClassName": classes[r], "allocationMode": "ExactCount", "count": 1}}
+        for q, r in sorted({(q, r) for _, r, q in mapped})
+    ]
+    result = made["status"]["allocation"]["devices"]["results"][0]
+    made["status"]["allocation"]["devices"]["results"] = [
+        {**result, "request": q, "device": f"{job}-{q}"} for q in sorted({q for *_, q in mapped})
+    ]
+    return [pod, made]
+
+
+def test_the_schedulers_claim_for_extended_resources_is_the_jobs_by_its_request_mappings() -> None:
+    """Where EFA is served from DRA (KEP-5004), the scheduler makes one claim of the pod's
+    extended resources from every container, plain init containers included, and names it in
+    ``status.extendedResourceClaimStatus``. The preflight's EFA was init-only as a resource, yet
+    the claim's EFA class made the pod requestingFabric once it was scheduled. Only the
+    requests that ``requestMappings`` map to an app container or a sidecar are the job's: the
+    claim's GPU request the trainer holds is not the fabric, and a trainer mapped to an EFA
+    request (one it reuses with the init container, or its own) holds the fabric."""
+    preflight = _pod_served_from_dra(
+        "preflight",
+        [("node", GPU, "container-1-request-0"), ("efa-preflight", EFA, "container-0-request-0")],
+    )
+    trainer = _pod_served_from_dra(
+        "trainer",
+        [("node", EFA, "container-1-request-0"), ("efa-preflight", EFA, "container-1-request-0")],
+    )
+    found = facts(preflight[0])
+    claim = ClaimRef("ResourceClaim", "ml", "preflight-0-extended-resources-x7k2p")
+    assert found is not None and found.claims == (claim,) and found.init_only == (EFA,)
+    assert found.init_claims == (InitClaim(claim, frozenset({"container-1-request-0"})),)
+    assert facts(trainer[0]).init_claims == ()
+    evaluation = evaluate_bodies([*dra_pool(count=32, nodes=1), *preflight, *trainer])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
