@@ -376,6 +376,11 @@ class WorkloadPodFacts:
     # Of ``claims``, those that plain init containers hold and the job's own containers hold
     # none or only part of (``job_requests_of``); empty for nearly every pod.
     init_claims: tuple[InitClaim, ...] = ()
+    # For an owner named by a label with no uid (a LeaderWorkerSet): the uid of the pod's
+    # controller when the owner controls it itself (``OwnerLabel.namesake_controller``: the
+    # LWS's leader StatefulSet). A new one is a new owner of the same name, whose uid is read
+    # again (core.index ``owner_generation``). "" for every other pod.
+    owner_generation: str = ""
 
     def request_of(self, resource: str) -> int:
         return _lookup(self.requests, resource)
@@ -579,6 +584,9 @@ class FactsExtractor:
         # A pod names as many containers as it likes: the reads of one pod are bounded.
         unread = max(0, len(running) - MAX_READ_CONTAINERS)
         running = running[:MAX_READ_CONTAINERS]
+        owner, owner_generation = _nearest_owner(
+            metadata, labels if isinstance(labels, MAPPINGS) else {}, namespace, name, self.on_refused
+        )
         return WorkloadPodFacts(
             namespace=namespace,
             name=name,
@@ -586,15 +594,14 @@ class FactsExtractor:
             requests=_shared_pairs(requests),
             claims=claims,
             intent=intent,
-            owner=_nearest_owner(
-                metadata, labels if isinstance(labels, MAPPINGS) else {}, namespace, name, self.on_refused
-            ),
+            owner=owner,
             unschedulable=None if node_name else _unschedulable_message(status.get("conditions")),
             uid=str(metadata.get("uid") or ""),
             containers=running,
             unread_containers=unread,
             init_only=init_only,
             init_claims=init_claims,
+            owner_generation=owner_generation,
         )
 
     def pod_marks(self) -> frozenset[str]:
@@ -1122,23 +1129,25 @@ def controller_owner(
 
 def _nearest_owner(
     metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str, refused: RefusalHook | None
-) -> ObjectRef:
+) -> tuple[ObjectRef, str]:
+    """The pod's nearest owner (``WorkloadPodFacts.owner``) and its ``owner_generation``."""
     holder = f"Pod {namespace}/{name}"
     owner = controller_owner(metadata, namespace, any_owner=True, holder=holder, refused=refused)
     if owner is None:
-        return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID))
+        return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID)), ""
     route = OWNER_LABELS.get((group_of(owner.api_version), owner.kind))
     named = labels.get(route[1].name_label) if route is not None else None
     if route is not None and isinstance(named, str):
         workload, label = route
         if not is_object_name(named):
             _refuse(refused, INVALID_NAME, holder, workload.api_version, workload.kind, named)
-            return owner  # the controller: the nearest valid owner
+            return owner, ""  # the controller: the nearest valid owner
         # The workload's controller labels its pods with its name (JobSet: and uid): no need
         # to read the Job or StatefulSet to learn whose it is (core.workload_kinds).
         uid = clean_text(labels.get(label.uid_label) or "", MAX_UID) if label.uid_label else ""
-        return ObjectRef.shared(workload.api_version, workload.kind, namespace, named, uid)
-    return owner
+        generation = owner.uid if label.namesake_controller and owner.name == named else ""
+        return ObjectRef.shared(workload.api_version, workload.kind, namespace, named, uid), generation
+    return owner, ""
 
 
 # What is read of a scheduler's FitError ("0/250 nodes are available: 64 Insufficient

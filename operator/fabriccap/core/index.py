@@ -141,6 +141,11 @@ class FactIndex:
         # The uids read of owners that pods name by a label without one (a LeaderWorkerSet):
         # an Event needs it (core.workload_kinds ``uid_from_read``). Only those kinds' uids.
         self.owner_uids: dict[OwnerKey, str] = {}
+        # Of those owners, the generations their pods told (``WorkloadPodFacts.owner_generation``:
+        # a LeaderWorkerSet's leader StatefulSet uid), in the order seen: one not seen before is
+        # a new owner of the same name (deleted and created again while an old pod lingers),
+        # whose read is done again; an answer read for an earlier one is not kept.
+        self.owner_generations: dict[OwnerKey, tuple[str, ...]] = {}
         self.claim_classes: dict[ClaimRef, frozenset[str]] = {}
         # Of a claim of more than one class, the class of each request (``claim_request_classes``):
         # what tells the part of it the job's containers hold (``classes_of_requests``).
@@ -420,6 +425,8 @@ class FactIndex:
             self._unscheduled_touched()
         if previous is not None:  # after the new links: what the pod still names stays
             self._release_references(previous)
+        if current.owner_generation:
+            self._saw_owner_generation(current.owner.key, current.owner_generation)
         self._workload_pod_seen(key, current)
 
     def put_transport(self, key: NamespacedKey, transport: PodTransport) -> bool:
@@ -444,9 +451,40 @@ class FactIndex:
             self.unscheduled_pods.discard(key)
             self._unscheduled_touched()
 
-    def learn_owner(self, key: OwnerKey, parent: ObjectRef | None, uid: str = "") -> bool:
+    def owner_generation(self, key: OwnerKey) -> str:
+        """The generation of the owner ``key`` its pods told last ("" if none): what a read of
+        it is for (``learn_owner``)."""
+        seen = self.owner_generations.get(key)
+        return seen[-1] if seen else ""
+
+    def _saw_owner_generation(self, key: OwnerKey, generation: str) -> None:
+        """A pod of the owner ``key`` told its ``generation``. One not seen before is a new owner
+        of that name: what was read of the name (an old uid) is forgotten, and read again, once
+        for that generation however many pods tell it."""
+        seen = self.owner_generations.get(key, ())
+        if generation in seen:
+            return
+        self.owner_generations[key] = (*seen, generation)
+        if key in self.owner_parents:
+            parent = self.owner_parents.pop(key)
+            self.owner_uids.pop(key, None)
+            if parent is not None:
+                _discard(self.owner_children, parent.key, key)
+                self._release_owner(parent.key)
+        # Judged again, also where no read was answered yet: their lookup is for this generation.
+        concerned = self.pods_under(key)
+        self._workloads_changed(concerned)
+        self._lookups_touched(concerned)
+
+    def learn_owner(
+        self, key: OwnerKey, parent: ObjectRef | None, uid: str = "", generation: str | None = None
+    ) -> bool:
         """What a read of the owner ``key`` told: its own owner, and (for the kinds whose pods
-        name it without one) its uid. True when that changed what was known."""
+        name it without one) its uid. A read for a ``generation`` its pods no longer tell last
+        (it was answered after a re-created owner's pod came) is not kept; None: an object at
+        hand, the owner as it is. True when that changed what was known."""
+        if generation is not None and generation != self.owner_generation(key):
+            return False
         if key in self.owner_parents and self.owner_parents[key] == parent and self.owner_uids.get(key, "") == uid:
             return False
         previous = self.owner_parents.get(key)
@@ -492,6 +530,7 @@ class FactIndex:
                 continue
             parent = self.owner_parents.pop(current, None)
             self.owner_uids.pop(current, None)
+            self.owner_generations.pop(current, None)
             # Its children lead to no pod either (they are forgotten with it, a loop included).
             pending.extend(self.owner_children.pop(current, ()))
             if parent is not None:

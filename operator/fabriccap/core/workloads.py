@@ -85,6 +85,9 @@ class LookupKey:
     namespace: str
     name: str
     api_version: str = ""
+    # The owner's generation the read is for (core.index ``owner_generation``): a re-created
+    # LeaderWorkerSet's is another read, and an answer for an earlier one is not kept.
+    generation: str = ""
 
     @property
     def is_claim(self) -> bool:
@@ -106,7 +109,8 @@ def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, Looku
         if current.group_kind not in OWNER_LOOKUP_KINDS:
             break
         if current.key not in index.owner_parents:
-            missing = LookupKey(current.kind, current.namespace, current.name, current.api_version)
+            generation = index.owner_generation(current.key)
+            missing = LookupKey(current.kind, current.namespace, current.name, current.api_version, generation)
             break
         parent = index.owner_parents[current.key]
         if parent is None:
@@ -709,6 +713,6 @@ def learn_lookup(
         classes = request_classes_of(body) if body is not None else ()
         return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
     if body is None:
-        return index.learn_owner(key.owner_key, None)
+        return index.learn_owner(key.owner_key, None, generation=key.generation)
     parent = owner_of(body, key.kind, key.namespace, refused)
-    return index.learn_owner(key.owner_key, parent, _read_uid(body, key.owner_key[0]))
+    return index.learn_owner(key.owner_key, parent, _read_uid(body, key.owner_key[0]), key.generation)

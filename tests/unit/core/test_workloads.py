@@ -15,7 +15,7 @@ import pytest
 from fabriccap.core.api import FabricCapabilityStatus, WorkloadsStatus
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, InitClaim, ObjectRef, insufficient_resources
-from fabriccap.core.index import FactIndex
+from fabriccap.core.index import WORKLOAD_POD_FACTS, FactIndex
 from fabriccap.core.text import MAX_MESSAGE
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
 from fabriccap.core.workloads import (
@@ -511,7 +511,7 @@ def test_a_leaderworkerset_is_read_for_the_uid_its_pods_do_not_carry() -> None:
     """Its Events are found by uid (``kubectl describe lws``), which only the LWS itself tells:
     until it is read the evaluation asks for it, and its Event waits (publisher)."""
     evaluation = evaluate_bodies([*ready_pool(), *_leaderworkerset_pods()])
-    assert LookupKey("LeaderWorkerSet", "ml", "serve", "leaderworkerset.x-k8s.io/v1") in evaluation.lookups
+    assert ("LeaderWorkerSet", "ml", "serve") in {(key.kind, key.namespace, key.name) for key in evaluation.lookups}
     evaluation = evaluate_bodies([*ready_pool(), *_leaderworkerset_pods(), LEADERWORKERSET_BODY])
     (event,) = evaluation.workload_events
     assert (event.reason, event.involved.kind, event.involved.name) == (
@@ -521,6 +521,46 @@ def test_a_leaderworkerset_is_read_for_the_uid_its_pods_do_not_carry() -> None:
     )
     assert event.involved.uid == "6f1f9d0c-lws-serve"
     assert not evaluation.lookups
+
+
+def test_a_re_created_leaderworkerset_is_read_again_once_for_its_uid() -> None:
+    """An LWS deleted and created again (``kubectl replace --force``): garbage collection
+    removes the old leader pod first and its worker StatefulSet's pods after, so the new
+    leader pod (same name) comes while an old worker lingers. Read once by name, the old uid
+    stayed while any pod led to the name: the new LWS's Events carried it (``kubectl describe``
+    of the new LWS lists none) and their key was the old one's, which the outbox knew, so they
+    were never sent. A leader pod names its leader StatefulSet, which the LWS controls and
+    which is made anew with it: a new one is read again, once, whatever its pods."""
+    labels = {"leaderworkerset.sigs.k8s.io/name": "serve"}
+
+    def pod(name: str, statefulset: str, uid: str) -> dict[str, Any]:
+        owner = {**owner_reference("StatefulSet", "apps/v1", statefulset), "uid": uid}
+        return workload_pod("n1", name, owner=owner, labels=labels)
+
+    def lws(uid: str) -> dict[str, Any]:
+        return {**LEADERWORKERSET_BODY, "metadata": {"name": "serve", "namespace": "ml", "uid": uid}}
+
+    index = facts_of([pod("serve-0", "serve", "old-leader-sts"), pod("serve-0-1", "serve-0", "old-worker-sts")])
+    old_read = top_owner(index.workload_pods[("ml", "serve-0-1")], index)[1]
+    assert old_read is not None and old_read.generation == "old-leader-sts"
+    assert learn_lookup(index, old_read, lws("old-lws-uid"))
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "serve-0"))
+    # the new LWS: its leader pod, with the old worker still there
+    index.put(WORKLOAD_POD_FACTS, facts(pod("serve-0", "serve", "new-leader-sts")))
+    owner, new_read = top_owner(index.workload_pods[("ml", "serve-0")], index)
+    assert owner.uid == "" and new_read is not None and new_read.generation == "new-leader-sts"
+    assert top_owner(index.workload_pods[("ml", "serve-0-1")], index)[1] == new_read  # one read for all
+    assert not learn_lookup(index, old_read, lws("old-lws-uid"))  # a read of the old one, answered late
+    assert learn_lookup(index, new_read, lws("new-lws-uid"))
+    # more pods of the new LWS: its workers, another leader of the same StatefulSet; no read
+    for body in (pod("serve-0-2", "serve-0", "new-worker-sts"), pod("serve-1", "serve", "new-leader-sts")):
+        index.put(WORKLOAD_POD_FACTS, facts(body))
+    for key in index.workload_pods:
+        owner, missing = top_owner(index.workload_pods[key], index)
+        assert (owner.uid, missing) == ("new-lws-uid", None)
+    for key in list(index.workload_pods):
+        index.remove(WORKLOAD_POD_FACTS, key)
+    assert (index.owner_parents, index.owner_uids, index.owner_generations) == ({}, {}, {})
 
 
 # KubeRay ray-operator v1.5.0: the RayJob controller generates RayCluster "<rayjob>-<suffix>",
