@@ -395,7 +395,8 @@ class WorkloadPodFacts:
 
     def requested_by_app(self, resource: str) -> bool:
         """Whether an app container or a sidecar requests ``resource``: whether the processes
-        the job runs hold it. A plain init container's devices end with it: kubelet's device
+        the job runs hold it (the fabric's, an accelerator). A plain init container's devices
+        end with it: kubelet's device
         manager hands them on only to a later container that requests the same resource
         (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go, ``ManagerImpl.Allocate``
         and ``allocateContainerResources``, which allocates each container from its own

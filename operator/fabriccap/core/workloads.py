@@ -171,7 +171,10 @@ class PodUse:
 def pod_use(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[PodUse, list[LookupKey]]:
     by_claim, unknown = claims_fabric(pod, profile, index, held_by_job=True)
     fabric = requests_fabric(pod, profile) or by_claim
-    accelerator = any(pod.request_of(resource) > 0 for resource in profile.target_nodes.accelerator_resources)
+    # The job's own containers' accelerators, as for the fabric (``requested_by_app``): a CPU
+    # service whose init container checks a GPU runs no NCCL. Fitting (FabricUnschedulable)
+    # goes by the effective request, init containers included.
+    accelerator = any(pod.requested_by_app(resource) for resource in profile.target_nodes.accelerator_resources)
     use = _POD_USES[(fabric, accelerator, profile.name in pod.intent, bool(unknown) and not fabric)]
     return use, unknown
 

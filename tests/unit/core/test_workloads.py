@@ -110,6 +110,31 @@ def test_the_fabric_only_an_init_container_requests_is_not_the_jobs() -> None:
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
 
 
+def test_an_accelerator_only_an_init_container_requests_makes_no_nccl_job() -> None:
+    """The same rule for the accelerator: a CPU-only service whose plain init container checks a
+    GPU (``gpu-check``, ``nvidia.com/gpu: 1``) holds no GPU once it runs and runs no NCCL. It
+    counted as an accelerator pod by its effective request (the init container's peak), so it
+    was withoutFabric and its owner was told NCCL would use TCP sockets. A sidecar's GPU runs
+    beside the service, and counts."""
+
+    def pod(name: str, init_container: dict[str, Any]) -> dict[str, Any]:
+        body = workload_pod("n1", f"{name}-0", gpu=None, owner=owner_reference("StatefulSet", "apps/v1", name))
+        body["spec"]["initContainers"] = [{**init_container, "image": "x", "resources": {"limits": {GPU: "1"}}}]
+        return body
+
+    checked = pod("web", {"name": "gpu-check"})
+    sidecar = pod("encoder", {"name": "gpu-encoder", "restartPolicy": "Always"})
+    found = facts(checked)
+    assert found is not None and found.request_of(GPU) == 1  # what the scheduler fits is unchanged
+    assert found.init_only == (GPU,)
+    evaluation = evaluate_bodies([*ready_pool(nodes=1), checked, sidecar])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (0, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "StatefulSet", "encoder")]
+
+
 def test_a_request_equal_to_its_limit_or_the_limit_alone() -> None:
     body = workload_pod("n1", "p", gpu=None)
     body["spec"]["containers"][0]["resources"] = {"requests": {GPU: "4"}, "limits": {GPU: "4"}}
