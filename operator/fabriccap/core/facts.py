@@ -316,6 +316,19 @@ class ClaimRef(NamedTuple):
     name: str
 
 
+class InitClaim(NamedTuple):
+    """A claim of the pod that plain init containers hold, all of it or in part: the
+    scheduler fits it, but kubelet hands a claim's devices only to the containers that name
+    it (kubernetes/kubernetes pkg/kubelet/cm/dra/manager.go ``GetResources``, from the
+    container's ``resources.claims``; for the scheduler's claim of extended resources, from
+    the pod's ``status.extendedResourceClaimStatus.requestMappings``)."""
+
+    claim: ClaimRef
+    # The claim's requests an app container or a sidecar holds; empty: none does, the whole
+    # claim is the init containers'.
+    job_requests: frozenset[str]
+
+
 # The most containers of one pod whose logs are read (each up to transport.maxBytes): a node
 # has at most 16 accelerator devices (trn1.32xlarge's Neuron devices; 8 GPUs on p4d/p5), and
 # NCCL runs one process per device, so a real pod has fewer accelerator containers than that.
@@ -360,13 +373,30 @@ class WorkloadPodFacts:
     # sorted; empty for nearly every pod. The scheduler reserves them, but the job's own
     # containers hold none of them (``requested_by_app``).
     init_only: tuple[str, ...] = ()
+    # Of ``claims``, those that plain init containers hold and the job's own containers hold
+    # none or only part of (``job_requests_of``); empty for nearly every pod.
+    init_claims: tuple[InitClaim, ...] = ()
+    # For an owner named by a label with no uid (a LeaderWorkerSet): the uid of the pod's
+    # controller when the owner controls it itself (``OwnerLabel.namesake_controller``: the
+    # LWS's leader StatefulSet). A new one is a new owner of the same name, whose uid is read
+    # again (core.index ``owner_generation``). "" for every other pod.
+    owner_generation: str = ""
 
     def request_of(self, resource: str) -> int:
         return _lookup(self.requests, resource)
 
+    def job_requests_of(self, claim: ClaimRef) -> frozenset[str] | None:
+        """The requests of ``claim`` that an app container or a sidecar holds; None: all of
+        them (the claim is the job's, as nearly every claim is); empty: none."""
+        for held in self.init_claims:
+            if held.claim == claim:
+                return held.job_requests
+        return None
+
     def requested_by_app(self, resource: str) -> bool:
         """Whether an app container or a sidecar requests ``resource``: whether the processes
-        the job runs hold it. A plain init container's devices end with it: kubelet's device
+        the job runs hold it (the fabric's, an accelerator). A plain init container's devices
+        end with it: kubelet's device
         manager hands them on only to a later container that requests the same resource
         (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go, ``ManagerImpl.Allocate``
         and ``allocateContainerResources``, which allocates each container from its own
@@ -537,14 +567,13 @@ class FactsExtractor:
         requests, init_only = _effective_requests(
             containers, init_containers, spec.get("overhead"), self.resources, where
         )
-        claims = _claims(
-            spec.get("resourceClaims"),
-            namespace,
-            status.get("extendedResourceClaimStatus"),
-            status.get("resourceClaimStatuses"),
-            where,
-            self.on_refused,
+        extended = status.get("extendedResourceClaimStatus")
+        named_claims = _claims(
+            spec.get("resourceClaims"), namespace, extended, status.get("resourceClaimStatuses"), where, self.on_refused
         )
+        claims = tuple(sorted({claim for _, claim in named_claims}))
+        # Only a pod with claims and init containers can have claims only init containers hold.
+        init_claims = _init_claims(named_claims, containers, init_containers, extended) if init_containers else ()
         intent = self._intent([*containers, *init_containers])
         if not requests and not claims and not intent:
             return None
@@ -556,6 +585,9 @@ class FactsExtractor:
         # A pod names as many containers as it likes: the reads of one pod are bounded.
         unread = max(0, len(running) - MAX_READ_CONTAINERS)
         running = running[:MAX_READ_CONTAINERS]
+        owner, owner_generation = _nearest_owner(
+            metadata, labels if isinstance(labels, MAPPINGS) else {}, namespace, name, self.on_refused
+        )
         return WorkloadPodFacts(
             namespace=namespace,
             name=name,
@@ -563,14 +595,14 @@ class FactsExtractor:
             requests=_shared_pairs(requests),
             claims=claims,
             intent=intent,
-            owner=_nearest_owner(
-                metadata, labels if isinstance(labels, MAPPINGS) else {}, namespace, name, self.on_refused
-            ),
+            owner=owner,
             unschedulable=None if node_name else _unschedulable_message(status.get("conditions")),
             uid=str(metadata.get("uid") or ""),
             containers=running,
             unread_containers=unread,
             init_only=init_only,
+            init_claims=init_claims,
+            owner_generation=owner_generation,
         )
 
     def pod_marks(self) -> frozenset[str]:
@@ -775,7 +807,7 @@ class FactsExtractor:
         allocation = status.get("allocation")
         devices = [
             AllocatedDevice(driver, pool, sys.intern(device), device_class)
-            for driver, pool, device, device_class in _allocated_devices(classes_by_request, allocation)
+            for driver, pool, device, _, device_class in _allocated_devices(classes_by_request, allocation)
             if device_class in self.device_class_names
         ]
         node_name = _single_node(allocation.get("nodeSelector")) if isinstance(allocation, MAPPINGS) else None
@@ -960,18 +992,20 @@ def _running_accelerator_containers(
 
 def _claims(
     resource_claims: Any, namespace: str, extended: Any, generated: Any, holder: str, refused: RefusalHook | None
-) -> tuple[ClaimRef, ...]:
-    """The pod's claims: those its spec names, and the one the scheduler made for extended
-    resources it serves from DRA (KEP-5004: ``status.extendedResourceClaimStatus``). A claim of
-    a template is the one made from it for the pod once there is one
+) -> list[tuple[str | None, ClaimRef]]:
+    """The pod's claims, each with the name the pod's containers know it by
+    (``spec.resourceClaims[].name``): those its spec names, and (with no name: no container
+    names it) the one the scheduler made for extended resources it serves from DRA (KEP-5004:
+    ``status.extendedResourceClaimStatus``). A claim of a template is the one made from it for
+    the pod once there is one
     (``status.resourceClaimStatuses``): what the pod holds, whatever became of the template (a
     template deleted or renamed since, or one not readable, read as "no fabric class" and warned
     a job that holds EFA). One whose name no claim can have is left out (its devices unknown,
     the pod is judged by its other requests), as it is read with a GET of that name."""
-    found = []
+    found: list[tuple[str | None, ClaimRef]] = []
     named: list[Any] = list(resource_claims) if isinstance(resource_claims, list) else []
     if isinstance(extended, MAPPINGS):
-        named.append({CLAIM_NAME_KEY: extended.get(CLAIM_NAME_KEY)})
+        named.append(extended)  # it names its claim as a spec entry may: resourceClaimName
     made = {
         status.get("name"): status.get(CLAIM_NAME_KEY)
         for status in (generated if isinstance(generated, list) else ())
@@ -992,8 +1026,69 @@ def _claims(
         if not is_object_name(name):
             _refuse(refused, INVALID_NAME, holder, "resource.k8s.io/v1", kind, name)
             continue
-        found.append(ClaimRef(kind, namespace, name))
-    return tuple(sorted(set(found)))
+        known_as = claim.get("name")
+        if claim is extended:
+            known_as = None
+        elif not isinstance(known_as, str):
+            known_as = ""  # no container can name it
+        found.append((known_as, ClaimRef(kind, namespace, name)))
+    return found
+
+
+def _init_claims(
+    named_claims: list[tuple[str | None, ClaimRef]],
+    containers: list[Mapping[str, Any]],
+    init_containers: list[Mapping[str, Any]],
+    extended: Any,
+) -> tuple[InitClaim, ...]:
+    """The claims (``_claims``) that plain init containers hold and the containers that run
+    beside the job (app containers, sidecars) hold none or only part of: the same rule as
+    ``_effective_requests``'s ``init_only``, for devices that come as claims.
+
+    A claim of the spec is held by the containers whose ``resources.claims[].name`` names it;
+    one no container names is the pod's, as before. The scheduler's claim of extended
+    resources is held request by request, as ``status.extendedResourceClaimStatus``'s
+    ``requestMappings`` say ({containerName, resourceName, requestName}: kubernetes/kubernetes
+    staging/src/k8s.io/api/core/v1/types.go, ``PodExtendedResourceClaimStatus`` and
+    ``ContainerExtendedResourceRequest``). kube-scheduler makes that claim from every container,
+    plain init containers included: their largest request is a request of its own unless it
+    reuses a later app container's or sidecar's (pkg/scheduler/framework/plugins/
+    dynamicresources/extendeddynamicresources.go, ``createRequestsAndMappings``)."""
+    if not named_claims:
+        return ()
+    plain = [container for container in init_containers if container.get("restartPolicy") != "Always"]
+    if not plain:
+        return ()
+    beside = [*containers, *(container for container in init_containers if container.get("restartPolicy") == "Always")]
+    held_by_job = {name for container in beside for name in _claim_names(container)}
+    held_by_init = {name for container in plain for name in _claim_names(container)}
+    spec_claims = [(name, claim) for name, claim in named_claims if name is not None]
+    # A claim that two entries name (the same ResourceClaim) is the job's if either is.
+    jobs = {claim for name, claim in spec_claims if name in held_by_job or name not in held_by_init}
+    found = {claim: frozenset[str]() for _, claim in spec_claims if claim not in jobs}
+    generated = next((claim for name, claim in named_claims if name is None), None)
+    mappings = extended.get("requestMappings") if isinstance(extended, MAPPINGS) else None
+    if generated is not None and generated not in jobs and isinstance(mappings, list):
+        plain_names = {container.get("name") for container in plain}
+        held = [
+            (mapping.get("containerName"), mapping["requestName"])
+            for mapping in mappings
+            if isinstance(mapping, MAPPINGS) and isinstance(mapping.get("requestName"), str)
+        ]
+        # A request mapped to a container not known as a plain init container is the job's.
+        job_requests = frozenset(request for container, request in held if container not in plain_names)
+        if len(job_requests) < len({request for _, request in held}):
+            found[generated] = job_requests
+    return tuple(InitClaim(claim, job_requests) for claim, job_requests in sorted(found.items()))
+
+
+def _claim_names(container: Mapping[str, Any]) -> Iterable[str]:
+    """The pod claims a container names (``resources.claims[].name``)."""
+    spec = container.get("resources")
+    claims = spec.get("claims") if isinstance(spec, MAPPINGS) else None
+    for claim in claims if isinstance(claims, list) else ():
+        if isinstance(claim, MAPPINGS) and isinstance(claim.get("name"), str):
+            yield claim["name"]
 
 
 def _refuse(refused: RefusalHook | None, cause: str, holder: str, api_version: Any, kind: Any, name: Any) -> None:
@@ -1035,23 +1130,25 @@ def controller_owner(
 
 def _nearest_owner(
     metadata: Mapping[str, Any], labels: Mapping[str, Any], namespace: str, name: str, refused: RefusalHook | None
-) -> ObjectRef:
+) -> tuple[ObjectRef, str]:
+    """The pod's nearest owner (``WorkloadPodFacts.owner``) and its ``owner_generation``."""
     holder = f"Pod {namespace}/{name}"
     owner = controller_owner(metadata, namespace, any_owner=True, holder=holder, refused=refused)
     if owner is None:
-        return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID))
+        return ObjectRef("v1", "Pod", namespace, name, clean_text(metadata.get("uid") or "", MAX_UID)), ""
     route = OWNER_LABELS.get((group_of(owner.api_version), owner.kind))
     named = labels.get(route[1].name_label) if route is not None else None
     if route is not None and isinstance(named, str):
         workload, label = route
         if not is_object_name(named):
             _refuse(refused, INVALID_NAME, holder, workload.api_version, workload.kind, named)
-            return owner  # the controller: the nearest valid owner
+            return owner, ""  # the controller: the nearest valid owner
         # The workload's controller labels its pods with its name (JobSet: and uid): no need
         # to read the Job or StatefulSet to learn whose it is (core.workload_kinds).
         uid = clean_text(labels.get(label.uid_label) or "", MAX_UID) if label.uid_label else ""
-        return ObjectRef.shared(workload.api_version, workload.kind, namespace, named, uid)
-    return owner
+        generation = owner.uid if label.namesake_controller and owner.name == named else ""
+        return ObjectRef.shared(workload.api_version, workload.kind, namespace, named, uid), generation
+    return owner, ""
 
 
 # What is read of a scheduler's FitError ("0/250 nodes are available: 64 Insufficient
@@ -1164,25 +1261,27 @@ def _request_classes(spec: Mapping[str, Any]) -> dict[str, str]:
     return classes
 
 
-def claim_device_classes(spec: Any, status: Any) -> frozenset[str]:
-    """The DeviceClasses a claim (its ``spec`` and ``status``) gives its pod devices of. Once
-    allocated, those of the requests its devices were allocated for: a ``firstAvailable``
-    request that prefers the fabric and falls back to a plain NIC holds the fabric only if the
-    scheduler chose the fabric's subrequest. Before, every class its requests name, since any
-    of them may be chosen; so too while its allocation records no device that says which."""
+def claim_request_classes(spec: Any, status: Any) -> tuple[tuple[str, str], ...]:
+    """The DeviceClasses a claim (its ``spec`` and ``status``) gives its pod devices of, each
+    with the request (the main one, for a ``firstAvailable`` subrequest) that asks for it,
+    sorted. Once allocated, those of the requests its devices were allocated for: a
+    ``firstAvailable`` request that prefers the fabric and falls back to a plain NIC holds the
+    fabric only if the scheduler chose the fabric's subrequest. Before, every class its
+    requests name, since any of them may be chosen; so too while its allocation records no
+    device that says which."""
     classes_by_request = _request_classes(spec) if isinstance(spec, MAPPINGS) else {}
     allocation = status.get("allocation") if isinstance(status, MAPPINGS) else None
-    allocated = [device_class for *_, device_class in _allocated_devices(classes_by_request, allocation)]
-    if not allocated:
-        return frozenset(classes_by_request.values())
-    return frozenset(device_class for device_class in allocated if device_class is not None)
+    devices = _allocated_devices(classes_by_request, allocation)
+    pairs = [(request, device_class) for *_, request, device_class in devices] or list(classes_by_request.items())
+    found = {(request.split("/", 1)[0], device_class) for request, device_class in pairs if device_class is not None}
+    return tuple(sorted(found))
 
 
 def _allocated_devices(
     classes_by_request: Mapping[str, str], allocation: Any
-) -> Iterable[tuple[str, str, str, str | None]]:
+) -> Iterable[tuple[str, str, str, str, str | None]]:
     """Each device of an allocation (``status.allocation.devices.results``) as (driver, pool,
-    device, the DeviceClass its request names; None if it names none). A result names a
+    device, request, the DeviceClass its request names; None if it names none). A result names a
     ``firstAvailable`` subrequest as ``<main request>/<subrequest>`` (kubernetes/api
     resource/v1/types.go, ``DeviceRequestAllocationResult.Request``), which ``_request_classes``
     keys it by. A result of admin access, or one that is not whole, is left out."""
@@ -1196,7 +1295,7 @@ def _allocated_devices(
             continue
         driver, pool, device, request = (str(value) for value in fields)
         device_class = classes_by_request.get(request) or classes_by_request.get(request.split("/", 1)[0])
-        yield driver, pool, device, device_class
+        yield driver, pool, device, request, device_class
 
 
 def _single_node(selector: Any) -> str | None:

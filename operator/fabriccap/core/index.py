@@ -141,7 +141,15 @@ class FactIndex:
         # The uids read of owners that pods name by a label without one (a LeaderWorkerSet):
         # an Event needs it (core.workload_kinds ``uid_from_read``). Only those kinds' uids.
         self.owner_uids: dict[OwnerKey, str] = {}
+        # Of those owners, the generations their pods told (``WorkloadPodFacts.owner_generation``:
+        # a LeaderWorkerSet's leader StatefulSet uid), in the order seen: one not seen before is
+        # a new owner of the same name (deleted and created again while an old pod lingers),
+        # whose read is done again; an answer read for an earlier one is not kept.
+        self.owner_generations: dict[OwnerKey, tuple[str, ...]] = {}
         self.claim_classes: dict[ClaimRef, frozenset[str]] = {}
+        # Of a claim of more than one class, the class of each request (``claim_request_classes``):
+        # what tells the part of it the job's containers hold (``classes_of_requests``).
+        self.claim_request_classes: dict[ClaimRef, tuple[tuple[str, str], ...]] = {}
         # Who an answer concerns: the pods each owner and claim is named by, and each owner's
         # known children, so a lookup re-evaluates only the pools of the pods under it.
         self.owner_pods: dict[OwnerKey, set[NamespacedKey]] = {}
@@ -417,6 +425,8 @@ class FactIndex:
             self._unscheduled_touched()
         if previous is not None:  # after the new links: what the pod still names stays
             self._release_references(previous)
+        if current.owner_generation:
+            self._saw_owner_generation(current.owner.key, current.owner_generation)
         self._workload_pod_seen(key, current)
 
     def put_transport(self, key: NamespacedKey, transport: PodTransport) -> bool:
@@ -441,9 +451,40 @@ class FactIndex:
             self.unscheduled_pods.discard(key)
             self._unscheduled_touched()
 
-    def learn_owner(self, key: OwnerKey, parent: ObjectRef | None, uid: str = "") -> bool:
+    def owner_generation(self, key: OwnerKey) -> str:
+        """The generation of the owner ``key`` its pods told last ("" if none): what a read of
+        it is for (``learn_owner``)."""
+        seen = self.owner_generations.get(key)
+        return seen[-1] if seen else ""
+
+    def _saw_owner_generation(self, key: OwnerKey, generation: str) -> None:
+        """A pod of the owner ``key`` told its ``generation``. One not seen before is a new owner
+        of that name: what was read of the name (an old uid) is forgotten, and read again, once
+        for that generation however many pods tell it."""
+        seen = self.owner_generations.get(key, ())
+        if generation in seen:
+            return
+        self.owner_generations[key] = (*seen, generation)
+        if key in self.owner_parents:
+            parent = self.owner_parents.pop(key)
+            self.owner_uids.pop(key, None)
+            if parent is not None:
+                _discard(self.owner_children, parent.key, key)
+                self._release_owner(parent.key)
+        # Judged again, also where no read was answered yet: their lookup is for this generation.
+        concerned = self.pods_under(key)
+        self._workloads_changed(concerned)
+        self._lookups_touched(concerned)
+
+    def learn_owner(
+        self, key: OwnerKey, parent: ObjectRef | None, uid: str = "", generation: str | None = None
+    ) -> bool:
         """What a read of the owner ``key`` told: its own owner, and (for the kinds whose pods
-        name it without one) its uid. True when that changed what was known."""
+        name it without one) its uid. A read for a ``generation`` its pods no longer tell last
+        (it was answered after a re-created owner's pod came) is not kept; None: an object at
+        hand, the owner as it is. True when that changed what was known."""
+        if generation is not None and generation != self.owner_generation(key):
+            return False
         if key in self.owner_parents and self.owner_parents[key] == parent and self.owner_uids.get(key, "") == uid:
             return False
         previous = self.owner_parents.get(key)
@@ -477,6 +518,7 @@ class FactIndex:
         for claim in facts.claims:
             if claim not in self.claim_pods:
                 self.claim_classes.pop(claim, None)
+                self.claim_request_classes.pop(claim, None)
 
     def _release_owner(self, owner: OwnerKey) -> None:
         """Forget ``owner`` and, up its chain, every owner no workload pod's chain goes through
@@ -488,6 +530,7 @@ class FactIndex:
                 continue
             parent = self.owner_parents.pop(current, None)
             self.owner_uids.pop(current, None)
+            self.owner_generations.pop(current, None)
             # Its children lead to no pod either (they are forgotten with it, a loop included).
             pending.extend(self.owner_children.pop(current, ()))
             if parent is not None:
@@ -515,14 +558,29 @@ class FactIndex:
                 stack.append(iter(self.owner_children.get(child, ())))
         return False
 
-    def learn_claim(self, claim: ClaimRef, device_classes: frozenset[str]) -> bool:
-        if self.claim_classes.get(claim) == device_classes:
+    def learn_claim(self, claim: ClaimRef, request_classes: tuple[tuple[str, str], ...]) -> bool:
+        """What a read of ``claim`` told: the class of each of its requests that gives the pod
+        devices (``facts.claim_request_classes``). True when that changed what was known."""
+        device_classes = frozenset(device_class for _, device_class in request_classes)
+        by_request = request_classes if len(device_classes) > 1 else None
+        if self.claim_classes.get(claim) == device_classes and self.claim_request_classes.get(claim) == by_request:
             return False
         self.claim_classes[claim] = device_classes
+        if by_request is not None:
+            self.claim_request_classes[claim] = by_request
+        else:
+            self.claim_request_classes.pop(claim, None)
         concerned = set(self.claim_pods.get(claim, ()))
         self._workloads_changed(concerned)
         self._lookups_touched(concerned)
         return True
+
+    def classes_of_requests(self, claim: ClaimRef, requests: frozenset[str]) -> frozenset[str]:
+        """The classes of the known ``claim``'s ``requests`` (a part of it some containers hold)."""
+        by_request = self.claim_request_classes.get(claim)
+        if by_request is None:  # one class (or none): every request is of it
+            return self.claim_classes.get(claim, frozenset())
+        return frozenset(device_class for request, device_class in by_request if request in requests)
 
     def pods_under(self, owner: OwnerKey) -> set[NamespacedKey]:
         """The workload pods whose chain of owners, as known, goes through ``owner``."""

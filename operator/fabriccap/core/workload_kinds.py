@@ -92,6 +92,11 @@ class OwnerLabel:
     via: tuple[str, str]  # (group, kind) of the pod's controller owner
     name_label: str
     uid_label: str | None = None
+    # With no uid label: a controller of kind ``via`` that bears the workload's own name is one
+    # the workload controls itself, made anew with each object of that name. Its uid, on the
+    # pods it controls, tells a re-created workload from the one read before
+    # (``WorkloadPodFacts.owner_generation``).
+    namesake_controller: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,9 +231,12 @@ LEADERWORKERSET = WorkloadKind(
     source="sigs.k8s.io/lws@v0.8.0 (fc19b9ae9b01) api/leaderworkerset/v1/leaderworkerset_types.go",
     # The pods carry the LWS's name (SetNameLabelKey, leaderworkerset_types.go:37; on the workers
     # from pkg/controllers/pod_controller.go:362) and no label with its uid (none of the keys in
-    # leaderworkerset_types.go:29-98 holds one): it is read for that, one GET per LWS.
+    # leaderworkerset_types.go:29-98 holds one): it is read for that, one GET per LWS. Its
+    # leader StatefulSet bears its name and is controlled by it (pkg/controllers/
+    # leaderworkerset_controller.go:355 and :760); a worker StatefulSet is named after its
+    # leader pod and controlled by it (pod_controller.go:173 and :187).
     read_for_owner=True,
-    owner_label=OwnerLabel(("apps", "StatefulSet"), "leaderworkerset.sigs.k8s.io/name"),
+    owner_label=OwnerLabel(("apps", "StatefulSet"), "leaderworkerset.sigs.k8s.io/name", namesake_controller=True),
 )
 HYPERPOD_PYTORCHJOB = WorkloadKind(
     title="SageMaker HyperPod HyperPodPyTorchJob",

@@ -38,7 +38,7 @@ from fabriccap.core.facts import (
     ClaimRef,
     ObjectRef,
     WorkloadPodFacts,
-    claim_device_classes,
+    claim_request_classes,
     controller_owner,
     insufficient_resources,
     object_name,
@@ -85,6 +85,9 @@ class LookupKey:
     namespace: str
     name: str
     api_version: str = ""
+    # The owner's generation the read is for (core.index ``owner_generation``): a re-created
+    # LeaderWorkerSet's is another read, and an answer for an earlier one is not kept.
+    generation: str = ""
 
     @property
     def is_claim(self) -> bool:
@@ -106,7 +109,8 @@ def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, Looku
         if current.group_kind not in OWNER_LOOKUP_KINDS:
             break
         if current.key not in index.owner_parents:
-            missing = LookupKey(current.kind, current.namespace, current.name, current.api_version)
+            generation = index.owner_generation(current.key)
+            missing = LookupKey(current.kind, current.namespace, current.name, current.api_version, generation)
             break
         parent = index.owner_parents[current.key]
         if parent is None:
@@ -116,16 +120,29 @@ def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, Looku
     return (current._replace(uid=uid) if uid else current), missing
 
 
-def claims_fabric(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[bool, list[LookupKey]]:
+def claims_fabric(
+    pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex, *, held_by_job: bool = False
+) -> tuple[bool, list[LookupKey]]:
     """Whether one of the pod's claims asks for one of the fabric's DeviceClasses (the claim the
-    scheduler made for an extended resource served from DRA included); the claims not yet known."""
+    scheduler made for an extended resource served from DRA included); the claims not yet known.
+
+    What the scheduler must fit is every claim. With ``held_by_job``, whose fabric it is: only
+    what an app container or a sidecar holds, as for a resource (``requests_fabric``). A claim,
+    or the part of the scheduler's claim, that only plain init containers hold ends with them
+    (``WorkloadPodFacts.init_claims``)."""
     device_classes = frozenset(profile.dra.device_class_names) if profile.uses(Source.DRA) else frozenset()
     unknown = []
     for claim in pod.claims:
+        job_requests = pod.job_requests_of(claim) if held_by_job and pod.init_claims else None
+        if job_requests is not None and not job_requests:
+            continue  # only plain init containers hold it
         classes = index.claim_classes.get(claim)
         if classes is None:
             unknown.append(LookupKey(claim.kind, claim.namespace, claim.name, "resource.k8s.io/v1"))
-        elif classes & device_classes:
+            continue
+        if job_requests is not None:
+            classes = index.classes_of_requests(claim, job_requests)
+        if classes & device_classes:
             return True, []
     return False, unknown
 
@@ -152,9 +169,12 @@ class PodUse:
 
 
 def pod_use(pod: WorkloadPodFacts, profile: FabricProfile, index: FactIndex) -> tuple[PodUse, list[LookupKey]]:
-    by_claim, unknown = claims_fabric(pod, profile, index)
+    by_claim, unknown = claims_fabric(pod, profile, index, held_by_job=True)
     fabric = requests_fabric(pod, profile) or by_claim
-    accelerator = any(pod.request_of(resource) > 0 for resource in profile.target_nodes.accelerator_resources)
+    # The job's own containers' accelerators, as for the fabric (``requested_by_app``): a CPU
+    # service whose init container checks a GPU runs no NCCL. Fitting (FabricUnschedulable)
+    # goes by the effective request, init containers included.
+    accelerator = any(pod.requested_by_app(resource) for resource in profile.target_nodes.accelerator_resources)
     use = _POD_USES[(fabric, accelerator, profile.name in pod.intent, bool(unknown) and not fabric)]
     return use, unknown
 
@@ -651,14 +671,14 @@ def owner_of(
     return controller_owner(metadata, namespace, holder=holder, refused=refused)
 
 
-def device_classes_of(body: Mapping[str, object]) -> frozenset[str]:
+def request_classes_of(body: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     """The DeviceClasses a ResourceClaimTemplate (``spec.spec``) requests, or a ResourceClaim
-    (``spec``) gives its pod: once allocated, those its devices were allocated for
-    (``facts.claim_device_classes``)."""
+    (``spec``) gives its pod, each with its request: once allocated, those its devices were
+    allocated for (``facts.claim_request_classes``)."""
     spec = body.get("spec")
     if body.get("kind") == "ResourceClaimTemplate":
-        return claim_device_classes(spec.get("spec") if isinstance(spec, Mapping) else None, None)
-    return claim_device_classes(spec, body.get("status"))
+        return claim_request_classes(spec.get("spec") if isinstance(spec, Mapping) else None, None)
+    return claim_request_classes(spec, body.get("status"))
 
 
 def _read_uid(body: Mapping[str, object], identity: str) -> str:
@@ -683,7 +703,7 @@ def learn_from_object(index: FactIndex, body: Mapping[str, object], refused: Ref
         parent = owner_of(body, kind, namespace, refused)
         return index.learn_owner((identity, namespace, name), parent, _read_uid(body, identity))
     if kind in CLAIM_LOOKUP_KINDS and group_of(api_version) == "resource.k8s.io":
-        return index.learn_claim(ClaimRef(kind, namespace, name), device_classes_of(body))
+        return index.learn_claim(ClaimRef(kind, namespace, name), request_classes_of(body))
     return False
 
 
@@ -693,9 +713,9 @@ def learn_lookup(
     """Put a lookup's answer in the index; no body (the object is gone, or unreadable) means
     no further owner, or a claim of no known class."""
     if key.is_claim:
-        classes = device_classes_of(body) if body is not None else frozenset()
+        classes = request_classes_of(body) if body is not None else ()
         return index.learn_claim(ClaimRef(key.kind, key.namespace, key.name), classes)
     if body is None:
-        return index.learn_owner(key.owner_key, None)
+        return index.learn_owner(key.owner_key, None, generation=key.generation)
     parent = owner_of(body, key.kind, key.namespace, refused)
-    return index.learn_owner(key.owner_key, parent, _read_uid(body, key.owner_key[0]))
+    return index.learn_owner(key.owner_key, parent, _read_uid(body, key.owner_key[0]), key.generation)

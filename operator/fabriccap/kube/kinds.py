@@ -46,7 +46,7 @@ from fabriccap.core.index import (
 )
 from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
 from fabriccap.core.unlisted import UnlistedKeys
-from fabriccap.core.workloads import device_classes_of
+from fabriccap.core.workloads import request_classes_of
 from fabriccap.kube.paths import (
     DAEMON_SETS,
     DEFAULT_PAGE_SIZE,
@@ -285,7 +285,7 @@ def _read_slice(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, 
 def _read_claim(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, Any]) -> ClaimFacts | None:
     # Every claim says which classes it asks for: what the workload view would look up.
     namespace, name = namespace_and_name(body)
-    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), device_classes_of(body))
+    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), request_classes_of(body))
     return extractor.resource_claim(body)
 
 

@@ -94,7 +94,7 @@ class World:
             self.index.learn_owner(("Job.batch", "ml", f"{owner}-job"), rng.choice([parent, None]))
         else:
             claim = ClaimRef("ResourceClaimTemplate", "ml", rng.choice(OWNERS))
-            self.index.learn_claim(claim, frozenset(rng.sample(["efa.networking.k8s.aws", "gpu.nvidia.com"], k=1)))
+            self.index.learn_claim(claim, (("req", rng.sample(["efa.networking.k8s.aws", "gpu.nvidia.com"], k=1)[0]),))
 
     def _workload(self, node_name: str | None) -> None:
         rng = self.rng

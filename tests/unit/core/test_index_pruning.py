@@ -93,7 +93,7 @@ def test_a_claims_device_classes_go_with_its_last_pod() -> None:
     put(index, job_pod("a", "j1", claims=claims))
     put(index, job_pod("b", "j1", claims=claims))
     claim = ClaimRef("ResourceClaimTemplate", "ml", "gpus")
-    index.learn_claim(claim, frozenset({"gpu.nvidia.com"}))
+    index.learn_claim(claim, (("gpu", "gpu.nvidia.com"),))
     index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
     assert claim in index.claim_classes and index.claim_referenced(claim)
     index.remove(WORKLOAD_POD_FACTS, ("ml", "b"))

@@ -14,8 +14,8 @@ import pytest
 
 from fabriccap.core.api import FabricCapabilityStatus, WorkloadsStatus
 from fabriccap.core.evaluate import evaluate
-from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, ObjectRef, insufficient_resources
-from fabriccap.core.index import FactIndex
+from fabriccap.core.facts import ClaimRef, FactsError, FactsExtractor, InitClaim, ObjectRef, insufficient_resources
+from fabriccap.core.index import WORKLOAD_POD_FACTS, FactIndex
 from fabriccap.core.text import MAX_MESSAGE
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
 from fabriccap.core.workloads import (
@@ -23,9 +23,9 @@ from fabriccap.core.workloads import (
     LookupKey,
     NotRequestedWording,
     ReadyPool,
-    device_classes_of,
     learn_from_object,
     learn_lookup,
+    request_classes_of,
     top_owner,
     unschedulable_event,
     unschedulable_groups,
@@ -108,6 +108,31 @@ def test_the_fabric_only_an_init_container_requests_is_not_the_jobs() -> None:
     assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (2, 1)
     events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
+
+
+def test_an_accelerator_only_an_init_container_requests_makes_no_nccl_job() -> None:
+    """The same rule for the accelerator: a CPU-only service whose plain init container checks a
+    GPU (``gpu-check``, ``nvidia.com/gpu: 1``) holds no GPU once it runs and runs no NCCL. It
+    counted as an accelerator pod by its effective request (the init container's peak), so it
+    was withoutFabric and its owner was told NCCL would use TCP sockets. A sidecar's GPU runs
+    beside the service, and counts."""
+
+    def pod(name: str, init_container: dict[str, Any]) -> dict[str, Any]:
+        body = workload_pod("n1", f"{name}-0", gpu=None, owner=owner_reference("StatefulSet", "apps/v1", name))
+        body["spec"]["initContainers"] = [{**init_container, "image": "x", "resources": {"limits": {GPU: "1"}}}]
+        return body
+
+    checked = pod("web", {"name": "gpu-check"})
+    sidecar = pod("encoder", {"name": "gpu-encoder", "restartPolicy": "Always"})
+    found = facts(checked)
+    assert found is not None and found.request_of(GPU) == 1  # what the scheduler fits is unchanged
+    assert found.init_only == (GPU,)
+    evaluation = evaluate_bodies([*ready_pool(nodes=1), checked, sidecar])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (0, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "StatefulSet", "encoder")]
 
 
 def test_a_request_equal_to_its_limit_or_the_limit_alone() -> None:
@@ -511,7 +536,7 @@ def test_a_leaderworkerset_is_read_for_the_uid_its_pods_do_not_carry() -> None:
     """Its Events are found by uid (``kubectl describe lws``), which only the LWS itself tells:
     until it is read the evaluation asks for it, and its Event waits (publisher)."""
     evaluation = evaluate_bodies([*ready_pool(), *_leaderworkerset_pods()])
-    assert LookupKey("LeaderWorkerSet", "ml", "serve", "leaderworkerset.x-k8s.io/v1") in evaluation.lookups
+    assert ("LeaderWorkerSet", "ml", "serve") in {(key.kind, key.namespace, key.name) for key in evaluation.lookups}
     evaluation = evaluate_bodies([*ready_pool(), *_leaderworkerset_pods(), LEADERWORKERSET_BODY])
     (event,) = evaluation.workload_events
     assert (event.reason, event.involved.kind, event.involved.name) == (
@@ -521,6 +546,46 @@ def test_a_leaderworkerset_is_read_for_the_uid_its_pods_do_not_carry() -> None:
     )
     assert event.involved.uid == "6f1f9d0c-lws-serve"
     assert not evaluation.lookups
+
+
+def test_a_re_created_leaderworkerset_is_read_again_once_for_its_uid() -> None:
+    """An LWS deleted and created again (``kubectl replace --force``): garbage collection
+    removes the old leader pod first and its worker StatefulSet's pods after, so the new
+    leader pod (same name) comes while an old worker lingers. Read once by name, the old uid
+    stayed while any pod led to the name: the new LWS's Events carried it (``kubectl describe``
+    of the new LWS lists none) and their key was the old one's, which the outbox knew, so they
+    were never sent. A leader pod names its leader StatefulSet, which the LWS controls and
+    which is made anew with it: a new one is read again, once, whatever its pods."""
+    labels = {"leaderworkerset.sigs.k8s.io/name": "serve"}
+
+    def pod(name: str, statefulset: str, uid: str) -> dict[str, Any]:
+        owner = {**owner_reference("StatefulSet", "apps/v1", statefulset), "uid": uid}
+        return workload_pod("n1", name, owner=owner, labels=labels)
+
+    def lws(uid: str) -> dict[str, Any]:
+        return {**LEADERWORKERSET_BODY, "metadata": {"name": "serve", "namespace": "ml", "uid": uid}}
+
+    index = facts_of([pod("serve-0", "serve", "old-leader-sts"), pod("serve-0-1", "serve-0", "old-worker-sts")])
+    old_read = top_owner(index.workload_pods[("ml", "serve-0-1")], index)[1]
+    assert old_read is not None and old_read.generation == "old-leader-sts"
+    assert learn_lookup(index, old_read, lws("old-lws-uid"))
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "serve-0"))
+    # the new LWS: its leader pod, with the old worker still there
+    index.put(WORKLOAD_POD_FACTS, facts(pod("serve-0", "serve", "new-leader-sts")))
+    owner, new_read = top_owner(index.workload_pods[("ml", "serve-0")], index)
+    assert owner.uid == "" and new_read is not None and new_read.generation == "new-leader-sts"
+    assert top_owner(index.workload_pods[("ml", "serve-0-1")], index)[1] == new_read  # one read for all
+    assert not learn_lookup(index, old_read, lws("old-lws-uid"))  # a read of the old one, answered late
+    assert learn_lookup(index, new_read, lws("new-lws-uid"))
+    # more pods of the new LWS: its workers, another leader of the same StatefulSet; no read
+    for body in (pod("serve-0-2", "serve-0", "new-worker-sts"), pod("serve-1", "serve", "new-leader-sts")):
+        index.put(WORKLOAD_POD_FACTS, facts(body))
+    for key in index.workload_pods:
+        owner, missing = top_owner(index.workload_pods[key], index)
+        assert (owner.uid, missing) == ("new-lws-uid", None)
+    for key in list(index.workload_pods):
+        index.remove(WORKLOAD_POD_FACTS, key)
+    assert (index.owner_parents, index.owner_uids, index.owner_generations) == ({}, {}, {})
 
 
 # KubeRay ray-operator v1.5.0: the RayJob controller generates RayCluster "<rayjob>-<suffix>",
@@ -655,4 +720,98 @@ def test_a_first_available_claim_holds_the_fabric_only_when_its_fabric_subreques
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "fallback")]
     _, made = fallback
     del made["status"]  # not allocated yet: any of its subrequests may be chosen
-    assert device_classes_of(made) == {"efa.networking.k8s.aws", "ena.networking.k8s.aws"}
+    assert request_classes_of(made) == (("net", "efa.networking.k8s.aws"), ("net", "ena.networking.k8s.aws"))
+
+
+def _pod_with_a_claim_named_by(job: str, container: dict[str, Any]) -> Bodies:
+    """A trainer (8 GPUs) whose pod claims EFA, the claim named by ``container`` (the trainer
+    itself when it is the trainer's name ``node``, else an init container), and the claim."""
+    claim_name = f"{job}-efa"
+    pod_name = f"{job}-0"
+    claim = {"name": "net", "resourceClaimName": claim_name}
+    owner = owner_reference("PyTorchJob", "kubeflow.org/v1", job)
+    pod = workload_pod("d1", pod_name, claims=[claim], owner=owner)
+    if container["name"] != "node":
+        del pod["spec"]["containers"][0]["resources"]["claims"]
+        pod["spec"]["initContainers"] = [{**container, "image": "x", "resources": {"claims": [{"name": "net"}]}}]
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    return [pod, made]
+
+
+def test_a_claim_only_a_plain_init_container_names_is_not_the_jobs() -> None:
+    """The rule of an init container's extended resource, for a claim: kubelet hands a claim's
+    devices only to the containers whose ``resources.claims`` name it (pkg/kubelet/cm/dra/
+    manager.go GetResources). A trainer whose EFA claim only an ``efa-preflight`` init container
+    names holds no EFA device, and NCCL uses sockets; with a device plugin the same pod was
+    withoutFabric, with DRA requestingFabric, and its job was never warned. A sidecar runs
+    beside the trainer: its claim counts, as the trainer's own does. The scheduler still fits
+    every claim of the pod (``WorkloadPodFacts.claims``)."""
+    preflight = _pod_with_a_claim_named_by("preflight", {"name": "efa-preflight"})
+    sidecar = _pod_with_a_claim_named_by("sidecar", {"name": "efa-proxy", "restartPolicy": "Always"})
+    trainer = _pod_with_a_claim_named_by("trainer", {"name": "node"})
+    found = facts(preflight[0])
+    claim = ClaimRef("ResourceClaim", "ml", "preflight-efa")
+    assert found is not None and found.claims == (claim,)
+    assert found.init_claims == (InitClaim(claim, frozenset()),)
+    assert facts(sidecar[0]).init_claims == facts(trainer[0]).init_claims == ()
+    evaluation = evaluate_bodies([*dra_pool(count=32, nodes=1), *preflight, *sidecar, *trainer])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (2, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
+
+
+def _pod_served_from_dra(job: str, mapped: list[tuple[str, str, str]]) -> Bodies:
+    """KEP-5004: a trainer (8 GPUs) after an ``efa-preflight`` init container asking for
+    ``efa: 1``, both served from DRA: the scheduler's claim for the pod, its requests of the EFA
+    and the GPU class, and the pod's ``status.extendedResourceClaimStatus`` mapping each
+    (container, resource) to its request, as kube-scheduler writes them
+    (extendeddynamicresources.go createRequestsAndMappings, patchPodExtendedResourceClaimStatus).
+    ``mapped``: (container, resource, request)."""
+    pod_name = f"{job}-0"
+    claim_name = f"{pod_name}-extended-resources-x7k2p"
+    pod = workload_pod("d1", pod_name, owner=owner_reference("PyTorchJob", "kubeflow.org/v1", job))
+    pod["spec"]["initContainers"] = [{"name": "efa-preflight", "image": "x", "resources": {"limits": {EFA: "1"}}}]
+    mappings = [{"containerName": c, "resourceName": r, "requestName": q} for c, r, q in mapped]
+    pod["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": claim_name, "requestMappings": mappings}
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    classes = {EFA: "efa.networking.k8s.aws", GPU: "gpu.nvidia.com"}
+    made["spec"]["devices"]["requests"] = [
+        {"name": q, "exactly": {"deviceClassName": classes[r], "allocationMode": "ExactCount", "count": 1}}
+        for q, r in sorted({(q, r) for _, r, q in mapped})
+    ]
+    result = made["status"]["allocation"]["devices"]["results"][0]
+    made["status"]["allocation"]["devices"]["results"] = [
+        {**result, "request": q, "device": f"{job}-{q}"} for q in sorted({q for *_, q in mapped})
+    ]
+    return [pod, made]
+
+
+def test_the_schedulers_claim_for_extended_resources_is_the_jobs_by_its_request_mappings() -> None:
+    """Where EFA is served from DRA (KEP-5004), the scheduler makes one claim of the pod's
+    extended resources from every container, plain init containers included, and names it in
+    ``status.extendedResourceClaimStatus``. The preflight's EFA was init-only as a resource, yet
+    the claim's EFA class made the pod requestingFabric once it was scheduled. Only the
+    requests that ``requestMappings`` map to an app container or a sidecar are the job's: the
+    claim's GPU request the trainer holds is not the fabric, and a trainer mapped to an EFA
+    request (one it reuses with the init container, or its own) holds the fabric."""
+    preflight = _pod_served_from_dra(
+        "preflight",
+        [("node", GPU, "container-1-request-0"), ("efa-preflight", EFA, "container-0-request-0")],
+    )
+    trainer = _pod_served_from_dra(
+        "trainer",
+        [("node", EFA, "container-1-request-0"), ("efa-preflight", EFA, "container-1-request-0")],
+    )
+    found = facts(preflight[0])
+    claim = ClaimRef("ResourceClaim", "ml", "preflight-0-extended-resources-x7k2p")
+    assert found is not None and found.claims == (claim,) and found.init_only == (EFA,)
+    assert found.init_claims == (InitClaim(claim, frozenset({"container-1-request-0"})),)
+    assert facts(trainer[0]).init_claims == ()
+    evaluation = evaluate_bodies([*dra_pool(count=32, nodes=1), *preflight, *trainer])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
