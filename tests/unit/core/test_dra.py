@@ -1106,6 +1106,14 @@ def test_a_pool_naming_one_counter_set_twice_is_invalid() -> None:
         ("device", "lots", "spec.devices[0].consumesCounters[0].counters.bw.value: 'lots' is not a quantity"),
         ("device", "-1", "spec.devices[0].consumesCounters[0].counters.bw.value is negative"),
         ("counters", "1e99", "spec.sharedCounters[0].counters.bw.value: '1e99' is out of range"),
+        # Past int64, as the API server keeps a DecimalSI quantity of any length (quantity.go):
+        # a device taking a googol times its counter crashed the whole evaluation (a float).
+        (
+            "device",
+            "1234567891" * 40,
+            "spec.devices[0].consumesCounters[0].counters.bw.value is out of range (above 2**63-1)",
+        ),
+        ("counters", "9223372036854775808", "spec.sharedCounters[0].counters.bw.value is out of range (above 2**63-1)"),
         ("counters", None, "spec.sharedCounters[0].counters.bw.value is not a quantity"),
     ],
 )
