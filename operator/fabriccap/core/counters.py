@@ -144,45 +144,57 @@ def allocatable_at_once(counter_sets: Sequence[CounterSet], demands: Sequence[De
     """How many devices with these demands one pool's counters let the scheduler hold at once:
     a lower bound that is exact in the usual cases, never more than the scheduler can allocate.
 
-    Greedy: the devices are taken cheapest first (the sum, over the counters they draw on, of
-    the share of each counter they take), each kept only if every counter still covers it and
-    its compatibility groups fit the ones kept. Every device kept fits beside those kept before
-    it, exactly as ``checkAvailableCounters`` admits devices one by one, so the kept set is one
-    the scheduler can allocate together: the result never over-counts. It is the maximum when
-    every device draws the same amounts with the same groups (one partition size, the usual
-    case: any k of them fit as soon as k times the amount does), or when one counter is
-    involved and no groups are (cheapest first maximises how many fit under one bound). Otherwise (several counters and
-    mixed sizes, a knapsack) it may count fewer than the scheduler could place: the pool then
-    says less, never more.
+    When every device fits beside all the others (their total on each counter fits it, and
+    their groups agree), that is all of them, exactly, found in one pass (the roomy case, the
+    usual one). Otherwise, greedy: the devices are taken cheapest first (the sum, over the
+    counters they draw on, of the share of each counter they take), each kept only if every
+    counter still covers it and its compatibility groups fit the ones kept. Every device kept
+    fits beside those kept before it, exactly as ``checkAvailableCounters`` admits devices one
+    by one, so the kept set is one the scheduler can allocate together: the result never
+    over-counts. It is the maximum when every device draws the same amounts with the same
+    groups (one partition size, the usual case: any k of them fit as soon as k times the
+    amount does), or when one counter is involved and no groups are (cheapest first maximises
+    how many fit under one bound).
+    Otherwise (several counters and mixed sizes, a knapsack) it may count fewer than the
+    scheduler could place: the pool then says less, never more.
 
     ``counter_sets`` must be valid for ``demands`` (``invalid_counters`` is None)."""
     available = {
         (counter_set.name, name): amount for counter_set in counter_sets for name, amount in counter_set.counters
     }
-    candidates: list[tuple[int, Demand, dict[tuple[str, str], int]]] = []
+    total = dict.fromkeys(available, 0)
     for demand in demands:
-        taken = _taken(demand)
+        for consumption in demand:
+            for name, amount in consumption.counters:
+                total[(consumption.counter_set, name)] += amount
+    if all(total[key] <= limit for key, limit in available.items()) and _groups_agree(demands):
+        return len(demands)
+    return _greedy_count(available, demands)
+
+
+def _greedy_count(available: Mapping[tuple[str, str], int], demands: Sequence[Demand]) -> int:
+    candidates: list[tuple[int, int, int]] = []  # (share, total taken, position)
+    takes = [_taken(demand) for demand in demands]
+    for position, taken in enumerate(takes):
         if all(amount <= available[key] for key, amount in taken.items()):  # else it never fits
             # Its share: the sum, over the counters it draws on, of the part of each it takes.
             share = sum(amount * SHARE_ONE // available[key] for key, amount in taken.items() if amount)
-            candidates.append((share, demand, taken))
-    # Equal shares (fixed-point) fall back to the amounts themselves: with one counter, that
-    # orders the devices by what they take, exactly.
-    candidates.sort(key=lambda candidate: candidate[:2])
+            candidates.append((share, sum(taken.values()), position))
+    # Equal shares (fixed-point) fall back to the total taken: with one counter, that orders the
+    # devices by what they take, exactly.
+    candidates.sort()
     used: dict[tuple[str, str], int] = dict.fromkeys(available, 0)
     # Per counter set: the compatibility groups every device kept on it shares (None: none yet).
     shared_groups: dict[str, frozenset[str]] = {}
     kept = 0
-    for _, demand, taken in candidates:
+    for _, _, position in candidates:
+        demand, taken = demands[position], takes[position]
         if not _groups_fit(demand, shared_groups) or any(
             used[key] + amount > available[key] for key, amount in taken.items()
         ):
             continue
         kept += 1
-        for consumption in demand:
-            groups = frozenset(consumption.groups)
-            before = shared_groups.get(consumption.counter_set)
-            shared_groups[consumption.counter_set] = groups if before is None else before & groups
+        _keep_groups(demand, shared_groups)
         for key, amount in taken.items():
             used[key] += amount
     return kept
@@ -196,6 +208,23 @@ def _taken(demand: Demand) -> dict[tuple[str, str], int]:
             key = (consumption.counter_set, name)
             taken[key] = taken.get(key, 0) + amount
     return taken
+
+
+def _groups_agree(demands: Iterable[Demand]) -> bool:
+    """Whether every device's compatibility groups fit beside all the others'."""
+    shared_groups: dict[str, frozenset[str]] = {}
+    for demand in demands:
+        if not _groups_fit(demand, shared_groups):
+            return False
+        _keep_groups(demand, shared_groups)
+    return True
+
+
+def _keep_groups(demand: Demand, shared_groups: dict[str, frozenset[str]]) -> None:
+    for consumption in demand:
+        groups = frozenset(consumption.groups)
+        before = shared_groups.get(consumption.counter_set)
+        shared_groups[consumption.counter_set] = groups if before is None else before & groups
 
 
 def _groups_fit(demand: Demand, shared_groups: Mapping[str, frozenset[str]]) -> bool:

@@ -64,6 +64,19 @@ def test_a_whole_device_and_its_parts_count_the_parts() -> None:
     assert allocatable_at_once([NIC], [take(4), take(1), take(1), take(1), take(1)]) == 4
 
 
+def test_devices_that_all_fit_together_are_counted_without_the_greedy_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The roomy case, the usual one: their total fits every counter and their groups agree,
+    so the count is all of them, in one pass without a sort (review 61, F3)."""
+    from fabriccap.core import counters
+
+    def no_greedy_pass(*_: object) -> dict[tuple[str, str], int]:
+        raise AssertionError("the greedy pass ran")
+
+    monkeypatch.setattr(counters, "_taken", no_greedy_pass)  # what the greedy pass reads each device with
+    assert allocatable_at_once([NIC], [take(1, 2, "a"), take(1, 2, "a", "b"), take(2, 4, "a")]) == 3
+    assert allocatable_at_once([NIC], [take(0)] * 50) == 50
+
+
 def test_devices_taking_nothing_all_fit() -> None:
     empty = CounterSet("nic", (("bw", 0), ("lanes", 0)))
     assert allocatable_at_once([empty], [take(0)] * 3) == 3

@@ -1071,6 +1071,28 @@ def test_devices_sharing_one_counter_count_as_many_as_can_be_allocated_at_once()
     assert (devices.count, devices.notes) == (32, ())  # counters with room for all take nothing
 
 
+def test_the_count_at_once_is_worked_out_once_per_change_of_the_nodes_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool reads every node again whenever any of its nodes changes; the greedy pass over a
+    node's counters is kept until one of that node's slices changes (review 61, F3)."""
+    from fabriccap.core import counters
+    from fabriccap.core import index as index_module
+
+    passes: list[int] = []
+
+    def counted(*arguments: Any) -> int:
+        passes.append(1)
+        return counters.allocatable_at_once(*arguments)
+
+    monkeypatch.setattr(index_module, "allocatable_at_once", counted)
+    devices_slice = consuming(resource_slice("n1", efa=4, slice_count=2), "1")
+    index = index_of(devices_slice, counter_slice("n1", {"bw": "1"}))
+    assert [dra(index).count, dra(index).count, len(passes)] == [1, 1, 1]
+    more_room = read_slice(counter_slice("n1", {"bw": "2"}))
+    assert more_room is not None
+    index.put(SLICE_FACTS, more_room)
+    assert [dra(index).count, len(passes)] == [2, 2]
+
+
 def test_counters_in_the_devices_own_slice_are_read_too() -> None:
     """The first alpha (resource/v1beta1, 1.33) put sharedCounters beside the devices."""
     body = consuming(resource_slice("n1", efa=4), "1")
