@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 from fabriccap.core.quantity import exact_quantity
@@ -37,8 +36,21 @@ from fabriccap.core.text import clean_text
 # A counter name is a DNS label (63); a snapshot's may be anything, and reaches a message.
 MAX_SHOWN_NAME = 63
 
-# (counter name, amount), sorted by name.
-CounterAmounts = tuple[tuple[str, Fraction], ...]
+# The API server keeps a Quantity to the nano, rounding anything finer up (k8s.io/apimachinery
+# pkg/api/resource/quantity.go, ParseQuantity: "amount.Round(amount, Nano.infScale(),
+# inf.RoundUp)"): amounts are held as whole billionths, so the count needs neither a float (a
+# device taking 1e308 times its counter overflowed one) nor a Fraction.
+NANOS_PER_UNIT = 10**9
+# The largest counter value read: int64's. ParseQuantity caps a BinarySI quantity there ("The
+# max is just a simple cap", quantity.go) but keeps a DecimalSI one of any length as written,
+# and no device counter comes near it (2**63 bytes is 8 EiB). A longer one makes its slice
+# unreadable, failing the node closed, rather than the count handling 400-digit numbers.
+MAX_COUNTER_VALUE = 2**63 - 1
+# The shares that order the greedy pass are fixed-point, in 2**-64ths of a counter.
+SHARE_ONE = 2**64
+
+# (counter name, amount in billionths), sorted by name.
+CounterAmounts = tuple[tuple[str, int], ...]
 
 
 class CounterSet(NamedTuple):
@@ -132,56 +144,90 @@ def allocatable_at_once(counter_sets: Sequence[CounterSet], demands: Sequence[De
     """How many devices with these demands one pool's counters let the scheduler hold at once:
     a lower bound that is exact in the usual cases, never more than the scheduler can allocate.
 
-    Greedy: the devices are taken cheapest first (the sum, over the counters they draw on, of
-    the share of each counter they take), each kept only if every counter still covers it and
-    its compatibility groups fit the ones kept. Every device kept fits beside those kept before
-    it, exactly as ``checkAvailableCounters`` admits devices one by one, so the kept set is one
-    the scheduler can allocate together: the result never over-counts. It is the maximum when
-    every device draws the same amounts with the same groups (one partition size, the usual
-    case: any k of them fit as soon as k times the amount does), or when one counter is
-    involved and no groups are (cheapest first maximises how many fit under one bound). Otherwise (several counters and
-    mixed sizes, a knapsack) it may count fewer than the scheduler could place: the pool then
-    says less, never more.
+    When every device fits beside all the others (their total on each counter fits it, and
+    their groups agree), that is all of them, exactly, found in one pass (the roomy case, the
+    usual one). Otherwise, greedy: the devices are taken cheapest first (the sum, over the
+    counters they draw on, of the share of each counter they take), each kept only if every
+    counter still covers it and its compatibility groups fit the ones kept. Every device kept
+    fits beside those kept before it, exactly as ``checkAvailableCounters`` admits devices one
+    by one, so the kept set is one the scheduler can allocate together: the result never
+    over-counts. It is the maximum when every device draws the same amounts with the same
+    groups (one partition size, the usual case: any k of them fit as soon as k times the
+    amount does), or when one counter is involved and no groups are (cheapest first maximises
+    how many fit under one bound).
+    Otherwise (several counters and mixed sizes, a knapsack) it may count fewer than the
+    scheduler could place: the pool then says less, never more.
 
     ``counter_sets`` must be valid for ``demands`` (``invalid_counters`` is None)."""
     available = {
         (counter_set.name, name): amount for counter_set in counter_sets for name, amount in counter_set.counters
     }
-
-    def share(demand: Demand) -> float:
-        total = 0.0
+    total = dict.fromkeys(available, 0)
+    for demand in demands:
         for consumption in demand:
             for name, amount in consumption.counters:
-                limit = available[(consumption.counter_set, name)]
-                if amount > 0:
-                    total += float(amount / limit) if limit > 0 else math.inf
-        return total
+                total[(consumption.counter_set, name)] += amount
+    if all(total[key] <= limit for key, limit in available.items()) and _groups_agree(demands):
+        return len(demands)
+    return _greedy_count(available, demands)
 
-    used: dict[tuple[str, str], Fraction] = {}
+
+def _greedy_count(available: Mapping[tuple[str, str], int], demands: Sequence[Demand]) -> int:
+    candidates: list[tuple[int, int, int]] = []  # (share, total taken, position)
+    takes = [_taken(demand) for demand in demands]
+    for position, taken in enumerate(takes):
+        if all(amount <= available[key] for key, amount in taken.items()):  # else it never fits
+            # Its share: the sum, over the counters it draws on, of the part of each it takes.
+            share = sum(amount * SHARE_ONE // available[key] for key, amount in taken.items() if amount)
+            candidates.append((share, sum(taken.values()), position))
+    # Equal shares (fixed-point) fall back to the total taken: with one counter, that orders the
+    # devices by what they take, exactly.
+    candidates.sort()
+    used: dict[tuple[str, str], int] = dict.fromkeys(available, 0)
     # Per counter set: the compatibility groups every device kept on it shares (None: none yet).
     shared_groups: dict[str, frozenset[str]] = {}
     kept = 0
-    for demand in sorted(demands, key=lambda demand: (share(demand), demand)):
-        if not _fits(demand, available, used, shared_groups):
+    for _, _, position in candidates:
+        demand, taken = demands[position], takes[position]
+        if not _groups_fit(demand, shared_groups) or any(
+            used[key] + amount > available[key] for key, amount in taken.items()
+        ):
             continue
         kept += 1
-        for consumption in demand:
-            groups = frozenset(consumption.groups)
-            before = shared_groups.get(consumption.counter_set)
-            shared_groups[consumption.counter_set] = groups if before is None else before & groups
-            for name, amount in consumption.counters:
-                key = (consumption.counter_set, name)
-                used[key] = used.get(key, Fraction(0)) + amount
+        _keep_groups(demand, shared_groups)
+        for key, amount in taken.items():
+            used[key] += amount
     return kept
 
 
-def _fits(
-    demand: Demand,
-    available: Mapping[tuple[str, str], Fraction],
-    used: Mapping[tuple[str, str], Fraction],
-    shared_groups: Mapping[str, frozenset[str]],
-) -> bool:
-    taken: dict[tuple[str, str], Fraction] = {}
+def _taken(demand: Demand) -> dict[tuple[str, str], int]:
+    """What one device takes from each counter, its consumptions summed."""
+    taken: dict[tuple[str, str], int] = {}
+    for consumption in demand:
+        for name, amount in consumption.counters:
+            key = (consumption.counter_set, name)
+            taken[key] = taken.get(key, 0) + amount
+    return taken
+
+
+def _groups_agree(demands: Iterable[Demand]) -> bool:
+    """Whether every device's compatibility groups fit beside all the others'."""
+    shared_groups: dict[str, frozenset[str]] = {}
+    for demand in demands:
+        if not _groups_fit(demand, shared_groups):
+            return False
+        _keep_groups(demand, shared_groups)
+    return True
+
+
+def _keep_groups(demand: Demand, shared_groups: dict[str, frozenset[str]]) -> None:
+    for consumption in demand:
+        groups = frozenset(consumption.groups)
+        before = shared_groups.get(consumption.counter_set)
+        shared_groups[consumption.counter_set] = groups if before is None else before & groups
+
+
+def _groups_fit(demand: Demand, shared_groups: Mapping[str, frozenset[str]]) -> bool:
     for consumption in demand:
         before = shared_groups.get(consumption.counter_set)
         if before is not None:
@@ -190,10 +236,7 @@ def _fits(
             groups = frozenset(consumption.groups)
             if not (before & groups if before else not groups):
                 return False
-        for name, amount in consumption.counters:
-            key = (consumption.counter_set, name)
-            taken[key] = taken.get(key, Fraction(0)) + amount
-    return all(used.get(key, Fraction(0)) + amount <= available[key] for key, amount in taken.items())
+    return True
 
 
 def _shown(name: str) -> str:
@@ -225,5 +268,7 @@ def _amounts(entry: Mapping[str, Any], where: str) -> CounterAmounts:
             # Not a size a device can take or a counter can hold; read as a count, it would let
             # a device add room for others.
             raise CounterError(f"{place}.value is negative")
-        amounts.append((str(name), amount))
+        if amount > MAX_COUNTER_VALUE:
+            raise CounterError(f"{place}.value is out of range (above 2**63-1)")
+        amounts.append((str(name), math.ceil(amount * NANOS_PER_UNIT)))
     return tuple(sorted(amounts))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from fabriccap.core.config import Config
-from fabriccap.core.counters import allocatable_at_once, invalid_counters
+from fabriccap.core.counters import CounterSet, allocatable_at_once, invalid_counters
 from fabriccap.core.facts import (
     ClaimFacts,
     ClaimRef,
@@ -124,6 +124,11 @@ class FactIndex:
         self.unpooled: set[str] = set()  # nodes with no pool label: few, so scanned every round
         self.slices: dict[str, SliceFacts] = self.held(SLICE_FACTS)
         self.node_slices: dict[str, set[str]] = {}  # node name -> names of its slices
+        # Per node, per (driver, pool, fabric): how many of its devices that draw on shared
+        # counters fit at once (core.counters). Only the node's slices decide it, and a pool
+        # reads every node again whenever one of them changes: kept until a slice of the node
+        # changes.
+        self._at_once: dict[str, dict[tuple[str, str, str], int]] = {}
         # The DeviceClasses the DRA fabrics name or map their resource with, by name; the view
         # (with a version) is what slices are read with.
         self.device_classes: dict[str, DeviceClassFacts] = self.held(DEVICE_CLASS_FACTS)
@@ -599,6 +604,9 @@ class FactIndex:
     # -- ResourceSlices
 
     def _slice_changed(self, _key: str, previous: SliceFacts | None, current: SliceFacts | None) -> None:
+        for changed in (previous, current):
+            if changed is not None:
+                self._at_once.pop(changed.node_name, None)
         if previous is not None and (current is None or previous.node_name != current.node_name):
             self._drop_slice(previous)
             self._node_touched(previous.node_name)
@@ -690,22 +698,36 @@ class FactIndex:
                 # (structured/internal/incubating/pools_incubating.go, buildPool).
                 problems.append(f"{label} is invalid: {invalid}")
                 continue
-            demands = [demand for member in current for demand in member.count_of(fabric).demands]
-            if demands:
+            drawing = sum(len(member.count_of(fabric).demands) for member in current)
+            if drawing:
                 # Devices that draw on shared counters are counted as many as fit at once.
-                at_once = allocatable_at_once(counter_sets, demands)
-                if at_once < len(demands):
+                at_once = self._allocatable_at_once(node_name, (driver, pool, fabric), counter_sets, current)
+                if at_once < drawing:
                     notes.append(
-                        f"{label}: {len(demands)} devices draw on shared counters (sharedCounters),"
-                        f" {at_once} of them can be allocated at once: {len(demands) - at_once} not counted"
+                        f"{label}: {drawing} devices draw on shared counters (sharedCounters),"
+                        f" {at_once} of them can be allocated at once: {drawing - at_once} not counted"
                     )
-                devices -= len(demands) - at_once
+                devices -= drawing - at_once
             count += devices
         allocated = self._allocated_unpublished(claim_keys, frozenset(classes), published)
         seen += allocated
         if problems:
             return DraDevices(0, "; ".join(problems), seen, 0, tuple(notes), tuple(errors))
         return DraDevices(count + allocated, None, seen, allocated, tuple(notes), tuple(errors))
+
+    def _allocatable_at_once(
+        self, node_name: str, key: tuple[str, str, str], counter_sets: list[CounterSet], current: list[SliceFacts]
+    ) -> int:
+        """``allocatable_at_once`` for the (driver, pool, fabric) ``key`` of the node, whose
+        latest complete slices are ``current``: computed once per change of the node's slices."""
+        kept = self._at_once.get(node_name, {})
+        at_once = kept.get(key)
+        if at_once is None:
+            _, _, fabric = key
+            demands = [demand for member in current for demand in member.count_of(fabric).demands]
+            at_once = kept[key] = allocatable_at_once(counter_sets, demands)
+            self._at_once[node_name] = kept
+        return at_once
 
     def _allocated_unpublished(
         self, claim_keys: Iterable[NamespacedKey], classes: frozenset[str], published: dict[tuple[str, str], set[str]]

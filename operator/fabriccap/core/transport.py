@@ -409,6 +409,10 @@ class TransportScanner:
         self.decisive = False
         self._proven_on: dict[_NodeKey, int] = {}
         self._announced_on: dict[_NodeKey, int] = {}
+        # Per log: the hosts its tracked ranks' prefixes name, and the largest nNodes it printed
+        # (a log of several hosts settles only once that many announced their ranks).
+        self._hosts_of_log: dict[int, set[str]] = {}
+        self._nodes_of_log: dict[int, int] = {}
 
     # Bytes to lines ---------------------------------------------------------------------
 
@@ -540,6 +544,8 @@ class TransportScanner:
             log, host, pid, device = key
             process = self._processes.setdefault((log, host, pid), _Process())
             rank = self._ranks[key] = _Rank(host=host[:253], pid=pid, device=device, process=process)
+            if pid is not None:  # a prefixed line: its host is one of the log's
+                self._hosts_of_log.setdefault(log, set()).add(host)
         return rank
 
     def _apply(self, key: _RankKey, message: str, line: str) -> None:
@@ -567,6 +573,7 @@ class TransportScanner:
                 if rank.comm_nodes is None or nodes > rank.comm_nodes:
                     rank.comm_nodes, rank.nodes_line = nodes, line
                 rank.max_nodes = nodes if rank.max_nodes is None else max(rank.max_nodes, nodes)
+                self._nodes_of_log[key[0]] = max(self._nodes_of_log.get(key[0], 0), nodes)
             elif fact == "rank" and rank.rank is None:  # the first communicator is the world
                 rank.rank = int(value)
             elif fact == "comm_ranks":
@@ -602,8 +609,13 @@ class TransportScanner:
         proven socket settles the job for good. ``other`` or ``fabric`` settle it once every
         rank the log announces has proved a verdict: until then a later rank of the same node
         could still show sockets. NCCL >= 2.20 announces a node's ranks (``localRanks``), and a
-        pod's log is one node, so the count is per host (of each log). Before 2.20 nothing
-        announces them, and the first proven rank settles the job.
+        pod's log is one node, so the count is per host (of each log). A log whose prefixes have
+        named two hosts or more (mpirun's output with the launcher a worker, a DeepSpeed or
+        Ray driver's) holds more nodes than one: it settles only once as many of its hosts
+        announced their ranks as the largest nNodes it printed, so a host whose lines come
+        later is not cut off by the first one's; a host whose first line comes after the others
+        settled is not read (docs/transport.md). Before 2.20 nothing announces the ranks, and
+        the first proven rank settles the job.
 
         Past that, a proven rank's later communicator can still fall back to sockets (``_Rank``),
         and nothing in NCCL's log says a process opens no more: the settle rule does not wait
@@ -615,6 +627,11 @@ class TransportScanner:
         self.decisive = socket or (
             bool(self._proven_on)
             and all(self._proven_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
+            and all(
+                sum(1 for announced_log, _ in self._announced_on if announced_log == log) >= nodes
+                for log, nodes in self._nodes_of_log.items()
+                if len(self._hosts_of_log.get(log, ())) > 1
+            )
         )
 
     @staticmethod

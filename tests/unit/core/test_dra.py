@@ -1071,6 +1071,28 @@ def test_devices_sharing_one_counter_count_as_many_as_can_be_allocated_at_once()
     assert (devices.count, devices.notes) == (32, ())  # counters with room for all take nothing
 
 
+def test_the_count_at_once_is_worked_out_once_per_change_of_the_nodes_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool reads every node again whenever any of its nodes changes; the greedy pass over a
+    node's counters is kept until one of that node's slices changes (review 61, F3)."""
+    from fabriccap.core import counters
+    from fabriccap.core import index as index_module
+
+    passes: list[int] = []
+
+    def counted(*arguments: Any) -> int:
+        passes.append(1)
+        return counters.allocatable_at_once(*arguments)
+
+    monkeypatch.setattr(index_module, "allocatable_at_once", counted)
+    devices_slice = consuming(resource_slice("n1", efa=4, slice_count=2), "1")
+    index = index_of(devices_slice, counter_slice("n1", {"bw": "1"}))
+    assert [dra(index).count, dra(index).count, len(passes)] == [1, 1, 1]
+    more_room = read_slice(counter_slice("n1", {"bw": "2"}))
+    assert more_room is not None
+    index.put(SLICE_FACTS, more_room)
+    assert [dra(index).count, len(passes)] == [2, 2]
+
+
 def test_counters_in_the_devices_own_slice_are_read_too() -> None:
     """The first alpha (resource/v1beta1, 1.33) put sharedCounters beside the devices."""
     body = consuming(resource_slice("n1", efa=4), "1")
@@ -1106,6 +1128,14 @@ def test_a_pool_naming_one_counter_set_twice_is_invalid() -> None:
         ("device", "lots", "spec.devices[0].consumesCounters[0].counters.bw.value: 'lots' is not a quantity"),
         ("device", "-1", "spec.devices[0].consumesCounters[0].counters.bw.value is negative"),
         ("counters", "1e99", "spec.sharedCounters[0].counters.bw.value: '1e99' is out of range"),
+        # Past int64, as the API server keeps a DecimalSI quantity of any length (quantity.go):
+        # a device taking a googol times its counter crashed the whole evaluation (a float).
+        (
+            "device",
+            "1234567891" * 40,
+            "spec.devices[0].consumesCounters[0].counters.bw.value is out of range (above 2**63-1)",
+        ),
+        ("counters", "9223372036854775808", "spec.sharedCounters[0].counters.bw.value is out of range (above 2**63-1)"),
         ("counters", None, "spec.sharedCounters[0].counters.bw.value is not a quantity"),
     ],
 )

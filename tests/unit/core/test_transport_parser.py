@@ -452,6 +452,53 @@ def test_without_a_rank_count_the_first_decided_rank_settles_the_job() -> None:
     assert early.verdict is Verdict.FABRIC and early.decisive
 
 
+def mpirun_host(host: str, network: str, first_rank: int) -> tuple[list[str], list[str]]:
+    """One host's two ranks as mpirun's output prefixes them: (network lines, comm lines). A
+    socket host's first line is the OFI plugin failing, as on a node without EFA."""
+    network_lines, comm_lines = [], []
+    for local in range(2):
+        rank = first_rank + local
+        head = f"[1,{rank}]<stdout>:{host}:{40 + local}:{50 + local} [{local}] "
+        if network == "Socket":
+            network_lines.append(
+                head + "nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI aws-ofi-nccl initialization failed"
+            )
+        else:
+            network_lines.append(
+                head + "NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
+            )
+        network_lines.append(head + f"NCCL INFO Using network {network}")
+        comm_lines.append(
+            head + f"NCCL INFO comm 0x1 rank {rank} nRanks 4 nNodes 2 localRanks 2 localRank {local} MNNVL 0"
+        )
+    return network_lines, comm_lines
+
+
+def test_a_log_of_two_hosts_settles_only_once_as_many_hosts_as_nnodes_announced() -> None:
+    """mpirun's output with the launcher a worker holds every host's lines: host A's two ranks
+    proving the fabric settled the job, and the reader stopped before host B's socket lines
+    (review 61, F2). The log named two hosts and nNodes 2 said two nodes: it reads on."""
+    a_network, a_comm = mpirun_host("node-a", "Libfabric", 0)
+    b_network, b_comm = mpirun_host("node-b", "Socket", 2)
+    # Every rank opens its network before the comm lines, which need all ranks (bootstrap).
+    first, rest = lines(*a_network, *b_network[:1], *a_comm), lines(*b_network[1:], *b_comm)
+    early = scan([first, rest], EFA, stop_when_decisive=True)
+    assert (early.verdict, early.decisive) == (Verdict.SOCKET, True)
+    assert early.verdict is scan([first + rest], EFA).verdict
+    b_fabric_network, b_fabric_comm = mpirun_host("node-b", "Libfabric", 2)
+    scanner = TransportScanner(EFA)
+    assert not scanner.feed(lines(*a_network, *b_fabric_network, *a_comm))
+    assert scanner.feed(lines(*b_fabric_comm)) and scanner.report().verdict is Verdict.FABRIC
+
+
+def test_a_host_whose_first_line_comes_after_the_others_settled_is_not_read() -> None:
+    """The limit docs/transport.md states: until a second host shows, the log is one host's."""
+    a_network, a_comm = mpirun_host("node-a", "Libfabric", 0)
+    b_network, b_comm = mpirun_host("node-b", "Socket", 2)
+    early = scan([lines(*a_network, *a_comm), lines(*b_network, *b_comm)], EFA, stop_when_decisive=True)
+    assert (early.verdict, early.decisive) == (Verdict.FABRIC, True)
+
+
 def test_a_decided_rank_ignores_later_lines() -> None:
     scanner = TransportScanner(EFA)
     assert scanner.feed(lines(H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"))
