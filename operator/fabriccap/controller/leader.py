@@ -82,6 +82,8 @@ RELEASE_SECONDS = 2.0
 WATCH_BACKOFF = BackoffPolicy(base=1.0, cap=30.0)
 # A Lease watch that ends within this long with no event counts as broken (see _watch_lease).
 SHORT_WATCH_SECONDS = 1.0
+# What a Lease watch delivers as events; an ERROR (its object a Status) is a failure instead.
+WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -113,6 +115,16 @@ def holder_identity() -> str:
 
 def _micro_time(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _watch_error(status: dict[str, Any]) -> KubeError:
+    """An ERROR event of the Lease watch as the error its Status reports (410: the version is too old)."""
+    code = status.get("code")
+    message = status.get("message") or status.get("reason") or "an ERROR event"
+    return KubeError(
+        f"lease watch: {clean_text(message, MAX_SHOWN_ERROR_CHARS)}",
+        code if type(code) is int else None,
+    )
 
 
 @dataclass
@@ -204,7 +216,12 @@ class LeaderElector:
         """Every change of the Lease as it happens; a broken watch only falls back to polling."""
         retry = Retry()
         selector = f"metadata.name={self.name}"
+        # The Lease's resourceVersion a watch was refused from as too old (410 Gone). It is the
+        # version of the Lease's last write: one nobody wrote for longer than the watch cache
+        # holds (a released Lease, a dead holder's) stays too old until the next write.
+        too_old: str | None = None
         while True:
+            since: str | None = None
             try:
                 lease = await self._get()
                 if lease is not None:
@@ -215,17 +232,39 @@ class LeaderElector:
                     # counting once it could campaign.
                     self._watched(lease)
                 version = str(((lease or {}).get("metadata") or {}).get("resourceVersion") or "")
+                # From a version found too old, the watch starts at the most recent one instead
+                # (resourceVersion unset: "Get State and Start at Most Recent", the same page),
+                # whose ADDED of the Lease as it is changes no record: watched again from the
+                # same old version, every watch was refused with 410 for as long as nobody
+                # wrote the Lease. client-go's reflector likewise watches from "" once its
+                # version was expired (rewatchResourceVersion, k8s.io/client-go
+                # tools/cache/reflector.go:1135-1144 at 32ce75a).
+                since = "" if version == too_old else version
                 opened, events = self.clock(), 0
                 async for event in self.client.watch(
-                    LEASES.collection(self.namespace), version, 60, 90, field_selector=selector
+                    LEASES.collection(self.namespace), since, 60, 90, field_selector=selector
                 ):
                     # A line that is not an event of an object (a broken front end) ended the
                     # watch for good with an AttributeError: it is passed over, as polling would.
                     obj = event.get("object") if isinstance(event, dict) else None
                     if not isinstance(obj, dict):
                         continue
+                    event_type = event.get("type")
+                    if event_type == "ERROR":
+                        # The API server ends a watch it cannot serve with one ERROR event (a
+                        # Status) and closes it (k8s.io/apiserver pkg/storage/cacher/cacher.go,
+                        # Watch: "other errors must fail with a watch event of type ERROR");
+                        # counted as an event, it reset the backoff and the watch was opened
+                        # again at once, thousands of times a second. client-go's reflector
+                        # returns it as an error (handleAnyWatch, reflector.go:1010-1012 at
+                        # 32ce75a), which its caller backs off from.
+                        raise _watch_error(obj)
+                    if event_type not in WATCH_EVENT_TYPES:
+                        # Not counted either (client-go counts it, reflector.go:1071-1076): a front end that
+                        # sends some other line and closes is a watch closed at once.
+                        continue
                     events += 1
-                    if event.get("type") in ("ADDED", "MODIFIED"):
+                    if event_type in ("ADDED", "MODIFIED"):
                         self._watched(obj)
                 if events == 0 and self.clock() - opened < SHORT_WATCH_SECONDS:
                     # A server shutting down, or a front end that ends streamed answers, closes
@@ -241,6 +280,8 @@ class LeaderElector:
                     continue
                 retry.forget()
             except KubeError as error:
+                if error.status == 410 and since:
+                    too_old = since
                 logger.debug("lease watch interrupted: %s", error)
                 await asyncio.sleep(retry.failed(WATCH_BACKOFF, self.clock()))
             except Exception as error:

@@ -602,3 +602,64 @@ async def test_a_renewal_that_repeats_its_renew_time_still_restarts_the_follower
         clock_b.now += 5.1  # 15.1 s after b first saw a's record, 5.1 s after the renewal
         await b._step()
         assert not b.leading and holder(api) == "a"
+
+
+# What the API server's watch cache sends, then closing the watch, when the version asked for is
+# older than it holds: one ERROR event whose object is a Status.
+EXPIRED = {
+    "type": "ERROR",
+    "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410},
+}
+
+
+async def test_a_lease_watch_ended_at_once_by_an_error_event_is_opened_again_only_after_a_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ERROR event counted as an event: the backoff of a watch closed at once never applied,
+    and one replica sent GET and WATCH some 1,700 times in 0.5 s."""
+    monkeypatch.setattr(leader_module, "WATCH_BACKOFF", BackoffPolicy(base=0.2, cap=30.0, jitter=0.0))
+    async with two_replicas() as (api, a, _, b, _):
+        await a._step()
+        api.script(LEASES_PATH, *[WatchResponse(events=[EXPIRED], close=True)] * 5_000)
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await asyncio.sleep(0.5)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        # Backed off 0.2 s, then 0.4 s: three watches at most fit in 0.5 s.
+        assert len(api.watches(LEASES_PATH)) <= 3
+
+
+async def test_a_lease_watch_refused_as_too_old_is_opened_again_at_the_most_recent_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Lease's own resourceVersion (of its last write) stays too old while nobody writes it:
+    watched from it again, every watch was refused. The next watch starts at the most recent
+    version, still wakes the follower on a renewal, and once the Lease was written the watch
+    starts from its version again."""
+    monkeypatch.setattr(leader_module, "WATCH_BACKOFF", BackoffPolicy(base=0.01, cap=0.01))
+    async with two_replicas() as (api, a, clock_a, b, clock_b):
+        await a._step()
+        await b._step()
+        old_version = api.objects(LEASES_PATH)["fabriccap-leader"]["metadata"]["resourceVersion"]
+        first_seen = b._observed_at
+        api.script(LEASES_PATH, WatchResponse(events=[EXPIRED], close=True))
+        watcher = asyncio.create_task(b._watch_lease())
+        try:
+            await eventually(lambda: len(api.watches(LEASES_PATH)) == 2, "the lease watch opened again")
+            assert [query["resourceVersion"] for query in api.watches(LEASES_PATH)] == [old_version, ""]
+            b._wake.clear()
+            clock_b.now += 1.3
+            clock_a.now += 1.0
+            a.wall = lambda: 1.7e9 + 1.0
+            await a._step()
+            await eventually(lambda: b._observed_at != first_seen, "the renewal seen through the watch")
+            assert b._observed_at == 101.3 and b._wake.is_set()
+            renewed_version = api.objects(LEASES_PATH)["fabriccap-leader"]["metadata"]["resourceVersion"]
+            await api.close_stream(LEASES_PATH)
+            await eventually(lambda: len(api.watches(LEASES_PATH)) == 3, "the lease watch opened a third time")
+            assert api.watches(LEASES_PATH)[-1]["resourceVersion"] == renewed_version != old_version
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
