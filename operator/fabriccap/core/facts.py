@@ -269,7 +269,9 @@ class AllocatedDevice(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ClaimFacts:
-    """An allocated ResourceClaim's devices of the DRA fabrics' classes, and its node."""
+    """A ResourceClaim as the claim watch read it: once allocated, its devices of the DRA
+    fabrics' classes and their node; and the class of each request that gives its pod devices,
+    for the workload view of the pods that name it."""
 
     namespace: str
     name: str
@@ -277,8 +279,11 @@ class ClaimFacts:
     # writes it for a node's own devices); None when it names no single node.
     node_name: str | None
     devices: tuple[AllocatedDevice, ...]
-    # Every class its requests name (spec.devices.requests), for the workload view.
+    # Every class its requests name (spec.devices.requests).
     device_classes: frozenset[str] = frozenset()
+    # (request, DeviceClass) of the requests that give its pod devices (``claim_request_classes``):
+    # what ``FactIndex.learn_claim`` keeps while a workload pod names the claim.
+    request_classes: tuple[tuple[str, str], ...] = ()
 
 
 class ObjectRef(NamedTuple):
