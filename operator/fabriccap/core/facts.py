@@ -1050,8 +1050,13 @@ def _init_claims(
     beside the job (app containers, sidecars) hold none or only part of: the same rule as
     ``_effective_requests``'s ``init_only``, for devices that come as claims.
 
-    A claim of the spec is held by the containers whose ``resources.claims[].name`` names it;
-    one no container names is the pod's, as before. The scheduler's claim of extended
+    A claim of the spec is held by the containers whose ``resources.claims[].name`` names it,
+    each all of it or, when the entry names a ``request``, only that request's devices ("If
+    empty, everything from the claim is made available, otherwise only the result of this
+    request": k8s.io/api core/v1 types.go, ``ResourceClaim.Request``; kubernetes-client/python
+    docs/CoreV1ResourceClaim.md). One no plain init container names is the job's, as before;
+    one they name is the job's for the requests app containers or sidecars name (all of it if
+    one names it whole), as the scheduler's claim is. The scheduler's claim of extended
     resources is held request by request, as ``status.extendedResourceClaimStatus``'s
     ``requestMappings`` say ({containerName, resourceName, requestName}: kubernetes/kubernetes
     staging/src/k8s.io/api/core/v1/types.go, ``PodExtendedResourceClaimStatus`` and
@@ -1065,12 +1070,17 @@ def _init_claims(
     if not plain:
         return ()
     beside = [*containers, *(container for container in init_containers if container.get("restartPolicy") == "Always")]
-    held_by_job = {name for container in beside for name in _claim_names(container)}
-    held_by_init = {name for container in plain for name in _claim_names(container)}
+    held_by_job = [held for container in beside for held in _claim_names(container)]
+    whole_by_job = {name for name, request in held_by_job if request is None}
+    held_by_init = {name for container in plain for name, _ in _claim_names(container)}
     spec_claims = [(name, claim) for name, claim in named_claims if name is not None]
     # A claim that two entries name (the same ResourceClaim) is the job's if either is.
-    jobs = {claim for name, claim in spec_claims if name in held_by_job or name not in held_by_init}
-    found = {claim: frozenset[str]() for _, claim in spec_claims if claim not in jobs}
+    jobs = {claim for name, claim in spec_claims if name in whole_by_job or name not in held_by_init}
+    found: dict[ClaimRef, frozenset[str]] = {}
+    for name, claim in spec_claims:
+        if claim not in jobs:
+            requests = frozenset(request for held, request in held_by_job if held == name and request is not None)
+            found[claim] = found.get(claim, frozenset()) | requests
     generated = next((claim for name, claim in named_claims if name is None), None)
     mappings = extended.get("requestMappings") if isinstance(extended, MAPPINGS) else None
     if generated is not None and generated not in jobs and isinstance(mappings, list):
@@ -1087,13 +1097,15 @@ def _init_claims(
     return tuple(InitClaim(claim, job_requests) for claim, job_requests in sorted(found.items()))
 
 
-def _claim_names(container: Mapping[str, Any]) -> Iterable[str]:
-    """The pod claims a container names (``resources.claims[].name``)."""
+def _claim_names(container: Mapping[str, Any]) -> Iterable[tuple[str, str | None]]:
+    """The pod claims a container names (``resources.claims[].name``), each with the one request
+    of it the container is limited to (``request``), or None: all of it."""
     spec = container.get("resources")
     claims = spec.get("claims") if isinstance(spec, MAPPINGS) else None
     for claim in claims if isinstance(claims, list) else ():
         if isinstance(claim, MAPPINGS) and isinstance(claim.get("name"), str):
-            yield claim["name"]
+            request = claim.get("request")
+            yield claim["name"], request if isinstance(request, str) and request else None
 
 
 def _refuse(refused: RefusalHook | None, cause: str, holder: str, api_version: Any, kind: Any, name: Any) -> None:
