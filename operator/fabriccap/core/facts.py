@@ -1084,9 +1084,14 @@ def _init_claims(
     generated = next((claim for name, claim in named_claims if name is None), None)
     mappings = extended.get("requestMappings") if isinstance(extended, MAPPINGS) else None
     if generated is not None and generated not in jobs and isinstance(mappings, list):
-        plain_names = {container.get("name") for container in plain}
+        # Names only: a malformed name (from no API server, which decodes these as strings)
+        # names no plain init container, and its request is the job's.
+        plain_names = {container["name"] for container in plain if isinstance(container.get("name"), str)}
         held = [
-            (mapping.get("containerName"), mapping["requestName"])
+            (
+                mapping.get("containerName") if isinstance(mapping.get("containerName"), str) else None,
+                mapping["requestName"],
+            )
             for mapping in mappings
             if isinstance(mapping, MAPPINGS) and isinstance(mapping.get("requestName"), str)
         ]

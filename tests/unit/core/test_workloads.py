@@ -860,3 +860,21 @@ def test_the_schedulers_claim_for_extended_resources_is_the_jobs_by_its_request_
     assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 1)
     events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
+
+
+def test_a_request_mapping_that_names_no_container_by_a_string_is_the_jobs() -> None:
+    """``requestMappings[].containerName`` and a container's ``name`` are strings from any API
+    server, which decodes typed fields; from any other source (a proxy, a fake) one that is a
+    list raised TypeError (unhashable) out of the extractor, where every other malformed field
+    is a FactsError. It names no plain init container: its request is the job's."""
+    trainer_request, preflight_request = "container-1-request-0", "container-0-request-0"
+    pod, _ = _pod_served_from_dra("odd", [("node", EFA, trainer_request), ("efa-preflight", EFA, preflight_request)])
+    mappings = pod["status"]["extendedResourceClaimStatus"]["requestMappings"]
+    mappings[1]["containerName"] = ["efa-preflight"]
+    pod["spec"]["initContainers"].append({"name": ["x"], "image": "x"})
+    found = facts(pod)
+    assert found is not None and found.init_claims == ()
+    mappings[0]["containerName"] = {"node": 1}
+    mappings[1]["containerName"] = "efa-preflight"
+    claim = ClaimRef("ResourceClaim", "ml", "odd-0-extended-resources-x7k2p")
+    assert facts(pod).init_claims == (InitClaim(claim, frozenset({trainer_request})),)
