@@ -269,7 +269,9 @@ class AllocatedDevice(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ClaimFacts:
-    """An allocated ResourceClaim's devices of the DRA fabrics' classes, and its node."""
+    """A ResourceClaim as the claim watch read it: once allocated, its devices of the DRA
+    fabrics' classes and their node; and the class of each request that gives its pod devices,
+    for the workload view of the pods that name it."""
 
     namespace: str
     name: str
@@ -277,8 +279,11 @@ class ClaimFacts:
     # writes it for a node's own devices); None when it names no single node.
     node_name: str | None
     devices: tuple[AllocatedDevice, ...]
-    # Every class its requests name (spec.devices.requests), for the workload view.
+    # Every class its requests name (spec.devices.requests).
     device_classes: frozenset[str] = frozenset()
+    # (request, DeviceClass) of the requests that give its pod devices (``claim_request_classes``):
+    # what ``FactIndex.learn_claim`` keeps while a workload pod names the claim.
+    request_classes: tuple[tuple[str, str], ...] = ()
 
 
 class ObjectRef(NamedTuple):
@@ -1045,8 +1050,13 @@ def _init_claims(
     beside the job (app containers, sidecars) hold none or only part of: the same rule as
     ``_effective_requests``'s ``init_only``, for devices that come as claims.
 
-    A claim of the spec is held by the containers whose ``resources.claims[].name`` names it;
-    one no container names is the pod's, as before. The scheduler's claim of extended
+    A claim of the spec is held by the containers whose ``resources.claims[].name`` names it,
+    each all of it or, when the entry names a ``request``, only that request's devices ("If
+    empty, everything from the claim is made available, otherwise only the result of this
+    request": k8s.io/api core/v1 types.go, ``ResourceClaim.Request``; kubernetes-client/python
+    docs/CoreV1ResourceClaim.md). One no plain init container names is the job's, as before;
+    one they name is the job's for the requests app containers or sidecars name (all of it if
+    one names it whole), as the scheduler's claim is. The scheduler's claim of extended
     resources is held request by request, as ``status.extendedResourceClaimStatus``'s
     ``requestMappings`` say ({containerName, resourceName, requestName}: kubernetes/kubernetes
     staging/src/k8s.io/api/core/v1/types.go, ``PodExtendedResourceClaimStatus`` and
@@ -1060,18 +1070,28 @@ def _init_claims(
     if not plain:
         return ()
     beside = [*containers, *(container for container in init_containers if container.get("restartPolicy") == "Always")]
-    held_by_job = {name for container in beside for name in _claim_names(container)}
-    held_by_init = {name for container in plain for name in _claim_names(container)}
+    held_by_job = [held for container in beside for held in _claim_names(container)]
+    whole_by_job = {name for name, request in held_by_job if request is None}
+    held_by_init = {name for container in plain for name, _ in _claim_names(container)}
     spec_claims = [(name, claim) for name, claim in named_claims if name is not None]
     # A claim that two entries name (the same ResourceClaim) is the job's if either is.
-    jobs = {claim for name, claim in spec_claims if name in held_by_job or name not in held_by_init}
-    found = {claim: frozenset[str]() for _, claim in spec_claims if claim not in jobs}
+    jobs = {claim for name, claim in spec_claims if name in whole_by_job or name not in held_by_init}
+    found: dict[ClaimRef, frozenset[str]] = {}
+    for name, claim in spec_claims:
+        if claim not in jobs:
+            requests = frozenset(request for held, request in held_by_job if held == name and request is not None)
+            found[claim] = found.get(claim, frozenset()) | requests
     generated = next((claim for name, claim in named_claims if name is None), None)
     mappings = extended.get("requestMappings") if isinstance(extended, MAPPINGS) else None
     if generated is not None and generated not in jobs and isinstance(mappings, list):
-        plain_names = {container.get("name") for container in plain}
+        # Names only: a malformed name (from no API server, which decodes these as strings)
+        # names no plain init container, and its request is the job's.
+        plain_names = {container["name"] for container in plain if isinstance(container.get("name"), str)}
         held = [
-            (mapping.get("containerName"), mapping["requestName"])
+            (
+                mapping.get("containerName") if isinstance(mapping.get("containerName"), str) else None,
+                mapping["requestName"],
+            )
             for mapping in mappings
             if isinstance(mapping, MAPPINGS) and isinstance(mapping.get("requestName"), str)
         ]
@@ -1082,13 +1102,15 @@ def _init_claims(
     return tuple(InitClaim(claim, job_requests) for claim, job_requests in sorted(found.items()))
 
 
-def _claim_names(container: Mapping[str, Any]) -> Iterable[str]:
-    """The pod claims a container names (``resources.claims[].name``)."""
+def _claim_names(container: Mapping[str, Any]) -> Iterable[tuple[str, str | None]]:
+    """The pod claims a container names (``resources.claims[].name``), each with the one request
+    of it the container is limited to (``request``), or None: all of it."""
     spec = container.get("resources")
     claims = spec.get("claims") if isinstance(spec, MAPPINGS) else None
     for claim in claims if isinstance(claims, list) else ():
         if isinstance(claim, MAPPINGS) and isinstance(claim.get("name"), str):
-            yield claim["name"]
+            request = claim.get("request")
+            yield claim["name"], request if isinstance(request, str) and request else None
 
 
 def _refuse(refused: RefusalHook | None, cause: str, holder: str, api_version: Any, kind: Any, name: Any) -> None:

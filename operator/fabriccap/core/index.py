@@ -422,6 +422,8 @@ class FactIndex:
         self.owner_pods.setdefault(current.owner.key, set()).add(key)
         for claim in current.claims:
             self.claim_pods.setdefault(claim, set()).add(key)
+            if claim not in self.claim_classes:
+                self._learn_held_claim(claim)
         if current.node_name is not None:
             self.node_workload_pods.setdefault(current.node_name, set()).add(key)
             self._node_workloads_touched(current.node_name)
@@ -563,9 +565,22 @@ class FactIndex:
                 stack.append(iter(self.owner_children.get(child, ())))
         return False
 
+    def _learn_held_claim(self, claim: ClaimRef) -> None:
+        """A pod names ``claim``, read by the claim watch before any pod named it: learn it now."""
+        key = (claim.namespace, claim.name)
+        held = self.claims.get(key)
+        if held is not None and _watched_claim(key) == claim:  # not a template of that name
+            self.learn_claim(claim, held.request_classes)
+
     def learn_claim(self, claim: ClaimRef, request_classes: tuple[tuple[str, str], ...]) -> bool:
         """What a read of ``claim`` told: the class of each of its requests that gives the pod
-        devices (``facts.claim_request_classes``). True when that changed what was known."""
+        devices (``facts.claim_request_classes``). True when that changed what was known.
+
+        Kept while a workload pod names the claim (``_release_references`` forgets it with the
+        last one). The claim watch holds every claim (``CLAIM_FACTS``) and tells only those a
+        pod names (``_claim_changed``); one a pod names later is learnt from it then
+        (``_learn_held_claim``). A lookup's answer is kept only while a pod names what was read
+        (``controller.lookups``); a snapshot's template, read before or after its pods, is kept."""
         device_classes = frozenset(device_class for _, device_class in request_classes)
         by_request = request_classes if len(device_classes) > 1 else None
         if self.claim_classes.get(claim) == device_classes and self.claim_request_classes.get(claim) == by_request:
@@ -777,6 +792,12 @@ class FactIndex:
         if current is not None and current.node_name is not None:
             self.node_claims.setdefault(current.node_name, set()).add(key)
             self._node_touched(current.node_name)
+        # Only what a pod names is learnt: the claim controller updates a pod's claim after
+        # the pod went, before deleting it, and a claim no workload pod names concerns none.
+        # A claim deleted while a pod still names it stays as last read, until that pod goes.
+        claim = _watched_claim(key)
+        if current is not None and claim in self.claim_pods:
+            self.learn_claim(claim, current.request_classes)
 
     # -- DaemonSets
 
@@ -786,6 +807,11 @@ class FactIndex:
         self.provider_version = next(self._versions)
         # A plugin DaemonSet appearing changes which pods count, and the list every status shows.
         self._everything_touched()
+
+
+def _watched_claim(key: NamespacedKey) -> ClaimRef:
+    """How a pod names the ResourceClaim the claim watch holds under ``key``."""
+    return ClaimRef("ResourceClaim", *key)
 
 
 def _name(facts: NodeFacts | SliceFacts | DeviceClassFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts) -> str:

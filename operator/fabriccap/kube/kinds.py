@@ -23,7 +23,6 @@ from typing import Any, Generic, TypeVar
 from fabriccap.core.config import Config, Source
 from fabriccap.core.facts import (
     ClaimFacts,
-    ClaimRef,
     FactsExtractor,
     NodeFacts,
     SliceFacts,
@@ -282,11 +281,17 @@ def _read_slice(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, 
     return facts
 
 
-def _read_claim(extractor: FactsExtractor, index: FactIndex, body: Mapping[str, Any]) -> ClaimFacts | None:
-    # Every claim says which classes it asks for: what the workload view would look up.
-    namespace, name = namespace_and_name(body)
-    index.learn_claim(ClaimRef("ResourceClaim", namespace, name), request_classes_of(body))
-    return extractor.resource_claim(body)
+def _read_claim(extractor: FactsExtractor, _index: FactIndex, body: Mapping[str, Any]) -> ClaimFacts:
+    """Every claim is held, with the classes of its requests: a pod may name it after it was
+    read (the listing of claims ends long before that of 100,000 pods; the resourceclaim
+    controller makes a template's claim before the pod's status names it), and the index
+    learns it then without reading it again (``FactIndex.learn_claim``). The watch keeps the
+    table as the claims are: a claim deleted, or missing from a new LIST, goes with its classes."""
+    facts = extractor.resource_claim(body)
+    if facts is None:  # no device of a fabric's class
+        namespace, name = namespace_and_name(body)
+        facts = ClaimFacts(namespace=namespace, name=name, node_name=None, devices=())
+    return dataclasses.replace(facts, request_classes=request_classes_of(body))
 
 
 def _reads_dra(config: Config) -> bool:

@@ -8,7 +8,8 @@ from typing import Any
 from fabriccap.core.config import default_config
 from fabriccap.core.facts import ClaimRef, FactsExtractor, ObjectRef
 from fabriccap.core.index import WORKLOAD_POD_FACTS, FactIndex, OwnerKey
-from fabriccap_devtools.world import owner_reference, workload_pod
+from fabriccap.kube.kinds import RESOURCE_CLAIM
+from fabriccap_devtools.world import allocated_claim, owner_reference, workload_pod
 
 
 class RecordingIndex(FactIndex):
@@ -98,6 +99,59 @@ def test_a_claims_device_classes_go_with_its_last_pod() -> None:
     assert claim in index.claim_classes and index.claim_referenced(claim)
     index.remove(WORKLOAD_POD_FACTS, ("ml", "b"))
     assert index.claim_classes == {} and not index.claim_referenced(claim)
+
+
+def two_class_claim(name: str, pod_name: str) -> dict[str, Any]:
+    """A pod's claim allocated one EFA and one GPU device, by a request of each class."""
+    made = allocated_claim("n1", ["dev0"], name=name, namespace="ml", pod_name=pod_name)
+    made["spec"]["devices"]["requests"] = [
+        {"name": request, "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}}
+        for request, device_class in (("efa", "efa.networking.k8s.aws"), ("gpu", "gpu.nvidia.com"))
+    ]
+    result = made["status"]["allocation"]["devices"]["results"][0]
+    made["status"]["allocation"]["devices"]["results"] = [
+        {**result, "request": "efa", "device": "e0"},
+        {**result, "request": "gpu", "device": "g0"},
+    ]
+    return made
+
+
+def test_a_claim_read_after_its_pod_went_leaves_nothing() -> None:
+    """The resourceclaim controller updates a pod's claim once the pod is gone (it drops
+    ``status.reservedFor``, deallocates), then deletes it (kubernetes pkg/controller/resourceclaim/
+    controller.go, syncClaim). The claim watch learnt every claim it read: that last update put
+    the classes back, and nothing forgot them again. One entry per churned pod, for good."""
+    index = FactIndex()
+    extractor = FactsExtractor(default_config())
+    for i in range(3):
+        pod_name, claim_name = f"job{i}-0", f"job{i}-0-net-abcde"
+        put(index, job_pod(pod_name, f"job{i}", claims=[{"name": "net", "resourceClaimName": claim_name}]))
+        claim = two_class_claim(claim_name, pod_name)
+        RESOURCE_CLAIM.upsert(index, extractor, claim)
+        assert index.claim_request_classes[ClaimRef("ResourceClaim", "ml", claim_name)]
+        index.remove(WORKLOAD_POD_FACTS, ("ml", pod_name))
+        del claim["status"]["reservedFor"]
+        RESOURCE_CLAIM.upsert(index, extractor, claim)
+        RESOURCE_CLAIM.delete(index, claim)
+    assert (index.claim_classes, index.claim_request_classes, index.claims) == ({}, {}, {})
+
+
+def test_a_claim_read_before_a_pod_names_it_is_learnt_when_one_does() -> None:
+    """The listing of claims ends long before that of 100,000 pods, and a template's claim is
+    made before the pod's status names it: the classes read then are what the pod is judged
+    by, with no read of the claim again. A claim no workload pod names is kept only as the
+    watch holds it, and goes with it."""
+    index = FactIndex()
+    extractor = FactsExtractor(default_config())
+    gpus = allocated_claim("n1", ["gpu0"], name="gpus", namespace="ml", device_class="gpu.nvidia.com")
+    RESOURCE_CLAIM.upsert(index, extractor, gpus)
+    claim = ClaimRef("ResourceClaim", "ml", "gpus")
+    assert claim not in index.claim_classes
+    put(index, job_pod("a", "j1", claims=[{"name": "g", "resourceClaimName": "gpus"}]))
+    assert index.claim_classes == {claim: frozenset({"gpu.nvidia.com"})}
+    index.remove(WORKLOAD_POD_FACTS, ("ml", "a"))
+    RESOURCE_CLAIM.delete(index, gpus)
+    assert (index.claim_classes, index.claims) == ({}, {})
 
 
 def test_what_is_referenced_says_whether_an_answer_may_be_kept() -> None:

@@ -762,6 +762,51 @@ def test_a_claim_only_a_plain_init_container_names_is_not_the_jobs() -> None:
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
 
 
+def _pod_whose_claim_is_split(job: str, trainer_holds: str | None) -> Bodies:
+    """A trainer (8 GPUs) whose pod claim has an EFA and a GPU request, and an
+    ``efa-preflight`` init container naming the claim's ``efa`` request. The trainer names the
+    request ``trainer_holds`` of it (None: all of it)."""
+    pod_name, claim_name = f"{job}-0", f"{job}-0-devs"
+    owner = owner_reference("PyTorchJob", "kubeflow.org/v1", job)
+    pod = workload_pod("d1", pod_name, claims=[{"name": "devs", "resourceClaimName": claim_name}], owner=owner)
+    trainer_claim = {"name": "devs"} if trainer_holds is None else {"name": "devs", "request": trainer_holds}
+    pod["spec"]["containers"][0]["resources"]["claims"] = [trainer_claim]
+    preflight = {"name": "devs", "request": "efa"}
+    pod["spec"]["initContainers"] = [{"name": "efa-preflight", "image": "x", "resources": {"claims": [preflight]}}]
+    made = allocated_claim("d1", [f"{job}0"], name=claim_name, namespace="ml", pod_name=pod_name)
+    made["spec"]["devices"]["requests"] = [
+        {"name": request, "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}}
+        for request, device_class in (("efa", "efa.networking.k8s.aws"), ("gpu", "gpu.nvidia.com"))
+    ]
+    result = made["status"]["allocation"]["devices"]["results"][0]
+    made["status"]["allocation"]["devices"]["results"] = [
+        {**result, "request": request, "device": f"{job}-{request}"} for request in ("efa", "gpu")
+    ]
+    return [pod, made]
+
+
+def test_a_claim_request_only_a_plain_init_container_names_is_not_the_jobs() -> None:
+    """A container may name one request of a pod claim (``resources.claims[].request``: "If
+    empty, everything from the claim is made available, otherwise only the result of this
+    request", k8s.io/api core/v1 ``ResourceClaim.Request``). A trainer naming the claim's GPU
+    request beside an ``efa-preflight`` naming its EFA request holds no EFA device, and NCCL
+    uses sockets: the claim counted whole because the trainer named it, where the same split
+    in the scheduler's claim (KEP-5004) counted request by request. A trainer naming the EFA
+    request, or all of the claim, holds the fabric."""
+    split = _pod_whose_claim_is_split("split", "gpu")
+    efa = _pod_whose_claim_is_split("efa", "efa")
+    whole = _pod_whose_claim_is_split("whole", None)
+    claim = ClaimRef("ResourceClaim", "ml", "split-0-devs")
+    assert facts(split[0]).init_claims == (InitClaim(claim, frozenset({"gpu"})),)
+    assert facts(whole[0]).init_claims == ()
+    evaluation = evaluate_bodies([*dra_pool(count=32, nodes=1), *split, *efa, *whole])
+    workloads = evaluation.capabilities[0].status.workloads
+    assert workloads is not None
+    assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (2, 1)
+    events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
+    assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "split")]
+
+
 def _pod_served_from_dra(job: str, mapped: list[tuple[str, str, str]]) -> Bodies:
     """KEP-5004: a trainer (8 GPUs) after an ``efa-preflight`` init container asking for
     ``efa: 1``, both served from DRA: the scheduler's claim for the pod, its requests of the EFA
@@ -815,3 +860,21 @@ def test_the_schedulers_claim_for_extended_resources_is_the_jobs_by_its_request_
     assert (workloads.requesting_fabric.pods, workloads.without_fabric.pods) == (1, 1)
     events = [(event.reason, event.involved.kind, event.involved.name) for event in evaluation.workload_events]
     assert events == [(FABRIC_NOT_REQUESTED, "PyTorchJob", "preflight")]
+
+
+def test_a_request_mapping_that_names_no_container_by_a_string_is_the_jobs() -> None:
+    """``requestMappings[].containerName`` and a container's ``name`` are strings from any API
+    server, which decodes typed fields; from any other source (a proxy, a fake) one that is a
+    list raised TypeError (unhashable) out of the extractor, where every other malformed field
+    is a FactsError. It names no plain init container: its request is the job's."""
+    trainer_request, preflight_request = "container-1-request-0", "container-0-request-0"
+    pod, _ = _pod_served_from_dra("odd", [("node", EFA, trainer_request), ("efa-preflight", EFA, preflight_request)])
+    mappings = pod["status"]["extendedResourceClaimStatus"]["requestMappings"]
+    mappings[1]["containerName"] = ["efa-preflight"]
+    pod["spec"]["initContainers"].append({"name": ["x"], "image": "x"})
+    found = facts(pod)
+    assert found is not None and found.init_claims == ()
+    mappings[0]["containerName"] = {"node": 1}
+    mappings[1]["containerName"] = "efa-preflight"
+    claim = ClaimRef("ResourceClaim", "ml", "odd-0-extended-resources-x7k2p")
+    assert facts(pod).init_claims == (InitClaim(claim, frozenset({trainer_request})),)
