@@ -33,8 +33,8 @@ from fabriccap.core.text import clean_text
 # counted and dropped, never held.
 MAX_LINE_BYTES = 4096
 # Ranks (host, pid, device) tracked per scanner: a pod's 8 or 16, or every rank of a 32-node job
-# of 8 GPUs in one combined log; lines of further ranks are counted in ``ranks_dropped`` and
-# ignored.
+# of 8 GPUs in one combined log; lines of further ranks are counted in ``ranks_dropped``, and
+# keep the job from ``fabric`` and ``none`` (``job_verdict``).
 MAX_RANKS = 256
 EVIDENCE_CHARS = 200
 # One rank at worst: its host name (253 characters) and five evidence lines of EVIDENCE_CHARS
@@ -59,6 +59,11 @@ class Verdict(StrEnum):
 
 # SPEC: the job's verdict is the first of these that any rank shows, else unknown.
 JOB_VERDICT_ORDER: tuple[Verdict, ...] = (Verdict.SOCKET, Verdict.OTHER, Verdict.FABRIC, Verdict.NONE)
+# What the job's verdict may be only when every rank was read: a rank not read (past a
+# scanner's bound, ``ranks_dropped``; in a container whose log was not read, core.verdicts
+# ``combine``) could show sockets, which comes first. ``socket`` and ``other`` stand on the line
+# that shows them: either already makes a pod that requests the fabric an offender.
+UNPROVEN_WITHOUT_EVERY_RANK = frozenset({Verdict.FABRIC, Verdict.NONE})
 
 
 @dataclass(frozen=True)
@@ -674,7 +679,7 @@ class TransportScanner:
             RankVerdict(rank.host, rank.pid, rank.device, rank.rank, *rank.verdict(self.signature))
             for rank in self._ranks.values()
         )
-        verdict, evidence = job_verdict(ranks)
+        verdict, evidence = job_verdict(ranks, self._ranks_dropped)
         return TransportReport(
             fabric=self.signature.name,
             verdict=verdict,
@@ -694,15 +699,30 @@ def _rank_of(verdict: Verdict) -> int:
     return JOB_VERDICT_ORDER.index(verdict) if verdict in JOB_VERDICT_ORDER else len(JOB_VERDICT_ORDER)
 
 
-def job_verdict(ranks: Iterable[RankVerdict]) -> tuple[Verdict, str]:
+def job_verdict(ranks: Iterable[RankVerdict], ranks_dropped: int = 0) -> tuple[Verdict, str]:
     """SPEC: the first of socket, other, fabric, none that any rank shows, else unknown (with the
-    first evidence any rank has, such as a plugin that failed to load)."""
+    first evidence any rank has, such as a plugin that failed to load).
+
+    Fail closed, as ``combine`` does for a pod's containers: with lines of ranks past the bound
+    left unread (``ranks_dropped``), ``fabric`` and ``none`` are not proven, since such a rank
+    could have fallen back to sockets; the job is ``unknown``, and its evidence says so."""
     ranks = tuple(ranks)
     for verdict in JOB_VERDICT_ORDER:
         for entry in ranks:
             if entry.verdict is verdict:
+                if ranks_dropped and verdict in UNPROVEN_WITHOUT_EVERY_RANK:
+                    return Verdict.UNKNOWN, ranks_not_read(len(ranks), ranks_dropped)
                 return verdict, entry.evidence
     return Verdict.UNKNOWN, next((entry.evidence for entry in ranks if entry.evidence), "")
+
+
+def ranks_not_read(tracked: int, lines_dropped: int) -> str:
+    """The evidence of a job left ``unknown`` by ranks past the bound. The lines are counted, not
+    the ranks: counting distinct ranks would take memory that grows with the input."""
+    return (
+        f"{lines_dropped} NCCL lines of ranks past the first {tracked} were not read"
+        f" (fabriccap's bound); one of those ranks could use sockets"
+    )[:EVIDENCE_CHARS]
 
 
 def scan(chunks: Iterable[bytes], signature: FabricSignature, stop_when_decisive: bool = False) -> TransportReport:

@@ -15,16 +15,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from fabriccap.core.api import MAX_READ_ERROR_REASON
-from fabriccap.core.transport import EVIDENCE_CHARS, JOB_VERDICT_ORDER, Verdict, evidence_line
+from fabriccap.core.transport import (
+    EVIDENCE_CHARS,
+    JOB_VERDICT_ORDER,
+    UNPROVEN_WITHOUT_EVERY_RANK,
+    Verdict,
+    evidence_line,
+)
 
 # A failed read's reason, as the status and explain show it: the HTTP status and the start of
 # the API server's message (which names the pod, the kubelet or the RBAC rule, never the log).
 REASON_CHARS = MAX_READ_ERROR_REASON
-
-
-# What a pod's verdict may be only when every one of its accelerator containers' logs was read:
-# a container not read could show sockets (combine).
-UNPROVEN_WITHOUT_EVERY_LOG = frozenset({Verdict.FABRIC, Verdict.NONE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +77,9 @@ def combine(uid: str, fabrics: Iterable[str], reads: Iterable[ContainerRead | No
     the first of socket, other, fabric, none that any container shows (the job's rule, SPEC),
     else unknown with the first evidence there is.
 
-    Fail closed: ``socket`` and ``other`` are proven by the line that shows them, whatever the
-    other containers say; ``fabric`` and ``none`` only when every container's log was read,
+    Fail closed (``UNPROVEN_WITHOUT_EVERY_RANK``, the rule a log's ranks past the parser's
+    bound follow too): ``socket`` and ``other`` are proven by the line that shows them, whatever
+    the other containers say; ``fabric`` and ``none`` only when every container's log was read,
     since the one not read could show sockets. A pod one of whose logs could not be read (or
     not yet) is then ``unknown``, never ``fabric``. The reason of a failed read is kept while
     some container is unknown."""
@@ -87,7 +89,7 @@ def combine(uid: str, fabrics: Iterable[str], reads: Iterable[ContainerRead | No
     for fabric in fabrics:
         mine = [entry for read in read_list if read is not None and (entry := read.of(fabric)) is not None]
         chosen = next((entry for order in JOB_VERDICT_ORDER for entry in mine if entry.verdict is order), None)
-        if chosen is not None and chosen.verdict in UNPROVEN_WITHOUT_EVERY_LOG and not every_log_read:
+        if chosen is not None and chosen.verdict in UNPROVEN_WITHOUT_EVERY_RANK and not every_log_read:
             chosen = FabricVerdict(fabric, Verdict.UNKNOWN, "", decisive=False)
         if chosen is None:
             evidence = next((entry.evidence for entry in mine if entry.evidence), "")

@@ -42,7 +42,7 @@ from fabriccap.offline.transport import read_logs
 from fabriccap_devtools.world import workload_pod
 from support.builders import healthy_pool
 from support.fakeapi import FakeApi, LogScript, eventually, fake_api
-from support.nccl import corpus_log, nccl_lines
+from support.nccl import corpus_log, four_nodes_last_ranks_on_sockets, nccl_lines
 
 MiB = 1024 * 1024
 SOCKET_LOG = corpus_log("nccl-tests-166-channels-socket.log")
@@ -233,6 +233,22 @@ async def test_a_later_socket_communicator_of_a_fabric_process_makes_the_pod_soc
         verdict, evidence, _ = r.verdict("mixed-0") or (None, "", "")
         assert verdict is Verdict.SOCKET is offline.verdict
         assert evidence == offline.evidence
+
+
+async def test_ranks_past_the_read_s_bound_keep_the_pod_from_fabric() -> None:
+    """At maxBytes 256Ki the one parser tracks 29 ranks (``max_ranks_for``): a launcher-as-worker
+    log of 32 ranks whose last three fell back to sockets is published ``unknown``, saying how
+    much was not read, never ``fabric``; ``fabriccap transport`` tracks them all and says socket."""
+    log = four_nodes_last_ranks_on_sockets()
+    assert logs.max_ranks_for(256 * 1024, 1) == 29
+    assert read_logs(["-"], signature_for("efa"), io.BytesIO(log)).verdict is Verdict.SOCKET
+    async with rig(settings(maxBytes="256Ki")) as r:
+        r.add_pod("launcher-0", LogScript(chunks=lambda: [log]))
+        await eventually(lambda: r.verdict("launcher-0") is not None, "a verdict")
+        verdict, evidence, _ = r.verdict("launcher-0") or (None, "", "")
+        assert verdict is Verdict.UNKNOWN
+        assert "NCCL lines of ranks past the first 29 were not read" in evidence
+        assert r.reads(ReadResult.UNDECIDED) == 1
 
 
 async def test_a_fabric_log_whose_only_announced_rank_proved_is_read_once() -> None:

@@ -33,7 +33,7 @@ from fabriccap.core.transport import (
     scan,
     signature_for,
 )
-from support.nccl import CORPUS, CORPUS_DIR, REPO_ROOT
+from support.nccl import CORPUS, CORPUS_DIR, REPO_ROOT, four_nodes_last_ranks_on_sockets
 from support.nccl import nccl_lines as lines
 
 EFA = signature_for("efa")
@@ -847,6 +847,33 @@ def test_many_ranks_are_bounded_and_counted() -> None:
     assert len(report.ranks) == MAX_RANKS
     assert report.ranks_dropped == 5000 - MAX_RANKS
     assert report.verdict is Verdict.SOCKET
+
+
+def test_ranks_past_the_bound_keep_the_job_from_fabric() -> None:
+    """The scanner tracks the first 29 ranks (the bound of a 256Ki read): the 3 socket ranks
+    are past it, so the job is not proven ``fabric``; it is ``unknown`` and says why."""
+    scanner = TransportScanner(EFA, max_ranks=29)
+    scanner.feed(four_nodes_last_ranks_on_sockets())
+    report = scanner.finish()
+    assert report.ranks_dropped > 0 and {rank.verdict for rank in report.ranks} == {Verdict.FABRIC}
+    assert report.verdict is Verdict.UNKNOWN and not report.decisive
+    assert f"{report.ranks_dropped} NCCL lines of ranks past the first 29 were not read" in report.evidence
+    assert len(report.evidence) <= EVIDENCE_CHARS
+    # Every rank tracked: the sockets show, as they do in ``fabriccap transport``'s whole read.
+    assert read(four_nodes_last_ranks_on_sockets()).verdict is Verdict.SOCKET
+
+
+def test_ranks_past_the_bound_leave_a_proven_socket_and_keep_the_job_from_none() -> None:
+    on_sockets = TransportScanner(EFA, max_ranks=29)
+    on_sockets.feed(four_nodes_last_ranks_on_sockets(socket_ranks=6))  # 3 tracked, 3 past the bound
+    report = on_sockets.finish()
+    assert report.ranks_dropped > 0 and report.verdict is Verdict.SOCKET
+    single_node = [
+        RankVerdict("h", pid, 0, pid, Verdict.NONE, f"h:{pid}:1 [0] NCCL INFO comm 0x1 rank {pid} nRanks 2 nNodes 1")
+        for pid in range(2)
+    ]
+    assert job_verdict(single_node)[0] is Verdict.NONE
+    assert job_verdict(single_node, ranks_dropped=1)[0] is Verdict.UNKNOWN
 
 
 def test_worst_case_ranks_stay_within_the_stated_memory_bound() -> None:
