@@ -315,9 +315,16 @@ class _Rank:
         and crosses nodes, so no later line of it changes that."""
         multi_node = self._multi_node()
         if self.network is not None:
-            if multi_node is False:
-                return Verdict.NONE, self._single_node_line(), False
             kind = classify_network(signature, self.network, self.process.provider)
+            if multi_node is False:
+                # Node-local so far. NCCL names the network each communicator would take across
+                # nodes: when that is sockets or another network, nothing in the log tells a job
+                # of one node from one whose cross-node communicator comes later (a tensor-
+                # parallel or HSDP shard group is created first) or past the bytes read, so
+                # ``none`` would pass a job that falls back to sockets: it stays unknown.
+                if kind in _NOT_THE_FABRIC:
+                    return Verdict.UNKNOWN, self.network_line, False
+                return Verdict.NONE, self._single_node_line(), False
             evidence = self.via_net_line or self.network_line
             if kind is Verdict.UNKNOWN:  # the OFI plugin, provider not shown
                 return kind, evidence, False
@@ -355,6 +362,11 @@ class _Rank:
 
     def _single_node_line(self) -> str:
         return self.nodes_line or self.comm_line or self.init_complete_line
+
+
+# Networks that are not the fabric: a rank that chose one is ``none`` for no node-local
+# communicator (``_Rank.communicator``).
+_NOT_THE_FABRIC = frozenset({Verdict.SOCKET, Verdict.OTHER})
 
 
 def classify_network(signature: FabricSignature, network: str, provider: str | None) -> Verdict:

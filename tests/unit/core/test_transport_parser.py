@@ -183,21 +183,33 @@ W = "ip-10-0-0-1:41:52 [0] nccl_net_ofi_create_plugin:335 NCCL WARN "
         ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"], "socket", "socket"),
         ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/3/GDRDMA"], "other", "fabric"),
         ([H + "Using network UCX"], "other", "other"),
-        # One node: the choice was made, and never used.
+        # One node: the fabric was chosen, and never used.
+        (
+            [
+                H + "NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+                H + "Using network Libfabric",
+                H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0",
+            ],
+            "none",
+            "unknown",
+        ),
+        ([H + "Using network IB", H + "comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1000 - Init START"], "unknown", "none"),
+        # Node-local communicators of a rank that chose sockets: a job of one node, or one whose
+        # cross-node communicator comes later or past the bytes read (a tensor-parallel group
+        # first; NVIDIA/nccl-tests#213, where each node formed its own world): never a pass.
         (
             [H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0"],
-            "none",
-            "none",
+            "unknown",
+            "unknown",
         ),
-        ([H + "Using network IB", H + "comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1000 - Init START"], "none", "none"),
         (
             [
                 H + "Using network Socket",
                 H + "Channel 00 : 0[0] -> 1[1] via P2P/IPC",
                 H + "comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
             ],
-            "none",
-            "none",
+            "unknown",
+            "unknown",
         ),
         # A communicator of one next to a bigger one proves nothing about nodes.
         (
@@ -555,9 +567,21 @@ def test_a_last_line_without_a_newline_counts_at_the_end_of_the_stream_only() ->
 
 
 def test_a_single_node_log_is_never_decisive() -> None:
-    scanner = TransportScanner(EFA)
-    assert not scanner.feed(lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
+    scanner = TransportScanner(RDMA)
+    assert not scanner.feed(lines(H + "Using network IB", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"))
     assert scanner.finish().verdict is Verdict.NONE
+
+
+def test_node_local_communicators_on_sockets_are_not_a_pass_until_one_crosses_nodes() -> None:
+    """A multi-node job whose first communicator is node-local (a tensor-parallel group): NCCL
+    chose sockets, and no line yet says whether the job crosses nodes. ``none`` would pass it
+    for good when the cross-node communicator is past the bytes read; it stays ``unknown``, with
+    the network line as evidence, until that communicator shows."""
+    tensor_parallel = [H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0"]
+    so_far = read(lines(*tensor_parallel))
+    assert so_far.verdict is Verdict.UNKNOWN and so_far.evidence.endswith("NCCL INFO Using network Socket")
+    world = [H + "Using network Socket", H + "comm 0x2 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0"]
+    assert read(lines(*tensor_parallel, *world)).verdict is Verdict.SOCKET
 
 
 # --- Several communicators of one process ----------------------------------------------------
