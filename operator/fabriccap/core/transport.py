@@ -321,8 +321,10 @@ class _Rank:
                 # nodes: when that is sockets or another network, nothing in the log tells a job
                 # of one node from one whose cross-node communicator comes later (a tensor-
                 # parallel or HSDP shard group is created first) or past the bytes read, so
-                # ``none`` would pass a job that falls back to sockets: it stays unknown.
-                if kind in _NOT_THE_FABRIC:
+                # ``none`` would pass a job that falls back to sockets: it stays unknown. A
+                # process alone in every communicator it joined (nRanks 1: a one-GPU job, the
+                # corpus's nccl-1267 and nccl-1653) has no peer to reach by any network: none.
+                if kind in _NOT_THE_FABRIC and self.max_comm_ranks != 1:
                     return Verdict.UNKNOWN, self.network_line, False
                 return Verdict.NONE, self._single_node_line(), False
             evidence = self.via_net_line or self.network_line

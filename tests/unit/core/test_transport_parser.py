@@ -193,7 +193,7 @@ W = "ip-10-0-0-1:41:52 [0] nccl_net_ofi_create_plugin:335 NCCL WARN "
             "none",
             "unknown",
         ),
-        ([H + "Using network IB", H + "comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1000 - Init START"], "unknown", "none"),
+        ([H + "Using network IB", H + "comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1000 - Init START"], "none", "none"),
         # Node-local communicators of a rank that chose sockets: a job of one node, or one whose
         # cross-node communicator comes later or past the bytes read (a tensor-parallel group
         # first; NVIDIA/nccl-tests#213, where each node formed its own world): never a pass.
