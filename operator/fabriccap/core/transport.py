@@ -143,12 +143,23 @@ def evidence_line(text: str) -> str:
 
 # --- Line patterns (docs/transport.md gives each one's versions) ---------------------------
 
-# NCCL's prefix since 2.0: "host:pid:tid [cudaDev] NCCL INFO msg"; warnings put "file.cc:line "
-# before "NCCL WARN". Launchers wrap it ("[1,3]<stdout>:", "(RayTrainWorker pid=1) ",
-# "[0] ", CloudWatch's "  | time | "), so it is searched for, not anchored: first the marker
-# after the device (a literal " [" rejects most positions at once), then the head just before
-# it. A host is anything without blanks or colons, even empty or redacted ("<cluster_name>").
-_MARKER = re.compile(r" \[(?P<dev>\d{1,5})\] (?:\S{1,200} )?NCCL (?:INFO|WARN|TRACE|ABORT) ?")
+# NCCL's prefix since 2.0: "host:pid:tid [cudaDev] NCCL INFO msg". Warnings (and traces) put
+# where they come from before "NCCL WARN": "file.cc:line" (NCCL 2.0 - 2.30.4, and every
+# plugin's warning through ncclDebugLog), "file.cc:line (function)" for NCCL 2.30.7's own
+# (NVIDIA/nccl v2.30.7-1 src/debug.cc:345, "[%d] %s:%d (%s) NCCL WARN"), and a C++ plugin's
+# __PRETTY_FUNCTION__ as the "file", blanks and all: aws-ofi-nccl >= 1.15 (C++ since 1.15.0,
+# include/nccl_ofi_log.h) prints "[3] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):354
+# NCCL WARN NET/OFI ...". That part never holds " [" and a digit, the start of another marker,
+# so each candidate's search ends at the next one and the work stays linear in the line; it is
+# tried last, so an INFO line is matched as before. Launchers wrap the prefix ("[1,3]<stdout>:",
+# "(RayTrainWorker pid=1) ", "[0] ", CloudWatch's "  | time | "), so it is searched for, not
+# anchored: first the marker after the device (a literal " [" rejects most positions at once),
+# then the head just before it. A host is anything without blanks or colons, even empty or
+# redacted ("<cluster_name>").
+_MARKER = re.compile(
+    r" \[(?P<dev>\d{1,5})\] (?:(?:(?! \[\d).){1,300}?:\d{1,7}(?: \([^)]{0,200}\))? )??"
+    r"NCCL (?:INFO|WARN|TRACE|ABORT) ?"
+)
 _HEAD = re.compile(r"(?P<host>[^\s:]{0,253}):(?P<pid>\d{1,10}):\d{1,10}$")
 _HEAD_REACH = 280  # the longest head: a 253-character host and two 10-digit numbers
 # The few facts printed without that prefix: "NCCL version 2.4.6+cuda10.0" on its own line,

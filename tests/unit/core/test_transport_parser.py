@@ -246,6 +246,37 @@ def test_a_plugin_failure_is_the_evidence_of_an_unknown_verdict() -> None:
     assert report.evidence == warn
 
 
+# Lines built in released formats (no public excerpt of them was found for the corpus):
+# aws-ofi-nccl >= 1.15 is C++, and its NCCL_OFI_WARN passes __PRETTY_FUNCTION__ as the file
+# (include/nccl_ofi_log.h; v1.15.0 src/nccl_ofi_net.cpp:354, in nccl_net_ofi_create_plugin);
+# NCCL 2.30.7 adds the function after its own warnings' file:line (src/debug.cc:345).
+OFI_1_15_WARN = (
+    "p5-0:212:212 [3] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):354"
+    " NCCL WARN NET/OFI aws-ofi-nccl initialization failed"
+)
+
+
+def test_a_cpp_plugin_s_warning_is_its_process_s() -> None:
+    provider = "p5-0:212:212 [3] NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 4 nics)"
+    report = read(lines(provider, OFI_1_15_WARN))
+    assert [(rank.host, rank.pid, rank.device) for rank in report.ranks] == [("p5-0", 212, 3)]
+    assert (report.verdict, report.evidence) == (Verdict.UNKNOWN, OFI_1_15_WARN)
+
+
+@pytest.mark.parametrize(
+    ("line", "device"),
+    [
+        (OFI_1_15_WARN, "3"),
+        ("node-1:41:97 [5] init.cc:1790 (ncclCommInitRankFunc) NCCL WARN Cuda failure 'out of memory'", "5"),
+    ],
+    ids=["aws-ofi-nccl-1.15", "nccl-2.30.7"],
+)
+def test_the_prefix_of_every_released_warning_format_is_found(line: str, device: str) -> None:
+    marker = list(transport._MARKER.finditer(line))
+    assert len(marker) == 1 and marker[0]["dev"] == device
+    assert line[marker[0].end() :].startswith(("NET/OFI", "Cuda failure"))
+
+
 def test_the_provider_is_per_process_not_per_host() -> None:
     other_process = "ip-10-0-0-1:42:53 [1] NCCL INFO "
     report = read(lines(H + "NET/OFI Selected Provider is efa", other_process + "Using network Libfabric"))
