@@ -189,13 +189,26 @@ _PLUGIN_INIT_FAILED = re.compile(
     r"|No eligible providers were found)"
     r"|^Failed to initialize NET plugin (?:AWS )?Libfabric\b"
 )
-# No network plugin at all (NCCL's wordings from 2.3 to 2.29); ncclCollNetPlugin symbols are a
-# different, optional plugin interface and are not listed.
+# No network plugin at all, in NCCL's wordings from 2.3 to 2.30: no library, or a library with
+# no plugin interface this NCCL takes. For the latter only the wording of the last version NCCL
+# tries counts: "Failed to find ncclNetPlugin_v4 symbol." (2.12 tries v5, then v4), "... symbol
+# (v4 or v5)." (2.13 - 2.18), "... symbol (>= v5). ncclNetPlugin symbols v4 and lower are not
+# supported." (2.19 - 2.25), "Failed to find ncclNetPlugin_v6 symbol." (2.26 - 2.27 try v10 down
+# to v6), "External network plugin X is unsupported" (2.28 - 2.30; NVIDIA/nccl src/net.cc,
+# src/plugin/net.cc and src/plugin/net/net_v*.cc at each tag). Any other version's "Failed to
+# find" is followed by an older one that loads: "Failed to find ncclNetPlugin_v8 symbol." then
+# "Loaded net plugin NCCL RDMA Plugin v6 (v6)" (NVIDIA/nccl#1357), "..._v6 symbol." then "Loaded
+# net plugin NCCL RDMA Plugin (v4)" (ROCm/rccl#1261). ncclCollNetPlugin symbols are a different,
+# optional plugin interface and are not listed.
 _PLUGIN_MISSING = re.compile(
     r"NET/Plugin ?: (?:No plugin found|Plugin load (?:\([^)]{0,256}\) )?returned|dlerror=|Could not find:"
-    r"|Failed to find ncclNetPlugin|Using internal network plugin)"
-    r"|Unable to load libnccl-net\.so|Using internal net plugin"
+    r"|Failed to find ncclNetPlugin(?: symbol \(|_v4 symbol|_v6 symbol)|Using internal network plugin)"
+    r"|Unable to load libnccl-net\.so|Using internal net plugin|^External network plugin .* is unsupported$"
 )
+# A plugin loaded (NCCL 2.13 - 2.30): no plugin-missing line before it, of the same rank, holds
+# any more. It follows the versions not found, and since 2.27 NCCL_NET_PLUGIN may list several
+# libraries, tried in turn (src/plugin/net.cc).
+_PLUGIN_LOADED = re.compile(r"NET/Plugin ?: Loaded net plugin ")
 _NCCL_VERSION = re.compile(r"NCCL version (?P<version>\d{1,3}\.\d{1,3}\.\d{1,3}[0-9A-Za-z.+\-]{0,30})")
 _PLUGIN_VERSION = re.compile(r"aws-ofi-nccl (?P<version>\d{1,3}\.\d{1,3}\.\d{1,3}[0-9A-Za-z.\-]{0,20})")
 
@@ -579,6 +592,8 @@ class TransportScanner:
                 rank.process.failure_line = line
             elif fact == "plugin_missing":
                 rank.missing_plugin_line = rank.missing_plugin_line or line
+            elif fact == "plugin_loaded":
+                rank.missing_plugin_line = ""
             elif fact == "nodes":
                 nodes = int(value)
                 if rank.comm_nodes is None or nodes > rank.comm_nodes:
@@ -664,7 +679,11 @@ class TransportScanner:
                 facts.append(("plugin_failed", ""))
             elif _PLUGIN_MISSING.search(message):
                 facts.append(("plugin_missing", ""))
-        elif ("libnccl-net" in message or "internal net plugin" in message) and _PLUGIN_MISSING.search(message):
+            elif _PLUGIN_LOADED.search(message):
+                facts.append(("plugin_loaded", ""))
+        elif (
+            "libnccl-net" in message or "internal net plugin" in message or "network plugin" in message
+        ) and _PLUGIN_MISSING.search(message):
             facts.append(("plugin_missing", ""))
         if "anks " in message:
             if nodes := _NODES.search(message):

@@ -246,6 +246,48 @@ def test_a_plugin_failure_is_the_evidence_of_an_unknown_verdict() -> None:
     assert report.evidence == warn
 
 
+@pytest.mark.parametrize(
+    "log",
+    [
+        # NVIDIA/nccl#1357 (NCCL 2.19 - 2.25's chain, HPC-X's plugin): no v8 symbol, v6 loads.
+        [
+            "qh100-gpu20:39629:39686 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
+            "qh100-gpu20:39629:39686 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)",
+            "qh100-gpu20:39629:39686 [0] NCCL INFO P2P plugin IBext",
+        ],
+        # ROCm/rccl#1261 (NCCL 2.13 - 2.18's chain): no v6 symbol, v4 loads.
+        [
+            "node01:5646:5646 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v6 symbol.",
+            "node01:5646:5646 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin (v4)",
+        ],
+        # NCCL 2.12 tries v5, then v4, and says nothing when v4 loads (src/net.cc).
+        [H + "NET/Plugin: Failed to find ncclNetPlugin_v5 symbol."],
+    ],
+    ids=["nccl-1357", "rccl-1261", "nccl-2.12-v5"],
+)
+def test_a_plugin_that_loaded_an_older_interface_is_not_blamed(log: list[str]) -> None:
+    report = read(lines(*log))
+    assert (report.verdict, report.evidence) == (Verdict.UNKNOWN, "")
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "NET/Plugin: Failed to find ncclNetPlugin_v4 symbol.",  # 2.12
+        "NET/Plugin: Failed to find ncclNetPlugin symbol (v4 or v5).",  # 2.13 - 2.18
+        "NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 and lower are not"
+        " supported.",  # 2.19 - 2.25
+        "NET/Plugin: Failed to find ncclNetPlugin_v6 symbol.",  # 2.26 - 2.27, the last of v10 to v6
+        "External network plugin /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so is unsupported",  # 2.28 - 2.30
+    ],
+)
+def test_no_plugin_interface_at_all_is_the_evidence_of_an_unknown_verdict(missing: str) -> None:
+    """The wording of the last interface version each NCCL tries (src/net.cc, src/plugin/net.cc
+    and src/plugin/net/net_v*.cc at each tag); built in those formats."""
+    report = read(lines(H + missing))
+    assert (report.verdict, report.evidence) == (Verdict.UNKNOWN, H + missing)
+
+
 # Lines built in released formats (no public excerpt of them was found for the corpus):
 # aws-ofi-nccl >= 1.15 is C++, and its NCCL_OFI_WARN passes __PRETTY_FUNCTION__ as the file
 # (include/nccl_ofi_log.h; v1.15.0 src/nccl_ofi_net.cpp:354, in nccl_net_ofi_create_plugin);
