@@ -86,8 +86,15 @@ class FabricSignature:
 SIGNATURES: Mapping[str, FabricSignature] = {
     "efa": FabricSignature(name="efa", providers=frozenset({"efa", "efa-direct"})),
     # NCCL's own verbs transport is "IB" for InfiniBand and RoCE alike; NVIDIA's
-    # nccl-rdma-sharp-plugins (HPC-X, the Azure HPC images) name theirs "IBext" / "IBext_v8".
-    "aks-rdma": FabricSignature(name="aks-rdma", networks=re.compile(r"IB(?:ext(?:_v\d+)?)?")),
+    # nccl-rdma-sharp-plugins (HPC-X, the Azure HPC images) name theirs "IBext" / "IBext_v8"
+    # (src/ib_plugin.c), and its UCX transports, chosen with NCCL_PLUGIN_P2P=ucx|ucx_rma|ucx_uct|
+    # ucx_uct_read (src/p2p_plugin.c), run over the same HCAs (UCX_NET_DEVICES is set to the IB
+    # device, src/ucx_plugin.c; rc_mlx5 for UCT, src/ucx_uct_lib.c): "UCX" (src/ucx_plugin.c),
+    # "UCX_RMA" up to v2.1.0 and "UCX-RMA" since (src/ucx_rma_plugin.c), "UCX-UCT" and
+    # "UCX-UCT-RD" since 2024 (src/ucx_uct_plugin.c, src/ucx_uct_rd_plugin.c).
+    "aks-rdma": FabricSignature(
+        name="aks-rdma", networks=re.compile(r"IB(?:ext(?:_v\d+)?)?|UCX(?:[-_]RMA|-UCT(?:-RD)?)?")
+    ),
 }
 
 

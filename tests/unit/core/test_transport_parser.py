@@ -182,7 +182,12 @@ W = "ip-10-0-0-1:41:52 [0] nccl_net_ofi_create_plugin:335 NCCL WARN "
         ([H + "Using internal Network Socket"], "socket", "socket"),
         ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"], "socket", "socket"),
         ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/3/GDRDMA"], "other", "fabric"),
-        ([H + "Using network UCX"], "other", "other"),
+        # nccl-rdma-sharp-plugins' UCX transports run over the same HCAs as its IBext.
+        ([H + "Using network UCX"], "other", "fabric"),
+        ([H + "Using network UCX-RMA"], "other", "fabric"),
+        ([H + "Using network UCX_RMA"], "other", "fabric"),
+        ([H + "Using network UCX-UCT-RD"], "other", "fabric"),
+        ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/UCX-UCT/1"], "other", "fabric"),
         # One node: the choice was made, and never used.
         (
             [H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0"],
