@@ -91,8 +91,15 @@ class FabricSignature:
 SIGNATURES: Mapping[str, FabricSignature] = {
     "efa": FabricSignature(name="efa", providers=frozenset({"efa", "efa-direct"})),
     # NCCL's own verbs transport is "IB" for InfiniBand and RoCE alike; NVIDIA's
-    # nccl-rdma-sharp-plugins (HPC-X, the Azure HPC images) name theirs "IBext" / "IBext_v8".
-    "aks-rdma": FabricSignature(name="aks-rdma", networks=re.compile(r"IB(?:ext(?:_v\d+)?)?")),
+    # nccl-rdma-sharp-plugins (HPC-X, the Azure HPC images) name theirs "IBext" / "IBext_v8"
+    # (src/ib_plugin.c), and its UCX transports, chosen with NCCL_PLUGIN_P2P=ucx|ucx_rma|ucx_uct|
+    # ucx_uct_read (src/p2p_plugin.c), run over the same HCAs (UCX_NET_DEVICES is set to the IB
+    # device, src/ucx_plugin.c; rc_mlx5 for UCT, src/ucx_uct_lib.c): "UCX" (src/ucx_plugin.c),
+    # "UCX_RMA" up to v2.1.0 and "UCX-RMA" since (src/ucx_rma_plugin.c), "UCX-UCT" and
+    # "UCX-UCT-RD" since 2024 (src/ucx_uct_plugin.c, src/ucx_uct_rd_plugin.c).
+    "aks-rdma": FabricSignature(
+        name="aks-rdma", networks=re.compile(r"IB(?:ext(?:_v\d+)?)?|UCX(?:[-_]RMA|-UCT(?:-RD)?)?")
+    ),
 }
 
 
@@ -148,12 +155,23 @@ def evidence_line(text: str) -> str:
 
 # --- Line patterns (docs/transport.md gives each one's versions) ---------------------------
 
-# NCCL's prefix since 2.0: "host:pid:tid [cudaDev] NCCL INFO msg"; warnings put "file.cc:line "
-# before "NCCL WARN". Launchers wrap it ("[1,3]<stdout>:", "(RayTrainWorker pid=1) ",
-# "[0] ", CloudWatch's "  | time | "), so it is searched for, not anchored: first the marker
-# after the device (a literal " [" rejects most positions at once), then the head just before
-# it. A host is anything without blanks or colons, even empty or redacted ("<cluster_name>").
-_MARKER = re.compile(r" \[(?P<dev>\d{1,5})\] (?:\S{1,200} )?NCCL (?:INFO|WARN|TRACE|ABORT) ?")
+# NCCL's prefix since 2.0: "host:pid:tid [cudaDev] NCCL INFO msg". Warnings (and traces) put
+# where they come from before "NCCL WARN": "file.cc:line" (NCCL 2.0 - 2.30.4, and every
+# plugin's warning through ncclDebugLog), "file.cc:line (function)" for NCCL 2.30.7's own
+# (NVIDIA/nccl v2.30.7-1 src/debug.cc:345, "[%d] %s:%d (%s) NCCL WARN"), and a C++ plugin's
+# __PRETTY_FUNCTION__ as the "file", blanks and all: aws-ofi-nccl >= 1.15 (C++ since 1.15.0,
+# include/nccl_ofi_log.h) prints "[3] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):354
+# NCCL WARN NET/OFI ...". That part never holds " [" and a digit, the start of another marker,
+# so each candidate's search ends at the next one and the work stays linear in the line; it is
+# tried last, so an INFO line is matched as before. Launchers wrap the prefix ("[1,3]<stdout>:",
+# "(RayTrainWorker pid=1) ", "[0] ", CloudWatch's "  | time | "), so it is searched for, not
+# anchored: first the marker after the device (a literal " [" rejects most positions at once),
+# then the head just before it. A host is anything without blanks or colons, even empty or
+# redacted ("<cluster_name>").
+_MARKER = re.compile(
+    r" \[(?P<dev>\d{1,5})\] (?:(?:(?! \[\d).){1,300}?:\d{1,7}(?: \([^)]{0,200}\))? )??"
+    r"NCCL (?:INFO|WARN|TRACE|ABORT) ?"
+)
 _HEAD = re.compile(r"(?P<host>[^\s:]{0,253}):(?P<pid>\d{1,10}):\d{1,10}$")
 _HEAD_REACH = 280  # the longest head: a 253-character host and two 10-digit numbers
 # The few facts printed without that prefix: "NCCL version 2.4.6+cuda10.0" on its own line,
@@ -183,13 +201,26 @@ _PLUGIN_INIT_FAILED = re.compile(
     r"|No eligible providers were found)"
     r"|^Failed to initialize NET plugin (?:AWS )?Libfabric\b"
 )
-# No network plugin at all (NCCL's wordings from 2.3 to 2.29); ncclCollNetPlugin symbols are a
-# different, optional plugin interface and are not listed.
+# No network plugin at all, in NCCL's wordings from 2.3 to 2.30: no library, or a library with
+# no plugin interface this NCCL takes. For the latter only the wording of the last version NCCL
+# tries counts: "Failed to find ncclNetPlugin_v4 symbol." (2.12 tries v5, then v4), "... symbol
+# (v4 or v5)." (2.13 - 2.18), "... symbol (>= v5). ncclNetPlugin symbols v4 and lower are not
+# supported." (2.19 - 2.25), "Failed to find ncclNetPlugin_v6 symbol." (2.26 - 2.27 try v10 down
+# to v6), "External network plugin X is unsupported" (2.28 - 2.30; NVIDIA/nccl src/net.cc,
+# src/plugin/net.cc and src/plugin/net/net_v*.cc at each tag). Any other version's "Failed to
+# find" is followed by an older one that loads: "Failed to find ncclNetPlugin_v8 symbol." then
+# "Loaded net plugin NCCL RDMA Plugin v6 (v6)" (NVIDIA/nccl#1357), "..._v6 symbol." then "Loaded
+# net plugin NCCL RDMA Plugin (v4)" (ROCm/rccl#1261). ncclCollNetPlugin symbols are a different,
+# optional plugin interface and are not listed.
 _PLUGIN_MISSING = re.compile(
     r"NET/Plugin ?: (?:No plugin found|Plugin load (?:\([^)]{0,256}\) )?returned|dlerror=|Could not find:"
-    r"|Failed to find ncclNetPlugin|Using internal network plugin)"
-    r"|Unable to load libnccl-net\.so|Using internal net plugin"
+    r"|Failed to find ncclNetPlugin(?: symbol \(|_v4 symbol|_v6 symbol)|Using internal network plugin)"
+    r"|Unable to load libnccl-net\.so|Using internal net plugin|^External network plugin .* is unsupported$"
 )
+# A plugin loaded (NCCL 2.13 - 2.30): no plugin-missing line before it, of the same rank, holds
+# any more. It follows the versions not found, and since 2.27 NCCL_NET_PLUGIN may list several
+# libraries, tried in turn (src/plugin/net.cc).
+_PLUGIN_LOADED = re.compile(r"NET/Plugin ?: Loaded net plugin ")
 _NCCL_VERSION = re.compile(r"NCCL version (?P<version>\d{1,3}\.\d{1,3}\.\d{1,3}[0-9A-Za-z.+\-]{0,30})")
 _PLUGIN_VERSION = re.compile(r"aws-ofi-nccl (?P<version>\d{1,3}\.\d{1,3}\.\d{1,3}[0-9A-Za-z.\-]{0,20})")
 
@@ -587,6 +618,8 @@ class TransportScanner:
                 rank.process.failure_line = line
             elif fact == "plugin_missing":
                 rank.missing_plugin_line = rank.missing_plugin_line or line
+            elif fact == "plugin_loaded":
+                rank.missing_plugin_line = ""
             elif fact == "nodes":
                 nodes = int(value)
                 if rank.comm_nodes is None or nodes > rank.comm_nodes:
@@ -672,7 +705,11 @@ class TransportScanner:
                 facts.append(("plugin_failed", ""))
             elif _PLUGIN_MISSING.search(message):
                 facts.append(("plugin_missing", ""))
-        elif ("libnccl-net" in message or "internal net plugin" in message) and _PLUGIN_MISSING.search(message):
+            elif _PLUGIN_LOADED.search(message):
+                facts.append(("plugin_loaded", ""))
+        elif (
+            "libnccl-net" in message or "internal net plugin" in message or "network plugin" in message
+        ) and _PLUGIN_MISSING.search(message):
             facts.append(("plugin_missing", ""))
         if "anks " in message:
             if nodes := _NODES.search(message):

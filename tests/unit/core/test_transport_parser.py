@@ -182,7 +182,12 @@ W = "ip-10-0-0-1:41:52 [0] nccl_net_ofi_create_plugin:335 NCCL WARN "
         ([H + "Using internal Network Socket"], "socket", "socket"),
         ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"], "socket", "socket"),
         ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/3/GDRDMA"], "other", "fabric"),
-        ([H + "Using network UCX"], "other", "other"),
+        # nccl-rdma-sharp-plugins' UCX transports run over the same HCAs as its IBext.
+        ([H + "Using network UCX"], "other", "fabric"),
+        ([H + "Using network UCX-RMA"], "other", "fabric"),
+        ([H + "Using network UCX_RMA"], "other", "fabric"),
+        ([H + "Using network UCX-UCT-RD"], "other", "fabric"),
+        ([H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/UCX-UCT/1"], "other", "fabric"),
         # One node: the fabric was chosen, and never used.
         (
             [
@@ -256,6 +261,79 @@ def test_a_plugin_failure_is_the_evidence_of_an_unknown_verdict() -> None:
     report = read(lines(H + "cudaDriverVersion 12040", warn))
     assert report.verdict is Verdict.UNKNOWN
     assert report.evidence == warn
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # NVIDIA/nccl#1357 (NCCL 2.19 - 2.25's chain, HPC-X's plugin): no v8 symbol, v6 loads.
+        [
+            "qh100-gpu20:39629:39686 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
+            "qh100-gpu20:39629:39686 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)",
+            "qh100-gpu20:39629:39686 [0] NCCL INFO P2P plugin IBext",
+        ],
+        # ROCm/rccl#1261 (NCCL 2.13 - 2.18's chain): no v6 symbol, v4 loads.
+        [
+            "node01:5646:5646 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v6 symbol.",
+            "node01:5646:5646 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin (v4)",
+        ],
+        # NCCL 2.12 tries v5, then v4, and says nothing when v4 loads (src/net.cc).
+        [H + "NET/Plugin: Failed to find ncclNetPlugin_v5 symbol."],
+    ],
+    ids=["nccl-1357", "rccl-1261", "nccl-2.12-v5"],
+)
+def test_a_plugin_that_loaded_an_older_interface_is_not_blamed(log: list[str]) -> None:
+    report = read(lines(*log))
+    assert (report.verdict, report.evidence) == (Verdict.UNKNOWN, "")
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "NET/Plugin: Failed to find ncclNetPlugin_v4 symbol.",  # 2.12
+        "NET/Plugin: Failed to find ncclNetPlugin symbol (v4 or v5).",  # 2.13 - 2.18
+        "NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 and lower are not"
+        " supported.",  # 2.19 - 2.25
+        "NET/Plugin: Failed to find ncclNetPlugin_v6 symbol.",  # 2.26 - 2.27, the last of v10 to v6
+        "External network plugin /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so is unsupported",  # 2.28 - 2.30
+    ],
+)
+def test_no_plugin_interface_at_all_is_the_evidence_of_an_unknown_verdict(missing: str) -> None:
+    """The wording of the last interface version each NCCL tries (src/net.cc, src/plugin/net.cc
+    and src/plugin/net/net_v*.cc at each tag); built in those formats."""
+    report = read(lines(H + missing))
+    assert (report.verdict, report.evidence) == (Verdict.UNKNOWN, H + missing)
+
+
+# Lines built in released formats (no public excerpt of them was found for the corpus):
+# aws-ofi-nccl >= 1.15 is C++, and its NCCL_OFI_WARN passes __PRETTY_FUNCTION__ as the file
+# (include/nccl_ofi_log.h; v1.15.0 src/nccl_ofi_net.cpp:354, in nccl_net_ofi_create_plugin);
+# NCCL 2.30.7 adds the function after its own warnings' file:line (src/debug.cc:345).
+OFI_1_15_WARN = (
+    "p5-0:212:212 [3] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):354"
+    " NCCL WARN NET/OFI aws-ofi-nccl initialization failed"
+)
+
+
+def test_a_cpp_plugin_s_warning_is_its_process_s() -> None:
+    provider = "p5-0:212:212 [3] NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 4 nics)"
+    report = read(lines(provider, OFI_1_15_WARN))
+    assert [(rank.host, rank.pid, rank.device) for rank in report.ranks] == [("p5-0", 212, 3)]
+    assert (report.verdict, report.evidence) == (Verdict.UNKNOWN, OFI_1_15_WARN)
+
+
+@pytest.mark.parametrize(
+    ("line", "device"),
+    [
+        (OFI_1_15_WARN, "3"),
+        ("node-1:41:97 [5] init.cc:1790 (ncclCommInitRankFunc) NCCL WARN Cuda failure 'out of memory'", "5"),
+    ],
+    ids=["aws-ofi-nccl-1.15", "nccl-2.30.7"],
+)
+def test_the_prefix_of_every_released_warning_format_is_found(line: str, device: str) -> None:
+    marker = list(transport._MARKER.finditer(line))
+    assert len(marker) == 1 and marker[0]["dev"] == device
+    assert line[marker[0].end() :].startswith(("NET/OFI", "Cuda failure"))
 
 
 def test_the_provider_is_per_process_not_per_host() -> None:
