@@ -801,6 +801,13 @@ class FactsExtractor:
         """Facts of an allocated ResourceClaim: its devices whose request names a DRA fabric's
         class, and the node they are on; None for a claim not allocated (or of other classes
         only, and not named by a pod of interest: the workload view reads its classes)."""
+        facts = self.watched_claim(body)
+        return facts if facts.devices or facts.device_classes & self.device_class_names else None
+
+    def watched_claim(self, body: Mapping[str, Any]) -> ClaimFacts:
+        """A ResourceClaim as the claim watch keeps it, whatever its classes: its devices of the
+        fabrics' classes and their node (``resource_claim``), and the class of each request that
+        gives its pod devices (``claim_request_classes``), read in one pass."""
         metadata = _mapping(body, "metadata", "ResourceClaim")
         namespace = object_namespace(metadata.get("namespace"))
         name = object_name(metadata.get("name"))
@@ -810,21 +817,20 @@ class FactsExtractor:
             raise FactsError(f"ResourceClaim {namespace}/{name}: spec/status is not a mapping")
         classes_by_request = _request_classes(spec)
         allocation = status.get("allocation")
+        allocated = list(_allocated_devices(classes_by_request, allocation))
         devices = [
             AllocatedDevice(driver, pool, sys.intern(device), device_class)
-            for driver, pool, device, _, device_class in _allocated_devices(classes_by_request, allocation)
+            for driver, pool, device, _, device_class in allocated
             if device_class in self.device_class_names
         ]
         node_name = _single_node(allocation.get("nodeSelector")) if isinstance(allocation, MAPPINGS) else None
-        classes = frozenset(classes_by_request.values())
-        if not devices and not classes & self.device_class_names:
-            return None
         return ClaimFacts(
             namespace=namespace,
             name=name,
             node_name=node_name if devices else None,
             devices=tuple(sorted(devices)),
-            device_classes=classes,
+            device_classes=frozenset(classes_by_request.values()),
+            request_classes=_held_request_classes(classes_by_request, allocated),
         )
 
     def daemon_set(self, body: Mapping[str, Any]) -> DaemonSetFacts | None:
@@ -1293,8 +1299,14 @@ def claim_request_classes(spec: Any, status: Any) -> tuple[tuple[str, str], ...]
     device that says which."""
     classes_by_request = _request_classes(spec) if isinstance(spec, MAPPINGS) else {}
     allocation = status.get("allocation") if isinstance(status, MAPPINGS) else None
-    devices = _allocated_devices(classes_by_request, allocation)
-    pairs = [(request, device_class) for *_, request, device_class in devices] or list(classes_by_request.items())
+    return _held_request_classes(classes_by_request, list(_allocated_devices(classes_by_request, allocation)))
+
+
+def _held_request_classes(
+    classes_by_request: Mapping[str, str], allocated: list[tuple[str, str, str, str, str | None]]
+) -> tuple[tuple[str, str], ...]:
+    """``claim_request_classes`` of a claim whose requests and allocated devices are read."""
+    pairs = [(request, device_class) for *_, request, device_class in allocated] or list(classes_by_request.items())
     found = {(request.split("/", 1)[0], device_class) for request, device_class in pairs if device_class is not None}
     return tuple(sorted(found))
 

@@ -45,7 +45,6 @@ from fabriccap.core.index import (
 )
 from fabriccap.core.karpenter_facts import node_claim_facts, node_class_facts, node_pool_facts
 from fabriccap.core.unlisted import UnlistedKeys
-from fabriccap.core.workloads import request_classes_of
 from fabriccap.kube.paths import (
     DAEMON_SETS,
     DEFAULT_PAGE_SIZE,
@@ -287,11 +286,7 @@ def _read_claim(extractor: FactsExtractor, _index: FactIndex, body: Mapping[str,
     controller makes a template's claim before the pod's status names it), and the index
     learns it then without reading it again (``FactIndex.learn_claim``). The watch keeps the
     table as the claims are: a claim deleted, or missing from a new LIST, goes with its classes."""
-    facts = extractor.resource_claim(body)
-    if facts is None:  # no device of a fabric's class
-        namespace, name = namespace_and_name(body)
-        facts = ClaimFacts(namespace=namespace, name=name, node_name=None, devices=())
-    return dataclasses.replace(facts, request_classes=request_classes_of(body))
+    return extractor.watched_claim(body)
 
 
 def _reads_dra(config: Config) -> bool:
