@@ -11,7 +11,9 @@ HTTP body, a file, a pipe), splits lines itself and keeps a bounded prefix of ea
 can make it hold more than ``MEMORY_BOUND_BYTES`` (the text of one line, the per-rank facts and
 their evidence lines), whatever its size or shape. It says when the job's verdict is settled
 (``TransportScanner.decisive``: a rank proved sockets, or every rank the log announces proved a
-verdict), the one rule by which a reader may stop early.
+verdict), the one rule by which a reader may stop early. It reads logs as they are kept, not
+only as NCCL wrote them: in UTF-16, coloured with ANSI escapes, or a JSON record a line
+(docs/transport.md, "What reaches the parser").
 
 A log is hostile input: anyone who can create a pod can print anything. Every evidence line is
 decoded leniently, stripped of ANSI escapes and control characters and cut to
@@ -21,6 +23,8 @@ verdict by printing NCCL-looking lines; the verdict describes the log, not the h
 
 from __future__ import annotations
 
+import codecs
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -114,12 +118,17 @@ def signature_for(name: str) -> FabricSignature:
 
 # --- Text cleaning -------------------------------------------------------------------------
 
+# An unterminated string escape (OSC, DCS) ends with its line: it never swallows the lines after
+# it, which the scanner strips of escapes a whole line at a time (``_ANSI_BYTES``).
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
-    r"|\x1b[P^_][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC strings
+    r"|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
+    r"|\x1b[P^_][^\x1b\r\n]*(?:\x1b\\)?"  # DCS, PM, APC strings
     r"|\x1b[@-Z\\-_]?"  # two-character escapes, or a lone ESC
 )
+# The same escapes in a line's bytes: a colouring logger or terminal capture can put them inside
+# the words the scanner searches for ("NCCL \x1b[32mINFO\x1b[0m"), before any decoding.
+_ANSI_BYTES = re.compile(_ANSI.pattern.encode("ascii"))
 _C0_C1 = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Unicode's format characters (Cf: bidi overrides and isolates, zero-width characters, tags),
 # surrogates and private use: they reorder or hide what a reader sees. A test checks that this
@@ -229,7 +238,13 @@ _SOCKET = "socket"
 _OFI_NETWORK = re.compile(r"(?:AWS )?Libfabric", re.IGNORECASE)
 _LINE_BREAK = re.compile(rb"[\r\n]")
 # Lines that can matter contain one of these; others are skipped without being decoded.
-_INTERESTING = re.compile(rb"NCCL (?:INFO|WARN|TRACE|ABORT|version)|NET/OFI ")
+_KEYWORDS = rb"NCCL (?:INFO|WARN|TRACE|ABORT|version)|NET/OFI "
+_KEYWORD = re.compile(_KEYWORDS)
+# What the scanner searches the input for: a keyword, or an escape that may hide one, raw or as
+# a JSON record writes it ("\u001b"): a line with escapes is searched again without them
+# (``_consider``).
+_INTERESTING = re.compile(rb"(?P<keyword>" + _KEYWORDS + rb")|\x1b|\\u001[bB]")
+_JSON_ESCAPE = re.compile(rb"\\u001[bB]")
 # ... and one of the words some rule reads: most of NCCL's own lines (topology, tuning) have none.
 _RULE_WORDS = re.compile(rb"etwork|NET plugin|via |NET/|anks |libnccl-net|internal net|version|aws-ofi")
 
@@ -415,6 +430,64 @@ def classify_network(signature: FabricSignature, network: str, provider: str | N
     return Verdict.OTHER
 
 
+# --- Encodings ------------------------------------------------------------------------------
+
+# NCCL writes ASCII, but a log saved on Windows is often UTF-16: PowerShell 5's ">" and
+# Out-File write UTF-16LE with a byte-order mark, and Notepad's "Unicode" does too. In UTF-16
+# the scanner's keywords have a NUL between their letters and nothing would match, so the
+# verdict would be unknown. The first bytes of each log tell: a byte-order mark, or NULs
+# between ASCII bytes (no UTF-8 text holds a NUL).
+_SNIFF_BYTES = 4
+
+
+def wide_decoder(head: bytes) -> codecs.IncrementalDecoder | None:
+    """A decoder for a log whose first bytes are ``head`` (at least ``_SNIFF_BYTES`` of them,
+    or all the log has) when it is UTF-16; None when it is read as it is."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"  # the mark says which, and is dropped
+    elif len(head) < _SNIFF_BYTES:
+        return None
+    elif head[1] == head[3] == 0 and head[0] and head[2]:
+        encoding = "utf-16-le"
+    elif head[0] == head[2] == 0 and head[1] and head[3]:
+        encoding = "utf-16-be"  # or a little-endian log read from an odd byte: from a line's end
+    else:
+        return None
+    return codecs.getincrementaldecoder(encoding)(errors="replace")
+
+
+# Log shippers and exports wrap each line in a JSON record: Docker's json-file driver and
+# Fluent Bit put it in "log", Vector, Datadog and CloudWatch Logs' exports in "message",
+# Google Cloud Logging in "textPayload", Loki's logcli in "line", journald in "MESSAGE", and
+# structured loggers often in "msg". The fields are tried in that order.
+_RECORD_FIELDS = ("log", "message", "textPayload", "line", "MESSAGE", "msg")
+
+
+def log_record_text(text: str) -> str | None:
+    """The log text inside ``text`` when it is a JSON record of one (a prefix before the record,
+    such as a timestamp, is allowed), else None. A record whose field holds another record
+    (a CloudWatch export of Fluent Bit's records) is opened once more."""
+    inner = _record_field(text)
+    if inner is None:
+        return None
+    nested = _record_field(inner)
+    return inner if nested is None else nested
+
+
+def _record_field(text: str) -> str | None:
+    stripped = text.rstrip()
+    start = stripped.find("{")
+    if start < 0 or not stripped.endswith("}"):
+        return None
+    try:
+        record = json.loads(stripped[start:], strict=False)
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's depth
+        return None
+    if not isinstance(record, dict):
+        return None
+    return next((value for key in _RECORD_FIELDS if isinstance(value := record.get(key), str)), None)
+
+
 # --- The scanner ---------------------------------------------------------------------------
 
 # A rank is (log, host, pid, device): the log is which of the logs one scanner reads in turn
@@ -445,6 +518,10 @@ class TransportScanner:
         self.signature = signature
         self.max_ranks = max(1, min(max_ranks, MAX_RANKS))
         self._partial = bytearray()  # the kept prefix of the line being read
+        # The first bytes of the current log, until there are enough to tell its encoding
+        # (``wide_decoder``), then None; and the decoder of a log in UTF-16.
+        self._sniffed: bytearray | None = bytearray()
+        self._wide: codecs.IncrementalDecoder | None = None
         self._cutting = False  # the current line outgrew MAX_LINE_BYTES: drop until its end
         self._log = 0  # which log the lines come from (next_log)
         self._processes: dict[tuple[int, str, int | None], _Process] = {}
@@ -468,6 +545,23 @@ class TransportScanner:
 
     def feed(self, chunk: bytes) -> bool:
         """Read ``chunk``; True once the job's verdict is settled (``decisive``)."""
+        if self._sniffed is not None:
+            if self._sniffed or len(chunk) < _SNIFF_BYTES:
+                self._sniffed += chunk
+                if len(self._sniffed) < _SNIFF_BYTES:
+                    return self.decisive
+                chunk = bytes(self._sniffed)
+            self._sniffed = None
+            self._wide = wide_decoder(chunk[:_SNIFF_BYTES])
+        if self._wide is None:
+            return self._feed_text(chunk)
+        # A slice at a time, so the UTF-8 copy in hand stays as small as one kept line.
+        for start in range(0, len(chunk), MAX_LINE_BYTES):
+            self._feed_text(self._wide.decode(chunk[start : start + MAX_LINE_BYTES]).encode("utf-8", errors="replace"))
+        return self.decisive
+
+    def _feed_text(self, chunk: bytes) -> bool:
+        """Read ``chunk`` of text in UTF-8 (or any ASCII-compatible encoding)."""
         view = memoryview(chunk)
         position, size = 0, len(chunk)
         while position < size:
@@ -503,8 +597,8 @@ class TransportScanner:
         line = bytes(self._partial)
         self._partial.clear()
         self._cutting = False
-        if _INTERESTING.search(line):
-            self._read_line(line)
+        if hit := _INTERESTING.search(line):
+            self._consider(line, hit)
 
     def _scan_block(self, chunk: bytes, position: int, end: int) -> None:
         """The complete lines of ``chunk[position:end]``; only those with a keyword are read."""
@@ -525,15 +619,31 @@ class TransportScanner:
                 # The rules read a line's beginning; a keyword far into an overlong line is
                 # beyond the kept prefix, as it would be in a streamed read.
                 if hit.start() - line_start < MAX_LINE_BYTES:
-                    self._read_line(chunk[line_start : line_start + MAX_LINE_BYTES])
+                    self._consider(chunk[line_start : line_start + MAX_LINE_BYTES], hit)
             else:
-                self._read_line(chunk[line_start:line_end])
+                self._consider(chunk[line_start:line_end], hit)
             position = line_end + 1
             if position >= end:
                 return
 
+    def _consider(self, line: bytes, hit: re.Match[bytes]) -> None:
+        """A line the search stopped at (``hit``): read it if, without its escapes, it holds a
+        keyword, or if it holds an escape of a JSON record, which only opening it removes."""
+        if b"\x1b" in line:
+            line = _ANSI_BYTES.sub(b"", line)
+        elif hit["keyword"] is not None:
+            self._read_line(line)
+            return
+        if _KEYWORD.search(line) or _JSON_ESCAPE.search(line):
+            self._read_line(line)
+
     def flush(self) -> None:
         """End the line being read, as the end of a file or stream does."""
+        if self._sniffed is not None:  # fewer bytes than a sniff takes: they are what they are
+            head, self._sniffed = bytes(self._sniffed), None
+            self._feed_text(head)
+        if self._wide is not None:
+            self._feed_text(self._wide.decode(b"", final=True).encode("utf-8", errors="replace"))
         if self._partial:
             self._end_line()
 
@@ -543,6 +653,7 @@ class TransportScanner:
         being read, as the end of a file does."""
         self.flush()
         self._log += 1
+        self._sniffed, self._wide = bytearray(), None
 
     def finish(self, end_of_stream: bool = True) -> TransportReport:
         """The report. At the end of the stream (``end_of_stream``) a last line without a newline
@@ -553,6 +664,8 @@ class TransportScanner:
         else:
             self._partial.clear()
             self._cutting = False
+            self._sniffed = None  # a few bytes of a cut read's start, or of a cut UTF-16 character
+            self._wide = None
         return self.report()
 
     # Lines to facts ---------------------------------------------------------------------
@@ -561,7 +674,15 @@ class TransportScanner:
         if not _RULE_WORDS.search(raw):
             return
         self._lines_read += 1
-        text = readable_text(raw.decode("utf-8", errors="replace"))
+        text = raw.decode("utf-8", errors="replace")
+        if (inner := log_record_text(text)) is not None:
+            for part in inner.splitlines():  # as long as the line at most
+                self._read_text(readable_text(part))
+        else:
+            self._read_text(readable_text(text))
+
+    def _read_text(self, text: str) -> None:
+        """One line of NCCL's log, decoded and clean."""
         key: _RankKey = (self._log, "", None, None)  # facts no prefix attributes
         # The last prefix of the line: log shippers that repeat a line after a separator
         # (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end.

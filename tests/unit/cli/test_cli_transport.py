@@ -96,6 +96,25 @@ def test_several_files_make_one_job_and_socket_comes_first(tmp_path: Path) -> No
     assert {rank["verdict"] for rank in output["ranks"]} == {"fabric", "socket"}
 
 
+def test_a_log_saved_by_powershell_beside_a_docker_json_file_one(tmp_path: Path) -> None:
+    """A UTF-16 file (PowerShell 5's ``kubectl logs pod > log``) and a file of Docker json-file
+    records, both of the same job: each file is read as what it is."""
+    fabric_log = (CORPUS_DIR / "nccl-527-p4d-efa-1.4.log").read_text()
+    socket_log = (CORPUS_DIR / "nccl-tests-166-channels-socket.log").read_text()
+    wide = tmp_path / "fabric.log"
+    wide.write_bytes(fabric_log.encode("utf-16"))
+    records = tmp_path / "socket.json"
+    records.write_text(
+        "".join(json.dumps({"log": line + "\n", "stream": "stdout"}) + "\n" for line in socket_log.splitlines())
+    )
+    done = fabriccap("transport", "-f", str(wide), "-f", str(records), "-o", "json")
+    assert done.returncode == 1, done
+    output = json.loads(done.stdout)
+    assert output["verdict"] == "socket"
+    assert {rank["verdict"] for rank in output["ranks"]} == {"fabric", "socket"}
+    assert all(rank["evidence"] in fabric_log + socket_log for rank in output["ranks"])
+
+
 def test_two_files_repeating_a_rank_s_host_pid_and_device_keep_their_ranks_apart(tmp_path: Path) -> None:
     """``kubectl logs --previous`` and the current log of one restarted container: its new PID
     namespace gives torchrun's worker the same pid, on the same host and device. The current run

@@ -7,6 +7,7 @@ profiles. Hostile input is generated lazily: nothing here holds a gigabyte.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import sys
@@ -110,6 +111,66 @@ def test_corpus_with_windows_line_ends_reads_the_same() -> None:
     for entry in CORPUS:
         data = (CORPUS_DIR / entry["file"]).read_bytes()
         assert read(data.replace(b"\n", b"\r\n")).verdict.value == entry["verdict"], entry["file"]
+
+
+# How logs reach a reader besides as NCCL wrote them. Each wraps every line of a corpus log.
+def docker_json_file(line: bytes) -> bytes:
+    """Docker's json-file logging driver and Fluent Bit: the line, with its newline, in "log"."""
+    record = {"log": line.decode("utf-8", errors="replace") + "\n", "stream": "stdout", "time": "2024-05-02T10:00:00Z"}
+    return json.dumps(record).encode()
+
+
+def cloudwatch_export_of_fluent_bit(line: bytes) -> bytes:
+    """A CloudWatch Logs export (``aws logs filter-log-events``): each event's "message" is the
+    record Fluent Bit sent, as a JSON string, behind the event's timestamp."""
+    return (
+        b"1714644000000 "
+        + json.dumps({"timestamp": 1714644000000, "message": docker_json_file(line).decode()}).encode()
+    )
+
+
+def journald_json(line: bytes) -> bytes:
+    """``journalctl -o json``: the line in "MESSAGE"."""
+    return json.dumps({"__REALTIME_TIMESTAMP": "1714644000000000", "MESSAGE": line.decode("utf-8", "replace")}).encode()
+
+
+def coloured(line: bytes) -> bytes:
+    """A colouring logger or a terminal capture: escapes inside NCCL's prefix and keywords."""
+    line = re.sub(rb"^([^: ]+):", b"\x1b[1;34m\\1\x1b[0m:", line)
+    return re.sub(rb"NCCL (INFO|WARN)", b"NCCL \x1b[32m\\1\x1b[0m\x1b]8;;\x07", line)
+
+
+WRAPPERS = {"docker json-file": docker_json_file, "cloudwatch export": cloudwatch_export_of_fluent_bit}
+WRAPPERS |= {"journald": journald_json, "ansi colours": coloured}
+WRAPPERS |= {"coloured in docker json-file": lambda line: docker_json_file(coloured(line))}
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS, ids=list(WRAPPERS))
+def test_corpus_as_log_shippers_and_terminals_keep_it_reads_the_same(wrapper: str) -> None:
+    """Every corpus log, each line wrapped as the shipper keeps it, gives the same report: the
+    verdict, the ranks and their evidence (the line inside the record, without escapes)."""
+    wrap = WRAPPERS[wrapper]
+    for entry in CORPUS:
+        data = (CORPUS_DIR / entry["file"]).read_bytes()
+        wrapped = b"\n".join(wrap(line) for line in data.splitlines()) + b"\n"
+        assert read(wrapped, chunk=4096) == read(data), (wrapper, entry["file"])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_corpus_saved_as_utf16_reads_the_same(encoding: str) -> None:
+    """PowerShell 5's ">" and Notepad save UTF-16 (with a byte-order mark: "utf-16"); without
+    the mark each byte order is told by its NULs. Fed in chunks of any size, odd ones too."""
+    for entry in CORPUS:
+        data = (CORPUS_DIR / entry["file"]).read_bytes()
+        wide = data.decode("utf-8", errors="replace").encode(encoding)
+        expected = read(data.decode("utf-8", errors="replace").encode())
+        for chunk in (1, 3, 4097, None):
+            report = read(wide, chunk=chunk)
+            assert (report.verdict, report.ranks) == (expected.verdict, expected.ranks), (
+                encoding,
+                entry["file"],
+                chunk,
+            )
 
 
 def test_the_whole_corpus_as_one_log_is_socket_first() -> None:
@@ -765,6 +826,45 @@ def test_ansi_escapes_and_control_characters_never_reach_the_evidence() -> None:
     assert report.evidence == "node-1:7:8 [0] NCCL INFO Using network Socket"
 
 
+def test_a_utf16_log_after_a_utf8_one_is_told_apart() -> None:
+    """Each log of a reader (``next_log``) is sniffed afresh."""
+    scanner = TransportScanner(EFA)
+    scanner.feed(lines(H + "Using network Libfabric"))
+    scanner.next_log()
+    scanner.feed(
+        lines(H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8")
+        .decode()
+        .encode("utf-16")
+    )
+    assert scanner.finish().verdict is Verdict.SOCKET
+
+
+def test_an_unterminated_escape_hides_nothing_after_its_line() -> None:
+    data = b"\x1b]0;tqdm 3%|###\n" + lines(
+        H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8"
+    )
+    assert read(data).verdict is Verdict.SOCKET
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        H + "Using network Socket {}",  # a record with no log field
+        H + "Using network Socket " + '{"a":' * 5000 + "1" + "}" * 5000,  # deeper than the interpreter goes
+        H + 'Using network Socket {"log": 5}',  # a field that is not text
+        '{"log": "' + H + 'Using network Socket"',  # no closing brace
+    ],
+    ids=["empty record", "deep record", "field not text", "not closed"],
+)
+def test_lines_that_are_no_log_record_are_read_as_they_are(line: str) -> None:
+    """Read as a line of its own (not a network line: it does not end with the name), and the
+    reader goes on to the next line."""
+    assert (
+        read(lines(line, H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2")).verdict
+        is Verdict.SOCKET
+    )
+
+
 def test_evidence_is_cut_and_clean() -> None:
     line = "h:1:2 [0] NCCL INFO Using network Socket " + "\u202e\x1b[31mX\x1b[0m\t" * 300
     evidence = evidence_line(line)
@@ -851,6 +951,26 @@ def test_one_gibibyte_streamed_in_chunks_in_bounded_memory() -> None:
     assert peak < MEMORY_BOUND_BYTES, peak
 
 
+def test_a_utf16_stream_is_read_in_bounded_memory() -> None:
+    """64 MiB of the same log in UTF-16, fed in 1 MiB chunks: its text is decoded a slice at a
+    time, so the scanner holds no copy of a chunk."""
+    block = chatty_training_log_block().decode().encode("utf-16-le")
+    chunks = [block[start : start + MiB] for start in range(0, len(block), MiB)]
+    tracemalloc.start()
+    try:
+        scanner = TransportScanner(EFA)
+        for _ in range(32):
+            for chunk in chunks:
+                scanner.feed(chunk)
+        scanner.feed(lines(H + "comm 0x1 rank 0 nRanks 64 nNodes 8 localRanks 8").decode().encode("utf-16-le"))
+        report = scanner.finish()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.verdict is Verdict.SOCKET
+    assert peak < MEMORY_BOUND_BYTES // 2, peak
+
+
 def chatty_training_log_block() -> bytes:
     """1 MiB of a training log: eight NCCL lines, then loss lines; its last line goes on in the
     next block, as lines do in a stream."""
@@ -888,7 +1008,11 @@ class SearchMeter:
                 meter.examined += (found.end() if found else min(endpos, len(data))) - pos
                 return found
 
-        for name in ("_LINE_BREAK", "_INTERESTING", "_RULE_WORDS"):
+            def sub(self, replacement: bytes, data: bytes) -> bytes:
+                meter.examined += len(data)
+                return self.pattern.sub(replacement, data)
+
+        for name in ("_LINE_BREAK", "_INTERESTING", "_RULE_WORDS", "_KEYWORD", "_ANSI_BYTES"):
             monkeypatch.setattr(transport, name, Pattern(getattr(transport, name)))
 
         class Chunk(bytes):
@@ -928,7 +1052,15 @@ def test_work_grows_linearly_with_the_input_even_when_every_line_is_nccl(monkeyp
 
 @pytest.mark.parametrize(
     "shape",
-    ["carriage returns only", "no line breaks", "one keyword per line", "keywords late in long lines", "noise"],
+    [
+        "carriage returns only",
+        "no line breaks",
+        "one keyword per line",
+        "keywords late in long lines",
+        "noise",
+        "escapes on every line",
+        "escapes inside every keyword",
+    ],
 )
 def test_work_per_byte_is_bounded_whatever_the_shape(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     meter = SearchMeter(monkeypatch)
@@ -938,6 +1070,8 @@ def test_work_per_byte_is_bounded_whatever_the_shape(shape: str, monkeypatch: py
         "one keyword per line": b"x NCCL INFO y\n" * 100_000,
         "keywords late in long lines": (b"z" * 8000 + b" NCCL INFO Using network Socket\n") * 200,
         "noise": random.Random(3).randbytes(2 * MiB),
+        "escapes on every line": b"\x1b[32mstep 1 loss 0.3127\x1b[0m \x1b[2K\r" * 50_000,
+        "escapes inside every keyword": (coloured((H + "Using network Socket").encode()) + b"\n") * 20_000,
     }[shape]
     for chunk in (None, 1000, 65536):
         assert meter.per_byte(data, chunk) <= EXAMINED_PER_BYTE, (shape, chunk)
