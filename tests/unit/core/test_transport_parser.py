@@ -650,6 +650,53 @@ def test_a_host_whose_first_line_comes_after_the_others_settled_is_not_read() ->
     assert (early.verdict, early.decisive) == (Verdict.FABRIC, True)
 
 
+def gb200_host(host: str, network: str, ranks: int, domains: int) -> list[str]:
+    """The first host's 4 ranks (one process each) of a job of ``ranks`` ranks over
+    ``domains`` NVLink domains of GB200 hosts (4 GPUs each), NCCL 2.27 with multi-node NVLink:
+    each rank's MNNVL line (as in NVIDIA/nccl#1769) and communicator line (``src/init.cc``),
+    whose nNodes counts NVLink domains and whose localRanks are its domain's ranks."""
+    local = ranks // domains
+    return [
+        line
+        for device in range(4)
+        for line in (
+            f"{host}:{100 + device}:{200 + device} [{device}] NCCL INFO MNNVL busId 0x{device + 8}01000 fabric UUID"
+            " 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe state 3 healthMask 0x0",
+            f"{host}:{100 + device}:{200 + device} [{device}] NCCL INFO Using network {network}",
+            f"{host}:{100 + device}:{200 + device} [{device}] NCCL INFO comm 0x1 rank {device} nRanks {ranks}"
+            f" nNodes {domains} localRanks {local} localRank {device} MNNVL 1",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("network", "domains", "expected"),
+    [
+        ("Libfabric", 1, Verdict.NONE),  # 2 hosts, one NVLink domain: no network
+        ("Socket", 1, Verdict.UNKNOWN),  # past the domain it would be TCP: not proved to use none
+        ("Libfabric", 2, Verdict.UNKNOWN),  # over two domains: the OFI plugin, provider not shown
+        ("Socket", 2, Verdict.SOCKET),
+    ],
+)
+def test_multi_node_nvlink_counts_an_nvlink_domain_as_one_node(network: str, domains: int, expected: Verdict) -> None:
+    report = read(lines(*gb200_host("gb200-a", network, 8 * domains, domains)))
+    assert report.verdict is expected, report
+    assert len(report.ranks) == 4
+
+
+def test_multi_node_nvlink_over_the_fabric_reads_a_pod_s_log_to_its_end() -> None:
+    """16 ranks over 2 domains of 2 hosts: this pod's 4 ranks over EFA are fabric, but its log
+    holds fewer ranks than its domain's localRanks (8), so a reader does not stop early: a
+    later rank could still show sockets."""
+    provider = [
+        f"gb200-a:{100 + device}:{200 + device} [{device}] NCCL INFO NET/OFI Selected provider is efa, fabric is efa"
+        for device in range(4)
+    ]
+    scanner = TransportScanner(EFA)
+    assert not scanner.feed(lines(*provider, *gb200_host("gb200-a", "Libfabric", 16, 2)))
+    assert scanner.finish().verdict is Verdict.FABRIC
+
+
 def test_a_decided_rank_ignores_later_lines() -> None:
     scanner = TransportScanner(EFA)
     assert scanner.feed(lines(H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"))
