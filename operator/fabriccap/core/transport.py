@@ -183,6 +183,15 @@ _MARKER = re.compile(
 )
 _HEAD = re.compile(r"(?P<host>[^\s:]{0,253}):(?P<pid>\d{1,10}):\d{1,10}$")
 _HEAD_REACH = 280  # the longest head: a 253-character host and two 10-digit numbers
+
+
+def last_marker(text: str) -> re.Match[str] | None:
+    """The last of NCCL's prefixes on a line (up to its level): log shippers that repeat a line
+    after a separator (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end."""
+    markers = list(_MARKER.finditer(text))  # a kept line is at most MAX_LINE_BYTES long
+    return markers[-1] if markers else None
+
+
 # The few facts printed without that prefix: "NCCL version 2.4.6+cuda10.0" on its own line,
 # aws-ofi-nccl's own test programs ("INFO: Function: ofi_init Line: 686: NET/OFI …"), and
 # lines whose launcher replaced the prefix.
@@ -260,6 +269,9 @@ class RankVerdict:
     rank: int | None  # NCCL's rank, once a "rank N nranks M" line names it
     verdict: Verdict
     evidence: str
+    # Unknown over a network that is not the fabric (``_Rank.could_fall_back``): like a rank not
+    # read, it keeps the job from fabric and none (``job_verdict``).
+    could_fall_back: bool = False
 
 
 @dataclass(frozen=True)
@@ -274,6 +286,11 @@ class TransportReport:
     ranks_dropped: int  # lines of ranks past MAX_RANKS, ignored
     lines_cut: int  # lines longer than MAX_LINE_BYTES, read by their prefix
     lines_read: int  # lines decoded and matched; the others were skipped by a byte search
+
+    @property
+    def could_fall_back(self) -> bool:
+        """A rank could fall back (``RankVerdict.could_fall_back``): so could the job."""
+        return any(rank.could_fall_back for rank in self.ranks)
 
     def as_dict(self) -> dict[str, object]:
         """SPEC's ``-o json`` shape, plus the versions and what was left out."""
@@ -370,7 +387,7 @@ class _Rank:
                 # ``none`` would pass a job that falls back to sockets: it stays unknown. A
                 # process alone in every communicator it joined (nRanks 1: a one-GPU job, the
                 # corpus's nccl-1267 and nccl-1653) has no peer to reach by any network: none.
-                if kind in _NOT_THE_FABRIC and self.max_comm_ranks != 1:
+                if self._off_the_fabric_alone_on_its_node(kind):
                     return Verdict.UNKNOWN, self.network_line, False
                 return Verdict.NONE, self._single_node_line(), False
             evidence = self.via_net_line or self.network_line
@@ -387,6 +404,19 @@ class _Rank:
             # own IB or Socket transport, neither of them the fabric either.
             return Verdict.OTHER, process.provider_line, False
         return Verdict.UNKNOWN, process.failure_line or self.missing_plugin_line or process.provider_line, False
+
+    def _off_the_fabric_alone_on_its_node(self, kind: Verdict) -> bool:
+        """Its communicators so far stay on its node, over a network (of ``kind``) that is not
+        the fabric, and it has peers: ``unknown`` (``communicator``)."""
+        return kind in _NOT_THE_FABRIC and self.max_comm_ranks != 1
+
+    def could_fall_back(self, signature: FabricSignature) -> bool:
+        """Unknown over a network that is not the fabric: no communicator of it crossed nodes
+        yet, and one that does later would cross them over that network. Another rank's
+        ``none`` or ``fabric`` says nothing of it: the job is not proved to pass."""
+        if self.worst is not None or self.network is None or self._multi_node() is not False:
+            return False
+        return self._off_the_fabric_alone_on_its_node(classify_network(signature, self.network, self.process.provider))
 
     def _multi_node(self) -> bool | None:
         """Whether the current communicator crosses nodes (None: not known yet)."""
@@ -684,10 +714,7 @@ class TransportScanner:
     def _read_text(self, text: str) -> None:
         """One line of NCCL's log, decoded and clean."""
         key: _RankKey = (self._log, "", None, None)  # facts no prefix attributes
-        # The last prefix of the line: log shippers that repeat a line after a separator
-        # (CloudWatch's "time<line> | <line>") leave the cleanest copy at the end.
-        markers = list(_MARKER.finditer(text))  # a kept line is at most MAX_LINE_BYTES long
-        marker = markers[-1] if markers else None
+        marker = last_marker(text)
         head = _HEAD.search(text, max(0, marker.start() - _HEAD_REACH), marker.start()) if marker else None
         if marker is not None and head is not None:
             key = (self._log, head["host"], int(head["pid"]), int(marker["dev"]))
@@ -787,8 +814,12 @@ class TransportScanner:
         Ray driver's) holds more nodes than one: it settles only once as many of its hosts
         announced their ranks as the largest nNodes it printed, so a host whose lines come
         later is not cut off by the first one's; a host whose first line comes after the others
-        settled is not read (docs/transport.md). Before 2.20 nothing announces the ranks, and
-        the first proven rank settles the job.
+        settled is not read (docs/transport.md). Every node with a proven rank must have
+        announced its ranks: a 2.20 log without them (``NCCL_DEBUG_SUBSYS=NET``: the
+        communicator lines are INIT's) could have a rank on sockets still to come. Only a log
+        that says it is older than 2.20, when nothing announced the ranks, is settled by its
+        first proven rank; a log without its version (NCCL prints it in rank 0's process only)
+        is not.
 
         Past that, a proven rank's later communicator can still fall back to sockets (``_Rank``),
         and nothing in NCCL's log says a process opens no more: the settle rule does not wait
@@ -799,6 +830,7 @@ class TransportScanner:
             return
         self.decisive = socket or (
             bool(self._proven_on)
+            and (all(node in self._announced_on for node in self._proven_on) or self._before_rank_counts())
             and all(self._proven_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
             and all(
                 sum(1 for announced_log, _ in self._announced_on if announced_log == log) >= nodes
@@ -806,6 +838,14 @@ class TransportScanner:
                 if len(self._hosts_of_log.get(log, ())) > 1
             )
         )
+
+    def _before_rank_counts(self) -> bool:
+        """The log says its NCCL is older than 2.20, which announced no node's ranks."""
+        version = self._nccl_version
+        if version is None:
+            return False
+        major, minor = (int(part) for part in version.split(".")[:2])
+        return (major, minor) < (2, 20)
 
     @staticmethod
     def _facts(message: str) -> list[tuple[str, str]]:
@@ -848,7 +888,14 @@ class TransportScanner:
 
     def report(self) -> TransportReport:
         ranks = tuple(
-            RankVerdict(rank.host, rank.pid, rank.device, rank.rank, *rank.verdict(self.signature))
+            RankVerdict(
+                rank.host,
+                rank.pid,
+                rank.device,
+                rank.rank,
+                *rank.verdict(self.signature),
+                could_fall_back=rank.could_fall_back(self.signature),
+            )
             for rank in self._ranks.values()
         )
         verdict, evidence = job_verdict(ranks, self._ranks_dropped)
@@ -866,6 +913,23 @@ class TransportScanner:
         )
 
 
+def network_of_line(line: str) -> str | None:
+    """The network a line of NCCL's names (rules 1, 2, 2b: chosen; 3: a channel through it),
+    else None: what a rank's evidence says when it is a network line."""
+    marker = last_marker(line)
+    message = line[marker.end() :] if marker else line
+    if chosen := _USING_NETWORK.match(message.strip()):
+        return chosen["name"] or chosen["assigned"]
+    via = _VIA_NET.search(message)
+    return None if via is None else via["name"]
+
+
+def provider_of_line(line: str) -> str | None:
+    """The libfabric provider a line of the OFI plugin's names (rule 4), else None."""
+    found = _PROVIDER.search(line)
+    return None if found is None else found["provider"]
+
+
 def _rank_of(verdict: Verdict) -> int:
     """Where ``verdict`` stands in the job's order: lower is worse (socket first)."""
     return JOB_VERDICT_ORDER.index(verdict) if verdict in JOB_VERDICT_ORDER else len(JOB_VERDICT_ORDER)
@@ -877,15 +941,22 @@ def job_verdict(ranks: Iterable[RankVerdict], ranks_dropped: int = 0) -> tuple[V
 
     Fail closed, as ``combine`` does for a pod's containers: with lines of ranks past the bound
     left unread (``ranks_dropped``), ``fabric`` and ``none`` are not proven, since such a rank
-    could have fallen back to sockets; the job is ``unknown``, and its evidence says so."""
+    could have fallen back to sockets; the job is ``unknown``, and its evidence says so. A rank
+    that could fall back (``RankVerdict.could_fall_back``: so far on one node over sockets, say)
+    keeps them from the job too, with its network line as the evidence: in a pod whose plugin
+    failed in one process only, the others' ``none`` would otherwise pass it."""
     ranks = tuple(ranks)
     for verdict in JOB_VERDICT_ORDER:
         for entry in ranks:
             if entry.verdict is verdict:
-                if ranks_dropped and verdict in UNPROVEN_WITHOUT_EVERY_RANK:
-                    return Verdict.UNKNOWN, ranks_not_read(len(ranks), ranks_dropped)
+                if verdict in UNPROVEN_WITHOUT_EVERY_RANK:
+                    if ranks_dropped:
+                        return Verdict.UNKNOWN, ranks_not_read(len(ranks), ranks_dropped)
+                    if held := next((other for other in ranks if other.could_fall_back), None):
+                        return Verdict.UNKNOWN, held.evidence
                 return verdict, entry.evidence
-    return Verdict.UNKNOWN, next((entry.evidence for entry in ranks if entry.evidence), "")
+    shown = sorted(ranks, key=lambda entry: not entry.could_fall_back)  # its network line first
+    return Verdict.UNKNOWN, next((entry.evidence for entry in shown if entry.evidence), "")
 
 
 def ranks_not_read(tracked: int, lines_dropped: int) -> str:

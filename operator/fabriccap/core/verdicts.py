@@ -19,8 +19,11 @@ from fabriccap.core.transport import (
     EVIDENCE_CHARS,
     JOB_VERDICT_ORDER,
     UNPROVEN_WITHOUT_EVERY_RANK,
+    TransportReport,
     Verdict,
     evidence_line,
+    network_of_line,
+    provider_of_line,
 )
 
 # A failed read's reason, as the status and explain show it: the HTTP status and the start of
@@ -37,6 +40,14 @@ class FabricVerdict:
     verdict: Verdict
     evidence: str  # the line that shows it, cleaned, at most EVIDENCE_CHARS; "" when none
     decisive: bool  # the job's verdict is settled: read the log no more (TransportScanner.decisive)
+    # A rank of it is unknown over a network that is not the fabric (TransportReport.could_fall_back):
+    # the pod's other containers cannot make it pass.
+    could_fall_back: bool = False
+
+    @classmethod
+    def from_report(cls, report: TransportReport) -> FabricVerdict:
+        """What is kept of a parser's report on one container's log."""
+        return cls(report.fabric, report.verdict, report.evidence, report.decisive, report.could_fall_back)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +91,21 @@ def combine(uid: str, fabrics: Iterable[str], reads: Iterable[ContainerRead | No
     Fail closed (``UNPROVEN_WITHOUT_EVERY_RANK``, the rule a log's ranks past the parser's
     bound follow too): ``socket`` and ``other`` are proven by the line that shows them, whatever
     the other containers say; ``fabric`` and ``none`` only when every container's log was read,
-    since the one not read could show sockets. A pod one of whose logs could not be read (or
-    not yet) is then ``unknown``, never ``fabric``. The reason of a failed read is kept while
-    some container is unknown."""
+    since the one not read could show sockets, and only when no container could fall back
+    (``FabricVerdict.could_fall_back``: so far on one node over sockets, say). A pod one of whose
+    logs could not be read (or not yet) is then ``unknown``, never ``fabric``. The reason of a
+    failed read is kept while some container is unknown."""
     read_list = list(reads)
     every_log_read = all(read is not None and not read.failed for read in read_list)
     verdicts = []
     for fabric in fabrics:
         mine = [entry for read in read_list if read is not None and (entry := read.of(fabric)) is not None]
         chosen = next((entry for order in JOB_VERDICT_ORDER for entry in mine if entry.verdict is order), None)
-        if chosen is not None and chosen.verdict in UNPROVEN_WITHOUT_EVERY_RANK and not every_log_read:
-            chosen = FabricVerdict(fabric, Verdict.UNKNOWN, "", decisive=False)
+        if chosen is not None and chosen.verdict in UNPROVEN_WITHOUT_EVERY_RANK:
+            if not every_log_read:
+                chosen = FabricVerdict(fabric, Verdict.UNKNOWN, "", decisive=False)
+            elif held := next((entry for entry in mine if entry.could_fall_back), None):
+                chosen = held
         if chosen is None:
             evidence = next((entry.evidence for entry in mine if entry.evidence), "")
             chosen = FabricVerdict(fabric, Verdict.UNKNOWN, evidence, decisive=False)
@@ -120,9 +135,6 @@ def read_failure_reason(status: int | None, message: str) -> str:
 
 
 # -- what a FabricNotUsed Event says about why
-
-_PROVIDER = re.compile(r"[Ss]elected [Pp]rovider is ([^\s,()]{1,64})")
-_NETWORK = re.compile(r"(?:Using (?:internal )?[Nn]etwork|via NET/)\s*([A-Za-z][A-Za-z0-9_.\- ]{0,30}?)(?:/|\s*$)")
 
 
 @dataclass(frozen=True)
@@ -163,10 +175,10 @@ def likely_cause(fabric: str, verdict: Verdict, evidence: str) -> str:
     causes = CAUSES.get(fabric, _GENERIC)
     if verdict is Verdict.SOCKET:
         return causes.socket
-    if provider := _PROVIDER.search(evidence):
-        return causes.provider.format(provider=provider.group(1))
-    network = _NETWORK.search(evidence)
-    return causes.other_network.format(network=network.group(1).strip() if network else "another network")
+    if provider := provider_of_line(evidence):
+        return causes.provider.format(provider=provider)
+    network = network_of_line(evidence)
+    return causes.other_network.format(network=network.strip() if network else "another network")
 
 
 __all__ = [

@@ -131,12 +131,7 @@ async def read_container_log(
     # line; at the limit or after an early stop the line in hand is cut.
     end_of_stream = not stopped_early and parsed < max_bytes
     reports = [scanner.finish(end_of_stream) for scanner in scanners]
-    read = ContainerRead(
-        tuple(
-            FabricVerdict(fabric, report.verdict, report.evidence, scanner.decisive)
-            for fabric, report, scanner in zip(fabrics, reports, scanners, strict=True)
-        )
-    )
+    read = ContainerRead(tuple(FabricVerdict.from_report(report) for report in reports))
     result = ReadResult.DECISIVE if read.decided(fabrics) else ReadResult.UNDECIDED
     return ReadOutcome(read, result, None, parsed)
 

@@ -19,7 +19,10 @@ from fabriccap.core.transport import (
     TransportReport,
     TransportScanner,
     Verdict,
+    classify_network,
+    network_of_line,
     readable_text,
+    signature_for,
 )
 from fabriccap.inputfile import InputFileError, bounded_line, input_chunks
 from fabriccap.offline.render import align
@@ -83,13 +86,30 @@ def format_table(report: TransportReport) -> str:
             for rank in report.ranks
         ]  # fmt: skip
         lines += ["", align([header, *rows])]
-    if report.verdict is Verdict.UNKNOWN:
-        lines += ["", f"No line proves NCCL's network; {HOW_TO_LOG}."]
+    if report.verdict is Verdict.UNKNOWN and not report.ranks_dropped:  # the note says which then
+        lines += ["", why_unknown(report)]
     if report.ranks_dropped:
         lines.append(f"note: {report.ranks_dropped} lines of ranks past the first {len(report.ranks)} were not read")
     if report.lines_cut:
         lines.append(f"note: {report.lines_cut} overlong lines were read by their first bytes only")
     return "\n".join(lines)
+
+
+def why_unknown(report: TransportReport) -> str:
+    """What the lines of an ``unknown`` report lack, by the network its ranks' evidence names."""
+    network = next(
+        (name for rank in report.ranks if rank.verdict is Verdict.UNKNOWN and (name := network_of_line(rank.evidence))),
+        None,
+    )
+    if network is None:
+        return f"No line proves NCCL's network; {HOW_TO_LOG}."
+    shown = readable_text(network)
+    if classify_network(signature_for(report.fabric), network, None) is Verdict.UNKNOWN:
+        return f"NCCL chose {shown}, the OFI plugin, but no line names its libfabric provider; {HOW_TO_LOG}."
+    return (
+        f"NCCL chose {shown}, but every communicator read stays on one node: a job of one node, or one"
+        " whose communicator across nodes comes later or past what was read."
+    )
 
 
 def format_transport_output(report: TransportReport, output: str) -> str:

@@ -245,6 +245,32 @@ def test_an_empty_log_is_unknown_not_an_error() -> None:
     assert "VERDICT:  unknown" in done.stdout and "NCCL_DEBUG=INFO" in done.stdout
 
 
+UNKNOWN_PREFIX = "ip-10-0-0-1:41:52 [0] NCCL INFO "
+
+
+@pytest.mark.parametrize(
+    ("log", "says", "hint"),
+    [
+        (
+            ["Using network Socket", "comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8"],
+            "every communicator read stays on one node",
+            False,
+        ),
+        (["Using network Libfabric"], "no line names its libfabric provider", True),
+        (["cudaDriverVersion 12040"], "No line proves NCCL's network", True),
+    ],
+    ids=["node-local sockets", "plugin without provider", "no network line"],
+)
+def test_an_unknown_verdict_says_what_its_lines_lack(log: list[str], says: str, hint: bool) -> None:
+    """Telling a user to turn NCCL's logging on when the log shows NCCL's choice sends them
+    the wrong way: the footer names the network the lines show, and what they lack."""
+    done = fabriccap("transport", "-f", "-", stdin="".join(UNKNOWN_PREFIX + line + "\n" for line in log).encode())
+    assert done.returncode == 1 and "VERDICT:  unknown" in done.stdout, done
+    footer = done.stdout.splitlines()[-1]
+    assert says in footer, footer
+    assert ("NCCL_DEBUG=INFO" in footer) is hint, footer
+
+
 def _max_rss_kib(stdin_chunks: int, chunk: bytes) -> tuple[int, subprocess.CompletedProcess[bytes]]:
     """Run the command on a stream written as it is read, and report its peak RSS."""
     probe = (

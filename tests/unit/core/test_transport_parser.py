@@ -595,12 +595,22 @@ def test_an_other_rank_does_not_settle_the_job_while_its_node_has_undecided_rank
     assert scanner.report().verdict is Verdict.SOCKET
 
 
-def test_without_a_rank_count_the_first_decided_rank_settles_the_job() -> None:
+def test_a_log_older_than_2_20_is_settled_by_its_first_decided_rank() -> None:
     """NCCL before 2.20 prints no localRanks: nothing says how many ranks are to come, so the
     first decided rank settles the job, as docs/transport.md says (a later socket rank is missed)."""
-    log = one_node_fabric_then_socket_processes().replace(b" localRanks 8", b"")
+    log = b"NCCL version 2.18.5+cuda12.2\n" + one_node_fabric_then_socket_processes().replace(b" localRanks 8", b"")
     early = scan(chunked(log, 16 * 1024), EFA, stop_when_decisive=True)
     assert early.verdict is Verdict.FABRIC and early.decisive
+
+
+@pytest.mark.parametrize("version", ["NCCL version 2.21.5+cuda12.4\n", ""], ids=["2.21", "no version line"])
+def test_a_log_without_rank_counts_is_not_settled_unless_it_says_it_is_older_than_2_20(version: str) -> None:
+    """A 2.20 log shows no localRanks when its communicator lines are not logged
+    (``NCCL_DEBUG_SUBSYS=NET``; they are INIT's), and a worker's log has no version line (rank
+    0's process prints it): a decided rank settles nothing, and the socket rank is read."""
+    log = version.encode() + one_node_fabric_then_socket_processes().replace(b" localRanks 8", b"")
+    early = scan(chunked(log, 16 * 1024), EFA, stop_when_decisive=True)
+    assert early.verdict is Verdict.SOCKET, early
 
 
 def mpirun_host(host: str, network: str, first_rank: int) -> tuple[list[str], list[str]]:
@@ -697,6 +707,39 @@ def test_multi_node_nvlink_over_the_fabric_reads_a_pod_s_log_to_its_end() -> Non
     assert scanner.finish().verdict is Verdict.FABRIC
 
 
+def one_process_without_its_plugin(cross_node_ranks: int = 0) -> list[str]:
+    """A p5 pod's 8 processes, NCCL 2.21: aws-ofi-nccl failed in process 7 only (as in
+    aws/aws-ofi-nccl#715 and #889), which chose Socket; the first communicator is the
+    tensor-parallel group inside the node, and the first ``cross_node_ranks`` ranks have printed
+    their data-parallel one across 2 nodes (the log cut there, as a read at its limit is)."""
+    prefix = [f"p5-worker-0:10{device}:20{device} [{device}] NCCL INFO " for device in range(8)]
+    return [
+        *(prefix[device] + "NET/OFI Selected Provider is efa (found 4 nics)" for device in range(7)),
+        "p5-worker-0:107:207 [7] nccl_net_ofi_init:1444 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+        *(prefix[device] + "Using network AWS Libfabric" for device in range(7)),
+        prefix[7] + "Using network Socket",
+        *(prefix[d] + f"comm 0x1{d} rank {d} nRanks 8 nNodes 1 localRanks 8 localRank {d} MNNVL 0" for d in range(8)),
+        *(
+            prefix[d] + f"comm 0x2{d} rank {d} nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0"
+            for d in range(cross_node_ranks)
+        ),
+    ]
+
+
+@pytest.mark.parametrize("cross_node_ranks", [0, 7], ids=["tensor-parallel group only", "ranks 0-6 across nodes"])
+def test_a_process_on_sockets_keeps_its_pod_from_passing_on_the_others_ranks(cross_node_ranks: int) -> None:
+    """Rank 7 is unknown (node-local on Socket); the others' none (or fabric) must not pass the
+    job: its communicator across nodes would go over TCP."""
+    report = read(lines(*one_process_without_its_plugin(cross_node_ranks)))
+    assert report.verdict is Verdict.UNKNOWN, report
+    assert report.evidence == "p5-worker-0:107:207 [7] NCCL INFO Using network Socket"
+    assert report.could_fall_back
+    assert {rank.verdict for rank in report.ranks} == {
+        Verdict.NONE if cross_node_ranks == 0 else Verdict.FABRIC,
+        Verdict.UNKNOWN,
+    }
+
+
 def test_a_decided_rank_ignores_later_lines() -> None:
     scanner = TransportScanner(EFA)
     assert scanner.feed(lines(H + "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"))
@@ -722,7 +765,9 @@ def test_scan_stops_reading_at_the_first_decisive_chunk() -> None:
 
 # Two processes of a p4d node with aws-ofi-nccl 1.11.0-aws, as posted in aws/aws-ofi-nccl#715
 # ("NET/OFI Selected Provider is efa (found 4 nics)", "Using network AWS Libfabric"); the channel
-# line is NCCL 2.12 - 2.19's format, which prints no localRanks, so rank 2's line settles the job.
+# line is NCCL 2.12 - 2.19's format, which prints no localRanks, so with rank 0's version line in
+# such a release rank 2's line settles the job.
+PRE_2_20 = "NCCL version 2.18.3+cuda12.2"
 RANK_2 = "algo-1:18564:18638 [2] NCCL INFO "
 RANK_3 = "algo-1:18565:18637 [3] NCCL INFO "
 
@@ -731,6 +776,7 @@ def test_scan_stopped_early_drops_the_line_its_last_chunk_ended_in() -> None:
     """The chunk that settles the job ends inside rank 3's "Using network AWS Libfabric": read
     as a whole line, "AWS Lib" would be another network, and ``other`` outranks ``fabric``."""
     settled = lines(
+        PRE_2_20,
         RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
         RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
         RANK_2 + "Using network AWS Libfabric",

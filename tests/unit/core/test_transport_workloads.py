@@ -12,7 +12,7 @@ from fabriccap.core.config import Config, ConfigError, build_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import MAX_READ_CONTAINERS, ContainerRun, FactsExtractor
 from fabriccap.core.index import WORKLOAD_POD_FACTS, FactIndex
-from fabriccap.core.transport import EVIDENCE_CHARS, Verdict
+from fabriccap.core.transport import EVIDENCE_CHARS, Verdict, scan, signature_for
 from fabriccap.core.verdicts import (
     ContainerRead,
     FabricVerdict,
@@ -24,6 +24,7 @@ from fabriccap.core.verdicts import (
 from fabriccap.core.workloads import FABRIC_NOT_USED, INTENT_WITHOUT_REQUEST, WITHOUT_FABRIC, problems_present
 from fabriccap_devtools.world import owner_reference, trainjob_pods, workload_pod
 from support.builders import EFA, capability, facts_of, healthy_pool
+from support.nccl import nccl_lines
 
 ON = build_config({"transport": {"enabled": True}})
 OFF = build_config({})
@@ -183,6 +184,34 @@ def test_a_pod_whose_log_cannot_be_read_is_unknown_never_fabric(
         # No fabric line stands as the evidence of an unknown pod; the failed read's reason does.
         assert chosen.evidence == "" and not chosen.decisive
         assert combined.reason == (FORBIDDEN.reason if FORBIDDEN in reads else "")
+
+
+def _read_log(*nccl: str) -> ContainerRead:
+    """One container's read as the log reader keeps it: the parser's report on its lines."""
+    return ContainerRead((FabricVerdict.from_report(scan([nccl_lines(*nccl)], signature_for("efa"))),))
+
+
+@pytest.mark.parametrize("other", [Verdict.NONE, Verdict.FABRIC])
+def test_a_container_on_sockets_inside_its_node_keeps_the_pod_from_passing(other: Verdict) -> None:
+    """One container per GPU: the second's NCCL has no plugin and its communicator so far stays
+    on the node, over Socket (unknown). The first's none or fabric does not pass the pod: a
+    communicator of the second across nodes would be TCP."""
+    nodes = 1 if other is Verdict.NONE else 2
+    first = _read_log(
+        "w0:100:200 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+        "w0:100:200 [0] NCCL INFO Using network Libfabric",
+        f"w0:100:200 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes {nodes} localRanks 1 localRank 0 MNNVL 0",
+    )
+    socket_line = "w0:101:201 [1] NCCL INFO Using network Socket"
+    second = _read_log(
+        "w0:101:201 [1] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.",
+        socket_line,
+        "w0:101:201 [1] NCCL INFO comm 0x1 rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0",
+    )
+    assert first.verdicts[0].verdict is other and second.verdicts[0].could_fall_back
+    chosen = combine("u", ["efa"], [first, second]).of("efa")
+    assert chosen is not None and (chosen.verdict, chosen.evidence) == (Verdict.UNKNOWN, socket_line)
+    assert not chosen.decisive
 
 
 def test_the_containers_read_of_one_pod_are_bounded() -> None:
