@@ -561,9 +561,10 @@ class TransportScanner:
         self._ranks_dropped = 0
         self._lines_cut = 0
         self._lines_read = 0
-        # A reader may stop (``_settle``). Per node: its ranks with a proven verdict, and the
-        # most ranks it announced.
+        # A reader may stop (``_settle``). Per node: its ranks tracked, its ranks with a proven
+        # verdict, and the most ranks it announced.
         self.decisive = False
+        self._seen_on: dict[_NodeKey, int] = {}
         self._proven_on: dict[_NodeKey, int] = {}
         self._announced_on: dict[_NodeKey, int] = {}
         # Per log: the hosts its tracked ranks' prefixes name, and the largest nNodes it printed
@@ -742,6 +743,7 @@ class TransportScanner:
             log, host, pid, device = key
             process = self._processes.setdefault((log, host, pid), _Process())
             rank = self._ranks[key] = _Rank(host=host[:253], pid=pid, device=device, process=process)
+            self._seen_on[key[:2]] = self._seen_on.get(key[:2], 0) + 1
             if pid is not None:  # a prefixed line: its host is one of the log's
                 self._hosts_of_log.setdefault(log, set()).add(host)
         return rank
@@ -814,7 +816,10 @@ class TransportScanner:
         Ray driver's) holds more nodes than one: it settles only once as many of its hosts
         announced their ranks as the largest nNodes it printed, so a host whose lines come
         later is not cut off by the first one's; a host whose first line comes after the others
-        settled is not read (docs/transport.md). Every node with a proven rank must have
+        settled is not read (docs/transport.md). Whatever a node announced, every rank the log
+        has shown must have proved: a node's count comes from the communicators printed so far,
+        and the first can be smaller than the node (a pair across nodes: ``localRanks 1``).
+        Every node with a proven rank must have
         announced its ranks: a 2.20 log without them (``NCCL_DEBUG_SUBSYS=NET``: the
         communicator lines are INIT's) could have a rank on sockets still to come. Only a log
         that says it is older than 2.20, when nothing announced the ranks, is settled by its
@@ -831,7 +836,10 @@ class TransportScanner:
         self.decisive = socket or (
             bool(self._proven_on)
             and (all(node in self._announced_on for node in self._proven_on) or self._before_rank_counts())
-            and all(self._proven_on.get(node, 0) >= ranks for node, ranks in self._announced_on.items())
+            and all(
+                self._proven_on.get(node, 0) >= max(seen, self._announced_on.get(node, 0))
+                for node, seen in self._seen_on.items()
+            )
             and all(
                 sum(1 for announced_log, _ in self._announced_on if announced_log == log) >= nodes
                 for log, nodes in self._nodes_of_log.items()

@@ -613,6 +613,24 @@ def test_a_log_without_rank_counts_is_not_settled_unless_it_says_it_is_older_tha
     assert early.verdict is Verdict.SOCKET, early
 
 
+def test_a_rank_the_log_has_shown_keeps_it_from_settling_whatever_its_node_announced() -> None:
+    """The first communicator is a pair across nodes (``localRanks 1``, as a ``send``/``recv``
+    pair or a 2-stage pipeline group makes): rank 0's fabric is not the node's last word while
+    rank 7, whose lines came before, has proved nothing; its sockets come later."""
+    prefix = [f"p5-worker-0:10{device}:20{device} [{device}] NCCL INFO " for device in range(8)]
+    log = lines(
+        *(prefix[device] + "NET/OFI Selected Provider is efa (found 4 nics)" for device in range(7)),
+        prefix[7] + "NET/Plugin: Could not find: libnccl-net.so.",
+        prefix[0] + "Using network Libfabric",
+        prefix[0] + "comm 0x9 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        *(f"[rank0] pipeline stage 0 warm-up step {step}" for step in range(40)),
+        prefix[7] + "Using network Socket",
+        prefix[7] + "comm 0x7 rank 7 nRanks 16 nNodes 2 localRanks 8 localRank 7 MNNVL 0",
+    )
+    early = scan(chunked(log, 256), EFA, stop_when_decisive=True)
+    assert early.verdict is Verdict.SOCKET, early
+
+
 def mpirun_host(host: str, network: str, first_rank: int) -> tuple[list[str], list[str]]:
     """One host's two ranks as mpirun's output prefixes them: (network lines, comm lines). A
     socket host's first line is the OFI plugin failing, as on a node without EFA."""
@@ -778,14 +796,18 @@ def test_scan_stopped_early_drops_the_line_its_last_chunk_ended_in() -> None:
     settled = lines(
         PRE_2_20,
         RANK_2 + "NET/OFI Selected Provider is efa (found 4 nics)",
-        RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
         RANK_2 + "Using network AWS Libfabric",
         RANK_2 + "Channel 00/0 : 2[2] -> 10[2] [send] via NET/AWS Libfabric/0/GDRDMA",
     )
     cut = (RANK_3 + "Using network AWS Lib").encode()
-    rest = lines("fabric", RANK_3 + "Channel 00/0 : 3[3] -> 11[3] [send] via NET/AWS Libfabric/0/GDRDMA")
+    rest = lines(
+        "fabric",
+        RANK_3 + "NET/OFI Selected Provider is efa (found 4 nics)",
+        RANK_3 + "Channel 00/0 : 3[3] -> 11[3] [send] via NET/AWS Libfabric/0/GDRDMA",
+    )
     early = scan([settled + cut, rest], EFA, stop_when_decisive=True)
     assert early.decisive and early.verdict is Verdict.FABRIC is read(settled + cut + rest).verdict
+    assert [rank.pid for rank in early.ranks] == [18564]  # the chunk of rank 3's first line was not read on
     assert not any(rank.evidence.endswith("AWS Lib") for rank in early.ranks)
 
 
