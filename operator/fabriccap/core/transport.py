@@ -119,16 +119,20 @@ def signature_for(name: str) -> FabricSignature:
 # --- Text cleaning -------------------------------------------------------------------------
 
 # An unterminated string escape (OSC, DCS) ends with its line: it never swallows the lines after
-# it, which the scanner strips of escapes a whole line at a time (``_ANSI_BYTES``).
+# it (the scanner strips a line's bytes of escapes: ``_ESCAPES_BYTES``).
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
     r"|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
     r"|\x1b[P^_][^\x1b\r\n]*(?:\x1b\\)?"  # DCS, PM, APC strings
+    r"|\x1b[ -/]+[0-~]"  # nF: character sets ("\x1b(B", in terminfo's sgr0)
     r"|\x1b[@-Z\\-_]?"  # two-character escapes, or a lone ESC
 )
-# The same escapes in a line's bytes: a colouring logger or terminal capture can put them inside
-# the words the scanner searches for ("NCCL \x1b[32mINFO\x1b[0m"), before any decoding.
-_ANSI_BYTES = re.compile(_ANSI.pattern.encode("ascii"))
+# A colour as a JSON record writes it ("\u001b[32m"): a colouring logger's output kept by a
+# log shipper.
+_JSON_CSI = rb"\\u001[bB]\[[0-?]*[ -/]*[@-~]"
+# Both in a line's bytes, which the scanner strips before its rules read the line: a colouring
+# logger or a terminal capture puts them inside the words the rules look for.
+_ESCAPES_BYTES = re.compile(_ANSI.pattern.encode("ascii") + b"|" + _JSON_CSI)
 _C0_C1 = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Unicode's format characters (Cf: bidi overrides and isolates, zero-width characters, tags),
 # surrogates and private use: they reorder or hide what a reader sees. A test checks that this
@@ -199,6 +203,18 @@ _UNPREFIXED = re.compile(r"NCCL (?:INFO|WARN) |NCCL version |NET/OFI ")
 # Ray deduplicates repeated lines and says so at their end.
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]$")
 
+
+def _unprefixed_message(text: str, found: re.Match[str]) -> str:
+    """The message of a line without NCCL's prefix (``_UNPREFIXED`` found in it)."""
+    return text[found.end() :] if found.group().startswith(("NCCL INFO", "NCCL WARN")) else text
+
+
+def _bare(message: str) -> str:
+    """A message as the rules read it: stripped, without Ray's repeat count."""
+    message = message.strip()
+    return _RAY_REPEATED.sub("", message) if "repeated" in message else message
+
+
 _USING_NETWORK = re.compile(
     r"^(?:Using (?:internal )?[Nn]etwork (?P<name>[A-Za-z0-9_.\- ]{1,64}?)"
     r"|Assigned NET plugin (?P<assigned>[A-Za-z0-9_.\- ]{1,64}?) to comm)\s*$"
@@ -246,14 +262,12 @@ _SOCKET = "socket"
 # aws-ofi-nccl's network: "AWS Libfabric" up to 1.12 (and in its Neuron build), "Libfabric" since.
 _OFI_NETWORK = re.compile(r"(?:AWS )?Libfabric", re.IGNORECASE)
 _LINE_BREAK = re.compile(rb"[\r\n]")
-# Lines that can matter contain one of these; others are skipped without being decoded.
-_KEYWORDS = rb"NCCL (?:INFO|WARN|TRACE|ABORT|version)|NET/OFI "
-_KEYWORD = re.compile(_KEYWORDS)
-# What the scanner searches the input for: a keyword, or an escape that may hide one, raw or as
-# a JSON record writes it ("\u001b"): a line with escapes is searched again without them
-# (``_consider``).
-_INTERESTING = re.compile(rb"(?P<keyword>" + _KEYWORDS + rb")|\x1b|\\u001[bB]")
-_JSON_ESCAPE = re.compile(rb"\\u001[bB]")
+# Lines that can matter contain one of these; others are skipped without being decoded. A colour
+# may stand around the level ("NCCL \x1b[32mINFO\x1b[0m", raw or in a JSON record). Every branch
+# starts with the literal "N", which keeps the search at C speed: a branch that starts with
+# anything else (an escape) makes the engine try the pattern at every byte, 30 times slower.
+_COLOURS = rb"(?:(?:\x1b|\\u001[bB])\[[0-?]*[ -/]*[@-~])*"
+_INTERESTING = re.compile(rb"NCCL" + _COLOURS + rb" ?" + _COLOURS + rb"(?:INFO|WARN|TRACE|ABORT|version)|NET/OFI ")
 # ... and one of the words some rule reads: most of NCCL's own lines (topology, tuning) have none.
 _RULE_WORDS = re.compile(rb"etwork|NET plugin|via |NET/|anks |libnccl-net|internal net|version|aws-ofi")
 
@@ -491,6 +505,7 @@ def wide_decoder(head: bytes) -> codecs.IncrementalDecoder | None:
 # Google Cloud Logging in "textPayload", Loki's logcli in "line", journald in "MESSAGE", and
 # structured loggers often in "msg". The fields are tried in that order.
 _RECORD_FIELDS = ("log", "message", "textPayload", "line", "MESSAGE", "msg")
+_RECORD_FIELD_START = re.compile(r'"(?:' + "|".join(_RECORD_FIELDS) + r')"\s*:\s*"')
 
 
 def log_record_text(text: str) -> str | None:
@@ -507,15 +522,26 @@ def log_record_text(text: str) -> str | None:
 def _record_field(text: str) -> str | None:
     stripped = text.rstrip()
     start = stripped.find("{")
-    if start < 0 or not stripped.endswith("}"):
+    if start < 0:
+        return None
+    if stripped.endswith("}"):
+        try:
+            record = json.loads(stripped[start:], strict=False)
+        except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's depth
+            return None
+        if not isinstance(record, dict):
+            return None
+        return next((value for key in _RECORD_FIELDS if isinstance(value := record.get(key), str)), None)
+    # A record cut at the kept prefix (MAX_LINE_BYTES: Fluent Bit's with the pod's labels and
+    # annotations runs past it): its first field of a log line, when that string is whole.
+    field = _RECORD_FIELD_START.search(stripped, start)
+    if field is None:
         return None
     try:
-        record = json.loads(stripped[start:], strict=False)
-    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's depth
+        value, _ = json.decoder.scanstring(stripped, field.end(), False)
+    except ValueError:  # the string itself was cut
         return None
-    if not isinstance(record, dict):
-        return None
-    return next((value for key in _RECORD_FIELDS if isinstance(value := record.get(key), str)), None)
+    return str(value)
 
 
 # --- The scanner ---------------------------------------------------------------------------
@@ -628,8 +654,8 @@ class TransportScanner:
         line = bytes(self._partial)
         self._partial.clear()
         self._cutting = False
-        if hit := _INTERESTING.search(line):
-            self._consider(line, hit)
+        if _INTERESTING.search(line):
+            self._read_line(line)
 
     def _scan_block(self, chunk: bytes, position: int, end: int) -> None:
         """The complete lines of ``chunk[position:end]``; only those with a keyword are read."""
@@ -650,23 +676,12 @@ class TransportScanner:
                 # The rules read a line's beginning; a keyword far into an overlong line is
                 # beyond the kept prefix, as it would be in a streamed read.
                 if hit.start() - line_start < MAX_LINE_BYTES:
-                    self._consider(chunk[line_start : line_start + MAX_LINE_BYTES], hit)
+                    self._read_line(chunk[line_start : line_start + MAX_LINE_BYTES])
             else:
-                self._consider(chunk[line_start:line_end], hit)
+                self._read_line(chunk[line_start:line_end])
             position = line_end + 1
             if position >= end:
                 return
-
-    def _consider(self, line: bytes, hit: re.Match[bytes]) -> None:
-        """A line the search stopped at (``hit``): read it if, without its escapes, it holds a
-        keyword, or if it holds an escape of a JSON record, which only opening it removes."""
-        if b"\x1b" in line:
-            line = _ANSI_BYTES.sub(b"", line)
-        elif hit["keyword"] is not None:
-            self._read_line(line)
-            return
-        if _KEYWORD.search(line) or _JSON_ESCAPE.search(line):
-            self._read_line(line)
 
     def flush(self) -> None:
         """End the line being read, as the end of a file or stream does."""
@@ -702,6 +717,8 @@ class TransportScanner:
     # Lines to facts ---------------------------------------------------------------------
 
     def _read_line(self, raw: bytes) -> None:
+        if b"\x1b" in raw or b"\\u001" in raw:  # colours inside the words the rules read
+            raw = _ESCAPES_BYTES.sub(b"", raw)
         if not _RULE_WORDS.search(raw):
             return
         self._lines_read += 1
@@ -721,13 +738,10 @@ class TransportScanner:
             key = (self._log, head["host"], int(head["pid"]), int(marker["dev"]))
             message, line = text[marker.end() :], text[head.start() :]
         elif unprefixed := _UNPREFIXED.search(text):
-            message = text[unprefixed.end() :] if unprefixed.group().startswith(("NCCL INFO", "NCCL WARN")) else text
-            line = text
+            message, line = _unprefixed_message(text, unprefixed), text
         else:
             return
-        message = message.strip()
-        if "repeated" in message:
-            message = _RAY_REPEATED.sub("", message)
+        message = _bare(message)
         if self._nccl_version is None and "version" in message and (version := _NCCL_VERSION.search(message)):
             self._nccl_version = version["version"]
         if self._plugin_version is None and "aws-ofi" in message and (version := _PLUGIN_VERSION.search(message)):
@@ -817,8 +831,12 @@ class TransportScanner:
         announced their ranks as the largest nNodes it printed, so a host whose lines come
         later is not cut off by the first one's; a host whose first line comes after the others
         settled is not read (docs/transport.md). Whatever a node announced, every rank the log
-        has shown must have proved: a node's count comes from the communicators printed so far,
-        and the first can be smaller than the node (a pair across nodes: ``localRanks 1``).
+        has shown of it must have proved: a node's count comes from the communicators printed so
+        far, and the first can be smaller than the node (a pair across nodes: ``localRanks 1``).
+        A rank that never proves holds its node back for good (a process that died before its
+        communicator came up, under a restart in the same container): the log is then read to
+        its byte limit at every step, a cost, not a wrong verdict. Before 2.20 a node's interior
+        ranks never prove (rule 7 makes them none), and the seen ranks do not count.
         Every node with a proven rank must have
         announced its ranks: a 2.20 log without them (``NCCL_DEBUG_SUBSYS=NET``: the
         communicator lines are INIT's) could have a rank on sockets still to come. Only a log
@@ -837,8 +855,8 @@ class TransportScanner:
             bool(self._proven_on)
             and (all(node in self._announced_on for node in self._proven_on) or self._before_rank_counts())
             and all(
-                self._proven_on.get(node, 0) >= max(seen, self._announced_on.get(node, 0))
-                for node, seen in self._seen_on.items()
+                self._proven_on.get(node, 0) >= max(announced, self._seen_on.get(node, 0))
+                for node, announced in self._announced_on.items()
             )
             and all(
                 sum(1 for announced_log, _ in self._announced_on if announced_log == log) >= nodes
@@ -924,9 +942,13 @@ class TransportScanner:
 def network_of_line(line: str) -> str | None:
     """The network a line of NCCL's names (rules 1, 2, 2b: chosen; 3: a channel through it),
     else None: what a rank's evidence says when it is a network line."""
-    marker = last_marker(line)
-    message = line[marker.end() :] if marker else line
-    if chosen := _USING_NETWORK.match(message.strip()):
+    if marker := last_marker(line):
+        message = line[marker.end() :]
+    elif unprefixed := _UNPREFIXED.search(line):
+        message = _unprefixed_message(line, unprefixed)
+    else:
+        message = line
+    if chosen := _USING_NETWORK.match(_bare(message)):
         return chosen["name"] or chosen["assigned"]
     via = _VIA_NET.search(message)
     return None if via is None else via["name"]

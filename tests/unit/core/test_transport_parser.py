@@ -34,7 +34,7 @@ from fabriccap.core.transport import (
     scan,
     signature_for,
 )
-from support.nccl import CORPUS, CORPUS_DIR, REPO_ROOT, four_nodes_last_ranks_on_sockets
+from support.nccl import CORPUS, CORPUS_DIR, REPO_ROOT, corpus_log, four_nodes_last_ranks_on_sockets
 from support.nccl import nccl_lines as lines
 
 EFA = signature_for("efa")
@@ -980,6 +980,42 @@ def test_lines_that_are_no_log_record_are_read_as_they_are(line: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        H + "\x1b[32mUsing network \x1b[31mSocket\x1b(B\x1b[m",  # tput setaf / sgr0 (xterm's sgr0: ESC ( B)
+        "node-a:41:52 [0] NCCL \x1b[32mINFO\x1b(B\x1b[m Using network Socket",
+    ],
+    ids=["around the network", "around the level"],
+)
+def test_terminfo_colours_hide_no_network(line: str) -> None:
+    report = read(lines(line, line.split(" NCCL ")[0] + " NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 1"))
+    assert report.verdict is Verdict.SOCKET, report
+    assert report.evidence.endswith("Using network Socket")
+
+
+def test_a_fluent_bit_record_past_the_kept_prefix_is_read_by_its_log_field() -> None:
+    """Fluent Bit's kubernetes filter adds the pod's labels and annotations (on by default), and
+    a record can outgrow the kept prefix of a line: its log field, first, is still read."""
+    metadata = {"kubernetes": {"labels": {f"label-{n}": "x" * 40 for n in range(100)}}}
+    records = [
+        json.dumps({"log": text + "\n", "stream": "stderr", **metadata})
+        for text in (H + "Using network Socket", H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 1")
+    ]
+    assert all(len(record) > MAX_LINE_BYTES for record in records)
+    report = read(("\n".join(records) + "\n").encode())
+    assert (report.verdict, report.evidence) == (Verdict.SOCKET, H + "Using network Socket")
+    assert report.lines_cut == 2
+
+
+def test_a_pre_2_20_pod_log_whose_interior_ranks_never_prove_still_settles() -> None:
+    """NCCL 2.8.3 (the corpus's EKS README excerpt): the ranks inside the node are none by rule 7
+    and never proved; the log announces no ranks, so its first proven rank settles it."""
+    data = corpus_log("aws-efa-eks-readme-p4d-mpijob-efa.log")
+    early = scan(chunked(data, 1024), EFA, stop_when_decisive=True)
+    assert early.decisive and early.verdict is Verdict.FABRIC
+
+
 def test_evidence_is_cut_and_clean() -> None:
     line = "h:1:2 [0] NCCL INFO Using network Socket " + "\u202e\x1b[31mX\x1b[0m\t" * 300
     evidence = evidence_line(line)
@@ -1127,7 +1163,7 @@ class SearchMeter:
                 meter.examined += len(data)
                 return self.pattern.sub(replacement, data)
 
-        for name in ("_LINE_BREAK", "_INTERESTING", "_RULE_WORDS", "_KEYWORD", "_ANSI_BYTES"):
+        for name in ("_LINE_BREAK", "_INTERESTING", "_RULE_WORDS", "_ESCAPES_BYTES"):
             monkeypatch.setattr(transport, name, Pattern(getattr(transport, name)))
 
         class Chunk(bytes):

@@ -243,6 +243,8 @@ def test_the_likely_cause_follows_the_evidence() -> None:
     assert "provider tcp;ofi_rxm" in likely_cause("efa", Verdict.OTHER, PROVIDER_TCP)
     ib = "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"
     assert likely_cause("efa", Verdict.OTHER, ib).startswith("NCCL chose IB")
+    # A prefix-stripped log (the corpus's aws-ofi-nccl-1055): read as the parser reads it.
+    assert likely_cause("efa", Verdict.OTHER, "NCCL INFO Using network IB").startswith("NCCL chose IB")
     assert "NCCL_IB_DISABLE" in likely_cause("aks-rdma", Verdict.SOCKET, SOCKET_LINE)
 
 
