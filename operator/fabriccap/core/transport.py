@@ -723,7 +723,7 @@ class TransportScanner:
             return
         self._lines_read += 1
         text = raw.decode("utf-8", errors="replace")
-        if (inner := log_record_text(text)) is not None:
+        if "{" in text and (inner := log_record_text(text)) is not None:  # the test first: NCCL's lines hold none
             for part in inner.splitlines():  # as long as the line at most
                 self._read_text(readable_text(part))
         else:
