@@ -18,7 +18,7 @@ from fabriccap.cli import commands as cli
 from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
-from fabriccap.core.index import SLICE_FACTS, FactIndex
+from fabriccap.core.index import SLICE_FACTS, TAINT_RULE_FACTS, FactIndex
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassView, DeviceCount
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import FabricVerdict, PodTransport
@@ -28,6 +28,7 @@ from support.builders import (
     EFA,
     allocated_claim,
     daemon_set,
+    device_taint_rule,
     dra_pool,
     dranet_daemon_set,
     dranet_pods,
@@ -918,6 +919,63 @@ def test_a_pool_whose_devices_are_all_tainted_is_not_ready() -> None:
     assert reason(status, "Ready")[0] == "False"
     assert status.recommendation is None
     assert "32 devices with a NoSchedule or NoExecute taint not counted" in message(status, "Ready")
+
+
+def test_devices_a_device_taint_rule_taints_are_not_counted_and_the_rule_is_named() -> None:
+    """A DeviceTaintRule "has the same effect as if the taint was specified directly in the
+    ResourceSlice" (k8s.io/api@v0.35.4 resource/v1alpha3): the recommended claim cannot get
+    the devices it matches, and the note says which rule took them."""
+    body = resource_slice("n1", efa=32)
+    first = body["spec"]["devices"][0]["name"]
+    rules = [
+        device_taint_rule("drain-one", device=first, pool="n1"),
+        device_taint_rule("elsewhere", pool="n2", effect="NoExecute"),
+        device_taint_rule("informational", effect="None"),
+    ]
+    devices = dra(index_of(*rules, body))
+    assert (devices.count, devices.seen, devices.problem) == (31, 32, None)
+    assert devices.notes == (
+        "driver dra.net pool n1: 1 device tainted by DeviceTaintRule drain-one (NoSchedule) not counted"
+        " (the recommended claim tolerates none)",
+    )
+
+
+def test_a_rule_read_after_the_slices_reads_them_again() -> None:
+    """The operator's order: a rule created while the slices are held changes what slices are
+    read with, so each is read again (the informer lists them again on that announcement)."""
+    body = resource_slice("n1", efa=32)
+    index = index_of(body)
+    assert dra(index).count == 32
+    before = EXTRACTOR.selection_signature(index.class_view())
+    rule = EXTRACTOR.device_taint_rule(device_taint_rule("drain-n1", pool="n1"))
+    assert rule is not None
+    index.put(TAINT_RULE_FACTS, rule)
+    assert EXTRACTOR.selection_signature(index.class_view()) != before
+    RESOURCE_SLICE.upsert(index, EXTRACTOR, body)
+    assert dra(index).count == 0
+    index.remove(TAINT_RULE_FACTS, "drain-n1")
+    RESOURCE_SLICE.upsert(index, EXTRACTOR, body)
+    assert dra(index).count == 32
+
+
+def test_a_pool_whose_devices_a_rule_taints_is_not_ready_and_says_which_rule() -> None:
+    """Before DeviceTaintRules were read, this pool was Ready while the scheduler would give
+    none of its devices (fail open)."""
+    bodies = [device_taint_rule("dranet-maintenance", effect="NoExecute"), *dra_pool(count=32, nodes=2)]
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "32 devices tainted by DeviceTaintRule dranet-maintenance (NoExecute) not counted" in message(
+        status, "Ready"
+    )
+
+
+def test_a_rule_name_reaches_messages_cleaned() -> None:
+    rule = device_taint_rule("drain")
+    rule["metadata"]["name"] = "drain\x1b[2J" + "x" * 400
+    devices = dra(index_of(rule, resource_slice("n1", efa=2)))
+    (note,) = devices.notes
+    assert "\x1b" not in note and len(note) < 400
 
 
 def test_a_pool_listing_one_device_name_twice_is_invalid_and_counts_nothing() -> None:
