@@ -817,6 +817,26 @@ def test_evaluate_refuses_a_beta_slice(tmp_path: Path, capsys: pytest.CaptureFix
     )
 
 
+@pytest.mark.parametrize("api_version", ["resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"])
+def test_a_snapshot_holds_device_taint_rules_in_either_version_read_before_the_slices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], api_version: str
+) -> None:
+    """kubectl prints the rules in the version its server serves (v1beta2 from 1.36, v1alpha3
+    before); listed after the slices in the file, they are still read first."""
+    rule = device_taint_rule("maintenance", effect="NoExecute", api_version=api_version)
+    snapshot = write_snapshot(tmp_path, [*dra_pool(count=32, nodes=2), rule])
+    assert cli.main(["evaluate", "-f", snapshot, "-o", "json"]) == 0
+    (published,) = json.loads(capsys.readouterr().out)["items"]
+    ready = next(condition for condition in published["status"]["conditions"] if condition["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "NotAdvertised")
+    unknown = device_taint_rule("other", api_version="resource.k8s.io/v1")
+    assert cli.main(["evaluate", "-f", write_snapshot(tmp_path, [unknown])]) == 2
+    assert (
+        "DeviceTaintRule other: apiVersion 'resource.k8s.io/v1' is not"
+        " resource.k8s.io/v1beta2 or resource.k8s.io/v1alpha3" in capsys.readouterr().err
+    )
+
+
 # --- Workloads: what counts as asking for the fabric under DRA --------------------------------
 
 
