@@ -744,9 +744,10 @@ class FactIndex:
         """What a note says of the ``devices`` a DeviceTaintRule keeps from the count."""
         rule = self.taint_rules.get(rule_name)
         shown = rule.describe() if rule is not None else f"DeviceTaintRule {rule_name}"
+        caveat = rule.caveat() if rule is not None else None
         return (
             f"{devices} device{'s' if devices != 1 else ''} tainted by {shown} not counted"
-            " (the recommended claim tolerates none)"
+            f" (the recommended claim tolerates none{'; ' + caveat if caveat else ''})"
         )
 
     def _allocatable_at_once(

@@ -95,13 +95,14 @@ class TaintRuleFacts:
         )
 
     def describe(self) -> str:
-        """The rule in messages: ``DeviceTaintRule drain-node-3 (NoSchedule)``, and what of
-        its selector was taken to match."""
-        text = f"DeviceTaintRule {self.name} ({self.effect})"
-        if self.unevaluated:
-            fields = ", ".join(self.unevaluated)
-            text += f"; its selector's {fields} not evaluated, taken to match"
-        return text
+        """The rule in messages: ``DeviceTaintRule drain-node-3 (NoSchedule)``."""
+        return f"DeviceTaintRule {self.name} ({self.effect})"
+
+    def caveat(self) -> str | None:
+        """What a message adds when part of the selector was taken to match, or None."""
+        if not self.unevaluated:
+            return None
+        return f"its selector's {', '.join(self.unevaluated)} not evaluated here, taken to match"
 
 
 @dataclass(frozen=True, slots=True)

@@ -990,6 +990,19 @@ def test_a_pool_whose_devices_a_rule_taints_is_not_ready_and_says_which_rule() -
     )
 
 
+def test_a_rule_with_selector_fields_not_evaluated_says_so_where_it_is_counted() -> None:
+    """v1alpha3 of Kubernetes 1.33-1.34 also had deviceClassName and CEL selectors: taken to
+    match (fail closed), and the note says the count rests on that."""
+    rule = device_taint_rule("by-class", pool="n1")
+    rule["spec"]["deviceSelector"]["deviceClassName"] = EFA_CLASS
+    devices = dra(index_of(rule, resource_slice("n1", efa=32)))
+    assert devices.count == 0
+    assert devices.notes == (
+        "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule by-class (NoSchedule) not counted"
+        " (the recommended claim tolerates none; its selector's deviceClassName not evaluated here, taken to match)",
+    )
+
+
 def test_a_rule_name_reaches_messages_cleaned() -> None:
     rule = device_taint_rule("drain")
     rule["metadata"]["name"] = "drain\x1b[2J" + "x" * 400

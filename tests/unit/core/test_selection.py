@@ -216,9 +216,8 @@ def test_selector_fields_that_cannot_be_evaluated_are_taken_to_match_and_named()
     assert facts.unevaluated == ("deviceClassName", "selectors")
     assert facts.matches("dra.net", "n1", "pci-0000-10-1b-0")
     assert not facts.matches("dra.net", "n2", "pci-0000-10-1b-0")
-    assert facts.describe() == (
-        "DeviceTaintRule by-class (NoSchedule); its selector's deviceClassName, selectors not evaluated, taken to match"
-    )
+    assert facts.describe() == "DeviceTaintRule by-class (NoSchedule)"
+    assert facts.caveat() == "its selector's deviceClassName, selectors not evaluated here, taken to match"
 
 
 def test_a_selector_field_that_is_not_a_string_is_taken_to_match() -> None:
