@@ -87,12 +87,12 @@ class TaintRuleFacts:
     # match (fail closed: a device they would spare is not counted), and messages say so.
     unevaluated: tuple[str, ...] = ()
 
+    def matches_slice(self, driver: str, pool: str) -> bool:
+        """Whether it may match devices of a slice of ``driver`` and ``pool``."""
+        return (self.driver is None or self.driver == driver) and (self.pool is None or self.pool == pool)
+
     def matches(self, driver: str, pool: str, device: str) -> bool:
-        return (
-            (self.driver is None or self.driver == driver)
-            and (self.pool is None or self.pool == pool)
-            and (self.device is None or self.device == device)
-        )
+        return self.matches_slice(driver, pool) and (self.device is None or self.device == device)
 
     def describe(self) -> str:
         """The rule in messages: ``DeviceTaintRule drain-node-3 (NoSchedule)``."""
@@ -347,7 +347,7 @@ class DeviceSelector:
         counted_demands: list[Demand] = []
         by_rule: dict[str, int] = {}
         # Only the rules that can match a device of this slice are tried on each device.
-        rules = [rule for rule in taint_rules if rule.matches(driver, pool, rule.device or "")]
+        rules = [rule for rule in taint_rules if rule.matches_slice(driver, pool)]
         for position, device in enumerate(devices):
             chosen = other = False
             for effective in classes:
