@@ -974,7 +974,10 @@ class Informer(ListWatch):
                 self.path,
             )
             return
-        logger.info("DeviceClasses changed: listing %s again to read them with the new selectors", self.path)
+        logger.info(
+            "DeviceClasses or DeviceTaintRules changed: listing %s again to read them with what they say now",
+            self.path,
+        )
         self.said_failures.clear()
 
     def _say_classes(self) -> None:

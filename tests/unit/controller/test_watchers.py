@@ -655,7 +655,9 @@ async def test_slices_are_read_with_the_clusters_classes_and_again_when_they_cha
             return current and len(op.api.watches(RESOURCE_SLICES)) >= len(op.api.lists(RESOURCE_SLICES))
 
         def relists() -> int:
-            return sum("DeviceClasses changed: listing" in record.getMessage() for record in caplog.records)
+            return sum(
+                "DeviceClasses or DeviceTaintRules changed: listing" in record.getMessage() for record in caplog.records
+            )
 
         await eventually(settled, "the slices listed with the cluster's class")
         before = relists()
@@ -841,6 +843,8 @@ async def test_device_taint_rules_are_read_in_the_version_served_and_take_device
         await eventually(lambda: count() == 32, "the slice counted")
         await op.api.emit(TAINT_RULES_V1ALPHA3, event("ADDED", rule, "31"))
         await eventually(lambda: count() == 0, "the rule's devices not counted")
+        relisted = f"DeviceClasses or DeviceTaintRules changed: listing {RESOURCE_SLICES} again"
+        assert any(message.startswith(relisted) for message in caplog.messages)
         notes = op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).notes
         assert notes == (
             "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule drain-n1 (NoSchedule) not counted"
