@@ -474,6 +474,34 @@ def resource_slice(
     }
 
 
+def device_taint_rule(
+    name: str,
+    *,
+    effect: str = "NoSchedule",
+    driver: str | None = DRANET_DRIVER,
+    pool: str | None = None,
+    device: str | None = None,
+    api_version: str = "resource.k8s.io/v1alpha3",
+) -> dict[str, Any]:
+    """A DeviceTaintRule as an admin writes one to take devices out of service (the shape of the
+    Kubernetes docs' example, concepts/scheduling-eviction/dynamic-resource-allocation "Device
+    taints and tolerations"; fields of k8s.io/api@v0.35.4 resource/v1alpha3 DeviceTaintRule):
+    a selector of the ``driver``, ``pool`` and ``device`` given (none given: the empty selector),
+    one taint."""
+    selector = {
+        field: value for field, value in (("driver", driver), ("pool", pool), ("device", device)) if value is not None
+    }
+    return {
+        "apiVersion": api_version,
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {
+            "deviceSelector": selector,
+            "taint": {"key": "example.com/unhealthy", "value": "power-failure", "effect": effect},
+        },
+    }
+
+
 def efa_device_class(*, extended_resource_name: str | None = None) -> dict[str, Any]:
     """The DeviceClass the aws-dranet chart installs, as the chart renders it (the operator's
     built-in copy, fabriccap.core.upstream); with ``extended_resource_name``, mapped to that

@@ -721,10 +721,15 @@ OWN_CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "fabriccapabilitie
 
 
 @contextlib.contextmanager
-def control_plane_with_crd(directory: Path) -> Iterator[LocalControlPlane]:
+def control_plane_with_crd(
+    directory: Path, *, feature_gates: Sequence[str] = (), runtime_config: Sequence[str] = ()
+) -> Iterator[LocalControlPlane]:
     """A control plane of its own (kube-apiserver and etcd, in ``directory``), with the
-    FabricCapability CRD established: for tests that break or watch the API server closely."""
-    with LocalControlPlane(directory, binaries=ensure_all()) as plane:
+    FabricCapability CRD established: for tests that break or watch the API server closely,
+    or need API versions the session's does not serve (``runtime_config``)."""
+    with LocalControlPlane(
+        directory, binaries=ensure_all(), feature_gates=feature_gates, runtime_config=runtime_config
+    ) as plane:
         cluster = E2ECluster(kubeconfig=plane.kubeconfig, kubectl=plane.kubectl, local=plane)
         cluster.run_kubectl("apply", "--server-side", "-f", str(OWN_CRD_FILE))
         cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(OWN_CRD_FILE))

@@ -336,6 +336,7 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         "daemonsets",
         "resourceslices",
         "deviceclasses",
+        "devicetaintrules",
         "jobs",
         "jobsets",
         "replicasets",
@@ -351,6 +352,9 @@ def test_rbac_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         if resource in observed:
             assert not WRITES & set(verbs), (resource, verbs)
     assert all(resource != "secrets" for _, resource, _, _ in cluster_role)
+    # DeviceTaintRules are read (they take devices from the count), never written.
+    taint_rules = {(group, verbs) for group, resource, verbs, _ in cluster_role if resource == "devicetaintrules"}
+    assert taint_rules == {("resource.k8s.io", ("list", "watch"))}
     karpenter = {(group, resource, verbs) for group, resource, verbs, _ in cluster_role if "karpenter" in group}
     assert karpenter == {
         ("karpenter.sh", "nodepools", ("list", "watch")),

@@ -26,6 +26,8 @@ DAEMON_SETS = f"/apis/apps/v1/namespaces/{KUBE_SYSTEM}/daemonsets"
 RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+# Served as Kubernetes 1.36 serves them; 1.35 (v1alpha3 only) is a test's own.
+DEVICE_TAINT_RULES = "/apis/resource.k8s.io/v1beta2/devicetaintrules"
 ALL_PODS = "/api/v1/pods"
 
 
@@ -74,6 +76,7 @@ async def operator(
     resource_version: str = "100",
     setup: Callable[[FakeApi], None] | None = None,
     slices: Sequence[Body] | None = (),
+    taint_rules_path: str | None = DEVICE_TAINT_RULES,
     config: Config | None = None,
     progress_timeout: float | None = None,
     nudge_after: float | None = None,
@@ -81,7 +84,8 @@ async def operator(
     shard: Shard = UNSHARDED,
 ) -> AsyncIterator[Operator]:
     """The fake API serving ``nodes`` (and ``slices``; None: an API server before 1.34, which
-    has no resource.k8s.io/v1), and the informers of ``build_informers`` running on it.
+    has no resource.k8s.io/v1; with them, no DeviceTaintRule at ``taint_rules_path``, None: not
+    served), and the informers of ``build_informers`` running on it.
     ``progress_timeout`` replaces the one ``stale_after`` gives (a test need not wait seconds),
     and so does ``nudge_after``, whose None turns nudges off: the fake has no watch cache that a
     nudge would move, and a test that counts the informers' sleeps counts only backoffs."""
@@ -95,6 +99,8 @@ async def operator(
             api.serve(RESOURCE_SLICES, "ResourceSlice", slices, "50")
             api.serve(DEVICE_CLASSES, "DeviceClass", [], "40")
             api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "45")
+            if taint_rules_path is not None:
+                api.serve(taint_rules_path, "DeviceTaintRule", [], "30")
         if setup is not None:
             setup(api)
         store, metrics = FactStore(shard), OperatorMetrics()

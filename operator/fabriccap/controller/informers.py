@@ -864,6 +864,10 @@ class Informer(ListWatch):
     # An optional kind this API server does not serve: nothing to watch, nothing gone stale.
     absent: bool = False
     absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
+    # ``path`` in each API version the kind may be served in, newest first
+    # (``WatchedKind.versioned_paths``; empty: only ``path``). A 404 moves the informer to the
+    # next; past the last the kind is absent, and it looks again from the newest.
+    versioned_paths: tuple[str, ...] = ()
     # What the DeviceClasses' state was last said to be (a class broken, missing, stood in for
     # by a copy): each line once while it holds, again if it comes back.
     said_classes: set[str] = field(default_factory=set)
@@ -886,9 +890,25 @@ class Informer(ListWatch):
 
     async def _list_refused(self, error: KubeError) -> bool:
         if error.status == 404 and self.watched.optional:
+            older = self._older_path()
+            if older is not None:
+                # Said once per outage, not at every look again.
+                level = logging.DEBUG if self.absent else logging.INFO
+                logger.log(level, "%s is not served: trying %s", self.path, older)
+                self.path = older
+                return True
             await self._absent()
+            if self.versioned_paths:
+                self.path = self.versioned_paths[0]  # the next look starts from the newest
             return True
         return False
+
+    def _older_path(self) -> str | None:
+        """The collection in the next older version after ``path``, if there is one."""
+        if self.path not in self.versioned_paths:
+            return None
+        position = self.versioned_paths.index(self.path) + 1
+        return self.versioned_paths[position] if position < len(self.versioned_paths) else None
 
     def _served(self) -> None:
         if self.absent:
@@ -954,7 +974,10 @@ class Informer(ListWatch):
                 self.path,
             )
             return
-        logger.info("DeviceClasses changed: listing %s again to read them with the new selectors", self.path)
+        logger.info(
+            "DeviceClasses or DeviceTaintRules changed: listing %s again to read them with what they say now",
+            self.path,
+        )
         self.said_failures.clear()
 
     def _say_classes(self) -> None:
@@ -1160,6 +1183,7 @@ def build_informers(
             trimmer=trimmer,
             watch_trimmer=watch_trimmer,
             unread=watched.unread_rule(extractor),
+            versioned_paths=watched.versioned_paths(scope) if watched.older_versions else (),
         )
         for watched in wanted
         for scope, path in watched.paths(extractor.config)

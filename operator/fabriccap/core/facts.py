@@ -39,6 +39,8 @@ from fabriccap.core.selection import (
     DeviceCount,
     DeviceSelector,
     FabricSelection,
+    TaintRuleFacts,
+    blocking_taint,
     fabric_selection,
     implicit_resource,
 )
@@ -667,14 +669,18 @@ class FactsExtractor:
         return self._selected_with(classes)[0]
 
     def selection_signature(self, classes: DeviceClassView) -> Hashable:
-        """What a slice's facts depend on besides its body: the classes' selectors."""
+        """What a slice's facts depend on besides its body: the classes' selectors and the
+        DeviceTaintRules."""
         return self._selected_with(classes)[1]
 
     def _selected_with(self, classes: DeviceClassView) -> tuple[dict[str, FabricSelection], Hashable]:
         known = self._selections
         if known is None or known[0] is not classes:
             selections = {fabric.name: fabric_selection(fabric, classes.classes) for fabric in self.dra_fabrics}
-            signature = tuple((name, selection.signature) for name, selection in sorted(selections.items()))
+            signature = (
+                tuple((name, selection.signature) for name, selection in sorted(selections.items())),
+                classes.taint_rules,
+            )
             known = self._selections = (classes, selections, signature)
         return known[1], known[2]
 
@@ -708,6 +714,35 @@ class FactsExtractor:
             extended_resource_name=mapped,
             created=str(created) if isinstance(created, str) else "",
             problem=problem,
+        )
+
+    def device_taint_rule(self, body: Mapping[str, Any]) -> TaintRuleFacts | None:
+        """Facts of a DeviceTaintRule (resource.k8s.io v1alpha3 or v1beta2: the fields read are
+        the same) whose taint keeps devices from the recommended claim; None for one whose taint
+        does not (effect None), or when no fabric reads DRA. A selector field that is not a
+        string, or one this code does not evaluate, is taken to match (fail closed)."""
+        if not self.dra_fabrics:
+            return None
+        name = object_name(_mapping(body, "metadata", "DeviceTaintRule").get("name"))
+        spec = body.get("spec")
+        if not isinstance(spec, MAPPINGS):
+            raise FactsError(f"DeviceTaintRule {name}: spec is not a mapping")
+        taint = spec.get("taint")
+        if not blocking_taint(taint):
+            return None
+        effect = taint.get("effect") if isinstance(taint, MAPPINGS) else None
+        selector = spec.get("deviceSelector")
+        if not isinstance(selector, MAPPINGS):
+            selector = {}  # none: kube-scheduler taints every device (TaintRuleFacts)
+        fields = {field: selector.get(field) for field in TAINT_RULE_MATCHED_FIELDS}
+        unevaluated = tuple(sorted(key for key, value in selector.items() if key not in fields and value))
+        return TaintRuleFacts(
+            name=name,
+            effect=clean_text(effect, MAX_NAME) if isinstance(effect, str) and effect else "an unreadable effect",
+            driver=_selected(fields["driver"]),
+            pool=_selected(fields["pool"]),
+            device=_selected(fields["device"]),
+            unevaluated=tuple(clean_text(key, MAX_NAME) for key in unevaluated[:MAX_UNEVALUATED_FIELDS]),
         )
 
     def resource_slice(
@@ -771,7 +806,8 @@ class FactsExtractor:
         counts = tuple(
             (fabric, count)
             for fabric, selection in sorted(self.selections(classes).items())
-            if (count := self.selector.count(selection, driver, devices, demands)) != NO_DEVICES
+            if (count := self.selector.count(selection, driver, devices, demands, str(pool_name), classes.taint_rules))
+            != NO_DEVICES
         )
         if not isinstance(node_name, str) or not node_name:
             if not any(count.selected for _, count in counts):
@@ -1356,6 +1392,19 @@ def _single_node(selector: Any) -> str | None:
 
 def _pairs(labels: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(key), str(value)) for key, value in labels.items()))
+
+
+# The DeviceTaintRule selector fields kube-scheduler matches devices on (resource.k8s.io
+# v1alpha3 of k8s.io/api@v0.35.4, DeviceTaintSelector). Any other that is set (deviceClassName,
+# selectors: v1alpha3 before 1.35) is taken to match, and at most this many are named.
+TAINT_RULE_MATCHED_FIELDS = ("driver", "pool", "device")
+MAX_UNEVALUATED_FIELDS = 4
+
+
+def _selected(value: Any) -> str | None:
+    """A DeviceTaintRule selector field as matched: None (matches any) when not set, and when
+    not a string it could equal (fail closed: taken to match)."""
+    return value if isinstance(value, str) and value else None
 
 
 def _mapping(body: Mapping[str, Any], field: str, kind: str) -> Mapping[str, Any]:

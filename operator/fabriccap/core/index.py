@@ -45,7 +45,7 @@ from fabriccap.core.facts import (
     WorkloadPodFacts,
 )
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
-from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView
+from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView, TaintRuleFacts
 from fabriccap.core.text import clean_text
 from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.core.verdicts import PodTransport
@@ -132,6 +132,9 @@ class FactIndex:
         # The DeviceClasses the DRA fabrics name or map their resource with, by name; the view
         # (with a version) is what slices are read with.
         self.device_classes: dict[str, DeviceClassFacts] = self.held(DEVICE_CLASS_FACTS)
+        # The DeviceTaintRules whose taint keeps devices from the recommended claim, by name:
+        # slices are read with them too (they are in the view).
+        self.taint_rules: dict[str, TaintRuleFacts] = self.held(TAINT_RULE_FACTS)
         self._class_view = NO_CLASSES
         # Allocated ResourceClaims of the fabrics' classes, and the claims on each node.
         self.claims: dict[NamespacedKey, ClaimFacts] = self.held(CLAIM_FACTS)
@@ -682,6 +685,13 @@ class FactIndex:
                     f"{label}: {tainted} device{'s' if tainted != 1 else ''} with a NoSchedule"
                     " or NoExecute taint not counted (the recommended claim tolerates none)"
                 )
+            by_rule: dict[str, int] = {}
+            for member in current:
+                for rule_name, rule_devices in member.count_of(fabric).rule_tainted:
+                    by_rule[rule_name] = by_rule.get(rule_name, 0) + rule_devices
+            for rule_name, rule_devices in sorted(by_rule.items()):
+                notes.append(f"{label}: {self._rule_tainted_note(rule_name, rule_devices)}")
+            tainted += sum(by_rule.values())
             elsewhere = sum(member.count_of(fabric).other_classes for member in current)
             if elsewhere:
                 notes.append(
@@ -730,6 +740,16 @@ class FactIndex:
             return DraDevices(0, "; ".join(problems), seen, 0, tuple(notes), tuple(errors))
         return DraDevices(count + allocated, None, seen, allocated, tuple(notes), tuple(errors))
 
+    def _rule_tainted_note(self, rule_name: str, devices: int) -> str:
+        """What a note says of the ``devices`` a DeviceTaintRule keeps from the count."""
+        rule = self.taint_rules.get(rule_name)
+        shown = rule.describe() if rule is not None else f"DeviceTaintRule {rule_name}"
+        caveat = rule.caveat() if rule is not None else None
+        return (
+            f"{devices} device{'s' if devices != 1 else ''} tainted by {shown} not counted"
+            f" (the recommended claim tolerates none{'; ' + caveat if caveat else ''})"
+        )
+
     def _allocatable_at_once(
         self, node_name: str, key: tuple[str, str, str], counter_sets: list[CounterSet], current: list[SliceFacts]
     ) -> int:
@@ -773,9 +793,20 @@ class FactIndex:
     def _device_class_changed(
         self, _key: str, _previous: DeviceClassFacts | None, _current: DeviceClassFacts | None
     ) -> None:
-        self._class_view = DeviceClassView(next(self._versions), dict(self.device_classes))
+        self._view_changed()
+
+    def _view_changed(self) -> None:
+        """A DeviceClass or a DeviceTaintRule changed: the view slices are read with is new."""
+        rules = tuple(rule for _, rule in sorted(self.taint_rules.items()))
+        self._class_view = DeviceClassView(next(self._versions), dict(self.device_classes), rules)
         self.provider_version = next(self._versions)  # every pool's messages read the classes
         self._classes_touched()
+
+    # -- DeviceTaintRules
+
+    def _taint_rule_changed(self, _key: str, _previous: TaintRuleFacts | None, _current: TaintRuleFacts | None) -> None:
+        # Which devices count changes as a class's selectors would: the slices are read again.
+        self._view_changed()
 
     # -- ResourceClaims
 
@@ -814,7 +845,9 @@ def _watched_claim(key: NamespacedKey) -> ClaimRef:
     return ClaimRef("ResourceClaim", *key)
 
 
-def _name(facts: NodeFacts | SliceFacts | DeviceClassFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts) -> str:
+def _name(
+    facts: NodeFacts | SliceFacts | DeviceClassFacts | TaintRuleFacts | NodePoolFacts | NodeClaimFacts | NodeClassFacts,
+) -> str:
     return facts.name
 
 
@@ -838,6 +871,7 @@ NODE_POOL_FACTS: Table[str, NodePoolFacts] = Table("nodepools", False, _name, Fa
 NODE_CLAIM_FACTS: Table[str, NodeClaimFacts] = Table("nodeclaims", False, _name, FactIndex._node_claim_changed)
 NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _name, FactIndex._node_class_changed)
 DEVICE_CLASS_FACTS: Table[str, DeviceClassFacts] = Table("deviceclasses", False, _name, FactIndex._device_class_changed)
+TAINT_RULE_FACTS: Table[str, TaintRuleFacts] = Table("devicetaintrules", False, _name, FactIndex._taint_rule_changed)
 CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _namespaced, FactIndex._claim_changed)
 
 

@@ -65,12 +65,55 @@ class DeviceClassFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class TaintRuleFacts:
+    """A DeviceTaintRule whose taint keeps devices from the recommended claim (KEP-5055): it
+    taints, from outside their slices, the devices its ``spec.deviceSelector`` matches, "the
+    same effect as if the taint was specified directly in the ResourceSlice". A rule whose
+    taint does not (effect None) is not held.
+
+    Matching is kube-scheduler's (k8s.io/dynamic-resource-allocation@v0.35.4
+    resourceslice/tracker/tracker.go ``applyPatches``): each of driver, pool and device that is
+    set must equal the slice's ``spec.driver``, ``spec.pool.name`` and the device's name; one
+    not set matches any. A rule without a selector matches every device there: the API's
+    comment says no device, but the scheduler taints them all, so this counts none of them."""
+
+    name: str  # cleaned and bounded (facts.object_name)
+    effect: str  # cleaned and bounded, for messages
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+    # The selector fields this code cannot evaluate (v1alpha3 before Kubernetes 1.35 had
+    # ``deviceClassName`` and CEL ``selectors``), when the rule has any: they are taken to
+    # match (fail closed: a device they would spare is not counted), and messages say so.
+    unevaluated: tuple[str, ...] = ()
+
+    def matches_slice(self, driver: str, pool: str) -> bool:
+        """Whether it may match devices of a slice of ``driver`` and ``pool``."""
+        return (self.driver is None or self.driver == driver) and (self.pool is None or self.pool == pool)
+
+    def matches(self, driver: str, pool: str, device: str) -> bool:
+        return self.matches_slice(driver, pool) and (self.device is None or self.device == device)
+
+    def describe(self) -> str:
+        """The rule in messages: ``DeviceTaintRule drain-node-3 (NoSchedule)``."""
+        return f"DeviceTaintRule {self.name} ({self.effect})"
+
+    def caveat(self) -> str | None:
+        """What a message adds when part of the selector was taken to match, or None."""
+        if not self.unevaluated:
+            return None
+        return f"its selector's {', '.join(self.unevaluated)} not evaluated here, taken to match"
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceClassView:
-    """The cluster's DeviceClasses of interest, with a version that changes whenever they do
-    (what is derived from them is kept until then)."""
+    """What slices are read with: the cluster's DeviceClasses of interest and its
+    DeviceTaintRules that keep devices from a claim (by name order), with a version that
+    changes whenever either does (what is derived from them is kept until then)."""
 
     version: int
     classes: Mapping[str, DeviceClassFacts]
+    taint_rules: tuple[TaintRuleFacts, ...] = ()
 
 
 NO_CLASSES = DeviceClassView(0, {})
@@ -206,6 +249,10 @@ class DeviceCount(NamedTuple):
     # in ``selected``, and the pool's counters, which may be in another slice, say how many of
     # them can be had at once.
     demands: tuple[Demand, ...] = ()
+    # Devices the recommended class selects that carry no such taint of their own but that a
+    # DeviceTaintRule taints, per rule (by name; a device two rules match counts for the first
+    # by name): not in ``selected`` either.
+    rule_tainted: tuple[tuple[str, int], ...] = ()
 
 
 NO_DEVICES = DeviceCount(0)
@@ -217,6 +264,13 @@ NO_DEVICES = DeviceCount(0)
 HARMLESS_TAINT_EFFECT = "None"
 
 
+def blocking_taint(taint: object) -> bool:
+    """Whether one taint (a device's ``taints[]`` entry, or a DeviceTaintRule's ``spec.taint``)
+    keeps the device from a claim without tolerations: any effect but None, and a taint that
+    cannot be read (fail closed)."""
+    return not isinstance(taint, Mapping) or taint.get("effect") != HARMLESS_TAINT_EFFECT
+
+
 def untolerated_taint(device: Mapping[str, Any]) -> bool:
     """Whether ``device`` (resource.k8s.io/v1 ``spec.devices[]``) carries a taint that a claim
     without tolerations does not tolerate. The recommended ResourceClaimTemplate carries none,
@@ -225,14 +279,14 @@ def untolerated_taint(device: Mapping[str, Any]) -> bool:
     alloc.features.DeviceTaints && !allTaintsTolerated(device, request) { return false, ... }``;
     DRADeviceTaints is on by default from Kubernetes 1.36, and with it off the API server drops
     the field, so a taint that is there is one the scheduler sees).
-    DeviceTaintRule objects, which taint devices from outside the slice, are not watched: a
-    device tainted only by one is counted."""
+    The taints DeviceTaintRules add from outside the slice are ``TaintRuleFacts``, read with
+    ``blocking_taint`` too and matched in ``DeviceSelector.count``."""
     taints = device.get("taints")
     if not taints:
         return False
     if not isinstance(taints, list):
         return True  # unreadable: fail closed
-    return any(not isinstance(taint, Mapping) or taint.get("effect") != HARMLESS_TAINT_EFFECT for taint in taints)
+    return any(blocking_taint(taint) for taint in taints)
 
 
 # A cache of outcomes larger than this is emptied: a hostile set of distinct devices read by a
@@ -270,12 +324,15 @@ class DeviceSelector:
         driver: str,
         devices: Sequence[Mapping[str, Any]],
         demands: Sequence[Demand] = (),
+        pool: str = "",
+        taint_rules: Sequence[TaintRuleFacts] = (),
     ) -> DeviceCount:
         """How many of ``devices`` a claim of the fabric's first class (the one the recommended
         ResourceClaimTemplate names) can be allocated, the errors met, and how many of the
         fabric's devices that claim cannot get: tainted, or selected by its other classes only.
         ``demands``, when given, are the devices' counter demands, in their order: those of the
-        devices counted are kept (core.counters bounds them per pool).
+        devices counted are kept (core.counters bounds them per pool). ``taint_rules`` taint
+        the devices of the slice's ``pool`` (its ``spec.pool.name``) they match.
 
         Not the union of the classes: a claim names one class, and the allocator takes only
         devices that class's selectors select (allocator_stable.go ``isSelectable`` →
@@ -288,6 +345,9 @@ class DeviceSelector:
             return NO_DEVICES
         recommended = selection.classes[0]  # a broken one is not in ``classes``: nothing counts
         counted_demands: list[Demand] = []
+        by_rule: dict[str, int] = {}
+        # Only the rules that can match a device of this slice are tried on each device.
+        rules = [rule for rule in taint_rules if rule.matches_slice(driver, pool)]
         for position, device in enumerate(devices):
             chosen = other = False
             for effective in classes:
@@ -304,6 +364,8 @@ class DeviceSelector:
             # tainted device's selector error still counts as one; a selected one is set apart.
             if chosen and untolerated_taint(device):
                 tainted += 1
+            elif chosen and (rule := _first_match(rules, driver, pool, device)) is not None:
+                by_rule[rule.name] = by_rule.get(rule.name, 0) + 1
             elif chosen:
                 selected += 1
                 if position < len(demands) and demands[position]:
@@ -319,4 +381,16 @@ class DeviceSelector:
             tainted,
             elsewhere,
             tuple(counted_demands),
+            tuple(sorted(by_rule.items())),
         )
+
+
+def _first_match(
+    rules: Sequence[TaintRuleFacts], driver: str, pool: str, device: Mapping[str, Any]
+) -> TaintRuleFacts | None:
+    """The first of ``rules`` (in name order) that matches ``device``, if any."""
+    if not rules:
+        return None
+    name = device.get("name")
+    name = name if isinstance(name, str) else ""
+    return next((rule for rule in rules if rule.matches(driver, pool, name)), None)

@@ -39,6 +39,7 @@ from fabriccap.core.index import (
     NODE_POOL_FACTS,
     PLUGIN_POD_FACTS,
     SLICE_FACTS,
+    TAINT_RULE_FACTS,
     WORKLOAD_POD_FACTS,
     FactIndex,
     Table,
@@ -49,6 +50,7 @@ from fabriccap.kube.paths import (
     DAEMON_SETS,
     DEFAULT_PAGE_SIZE,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_POOLS,
@@ -135,6 +137,9 @@ class WatchedKind:
     # a cluster without Karpenter is the common case, not a problem).
     absent_because: str = "resource.k8s.io/v1 needs Kubernetes >= 1.34"
     warn_when_absent: bool = True
+    # Older API versions it is served in, newest first, after ``resource.version``: what is
+    # read is the newest the API server serves (DeviceTaintRules: v1beta2, else v1alpha3).
+    older_versions: tuple[str, ...] = ()
     # Whether a config needs this kind at all (ResourceSlices: only when a fabric reads DRA).
     wanted_by: Callable[[Config], bool] = lambda _config: True
     # Whether a config needs it cluster-wide even so (Pods, when workloads are reported).
@@ -177,10 +182,24 @@ class WatchedKind:
         return self.resource.kind
 
     def paths(self, config: Config) -> list[tuple[str | None, str]]:
-        """(scope, list path) pairs to list and watch."""
+        """(scope, list path) pairs to list and watch, in the newest version."""
         if self.per_plugin_namespace and not self.cluster_wide_for(config):
             return [(namespace, self.resource.collection(namespace)) for namespace in config.plugin_namespaces]
         return [(None, self.resource.collection())]
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        """Every apiVersion the kind is read in, newest first."""
+        return tuple(self._in_version(version).api_version for version in (self.resource.version, *self.older_versions))
+
+    def versioned_paths(self, scope: str | None) -> tuple[str, ...]:
+        """The list path of ``scope`` in each version the kind is served in, newest first: the
+        first the API server does not answer 404 for is the one read."""
+        versions = (self.resource.version, *self.older_versions)
+        return tuple(self._in_version(version).collection(scope) for version in versions)
+
+    def _in_version(self, version: str) -> ApiResource:
+        return dataclasses.replace(self.resource, version=version)
 
     def keys(self, body: Mapping[str, Any]) -> tuple[Any, ...]:
         """The object's key in each facet's table (its namespace and name read once: an object
@@ -336,6 +355,20 @@ DEVICE_CLASS = WatchedKind(
     wanted_by=_reads_dra,
     says_selection=True,
 )
+# Read only (the operator never writes them): a rule's taint counts as the devices' own.
+# Listed before the slices, which are read with them.
+DEVICE_TAINT_RULE = WatchedKind(
+    label="devicetaintrule",
+    resource=DEVICE_TAINT_RULES,
+    older_versions=("v1alpha3",),
+    per_plugin_namespace=False,
+    facets=(Facet(TAINT_RULE_FACTS, FactsExtractor.device_taint_rule),),
+    optional=True,
+    # Not served: no rules, nothing to warn about (1.33-1.35 serve them only when asked to).
+    absent_because="served from Kubernetes 1.36; in 1.33-1.35 only with resource.k8s.io/v1alpha3 turned on",
+    warn_when_absent=False,
+    wanted_by=_reads_dra,
+)
 RESOURCE_SLICE = WatchedKind(
     label="resourceslice",
     resource=RESOURCE_SLICES,
@@ -404,6 +437,7 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     DAEMON_SET,
     POD,
     DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
     RESOURCE_SLICE,
     RESOURCE_CLAIM,
     NODE_POOL,

@@ -80,6 +80,9 @@ DAEMON_SETS = ApiResource("apps", "v1", "daemonsets", "DaemonSet", namespaced=Tr
 FABRIC_CAPABILITIES = ApiResource(GROUP, VERSION, PLURAL, KIND, namespaced=False)
 RESOURCE_SLICES = ApiResource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 DEVICE_CLASSES = ApiResource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+# KEP-5055: v1beta2 from Kubernetes 1.36; v1alpha3 in 1.33-1.35, served only with
+# --runtime-config=resource.k8s.io/v1alpha3=true (kinds.DEVICE_TAINT_RULE reads the newest served).
+DEVICE_TAINT_RULES = ApiResource("resource.k8s.io", "v1beta2", "devicetaintrules", "DeviceTaintRule", namespaced=False)
 # Karpenter's objects (elastic pools): read, never written.
 NODE_POOLS = ApiResource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
 NODE_CLAIMS = ApiResource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)

@@ -19,7 +19,7 @@ from fabriccap.core.references import is_object_name
 from fabriccap.core.stamping import RFC3339, stamp_status
 from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import kinds_for
+from fabriccap.kube.kinds import WatchedKind, kinds_for
 from fabriccap.kube.lookups import MAX_LOOKUP_BYTES
 from fabriccap.kube.paths import ApiResource
 from fabriccap.offline.snapshot import add_bodies
@@ -50,9 +50,9 @@ async def live_facts(
 async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactIndex:
     facts = FactIndex()
     for watched in kinds_for(extractor.config):
-        for _scope, path in watched.paths(extractor.config):
+        for scope, path in watched.paths(extractor.config):
             try:
-                bodies = [body async for body in client.list_items(path, watched.page_size)]
+                bodies = await _list_served(client, watched, scope, path)
             except KubeError as error:
                 if error.status == 404 and watched.optional:
                     # ResourceSlices before Kubernetes 1.34 (device plugins only, as the operator),
@@ -68,6 +68,19 @@ async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactInde
             # As the operator reads them: an unusable quantity fails its node's pool closed.
             add_bodies(facts, extractor, bodies, "cluster", strict_quantities=False)
     return facts
+
+
+async def _list_served(client: KubeClient, watched: WatchedKind, scope: str | None, path: str) -> list[dict[str, Any]]:
+    """The objects of ``path``, or of the same collection in the newest older version the API
+    server serves (DeviceTaintRules: v1beta2, else v1alpha3); the last 404 is raised."""
+    paths = watched.versioned_paths(scope) if watched.older_versions else (path,)
+    for newer in paths[:-1]:
+        try:
+            return [body async for body in client.list_items(newer, watched.page_size)]
+        except KubeError as error:
+            if error.status != 404:
+                raise
+    return [body async for body in client.list_items(paths[-1], watched.page_size)]
 
 
 async def live_object(

@@ -187,9 +187,9 @@ def _check_identity(
         return
     _namespace, name = namespace_and_name(body)
     api_version = body.get("apiVersion")
-    if api_version is not None and api_version != watched.resource.api_version:
+    if api_version is not None and api_version not in watched.api_versions:
         raise SnapshotError(
-            f"{source}: {watched.kind} {name}: apiVersion {api_version!r} is not {watched.resource.api_version}"
+            f"{source}: {watched.kind} {name}: apiVersion {api_version!r} is not {' or '.join(watched.api_versions)}"
         )
     if watched.unique_in_snapshots and name:
         key = (watched.kind, object_key(body))

@@ -144,11 +144,15 @@ class LocalControlPlane:
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         feature_gates: Sequence[str] = (),
+        runtime_config: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
         # ``Name=true`` entries for kube-apiserver (and the scheduler and controller-manager
         # when nodes run): DRAExtendedResource for KEP-5004, alpha and off in v1.35.
         self._feature_gates = [_feature_gate(gate) for gate in feature_gates]
+        # ``group/version=true`` entries for kube-apiserver's --runtime-config: an alpha API
+        # version a gate alone does not serve (resource.k8s.io/v1alpha3 DeviceTaintRules in v1.35).
+        self._runtime_config = [_runtime_config(entry) for entry in runtime_config]
         self._binaries = binaries
         self._node_specs = node_specs(nodes) if isinstance(nodes, int) else list(nodes)
         self._node_options = node_options
@@ -353,6 +357,7 @@ class LocalControlPlane:
                 "--audit-log-maxsize=200",
                 "--audit-log-maxbackup=1",
                 *self._feature_gate_flags(),
+                *([f"--runtime-config={','.join(self._runtime_config)}"] if self._runtime_config else []),
             ],
         )
         self._write_state(server, etcd_url)
@@ -573,6 +578,16 @@ def _feature_gate(gate: str) -> str:
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", name) or value not in ("true", "false"):
         raise ControlPlaneError(f"feature gate {gate!r}: expected Name=true or Name=false")
     return f"{name}={value}"
+
+
+def _runtime_config(entry: str) -> str:
+    """``group/version=true|false`` (``group/version`` meaning ``=true``); anything else is a
+    usage error."""
+    api_version, _, value = entry.partition("=")
+    value = value or "true"
+    if not re.fullmatch(r"[a-z0-9.-]+/v[0-9]+((alpha|beta)[0-9]+)?", api_version) or value not in ("true", "false"):
+        raise ControlPlaneError(f"runtime config {entry!r}: expected group/version=true or group/version=false")
+    return f"{api_version}={value}"
 
 
 def up(

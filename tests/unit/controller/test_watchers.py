@@ -41,6 +41,7 @@ from support.informing import (
     ALL_PODS,
     DAEMON_SETS,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     NODES,
     PODS,
     RESOURCE_CLAIMS,
@@ -78,6 +79,7 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
             DAEMON_SETS,
             PODS,
             DEVICE_CLASSES,
+            DEVICE_TAINT_RULES,
             RESOURCE_SLICES,
             RESOURCE_CLAIMS,
         ]
@@ -86,6 +88,7 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
             "daemonset",
             "pod",
             "deviceclass",
+            "devicetaintrule",
             "resourceslice",
             "resourceclaim",
         ]
@@ -652,7 +655,9 @@ async def test_slices_are_read_with_the_clusters_classes_and_again_when_they_cha
             return current and len(op.api.watches(RESOURCE_SLICES)) >= len(op.api.lists(RESOURCE_SLICES))
 
         def relists() -> int:
-            return sum("DeviceClasses changed: listing" in record.getMessage() for record in caplog.records)
+            return sum(
+                "DeviceClasses or DeviceTaintRules changed: listing" in record.getMessage() for record in caplog.records
+            )
 
         await eventually(settled, "the slices listed with the cluster's class")
         before = relists()
@@ -810,6 +815,72 @@ async def test_an_api_server_before_1_34_is_read_without_slices(
         await eventually(lambda: "s1" in op.store.slices, "slices read after the upgrade")
         assert not informer.absent
         assert f"{RESOURCE_SLICES} is served now: reading ResourceSlices" in caplog.messages
+
+
+TAINT_RULES_V1BETA2 = DEVICE_TAINT_RULES
+TAINT_RULES_V1ALPHA3 = "/apis/resource.k8s.io/v1alpha3/devicetaintrules"
+
+
+async def test_device_taint_rules_are_read_in_the_version_served_and_take_devices_from_the_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kubernetes 1.35 serves DeviceTaintRules in v1alpha3 only: the 404 of v1beta2 moves the
+    informer on, the rule's devices leave the count (the slices are read again with it), and
+    they come back when it is deleted."""
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    rule = world.device_taint_rule("drain-n1", pool="n1")
+    slices = [resource_slice("n1", efa=32, name="s1")]
+    async with operator([node("n1", efa=None)], slices=slices, taint_rules_path=TAINT_RULES_V1ALPHA3) as op:
+        (rules,) = [informer for informer in op.informers if informer.kind == "devicetaintrule"]
+        await asyncio.wait_for(rules.listed.wait(), WAIT_SECONDS)
+        await asyncio.wait_for(slices_informer(op).listed.wait(), WAIT_SECONDS)
+        assert rules.path == TAINT_RULES_V1ALPHA3 and not rules.absent
+        assert f"{TAINT_RULES_V1BETA2} is not served: trying {TAINT_RULES_V1ALPHA3}" in caplog.messages
+
+        def count() -> int:
+            return int(op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count)
+
+        await eventually(lambda: count() == 32, "the slice counted")
+        await op.api.emit(TAINT_RULES_V1ALPHA3, event("ADDED", rule, "31"))
+        await eventually(lambda: count() == 0, "the rule's devices not counted")
+        relisted = f"DeviceClasses or DeviceTaintRules changed: listing {RESOURCE_SLICES} again"
+        assert any(message.startswith(relisted) for message in caplog.messages)
+        notes = op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).notes
+        assert notes == (
+            "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule drain-n1 (NoSchedule) not counted"
+            " (the recommended claim tolerates none)",
+        )
+        await op.api.emit(TAINT_RULES_V1ALPHA3, event("DELETED", rule, "32"))
+        await eventually(lambda: count() == 32, "counted again once the rule is gone")
+
+
+async def test_a_server_serving_no_device_taint_rules_has_none_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kubernetes 1.34, or 1.35 without resource.k8s.io/v1alpha3: no rules, not an error; each
+    look tries the newest version first (a cluster upgraded to 1.36), and the lines are said once."""
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    slices = [resource_slice("n1", efa=32, name="s1")]
+    async with operator([node("n1", efa=None)], slices=slices, taint_rules_path=None) as op:
+        (rules,) = [informer for informer in op.informers if informer.kind == "devicetaintrule"]
+        await asyncio.wait_for(rules.listed.wait(), WAIT_SECONDS)
+
+        def looks(path: str) -> int:
+            return len(op.api.lists(path) + op.api.streaming_list_requests(path))
+
+        await eventually(lambda: looks(TAINT_RULES_V1ALPHA3) >= 3, "looked for again")
+        assert looks(TAINT_RULES_V1BETA2) >= 3
+        assert rules.absent and not op.store.taint_rules
+        said = [(r.levelname, r.getMessage()) for r in caplog.records if "devicetaintrules" in r.getMessage()]
+        assert said == [
+            ("INFO", f"{TAINT_RULES_V1BETA2} is not served: trying {TAINT_RULES_V1ALPHA3}"),
+            (
+                "INFO",
+                f"{TAINT_RULES_V1ALPHA3} is not served (served from Kubernetes 1.36; in 1.33-1.35 only with"
+                " resource.k8s.io/v1alpha3 turned on): carrying on without DeviceTaintRules, looking again every 600s",
+            ),
+        ]
+        assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 32
 
 
 # --- workload pods (cluster-wide) -----------------------------------------------------------------

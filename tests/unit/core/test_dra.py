@@ -18,7 +18,7 @@ from fabriccap.cli import commands as cli
 from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
-from fabriccap.core.index import SLICE_FACTS, FactIndex
+from fabriccap.core.index import SLICE_FACTS, TAINT_RULE_FACTS, FactIndex
 from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassView, DeviceCount
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import FabricVerdict, PodTransport
@@ -28,6 +28,7 @@ from support.builders import (
     EFA,
     allocated_claim,
     daemon_set,
+    device_taint_rule,
     dra_pool,
     dranet_daemon_set,
     dranet_pods,
@@ -816,6 +817,26 @@ def test_evaluate_refuses_a_beta_slice(tmp_path: Path, capsys: pytest.CaptureFix
     )
 
 
+@pytest.mark.parametrize("api_version", ["resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"])
+def test_a_snapshot_holds_device_taint_rules_in_either_version_read_before_the_slices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], api_version: str
+) -> None:
+    """kubectl prints the rules in the version its server serves (v1beta2 from 1.36, v1alpha3
+    before); listed after the slices in the file, they are still read first."""
+    rule = device_taint_rule("maintenance", effect="NoExecute", api_version=api_version)
+    snapshot = write_snapshot(tmp_path, [*dra_pool(count=32, nodes=2), rule])
+    assert cli.main(["evaluate", "-f", snapshot, "-o", "json"]) == 0
+    (published,) = json.loads(capsys.readouterr().out)["items"]
+    ready = next(condition for condition in published["status"]["conditions"] if condition["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "NotAdvertised")
+    unknown = device_taint_rule("other", api_version="resource.k8s.io/v1")
+    assert cli.main(["evaluate", "-f", write_snapshot(tmp_path, [unknown])]) == 2
+    assert (
+        "DeviceTaintRule other: apiVersion 'resource.k8s.io/v1' is not"
+        " resource.k8s.io/v1beta2 or resource.k8s.io/v1alpha3" in capsys.readouterr().err
+    )
+
+
 # --- Workloads: what counts as asking for the fabric under DRA --------------------------------
 
 
@@ -918,6 +939,76 @@ def test_a_pool_whose_devices_are_all_tainted_is_not_ready() -> None:
     assert reason(status, "Ready")[0] == "False"
     assert status.recommendation is None
     assert "32 devices with a NoSchedule or NoExecute taint not counted" in message(status, "Ready")
+
+
+def test_devices_a_device_taint_rule_taints_are_not_counted_and_the_rule_is_named() -> None:
+    """A DeviceTaintRule "has the same effect as if the taint was specified directly in the
+    ResourceSlice" (k8s.io/api@v0.35.4 resource/v1alpha3): the recommended claim cannot get
+    the devices it matches, and the note says which rule took them."""
+    body = resource_slice("n1", efa=32)
+    first = body["spec"]["devices"][0]["name"]
+    rules = [
+        device_taint_rule("drain-one", device=first, pool="n1"),
+        device_taint_rule("elsewhere", pool="n2", effect="NoExecute"),
+        device_taint_rule("informational", effect="None"),
+    ]
+    devices = dra(index_of(*rules, body))
+    assert (devices.count, devices.seen, devices.problem) == (31, 32, None)
+    assert devices.notes == (
+        "driver dra.net pool n1: 1 device tainted by DeviceTaintRule drain-one (NoSchedule) not counted"
+        " (the recommended claim tolerates none)",
+    )
+
+
+def test_a_rule_read_after_the_slices_reads_them_again() -> None:
+    """The operator's order: a rule created while the slices are held changes what slices are
+    read with, so each is read again (the informer lists them again on that announcement)."""
+    body = resource_slice("n1", efa=32)
+    index = index_of(body)
+    assert dra(index).count == 32
+    before = EXTRACTOR.selection_signature(index.class_view())
+    rule = EXTRACTOR.device_taint_rule(device_taint_rule("drain-n1", pool="n1"))
+    assert rule is not None
+    index.put(TAINT_RULE_FACTS, rule)
+    assert EXTRACTOR.selection_signature(index.class_view()) != before
+    RESOURCE_SLICE.upsert(index, EXTRACTOR, body)
+    assert dra(index).count == 0
+    index.remove(TAINT_RULE_FACTS, "drain-n1")
+    RESOURCE_SLICE.upsert(index, EXTRACTOR, body)
+    assert dra(index).count == 32
+
+
+def test_a_pool_whose_devices_a_rule_taints_is_not_ready_and_says_which_rule() -> None:
+    """Before DeviceTaintRules were read, this pool was Ready while the scheduler would give
+    none of its devices (fail open)."""
+    bodies = [device_taint_rule("dranet-maintenance", effect="NoExecute"), *dra_pool(count=32, nodes=2)]
+    status = only_status(bodies)
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "32 devices tainted by DeviceTaintRule dranet-maintenance (NoExecute) not counted" in message(
+        status, "Ready"
+    )
+
+
+def test_a_rule_with_selector_fields_not_evaluated_says_so_where_it_is_counted() -> None:
+    """v1alpha3 of Kubernetes 1.33-1.34 also had deviceClassName and CEL selectors: taken to
+    match (fail closed), and the note says the count rests on that."""
+    rule = device_taint_rule("by-class", pool="n1")
+    rule["spec"]["deviceSelector"]["deviceClassName"] = EFA_CLASS
+    devices = dra(index_of(rule, resource_slice("n1", efa=32)))
+    assert devices.count == 0
+    assert devices.notes == (
+        "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule by-class (NoSchedule) not counted"
+        " (the recommended claim tolerates none; its selector's deviceClassName not evaluated here, taken to match)",
+    )
+
+
+def test_a_rule_name_reaches_messages_cleaned() -> None:
+    rule = device_taint_rule("drain")
+    rule["metadata"]["name"] = "drain\x1b[2J" + "x" * 400
+    devices = dra(index_of(rule, resource_slice("n1", efa=2)))
+    (note,) = devices.notes
+    assert "\x1b" not in note and len(note) < 400
 
 
 def test_a_pool_listing_one_device_name_twice_is_invalid_and_counts_nothing() -> None:

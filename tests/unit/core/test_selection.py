@@ -7,16 +7,18 @@ from typing import Any
 import pytest
 
 from fabriccap.core.config import build_config, default_config
+from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.selection import (
     ClassError,
     ClassSource,
     DeviceClassFacts,
     DeviceCount,
     DeviceSelector,
+    TaintRuleFacts,
     extended_resource_class,
     fabric_selection,
 )
-from support.builders import EFA, pod_id_link_device, resource_slice
+from support.builders import EFA, device_taint_rule, pod_id_link_device, resource_slice
 
 EFA_CLASS = "efa.networking.k8s.aws"
 AWS_EXPRESSION = (
@@ -153,3 +155,99 @@ def test_the_mapping_counts_only_when_it_is_the_fabrics_class() -> None:
     assert fabric_selection(profile(), {**cluster_class(), **mapped_elsewhere}).extended_resource_class is None
     own = cluster_class(extended_resource_name=EFA, created="2026-01-01T00:00:00Z")
     assert fabric_selection(profile(), own).extended_resource_class == EFA_CLASS
+
+
+# --- DeviceTaintRules: matched as kube-scheduler matches them --------------------------------
+# k8s.io/dynamic-resource-allocation@v0.35.4 resourceslice/tracker/tracker.go applyPatches: each
+# of driver, pool and device that is set must equal the slice's; one not set matches any.
+
+
+@pytest.mark.parametrize(
+    ("selector", "matched"),
+    [
+        ({}, True),  # the empty selector: every device
+        ({"driver": "dra.net"}, True),
+        ({"driver": "gpu.example.com"}, False),
+        ({"pool": "n1"}, True),
+        ({"pool": "n2"}, False),
+        ({"device": "pci-0000-10-1b-0"}, True),
+        ({"device": "pci-0000-11-1b-0"}, False),
+        ({"driver": "dra.net", "pool": "n1", "device": "pci-0000-10-1b-0"}, True),
+        # All set fields must match: one that does not spares the device.
+        ({"driver": "dra.net", "pool": "n2", "device": "pci-0000-10-1b-0"}, False),
+        ({"driver": "gpu.example.com", "pool": "n1"}, False),
+    ],
+)
+def test_a_rule_matches_a_device_when_every_field_it_sets_is_the_devices(
+    selector: dict[str, str], matched: bool
+) -> None:
+    fields = {field: selector.get(field) for field in ("driver", "pool", "device")}
+    rule = TaintRuleFacts("r", "NoSchedule", fields["driver"], fields["pool"], fields["device"])
+    assert rule.matches("dra.net", "n1", "pci-0000-10-1b-0") is matched
+
+
+def rule_facts(body: dict[str, Any]) -> TaintRuleFacts | None:
+    return FactsExtractor(default_config()).device_taint_rule(body)
+
+
+def test_a_rule_is_read_with_its_selector_and_effect_and_one_that_does_not_block_is_not_held() -> None:
+    body = device_taint_rule("drain-n1", effect="NoExecute", pool="n1")
+    assert rule_facts(body) == TaintRuleFacts("drain-n1", "NoExecute", driver="dra.net", pool="n1")
+    assert rule_facts(device_taint_rule("note", effect="None")) is None  # informational
+
+
+def test_a_rule_without_a_selector_matches_every_device_as_the_scheduler_applies_it() -> None:
+    """The API's comment says no device; the scheduler's tracker taints every one (a nil
+    selector skips all its checks), so none of them is counted."""
+    body = device_taint_rule("everything")
+    del body["spec"]["deviceSelector"]
+    facts = rule_facts(body)
+    assert facts is not None and facts.matches("any.driver", "any-pool", "any-device")
+
+
+def test_selector_fields_that_cannot_be_evaluated_are_taken_to_match_and_named() -> None:
+    """v1alpha3 before Kubernetes 1.35 also had deviceClassName and CEL selectors: a rule that
+    sets them counts as matching what its other fields match (fail closed), and says so."""
+    body = device_taint_rule("by-class", pool="n1")
+    body["spec"]["deviceSelector"]["deviceClassName"] = "efa.networking.k8s.aws"
+    body["spec"]["deviceSelector"]["selectors"] = [{"cel": {"expression": "false"}}]
+    facts = rule_facts(body)
+    assert facts is not None
+    assert facts.unevaluated == ("deviceClassName", "selectors")
+    assert facts.matches("dra.net", "n1", "pci-0000-10-1b-0")
+    assert not facts.matches("dra.net", "n2", "pci-0000-10-1b-0")
+    assert facts.describe() == "DeviceTaintRule by-class (NoSchedule)"
+    assert facts.caveat() == "its selector's deviceClassName, selectors not evaluated here, taken to match"
+
+
+def test_a_selector_field_that_is_not_a_string_is_taken_to_match() -> None:
+    body = device_taint_rule("odd", pool="n1")
+    body["spec"]["deviceSelector"]["driver"] = 7
+    facts = rule_facts(body)
+    assert facts is not None and (facts.driver, facts.pool) == (None, "n1")
+
+
+def test_an_unreadable_effect_blocks_and_its_text_is_cleaned_and_bounded() -> None:
+    body = device_taint_rule("odd")
+    body["spec"]["taint"]["effect"] = "\x1b[31mEvict" + "x" * 500
+    facts = rule_facts(body)
+    assert facts is not None
+    assert "\x1b" not in facts.effect and len(facts.effect) <= 253
+
+
+def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first() -> None:
+    """A rule's taint has the effect of the device's own (KEP-5055): the recommended claim,
+    which tolerates none, cannot get the device. A device tainted both ways counts once, as
+    tainted by its own."""
+    selection = fabric_selection(profile(), cluster_class())
+    devices = resource_slice("n1", efa=8)["spec"]["devices"]
+    devices[0]["taints"] = [{"key": "example.com/unhealthy", "effect": "NoExecute"}]
+    rules = (
+        TaintRuleFacts("a-first", "NoSchedule", driver="dra.net", pool="n1", device=devices[0]["name"]),
+        TaintRuleFacts("b-pool", "NoSchedule", pool="n1"),
+        TaintRuleFacts("c-other-pool", "NoExecute", pool="n2"),
+    )
+    count = DeviceSelector().count(selection, "dra.net", devices, pool="n1", taint_rules=rules)
+    assert (count.selected, count.tainted, count.rule_tainted) == (0, 1, (("b-pool", 7),))
+    spared = DeviceSelector().count(selection, "dra.net", devices, pool="n3", taint_rules=rules)
+    assert (spared.selected, spared.tainted, spared.rule_tainted) == (7, 1, ())

@@ -8,7 +8,7 @@ from urllib.parse import unquote
 import pytest
 
 from fabriccap.core.workloads import LookupKey
-from fabriccap.kube.kinds import BY_KIND, POD, WATCHED_KINDS, kinds_for, object_key
+from fabriccap.kube.kinds import BY_KIND, DEVICE_TAINT_RULE, POD, WATCHED_KINDS, kinds_for, object_key
 from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.paths import DAEMON_SETS, FABRIC_CAPABILITIES, NODES, PODS, ApiResource
 from support.configs import build_config, default_config
@@ -50,6 +50,8 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         # Workloads run anywhere: with workload reporting on (the default), pods cluster-wide.
         "Pod": [(None, "/api/v1/pods")],
         "DeviceClass": [(None, "/apis/resource.k8s.io/v1/deviceclasses")],
+        # The newest version first (DEVICE_TAINT_RULE.versioned_paths: then v1alpha3).
+        "DeviceTaintRule": [(None, "/apis/resource.k8s.io/v1beta2/devicetaintrules")],
         "ResourceSlice": [(None, "/apis/resource.k8s.io/v1/resourceslices")],
         # Allocated devices count for their node wherever the claim is: cluster-wide, read only.
         "ResourceClaim": [(None, "/apis/resource.k8s.io/v1/resourceclaims")],
@@ -68,6 +70,7 @@ def test_every_watched_kind_is_listed_in_its_scope() -> None:
         "DaemonSet",
         "Pod",
         "DeviceClass",
+        "DeviceTaintRule",
         "ResourceSlice",
         "ResourceClaim",
         "NodePool",
@@ -83,6 +86,7 @@ def test_resource_slices_are_watched_only_for_a_fabric_that_reads_dra() -> None:
         "DaemonSet",
         "Pod",
         "DeviceClass",
+        "DeviceTaintRule",
         "ResourceSlice",
         "ResourceClaim",
         *karpenter,
@@ -103,9 +107,22 @@ def test_karpenters_kinds_are_optional_and_read_only_while_the_config_reads_them
         "DaemonSet",
         "Pod",
         "DeviceClass",
+        "DeviceTaintRule",
         "ResourceSlice",
         "ResourceClaim",
     ]
+
+
+def test_device_taint_rules_are_read_in_the_newest_version_served() -> None:
+    """v1beta2 from Kubernetes 1.36, v1alpha3 in 1.33-1.35 (k8s.io/api@v0.35.4 has it in
+    v1alpha3 only): the informer and ``evaluate`` try them newest first; neither served is no
+    rule (optional), and a snapshot may hold either."""
+    assert DEVICE_TAINT_RULE.optional and not DEVICE_TAINT_RULE.warn_when_absent
+    assert DEVICE_TAINT_RULE.versioned_paths(None) == (
+        "/apis/resource.k8s.io/v1beta2/devicetaintrules",
+        "/apis/resource.k8s.io/v1alpha3/devicetaintrules",
+    )
+    assert DEVICE_TAINT_RULE.api_versions == ("resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
 
 
 def test_object_keys_are_what_a_list_retains() -> None:

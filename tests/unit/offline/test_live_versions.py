@@ -1,0 +1,30 @@
+"""``fabriccap evaluate`` against a live cluster reads a kind served in several API versions in
+the newest the server serves (offline.pipeline ``live_facts``)."""
+
+from __future__ import annotations
+
+from fabriccap.core.facts import FactsExtractor
+from fabriccap.offline.pipeline import live_facts
+from fabriccap_devtools import world
+from support.builders import node, resource_slice
+from support.configs import build_config
+from support.fakeapi import fake_api
+from support.informing import DAEMON_SETS, DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES
+
+TAINT_RULES_V1ALPHA3 = "/apis/resource.k8s.io/v1alpha3/devicetaintrules"
+
+
+async def test_device_taint_rules_are_read_from_the_older_version_a_1_35_server_serves() -> None:
+    config = build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
+    async with fake_api() as (api, client):
+        api.serve(NODES, "Node", [node("n1", efa=None)], "1")
+        api.serve(DAEMON_SETS, "DaemonSet", [], "1")
+        api.serve(PODS, "Pod", [], "1")
+        api.serve(DEVICE_CLASSES, "DeviceClass", [], "1")
+        api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "1")
+        api.serve(RESOURCE_SLICES, "ResourceSlice", [resource_slice("n1", efa=32, name="s1")], "1")
+        # v1beta2 is not served (404): the rule is read from v1alpha3.
+        api.serve(TAINT_RULES_V1ALPHA3, "DeviceTaintRule", [world.device_taint_rule("drain-n1", pool="n1")], "1")
+        facts = await live_facts(FactsExtractor(config), client=client)
+    assert list(facts.taint_rules) == ["drain-n1"]
+    assert facts.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 0
