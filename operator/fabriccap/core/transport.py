@@ -505,6 +505,7 @@ def wide_decoder(head: bytes) -> codecs.IncrementalDecoder | None:
 # Google Cloud Logging in "textPayload", Loki's logcli in "line", journald in "MESSAGE", and
 # structured loggers often in "msg". The fields are tried in that order.
 _RECORD_FIELDS = ("log", "message", "textPayload", "line", "MESSAGE", "msg")
+_STRINGS = json.JSONDecoder(strict=False)
 _RECORD_FIELD_START = re.compile(r'"(?:' + "|".join(_RECORD_FIELDS) + r')"\s*:\s*"')
 
 
@@ -537,11 +538,11 @@ def _record_field(text: str) -> str | None:
     field = _RECORD_FIELD_START.search(stripped, start)
     if field is None:
         return None
-    try:
-        value, _ = json.decoder.scanstring(stripped, field.end(), False)
+    try:  # from the string's opening quote, the last character the field's pattern took
+        value, _ = _STRINGS.raw_decode(stripped, field.end() - 1)
     except ValueError:  # the string itself was cut
         return None
-    return str(value)
+    return value if isinstance(value, str) else None
 
 
 # --- The scanner ---------------------------------------------------------------------------
