@@ -10,7 +10,7 @@ one read for all of them.
 Each read (``kube.logs.read_container_log``) streams: the body is taken in chunks of 16 KiB,
 each goes through one parser per fabric (``core.transport.TransportScanner``) and the event
 loop runs between two chunks, so the pools' evaluation never waits more than one chunk's work
-(about 1.5 ms at worst, benchmarks/transport_parser_bench.py). The read stops once the job's
+(about 3.4 ms at worst, ``benchmarks/transport_parser_bench.py --shapes``). The read stops once the job's
 verdict is settled (``TransportScanner.decisive``), or after ``maxBytes``; what it
 holds is one chunk and the parsers' bounded state, never the log. What is kept is a verdict and
 one evidence line per pod (``core.verdicts``), put in the index, which re-evaluates the pod's

@@ -11,6 +11,7 @@ import json
 import random
 import re
 import sys
+import threading
 import tracemalloc
 import unicodedata
 from collections.abc import Iterator
@@ -994,6 +995,42 @@ def test_terminfo_colours_hide_no_network(line: str) -> None:
     assert report.evidence.endswith("Using network Socket")
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "\x1b[1mNCCL\x1b(B\x1b[m INFO Using network Socket",  # tput bold / sgr0 around the word
+        "NCCL \x1b[38:5:196mINFO\x1b[m Using network Socket",  # grep --color's colour form
+    ],
+    ids=["sgr0 around NCCL", "colon colour"],
+)
+def test_colours_around_nccl_and_its_level_hide_no_rank(line: str) -> None:
+    """Rank 0 proves the fabric; rank 1's network line is coloured. Hidden, rank 1 would be
+    unknown and the job would pass on rank 0's fabric."""
+    rank0, rank1 = "node-a:1:2 [0] ", "node-a:42:43 [1] "
+    log = lines(
+        rank0 + "NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+        rank0 + "NCCL INFO Using network Libfabric",
+        rank0 + "NCCL INFO comm 0x1 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0",
+        rank1 + line,
+        rank1 + "NCCL INFO comm 0x1 rank 1 nRanks 4 nNodes 2 localRanks 2 localRank 1 MNNVL 0",
+    )
+    for data in (log, b"\n".join(docker_json_file(entry) for entry in log.splitlines()) + b"\n"):
+        assert read(data).verdict is Verdict.SOCKET
+
+
+def test_a_line_of_colours_without_a_level_is_searched_in_time_linear_in_its_length() -> None:
+    """A hang guard, not a benchmark: ``NCCL`` and a mebibyte of colour resets with no level (a
+    hostile pod; the CLI reads 1 MiB chunks). Two greedy runs of colours around the blank made
+    the search try every split of them: 0.86 s for 16 KiB, about 50 minutes for this line.
+    Possessive runs take milliseconds; the guard allows a thousand times that."""
+    line = b"NCCL" + b"\x1b[m" * (MiB // 3) + b"x\n" + lines(H + "Using network Socket")
+    outcome: list[TransportReport] = []
+    worker = threading.Thread(target=lambda: outcome.append(read(line)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert outcome and outcome[0].verdict is Verdict.SOCKET, "the search did not end within 60 s"
+
+
 def test_a_fluent_bit_record_past_the_kept_prefix_is_read_by_its_log_field() -> None:
     """Fluent Bit's kubernetes filter adds the pod's labels and annotations (on by default), and
     a record can outgrow the kept prefix of a line: its log field, first, is still read."""
@@ -1006,6 +1043,24 @@ def test_a_fluent_bit_record_past_the_kept_prefix_is_read_by_its_log_field() -> 
     report = read(("\n".join(records) + "\n").encode())
     assert (report.verdict, report.evidence) == (Verdict.SOCKET, H + "Using network Socket")
     assert report.lines_cut == 2
+
+
+def test_a_cut_record_whose_kept_prefix_ends_on_a_brace_is_read_by_its_log_field() -> None:
+    """A record cut where its kept prefix happens to end on "}" (of a nested object) is no
+    whole record: it is read by its log field as any cut record is."""
+    text = H + "Using network Socket"
+    head = json.dumps({"log": text + "\n", "stream": "stderr"})[:-1] + ', "kubernetes": {"labels": {'
+    labels = ""
+    while len(head) + len(labels) < MAX_LINE_BYTES - 40:
+        labels += f'"l{len(labels)}": "x", '
+    nested = labels + '"last": {"a": "b"}'
+    record = head + nested
+    record += " " * (MAX_LINE_BYTES - len(record) - 1) + "}" + ', "more": "' + "y" * 200 + '"}}}'
+    assert record.encode()[:MAX_LINE_BYTES].endswith(b"}") and len(record) > MAX_LINE_BYTES
+    report = read(
+        (record + "\n" + json.dumps({"log": H + "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 1"}) + "\n").encode()
+    )
+    assert (report.verdict, report.evidence) == (Verdict.SOCKET, text)
 
 
 def test_a_pre_2_20_pod_log_whose_interior_ranks_never_prove_still_settles() -> None:
