@@ -810,7 +810,9 @@ class FactsExtractor:
             != NO_DEVICES
         )
         if not isinstance(node_name, str) or not node_name:
-            if not any(count.selected for _, count in counts):
+            # Devices the fabric's classes select are there even when taints keep them from
+            # the count: such a slice is still one of the fabric's said to be ignored.
+            if not any(count.selected or count.tainted or count.rule_tainted for _, count in counts):
                 return None
             scope = "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else "no node"
             raise IgnoredObjectError(

@@ -257,18 +257,24 @@ class DeviceCount(NamedTuple):
 
 NO_DEVICES = DeviceCount(0)
 
-# The one device-taint effect that does not keep a device from a claim (KEP-5055: an
-# informational taint). Any other, NoSchedule, NoExecute or an effect this code does not know,
-# is taken to block: failing closed, a device is missing from the count rather than counted
-# when the scheduler would not allocate it.
-HARMLESS_TAINT_EFFECT = "None"
+# The device-taint effects that keep a device from a claim that does not tolerate them. The
+# allocators that run with DeviceTaints on (k8s.io/dynamic-resource-allocation@v0.35.4
+# structured/internal/{incubating,experimental}, stable at v0.36.2, ``taintPreventsAllocation``)
+# say "Only known effects prevent allocation, others (including None) are ignored", and KEP-5055's
+# API says "Consumers must treat unknown effects like None": an effect a newer server stored is
+# counted. A taint that cannot be read at all (not a mapping, an effect that is not a string)
+# is taken to block: failing closed, such a device is missing from the count.
+BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def blocking_taint(taint: object) -> bool:
     """Whether one taint (a device's ``taints[]`` entry, or a DeviceTaintRule's ``spec.taint``)
-    keeps the device from a claim without tolerations: any effect but None, and a taint that
-    cannot be read (fail closed)."""
-    return not isinstance(taint, Mapping) or taint.get("effect") != HARMLESS_TAINT_EFFECT
+    keeps the device from a claim without tolerations: NoSchedule and NoExecute, and a taint
+    that cannot be read (fail closed); None and effects this code does not know do not."""
+    if not isinstance(taint, Mapping):
+        return True
+    effect = taint.get("effect")
+    return not isinstance(effect, str) or effect in BLOCKING_TAINT_EFFECTS
 
 
 def untolerated_taint(device: Mapping[str, Any]) -> bool:

@@ -130,6 +130,20 @@ def test_a_slice_of_no_single_node_is_ignored_with_a_reason(spec_change: dict[st
     assert read_slice(gpus) is None
 
 
+def test_a_shared_slice_of_devices_taints_keep_from_the_count_is_still_said_to_be_ignored() -> None:
+    """The slice holds the fabric's devices all the same: only their count is taken away."""
+    body = resource_slice("n1", efa=4)
+    del body["spec"]["nodeName"]
+    body["spec"]["allNodes"] = True
+    index = index_of(device_taint_rule("drain"))
+    with pytest.raises(IgnoredObjectError, match="has no spec.nodeName"):
+        EXTRACTOR.resource_slice(body, index.class_view())
+    for device in body["spec"]["devices"]:
+        taint(device, "NoExecute")
+    with pytest.raises(IgnoredObjectError, match="has no spec.nodeName"):
+        read_slice(body)
+
+
 def test_devices_the_class_fails_on_are_not_counted_and_kept_as_one_error() -> None:
     """The aws-dranet class reads pciDevice without a guard: a device without it is an error for
     the scheduler (aws/aws-k8s-tester#791), counted here as not selected."""

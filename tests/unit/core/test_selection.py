@@ -15,6 +15,7 @@ from fabriccap.core.selection import (
     DeviceCount,
     DeviceSelector,
     TaintRuleFacts,
+    blocking_taint,
     extended_resource_class,
     fabric_selection,
 )
@@ -227,12 +228,29 @@ def test_a_selector_field_that_is_not_a_string_is_taken_to_match() -> None:
     assert facts is not None and (facts.driver, facts.pool) == (None, "n1")
 
 
-def test_an_unreadable_effect_blocks_and_its_text_is_cleaned_and_bounded() -> None:
+def test_an_unknown_effect_does_not_block_as_the_allocator_ignores_it() -> None:
+    """KEP-5055: "Consumers must treat unknown effects like None"; the allocators (v0.35.4
+    incubating, v0.36.2 stable, taintPreventsAllocation): "Only known effects prevent
+    allocation". A rule of an effect a newer server stored is not held, a device's own taint of
+    one does not keep it from the count."""
+    body = device_taint_rule("newer")
+    body["spec"]["taint"]["effect"] = "NoExecuteWithPodDisruptionBudget"
+    assert rule_facts(body) is None
+    selection = fabric_selection(profile(), cluster_class())
+    devices = resource_slice("n1", efa=4)["spec"]["devices"]
+    devices[0]["taints"] = [{"key": "example.com/unhealthy", "effect": "NoExecuteWithPodDisruptionBudget"}]
+    devices[1]["taints"] = [{"key": "example.com/unhealthy", "effect": "None"}]
+    assert DeviceSelector().count(selection, "dra.net", devices).selected == 4
+
+
+@pytest.mark.parametrize("taint", [7, {"key": "k", "effect": 7}, {"key": "k"}, "NoSchedule"])
+def test_a_taint_that_cannot_be_read_blocks(taint: object) -> None:
+    """Fail closed: a taint that is not a mapping, or whose effect is not a string."""
+    assert blocking_taint(taint)
     body = device_taint_rule("odd")
-    body["spec"]["taint"]["effect"] = "\x1b[31mEvict" + "x" * 500
+    body["spec"]["taint"] = taint
     facts = rule_facts(body)
-    assert facts is not None
-    assert "\x1b" not in facts.effect and len(facts.effect) <= 253
+    assert facts is not None and facts.effect == "an unreadable effect"
 
 
 def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first() -> None:
