@@ -20,7 +20,8 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import heapq
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -105,6 +106,71 @@ class TaintRuleFacts:
         return f"its selector's {', '.join(self.unevaluated)} not evaluated here, taken to match"
 
 
+class SliceRules(NamedTuple):
+    """The DeviceTaintRules that may match devices of one slice's (driver, pool), ready to match
+    a device by its name at the cost of two lookups."""
+
+    # Per device name, the first rule by name that names it (before ``any_device``).
+    by_device: Mapping[str, TaintRuleFacts]
+    # The first rule by name that names no device, if any.
+    any_device: TaintRuleFacts | None
+
+    def first_match(self, device: str) -> TaintRuleFacts | None:
+        """The first rule by name that taints ``device``."""
+        return self.by_device.get(device, self.any_device)
+
+
+class TaintRules:
+    """The DeviceTaintRules held, indexed by what they name of (driver, pool), a name not set
+    being a wildcard bucket of its own: reading a slice costs the rules that can match it, not
+    all of them (a GPU health controller may hold thousands, one per device)."""
+
+    __slots__ = ("_by_scope", "_rules")
+
+    def __init__(self, rules: Iterable[TaintRuleFacts] = ()) -> None:
+        self._rules = tuple(sorted(rules, key=_rule_name))
+        self._by_scope: dict[tuple[str | None, str | None], list[TaintRuleFacts]] = {}
+        for rule in self._rules:  # in name order, so every bucket is too
+            self._by_scope.setdefault((rule.driver, rule.pool), []).append(rule)
+
+    def __iter__(self) -> Iterator[TaintRuleFacts]:
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def for_slice(self, driver: str, pool: str) -> SliceRules | None:
+        """The rules that may match devices of ``driver`` and ``pool``; None when none can."""
+        if not self._by_scope:
+            return None
+        buckets = [
+            bucket
+            for scope in ((driver, pool), (driver, None), (None, pool), (None, None))
+            if (bucket := self._by_scope.get(scope))
+        ]
+        if not buckets:
+            return None
+        by_device: dict[str, TaintRuleFacts] = {}
+        for rule in heapq.merge(*buckets, key=_rule_name):
+            if rule.device is None:
+                # Every later rule comes after it by name: none of them is the first match.
+                return SliceRules(by_device, rule)
+            by_device.setdefault(rule.device, rule)
+        return SliceRules(by_device, None)
+
+    def first_match(self, driver: str, pool: str, device: str) -> TaintRuleFacts | None:
+        """The first rule by name that taints ``device`` of ``driver`` and ``pool``, if any."""
+        rules = self.for_slice(driver, pool)
+        return rules.first_match(device) if rules is not None else None
+
+
+def _rule_name(rule: TaintRuleFacts) -> str:
+    return rule.name
+
+
+NO_TAINT_RULES = TaintRules()
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceClassView:
     """What slices are read with: the cluster's DeviceClasses of interest and its
@@ -113,7 +179,7 @@ class DeviceClassView:
 
     version: int
     classes: Mapping[str, DeviceClassFacts]
-    taint_rules: tuple[TaintRuleFacts, ...] = ()
+    taint_rules: TaintRules = NO_TAINT_RULES
 
 
 NO_CLASSES = DeviceClassView(0, {})
@@ -331,7 +397,7 @@ class DeviceSelector:
         devices: Sequence[Mapping[str, Any]],
         demands: Sequence[Demand] = (),
         pool: str = "",
-        taint_rules: Sequence[TaintRuleFacts] = (),
+        taint_rules: TaintRules = NO_TAINT_RULES,
     ) -> DeviceCount:
         """How many of ``devices`` a claim of the fabric's first class (the one the recommended
         ResourceClaimTemplate names) can be allocated, the errors met, and how many of the
@@ -352,8 +418,7 @@ class DeviceSelector:
         recommended = selection.classes[0]  # a broken one is not in ``classes``: nothing counts
         counted_demands: list[Demand] = []
         by_rule: dict[str, int] = {}
-        # Only the rules that can match a device of this slice are tried on each device.
-        rules = [rule for rule in taint_rules if rule.matches_slice(driver, pool)]
+        rules = taint_rules.for_slice(driver, pool)
         for position, device in enumerate(devices):
             chosen = other = False
             for effective in classes:
@@ -370,7 +435,7 @@ class DeviceSelector:
             # tainted device's selector error still counts as one; a selected one is set apart.
             if chosen and untolerated_taint(device):
                 tainted += 1
-            elif chosen and (rule := _first_match(rules, driver, pool, device)) is not None:
+            elif chosen and rules is not None and (rule := rules.first_match(_device_name(device))) is not None:
                 by_rule[rule.name] = by_rule.get(rule.name, 0) + 1
             elif chosen:
                 selected += 1
@@ -391,12 +456,6 @@ class DeviceSelector:
         )
 
 
-def _first_match(
-    rules: Sequence[TaintRuleFacts], driver: str, pool: str, device: Mapping[str, Any]
-) -> TaintRuleFacts | None:
-    """The first of ``rules`` (in name order) that matches ``device``, if any."""
-    if not rules:
-        return None
+def _device_name(device: Mapping[str, Any]) -> str:
     name = device.get("name")
-    name = name if isinstance(name, str) else ""
-    return next((rule for rule in rules if rule.matches(driver, pool, name)), None)
+    return name if isinstance(name, str) else ""

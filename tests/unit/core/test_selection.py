@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from fabriccap.core.selection import (
     DeviceCount,
     DeviceSelector,
     TaintRuleFacts,
+    TaintRules,
     blocking_taint,
     extended_resource_class,
     fabric_selection,
@@ -253,6 +255,30 @@ def test_a_taint_that_cannot_be_read_blocks(taint: object) -> None:
     assert facts is not None and facts.effect == "an unreadable effect"
 
 
+def test_the_rules_a_slice_is_matched_with_are_those_of_its_driver_and_pool_and_wildcards() -> None:
+    """Rules indexed by (driver, pool), a field not set a bucket of its own: the first by name
+    of those that match, as a scan of them all in name order finds it."""
+    rules = TaintRules(
+        (
+            TaintRuleFacts("d-any", "NoSchedule"),
+            TaintRuleFacts("c-driver", "NoSchedule", driver="dra.net"),
+            TaintRuleFacts("b-pool", "NoSchedule", pool="n1", device="dev-1"),
+            TaintRuleFacts("a-exact", "NoSchedule", driver="dra.net", pool="n1", device="dev-0"),
+            TaintRuleFacts("a-gpu", "NoSchedule", driver="gpu.nvidia.com", pool="n1"),
+        )
+    )
+    assert [rule.name for rule in rules] == ["a-exact", "a-gpu", "b-pool", "c-driver", "d-any"]
+    for driver, pool, device in itertools.product(("dra.net", "gpu.nvidia.com", "other"), ("n1", "n2"), DEVICES):
+        scanned = next((rule for rule in rules if rule.matches(driver, pool, device)), None)
+        assert rules.first_match(driver, pool, device) == scanned, (driver, pool, device)
+    assert (
+        TaintRules((TaintRuleFacts("gpu", "NoSchedule", driver="gpu.nvidia.com"),)).for_slice("dra.net", "n1") is None
+    )
+
+
+DEVICES = ("dev-0", "dev-1", "dev-2")
+
+
 def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first() -> None:
     """A rule's taint has the effect of the device's own (KEP-5055): the recommended claim,
     which tolerates none, cannot get the device. A device tainted both ways counts once, as
@@ -260,10 +286,12 @@ def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first()
     selection = fabric_selection(profile(), cluster_class())
     devices = resource_slice("n1", efa=8)["spec"]["devices"]
     devices[0]["taints"] = [{"key": "example.com/unhealthy", "effect": "NoExecute"}]
-    rules = (
-        TaintRuleFacts("a-first", "NoSchedule", driver="dra.net", pool="n1", device=devices[0]["name"]),
-        TaintRuleFacts("b-pool", "NoSchedule", pool="n1"),
-        TaintRuleFacts("c-other-pool", "NoExecute", pool="n2"),
+    rules = TaintRules(
+        (
+            TaintRuleFacts("a-first", "NoSchedule", driver="dra.net", pool="n1", device=devices[0]["name"]),
+            TaintRuleFacts("b-pool", "NoSchedule", pool="n1"),
+            TaintRuleFacts("c-other-pool", "NoExecute", pool="n2"),
+        )
     )
     count = DeviceSelector().count(selection, "dra.net", devices, pool="n1", taint_rules=rules)
     assert (count.selected, count.tainted, count.rule_tainted) == (0, 1, (("b-pool", 7),))
