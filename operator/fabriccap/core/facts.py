@@ -677,9 +677,15 @@ class FactsExtractor:
         known = self._selections
         if known is None or known[0] is not classes:
             selections = {fabric.name: fabric_selection(fabric, classes.classes) for fabric in self.dra_fabrics}
+            # A rule of a driver no fabric's recommended class selects changes no count: the
+            # slices need not be read again for it (a GPU health controller's rules).
+            pinned = [selection.recommended_drivers for selection in selections.values()]
+            drivers = (
+                None if None in pinned else frozenset[str]().union(*(found for found in pinned if found is not None))
+            )
             signature = (
                 tuple((name, selection.signature) for name, selection in sorted(selections.items())),
-                classes.taint_rules,
+                classes.taint_rules.signature(drivers),
             )
             known = self._selections = (classes, selections, signature)
         return known[1], known[2]

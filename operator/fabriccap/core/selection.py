@@ -158,6 +158,17 @@ class TaintRules:
             by_device.setdefault(rule.device, rule)
         return SliceRules(by_device, None)
 
+    def signature(self, drivers: frozenset[str] | None) -> Hashable:
+        """What the counts of slices read with these rules depend on, when only devices of
+        ``drivers`` (None: any) can be counted: the rules that name one of them or no driver,
+        with what they match. Not the effect: every rule held blocks (a rule whose effect does
+        not is not held), and which effect shows only in messages, read when they are made."""
+        return tuple(
+            (rule.name, rule.driver, rule.pool, rule.device)
+            for rule in self._rules
+            if rule.driver is None or drivers is None or rule.driver in drivers
+        )
+
     def first_match(self, driver: str, pool: str, device: str) -> TaintRuleFacts | None:
         """The first rule by name that taints ``device`` of ``driver`` and ``pool``, if any."""
         rules = self.for_slice(driver, pool)
@@ -211,6 +222,16 @@ class EffectiveClass:
     def expressions(self) -> tuple[str, ...]:
         return tuple(selector.expression for selector in self.selectors)
 
+    @property
+    def drivers(self) -> frozenset[str] | None:
+        """The drivers whose devices alone it can select (its selectors must all be true, so
+        one that pins the driver pins the class: cel.References.drivers); None when its
+        selectors do not say, and nothing when it is broken."""
+        if self.error is not None:
+            return frozenset()
+        pinned = [drivers for selector in self.selectors if (drivers := selector.references.drivers) is not None]
+        return frozenset.intersection(*pinned) if pinned else None
+
     def describe(self) -> str:
         """The class in messages: ``DeviceClass efa.networking.k8s.aws``."""
         return f"DeviceClass {self.name}"
@@ -249,6 +270,12 @@ class FabricSelection:
         """What the devices' outcomes depend on: a slice read under another signature must be
         read again. Where a class comes from does not change what it selects."""
         return tuple((effective.name, effective.expressions, effective.error is None) for effective in self.classes)
+
+    @property
+    def recommended_drivers(self) -> frozenset[str] | None:
+        """The drivers whose devices the recommended claim's class can select (what taints,
+        and so DeviceTaintRules, can take from the count); None when any driver's may be."""
+        return self.classes[0].drivers if self.classes else frozenset()
 
     def of_source(self, source: ClassSource) -> list[EffectiveClass]:
         return [effective for effective in self.classes if effective.source is source]

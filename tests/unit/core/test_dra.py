@@ -1000,6 +1000,33 @@ def test_a_rule_read_after_the_slices_reads_them_again() -> None:
     assert dra(index).count == 32
 
 
+def test_only_a_rule_that_can_change_a_count_reads_the_slices_again() -> None:
+    """The aws-dranet class selects only dra.net devices (``device.driver == "dra.net" && ...``):
+    a GPU driver's rule, or a rule's effect going from one that blocks to another, changes no
+    count, so the slices keep the signature they were read with (each change of it lists every
+    slice again). A rule of dra.net's, or of no driver, changes it."""
+    index = index_of()
+
+    def signature_with(*bodies: dict[str, Any]) -> Any:
+        for body in bodies:
+            rule = EXTRACTOR.device_taint_rule(body)
+            assert rule is not None
+            index.put(TAINT_RULE_FACTS, rule)
+        return EXTRACTOR.selection_signature(index.class_view())
+
+    before = signature_with()
+    gpu = device_taint_rule("xid-79", pool="n9", effect="NoExecute")
+    gpu["spec"]["deviceSelector"]["driver"] = "gpu.nvidia.com"
+    assert signature_with(gpu) == before
+    drain = device_taint_rule("drain-n1", pool="n1")
+    with_drain = signature_with(drain)
+    assert with_drain != before
+    assert signature_with(device_taint_rule("drain-n1", pool="n1", effect="NoExecute")) == with_drain
+    anywhere = device_taint_rule("everything")
+    del anywhere["spec"]["deviceSelector"]
+    assert signature_with(anywhere) != with_drain
+
+
 def test_a_pool_whose_devices_a_rule_taints_is_not_ready_and_says_which_rule() -> None:
     """Before DeviceTaintRules were read, this pool was Ready while the scheduler would give
     none of its devices (fail open)."""

@@ -279,6 +279,26 @@ def test_the_rules_a_slice_is_matched_with_are_those_of_its_driver_and_pool_and_
 DEVICES = ("dev-0", "dev-1", "dev-2")
 
 
+@pytest.mark.parametrize(
+    ("expressions", "drivers"),
+    [
+        pytest.param(['device.driver == "dra.net" && device.attributes["dra.net"].pciDevice == "x"'], {"dra.net"}),
+        pytest.param(['"a" == device.driver || device.driver in ["b", "c"]'], {"a", "b", "c"}),
+        pytest.param(['device.driver in ["a", "b"]', 'device.driver == "b" && true'], {"b"}),
+        pytest.param(['device.driver == "a" || true'], None),
+        pytest.param(['!(device.driver == "a")'], None),
+        pytest.param(["true"], None),
+    ],
+)
+def test_the_drivers_a_class_selects_are_those_its_selectors_pin(
+    expressions: list[str], drivers: set[str] | None
+) -> None:
+    """Only what a selector says outright: a term of an ``&&`` is enough (CEL's ``&&`` is false
+    when either side is), each side of an ``||`` must pin."""
+    selection = fabric_selection(profile(), {EFA_CLASS: DeviceClassFacts(EFA_CLASS, tuple(expressions))})
+    assert selection.recommended_drivers == (frozenset(drivers) if drivers is not None else None)
+
+
 def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first() -> None:
     """A rule's taint has the effect of the device's own (KEP-5055): the recommended claim,
     which tolerates none, cannot get the device. A device tainted both ways counts once, as
