@@ -169,6 +169,25 @@ class TaintRules:
             if rule.driver is None or drivers is None or rule.driver in drivers
         )
 
+    def covering(self, drivers: frozenset[str] | None) -> tuple[TaintRuleFacts, ...]:
+        """Rules that together taint every device of ``drivers`` (None: of any driver) wherever
+        it is published, on a node not launched yet too: rules that name no pool and no device,
+        and whose whole selector is evaluated here (one taken to match may spare some). Empty
+        when they do not provably cover them all."""
+        wide = [rule for rule in self._by_scope.get((None, None), ()) if rule.device is None and not rule.unevaluated]
+        if wide:
+            return (wide[0],)
+        if not drivers:
+            return ()
+        found = []
+        for driver in sorted(drivers):
+            scope = self._by_scope.get((driver, None), ())
+            rule = next((rule for rule in scope if rule.device is None and not rule.unevaluated), None)
+            if rule is None:
+                return ()
+            found.append(rule)
+        return tuple(found)
+
     def first_match(self, driver: str, pool: str, device: str) -> TaintRuleFacts | None:
         """The first rule by name that taints ``device`` of ``driver`` and ``pool``, if any."""
         rules = self.for_slice(driver, pool)
