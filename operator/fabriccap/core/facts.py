@@ -725,7 +725,8 @@ class FactsExtractor:
     def device_taint_rule(self, body: Mapping[str, Any]) -> TaintRuleFacts | None:
         """Facts of a DeviceTaintRule (resource.k8s.io v1alpha3 or v1beta2: the fields read are
         the same) whose taint keeps devices from the recommended claim; None for one whose taint
-        does not (effect None), or when no fabric reads DRA. A selector field that is not a
+        does not (effect None, or an effect not known: ``blocking_taint``), or when no fabric
+        reads DRA. A selector field that is not a
         string, or one this code does not evaluate, is taken to match (fail closed)."""
         if not self.dra_fabrics:
             return None

@@ -70,7 +70,8 @@ class TaintRuleFacts:
     """A DeviceTaintRule whose taint keeps devices from the recommended claim (KEP-5055): it
     taints, from outside their slices, the devices its ``spec.deviceSelector`` matches, "the
     same effect as if the taint was specified directly in the ResourceSlice". A rule whose
-    taint does not (effect None) is not held.
+    taint does not (effect None, or one this code does not know: ``blocking_taint``) is not
+    held.
 
     Matching is kube-scheduler's (k8s.io/dynamic-resource-allocation@v0.35.4
     resourceslice/tracker/tracker.go ``applyPatches``): each of driver, pool and device that is
