@@ -23,7 +23,7 @@ from fabriccap.core.config import FabricProfile, Source
 from fabriccap.core.facts import NodeFacts, Pool
 from fabriccap.core.index import FactIndex
 from fabriccap.core.launchable import LaunchableTypes, launched_without_fabric
-from fabriccap.core.selection import FabricSelection, fabric_selection
+from fabriccap.core.selection import FabricSelection, TaintRuleFacts, fabric_selection
 from fabriccap.core.sources import (
     SOURCES,
     TARGET_MARKING,
@@ -357,6 +357,10 @@ class PoolAnalysis:
     launchable: LaunchableTypes | None = None
     # NodeClaims that could not be matched to one node (named twice, or naming a missing node).
     claim_problems: tuple[str, ...] = ()
+    # DeviceTaintRules that taint every device of the drivers the recommended class selects,
+    # so those a node the NodePool launches publishes too (KEP-5055: "Driver name only ...
+    # maintenance on that driver across the cluster"): a claim of it gets none of them.
+    launch_tainted_by: tuple[TaintRuleFacts, ...] = ()
 
     def left_out(self, why: LeftOut) -> list[NodeAnalysis]:
         return [node for node in self.nodes if node.left_out is why]
@@ -588,4 +592,9 @@ def analyse_pool(
         breakers={condition: tuple(nodes) for condition, nodes in breakers.items()},
         launchable=launchable,
         claim_problems=tuple(problems),
+        launch_tainted_by=(
+            index.class_view().taint_rules.covering(selection.recommended_drivers)
+            if launchable is not None and selection is not None
+            else ()
+        ),
     )

@@ -567,6 +567,10 @@ class References:
     # two devices that agree on them (and on the driver) get the same outcome.
     reads: frozenset[Read]
     named_reads_only: bool
+    # The drivers a device must be of for the expression to be true, when it says so outright
+    # (``device.driver == "dra.net"``, or ``in`` a list, alone or in an ``&&``); None when it
+    # does not, and a device of any driver may be selected.
+    drivers: frozenset[str] | None = None
 
 
 def _parents(root: Node) -> dict[int, Node]:
@@ -620,8 +624,43 @@ def references(root: Node) -> References:
         elif parent.form == "select" and parent.target is node:  # device.attributes.domain
             domains[node.name].add(parent.name)
     return References(
-        frozenset(domains[DEVICE_ATTRIBUTES]), frozenset(domains[DEVICE_CAPACITY]), frozenset(reads), named_reads_only
+        frozenset(domains[DEVICE_ATTRIBUTES]),
+        frozenset(domains[DEVICE_CAPACITY]),
+        frozenset(reads),
+        named_reads_only,
+        pinned_drivers(root),
     )
+
+
+def pinned_drivers(node: Node) -> frozenset[str] | None:
+    """The drivers ``node`` is true only for (References.drivers). CEL's ``&&`` is false when
+    either side is, whatever the other (an error included), so one side that pins the driver
+    pins the whole; an ``||`` does when each of its sides does."""
+    if node.form != "call":
+        return None
+    if node.name == "_&&_":
+        pinned = [drivers for argument in node.arguments if (drivers := pinned_drivers(argument)) is not None]
+        return frozenset.intersection(*pinned) if pinned else None
+    if node.name == "_||_":
+        sides = [drivers for argument in node.arguments if (drivers := pinned_drivers(argument)) is not None]
+        return frozenset[str]().union(*sides) if sides and len(sides) == len(node.arguments) else None
+    if node.name == "_==_" and len(node.arguments) == 2:
+        first, second = node.arguments
+        for driver, other in ((first, second), (second, first)):
+            if _is_driver(driver) and other.form == "const" and isinstance(other.value, str):
+                return frozenset({other.value})
+        return None
+    if node.name == "@in" and len(node.arguments) == 2:
+        driver, listed = node.arguments
+        if _is_driver(driver) and listed.form == "list":
+            values = [element.value for element in listed.arguments if element.form == "const"]
+            if len(values) == len(listed.arguments) and all(isinstance(value, str) for value in values):
+                return frozenset(str(value) for value in values)
+    return None
+
+
+def _is_driver(node: Node) -> bool:
+    return node.form == "ident" and node.name == DEVICE_DRIVER
 
 
 # --- The worst-case cost, estimated at compile time ---------------------------------------------

@@ -403,11 +403,28 @@ def _launch_sources(analysis: PoolAnalysis) -> list[Source]:
     return [source for source in in_order(analysis.profile.sources) if analysis.view.of(source).daemon_sets]
 
 
+def _launch_serving(analysis: PoolAnalysis) -> list[Source]:
+    """Those of ``_launch_sources`` that would give a claim devices on the nodes an empty
+    NodePool launches: not DRA while DeviceTaintRules taint every device its driver publishes."""
+    return [source for source in _launch_sources(analysis) if not (source is Source.DRA and analysis.launch_tainted_by)]
+
+
 def _launch_forms(analysis: PoolAnalysis) -> frozenset[RequestForm]:
     """The forms of request that schedule on the nodes an empty NodePool launches (those of
-    ``_launch_sources``; a claim's class mapped to the resource takes the resource too)."""
+    ``_launch_serving``; a claim's class mapped to the resource takes the resource too)."""
     mapped = analysis.selection is not None and analysis.selection.extended_resource_class is not None
-    return request_forms(_launch_sources(analysis), extended_resource_mapped=mapped)
+    return request_forms(_launch_serving(analysis), extended_resource_mapped=mapped)
+
+
+def _launch_taint(analysis: PoolAnalysis) -> str:
+    """What the DeviceTaintRules of ``analysis.launch_tainted_by`` do to the nodes it launches."""
+    rules = ", ".join(rule.describe() for rule in analysis.launch_tainted_by)
+    drivers = analysis.selection.recommended_drivers if analysis.selection is not None else None
+    of = f"driver {', '.join(sorted(drivers))}" if drivers else "every driver"
+    return (
+        f"{rules} taint{'s' if len(analysis.launch_tainted_by) == 1 else ''} every device of {of} a node it"
+        " launches would publish, and the recommended claim tolerates none"
+    )
 
 
 def _launchable_condition(analysis: PoolAnalysis, verdict: LaunchableTypes) -> Condition:
@@ -870,6 +887,12 @@ def _empty_gate_ready(analysis: PoolAnalysis, by_type: dict[str, Condition]) -> 
         return _condition(
             kind, ConditionStatus.FALSE, Reason.DEVICE_PLUGIN_GAP, f"{now}; {every}, but {plugin.message}"
         )
+    if not launchable.platform and not _launch_serving(analysis):
+        return _condition(
+            kind, ConditionStatus.FALSE, Reason.NOT_ADVERTISED, f"{now}; {every}, but {_launch_taint(analysis)}"
+        )
+    if analysis.launch_tainted_by and Source.DRA in _launch_sources(analysis):
+        every += f"; not as DRA devices: {_launch_taint(analysis)}"
     return _condition(kind, ConditionStatus.TRUE, Reason.UNIFORM_CAPABILITY, f"{now}; {every}")
 
 

@@ -677,9 +677,15 @@ class FactsExtractor:
         known = self._selections
         if known is None or known[0] is not classes:
             selections = {fabric.name: fabric_selection(fabric, classes.classes) for fabric in self.dra_fabrics}
+            # A rule of a driver no fabric's recommended class selects changes no count: the
+            # slices need not be read again for it (a GPU health controller's rules).
+            pinned = [selection.recommended_drivers for selection in selections.values()]
+            drivers = (
+                None if None in pinned else frozenset[str]().union(*(found for found in pinned if found is not None))
+            )
             signature = (
                 tuple((name, selection.signature) for name, selection in sorted(selections.items())),
-                classes.taint_rules,
+                classes.taint_rules.signature(drivers),
             )
             known = self._selections = (classes, selections, signature)
         return known[1], known[2]
@@ -719,7 +725,8 @@ class FactsExtractor:
     def device_taint_rule(self, body: Mapping[str, Any]) -> TaintRuleFacts | None:
         """Facts of a DeviceTaintRule (resource.k8s.io v1alpha3 or v1beta2: the fields read are
         the same) whose taint keeps devices from the recommended claim; None for one whose taint
-        does not (effect None), or when no fabric reads DRA. A selector field that is not a
+        does not (effect None, or an effect not known: ``blocking_taint``), or when no fabric
+        reads DRA. A selector field that is not a
         string, or one this code does not evaluate, is taken to match (fail closed)."""
         if not self.dra_fabrics:
             return None
@@ -810,7 +817,9 @@ class FactsExtractor:
             != NO_DEVICES
         )
         if not isinstance(node_name, str) or not node_name:
-            if not any(count.selected for _, count in counts):
+            # Devices the fabric's classes select are there even when taints keep them from
+            # the count: such a slice is still one of the fabric's said to be ignored.
+            if not any(count.selected or count.tainted or count.rule_tainted for _, count in counts):
                 return None
             scope = "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else "no node"
             raise IgnoredObjectError(

@@ -27,7 +27,7 @@ a cluster that runs 50,000 short Jobs a day would otherwise keep 50,000 owners f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
@@ -45,8 +45,15 @@ from fabriccap.core.facts import (
     WorkloadPodFacts,
 )
 from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClaimFacts, NodeClassFacts, NodePoolFacts
-from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassFacts, DeviceClassView, TaintRuleFacts
-from fabriccap.core.text import clean_text
+from fabriccap.core.selection import (
+    NO_CLASSES,
+    ClassError,
+    DeviceClassFacts,
+    DeviceClassView,
+    TaintRuleFacts,
+    TaintRules,
+)
+from fabriccap.core.text import MAX_NAME, clean_text
 from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.core.verdicts import PodTransport
 
@@ -111,6 +118,9 @@ MAX_DEVICE_NAME = 80
 # A driver name is a DNS subdomain of at most 63 characters (resource.k8s.io/v1 validation);
 # only a snapshot can hold a longer one.
 MAX_DRIVER_NAME = 63
+# The DeviceTaintRules a pool's note names (those that took most devices), the others counted.
+MAX_NAMED_RULES = 3
+CAVEAT_OF_SOME_RULES = "some of these rules' selector fields not evaluated here, taken to match"
 
 
 class FactIndex:
@@ -135,7 +145,8 @@ class FactIndex:
         # The DeviceTaintRules whose taint keeps devices from the recommended claim, by name:
         # slices are read with them too (they are in the view).
         self.taint_rules: dict[str, TaintRuleFacts] = self.held(TAINT_RULE_FACTS)
-        self._class_view = NO_CLASSES
+        # Built when read, not on every change: a LIST of R rules would build it R times.
+        self._class_view: DeviceClassView | None = NO_CLASSES
         # Allocated ResourceClaims of the fabrics' classes, and the claims on each node.
         self.claims: dict[NamespacedKey, ClaimFacts] = self.held(CLAIM_FACTS)
         self.node_claims: dict[str, set[NamespacedKey]] = {}
@@ -654,7 +665,11 @@ class FactIndex:
         for name in slice_names:
             facts = self.slices[name]
             pools.setdefault((facts.driver, facts.pool), []).append(facts)
-        count, seen, problems, notes = 0, 0, [], []
+        count, seen, problems = 0, 0, []
+        # A pool's note of the devices DeviceTaintRules taint stands as its (driver, pool) key
+        # until the devices allocated and no longer published have added theirs.
+        notes: list[str | tuple[str, str]] = []
+        rule_tainted: dict[tuple[str, str], dict[str, int]] = {}
         errors: list[ClassError] = []
         published: dict[tuple[str, str], set[str]] = {}
         for (driver, pool), members in sorted(pools.items()):
@@ -689,8 +704,9 @@ class FactIndex:
             for member in current:
                 for rule_name, rule_devices in member.count_of(fabric).rule_tainted:
                     by_rule[rule_name] = by_rule.get(rule_name, 0) + rule_devices
-            for rule_name, rule_devices in sorted(by_rule.items()):
-                notes.append(f"{label}: {self._rule_tainted_note(rule_name, rule_devices)}")
+            if by_rule:
+                rule_tainted[(driver, pool)] = by_rule
+                notes.append((driver, pool))
             tainted += sum(by_rule.values())
             elsewhere = sum(member.count_of(fabric).other_classes for member in current)
             if elsewhere:
@@ -734,19 +750,43 @@ class FactIndex:
                     )
                 devices -= drawing - at_once
             count += devices
-        allocated = self._allocated_unpublished(claim_keys, frozenset(classes), published)
+        allocated, unpublished_tainted = self._allocated_unpublished(claim_keys, frozenset(classes), published)
+        for key, by_rule in sorted(unpublished_tainted.items()):
+            if key not in rule_tainted:
+                notes.append(key)
+            into = rule_tainted.setdefault(key, {})
+            for rule_name, rule_devices in by_rule.items():
+                into[rule_name] = into.get(rule_name, 0) + rule_devices
+            seen += sum(by_rule.values())
         seen += allocated
+        said = tuple(
+            note if isinstance(note, str) else self._rule_tainted_note(*note, rule_tainted[note]) for note in notes
+        )
         if problems:
-            return DraDevices(0, "; ".join(problems), seen, 0, tuple(notes), tuple(errors))
-        return DraDevices(count + allocated, None, seen, allocated, tuple(notes), tuple(errors))
+            return DraDevices(0, "; ".join(problems), seen, 0, said, tuple(errors))
+        return DraDevices(count + allocated, None, seen, allocated, said, tuple(errors))
 
-    def _rule_tainted_note(self, rule_name: str, devices: int) -> str:
-        """What a note says of the ``devices`` a DeviceTaintRule keeps from the count."""
-        rule = self.taint_rules.get(rule_name)
-        shown = rule.describe() if rule is not None else f"DeviceTaintRule {rule_name}"
-        caveat = rule.caveat() if rule is not None else None
+    def _rule_tainted_note(self, driver: str, pool: str, by_rule: Mapping[str, int]) -> str:
+        """One pool's note of the devices DeviceTaintRules keep from the count (``by_rule``:
+        how many each took): the rules that took most first, at most a few of them named, so a
+        rule per device (a health controller's) does not flood the message."""
+        devices = sum(by_rule.values())
+        ranked = sorted(by_rule.items(), key=lambda item: (-item[1], item[0]))
+        rules = [self.taint_rules.get(rule_name) for rule_name, _ in ranked]
+        named = [
+            rule.describe() if rule is not None else f"DeviceTaintRule {rule_name}"
+            for rule, (rule_name, _) in zip(rules[:MAX_NAMED_RULES], ranked, strict=False)
+        ]
+        more = len(ranked) - len(named)
+        if len(ranked) > 1:
+            named = [f"{shown}: {taken}" for shown, (_, taken) in zip(named, ranked, strict=False)]
+        listed = ", ".join(named) + (f" and {more} more" if more else "")
+        caveats = [caveat for rule in rules if rule is not None and (caveat := rule.caveat()) is not None]
+        caveat = caveats[0] if len(caveats) == 1 else CAVEAT_OF_SOME_RULES if caveats else None
+        # A pool of a slice was cleaned when read, one of a claim only here.
+        label = f"driver {clean_text(driver, MAX_DRIVER_NAME)} pool {clean_text(pool, MAX_NAME)}"
         return (
-            f"{devices} device{'s' if devices != 1 else ''} tainted by {shown} not counted"
+            f"{label}: {devices} device{'s' if devices != 1 else ''} tainted by {listed} not counted"
             f" (the recommended claim tolerates none{'; ' + caveat if caveat else ''})"
         )
 
@@ -766,9 +806,13 @@ class FactIndex:
 
     def _allocated_unpublished(
         self, claim_keys: Iterable[NamespacedKey], classes: frozenset[str], published: dict[tuple[str, str], set[str]]
-    ) -> int:
+    ) -> tuple[int, dict[tuple[str, str], dict[str, int]]]:
         """Devices of ``classes`` allocated to the node's claims that its slices no longer list
-        (each once, however many claims share it)."""
+        (each once, however many claims share it): how many count, and per (driver, pool) per
+        rule those a DeviceTaintRule taints. A rule matches such a device by the driver, pool
+        and name its allocation result gives, as it would in a slice (KEP-5055: "allocated
+        devices where a DeviceTaintRule causes eviction when there is no ResourceSlice"), so
+        none of them counts while a job holds it either."""
         unpublished = set()
         for key in claim_keys:
             for device in self.claims[key].devices:
@@ -776,12 +820,27 @@ class FactIndex:
                     (device.driver, device.pool), ()
                 ):
                     unpublished.add((device.driver, device.pool, device.device))
-        return len(unpublished)
+        rules = self.class_view().taint_rules
+        counted = 0
+        tainted: dict[tuple[str, str], dict[str, int]] = {}
+        for driver, pool, name in unpublished:
+            rule = rules.first_match(driver, pool, name)
+            if rule is None:
+                counted += 1
+            else:
+                by_rule = tainted.setdefault((driver, pool), {})
+                by_rule[rule.name] = by_rule.get(rule.name, 0) + 1
+        return counted, tainted
 
     # -- DeviceClasses
 
     def class_view(self) -> DeviceClassView:
-        """The DeviceClasses as they stand, with their version: what slices are read with."""
+        """The DeviceClasses and DeviceTaintRules as they stand, with their version: what
+        slices are read with."""
+        if self._class_view is None:
+            self._class_view = DeviceClassView(
+                next(self._versions), dict(self.device_classes), TaintRules(self.taint_rules.values())
+            )
         return self._class_view
 
     def put_device_class(self, facts: DeviceClassFacts) -> bool:
@@ -797,8 +856,7 @@ class FactIndex:
 
     def _view_changed(self) -> None:
         """A DeviceClass or a DeviceTaintRule changed: the view slices are read with is new."""
-        rules = tuple(rule for _, rule in sorted(self.taint_rules.items()))
-        self._class_view = DeviceClassView(next(self._versions), dict(self.device_classes), rules)
+        self._class_view = None  # built when next read (class_view)
         self.provider_version = next(self._versions)  # every pool's messages read the classes
         self._classes_touched()
 

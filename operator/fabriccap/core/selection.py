@@ -20,7 +20,8 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import heapq
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -69,7 +70,8 @@ class TaintRuleFacts:
     """A DeviceTaintRule whose taint keeps devices from the recommended claim (KEP-5055): it
     taints, from outside their slices, the devices its ``spec.deviceSelector`` matches, "the
     same effect as if the taint was specified directly in the ResourceSlice". A rule whose
-    taint does not (effect None) is not held.
+    taint does not (effect None, or one this code does not know: ``blocking_taint``) is not
+    held.
 
     Matching is kube-scheduler's (k8s.io/dynamic-resource-allocation@v0.35.4
     resourceslice/tracker/tracker.go ``applyPatches``): each of driver, pool and device that is
@@ -105,6 +107,101 @@ class TaintRuleFacts:
         return f"its selector's {', '.join(self.unevaluated)} not evaluated here, taken to match"
 
 
+class SliceRules(NamedTuple):
+    """The DeviceTaintRules that may match devices of one slice's (driver, pool), ready to match
+    a device by its name at the cost of two lookups."""
+
+    # Per device name, the first rule by name that names it (before ``any_device``).
+    by_device: Mapping[str, TaintRuleFacts]
+    # The first rule by name that names no device, if any.
+    any_device: TaintRuleFacts | None
+
+    def first_match(self, device: str) -> TaintRuleFacts | None:
+        """The first rule by name that taints ``device``."""
+        return self.by_device.get(device, self.any_device)
+
+
+class TaintRules:
+    """The DeviceTaintRules held, indexed by what they name of (driver, pool), a name not set
+    being a wildcard bucket of its own: reading a slice costs the rules that can match it, not
+    all of them (a GPU health controller may hold thousands, one per device)."""
+
+    __slots__ = ("_by_scope", "_rules")
+
+    def __init__(self, rules: Iterable[TaintRuleFacts] = ()) -> None:
+        self._rules = tuple(sorted(rules, key=_rule_name))
+        self._by_scope: dict[tuple[str | None, str | None], list[TaintRuleFacts]] = {}
+        for rule in self._rules:  # in name order, so every bucket is too
+            self._by_scope.setdefault((rule.driver, rule.pool), []).append(rule)
+
+    def __iter__(self) -> Iterator[TaintRuleFacts]:
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def for_slice(self, driver: str, pool: str) -> SliceRules | None:
+        """The rules that may match devices of ``driver`` and ``pool``; None when none can."""
+        if not self._by_scope:
+            return None
+        buckets = [
+            bucket
+            for scope in ((driver, pool), (driver, None), (None, pool), (None, None))
+            if (bucket := self._by_scope.get(scope))
+        ]
+        if not buckets:
+            return None
+        by_device: dict[str, TaintRuleFacts] = {}
+        for rule in heapq.merge(*buckets, key=_rule_name):
+            if rule.device is None:
+                # Every later rule comes after it by name: none of them is the first match.
+                return SliceRules(by_device, rule)
+            by_device.setdefault(rule.device, rule)
+        return SliceRules(by_device, None)
+
+    def signature(self, drivers: frozenset[str] | None) -> Hashable:
+        """What the counts of slices read with these rules depend on, when only devices of
+        ``drivers`` (None: any) can be counted: the rules that name one of them or no driver,
+        with what they match. Not the effect: every rule held blocks (a rule whose effect does
+        not is not held), and which effect shows only in messages, read when they are made."""
+        return tuple(
+            (rule.name, rule.driver, rule.pool, rule.device)
+            for rule in self._rules
+            if rule.driver is None or drivers is None or rule.driver in drivers
+        )
+
+    def covering(self, drivers: frozenset[str] | None) -> tuple[TaintRuleFacts, ...]:
+        """Rules that together taint every device of ``drivers`` (None: of any driver) wherever
+        it is published, on a node not launched yet too: rules that name no pool and no device,
+        and whose whole selector is evaluated here (one taken to match may spare some). Empty
+        when they do not provably cover them all."""
+        wide = [rule for rule in self._by_scope.get((None, None), ()) if rule.device is None and not rule.unevaluated]
+        if wide:
+            return (wide[0],)
+        if not drivers:
+            return ()
+        found = []
+        for driver in sorted(drivers):
+            scope = self._by_scope.get((driver, None), ())
+            rule = next((rule for rule in scope if rule.device is None and not rule.unevaluated), None)
+            if rule is None:
+                return ()
+            found.append(rule)
+        return tuple(found)
+
+    def first_match(self, driver: str, pool: str, device: str) -> TaintRuleFacts | None:
+        """The first rule by name that taints ``device`` of ``driver`` and ``pool``, if any."""
+        rules = self.for_slice(driver, pool)
+        return rules.first_match(device) if rules is not None else None
+
+
+def _rule_name(rule: TaintRuleFacts) -> str:
+    return rule.name
+
+
+NO_TAINT_RULES = TaintRules()
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceClassView:
     """What slices are read with: the cluster's DeviceClasses of interest and its
@@ -113,7 +210,7 @@ class DeviceClassView:
 
     version: int
     classes: Mapping[str, DeviceClassFacts]
-    taint_rules: tuple[TaintRuleFacts, ...] = ()
+    taint_rules: TaintRules = NO_TAINT_RULES
 
 
 NO_CLASSES = DeviceClassView(0, {})
@@ -144,6 +241,16 @@ class EffectiveClass:
     @property
     def expressions(self) -> tuple[str, ...]:
         return tuple(selector.expression for selector in self.selectors)
+
+    @property
+    def drivers(self) -> frozenset[str] | None:
+        """The drivers whose devices alone it can select (its selectors must all be true, so
+        one that pins the driver pins the class: cel.References.drivers); None when its
+        selectors do not say, and nothing when it is broken."""
+        if self.error is not None:
+            return frozenset()
+        pinned = [drivers for selector in self.selectors if (drivers := selector.references.drivers) is not None]
+        return frozenset.intersection(*pinned) if pinned else None
 
     def describe(self) -> str:
         """The class in messages: ``DeviceClass efa.networking.k8s.aws``."""
@@ -183,6 +290,12 @@ class FabricSelection:
         """What the devices' outcomes depend on: a slice read under another signature must be
         read again. Where a class comes from does not change what it selects."""
         return tuple((effective.name, effective.expressions, effective.error is None) for effective in self.classes)
+
+    @property
+    def recommended_drivers(self) -> frozenset[str] | None:
+        """The drivers whose devices the recommended claim's class can select (what taints,
+        and so DeviceTaintRules, can take from the count); None when any driver's may be."""
+        return self.classes[0].drivers if self.classes else frozenset()
 
     def of_source(self, source: ClassSource) -> list[EffectiveClass]:
         return [effective for effective in self.classes if effective.source is source]
@@ -257,18 +370,24 @@ class DeviceCount(NamedTuple):
 
 NO_DEVICES = DeviceCount(0)
 
-# The one device-taint effect that does not keep a device from a claim (KEP-5055: an
-# informational taint). Any other, NoSchedule, NoExecute or an effect this code does not know,
-# is taken to block: failing closed, a device is missing from the count rather than counted
-# when the scheduler would not allocate it.
-HARMLESS_TAINT_EFFECT = "None"
+# The device-taint effects that keep a device from a claim that does not tolerate them. The
+# allocators that run with DeviceTaints on (k8s.io/dynamic-resource-allocation@v0.35.4
+# structured/internal/{incubating,experimental}, stable at v0.36.2, ``taintPreventsAllocation``)
+# say "Only known effects prevent allocation, others (including None) are ignored", and KEP-5055's
+# API says "Consumers must treat unknown effects like None": an effect a newer server stored is
+# counted. A taint that cannot be read at all (not a mapping, an effect that is not a string)
+# is taken to block: failing closed, such a device is missing from the count.
+BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def blocking_taint(taint: object) -> bool:
     """Whether one taint (a device's ``taints[]`` entry, or a DeviceTaintRule's ``spec.taint``)
-    keeps the device from a claim without tolerations: any effect but None, and a taint that
-    cannot be read (fail closed)."""
-    return not isinstance(taint, Mapping) or taint.get("effect") != HARMLESS_TAINT_EFFECT
+    keeps the device from a claim without tolerations: NoSchedule and NoExecute, and a taint
+    that cannot be read (fail closed); None and effects this code does not know do not."""
+    if not isinstance(taint, Mapping):
+        return True
+    effect = taint.get("effect")
+    return not isinstance(effect, str) or effect in BLOCKING_TAINT_EFFECTS
 
 
 def untolerated_taint(device: Mapping[str, Any]) -> bool:
@@ -325,7 +444,7 @@ class DeviceSelector:
         devices: Sequence[Mapping[str, Any]],
         demands: Sequence[Demand] = (),
         pool: str = "",
-        taint_rules: Sequence[TaintRuleFacts] = (),
+        taint_rules: TaintRules = NO_TAINT_RULES,
     ) -> DeviceCount:
         """How many of ``devices`` a claim of the fabric's first class (the one the recommended
         ResourceClaimTemplate names) can be allocated, the errors met, and how many of the
@@ -346,8 +465,7 @@ class DeviceSelector:
         recommended = selection.classes[0]  # a broken one is not in ``classes``: nothing counts
         counted_demands: list[Demand] = []
         by_rule: dict[str, int] = {}
-        # Only the rules that can match a device of this slice are tried on each device.
-        rules = [rule for rule in taint_rules if rule.matches_slice(driver, pool)]
+        rules = taint_rules.for_slice(driver, pool)
         for position, device in enumerate(devices):
             chosen = other = False
             for effective in classes:
@@ -364,7 +482,7 @@ class DeviceSelector:
             # tainted device's selector error still counts as one; a selected one is set apart.
             if chosen and untolerated_taint(device):
                 tainted += 1
-            elif chosen and (rule := _first_match(rules, driver, pool, device)) is not None:
+            elif chosen and rules is not None and (rule := rules.first_match(_device_name(device))) is not None:
                 by_rule[rule.name] = by_rule.get(rule.name, 0) + 1
             elif chosen:
                 selected += 1
@@ -385,12 +503,6 @@ class DeviceSelector:
         )
 
 
-def _first_match(
-    rules: Sequence[TaintRuleFacts], driver: str, pool: str, device: Mapping[str, Any]
-) -> TaintRuleFacts | None:
-    """The first of ``rules`` (in name order) that matches ``device``, if any."""
-    if not rules:
-        return None
+def _device_name(device: Mapping[str, Any]) -> str:
     name = device.get("name")
-    name = name if isinstance(name, str) else ""
-    return next((rule for rule in rules if rule.matches(driver, pool, name)), None)
+    return name if isinstance(name, str) else ""

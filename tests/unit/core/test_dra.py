@@ -9,6 +9,7 @@ rendered from the chart. docs/dra.md says where each default comes from.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ from fabriccap.core.config import ConfigError, Source
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError, SliceFacts
 from fabriccap.core.index import SLICE_FACTS, TAINT_RULE_FACTS, FactIndex
-from fabriccap.core.selection import NO_CLASSES, ClassError, DeviceClassView, DeviceCount
+from fabriccap.core.selection import (
+    NO_CLASSES,
+    ClassError,
+    DeviceClassView,
+    DeviceCount,
+    TaintRuleFacts,
+    TaintRules,
+)
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.kube.kinds import RESOURCE_SLICE
@@ -128,6 +136,20 @@ def test_a_slice_of_no_single_node_is_ignored_with_a_reason(spec_change: dict[st
     gpus = resource_slice("n1", driver="gpu.nvidia.com")
     gpus["spec"].update(spec_change)
     assert read_slice(gpus) is None
+
+
+def test_a_shared_slice_of_devices_taints_keep_from_the_count_is_still_said_to_be_ignored() -> None:
+    """The slice holds the fabric's devices all the same: only their count is taken away."""
+    body = resource_slice("n1", efa=4)
+    del body["spec"]["nodeName"]
+    body["spec"]["allNodes"] = True
+    index = index_of(device_taint_rule("drain"))
+    with pytest.raises(IgnoredObjectError, match=r"has no spec\.nodeName"):
+        EXTRACTOR.resource_slice(body, index.class_view())
+    for device in body["spec"]["devices"]:
+        taint(device, "NoExecute")
+    with pytest.raises(IgnoredObjectError, match=r"has no spec\.nodeName"):
+        read_slice(body)
 
 
 def test_devices_the_class_fails_on_are_not_counted_and_kept_as_one_error() -> None:
@@ -978,6 +1000,33 @@ def test_a_rule_read_after_the_slices_reads_them_again() -> None:
     assert dra(index).count == 32
 
 
+def test_only_a_rule_that_can_change_a_count_reads_the_slices_again() -> None:
+    """The aws-dranet class selects only dra.net devices (``device.driver == "dra.net" && ...``):
+    a GPU driver's rule, or a rule's effect going from one that blocks to another, changes no
+    count, so the slices keep the signature they were read with (each change of it lists every
+    slice again). A rule of dra.net's, or of no driver, changes it."""
+    index = index_of()
+
+    def signature_with(*bodies: dict[str, Any]) -> Any:
+        for body in bodies:
+            rule = EXTRACTOR.device_taint_rule(body)
+            assert rule is not None
+            index.put(TAINT_RULE_FACTS, rule)
+        return EXTRACTOR.selection_signature(index.class_view())
+
+    before = signature_with()
+    gpu = device_taint_rule("xid-79", pool="n9", effect="NoExecute")
+    gpu["spec"]["deviceSelector"]["driver"] = "gpu.nvidia.com"
+    assert signature_with(gpu) == before
+    drain = device_taint_rule("drain-n1", pool="n1")
+    with_drain = signature_with(drain)
+    assert with_drain != before
+    assert signature_with(device_taint_rule("drain-n1", pool="n1", effect="NoExecute")) == with_drain
+    anywhere = device_taint_rule("everything")
+    del anywhere["spec"]["deviceSelector"]
+    assert signature_with(anywhere) != with_drain
+
+
 def test_a_pool_whose_devices_a_rule_taints_is_not_ready_and_says_which_rule() -> None:
     """Before DeviceTaintRules were read, this pool was Ready while the scheduler would give
     none of its devices (fail open)."""
@@ -987,6 +1036,90 @@ def test_a_pool_whose_devices_a_rule_taints_is_not_ready_and_says_which_rule() -
     assert status.recommendation is None
     assert "32 devices tainted by DeviceTaintRule dranet-maintenance (NoExecute) not counted" in message(
         status, "Ready"
+    )
+
+
+def test_a_listing_of_rules_builds_the_view_once_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the view's rules on every put made a LIST of R rules quadratic (review 62 F5:
+    8,000 rules took 16 s): it is built when next read."""
+    built = []
+
+    class Counted(TaintRules):
+        def __init__(self, rules: Iterable[TaintRuleFacts] = ()) -> None:
+            built.append(1)
+            super().__init__(rules)
+
+    monkeypatch.setattr("fabriccap.core.index.TaintRules", Counted)
+    index = index_of()
+    for number in range(50):
+        rule = EXTRACTOR.device_taint_rule(device_taint_rule(f"drain-{number}", pool=f"n{number}"))
+        assert rule is not None
+        index.put(TAINT_RULE_FACTS, rule)
+    view = index.class_view()
+    assert index.class_view() is view and len(view.taint_rules) == 50
+    assert len(built) == 1
+
+
+def test_a_rule_taints_devices_allocated_and_no_longer_published_too() -> None:
+    """A rule matches on (driver, pool, device), all of which an allocation result gives
+    (KEP-5055: the eviction controller "needs to handle allocated devices where a
+    DeviceTaintRule causes eviction when there is no ResourceSlice"): a pool under maintenance
+    counts none of them whether its jobs still run or not."""
+    rule = device_taint_rule("drain-n1", pool="n1")
+    held = resource_slice("n1", efa=32)
+    held["spec"]["devices"] = []  # a job holds all 32: DRANET moved them into its pod
+    devices = dra(index_of(rule, held, allocated_claim("n1", efa_names(32), name="job-0-efa")))
+    assert (devices.count, devices.allocated, devices.seen) == (0, 0, 32)
+    assert devices.notes == (
+        "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule drain-n1 (NoSchedule) not counted"
+        " (the recommended claim tolerates none)",
+    )
+    half = resource_slice("n1", efa=32)
+    half["spec"]["devices"] = half["spec"]["devices"][16:]
+    devices = dra(index_of(rule, half, allocated_claim("n1", efa_names(16), name="job-0-efa")))
+    assert (devices.count, devices.allocated, devices.seen) == (0, 0, 32)
+    assert devices.notes == (
+        "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule drain-n1 (NoSchedule) not counted"
+        " (the recommended claim tolerates none)",
+    )
+    elsewhere = dra(
+        index_of(device_taint_rule("drain-n2", pool="n2"), held, allocated_claim("n1", efa_names(32), name="job"))
+    )
+    assert (elsewhere.count, elsewhere.allocated, elsewhere.notes) == (32, 32, ())
+
+
+def test_a_busy_pool_under_a_driver_wide_rule_is_not_ready() -> None:
+    """Every node's devices are held by a running job (the normal state of a training cluster:
+    google/dranet#97): the rule still keeps them from a new claim."""
+    bodies = dra_pool(count=32, nodes=2)
+    claims = []
+    for body in bodies:
+        if body["kind"] == "ResourceSlice":
+            names = [device["name"] for device in body["spec"]["devices"]]
+            body["spec"]["devices"] = []
+            claims.append(allocated_claim(body["spec"]["nodeName"], names, name=f"job-{body['spec']['nodeName']}"))
+    status = only_status([device_taint_rule("dranet-maintenance"), *bodies, *claims])
+    assert reason(status, "Ready")[0] == "False"
+    assert status.recommendation is None
+    assert "32 devices tainted by DeviceTaintRule dranet-maintenance (NoSchedule) not counted" in message(
+        status, "Ready"
+    )
+
+
+def test_the_rules_a_pool_note_names_are_few_and_the_rest_counted() -> None:
+    """A health controller's rule per device: one note for the pool, not one per rule."""
+    body = resource_slice("n1", efa=32)
+    names = [device["name"] for device in body["spec"]["devices"]]
+    rules = [device_taint_rule(f"health-xid-79-{name}", pool="n1", device=name) for name in names[:20]]
+    # After them by name: the first rule matching the other 12.
+    rules.append(device_taint_rule("node-drain-n1", pool="n1", effect="NoExecute"))
+    devices = dra(index_of(*rules, body))
+    assert devices.count == 0
+    assert devices.notes == (
+        "driver dra.net pool n1: 32 devices tainted by DeviceTaintRule node-drain-n1 (NoExecute): 12,"
+        f" DeviceTaintRule health-xid-79-{names[0]} (NoSchedule): 1,"
+        f" DeviceTaintRule health-xid-79-{names[1]} (NoSchedule): 1"
+        " and 18 more not counted (the recommended claim tolerates none)",
     )
 
 

@@ -17,6 +17,7 @@ from fabriccap.core.karpenter_facts import node_pool_facts
 from fabriccap.core.launchable import judge_node_pool
 from fabriccap_devtools.world import (
     daemon_set,
+    device_taint_rule,
     dranet_daemon_set,
     ec2_node_class,
     karpenter_node,
@@ -213,6 +214,42 @@ def test_platform_managed_nodes_need_no_daemonset() -> None:
 def test_an_empty_auto_mode_nodepool_is_served_by_the_platform() -> None:
     pool = node_pool("neuron", P5, node_class="default", node_class_group="eks.amazonaws.com")
     status = only_status([pool])
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+
+
+def test_an_empty_dra_nodepool_is_not_ready_while_a_rule_taints_its_drivers_every_device() -> None:
+    """kube-scheduler's tracker applies a rule that names only the driver to every slice of it,
+    those a node launched later publishes too (KEP-5055: "Driver name only ... maintenance on
+    that driver across the cluster"): the recommended claim, which tolerates none, would get no
+    device on any node the NodePool launches. A rule of one pool or device spares new nodes."""
+    driver_wide = device_taint_rule("driver-wide")
+    status = capability(evaluate_bodies([driver_wide, dranet_daemon_set(), *_gpu_pool()]), "efa-gpu").status
+    assert reason(status, "Ready") == ("False", "NotAdvertised")
+    assert message(status, "Ready") == (
+        "no nodes now; every type NodePool gpu launches attaches 32 when a pod requests it, but DeviceTaintRule"
+        " driver-wide (NoSchedule) taints every device of driver dra.net a node it launches would publish,"
+        " and the recommended claim tolerates none"
+    )
+    assert status.recommendation is None
+    for spared in (device_taint_rule("one-pool", pool="p1"), device_taint_rule("gpus", driver="gpu.nvidia.com")):
+        status = capability(evaluate_bodies([spared, dranet_daemon_set(), *_gpu_pool()]), "efa-gpu").status
+        assert reason(status, "Ready") == ("True", "UniformCapability")
+        assert status.recommendation is not None and status.recommendation.resource_claim_template is not None
+    # With the device plugin there too, the resource is still to be had: asked for that way.
+    both = [driver_wide, daemon_set(), dranet_daemon_set(), *_gpu_pool()]
+    status = capability(evaluate_bodies(both), "efa-gpu").status
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert "not as DRA devices: DeviceTaintRule driver-wide (NoSchedule) taints" in message(status, "Ready")
+    assert status.recommendation is not None
+    assert status.recommendation.resource_claim_template is None
+    assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "32"}
+
+
+def test_a_rule_that_does_not_provably_cover_every_device_leaves_an_empty_pool_ready() -> None:
+    """Part of its selector not evaluated here (v1alpha3's deviceClassName) may spare devices."""
+    rule = device_taint_rule("by-class")
+    rule["spec"]["deviceSelector"]["deviceClassName"] = "efa.networking.k8s.aws"
+    status = capability(evaluate_bodies([rule, dranet_daemon_set(), *_gpu_pool()]), "efa-gpu").status
     assert reason(status, "Ready") == ("True", "UniformCapability")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from fabriccap.core.selection import (
     DeviceCount,
     DeviceSelector,
     TaintRuleFacts,
+    TaintRules,
+    blocking_taint,
     extended_resource_class,
     fabric_selection,
 )
@@ -227,12 +230,73 @@ def test_a_selector_field_that_is_not_a_string_is_taken_to_match() -> None:
     assert facts is not None and (facts.driver, facts.pool) == (None, "n1")
 
 
-def test_an_unreadable_effect_blocks_and_its_text_is_cleaned_and_bounded() -> None:
+def test_an_unknown_effect_does_not_block_as_the_allocator_ignores_it() -> None:
+    """KEP-5055: "Consumers must treat unknown effects like None"; the allocators (v0.35.4
+    incubating, v0.36.2 stable, taintPreventsAllocation): "Only known effects prevent
+    allocation". A rule of an effect a newer server stored is not held, a device's own taint of
+    one does not keep it from the count."""
+    body = device_taint_rule("newer")
+    body["spec"]["taint"]["effect"] = "NoExecuteWithPodDisruptionBudget"
+    assert rule_facts(body) is None
+    selection = fabric_selection(profile(), cluster_class())
+    devices = resource_slice("n1", efa=4)["spec"]["devices"]
+    devices[0]["taints"] = [{"key": "example.com/unhealthy", "effect": "NoExecuteWithPodDisruptionBudget"}]
+    devices[1]["taints"] = [{"key": "example.com/unhealthy", "effect": "None"}]
+    assert DeviceSelector().count(selection, "dra.net", devices).selected == 4
+
+
+@pytest.mark.parametrize("taint", [7, {"key": "k", "effect": 7}, {"key": "k"}, "NoSchedule"])
+def test_a_taint_that_cannot_be_read_blocks(taint: object) -> None:
+    """Fail closed: a taint that is not a mapping, or whose effect is not a string."""
+    assert blocking_taint(taint)
     body = device_taint_rule("odd")
-    body["spec"]["taint"]["effect"] = "\x1b[31mEvict" + "x" * 500
+    body["spec"]["taint"] = taint
     facts = rule_facts(body)
-    assert facts is not None
-    assert "\x1b" not in facts.effect and len(facts.effect) <= 253
+    assert facts is not None and facts.effect == "an unreadable effect"
+
+
+def test_the_rules_a_slice_is_matched_with_are_those_of_its_driver_and_pool_and_wildcards() -> None:
+    """Rules indexed by (driver, pool), a field not set a bucket of its own: the first by name
+    of those that match, as a scan of them all in name order finds it."""
+    rules = TaintRules(
+        (
+            TaintRuleFacts("d-any", "NoSchedule"),
+            TaintRuleFacts("c-driver", "NoSchedule", driver="dra.net"),
+            TaintRuleFacts("b-pool", "NoSchedule", pool="n1", device="dev-1"),
+            TaintRuleFacts("a-exact", "NoSchedule", driver="dra.net", pool="n1", device="dev-0"),
+            TaintRuleFacts("a-gpu", "NoSchedule", driver="gpu.nvidia.com", pool="n1"),
+        )
+    )
+    assert [rule.name for rule in rules] == ["a-exact", "a-gpu", "b-pool", "c-driver", "d-any"]
+    for driver, pool, device in itertools.product(("dra.net", "gpu.nvidia.com", "other"), ("n1", "n2"), DEVICES):
+        scanned = next((rule for rule in rules if rule.matches(driver, pool, device)), None)
+        assert rules.first_match(driver, pool, device) == scanned, (driver, pool, device)
+    assert (
+        TaintRules((TaintRuleFacts("gpu", "NoSchedule", driver="gpu.nvidia.com"),)).for_slice("dra.net", "n1") is None
+    )
+
+
+DEVICES = ("dev-0", "dev-1", "dev-2")
+
+
+@pytest.mark.parametrize(
+    ("expressions", "drivers"),
+    [
+        pytest.param(['device.driver == "dra.net" && device.attributes["dra.net"].pciDevice == "x"'], {"dra.net"}),
+        pytest.param(['"a" == device.driver || device.driver in ["b", "c"]'], {"a", "b", "c"}),
+        pytest.param(['device.driver in ["a", "b"]', 'device.driver == "b" && true'], {"b"}),
+        pytest.param(['device.driver == "a" || true'], None),
+        pytest.param(['!(device.driver == "a")'], None),
+        pytest.param(["true"], None),
+    ],
+)
+def test_the_drivers_a_class_selects_are_those_its_selectors_pin(
+    expressions: list[str], drivers: set[str] | None
+) -> None:
+    """Only what a selector says outright: a term of an ``&&`` is enough (CEL's ``&&`` is false
+    when either side is), each side of an ``||`` must pin."""
+    selection = fabric_selection(profile(), {EFA_CLASS: DeviceClassFacts(EFA_CLASS, tuple(expressions))})
+    assert selection.recommended_drivers == (frozenset(drivers) if drivers is not None else None)
 
 
 def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first() -> None:
@@ -242,10 +306,12 @@ def test_devices_a_rule_taints_are_counted_apart_per_rule_and_own_taints_first()
     selection = fabric_selection(profile(), cluster_class())
     devices = resource_slice("n1", efa=8)["spec"]["devices"]
     devices[0]["taints"] = [{"key": "example.com/unhealthy", "effect": "NoExecute"}]
-    rules = (
-        TaintRuleFacts("a-first", "NoSchedule", driver="dra.net", pool="n1", device=devices[0]["name"]),
-        TaintRuleFacts("b-pool", "NoSchedule", pool="n1"),
-        TaintRuleFacts("c-other-pool", "NoExecute", pool="n2"),
+    rules = TaintRules(
+        (
+            TaintRuleFacts("a-first", "NoSchedule", driver="dra.net", pool="n1", device=devices[0]["name"]),
+            TaintRuleFacts("b-pool", "NoSchedule", pool="n1"),
+            TaintRuleFacts("c-other-pool", "NoExecute", pool="n2"),
+        )
     )
     count = DeviceSelector().count(selection, "dra.net", devices, pool="n1", taint_rules=rules)
     assert (count.selected, count.tainted, count.rule_tainted) == (0, 1, (("b-pool", 7),))
