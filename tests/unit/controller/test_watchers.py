@@ -854,6 +854,30 @@ async def test_device_taint_rules_are_read_in_the_version_served_and_take_device
         await eventually(lambda: count() == 32, "counted again once the rule is gone")
 
 
+@pytest.mark.parametrize("late", ["rules", "classes"])
+async def test_the_slices_are_first_listed_with_the_rules_and_classes_as_they_stand(late: str) -> None:
+    """Review 62 F3: the rules' (or the classes') first LIST answered after the slices' (here
+    after a 500), every informer had listed, so the operator's first round could run, while the
+    slices had been read without the rule (or with the profile's copy of the class): the 32
+    devices the scheduler will not give were counted, and every slice was listed again. The
+    slices wait for both kinds: one LIST, read with what they say."""
+    blocker = DEVICE_TAINT_RULES if late == "rules" else DEVICE_CLASSES
+
+    def setup(api: FakeApi) -> None:
+        if late == "rules":
+            api.serve(DEVICE_TAINT_RULES, "DeviceTaintRule", [world.device_taint_rule("drain-n1", pool="n1")], "30")
+        else:
+            api.serve(DEVICE_CLASSES, "DeviceClass", [selecting_nothing()], "40")
+        api.list_failures[blocker] = deque([500])
+
+    async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")], setup=setup) as op:
+        await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
+        # What the first round would read.
+        assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 0
+        assert len(op.api.lists(blocker)) == 2  # the 500, then the answer
+        assert len(op.api.lists(RESOURCE_SLICES)) == 1  # the fake streams no list: one LIST in pages
+
+
 async def test_a_server_serving_no_device_taint_rules_has_none_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
