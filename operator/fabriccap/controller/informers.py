@@ -879,6 +879,9 @@ class Informer(ListWatch):
     # Set once the kinds this one is read with have been listed (``kinds.listed_first``): the
     # first LIST waits for them (build_informers).
     listed_after: tuple[asyncio.Event, ...] = ()
+    # The path whose 404 began the refusals under way (None: the last LIST was answered): the
+    # kind is absent only once every version from the newest on has answered 404.
+    _refused_from: str | None = field(default=None, init=False)
     # Per facet, the keys held when the LIST under way began that it has not named yet
     # (``WatchedKind.unlisted``): forgotten when it ends.
     _unlisted: tuple[UnlistedKeys[Any], ...] = field(default=(), init=False)
@@ -902,6 +905,8 @@ class Informer(ListWatch):
 
     async def _list_refused(self, error: KubeError) -> bool:
         if error.status == 404 and self.watched.optional:
+            if self._refused_from is None:
+                self._refused_from = self.path
             older = self._older_path()
             if older is not None:
                 # Said once per outage, not at every look again.
@@ -909,6 +914,14 @@ class Informer(ListWatch):
                 logger.log(level, "%s is not served: trying %s", self.path, older)
                 self.path = older
                 return True
+            if self.versioned_paths and self._refused_from != self.versioned_paths[0]:
+                # The version read went away (a control plane upgraded past it): the rules may be
+                # served in a newer one, looked for at once. Absent, they would be forgotten for
+                # absent_recheck_seconds, and an absent kind is never stale (fail open).
+                logger.info("%s is not served any more: trying %s", self.path, self.versioned_paths[0])
+                self.path, self._refused_from = self.versioned_paths[0], None
+                return True
+            self._refused_from = None
             await self._absent()
             if self.versioned_paths:
                 self.path = self.versioned_paths[0]  # the next look starts from the newest
@@ -923,6 +936,7 @@ class Informer(ListWatch):
         return self.versioned_paths[position] if position < len(self.versioned_paths) else None
 
     def _served(self) -> None:
+        self._refused_from = None
         if self.absent:
             self.absent = False
             logger.info("%s is served now: reading %s", self.path, _plural(self.watched.kind))
