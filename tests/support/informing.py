@@ -18,7 +18,7 @@ from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
 from support.builders import EFA, KUBE_SYSTEM
 from support.configs import build_config
-from support.fakeapi import Body, FakeApi, fake_api
+from support.fakeapi import WAIT_SECONDS, Body, FakeApi, fake_api
 
 NODES = "/api/v1/nodes"
 PODS = f"/api/v1/namespaces/{KUBE_SYSTEM}/pods"
@@ -65,6 +65,16 @@ class Operator:
     @property
     def nodes(self) -> Informer:
         return self.informers[0]
+
+    async def listed(self, *, but: str = "") -> None:
+        """Wait until every informer (but those of the kind labelled ``but``) has listed: the
+        slices only begin once the classes and rules have (``kinds.listed_first``), so a test
+        that changes what the server answers after the nodes have listed would change it for
+        the slices' first listing too."""
+        await asyncio.wait_for(
+            asyncio.gather(*(informer.listed.wait() for informer in self.informers if informer.kind != but)),
+            WAIT_SECONDS,
+        )
 
     def efa(self) -> dict[str, int]:
         return {name: facts.allocatable_of(EFA) for name, facts in self.store.nodes.items()}

@@ -63,7 +63,7 @@ from fabriccap.core.facts import MAPPINGS, FactsError, FactsExtractor, IgnoredOb
 from fabriccap.core.unlisted import UnlistedKeys
 from fabriccap.kube.client import DEFAULT_WATCH_READ_TIMEOUT, DEFAULT_WATCH_SECONDS, KubeClient
 from fabriccap.kube.errors import KubeError, WatchLineError
-from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WATCHED_KINDS, WatchedKind, kinds_for, object_key
+from fabriccap.kube.kinds import DEFAULT_PAGE_SIZE, WATCHED_KINDS, WatchedKind, kinds_for, listed_first, object_key
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import LineRule, UnreadEvent
 from fabriccap.kube.versions import version_number
@@ -876,6 +876,12 @@ class Informer(ListWatch):
     said_failures: set[tuple[str, str]] = field(default_factory=set)
     # The classes' signature the last LIST read the slices with (FactsExtractor.selection_signature).
     read_with: Hashable = None
+    # Set once the kinds this one is read with have been listed (``kinds.listed_first``): the
+    # first LIST waits for them (build_informers).
+    listed_after: tuple[asyncio.Event, ...] = ()
+    # The path whose 404 began the refusals under way (None: the last LIST was answered): the
+    # kind is absent only once every version from the newest on has answered 404.
+    _refused_from: str | None = field(default=None, init=False)
     # Per facet, the keys held when the LIST under way began that it has not named yet
     # (``WatchedKind.unlisted``): forgotten when it ends.
     _unlisted: tuple[UnlistedKeys[Any], ...] = field(default=(), init=False)
@@ -888,8 +894,19 @@ class Informer(ListWatch):
     def object_kind(self) -> str:
         return self.watched.kind
 
+    async def run(self) -> None:
+        # The slices wait for the DeviceClasses and DeviceTaintRules, small collections listed
+        # in a request or two: read before them, with the profile's copy of the classes and no
+        # rule, the first round would count the devices a rule takes out, and every slice would
+        # be listed again once they came. Later changes to them list the slices again (relist_on).
+        for listed in self.listed_after:
+            await listed.wait()
+        await super().run()
+
     async def _list_refused(self, error: KubeError) -> bool:
         if error.status == 404 and self.watched.optional:
+            if self._refused_from is None:
+                self._refused_from = self.path
             older = self._older_path()
             if older is not None:
                 # Said once per outage, not at every look again.
@@ -897,6 +914,14 @@ class Informer(ListWatch):
                 logger.log(level, "%s is not served: trying %s", self.path, older)
                 self.path = older
                 return True
+            if self.versioned_paths and self._refused_from != self.versioned_paths[0]:
+                # The version read went away (a control plane upgraded past it): the rules may be
+                # served in a newer one, looked for at once. Absent, they would be forgotten for
+                # absent_recheck_seconds, and an absent kind is never stale (fail open).
+                logger.info("%s is not served any more: trying %s", self.path, self.versioned_paths[0])
+                self.path, self._refused_from = self.versioned_paths[0], None
+                return True
+            self._refused_from = None
             await self._absent()
             if self.versioned_paths:
                 self.path = self.versioned_paths[0]  # the next look starts from the newest
@@ -911,6 +936,7 @@ class Informer(ListWatch):
         return self.versioned_paths[position] if position < len(self.versioned_paths) else None
 
     def _served(self) -> None:
+        self._refused_from = None
         if self.absent:
             self.absent = False
             logger.info("%s is served now: reading %s", self.path, _plural(self.watched.kind))
@@ -1188,10 +1214,12 @@ def build_informers(
         for watched in wanted
         for scope, path in watched.paths(extractor.config)
     ]
-    # The slices are listed again when what the classes select changes (at a start too, when
-    # the classes' first LIST comes after the slices' and differs from the profile's copy).
+    # The slices are first listed once the classes and rules have been (kinds.listed_first),
+    # and listed again when what they select or taint changes.
     # A shard lists the pods again when nodes move into its pools (controller.store).
     for informer in informers:
+        first = listed_first(informer.watched, wanted)
+        informer.listed_after = tuple(other.listed for other in informers if other.watched in first)
         if informer.watched.read_with_classes:
             informer.relist_on = store.classes_changed
         elif informer.watched.bound_to_nodes and store.shard.sharded:

@@ -93,7 +93,7 @@ from fabriccap.core.stamping import strip_volatile
 from fabriccap.core.workloads import ReadyPool, unschedulable_event, unschedulable_key
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for
+from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for, listed_first
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.versions import version_number
 
@@ -500,9 +500,7 @@ class Publisher:
         """Before any listing: every managed object says that its data cannot be read."""
         if not self.leader.leading:
             return
-        # The kinds this config watches: a cluster without Karpenter is not told its NodePools are unread.
-        kinds = ", ".join(sorted(KIND_NAMES[watched.label] for watched in kinds_for(self.config)))
-        message = self._unavailable_message(f"{kinds} (never listed)")
+        message = self._unavailable_message(self._never_listed())
         for state in list(self.objects.values()):
             published = state.published
             if published is None or not published.owned or not published.status:
@@ -512,6 +510,21 @@ class Publisher:
             except ValueError:
                 continue  # not a status this operator wrote: it expires as one no pool calls for
             self._offer(state, StatusWrite(None, data_unavailable(current, message).to_json(), create=False))
+
+    def _never_listed(self) -> str:
+        """The kinds not listed yet, as the message of the objects failed closed names them: the
+        one refused (a ClusterRole without devicetaintrules), not every kind watched. A kind first
+        listed only after others (ResourceSlices, after DeviceClasses and DeviceTaintRules) is
+        said to wait for them. Every kind this config watches when the informers' progress is
+        not known (a cluster without Karpenter is not told its NodePools are unread)."""
+        watched = kinds_for(self.config)
+        ages = self.freshness.ages() if self.freshness is not None else {}
+        unlisted = [row for row in watched if row.label in ages and ages[row.label] is None] or list(watched)
+        waiting = [row for row in unlisted if any(first in unlisted for first in listed_first(row, watched))]
+        refused = ", ".join(sorted(KIND_NAMES[row.label] for row in unlisted if row not in waiting))
+        if not waiting:
+            return f"{refused} (never listed)"
+        return f"{refused} (never listed; {', '.join(sorted(KIND_NAMES[row.label] for row in waiting))} wait for them)"
 
     # -- reading what is published
 

@@ -64,7 +64,17 @@ from fabriccap.kube.unread import LineRule, UnchangedRule, UnreadRule
 
 FactsT = TypeVar("FactsT")
 
-__all__ = ["BY_KIND", "BY_LABEL", "DEFAULT_PAGE_SIZE", "WATCHED_KINDS", "Facet", "Problem", "WatchedKind", "kinds_for"]
+__all__ = [
+    "BY_KIND",
+    "BY_LABEL",
+    "DEFAULT_PAGE_SIZE",
+    "WATCHED_KINDS",
+    "Facet",
+    "Problem",
+    "WatchedKind",
+    "kinds_for",
+    "listed_first",
+]
 
 
 def namespace_and_name(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -154,6 +164,10 @@ class WatchedKind:
     # a fabric's): the classes are listed first, and a change to what they select lists this
     # kind again (controller.informers).
     read_with_classes: bool = False
+    # Its objects decide what a ``read_with_classes`` kind's devices count as (DeviceClasses:
+    # which are a fabric's; DeviceTaintRules: which are tainted): that kind is first listed
+    # only once this one has been (``listed_first``).
+    decides_devices: bool = False
     # Its objects decide which devices are a fabric's (DeviceClasses): after a change, the
     # informer says how the fabrics' classes stand (a class broken, or a copy standing in).
     says_selection: bool = False
@@ -345,7 +359,8 @@ POD = WatchedKind(
     bound_to_nodes=True,
     unread_marks=FactsExtractor.pod_marks,
 )
-# Listed before the slices (snapshots are read in this order): slices are read with them.
+# Listed before the slices (snapshots are read in this order, the operator waits for them):
+# slices are read with them.
 DEVICE_CLASS = WatchedKind(
     label="deviceclass",
     resource=DEVICE_CLASSES,
@@ -354,6 +369,7 @@ DEVICE_CLASS = WatchedKind(
     optional=True,
     wanted_by=_reads_dra,
     says_selection=True,
+    decides_devices=True,
 )
 # Read only (the operator never writes them): a rule's taint counts as the devices' own.
 # Listed before the slices, which are read with them.
@@ -368,6 +384,7 @@ DEVICE_TAINT_RULE = WatchedKind(
     absent_because="served from Kubernetes 1.36; in 1.33-1.35 only with resource.k8s.io/v1alpha3 turned on",
     warn_when_absent=False,
     wanted_by=_reads_dra,
+    decides_devices=True,
 )
 RESOURCE_SLICE = WatchedKind(
     label="resourceslice",
@@ -482,3 +499,12 @@ def snapshot_leave_out(rows: Sequence[WatchedKind] = WATCHED_KINDS) -> str:
 def kinds_for(config: Config, rows: Sequence[WatchedKind] = WATCHED_KINDS) -> tuple[WatchedKind, ...]:
     """The kinds a config needs watched."""
     return tuple(watched for watched in rows if watched.wanted_by(config))
+
+
+def listed_first(watched: WatchedKind, rows: Sequence[WatchedKind]) -> tuple[WatchedKind, ...]:
+    """The kinds of ``rows`` that must have been listed before ``watched`` is first listed: a
+    kind read with the classes is read with what the DeviceClasses and DeviceTaintRules say.
+    Read with the profile's copy and no rules, a ResourceSlice LIST would be read again once
+    they came (a LIST of every slice more at each start), and until then counted the devices
+    a rule takes out."""
+    return tuple(row for row in rows if row.decides_devices) if watched.read_with_classes else ()

@@ -44,6 +44,12 @@ class ApiResource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def rbac_resource(self) -> str:
+        """The resource as a ClusterRole's rule and ``kubectl auth can-i`` name it
+        (``devicetaintrules.resource.k8s.io``; ``nodes`` in the core group)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
     @classmethod
     def of(cls, api_version: str, plural: str, kind: str, *, namespaced: bool) -> ApiResource:
         """The resource of ``plural`` in ``api_version`` (``v1`` or ``group/version``)."""

@@ -54,6 +54,10 @@ async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactInde
             try:
                 bodies = await _list_served(client, watched, scope, path)
             except KubeError as error:
+                if error.status == 403:
+                    # Fail closed (no count without every kind), but say what to grant: a role
+                    # made before this release lacks the DeviceTaintRules the operator now reads.
+                    raise _forbidden(watched, scope) from error
                 if error.status == 404 and watched.optional:
                     # ResourceSlices before Kubernetes 1.34 (device plugins only, as the operator),
                     # or Karpenter's kinds in a cluster without Karpenter (said only if asked).
@@ -68,6 +72,15 @@ async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactInde
             # As the operator reads them: an unusable quantity fails its node's pool closed.
             add_bodies(facts, extractor, bodies, "cluster", strict_quantities=False)
     return facts
+
+
+def _forbidden(watched: WatchedKind, scope: str | None) -> KubeError:
+    """The one line ``fabriccap evaluate`` ends with when the API server refuses a LIST (403)."""
+    where = f" in namespace {scope}" if scope is not None else ""
+    resource = watched.resource
+    return KubeError(
+        f"cannot list {resource.plural}{where} (403 Forbidden): grant list on {resource.rbac_resource}{where}", 403
+    )
 
 
 async def _list_served(client: KubeClient, watched: WatchedKind, scope: str | None, path: str) -> list[dict[str, Any]]:

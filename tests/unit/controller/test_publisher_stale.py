@@ -99,6 +99,38 @@ async def test_published_objects_fail_closed_when_the_first_listing_never_comes(
             await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_objects_failed_closed_before_the_first_listing_name_the_kind_that_was_not_listed() -> None:
+    """Review 62 F8: a ClusterRole without devicetaintrules (403): only that kind never lists,
+    and the ResourceSlices, which wait for it. The message named every kind watched as never
+    listed, so nothing said which permission was missing."""
+    published = {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
+    }
+    async with publishing([published], staleAfterSeconds=0.2) as setup:
+        async with publishing() as earlier:
+            earlier.add(healthy("p5", "a"))
+            await start(earlier)
+            status = earlier.published()["efa-p5"]["status"]
+        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+        listed = dict.fromkeys(("node", "pod", "daemonset", "deviceclass", "resourceclaim"), 1.0)
+        setup.publisher.freshness = FakeFreshness(ages_now={**listed, "devicetaintrule": None, "resourceslice": None})
+        task = asyncio.create_task(setup.publisher.run())  # the store is never listed
+        try:
+            await eventually(
+                lambda: condition_reason(setup.published()["efa-p5"].get("status"), "Ready") == "DataUnavailable",
+                "the published object to fail closed",
+            )
+            assert shown(setup, "efa-p5")[2].startswith(
+                "DeviceTaintRules (never listed; ResourceSlices wait for them) could not be read from the API server"
+                " for staleAfterSeconds (0s)"
+            )
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 @contextlib.asynccontextmanager
 async def ready_but_never_listed(stale_after: float) -> AsyncIterator[tuple[Setup, Lease]]:
     """A replica whose store never lists, not leading yet, over the Ready FabricCapability an

@@ -854,6 +854,70 @@ async def test_device_taint_rules_are_read_in_the_version_served_and_take_device
         await eventually(lambda: count() == 32, "counted again once the rule is gone")
 
 
+async def test_the_version_read_going_away_is_followed_to_the_newest_at_once(
+    backoffs: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review 62 F4: read from v1alpha3 (1.35), the server then serves the rule in v1beta2 only
+    (1.36 without the alpha runtime-config). The 404 of v1alpha3, the last version, made the
+    kind absent: the rule forgotten (its devices counted) for absent_recheck_seconds, and never
+    stale. A 404 on a version the informer settled on now tries the newest at once; only a
+    whole pass from the newest that 404s makes the kind absent."""
+    caplog.set_level(logging.INFO, logger="fabriccap.controller.informers")
+    rule = world.device_taint_rule("drain-n1", pool="n1")
+
+    def setup(api: FakeApi) -> None:
+        api.serve(TAINT_RULES_V1ALPHA3, "DeviceTaintRule", [rule], "30")
+
+    slices = [resource_slice("n1", efa=32, name="s1")]
+    async with operator([node("n1", efa=None)], slices=slices, taint_rules_path=None, setup=setup) as op:
+        (rules,) = [informer for informer in op.informers if informer.kind == "devicetaintrule"]
+
+        def count() -> int:
+            return int(op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count)
+
+        await op.listed()
+        assert rules.path == TAINT_RULES_V1ALPHA3 and count() == 0
+        slice_lists = len(op.api.lists(RESOURCE_SLICES))
+        # The upgrade: v1beta2 served with the same object, v1alpha3 gone.
+        op.api.serve(TAINT_RULES_V1BETA2, "DeviceTaintRule", [{**rule, "apiVersion": "resource.k8s.io/v1beta2"}], "40")
+        await op.api.emit(TAINT_RULES_V1ALPHA3, expired())
+        del op.api.collections[TAINT_RULES_V1ALPHA3]
+        await eventually(lambda: rules.path == TAINT_RULES_V1BETA2 and rules.connected, "the rule read from v1beta2")
+        assert not rules.absent and list(op.store.taint_rules) == ["drain-n1"] and count() == 0
+        # Never forgotten: what the slices are read with did not change, so they were not listed again.
+        assert len(op.api.lists(RESOURCE_SLICES)) == slice_lists
+        assert rules.absent_recheck_seconds not in backoffs
+        said = [message for message in caplog.messages if "devicetaintrules" in message and "served" in message]
+        assert said == [
+            f"{TAINT_RULES_V1BETA2} is not served: trying {TAINT_RULES_V1ALPHA3}",
+            f"{TAINT_RULES_V1ALPHA3} is not served any more: trying {TAINT_RULES_V1BETA2}",
+        ]
+
+
+@pytest.mark.parametrize("late", ["rules", "classes"])
+async def test_the_slices_are_first_listed_with_the_rules_and_classes_as_they_stand(late: str) -> None:
+    """Review 62 F3: the rules' (or the classes') first LIST answered after the slices' (here
+    after a 500), every informer had listed, so the operator's first round could run, while the
+    slices had been read without the rule (or with the profile's copy of the class): the 32
+    devices the scheduler will not give were counted, and every slice was listed again. The
+    slices wait for both kinds: one LIST, read with what they say."""
+    blocker = DEVICE_TAINT_RULES if late == "rules" else DEVICE_CLASSES
+
+    def setup(api: FakeApi) -> None:
+        if late == "rules":
+            api.serve(DEVICE_TAINT_RULES, "DeviceTaintRule", [world.device_taint_rule("drain-n1", pool="n1")], "30")
+        else:
+            api.serve(DEVICE_CLASSES, "DeviceClass", [selecting_nothing()], "40")
+        api.list_failures[blocker] = deque([500])
+
+    async with operator([node("n1", efa=None)], slices=[resource_slice("n1", efa=32, name="s1")], setup=setup) as op:
+        await asyncio.wait_for(asyncio.gather(*(informer.listed.wait() for informer in op.informers)), WAIT_SECONDS)
+        # What the first round would read.
+        assert op.store.dra_devices("n1", "efa", (world.EFA_DEVICE_CLASS,)).count == 0
+        assert len(op.api.lists(blocker)) == 2  # the 500, then the answer
+        assert len(op.api.lists(RESOURCE_SLICES)) == 1  # the fake streams no list: one LIST in pages
+
+
 async def test_a_server_serving_no_device_taint_rules_has_none_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
