@@ -66,23 +66,30 @@ async def test_a_kind_unread_for_stale_after_seconds_makes_every_object_say_data
         assert shown(setup, "efa-p5")[:2] == ("False", "MixedCounts")
 
 
-@pytest.mark.parametrize("elected", [False, True], ids=["standalone", "elected"])
-async def test_published_objects_fail_closed_when_the_first_listing_never_comes(elected: bool) -> None:
-    """A restarted operator that cannot list never evaluates: what it finds published must not
-    keep saying Ready. Elected through the Lease, it reads back before it writes, and only a
-    round did that, which waits for the listing: every fail-closed write was held back."""
+@contextlib.asynccontextmanager
+async def published_ready(stale_after: float) -> AsyncIterator[Setup]:
+    """A publisher (its store not listed) over the FabricCapability efa-p5 with the valid, Ready
+    status a previous run wrote."""
     published = {
         "apiVersion": "fabriccap.dev/v1alpha1",
         "kind": "FabricCapability",
         "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
     }
-    async with publishing([published], staleAfterSeconds=0.2) as setup:
-        # What a previous run wrote: a valid, Ready status.
+    async with publishing([published], staleAfterSeconds=stale_after) as setup:
         async with publishing() as earlier:
             earlier.add(healthy("p5", "a"))
             await start(earlier)
             status = earlier.published()["efa-p5"]["status"]
         await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+        yield setup
+
+
+@pytest.mark.parametrize("elected", [False, True], ids=["standalone", "elected"])
+async def test_published_objects_fail_closed_when_the_first_listing_never_comes(elected: bool) -> None:
+    """A restarted operator that cannot list never evaluates: what it finds published must not
+    keep saying Ready. Elected through the Lease, it reads back before it writes, and only a
+    round did that, which waits for the listing: every fail-closed write was held back."""
+    async with published_ready(0.2) as setup:
         if elected:  # what the elector does on acquiring the Lease (main.py: on_change)
             setup.publisher.leader = Lease()
             setup.publisher.became_leader(True)
@@ -103,17 +110,7 @@ async def test_objects_failed_closed_before_the_first_listing_name_the_kind_that
     """Review 62 F8: a ClusterRole without devicetaintrules (403): only that kind never lists,
     and the ResourceSlices, which wait for it. The message named every kind watched as never
     listed, so nothing said which permission was missing."""
-    published = {
-        "apiVersion": "fabriccap.dev/v1alpha1",
-        "kind": "FabricCapability",
-        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
-    }
-    async with publishing([published], staleAfterSeconds=0.2) as setup:
-        async with publishing() as earlier:
-            earlier.add(healthy("p5", "a"))
-            await start(earlier)
-            status = earlier.published()["efa-p5"]["status"]
-        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+    async with published_ready(0.2) as setup:
         listed = dict.fromkeys(("node", "pod", "daemonset", "deviceclass", "resourceclaim"), 1.0)
         setup.publisher.freshness = FakeFreshness(ages_now={**listed, "devicetaintrule": None, "resourceslice": None})
         task = asyncio.create_task(setup.publisher.run())  # the store is never listed
@@ -135,17 +132,7 @@ async def test_objects_failed_closed_before_the_first_listing_name_the_kind_that
 async def ready_but_never_listed(stale_after: float) -> AsyncIterator[tuple[Setup, Lease]]:
     """A replica whose store never lists, not leading yet, over the Ready FabricCapability an
     earlier replica published."""
-    published = {
-        "apiVersion": "fabriccap.dev/v1alpha1",
-        "kind": "FabricCapability",
-        "metadata": {"name": "efa-p5", "labels": {"app.kubernetes.io/managed-by": "fabriccap", READY_LABEL: "true"}},
-    }
-    async with publishing([published], staleAfterSeconds=stale_after) as setup:
-        async with publishing() as earlier:
-            earlier.add(healthy("p5", "a"))
-            await start(earlier)
-            status = earlier.published()["efa-p5"]["status"]
-        await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": status})
+    async with published_ready(stale_after) as setup:
         lease = setup.publisher.leader = Lease(leading=False)
         yield setup, lease
 

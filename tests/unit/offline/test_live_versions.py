@@ -13,7 +13,7 @@ from fabriccap.offline.pipeline import live_facts
 from fabriccap_devtools import world
 from support.builders import node, resource_slice
 from support.configs import build_config
-from support.fakeapi import fake_api
+from support.fakeapi import FakeApi, fake_api
 from support.informing import (
     DAEMON_SETS,
     DEVICE_CLASSES,
@@ -27,15 +27,20 @@ from support.informing import (
 TAINT_RULES_V1ALPHA3 = "/apis/resource.k8s.io/v1alpha3/devicetaintrules"
 
 
+def serve_one_dra_node(api: FakeApi) -> None:
+    """A cluster of one node whose 32 EFA devices DRANET publishes in one slice."""
+    api.serve(NODES, "Node", [node("n1", efa=None)], "1")
+    api.serve(DAEMON_SETS, "DaemonSet", [], "1")
+    api.serve(PODS, "Pod", [], "1")
+    api.serve(DEVICE_CLASSES, "DeviceClass", [], "1")
+    api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "1")
+    api.serve(RESOURCE_SLICES, "ResourceSlice", [resource_slice("n1", efa=32, name="s1")], "1")
+
+
 async def test_device_taint_rules_are_read_from_the_older_version_a_1_35_server_serves() -> None:
     config = build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
     async with fake_api() as (api, client):
-        api.serve(NODES, "Node", [node("n1", efa=None)], "1")
-        api.serve(DAEMON_SETS, "DaemonSet", [], "1")
-        api.serve(PODS, "Pod", [], "1")
-        api.serve(DEVICE_CLASSES, "DeviceClass", [], "1")
-        api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "1")
-        api.serve(RESOURCE_SLICES, "ResourceSlice", [resource_slice("n1", efa=32, name="s1")], "1")
+        serve_one_dra_node(api)
         # v1beta2 is not served (404): the rule is read from v1alpha3.
         api.serve(TAINT_RULES_V1ALPHA3, "DeviceTaintRule", [world.device_taint_rule("drain-n1", pool="n1")], "1")
         facts = await live_facts(FactsExtractor(config), client=client)
@@ -49,12 +54,7 @@ async def test_a_role_that_cannot_list_device_taint_rules_fails_saying_what_to_g
     not the API server's answer to a GET."""
     config = build_config({"workloads": {"enabled": False}, "karpenter": {"enabled": False}})
     async with fake_api() as (api, client):
-        api.serve(NODES, "Node", [node("n1", efa=None)], "1")
-        api.serve(DAEMON_SETS, "DaemonSet", [], "1")
-        api.serve(PODS, "Pod", [], "1")
-        api.serve(DEVICE_CLASSES, "DeviceClass", [], "1")
-        api.serve(RESOURCE_CLAIMS, "ResourceClaim", [], "1")
-        api.serve(RESOURCE_SLICES, "ResourceSlice", [resource_slice("n1", efa=32, name="s1")], "1")
+        serve_one_dra_node(api)
         api.serve(DEVICE_TAINT_RULES, "DeviceTaintRule", [], "1")
         api.list_failures[DEVICE_TAINT_RULES] = deque([403])
         with pytest.raises(KubeError) as refused:
