@@ -865,8 +865,9 @@ class Informer(ListWatch):
     absent: bool = False
     absent_recheck_seconds: float = ABSENT_RECHECK_SECONDS
     # ``path`` in each API version the kind may be served in, newest first
-    # (``WatchedKind.versioned_paths``; empty: only ``path``). A 404 moves the informer to the
-    # next; past the last the kind is absent, and it looks again from the newest.
+    # (``WatchedKind.versioned_paths``: one for most kinds; empty: only ``path``). A 404 moves
+    # the informer to the next; past the last the kind is absent, and it looks again from the
+    # newest.
     versioned_paths: tuple[str, ...] = ()
     # What the DeviceClasses' state was last said to be (a class broken, missing, stood in for
     # by a copy): each line once while it holds, again if it comes back.
@@ -1209,7 +1210,7 @@ def build_informers(
             trimmer=trimmer,
             watch_trimmer=watch_trimmer,
             unread=watched.unread_rule(extractor),
-            versioned_paths=watched.versioned_paths(scope) if watched.older_versions else (),
+            versioned_paths=watched.versioned_paths(scope),
         )
         for watched in wanted
         for scope, path in watched.paths(extractor.config)

@@ -50,6 +50,7 @@ from fabriccap.core.selection import (
     ClassError,
     DeviceClassFacts,
     DeviceClassView,
+    SliceRules,
     TaintRuleFacts,
     TaintRules,
 )
@@ -823,8 +824,12 @@ class FactIndex:
         rules = self.class_view().taint_rules
         counted = 0
         tainted: dict[tuple[str, str], dict[str, int]] = {}
+        of_pool: dict[tuple[str, str], SliceRules | None] = {}  # gathered once per (driver, pool)
         for driver, pool, name in unpublished:
-            rule = rules.first_match(driver, pool, name)
+            if (driver, pool) not in of_pool:
+                of_pool[(driver, pool)] = rules.for_slice(driver, pool)
+            pool_rules = of_pool[(driver, pool)]
+            rule = pool_rules.first_match(name) if pool_rules is not None else None
             if rule is None:
                 counted += 1
             else:

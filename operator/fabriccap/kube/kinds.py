@@ -202,15 +202,19 @@ class WatchedKind:
         return [(None, self.resource.collection())]
 
     @property
+    def versions(self) -> tuple[str, ...]:
+        """Every API version the kind is read in, newest first."""
+        return (self.resource.version, *self.older_versions)
+
+    @property
     def api_versions(self) -> tuple[str, ...]:
         """Every apiVersion the kind is read in, newest first."""
-        return tuple(self._in_version(version).api_version for version in (self.resource.version, *self.older_versions))
+        return tuple(self._in_version(version).api_version for version in self.versions)
 
     def versioned_paths(self, scope: str | None) -> tuple[str, ...]:
         """The list path of ``scope`` in each version the kind is served in, newest first: the
         first the API server does not answer 404 for is the one read."""
-        versions = (self.resource.version, *self.older_versions)
-        return tuple(self._in_version(version).collection(scope) for version in versions)
+        return tuple(self._in_version(version).collection(scope) for version in self.versions)
 
     def _in_version(self, version: str) -> ApiResource:
         return dataclasses.replace(self.resource, version=version)

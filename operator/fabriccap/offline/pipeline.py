@@ -52,7 +52,7 @@ async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactInde
     for watched in kinds_for(extractor.config):
         for scope, path in watched.paths(extractor.config):
             try:
-                bodies = await _list_served(client, watched, scope, path)
+                bodies = await _list_served(client, watched, scope)
             except KubeError as error:
                 if error.status == 403:
                     # Fail closed (no count without every kind), but say what to grant: a role
@@ -83,10 +83,10 @@ def _forbidden(watched: WatchedKind, scope: str | None) -> KubeError:
     )
 
 
-async def _list_served(client: KubeClient, watched: WatchedKind, scope: str | None, path: str) -> list[dict[str, Any]]:
-    """The objects of ``path``, or of the same collection in the newest older version the API
-    server serves (DeviceTaintRules: v1beta2, else v1alpha3); the last 404 is raised."""
-    paths = watched.versioned_paths(scope) if watched.older_versions else (path,)
+async def _list_served(client: KubeClient, watched: WatchedKind, scope: str | None) -> list[dict[str, Any]]:
+    """The objects of ``scope``'s collection in the newest version the API server serves
+    (DeviceTaintRules: v1beta2, else v1alpha3); the last 404 is raised."""
+    paths = watched.versioned_paths(scope)
     for newer in paths[:-1]:
         try:
             return [body async for body in client.list_items(newer, watched.page_size)]
