@@ -90,7 +90,7 @@ from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, PoolCapability, data_unavailable, evaluate
 from fabriccap.core.facts import ObjectRef, Pool
 from fabriccap.core.stamping import strip_volatile
-from fabriccap.core.workloads import ReadyPool, unschedulable_event, unschedulable_key
+from fabriccap.core.workloads import ReadyPool, ready_count, unschedulable_event, unschedulable_key
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WATCHED_KINDS, kinds_for, listed_first
@@ -640,8 +640,8 @@ class Publisher:
         if not self.store.shard.keeps_unpooled:
             return
         fabric, pool = published.claimed_by()
-        count = published.status.get("uniformCount")
-        if published.labels.get(READY_LABEL) == "true" and fabric and pool is not None and isinstance(count, int):
+        count = ready_count(published.status)
+        if published.labels.get(READY_LABEL) == "true" and fabric and pool is not None and count is not None:
             self._other_shards_ready[published.name] = ReadyPool(fabric, pool.key, pool.value, count)
         else:
             self._other_shards_ready.pop(published.name, None)
@@ -1074,9 +1074,9 @@ def _claim_conflict(capability: PoolCapability, existing: Published) -> str | No
 
 
 def _ready_pool(capability: PoolCapability) -> ReadyPool | None:
-    """The pool as the FabricUnschedulable messages name it, while its status is Ready with one count."""
+    """The pool as the FabricUnschedulable messages name it, while its status is Ready."""
     status = capability.status_json
-    count = status.get("uniformCount")
+    count = ready_count(status)
     if not capability.is_ready or count is None:
         return None
     pool = status["pool"]

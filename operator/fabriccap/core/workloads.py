@@ -624,6 +624,21 @@ class ReadyPool:
     uniform_count: int
 
 
+def ready_count(status: Mapping[str, Any]) -> int | None:
+    """What one node of a Ready pool gives a pod, for the messages that say where a request would
+    fit: its nodes' one count, or on an empty NodePool pool that is Ready from its catalog, the one
+    count every type it may launch gets (SPEC "Elastic pools"; its ``uniformCount`` is absent).
+    Karpenter launches such a node for the pending pod, so that pool can take the request as much
+    as one whose nodes are up. None: the status gives no one count."""
+    count = status.get("uniformCount")
+    if count is None and status.get("nodes") == 0:
+        launchable = status.get("launchable")
+        counts = launchable.get("counts") if isinstance(launchable, Mapping) else None
+        if isinstance(counts, list) and len(counts) == 1 and isinstance(counts[0], Mapping):
+            count = counts[0].get("count")
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 def unschedulable_key(profile: FabricProfile, owner: ObjectRef) -> str:
     """What names a FabricUnschedulable problem (and its Event), without building the message."""
     return _event_key(FABRIC_UNSCHEDULABLE, owner, profile.name)

@@ -30,7 +30,14 @@ from fabriccap.kube.kinds import BY_KIND
 from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.media import METADATA_ONLY
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
-from fabriccap_devtools.world import SCHEDULER_EFA_MESSAGE, owner_reference, trainjob_pods, workload_pod
+from fabriccap_devtools.world import (
+    SCHEDULER_EFA_MESSAGE,
+    ec2_node_class,
+    node_pool,
+    owner_reference,
+    trainjob_pods,
+    workload_pod,
+)
 from support.builders import NODEGROUP, daemon_set, node, plugin_pods
 from support.configs import build_config
 from support.fakeapi import FakeApi, eventually, fake_api
@@ -302,6 +309,30 @@ async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:
         await setup.round()
         gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
         assert gauge == 0.0
+
+
+async def test_an_empty_nodepool_pool_ready_from_its_catalog_is_named_where_a_pending_request_would_fit() -> None:
+    # Its status has no uniformCount (no node is up): the count is what Karpenter attaches to
+    # every type it may launch, p5.48xlarge's 32. Karpenter launches a node for this very pod.
+    p5_only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
+    pending = workload_pod(
+        None,
+        "wide-worker-0",
+        efa=32,
+        owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "wide"),
+        unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
+    )
+    async with operating() as setup:
+        setup.add([node_pool("gpu", p5_only), ec2_node_class(), pending])
+        await setup.start()
+        status = setup.publisher.objects["efa-gpu"].written
+        assert status is not None and status["nodes"] == 0 and "uniformCount" not in status
+        (event,) = setup.events()
+        assert event["reason"] == "FabricUnschedulable"
+        assert event["message"].endswith(
+            "pools where vpc.amazonaws.com/efa is Ready with enough per node: "
+            f"gpu (karpenter.sh/nodepool=gpu), p5 ({NODEGROUP}=p5)"
+        ), event["message"]
 
 
 async def test_shard_zero_names_the_other_shards_ready_pools_where_a_pending_request_would_fit() -> None:

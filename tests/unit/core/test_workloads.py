@@ -25,6 +25,7 @@ from fabriccap.core.workloads import (
     ReadyPool,
     learn_from_object,
     learn_lookup,
+    ready_count,
     request_classes_of,
     top_owner,
     unschedulable_event,
@@ -459,6 +460,19 @@ def test_an_unschedulable_request_names_the_pools_that_could_take_it() -> None:
     )
     none = unschedulable_event(efa, group, [ReadyPool("efa", "eks.amazonaws.com/nodegroup", "p4", 4)])
     assert none.message.endswith("no pool has vpc.amazonaws.com/efa Ready with 32 or more per node")
+
+
+def test_a_ready_pool_s_count_is_its_nodes_or_else_what_its_empty_nodepool_launches() -> None:
+    one_bucket = {"counts": [{"count": 32, "instanceTypes": 2}]}
+    assert ready_count({"nodes": 4, "uniformCount": 32}) == 32
+    assert ready_count({"nodes": 0, "launchable": one_bucket}) == 32
+    # Mixed counts give no one figure; a pool with nodes but no one count has none either, whatever
+    # its NodePool could launch; a boolean is not a count.
+    mixed = {"counts": [{"count": 32, "instanceTypes": 1}, {"count": 16, "instanceTypes": 1}]}
+    assert ready_count({"nodes": 0, "launchable": mixed}) is None
+    assert ready_count({"nodes": 3, "launchable": one_bucket}) is None
+    assert ready_count({"nodes": 1, "uniformCount": True}) is None
+    assert ready_count({"nodes": 0}) is None
 
 
 def test_a_long_fit_error_keeps_the_reason_it_is_read_for() -> None:
