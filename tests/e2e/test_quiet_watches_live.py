@@ -93,6 +93,10 @@ def test_quiet_watches_are_nudged_and_never_listed_again(control_plane: LocalCon
         writer.start()
         operator.start()
         wait_until(lambda: _ready(world), "the pool Ready", timeout=90)
+        # The window opens once the operator's own objects are listed too: a new CRD's storage
+        # answers 429 ("storage is (re)initializing") for its first seconds, and the listing
+        # retried after that is the first one, not a listing again.
+        wait_until(lambda: _own_objects_listed(proxy), "the FabricCapabilities listed", timeout=60)
         started = len(proxy.requests())
         time.sleep(OBSERVED_SECONDS)
         seen = proxy.requests()[started:]
@@ -135,6 +139,13 @@ def test_quiet_watches_are_nudged_and_never_listed_again(control_plane: LocalCon
         world.cleanup(wait=False)
         kube.delete(NAMESPACES.item(namespace))
         kube.close()
+
+
+def _own_objects_listed(proxy: FaultProxy) -> bool:
+    return any(
+        r.path.startswith(OWN_PATHS[0]) and r.status == 200 and (r.verb == "list" or "sendInitialEvents" in r.query)
+        for r in proxy.requests()
+    )
 
 
 def _ready(world: World) -> bool:
