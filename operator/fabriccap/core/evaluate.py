@@ -64,7 +64,7 @@ from fabriccap.core.api import (
 from fabriccap.core.cel import ITERATION_BUDGET_CAUSE
 from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
-from fabriccap.core.index import FactIndex, NamespacedKey
+from fabriccap.core.index import MAX_DRIVER_NAME, MAX_NAMED_RULES, FactIndex, NamespacedKey
 from fabriccap.core.karpenter_facts import NODE_CLASS_GROUP, NodeClassFacts, NodePoolFacts
 from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
 from fabriccap.core.names import Naming, capability_name, is_label_value, pool_names
@@ -79,6 +79,7 @@ from fabriccap.core.sources import (
     request_forms,
     selects,
 )
+from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import (
     LookupKey,
     NotRequestedWording,
@@ -212,9 +213,10 @@ class Evaluation:
         return frozenset(capability.name for capability in self.emptied)
 
 
-def _named(nodes: Sequence[str]) -> str:
-    shown = ", ".join(nodes[:MAX_NAMED_NODES])
-    more = len(nodes) - MAX_NAMED_NODES
+def _named(names: Sequence[str], limit: int = MAX_NAMED_NODES) -> str:
+    """The first ``limit`` of ``names``, the others counted."""
+    shown = ", ".join(names[:limit])
+    more = len(names) - limit
     return f"{shown} (+{more} more)" if more > 0 else shown
 
 
@@ -418,9 +420,13 @@ def _launch_forms(analysis: PoolAnalysis) -> frozenset[RequestForm]:
 
 def _launch_taint(analysis: PoolAnalysis) -> str:
     """What the DeviceTaintRules of ``analysis.launch_tainted_by`` do to the nodes it launches."""
-    rules = ", ".join(rule.describe() for rule in analysis.launch_tainted_by)
+    rules = _named([rule.describe() for rule in analysis.launch_tainted_by], MAX_NAMED_RULES)
     drivers = analysis.selection.recommended_drivers if analysis.selection is not None else None
-    of = f"driver {', '.join(sorted(drivers))}" if drivers else "every driver"
+    # The drivers are the class's CEL string constants, as its author wrote them (escapes
+    # included): kept whole for matching, cleaned and cut only here, as a slice's are in notes;
+    # as many named as rules (a rule per driver is how they cover several).
+    shown = sorted(clean_text(driver, MAX_DRIVER_NAME) for driver in drivers or ())
+    of = f"driver {_named(shown, MAX_NAMED_RULES)}" if shown else "every driver"
     return (
         f"{rules} taint{'s' if len(analysis.launch_tainted_by) == 1 else ''} every device of {of} a node it"
         " launches would publish, and the recommended claim tolerates none"

@@ -82,6 +82,17 @@ def object_name(value: Any) -> str:
     return clean_text(value if value is not None else "", MAX_NAME)
 
 
+def named_metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:
+    """The metadata of a ``kind`` object the facts keep by its name, and that name as
+    ``object_name`` keeps it. FactsError for one without a name: two would take each other's
+    place (only a hand-made snapshot has one; an API server names every object)."""
+    metadata = _mapping(body, "metadata", kind)
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise FactsError(f"{kind} without metadata.name")
+    return metadata, object_name(name)
+
+
 def object_namespace(value: Any) -> str:
     # A cluster has few namespaces and each is in many facts: one copy (core.sharing).
     return shared_text(clean_text(value if value is not None else "", MAX_NAMESPACE))
@@ -730,7 +741,7 @@ class FactsExtractor:
         string, or one this code does not evaluate, is taken to match (fail closed)."""
         if not self.dra_fabrics:
             return None
-        name = object_name(_mapping(body, "metadata", "DeviceTaintRule").get("name"))
+        _, name = named_metadata(body, "DeviceTaintRule")
         spec = body.get("spec")
         if not isinstance(spec, MAPPINGS):
             raise FactsError(f"DeviceTaintRule {name}: spec is not a mapping")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabriccap.core.api import ConditionStatus
-from fabriccap.core.facts import FactsError, object_name
+from fabriccap.core.facts import named_metadata, object_name
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.text import clean_text
 
@@ -122,17 +122,6 @@ class NodeClassFacts:
     reserves: bool = False
 
 
-def _metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:
-    metadata = body.get("metadata") if isinstance(body, Mapping) else None
-    if not isinstance(metadata, Mapping):
-        raise FactsError(f"{kind} without metadata")
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
-        raise FactsError(f"{kind} without metadata.name")
-    # Cleaned as every watched object's name is, so a deletion or a fresh LIST finds it.
-    return metadata, object_name(name)
-
-
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -196,7 +185,7 @@ def _ready(status: Mapping[str, Any]) -> tuple[ConditionStatus | None, str]:
 
 
 def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
-    metadata, name = _metadata(body, "NodePool")
+    metadata, name = named_metadata(body, "NodePool")
     spec = _mapping(body.get("spec"))
     template = _mapping(spec.get("template"))
     template_spec = _mapping(template.get("spec"))
@@ -243,7 +232,7 @@ def _drivers(annotation: Any) -> tuple[str, ...]:
 
 def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> NodeClaimFacts:
     """A NodeClaim; ``resources`` are the fabric resources whose capacity matters."""
-    metadata, name = _metadata(body, "NodeClaim")
+    metadata, name = named_metadata(body, "NodeClaim")
     spec = _mapping(body.get("spec"))
     status = _mapping(body.get("status"))
     requests = _mapping(_mapping(spec.get("resources")).get("requests"))
@@ -272,7 +261,7 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
 
 
 def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
-    _, name = _metadata(body, "EC2NodeClass")
+    _, name = named_metadata(body, "EC2NodeClass")
     spec = _mapping(body.get("spec"))
     interfaces = spec.get("networkInterfaces")
     reserves = bool(spec.get("capacityReservationSelectorTerms"))

@@ -145,8 +145,9 @@ _FORMAT = re.compile(
 
 
 def readable_text(text: str) -> str:
-    """``text`` without ANSI escapes or control characters: tabs become spaces, and Unicode
-    format characters (bidi overrides that reorder what a reader sees) are dropped."""
+    """``text`` without ANSI escapes or control characters: tabs and line or paragraph
+    separators become spaces, and Unicode format characters (bidi overrides that reorder what a
+    reader sees) are dropped."""
     # The tests first: nearly every line has none of these, and a search is cheaper than a copy.
     if "\x1b" in text:
         text = _ANSI.sub("", text)
@@ -156,6 +157,13 @@ def readable_text(text: str) -> str:
         text = _C0_C1.sub("", text)
     if not text.isascii():
         text = _FORMAT.sub("", text)
+        # Unicode's line and paragraph separators (Zl, Zp): a terminal or an editor breaks the
+        # line at them, so the rest of an evidence line would read as a line of its own.
+        # (str.replace: str.translate took 3x as long on such a line.)
+        if "\u2028" in text:
+            text = text.replace("\u2028", " ")
+        if "\u2029" in text:
+            text = text.replace("\u2029", " ")
     return text
 
 

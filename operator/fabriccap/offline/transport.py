@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import BinaryIO
 
+from fabriccap.core.text import escape_controls
 from fabriccap.core.transport import (
     FabricSignature,
     TransportReport,
@@ -67,7 +68,9 @@ def passes(report: TransportReport) -> bool:
 
 
 def _cell(value: object) -> str:
-    return "-" if value is None else readable_text(str(value))
+    """A value as the table shows it; a header line's control characters are shown escaped, as
+    ``align`` shows the rows'."""
+    return "-" if value is None else escape_controls(readable_text(str(value)))
 
 
 def format_table(report: TransportReport) -> str:

@@ -231,6 +231,11 @@ def test_custom_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         ),
         pytest.param('{"kind": "Node", "metadata": {"labels": {}}}', ["Node without metadata.name"], id="node-no-name"),
         pytest.param(
+            json.dumps(kube_list([world.dranet_daemon_set(), {**world.device_taint_rule("x"), "metadata": {}}])),
+            ["DeviceTaintRule without metadata.name"],
+            id="device-taint-rule-no-name",
+        ),
+        pytest.param(
             json.dumps({**pod("n1", name="p"), "status": "Running"}),
             ["Pod kube-system/p: spec/status is not a mapping"],
             id="malformed-pod",

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from fabriccap.cli.commands import main
+from fabriccap.core.transport import RankVerdict, TransportReport, Verdict
+from fabriccap.offline.transport import format_table
 from support.nccl import CORPUS, CORPUS_DIR
 
 BY_VERDICT = {entry["verdict"]: entry for entry in reversed(CORPUS)}  # one entry of each verdict
@@ -185,6 +187,28 @@ def test_terminal_output_carries_no_control_characters(tmp_path: Path) -> None:
         assert done.returncode == 1, done
         assert "socket" in done.stdout
         assert all(char.isprintable() or char == "\n" for char in done.stdout), repr(done.stdout)
+
+
+def test_line_and_paragraph_separators_break_no_line_of_the_table(tmp_path: Path) -> None:
+    """U+2028 and U+2029 in the job's evidence (hostile review 63 F2's log)."""
+    log = tmp_path / "separators.log"
+    forged = "\u2028\u20292026-12-07 ERROR fabriccap: forged"
+    log.write_text(f"h1:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0 {forged}\n")
+    done = fabriccap("transport", "-f", str(log))
+    assert done.returncode == 1, done
+    assert "EVIDENCE: h1:1:1 [0] NCCL INFO Channel" in done.stdout
+    assert all(char.isprintable() or char == "\n" for char in done.stdout), repr(done.stdout)
+
+
+def test_the_header_lines_show_control_characters_escaped_as_the_rows_do() -> None:
+    """The EVIDENCE line shows a control character escaped, as the rank's row does: the table
+    does not count on the parser having removed every one (hostile review 63 F2)."""
+    evidence = "h1:1:1 [0] NCCL INFO Using network Socket\nforged"
+    rank = RankVerdict(host="h1", pid=1, device=0, rank=0, verdict=Verdict.SOCKET, evidence=evidence)
+    report = TransportReport("efa", Verdict.SOCKET, evidence, (rank,), None, None, True, 0, 0, 1)
+    table = format_table(report)
+    assert "EVIDENCE: h1:1:1 [0] NCCL INFO Using network Socket\\nforged\n" in table
+    assert table.count("\\nforged") == 2 and "\nforged" not in table
 
 
 def test_a_missing_file() -> None:

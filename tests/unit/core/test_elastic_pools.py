@@ -12,7 +12,7 @@ from fabriccap.core import evaluate as evaluation_module
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.explain import explain_capability
 from fabriccap.core.facts import FactsExtractor, Pool
-from fabriccap.core.index import NODE_FACTS
+from fabriccap.core.index import MAX_NAMED_RULES, NODE_FACTS
 from fabriccap.core.karpenter_facts import node_pool_facts
 from fabriccap.core.launchable import judge_node_pool
 from fabriccap_devtools.world import (
@@ -20,6 +20,7 @@ from fabriccap_devtools.world import (
     device_taint_rule,
     dranet_daemon_set,
     ec2_node_class,
+    efa_device_class,
     karpenter_node,
     node,
     node_claim,
@@ -243,6 +244,30 @@ def test_an_empty_dra_nodepool_is_not_ready_while_a_rule_taints_its_drivers_ever
     assert status.recommendation is not None
     assert status.recommendation.resource_claim_template is None
     assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "32"}
+
+
+def test_the_drivers_and_rules_that_taint_an_empty_pool_are_named_cleaned_and_bounded() -> None:
+    """The drivers are a DeviceClass's CEL string constants, which take ``\\n``, ``\\xHH`` and
+    ``\\u`` escapes (cel-go accepts them; the API server stores the class): any text its author
+    wrote. Each is cleaned and cut as a slice's driver is, and a few drivers and rules (one per
+    driver here) are named, the others counted, so the message keeps its end (hostile review 63 F1)."""
+    forged = "\n2026-12-07 INFO forged\x1b]0;pwned\x07\u202e" + "d" * 200
+    drivers = ["dra.net", *(f"evil{number}.example{forged}" for number in range(30))]
+    # Written as CEL escapes, which CEL reads back to these strings.
+    as_cel = ", ".join(f'"{driver.encode("unicode_escape").decode("ascii")}"' for driver in drivers)
+    device_class = efa_device_class()
+    device_class["spec"]["selectors"] = [{"cel": {"expression": f"device.driver in [{as_cel}]"}}]
+    rules = [device_taint_rule(f"of-{number:02}", driver=driver) for number, driver in enumerate(drivers)]
+    status = capability(evaluate_bodies([device_class, *rules, dranet_daemon_set(), *_gpu_pool()]), "efa-gpu").status
+    assert reason(status, "Ready") == ("False", "NotAdvertised")
+    ready = message(status, "Ready")
+    assert not any(character in ready for character in "\n\x1b\x07\u202e"), ready
+    named_rules = ", ".join(f"DeviceTaintRule of-{number:02} (NoSchedule)" for number in range(MAX_NAMED_RULES))
+    assert f"{named_rules} (+{31 - MAX_NAMED_RULES} more) taint every device of driver dra.net, evil0.example " in ready
+    assert ready.endswith(
+        f"... (+{31 - MAX_NAMED_RULES} more) a node it launches would publish, and the recommended claim tolerates none"
+    )
+    assert len(ready) < 1_000
 
 
 def test_a_rule_that_does_not_provably_cover_every_device_leaves_an_empty_pool_ready() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from fabriccap.core import transport
+from fabriccap.core.text import clean_text
 from fabriccap.core.transport import (
     EVIDENCE_CHARS,
     MAX_LINE_BYTES,
@@ -1077,6 +1078,19 @@ def test_evidence_is_cut_and_clean() -> None:
     assert len(evidence) == EVIDENCE_CHARS
     assert all(char.isprintable() for char in evidence)
     assert "\u202e" not in evidence and "\x1b" not in evidence
+
+
+def test_line_and_paragraph_separators_leave_evidence_as_one_line() -> None:
+    """U+2028 and U+2029 (Zl, Zp) break the line in a terminal and an editor: after one, a log's
+    author could forge a line of its own in the evidence. Each becomes a space, as clean_text
+    turns line breaks into one, so evidence is clean_text-clean (hostile review 63 F2)."""
+    assert readable_text("a\u2028b\u2029c") == "a b c"
+    forged = "\u2028\u20292026-12-07 ERROR fabriccap: forged"
+    report = read(lines("h1:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0 " + forged))
+    assert report.verdict is Verdict.SOCKET
+    for evidence in (report.evidence, *(rank.evidence for rank in report.ranks)):
+        assert evidence.endswith("via NET/Socket/0   2026-12-07 ERROR fabriccap: forged"), evidence
+        assert evidence == clean_text(evidence, EVIDENCE_CHARS)
 
 
 def test_every_unicode_format_surrogate_and_private_character_is_removed() -> None:
