@@ -1,0 +1,87 @@
+"""The admission policy as shipped (the chart's render with default values, the kustomize
+component) is accepted by the oldest Kubernetes it is for: every expression compiles with the
+CEL environment a kube-apiserver of that version creates a new policy with. The end-to-end
+tests run the newest kube-apiserver only, whose CEL has functions older ones lack (a policy
+that names one is refused with 422, and ``helm install`` fails).
+
+fabriccap_devtools.celcheck does the server's compile step with k8s.io/apiserver's own
+compiler. Building it needs a Go toolchain (Go >= 1.25) and the Go module proxy: minutes the
+first time. Without Go the tests skip on a laptop and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabriccap.observability.admission import OLDEST_KUBERNETES, POLICY_NAME, policy_yaml
+from fabriccap_devtools.celcheck import PolicyCompilation, checker_binary, compile_policies, environment_of
+from fabriccap_devtools.gotools import GoToolError
+from support.rendering import MANIFESTS, render_helm
+
+COMPONENT = MANIFESTS / "components" / "admission-policy" / "admission-policy.yaml"
+NEWEST_KUBERNETES = "1.35"  # the e2e tests' kube-apiserver (fabriccap_devtools.controlplane)
+
+
+@pytest.fixture(scope="module")
+def checker() -> Path:
+    if shutil.which("go") is None and os.environ.get("CI", "").lower() != "true":
+        pytest.skip("building fabriccap_devtools/celcheck needs a Go toolchain on PATH (Go >= 1.25)")
+    try:
+        return checker_binary()
+    except GoToolError as error:
+        pytest.fail(str(error))
+
+
+def expressions(policy: dict[str, object]) -> int:
+    spec = policy["spec"]
+    assert isinstance(spec, dict)
+    validations = spec["validations"]
+    return (
+        len(spec["matchConditions"])
+        + len(spec["variables"])
+        + sum(1 + ("messageExpression" in validation) for validation in validations)
+    )
+
+
+def test_the_shipped_policy_compiles_on_the_oldest_kubernetes_it_is_for(checker: Path, tmp_path: Path) -> None:
+    rendered = tmp_path / "chart.yaml"
+    rendered.write_text(yaml.safe_dump_all(render_helm()))
+    compiled = compile_policies([rendered, COMPONENT], OLDEST_KUBERNETES)
+    shipped = [doc for doc in yaml.safe_load_all(COMPONENT.read_text()) if doc["kind"] == "ValidatingAdmissionPolicy"]
+    assert [(policy.name, policy.failures) for policy in compiled] == [
+        ("fabriccap-fabric-request", ()),  # the chart's, named after the release
+        (POLICY_NAME, ()),
+    ]
+    # Every expression was compiled: nothing was skipped on the way.
+    assert {policy.compiled for policy in compiled} == {expressions(shipped[0])}
+
+
+def test_the_check_refuses_what_an_older_server_refuses(checker: Path, tmp_path: Path) -> None:
+    """flatten() came to Kubernetes' CEL in 1.34, and a 1.34 server still compiles a new policy
+    with 1.33's: the policy is refused there and accepted from 1.35 on."""
+    documents = list(yaml.safe_load_all(policy_yaml()))
+    documents[0]["spec"]["variables"].append({"name": "flat", "expression": "[[1], [2]].flatten()"})
+    with_flatten = tmp_path / "flatten.yaml"
+    with_flatten.write_text(yaml.safe_dump_all(documents))
+
+    def failures(kubernetes: str) -> tuple[tuple[str, str], ...]:
+        (policy,) = compile_policies([with_flatten], kubernetes)
+        assert isinstance(policy, PolicyCompilation)
+        return policy.failures
+
+    ((field, message),) = failures("1.34")
+    assert field.endswith("(flat)") and "undeclared reference to 'flatten'" in message
+    assert failures(OLDEST_KUBERNETES) == failures("1.34")
+    assert failures(NEWEST_KUBERNETES) == ()
+
+
+def test_a_server_creates_policies_with_the_environment_of_the_minor_before_its_own() -> None:
+    assert environment_of("1.30") == "1.29"
+    assert environment_of("1.35") == "1.34"
+    with pytest.raises(ValueError, match="not a Kubernetes"):
+        environment_of("1.x")
