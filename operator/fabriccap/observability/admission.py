@@ -321,6 +321,28 @@ def chart_template(config: Config | None = None) -> str:
             '    {{- include "fabriccap.labels" . | nindent 4 }}\n' + spec
         )
     return (
-        "{{- /* " + HEADER.strip().removeprefix("# ") + " */ -}}\n"
-        "{{- if .Values.admissionPolicy.enabled }}\n" + "---\n".join(parts) + "{{- end }}\n"
+        "{{- /* "
+        + HEADER.strip().removeprefix("# ")
+        + " */ -}}\n"
+        + _CHART_GATE
+        + f'{{{{- if and .Values.admissionPolicy.enabled (include "{SERVED_TEMPLATE}" .) }}}}\n'
+        + "---\n".join(parts)
+        + "{{- end }}\n"
     )
+
+
+# "true" when the cluster serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (1.30
+# on; the chart's kubeVersion allows older clusters, where the object would fail the install),
+# else "". `helm install` and `upgrade` ask the cluster, whose discovery lists every kind: then
+# that says. An offline `helm template` lists no kind (ValidatingWebhookConfiguration, served
+# since 1.16, tells the two apart): then the Kubernetes version says, `--kube-version` or Helm's
+# own. NOTES.txt reads it too.
+SERVED_TEMPLATE = "fabriccap.admissionPolicyServed"
+_CHART_GATE = (
+    f'{{{{- define "{SERVED_TEMPLATE}" -}}}}\n'
+    '{{- $kinds := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration" }}\n'
+    '{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") '
+    f'(and (not $kinds) (semverCompare ">={OLDEST_KUBERNETES}.0-0" .Capabilities.KubeVersion.Version)) }}}}'
+    "true{{ end }}\n"
+    "{{- end }}\n"
+)
