@@ -4,6 +4,10 @@ CEL environment a kube-apiserver of that version creates a new policy with. The 
 tests run the newest kube-apiserver only, whose CEL has functions older ones lack (a policy
 that names one is refused with 422, and ``helm install`` fails).
 
+And what it tells a user there, evaluated by the same library: the shapes the end-to-end
+table cannot reach (a field of another release of a CRD than the one it installs) and the
+rules beside them. tests/e2e/test_admission_kinds.py is the proof on a real server.
+
 fabriccap_devtools.celcheck does the server's compile step with k8s.io/apiserver's own
 compiler. Building it needs a Go toolchain (Go >= 1.25) and the Go module proxy: minutes the
 first time. Without Go the tests skip on a laptop and fail under CI=true.
@@ -14,12 +18,21 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from fabriccap.core.workload_kinds import BATCH_JOB, JOBSET, WorkloadKind
 from fabriccap.observability.admission import OLDEST_KUBERNETES, POLICY_NAME, policy_yaml
-from fabriccap_devtools.celcheck import PolicyCompilation, checker_binary, compile_policies, environment_of
+from fabriccap_devtools.celcheck import (
+    PolicyCompilation,
+    Request,
+    checker_binary,
+    compile_policies,
+    environment_of,
+    evaluate,
+)
 from fabriccap_devtools.gotools import GoToolError
 from support.rendering import MANIFESTS, render_helm
 
@@ -85,3 +98,74 @@ def test_a_server_creates_policies_with_the_environment_of_the_minor_before_its_
     assert environment_of("1.35") == "1.34"
     with pytest.raises(ValueError, match="not a Kubernetes"):
         environment_of("1.x")
+
+
+# -- what it tells -------------------------------------------------------------------------------
+
+POOL_KEY, POOL = "eks.amazonaws.com/nodegroup", "p5"
+EFA = "vpc.amazonaws.com/efa"
+GPU = {"nvidia.com/gpu": "8"}
+GPU_EFA = {**GPU, EFA: "32"}
+# What the operator writes for a Ready pool of nodes advertising 32 (the fields the policy reads).
+PARAMS: dict[str, Any] = {
+    "apiVersion": "fabriccap.dev/v1alpha1",
+    "kind": "FabricCapability",
+    "metadata": {"name": f"efa-{POOL}"},
+    "status": {
+        "fabric": "efa",
+        "resourceName": EFA,
+        "pool": {"key": POOL_KEY, "value": POOL},
+        "uniformCount": 32,
+        "recommendation": {"resourcesPerNode": {EFA: "32"}, "env": []},
+    },
+}
+
+
+def container(name: str, limits: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "ml/trainer:1", **({"resources": {"limits": limits}} if limits else {}), **extra}
+
+
+def pod_spec(limits: dict[str, Any] | None = GPU, **extra: Any) -> dict[str, Any]:
+    """A pod spec that selects the pool, one container asking ``limits``."""
+    return {"nodeSelector": {POOL_KEY: POOL}, "containers": [container("train", limits)], **extra}
+
+
+def request(kind: WorkloadKind, name: str, spec: dict[str, Any]) -> Request:
+    return Request(
+        name=name,
+        group=kind.group,
+        version=kind.versions[0],
+        resource=kind.plural,
+        kind=kind.kind,
+        object={"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name}, "spec": spec},
+        params=PARAMS,
+    )
+
+
+def job(name: str, spec: dict[str, Any]) -> Request:
+    return request(BATCH_JOB, name, {"template": {"spec": spec}})
+
+
+def jobset(name: str, spec: dict[str, Any]) -> Request:
+    replicated = {"name": "workers", "replicas": 1, "template": {"spec": {"template": {"spec": spec}}}}
+    return request(JOBSET, name, {"replicatedJobs": [replicated]})
+
+
+def told(*requests: Request) -> dict[str, str | None]:
+    """The warning the shipped policy gives each request on the oldest Kubernetes it is for."""
+    evaluations = evaluate(COMPONENT, requests, OLDEST_KUBERNETES)
+    assert [(e.name, e.matched, e.error) for e in evaluations] == [(r.name, True, None) for r in requests]
+    return {e.name: e.warning for e in evaluations}
+
+
+def test_a_template_on_the_pool_with_an_accelerator_and_no_fabric_is_warned(checker: Path) -> None:
+    said = told(job("tcp", pod_spec(GPU)), job("efa", pod_spec(GPU_EFA)), job("cpu", pod_spec({"cpu": "4"})))
+    assert said == {
+        "tcp": (
+            f"request {EFA}: 32 per node in Job: spec.template.spec.containers[].resources: Job tcp selects pool "
+            f"{POOL} where {EFA}: 32 is Ready (FabricCapability efa-{POOL}), and requests an accelerator but no "
+            f"{EFA}: NCCL will use TCP sockets"
+        ),
+        "efa": None,
+        "cpu": None,
+    }

@@ -10,17 +10,26 @@ go.mod; that library keeps the environment of every Kubernetes version from 1.28
 built once into the cache by ``fabriccap_devtools.gotools`` (2.5 min cold on 2 cores, downloads
 included).
 
+It also evaluates a policy for admission requests (``evaluate``) with the same library, as the
+API server's admission does, within its runtime cost budget: what a user of that server would
+be told, without one. The end-to-end tests (tests/e2e/test_admission_kinds.py) remain the
+proof on a real server with the real CRDs; this reaches shapes no one CRD there allows (an
+older release's field) and runs in the repo tests.
+
     python -m fabriccap_devtools.celcheck 1.30 manifests/components/admission-policy/admission-policy.yaml
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fabriccap_devtools.gotools import GoToolError, build_go_tool
 
@@ -34,6 +43,29 @@ class PolicyCompilation:
     name: str
     compiled: int  # expressions compiled, failed ones included
     failures: tuple[tuple[str, str], ...]  # (field, compiler's message)
+
+
+@dataclass(frozen=True)
+class Request:
+    """An admission request: the object, its resource, and the param the binding selected."""
+
+    name: str
+    group: str
+    version: str
+    resource: str
+    kind: str
+    object: dict[str, Any]
+    params: dict[str, Any]
+    operation: str = "CREATE"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    name: str
+    matched: bool  # the match conditions held
+    warning: str | None  # the failing validation's message
+    error: str | None  # an expression errored (under failurePolicy Ignore: silent)
+    cost: int  # the runtime cost spent
 
 
 def checker_binary() -> Path:
@@ -67,6 +99,34 @@ def compile_policies(files: Sequence[Path], kubernetes: str) -> list[PolicyCompi
             failures=tuple((failure["field"], failure["error"]) for failure in policy["failures"]),
         )
         for policy in json.loads(result.stdout)["policies"]
+    ]
+
+
+def evaluate(policy_file: Path, requests: Sequence[Request], kubernetes: str) -> list[Evaluation]:
+    """What the one policy in ``policy_file`` tells each request on a ``kubernetes`` server."""
+    with tempfile.TemporaryDirectory() as scratch:
+        cases = Path(scratch) / "cases.json"
+        cases.write_text(json.dumps([dataclasses.asdict(request) for request in requests]))
+        command = [
+            str(checker_binary()),
+            "-environment",
+            environment_of(kubernetes),
+            "-evaluate",
+            str(cases),
+            str(policy_file),
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    if result.returncode != 0:
+        raise GoToolError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
+    return [
+        Evaluation(
+            name=case["name"],
+            matched=case["matched"],
+            warning=case.get("warning"),
+            error=case.get("error"),
+            cost=case["cost"],
+        )
+        for case in json.loads(result.stdout)["cases"]
     ]
 
 

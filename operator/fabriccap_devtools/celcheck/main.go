@@ -12,6 +12,15 @@
 //	celcheck -environment 1.29 policies.yaml...
 //
 // Prints a JSON report; exits 1 when an expression does not compile, 2 on bad input.
+//
+//	celcheck -environment 1.29 -evaluate cases.json policy.yaml
+//
+// Evaluates the one policy in policy.yaml for each case (an object, its resource and a param),
+// as the API server's admission does: the match conditions, then the validations in order, the
+// first that fails giving its messageExpression, within the runtime cost budget. Prints a JSON
+// report of what each case is told; its stages come from k8s.io/apiserver
+// pkg/admission/plugin/policy/validating (validator.go), errors reported, not hidden by a
+// failurePolicy.
 package main
 
 import (
@@ -53,6 +62,7 @@ type report struct {
 
 func main() {
 	environmentVersion := flag.String("environment", "", "the CEL environment's Kubernetes version, MAJOR.MINOR")
+	casesFile := flag.String("evaluate", "", "a JSON list of cases to evaluate the policy for")
 	flag.Parse()
 	if *environmentVersion == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: celcheck -environment MAJOR.MINOR FILE...")
@@ -62,6 +72,17 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "celcheck: -environment %q: %v\n", *environmentVersion, err)
 		os.Exit(2)
+	}
+	if *casesFile != "" {
+		if flag.NArg() != 1 {
+			fmt.Fprintln(os.Stderr, "celcheck: -evaluate takes one policy file")
+			os.Exit(2)
+		}
+		if err := evaluateCases(*casesFile, flag.Arg(0), compatibility); err != nil {
+			fmt.Fprintf(os.Stderr, "celcheck: %v\n", err)
+			os.Exit(2)
+		}
+		return
 	}
 	out := report{Environment: compatibility.String(), Policies: []policyReport{}}
 	for _, file := range flag.Args() {
