@@ -218,6 +218,10 @@ def cases() -> list[Case]:
     template = requested.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     template["spec"]["containers"][0]["resources"]["requests"] = {EFA: "32"}
     table.append(requested)
+    # An empty list of claims is no claim (a CRD keeps `resourceClaims: []`; a Pod drops it).
+    no_claims = case("jobset-no-claims", "JobSet.jobset.x-k8s.io", NODE_POOL, pool=NODE_POOL, limits=GPU)
+    no_claims.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["resourceClaims"] = []
+    table.append(no_claims)
     # Missing fields at every level.
     table += [
         bare("jobset-bare", "JobSet.jobset.x-k8s.io", {"replicatedJobs": []}),

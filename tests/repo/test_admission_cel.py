@@ -169,3 +169,13 @@ def test_a_template_on_the_pool_with_an_accelerator_and_no_fabric_is_warned(chec
         "efa": None,
         "cpu": None,
     }
+
+
+def test_an_empty_list_of_claims_is_no_claim(checker: Path) -> None:
+    """A CRD keeps `resourceClaims: []` (a chart's `{{ toYaml .Values.claims }}` with a `[]`
+    default writes it); a claim, which may be the fabric's, is not judged."""
+    claim = [{"name": "fabric", "resourceClaimTemplateName": "efa-32"}]
+    said = told(
+        jobset("no-claims", pod_spec(GPU, resourceClaims=[])), jobset("a-claim", pod_spec(GPU, resourceClaims=claim))
+    )
+    assert said["no-claims"] is not None and said["a-claim"] is None

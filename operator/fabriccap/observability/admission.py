@@ -137,7 +137,7 @@ def _offends(accelerators: str) -> Callable[[str], str]:
 
     def test(spec: str) -> str:
         return (
-            f"{_selects(spec)} && !has({spec}.resourceClaims) && "
+            f"{_selects(spec)} && size({spec}.?resourceClaims.orValue([])) == 0 && "
             + containers_ask(spec, f"{accelerators}.exists(a, {_asks('c.?resources', 'a')})")
             + " && !"
             + containers_ask(spec, _asks("c.?resources", "variables.fabric"))
