@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap.core.workload_kinds import BATCH_JOB, JOBSET, WorkloadKind
+from fabriccap.core.workload_kinds import BATCH_JOB, JOBSET, POD, WorkloadKind
 from fabriccap.observability.admission import OLDEST_KUBERNETES, POLICY_NAME, policy_yaml
 from fabriccap_devtools.celcheck import (
     PolicyCompilation,
@@ -179,3 +179,22 @@ def test_an_empty_list_of_claims_is_no_claim(checker: Path) -> None:
         jobset("no-claims", pod_spec(GPU, resourceClaims=[])), jobset("a-claim", pod_spec(GPU, resourceClaims=claim))
     )
     assert said["no-claims"] is not None and said["a-claim"] is None
+
+
+def test_native_sidecars_count_as_the_operator_counts_them(checker: Path) -> None:
+    """An init container with restartPolicy Always runs beside the job's containers and holds
+    its devices: its requests count (core.facts ``requested_by_app``). A plain init container's
+    end with it: they count for neither."""
+
+    def pod(name: str, main: dict[str, Any] | None, init: dict[str, Any], restart_policy: str | None) -> Request:
+        policy = {"restartPolicy": restart_policy} if restart_policy else {}
+        spec = pod_spec(main, initContainers=[container("side", init, **policy)])
+        return request(POD, name, spec)
+
+    said = told(
+        pod("gpu-in-sidecar", None, GPU, "Always"),
+        pod("efa-in-sidecar", GPU, {EFA: "32"}, "Always"),
+        pod("gpu-in-init", None, GPU, None),
+        pod("efa-in-init", GPU, {EFA: "32"}, None),
+    )
+    assert {name for name, warning in said.items() if warning} == {"gpu-in-sidecar", "efa-in-init"}

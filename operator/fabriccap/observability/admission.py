@@ -133,7 +133,11 @@ def _offends(accelerators: str) -> Callable[[str], str]:
     fabric's resource nor any claim (a claim may be the fabric's: not judged)."""
 
     def containers_ask(spec: str, test: str) -> str:
-        return f"{spec}.?containers.orValue([]).exists(c, {test})"
+        # The job's containers and its native sidecars (init containers with restartPolicy
+        # Always), which run beside them and hold their devices; a plain init container's end
+        # with it (core.facts ``requested_by_app``, where the operator counts the same).
+        sidecars = f"{spec}.?initContainers.orValue([]).filter(i, i.?restartPolicy.orValue('') == 'Always')"
+        return f"({spec}.?containers.orValue([]) + {sidecars}).exists(c, {test})"
 
     def test(spec: str) -> str:
         return (
