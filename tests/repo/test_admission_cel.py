@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fabriccap.core.workload_kinds import BATCH_JOB, JOBSET, POD, WorkloadKind
+from fabriccap.core.workload_kinds import BATCH_JOB, JOBSET, POD, TRAINJOB, WorkloadKind
 from fabriccap.observability.admission import OLDEST_KUBERNETES, POLICY_NAME, policy_yaml
 from fabriccap_devtools.celcheck import (
     PolicyCompilation,
@@ -198,3 +198,24 @@ def test_native_sidecars_count_as_the_operator_counts_them(checker: Path) -> Non
         pod("efa-in-init", GPU, {EFA: "32"}, None),
     )
     assert {name for name, warning in said.items() if warning} == {"gpu-in-sidecar", "efa-in-init"}
+
+
+def test_a_trainer_v2_1_trainjob_is_warned_where_its_override_chooses_the_pool(checker: Path) -> None:
+    """Trainer v2.0 and v2.1 choose a TrainJob's pool by a pod template override of the `node`
+    job (v2.1.0's CRD: podTemplateOverrides[].targetJobs[].name, .spec.nodeSelector); v2.2 on
+    by a runtime patch (the e2e table, on v2.3.0's CRD)."""
+
+    def trainjob(name: str, target: str, limits: dict[str, Any]) -> Request:
+        override = {"targetJobs": [{"name": target}], "spec": {"nodeSelector": {POOL_KEY: POOL}}}
+        spec = {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": limits}},
+            "podTemplateOverrides": [override],
+        }
+        return request(TRAINJOB, name, spec)
+
+    said = told(trainjob("tcp", "node", GPU), trainjob("efa", "node", GPU_EFA), trainjob("launcher", "launcher", GPU))
+    assert said["tcp"] is not None and said["tcp"].startswith(
+        f"request {EFA}: 32 per node in TrainJob: spec.trainer.resourcesPerNode: TrainJob tcp selects pool {POOL}"
+    )
+    assert said["efa"] is None and said["launcher"] is None

@@ -78,7 +78,13 @@ def _some(current: str, optional: bool, steps: tuple[Step, ...], test: Callable[
     inner = _some(item, False, rest, test, depth + 1)
     if step.where is not None:
         name, value = step.where
-        inner = f"{item}.?{name}.orValue('') == '{value}' && {inner}"
+        test_item = f"{item}.?{name}.orValue('') == '{value}'"
+        if step.where_list is not None:
+            entry = f"w{depth}"
+            test_item = (
+                f"{item}.?{step.where_list}.orValue([]).exists({entry}, {entry}.?{name}.orValue('') == '{value}')"
+            )
+        inner = f"{test_item} && {inner}"
     return f"{field}.orValue([]).exists({item}, {inner})"
 
 
