@@ -6,7 +6,7 @@ and the demo install them on the local API server and create workloads of these 
 
 | kind | module | version |
 |---|---|---|
-| TrainJob (trainer.kubeflow.org/v1alpha1) | github.com/kubeflow/trainer/v2 | v2.3.0 |
+| TrainJob (trainer.kubeflow.org/v1alpha1) | github.com/kubeflow/trainer/v2 | v2.3.0 (v2.1.0: paths only) |
 | JobSet (jobset.x-k8s.io/v1alpha2), what a TrainJob runs as | sigs.k8s.io/jobset | v0.12.0 (Trainer v2.3.0's) |
 | PyTorchJob, MPIJob (kubeflow.org/v1) | github.com/kubeflow/training-operator | v1.9.2 |
 | LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) | sigs.k8s.io/lws | v0.8.0 |
@@ -45,6 +45,16 @@ TRAINJOB = ReleasedCrd(
     "v2.3.0",
     "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
     "a742cafc5b5582640c7e0b7467c024fc237256fbca5ba0a9f0531dfb66d64416",
+)
+# Trainer v2.1.0's TrainJob, whose pool choice is a pod template override (podTemplateOverrides,
+# gone in v2.2.0): the admission policy reads it too. Not installed (one CRD per resource); its
+# schema pins the table's paths (tests/repo/test_workload_paths.py).
+TRAINJOB_V2_1 = ReleasedCrd(
+    "trainjobs.trainer.kubeflow.org",
+    "github.com/kubeflow/trainer/v2",
+    "v2.1.0",
+    "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+    "65ea8f95f298103275e00b690bda5e090355f7eb5d6e4d15236b557f088b8078",
 )
 JOBSET = ReleasedCrd(
     "jobsets.jobset.x-k8s.io",

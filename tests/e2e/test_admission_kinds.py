@@ -218,6 +218,17 @@ def cases() -> list[Case]:
     template = requested.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     template["spec"]["containers"][0]["resources"]["requests"] = {EFA: "32"}
     table.append(requested)
+    # An empty list of claims is no claim (a CRD keeps `resourceClaims: []`; a Pod drops it).
+    no_claims = case("jobset-no-claims", "JobSet.jobset.x-k8s.io", NODE_POOL, pool=NODE_POOL, limits=GPU)
+    no_claims.body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["resourceClaims"] = []
+    table.append(no_claims)
+    # A native sidecar (an init container with restartPolicy Always) holds its devices as the
+    # job's containers do, and the operator counts it: so does the policy.
+    sidecar = case("pod-gpu-in-sidecar", "Pod", NODE_POOL, pool=NODE_POOL)
+    sidecar.body["spec"]["initContainers"] = [
+        {"name": "side", "image": IMAGE, "restartPolicy": "Always", "resources": {"limits": dict(GPU)}}
+    ]
+    table.append(sidecar)
     # Missing fields at every level.
     table += [
         bare("jobset-bare", "JobSet.jobset.x-k8s.io", {"replicatedJobs": []}),

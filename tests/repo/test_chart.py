@@ -413,3 +413,46 @@ def test_the_first_names_of_the_label_values_are_still_read() -> None:
     docs = render(MONITORING_ON, "serviceMonitor.labels.old=yes", "prometheusRule.labels.old=yes")
     assert one(docs, "ServiceMonitor")["metadata"]["labels"]["old"] == "yes"
     assert one(docs, "PrometheusRule")["metadata"]["labels"]["old"] == "yes"
+
+
+# ---------------------------------------------------------------------------------------------
+# The admission policy: only where the cluster serves it
+
+ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+WEBHOOKS = "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration"  # every cluster's
+POLICIES = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"  # 1.30 on
+
+
+def admission_objects(*arguments: str, values: tuple[Any, ...] = ()) -> list[str]:
+    """The admission objects rendered by ``helm template`` with these flags."""
+    args = [helm_binary(), "template", "fabriccap", str(CHART), *arguments]
+    for value in values:
+        args += ["--set", value]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode == 0, result.stderr
+    return [doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc and doc["kind"] in ADMISSION_KINDS]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "rendered"),
+    [
+        # Offline (no kinds listed): the Kubernetes version says, Helm's own by default.
+        ((), True),
+        (("--kube-version", "1.30.0"), True),
+        (("--kube-version", "1.29.0"), False),  # the chart's kubeVersion allows 1.27
+        (("--kube-version", "1.27.3"), False),
+        # As `helm install` sees a cluster: its discovery says, whatever the version.
+        (("--kube-version", "1.35.0", "--api-versions", WEBHOOKS), False),
+        (("--kube-version", "1.31.0", "--api-versions", f"{WEBHOOKS},{POLICIES}"), True),
+    ],
+)
+def test_the_admission_policy_is_rendered_only_where_kubernetes_serves_it(
+    arguments: tuple[str, ...], rendered: bool
+) -> None:
+    """admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy exists from Kubernetes 1.30:
+    on an older cluster the object would fail the whole install."""
+    assert admission_objects(*arguments) == (list(ADMISSION_KINDS) if rendered else [])
+
+
+def test_the_admission_policy_can_be_turned_off() -> None:
+    assert admission_objects(values=("admissionPolicy.enabled=false",)) == []

@@ -10,7 +10,8 @@ group is not in the table is an unknown kind, trusted for nothing but being the 
 
 Paths use a small grammar that both the policy's CEL and the Python walker (explain) read:
 ``a.b`` fields, ``a[]`` every item of a list, ``a[name=x]`` the items whose ``name`` is x,
-``a.*`` every value of a map. A pod template path ends at an object with a pod ``spec``; the
+``a[l[name=x]]`` the items whose list ``l`` holds an item whose ``name`` is x, ``a.*`` every
+value of a map. A pod template path ends at an object with a pod ``spec``; the
 empty path is the object itself (a Pod).
 
 Field paths are taken from each project's Go types at the version named in ``source``
@@ -27,8 +28,12 @@ from typing import Any
 
 from fabriccap.core.sharing import shared_text
 
-# A step of a path: a field, optionally followed by [] (every item) or [name=value] (a filter).
-_STEP = re.compile(r"^(?P<field>[A-Za-z][A-Za-z0-9]*|\*)(?:\[(?:(?P<key>[a-z]+)=(?P<value>[a-z0-9-]+))?\])?$")
+# A step of a path: a field, optionally followed by [] (every item), [name=value] (a filter) or
+# [list[name=value]] (a filter on an item's list).
+_STEP = re.compile(
+    r"^(?P<field>[A-Za-z][A-Za-z0-9]*|\*)"
+    r"(?:\[(?:(?:(?P<list>[A-Za-z][A-Za-z0-9]*)\[)?(?P<key>[a-z]+)=(?P<value>[a-z0-9-]+)(?(list)\]))?\])?$"
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class Step:
     field: str  # a field name, or "*" for every value of a map
     iterate: bool = False  # the field is a list: every item
     where: tuple[str, str] | None = None  # keep the items whose field equals this value
+    where_list: str | None = None  # ... or, when set, an item of whose list so named does
 
 
 def parse_path(path: str) -> tuple[Step, ...]:
@@ -48,7 +54,8 @@ def parse_path(path: str) -> tuple[Step, ...]:
             raise ValueError(f"not a path step: {part!r} in {path!r}")
         key, value = match.group("key"), match.group("value")
         iterate = part.endswith("]")
-        steps.append(Step(match.group("field"), iterate, (key, value) if key and value else None))
+        where = (key, value) if key and value else None
+        steps.append(Step(match.group("field"), iterate, where, match.group("list") if where else None))
     return tuple(steps)
 
 
@@ -71,12 +78,22 @@ def walk(obj: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
                 for pointer, items in following
                 if isinstance(items, list)
                 for i, item in enumerate(items)
-                if step.where is None or (isinstance(item, Mapping) and item.get(step.where[0]) == step.where[1])
+                if _kept(step, item)
             ]
         found = following
     for pointer, value in found:
         if isinstance(value, Mapping):
             yield pointer, value
+
+
+def _kept(step: Step, item: Any) -> bool:
+    if step.where is None:
+        return True
+    key, value = step.where
+    if step.where_list is None:
+        return isinstance(item, Mapping) and item.get(key) == value
+    entries = item.get(step.where_list) if isinstance(item, Mapping) else None
+    return isinstance(entries, list) and any(isinstance(e, Mapping) and e.get(key) == value for e in entries)
 
 
 def _escape(segment: str) -> str:
@@ -156,6 +173,7 @@ def group_of(api_version: str) -> str:
 
 
 _TRAINER = "github.com/kubeflow/trainer/v2@v2.3.0 (658725bdae5c)"
+_TRAINER_V2_1 = "github.com/kubeflow/trainer/v2@v2.1.0"
 _TRAINING_OPERATOR = "github.com/kubeflow/training-operator@v1.9.2 (bde9c20903ad)"
 _TEMPLATE_RESOURCES = "containers[].resources"
 
@@ -168,12 +186,16 @@ TRAINJOB = WorkloadKind(
     pod_templates=(),
     request_field="spec.trainer.resourcesPerNode",
     owner_from_pod="Pod → Job → JobSet (pod labels) → TrainJob (one read of the JobSet)",
-    source=f"{_TRAINER} pkg/apis/trainer/v1alpha1/trainjob_types.go",
+    source=f"{_TRAINER} and {_TRAINER_V2_1} pkg/apis/trainer/v1alpha1/trainjob_types.go",
     resources_per_node="spec.trainer.resourcesPerNode",
-    # Trainer v2.3.0 has no podSpecOverrides: the pool is chosen by a runtime patch of the
-    # `node` replicated job (applied in list order, trainingruntime.go mergeRuntimePatches).
+    # Where a TrainJob chooses its pool for the `node` replicated job (whose `.spec` is a pod
+    # spec, or an override of one). Trainer v2.2.0 on: a runtime patch (applied in list order,
+    # v2.3.0 trainingruntime.go mergeRuntimePatches). v2.0 and v2.1: a pod template override
+    # (PodTemplateOverride, targetJobs[].name; v2.1.0 trainjob_types.go), gone in v2.2.0. Each is
+    # checked against that release's CRD (tests/repo/test_workload_paths.py).
     selector_templates=(
         "spec.runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[name=node].template.spec.template",
+        "spec.podTemplateOverrides[targetJobs[name=node]]",
     ),
 )
 JOBSET = WorkloadKind(

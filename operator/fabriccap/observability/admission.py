@@ -20,7 +20,10 @@ CEL notes (research/workloads §4, verified on kube-apiserver v1.35.4): every fi
 with optionals, so a missing field at any level is "no", never an error (an error under
 ``Ignore`` is silent); a quantity in a CRD object may reach CEL as an int, so values are
 tested with ``dyn()``; a resource key is looked up before any ``quantity()`` call, so a pod
-of thousands of containers without accelerators stays cheap.
+of thousands of containers without accelerators stays cheap. Only what the CEL of the oldest
+Kubernetes the policy is for has (``OLDEST_KUBERNETES``; tests/repo/test_admission_cel.py
+compiles it as that server does): a list in a list is searched with nested ``exists``, never
+``flatten()``, which came in 1.34 (a server refuses a policy that names what it lacks).
 
 Written from the built-in config by ``make generate`` (the accelerator resources are the
 profiles'), and shipped as a kustomize component and in the chart.
@@ -28,14 +31,19 @@ profiles'), and shipped as a kustomize component and in the chart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fabriccap.core.api import GROUP, KIND, READY_LABEL, VERSION
 from fabriccap.core.config import Config, default_config
-from fabriccap.core.workload_kinds import ADMITTED, WorkloadKind, parse_path
+from fabriccap.core.workload_kinds import ADMITTED, Step, WorkloadKind, parse_path
 from fabriccap.observability.generated import generated_header, to_yaml
 
 POLICY_NAME = "fabriccap-fabric-request"
+# The oldest Kubernetes the policy is for: admissionregistration.k8s.io/v1
+# ValidatingAdmissionPolicy is served from 1.30. Its CEL must compile there (a 1.30 server
+# compiles a new policy with the 1.29 environment: fabriccap_devtools.celcheck, tested).
+OLDEST_KUBERNETES = "1.30"
 _CLAIM = "params.status.recommendation.resourceClaimTemplate.spec.devices.requests[0].exactly"
 HEADER = generated_header(__name__)
 # Said for a kind whose CEL key is not in the table (cannot happen: every rule comes from it).
@@ -51,37 +59,44 @@ def resource_key(kind: WorkloadKind) -> str:
     return f"{kind.group}/{kind.plural}"
 
 
-def templates_cel(path: str) -> str:
-    """A CEL list of the objects at ``path`` in ``object`` (core.workload_kinds' grammar):
-    optionals while the path is single-valued, then filter/map over lists. A missing field or
-    an empty list gives an empty list."""
-    steps = parse_path(path)
-    current, optional, listed = "object", False, False
-    for step in steps:
-        if not listed and step.field == "*":
-            mapping = f"{current}.orValue({{}})" if optional else current
-            current, listed = f"{mapping}.map(k, {mapping}[k])", True
-        elif not listed:
-            current, optional = f"{current}.?{step.field}", True
-            if step.iterate:
-                current, listed = f"{current}.orValue([])", True
-        elif step.field == "*":
-            current = f"{current}.map(m, m.map(k, m[k])).flatten()"
-        else:
-            current = f"{current}.filter(x, has(x.{step.field})).map(x, x.{step.field})"
-            if step.iterate:
-                current += ".flatten()"
-        if step.where is not None:
-            field, value = step.where
-            current = f"{current}.filter(x, x.?{field}.orValue('') == '{value}')"
-    if not listed:
-        current = f"{current}.optMap(t, [t]).orValue([])" if optional else f"[{current}]"
-    return current
+def _some(current: str, optional: bool, steps: tuple[Step, ...], test: Callable[[str], str], depth: int) -> str:
+    """CEL: whether some value at ``steps`` from ``current`` (an optional when ``optional``)
+    passes ``test``. Optionals while the path is single-valued, then one ``exists`` per list or
+    map, nested: no ``flatten()``, which the CEL of Kubernetes before 1.34 lacks (a policy that
+    names it is refused at creation). A missing field, or an empty list, is "no"."""
+    if not steps:
+        return f"{current}.optMap(s, {test('s')}).orValue(false)" if optional else test(current)
+    step, rest = steps[0], steps[1:]
+    if step.field == "*":
+        mapping = f"{current}.orValue({{}})" if optional else current
+        key = f"k{depth}"
+        return f"{mapping}.exists({key}, {_some(f'{mapping}[{key}]', False, rest, test, depth + 1)})"
+    field = f"{current}.?{step.field}"
+    if not step.iterate:
+        return _some(field, True, rest, test, depth)
+    item = f"x{depth}"
+    inner = _some(item, False, rest, test, depth + 1)
+    if step.where is not None:
+        name, value = step.where
+        test_item = f"{item}.?{name}.orValue('') == '{value}'"
+        if step.where_list is not None:
+            entry = f"w{depth}"
+            test_item = (
+                f"{item}.?{step.where_list}.orValue([]).exists({entry}, {entry}.?{name}.orValue('') == '{value}')"
+            )
+        inner = f"{test_item} && {inner}"
+    return f"{field}.orValue([]).exists({item}, {inner})"
 
 
-def pod_specs_cel(paths: tuple[str, ...]) -> str:
-    """The pod specs of the templates at ``paths``, as one CEL list."""
-    return " + ".join(f"{templates_cel(path)}.filter(t, has(t.spec)).map(t, t.spec)" for path in paths) or "[]"
+def some_template(path: str, test: Callable[[str], str]) -> str:
+    """CEL: whether some object at ``path`` in ``object`` (core.workload_kinds' grammar) passes
+    ``test``, which is given the CEL name of the object."""
+    return _some("object", False, parse_path(path), test, 0)
+
+
+def some_pod_spec(paths: tuple[str, ...], test: Callable[[str], str]) -> str:
+    """CEL: whether the pod spec of some template at ``paths`` passes ``test``."""
+    return " || ".join(f"({some_template(f'{path}.spec' if path else 'spec', test)})" for path in paths) or "false"
 
 
 def _positive(value: str) -> str:
@@ -119,13 +134,35 @@ def _where_cel() -> str:
     return f'{{{entries}}}[?variables.resource].orValue("{_ANY_TEMPLATE}")'
 
 
-def _pod_specs_variable() -> str:
+def _offends(accelerators: str) -> Callable[[str], str]:
+    """CEL, for a pod spec: it selects the params' pool and uses an accelerator, but neither the
+    fabric's resource nor any claim (a claim may be the fabric's: not judged)."""
+
+    def containers_ask(spec: str, test: str) -> str:
+        # The job's containers and its native sidecars (init containers with restartPolicy
+        # Always), which run beside them and hold their devices; a plain init container's end
+        # with it (core.facts ``requested_by_app``, where the operator counts the same).
+        sidecars = f"{spec}.?initContainers.orValue([]).filter(i, i.?restartPolicy.orValue('') == 'Always')"
+        return f"({spec}.?containers.orValue([]) + {sidecars}).exists(c, {test})"
+
+    def test(spec: str) -> str:
+        return (
+            f"{_selects(spec)} && size({spec}.?resourceClaims.orValue([])) == 0 && "
+            + containers_ask(spec, f"{accelerators}.exists(a, {_asks('c.?resources', 'a')})")
+            + " && !"
+            + containers_ask(spec, _asks("c.?resources", "variables.fabric"))
+        )
+
+    return test
+
+
+def _offends_variable(accelerators: str) -> str:
     branches = [
-        f"variables.resource == '{resource_key(kind)}' ? {pod_specs_cel(kind.pod_templates)} : "
+        f"variables.resource == '{resource_key(kind)}' ? {some_pod_spec(kind.pod_templates, _offends(accelerators))} : "
         for kind in ADMITTED
         if kind.pod_templates
     ]
-    return "".join(branches) + "[]"
+    return "".join(branches) + "false"
 
 
 def _per_node_variables(accelerators: str) -> list[dict[str, str]]:
@@ -139,7 +176,7 @@ def _per_node_variables(accelerators: str) -> list[dict[str, str]]:
         resources = "object." + ".".join(f"?{part}" for part in kind.resources_per_node.split("."))
         branches.append(
             f"(variables.resource == '{resource_key(kind)}' && "
-            f"({pod_specs_cel(kind.selector_templates)}).exists(s, {_selects('s')}) && "
+            f"({some_pod_spec(kind.selector_templates, _selects)}) && "
             f"{accelerators}.exists(a, {_asks(resources, 'a')}) && "
             f"!({_asks(resources, 'variables.fabric')}))"
         )
@@ -152,7 +189,6 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
             {resource for fabric in config.enabled_fabrics for resource in fabric.target_nodes.accelerator_resources}
         )
     )
-    container_asks = "s.?containers.orValue([]).exists(c, {test})"
     trainer = next((kind for kind in ADMITTED if kind.resources_per_node is not None), None)
     # Trainer v2.3 merges resourcesPerNode into the runtime's `node` container key by key: a
     # runtime that asks for the fabric keeps it, which the policy cannot see (docs/workloads.md).
@@ -198,20 +234,12 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
                 {"name": "poolKey", "expression": "params.?status.?pool.?key.orValue('')"},
                 {"name": "poolValue", "expression": "params.?status.?pool.?value.orValue('')"},
                 {"name": "fabric", "expression": "params.?status.?resourceName.orValue('')"},
-                {"name": "podSpecs", "expression": _pod_specs_variable()},
                 {
-                    # Those that select the params' pool and use an accelerator, but neither the
-                    # fabric's resource nor any claim (a claim may be the fabric's: not judged).
-                    "name": "offending",
-                    "expression": (
-                        "variables.poolKey == '' || variables.fabric == '' ? [] : variables.podSpecs.filter(s, "
-                        + _selects("s")
-                        + " && !has(s.resourceClaims) && "
-                        + container_asks.format(test=f"{accelerators}.exists(a, {_asks('c.?resources', 'a')})")
-                        + " && !"
-                        + container_asks.format(test=_asks("c.?resources", "variables.fabric"))
-                        + ")"
-                    ),
+                    # Whether a pod template of the object offends (_offends).
+                    "name": "offends",
+                    "expression": "variables.poolKey != '' && variables.fabric != '' && ("
+                    + _offends_variable(accelerators)
+                    + ")",
                 },
                 *(
                     {
@@ -244,7 +272,7 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
             ],
             "validations": [
                 {
-                    "expression": "size(variables.offending) == 0 && !variables.perNodeOffends",
+                    "expression": "!variables.offends && !variables.perNodeOffends",
                     # The change first: when a response's warnings pass 4 KiB, each is cut to 256 runes.
                     "messageExpression": (
                         "'request ' + variables.request + ' in ' + variables.where + ': ' + request.kind.kind + ' ' + "
@@ -303,6 +331,28 @@ def chart_template(config: Config | None = None) -> str:
             '    {{- include "fabriccap.labels" . | nindent 4 }}\n' + spec
         )
     return (
-        "{{- /* " + HEADER.strip().removeprefix("# ") + " */ -}}\n"
-        "{{- if .Values.admissionPolicy.enabled }}\n" + "---\n".join(parts) + "{{- end }}\n"
+        "{{- /* "
+        + HEADER.strip().removeprefix("# ")
+        + " */ -}}\n"
+        + _CHART_GATE
+        + f'{{{{- if and .Values.admissionPolicy.enabled (include "{SERVED_TEMPLATE}" .) }}}}\n'
+        + "---\n".join(parts)
+        + "{{- end }}\n"
     )
+
+
+# "true" when the cluster serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (1.30
+# on; the chart's kubeVersion allows older clusters, where the object would fail the install),
+# else "". `helm install` and `upgrade` ask the cluster, whose discovery lists every kind: then
+# that says. An offline `helm template` lists no kind (ValidatingWebhookConfiguration, served
+# since 1.16, tells the two apart): then the Kubernetes version says, `--kube-version` or Helm's
+# own. NOTES.txt reads it too.
+SERVED_TEMPLATE = "fabriccap.admissionPolicyServed"
+_CHART_GATE = (
+    f'{{{{- define "{SERVED_TEMPLATE}" -}}}}\n'
+    '{{- $kinds := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration" }}\n'
+    '{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") '
+    f'(and (not $kinds) (semverCompare ">={OLDEST_KUBERNETES}.0-0" .Capabilities.KubeVersion.Version)) }}}}'
+    "true{{ end }}\n"
+    "{{- end }}\n"
+)

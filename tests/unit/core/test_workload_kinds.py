@@ -47,7 +47,7 @@ def test_a_kind_its_pods_name_by_a_label_is_read_for_its_uid() -> None:
 
 
 def test_a_bad_path_is_refused() -> None:
-    for path in ("spec..x", "spec.x[", "spec.x[name=]", "spec/x"):
+    for path in ("spec..x", "spec.x[", "spec.x[name=]", "spec/x", "spec.x[l[name=a]", "spec.x[[name=a]]"):
         with pytest.raises(ValueError):
             parse_path(path)
 
@@ -69,6 +69,14 @@ def test_the_walker_follows_lists_maps_and_filters_with_json_pointers() -> None:
         "/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/1/template/spec/template"
     ]
     assert list(walk({"spec": {}}, POD.pod_templates[0])) == [("", {"spec": {}})]
+    overrides = {"spec": {"podTemplateOverrides": [
+        {"targetJobs": [{"name": "launcher"}], "spec": {}},
+        {"targetJobs": "x"},
+        {"targetJobs": [None, {"name": "dataset-initializer"}, {"name": "node"}], "spec": {"nodeSelector": {}}},
+    ]}}  # fmt: skip
+    assert [pointer for pointer, _ in walk(overrides, TRAINJOB.selector_templates[1])] == [
+        "/spec/podTemplateOverrides/2"
+    ]
 
 
 @pytest.mark.parametrize("broken", [None, 3, "x", [], {"spec": None}, {"spec": {"replicatedJobs": "x"}},

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fabriccap.core.config import default_config
 from fabriccap.core.workload_kinds import ADMITTED, VOLCANO_JOB
-from fabriccap.observability.admission import policy, resource_key, templates_cel
+from fabriccap.observability.admission import policy, resource_key, some_template
 
 
 def test_every_admitted_kind_has_a_rule_and_a_branch() -> None:
@@ -16,27 +16,32 @@ def test_every_admitted_kind_has_a_rule_and_a_branch() -> None:
     assert rules == {(kind.group, kind.plural) for kind in ADMITTED}
     variables = {variable["name"]: variable["expression"] for variable in spec["variables"]}
     for kind in ADMITTED:
-        assert f"'{resource_key(kind)}'" in variables["podSpecs"] + variables["perNodeOffends"]
+        assert f"'{resource_key(kind)}'" in variables["offends"] + variables["perNodeOffends"]
         assert f"'{kind.kind}: {kind.request_field}'" in variables["where"]
     # A Volcano Job is told apart from a batch Job by its group, never by `object.kind`.
-    assert "'batch.volcano.sh/jobs'" in variables["podSpecs"] and "object.kind" not in str(spec)
+    assert "'batch.volcano.sh/jobs'" in variables["offends"] and "object.kind" not in str(spec)
 
 
-def test_path_cel_uses_optionals_until_a_list_then_filters() -> None:
-    assert templates_cel("") == "[object]"
-    assert templates_cel("spec.template") == "object.?spec.?template.optMap(t, [t]).orValue([])"
-    assert templates_cel("spec.tasks[].template") == (
-        "object.?spec.?tasks.orValue([]).filter(x, has(x.template)).map(x, x.template)"
+def test_path_cel_uses_optionals_until_a_list_then_one_exists_per_list() -> None:
+    def test(name: str) -> str:
+        return f"T({name})"
+
+    assert some_template("", test) == "T(object)"
+    assert some_template("spec.template", test) == "object.?spec.?template.optMap(s, T(s)).orValue(false)"
+    assert some_template("spec.tasks[].template", test) == (
+        "object.?spec.?tasks.orValue([]).exists(x0, x0.?template.optMap(s, T(s)).orValue(false))"
     )
-    assert templates_cel("spec.m.*.template") == (
-        "object.?spec.?m.orValue({}).map(k, object.?spec.?m.orValue({})[k])"
-        ".filter(x, has(x.template)).map(x, x.template)"
+    assert some_template("spec.m.*.template", test) == (
+        "object.?spec.?m.orValue({}).exists(k0, "
+        "object.?spec.?m.orValue({})[k0].?template.optMap(s, T(s)).orValue(false))"
     )
-    assert templates_cel("a[].b[name=node].c") == (
-        "object.?a.orValue([]).filter(x, has(x.b)).map(x, x.b).flatten()"
-        ".filter(x, x.?name.orValue('') == 'node').filter(x, has(x.c)).map(x, x.c)"
+    # A list in a list: nested exists, never flatten() (Kubernetes' CEL has it only from 1.34).
+    assert some_template("a[].b[name=node].c", test) == (
+        "object.?a.orValue([]).exists(x0, x0.?b.orValue([]).exists(x1, "
+        "x1.?name.orValue('') == 'node' && x1.?c.optMap(s, T(s)).orValue(false)))"
     )
     assert VOLCANO_JOB.pod_templates == ("spec.tasks[].template",)
+    assert "flatten" not in str(policy(default_config()))
 
 
 def test_the_fail_copy_differs_only_in_its_failure_policy() -> None:
