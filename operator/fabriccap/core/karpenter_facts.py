@@ -34,6 +34,7 @@ MAX_REQUIREMENTS = 100
 MAX_VALUES = 500
 MAX_LABELS = 200
 MAX_TEXT = 316  # a qualified label key (253 + 1 + 62)
+MAX_INTERFACES = 150  # the EC2NodeClass CRD's maxItems of spec.networkInterfaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,11 @@ class NodeClassFacts:
 
     name: str
     efa_only_interfaces: int | None
+    # (networkCardIndex, deviceIndex) of every networkInterfaces entry, efa-only or not, in order;
+    # None where an entry has no such integer. Karpenter launches a type only when it has each
+    # card and the card allows an interface at each device index (v1.15.2 compatibility.go
+    # networkInterfaceCheck), so the slots decide which types the class can launch.
+    interfaces: tuple[tuple[int | None, int | None], ...] = ()
     # It selects capacity reservations (spec.capacityReservationSelectorTerms): only then has a
     # type reserved offerings (v1.15.2 offering/reserved_capacity_resolver.go builds them from the
     # class's reservations), so only then may a node be karpenter.sh/capacity-type reserved.
@@ -271,12 +277,18 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
     )
 
 
+def _index(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
     _, name = _metadata(body, "EC2NodeClass")
     spec = _mapping(body.get("spec"))
     interfaces = spec.get("networkInterfaces")
     reserves = bool(spec.get("capacityReservationSelectorTerms"))
     if not isinstance(interfaces, list):
-        return NodeClassFacts(name, None, reserves)
-    pinned = sum(1 for entry in interfaces if isinstance(entry, Mapping) and entry.get("interfaceType") == EFA_ONLY)
-    return NodeClassFacts(name, pinned, reserves)
+        return NodeClassFacts(name, None, reserves=reserves)
+    entries = [_mapping(entry) for entry in interfaces[:MAX_INTERFACES]]
+    pinned = sum(1 for entry in entries if entry.get("interfaceType") == EFA_ONLY)
+    slots = tuple((_index(entry.get("networkCardIndex")), _index(entry.get("deviceIndex"))) for entry in entries)
+    return NodeClassFacts(name, pinned, slots, reserves)

@@ -451,6 +451,45 @@ def _spread(types: Iterable[tuple[str, int]]) -> str:
     return "; ".join(f"{count} on {_named(names)}" for count, names in sorted(by_count.items(), reverse=True))
 
 
+def fits_network_cards(slots: Sequence[tuple[int | None, int | None]], known: InstanceType) -> bool | None:
+    """Whether ``known``'s network cards take every pinned interface (``slots``: each
+    (networkCardIndex, deviceIndex) an EC2NodeClass pins), as Karpenter's networkInterfaceCheck
+    judges (karpenter-provider-aws v1.15.2 pkg/providers/instancetype/compatibility/compatibility.go:
+    (2) the card index must be one the type has, (3) the device index below that card's
+    MaximumNetworkInterfaces). None when the catalog does not know its cards or a slot is not
+    readable. No slot (networkInterfaces unset or empty): every type fits."""
+    if not slots:
+        return True
+    cards = known.network_cards
+    readable = [(card, device) for card, device in slots if card is not None and device is not None]
+    if cards is None or len(readable) < len(slots):
+        return None
+    return all(card < len(cards) and device < cards[card] for card, device in readable)
+
+
+def _misfit(slots: Sequence[tuple[int | None, int | None]], known: InstanceType) -> str:
+    """The first pinned interface ``known``'s network cards cannot take, for a message."""
+    cards = known.network_cards or ()
+    for card, device in slots:
+        if card is None or device is None:
+            continue
+        if card >= len(cards):
+            return f"{known.name} has {len(cards)} network card{'s' if len(cards) != 1 else ''}, none of index {card}"
+        if device >= cards[card]:
+            return f"{known.name}'s network card {card} takes {cards[card]} interfaces, none at device index {device}"
+    return f"{known.name}'s network cards"
+
+
+def _unreadable_slots(slots: Sequence[tuple[int | None, int | None]]) -> str:
+    """Which pinned interfaces have no readable index, for a message ("" when all do)."""
+    positions = [str(position) for position, (card, device) in enumerate(slots) if card is None or device is None]
+    return (
+        f" (entries {', '.join(positions[:MAX_NAMED])} have no integer networkCardIndex or deviceIndex)"
+        if positions
+        else ""
+    )
+
+
 def _not_launching(pool: NodePoolFacts, node_class_missing: bool) -> str | None:
     """Why Karpenter's provisioner launches nothing from ``pool`` whatever its requirements, or
     None. It skips a NodePool being deleted and one whose Ready condition is not True
@@ -504,13 +543,26 @@ def judge_node_pool(
     # attaches none unless the EC2NodeClass pins efa-only interfaces (v1.15.2 types.go efas()).
     static = pool.replicas is not None
 
+    slots = node_class.interfaces if node_class is not None and pinned is not None else ()
+    off_cards: list[str] = []  # types whose network cards cannot take the pinned interfaces
+    cards_unknown: list[str] = []  # types with the fabric whose network cards the catalog lacks
+
     def count_of(known: InstanceType) -> int | None:
         maximum = maximum_of(known)
         if pinned is None:
             return 0 if static else maximum
-        return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
+        if pinned > maximum:
+            return None  # the class pins more than the type carries: no launch
+        fits = fits_network_cards(slots, known)
+        if fits is False:
+            off_cards.append(known.name)
+            return None
+        if fits is None and pinned > 0:
+            cards_unknown.append(known.name)
+        return pinned
 
     counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
+    by_name = {known.name: known for known in accelerators}
     # Limits: a type whose node would take the NodePool past one of them is never launched.
     remaining = pool.remaining()  # usually none: most NodePools set no limits, or only cpu
     over_limits = [
@@ -554,6 +606,16 @@ def judge_node_pool(
             f"({catalog.source if catalog else 'none'}) does not list; add them to the profile's "
             "instanceTypes",
         )
+    if unknown_cards := [name for name in cards_unknown if name not in beyond_limits]:
+        return verdict(
+            ConditionStatus.UNKNOWN,
+            Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
+            f"NodePool {pool.name} may launch {_named(unknown_cards)}, whose network cards the instance catalog"
+            f" ({catalog.source if catalog else 'none'}) does not list, and its EC2NodeClass"
+            f" {node_class.name if node_class else ''} pins networkInterfaces{_unreadable_slots(slots)}: Karpenter"
+            " launches a type only when its network cards take every pinned interface, so whether it launches"
+            " these is not known",
+        )
     if admitted.unmet_min_values:
         return verdict(
             ConditionStatus.FALSE,
@@ -570,6 +632,17 @@ def judge_node_pool(
             )
         elif pinned == 0:
             why = f"its EC2NodeClass {node_class.name if node_class else ''} sets networkInterfaces without efa-only"
+        elif off_cards and not types:
+            why = (
+                f"its EC2NodeClass {node_class.name if node_class else ''} pins networkInterfaces the network cards"
+                f" of {_named(off_cards)} cannot take ({_misfit(slots, by_name[off_cards[0]])}), and Karpenter"
+                " launches no type that cannot take them all"
+            )
+        elif pinned and not types and accelerators:
+            why = (
+                f"its EC2NodeClass {node_class.name if node_class else ''} pins {pinned} efa-only interfaces, more than"
+                f" any of them carries ({_named([known.name for known in accelerators])})"
+            )
         elif static and pinned is None and accelerators:
             why = (
                 f"it is a static NodePool (spec.replicas {pool.replicas}), whose nodes Karpenter launches for no pod,"
@@ -601,7 +674,6 @@ def judge_node_pool(
                 f"NodePool {pool.name} allows {combinations} combinations of its nodes' zone, capacity type and"
                 f" other offering labels, more than the {MAX_LABEL_SETS} the provider DaemonSets are judged against",
             )
-        by_name = {known.name: known for known in accelerators}
         excluded = [
             name
             for name, _ in types
@@ -621,6 +693,8 @@ def judge_node_pool(
     when = f"on every node ({how})" if pinned else how
     if over_limits:
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
+    if off_cards:
+        how += f"; the network cards of {_named(off_cards)} cannot take its pinned interfaces"
     if any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
         how += "; assuming its capacity reservations are of these types"
     return verdict(

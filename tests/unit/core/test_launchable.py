@@ -219,6 +219,60 @@ def test_an_ec2nodeclass_that_pins_efa_only_interfaces() -> None:
     assert "sets networkInterfaces without efa-only" in verdict.message
 
 
+def _pinning(*slots: tuple[int, int]) -> dict[str, Any]:
+    """An EC2NodeClass pinning the primary interface and an efa-only one at each (card, device)."""
+    body = ec2_node_class()
+    body["spec"]["networkInterfaces"] = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}] + [
+        {"networkCardIndex": card, "deviceIndex": device, "interfaceType": "efa-only"} for card, device in slots
+    ]
+    return body
+
+
+def test_pinned_interfaces_must_fit_the_types_network_cards() -> None:
+    """Karpenter's networkInterfaceCheck (v1.15.2 compatibility.go) drops a type that lacks a
+    pinned interface's card or whose card allows no interface at its device index; the catalog's
+    networkCards come from the provider's zz_generated.vpclimits.go (p4d.24xlarge: 4 cards of 15
+    interfaces; g5.12xlarge: 1 card; g6.12xlarge: 1 card of 8)."""
+    p4d = _pool(_req(TYPE, "In", "p4d.24xlarge"))
+    # Cards 1..4, as the old world helper laid out 4 efa-only interfaces: p4d has no card 4.
+    off = _judge(p4d, node_class=node_class_facts(_pinning((1, 0), (2, 0), (3, 0), (4, 0))))
+    assert (off.status, off.reason, off.offers_fabric) == ("False", "NoFabricInstanceTypes", False)
+    assert "p4d.24xlarge has 4 network cards, none of index 4" in off.message
+    # Karpenter's own layout (card 0 device 1, then cards 1..3) fits.
+    fits = _judge(p4d, node_class=node_class_facts(ec2_node_class(efa_only=4)))
+    assert (fits.status, fits.uniform_count) == ("True", 4)
+    # A device index past the card's maximum: g6.12xlarge's card 0 takes 8 interfaces (0..7).
+    g6 = _pool(_req(TYPE, "In", "g6.12xlarge"))
+    assert _judge(g6, node_class=node_class_facts(_pinning((0, 7)))).uniform_count == 1
+    past = _judge(g6, node_class=node_class_facts(_pinning((0, 8))))
+    assert past.reason == "NoFabricInstanceTypes"
+    assert "g6.12xlarge's network card 0 takes 8 interfaces, none at device index 8" in past.message
+    # One type left out, the other launched: the message says which.
+    mixed = _judge(_pool(_req(TYPE, "In", "g5.12xlarge", "p5.48xlarge")), node_class=node_class_facts(_pinning((1, 0))))
+    assert (mixed.status, mixed.types) == ("True", (("p5.48xlarge", 1),))
+    assert "the network cards of g5.12xlarge cannot take its pinned interfaces" in mixed.message
+
+
+def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> None:
+    """trn2.48xlarge is in EFAMetadataByInstanceType but not in the provider's VPC limits: whether
+    its cards take the pinned interfaces is not known, so it is not assumed."""
+    assert EFA_PROFILE.catalog is not None
+    assert EFA_PROFILE.catalog.get("trn2.48xlarge").network_cards is None  # type: ignore[union-attr]
+    body = _pool(_req(TYPE, "In", "trn2.48xlarge"))
+    verdict = _judge(body, node_class=node_class_facts(ec2_node_class(efa_only=1)))
+    assert (verdict.status, verdict.reason) == ("Unknown", "InstanceTypesNotInCatalog")
+    assert "trn2.48xlarge, whose network cards the instance catalog" in verdict.message
+    assert not verdict.offers_fabric
+    # Without pinned interfaces the cards do not matter (Karpenter skips the check).
+    assert _judge(body).uniform_count == 16
+    # An entry without integer indexes cannot be judged either.
+    unreadable = _pinning((0, 1))
+    unreadable["spec"]["networkInterfaces"][1]["networkCardIndex"] = "zero"
+    verdict = _judge(_pool(_req(TYPE, "In", "p5.48xlarge")), node_class=node_class_facts(unreadable))
+    assert verdict.reason == "InstanceTypesNotInCatalog"
+    assert "entries 1 have no integer networkCardIndex or deviceIndex" in verdict.message
+
+
 def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     """aws-do-eks#56: the plugin's DaemonSet allowlists instance types; a NodePool launching
     others gets nodes that never advertise."""
