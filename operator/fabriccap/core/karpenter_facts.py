@@ -111,6 +111,28 @@ class NodeClaimFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityReservation:
+    """One of an EC2NodeClass's ``status.capacityReservations``: what Karpenter resolved its
+    ``capacityReservationSelectorTerms`` to, and builds reserved offerings from (v1.15.2
+    offering/reserved_capacity_resolver.go: one per reservation, for its ``instanceType`` only,
+    labelled with its id, ``reservationType`` and ``interruptible``)."""
+
+    id: str
+    instance_type: str
+    reservation_type: str
+    interruptible: bool
+
+    def label_value(self, key: str) -> str | None:
+        """Its value of a capacity-reservation label key (karpenter.k8s.aws/capacity-reservation-*)."""
+        values = {
+            "capacity-reservation-id": self.id,
+            "capacity-reservation-type": self.reservation_type,
+            "capacity-reservation-interruptible": "true" if self.interruptible else "false",
+        }
+        return values.get(key.removeprefix(NODE_CLASS_GROUP + "/"))
+
+
+@dataclass(frozen=True, slots=True)
 class NodeClassFacts:
     """An EC2NodeClass: how many EFA-only interfaces it pins (None: it sets no networkInterfaces,
     and Karpenter attaches the type's maximum when a pod requests EFA, none otherwise)."""
@@ -126,6 +148,8 @@ class NodeClassFacts:
     # type reserved offerings (v1.15.2 offering/reserved_capacity_resolver.go builds them from the
     # class's reservations), so only then may a node be karpenter.sh/capacity-type reserved.
     reserves: bool = False
+    # status.capacityReservations: the reservations Karpenter resolved, the only ones it launches into.
+    reservations: tuple[CapacityReservation, ...] = ()
 
 
 def _metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str]:
@@ -281,14 +305,38 @@ def _index(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _reservations(raw: Any) -> tuple[CapacityReservation, ...]:
+    """status.capacityReservations Karpenter may launch into: an entry without an id or instance
+    type is none (the CRD requires both), and neither is one whose state is expiring (its
+    offering is not Available: reserved_capacity_resolver.go)."""
+    found = []
+    for entry in raw[:MAX_LABELS] if isinstance(raw, list) else ():
+        entry = _mapping(entry)
+        if entry.get("state") == "expiring":
+            continue
+        identifier, instance_type = entry.get("id"), entry.get("instanceType")
+        if not isinstance(identifier, str) or not identifier or not isinstance(instance_type, str) or not instance_type:
+            continue
+        found.append(
+            CapacityReservation(
+                id=_text(identifier),
+                instance_type=_text(instance_type),
+                reservation_type=_text(entry.get("reservationType") or "default"),
+                interruptible=entry.get("interruptible") is True,
+            )
+        )
+    return tuple(found)
+
+
 def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
     _, name = _metadata(body, "EC2NodeClass")
     spec = _mapping(body.get("spec"))
     interfaces = spec.get("networkInterfaces")
     reserves = bool(spec.get("capacityReservationSelectorTerms"))
+    reservations = _reservations(_mapping(body.get("status")).get("capacityReservations")) if reserves else ()
     if not isinstance(interfaces, list):
-        return NodeClassFacts(name, None, reserves=reserves)
+        return NodeClassFacts(name, None, reserves=reserves, reservations=reservations)
     entries = [_mapping(entry) for entry in interfaces[:MAX_INTERFACES]]
     pinned = sum(1 for entry in entries if entry.get("interfaceType") == EFA_ONLY)
     slots = tuple((_index(entry.get("networkCardIndex")), _index(entry.get("deviceIndex"))) for entry in entries)
-    return NodeClassFacts(name, pinned, slots, reserves)
+    return NodeClassFacts(name, pinned, slots, reserves, reservations)

@@ -35,7 +35,13 @@ from fabriccap.core.catalog import (
 from fabriccap.core.config import FabricProfile
 from fabriccap.core.facts import NodeFacts
 from fabriccap.core.index import FactIndex
-from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClassFacts, NodePoolFacts, Requirement
+from fabriccap.core.karpenter_facts import (
+    NODEPOOL_LABEL,
+    CapacityReservation,
+    NodeClassFacts,
+    NodePoolFacts,
+    Requirement,
+)
 from fabriccap.core.text import is_decimal
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
@@ -350,12 +356,54 @@ def _allowed(requirements: Sequence[Requirement], key: str, default: tuple[str, 
 
 def offering_choices(pool: NodePoolFacts, reserves: bool = True) -> list[tuple[str, tuple[str, ...]]]:
     """The values of each offering label (OFFERING_KEYS) a node of ``pool`` may carry
-    (``reserves``: its node class may give reserved capacity)."""
+    (``reserves``: its node class may give reserved capacity; when not, no node is reserved,
+    whatever the NodePool allows)."""
     requirements = pool.derived_requirements()
-    offering = dict(OFFERING_KEYS)
-    if not reserves:
-        offering[CAPACITY_TYPE_KEY] = tuple(kind for kind in offering[CAPACITY_TYPE_KEY] or () if kind != "reserved")
-    return [(key, _allowed(requirements, key, default)) for key, default in offering.items()]
+    choices = [(key, _allowed(requirements, key, default)) for key, default in OFFERING_KEYS.items()]
+    if reserves:
+        return choices
+    return [
+        (key, tuple(value for value in values if value != "reserved") if key == CAPACITY_TYPE_KEY else values)
+        for key, values in choices
+    ]
+
+
+def reserved_only(pool: NodePoolFacts) -> str | None:
+    """Why every node of ``pool`` must be reserved capacity, or None: its capacity types allow
+    only ``reserved``, or it requires a capacity-reservation label, which only reserved offerings
+    carry (karpenter-provider-aws v1.15.2 base_resolver.go gives on-demand and spot offerings
+    these keys as DoesNotExist)."""
+    requirements = pool.derived_requirements()
+    capacity = _allowed(requirements, CAPACITY_TYPE_KEY, OFFERING_KEYS[CAPACITY_TYPE_KEY])
+    if capacity and set(capacity) <= {"reserved"}:
+        return f"{CAPACITY_TYPE_KEY} allows only reserved"
+    for requirement in requirements:
+        if requirement.key in RESERVATION_KEYS and requirement.operator in ("In", "Exists"):
+            return f"it requires {requirement.describe()}, which only reserved capacity carries"
+    return None
+
+
+def _reservation_admits(pool: NodePoolFacts, reservation: CapacityReservation) -> bool:
+    """Whether the NodePool's capacity-reservation requirements admit an offering of ``reservation``."""
+    for requirement in pool.derived_requirements():
+        if requirement.key not in RESERVATION_KEYS:
+            continue
+        value = reservation.label_value(requirement.key)
+        operator = requirement.operator
+        if operator == "In" and value not in requirement.values:
+            return False
+        if (operator == "NotIn" and value in requirement.values) or operator == "DoesNotExist":
+            return False
+    return True
+
+
+def reserved_types(pool: NodePoolFacts, node_class: NodeClassFacts) -> frozenset[str]:
+    """The instance types of the class's capacity reservations that the NodePool's
+    capacity-reservation requirements admit: the only types Karpenter has a reserved offering of
+    (reserved_capacity_resolver.go: ``reservation.InstanceType == it.Name``)."""
+    return frozenset(
+        reservation.instance_type for reservation in node_class.reservations if _reservation_admits(pool, reservation)
+    )
 
 
 def launched_label_sets(
@@ -543,12 +591,20 @@ def judge_node_pool(
     # attaches none unless the EC2NodeClass pins efa-only interfaces (v1.15.2 types.go efas()).
     static = pool.replicas is not None
 
+    # A NodePool that launches only into reserved capacity launches only the types its class has
+    # reservations of (a class not read: not judged, as before).
+    reserved_reason = reserved_only(pool) if node_class is not None else None
+    reservable = reserved_types(pool, node_class) if node_class is not None and reserved_reason else frozenset()
+    unreserved: list[str] = []  # types with no reserved offering, in a NodePool that needs one
     slots = node_class.interfaces if node_class is not None and pinned is not None else ()
     off_cards: list[str] = []  # types whose network cards cannot take the pinned interfaces
     cards_unknown: list[str] = []  # types with the fabric whose network cards the catalog lacks
 
     def count_of(known: InstanceType) -> int | None:
         maximum = maximum_of(known)
+        if reserved_reason and known.name not in reservable:
+            unreserved.append(known.name)
+            return None
         if pinned is None:
             return 0 if static else maximum
         if pinned > maximum:
@@ -638,6 +694,20 @@ def judge_node_pool(
                 f" of {_named(off_cards)} cannot take ({_misfit(slots, by_name[off_cards[0]])}), and Karpenter"
                 " launches no type that cannot take them all"
             )
+        elif unreserved and not types and node_class is not None:
+            held = sorted({reservation.instance_type for reservation in node_class.reservations})
+            why = (
+                f"it launches only into reserved capacity ({reserved_reason}), and its EC2NodeClass"
+                f" {node_class.name} "
+                + (
+                    f"has capacity reservations (status.capacityReservations) only of {_named(held)}"
+                    if held
+                    else "has no capacity reservation Karpenter resolved (status.capacityReservations is empty)"
+                    if node_class.reserves
+                    else "selects no capacity reservations (no spec.capacityReservationSelectorTerms)"
+                )
+                + (" that its capacity-reservation requirements admit" if held and reservable != set(held) else "")
+            )
         elif pinned and not types and accelerators:
             why = (
                 f"its EC2NodeClass {node_class.name if node_class else ''} pins {pinned} efa-only interfaces, more than"
@@ -695,7 +765,11 @@ def judge_node_pool(
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
     if off_cards:
         how += f"; the network cards of {_named(off_cards)} cannot take its pinned interfaces"
-    if any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
+    if reserved_reason:
+        how += "; reserved capacity only, of its EC2NodeClass's reservations"
+        if unreserved:
+            how += f" (none of {_named(unreserved)})"
+    elif node_class is None and any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
         how += "; assuming its capacity reservations are of these types"
     return verdict(
         ConditionStatus.TRUE,

@@ -273,6 +273,70 @@ def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> 
     assert "entries 1 have no integer networkCardIndex or deviceIndex" in verdict.message
 
 
+def _reserving(*reservations: tuple[str, str, str]) -> dict[str, Any]:
+    """An EC2NodeClass selecting capacity reservations, and those Karpenter resolved them to:
+    (id, instanceType, reservationType) in status.capacityReservations (the pinned CRD's fields)."""
+    body = ec2_node_class()
+    body["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"purpose": "training"}}]
+    body["status"] = {
+        "capacityReservations": [
+            {
+                "id": identifier,
+                "instanceType": instance_type,
+                "reservationType": kind,
+                "availabilityZone": "us-west-2a",
+                "ownerID": "012345678901",
+                "instanceMatchCriteria": "targeted",
+                "state": "active",
+            }
+            for identifier, instance_type, kind in reservations
+        ]
+    }
+    return body
+
+
+CAPACITY = "karpenter.sh/capacity-type"
+RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+
+
+def test_a_reserved_only_nodepool_launches_only_the_types_its_class_reserves() -> None:
+    """karpenter-provider-aws v1.15.2 reserved_capacity_resolver.go builds reserved offerings only
+    from the class's status.capacityReservations, each for its instanceType: with none, a NodePool
+    that allows only reserved capacity launches nothing."""
+    body = _pool(_req(TYPE, "In", "p5.48xlarge", "p4d.24xlarge"), _req(CAPACITY, "In", "reserved"))
+    none = _judge(body, node_class=node_class_facts(ec2_node_class()))
+    assert (none.status, none.reason, none.offers_fabric) == ("False", "NoFabricInstanceTypes", False)
+    assert "launches only into reserved capacity (karpenter.sh/capacity-type allows only reserved)" in none.message
+    assert "selects no capacity reservations" in none.message
+    # Reservations of p5.48xlarge only: p4d.24xlarge has no reserved offering, so the count is uniform.
+    p5 = node_class_facts(_reserving(("cr-0a1b2c3d4e5f60001", "p5.48xlarge", "capacity-block")))
+    verdict = _judge(body, node_class=p5)
+    assert (verdict.status, verdict.types) == ("True", (("p5.48xlarge", 32),))
+    assert "reserved capacity only, of its EC2NodeClass's reservations (none of p4d.24xlarge)" in verdict.message
+    # Reservations of another type only.
+    trn = node_class_facts(_reserving(("cr-0a1b2c3d4e5f60002", "trn1.32xlarge", "default")))
+    assert (
+        "has capacity reservations (status.capacityReservations) only of trn1.32xlarge"
+        in _judge(body, node_class=trn).message
+    )
+    # A capacity-reservation-id requirement is reserved-only too, and picks among the reservations.
+    by_id = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(RESERVATION_ID, "In", "cr-0a1b2c3d4e5f60009"))
+    verdict = _judge(by_id, node_class=p5)
+    assert verdict.reason == "NoFabricInstanceTypes"
+    assert "that its capacity-reservation requirements admit" in verdict.message
+    # A NodePool that also allows on-demand is not bound to the reservations.
+    either = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved", "on-demand"))
+    assert _judge(either, node_class=node_class_facts(ec2_node_class())).uniform_count == 32
+
+
+def test_a_class_without_reservations_gives_no_reserved_node_whatever_the_nodepool_allows() -> None:
+    from fabriccap.core.launchable import offering_choices
+
+    pool = node_pool_facts(_pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved", "on-demand")))
+    assert dict(offering_choices(pool, reserves=False))[CAPACITY] == ("on-demand",)
+    assert dict(offering_choices(pool, reserves=True))[CAPACITY] == ("reserved", "on-demand")
+
+
 def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     """aws-do-eks#56: the plugin's DaemonSet allowlists instance types; a NodePool launching
     others gets nodes that never advertise."""
