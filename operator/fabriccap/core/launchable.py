@@ -42,7 +42,7 @@ from fabriccap.core.karpenter_facts import (
     NodePoolFacts,
     Requirement,
 )
-from fabriccap.core.text import is_decimal
+from fabriccap.core.text import clean_text, is_decimal
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 _NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
@@ -781,6 +781,24 @@ def judge_node_pool(
     )
 
 
+MAX_REFUSAL = 400  # the Launchable message repeated in an Event (cut at 1024 in all)
+
+
+def launch_refusal(launchable: LaunchableTypes | None) -> str | None:
+    """Why a pool's NodePool attaches the fabric to no node it launches, however a pod asks: its
+    Launchable verdict, unless that says it offers the fabric (then None). A pool with no
+    NodePool verdict has no such word either way, so it is said so rather than assumed."""
+    if launchable is None:
+        return "no Karpenter NodePool verdict says whether its nodes can get it"
+    if launchable.offers_fabric:
+        return None
+    return clean_text(
+        f"NodePool {launchable.node_pool} offers it on no node (Launchable {launchable.status.value}"
+        f" {launchable.reason.value}: {launchable.message})",
+        MAX_REFUSAL,
+    )
+
+
 # -- nodes Karpenter launched without the fabric
 
 
@@ -817,6 +835,12 @@ def launched_without_fabric(
         return (
             f"Karpenter launched it without {fabric}: EC2NodeClass {node_class.name} sets networkInterfaces"
             " without an efa-only entry",
+            None,
+        )
+    if pool is not None and pool.replicas is not None:
+        return (
+            f"Karpenter launched it without {fabric}: NodePool {pool.name} is static (spec.replicas"
+            f" {pool.replicas}), whose nodes it launches for no pod, and its EC2NodeClass pins no efa-only interface",
             None,
         )
     return (
