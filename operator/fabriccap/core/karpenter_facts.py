@@ -181,9 +181,12 @@ def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | 
     if len(raw) > MAX_REQUIREMENTS:
         problem = f"{where} has {len(raw)} entries; the first {MAX_REQUIREMENTS} are read"
     found = []
-    for entry in raw[:MAX_REQUIREMENTS]:
+    for position, entry in enumerate(raw[:MAX_REQUIREMENTS], start=1):
         entry = _mapping(entry)
         values = entry.get("values")
+        if isinstance(values, list) and len(values) > MAX_VALUES and problem is None:
+            # The CRD sets no maxItems: a cut list could admit a type a NotIn excludes, or drop one an In names.
+            problem = f"{where}[{position}] has {len(values)} values; the first {MAX_VALUES} are read"
         listed = [_text(value) for value in values[:MAX_VALUES]] if isinstance(values, list) else []
         minimum = entry.get("minValues")
         found.append(
@@ -238,6 +241,9 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
         if reference.get("name")
         else None
     )
+    if len(labels) > MAX_LABELS and problem is None:
+        # Each label is a requirement In [value]: one not read could exclude every type.
+        problem = f"spec.template.metadata.labels has {len(labels)} labels; the first {MAX_LABELS} are read"
     replicas = spec.get("replicas")
     generation = metadata.get("generation")
     status = _mapping(body.get("status"))

@@ -648,11 +648,13 @@ def judge_node_pool(
             platform,
             None,
         )
-    if admitted.problems:
+    # What could not be read (a list cut at its bound) is as unevaluable as a bad requirement.
+    unread = ((pool.problem,) if pool.problem else ()) + admitted.problems
+    if unread:
         return verdict(
             ConditionStatus.UNKNOWN,
             Reason.REQUIREMENTS_NOT_EVALUATED,
-            f"NodePool {pool.name}: {'; '.join(admitted.problems[:3])}",
+            f"NodePool {pool.name}: {'; '.join(unread[:3])}",
         )
     if admitted.not_in_catalog:
         return verdict(

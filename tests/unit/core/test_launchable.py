@@ -337,6 +337,31 @@ def test_a_class_without_reservations_gives_no_reserved_node_whatever_the_nodepo
     assert dict(offering_choices(pool, reserves=True))[CAPACITY] == ("reserved", "on-demand")
 
 
+def test_lists_cut_at_their_bound_leave_the_nodepool_not_evaluated() -> None:
+    """The CRD sets no maxItems on a requirement's values (karpenter.sh_nodepools.yaml of
+    karpenter-provider-aws v1.15.2): a NotIn whose 501st value names p4d.24xlarge, read without
+    it, would hold the NodePool mixed though Karpenter launches p5 alone; so it is not judged."""
+    from fabriccap.core.karpenter_facts import MAX_LABELS, MAX_REQUIREMENTS, MAX_VALUES
+
+    excluded = [f"x{number}.large" for number in range(MAX_VALUES)] + ["p4d.24xlarge"]
+    body = _pool(_req(TYPE, "In", "p5.48xlarge", "p4d.24xlarge"), _req(TYPE, "NotIn", *excluded))
+    verdict = _judge(body)
+    assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
+    assert "spec.template.spec.requirements[2] has 501 values; the first 500 are read" in verdict.message
+    assert _judge(_pool(_req(TYPE, "In", "p5.48xlarge"), _req(TYPE, "NotIn", "p4d.24xlarge"))).status == "True"
+    # Template labels past their bound, and requirements past theirs, likewise.
+    labelled = node_pool(
+        "p", [_req(TYPE, "In", "p5.48xlarge")], labels={f"team.example.com/l{n}": "x" for n in range(MAX_LABELS + 1)}
+    )
+    verdict = _judge(labelled)
+    assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
+    assert f"has {MAX_LABELS + 1} labels; the first {MAX_LABELS} are read" in verdict.message
+    many = _pool(
+        _req(TYPE, "In", "p5.48xlarge"), *[_req(f"team.example.com/r{n}", "Exists") for n in range(MAX_REQUIREMENTS)]
+    )
+    assert _judge(many).reason == "RequirementsNotEvaluated"
+
+
 def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     """aws-do-eks#56: the plugin's DaemonSet allowlists instance types; a NodePool launching
     others gets nodes that never advertise."""
