@@ -25,9 +25,12 @@ NODE_CLASS_GROUP = "karpenter.k8s.aws"
 NODE_CLASS_API_VERSION = f"{NODE_CLASS_GROUP}/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 # Set by Karpenter's scheduler on a NodeClaim whose pods claim DRA devices: the drivers they
-# claim from. Karpenter's AWS provider (v1.15.2, pkg/providers/efadra) attaches EFA for a claim
-# of dra.net devices as it does for a vpc.amazonaws.com/efa request.
+# claim from, comma-separated. Karpenter's AWS provider (v1.15.2, pkg/providers/efadra) attaches
+# EFA for a claim of dra.net devices as it does for a vpc.amazonaws.com/efa request, and for no
+# other driver: efadra.Requested splits the annotation on "," and compares each part, spaces
+# trimmed, with DriverName "dra.net".
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
+EFA_DRA_DRIVER = "dra.net"
 EFA_ONLY = "efa-only"
 # The CRD allows 100 requirements; values and labels are bounded so a hostile object costs little.
 MAX_REQUIREMENTS = 100
@@ -103,8 +106,11 @@ class NodeClaimFacts:
     node_name: str | None  # status.nodeName, set at registration
     provider_id: str | None  # status.providerID
     requested: tuple[str, ...]  # spec.resources.requests keys, sorted
-    dra_drivers: tuple[str, ...]  # karpenter.sh/requested-dra-drivers
+    dra_drivers: tuple[str, ...]  # karpenter.sh/requested-dra-drivers (the first MAX_VALUES)
     capacity: tuple[tuple[str, int], ...]  # status.capacity, the resources above 0 only
+    # It lists dra.net, for which Karpenter's AWS provider attaches EFA as for an EFA request
+    # (efadra.Requested; judged over every part, not only those kept above).
+    requests_efa_driver: bool = False
 
     def capacity_of(self, resource: str) -> int:
         return next((amount for name, amount in self.capacity if name == resource), 0)
@@ -269,12 +275,15 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     )
 
 
-def _drivers(annotation: Any) -> tuple[str, ...]:
-    """The drivers the annotation lists: comma- or space-separated, or a JSON-style list."""
+def _drivers(annotation: Any) -> tuple[tuple[str, ...], bool]:
+    """The drivers the annotation lists, read as efadra.Requested reads it: its comma-separated
+    parts, spaces trimmed (a part with other text around a name is not that name); and whether
+    one is dra.net."""
     if not isinstance(annotation, str):
-        return ()
-    cleaned = annotation.strip().strip("[]").replace('"', " ").replace(",", " ")
-    return tuple(sorted({part for part in cleaned.split() if part})[:MAX_VALUES])
+        return (), False
+    parts = {part.strip() for part in annotation.split(",")}
+    listed = [_text(part) for part in sorted(part for part in parts if part)[:MAX_VALUES]]
+    return tuple(listed), EFA_DRA_DRIVER in parts
 
 
 def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> NodeClaimFacts:
@@ -296,13 +305,15 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
     annotations = _mapping(metadata.get("annotations"))
     node_name, provider_id = status.get("nodeName"), status.get("providerID")
     pool = labels.get(NODEPOOL_LABEL)
+    drivers, requests_efa_driver = _drivers(annotations.get(REQUESTED_DRA_DRIVERS))
     return NodeClaimFacts(
         name=name,
         node_pool=_text(pool) if isinstance(pool, str) and pool else None,
         node_name=object_name(node_name) if isinstance(node_name, str) and node_name else None,
         provider_id=_text(provider_id) if isinstance(provider_id, str) and provider_id else None,
         requested=tuple(sorted(_text(key) for key in list(requests)[:MAX_VALUES])),
-        dra_drivers=_drivers(annotations.get(REQUESTED_DRA_DRIVERS)),
+        dra_drivers=drivers,
+        requests_efa_driver=requests_efa_driver,
         capacity=tuple(counted),
     )
 

@@ -812,7 +812,7 @@ def launched_without_fabric(
 
     Karpenter's AWS provider attaches EFA interfaces only when the NodeClaim requests
     ``vpc.amazonaws.com/efa`` (``spec.resources.requests``: the pods it was launched for asked
-    for it) or lists the fabric's DRA driver in ``karpenter.sh/requested-dra-drivers``, or when
+    for it) or lists ``dra.net`` in ``karpenter.sh/requested-dra-drivers`` (efadra.Requested), or when
     its EC2NodeClass pins ``efa-only`` interfaces (v1.15.2 ``getEFACountForInstance``); its
     ``status.capacity`` then carries the resource. A NodeClaim with none of these made a node
     without the fabric, and judging that node would blame the plugin for what was on purpose.
@@ -826,7 +826,7 @@ def launched_without_fabric(
     (claim,) = claims
     if has_devices or claim.capacity_of(profile.resource) > 0:
         return None, None
-    if profile.resource in claim.requested or set(claim.dra_drivers) & set(profile.dra.drivers):
+    if profile.resource in claim.requested or claim.requests_efa_driver:
         return None, None
     pool = index.node_pools.get(claim.node_pool) if claim.node_pool else None
     node_class = index.node_class_of(pool) if pool is not None else None

@@ -173,6 +173,28 @@ def test_a_node_of_a_static_nodepool_is_said_to_be_launched_for_no_pod() -> None
     ]
 
 
+@pytest.mark.parametrize(
+    ("annotation", "requested"),
+    [
+        ("dra.net", True),
+        ("gpu.nvidia.com, dra.net ", True),
+        # Another driver of the profile: Karpenter v1.15.2 attaches EFA for dra.net alone.
+        ("dra.networking.k8s.aws", False),
+        # Not efadra.Requested's comma-separated form: no part is dra.net.
+        ('["dra.net"]', False),
+        ("dra.net gpu.nvidia.com", False),
+    ],
+)
+def test_the_dra_drivers_annotation_is_read_as_karpenters_efadra_requested(annotation: str, requested: bool) -> None:
+    """karpenter-provider-aws v1.15.2 pkg/providers/efadra/efadra.go Requested: the annotation split
+    on ",", each part trimmed, equal to DriverName "dra.net"."""
+    bodies = _launched(efa_requested=False, dra=True)
+    (claim,) = [body for body in bodies if body["kind"] == "NodeClaim"]
+    claim["metadata"]["annotations"]["karpenter.sh/requested-dra-drivers"] = annotation
+    status = only_status(bodies)
+    assert status.gap.launched_without_fabric == (0 if requested else 1)
+
+
 def test_a_node_launched_with_the_fabric_is_judged() -> None:
     status = only_status(_launched(efa_requested=True, efa=32))
     assert (status.nodes, status.gap.launched_without_fabric, status.uniform_count) == (1, 0, 32)
