@@ -4,8 +4,11 @@ Source: the Go module ``github.com/aws/karpenter-provider-aws`` at a pinned vers
 module proxy serves it (``go mod download`` fetches and unpacks the zip even though building
 the module needs a newer Go than the machine's). Its ``pkg/providers/drametadata`` holds
 ``EFAMetadataByInstanceType`` (302 types in v1.15.2: the EFA count per type, EC2's
-``MaximumEfaInterfaces``) and ``GPUMetadataByInstanceType`` (NVIDIA GPUs per type). Both are
-generated Go map literals; this reads them line by line and stops at any line it does not
+``MaximumEfaInterfaces``) and ``GPUMetadataByInstanceType`` (NVIDIA GPUs per type). Its
+``pkg/providers/instancetype/zz_generated.vpclimits.go`` holds ``Limits``: per type, EC2's
+network cards (``NetworkCards``: each card's index and ``MaximumNetworkInterfaces``), which
+Karpenter's compatibility check holds an EC2NodeClass's pinned ``networkInterfaces`` to. All
+are generated Go map literals; this reads them line by line and stops at any line it does not
 expect, so an upstream change of shape fails here instead of producing a quietly wrong table.
 
 What the module does not carry (architecture, vCPUs, memory, hypervisor, Neuron device counts
@@ -48,6 +51,8 @@ DRAMETADATA = "pkg/providers/drametadata"
 EFA_FILE = "zz_generated_efa_metadata.go"
 GPU_FILE = "zz_generated_gpu_metadata.go"
 TYPES_FILE = "types.go"
+INSTANCETYPE = "pkg/providers/instancetype"
+VPC_LIMITS_FILE = "zz_generated.vpclimits.go"
 CRDS = "pkg/apis/crds"
 
 SUPPLEMENT = Path(__file__).resolve().parent / "catalog_supplement.json"
@@ -200,6 +205,84 @@ def _check_types_shape(path: Path) -> None:
         _fail(f"{path.name}: DeviceMetadata is no longer {{Count int; Devices []DRADevice}}")
 
 
+# -- the network cards of zz_generated.vpclimits.go ------------------------------------------------
+
+_LIMITS_OPENING = "var Limits = map[string]*VPCLimits{"
+_LIMITS_ENTRY = re.compile(r'^\t"(?P<name>[^"]+)": \{$')
+# Every other line an entry may hold, by shape: the scalar fields at two tabs, the card list
+# and each card's braces, and a card's fields at four tabs.
+_LIMITS_FIELD = re.compile(
+    r"^\t\t(?:Interface|IPv4PerInterface|BranchInterface|DefaultNetworkCardIndex):\s+\d+,$"
+    r"|^\t\t(?:IsTrunkingCompatible|IsBareMetal):\s+(?:true|false),$"
+    r'|^\t\tHypervisor:\s+"[a-z]*",$'
+    r'|^\t\t\t\tNetworkPerformance:\s+"[^"]*",$'
+)
+_CARD_MAXIMUM = re.compile(r"^\t\t\t\tMaximumNetworkInterfaces:\s+(?P<count>\d+),$")
+_CARD_INDEX = re.compile(r"^\t\t\t\tNetworkCardIndex:\s+(?P<index>\d+),$")
+_CARDS_STRUCTURE = frozenset({"\t\tNetworkCards: []NetworkCard{", "\t\t\t{", "\t\t\t},", "\t\t},", ""})
+
+
+def _check_limits_shape(source: str, file_name: str) -> None:
+    squeezed = re.sub(r"\s+", " ", source)
+    for shape in (
+        "type NetworkCard struct {",
+        "MaximumNetworkInterfaces int64",
+        "NetworkCardIndex int64",
+        "NetworkCards []NetworkCard",
+    ):
+        if shape not in squeezed:
+            _fail(f"{file_name}: no {shape!r}; the generated Go source changed shape")
+
+
+def read_network_cards(path: Path) -> dict[str, tuple[int, ...]]:
+    """Per instance type, its network cards' MaximumNetworkInterfaces by card index (the list's
+    position is the index: the file lists cards 0..N-1 in order, and anything else stops here)."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as error:
+        _fail(f"cannot read {path}: {error.strerror}")
+    _check_limits_shape(source, path.name)
+    lines = source.splitlines()
+    if _LIMITS_OPENING not in lines:
+        _fail(f"{path.name}: no line {_LIMITS_OPENING!r}; the generated Go source changed shape")
+    start = lines.index(_LIMITS_OPENING)
+    if "}" not in lines[start:]:
+        _fail(f"{path.name}: map Limits is never closed")
+    cards: dict[str, tuple[int, ...]] = {}
+    name: str | None = None
+    found: list[tuple[int, int]] = []
+    maximum: int | None = None
+    for number, line in enumerate(lines[start + 1 : lines.index("}", start)], start=start + 2):
+        if name is None:
+            if not line:
+                continue
+            if not (opened := _LIMITS_ENTRY.match(line)):
+                _fail(f"{path.name}:{number}: unexpected line {line.strip()[:80]!r}")
+            name, found, maximum = opened.group("name"), [], None
+            if name in cards:
+                _fail(f"{path.name}: {name} appears twice")
+        elif line == "\t},":
+            indexes = [index for index, _ in found]
+            if indexes != list(range(len(found))):
+                _fail(f"{path.name}: {name}'s network cards are not indexes 0..{len(found) - 1} in order: {indexes}")
+            cards[name] = tuple(count for _, count in found)
+            name = None
+        elif counted := _CARD_MAXIMUM.match(line):
+            maximum = int(counted.group("count"))
+        elif indexed := _CARD_INDEX.match(line):
+            if maximum is None:
+                _fail(f"{path.name}:{number}: {name}'s card has no MaximumNetworkInterfaces before its index")
+            found.append((int(indexed.group("index")), maximum))
+            maximum = None
+        elif line not in _CARDS_STRUCTURE and not _LIMITS_FIELD.match(line):
+            _fail(f"{path.name}:{number}: {name} has an unexpected line {line.strip()[:80]!r}")
+    if name is not None:
+        _fail(f"{path.name}: entry {name!r} is never closed")
+    if not cards:
+        _fail(f"{path.name}: map Limits is empty")
+    return cards
+
+
 # -- the module in the Go module cache ------------------------------------------------------------
 
 
@@ -304,7 +387,13 @@ def _gpu_columns(name: str, gpu: DeviceMetadata | None, facts: Mapping[str, Any]
     return [labelled.get("name"), labelled.get("manufacturer"), labelled.get("count"), labelled.get("memoryMiB")], count
 
 
-def _row(name: str, maximum: int, gpu: DeviceMetadata | None, facts: Mapping[str, Any]) -> list[Any]:
+def _row(
+    name: str,
+    maximum: int,
+    gpu: DeviceMetadata | None,
+    facts: Mapping[str, Any],
+    network_cards: tuple[int, ...] | None,
+) -> list[Any]:
     family, category, generation, size = name_labels(name)
     gpu_labels, gpus = _gpu_columns(name, gpu, facts)
     resources: dict[str, int] = {}
@@ -335,6 +424,7 @@ def _row(name: str, maximum: int, gpu: DeviceMetadata | None, facts: Mapping[str
         "gpu": gpu_labels,
         "accelerator": accelerator,
         "resources": dict(sorted(resources.items())),
+        "networkCards": list(network_cards) if network_cards is not None else None,
     }
     return [values[column] for column in COLUMNS]
 
@@ -347,6 +437,7 @@ def build_catalog(module: Path, version: str = MODULE_VERSION, supplement: Path 
     for name, entry in efa.items():
         if entry.count < 1 or any(d.attributes.get("dra.net/pciDevice") != EFA_PCI_DEVICE for d in entry.devices):
             _fail(f"{EFA_FILE}: {name} is not a list of {entry.count} EFA devices")
+    network_cards = read_network_cards(module / INSTANCETYPE / VPC_LIMITS_FILE)
     facts = load_supplement(supplement)
     missing = sorted(name for name in efa if name not in facts)
     if missing:
@@ -355,15 +446,18 @@ def build_catalog(module: Path, version: str = MODULE_VERSION, supplement: Path 
     without_fabric = sorted(
         (set(gpus) | {name for name, entry in facts.items() if entry.get("accelerators")}) - set(efa)
     )
-    rows = [_row(name, efa[name].count, gpus.get(name), facts[name]) for name in sorted(efa)]
-    rows += [_row(name, 0, gpus.get(name), facts.get(name) or {}) for name in without_fabric]
+    rows = [_row(name, efa[name].count, gpus.get(name), facts[name], network_cards.get(name)) for name in sorted(efa)]
+    rows += [_row(name, 0, gpus.get(name), facts.get(name) or {}, network_cards.get(name)) for name in without_fabric]
     rows.sort(key=lambda row: str(row[0]))
     return {
         "format": CATALOG_FORMAT,
         "resource": EFA_RESOURCE,
         "source": {
             "module": f"{MODULE_PATH}@{version}",
-            "files": {f"{DRAMETADATA}/{f}": _sha256(metadata / f) for f in (TYPES_FILE, EFA_FILE, GPU_FILE)},
+            "files": {
+                **{f"{DRAMETADATA}/{f}": _sha256(metadata / f) for f in (TYPES_FILE, EFA_FILE, GPU_FILE)},
+                f"{INSTANCETYPE}/{VPC_LIMITS_FILE}": _sha256(module / INSTANCETYPE / VPC_LIMITS_FILE),
+            },
             "supplement": {"file": str(supplement.relative_to(REPO)), "sha256": _sha256(supplement)},
         },
         "regenerate": f"{download_line(version)} && fabriccap-dev catalog",
@@ -373,6 +467,9 @@ def build_catalog(module: Path, version: str = MODULE_VERSION, supplement: Path 
             "family, category, generation, size: Karpenter's karpenter.k8s.aws/instance-* values, from the name.",
             "arch, cpu, memoryMiB, hypervisor, gpu and accelerator labels, Neuron resources: the supplement"
             " (each entry names its source); GPU counts: GPUMetadataByInstanceType.",
+            f"networkCards: {INSTANCETYPE}/{VPC_LIMITS_FILE} Limits[type].NetworkCards, each card's"
+            " MaximumNetworkInterfaces by NetworkCardIndex (EC2's NetworkInfo.NetworkCards); null where"
+            " Limits has no entry for the type.",
         ],
         "columns": list(COLUMNS),
         "types": rows,

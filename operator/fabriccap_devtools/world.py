@@ -807,8 +807,11 @@ def _karpenter_condition(kind: str) -> dict[str, Any]:
 
 
 def ec2_node_class(name: str = "default", *, efa_only: int | None = None) -> dict[str, Any]:
-    """An EC2NodeClass; ``efa_only`` pins that many efa-only interfaces (network cards 1..N) beside
-    the primary interface, as Karpenter's EFA e2e test does; None sets no networkInterfaces."""
+    """An EC2NodeClass; ``efa_only`` pins that many efa-only interfaces beside the primary interface
+    (card 0, device 0), as Karpenter's own tests lay them out (karpenter-provider-aws v1.15.2): the
+    first on card 0 at device 1 (test/suites/integration/extended_resources_test.go, the EFA e2e),
+    then one per card from card 1 at device 0 (pkg/providers/instancetype/suite_test.go, "Network
+    Interfaces"); None sets no networkInterfaces. N efa-only interfaces so need N network cards."""
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": "al2023@latest"}],
         "role": "KarpenterNodeRole-demo",
@@ -818,7 +821,7 @@ def ec2_node_class(name: str = "default", *, efa_only: int | None = None) -> dic
     if efa_only is not None:
         spec["networkInterfaces"] = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}] + [
             {"networkCardIndex": card, "deviceIndex": 0 if card else 1, "interfaceType": "efa-only"}
-            for card in range(1, efa_only + 1)
+            for card in range(efa_only)
         ]
     return {
         "apiVersion": "karpenter.k8s.aws/v1",

@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-CATALOG_FORMAT = "fabriccap.instance-catalog/v1"
+# v2 added networkCards.
+CATALOG_FORMAT = "fabriccap.instance-catalog/v2"
 COLUMNS: tuple[str, ...] = (
     "name",
     "maximum",
@@ -37,6 +38,9 @@ COLUMNS: tuple[str, ...] = (
     "gpu",  # [name, manufacturer, count, memoryMiB] when Karpenter writes instance-gpu-* labels
     "accelerator",  # [name, manufacturer, count] when it writes instance-accelerator-* labels
     "resources",  # {accelerator resource: count} a node of the type advertises
+    # [MaximumNetworkInterfaces of card 0, of card 1, ...] (EC2's NetworkInfo.NetworkCards as the
+    # provider's zz_generated.vpclimits.go records them), or null when not known
+    "networkCards",
 )
 
 KARPENTER_LABELS = "karpenter.k8s.aws/"
@@ -68,6 +72,7 @@ _MAY_BE_UNKNOWN = frozenset(
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 MAX_TYPES = 5000
+MAX_NETWORK_CARDS = 64  # EC2's largest types have 32
 
 
 class CatalogError(ValueError):
@@ -85,6 +90,9 @@ class InstanceType:
     # Label keys whose value is not known for this type: not compared.
     unknown: frozenset[str]
     resources: Mapping[str, int]  # accelerator resources a node of it advertises
+    # Its network cards' MaximumNetworkInterfaces, by card index; None when the catalog does not
+    # know them (a type only a profile names, or one the provider's VPC limits lack).
+    network_cards: tuple[int, ...] | None = None
 
     def value_of(self, key: str) -> str | None:
         return self.labels.get(key)
@@ -219,7 +227,23 @@ def _row(row: Any, position: int) -> InstanceType:
         if not isinstance(resource, str) or checked is None:
             raise CatalogError(f"{where} resources: {resource!r} is not a resource with a count")
         counts[resource] = checked
-    return InstanceType(name, maximum, labels, frozenset(unknown), counts)
+    return InstanceType(
+        name, maximum, labels, frozenset(unknown), counts, _network_cards(values["networkCards"], where)
+    )
+
+
+def _network_cards(value: Any, where: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_NETWORK_CARDS:
+        raise CatalogError(f"{where} networkCards: not a list of 1 to {MAX_NETWORK_CARDS} counts")
+    counts = []
+    for index, count in enumerate(value):
+        checked = _count(count, f"{where} networkCards[{index}]")
+        if checked is None:  # a card's position is its index: a gap cannot be skipped
+            raise CatalogError(f"{where} networkCards[{index}]: missing")
+        counts.append(checked)
+    return tuple(counts)
 
 
 def parse_catalog(document: Any, source: str = "catalog") -> InstanceCatalog:

@@ -66,7 +66,13 @@ from fabriccap.core.config import Config, FabricProfile, Source
 from fabriccap.core.facts import DaemonSetFacts, ObjectRef, PodFacts, Pool
 from fabriccap.core.index import MAX_DRIVER_NAME, MAX_NAMED_RULES, FactIndex, NamespacedKey
 from fabriccap.core.karpenter_facts import NODE_CLASS_GROUP, NodeClassFacts, NodePoolFacts
-from fabriccap.core.launchable import MAX_LISTED_TYPES, LaunchableTypes, judge_node_pool, missing_nodes
+from fabriccap.core.launchable import (
+    MAX_LISTED_TYPES,
+    LaunchableTypes,
+    judge_node_pool,
+    launch_refusal,
+    missing_nodes,
+)
 from fabriccap.core.names import Naming, capability_name, is_label_value, pool_names
 from fabriccap.core.selection import ClassSource
 from fabriccap.core.sources import (
@@ -959,6 +965,9 @@ class _PoolMemo:
     offers: bool = False
     launched_without: frozenset[str] = frozenset()  # its nodes Karpenter launched without the fabric
     launch_count: int | None = None  # what a node its NodePool launches gets, when that is one count
+    # Why its NodePool would not attach the fabric however a pod asked (its Launchable verdict,
+    # when that does not offer it), or None when it does: only then is a job told to request it.
+    launch_refusal: str | None = None
 
 
 @dataclass
@@ -1121,6 +1130,7 @@ def _pool_side(
     )
     fresh.launched_without = frozenset(node.name for node in analysis.left_out(LeftOut.LAUNCHED_WITHOUT_FABRIC))
     fresh.launch_count = launchable.uniform_count if launchable is not None else None
+    fresh.launch_refusal = launch_refusal(launchable)
     if known is not None and targets:
         fresh.judgements = known.judgements  # pods' judgements do not depend on the nodes
     if memo is not None and (targets or index.pool_members.get(pool) or launchable is not None):
@@ -1152,7 +1162,7 @@ def _not_requested_wording(
     """FabricNotRequested's words for one pool; on a Karpenter pool they name what a node gets
     when a pod asks, from the status or else from what the NodePools would launch."""
     count = status.uniform_count if status.is_ready and status.uniform_count else side.launch_count
-    return not_requested_wording(profile, name, status, count)
+    return not_requested_wording(profile, name, status, count, side.launch_refusal)
 
 
 def _launched_for(owner: ObjectRef, side: _PoolMemo, nodes: Mapping[ObjectRef, frozenset[str]]) -> list[str]:

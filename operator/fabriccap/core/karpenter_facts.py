@@ -25,15 +25,19 @@ NODE_CLASS_GROUP = "karpenter.k8s.aws"
 NODE_CLASS_API_VERSION = f"{NODE_CLASS_GROUP}/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 # Set by Karpenter's scheduler on a NodeClaim whose pods claim DRA devices: the drivers they
-# claim from. Karpenter's AWS provider (v1.15.2, pkg/providers/efadra) attaches EFA for a claim
-# of dra.net devices as it does for a vpc.amazonaws.com/efa request.
+# claim from, comma-separated. Karpenter's AWS provider (v1.15.2, pkg/providers/efadra) attaches
+# EFA for a claim of dra.net devices as it does for a vpc.amazonaws.com/efa request, and for no
+# other driver: efadra.Requested splits the annotation on "," and compares each part, spaces
+# trimmed, with DriverName "dra.net".
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
+EFA_DRA_DRIVER = "dra.net"
 EFA_ONLY = "efa-only"
 # The CRD allows 100 requirements; values and labels are bounded so a hostile object costs little.
 MAX_REQUIREMENTS = 100
 MAX_VALUES = 500
 MAX_LABELS = 200
 MAX_TEXT = 316  # a qualified label key (253 + 1 + 62)
+MAX_INTERFACES = 150  # the EC2NodeClass CRD's maxItems of spec.networkInterfaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +106,36 @@ class NodeClaimFacts:
     node_name: str | None  # status.nodeName, set at registration
     provider_id: str | None  # status.providerID
     requested: tuple[str, ...]  # spec.resources.requests keys, sorted
-    dra_drivers: tuple[str, ...]  # karpenter.sh/requested-dra-drivers
+    dra_drivers: tuple[str, ...]  # karpenter.sh/requested-dra-drivers (the first MAX_VALUES)
     capacity: tuple[tuple[str, int], ...]  # status.capacity, the resources above 0 only
+    # It lists dra.net, for which Karpenter's AWS provider attaches EFA as for an EFA request
+    # (efadra.Requested; judged over every part, not only those kept above).
+    requests_efa_driver: bool = False
 
     def capacity_of(self, resource: str) -> int:
         return next((amount for name, amount in self.capacity if name == resource), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityReservation:
+    """One of an EC2NodeClass's ``status.capacityReservations``: what Karpenter resolved its
+    ``capacityReservationSelectorTerms`` to, and builds reserved offerings from (v1.15.2
+    offering/reserved_capacity_resolver.go: one per reservation, for its ``instanceType`` only,
+    labelled with its id, ``reservationType`` and ``interruptible``)."""
+
+    id: str
+    instance_type: str
+    reservation_type: str
+    interruptible: bool
+
+    def label_value(self, key: str) -> str | None:
+        """Its value of a capacity-reservation label key (karpenter.k8s.aws/capacity-reservation-*)."""
+        values = {
+            "capacity-reservation-id": self.id,
+            "capacity-reservation-type": self.reservation_type,
+            "capacity-reservation-interruptible": "true" if self.interruptible else "false",
+        }
+        return values.get(key.removeprefix(NODE_CLASS_GROUP + "/"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +145,17 @@ class NodeClassFacts:
 
     name: str
     efa_only_interfaces: int | None
+    # (networkCardIndex, deviceIndex) of every networkInterfaces entry, efa-only or not, in order;
+    # None where an entry has no such integer. Karpenter launches a type only when it has each
+    # card and the card allows an interface at each device index (v1.15.2 compatibility.go
+    # networkInterfaceCheck), so the slots decide which types the class can launch.
+    interfaces: tuple[tuple[int | None, int | None], ...] = ()
     # It selects capacity reservations (spec.capacityReservationSelectorTerms): only then has a
     # type reserved offerings (v1.15.2 offering/reserved_capacity_resolver.go builds them from the
     # class's reservations), so only then may a node be karpenter.sh/capacity-type reserved.
     reserves: bool = False
+    # status.capacityReservations: the reservations Karpenter resolved, the only ones it launches into.
+    reservations: tuple[CapacityReservation, ...] = ()
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -140,9 +176,12 @@ def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | 
     if len(raw) > MAX_REQUIREMENTS:
         problem = f"{where} has {len(raw)} entries; the first {MAX_REQUIREMENTS} are read"
     found = []
-    for entry in raw[:MAX_REQUIREMENTS]:
+    for position, entry in enumerate(raw[:MAX_REQUIREMENTS], start=1):
         entry = _mapping(entry)
         values = entry.get("values")
+        if isinstance(values, list) and len(values) > MAX_VALUES and problem is None:
+            # The CRD sets no maxItems: a cut list could admit a type a NotIn excludes, or drop one an In names.
+            problem = f"{where}[{position}] has {len(values)} values; the first {MAX_VALUES} are read"
         listed = [_text(value) for value in values[:MAX_VALUES]] if isinstance(values, list) else []
         minimum = entry.get("minValues")
         found.append(
@@ -197,6 +236,9 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
         if reference.get("name")
         else None
     )
+    if len(labels) > MAX_LABELS and problem is None:
+        # Each label is a requirement In [value]: one not read could exclude every type.
+        problem = f"spec.template.metadata.labels has {len(labels)} labels; the first {MAX_LABELS} are read"
     replicas = spec.get("replicas")
     generation = metadata.get("generation")
     status = _mapping(body.get("status"))
@@ -222,12 +264,15 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     )
 
 
-def _drivers(annotation: Any) -> tuple[str, ...]:
-    """The drivers the annotation lists: comma- or space-separated, or a JSON-style list."""
+def _drivers(annotation: Any) -> tuple[tuple[str, ...], bool]:
+    """The drivers the annotation lists, read as efadra.Requested reads it: its comma-separated
+    parts, spaces trimmed (a part with other text around a name is not that name); and whether
+    one is dra.net."""
     if not isinstance(annotation, str):
-        return ()
-    cleaned = annotation.strip().strip("[]").replace('"', " ").replace(",", " ")
-    return tuple(sorted({part for part in cleaned.split() if part})[:MAX_VALUES])
+        return (), False
+    parts = {part.strip() for part in annotation.split(",")}
+    listed = [_text(part) for part in sorted(part for part in parts if part)[:MAX_VALUES]]
+    return tuple(listed), EFA_DRA_DRIVER in parts
 
 
 def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> NodeClaimFacts:
@@ -249,15 +294,44 @@ def node_claim_facts(body: Mapping[str, Any], resources: frozenset[str]) -> Node
     annotations = _mapping(metadata.get("annotations"))
     node_name, provider_id = status.get("nodeName"), status.get("providerID")
     pool = labels.get(NODEPOOL_LABEL)
+    drivers, requests_efa_driver = _drivers(annotations.get(REQUESTED_DRA_DRIVERS))
     return NodeClaimFacts(
         name=name,
         node_pool=_text(pool) if isinstance(pool, str) and pool else None,
         node_name=object_name(node_name) if isinstance(node_name, str) and node_name else None,
         provider_id=_text(provider_id) if isinstance(provider_id, str) and provider_id else None,
         requested=tuple(sorted(_text(key) for key in list(requests)[:MAX_VALUES])),
-        dra_drivers=_drivers(annotations.get(REQUESTED_DRA_DRIVERS)),
+        dra_drivers=drivers,
+        requests_efa_driver=requests_efa_driver,
         capacity=tuple(counted),
     )
+
+
+def _index(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _reservations(raw: Any) -> tuple[CapacityReservation, ...]:
+    """status.capacityReservations Karpenter may launch into: an entry without an id or instance
+    type is none (the CRD requires both), and neither is one whose state is expiring (its
+    offering is not Available: reserved_capacity_resolver.go)."""
+    found = []
+    for entry in raw[:MAX_LABELS] if isinstance(raw, list) else ():
+        entry = _mapping(entry)
+        if entry.get("state") == "expiring":
+            continue
+        identifier, instance_type = entry.get("id"), entry.get("instanceType")
+        if not isinstance(identifier, str) or not identifier or not isinstance(instance_type, str) or not instance_type:
+            continue
+        found.append(
+            CapacityReservation(
+                id=_text(identifier),
+                instance_type=_text(instance_type),
+                reservation_type=_text(entry.get("reservationType") or "default"),
+                interruptible=entry.get("interruptible") is True,
+            )
+        )
+    return tuple(found)
 
 
 def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
@@ -265,7 +339,10 @@ def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
     spec = _mapping(body.get("spec"))
     interfaces = spec.get("networkInterfaces")
     reserves = bool(spec.get("capacityReservationSelectorTerms"))
+    reservations = _reservations(_mapping(body.get("status")).get("capacityReservations")) if reserves else ()
     if not isinstance(interfaces, list):
-        return NodeClassFacts(name, None, reserves)
-    pinned = sum(1 for entry in interfaces if isinstance(entry, Mapping) and entry.get("interfaceType") == EFA_ONLY)
-    return NodeClassFacts(name, pinned, reserves)
+        return NodeClassFacts(name, None, reserves=reserves, reservations=reservations)
+    entries = [_mapping(entry) for entry in interfaces[:MAX_INTERFACES]]
+    pinned = sum(1 for entry in entries if entry.get("interfaceType") == EFA_ONLY)
+    slots = tuple((_index(entry.get("networkCardIndex")), _index(entry.get("deviceIndex"))) for entry in entries)
+    return NodeClassFacts(name, pinned, slots, reserves, reservations)

@@ -35,8 +35,14 @@ from fabriccap.core.catalog import (
 from fabriccap.core.config import FabricProfile
 from fabriccap.core.facts import NodeFacts
 from fabriccap.core.index import FactIndex
-from fabriccap.core.karpenter_facts import NODEPOOL_LABEL, NodeClassFacts, NodePoolFacts, Requirement
-from fabriccap.core.text import is_decimal
+from fabriccap.core.karpenter_facts import (
+    NODEPOOL_LABEL,
+    CapacityReservation,
+    NodeClassFacts,
+    NodePoolFacts,
+    Requirement,
+)
+from fabriccap.core.text import clean_text, is_decimal
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 _NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
@@ -350,12 +356,54 @@ def _allowed(requirements: Sequence[Requirement], key: str, default: tuple[str, 
 
 def offering_choices(pool: NodePoolFacts, reserves: bool = True) -> list[tuple[str, tuple[str, ...]]]:
     """The values of each offering label (OFFERING_KEYS) a node of ``pool`` may carry
-    (``reserves``: its node class may give reserved capacity)."""
+    (``reserves``: its node class may give reserved capacity; when not, no node is reserved,
+    whatever the NodePool allows)."""
     requirements = pool.derived_requirements()
-    offering = dict(OFFERING_KEYS)
-    if not reserves:
-        offering[CAPACITY_TYPE_KEY] = tuple(kind for kind in offering[CAPACITY_TYPE_KEY] or () if kind != "reserved")
-    return [(key, _allowed(requirements, key, default)) for key, default in offering.items()]
+    choices = [(key, _allowed(requirements, key, default)) for key, default in OFFERING_KEYS.items()]
+    if reserves:
+        return choices
+    return [
+        (key, tuple(value for value in values if value != "reserved") if key == CAPACITY_TYPE_KEY else values)
+        for key, values in choices
+    ]
+
+
+def reserved_only(pool: NodePoolFacts) -> str | None:
+    """Why every node of ``pool`` must be reserved capacity, or None: its capacity types allow
+    only ``reserved``, or it requires a capacity-reservation label, which only reserved offerings
+    carry (karpenter-provider-aws v1.15.2 base_resolver.go gives on-demand and spot offerings
+    these keys as DoesNotExist)."""
+    requirements = pool.derived_requirements()
+    capacity = _allowed(requirements, CAPACITY_TYPE_KEY, OFFERING_KEYS[CAPACITY_TYPE_KEY])
+    if capacity and set(capacity) <= {"reserved"}:
+        return f"{CAPACITY_TYPE_KEY} allows only reserved"
+    for requirement in requirements:
+        if requirement.key in RESERVATION_KEYS and requirement.operator in ("In", "Exists"):
+            return f"it requires {requirement.describe()}, which only reserved capacity carries"
+    return None
+
+
+def _reservation_admits(pool: NodePoolFacts, reservation: CapacityReservation) -> bool:
+    """Whether the NodePool's capacity-reservation requirements admit an offering of ``reservation``."""
+    for requirement in pool.derived_requirements():
+        if requirement.key not in RESERVATION_KEYS:
+            continue
+        value = reservation.label_value(requirement.key)
+        operator = requirement.operator
+        if operator == "In" and value not in requirement.values:
+            return False
+        if (operator == "NotIn" and value in requirement.values) or operator == "DoesNotExist":
+            return False
+    return True
+
+
+def reserved_types(pool: NodePoolFacts, node_class: NodeClassFacts) -> frozenset[str]:
+    """The instance types of the class's capacity reservations that the NodePool's
+    capacity-reservation requirements admit: the only types Karpenter has a reserved offering of
+    (reserved_capacity_resolver.go: ``reservation.InstanceType == it.Name``)."""
+    return frozenset(
+        reservation.instance_type for reservation in node_class.reservations if _reservation_admits(pool, reservation)
+    )
 
 
 def launched_label_sets(
@@ -451,6 +499,45 @@ def _spread(types: Iterable[tuple[str, int]]) -> str:
     return "; ".join(f"{count} on {_named(names)}" for count, names in sorted(by_count.items(), reverse=True))
 
 
+def fits_network_cards(slots: Sequence[tuple[int | None, int | None]], known: InstanceType) -> bool | None:
+    """Whether ``known``'s network cards take every pinned interface (``slots``: each
+    (networkCardIndex, deviceIndex) an EC2NodeClass pins), as Karpenter's networkInterfaceCheck
+    judges (karpenter-provider-aws v1.15.2 pkg/providers/instancetype/compatibility/compatibility.go:
+    (2) the card index must be one the type has, (3) the device index below that card's
+    MaximumNetworkInterfaces). None when the catalog does not know its cards or a slot is not
+    readable. No slot (networkInterfaces unset or empty): every type fits."""
+    if not slots:
+        return True
+    cards = known.network_cards
+    readable = [(card, device) for card, device in slots if card is not None and device is not None]
+    if cards is None or len(readable) < len(slots):
+        return None
+    return all(card < len(cards) and device < cards[card] for card, device in readable)
+
+
+def _misfit(slots: Sequence[tuple[int | None, int | None]], known: InstanceType) -> str:
+    """The first pinned interface ``known``'s network cards cannot take, for a message."""
+    cards = known.network_cards or ()
+    for card, device in slots:
+        if card is None or device is None:
+            continue
+        if card >= len(cards):
+            return f"{known.name} has {len(cards)} network card{'s' if len(cards) != 1 else ''}, none of index {card}"
+        if device >= cards[card]:
+            return f"{known.name}'s network card {card} takes {cards[card]} interfaces, none at device index {device}"
+    return f"{known.name}'s network cards"
+
+
+def _unreadable_slots(slots: Sequence[tuple[int | None, int | None]]) -> str:
+    """Which pinned interfaces have no readable index, for a message ("" when all do)."""
+    positions = [str(position) for position, (card, device) in enumerate(slots) if card is None or device is None]
+    return (
+        f" (entries {', '.join(positions[:MAX_NAMED])} have no integer networkCardIndex or deviceIndex)"
+        if positions
+        else ""
+    )
+
+
 def _not_launching(pool: NodePoolFacts, node_class_missing: bool) -> str | None:
     """Why Karpenter's provisioner launches nothing from ``pool`` whatever its requirements, or
     None. It skips a NodePool being deleted and one whose Ready condition is not True
@@ -504,13 +591,34 @@ def judge_node_pool(
     # attaches none unless the EC2NodeClass pins efa-only interfaces (v1.15.2 types.go efas()).
     static = pool.replicas is not None
 
+    # A NodePool that launches only into reserved capacity launches only the types its class has
+    # reservations of (a class not read: not judged, as before).
+    reserved_reason = reserved_only(pool) if node_class is not None else None
+    reservable = reserved_types(pool, node_class) if node_class is not None and reserved_reason else frozenset()
+    unreserved: list[str] = []  # types with no reserved offering, in a NodePool that needs one
+    slots = node_class.interfaces if node_class is not None and pinned is not None else ()
+    off_cards: list[str] = []  # types whose network cards cannot take the pinned interfaces
+    cards_unknown: list[str] = []  # types with the fabric whose network cards the catalog lacks
+
     def count_of(known: InstanceType) -> int | None:
         maximum = maximum_of(known)
+        if reserved_reason and known.name not in reservable:
+            unreserved.append(known.name)
+            return None
         if pinned is None:
             return 0 if static else maximum
-        return pinned if pinned <= maximum else None  # the class pins more than the type carries: no launch
+        if pinned > maximum:
+            return None  # the class pins more than the type carries: no launch
+        fits = fits_network_cards(slots, known)
+        if fits is False:
+            off_cards.append(known.name)
+            return None
+        if fits is None and pinned > 0:
+            cards_unknown.append(known.name)
+        return pinned
 
     counted = [(known, count) for known in accelerators if (count := count_of(known)) is not None]
+    by_name = {known.name: known for known in accelerators}
     # Limits: a type whose node would take the NodePool past one of them is never launched.
     remaining = pool.remaining()  # usually none: most NodePools set no limits, or only cpu
     over_limits = [
@@ -540,11 +648,13 @@ def judge_node_pool(
             platform,
             None,
         )
-    if admitted.problems:
+    # What could not be read (a list cut at its bound) is as unevaluable as a bad requirement.
+    unread = ((pool.problem,) if pool.problem else ()) + admitted.problems
+    if unread:
         return verdict(
             ConditionStatus.UNKNOWN,
             Reason.REQUIREMENTS_NOT_EVALUATED,
-            f"NodePool {pool.name}: {'; '.join(admitted.problems[:3])}",
+            f"NodePool {pool.name}: {'; '.join(unread[:3])}",
         )
     if admitted.not_in_catalog:
         return verdict(
@@ -553,6 +663,16 @@ def judge_node_pool(
             f"NodePool {pool.name} may launch {_named(admitted.not_in_catalog)}, which the instance catalog "
             f"({catalog.source if catalog else 'none'}) does not list; add them to the profile's "
             "instanceTypes",
+        )
+    if unknown_cards := [name for name in cards_unknown if name not in beyond_limits]:
+        return verdict(
+            ConditionStatus.UNKNOWN,
+            Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
+            f"NodePool {pool.name} may launch {_named(unknown_cards)}, whose network cards the instance catalog"
+            f" ({catalog.source if catalog else 'none'}) does not list, and its EC2NodeClass"
+            f" {node_class.name if node_class else ''} pins networkInterfaces{_unreadable_slots(slots)}: Karpenter"
+            " launches a type only when its network cards take every pinned interface, so whether it launches"
+            " these is not known",
         )
     if admitted.unmet_min_values:
         return verdict(
@@ -570,6 +690,31 @@ def judge_node_pool(
             )
         elif pinned == 0:
             why = f"its EC2NodeClass {node_class.name if node_class else ''} sets networkInterfaces without efa-only"
+        elif off_cards and not types:
+            why = (
+                f"its EC2NodeClass {node_class.name if node_class else ''} pins networkInterfaces the network cards"
+                f" of {_named(off_cards)} cannot take ({_misfit(slots, by_name[off_cards[0]])}), and Karpenter"
+                " launches no type that cannot take them all"
+            )
+        elif unreserved and not types and node_class is not None:
+            held = sorted({reservation.instance_type for reservation in node_class.reservations})
+            why = (
+                f"it launches only into reserved capacity ({reserved_reason}), and its EC2NodeClass"
+                f" {node_class.name} "
+                + (
+                    f"has capacity reservations (status.capacityReservations) only of {_named(held)}"
+                    if held
+                    else "has no capacity reservation Karpenter resolved (status.capacityReservations is empty)"
+                    if node_class.reserves
+                    else "selects no capacity reservations (no spec.capacityReservationSelectorTerms)"
+                )
+                + (" that its capacity-reservation requirements admit" if held and reservable != set(held) else "")
+            )
+        elif pinned and not types and accelerators:
+            why = (
+                f"its EC2NodeClass {node_class.name if node_class else ''} pins {pinned} efa-only interfaces, more than"
+                f" any of them carries ({_named([known.name for known in accelerators])})"
+            )
         elif static and pinned is None and accelerators:
             why = (
                 f"it is a static NodePool (spec.replicas {pool.replicas}), whose nodes Karpenter launches for no pod,"
@@ -601,7 +746,6 @@ def judge_node_pool(
                 f"NodePool {pool.name} allows {combinations} combinations of its nodes' zone, capacity type and"
                 f" other offering labels, more than the {MAX_LABEL_SETS} the provider DaemonSets are judged against",
             )
-        by_name = {known.name: known for known in accelerators}
         excluded = [
             name
             for name, _ in types
@@ -621,7 +765,13 @@ def judge_node_pool(
     when = f"on every node ({how})" if pinned else how
     if over_limits:
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
-    if any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
+    if off_cards:
+        how += f"; the network cards of {_named(off_cards)} cannot take its pinned interfaces"
+    if reserved_reason:
+        how += "; reserved capacity only, of its EC2NodeClass's reservations"
+        if unreserved:
+            how += f" (none of {_named(unreserved)})"
+    elif node_class is None and any(requirement.key in RESERVATION_KEYS for requirement in pool.derived_requirements()):
         how += "; assuming its capacity reservations are of these types"
     return verdict(
         ConditionStatus.TRUE,
@@ -630,6 +780,24 @@ def judge_node_pool(
         f"{profile.resource}: {count} ({how})",
         uniform=count,
         when=when,
+    )
+
+
+MAX_REFUSAL = 400  # the Launchable message repeated in an Event (cut at 1024 in all)
+
+
+def launch_refusal(launchable: LaunchableTypes | None) -> str | None:
+    """Why a pool's NodePool attaches the fabric to no node it launches, however a pod asks: its
+    Launchable verdict, unless that says it offers the fabric (then None). A pool with no
+    NodePool verdict has no such word either way, so it is said so rather than assumed."""
+    if launchable is None:
+        return "no Karpenter NodePool verdict says whether its nodes can get it"
+    if launchable.offers_fabric:
+        return None
+    return clean_text(
+        f"NodePool {launchable.node_pool} offers it on no node (Launchable {launchable.status.value}"
+        f" {launchable.reason.value}: {launchable.message})",
+        MAX_REFUSAL,
     )
 
 
@@ -644,7 +812,7 @@ def launched_without_fabric(
 
     Karpenter's AWS provider attaches EFA interfaces only when the NodeClaim requests
     ``vpc.amazonaws.com/efa`` (``spec.resources.requests``: the pods it was launched for asked
-    for it) or lists the fabric's DRA driver in ``karpenter.sh/requested-dra-drivers``, or when
+    for it) or lists ``dra.net`` in ``karpenter.sh/requested-dra-drivers`` (efadra.Requested), or when
     its EC2NodeClass pins ``efa-only`` interfaces (v1.15.2 ``getEFACountForInstance``); its
     ``status.capacity`` then carries the resource. A NodeClaim with none of these made a node
     without the fabric, and judging that node would blame the plugin for what was on purpose.
@@ -658,7 +826,7 @@ def launched_without_fabric(
     (claim,) = claims
     if has_devices or claim.capacity_of(profile.resource) > 0:
         return None, None
-    if profile.resource in claim.requested or set(claim.dra_drivers) & set(profile.dra.drivers):
+    if profile.resource in claim.requested or claim.requests_efa_driver:
         return None, None
     pool = index.node_pools.get(claim.node_pool) if claim.node_pool else None
     node_class = index.node_class_of(pool) if pool is not None else None
@@ -669,6 +837,12 @@ def launched_without_fabric(
         return (
             f"Karpenter launched it without {fabric}: EC2NodeClass {node_class.name} sets networkInterfaces"
             " without an efa-only entry",
+            None,
+        )
+    if pool is not None and pool.replicas is not None:
+        return (
+            f"Karpenter launched it without {fabric}: NodePool {pool.name} is static (spec.replicas"
+            f" {pool.replicas}), whose nodes it launches for no pod, and its EC2NodeClass pins no efa-only interface",
             None,
         )
     return (

@@ -484,6 +484,9 @@ class NotRequestedWording:
     not_ready_reason: str
     # What a node of the pool gets when a pod asks (a Karpenter pool's launches); None: unknown.
     launch_count: int | None
+    # Why the pool's NodePool attaches the fabric to no node however a pod asks (launch_refusal),
+    # or None when it offers it: a node it launched without the fabric is then the job's doing.
+    refusal: str | None = None
 
     def event(self, owner: ObjectRef, pods: int, launched: Sequence[str] = ()) -> WorkloadEvent:
         key = not_requested_key(self.fabric, owner, self.pool)
@@ -494,6 +497,13 @@ class NotRequestedWording:
         running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {self.pool.value}"
         if launched:
             shown = ", ".join(launched[:3]) + (f" (+{len(launched) - 3} more)" if len(launched) > 3 else "")
+            if self.refusal is not None:
+                # Asking would not help: the node would not get the fabric, or would not launch.
+                return (
+                    f"Karpenter launched {shown} without {self.spoken_name}, and requesting {self.resource} would"
+                    f" not change that: {self.refusal}; see kubectl describe fcap {self.capability_name}; it"
+                    f" {running}, and NCCL will use TCP sockets"
+                )
             request = f"{self.resource}: {self.launch_count}" if self.launch_count else self.resource
             return (
                 f"Karpenter launched {shown} without {self.spoken_name} because this job requested none; "
@@ -512,11 +522,16 @@ class NotRequestedWording:
 
 
 def not_requested_wording(
-    profile: FabricProfile, capability_name: str, status: FabricCapabilityStatus, launch_count: int | None = None
+    profile: FabricProfile,
+    capability_name: str,
+    status: FabricCapabilityStatus,
+    launch_count: int | None = None,
+    refusal: str | None = None,
 ) -> NotRequestedWording:
     """FabricNotRequested's words for the pool of ``status``: the owners' pods run on a pool
     that offers the fabric and ask for none. ``launch_count``: what a node of the pool gets when
-    a pod asks, which the message names where Karpenter launched nodes without the fabric."""
+    a pod asks, which the message names where Karpenter launched nodes without the fabric;
+    ``refusal``: why its NodePool would not attach it anyway (``launch_refusal``)."""
     ready = status.is_ready and status.uniform_count is not None
     ready_condition = status.condition("Ready")
     return NotRequestedWording(
@@ -529,6 +544,7 @@ def not_requested_wording(
         per_node_request=_per_node_request(profile, status) if ready else "",
         not_ready_reason=ready_condition.reason if ready_condition is not None else "NotReady",
         launch_count=launch_count,
+        refusal=refusal,
     )
 
 

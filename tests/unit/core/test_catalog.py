@@ -102,8 +102,18 @@ def test_neuron_counts_and_unknown_facts() -> None:
     assert EFA_CATALOG.get("p5.48xlarge").resources == {"nvidia.com/gpu": 8}  # type: ignore[union-attr]
 
 
+def test_network_cards_come_from_the_providers_vpc_limits() -> None:
+    """pkg/providers/instancetype/zz_generated.vpclimits.go of the pinned module: per card index,
+    MaximumNetworkInterfaces (Karpenter's networkInterfaceCheck reads EC2's same figures)."""
+    cards = {name: EFA_CATALOG.get(name).network_cards for name in ("p5.48xlarge", "p4d.24xlarge", "g5.12xlarge")}  # type: ignore[union-attr]
+    assert cards == {"p5.48xlarge": (2,) * 32, "p4d.24xlarge": (15,) * 4, "g5.12xlarge": (15,)}
+    # EFA types the VPC limits lack: not known, not guessed.
+    assert EFA_CATALOG.get("trn2.48xlarge").network_cards is None  # type: ignore[union-attr]
+    assert sum(1 for known in EFA_CATALOG if known.maximum > 0 and known.network_cards is None) == 13
+
+
 def _document(**changes: Any) -> dict[str, Any]:
-    row = ["p5.48xlarge", 32, "p5", "p", "5", "48xlarge", "amd64", 192, 2097152, "nitro", None, None, {}]
+    row = ["p5.48xlarge", 32, "p5", "p", "5", "48xlarge", "amd64", 192, 2097152, "nitro", None, None, {}, [2, 2]]
     return {
         "format": CATALOG_FORMAT,
         "resource": "vpc.amazonaws.com/efa",
@@ -119,10 +129,19 @@ def _document(**changes: Any) -> dict[str, Any]:
         (_document(format="other/v9"), "format is 'other/v9'"),
         (_document(columns=["name"]), "columns are not"),
         (_document(types=[]), "types is not a non-empty list"),
-        (_document(types=[["p5.48xlarge", -1, *[None] * 10, {}]]), "types[0] (p5.48xlarge) maximum: -1 is not a count"),
-        (_document(types=[["P5 48", 1, *[None] * 10, {}]]), "'P5 48' is not an instance type name"),
-        (_document(types=[["p5.48xlarge", 1, *[None] * 10, []]]), "resources: not an object"),
-        (_document(types=[["x.y", 1, *[None] * 10, {}], ["x.y", 2, *[None] * 10, {}]]), "x.y appears twice"),
+        (
+            _document(types=[["p5.48xlarge", -1, *[None] * 10, {}, None]]),
+            "types[0] (p5.48xlarge) maximum: -1 is not a count",
+        ),
+        (_document(types=[["P5 48", 1, *[None] * 10, {}, None]]), "'P5 48' is not an instance type name"),
+        (_document(types=[["p5.48xlarge", 1, *[None] * 10, [], None]]), "resources: not an object"),
+        (
+            _document(types=[["x.y", 1, *[None] * 10, {}, None], ["x.y", 2, *[None] * 10, {}, None]]),
+            "x.y appears twice",
+        ),
+        # A card's position is its index: a gap or an empty list is refused, not skipped.
+        (_document(types=[["x.y", 1, *[None] * 10, {}, [2, None]]]), "networkCards[1]: missing"),
+        (_document(types=[["x.y", 1, *[None] * 10, {}, []]]), "networkCards: not a list of 1 to 64 counts"),
     ],
 )
 def test_a_corrupt_catalog_is_refused_with_one_line(document: Any, problem: str) -> None:
@@ -137,9 +156,9 @@ def test_the_loader_refuses_a_missing_or_corrupt_file(tmp_path: Path) -> None:
     with pytest.raises(CatalogFileError, match="cannot read"):
         load_catalogs([tmp_path / "missing.json"])
     corrupt = tmp_path / "efa-catalog.json"
-    corrupt.write_text('{"format": "fabriccap.instance-catalog/v1", "types": [')
+    corrupt.write_text('{"format": "fabriccap.instance-catalog/v2", "types": [')
     with pytest.raises(CatalogFileError, match=r"not JSON .*reinstall fabriccap"):
         read_catalog(corrupt)
-    corrupt.write_text(json.dumps(_document(types=[["x.y", "many", *[None] * 10, {}]])))
+    corrupt.write_text(json.dumps(_document(types=[["x.y", "many", *[None] * 10, {}, None]])))
     with pytest.raises(CatalogFileError, match="maximum: 'many' is not a count"):
         read_catalog(corrupt)

@@ -4,6 +4,7 @@ groups, and counts above an instance type's maximum."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -121,6 +122,78 @@ def test_a_node_launched_without_the_fabric_is_out_of_the_gate_set_and_its_job_i
         "Karpenter launched ip-10-0-7-21.us-west-2.compute.internal without EFA because this job requested none;"
         " request vpc.amazonaws.com/efa: 32 (JobSet: "
     )
+
+
+def _launched_static() -> Bodies:
+    bodies = _launched(efa_requested=False)
+    bodies[1] = _static(1)
+    return bodies
+
+
+@pytest.mark.parametrize(
+    ("bodies", "cause"),
+    [
+        # A class that sets networkInterfaces without efa-only: types.go efas() gives every type 0.
+        pytest.param(
+            lambda: _launched(efa_requested=False, class_efa_only=0),
+            "its EC2NodeClass default sets networkInterfaces without efa-only",
+            id="class-pins-none",
+        ),
+        # A static NodePool is never provisioned for pods, so no request reaches it.
+        pytest.param(lambda: _launched_static(), "it is a static NodePool (spec.replicas 1)", id="static"),
+    ],
+)
+def test_a_job_is_not_told_to_request_the_fabric_its_nodepool_would_not_attach(
+    bodies: Callable[[], Bodies], cause: str
+) -> None:
+    """Asking would leave the job Pending: the Event names the NodePool's cause and the pool."""
+    evaluation = evaluate_bodies(bodies())
+    status = capability(evaluation, "efa-gpu").status
+    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    (event,) = evaluation.workload_events
+    assert event.reason == "FabricNotRequested"
+    assert "because this job requested none" not in event.message
+    assert event.message.startswith(
+        "Karpenter launched ip-10-0-7-21.us-west-2.compute.internal without EFA, and requesting"
+        " vpc.amazonaws.com/efa would not change that: NodePool gpu offers it on no node (Launchable False"
+        " NoFabricInstanceTypes: "
+    )
+    assert cause in event.message and "kubectl describe fcap efa-gpu" in event.message
+    assert "it runs 1 pod on pool gpu" in event.message
+
+
+def test_a_node_of_a_static_nodepool_is_said_to_be_launched_for_no_pod() -> None:
+    config = default_config()
+    facts = facts_of(_launched_static(), config)
+    (capability,) = evaluate(config, facts).capabilities
+    (row,) = explain_capability(config, facts, capability).nodes
+    assert row.left_out == "launchedWithoutFabric"
+    assert row.notes == [
+        "Karpenter launched it without EFA: NodePool gpu is static (spec.replicas 1), whose nodes it launches"
+        " for no pod, and its EC2NodeClass pins no efa-only interface"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "requested"),
+    [
+        ("dra.net", True),
+        ("gpu.nvidia.com, dra.net ", True),
+        # Another driver of the profile: Karpenter v1.15.2 attaches EFA for dra.net alone.
+        ("dra.networking.k8s.aws", False),
+        # Not efadra.Requested's comma-separated form: no part is dra.net.
+        ('["dra.net"]', False),
+        ("dra.net gpu.nvidia.com", False),
+    ],
+)
+def test_the_dra_drivers_annotation_is_read_as_karpenters_efadra_requested(annotation: str, requested: bool) -> None:
+    """karpenter-provider-aws v1.15.2 pkg/providers/efadra/efadra.go Requested: the annotation split
+    on ",", each part trimmed, equal to DriverName "dra.net"."""
+    bodies = _launched(efa_requested=False, dra=True)
+    (claim,) = [body for body in bodies if body["kind"] == "NodeClaim"]
+    claim["metadata"]["annotations"]["karpenter.sh/requested-dra-drivers"] = annotation
+    status = only_status(bodies)
+    assert status.gap.launched_without_fabric == (0 if requested else 1)
 
 
 def test_a_node_launched_with_the_fabric_is_judged() -> None:

@@ -219,6 +219,149 @@ def test_an_ec2nodeclass_that_pins_efa_only_interfaces() -> None:
     assert "sets networkInterfaces without efa-only" in verdict.message
 
 
+def _pinning(*slots: tuple[int, int]) -> dict[str, Any]:
+    """An EC2NodeClass pinning the primary interface and an efa-only one at each (card, device)."""
+    body = ec2_node_class()
+    body["spec"]["networkInterfaces"] = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}] + [
+        {"networkCardIndex": card, "deviceIndex": device, "interfaceType": "efa-only"} for card, device in slots
+    ]
+    return body
+
+
+def test_pinned_interfaces_must_fit_the_types_network_cards() -> None:
+    """Karpenter's networkInterfaceCheck (v1.15.2 compatibility.go) drops a type that lacks a
+    pinned interface's card or whose card allows no interface at its device index; the catalog's
+    networkCards come from the provider's zz_generated.vpclimits.go (p4d.24xlarge: 4 cards of 15
+    interfaces; g5.12xlarge: 1 card; g6.12xlarge: 1 card of 8)."""
+    p4d = _pool(_req(TYPE, "In", "p4d.24xlarge"))
+    # Cards 1..4, as the old world helper laid out 4 efa-only interfaces: p4d has no card 4.
+    off = _judge(p4d, node_class=node_class_facts(_pinning((1, 0), (2, 0), (3, 0), (4, 0))))
+    assert (off.status, off.reason, off.offers_fabric) == ("False", "NoFabricInstanceTypes", False)
+    assert "p4d.24xlarge has 4 network cards, none of index 4" in off.message
+    # Karpenter's own layout (card 0 device 1, then cards 1..3) fits.
+    fits = _judge(p4d, node_class=node_class_facts(ec2_node_class(efa_only=4)))
+    assert (fits.status, fits.uniform_count) == ("True", 4)
+    # A device index past the card's maximum: g6.12xlarge's card 0 takes 8 interfaces (0..7).
+    g6 = _pool(_req(TYPE, "In", "g6.12xlarge"))
+    assert _judge(g6, node_class=node_class_facts(_pinning((0, 7)))).uniform_count == 1
+    past = _judge(g6, node_class=node_class_facts(_pinning((0, 8))))
+    assert past.reason == "NoFabricInstanceTypes"
+    assert "g6.12xlarge's network card 0 takes 8 interfaces, none at device index 8" in past.message
+    # One type left out, the other launched: the message says which.
+    mixed = _judge(_pool(_req(TYPE, "In", "g5.12xlarge", "p5.48xlarge")), node_class=node_class_facts(_pinning((1, 0))))
+    assert (mixed.status, mixed.types) == ("True", (("p5.48xlarge", 1),))
+    assert "the network cards of g5.12xlarge cannot take its pinned interfaces" in mixed.message
+
+
+def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> None:
+    """trn2.48xlarge is in EFAMetadataByInstanceType but not in the provider's VPC limits: whether
+    its cards take the pinned interfaces is not known, so it is not assumed."""
+    assert EFA_PROFILE.catalog is not None
+    assert EFA_PROFILE.catalog.get("trn2.48xlarge").network_cards is None  # type: ignore[union-attr]
+    body = _pool(_req(TYPE, "In", "trn2.48xlarge"))
+    verdict = _judge(body, node_class=node_class_facts(ec2_node_class(efa_only=1)))
+    assert (verdict.status, verdict.reason) == ("Unknown", "InstanceTypesNotInCatalog")
+    assert "trn2.48xlarge, whose network cards the instance catalog" in verdict.message
+    assert not verdict.offers_fabric
+    # Without pinned interfaces the cards do not matter (Karpenter skips the check).
+    assert _judge(body).uniform_count == 16
+    # An entry without integer indexes cannot be judged either.
+    unreadable = _pinning((0, 1))
+    unreadable["spec"]["networkInterfaces"][1]["networkCardIndex"] = "zero"
+    verdict = _judge(_pool(_req(TYPE, "In", "p5.48xlarge")), node_class=node_class_facts(unreadable))
+    assert verdict.reason == "InstanceTypesNotInCatalog"
+    assert "entries 1 have no integer networkCardIndex or deviceIndex" in verdict.message
+
+
+def _reserving(*reservations: tuple[str, str, str]) -> dict[str, Any]:
+    """An EC2NodeClass selecting capacity reservations, and those Karpenter resolved them to:
+    (id, instanceType, reservationType) in status.capacityReservations (the pinned CRD's fields)."""
+    body = ec2_node_class()
+    body["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"purpose": "training"}}]
+    body["status"] = {
+        "capacityReservations": [
+            {
+                "id": identifier,
+                "instanceType": instance_type,
+                "reservationType": kind,
+                "availabilityZone": "us-west-2a",
+                "ownerID": "012345678901",
+                "instanceMatchCriteria": "targeted",
+                "state": "active",
+            }
+            for identifier, instance_type, kind in reservations
+        ]
+    }
+    return body
+
+
+CAPACITY = "karpenter.sh/capacity-type"
+RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+
+
+def test_a_reserved_only_nodepool_launches_only_the_types_its_class_reserves() -> None:
+    """karpenter-provider-aws v1.15.2 reserved_capacity_resolver.go builds reserved offerings only
+    from the class's status.capacityReservations, each for its instanceType: with none, a NodePool
+    that allows only reserved capacity launches nothing."""
+    body = _pool(_req(TYPE, "In", "p5.48xlarge", "p4d.24xlarge"), _req(CAPACITY, "In", "reserved"))
+    none = _judge(body, node_class=node_class_facts(ec2_node_class()))
+    assert (none.status, none.reason, none.offers_fabric) == ("False", "NoFabricInstanceTypes", False)
+    assert "launches only into reserved capacity (karpenter.sh/capacity-type allows only reserved)" in none.message
+    assert "selects no capacity reservations" in none.message
+    # Reservations of p5.48xlarge only: p4d.24xlarge has no reserved offering, so the count is uniform.
+    p5 = node_class_facts(_reserving(("cr-0a1b2c3d4e5f60001", "p5.48xlarge", "capacity-block")))
+    verdict = _judge(body, node_class=p5)
+    assert (verdict.status, verdict.types) == ("True", (("p5.48xlarge", 32),))
+    assert "reserved capacity only, of its EC2NodeClass's reservations (none of p4d.24xlarge)" in verdict.message
+    # Reservations of another type only.
+    trn = node_class_facts(_reserving(("cr-0a1b2c3d4e5f60002", "trn1.32xlarge", "default")))
+    assert (
+        "has capacity reservations (status.capacityReservations) only of trn1.32xlarge"
+        in _judge(body, node_class=trn).message
+    )
+    # A capacity-reservation-id requirement is reserved-only too, and picks among the reservations.
+    by_id = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(RESERVATION_ID, "In", "cr-0a1b2c3d4e5f60009"))
+    verdict = _judge(by_id, node_class=p5)
+    assert verdict.reason == "NoFabricInstanceTypes"
+    assert "that its capacity-reservation requirements admit" in verdict.message
+    # A NodePool that also allows on-demand is not bound to the reservations.
+    either = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved", "on-demand"))
+    assert _judge(either, node_class=node_class_facts(ec2_node_class())).uniform_count == 32
+
+
+def test_a_class_without_reservations_gives_no_reserved_node_whatever_the_nodepool_allows() -> None:
+    from fabriccap.core.launchable import offering_choices
+
+    pool = node_pool_facts(_pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved", "on-demand")))
+    assert dict(offering_choices(pool, reserves=False))[CAPACITY] == ("on-demand",)
+    assert dict(offering_choices(pool, reserves=True))[CAPACITY] == ("reserved", "on-demand")
+
+
+def test_lists_cut_at_their_bound_leave_the_nodepool_not_evaluated() -> None:
+    """The CRD sets no maxItems on a requirement's values (karpenter.sh_nodepools.yaml of
+    karpenter-provider-aws v1.15.2): a NotIn whose 501st value names p4d.24xlarge, read without
+    it, would hold the NodePool mixed though Karpenter launches p5 alone; so it is not judged."""
+    from fabriccap.core.karpenter_facts import MAX_LABELS, MAX_REQUIREMENTS, MAX_VALUES
+
+    excluded = [f"x{number}.large" for number in range(MAX_VALUES)] + ["p4d.24xlarge"]
+    body = _pool(_req(TYPE, "In", "p5.48xlarge", "p4d.24xlarge"), _req(TYPE, "NotIn", *excluded))
+    verdict = _judge(body)
+    assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
+    assert "spec.template.spec.requirements[2] has 501 values; the first 500 are read" in verdict.message
+    assert _judge(_pool(_req(TYPE, "In", "p5.48xlarge"), _req(TYPE, "NotIn", "p4d.24xlarge"))).status == "True"
+    # Template labels past their bound, and requirements past theirs, likewise.
+    labelled = node_pool(
+        "p", [_req(TYPE, "In", "p5.48xlarge")], labels={f"team.example.com/l{n}": "x" for n in range(MAX_LABELS + 1)}
+    )
+    verdict = _judge(labelled)
+    assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
+    assert f"has {MAX_LABELS + 1} labels; the first {MAX_LABELS} are read" in verdict.message
+    many = _pool(
+        _req(TYPE, "In", "p5.48xlarge"), *[_req(f"team.example.com/r{n}", "Exists") for n in range(MAX_REQUIREMENTS)]
+    )
+    assert _judge(many).reason == "RequirementsNotEvaluated"
+
+
 def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     """aws-do-eks#56: the plugin's DaemonSet allowlists instance types; a NodePool launching
     others gets nodes that never advertise."""
