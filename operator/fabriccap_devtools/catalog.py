@@ -122,15 +122,15 @@ _STRUCTURE = frozenset(
 )
 
 
-def _map_body(source: str, variable: str, file_name: str) -> list[str]:
-    opening = f"var {variable} = map[string]*DeviceMetadata{{"
+def _map_body(source: str, opening: str, file_name: str) -> tuple[int, list[str]]:
+    """The lines of the generated Go map that ``opening`` begins, and the number of its first line."""
     lines = source.splitlines()
     if opening not in lines:
         _fail(f"{file_name}: no line {opening!r}; the generated Go source changed shape")
     start = lines.index(opening)
     if "}" not in lines[start:]:
-        _fail(f"{file_name}: map {variable} is never closed")
-    return lines[start + 1 : lines.index("}", start)]
+        _fail(f"{file_name}: map {opening.split()[1]} is never closed")
+    return start + 2, lines[start + 1 : lines.index("}", start)]
 
 
 def _entries(body: Sequence[str], file_name: str) -> Iterator[tuple[str, list[str]]]:
@@ -190,7 +190,8 @@ def read_metadata(path: Path, variable: str, allowed: frozenset[str]) -> dict[st
     except OSError as error:
         _fail(f"cannot read {path}: {error.strerror}")
     parsed: dict[str, DeviceMetadata] = {}
-    for name, block in _entries(_map_body(source, variable, path.name), path.name):
+    _, body = _map_body(source, f"var {variable} = map[string]*DeviceMetadata{{", path.name)
+    for name, block in _entries(body, path.name):
         if name in parsed:
             _fail(f"{path.name}: entry {name!r} appears twice")
         parsed[name] = _entry(name, block, path.name, allowed)
@@ -242,17 +243,12 @@ def read_network_cards(path: Path) -> dict[str, tuple[int, ...]]:
     except OSError as error:
         _fail(f"cannot read {path}: {error.strerror}")
     _check_limits_shape(source, path.name)
-    lines = source.splitlines()
-    if _LIMITS_OPENING not in lines:
-        _fail(f"{path.name}: no line {_LIMITS_OPENING!r}; the generated Go source changed shape")
-    start = lines.index(_LIMITS_OPENING)
-    if "}" not in lines[start:]:
-        _fail(f"{path.name}: map Limits is never closed")
+    first, body = _map_body(source, _LIMITS_OPENING, path.name)
     cards: dict[str, tuple[int, ...]] = {}
     name: str | None = None
     found: list[tuple[int, int]] = []
     maximum: int | None = None
-    for number, line in enumerate(lines[start + 1 : lines.index("}", start)], start=start + 2):
+    for number, line in enumerate(body, start=first):
         if name is None:
             if not line:
                 continue
