@@ -58,6 +58,17 @@ def jobset(name: str = "bert") -> dict[str, Any]:
     }
 
 
+def pending_pytorchjob_pod(job: str, efa: int) -> dict[str, Any]:
+    """A PyTorchJob's worker the scheduler could not place for lack of EFA."""
+    return workload_pod(
+        None,
+        f"{job}-worker-0",
+        efa=efa,
+        owner=owner_reference("PyTorchJob", "kubeflow.org/v1", job),
+        unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
+    )
+
+
 @dataclass
 class Setup:
     api: FakeApi
@@ -291,13 +302,7 @@ async def test_a_restart_does_not_send_the_event_again() -> None:
 
 async def test_an_unschedulable_efa_request_is_counted_and_named() -> None:
     async with operating() as setup:
-        pending = workload_pod(
-            None,
-            "big-worker-0",
-            efa=64,
-            owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "big"),
-            unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
-        )
+        pending = pending_pytorchjob_pod("big", efa=64)
         setup.add([pending])
         await setup.start()
         gauge = setup.metrics.registry.get_sample_value("fabriccap_unschedulable_fabric_pods", {"fabric": "efa"})
@@ -315,13 +320,7 @@ async def test_an_empty_nodepool_pool_ready_from_its_catalog_is_named_where_a_pe
     # Its status has no uniformCount (no node is up): the count is what Karpenter attaches to
     # every type it may launch, p5.48xlarge's 32. Karpenter launches a node for this very pod.
     p5_only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
-    pending = workload_pod(
-        None,
-        "wide-worker-0",
-        efa=32,
-        owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "wide"),
-        unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
-    )
+    pending = pending_pytorchjob_pod("wide", efa=32)
     async with operating() as setup:
         setup.add([node_pool("gpu", p5_only), ec2_node_class(), pending])
         await setup.start()
@@ -349,13 +348,7 @@ async def test_shard_zero_names_the_other_shards_ready_pools_where_a_pending_req
     def serve_theirs(api: FakeApi) -> None:
         api.serve(FCAPS, "FabricCapability", published, "5")
 
-    pending = workload_pod(
-        None,
-        "wide-worker-0",
-        efa=32,
-        owner=owner_reference("PyTorchJob", "kubeflow.org/v1", "wide"),
-        unschedulable=SCHEDULER_EFA_MESSAGE.format(nodes=2),
-    )
+    pending = pending_pytorchjob_pod("wide", efa=32)
     async with operating(serve_theirs, shard=first) as setup:
         setup.add([pending])
         await setup.start()
