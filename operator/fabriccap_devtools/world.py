@@ -349,12 +349,21 @@ DRANET_IMAGE = "registry.invalid/eks/dranet:v1.2.0-eksbuild.2"
 
 
 def dranet_daemon_set(
-    name: str = DRANET_DS, *, namespace: str = KUBE_SYSTEM, node_selector: Mapping[str, str] | None = None
+    name: str = DRANET_DS,
+    *,
+    namespace: str = KUBE_SYSTEM,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = EFA_CHART_TOLERATIONS,
 ) -> dict[str, Any]:
     """The DRA driver's kubelet-plugin DaemonSet as AWS's aws-dranet chart labels it
-    (selector ``app: aws-dranet``, no ``app.kubernetes.io/name``)."""
+    (selector ``app: aws-dranet``, no ``app.kubernetes.io/name``), with the chart's default
+    tolerations: its templates/daemonset.yaml (fabriccap_devtools/upstream/aws-dranet-chart) writes
+    the same CriticalAddonsOnly one as the EFA chart, then an empty ``tolerations`` value."""
     labels = {"app": DRANET_DS, "k8s-app": DRANET_DS, "tier": "node"}
-    template_spec: dict[str, Any] = {"containers": [{"name": "dranet", "image": DRANET_IMAGE}]}
+    template_spec: dict[str, Any] = {
+        "containers": [{"name": "dranet", "image": DRANET_IMAGE}],
+        "tolerations": [dict(toleration) for toleration in tolerations],
+    }
     if node_selector:
         template_spec["nodeSelector"] = dict(node_selector)
     return {

@@ -114,6 +114,17 @@ def test_an_empty_nodepool_whose_taint_the_plugin_does_not_tolerate_is_not_ready
     assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "32"}
 
 
+def test_the_dra_drivers_daemonset_must_tolerate_the_taint_too() -> None:
+    """The aws-dranet chart's defaults tolerate CriticalAddonsOnly alone, as the EFA chart's do:
+    its kubelet plugin would publish no ResourceSlice on the nodes the tainted NodePool launches."""
+    status = only_status([dranet_daemon_set(), node_pool("gpu", P5, taints=GPU_TAINTED), ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")
+    assert "kube-system/aws-dranet does not tolerate nvidia.com/gpu=true:NoSchedule" in message(status, "Launchable")
+    tolerant = dranet_daemon_set(tolerations=[{"operator": "Exists"}])
+    status = only_status([tolerant, node_pool("gpu", P5, taints=GPU_TAINTED), ec2_node_class()])
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+
+
 def test_a_node_of_a_tainted_nodepool_without_its_plugin_pod_is_judged_as_any_node() -> None:
     """With nodes, Ready is judged over them (SPEC): the node the plugin pod never reached is
     PluginNotScheduled, as for any node without its pod, whatever kept the pod off."""
