@@ -35,6 +35,10 @@ KUBE_SYSTEM = "kube-system"
 
 # Never pulled: no test pod of these bodies runs on a real kubelet.
 PLUGIN_IMAGE = "registry.invalid/aws-efa-k8s-device-plugin:v0.5.6"
+# The pod tolerations of aws/eks-charts stable/aws-efa-k8s-device-plugin: templates/daemonset.yaml
+# writes this one, then the `tolerations` value, which values.yaml leaves empty (`tolerations: []`).
+# So the chart installed with its defaults runs no pod on a node tainted nvidia.com/gpu:NoSchedule.
+EFA_CHART_TOLERATIONS: tuple[Mapping[str, str], ...] = ({"key": "CriticalAddonsOnly", "operator": "Exists"},)
 
 Quantity = int | str | None
 
@@ -245,14 +249,19 @@ def daemon_set(
     namespace: str = KUBE_SYSTEM,
     labels: Mapping[str, str] | None = None,
     node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = EFA_CHART_TOLERATIONS,
 ) -> dict[str, Any]:
-    """A DaemonSet; by default the EFA chart's, labelled like the chart labels it.
+    """A DaemonSet; by default the EFA chart's, labelled like the chart labels it, with the
+    chart's default tolerations (EFA_CHART_TOLERATIONS).
 
     ``node_selector`` keeps a real DaemonSet controller from placing pods where a test binds
     its own.
     """
     ds_labels = dict(EFA_DS_SELECTOR) if labels is None else dict(labels)
-    template_spec: dict[str, Any] = {"containers": [{"name": name, "image": PLUGIN_IMAGE}]}
+    template_spec: dict[str, Any] = {
+        "containers": [{"name": name, "image": PLUGIN_IMAGE}],
+        "tolerations": [dict(toleration) for toleration in tolerations],
+    }
     if node_selector:
         template_spec["nodeSelector"] = dict(node_selector)
     return {
@@ -340,12 +349,21 @@ DRANET_IMAGE = "registry.invalid/eks/dranet:v1.2.0-eksbuild.2"
 
 
 def dranet_daemon_set(
-    name: str = DRANET_DS, *, namespace: str = KUBE_SYSTEM, node_selector: Mapping[str, str] | None = None
+    name: str = DRANET_DS,
+    *,
+    namespace: str = KUBE_SYSTEM,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = EFA_CHART_TOLERATIONS,
 ) -> dict[str, Any]:
     """The DRA driver's kubelet-plugin DaemonSet as AWS's aws-dranet chart labels it
-    (selector ``app: aws-dranet``, no ``app.kubernetes.io/name``)."""
+    (selector ``app: aws-dranet``, no ``app.kubernetes.io/name``), with the chart's default
+    tolerations: its templates/daemonset.yaml (fabriccap_devtools/upstream/aws-dranet-chart) writes
+    the same CriticalAddonsOnly one as the EFA chart, then an empty ``tolerations`` value."""
     labels = {"app": DRANET_DS, "k8s-app": DRANET_DS, "tier": "node"}
-    template_spec: dict[str, Any] = {"containers": [{"name": "dranet", "image": DRANET_IMAGE}]}
+    template_spec: dict[str, Any] = {
+        "containers": [{"name": "dranet", "image": DRANET_IMAGE}],
+        "tolerations": [dict(toleration) for toleration in tolerations],
+    }
     if node_selector:
         template_spec["nodeSelector"] = dict(node_selector)
     return {
@@ -773,8 +791,9 @@ def node_pool(
     node_class: str = "default",
     node_class_group: str = NODE_CLASS_GROUP,
     generation: int = 1,
+    taints: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
-    """A NodePool (``spec.template.spec.requirements``, template labels, nodeClassRef)."""
+    """A NodePool (``spec.template.spec.requirements``, template labels and taints, nodeClassRef)."""
     kind = "EC2NodeClass" if node_class_group == NODE_CLASS_GROUP else "NodeClass"
     template: dict[str, Any] = {
         "spec": {
@@ -783,6 +802,8 @@ def node_pool(
             "expireAfter": "720h",
         }
     }
+    if taints:
+        template["spec"]["taints"] = [dict(taint) for taint in taints]
     if labels:
         template["metadata"] = {"labels": dict(labels)}
     return {

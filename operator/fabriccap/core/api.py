@@ -436,9 +436,12 @@ REASONS: tuple[ReasonMeaning, ...] = (
         ConditionStatus.FALSE,
         Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
         "The device-plugin (or DRA-driver) DaemonSet's node selector or required affinity, evaluated against"
-        " the labels a launched node would carry, leaves out types the NodePool may launch: their nodes would"
-        " never advertise the fabric.",
-        "Widen the DaemonSet's selector (an instance-type allowlist is the usual cause), or narrow the NodePool.",
+        " the labels a launched node would carry, leaves out types the NodePool may launch, or its tolerations"
+        " miss a NoSchedule or NoExecute taint of the NodePool's template (the message names the taint and"
+        " the DaemonSet): their nodes would never advertise the fabric.",
+        "Widen the DaemonSet's selector (an instance-type allowlist is the usual cause), add a toleration of"
+        " the NodePool's taint to the DaemonSet (the EFA chart's default tolerates only CriticalAddonsOnly),"
+        " or narrow the NodePool.",
     ),
     ReasonMeaning(
         ConditionType.LAUNCHABLE,

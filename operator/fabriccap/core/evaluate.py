@@ -1054,8 +1054,9 @@ def node_pool_verdict(
 ) -> LaunchableTypes | None:
     """The Launchable verdict of the pool's Karpenter NodePool, if the pool is one's. ``verdicts``
     (the operator's memo) keeps them by everything they are made of: the NodePool's facts (its
-    spec, so its generation), its EC2NodeClass's, and the provider DaemonSets' selectors. A round
-    that changed none of them (a node heartbeat, a pod coming) costs a lookup per NodePool."""
+    spec, so its generation), its EC2NodeClass's, and the provider DaemonSets' (their selectors and
+    tolerations). A round that changed none of them (a node heartbeat, a pod coming) costs a
+    lookup per NodePool."""
     node_pool = index.node_pool_of(pool) if config.karpenter.enabled else None
     if node_pool is None:
         return None
@@ -1069,13 +1070,10 @@ def node_pool_verdict(
     if verdicts is not None and (known := verdicts.get(key)) is not None:
         return known
 
-    def admits(labels: Mapping[str, str]) -> bool:
-        return any(daemon_set.would_run_on(labels) for daemon_set in providers)
-
     # A nodeClassRef to an EC2NodeClass fabriccap does not have is not "no class" (Auto Mode's
     # classes are not EC2NodeClasses, and node_class_of gives None for them).
     missing = node_class is None and node_pool.node_class is not None and node_pool.node_class.group == NODE_CLASS_GROUP
-    verdict = judge_node_pool(profile, node_pool, node_class, admits if providers else None, missing)
+    verdict = judge_node_pool(profile, node_pool, node_class, providers, missing)
     if verdicts is not None:
         if len(verdicts) > MAX_KEPT_VERDICTS:
             verdicts.clear()  # NodePools and DaemonSets changed a lot: start again rather than grow

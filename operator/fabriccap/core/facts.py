@@ -183,6 +183,95 @@ class SelectorTerm(NamedTuple):
     values: tuple[str, ...]
 
 
+# Node taints as the DaemonSet controller weighs them (k8s.io/kubernetes v1.35.4
+# pkg/controller/daemon/daemon_controller.go ``predicates``): a pod that does not tolerate a
+# NoSchedule or NoExecute taint is not placed; PreferNoSchedule keeps no daemon pod off a node.
+DAEMON_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# A taint's key is a qualified name (253 + 1 + 62), its value a label value: what users write.
+MAX_TAINT_TEXT = 316
+MAX_TOLERATIONS = 100
+
+
+class Taint(NamedTuple):
+    """A node taint (core/v1 Taint), cleaned and bounded."""
+
+    key: str
+    value: str
+    effect: str
+
+    def describe(self) -> str:
+        """As kubectl writes it: ``key=value:Effect``, or ``key:Effect`` without a value."""
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+class Toleration(NamedTuple):
+    """A pod's toleration (core/v1 Toleration), cleaned and bounded as taints are, so the two compare."""
+
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """core/v1 ``Toleration.ToleratesTaint`` (k8s.io/api v0.35.4 core/v1/toleration.go): an
+        empty effect matches every effect and an empty key every key; Exists matches any value,
+        Equal (or no operator) the same value. ``Lt``/``Gt`` compare numbers only under the alpha
+        gate TaintTolerationComparisonOperators (off by default in 1.35), which fabriccap cannot
+        see: counted as not tolerating (fail closed: the pool is held, not published Ready)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+def _taint_text(value: Any) -> str:
+    return clean_text(value if isinstance(value, str) else "", MAX_TAINT_TEXT)
+
+
+def blocking_node_taint(entry: Any) -> Taint | None:
+    """One ``taints[]`` entry of a node (or of the template a node is made from) as a Taint, if
+    its effect keeps a DaemonSet's pod off the node (DAEMON_BLOCKING_EFFECTS); None otherwise."""
+    if not isinstance(entry, MAPPINGS) or entry.get("effect") not in DAEMON_BLOCKING_EFFECTS:
+        return None
+    return Taint(_taint_text(entry.get("key")), _taint_text(entry.get("value")), str(entry["effect"]))
+
+
+def _tolerations(raw: Any) -> tuple[Toleration, ...]:
+    """A pod template's tolerations, the first MAX_TOLERATIONS: a list cut short can only
+    tolerate less, so the cut errs closed."""
+    return tuple(
+        Toleration(
+            _taint_text(entry.get("key")),
+            _taint_text(entry.get("operator")),
+            _taint_text(entry.get("value")),
+            _taint_text(entry.get("effect")),
+        )
+        for entry in (raw[:MAX_TOLERATIONS] if isinstance(raw, list) else ())
+        if isinstance(entry, MAPPINGS)
+    )
+
+
+# The tolerations the DaemonSet controller gives every pod it makes (k8s.io/kubernetes v1.35.4
+# pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations, called by
+# NewPod before its predicates): node conditions only, never a user's taint. The last one only
+# for a pod on the host network.
+DAEMON_POD_TOLERATIONS = tuple(
+    Toleration(f"node.kubernetes.io/{key}", "Exists", "", effect)
+    for key, effect in (
+        ("not-ready", "NoExecute"),
+        ("unreachable", "NoExecute"),
+        ("disk-pressure", "NoSchedule"),
+        ("memory-pressure", "NoSchedule"),
+        ("pid-pressure", "NoSchedule"),
+        ("unschedulable", "NoSchedule"),
+    )
+)
+HOST_NETWORK_TOLERATION = Toleration("node.kubernetes.io/network-unavailable", "Exists", "", "NoSchedule")
+
+
 @dataclass(frozen=True, slots=True)
 class DaemonSetFacts:
     namespace: str
@@ -195,6 +284,10 @@ class DaemonSetFacts:
     # terms (ORed; each term's requirements ANDed). Empty: anywhere.
     node_selector: tuple[tuple[str, str], ...] = ()
     affinity: tuple[tuple[SelectorTerm, ...], ...] = ()
+    # Its pod template's tolerations (the first MAX_TOLERATIONS), and whether its pods use the
+    # host network (the DaemonSet controller then adds one toleration more).
+    tolerations: tuple[Toleration, ...] = ()
+    host_network: bool = False
 
     @property
     def qualified_name(self) -> str:
@@ -202,11 +295,18 @@ class DaemonSetFacts:
 
     def would_run_on(self, labels: Mapping[str, str]) -> bool:
         """Whether its node selector and required node affinity admit a node with ``labels``
-        (taints and tolerations aside). A term with only matchFields, which name a node, says
+        (its taints are ``untolerated``'s). A term with only matchFields, which name a node, says
         nothing about labels and admits."""
         if any(labels.get(key) != value for key, value in self.node_selector):
             return False
         return not self.affinity or any(all(_term_matches(term, labels) for term in terms) for terms in self.affinity)
+
+    def untolerated(self, taints: Iterable[Taint]) -> Taint | None:
+        """The first of a node's ``taints`` (NoSchedule and NoExecute ones: ``blocking_node_taint``)
+        its pods do not tolerate, or None: the DaemonSet controller places no pod on a node with
+        one (daemon_controller.go ``predicates``, with the tolerations ``NewPod`` adds)."""
+        own = (*self.tolerations, *DAEMON_POD_TOLERATIONS, *((HOST_NETWORK_TOLERATION,) if self.host_network else ()))
+        return next((taint for taint in taints if not any(held.tolerates(taint) for held in own)), None)
 
 
 def _term_matches(term: SelectorTerm, labels: Mapping[str, str]) -> bool:
@@ -911,6 +1011,8 @@ class FactsExtractor:
             template_labels=_pairs(template_labels if isinstance(template_labels, MAPPINGS) else {}),
             node_selector=_pairs(selector) if isinstance(selector, MAPPINGS) else (),
             affinity=_required_affinity(pod_spec.get("affinity")),
+            tolerations=_tolerations(pod_spec.get("tolerations")),
+            host_network=pod_spec.get("hostNetwork") is True,
         )
 
 

@@ -2,7 +2,7 @@
 
 Shapes as ``karpenter.sh/v1`` and ``karpenter.k8s.aws/v1`` serve them (the CRDs of
 ``github.com/aws/karpenter-provider-aws@v1.15.2``, ``pkg/apis/crds/``). Only what the elastic-pool
-verdict reads is kept: a NodePool's requirements, template labels and node class; a
+verdict reads is kept: a NodePool's requirements, template labels, taints and node class; a
 NodeClaim's node, provider ID, whether it asked for a fabric and whether it got one; an
 EC2NodeClass's pinned EFA interfaces. Anything malformed inside a requirement is kept as it
 is and judged later, so the status can say which requirement could not be evaluated: a
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabriccap.core.api import ConditionStatus
-from fabriccap.core.facts import named_metadata, object_name
+from fabriccap.core.facts import Taint, blocking_node_taint, named_metadata, object_name
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.text import clean_text
 
@@ -38,6 +38,8 @@ MAX_VALUES = 500
 MAX_LABELS = 200
 MAX_TEXT = 316  # a qualified label key (253 + 1 + 62)
 MAX_INTERFACES = 150  # the EC2NodeClass CRD's maxItems of spec.networkInterfaces
+# The CRD sets no maxItems on spec.template.spec.taints; real NodePools carry one or two.
+MAX_TAINTS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,10 @@ class NodePoolFacts:
     ready_message: str = ""
     # metadata.deletionTimestamp is set: the same filter skips a NodePool being deleted.
     deleting: bool = False
+    # spec.template.spec.taints that keep a DaemonSet's pod off its nodes (NoSchedule, NoExecute),
+    # in order: a provider DaemonSet that does not tolerate one never serves them. Its
+    # startupTaints are not kept: something on the node removes them once it is initialised.
+    taints: tuple[Taint, ...] = ()
 
     def derived_requirements(self) -> tuple[Requirement, ...]:
         """The requirements Karpenter holds the NodePool's instance types to: its own, and each
@@ -239,6 +245,12 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
     if len(labels) > MAX_LABELS and problem is None:
         # Each label is a requirement In [value]: one not read could exclude every type.
         problem = f"spec.template.metadata.labels has {len(labels)} labels; the first {MAX_LABELS} are read"
+    raw_taints = template_spec.get("taints")
+    raw_taints = raw_taints if isinstance(raw_taints, list) else []
+    if len(raw_taints) > MAX_TAINTS and problem is None:
+        # A taint not read could be the one no provider DaemonSet tolerates.
+        problem = f"spec.template.spec.taints has {len(raw_taints)} taints; the first {MAX_TAINTS} are read"
+    taints = tuple(taint for entry in raw_taints[:MAX_TAINTS] if (taint := blocking_node_taint(entry)) is not None)
     replicas = spec.get("replicas")
     generation = metadata.get("generation")
     status = _mapping(body.get("status"))
@@ -261,6 +273,7 @@ def node_pool_facts(body: Mapping[str, Any]) -> NodePoolFacts:
         ready=ready,
         ready_message=ready_message,
         deleting=bool(metadata.get("deletionTimestamp")),
+        taints=taints,
     )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fabriccap.core.api import ConditionStatus, Reason
@@ -33,7 +33,7 @@ from fabriccap.core.catalog import (
     named_only,
 )
 from fabriccap.core.config import FabricProfile
-from fabriccap.core.facts import NodeFacts
+from fabriccap.core.facts import DaemonSetFacts, NodeFacts
 from fabriccap.core.index import FactIndex
 from fabriccap.core.karpenter_facts import (
     NODEPOOL_LABEL,
@@ -560,17 +560,36 @@ def _not_launching(pool: NodePoolFacts, node_class_missing: bool) -> str | None:
     return f"Karpenter reports it Ready {pool.ready.value}{detail}, and launches only from a Ready NodePool"
 
 
+def _untolerated(pool: NodePoolFacts, providers: Sequence[DaemonSetFacts], fabric: str, resource: str) -> str:
+    """Why no provider DaemonSet would run on a node of ``pool``: the taint each does not tolerate."""
+    held = [
+        f"{daemon_set.qualified_name} does not tolerate {taint.describe()}"
+        for daemon_set in providers
+        if (taint := daemon_set.untolerated(pool.taints)) is not None
+    ]
+    return (
+        f"NodePool {pool.name} taints its nodes (spec.template.spec.taints) and no {fabric} provider DaemonSet"
+        f" tolerates them all ({'; '.join(held[:MAX_NAMED])}{_more(held)}): the DaemonSet controller runs none of"
+        f" their pods on the nodes NodePool {pool.name} launches, which would never advertise {resource}; add a"
+        " toleration of the taint to the DaemonSet's pod template (its chart's tolerations value)"
+    )
+
+
+def _more(names: Sequence[str]) -> str:
+    return f" (+{len(names) - MAX_NAMED} more)" if len(names) > MAX_NAMED else ""
+
+
 def judge_node_pool(
     profile: FabricProfile,
     pool: NodePoolFacts,
     node_class: NodeClassFacts | None,
-    provider_admits: Callable[[Mapping[str, str]], bool] | None,
+    providers: Sequence[DaemonSetFacts] | None,
     node_class_missing: bool = False,
 ) -> LaunchableTypes:
-    """The NodePool's ``Launchable`` verdict for ``profile``. ``provider_admits`` says whether a
-    provider DaemonSet of the fabric would run on a node with these labels (None: no DaemonSet
-    found, which Ready judges; the platform needs none). ``node_class_missing``: its
-    ``nodeClassRef`` names an EC2NodeClass the cluster does not have."""
+    """The NodePool's ``Launchable`` verdict for ``profile``. ``providers``: the fabric's
+    provider DaemonSets, judged by whether one would run on each node the NodePool may launch
+    (None or empty: no DaemonSet found, which Ready judges; the platform needs none).
+    ``node_class_missing``: its ``nodeClassRef`` names an EC2NodeClass the cluster does not have."""
     overrides = tuple(sorted(profile.instance_types.items()))
     catalog = profile.catalog
     admitted = admitted_types(catalog, overrides, pool.derived_requirements())
@@ -737,7 +756,20 @@ def judge_node_pool(
             f" maxima ({_spread(types)}): no one request fits every node it launches",
         )
     (count,) = {count for _, count in types}
-    if provider_admits is not None and not platform:
+    if providers and not platform:
+        # A node of the NodePool is served by a DaemonSet that tolerates its template's taints and
+        # whose node selector and affinity admit its labels (the DaemonSet controller's predicates).
+        tolerating = [daemon_set for daemon_set in providers if daemon_set.untolerated(pool.taints) is None]
+        if not tolerating:
+            return verdict(
+                ConditionStatus.FALSE,
+                Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
+                _untolerated(pool, providers, fabric, profile.resource),
+            )
+
+        def served(labels: Mapping[str, str]) -> bool:
+            return any(daemon_set.would_run_on(labels) for daemon_set in tolerating)
+
         choices = offering_choices(pool, reserves)
         if (combinations := math.prod(len(values) for _, values in choices)) > MAX_LABEL_SETS:
             return verdict(
@@ -751,15 +783,16 @@ def judge_node_pool(
             for name, _ in types
             # No label set: the NodePool's own requirements conflict (zone In [a] NotIn [a]), so it
             # launches no such node, and an empty all() must not read as "admitted".
-            if not (sets := launched_label_sets(pool, by_name[name], choices)) or not all(map(provider_admits, sets))
+            if not (sets := launched_label_sets(pool, by_name[name], choices)) or not all(map(served, sets))
         ]
         if excluded:
+            which = "" if len(tolerating) == len(providers) else " that tolerate its taints"
             return verdict(
                 ConditionStatus.FALSE,
                 Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
-                f"the {fabric} provider DaemonSets' node selector or affinity leave out {len(excluded)} of the"
-                f" {len(types)} types NodePool {pool.name} may launch ({_named(excluded)}): their nodes would"
-                " never advertise it",
+                f"the node selector or affinity of the {fabric} provider DaemonSets{which} leave out"
+                f" {len(excluded)} of the {len(types)} types NodePool {pool.name} may launch ({_named(excluded)}):"
+                " their nodes would never advertise it",
             )
     how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
     when = f"on every node ({how})" if pinned else how

@@ -18,7 +18,7 @@ from fabriccap.controller import informers as watchers
 from fabriccap.controller.freshness import Freshness
 from fabriccap.controller.informers import Informer
 from fabriccap.controller.memory import MemoryTrimmer
-from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool
+from fabriccap.core.facts import DaemonSetFacts, PodFacts, Pool, Toleration
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.credentials import Credentials
 from fabriccap.kube.errors import KubeError
@@ -105,6 +105,7 @@ async def test_initial_list_fills_the_store_and_sets_listed() -> None:
                 "aws-efa-k8s-device-plugin",
                 (("app.kubernetes.io/instance", "efa"), ("app.kubernetes.io/name", "aws-efa-k8s-device-plugin")),
                 (("name", "aws-efa-k8s-device-plugin"),),
+                tolerations=(Toleration("CriticalAddonsOnly", "Exists", "", ""),),
             )
         ]
         # Only the DaemonSet-owned pod becomes facts.

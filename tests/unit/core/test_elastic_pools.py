@@ -5,9 +5,11 @@ groups, and counts above an instance type's maximum."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fabriccap.core import evaluate as evaluation_module
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
@@ -74,6 +76,73 @@ def test_an_empty_nodepool_without_a_provider_or_with_mixed_types() -> None:
     assert reason(status, "Launchable") == ("False", "MixedLaunchableCounts")
     assert reason(status, "Ready") == ("False", "NoTargetNodes")
     assert message(status, "Ready").startswith("no nodes now, and NodePool gpu may launch 2 accelerator types")
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "karpenter"
+
+
+def _fixture_taints(file: str) -> list[dict[str, str]]:
+    """spec.template.spec.taints of a real NodePool (tests/fixtures/karpenter/, each with its source)."""
+    taints: list[dict[str, str]] = yaml.safe_load((FIXTURES / file).read_text())["spec"]["template"]["spec"]["taints"]
+    return taints
+
+
+GPU_TAINTED = _fixture_taints("karpenter-docs-scheduling-gpu.yaml")  # nvidia.com/gpu=true:NoSchedule
+
+
+def test_an_empty_nodepool_whose_taint_the_plugin_does_not_tolerate_is_not_ready() -> None:
+    """The Karpenter docs' GPU NodePool taint, and the eks-charts EFA chart with its default
+    values (it tolerates CriticalAddonsOnly alone): no plugin pod would run on a node it launches,
+    which would never advertise EFA, so a job requesting it would stay Pending. Not Ready, no
+    recommendation, not labelled ready for admission."""
+    evaluation = evaluate_bodies([daemon_set(), node_pool("gpu", P5, taints=GPU_TAINTED), ec2_node_class()])
+    published = capability(evaluation, "efa-gpu")
+    status = published.status
+    assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")
+    assert reason(status, "Ready") == ("False", "NoTargetNodes")
+    assert message(status, "Ready").startswith(
+        "no nodes now, and NodePool gpu taints its nodes (spec.template.spec.taints) and no EFA provider DaemonSet"
+        " tolerates them all (kube-system/aws-efa-k8s-device-plugin does not tolerate nvidia.com/gpu=true:NoSchedule)"
+    )
+    assert status.recommendation is None
+    assert published.labels()["fabriccap.dev/ready"] == "false"
+    # The toleration terraform-aws-eks-blueprints gives the chart (patterns/targeted-odcr/helm.tf).
+    tolerant = daemon_set(tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    status = only_status([tolerant, node_pool("gpu", P5, taints=GPU_TAINTED), ec2_node_class()])
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert status.recommendation is not None
+    assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "32"}
+
+
+def test_the_dra_drivers_daemonset_must_tolerate_the_taint_too() -> None:
+    """The aws-dranet chart's defaults tolerate CriticalAddonsOnly alone, as the EFA chart's do:
+    its kubelet plugin would publish no ResourceSlice on the nodes the tainted NodePool launches."""
+    status = only_status([dranet_daemon_set(), node_pool("gpu", P5, taints=GPU_TAINTED), ec2_node_class()])
+    assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")
+    assert "kube-system/aws-dranet does not tolerate nvidia.com/gpu=true:NoSchedule" in message(status, "Launchable")
+    tolerant = dranet_daemon_set(tolerations=[{"operator": "Exists"}])
+    status = only_status([tolerant, node_pool("gpu", P5, taints=GPU_TAINTED), ec2_node_class()])
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+
+
+def test_a_node_of_a_tainted_nodepool_without_its_plugin_pod_is_judged_as_any_node() -> None:
+    """With nodes, Ready is judged over them (SPEC): the node the plugin pod never reached is
+    PluginNotScheduled, as for any node without its pod, whatever kept the pod off."""
+    # EFA attached (requested), never advertised: the DaemonSet controller placed no plugin pod.
+    bodies = [
+        body
+        for body in _launched(efa_requested=True)
+        if not any(owner["kind"] == "DaemonSet" for owner in body["metadata"].get("ownerReferences", ()))
+    ]
+    bodies[1] = node_pool("gpu", P5, taints=GPU_TAINTED)
+    status = only_status(bodies)
+    assert status.nodes == 1
+    assert reason(status, "DevicePluginReady") == ("False", "PluginNotScheduled")
+    assert message(status, "DevicePluginReady") == (
+        "no device-plugin or DRA-driver pod on 1 of 1 nodes: ip-10-0-7-21.us-west-2.compute.internal"
+    )
+    assert reason(status, "Ready") == ("False", "NotAdvertised")
+    assert reason(status, "Launchable") == ("False", "ProviderExcludesInstanceTypes")
 
 
 def test_a_cpu_nodepool_is_no_pool_of_the_fabric() -> None:

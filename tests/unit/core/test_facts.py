@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from fabriccap.core.facts import DaemonSetFacts, FactsError, FactsExtractor, NodeFacts, Pool
+from fabriccap.core.facts import (
+    MAX_TOLERATIONS,
+    DaemonSetFacts,
+    FactsError,
+    FactsExtractor,
+    NodeFacts,
+    Pool,
+    Taint,
+    Toleration,
+)
 from support.builders import EFA, GPU, GPU_PRESENT, INSTANCE_TYPE, KARPENTER, NODEGROUP, daemon_set, node, pod
 from support.configs import build_config, default_config
 
@@ -307,8 +316,72 @@ def test_daemon_set_facts() -> None:
         name="aws-efa-k8s-device-plugin",
         labels=(("app.kubernetes.io/instance", "efa"), ("app.kubernetes.io/name", "aws-efa-k8s-device-plugin")),
         template_labels=(("name", "aws-efa-k8s-device-plugin"),),
+        tolerations=(Toleration("CriticalAddonsOnly", "Exists", "", ""),),  # the eks-charts chart's default
     )
     assert facts.qualified_name == "kube-system/aws-efa-k8s-device-plugin"
+
+
+GPU_TAINT = Taint("nvidia.com/gpu", "", "NoSchedule")  # karpenter-blueprints-gpu.yaml's
+GPU_TAINT_TRUE = Taint("nvidia.com/gpu", "true", "NoSchedule")  # karpenter-docs-scheduling-gpu.yaml's
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "tolerated"),
+    [
+        # k8s.io/api v0.35.4 core/v1/toleration.go ToleratesTaint, case by case.
+        (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"), GPU_TAINT_TRUE, True),  # Exists: any value
+        (Toleration("nvidia.com/gpu", "Exists", "", ""), Taint("nvidia.com/gpu", "", "NoExecute"), True),  # any effect
+        (Toleration("nvidia.com/gpu", "Exists", "", "NoExecute"), GPU_TAINT, False),  # another effect
+        (Toleration("nvidia.com/gpu", "Equal", "true", "NoSchedule"), GPU_TAINT_TRUE, True),
+        (Toleration("nvidia.com/gpu", "", "true", ""), GPU_TAINT_TRUE, True),  # no operator is Equal
+        (Toleration("nvidia.com/gpu", "Equal", "true", ""), GPU_TAINT, False),  # Equal needs the same value
+        (Toleration("nvidia.com/gpu", "Equal", "", ""), GPU_TAINT, True),
+        (Toleration("", "Exists", "", ""), Taint("aws.amazon.com/neuron", "true", "NoExecute"), True),  # everything
+        (Toleration("", "Exists", "", "NoExecute"), GPU_TAINT, False),
+        (Toleration("CriticalAddonsOnly", "Exists", "", ""), GPU_TAINT, False),  # the eks-charts default
+        (Toleration("nvidia.com/gpu", "Gt", "0", ""), Taint("nvidia.com/gpu", "1", "NoSchedule"), False),  # alpha gate
+        (Toleration("nvidia.com/gpu", "Maybe", "", ""), GPU_TAINT, False),
+    ],
+)
+def test_a_toleration_tolerates_a_taint_as_kubernetes_matches_them(
+    toleration: Toleration, taint: Taint, tolerated: bool
+) -> None:
+    assert toleration.tolerates(taint) is tolerated
+
+
+def test_daemon_set_tolerations_are_read_bounded_and_cleaned() -> None:
+    body = daemon_set()
+    template_spec = body["spec"]["template"]["spec"]
+    template_spec["tolerations"] = [
+        {"key": "nvidia.com/gpu\x1b[31m", "operator": "Exists", "effect": "NoSchedule"},
+        "not a toleration",
+        {"key": "x" * 5000, "operator": "Equal", "value": "v"},
+    ]
+    template_spec["hostNetwork"] = True
+    facts = EXTRACTOR.daemon_set(body)
+    assert facts is not None and facts.host_network
+    assert facts.tolerations[0] == Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule")
+    assert len(facts.tolerations) == 2 and len(facts.tolerations[1].key) <= 316
+    template_spec["tolerations"] = [{"key": f"k{n}", "operator": "Exists"} for n in range(MAX_TOLERATIONS + 5)]
+    many = EXTRACTOR.daemon_set(body)
+    assert many is not None and len(many.tolerations) == MAX_TOLERATIONS  # a cut list tolerates less: errs closed
+
+
+def test_a_daemon_set_tolerates_node_conditions_and_not_a_users_taint() -> None:
+    """The DaemonSet controller adds its own tolerations to every pod it makes (k8s.io/kubernetes
+    v1.35.4 daemon/util AddOrUpdateDaemonPodTolerations): node conditions, never a user's taint."""
+    facts = EXTRACTOR.daemon_set(daemon_set())
+    assert facts is not None
+    assert facts.untolerated([Taint("node.kubernetes.io/not-ready", "", "NoExecute")]) is None
+    assert facts.untolerated([Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")]) is None
+    network = Taint("node.kubernetes.io/network-unavailable", "", "NoSchedule")
+    assert facts.untolerated([network]) == network  # only for a pod on the host network
+    on_host = EXTRACTOR.daemon_set({**daemon_set(), "spec": {"template": {"spec": {"hostNetwork": True}}}})
+    assert on_host is not None and on_host.untolerated([network]) is None
+    assert facts.untolerated([Taint("node.kubernetes.io/not-ready", "", "NoSchedule"), GPU_TAINT]) == Taint(
+        "node.kubernetes.io/not-ready", "", "NoSchedule"
+    )
+    assert facts.untolerated([GPU_TAINT]) == GPU_TAINT
 
 
 def test_daemon_set_outside_plugin_namespaces_is_ignored() -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from fabriccap.core.api import ConditionStatus, Reason
 from fabriccap.core.config import FabricProfile
+from fabriccap.core.facts import DaemonSetFacts, FactsExtractor
 from fabriccap.core.karpenter_facts import node_class_facts, node_pool_facts
 from fabriccap.core.launchable import LaunchableTypes, admitted_types, judge_node_pool
 from fabriccap_devtools.world import daemon_set, ec2_node_class, node_pool
@@ -22,7 +23,7 @@ EFA_PROFILE: FabricProfile = default_config().enabled_fabrics[0]
 
 
 def _judge(body: dict[str, Any], profile: FabricProfile = EFA_PROFILE, **kwargs: Any) -> LaunchableTypes:
-    return judge_node_pool(profile, node_pool_facts(body), kwargs.get("node_class"), kwargs.get("admits"))
+    return judge_node_pool(profile, node_pool_facts(body), kwargs.get("node_class"), kwargs.get("providers"))
 
 
 # (file, Launchable status, reason, a pool of the fabric, {count: instance types}), spec.limits
@@ -381,7 +382,7 @@ def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     facts = extractor.daemon_set(allowlist)
     assert facts is not None
     body = _pool(_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge"))
-    verdict = _judge(body, admits=facts.would_run_on)
+    verdict = _judge(body, providers=[facts])
     assert (verdict.status, verdict.reason) == ("False", "ProviderExcludesInstanceTypes")
     assert "leave out 1 of the 2 types NodePool p may launch (p5e.48xlarge)" in verdict.message
     # Karpenter's own EFA e2e selects the plugin by a NodePool template label: that admits.
@@ -389,8 +390,153 @@ def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     selected = extractor.daemon_set(by_label)
     assert selected is not None
     labelled = node_pool("p", [_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge")], labels={"aws.amazon.com/efa": "true"})
-    assert _judge(labelled, admits=selected.would_run_on).reason == "UniformLaunchableCount"
-    assert _judge(body, admits=selected.would_run_on).reason == "ProviderExcludesInstanceTypes"
+    assert _judge(labelled, providers=[selected]).reason == "UniformLaunchableCount"
+    assert _judge(body, providers=[selected]).reason == "ProviderExcludesInstanceTypes"
+
+
+# -- taints of the nodes a NodePool launches, against the provider DaemonSet's tolerations
+
+EXTRACTOR = FactsExtractor(default_config())
+
+
+def _provider(tolerations: list[dict[str, str]] | None = None, **kwargs: Any) -> DaemonSetFacts:
+    """The EFA chart's DaemonSet (world.daemon_set), with the chart's default tolerations or these."""
+    body = daemon_set(**kwargs) if tolerations is None else daemon_set(tolerations=tolerations, **kwargs)
+    facts = EXTRACTOR.daemon_set(body)
+    assert facts is not None
+    return facts
+
+
+def _real_tainted(file: str) -> dict[str, Any]:
+    """A real NodePool that taints its nodes, as published, confined to p5.48xlarge and p5e.48xlarge
+    (32 EFA each) with its limits dropped, so that only its taints can keep it from Launchable True."""
+    body: dict[str, Any] = yaml.safe_load((FIXTURES / file).read_text())
+    body["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
+    body["spec"]["template"]["spec"]["requirements"] = [_req(TYPE, "In", "p5.48xlarge", "p5e.48xlarge")]
+    body["spec"].pop("limits", None)
+    return body
+
+
+# (fixture, its taint as kubectl writes it, a toleration of it as its own project writes one).
+TAINTED_NODEPOOLS = [
+    # terraform-aws-eks-blueprints patterns/targeted-odcr/helm.tf gives the EFA chart this one.
+    ("karpenter-blueprints-gpu.yaml", "nvidia.com/gpu:NoSchedule", "nvidia.com/gpu"),
+    ("karpenter-docs-scheduling-gpu.yaml", "nvidia.com/gpu=true:NoSchedule", "nvidia.com/gpu"),
+    ("karpenter-blueprints-neuron.yaml", "aws.amazon.com/neuron:NoSchedule", "aws.amazon.com/neuron"),
+    # Karpenter's own EFA e2e plugin (test/pkg/environment/aws/expectations.go ExpectEFADevicePluginCreated).
+    ("karpenter-e2e-efa.yaml", "aws.amazon.com/efa:NoSchedule", "aws.amazon.com/efa"),
+]
+
+
+@pytest.mark.parametrize(("file", "taint", "key"), TAINTED_NODEPOOLS)
+def test_a_provider_daemonset_that_does_not_tolerate_the_nodepools_taint(file: str, taint: str, key: str) -> None:
+    """The eks-charts chart with its default values tolerates CriticalAddonsOnly alone: the
+    DaemonSet controller runs no plugin pod on the nodes such a NodePool launches, which never
+    advertise EFA, and a job that requests it stays Pending."""
+    body = _real_tainted(file)
+    verdict = _judge(body, providers=[_provider()])
+    assert (verdict.status, verdict.reason) == ("False", "ProviderExcludesInstanceTypes"), verdict.message
+    name = body["metadata"]["name"]
+    assert verdict.message.startswith(
+        f"NodePool {name} taints its nodes (spec.template.spec.taints) and no EFA provider DaemonSet tolerates"
+        f" them all (kube-system/aws-efa-k8s-device-plugin does not tolerate {taint}): "
+    )
+    assert verdict.uniform_count is None and verdict.offers_fabric  # the types still get EFA
+    # A toleration of the key (Exists, as the projects write it), or of everything (an empty key).
+    for toleration in ({"key": key, "operator": "Exists", "effect": "NoSchedule"}, {"operator": "Exists"}):
+        tolerant = _provider([{"key": "CriticalAddonsOnly", "operator": "Exists"}, toleration])
+        verdict = _judge(body, providers=[tolerant])
+        assert (verdict.status, verdict.reason, verdict.uniform_count) == ("True", "UniformLaunchableCount", 32)
+    # Another effect, or Equal on a value the taint does not carry, does not tolerate it.
+    for toleration in (
+        {"key": key, "operator": "Exists", "effect": "NoExecute"},
+        {"key": key, "operator": "Equal", "value": "false"},
+    ):
+        verdict = _judge(body, providers=[_provider([toleration])])
+        assert verdict.reason == "ProviderExcludesInstanceTypes"
+
+
+def test_only_the_taints_that_keep_a_daemon_pod_off_count() -> None:
+    """The DaemonSet controller weighs NoSchedule and NoExecute taints (daemon_controller.go
+    predicates); PreferNoSchedule keeps no daemon pod off. Startup taints are removed once the
+    node is initialised: not judged."""
+    soft = node_pool(
+        "p", [_req(TYPE, "In", "p5.48xlarge")], taints=[{"key": "nvidia.com/gpu", "effect": "PreferNoSchedule"}]
+    )
+    assert _judge(soft, providers=[_provider()]).reason == "UniformLaunchableCount"
+    starting = node_pool("p", [_req(TYPE, "In", "p5.48xlarge")])
+    starting["spec"]["template"]["spec"]["startupTaints"] = [
+        {"key": "node.cilium.io/agent-not-ready", "effect": "NoExecute"}
+    ]
+    assert _judge(starting, providers=[_provider()]).reason == "UniformLaunchableCount"
+    evicting = node_pool(
+        "p", [_req(TYPE, "In", "p5.48xlarge")], taints=[{"key": "dedicated", "value": "ml", "effect": "NoExecute"}]
+    )
+    verdict = _judge(evicting, providers=[_provider()])
+    assert verdict.reason == "ProviderExcludesInstanceTypes"
+    assert "does not tolerate dedicated=ml:NoExecute" in verdict.message
+    # The taints Karpenter's own nodes carry for a while, and the node conditions the DaemonSet
+    # controller tolerates for every pod, keep no provider off.
+    conditions = node_pool(
+        "p",
+        [_req(TYPE, "In", "p5.48xlarge")],
+        taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+    )
+    assert _judge(conditions, providers=[_provider()]).reason == "UniformLaunchableCount"
+
+
+def test_taints_are_cleaned_and_bounded() -> None:
+    from fabriccap.core.karpenter_facts import MAX_TAINTS
+
+    hostile = node_pool(
+        "p",
+        [_req(TYPE, "In", "p5.48xlarge")],
+        taints=[{"key": "nvidia.com/gpu\u202e\x1b[2J" + "x" * 5000, "effect": "NoSchedule"}],
+    )
+    verdict = _judge(hostile, providers=[_provider()])
+    assert verdict.reason == "ProviderExcludesInstanceTypes"
+    assert "\u202e" not in verdict.message and "\x1b" not in verdict.message and len(verdict.message) < 1200
+    # A taint past the bound could be the one no provider tolerates: the NodePool is not judged.
+    many = node_pool(
+        "p",
+        [_req(TYPE, "In", "p5.48xlarge")],
+        taints=[{"key": f"team.example.com/t{n}", "effect": "PreferNoSchedule"} for n in range(MAX_TAINTS + 1)],
+    )
+    verdict = _judge(many, providers=[_provider([{"operator": "Exists"}])])
+    assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
+    assert f"spec.template.spec.taints has {MAX_TAINTS + 1} taints; the first {MAX_TAINTS} are read" in verdict.message
+
+
+def test_each_node_needs_one_provider_that_both_tolerates_its_taints_and_selects_it() -> None:
+    """A DaemonSet that tolerates the taint but allowlists p5.48xlarge, beside one that selects
+    every type but tolerates nothing: no pod on a p5e.48xlarge node."""
+    body = _real_tainted("karpenter-blueprints-gpu.yaml")
+    allowlist = daemon_set("efa-allowlist", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    allowlist["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": TYPE, "operator": "In", "values": ["p5.48xlarge"]}]}
+                ]
+            }
+        }
+    }
+    tolerant = EXTRACTOR.daemon_set(allowlist)
+    assert tolerant is not None
+    verdict = _judge(body, providers=[_provider(), tolerant])
+    assert verdict.reason == "ProviderExcludesInstanceTypes"
+    assert verdict.message.startswith(
+        "the node selector or affinity of the EFA provider DaemonSets that tolerate its taints leave out 1 of the"
+        " 2 types NodePool gpu may launch (p5e.48xlarge)"
+    )
+    # Auto Mode's nodes are served by the platform: no DaemonSet, no toleration to judge.
+    automode = node_pool(
+        "p",
+        [_req(TYPE, "In", "p5.48xlarge")],
+        node_class_group="eks.amazonaws.com",
+        taints=[{"key": "x", "effect": "NoSchedule"}],
+    )
+    assert _judge(automode, providers=[_provider()]).reason == "UniformLaunchableCount"
 
 
 def test_the_evaluation_of_a_nodepool_is_cached_by_its_requirements() -> None:
