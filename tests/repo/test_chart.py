@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fabriccap.configfile import load_config
 from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
 from fabriccap.observability import alerts
 from support.rendering import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one
@@ -138,6 +139,154 @@ def test_the_schema_refuses_what_the_operator_refuses(config: dict[str, Any], op
         assert result.returncode == 0, result.stderr
     else:
         assert result.returncode != 0 and SCHEMA_REFUSAL in result.stderr, result.stderr
+
+
+# Values whose config the schema alone cannot judge (a rule across items or fields, a quantity's
+# size, a label key's segment lengths): the chart's checks (_helpers.tpl) or the schema refuse
+# each one the operator would refuse at start.
+LONG_SEGMENT = "a" * 64
+CHART_VALUES: list[tuple[str, dict[str, Any]]] = [
+    *((case_id, {"config": config}) for case_id, config, _ in CONFIGS),
+    ("transport-without-workloads", {"transport": {"enabled": True}, "config": {"workloads": {"enabled": False}}}),
+    ("transport-with-workloads", {"transport": {"enabled": True}, "config": {"workloads": {"enabled": True}}}),
+    ("workloads-off-alone", {"config": {"workloads": {"enabled": False}}}),
+    ("duplicate-fabric", {"config": {"fabrics": [{"name": "efa"}, {"name": "efa"}]}}),
+    ("duplicate-fabric-one-disabled", {"config": {"fabrics": [{"name": "efa"}, {"name": "efa", "enabled": False}]}}),
+    ("two-fabrics", {"config": {"fabrics": [{"name": "efa"}, {"name": "aks-rdma", "enabled": False}]}}),
+    ("read-steps-descending", {"config": {"transport": {"readAfterSeconds": [300, 60]}}}),
+    ("read-steps-repeated", {"config": {"transport": {"readAfterSeconds": [60, 60]}}}),
+    (
+        "read-steps-ascending",
+        {"transport": {"enabled": True}, "config": {"transport": {"readAfterSeconds": [0, 0.5, 60]}}},
+    ),
+    ("size-1Gi", {"config": {"transport": {"maxBytes": "1Gi"}}}),
+    ("size-65Mi", {"config": {"transport": {"maxBytes": "65Mi"}}}),
+    ("size-64Mi", {"config": {"transport": {"maxBytes": "64Mi"}}}),
+    ("size-one-byte-over", {"config": {"transport": {"maxBytes": "67108865"}}}),
+    ("size-integer-one-byte-over", {"config": {"transport": {"maxBytes": 67108865}}}),
+    ("size-255Ki", {"config": {"transport": {"maxBytes": "255Ki"}}}),
+    ("size-256Ki", {"config": {"transport": {"maxBytes": "256Ki"}}}),
+    ("size-fraction", {"config": {"transport": {"maxBytes": "0.5Mi"}}}),
+    ("size-decimal-suffix", {"config": {"transport": {"maxBytes": "+4M"}}}),
+    ("size-exponent", {"config": {"transport": {"maxBytes": "4e6"}}}),
+    ("size-exponent-too-big", {"config": {"transport": {"maxBytes": "1e8"}}}),
+    ("size-negative-exponent", {"config": {"transport": {"maxBytes": "4000000000e-3"}}}),
+    ("size-milli", {"config": {"transport": {"maxBytes": "262144000m"}}}),
+    ("size-milli-too-small", {"config": {"transport": {"maxBytes": "262143999m"}}}),
+    ("pool-label-name-64", {"config": {"poolLabels": [LONG_SEGMENT]}}),
+    ("pool-label-name-63", {"config": {"poolLabels": [LONG_SEGMENT[:63], "x.io/" + LONG_SEGMENT[:63]]}}),
+    ("pool-label-prefixed-name-64", {"config": {"poolLabels": ["x.io/" + LONG_SEGMENT]}}),
+    ("pool-label-prefix-254", {"config": {"poolLabels": ["a" * 254 + "/x"]}}),
+    ("pool-label-prefix-253", {"config": {"poolLabels": ["a" * 253 + "/x"]}}),
+    (
+        "accelerator-resource-name-64",
+        {"config": {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorResources": ["x.io/" + LONG_SEGMENT]}}]}},
+    ),
+    ("fabric-resource-name-64", {"config": {"fabrics": [{"name": "efa", "resource": "x.io/" + LONG_SEGMENT}]}}),
+    (
+        "accelerator-label-key-64",
+        {"config": {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorLabels": [LONG_SEGMENT + "=true"]}}]}},
+    ),
+    (
+        "accelerator-label-value-64",
+        {"config": {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorLabels": ["x.io/gpu=" + LONG_SEGMENT]}}]}},
+    ),
+    (
+        "accelerator-label-selector",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "targetNodes": {"acceleratorLabels": ["x.io/gpu = true, x.io/b==c"]}}]
+            }
+        },
+    ),
+    (
+        "platform-label-key-64",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "devicePlugin": {"platformManagedNodeLabels": [LONG_SEGMENT + "=x"]}}]
+            }
+        },
+    ),
+    (
+        "plugin-selector-key-64",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": "x.io/" + LONG_SEGMENT + "=x"}}]
+            }
+        },
+    ),
+    (
+        "plugin-selectors-value-64",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": ["app=x", "app=" + LONG_SEGMENT]}}]
+            }
+        },
+    ),
+]
+CHART_DEFAULTS: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def merged_values(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge of given values over the chart's: maps key by key, null removes a key, any
+    other value (a list included) replaces the default."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merged_values(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def chart_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The config file the chart writes: the merged `config`, with transport.enabled from the
+    chart's switch (fabriccap.config)."""
+    merged = merged_values(CHART_DEFAULTS, values)
+    config = dict(merged["config"])
+    if merged["transport"]["enabled"]:
+        config["transport"] = {**config.get("transport", {}), "enabled": True}
+    return config
+
+
+@pytest.mark.parametrize("values", [case[1] for case in CHART_VALUES], ids=[case[0] for case in CHART_VALUES])
+def test_helm_refuses_every_config_the_operator_refuses(values: dict[str, Any], tmp_path: Path) -> None:
+    """The config the chart would write goes to the operator's own loader: whatever it refuses
+    (the operator would exit 2 and crash-loop, or an upgrade would never roll), helm refuses;
+    whatever it accepts, helm renders, and the rendered file is that config."""
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(chart_config(values)))
+    try:
+        load_config(config_file)
+        operator_error = None
+    except ConfigError as error:
+        operator_error = str(error)
+    result = helm_template(values)
+    if operator_error is None:
+        assert result.returncode == 0, result.stderr
+        rendered = yaml.safe_load(one(yaml.safe_load_all(result.stdout), "ConfigMap")["data"]["config.yaml"])
+        assert rendered == chart_config(values)
+    else:
+        assert result.returncode != 0, f"helm renders a config the operator refuses: {operator_error}"
+        assert SCHEMA_REFUSAL in result.stderr or "execution error" in result.stderr, result.stderr
+
+
+def test_the_chart_checks_name_the_value_they_refuse() -> None:
+    assert "config.fabrics: fabric names must be unique; efa is given twice" in refusal(
+        {"config": {"fabrics": [{"name": "efa"}, {"name": "efa"}]}}
+    )
+    assert "transport.enabled needs config.workloads.enabled" in refusal(
+        {"transport": {"enabled": True}, "config": {"workloads": {"enabled": False}}}
+    )
+    assert "config.transport.readAfterSeconds: read steps must be ascending, got [300 60]" in refusal(
+        {"config": {"transport": {"readAfterSeconds": [300, 60]}}}
+    )
+    assert "config.transport.maxBytes: 1Gi is not between 256Ki and 64Mi" in refusal(
+        {"config": {"transport": {"maxBytes": "1Gi"}}}
+    )
+    assert "at '/config/poolLabels/0'" in refusal({"config": {"poolLabels": [LONG_SEGMENT]}})
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("config*.yaml")), ids=lambda path: path.name)

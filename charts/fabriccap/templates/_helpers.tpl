@@ -38,9 +38,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-Refuses a config that enables no fabric (the operator would exit 2 on it at start).
-Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa profile is on;
-`enabled` defaults to true.
+Refuses a config that enables no fabric, or names one fabric twice (the operator would exit 2
+on it at start). Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa
+profile is on; `enabled` defaults to true.
 */}}
 {{- define "fabriccap.checkFabrics" -}}
 {{- $fabrics := list (dict "name" "efa") -}}
@@ -48,7 +48,12 @@ Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa pr
 {{- $fabrics = .Values.config.fabrics -}}
 {{- end -}}
 {{- $enabled := 0 -}}
+{{- $names := dict -}}
 {{- range $fabrics -}}
+{{- if hasKey $names .name -}}
+{{- fail (printf "config.fabrics: fabric names must be unique; %s is given twice" .name) -}}
+{{- end -}}
+{{- $_ := set $names .name true -}}
 {{- if or (not (hasKey . "enabled")) .enabled -}}
 {{- $enabled = add1 $enabled -}}
 {{- end -}}
@@ -75,13 +80,58 @@ transport.enabled (one switch for the RBAC and the operator, so neither runs wit
 {{/*
 Refuses config.transport.enabled without the chart's transport.enabled: the operator would read
 logs it may not read (403 on every pod), while the switch that grants get on pods/log is off.
+Refuses what the operator's TransportSettings and Config refuse beyond the schema: transport
+without workload reporting, read steps not ascending, and a maxBytes quantity string out of
+bounds (the integer form the schema bounds itself).
 */}}
 {{- define "fabriccap.checkTransport" -}}
-{{- if and (not .Values.transport.enabled) .Values.config.transport -}}
-{{- if .Values.config.transport.enabled -}}
+{{- $transport := .Values.config.transport | default (dict) -}}
+{{- if and (not .Values.transport.enabled) $transport.enabled -}}
 {{- fail "config.transport.enabled: set transport.enabled instead; it also grants get on pods/log" -}}
 {{- end -}}
+{{- $workloads := .Values.config.workloads | default (dict) -}}
+{{- if and .Values.transport.enabled (hasKey $workloads "enabled") (not $workloads.enabled) -}}
+{{- fail "transport.enabled needs config.workloads.enabled: the pods whose logs are read are workloads" -}}
 {{- end -}}
+{{- $previous := "" -}}
+{{- range $transport.readAfterSeconds -}}
+{{- if and (ne (toString $previous) "") (le (float64 .) (float64 $previous)) -}}
+{{- fail (printf "config.transport.readAfterSeconds: read steps must be ascending, got %v" $transport.readAfterSeconds) -}}
+{{- end -}}
+{{- $previous = . -}}
+{{- end -}}
+{{- if kindIs "string" $transport.maxBytes -}}
+{{- $bytes := include "fabriccap.quantityBytes" $transport.maxBytes | float64 -}}
+{{- if or (lt $bytes 262144.0) (gt $bytes 67108864.0) -}}
+{{- fail (printf "config.transport.maxBytes: %s is not between 256Ki and 64Mi" $transport.maxBytes) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Kubernetes quantity string (the schema's QUANTITY_PATTERN: a decimal number, then a binary or
+decimal suffix or an exponent) as a number, as operator/fabriccap/core/quantity.py reads it.
+An exponent past 30 the operator refuses: it reads here as past any bound.
+*/}}
+{{- define "fabriccap.quantityBytes" -}}
+{{- $text := trim . -}}
+{{- $number := regexFind `^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)` $text -}}
+{{- $suffix := trimPrefix $number $text -}}
+{{- $factors := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 "n" 0.000000001 "u" 0.000001 "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 -}}
+{{- $value := float64 $number -}}
+{{- if hasKey $factors $suffix -}}
+{{- $value = mulf $value (get $factors $suffix) -}}
+{{- else -}}
+{{- $exponent := atoi (substr 1 (len $suffix) $suffix) -}}
+{{- if gt $exponent 30 -}}
+{{- $value = 1e30 -}}
+{{- else if ge $exponent 0 -}}
+{{- range until $exponent -}}{{- $value = mulf $value 10.0 -}}{{- end -}}
+{{- else -}}
+{{- range until (int (sub 0 $exponent)) -}}{{- $value = divf $value 10.0 -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $value -}}
 {{- end -}}
 
 {{/* The image reference: repository:tag, and @digest when one is given (the digest decides). */}}

@@ -1,9 +1,11 @@
 """The Helm chart's ``values.schema.json``: the chart's own values, and ``config`` from the model.
 
 Helm validates the merged values against this schema before rendering, so ``helm install``
-and ``helm upgrade`` refuse a typo (``resources.limits.memroy``) or a config the operator
-would refuse (``config.fabrics[0].resource: 12``) with a message naming the value, instead
-of rendering a pod that crash-loops. The ``config`` part is ``config_input_schema()``, the
+and ``helm upgrade`` refuse a typo (``resources.limits.memroy``) or a config of the wrong
+shape (``config.fabrics[0].resource: 12``) with a message naming the value, instead of
+rendering a pod that crash-loops. The rules no JSON Schema can say (unique fabric names,
+ascending read steps, a quantity's size, transport without workloads) are the chart's checks
+in templates/_helpers.tpl. The ``config`` part is ``config_input_schema()``, the
 one ``fabriccap config-schema`` prints; the names of ``prometheusRule.rules`` are the shipped
 alerts. Kubernetes objects passed through as they are (affinity, tolerations, security
 contexts) are checked only for their outer type: the apiserver validates the rest.
