@@ -355,6 +355,55 @@ def test_leader_election_role_is_in_the_release_namespace_for_its_lease_only() -
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
 
 
+ONE_INSTALL_GUARD = """{{- include "fabriccap.refuseOtherInstall" (dict "top" . "deployments" .Values.deployments) }}
+"""
+
+
+def guard_verdict(
+    tmp_path: Path, deployments: list[Doc], release: str = "fabriccap"
+) -> subprocess.CompletedProcess[str]:
+    """The chart's one-install-per-namespace rule (_helpers.tpl, the file itself) over the given
+    Deployments, as helm `lookup` would list them at install time: a chart of the real helpers
+    and one template that hands them the list. helm template has no cluster, and its lookup
+    returns nothing."""
+    chart = tmp_path / "guard"
+    (chart / "templates").mkdir(parents=True, exist_ok=True)
+    (chart / "Chart.yaml").write_text((CHART / "Chart.yaml").read_text())
+    (chart / "templates" / "_helpers.tpl").write_text((CHART / "templates" / "_helpers.tpl").read_text())
+    (chart / "templates" / "guard.yaml").write_text(ONE_INSTALL_GUARD)
+    args = [helm_binary(), "template", release, str(chart), "--namespace", "fc"]
+    args += ["--set-json", json.dumps({"deployments": deployments})]
+    return subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+
+
+def test_a_second_install_in_one_namespace_is_refused(tmp_path: Path) -> None:
+    """Two installs in one namespace elect one leader on one Lease (fabriccap-leader): the
+    other's pools are never published (hostile review 63-chart M3). The Lease keeps its name
+    (a renamed one would give a rolling upgrade two leaders), so the chart refuses the second."""
+    configmap = (CHART / "templates" / "configmap.yaml").read_text()
+    assert '{{- include "fabriccap.checkOneInstallPerNamespace" . }}' in configmap
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    assert 'lookup "apps/v1" "Deployment" .Release.Namespace ""' in helpers
+    # What a cluster holds: another release's Deployments (one renamed by nameOverride), a
+    # kustomize install's, and an unrelated one.
+    efa = one(render(namespace="fc"), "Deployment")
+    renamed = of_kind(render({"nameOverride": "fcap", "sharding": {"shards": 2}}, namespace="fc"), "Deployment")
+    kustomize = one(yaml.safe_load_all((REPO_ROOT / "manifests" / "deployment.yaml").read_text()), "Deployment")
+    other_app = {"metadata": {"name": "coredns", "labels": {"app.kubernetes.io/name": "coredns"}}}
+    unlabelled = {"metadata": {"name": "legacy"}}
+    for existing in ([efa], renamed, [kustomize]):
+        refused = guard_verdict(tmp_path, [other_app, *existing], release="rdma")
+        assert refused.returncode != 0, refused.stdout
+        assert f"namespace fc already runs fabriccap (Deployment {existing[0]['metadata']['name']} of fabriccap)" in (
+            refused.stderr
+        )
+        assert "share the leader Lease fabriccap-leader" in refused.stderr
+    # An upgrade of the same release (its own Deployments), or a namespace without fabriccap.
+    assert guard_verdict(tmp_path, [efa], release="fabriccap").returncode == 0
+    assert guard_verdict(tmp_path, [other_app, unlabelled], release="rdma").returncode == 0
+    assert guard_verdict(tmp_path, [], release="rdma").returncode == 0
+
+
 def test_shards_are_one_deployment_budget_and_lease_each() -> None:
     docs = render({"sharding": {"shards": 3}}, "replicaCount=2", namespace="platform")
     deployments = of_kind(docs, "Deployment")

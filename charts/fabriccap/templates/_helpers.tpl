@@ -134,6 +134,35 @@ An exponent past 30 the operator refuses: it reads here as past any bound.
 {{- $value -}}
 {{- end -}}
 
+{{/*
+Refuses a second fabriccap in one namespace: the Lease's name is fixed (fabriccap-leader, or
+fabriccap-leader-I-of-N), so both installs would elect one leader on one Lease and the other's
+pools would never be published. Renaming the Lease per release would instead give a rolling
+upgrade of an existing install two leaders, one per Lease, both writing. At install and upgrade
+helm `lookup` lists the namespace's Deployments; under `helm template` it finds none.
+*/}}
+{{- define "fabriccap.checkOneInstallPerNamespace" -}}
+{{- $found := lookup "apps/v1" "Deployment" .Release.Namespace "" | default (dict) -}}
+{{- include "fabriccap.refuseOtherInstall" (dict "top" . "deployments" ($found.items | default (list))) -}}
+{{- end -}}
+
+{{/*
+The rule of fabriccap.checkOneInstallPerNamespace over a list of Deployments: one of another
+release (or a kustomize install) that runs fabriccap, found by the chart's label (helm.sh/chart
+fabriccap-<version>) or the name label both installs carry, fails the render.
+*/}}
+{{- define "fabriccap.refuseOtherInstall" -}}
+{{- $top := .top -}}
+{{- range .deployments -}}
+{{- $labels := .metadata.labels | default (dict) -}}
+{{- $chart := get $labels "helm.sh/chart" -}}
+{{- $ours := or (hasPrefix (printf "%s-" $top.Chart.Name) $chart) (eq (get $labels "app.kubernetes.io/name") $top.Chart.Name) -}}
+{{- if and $ours (ne (get $labels "app.kubernetes.io/instance") $top.Release.Name) -}}
+{{- fail (printf "namespace %s already runs fabriccap (Deployment %s of %s): two installs in one namespace share the leader Lease fabriccap-leader, so one of them would never publish; install this one in another namespace" $top.Release.Namespace .metadata.name (get $labels "app.kubernetes.io/instance" | default "another install")) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The image reference: repository:tag, and @digest when one is given (the digest decides). */}}
 {{- define "fabriccap.image" -}}
 {{- $reference := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
