@@ -336,8 +336,12 @@ def test_replicas_and_disruption_budget() -> None:
         "selector": one(docs, "Deployment")["spec"]["selector"],
         "minAvailable": "50%",
     }
-    # Values merge key by key, so null removes the default key: no budget.
+    # Values merge key by key, so null removes the default key: no budget. {} merges over the
+    # default and keeps it, as the schema's description says.
     assert not of_kind(render({"podDisruptionBudget": {"maxUnavailable": None}}), "PodDisruptionBudget")
+    assert one(render({"podDisruptionBudget": {}}), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert "maxUnavailable: null for none" in schema["properties"]["podDisruptionBudget"]["description"]
     assert "/podDisruptionBudget/maxUnavailable" in refusal("podDisruptionBudget.maxUnavailable=-1")
 
 
@@ -485,13 +489,74 @@ def test_log_level_format_extra_args_and_env() -> None:
         render(
             "logLevel=debug",
             "logFormat=json",
-            {"extraArgs": ["--namespace=kube-system"], "extraEnv": [{"name": "TZ", "value": "UTC"}]},
+            {"extraArgs": ["--metrics-bind-address=0.0.0.0"], "extraEnv": [{"name": "TZ", "value": "UTC"}]},
         )
     )
-    assert operator["args"][-3:] == ["--log-level=debug", "--log-format=json", "--namespace=kube-system"]
+    assert operator["args"][-3:] == ["--log-level=debug", "--log-format=json", "--metrics-bind-address=0.0.0.0"]
     assert operator["env"][-1] == {"name": "TZ", "value": "UTC"}
     assert [env["name"] for env in operator["env"]] == ["POD_NAME", "POD_NAMESPACE", "TZ"]
     assert "/logFormat" in refusal("logFormat=yaml")
+
+
+def test_values_that_would_break_the_rendered_objects_are_refused() -> None:
+    """Hostile review 63-chart L3, L4, L6: each renders objects the API server refuses, or an
+    operator that cannot run as rendered; the control renders."""
+    # L3: the Lease would be in kube-system, where the chart's Role grants nothing.
+    assert "extraArgs: --namespace kube-system is not the release namespace fabriccap-system" in refusal(
+        {"extraArgs": ["--namespace=kube-system"]}
+    )
+    assert "--namespace kube-system is not" in refusal({"extraArgs": ["--namespace", "kube-system"]})
+    render({"extraArgs": ["--namespace=fabriccap-system"]})
+    # L6: the second server cannot listen.
+    assert "metrics.port and health.port are both 9000" in refusal("metrics.port=9000", "health.port=9000")
+    # L4: names that are no Service name, and labels that are no labels or the chart's own.
+    assert "/fullnameOverride" in refusal("fullnameOverride=9fab")
+    assert "/nameOverride" in refusal("nameOverride=9fab")
+    assert "/serviceAccount/name" in refusal({"serviceAccount": {"name": "Fab_SA"}})
+    assert "/prometheusRelease" in refusal({"prometheusRelease": "kube prometheus"})
+    assert "/podLabels" in refusal({"podLabels": {"team": "ml platform"}})
+    for labels, message in [
+        ({"podLabels": {"app.kubernetes.io/name": "x"}}, "podLabels: app.kubernetes.io/name"),
+        ({"podLabels": {"fabriccap.dev/shard": "0"}}, "podLabels: fabriccap.dev/shard"),
+        ({"serviceMonitor": {"additionalLabels": {"helm.sh/chart": "x"}}}, "serviceMonitor.additionalLabels: helm"),
+        ({"dashboard": {"labels": {"app.kubernetes.io/instance": "x"}}}, "dashboard.labels: app.kubernetes.io/inst"),
+    ]:
+        assert f"{message}" in refusal(labels) and "is the chart's own label" in refusal(labels)
+    assert "set prometheusRelease instead" in refusal({"serviceMonitor": {"additionalLabels": {"release": "prom"}}})
+    monitor = one(
+        render({"prometheusRelease": "", "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prom"}}}),
+        "ServiceMonitor",
+    )
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    docs = render({"podLabels": {"team": "ml-platform"}, "serviceAccount": {"name": "fabric.sa"}})
+    assert one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]["team"] == "ml-platform"
+
+
+@pytest.mark.parametrize("release", ["1fab", "fab.prod"])
+def test_a_release_name_that_makes_no_service_name_is_refused(release: str) -> None:
+    args = [helm_binary(), "template", release, str(CHART), "--namespace", "fc"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode != 0 and f"release name {release}: " in result.stderr, result.stderr
+    args += ["--set", "fullnameOverride=fab"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_notes_name_the_leases_the_role_grants(shards: int, tmp_path: Path) -> None:
+    """NOTES.txt printed `fabriccap-leader` whatever the sharding (hostile review 63-chart L5)."""
+    values = {"sharding": {"shards": shards}}
+    args = [helm_binary(), "install", "fabriccap", str(CHART), "--namespace", "fc", "--dry-run=client"]
+    args += ["--set-json", json.dumps(values)]
+    result = subprocess.run(
+        args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.partition("\nNOTES:\n")[2]
+    (role,) = of_kind(render(values, namespace="fc"), "Role")
+    (leases,) = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
+    assert set(re.findall(r"fabriccap-leader(?:-\d+-of-\d+)?(?![-\w])", notes)) == set(leases)
+    assert f"{2 * shards} pods" in notes if shards > 1 else "2 replicas" in notes
 
 
 def test_topology_spread_constraints() -> None:

@@ -163,6 +163,54 @@ fabriccap-<version>) or the name label both installs carry, fails the render.
 {{- end -}}
 {{- end -}}
 
+{{/*
+Refuses values that render objects the API server would refuse, or an operator that cannot run
+as rendered: a release name that makes no Service name (a DNS-1035 label: a lowercase letter
+first, no dot), one port for both servers (the second cannot listen), a --namespace in
+extraArgs other than the release's (the Lease would be out of the Role's reach: nobody leads),
+a `release` label given twice (prometheusRelease and additionalLabels.release), and a user's
+label map that gives one of the chart's own labels again (the key would be rendered twice, and
+a changed selector label would part a Deployment from its pods).
+*/}}
+{{- define "fabriccap.checkValues" -}}
+{{- $fullname := include "fabriccap.fullname" . -}}
+{{- if not (regexMatch `^[a-z]([-a-z0-9]*[a-z0-9])?$` $fullname) -}}
+{{- fail (printf "release name %s: the objects' name %s is no DNS-1035 label (a lowercase letter first, then lowercase letters, digits and '-'); choose another release name or set fullnameOverride" .Release.Name $fullname) -}}
+{{- end -}}
+{{- if eq (int .Values.metrics.port) (int .Values.health.port) -}}
+{{- fail (printf "metrics.port and health.port are both %v: /metrics and /healthz need a port each" .Values.metrics.port) -}}
+{{- end -}}
+{{- $args := .Values.extraArgs | default (list) -}}
+{{- range $index, $arg := $args -}}
+{{- $namespace := "" -}}
+{{- if hasPrefix "--namespace=" $arg -}}
+{{- $namespace = trimPrefix "--namespace=" $arg -}}
+{{- else if and (eq $arg "--namespace") (lt (add1 $index) (len $args)) -}}
+{{- $namespace = index $args (add1 $index) -}}
+{{- end -}}
+{{- if and $namespace (ne $namespace $.Release.Namespace) -}}
+{{- fail (printf "extraArgs: --namespace %s is not the release namespace %s: the leader Lease would be where the chart's Role grants nothing, and no replica would lead; install the release in %s instead" $namespace $.Release.Namespace $namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- $chartLabels := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart" "fabriccap.dev/shard" -}}
+{{- $userLabels := dict "podLabels" .Values.podLabels "dashboard.labels" .Values.dashboard.labels "serviceMonitor.additionalLabels" .Values.serviceMonitor.additionalLabels "serviceMonitor.labels" .Values.serviceMonitor.labels "prometheusRule.additionalLabels" .Values.prometheusRule.additionalLabels "prometheusRule.labels" .Values.prometheusRule.labels -}}
+{{- range $value, $labels := $userLabels -}}
+{{- range $key := $chartLabels -}}
+{{- if hasKey ($labels | default (dict)) $key -}}
+{{- fail (printf "%s: %s is the chart's own label; give another key" $value $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.prometheusRelease -}}
+{{- range $value := list "serviceMonitor" "prometheusRule" -}}
+{{- $settings := get $.Values $value -}}
+{{- if or (hasKey ($settings.additionalLabels | default (dict)) "release") (hasKey ($settings.labels | default (dict)) "release") -}}
+{{- fail (printf "%s.additionalLabels.release: the release label is prometheusRelease's (%s); set prometheusRelease instead" $value $.Values.prometheusRelease) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The image reference: repository:tag, and @digest when one is given (the digest decides). */}}
 {{- define "fabriccap.image" -}}
 {{- $reference := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}

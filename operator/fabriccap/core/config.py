@@ -1102,6 +1102,21 @@ def _without_titles(node: Any) -> Any:
     return node
 
 
+def label_key_schema() -> dict[str, Any]:
+    """A Kubernetes label key as JSON Schema: what _check_label_key accepts, lengths included."""
+    return {
+        "type": "string",
+        "pattern": _QUALIFIED_NAME.pattern,
+        "maxLength": 253 + 1 + 63,
+        "allOf": [{"pattern": _LABEL_KEY_LENGTHS}],
+    }
+
+
+def label_value_schema() -> dict[str, Any]:
+    """A Kubernetes label value as JSON Schema: what _check_label_value accepts (63 at most)."""
+    return {"type": "string", "pattern": _LABEL_VALUE.pattern}
+
+
 def config_input_schema() -> dict[str, Any]:
     """The JSON Schema of what a user writes in a config file (``fabriccap config-schema``).
 
@@ -1125,12 +1140,7 @@ def config_input_schema() -> dict[str, Any]:
     schema: dict[str, Any] = _without_titles(Config.model_json_schema(by_alias=True, mode="validation"))
     definitions = schema["$defs"]
 
-    label_key = {
-        "type": "string",
-        "pattern": _QUALIFIED_NAME.pattern,
-        "maxLength": 253 + 1 + 63,
-        "allOf": [{"pattern": _LABEL_KEY_LENGTHS}],
-    }
+    label_key = label_key_schema()
     selector = {"type": "string", "pattern": _SELECTOR}
     dns_label = {"type": "string", "pattern": _DNS_LABEL.pattern, "maxLength": 63}
     dns_subdomain = {"type": "string", "pattern": _DNS_SUBDOMAIN.pattern, "maxLength": 253}
