@@ -5,8 +5,8 @@
 
 The operator's side runs here: an ``OperatorMetrics`` holding N pools (statuses as the
 operator computes them: one evaluation of N one-node pools, every 10th with mixed counts), its
-/metrics server, and kopf's own /healthz server (the one ``fabriccap run`` starts, with a probe
-that answers at once) on one event loop. A probe task sleeps 10 ms in a loop and records how
+/metrics server, and its /healthz server (``start_health_server``, the one ``fabriccap run``
+starts, with a report that answers at once) on one event loop. A probe task sleeps 10 ms in a loop and records how
 late it wakes: the loop's lag, which is what every watch, status write and /healthz answer of
 the operator waits behind. The scrapers run in a child process (so their own CPU does not
 count as the loop's): S concurrent clients scraping /metrics back to back for D seconds, each
@@ -41,13 +41,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import kopf
 from aiohttp import web
-from kopf._core.engines.indexing import OperatorIndexers
-from kopf._core.engines.probing import health_reporter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from fabriccap.controller.metrics import OperatorMetrics, SharedExposition, start_metrics_server
+from fabriccap.controller.metrics import (
+    OperatorMetrics,
+    SharedExposition,
+    start_health_server,
+    start_metrics_server,
+)
 from fabriccap.core.config import default_config
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.facts import FactsExtractor
@@ -150,25 +152,8 @@ async def run(pools: int, mode: str, scrapers: int, seconds: float) -> None:
     metrics.exposition()
     render_seconds = time.perf_counter() - started
 
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.probe(id="alive", registry=registry)
-    async def alive(**_: object) -> bool:
-        return True
-
-    healthz_url = f"http://127.0.0.1:{free_port()}/healthz"
-    ready = asyncio.Event()
-    health_server = asyncio.create_task(
-        health_reporter(
-            healthz_url,
-            memo=kopf.Memo(),  # type: ignore[arg-type]  # kopf types it as its private AnyMemo
-            indices=OperatorIndexers().indices,
-            registry=registry,
-            settings=kopf.OperatorSettings(),
-            ready_flag=ready,
-        )
-    )
-    await ready.wait()
+    health_runner = await start_health_server(lambda: {"alive": True}, "127.0.0.1", 0)
+    healthz_url = f"http://127.0.0.1:{health_runner.addresses[0][1]}/healthz"
     port = free_port()
     renders: list[int] = []
     shared = SharedExposition(metrics.exposition)
@@ -226,7 +211,7 @@ async def run(pools: int, mode: str, scrapers: int, seconds: float) -> None:
 
     threading.Thread(target=report, daemon=True).start()
     await asyncio.Event().wait()  # the loop serves until report() ends the process
-    del runner, health_server
+    del runner, health_runner
 
 
 def main() -> None:

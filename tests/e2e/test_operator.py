@@ -483,7 +483,7 @@ def test_healthz_reports_the_evaluation_loop(scenario: Scenario) -> None:
     scenario.wait_ready("health", "True", "UniformCapability", nodes=1)
 
     def report() -> dict[str, Any] | None:
-        # kopf caches probe results for 10 s, so an early answer may predate the pool.
+        # An answer before the pool's first evaluation does not count its node yet.
         text = scenario.operator._get(scenario.operator.health_port, "/healthz")
         found: dict[str, Any] = json.loads(text)["fabriccap"] if text else {}
         return found if found.get("nodes", 0) >= 1 else None

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fabriccap.configfile import load_config
 from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
 from fabriccap.observability import alerts
 from support.rendering import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one
@@ -140,6 +141,154 @@ def test_the_schema_refuses_what_the_operator_refuses(config: dict[str, Any], op
         assert result.returncode != 0 and SCHEMA_REFUSAL in result.stderr, result.stderr
 
 
+# Values whose config the schema alone cannot judge (a rule across items or fields, a quantity's
+# size, a label key's segment lengths): the chart's checks (_helpers.tpl) or the schema refuse
+# each one the operator would refuse at start.
+LONG_SEGMENT = "a" * 64
+CHART_VALUES: list[tuple[str, dict[str, Any]]] = [
+    *((case_id, {"config": config}) for case_id, config, _ in CONFIGS),
+    ("transport-without-workloads", {"transport": {"enabled": True}, "config": {"workloads": {"enabled": False}}}),
+    ("transport-with-workloads", {"transport": {"enabled": True}, "config": {"workloads": {"enabled": True}}}),
+    ("workloads-off-alone", {"config": {"workloads": {"enabled": False}}}),
+    ("duplicate-fabric", {"config": {"fabrics": [{"name": "efa"}, {"name": "efa"}]}}),
+    ("duplicate-fabric-one-disabled", {"config": {"fabrics": [{"name": "efa"}, {"name": "efa", "enabled": False}]}}),
+    ("two-fabrics", {"config": {"fabrics": [{"name": "efa"}, {"name": "aks-rdma", "enabled": False}]}}),
+    ("read-steps-descending", {"config": {"transport": {"readAfterSeconds": [300, 60]}}}),
+    ("read-steps-repeated", {"config": {"transport": {"readAfterSeconds": [60, 60]}}}),
+    (
+        "read-steps-ascending",
+        {"transport": {"enabled": True}, "config": {"transport": {"readAfterSeconds": [0, 0.5, 60]}}},
+    ),
+    ("size-1Gi", {"config": {"transport": {"maxBytes": "1Gi"}}}),
+    ("size-65Mi", {"config": {"transport": {"maxBytes": "65Mi"}}}),
+    ("size-64Mi", {"config": {"transport": {"maxBytes": "64Mi"}}}),
+    ("size-one-byte-over", {"config": {"transport": {"maxBytes": "67108865"}}}),
+    ("size-integer-one-byte-over", {"config": {"transport": {"maxBytes": 67108865}}}),
+    ("size-255Ki", {"config": {"transport": {"maxBytes": "255Ki"}}}),
+    ("size-256Ki", {"config": {"transport": {"maxBytes": "256Ki"}}}),
+    ("size-fraction", {"config": {"transport": {"maxBytes": "0.5Mi"}}}),
+    ("size-decimal-suffix", {"config": {"transport": {"maxBytes": "+4M"}}}),
+    ("size-exponent", {"config": {"transport": {"maxBytes": "4e6"}}}),
+    ("size-exponent-too-big", {"config": {"transport": {"maxBytes": "1e8"}}}),
+    ("size-negative-exponent", {"config": {"transport": {"maxBytes": "4000000000e-3"}}}),
+    ("size-milli", {"config": {"transport": {"maxBytes": "262144000m"}}}),
+    ("size-milli-too-small", {"config": {"transport": {"maxBytes": "262143999m"}}}),
+    ("pool-label-name-64", {"config": {"poolLabels": [LONG_SEGMENT]}}),
+    ("pool-label-name-63", {"config": {"poolLabels": [LONG_SEGMENT[:63], "x.io/" + LONG_SEGMENT[:63]]}}),
+    ("pool-label-prefixed-name-64", {"config": {"poolLabels": ["x.io/" + LONG_SEGMENT]}}),
+    ("pool-label-prefix-254", {"config": {"poolLabels": ["a" * 254 + "/x"]}}),
+    ("pool-label-prefix-253", {"config": {"poolLabels": ["a" * 253 + "/x"]}}),
+    (
+        "accelerator-resource-name-64",
+        {"config": {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorResources": ["x.io/" + LONG_SEGMENT]}}]}},
+    ),
+    ("fabric-resource-name-64", {"config": {"fabrics": [{"name": "efa", "resource": "x.io/" + LONG_SEGMENT}]}}),
+    (
+        "accelerator-label-key-64",
+        {"config": {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorLabels": [LONG_SEGMENT + "=true"]}}]}},
+    ),
+    (
+        "accelerator-label-value-64",
+        {"config": {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorLabels": ["x.io/gpu=" + LONG_SEGMENT]}}]}},
+    ),
+    (
+        "accelerator-label-selector",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "targetNodes": {"acceleratorLabels": ["x.io/gpu = true, x.io/b==c"]}}]
+            }
+        },
+    ),
+    (
+        "platform-label-key-64",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "devicePlugin": {"platformManagedNodeLabels": [LONG_SEGMENT + "=x"]}}]
+            }
+        },
+    ),
+    (
+        "plugin-selector-key-64",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": "x.io/" + LONG_SEGMENT + "=x"}}]
+            }
+        },
+    ),
+    (
+        "plugin-selectors-value-64",
+        {
+            "config": {
+                "fabrics": [{"name": "efa", "devicePlugin": {"daemonSetSelector": ["app=x", "app=" + LONG_SEGMENT]}}]
+            }
+        },
+    ),
+]
+CHART_DEFAULTS: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def merged_values(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge of given values over the chart's: maps key by key, null removes a key, any
+    other value (a list included) replaces the default."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merged_values(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def chart_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The config file the chart writes: the merged `config`, with transport.enabled from the
+    chart's switch (fabriccap.config)."""
+    merged = merged_values(CHART_DEFAULTS, values)
+    config = dict(merged["config"])
+    if merged["transport"]["enabled"]:
+        config["transport"] = {**config.get("transport", {}), "enabled": True}
+    return config
+
+
+@pytest.mark.parametrize("values", [case[1] for case in CHART_VALUES], ids=[case[0] for case in CHART_VALUES])
+def test_helm_refuses_every_config_the_operator_refuses(values: dict[str, Any], tmp_path: Path) -> None:
+    """The config the chart would write goes to the operator's own loader: whatever it refuses
+    (the operator would exit 2 and crash-loop, or an upgrade would never roll), helm refuses;
+    whatever it accepts, helm renders, and the rendered file is that config."""
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(chart_config(values)))
+    try:
+        load_config(config_file)
+        operator_error = None
+    except ConfigError as error:
+        operator_error = str(error)
+    result = helm_template(values)
+    if operator_error is None:
+        assert result.returncode == 0, result.stderr
+        rendered = yaml.safe_load(one(yaml.safe_load_all(result.stdout), "ConfigMap")["data"]["config.yaml"])
+        assert rendered == chart_config(values)
+    else:
+        assert result.returncode != 0, f"helm renders a config the operator refuses: {operator_error}"
+        assert SCHEMA_REFUSAL in result.stderr or "execution error" in result.stderr, result.stderr
+
+
+def test_the_chart_checks_name_the_value_they_refuse() -> None:
+    assert "config.fabrics: fabric names must be unique; efa is given twice" in refusal(
+        {"config": {"fabrics": [{"name": "efa"}, {"name": "efa"}]}}
+    )
+    assert "transport.enabled needs config.workloads.enabled" in refusal(
+        {"transport": {"enabled": True}, "config": {"workloads": {"enabled": False}}}
+    )
+    assert "config.transport.readAfterSeconds: read steps must be ascending, got [300 60]" in refusal(
+        {"config": {"transport": {"readAfterSeconds": [300, 60]}}}
+    )
+    assert "config.transport.maxBytes: 1Gi is not between 256Ki and 64Mi" in refusal(
+        {"config": {"transport": {"maxBytes": "1Gi"}}}
+    )
+    assert "at '/config/poolLabels/0'" in refusal({"config": {"poolLabels": [LONG_SEGMENT]}})
+
+
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("config*.yaml")), ids=lambda path: path.name)
 def test_every_example_config_is_a_valid_chart_config(example: Path) -> None:
     config = yaml.safe_load(example.read_text())
@@ -187,8 +336,12 @@ def test_replicas_and_disruption_budget() -> None:
         "selector": one(docs, "Deployment")["spec"]["selector"],
         "minAvailable": "50%",
     }
-    # Values merge key by key, so null removes the default key: no budget.
+    # Values merge key by key, so null removes the default key: no budget. {} merges over the
+    # default and keeps it, as the schema's description says.
     assert not of_kind(render({"podDisruptionBudget": {"maxUnavailable": None}}), "PodDisruptionBudget")
+    assert one(render({"podDisruptionBudget": {}}), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert "maxUnavailable: null for none" in schema["properties"]["podDisruptionBudget"]["description"]
     assert "/podDisruptionBudget/maxUnavailable" in refusal("podDisruptionBudget.maxUnavailable=-1")
 
 
@@ -204,6 +357,55 @@ def test_leader_election_role_is_in_the_release_namespace_for_its_lease_only() -
     assert [rule["verbs"] for rule in unnamed] == [["create"]], "only create may go without a name"
     env = {item["name"]: item for item in container(docs)["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+ONE_INSTALL_GUARD = """{{- include "fabriccap.refuseOtherInstall" (dict "top" . "deployments" .Values.deployments) }}
+"""
+
+
+def guard_verdict(
+    tmp_path: Path, deployments: list[Doc], release: str = "fabriccap"
+) -> subprocess.CompletedProcess[str]:
+    """The chart's one-install-per-namespace rule (_helpers.tpl, the file itself) over the given
+    Deployments, as helm `lookup` would list them at install time: a chart of the real helpers
+    and one template that hands them the list. helm template has no cluster, and its lookup
+    returns nothing."""
+    chart = tmp_path / "guard"
+    (chart / "templates").mkdir(parents=True, exist_ok=True)
+    (chart / "Chart.yaml").write_text((CHART / "Chart.yaml").read_text())
+    (chart / "templates" / "_helpers.tpl").write_text((CHART / "templates" / "_helpers.tpl").read_text())
+    (chart / "templates" / "guard.yaml").write_text(ONE_INSTALL_GUARD)
+    args = [helm_binary(), "template", release, str(chart), "--namespace", "fc"]
+    args += ["--set-json", json.dumps({"deployments": deployments})]
+    return subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+
+
+def test_a_second_install_in_one_namespace_is_refused(tmp_path: Path) -> None:
+    """Two installs in one namespace elect one leader on one Lease (fabriccap-leader): the
+    other's pools are never published (hostile review 63-chart M3). The Lease keeps its name
+    (a renamed one would give a rolling upgrade two leaders), so the chart refuses the second."""
+    configmap = (CHART / "templates" / "configmap.yaml").read_text()
+    assert '{{- include "fabriccap.checkOneInstallPerNamespace" . }}' in configmap
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    assert 'lookup "apps/v1" "Deployment" .Release.Namespace ""' in helpers
+    # What a cluster holds: another release's Deployments (one renamed by nameOverride), a
+    # kustomize install's, and an unrelated one.
+    efa = one(render(namespace="fc"), "Deployment")
+    renamed = of_kind(render({"nameOverride": "fcap", "sharding": {"shards": 2}}, namespace="fc"), "Deployment")
+    kustomize = one(yaml.safe_load_all((REPO_ROOT / "manifests" / "deployment.yaml").read_text()), "Deployment")
+    other_app = {"metadata": {"name": "coredns", "labels": {"app.kubernetes.io/name": "coredns"}}}
+    unlabelled = {"metadata": {"name": "legacy"}}
+    for existing in ([efa], renamed, [kustomize]):
+        refused = guard_verdict(tmp_path, [other_app, *existing], release="rdma")
+        assert refused.returncode != 0, refused.stdout
+        assert f"namespace fc already runs fabriccap (Deployment {existing[0]['metadata']['name']} of fabriccap)" in (
+            refused.stderr
+        )
+        assert "share the leader Lease fabriccap-leader" in refused.stderr
+    # An upgrade of the same release (its own Deployments), or a namespace without fabriccap.
+    assert guard_verdict(tmp_path, [efa], release="fabriccap").returncode == 0
+    assert guard_verdict(tmp_path, [other_app, unlabelled], release="rdma").returncode == 0
+    assert guard_verdict(tmp_path, [], release="rdma").returncode == 0
 
 
 def test_shards_are_one_deployment_budget_and_lease_each() -> None:
@@ -287,13 +489,74 @@ def test_log_level_format_extra_args_and_env() -> None:
         render(
             "logLevel=debug",
             "logFormat=json",
-            {"extraArgs": ["--namespace=kube-system"], "extraEnv": [{"name": "TZ", "value": "UTC"}]},
+            {"extraArgs": ["--metrics-bind-address=0.0.0.0"], "extraEnv": [{"name": "TZ", "value": "UTC"}]},
         )
     )
-    assert operator["args"][-3:] == ["--log-level=debug", "--log-format=json", "--namespace=kube-system"]
+    assert operator["args"][-3:] == ["--log-level=debug", "--log-format=json", "--metrics-bind-address=0.0.0.0"]
     assert operator["env"][-1] == {"name": "TZ", "value": "UTC"}
     assert [env["name"] for env in operator["env"]] == ["POD_NAME", "POD_NAMESPACE", "TZ"]
     assert "/logFormat" in refusal("logFormat=yaml")
+
+
+def test_values_that_would_break_the_rendered_objects_are_refused() -> None:
+    """Hostile review 63-chart L3, L4, L6: each renders objects the API server refuses, or an
+    operator that cannot run as rendered; the control renders."""
+    # L3: the Lease would be in kube-system, where the chart's Role grants nothing.
+    assert "extraArgs: --namespace kube-system is not the release namespace fabriccap-system" in refusal(
+        {"extraArgs": ["--namespace=kube-system"]}
+    )
+    assert "--namespace kube-system is not" in refusal({"extraArgs": ["--namespace", "kube-system"]})
+    render({"extraArgs": ["--namespace=fabriccap-system"]})
+    # L6: the second server cannot listen.
+    assert "metrics.port and health.port are both 9000" in refusal("metrics.port=9000", "health.port=9000")
+    # L4: names that are no Service name, and labels that are no labels or the chart's own.
+    assert "/fullnameOverride" in refusal("fullnameOverride=9fab")
+    assert "/nameOverride" in refusal("nameOverride=9fab")
+    assert "/serviceAccount/name" in refusal({"serviceAccount": {"name": "Fab_SA"}})
+    assert "/prometheusRelease" in refusal({"prometheusRelease": "kube prometheus"})
+    assert "/podLabels" in refusal({"podLabels": {"team": "ml platform"}})
+    for labels, message in [
+        ({"podLabels": {"app.kubernetes.io/name": "x"}}, "podLabels: app.kubernetes.io/name"),
+        ({"podLabels": {"fabriccap.dev/shard": "0"}}, "podLabels: fabriccap.dev/shard"),
+        ({"serviceMonitor": {"additionalLabels": {"helm.sh/chart": "x"}}}, "serviceMonitor.additionalLabels: helm"),
+        ({"dashboard": {"labels": {"app.kubernetes.io/instance": "x"}}}, "dashboard.labels: app.kubernetes.io/inst"),
+    ]:
+        assert f"{message}" in refusal(labels) and "is the chart's own label" in refusal(labels)
+    assert "set prometheusRelease instead" in refusal({"serviceMonitor": {"additionalLabels": {"release": "prom"}}})
+    monitor = one(
+        render({"prometheusRelease": "", "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prom"}}}),
+        "ServiceMonitor",
+    )
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    docs = render({"podLabels": {"team": "ml-platform"}, "serviceAccount": {"name": "fabric.sa"}})
+    assert one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]["team"] == "ml-platform"
+
+
+@pytest.mark.parametrize("release", ["1fab", "fab.prod"])
+def test_a_release_name_that_makes_no_service_name_is_refused(release: str) -> None:
+    args = [helm_binary(), "template", release, str(CHART), "--namespace", "fc"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode != 0 and f"release name {release}: " in result.stderr, result.stderr
+    args += ["--set", "fullnameOverride=fab"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_notes_name_the_leases_the_role_grants(shards: int, tmp_path: Path) -> None:
+    """NOTES.txt printed `fabriccap-leader` whatever the sharding (hostile review 63-chart L5)."""
+    values = {"sharding": {"shards": shards}}
+    args = [helm_binary(), "install", "fabriccap", str(CHART), "--namespace", "fc", "--dry-run=client"]
+    args += ["--set-json", json.dumps(values)]
+    result = subprocess.run(
+        args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.partition("\nNOTES:\n")[2]
+    (role,) = of_kind(render(values, namespace="fc"), "Role")
+    (leases,) = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
+    assert set(re.findall(r"fabriccap-leader(?:-\d+-of-\d+)?(?![-\w])", notes)) == set(leases)
+    assert f"{2 * shards} pods" in notes if shards > 1 else "2 replicas" in notes
 
 
 def test_topology_spread_constraints() -> None:

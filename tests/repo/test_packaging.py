@@ -13,6 +13,7 @@ The renderings are tests/support/rendering.py's.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tomllib
@@ -256,6 +257,53 @@ def test_monitoring_toggles_render_the_shipped_rules_and_dashboard(tmp_path: Pat
         assert doc["metadata"]["namespace"] == "fabriccap-system"
     for kind in ("ServiceMonitor", "PrometheusRule"):
         assert one(components, kind)["metadata"]["namespace"] == "fabriccap-system"
+
+
+def test_the_rbac_docs_name_every_resource_the_cluster_role_grants() -> None:
+    """docs/install.md's object table and the chart README's RBAC section named four of the
+    ClusterRole's ten listed kinds (hostile review 63-chart L5)."""
+    docs = render_helm('{"transport": {"enabled": true}}')
+    cluster_role = one(docs, "ClusterRole", "fabriccap")
+    granted = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
+    install_row = next(
+        line
+        for line in (REPO_ROOT / "docs" / "install.md").read_text().splitlines()
+        if line.startswith("| ClusterRole")
+    )
+    chart_readme = (CHART / "README.md").read_text()
+    chart_rbac = chart_readme.partition("## RBAC")[2].partition("\n## ")[0]
+    for where, text in (("docs/install.md", install_row), ("charts/fabriccap/README.md", chart_rbac)):
+        words = re.sub(r"[`\s]+", " ", text).lower().replace(" ", "")
+        missing = sorted(resource for resource in granted if resource.split("/")[-1] not in words)
+        assert not missing, f"{where} does not name {missing}"
+
+
+def test_the_dashboard_component_moves_only_its_own_configmap(tmp_path: Path) -> None:
+    """An overlay's own Grafana dashboards carry grafana_dashboard=1 too: the component puts its
+    ConfigMap in fabriccap-system and leaves theirs where they are (hostile review 63-chart L2)."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(MANIFESTS, overlay)
+    team_dashboard = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "my-team-dashboard", "namespace": "monitoring", "labels": {"grafana_dashboard": "1"}},
+        "data": {"team.json": "{}"},
+    }
+    overlay.joinpath("team-dashboard.yaml").write_text(yaml.safe_dump(team_dashboard))
+    overlay.joinpath("kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [base, "team-dashboard.yaml"],
+                "components": [f"{base}/components/dashboard"],
+            }
+        )
+    )
+    docs = render_kustomize(overlay)
+    assert one(docs, "ConfigMap", "fabriccap-dashboard")["metadata"]["namespace"] == "fabriccap-system"
+    assert one(docs, "ConfigMap", "my-team-dashboard")["metadata"]["namespace"] == "monitoring"
 
 
 def test_service_monitor_job_label_is_what_the_alerts_select(templated: list[Doc], tmp_path: Path) -> None:

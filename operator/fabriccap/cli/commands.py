@@ -13,6 +13,7 @@ import asyncio
 import difflib
 import importlib
 import importlib.util
+import ipaddress
 import logging
 import sys
 from collections.abc import Mapping, Sequence
@@ -318,6 +319,12 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     _add_cluster_flags(parser)
 
 
+def bind_address(text: str) -> str:
+    """An IP address to listen on, IPv6 in brackets or not (``[::]``, ``::``); no host name, whose
+    addresses could be of either family. argparse shows the ValueError as an invalid value."""
+    return str(ipaddress.ip_address(text.removeprefix("[").removesuffix("]")))
+
+
 def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
     devtools = _devtools_installed()
     parser = CommandParser(
@@ -462,13 +469,16 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
     run_parser.add_argument(
         "--metrics-bind-address",
         metavar="ADDR",
-        help="address /metrics listens on (default: 0.0.0.0 in a pod, where Prometheus scrapes the pod IP; "
-        "127.0.0.1 elsewhere)",
+        type=bind_address,
+        help="IP address /metrics listens on (default: in a pod, where Prometheus scrapes the pod IP, :: (IPv4 "
+        "and IPv6), or 0.0.0.0 without IPv6; 127.0.0.1 elsewhere)",
     )
     run_parser.add_argument(
         "--health-bind-address",
         metavar="ADDR",
-        help="address /healthz listens on (default: 0.0.0.0 in a pod, for the kubelet's probes; 127.0.0.1 elsewhere)",
+        type=bind_address,
+        help="IP address /healthz listens on (default: in a pod, for the kubelet's probes, :: (IPv4 and IPv6), "
+        "or 0.0.0.0 without IPv6; 127.0.0.1 elsewhere)",
     )
     run_parser.add_argument(
         "--namespace",

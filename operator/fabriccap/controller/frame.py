@@ -1,8 +1,9 @@
 """The kopf frame: every place the operator touches kopf, and nothing else.
 
 kopf runs the operator's frame: credentials (``on.login``, fed from the project's own
-credentials), the liveness endpoint and its probe (``on.probe``: fails when the evaluation
-loop is stuck or the watch data is stale), and signal handling.
+credentials) and signal handling. /healthz is the operator's own (metrics.start_health_server):
+kopf's liveness server binds through asyncio, which makes ``::`` IPv6-only, so it could not
+answer the kubelet's probes on IPv4 and IPv6 pod IPs alike.
 
 kopf watches nothing. Nodes, Pods and DaemonSets are not kopf resources (see informers.py
 for why: kopf would keep a worker and a memory per object, tens of kilobytes each), and
@@ -71,20 +72,6 @@ def build_registry() -> kopf.OperatorRegistry:
         # Called again on 401: rotated service-account tokens and exec credentials refresh.
         return await connection_info(_state(memo).credentials)
 
-    # A failing probe fails /healthz at once (500): retrying it, kopf's default for activities,
-    # would hold the request for a minute while the kubelet's probe times out.
-    @kopf.on.probe(id="fabriccap", errors=kopf.ErrorsMode.PERMANENT, registry=registry)
-    async def probe(memo: Any, **_: Any) -> dict[str, Any]:
-        # Part of /healthz: fails when the evaluation loop is stuck, or when the watch data is
-        # stale (a partition): a replica that cannot see the cluster must not look healthy.
-        state = _state(memo)
-        report = state.publisher.health()
-        ages = state.freshness.ages()
-        report["watchAgeSeconds"] = {kind: None if age is None else round(age, 1) for kind, age in ages.items()}
-        if state.publisher.store.listed.is_set() and not state.freshness.fresh():
-            raise RuntimeError(f"watch data is stale: {state.freshness.describe_staleness()}")
-        return report
-
     return registry
 
 
@@ -116,7 +103,7 @@ class FrameFailedError(RuntimeError):
     """kopf's main loop ended with an error: the operator stops, and its restart is the recovery."""
 
 
-async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None) -> None:
+async def _frame(state: OperatorState, stop_flag: asyncio.Event | None) -> None:
     """kopf's main loop; a clean return (a signal, ``stop_flag``) ends the operator.
 
     A failure is not retried in place: before re-raising, kopf has cancelled every task it
@@ -132,7 +119,6 @@ async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag:
             clusterwide=True,
             standalone=True,
             identity=_KOPF_IDENTITY,
-            liveness_endpoint=liveness_endpoint,
             memo=kopf.Memo(fabriccap=state),
             stop_flag=stop_flag,
         )
@@ -140,14 +126,11 @@ async def _frame(state: OperatorState, liveness_endpoint: str | None, stop_flag:
         raise FrameFailedError(f"the kopf frame failed ({error}); stopping the operator") from error
 
 
-def run_frame(
-    state: OperatorState, liveness_endpoint: str | None, stop_flag: asyncio.Event | None
-) -> asyncio.Task[None]:
-    """kopf's main loop as a task: login, the liveness probe, signals."""
-    return asyncio.create_task(_frame(state, liveness_endpoint, stop_flag), name="kopf")
+def run_frame(state: OperatorState, stop_flag: asyncio.Event | None) -> asyncio.Task[None]:
+    """kopf's main loop as a task: login, signals."""
+    return asyncio.create_task(_frame(state, stop_flag), name="kopf")
 
 
 def quiet_kopf_logging() -> None:
     # kopf logs every handler invocation at INFO; at 10,000 nodes that is noise, not news.
     logging.getLogger("kopf").setLevel(logging.WARNING)
-    logging.getLogger("kopf.activities.probe").setLevel(logging.WARNING)

@@ -10,7 +10,7 @@ deadline, and about every minute, once its own resourceVersion has moved; a quie
 nudged so that it moves, ``informers.NUDGE_SELECTOR``), and one that does not is listed again
 long before it would go stale (``informers.progress_timeout``).
 
-``/healthz`` (kopf's probe, ``frame.py``), ``fabriccap_watch_last_event_timestamp_seconds``,
+``/healthz`` (``main.health_report``), ``fabriccap_watch_last_event_timestamp_seconds``,
 ``fabriccap_watch_connected`` and ``fabriccap_pool_ready`` all read this, and so does the
 publisher, through ``FactStore.stale_kinds()``.
 """

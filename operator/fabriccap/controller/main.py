@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 from pythonjsonlogger.json import JsonFormatter
@@ -29,7 +30,13 @@ from fabriccap.controller.leader import (
 from fabriccap.controller.logreader import LogReader
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.memory import give_back_free_memory
-from fabriccap.controller.metrics import OperatorMetrics, start_metrics_server
+from fabriccap.controller.metrics import (
+    DUAL_STACK_ADDRESS,
+    OperatorMetrics,
+    dual_stack_available,
+    start_health_server,
+    start_metrics_server,
+)
 from fabriccap.controller.publisher import WRITES_STOP_SECONDS, Publisher
 from fabriccap.controller.store import FactStore
 from fabriccap.controller.writes import config_digest, field_manager
@@ -63,8 +70,23 @@ def in_a_pod() -> bool:
 
 def default_bind_address() -> str:
     """All interfaces in a pod (Prometheus and the kubelet's probes reach the pod IP), else
-    loopback only: a laptop or CI machine must not expose /metrics to its network."""
-    return "0.0.0.0" if in_a_pod() else "127.0.0.1"
+    loopback only: a laptop or CI machine must not expose /metrics to its network. All
+    interfaces is the dual-stack ``::`` (IPv4 and IPv6 pod IPs alike), or 0.0.0.0 on a host
+    without IPv6."""
+    if not in_a_pod():
+        return "127.0.0.1"
+    return DUAL_STACK_ADDRESS if dual_stack_available() else "0.0.0.0"
+
+
+def health_report(publisher: Publisher, freshness: Freshness) -> dict[str, Any]:
+    """What /healthz answers; raises when the evaluation loop is stuck, or when the watch data
+    is stale (a partition): a replica that cannot see the cluster must not look healthy."""
+    report = publisher.health()
+    ages = freshness.ages()
+    report["watchAgeSeconds"] = {kind: None if age is None else round(age, 1) for kind, age in ages.items()}
+    if publisher.store.listed.is_set() and not freshness.fresh():
+        raise RuntimeError(f"watch data is stale: {freshness.describe_staleness()}")
+    return report
 
 
 @dataclass
@@ -153,11 +175,21 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     # Every replica reads the logs it is told of, as every replica watches (logreader.py).
     reader = LogReader(options.config, store, client, metrics) if options.config.transport.enabled else None
     state = OperatorState(credentials=credentials, publisher=publisher, freshness=freshness)
-    liveness = f"http://{options.health_bind_address}:{options.health_port}/healthz" if options.health_port else None
-    metrics_runner = None
-    if options.metrics_port:
-        metrics_runner = await start_metrics_server(
-            metrics, options.metrics_bind_address, options.metrics_port, before_scrape=freshness.export
+    # Port 0 turns a server off (--metrics-port, --health-port).
+    servers = (
+        [
+            await start_metrics_server(
+                metrics, options.metrics_bind_address, options.metrics_port, before_scrape=freshness.export
+            )
+        ]
+        if options.metrics_port
+        else []
+    )
+    if options.health_port:
+        servers.append(
+            await start_health_server(
+                lambda: health_report(publisher, freshness), options.health_bind_address, options.health_port
+            )
         )
     logger.info(
         "fabriccap starting against %s as %s (writing as %s): fabrics %s, plugin namespaces %s, %s, %s",
@@ -186,7 +218,7 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     own_writes = OwnWritesRule()
     publisher.requests.answered = own_writes.remember
     published_watch = PublishedWatch(client=client, metrics=metrics, observer=publisher, unread=own_writes)
-    frame = run_frame(state, liveness, stop_flag)
+    frame = run_frame(state, stop_flag)
     tasks = [
         frame,
         asyncio.create_task(publisher.run(), name="publisher"),
@@ -234,8 +266,8 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
             await publisher.lookups.close()
         if reader is not None:
             await reader.close()
-        if metrics_runner is not None:
-            await metrics_runner.cleanup()
+        for server in servers:
+            await server.cleanup()
         await client.close()
 
 

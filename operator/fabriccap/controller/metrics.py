@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import importlib.metadata
+import ipaddress
+import json
 import logging
 import math
 import platform
+import socket
 import time
 import zlib
 from array import array
@@ -40,6 +43,7 @@ from fabriccap import __version__
 from fabriccap.core.api import is_ready_status
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.core.sharing import Shared, shared_text
+from fabriccap.core.text import MAX_MESSAGE, clean_text
 from fabriccap.kube.kinds import WATCHED_KINDS
 
 logger = logging.getLogger("fabriccap.metrics")
@@ -688,6 +692,73 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return weights.get("*", 0.0) > 0
 
 
+# Connections waiting to be accepted on each listener: scrapers and probes, a handful at once.
+LISTEN_BACKLOG = 128
+# The IPv6 wildcard: with IPV6_V6ONLY off it takes IPv4 connections too (as ::ffff:a.b.c.d).
+DUAL_STACK_ADDRESS = "::"
+
+
+def listening_socket(address: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``address`` (an IP literal) and listening.
+
+    The servers take it whole (``web.SockSite``) rather than an address: asyncio's
+    ``create_server`` sets IPV6_V6ONLY on every IPv6 socket, so ``::`` through it answers IPv6
+    only and refuses the kubelet's probes of an IPv4 pod IP. Here ``::`` is one dual-stack
+    listener (IPv4, IPv6-only and dual-stack clusters alike); any other IPv6 address stays IPv6.
+    """
+    ip = ipaddress.ip_address(address)
+    listener = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # A restarted operator rebinds its port while the old connections linger in TIME_WAIT.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if ip.version == 6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if ip.is_unspecified else 1)
+        listener.bind((str(ip), port))
+        listener.listen(LISTEN_BACKLOG)
+        listener.setblocking(False)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def dual_stack_available() -> bool:
+    """Whether this host can listen on the dual-stack ``::`` (no IPv6 in the kernel: it cannot)."""
+    try:
+        listening_socket(DUAL_STACK_ADDRESS, 0).close()
+    except OSError:
+        return False
+    return True
+
+
+async def _serve(app: web.Application, address: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.SockSite(runner, listening_socket(address, port)).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+async def start_health_server(report: Callable[[], Mapping[str, Any]], host: str, port: int) -> web.AppRunner:
+    """Serve /healthz: ``{"fabriccap": report()}`` with 200, or the reason ``report`` raised with
+    500 (the kubelet restarts the pod; its Event shows the body). Computed per request: it only
+    reads counters, and never waits behind a /metrics render."""
+
+    async def serve_health(_: web.Request) -> web.Response:
+        try:
+            body = {"fabriccap": dict(report())}
+        except Exception as error:  # any failure of the report is a failed probe, with its reason
+            return web.Response(status=500, text=clean_text(error, MAX_MESSAGE) + "\n")
+        return web.Response(text=json.dumps(body), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/healthz", serve_health)
+    return await _serve(app, host, port)
+
+
 async def start_metrics_server(
     metrics: OperatorMetrics,
     host: str,
@@ -700,8 +771,8 @@ async def start_metrics_server(
 ) -> web.AppRunner:
     """Serve /metrics: the shared exposition, to at most ``max_concurrent`` scrapers at once.
 
-    /healthz is not here: kopf serves it on its own port, from its own handler, which never
-    renders the exposition (and, with the render off the loop, never waits behind one)."""
+    /healthz is not here but on its own port (start_health_server), from its own handler, which
+    never renders the exposition (and, with the render off the loop, never waits behind one)."""
     shared = exposition or SharedExposition(metrics.exposition_gzip, before_render=before_scrape)
     in_flight = 0
 
@@ -735,7 +806,4 @@ async def start_metrics_server(
 
     app = web.Application()
     app.router.add_get("/metrics", serve_metrics)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    return await _serve(app, host, port)

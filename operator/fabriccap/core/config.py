@@ -78,11 +78,21 @@ DEFAULT_ACCELERATOR_RESOURCES: tuple[str, ...] = (
 )
 DEFAULT_ACCELERATOR_LABELS: tuple[str, ...] = ("nvidia.com/gpu.present=true",)
 
-_QUALIFIED_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# A label key's name (and a label value): at most 63 characters, bounded in the pattern itself
+# so the JSON Schema (config_input_schema) refuses a longer one as the models do.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+# A label key's optional prefix, a DNS subdomain; its length (253) no regex without lookahead
+# can bound, so _check_label_key and the schema's allOf (_LABEL_KEY_LENGTHS) check it apart.
+_LABEL_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_LABEL_KEY = rf"({_LABEL_PREFIX}/)?{_LABEL_NAME}"
+_LABEL_KEY_LENGTHS = r"^([^/]{1,253}/)?[^/]{1,63}$"
+_QUALIFIED_NAME = re.compile(rf"^{_LABEL_KEY}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+# An equality selector as _parse_selector reads it: comma-separated key=value (or key==value)
+# terms, blank terms skipped. ASCII whitespace only (JSON Schema's \s), where str.strip takes
+# any: the schema is the stricter of the two.
+_SELECTOR_PART = rf"\s*({_LABEL_KEY}\s*==?\s*({_LABEL_NAME})?)?\s*"
+_SELECTOR = rf"^{_SELECTOR_PART}(,{_SELECTOR_PART})*$"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _FABRIC_NAME = _DNS_LABEL
@@ -1092,6 +1102,21 @@ def _without_titles(node: Any) -> Any:
     return node
 
 
+def label_key_schema() -> dict[str, Any]:
+    """A Kubernetes label key as JSON Schema: what _check_label_key accepts, lengths included."""
+    return {
+        "type": "string",
+        "pattern": _QUALIFIED_NAME.pattern,
+        "maxLength": 253 + 1 + 63,
+        "allOf": [{"pattern": _LABEL_KEY_LENGTHS}],
+    }
+
+
+def label_value_schema() -> dict[str, Any]:
+    """A Kubernetes label value as JSON Schema: what _check_label_value accepts (63 at most)."""
+    return {"type": "string", "pattern": _LABEL_VALUE.pattern}
+
+
 def config_input_schema() -> dict[str, Any]:
     """The JSON Schema of what a user writes in a config file (``fabriccap config-schema``).
 
@@ -1103,16 +1128,20 @@ def config_input_schema() -> dict[str, Any]:
     - old field names (``gpuResources``, ``gpuLabels``, ``devicePlugin.namespace``) are still
       read, but not together with their new names;
     - what the field validators check in code is spelt out as patterns and bounds where JSON
-      Schema can say it (label keys, DNS names, non-negative maxima), so a chart or an editor
-      refuses it before the operator would.
+      Schema can say it (label keys and their lengths, label selectors, DNS names, non-negative
+      maxima), so a chart or an editor refuses it before the operator would.
 
     The operator still validates every file itself: the schema refuses less than the models
-    (a label key's length limits, unique fabric names, at least one enabled fabric).
+    (unique fabric names, at least one enabled fabric, ascending read steps, a quantity's
+    size, transport without workloads, a selector term's prefix length). The Helm chart's
+    checks (charts/fabriccap/templates/_helpers.tpl) refuse the first five;
+    tests/repo/test_chart.py keeps the chart refusing whatever the loader refuses.
     """
     schema: dict[str, Any] = _without_titles(Config.model_json_schema(by_alias=True, mode="validation"))
     definitions = schema["$defs"]
 
-    label_key = {"type": "string", "pattern": _QUALIFIED_NAME.pattern, "maxLength": 253 + 1 + 63}
+    label_key = label_key_schema()
+    selector = {"type": "string", "pattern": _SELECTOR}
     dns_label = {"type": "string", "pattern": _DNS_LABEL.pattern, "maxLength": 63}
     dns_subdomain = {"type": "string", "pattern": _DNS_SUBDOMAIN.pattern, "maxLength": 253}
     schema["properties"]["poolLabels"].update(items=label_key, uniqueItems=True)
@@ -1124,10 +1153,16 @@ def config_input_schema() -> dict[str, Any]:
 
     target_nodes = definitions[TargetNodes.__name__]["properties"]
     target_nodes["acceleratorResources"]["items"] = label_key
+    target_nodes["acceleratorLabels"]["items"] = selector
 
     device_plugin = definitions[DevicePlugin.__name__]["properties"]
     device_plugin["namespaces"].update(items=dns_label, uniqueItems=True)
     device_plugin["daemonSetNames"]["items"] = dns_subdomain
+    for choice in device_plugin["daemonSetSelector"]["anyOf"]:  # a selector, or a list of them
+        if choice["type"] == "string":
+            choice.update(selector)
+        elif choice["type"] == "array":
+            choice["items"] = selector
     dra = definitions[DraSettings.__name__]["properties"]
     dra["daemonSetNames"]["items"] = dns_subdomain
     dra["deviceClassNames"].update(items=dns_subdomain, uniqueItems=True)
@@ -1160,7 +1195,7 @@ def config_input_schema() -> dict[str, Any]:
     profile_properties["instanceTypes"]["additionalProperties"]["minimum"] = 0
     # `platform` is a source the status shows, never one a profile lists (platformManagedNodeLabels).
     definitions[Source.__name__]["enum"] = [source.value for source in Source if source is not Source.PLATFORM]
-    label_pair = {"type": "string", "pattern": r"^[^=,\s]+=[^=,\s]*$"}
+    label_pair = {"type": "string", "pattern": rf"^{_LABEL_KEY}=({_LABEL_NAME})?$"}
     device_plugin["platformManagedNodeLabels"]["items"] = label_pair
     target_nodes["providerIDPrefixes"]["items"] = {"type": "string", "pattern": r"^[a-z][a-z0-9+.-]{0,30}://$"}
     profile["required"] = ["name"]

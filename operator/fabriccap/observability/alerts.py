@@ -176,8 +176,10 @@ ALERTS: tuple[AlertRule, ...] = (
     AlertRule(
         name="FabricCapabilityOperatorDown",
         # Down (every target's up is 0) or gone (no target discovered, e.g. the ServiceMonitor
-        # selects nothing); both branches keep the `job` label for routing.
-        expr='max by (job) (up{job="@job"}) == 0\nor\nabsent(up{job="@job"})',
+        # selects nothing); both branches keep the `job` label for routing. Per namespace too:
+        # every release's Service scrapes as one job (app.kubernetes.io/name), and a healthy
+        # release's max would hide a dead one (series without a namespace form one group).
+        expr='max by (job, namespace) (up{job="@job"}) == 0\nor\nabsent(up{job="@job"})',
         for_="10m",
         severity="critical",
         summary="The fabriccap operator is down or not scraped (job @job).",
@@ -194,14 +196,16 @@ ALERTS: tuple[AlertRule, ...] = (
         # is up): a holder that is no replica of this install keeps renewing the Lease, or the
         # Lease cannot be written (RBAC). Nothing of that shard's pools is published; unsharded,
         # the one shard is 0. While the job itself is down, OperatorDown says so: this one stays quiet.
+        # Per namespace, as OperatorDown: releases in two namespaces (a Lease each) share the job.
         expr=(
-            "(\n  max by (job, shard) (\n"
+            "(\n  max by (job, namespace, shard) (\n"
             '    fabriccap_leader{job="@job"}\n'
-            "    * on (job, instance) group_left (shard)\n"
+            "    * on (job, namespace, instance) group_left (shard)\n"
             '    fabriccap_shard_info{job="@job"}\n'
             "  ) == 0\n"
             '  or\n  absent(fabriccap_leader{job="@job"})\n)\n'
-            'unless on (job)\n(max by (job) (up{job="@job"}) == 0 or absent(up{job="@job"}))'
+            "unless on (job, namespace)\n"
+            '(max by (job, namespace) (up{job="@job"}) == 0 or absent(up{job="@job"}))'
         ),
         for_="5m",
         severity="critical",

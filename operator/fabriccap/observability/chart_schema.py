@@ -1,9 +1,11 @@
 """The Helm chart's ``values.schema.json``: the chart's own values, and ``config`` from the model.
 
 Helm validates the merged values against this schema before rendering, so ``helm install``
-and ``helm upgrade`` refuse a typo (``resources.limits.memroy``) or a config the operator
-would refuse (``config.fabrics[0].resource: 12``) with a message naming the value, instead
-of rendering a pod that crash-loops. The ``config`` part is ``config_input_schema()``, the
+and ``helm upgrade`` refuse a typo (``resources.limits.memroy``) or a config of the wrong
+shape (``config.fabrics[0].resource: 12``) with a message naming the value, instead of
+rendering a pod that crash-loops. The rules no JSON Schema can say (unique fabric names,
+ascending read steps, a quantity's size, transport without workloads) are the chart's checks
+in templates/_helpers.tpl. The ``config`` part is ``config_input_schema()``, the
 one ``fabriccap config-schema`` prints; the names of ``prometheusRule.rules`` are the shipped
 alerts. Kubernetes objects passed through as they are (affinity, tolerations, security
 contexts) are checked only for their outer type: the apiserver validates the rest.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fabriccap.core.config import CONFIG_SCHEMA_DIALECT, config_input_schema
+from fabriccap.core.config import CONFIG_SCHEMA_DIALECT, config_input_schema, label_key_schema, label_value_schema
 from fabriccap.core.shard import MAX_SHARDS
 from fabriccap.observability.alerts import ALERTS
 
@@ -40,6 +42,19 @@ DURATION: Schema = {
     "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
 }
 DNS_LABEL_OR_EMPTY: Schema = {"type": "string", "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "maxLength": 63}
+# A name the chart makes object names of, the Service's included: a DNS-1035 label (a letter first).
+DNS_1035_LABEL_OR_EMPTY: Schema = {"type": "string", "pattern": r"^([a-z]([-a-z0-9]*[a-z0-9])?)?$", "maxLength": 63}
+DNS_SUBDOMAIN_OR_EMPTY: Schema = {
+    "type": "string",
+    "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",
+    "maxLength": 253,
+}
+
+
+def _labels() -> Schema:
+    """Labels a user adds to an object the chart labels: valid keys and values. None of the
+    chart's own labels either, which the chart's checks refuse by name (fabriccap.checkValues)."""
+    return {"type": "object", "propertyNames": label_key_schema(), "additionalProperties": label_value_schema()}
 
 
 def _object(properties: dict[str, Schema], description: str = "", **extra: Any) -> Schema:
@@ -106,9 +121,9 @@ def values_schema() -> Schema:
             }
         ),
         "imagePullSecrets": {"type": "array", "items": _object({"name": STRING}, required=["name"])},
-        "nameOverride": DNS_LABEL_OR_EMPTY,
-        "fullnameOverride": DNS_LABEL_OR_EMPTY,
-        "serviceAccount": _object({"create": BOOLEAN, "name": STRING, "annotations": STRING_MAP}),
+        "nameOverride": DNS_1035_LABEL_OR_EMPTY,
+        "fullnameOverride": DNS_1035_LABEL_OR_EMPTY,
+        "serviceAccount": _object({"create": BOOLEAN, "name": DNS_SUBDOMAIN_OR_EMPTY, "annotations": STRING_MAP}),
         "config": {"$ref": "#/$defs/Config"},
         "logLevel": {"enum": ["debug", "info", "warning", "error"]},
         "logFormat": {"enum": ["text", "json"]},
@@ -124,7 +139,8 @@ def values_schema() -> Schema:
                 "maxUnavailable": INT_OR_PERCENT,
                 "unhealthyPodEvictionPolicy": {"enum": ["IfHealthyBudget", "AlwaysAllow"]},
             },
-            "the spec of the PodDisruptionBudget ({}: none); a minAvailable replaces maxUnavailable",
+            "the spec of the PodDisruptionBudget; maxUnavailable: null for none ({} merges over the default and"
+            " keeps it); a minAvailable replaces maxUnavailable",
         ),
         "startupProbe": _probe(success_threshold=False),
         "livenessProbe": _probe(success_threshold=False),
@@ -138,7 +154,7 @@ def values_schema() -> Schema:
         },
         "priorityClassName": STRING,
         "podAnnotations": STRING_MAP,
-        "podLabels": STRING_MAP,
+        "podLabels": _labels(),
         "podSecurityContext": KUBE_OBJECT,
         "securityContext": KUBE_OBJECT,
         "metrics": _object(
@@ -154,15 +170,15 @@ def values_schema() -> Schema:
             {"enabled": BOOLEAN, "metricsFrom": KUBE_OBJECTS, "healthFrom": KUBE_OBJECTS},
             "a NetworkPolicy: ingress to the metrics and health ports from the peers listed only",
         ),
-        "prometheusRelease": STRING,
+        "prometheusRelease": label_value_schema(),
         "serviceMonitor": _object(
             {
                 "enabled": BOOLEAN,
                 "namespace": DNS_LABEL_OR_EMPTY,
                 "interval": DURATION,
                 "scrapeTimeout": DURATION,
-                "additionalLabels": STRING_MAP,
-                "labels": _deprecated(STRING_MAP, "additionalLabels"),
+                "additionalLabels": _labels(),
+                "labels": _deprecated(_labels(), "additionalLabels"),
                 "relabelings": KUBE_OBJECTS,
                 "metricRelabelings": KUBE_OBJECTS,
             }
@@ -171,8 +187,8 @@ def values_schema() -> Schema:
             {
                 "enabled": BOOLEAN,
                 "namespace": DNS_LABEL_OR_EMPTY,
-                "additionalLabels": STRING_MAP,
-                "labels": _deprecated(STRING_MAP, "additionalLabels"),
+                "additionalLabels": _labels(),
+                "labels": _deprecated(_labels(), "additionalLabels"),
                 "additionalRuleLabels": STRING_MAP,
                 "job": STRING,
                 "rules": _alert_settings(),
@@ -183,7 +199,7 @@ def values_schema() -> Schema:
             {"enabled": BOOLEAN},
             "read NCCL's choice from the pods' logs: grants get on pods/log and sets config.transport.enabled",
         ),
-        "dashboard": _object({"enabled": BOOLEAN, "namespace": DNS_LABEL_OR_EMPTY, "labels": STRING_MAP}),
+        "dashboard": _object({"enabled": BOOLEAN, "namespace": DNS_LABEL_OR_EMPTY, "labels": _labels()}),
         # Helm's own: values shared with subcharts (this chart has none).
         "global": KUBE_OBJECT,
     }

@@ -1,4 +1,4 @@
-"""The kopf frame: login, probe and signals only; a failure of kopf stops the operator with one line."""
+"""The kopf frame: login and signals only; a failure of kopf stops the operator with one line."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ async def test_a_failed_frame_stops_the_operator_with_kopfs_reason(monkeypatch: 
     monkeypatch.setattr("fabriccap.controller.frame.kopf.operator", operator)
     state: Any = object()
     with pytest.raises(frame.FrameFailedError) as failed:
-        await frame._frame(state, "http://127.0.0.1:1/healthz", None)
+        await frame._frame(state, None)
     assert str(failed.value) == "the kopf frame failed (Ran out of valid credentials); stopping the operator"
     assert len(calls) == 1
-    assert calls[0]["liveness_endpoint"] == "http://127.0.0.1:1/healthz"
+    assert "liveness_endpoint" not in calls[0], "/healthz is the operator's own server (dual-stack)"
     assert calls[0]["standalone"] is True and calls[0]["clusterwide"] is True
 
 
@@ -35,10 +35,7 @@ async def test_kopf_watches_nothing() -> None:
     assert registry._watching.get_all_handlers() == []
     assert registry._changing.get_all_handlers() == []
     assert registry._spawning.get_all_handlers() == []
-    assert [handler.id.rsplit(".", 1)[-1] for handler in registry._activities.get_all_handlers()] == [
-        "login",
-        "fabriccap",
-    ]
+    assert [handler.id.rsplit(".", 1)[-1] for handler in registry._activities.get_all_handlers()] == ["login"]
     assert frame.settings().scanning.disabled is True
 
 
@@ -52,5 +49,5 @@ async def test_kopf_is_named_so_it_never_asks_the_password_database(monkeypatch:
 
     monkeypatch.setattr("fabriccap.controller.frame.kopf.operator", operator)
     state: Any = object()
-    await frame._frame(state, None, None)
+    await frame._frame(state, None)
     assert [call["identity"] for call in calls] == [frame.KOPF_IDENTITY]

@@ -1,6 +1,6 @@
 """/metrics is no denial-of-service lever (issue 27 item 12, round 3 L24): however many scrapers
 come, the exposition is rendered once per interval, off the event loop, for a bounded number of
-them at a time; /healthz (kopf's server, on the same loop) answers while they wait."""
+them at a time; /healthz (its own server, on the same loop) answers while they wait."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ import threading
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
-import kopf
 import pytest
-from kopf._core.engines.indexing import OperatorIndexers
-from kopf._core.engines.probing import health_reporter
 
 from fabriccap.controller import metrics as metrics_module
-from fabriccap.controller.metrics import OperatorMetrics, accepts_gzip, start_metrics_server
+from fabriccap.controller.metrics import OperatorMetrics, accepts_gzip, start_health_server, start_metrics_server
 from support.bounded import hang_guard
 
 SCRAPERS = 20
@@ -52,33 +49,13 @@ class HeldRender:
 
 
 @contextlib.asynccontextmanager
-async def kopf_healthz() -> AsyncIterator[str]:
-    """kopf's own /healthz server, as the operator runs it (``liveness_endpoint``), on the
-    test's event loop (an async fixture would run it on the session's loop)."""
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.probe(id="alive", registry=registry)
-    async def alive(**_: object) -> bool:
-        return True
-
-    url = f"http://127.0.0.1:{free_port()}/healthz"
-    ready = asyncio.Event()
-    server = asyncio.create_task(
-        health_reporter(
-            url,
-            memo=kopf.Memo(),  # type: ignore[arg-type]  # kopf types it as its private AnyMemo
-            indices=OperatorIndexers().indices,
-            registry=registry,
-            settings=kopf.OperatorSettings(),
-            ready_flag=ready,
-        )
-    )
-    await ready.wait()
+async def healthz() -> AsyncIterator[str]:
+    """The operator's /healthz server, on the test's event loop."""
+    runner = await start_health_server(lambda: {"alive": True}, "127.0.0.1", 0)
     try:
-        yield url
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/healthz"
     finally:
-        server.cancel()
-        await asyncio.gather(server, return_exceptions=True)
+        await runner.cleanup()
 
 
 async def _status_and_body(session: aiohttp.ClientSession, url: str) -> tuple[int, bytes]:
@@ -97,7 +74,7 @@ async def test_concurrent_scrapes_share_one_render_while_healthz_answers() -> No
     url = f"http://127.0.0.1:{port}/metrics"
     try:
         with hang_guard(HANG_SECONDS):
-            async with kopf_healthz() as healthz, aiohttp.ClientSession() as session:
+            async with healthz() as health_url, aiohttp.ClientSession() as session:
                 scrapes = [asyncio.create_task(_status_and_body(session, url)) for _ in range(SCRAPERS)]
                 assert await asyncio.to_thread(render.started.wait, HANG_SECONDS)
                 # The render is held in its thread: the scrapes past the bound are answered at once...
@@ -108,7 +85,7 @@ async def test_concurrent_scrapes_share_one_render_while_healthz_answers() -> No
                         break
                 assert {status for status, _ in refused} == {503}
                 # ... and /healthz answers while the others wait for the render.
-                assert (await _status_and_body(session, healthz))[0] == 200
+                assert (await _status_and_body(session, health_url))[0] == 200
                 assert not render.release.is_set()
                 render.release.set()
                 results = await asyncio.gather(*scrapes)
