@@ -263,13 +263,22 @@ def test_a_warning_names_the_template_that_offends(checker: Path) -> None:
     said = told(
         rayjob("ray-head", pod_spec(one_gpu), pod_spec(GPU_EFA)),
         rayjob("ray-worker", pod_spec({"cpu": "4"}), pod_spec(GPU)),
-        replicas(MPIJOB, "mpiReplicaSpecs", "mpi-launcher", {"Launcher": pod_spec(one_gpu), "Worker": pod_spec(GPU_EFA)}),
+        replicas(
+            MPIJOB, "mpiReplicaSpecs", "mpi-launcher", {"Launcher": pod_spec(one_gpu), "Worker": pod_spec(GPU_EFA)}
+        ),
         replicas(PYTORCHJOB, "pytorchReplicaSpecs", "pt-both", {"Worker": pod_spec(GPU), "Master": pod_spec(GPU)}),
-        replicas(PYTORCHJOB, "pytorchReplicaSpecs", "pt-odd-key", {odd_key: pod_spec(GPU), "Master": pod_spec(GPU_EFA)}),
+        replicas(
+            PYTORCHJOB, "pytorchReplicaSpecs", "pt-odd-key", {odd_key: pod_spec(GPU), "Master": pod_spec(GPU_EFA)}
+        ),
         request(
             LEADERWORKERSET,
             "lws-leader",
-            {"leaderWorkerTemplate": {"leaderTemplate": {"spec": pod_spec(GPU)}, "workerTemplate": {"spec": pod_spec(GPU_EFA)}}},
+            {
+                "leaderWorkerTemplate": {
+                    "leaderTemplate": {"spec": pod_spec(GPU)},
+                    "workerTemplate": {"spec": pod_spec(GPU_EFA)},
+                }
+            },
         ),
     )
     resources = "template.spec.containers[].resources"
@@ -280,7 +289,7 @@ def test_a_warning_names_the_template_that_offends(checker: Path) -> None:
         "mpi-launcher": f"MPIJob: spec.mpiReplicaSpecs.Launcher.{resources}",
         "pt-both": f"PyTorchJob: spec.pytorchReplicaSpecs.Master.{resources}",
         "pt-odd-key": f"PyTorchJob: spec.pytorchReplicaSpecs.*.{resources}",
-        "lws-leader": f"LeaderWorkerSet: spec.leaderWorkerTemplate.leaderTemplate.spec.containers[].resources",
+        "lws-leader": "LeaderWorkerSet: spec.leaderWorkerTemplate.leaderTemplate.spec.containers[].resources",
     }
 
 
@@ -314,7 +323,9 @@ def operators_accelerators(*values: str) -> str:
 def test_the_charts_policy_with_default_values_is_the_generated_one() -> None:
     """The chart renders its accelerators from its config value, the component has the built-in
     ones: with the default values they are one policy."""
-    component = next(doc for doc in yaml.safe_load_all(COMPONENT.read_text()) if doc["kind"] == "ValidatingAdmissionPolicy")
+    component = next(
+        doc for doc in yaml.safe_load_all(COMPONENT.read_text()) if doc["kind"] == "ValidatingAdmissionPolicy"
+    )
     assert chart_policy()["spec"] == component["spec"]
 
 

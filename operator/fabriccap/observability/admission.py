@@ -25,8 +25,10 @@ Kubernetes the policy is for has (``OLDEST_KUBERNETES``; tests/repo/test_admissi
 compiles it as that server does): a list in a list is searched with nested ``exists``, never
 ``flatten()``, which came in 1.34 (a server refuses a policy that names what it lacks).
 
-Written from the built-in config by ``make generate`` (the accelerator resources are the
-profiles'), and shipped as a kustomize component and in the chart.
+Written by ``make generate`` and shipped as a kustomize component and in the chart. The
+accelerator resources are the enabled profiles' (what the operator's ``withoutFabric`` counts),
+in one variable: the component's are the built-in config's, the chart's are rendered from its
+``config`` value (``_chart_accelerators``), the values the operator's ConfigMap is made of.
 """
 
 from __future__ import annotations
@@ -287,9 +289,7 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
                 {
                     # Whether a pod template of the object offends (_offends).
                     "name": "offends",
-                    "expression": "variables.poolKey != '' && variables.fabric != '' && ("
-                    + _offends_variable()
-                    + ")",
+                    "expression": "variables.poolKey != '' && variables.fabric != '' && (" + _offends_variable() + ")",
                 },
                 *(
                     {
@@ -439,11 +439,13 @@ def _chart_accelerators() -> str:
     assert target_nodes and new
     old = [rename.old for rename in OLD_FIELD_NAMES if rename.model is TargetNodes and rename.new == new]
     builtins = " ".join(
-        f'"{name}" (dict "enabled" {str(profile["enabled"]).lower()} '
-        f'"{new}" {go_list(profile[target_nodes][new])})'
+        f'"{name}" (dict "enabled" {str(profile["enabled"]).lower()} "{new}" {go_list(profile[target_nodes][new])})'
         for name, profile in BUILTIN_PROFILES.items()
     )
+    # What the values schema (and the operator) take for a name: nothing else reaches the CEL text.
     item = config_input_schema()["$defs"][TargetNodes.__name__]["properties"][new]["items"]
+    is_name = f'(and (kindIs "string" .) (le (len .) {item["maxLength"]}) (regexMatch `{item["pattern"]}` .))'
+    profile_own = f'get (get $builtins (toString .name) | default dict) "{new}" | default {go_list(field.default)}'
     own = "".join(f'{{{{- else if hasKey $given "{name}" }}}}{{{{- $own = get $given "{name}" }}}}\n' for name in old)
     return (
         f'{{{{- define "{ACCELERATORS_TEMPLATE}" -}}}}\n'
@@ -460,15 +462,13 @@ def _chart_accelerators() -> str:
         "{{- range $fabrics }}\n"
         '{{- if or (not (hasKey . "enabled")) .enabled }}\n'
         f'{{{{- $given := get . "{target_nodes}" | default dict }}}}\n'
-        f'{{{{- $own := get (get $builtins (toString .name) | default dict) "{new}" | default {go_list(field.default)} }}}}\n'
-        f'{{{{- if hasKey $given "{new}" }}}}{{{{- $own = get $given "{new}" }}}}\n'
-        + own
-        + "{{- end }}\n"
+        f"{{{{- $own := {profile_own} }}}}\n"
+        f'{{{{- if hasKey $given "{new}" }}}}{{{{- $own = get $given "{new}" }}}}\n' + own + "{{- end }}\n"
         "{{- $resources = concat $resources $own }}\n"
         "{{- end }}\n"
         "{{- end }}\n"
         "{{- range $resources }}\n"
-        f'{{{{- if not (and (kindIs "string" .) (le (len .) {item["maxLength"]}) (regexMatch `{item["pattern"]}` .)) }}}}\n'
+        f"{{{{- if not {is_name} }}}}\n"
         f'{{{{- fail (printf "config.fabrics[].{target_nodes}.{new}: %q is not an extended resource name" '
         "(toString . | trunc 80)) }}\n"
         "{{- end }}\n"

@@ -59,6 +59,8 @@ def test_the_accelerators_are_one_variable_of_the_enabled_profiles() -> None:
     )
     variables = {variable["name"]: variable["expression"] for variable in policy(config)["spec"]["variables"]}
     assert variables[ACCELERATORS_VARIABLE] == "['habana.ai/gaudi', 'nvidia.com/gpu']"
+    # The first: docs/workloads.md patches the component's at /spec/variables/0.
+    assert policy(config)["spec"]["variables"][0]["name"] == ACCELERATORS_VARIABLE
     assert "nvidia.com/gpu" not in variables["offends"] + variables["perNodeOffends"]
     assert f"variables.{ACCELERATORS_VARIABLE}.exists(" in variables["offends"]
     assert f"variables.{ACCELERATORS_VARIABLE}.exists(" in variables["perNodeOffends"]
