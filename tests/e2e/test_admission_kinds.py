@@ -455,11 +455,20 @@ def evaluation_errors(cluster: E2ECluster) -> float:
     )
 
 
+# Where the warning sends the user in BUILDERS' objects when it is not the kind's request field:
+# the template that offends, a map of them by its key (the first in order when several do).
+WHERE = {
+    "PyTorchJob.kubeflow.org": "spec.pytorchReplicaSpecs.Master.template.spec.containers[].resources",
+    "LeaderWorkerSet.leaderworkerset.x-k8s.io": "spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources",
+}
+
+
 def expected_warning(case: Case, params: dict[str, str]) -> str:
     pool = case.warns_for
     assert pool is not None
+    where = WHERE.get(case.kind.group_kind, case.kind.request_field)
     return (
-        f"request {EFA}: 32 per node in {case.kind.kind}: {case.kind.request_field}: {case.kind.kind} {case.name} "
+        f"request {EFA}: 32 per node in {case.kind.kind}: {where}: {case.kind.kind} {case.name} "
         f"selects pool {pool} where {EFA}: 32 is Ready (FabricCapability {params[pool]}), and requests an "
         f"accelerator but no {EFA}: NCCL will use TCP sockets"
     )

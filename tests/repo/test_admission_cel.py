@@ -15,16 +15,36 @@ first time. Without Go the tests skip on a laptop and fail under CI=true.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from fabriccap.core.workload_kinds import BATCH_JOB, JOBSET, POD, TRAINJOB, WorkloadKind
-from fabriccap.observability.admission import OLDEST_KUBERNETES, POLICY_NAME, policy_yaml
+from fabriccap.core.config import parse_config
+from fabriccap.core.workload_kinds import (
+    BATCH_JOB,
+    JOBSET,
+    LEADERWORKERSET,
+    MPIJOB,
+    POD,
+    PYTORCHJOB,
+    RAYJOB,
+    TRAINJOB,
+    WorkloadKind,
+)
+from fabriccap.observability.admission import (
+    ACCELERATORS_VARIABLE,
+    OLDEST_KUBERNETES,
+    POLICY_NAME,
+    accelerator_resources,
+    policy_yaml,
+)
 from fabriccap_devtools.celcheck import (
     PolicyCompilation,
     Request,
@@ -34,7 +54,7 @@ from fabriccap_devtools.celcheck import (
     evaluate,
 )
 from fabriccap_devtools.gotools import GoToolError
-from support.rendering import MANIFESTS, render_helm
+from support.rendering import CHART, MANIFESTS, RUN_TIMEOUT_SECONDS, helm_binary, one, render_helm
 
 COMPONENT = MANIFESTS / "components" / "admission-policy" / "admission-policy.yaml"
 NEWEST_KUBERNETES = "1.35"  # the e2e tests' kube-apiserver (fabriccap_devtools.controlplane)
@@ -151,9 +171,10 @@ def jobset(name: str, spec: dict[str, Any]) -> Request:
     return request(JOBSET, name, {"replicatedJobs": [replicated]})
 
 
-def told(*requests: Request) -> dict[str, str | None]:
-    """The warning the shipped policy gives each request on the oldest Kubernetes it is for."""
-    evaluations = evaluate(COMPONENT, requests, OLDEST_KUBERNETES)
+def told(*requests: Request, policy: Path = COMPONENT) -> dict[str, str | None]:
+    """The warning the shipped policy (the kustomize component's, unless ``policy`` says)
+    gives each request on the oldest Kubernetes it is for."""
+    evaluations = evaluate(policy, requests, OLDEST_KUBERNETES)
     assert [(e.name, e.matched, e.error) for e in evaluations] == [(r.name, True, None) for r in requests]
     return {e.name: e.warning for e in evaluations}
 
@@ -219,3 +240,154 @@ def test_a_trainer_v2_1_trainjob_is_warned_where_its_override_chooses_the_pool(c
         f"request {EFA}: 32 per node in TrainJob: spec.trainer.resourcesPerNode: TrainJob tcp selects pool {POOL}"
     )
     assert said["efa"] is None and said["launcher"] is None
+
+
+def test_a_warning_names_the_template_that_offends(checker: Path) -> None:
+    """A kind with several pod templates sends the user to the one that asks for an
+    accelerator without the fabric, not to a fixed one; a map of them (replica types) by its
+    key, the first in order when several offend (a map's keys come in no fixed order), and a key
+    that is not a replica type's name (unbounded text of the user's) as `*`."""
+
+    def replicas(kind: WorkloadKind, field: str, name: str, specs: dict[str, dict[str, Any]]) -> Request:
+        return request(kind, name, {field: {key: {"replicas": 1, "template": {"spec": s}} for key, s in specs.items()}})
+
+    def rayjob(name: str, head: dict[str, Any], worker: dict[str, Any]) -> Request:
+        cluster = {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": head}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": {"spec": worker}}],
+        }
+        return request(RAYJOB, name, {"entrypoint": "python train.py", "rayClusterSpec": cluster})
+
+    one_gpu = {"nvidia.com/gpu": "1"}
+    odd_key = "Worker'" + "x" * 80
+    said = told(
+        rayjob("ray-head", pod_spec(one_gpu), pod_spec(GPU_EFA)),
+        rayjob("ray-worker", pod_spec({"cpu": "4"}), pod_spec(GPU)),
+        replicas(
+            MPIJOB, "mpiReplicaSpecs", "mpi-launcher", {"Launcher": pod_spec(one_gpu), "Worker": pod_spec(GPU_EFA)}
+        ),
+        replicas(PYTORCHJOB, "pytorchReplicaSpecs", "pt-both", {"Worker": pod_spec(GPU), "Master": pod_spec(GPU)}),
+        replicas(
+            PYTORCHJOB, "pytorchReplicaSpecs", "pt-odd-key", {odd_key: pod_spec(GPU), "Master": pod_spec(GPU_EFA)}
+        ),
+        request(
+            LEADERWORKERSET,
+            "lws-leader",
+            {
+                "leaderWorkerTemplate": {
+                    "leaderTemplate": {"spec": pod_spec(GPU)},
+                    "workerTemplate": {"spec": pod_spec(GPU_EFA)},
+                }
+            },
+        ),
+    )
+    resources = "template.spec.containers[].resources"
+    where = {name: re.search(r" per node in (\S+: \S+): ", warning or "") for name, warning in said.items()}
+    assert {name: found and found[1] for name, found in where.items()} == {
+        "ray-head": f"RayJob: spec.rayClusterSpec.headGroupSpec.{resources}",
+        "ray-worker": f"RayJob: spec.rayClusterSpec.workerGroupSpecs[].{resources}",
+        "mpi-launcher": f"MPIJob: spec.mpiReplicaSpecs.Launcher.{resources}",
+        "pt-both": f"PyTorchJob: spec.pytorchReplicaSpecs.Master.{resources}",
+        "pt-odd-key": f"PyTorchJob: spec.pytorchReplicaSpecs.*.{resources}",
+        "lws-leader": "LeaderWorkerSet: spec.leaderWorkerTemplate.leaderTemplate.spec.containers[].resources",
+    }
+
+
+# -- the chart's accelerators: its config's ---------------------------------------------------------
+
+# Intel Gaudi (dl1, dl2q: instances with EFA); its device plugin advertises habana.ai/gaudi
+# (https://docs.habana.ai/en/latest/Installation_Guide/Additional_Installation/Kubernetes_Installation/).
+GAUDI = "habana.ai/gaudi"
+GAUDI_FABRICS = [{"name": "efa", "targetNodes": {"acceleratorResources": ["nvidia.com/gpu", GAUDI]}}]
+
+
+def chart_policy(*values: str) -> dict[str, Any]:
+    return one(render_helm(*values), "ValidatingAdmissionPolicy")
+
+
+def accelerators_of(policy: dict[str, Any]) -> str:
+    (variable,) = (v for v in policy["spec"]["variables"] if v["name"] == ACCELERATORS_VARIABLE)
+    expression = variable["expression"]
+    assert isinstance(expression, str)
+    return expression
+
+
+def operators_accelerators(*values: str) -> str:
+    """The CEL list of what the operator the chart deploys counts as accelerators: its
+    ConfigMap's config file, read as the operator reads it."""
+    config_map = one(render_helm(*values), "ConfigMap", "fabriccap-config")
+    resources = accelerator_resources(parse_config(config_map["data"]["config.yaml"], "configmap"))
+    return "[" + ", ".join(f"'{resource}'" for resource in resources) + "]"
+
+
+def test_the_charts_policy_with_default_values_is_the_generated_one() -> None:
+    """The chart renders its accelerators from its config value, the component has the built-in
+    ones: with the default values they are one policy."""
+    component = next(
+        doc for doc in yaml.safe_load_all(COMPONENT.read_text()) if doc["kind"] == "ValidatingAdmissionPolicy"
+    )
+    assert chart_policy()["spec"] == component["spec"]
+
+
+@pytest.mark.parametrize(
+    "fabrics",
+    [
+        pytest.param(None, id="no-fabrics-the-built-in-profiles"),
+        pytest.param([{"name": "efa"}], id="efa"),
+        pytest.param(GAUDI_FABRICS, id="efa-with-gaudi"),
+        pytest.param([{"name": "efa", "targetNodes": {"acceleratorLabels": ["x=y"]}}], id="efa-other-field"),
+        pytest.param([{"name": "efa", "targetNodes": {"gpuResources": [GAUDI]}}], id="efa-old-field-name"),
+        pytest.param([{"name": "efa", "enabled": False}, {"name": "aks-rdma"}], id="aks-rdma-listed-is-on"),
+        pytest.param([{"name": "efa"}, {"name": "aks-rdma", "enabled": False}], id="aks-rdma-off"),
+        pytest.param([{"name": "efa", "targetNodes": {"acceleratorResources": []}}], id="none"),
+        pytest.param(
+            [
+                {"name": "efa", "targetNodes": {"acceleratorResources": [GAUDI, "nvidia.com/gpu"]}},
+                {"name": "ib", "resource": "example.com/ib", "devicePlugin": {"daemonSetNames": ["ib-plugin"]}},
+                {
+                    "name": "roce",
+                    "resource": "example.com/roce",
+                    "devicePlugin": {"daemonSetNames": ["roce-plugin"]},
+                    "targetNodes": {"acceleratorResources": ["example.com/tpu", GAUDI]},
+                },
+            ],
+            id="own-profiles-default-and-given",
+        ),
+    ],
+)
+def test_the_charts_policy_counts_the_accelerators_the_operator_counts(fabrics: list[dict[str, Any]] | None) -> None:
+    """The chart defaults its config value's fabrics as the operator defaults its config file:
+    the policy's accelerators are those of the operator the chart deploys (its FabricNotRequested
+    and the warning at submit time agree)."""
+    values = (f"config.fabrics={json.dumps(fabrics)}",)
+    assert accelerators_of(chart_policy(*values)) == operators_accelerators(*values)
+
+
+def test_the_charts_policy_warns_for_the_accelerators_of_its_config(checker: Path, tmp_path: Path) -> None:
+    """A Gaudi Job on a Ready EFA pool, without EFA: the chart configured with habana.ai/gaudi
+    warns it; the kustomize component (built-in accelerators) and the default chart do not."""
+    configured = tmp_path / "gaudi.yaml"
+    configured.write_text(yaml.safe_dump(chart_policy(f"config.fabrics={json.dumps(GAUDI_FABRICS)}")))
+    default = tmp_path / "default.yaml"
+    default.write_text(yaml.safe_dump(chart_policy()))
+    gaudi = job("gaudi", pod_spec({GAUDI: "8"}))
+    with_efa = job("gaudi-efa", pod_spec({GAUDI: "8", EFA: "24"}))
+    said = told(gaudi, with_efa, policy=configured)
+    assert said["gaudi"] is not None and said["gaudi"].startswith(
+        f"request {EFA}: 32 per node in Job: spec.template.spec.containers[].resources: Job gaudi selects pool {POOL}"
+    )
+    assert said["gaudi-efa"] is None
+    assert told(gaudi, policy=default) == told(gaudi) == {"gaudi": None}
+
+
+def test_an_accelerator_that_is_no_resource_name_fails_the_install() -> None:
+    """The names go into the policy's CEL: one that is not an extended resource's name (which the
+    operator would refuse at start) stops the render, even with the values schema skipped."""
+    injected = "nvidia.com/gpu'] || true || ['x"
+    fabrics = [{"name": "efa", "targetNodes": {"acceleratorResources": [injected]}}]
+    args = [helm_binary(), "template", "t", str(CHART), "--skip-schema-validation"]
+    args += ["--set-json", f"config.fabrics={json.dumps(fabrics)}"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode != 0
+    assert "config.fabrics[].targetNodes.acceleratorResources" in result.stderr
+    assert "is not an extended resource name" in result.stderr

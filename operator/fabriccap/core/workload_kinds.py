@@ -175,7 +175,8 @@ def group_of(api_version: str) -> str:
 _TRAINER = "github.com/kubeflow/trainer/v2@v2.3.0 (658725bdae5c)"
 _TRAINER_V2_1 = "github.com/kubeflow/trainer/v2@v2.1.0"
 _TRAINING_OPERATOR = "github.com/kubeflow/training-operator@v1.9.2 (bde9c20903ad)"
-_TEMPLATE_RESOURCES = "containers[].resources"
+# Where in a pod spec a request goes, as the table and the warnings say it.
+TEMPLATE_RESOURCES = "containers[].resources"
 
 TRAINJOB = WorkloadKind(
     title="Kubeflow Trainer TrainJob",
@@ -205,7 +206,7 @@ JOBSET = WorkloadKind(
     plural="jobsets",
     versions=("v1alpha2",),
     pod_templates=("spec.replicatedJobs[].template.spec.template",),
-    request_field=f"spec.replicatedJobs[].template.spec.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.replicatedJobs[].template.spec.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → Job → JobSet, from the pod labels jobset.sigs.k8s.io/jobset-name and -uid",
     source="sigs.k8s.io/jobset@v0.12.0 (09e9a3bb4b64) api/jobset/v1alpha2/jobset_types.go",
     read_for_owner=True,
@@ -219,7 +220,7 @@ PYTORCHJOB = WorkloadKind(
     versions=("v1",),
     # Master, Worker: the replica types are map keys the user writes, so every value is read.
     pod_templates=("spec.pytorchReplicaSpecs.*.template",),
-    request_field=f"spec.pytorchReplicaSpecs.<Master|Worker>.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.pytorchReplicaSpecs.<Master|Worker>.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → PyTorchJob (controller reference)",
     source=f"{_TRAINING_OPERATOR} pkg/apis/kubeflow.org/v1/pytorch_types.go",
 )
@@ -231,7 +232,7 @@ MPIJOB = WorkloadKind(
     # Both releases define mpijobs.kubeflow.org: a cluster has one or the other.
     versions=("v1", "v2beta1"),
     pod_templates=("spec.mpiReplicaSpecs.*.template",),
-    request_field=f"spec.mpiReplicaSpecs.Worker.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.mpiReplicaSpecs.Worker.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → MPIJob; the v2beta1 launcher: Pod → Job → MPIJob (one read of the Job)",
     source=(
         f"{_TRAINING_OPERATOR} pkg/apis/kubeflow.org/v1/mpi_types.go; "
@@ -245,7 +246,7 @@ LEADERWORKERSET = WorkloadKind(
     plural="leaderworkersets",
     versions=("v1",),
     pod_templates=("spec.leaderWorkerTemplate.leaderTemplate", "spec.leaderWorkerTemplate.workerTemplate"),
-    request_field=f"spec.leaderWorkerTemplate.<leaderTemplate|workerTemplate>.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.leaderWorkerTemplate.<leaderTemplate|workerTemplate>.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod=(
         "Pod → StatefulSet (→ leader Pod → StatefulSet) → LeaderWorkerSet, from the pod label "
         "(one read of it for its uid and own owner)"
@@ -267,7 +268,7 @@ HYPERPOD_PYTORCHJOB = WorkloadKind(
     plural="hyperpodpytorchjobs",
     versions=("v1",),
     pod_templates=("spec.replicaSpecs[].template",),
-    request_field=f"spec.replicaSpecs[].template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.replicaSpecs[].template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → its controller (closed operator; pods carry HPJob=<name>)",
     source=(
         "aws/sagemaker-hyperpod-cli@011ca927123e src/sagemaker/hyperpod/training/"
@@ -282,7 +283,7 @@ VOLCANO_JOB = WorkloadKind(
     plural="jobs",
     versions=("v1alpha1",),
     pod_templates=("spec.tasks[].template",),
-    request_field=f"spec.tasks[].template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.tasks[].template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → Volcano Job (controller reference)",
     source=(
         "github.com/volcano-sh/volcano@v1.15.1 (0a56ed331897) "
@@ -300,7 +301,7 @@ RAYJOB = WorkloadKind(
         "spec.rayClusterSpec.workerGroupSpecs[].template",
         "spec.submitterPodTemplate",
     ),
-    request_field=f"spec.rayClusterSpec.workerGroupSpecs[].template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.rayClusterSpec.workerGroupSpecs[].template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod=(
         "Pod → RayCluster → RayJob (one read of the RayCluster); the submitter: Pod → Job → RayJob "
         "(one read of the Job)"
@@ -314,7 +315,7 @@ RAYCLUSTER = WorkloadKind(
     plural="rayclusters",
     versions=("v1",),
     pod_templates=("spec.headGroupSpec.template", "spec.workerGroupSpecs[].template"),
-    request_field=f"spec.workerGroupSpecs[].template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.workerGroupSpecs[].template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → RayCluster (controller reference; one read of it for its RayJob)",
     source="github.com/ray-project/kuberay/ray-operator@v1.5.0 apis/ray/v1/raycluster_types.go",
     # A RayJob's RayCluster is generated, and controlled by the RayJob (kuberay ray-operator
@@ -333,7 +334,7 @@ BATCH_JOB = WorkloadKind(
     plural="jobs",
     versions=("v1",),
     pod_templates=("spec.template",),
-    request_field=f"spec.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → Job (controller reference; one read of the Job for its own owner)",
     source="k8s.io/api@v0.35.4 batch/v1/types.go",
     read_for_owner=True,
@@ -345,7 +346,7 @@ POD = WorkloadKind(
     plural="pods",
     versions=("v1",),
     pod_templates=("",),
-    request_field=f"spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="a Pod with no controller is its own owner",
     source="k8s.io/api@v0.35.4 core/v1/types.go",
 )
@@ -358,7 +359,7 @@ CRONJOB = WorkloadKind(
     plural="cronjobs",
     versions=("v1",),
     pod_templates=("spec.jobTemplate.spec.template",),
-    request_field=f"spec.jobTemplate.spec.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.jobTemplate.spec.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → Job → CronJob (one read of the Job)",
     source="k8s.io/api@v0.35.4 batch/v1/types.go",
     admitted=False,
@@ -370,7 +371,7 @@ REPLICASET = WorkloadKind(
     plural="replicasets",
     versions=("v1",),
     pod_templates=("spec.template",),
-    request_field=f"spec.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → ReplicaSet (one read of it for its Deployment)",
     source="k8s.io/api@v0.35.4 apps/v1/types.go",
     admitted=False,
@@ -383,7 +384,7 @@ DEPLOYMENT = WorkloadKind(
     plural="deployments",
     versions=("v1",),
     pod_templates=("spec.template",),
-    request_field=f"spec.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → ReplicaSet → Deployment (one read of the ReplicaSet)",
     source="k8s.io/api@v0.35.4 apps/v1/types.go",
     admitted=False,
@@ -395,7 +396,7 @@ STATEFULSET = WorkloadKind(
     plural="statefulsets",
     versions=("v1",),
     pod_templates=("spec.template",),
-    request_field=f"spec.template.spec.{_TEMPLATE_RESOURCES}",
+    request_field=f"spec.template.spec.{TEMPLATE_RESOURCES}",
     owner_from_pod="Pod → StatefulSet (controller reference)",
     source="k8s.io/api@v0.35.4 apps/v1/types.go",
     admitted=False,

@@ -25,8 +25,10 @@ Kubernetes the policy is for has (``OLDEST_KUBERNETES``; tests/repo/test_admissi
 compiles it as that server does): a list in a list is searched with nested ``exists``, never
 ``flatten()``, which came in 1.34 (a server refuses a policy that names what it lacks).
 
-Written from the built-in config by ``make generate`` (the accelerator resources are the
-profiles'), and shipped as a kustomize component and in the chart.
+Written by ``make generate`` and shipped as a kustomize component and in the chart. The
+accelerator resources are the enabled profiles' (what the operator's ``withoutFabric`` counts),
+in one variable: the component's are the built-in config's, the chart's are rendered from its
+``config`` value (``_chart_accelerators``), the values the operator's ConfigMap is made of.
 """
 
 from __future__ import annotations
@@ -35,8 +37,16 @@ from collections.abc import Callable
 from typing import Any
 
 from fabriccap.core.api import GROUP, KIND, READY_LABEL, VERSION
-from fabriccap.core.config import Config, default_config
-from fabriccap.core.workload_kinds import ADMITTED, Step, WorkloadKind, parse_path
+from fabriccap.core.config import (
+    BUILTIN_PROFILES,
+    OLD_FIELD_NAMES,
+    Config,
+    FabricProfile,
+    TargetNodes,
+    config_input_schema,
+    default_config,
+)
+from fabriccap.core.workload_kinds import ADMITTED, TEMPLATE_RESOURCES, Step, WorkloadKind, parse_path
 from fabriccap.observability.generated import generated_header, to_yaml
 
 POLICY_NAME = "fabriccap-fabric-request"
@@ -44,6 +54,8 @@ POLICY_NAME = "fabriccap-fabric-request"
 # ValidatingAdmissionPolicy is served from 1.30. Its CEL must compile there (a 1.30 server
 # compiles a new policy with the 1.29 environment: fabriccap_devtools.celcheck, tested).
 OLDEST_KUBERNETES = "1.30"
+ACCELERATORS_VARIABLE = "accelerators"
+_ACCELERATORS = f"variables.{ACCELERATORS_VARIABLE}"
 _CLAIM = "params.status.recommendation.resourceClaimTemplate.spec.devices.requests[0].exactly"
 HEADER = generated_header(__name__)
 # Said for a kind whose CEL key is not in the table (cannot happen: every rule comes from it).
@@ -52,6 +64,14 @@ _ANY_TEMPLATE = "its pod template's containers[].resources"
 
 def _cel_list(values: list[str]) -> str:
     return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def accelerator_resources(config: Config) -> list[str]:
+    """The resources whose request makes a template an accelerator's: every enabled profile's
+    ``targetNodes.acceleratorResources``, sorted, each once (what ``withoutFabric`` counts)."""
+    return sorted(
+        {resource for fabric in config.enabled_fabrics for resource in fabric.target_nodes.accelerator_resources}
+    )
 
 
 def resource_key(kind: WorkloadKind) -> str:
@@ -129,12 +149,47 @@ def _selects(spec: str) -> str:
     )
 
 
-def _where_cel() -> str:
-    entries = ", ".join(f"'{resource_key(kind)}': '{kind.kind}: {kind.request_field}'" for kind in ADMITTED)
-    return f'{{{entries}}}[?variables.resource].orValue("{_ANY_TEMPLATE}")'
+# A map key the warning names (a replica type: Master, Launcher): bounded and of the characters a
+# replica type has; any other key is said as `*`.
+_KEY_SHOWN = "^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 
 
-def _offends(accelerators: str) -> Callable[[str], str]:
+def _template_where(kind: WorkloadKind, path: str) -> str:
+    """CEL string: ``Kind: `` and where the request goes in the pod template at ``path``, one
+    that offends: its path, then the pod spec's ``containers[].resources``. A map of templates
+    (``*`` reached through single fields: Master, Launcher) is said by the key of the template
+    that offends, the first in order when several do (a map's keys come in no fixed order)."""
+    parts = [*(path.split(".") if path else []), "spec", TEMPLATE_RESOURCES]
+    steps = parse_path(path)
+    many = next((i for i, step in enumerate(steps) if step.field == "*" or step.iterate), None)
+    if many is None or steps[many].field != "*":
+        return f"'{kind.kind}: {'.'.join(parts)}'"
+    mapping = "object" + "".join(f".?{step.field}" for step in steps[:many]) + ".orValue({})"
+    template_spec = parse_path(".".join(parts[many + 1 : -1]))
+    keys = f"{mapping}.filter(k, {_some(f'{mapping}[k]', False, template_spec, _offends(), 1)})"
+    key = f"{keys}.map(k, k.matches('{_KEY_SHOWN}') ? k : '*').min()"
+    return f"'{kind.kind}: {'.'.join(parts[:many])}.' + {key} + '.{'.'.join(parts[many + 1 :])}'"
+
+
+def _where_variable() -> str:
+    """CEL: ``Kind: path`` of the template that offends, the first of the kind's that does (a
+    RayJob whose head asks for a GPU without the fabric is sent to its head), or the kind's
+    request field when the object carries its per-node resources itself (a TrainJob)."""
+    branches = []
+    for kind in ADMITTED:
+        if kind.resources_per_node is not None or not kind.pod_templates:
+            where = f"'{kind.kind}: {kind.request_field}'"
+        else:
+            # The last template offends when no other does (``offends`` held).
+            *others, last = kind.pod_templates
+            where = "".join(
+                f"({some_pod_spec((path,), _offends())}) ? {_template_where(kind, path)} : " for path in others
+            ) + _template_where(kind, last)
+        branches.append(f"variables.resource == '{resource_key(kind)}' ? ({where}) : ")
+    return "".join(branches) + f'"{_ANY_TEMPLATE}"'
+
+
+def _offends() -> Callable[[str], str]:
     """CEL, for a pod spec: it selects the params' pool and uses an accelerator, but neither the
     fabric's resource nor any claim (a claim may be the fabric's: not judged)."""
 
@@ -148,7 +203,7 @@ def _offends(accelerators: str) -> Callable[[str], str]:
     def test(spec: str) -> str:
         return (
             f"{_selects(spec)} && size({spec}.?resourceClaims.orValue([])) == 0 && "
-            + containers_ask(spec, f"{accelerators}.exists(a, {_asks('c.?resources', 'a')})")
+            + containers_ask(spec, f"{_ACCELERATORS}.exists(a, {_asks('c.?resources', 'a')})")
             + " && !"
             + containers_ask(spec, _asks("c.?resources", "variables.fabric"))
         )
@@ -156,16 +211,16 @@ def _offends(accelerators: str) -> Callable[[str], str]:
     return test
 
 
-def _offends_variable(accelerators: str) -> str:
+def _offends_variable() -> str:
     branches = [
-        f"variables.resource == '{resource_key(kind)}' ? {some_pod_spec(kind.pod_templates, _offends(accelerators))} : "
+        f"variables.resource == '{resource_key(kind)}' ? {some_pod_spec(kind.pod_templates, _offends())} : "
         for kind in ADMITTED
         if kind.pod_templates
     ]
     return "".join(branches) + "false"
 
 
-def _per_node_variables(accelerators: str) -> list[dict[str, str]]:
+def _per_node_variables() -> list[dict[str, str]]:
     """Kinds that carry their per-node resources themselves (a TrainJob): they offend when they
     select the pool through a template of theirs and those resources ask for an accelerator and
     not the fabric. The runtime's own template is out of reach (docs/workloads.md)."""
@@ -177,18 +232,13 @@ def _per_node_variables(accelerators: str) -> list[dict[str, str]]:
         branches.append(
             f"(variables.resource == '{resource_key(kind)}' && "
             f"({some_pod_spec(kind.selector_templates, _selects)}) && "
-            f"{accelerators}.exists(a, {_asks(resources, 'a')}) && "
+            f"{_ACCELERATORS}.exists(a, {_asks(resources, 'a')}) && "
             f"!({_asks(resources, 'variables.fabric')}))"
         )
     return [{"name": "perNodeOffends", "expression": " || ".join(branches) or "false"}]
 
 
 def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
-    accelerators = _cel_list(
-        sorted(
-            {resource for fabric in config.enabled_fabrics for resource in fabric.target_nodes.accelerator_resources}
-        )
-    )
     trainer = next((kind for kind in ADMITTED if kind.resources_per_node is not None), None)
     # Trainer v2.3 merges resourcesPerNode into the runtime's `node` container key by key: a
     # runtime that asks for the fabric keeps it, which the policy cannot see (docs/workloads.md).
@@ -230,6 +280,8 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
                 }
             ],
             "variables": [
+                # The enabled profiles' accelerator resources (the chart's from its config value).
+                {"name": ACCELERATORS_VARIABLE, "expression": _cel_list(accelerator_resources(config))},
                 {"name": "resource", "expression": "request.resource.group + '/' + request.resource.resource"},
                 {"name": "poolKey", "expression": "params.?status.?pool.?key.orValue('')"},
                 {"name": "poolValue", "expression": "params.?status.?pool.?value.orValue('')"},
@@ -237,16 +289,14 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
                 {
                     # Whether a pod template of the object offends (_offends).
                     "name": "offends",
-                    "expression": "variables.poolKey != '' && variables.fabric != '' && ("
-                    + _offends_variable(accelerators)
-                    + ")",
+                    "expression": "variables.poolKey != '' && variables.fabric != '' && (" + _offends_variable() + ")",
                 },
                 *(
                     {
                         "name": v["name"],
                         "expression": "variables.poolKey != '' && variables.fabric != '' && " + v["expression"],
                     }
-                    for v in _per_node_variables(accelerators)
+                    for v in _per_node_variables()
                 ),
                 {
                     # The count to ask for: the recommendation (an empty launchable NodePool's
@@ -257,7 +307,7 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
                         ".orValue(has(params.status.uniformCount) ? ': ' + string(params.status.uniformCount) : '')"
                     ),
                 },
-                {"name": "where", "expression": _where_cel()},
+                {"name": "where", "expression": _where_variable()},
                 {
                     # What to ask for: the extended resource, or (a DRA-only pool) a claim.
                     "name": "request",
@@ -319,9 +369,15 @@ def chart_template(config: Config | None = None) -> str:
     like the chart's other objects, so two releases (or Helm and kustomize) never claim one."""
     objects = [policy(config or default_config()), binding()]
     objects[1]["spec"]["policyName"] = "@POLICY_NAME@"
+    (accelerators,) = (v for v in objects[0]["spec"]["variables"] if v["name"] == ACCELERATORS_VARIABLE)
+    accelerators["expression"] = "@ACCELERATORS@"
     parts = []
     for obj in objects:
-        spec = _indented({"spec": obj["spec"]}, 0).replace("@POLICY_NAME@", CHART_NAME)
+        spec = (
+            _indented({"spec": obj["spec"]}, 0)
+            .replace("@POLICY_NAME@", CHART_NAME)
+            .replace("'@ACCELERATORS@'", f'{{{{ include "{ACCELERATORS_TEMPLATE}" . | quote }}}}')
+        )
         parts.append(
             f"apiVersion: {obj['apiVersion']}\n"
             f"kind: {obj['kind']}\n"
@@ -335,6 +391,7 @@ def chart_template(config: Config | None = None) -> str:
         + HEADER.strip().removeprefix("# ")
         + " */ -}}\n"
         + _CHART_GATE
+        + _chart_accelerators()
         + f'{{{{- if and .Values.admissionPolicy.enabled (include "{SERVED_TEMPLATE}" .) }}}}\n'
         + "---\n".join(parts)
         + "{{- end }}\n"
@@ -356,3 +413,66 @@ _CHART_GATE = (
     "true{{ end }}\n"
     "{{- end }}\n"
 )
+
+
+# The policy's accelerator resources in the chart: from the config value the operator's ConfigMap
+# is rendered from, so its warning and the operator's withoutFabric count the same resources.
+ACCELERATORS_TEMPLATE = "fabriccap.acceleratorResources"
+
+
+def _chart_accelerators() -> str:
+    """A template rendering the CEL list ``accelerator_resources`` gives for the chart's
+    ``config`` value, which it defaults as core.config's ``build_config`` does: without
+    ``fabrics``, the built-in profiles as they are; an entry named like a built-in profile starts
+    from it and is enabled unless it says otherwise; any other entry takes the field's default;
+    a field's old name is read as it. Everything it mirrors is written from core.config's own
+    tables, and tests/repo/test_admission_cel.py renders configs of each case against
+    ``accelerator_resources``. A name that is not an extended resource's fails the install, as it
+    would fail the operator's start (it goes into CEL text)."""
+
+    def go_list(values: Any) -> str:
+        return "(list" + "".join(f' "{value}"' for value in values) + ")"
+
+    target_nodes = FabricProfile.model_fields["target_nodes"].alias
+    field = TargetNodes.model_fields["accelerator_resources"]
+    new = field.alias
+    assert target_nodes and new
+    old = [rename.old for rename in OLD_FIELD_NAMES if rename.model is TargetNodes and rename.new == new]
+    builtins = " ".join(
+        f'"{name}" (dict "enabled" {str(profile["enabled"]).lower()} "{new}" {go_list(profile[target_nodes][new])})'
+        for name, profile in BUILTIN_PROFILES.items()
+    )
+    # What the values schema (and the operator) take for a name: nothing else reaches the CEL text.
+    item = config_input_schema()["$defs"][TargetNodes.__name__]["properties"][new]["items"]
+    is_name = f'(and (kindIs "string" .) (le (len .) {item["maxLength"]}) (regexMatch `{item["pattern"]}` .))'
+    profile_own = f'get (get $builtins (toString .name) | default dict) "{new}" | default {go_list(field.default)}'
+    own = "".join(f'{{{{- else if hasKey $given "{name}" }}}}{{{{- $own = get $given "{name}" }}}}\n' for name in old)
+    return (
+        f'{{{{- define "{ACCELERATORS_TEMPLATE}" -}}}}\n'
+        f"{{{{- $builtins := dict {builtins} }}}}\n"
+        "{{- $config := .Values.config | default dict }}\n"
+        "{{- $fabrics := list }}\n"
+        '{{- if hasKey $config "fabrics" }}\n'
+        "{{- $fabrics = $config.fabrics }}\n"
+        "{{- else }}\n"
+        '{{- range $name, $profile := $builtins }}{{ $fabrics = append $fabrics (dict "name" $name "enabled" '
+        "$profile.enabled) }}{{ end }}\n"
+        "{{- end }}\n"
+        "{{- $resources := list }}\n"
+        "{{- range $fabrics }}\n"
+        '{{- if or (not (hasKey . "enabled")) .enabled }}\n'
+        f'{{{{- $given := get . "{target_nodes}" | default dict }}}}\n'
+        f"{{{{- $own := {profile_own} }}}}\n"
+        f'{{{{- if hasKey $given "{new}" }}}}{{{{- $own = get $given "{new}" }}}}\n' + own + "{{- end }}\n"
+        "{{- $resources = concat $resources $own }}\n"
+        "{{- end }}\n"
+        "{{- end }}\n"
+        "{{- range $resources }}\n"
+        f"{{{{- if not {is_name} }}}}\n"
+        f'{{{{- fail (printf "config.fabrics[].{target_nodes}.{new}: %q is not an extended resource name" '
+        "(toString . | trunc 80)) }}\n"
+        "{{- end }}\n"
+        "{{- end -}}\n"
+        "[{{ range $i, $resource := $resources | uniq | sortAlpha }}{{ if $i }}, {{ end }}'{{ $resource }}'{{ end }}]\n"
+        "{{- end }}\n"
+    )

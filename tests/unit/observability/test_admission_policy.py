@@ -5,9 +5,9 @@ through optionals. What the CEL does is checked on the real API server
 
 from __future__ import annotations
 
-from fabriccap.core.config import default_config
+from fabriccap.core.config import build_config, default_config
 from fabriccap.core.workload_kinds import ADMITTED, VOLCANO_JOB
-from fabriccap.observability.admission import policy, resource_key, some_template
+from fabriccap.observability.admission import ACCELERATORS_VARIABLE, policy, resource_key, some_template
 
 
 def test_every_admitted_kind_has_a_rule_and_a_branch() -> None:
@@ -17,7 +17,9 @@ def test_every_admitted_kind_has_a_rule_and_a_branch() -> None:
     variables = {variable["name"]: variable["expression"] for variable in spec["variables"]}
     for kind in ADMITTED:
         assert f"'{resource_key(kind)}'" in variables["offends"] + variables["perNodeOffends"]
-        assert f"'{kind.kind}: {kind.request_field}'" in variables["where"]
+        # Where the request goes: the path of the template that offends (each kind's branch).
+        assert f"variables.resource == '{resource_key(kind)}' ? (" in variables["where"]
+        assert f"'{kind.kind}: " in variables["where"]
     # A Volcano Job is told apart from a batch Job by its group, never by `object.kind`.
     assert "'batch.volcano.sh/jobs'" in variables["offends"] and "object.kind" not in str(spec)
 
@@ -48,3 +50,17 @@ def test_the_fail_copy_differs_only_in_its_failure_policy() -> None:
     shipped, copy = policy(default_config()), policy(default_config(), failure_policy="Fail")
     assert shipped["spec"].pop("failurePolicy") == "Ignore" and copy["spec"].pop("failurePolicy") == "Fail"
     assert shipped == copy
+
+
+def test_the_accelerators_are_one_variable_of_the_enabled_profiles() -> None:
+    """One variable holds them, so the chart renders one expression from its config value."""
+    config = build_config(
+        {"fabrics": [{"name": "efa", "targetNodes": {"acceleratorResources": ["nvidia.com/gpu", "habana.ai/gaudi"]}}]}
+    )
+    variables = {variable["name"]: variable["expression"] for variable in policy(config)["spec"]["variables"]}
+    assert variables[ACCELERATORS_VARIABLE] == "['habana.ai/gaudi', 'nvidia.com/gpu']"
+    # The first: docs/workloads.md patches the component's at /spec/variables/0.
+    assert policy(config)["spec"]["variables"][0]["name"] == ACCELERATORS_VARIABLE
+    assert "nvidia.com/gpu" not in variables["offends"] + variables["perNodeOffends"]
+    assert f"variables.{ACCELERATORS_VARIABLE}.exists(" in variables["offends"]
+    assert f"variables.{ACCELERATORS_VARIABLE}.exists(" in variables["perNodeOffends"]
