@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,23 @@ def test_the_check_refuses_what_an_older_server_refuses(checker: Path, tmp_path:
     assert field.endswith("(flat)") and "undeclared reference to 'flatten'" in message
     assert failures(OLDEST_KUBERNETES) == failures("1.34")
     assert failures(NEWEST_KUBERNETES) == ()
+
+
+def test_the_command_says_which_expressions_a_server_refuses(checker: Path, tmp_path: Path) -> None:
+    """``python -m fabriccap_devtools.celcheck``, as its docstring says to run it."""
+    documents = list(yaml.safe_load_all(policy_yaml()))
+    documents[0]["spec"]["variables"].append({"name": "flat", "expression": "[[1], [2]].flatten()"})
+    with_flatten = tmp_path / "flatten.yaml"
+    with_flatten.write_text(yaml.safe_dump_all(documents))
+
+    def run(*files: Path) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "fabriccap_devtools.celcheck", OLDEST_KUBERNETES, *map(str, files)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+
+    shipped = run(COMPONENT)
+    assert shipped.returncode == 0 and f"{POLICY_NAME}: " in shipped.stdout and " 0 refused" in shipped.stdout
+    refused = run(COMPONENT, with_flatten)
+    assert refused.returncode == 1 and "1 refused" in refused.stdout and "'flatten'" in refused.stdout, refused
 
 
 def test_a_server_creates_policies_with_the_environment_of_the_minor_before_its_own() -> None:

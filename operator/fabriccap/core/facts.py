@@ -88,9 +88,11 @@ def named_metadata(body: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any
     place (only a hand-made snapshot has one; an API server names every object)."""
     metadata = _mapping(body, "metadata", kind)
     name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    # Judged as kept: a name of nothing but escapes or format characters is cleaned to "" too.
+    kept = object_name(name) if isinstance(name, str) else ""
+    if not kept:
         raise FactsError(f"{kind} without metadata.name")
-    return metadata, object_name(name)
+    return metadata, kept
 
 
 def object_namespace(value: Any) -> str:

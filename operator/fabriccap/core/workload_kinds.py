@@ -49,7 +49,7 @@ def parse_path(path: str) -> tuple[Step, ...]:
     code, so this fails its unit test, never a user)."""
     steps = []
     for part in path.split(".") if path else []:
-        match = _STEP.match(part)
+        match = _STEP.fullmatch(part)  # not match: its $ also takes a final newline
         if match is None:
             raise ValueError(f"not a path step: {part!r} in {path!r}")
         key, value = match.group("key"), match.group("value")

@@ -145,7 +145,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         for field, message in policy.failures:
             print(f"  {field}: {message}")
     return 1 if any(policy.failures for policy in policies) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -982,11 +982,12 @@ def test_devices_a_device_taint_rule_taints_are_not_counted_and_the_rule_is_name
     )
 
 
-@pytest.mark.parametrize("metadata", [{}, {"name": ""}, {"name": 7}])
+@pytest.mark.parametrize("metadata", [{}, {"name": ""}, {"name": 7}, {"name": "\u202e"}, {"name": "\x1b[0m"}])
 def test_a_rule_without_a_name_is_refused(metadata: dict[str, Any]) -> None:
     """Rules are kept by name: two nameless ones in a snapshot took each other's place, and
     which was lost (a pool Ready or not) hung on their order (hostile review 63 F3). A live API
-    server names every object; only a hand-made snapshot has none."""
+    server names every object; only a hand-made snapshot has none. A name cleaned to nothing is
+    none either (review of the fixes, L4)."""
     body = device_taint_rule("x", driver=None)
     body["metadata"] = metadata
     with pytest.raises(FactsError, match=r"^DeviceTaintRule without metadata.name$"):

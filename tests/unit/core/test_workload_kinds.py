@@ -47,7 +47,8 @@ def test_a_kind_its_pods_name_by_a_label_is_read_for_its_uid() -> None:
 
 
 def test_a_bad_path_is_refused() -> None:
-    for path in ("spec..x", "spec.x[", "spec.x[name=]", "spec/x", "spec.x[l[name=a]", "spec.x[[name=a]]"):
+    malformed = ("spec..x", "spec.x[", "spec.x[name=]", "spec/x", "spec.x[l[name=a]", "spec.x[[name=a]]")
+    for path in (*malformed, "spec.x[]\n", "spec.x[l[name=a]]\n"):  # $ alone takes a final newline
         with pytest.raises(ValueError):
             parse_path(path)
 
