@@ -197,8 +197,12 @@ def _offends() -> Callable[[str], str]:
         # The job's containers and its native sidecars (init containers with restartPolicy
         # Always), which run beside them and hold their devices; a plain init container's end
         # with it (core.facts ``requested_by_app``, where the operator counts the same).
-        sidecars = f"{spec}.?initContainers.orValue([]).filter(i, i.?restartPolicy.orValue('') == 'Always')"
-        return f"({spec}.?containers.orValue([]) + {sidecars}).exists(c, {test})"
+        # Two searches, not one over a list built of both: building it (and filtering the init
+        # containers) cost every template its containers' length again, 45% more in all.
+        return (
+            f"({spec}.?containers.orValue([]).exists(c, {test}) || {spec}.?initContainers.orValue([])"
+            f".exists(c, c.?restartPolicy.orValue('') == 'Always' && {test}))"
+        )
 
     def test(spec: str) -> str:
         return (
