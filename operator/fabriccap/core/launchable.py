@@ -683,15 +683,27 @@ def judge_node_pool(
             f"({catalog.source if catalog else 'none'}) does not list; add them to the profile's "
             "instanceTypes",
         )
-    if unknown_cards := [name for name in cards_unknown if name not in beyond_limits]:
+    # A type whose cards are not known gets the pinned count if Karpenter launches it (it reads
+    # the cards from EC2 at launch), and is not launched otherwise: either way no node gets
+    # another count. So such types change the verdict only when they are all the NodePool has
+    # left: then whether it launches anything is not known.
+    unknown_cards = [name for name in cards_unknown if name not in beyond_limits]
+    class_name = node_class.name if node_class else ""
+    cards_not_listed = (
+        f"the instance catalog ({catalog.source if catalog else 'none'}) does not list the network cards of"
+        f" {_named(unknown_cards)}, which Karpenter launches only if they take the pinned interfaces"
+    )
+    if unknown_cards and set(unknown_cards) == {name for name, _ in types}:
+        unreadable = _unreadable_slots(slots)
         return verdict(
             ConditionStatus.UNKNOWN,
             Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
-            f"NodePool {pool.name} may launch {_named(unknown_cards)}, whose network cards the instance catalog"
-            f" ({catalog.source if catalog else 'none'}) does not list, and its EC2NodeClass"
-            f" {node_class.name if node_class else ''} pins networkInterfaces{_unreadable_slots(slots)}: Karpenter"
-            " launches a type only when its network cards take every pinned interface, so whether it launches"
-            " these is not known",
+            f"NodePool {pool.name}'s EC2NodeClass {class_name} pins networkInterfaces{unreadable}, so which types"
+            " take them is not known"
+            if unreadable
+            else f"NodePool {pool.name}'s EC2NodeClass {class_name} pins networkInterfaces and {cards_not_listed}."
+            " Karpenter reads the cards from EC2 at launch; fabriccap cannot. A NodePool that also admits a type"
+            " whose cards the catalog lists gets a verdict",
         )
     if admitted.unmet_min_values:
         return verdict(
@@ -800,6 +812,8 @@ def judge_node_pool(
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
     if off_cards:
         how += f"; the network cards of {_named(off_cards)} cannot take its pinned interfaces"
+    if unknown_cards:
+        how += f"; {cards_not_listed}"
     if reserved_reason:
         how += "; reserved capacity only, of its EC2NodeClass's reservations"
         if unreserved:

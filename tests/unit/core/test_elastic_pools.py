@@ -81,6 +81,20 @@ def test_an_empty_nodepool_without_a_provider_or_with_mixed_types() -> None:
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "karpenter"
 
 
+def test_an_empty_trainium_nodepool_whose_class_pins_interfaces_is_ready() -> None:
+    """Every node of a class pinning 8 efa-only interfaces gets 8: trn2.48xlarge, whose network
+    cards the catalog lacks, cannot change that (Ready before its cards were judged, and after)."""
+    requirements = [
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["trn1", "trn1n", "trn2"]},
+        {"key": "karpenter.k8s.aws/instance-size", "operator": "In", "values": ["32xlarge", "48xlarge"]},
+    ]
+    status = only_status([daemon_set(), node_pool("trn", requirements), ec2_node_class(efa_only=8)])
+    assert reason(status, "Launchable") == ("True", "UniformLaunchableCount")
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert status.recommendation is not None
+    assert status.recommendation.resources_per_node["vpc.amazonaws.com/efa"] == "8"
+
+
 def _fixture_taints(file: str) -> list[dict[str, str]]:
     """spec.template.spec.taints of a real NodePool (tests/fixtures/karpenter/, each with its source)."""
     taints: list[dict[str, str]] = yaml.safe_load((FIXTURES / file).read_text())["spec"]["template"]["spec"]["taints"]

@@ -262,7 +262,12 @@ def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> 
     body = _pool(_req(TYPE, "In", "trn2.48xlarge"))
     verdict = _judge(body, node_class=node_class_facts(ec2_node_class(efa_only=1)))
     assert (verdict.status, verdict.reason) == ("Unknown", "InstanceTypesNotInCatalog")
-    assert "trn2.48xlarge, whose network cards the instance catalog" in verdict.message
+    assert "does not list the network cards of trn2.48xlarge" in verdict.message
+    # The message says why fabriccap cannot tell and what settles it.
+    assert verdict.message.endswith(
+        "Karpenter reads the cards from EC2 at launch; fabriccap cannot. A NodePool that also admits a type"
+        " whose cards the catalog lists gets a verdict"
+    )
     assert not verdict.offers_fabric
     # Without pinned interfaces the cards do not matter (Karpenter skips the check).
     assert _judge(body).uniform_count == 16
@@ -272,6 +277,25 @@ def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> 
     verdict = _judge(_pool(_req(TYPE, "In", "p5.48xlarge")), node_class=node_class_facts(unreadable))
     assert verdict.reason == "InstanceTypesNotInCatalog"
     assert "entries 1 have no integer networkCardIndex or deviceIndex" in verdict.message
+
+
+def test_types_whose_cards_are_not_known_leave_a_settled_count_settled() -> None:
+    """With a class pinning N efa-only interfaces, every type Karpenter launches gets N, and a type
+    whose cards cannot take them is not launched: trn2.48xlarge (cards not in the VPC limits)
+    beside trn1 types whose cards the catalog lists changes neither the count nor whether a node
+    launches, so the verdict is the known types' (it was True before the cards were judged)."""
+    body = _pool(
+        _req(FAMILY, "In", "trn1", "trn1n", "trn2"),
+        _req("karpenter.k8s.aws/instance-size", "In", "32xlarge", "48xlarge"),
+    )
+    verdict = _judge(body, node_class=node_class_facts(ec2_node_class(efa_only=8)))
+    assert (verdict.status, verdict.reason, verdict.uniform_count) == ("True", "UniformLaunchableCount", 8)
+    assert dict(verdict.types) == {"trn1.32xlarge": 8, "trn1n.32xlarge": 8, "trn2.48xlarge": 8}
+    assert "does not list the network cards of trn2.48xlarge, which Karpenter launches only if" in verdict.message
+    # When the type whose cards are known cannot take them, only the unknown one is left: Unknown.
+    # trn1.32xlarge has 8 network cards and trn1n.32xlarge 16 (vpclimits), none of index 16.
+    cut = _judge(body, node_class=node_class_facts(_pinning((0, 1), (16, 0))))
+    assert (cut.status, cut.reason) == ("Unknown", "InstanceTypesNotInCatalog")
 
 
 def _reserving(*reservations: tuple[str, str, str]) -> dict[str, Any]:
