@@ -292,6 +292,11 @@ class LaunchableTypes:
     # When a node gets the uniform count: "when a pod requests it", or on every node when the
     # EC2NodeClass pins it (the Ready message repeats it).
     when: str = ""
+    # A False verdict whose cause no request changes: Karpenter attaches the fabric to no node it
+    # launches (or launches none), or no provider DaemonSet runs on any of them. Not so for
+    # MixedLaunchableCounts (a node gets the fabric when asked), for a cause the catalog may be
+    # wrong about, or for Unknown: whether asking helps is then not known.
+    asking_cannot_help: bool = False
 
     @property
     def counts(self) -> dict[int, int]:
@@ -649,9 +654,16 @@ def judge_node_pool(
     fabric = profile.spoken_name
 
     def verdict(
-        status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None, when: str = ""
+        status: ConditionStatus,
+        reason: Reason,
+        message: str,
+        uniform: int | None = None,
+        when: str = "",
+        asking_cannot_help: bool = False,
     ) -> LaunchableTypes:
-        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform, when)
+        return LaunchableTypes(
+            pool.name, status, reason, message, types, of_fabric, platform, uniform, when, asking_cannot_help
+        )
 
     idle = _not_launching(pool, node_class_missing)
     if idle is not None:
@@ -666,6 +678,7 @@ def judge_node_pool(
             of_fabric,
             platform,
             None,
+            asking_cannot_help=True,
         )
     # What could not be read (a list cut at its bound) is as unevaluable as a bad requirement.
     unread = ((pool.problem,) if pool.problem else ()) + admitted.problems
@@ -711,9 +724,12 @@ def judge_node_pool(
             Reason.NO_FABRIC_INSTANCE_TYPES,
             f"NodePool {pool.name} launches nothing: {'; '.join(admitted.unmet_min_values)}"
             " (Karpenter's default --min-values-policy Strict)",
+            asking_cannot_help=True,
         )
     with_fabric = [(name, count) for name, count in types if count > 0]
     if not with_fabric:
+        # Each cause but the last is one no request changes; the last may be the catalog's gap.
+        known_cause = True
         if over_limits and any(count > 0 for known, count in counted):
             why = (
                 f"its limits ({_limits(pool)}) leave room for none of the {len(over_limits)} accelerator types"
@@ -755,10 +771,12 @@ def judge_node_pool(
             why = f"the accelerator types they admit carry no {fabric}: {_named([name for name, _ in types])}"
         else:
             why = f"they admit no accelerator type of the catalog ({len(admitted.types)} types in all)"
+            known_cause = False
         return verdict(
             ConditionStatus.FALSE,
             Reason.NO_FABRIC_INSTANCE_TYPES,
             f"NodePool {pool.name}'s requirements admit no accelerator type that gets {fabric}: {why}",
+            asking_cannot_help=known_cause,
         )
     if len({count for _, count in types}) > 1:
         return verdict(
@@ -777,6 +795,7 @@ def judge_node_pool(
                 ConditionStatus.FALSE,
                 Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
                 _untolerated(pool, providers, fabric, profile.resource),
+                asking_cannot_help=True,
             )
 
         def served(labels: Mapping[str, str]) -> bool:
@@ -805,6 +824,8 @@ def judge_node_pool(
                 f"the node selector or affinity of the {fabric} provider DaemonSets{which} leave out"
                 f" {len(excluded)} of the {len(types)} types NodePool {pool.name} may launch ({_named(excluded)}):"
                 " their nodes would never advertise it",
+                # Asking may still get a type the provider serves, unless it serves none.
+                asking_cannot_help=len(excluded) == len(types),
             )
     how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
     when = f"on every node ({how})" if pinned else how
@@ -834,12 +855,11 @@ MAX_REFUSAL = 400  # the Launchable message repeated in an Event (cut at 1024 in
 
 
 def launch_refusal(launchable: LaunchableTypes | None) -> str | None:
-    """Why a pool's NodePool attaches the fabric to no node it launches, however a pod asks: its
-    Launchable verdict, unless that says it offers the fabric (then None). A pool with no
-    NodePool verdict has no such word either way, so it is said so rather than assumed."""
-    if launchable is None:
-        return "no Karpenter NodePool verdict says whether its nodes can get it"
-    if launchable.offers_fabric:
+    """Why asking for the fabric would get a job no node with it from its pool's NodePool: the
+    Launchable verdict, when that is False for a cause no request changes (asking_cannot_help).
+    None otherwise: an Unknown verdict, or none at all, does not know that asking would not help
+    (a p5 node gets EFA when a pod asks), so the job keeps the advice to ask."""
+    if launchable is None or launchable.status != ConditionStatus.FALSE or not launchable.asking_cannot_help:
         return None
     return clean_text(
         f"NodePool {launchable.node_pool} offers it on no node (Launchable {launchable.status.value}"

@@ -14,7 +14,7 @@ from fabriccap.core.api import ConditionStatus, Reason
 from fabriccap.core.config import FabricProfile
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor
 from fabriccap.core.karpenter_facts import node_class_facts, node_pool_facts
-from fabriccap.core.launchable import LaunchableTypes, admitted_types, judge_node_pool
+from fabriccap.core.launchable import LaunchableTypes, admitted_types, judge_node_pool, launch_refusal
 from fabriccap_devtools.world import daemon_set, ec2_node_class, node_pool
 from support.configs import build_config, default_config
 
@@ -205,6 +205,23 @@ def test_types_the_catalog_does_not_list() -> None:
 def test_a_nodepool_matching_no_type() -> None:
     verdict = _judge(_pool(_req(FAMILY, "In", "z99")))
     assert (verdict.status, verdict.reason, verdict.of_fabric) == ("False", "NoFabricInstanceTypes", False)
+    # A family the catalog does not know may be one the catalog lacks: asking is not said to be futile.
+    assert launch_refusal(verdict) is None
+
+
+def test_only_a_cause_no_request_changes_refuses_the_advice_to_ask() -> None:
+    """launch_refusal: a False verdict whose cause holds however a pod asks; not an Unknown one
+    (whether asking helps is not known), nor none, nor a mixed one (asking gets the fabric)."""
+    assert launch_refusal(None) is None
+    unknown = _judge(_pool(_req(TYPE, "In", "p5.48xlarge", "p6e-gb200.36xlarge")))
+    assert unknown.status == "Unknown" and launch_refusal(unknown) is None
+    mixed = _judge(_pool(_req(FAMILY, "In", "p5")))
+    assert mixed.reason == "MixedLaunchableCounts" and launch_refusal(mixed) is None
+    pinned_none = _judge(_pool(_req(FAMILY, "In", "p5")), node_class=node_class_facts(ec2_node_class(efa_only=0)))
+    refusal = launch_refusal(pinned_none)
+    assert refusal is not None and refusal.startswith(
+        "NodePool p offers it on no node (Launchable False NoFabricInstanceTypes: "
+    )
 
 
 def test_an_ec2nodeclass_that_pins_efa_only_interfaces() -> None:
@@ -409,6 +426,10 @@ def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     verdict = _judge(body, providers=[facts])
     assert (verdict.status, verdict.reason) == ("False", "ProviderExcludesInstanceTypes")
     assert "leave out 1 of the 2 types NodePool p may launch (p5e.48xlarge)" in verdict.message
+    # Asking may still get a p5.48xlarge, which it serves: not refused. Leaving out both is.
+    assert launch_refusal(verdict) is None
+    only_p5e = _judge(_pool(_req(TYPE, "In", "p5e.48xlarge")), providers=[facts])
+    assert only_p5e.reason == "ProviderExcludesInstanceTypes" and launch_refusal(only_p5e) is not None
     # Karpenter's own EFA e2e selects the plugin by a NodePool template label: that admits.
     by_label = daemon_set(node_selector={"aws.amazon.com/efa": "true"})
     selected = extractor.daemon_set(by_label)
