@@ -37,6 +37,8 @@ from fabriccap.core.facts import DaemonSetFacts, NodeFacts
 from fabriccap.core.index import FactIndex
 from fabriccap.core.karpenter_facts import (
     NODEPOOL_LABEL,
+    ZONE_ID_KEY,
+    ZONE_KEY,
     CapacityReservation,
     NodeClassFacts,
     NodePoolFacts,
@@ -323,8 +325,8 @@ CAPACITY_TYPE_KEY = "karpenter.sh/capacity-type"
 OFFERING_KEYS: dict[str, tuple[str, ...] | None] = {
     "kubernetes.io/os": ("linux",),
     CAPACITY_TYPE_KEY: ("on-demand", "spot", "reserved"),
-    "topology.kubernetes.io/zone": None,
-    "topology.k8s.aws/zone-id": None,
+    ZONE_KEY: None,
+    ZONE_ID_KEY: None,
     "topology.kubernetes.io/region": None,
     "kubernetes.io/hostname": None,
 }
@@ -388,26 +390,60 @@ def reserved_only(pool: NodePoolFacts) -> str | None:
     return None
 
 
-def _reservation_admits(pool: NodePoolFacts, reservation: CapacityReservation) -> bool:
-    """Whether the NodePool's capacity-reservation requirements admit an offering of ``reservation``."""
+def _reservation_excluded_by(pool: NodePoolFacts, reservation: CapacityReservation) -> Requirement | None:
+    """The first of the NodePool's requirements that the offering of ``reservation`` does not
+    meet, or None. That offering carries the capacity-reservation labels, and is pinned to the
+    reservation's zone and zone ID (reserved_capacity_resolver.go: ``LabelTopologyZone In
+    [reservation.AvailabilityZone]``): a NodePool confined to other zones never launches into it.
+    A zone ID the class's subnets do not give is no label of the offering, which Karpenter's
+    Intersects then does not compare."""
     for requirement in pool.derived_requirements():
-        if requirement.key not in RESERVATION_KEYS:
+        key = NORMALIZED_KEYS.get(requirement.key, requirement.key)
+        if key not in RESERVATION_KEYS and key != ZONE_KEY and key != ZONE_ID_KEY:
             continue
-        value = reservation.label_value(requirement.key)
+        value = reservation.label_value(key)
+        if key == ZONE_ID_KEY and value is None:
+            continue
         operator = requirement.operator
         if operator == "In" and value not in requirement.values:
-            return False
+            return requirement
         if (operator == "NotIn" and value in requirement.values) or operator == "DoesNotExist":
-            return False
-    return True
+            return requirement
+        if operator in _NUMERIC:
+            bound = requirement.values[0] if len(requirement.values) == 1 else ""
+            if not (value and is_decimal(value) and is_decimal(bound)) or not _NUMERIC[operator](int(value), int(bound)):
+                return requirement
+    return None
 
 
 def reserved_types(pool: NodePoolFacts, node_class: NodeClassFacts) -> frozenset[str]:
-    """The instance types of the class's capacity reservations that the NodePool's
-    capacity-reservation requirements admit: the only types Karpenter has a reserved offering of
+    """The instance types of the class's capacity reservations whose offerings the NodePool's
+    requirements admit: the only types Karpenter has a reserved offering of
     (reserved_capacity_resolver.go: ``reservation.InstanceType == it.Name``)."""
     return frozenset(
-        reservation.instance_type for reservation in node_class.reservations if _reservation_admits(pool, reservation)
+        reservation.instance_type
+        for reservation in node_class.reservations
+        if _reservation_excluded_by(pool, reservation) is None
+    )
+
+
+def _reservations_left_out(pool: NodePoolFacts, node_class: NodeClassFacts) -> str:
+    """Which of the class's reservations the NodePool's requirements leave out, and by which, for
+    a message ("" when none)."""
+    left_out, zonal = [], False
+    for reservation in node_class.reservations:
+        requirement = _reservation_excluded_by(pool, reservation)
+        if requirement is None:
+            continue
+        zonal |= NORMALIZED_KEYS.get(requirement.key, requirement.key) in (ZONE_KEY, ZONE_ID_KEY)
+        left_out.append(
+            f"{reservation.id} ({reservation.instance_type} in {reservation.availability_zone or 'no zone'})"
+            f" by {requirement.key} {requirement.operator}"
+        )
+    if not left_out:
+        return ""
+    return f"its requirements leave out {_named(left_out)}" + (
+        " (Karpenter launches into a reservation only in its own zone)" if zonal else ""
     )
 
 
@@ -755,8 +791,9 @@ def judge_node_pool(
                     if node_class.reserves
                     else "selects no capacity reservations (no spec.capacityReservationSelectorTerms)"
                 )
-                + (" that its capacity-reservation requirements admit" if held and reservable != set(held) else "")
             )
+            if left_out := _reservations_left_out(pool, node_class):
+                why += f"; {left_out}"
         elif pinned and not types and accelerators:
             why = (
                 f"its EC2NodeClass {node_class.name if node_class else ''} pins {pinned} efa-only interfaces, more than"

@@ -365,10 +365,52 @@ def test_a_reserved_only_nodepool_launches_only_the_types_its_class_reserves() -
     by_id = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(RESERVATION_ID, "In", "cr-0a1b2c3d4e5f60009"))
     verdict = _judge(by_id, node_class=p5)
     assert verdict.reason == "NoFabricInstanceTypes"
-    assert "that its capacity-reservation requirements admit" in verdict.message
+    assert (
+        "its requirements leave out cr-0a1b2c3d4e5f60001 (p5.48xlarge in us-west-2a) by"
+        " karpenter.k8s.aws/capacity-reservation-id In" in verdict.message
+    )
     # A NodePool that also allows on-demand is not bound to the reservations.
     either = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved", "on-demand"))
     assert _judge(either, node_class=node_class_facts(ec2_node_class())).uniform_count == 32
+
+
+ZONE = "topology.kubernetes.io/zone"
+ZONE_ID = "topology.k8s.aws/zone-id"
+
+
+def test_a_reserved_only_nodepool_launches_only_into_reservations_in_a_zone_it_allows() -> None:
+    """reserved_capacity_resolver.go (v1.15.2) pins a reservation's offering to its zone
+    (``LabelTopologyZone In [reservation.AvailabilityZone]``) and to that zone's ID from the class's
+    subnets (``LabelTopologyZoneID``): a reserved-only NodePool confined to another zone launches
+    nothing. Capacity blocks are per zone, and EFA NodePools are often pinned to one."""
+    body = _reserving(("cr-0123456789abcdef0", "p5.48xlarge", "capacity-block"))
+    body["status"]["capacityReservations"][0]["availabilityZone"] = "us-west-2b"
+    body["status"]["subnets"] = [
+        {"id": "subnet-0a1b2c3d4e5f60001", "zone": "us-west-2a", "zoneID": "usw2-az1"},
+        {"id": "subnet-0a1b2c3d4e5f60002", "zone": "us-west-2b", "zoneID": "usw2-az2"},
+    ]
+    reserved = node_class_facts(body)
+    assert (reserved.reservations[0].availability_zone, reserved.reservations[0].availability_zone_id) == (
+        "us-west-2b",
+        "usw2-az2",
+    )
+
+    def judged(*requirements: dict[str, Any]) -> LaunchableTypes:
+        pool = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved"), *requirements)
+        return _judge(pool, node_class=reserved)
+
+    elsewhere = judged(_req(ZONE, "In", "us-west-2a"))
+    assert (elsewhere.status, elsewhere.reason, elsewhere.types) == ("False", "NoFabricInstanceTypes", ())
+    assert elsewhere.message.endswith(
+        "its requirements leave out cr-0123456789abcdef0 (p5.48xlarge in us-west-2b) by topology.kubernetes.io/zone"
+        " In (Karpenter launches into a reservation only in its own zone)"
+    )
+    assert judged(_req(ZONE, "In", "us-west-2a", "us-west-2b")).uniform_count == 32
+    assert judged(_req(ZONE, "NotIn", "us-west-2b")).reason == "NoFabricInstanceTypes"
+    # The deprecated spelling Karpenter normalises, and the zone ID the subnets give.
+    assert judged(_req("failure-domain.beta.kubernetes.io/zone", "In", "us-west-2a")).reason == "NoFabricInstanceTypes"
+    assert judged(_req(ZONE_ID, "In", "usw2-az1")).reason == "NoFabricInstanceTypes"
+    assert judged(_req(ZONE_ID, "In", "usw2-az2")).uniform_count == 32
 
 
 def test_a_class_without_reservations_gives_no_reserved_node_whatever_the_nodepool_allows() -> None:
