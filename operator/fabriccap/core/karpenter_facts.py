@@ -194,7 +194,7 @@ def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | 
     if len(raw) > MAX_REQUIREMENTS:
         problem = f"{where} has {len(raw)} entries; the first {MAX_REQUIREMENTS} are read"
     found = []
-    for position, entry in enumerate(raw[:MAX_REQUIREMENTS], start=1):
+    for position, entry in enumerate(raw[:MAX_REQUIREMENTS]):  # a field path counts from 0
         entry = _mapping(entry)
         values = entry.get("values")
         if isinstance(values, list) and len(values) > MAX_VALUES and problem is None:

@@ -431,7 +431,8 @@ def test_lists_cut_at_their_bound_leave_the_nodepool_not_evaluated() -> None:
     body = _pool(_req(TYPE, "In", "p5.48xlarge", "p4d.24xlarge"), _req(TYPE, "NotIn", *excluded))
     verdict = _judge(body)
     assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
-    assert "spec.template.spec.requirements[2] has 501 values; the first 500 are read" in verdict.message
+    # Kubernetes field paths count from 0: the second requirement is requirements[1].
+    assert "spec.template.spec.requirements[1] has 501 values; the first 500 are read" in verdict.message
     assert _judge(_pool(_req(TYPE, "In", "p5.48xlarge"), _req(TYPE, "NotIn", "p4d.24xlarge"))).status == "True"
     # Template labels past their bound, and requirements past theirs, likewise.
     labelled = node_pool(
