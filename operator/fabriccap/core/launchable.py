@@ -411,7 +411,9 @@ def _reservation_excluded_by(pool: NodePoolFacts, reservation: CapacityReservati
             return requirement
         if operator in _NUMERIC:
             bound = requirement.values[0] if len(requirement.values) == 1 else ""
-            if not (value and is_decimal(value) and is_decimal(bound)) or not _NUMERIC[operator](int(value), int(bound)):
+            if value is None or not (is_decimal(value) and is_decimal(bound)):
+                return requirement  # Gt/Lt/Gte/Lte compare integers: a value that is none meets none
+            if not _NUMERIC[operator](int(value), int(bound)):
                 return requirement
     return None
 

@@ -93,7 +93,7 @@ def test_an_empty_trainium_nodepool_whose_class_pins_interfaces_is_ready() -> No
     assert reason(status, "Launchable") == ("True", "UniformLaunchableCount")
     assert reason(status, "Ready") == ("True", "UniformCapability")
     assert status.recommendation is not None
-    assert status.recommendation.resources_per_node["vpc.amazonaws.com/efa"] == "8"
+    assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "8"}
 
 
 def _fixture_taints(file: str) -> list[dict[str, str]]:
