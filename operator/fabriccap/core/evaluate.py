@@ -965,8 +965,8 @@ class _PoolMemo:
     offers: bool = False
     launched_without: frozenset[str] = frozenset()  # its nodes Karpenter launched without the fabric
     launch_count: int | None = None  # what a node its NodePool launches gets, when that is one count
-    # Why its NodePool would not attach the fabric however a pod asked (its Launchable verdict,
-    # when that does not offer it), or None when it does: only then is a job told to request it.
+    # Why its NodePool would not give the fabric however a pod asked (its Launchable verdict, when
+    # that is False for such a cause), or None when asking may get it: the job is told to ask.
     launch_refusal: str | None = None
 
 

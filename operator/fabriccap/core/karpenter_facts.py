@@ -32,6 +32,8 @@ NODEPOOL_LABEL = "karpenter.sh/nodepool"
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
 EFA_DRA_DRIVER = "dra.net"
 EFA_ONLY = "efa-only"
+ZONE_KEY = "topology.kubernetes.io/zone"
+ZONE_ID_KEY = "topology.k8s.aws/zone-id"
 # The CRD allows 100 requirements; values and labels are bounded so a hostile object costs little.
 MAX_REQUIREMENTS = 100
 MAX_VALUES = 500
@@ -127,15 +129,25 @@ class CapacityReservation:
     """One of an EC2NodeClass's ``status.capacityReservations``: what Karpenter resolved its
     ``capacityReservationSelectorTerms`` to, and builds reserved offerings from (v1.15.2
     offering/reserved_capacity_resolver.go: one per reservation, for its ``instanceType`` only,
-    labelled with its id, ``reservationType`` and ``interruptible``)."""
+    labelled with its id, ``reservationType`` and ``interruptible``, and pinned to its
+    ``availabilityZone`` and that zone's ID, where the class's subnets give one)."""
 
     id: str
     instance_type: str
     reservation_type: str
     interruptible: bool
+    availability_zone: str | None = None
+    # From the class's status.subnets (the reservation carries none): None when no subnet of the
+    # class is in its zone, and then its offering has no zone-id label at all.
+    availability_zone_id: str | None = None
 
     def label_value(self, key: str) -> str | None:
-        """Its value of a capacity-reservation label key (karpenter.k8s.aws/capacity-reservation-*)."""
+        """Its offering's value of a label key: the capacity-reservation keys
+        (karpenter.k8s.aws/capacity-reservation-*), the zone and the zone ID."""
+        if key == ZONE_KEY:
+            return self.availability_zone
+        if key == ZONE_ID_KEY:
+            return self.availability_zone_id
         values = {
             "capacity-reservation-id": self.id,
             "capacity-reservation-type": self.reservation_type,
@@ -182,7 +194,7 @@ def _requirements(raw: Any, where: str) -> tuple[tuple[Requirement, ...], str | 
     if len(raw) > MAX_REQUIREMENTS:
         problem = f"{where} has {len(raw)} entries; the first {MAX_REQUIREMENTS} are read"
     found = []
-    for position, entry in enumerate(raw[:MAX_REQUIREMENTS], start=1):
+    for position, entry in enumerate(raw[:MAX_REQUIREMENTS]):  # a field path counts from 0
         entry = _mapping(entry)
         values = entry.get("values")
         if isinstance(values, list) and len(values) > MAX_VALUES and problem is None:
@@ -324,7 +336,18 @@ def _index(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _reservations(raw: Any) -> tuple[CapacityReservation, ...]:
+def _zone_ids(subnets: Any) -> dict[str, str]:
+    """zone -> zone ID from an EC2NodeClass's status.subnets (EC2NodeClass.ZoneInfo())."""
+    zone_ids: dict[str, str] = {}
+    for entry in subnets[:MAX_LABELS] if isinstance(subnets, list) else ():
+        entry = _mapping(entry)
+        zone, zone_id = entry.get("zone"), entry.get("zoneID")
+        if isinstance(zone, str) and zone and isinstance(zone_id, str) and zone_id:
+            zone_ids.setdefault(zone, zone_id)
+    return zone_ids
+
+
+def _reservations(raw: Any, zone_ids: Mapping[str, str]) -> tuple[CapacityReservation, ...]:
     """status.capacityReservations Karpenter may launch into: an entry without an id or instance
     type is none (the CRD requires both), and neither is one whose state is expiring (its
     offering is not Available: reserved_capacity_resolver.go)."""
@@ -336,12 +359,16 @@ def _reservations(raw: Any) -> tuple[CapacityReservation, ...]:
         identifier, instance_type = entry.get("id"), entry.get("instanceType")
         if not isinstance(identifier, str) or not identifier or not isinstance(instance_type, str) or not instance_type:
             continue
+        zone = entry.get("availabilityZone")
+        zone = zone if isinstance(zone, str) and zone else None
         found.append(
             CapacityReservation(
                 id=_text(identifier),
                 instance_type=_text(instance_type),
                 reservation_type=_text(entry.get("reservationType") or "default"),
                 interruptible=entry.get("interruptible") is True,
+                availability_zone=_text(zone) if zone is not None else None,
+                availability_zone_id=_text(zone_ids[zone]) if zone is not None and zone in zone_ids else None,
             )
         )
     return tuple(found)
@@ -352,7 +379,10 @@ def node_class_facts(body: Mapping[str, Any]) -> NodeClassFacts:
     spec = _mapping(body.get("spec"))
     interfaces = spec.get("networkInterfaces")
     reserves = bool(spec.get("capacityReservationSelectorTerms"))
-    reservations = _reservations(_mapping(body.get("status")).get("capacityReservations")) if reserves else ()
+    status = _mapping(body.get("status"))
+    reservations = (
+        _reservations(status.get("capacityReservations"), _zone_ids(status.get("subnets"))) if reserves else ()
+    )
     if not isinstance(interfaces, list):
         return NodeClassFacts(name, None, reserves=reserves, reservations=reservations)
     entries = [_mapping(entry) for entry in interfaces[:MAX_INTERFACES]]

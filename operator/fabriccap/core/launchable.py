@@ -37,6 +37,8 @@ from fabriccap.core.facts import DaemonSetFacts, NodeFacts
 from fabriccap.core.index import FactIndex
 from fabriccap.core.karpenter_facts import (
     NODEPOOL_LABEL,
+    ZONE_ID_KEY,
+    ZONE_KEY,
     CapacityReservation,
     NodeClassFacts,
     NodePoolFacts,
@@ -292,6 +294,11 @@ class LaunchableTypes:
     # When a node gets the uniform count: "when a pod requests it", or on every node when the
     # EC2NodeClass pins it (the Ready message repeats it).
     when: str = ""
+    # A False verdict whose cause no request changes: Karpenter attaches the fabric to no node it
+    # launches (or launches none), or no provider DaemonSet runs on any of them. Not so for
+    # MixedLaunchableCounts (a node gets the fabric when asked), for a cause the catalog may be
+    # wrong about, or for Unknown: whether asking helps is then not known.
+    asking_cannot_help: bool = False
 
     @property
     def counts(self) -> dict[int, int]:
@@ -318,8 +325,8 @@ CAPACITY_TYPE_KEY = "karpenter.sh/capacity-type"
 OFFERING_KEYS: dict[str, tuple[str, ...] | None] = {
     "kubernetes.io/os": ("linux",),
     CAPACITY_TYPE_KEY: ("on-demand", "spot", "reserved"),
-    "topology.kubernetes.io/zone": None,
-    "topology.k8s.aws/zone-id": None,
+    ZONE_KEY: None,
+    ZONE_ID_KEY: None,
     "topology.kubernetes.io/region": None,
     "kubernetes.io/hostname": None,
 }
@@ -383,26 +390,62 @@ def reserved_only(pool: NodePoolFacts) -> str | None:
     return None
 
 
-def _reservation_admits(pool: NodePoolFacts, reservation: CapacityReservation) -> bool:
-    """Whether the NodePool's capacity-reservation requirements admit an offering of ``reservation``."""
+def _reservation_excluded_by(pool: NodePoolFacts, reservation: CapacityReservation) -> Requirement | None:
+    """The first of the NodePool's requirements that the offering of ``reservation`` does not
+    meet, or None. That offering carries the capacity-reservation labels, and is pinned to the
+    reservation's zone and zone ID (reserved_capacity_resolver.go: ``LabelTopologyZone In
+    [reservation.AvailabilityZone]``): a NodePool confined to other zones never launches into it.
+    A zone ID the class's subnets do not give is no label of the offering, which Karpenter's
+    Intersects then does not compare."""
     for requirement in pool.derived_requirements():
-        if requirement.key not in RESERVATION_KEYS:
+        key = NORMALIZED_KEYS.get(requirement.key, requirement.key)
+        if key not in RESERVATION_KEYS and key != ZONE_KEY and key != ZONE_ID_KEY:
             continue
-        value = reservation.label_value(requirement.key)
+        value = reservation.label_value(key)
+        if key == ZONE_ID_KEY and value is None:
+            continue
         operator = requirement.operator
         if operator == "In" and value not in requirement.values:
-            return False
+            return requirement
         if (operator == "NotIn" and value in requirement.values) or operator == "DoesNotExist":
-            return False
-    return True
+            return requirement
+        if operator in _NUMERIC:
+            bound = requirement.values[0] if len(requirement.values) == 1 else ""
+            if value is None or not (is_decimal(value) and is_decimal(bound)):
+                return requirement  # Gt/Lt/Gte/Lte compare integers: a value that is none meets none
+            if not _NUMERIC[operator](int(value), int(bound)):
+                return requirement
+    return None
 
 
 def reserved_types(pool: NodePoolFacts, node_class: NodeClassFacts) -> frozenset[str]:
-    """The instance types of the class's capacity reservations that the NodePool's
-    capacity-reservation requirements admit: the only types Karpenter has a reserved offering of
+    """The instance types of the class's capacity reservations whose offerings the NodePool's
+    requirements admit: the only types Karpenter has a reserved offering of
     (reserved_capacity_resolver.go: ``reservation.InstanceType == it.Name``)."""
     return frozenset(
-        reservation.instance_type for reservation in node_class.reservations if _reservation_admits(pool, reservation)
+        reservation.instance_type
+        for reservation in node_class.reservations
+        if _reservation_excluded_by(pool, reservation) is None
+    )
+
+
+def _reservations_left_out(pool: NodePoolFacts, node_class: NodeClassFacts) -> str:
+    """Which of the class's reservations the NodePool's requirements leave out, and by which, for
+    a message ("" when none)."""
+    left_out, zonal = [], False
+    for reservation in node_class.reservations:
+        requirement = _reservation_excluded_by(pool, reservation)
+        if requirement is None:
+            continue
+        zonal |= NORMALIZED_KEYS.get(requirement.key, requirement.key) in (ZONE_KEY, ZONE_ID_KEY)
+        left_out.append(
+            f"{reservation.id} ({reservation.instance_type} in {reservation.availability_zone or 'no zone'})"
+            f" by {requirement.key} {requirement.operator}"
+        )
+    if not left_out:
+        return ""
+    return f"its requirements leave out {_named(left_out)}" + (
+        " (Karpenter launches into a reservation only in its own zone)" if zonal else ""
     )
 
 
@@ -649,9 +692,16 @@ def judge_node_pool(
     fabric = profile.spoken_name
 
     def verdict(
-        status: ConditionStatus, reason: Reason, message: str, uniform: int | None = None, when: str = ""
+        status: ConditionStatus,
+        reason: Reason,
+        message: str,
+        uniform: int | None = None,
+        when: str = "",
+        asking_cannot_help: bool = False,
     ) -> LaunchableTypes:
-        return LaunchableTypes(pool.name, status, reason, message, types, of_fabric, platform, uniform, when)
+        return LaunchableTypes(
+            pool.name, status, reason, message, types, of_fabric, platform, uniform, when, asking_cannot_help
+        )
 
     idle = _not_launching(pool, node_class_missing)
     if idle is not None:
@@ -666,6 +716,7 @@ def judge_node_pool(
             of_fabric,
             platform,
             None,
+            asking_cannot_help=True,
         )
     # What could not be read (a list cut at its bound) is as unevaluable as a bad requirement.
     unread = ((pool.problem,) if pool.problem else ()) + admitted.problems
@@ -683,15 +734,27 @@ def judge_node_pool(
             f"({catalog.source if catalog else 'none'}) does not list; add them to the profile's "
             "instanceTypes",
         )
-    if unknown_cards := [name for name in cards_unknown if name not in beyond_limits]:
+    # A type whose cards are not known gets the pinned count if Karpenter launches it (it reads
+    # the cards from EC2 at launch), and is not launched otherwise: either way no node gets
+    # another count. So such types change the verdict only when they are all the NodePool has
+    # left: then whether it launches anything is not known.
+    unknown_cards = [name for name in cards_unknown if name not in beyond_limits]
+    class_name = node_class.name if node_class else ""
+    cards_not_listed = (
+        f"the instance catalog ({catalog.source if catalog else 'none'}) does not list the network cards of"
+        f" {_named(unknown_cards)}, which Karpenter launches only if they take the pinned interfaces"
+    )
+    if unknown_cards and set(unknown_cards) == {name for name, _ in types}:
+        unreadable = _unreadable_slots(slots)
         return verdict(
             ConditionStatus.UNKNOWN,
             Reason.INSTANCE_TYPES_NOT_IN_CATALOG,
-            f"NodePool {pool.name} may launch {_named(unknown_cards)}, whose network cards the instance catalog"
-            f" ({catalog.source if catalog else 'none'}) does not list, and its EC2NodeClass"
-            f" {node_class.name if node_class else ''} pins networkInterfaces{_unreadable_slots(slots)}: Karpenter"
-            " launches a type only when its network cards take every pinned interface, so whether it launches"
-            " these is not known",
+            f"NodePool {pool.name}'s EC2NodeClass {class_name} pins networkInterfaces{unreadable}, so which types"
+            " take them is not known"
+            if unreadable
+            else f"NodePool {pool.name}'s EC2NodeClass {class_name} pins networkInterfaces and {cards_not_listed}."
+            " Karpenter reads the cards from EC2 at launch; fabriccap cannot. A NodePool that also admits a type"
+            " whose cards the catalog lists gets a verdict",
         )
     if admitted.unmet_min_values:
         return verdict(
@@ -699,9 +762,12 @@ def judge_node_pool(
             Reason.NO_FABRIC_INSTANCE_TYPES,
             f"NodePool {pool.name} launches nothing: {'; '.join(admitted.unmet_min_values)}"
             " (Karpenter's default --min-values-policy Strict)",
+            asking_cannot_help=True,
         )
     with_fabric = [(name, count) for name, count in types if count > 0]
     if not with_fabric:
+        # Each cause but the last is one no request changes; the last may be the catalog's gap.
+        known_cause = True
         if over_limits and any(count > 0 for known, count in counted):
             why = (
                 f"its limits ({_limits(pool)}) leave room for none of the {len(over_limits)} accelerator types"
@@ -727,8 +793,9 @@ def judge_node_pool(
                     if node_class.reserves
                     else "selects no capacity reservations (no spec.capacityReservationSelectorTerms)"
                 )
-                + (" that its capacity-reservation requirements admit" if held and reservable != set(held) else "")
             )
+            if left_out := _reservations_left_out(pool, node_class):
+                why += f"; {left_out}"
         elif pinned and not types and accelerators:
             why = (
                 f"its EC2NodeClass {node_class.name if node_class else ''} pins {pinned} efa-only interfaces, more than"
@@ -743,10 +810,12 @@ def judge_node_pool(
             why = f"the accelerator types they admit carry no {fabric}: {_named([name for name, _ in types])}"
         else:
             why = f"they admit no accelerator type of the catalog ({len(admitted.types)} types in all)"
+            known_cause = False
         return verdict(
             ConditionStatus.FALSE,
             Reason.NO_FABRIC_INSTANCE_TYPES,
             f"NodePool {pool.name}'s requirements admit no accelerator type that gets {fabric}: {why}",
+            asking_cannot_help=known_cause,
         )
     if len({count for _, count in types}) > 1:
         return verdict(
@@ -765,6 +834,7 @@ def judge_node_pool(
                 ConditionStatus.FALSE,
                 Reason.PROVIDER_EXCLUDES_INSTANCE_TYPES,
                 _untolerated(pool, providers, fabric, profile.resource),
+                asking_cannot_help=True,
             )
 
         def served(labels: Mapping[str, str]) -> bool:
@@ -793,6 +863,8 @@ def judge_node_pool(
                 f"the node selector or affinity of the {fabric} provider DaemonSets{which} leave out"
                 f" {len(excluded)} of the {len(types)} types NodePool {pool.name} may launch ({_named(excluded)}):"
                 " their nodes would never advertise it",
+                # Asking may still get a type the provider serves, unless it serves none.
+                asking_cannot_help=len(excluded) == len(types),
             )
     how = f"its EC2NodeClass pins {pinned} efa-only interfaces" if pinned else "when a pod requests it"
     when = f"on every node ({how})" if pinned else how
@@ -800,6 +872,8 @@ def judge_node_pool(
         how += f"; its limits ({_limits(pool)}) leave out {_named(over_limits)}"
     if off_cards:
         how += f"; the network cards of {_named(off_cards)} cannot take its pinned interfaces"
+    if unknown_cards:
+        how += f"; {cards_not_listed}"
     if reserved_reason:
         how += "; reserved capacity only, of its EC2NodeClass's reservations"
         if unreserved:
@@ -820,12 +894,11 @@ MAX_REFUSAL = 400  # the Launchable message repeated in an Event (cut at 1024 in
 
 
 def launch_refusal(launchable: LaunchableTypes | None) -> str | None:
-    """Why a pool's NodePool attaches the fabric to no node it launches, however a pod asks: its
-    Launchable verdict, unless that says it offers the fabric (then None). A pool with no
-    NodePool verdict has no such word either way, so it is said so rather than assumed."""
-    if launchable is None:
-        return "no Karpenter NodePool verdict says whether its nodes can get it"
-    if launchable.offers_fabric:
+    """Why asking for the fabric would get a job no node with it from its pool's NodePool: the
+    Launchable verdict, when that is False for a cause no request changes (asking_cannot_help).
+    None otherwise: an Unknown verdict, or none at all, does not know that asking would not help
+    (a p5 node gets EFA when a pod asks), so the job keeps the advice to ask."""
+    if launchable is None or launchable.status != ConditionStatus.FALSE or not launchable.asking_cannot_help:
         return None
     return clean_text(
         f"NodePool {launchable.node_pool} offers it on no node (Launchable {launchable.status.value}"

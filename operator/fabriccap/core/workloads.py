@@ -484,8 +484,8 @@ class NotRequestedWording:
     not_ready_reason: str
     # What a node of the pool gets when a pod asks (a Karpenter pool's launches); None: unknown.
     launch_count: int | None
-    # Why the pool's NodePool attaches the fabric to no node however a pod asks (launch_refusal),
-    # or None when it offers it: a node it launched without the fabric is then the job's doing.
+    # Why the pool's NodePool gives the fabric to no node however a pod asks (launch_refusal), or
+    # None when asking may get it: a node it launched without the fabric is then the job's doing.
     refusal: str | None = None
 
     def event(self, owner: ObjectRef, pods: int, launched: Sequence[str] = ()) -> WorkloadEvent:

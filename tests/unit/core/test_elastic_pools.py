@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from fabriccap.core import evaluate as evaluation_module
+from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, EvaluationMemo, evaluate
 from fabriccap.core.explain import explain_capability
 from fabriccap.core.facts import FactsExtractor, Pool
@@ -79,6 +80,20 @@ def test_an_empty_nodepool_without_a_provider_or_with_mixed_types() -> None:
 
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "karpenter"
+
+
+def test_an_empty_trainium_nodepool_whose_class_pins_interfaces_is_ready() -> None:
+    """Every node of a class pinning 8 efa-only interfaces gets 8: trn2.48xlarge, whose network
+    cards the catalog lacks, cannot change that (Ready before its cards were judged, and after)."""
+    requirements = [
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["trn1", "trn1n", "trn2"]},
+        {"key": "karpenter.k8s.aws/instance-size", "operator": "In", "values": ["32xlarge", "48xlarge"]},
+    ]
+    status = only_status([daemon_set(), node_pool("trn", requirements), ec2_node_class(efa_only=8)])
+    assert reason(status, "Launchable") == ("True", "UniformLaunchableCount")
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert status.recommendation is not None
+    assert status.recommendation.resources_per_node == {"vpc.amazonaws.com/efa": "8"}
 
 
 def _fixture_taints(file: str) -> list[dict[str, str]]:
@@ -199,36 +214,107 @@ def _launched_static() -> Bodies:
     return bodies
 
 
+def _launched_tainted() -> Bodies:
+    bodies = _launched(efa_requested=False)
+    bodies[1] = node_pool("gpu", P5, taints=GPU_TAINTED)
+    return bodies
+
+
 @pytest.mark.parametrize(
-    ("bodies", "cause"),
+    ("bodies", "launchable", "cause"),
     [
         # A class that sets networkInterfaces without efa-only: types.go efas() gives every type 0.
         pytest.param(
             lambda: _launched(efa_requested=False, class_efa_only=0),
+            "NoFabricInstanceTypes",
             "its EC2NodeClass default sets networkInterfaces without efa-only",
             id="class-pins-none",
         ),
         # A static NodePool is never provisioned for pods, so no request reaches it.
-        pytest.param(lambda: _launched_static(), "it is a static NodePool (spec.replicas 1)", id="static"),
+        pytest.param(
+            lambda: _launched_static(),
+            "NoFabricInstanceTypes",
+            "it is a static NodePool (spec.replicas 1)",
+            id="static",
+        ),
+        # No provider DaemonSet tolerates its taint: no node it launches would advertise EFA.
+        pytest.param(
+            lambda: _launched_tainted(),
+            "ProviderExcludesInstanceTypes",
+            "does not tolerate nvidia.com/gpu=true:NoSchedule",
+            id="provider-runs-on-none",
+        ),
     ],
 )
 def test_a_job_is_not_told_to_request_the_fabric_its_nodepool_would_not_attach(
-    bodies: Callable[[], Bodies], cause: str
+    bodies: Callable[[], Bodies], launchable: str, cause: str
 ) -> None:
     """Asking would leave the job Pending: the Event names the NodePool's cause and the pool."""
     evaluation = evaluate_bodies(bodies())
     status = capability(evaluation, "efa-gpu").status
-    assert reason(status, "Launchable") == ("False", "NoFabricInstanceTypes")
+    assert reason(status, "Launchable") == ("False", launchable)
     (event,) = evaluation.workload_events
     assert event.reason == "FabricNotRequested"
     assert "because this job requested none" not in event.message
     assert event.message.startswith(
         "Karpenter launched ip-10-0-7-21.us-west-2.compute.internal without EFA, and requesting"
-        " vpc.amazonaws.com/efa would not change that: NodePool gpu offers it on no node (Launchable False"
-        " NoFabricInstanceTypes: "
+        f" vpc.amazonaws.com/efa would not change that: NodePool gpu offers it on no node (Launchable False"
+        f" {launchable}: "
     )
     assert cause in event.message and "kubectl describe fcap efa-gpu" in event.message
     assert "it runs 1 pod on pool gpu" in event.message
+
+
+def _launched_with(requirements: list[dict[str, Any]]) -> Bodies:
+    bodies = _launched(efa_requested=False)
+    bodies[1] = node_pool("gpu", requirements)
+    return bodies
+
+
+@pytest.mark.parametrize(
+    ("bodies", "config", "launchable"),
+    [
+        # The v1.15.2 catalog lacks p6e-gb200.36xlarge: Launchable Unknown, yet the node is a
+        # p5.48xlarge, which Karpenter gives EFA when a pod asks.
+        pytest.param(
+            lambda: _launched_with([{"key": TYPE, "operator": "In", "values": ["p5.48xlarge", "p6e-gb200.36xlarge"]}]),
+            default_config(),
+            ("Unknown", "InstanceTypesNotInCatalog"),
+            id="unknown",
+        ),
+        # p5.48xlarge 32 and p5.4xlarge 1: asking gets EFA, only the count differs.
+        pytest.param(
+            lambda: _launched_with([{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]),
+            default_config(),
+            ("False", "MixedLaunchableCounts"),
+            id="mixed",
+        ),
+        # Pools by instance type: no NodePool verdict at all.
+        pytest.param(
+            lambda: _launched(efa_requested=False),
+            default_config().model_copy(update={"pool_labels": (TYPE,)}),
+            None,
+            id="no-verdict",
+        ),
+    ],
+)
+def test_a_job_is_told_to_request_the_fabric_unless_asking_is_known_not_to_help(
+    bodies: Callable[[], Bodies], config: Config, launchable: tuple[str, str] | None
+) -> None:
+    """An Unknown verdict, a mixed one, or none does not know that asking would not help: the
+    Event keeps the advice to request it, as it gave before it could refuse."""
+    evaluation = evaluate_bodies(bodies(), config)
+    if launchable is not None:
+        assert reason(capability(evaluation, "efa-gpu").status, "Launchable") == launchable
+    else:
+        assert [published.status.pool.key for published in evaluation.capabilities] == [TYPE]
+    (event,) = evaluation.workload_events
+    assert event.reason == "FabricNotRequested"
+    assert "would not change that" not in event.message
+    assert event.message.startswith(
+        "Karpenter launched ip-10-0-7-21.us-west-2.compute.internal without EFA because this job requested none;"
+        " request vpc.amazonaws.com/efa ("
+    )
 
 
 def test_a_node_of_a_static_nodepool_is_said_to_be_launched_for_no_pod() -> None:

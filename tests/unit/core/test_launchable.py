@@ -14,7 +14,7 @@ from fabriccap.core.api import ConditionStatus, Reason
 from fabriccap.core.config import FabricProfile
 from fabriccap.core.facts import DaemonSetFacts, FactsExtractor
 from fabriccap.core.karpenter_facts import node_class_facts, node_pool_facts
-from fabriccap.core.launchable import LaunchableTypes, admitted_types, judge_node_pool
+from fabriccap.core.launchable import LaunchableTypes, admitted_types, judge_node_pool, launch_refusal
 from fabriccap_devtools.world import daemon_set, ec2_node_class, node_pool
 from support.configs import build_config, default_config
 
@@ -205,6 +205,23 @@ def test_types_the_catalog_does_not_list() -> None:
 def test_a_nodepool_matching_no_type() -> None:
     verdict = _judge(_pool(_req(FAMILY, "In", "z99")))
     assert (verdict.status, verdict.reason, verdict.of_fabric) == ("False", "NoFabricInstanceTypes", False)
+    # A family the catalog does not know may be one the catalog lacks: asking is not said to be futile.
+    assert launch_refusal(verdict) is None
+
+
+def test_only_a_cause_no_request_changes_refuses_the_advice_to_ask() -> None:
+    """launch_refusal: a False verdict whose cause holds however a pod asks; not an Unknown one
+    (whether asking helps is not known), nor none, nor a mixed one (asking gets the fabric)."""
+    assert launch_refusal(None) is None
+    unknown = _judge(_pool(_req(TYPE, "In", "p5.48xlarge", "p6e-gb200.36xlarge")))
+    assert unknown.status == "Unknown" and launch_refusal(unknown) is None
+    mixed = _judge(_pool(_req(FAMILY, "In", "p5")))
+    assert mixed.reason == "MixedLaunchableCounts" and launch_refusal(mixed) is None
+    pinned_none = _judge(_pool(_req(FAMILY, "In", "p5")), node_class=node_class_facts(ec2_node_class(efa_only=0)))
+    refusal = launch_refusal(pinned_none)
+    assert refusal is not None and refusal.startswith(
+        "NodePool p offers it on no node (Launchable False NoFabricInstanceTypes: "
+    )
 
 
 def test_an_ec2nodeclass_that_pins_efa_only_interfaces() -> None:
@@ -262,7 +279,12 @@ def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> 
     body = _pool(_req(TYPE, "In", "trn2.48xlarge"))
     verdict = _judge(body, node_class=node_class_facts(ec2_node_class(efa_only=1)))
     assert (verdict.status, verdict.reason) == ("Unknown", "InstanceTypesNotInCatalog")
-    assert "trn2.48xlarge, whose network cards the instance catalog" in verdict.message
+    assert "does not list the network cards of trn2.48xlarge" in verdict.message
+    # The message says why fabriccap cannot tell and what settles it.
+    assert verdict.message.endswith(
+        "Karpenter reads the cards from EC2 at launch; fabriccap cannot. A NodePool that also admits a type"
+        " whose cards the catalog lists gets a verdict"
+    )
     assert not verdict.offers_fabric
     # Without pinned interfaces the cards do not matter (Karpenter skips the check).
     assert _judge(body).uniform_count == 16
@@ -272,6 +294,25 @@ def test_pinned_interfaces_on_a_type_whose_cards_are_not_known_are_unknown() -> 
     verdict = _judge(_pool(_req(TYPE, "In", "p5.48xlarge")), node_class=node_class_facts(unreadable))
     assert verdict.reason == "InstanceTypesNotInCatalog"
     assert "entries 1 have no integer networkCardIndex or deviceIndex" in verdict.message
+
+
+def test_types_whose_cards_are_not_known_leave_a_settled_count_settled() -> None:
+    """With a class pinning N efa-only interfaces, every type Karpenter launches gets N, and a type
+    whose cards cannot take them is not launched: trn2.48xlarge (cards not in the VPC limits)
+    beside trn1 types whose cards the catalog lists changes neither the count nor whether a node
+    launches, so the verdict is the known types' (it was True before the cards were judged)."""
+    body = _pool(
+        _req(FAMILY, "In", "trn1", "trn1n", "trn2"),
+        _req("karpenter.k8s.aws/instance-size", "In", "32xlarge", "48xlarge"),
+    )
+    verdict = _judge(body, node_class=node_class_facts(ec2_node_class(efa_only=8)))
+    assert (verdict.status, verdict.reason, verdict.uniform_count) == ("True", "UniformLaunchableCount", 8)
+    assert dict(verdict.types) == {"trn1.32xlarge": 8, "trn1n.32xlarge": 8, "trn2.48xlarge": 8}
+    assert "does not list the network cards of trn2.48xlarge, which Karpenter launches only if" in verdict.message
+    # When the type whose cards are known cannot take them, only the unknown one is left: Unknown.
+    # trn1.32xlarge has 8 network cards and trn1n.32xlarge 16 (vpclimits), none of index 16.
+    cut = _judge(body, node_class=node_class_facts(_pinning((0, 1), (16, 0))))
+    assert (cut.status, cut.reason) == ("Unknown", "InstanceTypesNotInCatalog")
 
 
 def _reserving(*reservations: tuple[str, str, str]) -> dict[str, Any]:
@@ -324,10 +365,52 @@ def test_a_reserved_only_nodepool_launches_only_the_types_its_class_reserves() -
     by_id = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(RESERVATION_ID, "In", "cr-0a1b2c3d4e5f60009"))
     verdict = _judge(by_id, node_class=p5)
     assert verdict.reason == "NoFabricInstanceTypes"
-    assert "that its capacity-reservation requirements admit" in verdict.message
+    assert (
+        "its requirements leave out cr-0a1b2c3d4e5f60001 (p5.48xlarge in us-west-2a) by"
+        " karpenter.k8s.aws/capacity-reservation-id In" in verdict.message
+    )
     # A NodePool that also allows on-demand is not bound to the reservations.
     either = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved", "on-demand"))
     assert _judge(either, node_class=node_class_facts(ec2_node_class())).uniform_count == 32
+
+
+ZONE = "topology.kubernetes.io/zone"
+ZONE_ID = "topology.k8s.aws/zone-id"
+
+
+def test_a_reserved_only_nodepool_launches_only_into_reservations_in_a_zone_it_allows() -> None:
+    """reserved_capacity_resolver.go (v1.15.2) pins a reservation's offering to its zone
+    (``LabelTopologyZone In [reservation.AvailabilityZone]``) and to that zone's ID from the class's
+    subnets (``LabelTopologyZoneID``): a reserved-only NodePool confined to another zone launches
+    nothing. Capacity blocks are per zone, and EFA NodePools are often pinned to one."""
+    body = _reserving(("cr-0123456789abcdef0", "p5.48xlarge", "capacity-block"))
+    body["status"]["capacityReservations"][0]["availabilityZone"] = "us-west-2b"
+    body["status"]["subnets"] = [
+        {"id": "subnet-0a1b2c3d4e5f60001", "zone": "us-west-2a", "zoneID": "usw2-az1"},
+        {"id": "subnet-0a1b2c3d4e5f60002", "zone": "us-west-2b", "zoneID": "usw2-az2"},
+    ]
+    reserved = node_class_facts(body)
+    assert (reserved.reservations[0].availability_zone, reserved.reservations[0].availability_zone_id) == (
+        "us-west-2b",
+        "usw2-az2",
+    )
+
+    def judged(*requirements: dict[str, Any]) -> LaunchableTypes:
+        pool = _pool(_req(TYPE, "In", "p5.48xlarge"), _req(CAPACITY, "In", "reserved"), *requirements)
+        return _judge(pool, node_class=reserved)
+
+    elsewhere = judged(_req(ZONE, "In", "us-west-2a"))
+    assert (elsewhere.status, elsewhere.reason, elsewhere.types) == ("False", "NoFabricInstanceTypes", ())
+    assert elsewhere.message.endswith(
+        "its requirements leave out cr-0123456789abcdef0 (p5.48xlarge in us-west-2b) by topology.kubernetes.io/zone"
+        " In (Karpenter launches into a reservation only in its own zone)"
+    )
+    assert judged(_req(ZONE, "In", "us-west-2a", "us-west-2b")).uniform_count == 32
+    assert judged(_req(ZONE, "NotIn", "us-west-2b")).reason == "NoFabricInstanceTypes"
+    # The deprecated spelling Karpenter normalises, and the zone ID the subnets give.
+    assert judged(_req("failure-domain.beta.kubernetes.io/zone", "In", "us-west-2a")).reason == "NoFabricInstanceTypes"
+    assert judged(_req(ZONE_ID, "In", "usw2-az1")).reason == "NoFabricInstanceTypes"
+    assert judged(_req(ZONE_ID, "In", "usw2-az2")).uniform_count == 32
 
 
 def test_a_class_without_reservations_gives_no_reserved_node_whatever_the_nodepool_allows() -> None:
@@ -348,7 +431,8 @@ def test_lists_cut_at_their_bound_leave_the_nodepool_not_evaluated() -> None:
     body = _pool(_req(TYPE, "In", "p5.48xlarge", "p4d.24xlarge"), _req(TYPE, "NotIn", *excluded))
     verdict = _judge(body)
     assert (verdict.status, verdict.reason) == ("Unknown", "RequirementsNotEvaluated")
-    assert "spec.template.spec.requirements[2] has 501 values; the first 500 are read" in verdict.message
+    # Kubernetes field paths count from 0: the second requirement is requirements[1].
+    assert "spec.template.spec.requirements[1] has 501 values; the first 500 are read" in verdict.message
     assert _judge(_pool(_req(TYPE, "In", "p5.48xlarge"), _req(TYPE, "NotIn", "p4d.24xlarge"))).status == "True"
     # Template labels past their bound, and requirements past theirs, likewise.
     labelled = node_pool(
@@ -385,6 +469,10 @@ def test_a_provider_daemonset_whose_affinity_excludes_types() -> None:
     verdict = _judge(body, providers=[facts])
     assert (verdict.status, verdict.reason) == ("False", "ProviderExcludesInstanceTypes")
     assert "leave out 1 of the 2 types NodePool p may launch (p5e.48xlarge)" in verdict.message
+    # Asking may still get a p5.48xlarge, which it serves: not refused. Leaving out both is.
+    assert launch_refusal(verdict) is None
+    only_p5e = _judge(_pool(_req(TYPE, "In", "p5e.48xlarge")), providers=[facts])
+    assert only_p5e.reason == "ProviderExcludesInstanceTypes" and launch_refusal(only_p5e) is not None
     # Karpenter's own EFA e2e selects the plugin by a NodePool template label: that admits.
     by_label = daemon_set(node_selector={"aws.amazon.com/efa": "true"})
     selected = extractor.daemon_set(by_label)
