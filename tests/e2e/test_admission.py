@@ -90,23 +90,30 @@ def test_a_job_that_forgets_efa_on_a_ready_pool_is_warned_at_apply(
             timeout=30,
         )
         assert ready["status"]["uniformCount"] == 32
-        # The API server takes a moment to see a new policy, binding and param.
-        expected = (
-            f"Warning: Validation failed for ValidatingAdmissionPolicy '{POLICY_NAME}' with binding "
-            f"'{POLICY_NAME}': request vpc.amazonaws.com/efa: 32 per node in Job: "
-            f"spec.template.spec.containers[].resources: Job tcp-only selects pool {pool.pool('p5')} where "
-            f"vpc.amazonaws.com/efa: 32 is Ready (FabricCapability {name}), and requests an accelerator but no "
-            "vpc.amazonaws.com/efa: NCCL will use TCP sockets"
-        )
 
-        def warned() -> str | None:
-            result = apply(cluster, job("tcp-only", namespace, pool.pool("p5"), {"nvidia.com/gpu": "8"}))
+        def expected(job_name: str) -> str:
+            return (
+                f"Warning: Validation failed for ValidatingAdmissionPolicy '{POLICY_NAME}' with binding "
+                f"'{POLICY_NAME}': request vpc.amazonaws.com/efa: 32 per node in Job: "
+                f"spec.template.spec.containers[].resources: Job {job_name} selects pool {pool.pool('p5')} where "
+                f"vpc.amazonaws.com/efa: 32 is Ready (FabricCapability {name}), and requests an accelerator but no "
+                "vpc.amazonaws.com/efa: NCCL will use TCP sockets"
+            )
+
+        # The API server takes a moment to see a new policy, binding and param (longer for a large
+        # policy). Each try is a Job of its own: `kubectl apply` of an unchanged object sends no
+        # request, so a second apply of one Job would never be admitted again.
+        attempts = iter(range(60))
+
+        def warned() -> tuple[str, str] | None:
+            job_name = f"tcp-only-{next(attempts)}"
+            result = apply(cluster, job(job_name, namespace, pool.pool("p5"), {"nvidia.com/gpu": "8"}))
             assert result.returncode == 0, result.stderr  # a warning, never a refusal
-            created.append("tcp-only")
-            return result.stderr if expected in result.stderr else None
+            created.append(job_name)
+            return (job_name, result.stderr) if expected(job_name) in result.stderr else None
 
-        stderr = wait_until(warned, "the warning at apply", timeout=30, interval=1.0)
-        assert ours(stderr) == [expected]
+        job_name, stderr = wait_until(warned, "the warning at apply", timeout=30, interval=1.0)
+        assert ours(stderr) == [expected(job_name)]
 
         good = apply(
             cluster, job("with-efa", namespace, pool.pool("p5"), {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"})
