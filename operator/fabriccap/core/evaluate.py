@@ -85,7 +85,7 @@ from fabriccap.core.sources import (
     request_forms,
     selects,
 )
-from fabriccap.core.text import clean_text
+from fabriccap.core.text import clean_text, first_named
 from fabriccap.core.workloads import (
     LookupKey,
     NotRequestedWording,
@@ -220,10 +220,7 @@ class Evaluation:
 
 
 def _named(names: Sequence[str], limit: int = MAX_NAMED_NODES) -> str:
-    """The first ``limit`` of ``names``, the others counted."""
-    shown = ", ".join(names[:limit])
-    more = len(names) - limit
-    return f"{shown} (+{more} more)" if more > 0 else shown
+    return first_named(names, limit)
 
 
 def _names(nodes: Iterable[NodeAnalysis]) -> list[str]:

@@ -44,7 +44,7 @@ from fabriccap.core.karpenter_facts import (
     NodePoolFacts,
     Requirement,
 )
-from fabriccap.core.text import clean_text, is_decimal
+from fabriccap.core.text import clean_text, first_named, is_decimal
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 _NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
@@ -531,8 +531,7 @@ def _limits(pool: NodePoolFacts) -> str:
 
 
 def _named(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:MAX_NAMED])
-    return f"{shown} (+{len(names) - MAX_NAMED} more)" if len(names) > MAX_NAMED else shown
+    return first_named(names, MAX_NAMED)
 
 
 def _spread(types: Iterable[tuple[str, int]]) -> str:
@@ -612,14 +611,10 @@ def _untolerated(pool: NodePoolFacts, providers: Sequence[DaemonSetFacts], fabri
     ]
     return (
         f"NodePool {pool.name} taints its nodes (spec.template.spec.taints) and no {fabric} provider DaemonSet"
-        f" tolerates them all ({'; '.join(held[:MAX_NAMED])}{_more(held)}): the DaemonSet controller runs none of"
+        f" tolerates them all ({first_named(held, MAX_NAMED, '; ')}): the DaemonSet controller runs none of"
         f" their pods on the nodes NodePool {pool.name} launches, which would never advertise {resource}; add a"
         " toleration of the taint to the DaemonSet's pod template (its chart's tolerations value)"
     )
-
-
-def _more(names: Sequence[str]) -> str:
-    return f" (+{len(names) - MAX_NAMED} more)" if len(names) > MAX_NAMED else ""
 
 
 def judge_node_pool(

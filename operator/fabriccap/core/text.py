@@ -20,6 +20,7 @@ Two treatments, for two audiences:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 ELLIPSIS = "..."
 
@@ -55,6 +56,13 @@ def is_decimal(text: str) -> bool:
     ``str.isdigit()`` is true of "²" and "①" too, which ``int()`` refuses: a value from the
     cluster checked with it alone ended what read it (a watch, a round of every pool)."""
     return text.isascii() and text.isdigit()
+
+
+def first_named(names: Sequence[str], limit: int, separator: str = ", ") -> str:
+    """The first ``limit`` of ``names``, the others counted: ``a, b (+3 more)``. How messages
+    name a list that could be long (nodes, types, rules, drivers)."""
+    shown = separator.join(names[:limit])
+    return f"{shown} (+{len(names) - limit} more)" if len(names) > limit else shown
 
 
 def cut(text: str, limit: int) -> str:

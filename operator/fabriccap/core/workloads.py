@@ -48,7 +48,7 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.names import MAX_SUBDOMAIN_LENGTH, is_dns_subdomain
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.selection import implicit_resource
-from fabriccap.core.text import MAX_KIND, MAX_MESSAGE, MAX_UID, clean_text
+from fabriccap.core.text import MAX_KIND, MAX_MESSAGE, MAX_UID, clean_text, first_named
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import likely_cause
 from fabriccap.core.workload_kinds import READ_FOR_OWNER, WorkloadKind, group_kind, group_of, request_field
@@ -496,7 +496,7 @@ class NotRequestedWording:
         where = request_field(owner.api_version, owner.kind)
         running = f"runs {pods} pod{'s' if pods != 1 else ''} on pool {self.pool.value}"
         if launched:
-            shown = ", ".join(launched[:3]) + (f" (+{len(launched) - 3} more)" if len(launched) > 3 else "")
+            shown = first_named(launched, 3)
             if self.refusal is not None:
                 # Asking would not help: the node would not get the fabric, or would not launch.
                 return (
