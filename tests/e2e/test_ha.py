@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fabriccap.core.api import POOL_VALUE_ANNOTATION, READY_LABEL
 from fabriccap.core.shard import UNSHARDED, Shard
-from fabriccap.kube.paths import LEASES, NAMESPACES
+from fabriccap.kube.paths import FABRIC_CAPABILITIES, LEASES, NAMESPACES
 from harness import (
     OperatorProcess,
     SyncKube,
@@ -402,6 +403,22 @@ def test_two_shards_each_elect_and_write_only_their_own_pools(cluster: E2ECluste
             if len(labels[owner]) < 2:
                 labels[owner].append(candidate)
         assert all(len(found) == 2 for found in labels.values()), labels
+        # docs/gitops.md: the gate of a pool of shard 1 is declared in Git before the pool
+        # exists, without pool annotations. Its pool's shard adopts it; shard 0 leaves it alone
+        # (review 64-shard F1: shard 1 POSTed it on a 409 forever, and it never got a status).
+        gated = labels[1][1]
+        gate = pair.kube.create(
+            FABRIC_CAPABILITIES.collection(),
+            {
+                "apiVersion": "fabriccap.dev/v1alpha1",
+                "kind": "FabricCapability",
+                "metadata": {
+                    "name": pair.world.fcap_name(gated),
+                    "annotations": {"argocd.argoproj.io/sync-wave": "-1"},
+                },
+                "spec": {},
+            },
+        )
         nodes = {label: pair.world.add_pool(label, 2, efa=32) for found in labels.values() for label in found}
         wait_until(
             lambda: all(_is_leader(replica) for replica in pair.replicas.values()),
@@ -420,6 +437,10 @@ def test_two_shards_each_elect_and_write_only_their_own_pools(cluster: E2ECluste
         }
         for label in nodes:
             _wait_count(pair, label, 32)
+        adopted = pair.world.fcap(gated) or {}
+        assert adopted["metadata"]["uid"] == gate["metadata"]["uid"], "adopted, not deleted and created again"
+        assert adopted["metadata"]["labels"].get(READY_LABEL) == "true"
+        assert adopted["metadata"]["annotations"].get(POOL_VALUE_ANNOTATION) == pair.world.pool(gated)
         # A change in a pool of shard 1 is published by shard 1.
         changed = labels[1][0]
         for node in nodes[changed]:

@@ -220,6 +220,7 @@ class Publisher:
             events=lambda: self.events,
             falls_due=self._falls_due,
             read_back=self._must_read_back,
+            found=self._found_existing,
         )
         self.lanes = WriteLanes(
             perform=self.writer.perform,
@@ -602,6 +603,7 @@ class Publisher:
         current = Published.from_object(obj)
         if not self._in_shard(current):
             self._remember_other_shard(current)  # another shard's pool: that shard's leader keeps it
+            self._let_go(name)
             return
         state = self._state(name)
         known = state.published
@@ -630,9 +632,20 @@ class Publisher:
             self.store.mark_pool(state.claim[1])  # edited by someone else: put our answer back
 
     def _in_shard(self, published: Published) -> bool:
-        """Whether the object is for one of this shard's pools (core.shard); one that says of no
-        pool (made by hand) is shard 0's, like everything that belongs to none."""
-        return self.store.shard.owns(published.claimed_by()[1])
+        """Whether this shard answers for the object (``Shard.owns_object``): the shard whose
+        pool computes its name, whatever its annotations say."""
+        shard = self.store.shard
+        if not shard.sharded:
+            return True
+        fabrics = [profile.name for profile in self.config.fabrics]
+        return shard.owns_object(published.name, published.claimed_by()[1], fabrics, self.store.known_pools)
+
+    def _let_go(self, name: str) -> None:
+        """An object held as no pool's is another shard's after all (a pool of another shard that
+        computes its name came to be known): that shard answers for it, this one forgets it."""
+        state = self.objects.get(name)
+        if state is not None and state.claim is None and state.slot is None:
+            self._forget(name)
 
     def _remember_other_shard(self, published: Published) -> None:
         """Keep another shard's pool while it says it is Ready, for shard 0's FabricUnschedulable
@@ -859,6 +872,8 @@ class Publisher:
                 self._forget(name)
             elif not self.leader.leading or not self._first_round_done:
                 continue
+            elif action is not Settle.KEEP and state.published is not None and not self._in_shard(state.published):
+                self._let_go(name)  # held before the pool that computes its name was known
             elif action is Settle.DELETE:
                 self._offer(state, Delete())
             elif action is Settle.UNMANAGED:
@@ -936,6 +951,13 @@ class Publisher:
     def _must_read_back(self) -> None:
         """An object (or the CRD) went away under a write: read everything back first."""
         self._read_back = True
+
+    def _found_existing(self, state: ObjectState) -> None:
+        """A create found its object there already (``ObjectWriter._found``): its pool's next
+        round offers the write again over what was read, through ``_offer`` (adopted, or a name
+        conflict), as for any published object."""
+        if state.claim is not None:
+            self.store.mark_pool(state.claim[1])
 
     def _write_ended(self, state: ObjectState, again: bool) -> None:
         """A write ended: evaluate its pool again if it changed while being written; an object

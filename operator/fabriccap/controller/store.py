@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
-from fabriccap.core.facts import NodeFacts, PodFacts, Pool, WorkloadPodFacts
+from fabriccap.core.facts import NodeFacts, Pool, WorkloadPodFacts
 from fabriccap.core.index import (
     NODE_CLAIM_FACTS,
     NODE_FACTS,
@@ -72,8 +72,11 @@ class FactStore(FactIndex):
         super().__init__()
         # The pools this process answers for (core.shard); facts of any other are not held.
         self.shard = shard
-        # Nodes of other shards' pools, by name: the pods bound to them are not held either.
-        self.foreign_nodes: set[str] = set()
+        # Nodes of other shards' pools, by name, with their pool (None: pool-less, shard 0's):
+        # the workload pods bound to them are not held either. Their pools, with the other
+        # shards' NodePools, name the objects other shards answer for (``known_pools``).
+        self.foreign_nodes: dict[str, Pool | None] = {}
+        self.foreign_node_pools: set[str] = set()
         # Set when a node of another shard's pool moves into one of this shard's (its pool
         # label changed): the pods bound to it were not held, so the Pod informer lists again.
         self.nodes_joined = Announcement()
@@ -166,34 +169,66 @@ class FactStore(FactIndex):
     def put(self, table: Table[Any, FactsT], facts: FactsT) -> bool:
         if self.shard.sharded and not self._in_shard(table, facts):
             return super().remove(table, table.key(facts))  # what it held moved to another shard
+        if table is NODE_POOL_FACTS:
+            self.foreign_node_pools.discard(cast(NodePoolFacts, facts).name)
         return super().put(table, facts)
 
     def remove(self, table: Table[Any, Any], key: Any) -> bool:
         if table is NODE_FACTS:
-            self.foreign_nodes.discard(key)  # deleted: no pod will be bound to it again
+            self.foreign_nodes.pop(key, None)  # deleted: no pod will be bound to it again
+        elif table is NODE_POOL_FACTS:
+            self.foreign_node_pools.discard(key)
         return super().remove(table, key)
 
     def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> UnlistedKeys[KeyT]:
+        # Another shard's nodes and NodePools, too: one a fresh LIST does not name was deleted
+        # while the watch was down, and ``remove`` forgets it.
         if table is NODE_FACTS:
-            # Another shard's nodes, too: one a fresh LIST does not name was deleted while the
-            # watch was down, and ``remove`` forgets it.
-            return UnlistedKeys(itertools.chain(self.held(table), cast(set[KeyT], self.foreign_nodes)))
+            return UnlistedKeys(itertools.chain(self.held(table), cast(dict[KeyT, Any], self.foreign_nodes)))
+        if table is NODE_POOL_FACTS:
+            return UnlistedKeys(itertools.chain(self.held(table), cast(set[KeyT], self.foreign_node_pools)))
         return super().unlisted(table, namespace)
+
+    def node_exists(self, name: str) -> bool:
+        """A node of another shard's pool exists too: a NodeClaim naming it (its NodePool this
+        shard's, its first pool label another's) was said to name no node (review 64-shard F6)."""
+        return super().node_exists(name) or name in self.foreign_nodes
+
+    def known_pools(self) -> set[Pool]:
+        """Every pool of the cluster, this shard's and the others' (every shard sees every
+        node's pool label, and every NodePool): which shard a FabricCapability with a hashed
+        name is for (``Shard.owns_object``)."""
+        pools = set(self.pools())
+        pools.update(pool for pool in self.foreign_nodes.values() if pool is not None)
+        if self.node_pool_key is not None:
+            pools.update(Pool(self.node_pool_key, name) for name in self.foreign_node_pools)
+        return pools
 
     def _in_shard(self, table: Table[Any, Any], facts: Any) -> bool:
         """Whether ``facts`` are this shard's to hold. Every kind that belongs to a pool is
         decided here; the rest (DaemonSets, DeviceClasses, EC2NodeClasses, ResourceSlices and
-        ResourceClaims, which are few or read per node) is held by every shard."""
+        ResourceClaims, which are few or read per node) is held by every shard.
+
+        So are the device plugins' pods, one per node and fabric: a node relabelled into this
+        shard's pool is evaluated at once, and without its plugin pod (were it dropped while
+        the node was another shard's, it came back only with the Pods' next LIST) its healthy
+        pool was published Ready=False DevicePluginGap until then (review 64-shard F5)."""
         if table is NODE_FACTS:
             return self._node_in_shard(cast(NodeFacts, facts))
-        if table is WORKLOAD_POD_FACTS or table is PLUGIN_POD_FACTS:
-            node_name = cast(WorkloadPodFacts | PodFacts, facts).node_name
+        if table is PLUGIN_POD_FACTS:
+            return True
+        if table is WORKLOAD_POD_FACTS:
+            node_name = cast(WorkloadPodFacts, facts).node_name
             if node_name is None:
                 # Not bound yet: the unschedulable count and its Events are cluster-wide, shard 0's.
-                return table is PLUGIN_POD_FACTS or self.shard.keeps_unpooled
+                return self.shard.keeps_unpooled
             return node_name not in self.foreign_nodes
         if table is NODE_POOL_FACTS and self.node_pool_key is not None:
-            return self.shard.owns(Pool(self.node_pool_key, cast(NodePoolFacts, facts).name))
+            name = cast(NodePoolFacts, facts).name
+            if self.shard.owns(Pool(self.node_pool_key, name)):
+                return True
+            self.foreign_node_pools.add(name)
+            return False
         if table is NODE_CLAIM_FACTS:
             node_pool = cast(NodeClaimFacts, facts).node_pool
             return node_pool is None or self.shard.owns_value(node_pool)
@@ -202,13 +237,11 @@ class FactStore(FactIndex):
     def _node_in_shard(self, node: NodeFacts) -> bool:
         if self.shard.owns(node.pool):
             if node.name in self.foreign_nodes:
-                self.foreign_nodes.discard(node.name)
+                del self.foreign_nodes[node.name]
                 self.nodes_joined.set()
             return True
-        self.foreign_nodes.add(node.name)
-        # Workload pods listed before their node was: another shard's. (A plugin's pods so
-        # listed stay until their next event: no index finds them by node, and what they say
-        # of a node outside this shard's pools is never read.)
+        self.foreign_nodes[node.name] = node.pool
+        # Workload pods listed before their node was: another shard's.
         for key in list(self.node_workload_pods.get(node.name, ())):
             super().remove(WORKLOAD_POD_FACTS, key)
         return False

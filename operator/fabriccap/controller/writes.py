@@ -240,6 +240,10 @@ class Requests:
     async def delete(self, path: str, timeout: float) -> None:
         await self.client.request("DELETE", path, timeout=timeout)
 
+    async def read(self, path: str, timeout: float) -> dict[str, Any]:
+        found: dict[str, Any] = await self.client.request("GET", path, timeout=timeout)
+        return found
+
 
 # What is left of a write after its status (``ObjectWriter.perform``): sent after the writes
 # that waited in its lane meanwhile. Its errors are its own, as perform's are.
@@ -407,6 +411,9 @@ class ObjectWriter:
     events: Callable[[], EventRecorder | None]
     falls_due: Callable[[ObjectState, float], None]  # something of the object falls due in that many seconds
     read_back: Callable[[], None]  # read every published object back before the next write
+    # An object found to exist where it was to be created: its pool is evaluated again, and the
+    # publisher decides, as for any published object, whether to adopt it or call it in conflict.
+    found: Callable[[ObjectState], None] = lambda _state: None
     _failure_lines: PacedLines = field(init=False)
 
     def __post_init__(self) -> None:
@@ -445,9 +452,14 @@ class ObjectWriter:
                 return None
             body = capability.create_body()
             body["metadata"]["labels"][READY_LABEL] = "false"  # raised once the status says Ready
-            existing = state.published = Published.from_object(
-                await self.requests.create(FABRIC_CAPABILITIES.collection(), body, timeout)
-            )
+            try:
+                created = await self.requests.create(FABRIC_CAPABILITIES.collection(), body, timeout)
+            except KubeError as error:
+                if error.status != 409:
+                    raise
+                await self._found(state, error)
+                return None
+            existing = state.published = Published.from_object(created)
             self.metrics.status_writes.labels(result="created").inc()
             logger.info("created FabricCapability %s", name)
         labels, annotations = metadata_before_status(existing, intent)
@@ -475,6 +487,20 @@ class ObjectWriter:
             self._written(state, intent)
             return None
         return functools.partial(self._after_status, state, intent, events)
+
+    async def _found(self, state: ObjectState, conflict: KubeError) -> None:
+        """The create answered 409: the object exists though this process held none (made by
+        hand or declared in Git while this process did not see it, or before its watch told of
+        it). It is read and goes on as an existing object, adopted unless it claims another
+        pool; retrying the POST answered 409 forever (review 64-shard F1)."""
+        self.metrics.status_writes.labels(result="error").inc()
+        logger.info("FabricCapability %s exists already (%s); reading it", state.name, conflict)
+        if (timeout := self._timeout(state)) is None:
+            return
+        found = Published.from_object(await self.requests.read(FABRIC_CAPABILITIES.item(state.name), timeout))
+        if state.published is None or found.is_newer_than(state.published):
+            state.published = found
+        self.found(state)
 
     async def _after_status(self, state: ObjectState, intent: StatusWrite, events: list[Outgoing]) -> None:
         """The rest of a write after its status: the status's Events, then the ready label raised."""

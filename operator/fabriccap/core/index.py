@@ -311,6 +311,11 @@ class FactIndex:
     def _drop_member(self, pool: Pool, name: str) -> None:
         _discard(self.pool_members, pool, name)
 
+    def node_exists(self, name: str) -> bool:
+        """Whether the cluster has the node ``name``, as far as this index knows (a shard of the
+        operator knows of the other shards' nodes without holding them: ``FactStore``)."""
+        return name in self.nodes
+
     def members(self, pool: Pool) -> list[NodeFacts]:
         return [self.nodes[name] for name in self.pool_members.get(pool, ())]
 

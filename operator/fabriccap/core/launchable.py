@@ -958,5 +958,5 @@ def missing_nodes(index: FactIndex, node_pool: str) -> list[str]:
     return [
         f"NodeClaim {claim.name} names node {claim.node_name}, which does not exist"
         for claim in sorted(index.karpenter_claims.values(), key=lambda claim: claim.name)
-        if claim.node_pool == node_pool and claim.node_name is not None and claim.node_name not in index.nodes
+        if claim.node_pool == node_pool and claim.node_name is not None and not index.node_exists(claim.node_name)
     ]

@@ -132,6 +132,16 @@ def pool_names(
     return namings
 
 
+def readable_value(name: str, fabrics: Iterable[str]) -> str | None:
+    """The pool value a readable name ``<fabric>-<value>`` is made of; None for a name no pool
+    gets in the readable form (hashed, not a DNS label, of no configured fabric). The longest
+    fabric that prefixes the name is its fabric: a shorter one gives up such names (Reserved)."""
+    if not is_dns_label(name) or looks_hashed(name):
+        return None
+    prefixes = [fabric for fabric in fabrics if name.startswith(f"{fabric}-") and len(name) > len(fabric) + 1]
+    return name[len(max(prefixes, key=len)) + 1 :] if prefixes else None
+
+
 def capability_name(fabric: str, pool_key: str, pool_value: str, fabrics: Iterable[str] = ()) -> str:
     """The name of one pool of ``fabric`` when no other present pool shares its value."""
     return _static_naming(fabric, pool_key, pool_value, list(fabrics)).name

@@ -7,7 +7,14 @@ import asyncio
 import copy
 from typing import Any
 
-from fabriccap.core.api import POOL_VALUE_ANNOTATION
+from fabriccap.core.api import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    POOL_KEY_ANNOTATION,
+    POOL_VALUE_ANNOTATION,
+    READY_LABEL,
+)
+from fabriccap.core.names import hashed_name
 from fabriccap.core.shard import Shard
 from fabriccap_devtools.world import workload_pod
 from support.builders import NODEGROUP, node
@@ -93,3 +100,116 @@ async def test_two_shards_publish_disjoint_halves_and_neither_touches_the_others
                 == 32
             )
             assert published[f"efa-{value}"]["status"]["nodes"] == 2
+
+
+# -- which shard answers for an object: the one whose pool computes its name (review 64-shard)
+
+
+def gate(name: str) -> dict[str, Any]:
+    """A gate object declared in Git (docs/gitops.md): no pool annotations, no status."""
+    return {
+        "apiVersion": "fabriccap.dev/v1alpha1",
+        "kind": "FabricCapability",
+        "metadata": {"name": name, "resourceVersion": "5", "labels": {"app.kubernetes.io/instance": "training"}},
+        "spec": {},
+    }
+
+
+def fcap_writes(api: Any) -> list[tuple[str, str]]:
+    return [(method, path) for method, path, _, _ in api.requests if method != "GET" and path.startswith(FCAPS)]
+
+
+async def settled(setup: Any, rounds: int = 3) -> None:
+    for _ in range(rounds):
+        setup.clock.now += GRACE + 1
+        setup.store.mark_all()
+        await setup.publisher.reconcile_once()
+
+
+async def test_a_gate_declared_in_git_is_adopted_by_the_shard_of_its_pool_and_left_alone_by_shard_zero() -> None:
+    value = THEIRS[0]
+    world = healthy(value, "n1", "n2") + healthy(OURS[0], "m1")
+    async with publishing([gate(f"efa-{value}")], shard=SECOND) as owner:
+        owner.add(world)
+        await start(owner)
+        await settled(owner)
+        adopted = owner.published()[f"efa-{value}"]
+        assert adopted["metadata"]["labels"][READY_LABEL] == "true"
+        assert adopted["metadata"]["annotations"][POOL_VALUE_ANNOTATION] == value
+        assert not owner.api.writes("POST"), "adopted, not created again (which answered 409 forever)"
+    async with publishing([gate(f"efa-{value}")], shard=FIRST) as other:
+        other.add(world)
+        await start(other)
+        await settled(other)
+        assert f"efa-{value}" not in other.publisher.objects
+        assert all(not path.rstrip("/").endswith(f"efa-{value}") for _, path in fcap_writes(other.api))
+
+
+async def test_a_create_that_finds_its_object_there_reads_it_and_adopts_it() -> None:
+    value = OURS[0]
+    async with publishing(shard=FIRST) as setup:
+        await setup.publisher.load_published()  # read back before the object was made
+        setup.api.collections[FCAPS].items.append(gate(f"efa-{value}"))  # made meanwhile, unwatched
+        setup.add(healthy(value, "n1"))
+        await setup.publisher.reconcile_once()
+        await settled(setup, rounds=2)
+        assert len(setup.api.writes("POST")) == 1, "one 409, then read and adopted"
+        adopted = setup.published()[f"efa-{value}"]
+        assert adopted["metadata"]["labels"][READY_LABEL] == "true"
+        assert adopted["metadata"]["annotations"][POOL_VALUE_ANNOTATION] == value
+
+
+def stripped_of_its_pool(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` after ``kubectl annotate ... fabriccap.dev/pool-key- fabriccap.dev/pool-value-``."""
+    stripped = copy.deepcopy(obj)
+    for key in (POOL_KEY_ANNOTATION, POOL_VALUE_ANNOTATION):
+        del stripped["metadata"]["annotations"][key]
+    stripped["metadata"]["resourceVersion"] = str(int(stripped["metadata"]["resourceVersion"]) + 100)
+    return stripped
+
+
+async def test_stripped_annotations_are_put_back_by_the_owning_shard_and_never_expired_by_shard_zero() -> None:
+    value = THEIRS[0]
+    world = healthy(value, "n1", "n2")
+    async with publishing(shard=SECOND) as owner:
+        owner.add(world)
+        await start(owner)
+        stripped = stripped_of_its_pool(owner.published()[f"efa-{value}"])
+        before = len(owner.api.requests)
+        # The owning shard sees the edit on its watch: the annotations are written back.
+        owner.publisher.observe_published(copy.deepcopy(stripped), deleted=False)
+        await settled(owner, rounds=1)
+        after = [(method, path) for method, path, _, _ in owner.api.requests[before:] if method != "GET"]
+        assert after == [("PATCH", f"{FCAPS}/efa-{value}")]
+    # Shard 0 finds it so (a restore, an Argo Replace=true sync): not its pool's, so not its own.
+    async with publishing([stripped], shard=FIRST) as other:
+        other.add(world)
+        await start(other)
+        await settled(other)
+        assert fcap_writes(other.api) == [] and f"efa-{value}" not in other.publisher.objects
+
+
+async def test_shard_zero_leaves_alone_an_unannotated_hashed_object_another_shards_pool_computes() -> None:
+    value = next(value.upper() for value in VALUES if SECOND.owns_value(value.upper()))  # hashed: not a DNS label
+    name = hashed_name("efa", NODEGROUP, value)
+    managed = gate(name)
+    managed["metadata"]["labels"][MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+    async with publishing([managed], shard=FIRST) as other:
+        other.add(healthy(value, "n1") + healthy(OURS[0], "m1"))
+        await start(other)
+        await settled(other)
+        assert name in other.published() and name not in other.publisher.objects
+        assert all(not path.endswith(name) for _, path in fcap_writes(other.api))
+
+
+async def test_a_node_relabelled_into_the_shard_is_judged_with_its_plugin_pod() -> None:
+    async with publishing(shard=FIRST) as setup:
+        setup.add(healthy(OURS[0], "a1", "a2"))
+        setup.add(healthy(THEIRS[0], "b1"))  # node b1 and its plugin pod: another shard's
+        await start(setup)
+        setup.add([node("b1", pool=OURS[0], efa=32)])  # relabelled into this shard's pool
+        await setup.publisher.reconcile_once()  # before the Pods' relist the join brings
+        status = setup.published()[f"efa-{OURS[0]}"]["status"]
+        assert status["nodes"] == 3
+        ready = next(condition for condition in status["conditions"] if condition["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("True", "UniformCapability")

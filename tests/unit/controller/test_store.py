@@ -14,7 +14,16 @@ from fabriccap.core.facts import (
     Pool,
     WorkloadPodFacts,
 )
-from fabriccap.core.index import DAEMON_SET_FACTS, NODE_FACTS, PLUGIN_POD_FACTS, WORKLOAD_POD_FACTS, Table
+from fabriccap.core.index import (
+    DAEMON_SET_FACTS,
+    NODE_CLAIM_FACTS,
+    NODE_FACTS,
+    PLUGIN_POD_FACTS,
+    WORKLOAD_POD_FACTS,
+    Table,
+)
+from fabriccap.core.karpenter_facts import NodeClaimFacts
+from fabriccap.core.launchable import missing_nodes
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap_devtools import world
 from support.configs import default_config
@@ -189,7 +198,7 @@ def sharded(shard: Shard = FIRST_OF_TWO) -> FactStore:
 
 def test_a_shard_holds_the_nodes_of_its_pools_only() -> None:
     store = sharded()
-    assert set(store.nodes) == {"ours"} and store.foreign_nodes == {"theirs"}
+    assert set(store.nodes) == {"ours"} and set(store.foreign_nodes) == {"theirs"}
     assert store.pools() == [OURS]
     # The other shard holds the other half, and no node twice.
     other = sharded(Shard(index=1, count=2))
@@ -204,7 +213,8 @@ def test_a_shard_holds_the_pods_on_its_nodes_and_shard_zero_the_pending_ones() -
     store.put(PLUGIN_POD_FACTS, pod("plugin-theirs", "theirs"))
     store.put(PLUGIN_POD_FACTS, pod("plugin-ours", "ours"))
     assert set(store.workload_pods) == {("ml", "w-ours"), ("ml", "w-pending")}
-    assert set(store.pods) == {("kube-system", "plugin-ours")}
+    # Every shard holds every node's plugin pod: a node that joins is judged with its own.
+    assert set(store.pods) == {("kube-system", "plugin-ours"), ("kube-system", "plugin-theirs")}
     other = sharded(Shard(index=1, count=2))
     other.put(WORKLOAD_POD_FACTS, workload("w-theirs", "theirs", owner="job"))
     other.put(WORKLOAD_POD_FACTS, workload("w-pending", None, owner="job"))
@@ -241,20 +251,36 @@ def test_a_deleted_or_unlisted_node_of_another_shard_is_forgotten() -> None:
     store = sharded()
     store.put(NODE_FACTS, node("theirs-2", THEIRS))
     store.remove(NODE_FACTS, "theirs")
-    assert store.foreign_nodes == {"theirs-2"}
+    assert set(store.foreign_nodes) == {"theirs-2"}
     listed_again(store, NODE_FACTS, None, {"ours"})  # a fresh LIST without it
-    assert store.foreign_nodes == set() and set(store.nodes) == {"ours"}
+    assert not store.foreign_nodes and set(store.nodes) == {"ours"}
 
 
 def test_nodes_without_a_pool_are_shard_zeros() -> None:
     first, second = FactStore(FIRST_OF_TWO), FactStore(Shard(index=1, count=2))
     for store in (first, second):
         store.put(NODE_FACTS, node("loose", None))
-    assert first.unpooled == {"loose"} and second.unpooled == set() and second.foreign_nodes == {"loose"}
+    assert first.unpooled == {"loose"} and second.unpooled == set() and second.foreign_nodes == {"loose": None}
 
 
 def test_an_unsharded_store_holds_everything() -> None:
     store = sharded(UNSHARDED)
     store.put(WORKLOAD_POD_FACTS, workload("w-theirs", "theirs", owner="job"))
-    assert set(store.nodes) == {"ours", "theirs"} and store.foreign_nodes == set()
+    assert set(store.nodes) == {"ours", "theirs"} and not store.foreign_nodes
     assert set(store.workload_pods) == {("ml", "w-theirs")}
+
+
+def test_a_shard_knows_the_other_shards_nodes_exist_and_their_pools() -> None:
+    store = sharded()
+    # NodeClaims of a NodePool of this shard; one's node is held by the other shard (the node's
+    # first pool label is not its NodePool): it exists, and only the one naming no node at all
+    # is reported (review 64-shard F6).
+    for claim, node_name in (("nc-theirs", "theirs"), ("nc-gone", "gone")):
+        store.put(NODE_CLAIM_FACTS, NodeClaimFacts(claim, OURS.value, node_name, None, (), (), ()))
+    assert len(store.karpenter_claims) == 2
+    assert missing_nodes(store, OURS.value) == ["NodeClaim nc-gone names node gone, which does not exist"]
+    assert store.node_exists("theirs") and store.node_exists("ours") and not store.node_exists("gone")
+    # Every pool of the cluster, the other shard's too: what names the objects it answers for.
+    assert store.known_pools() == {OURS, THEIRS}
+    store.remove(NODE_FACTS, "theirs")
+    assert not store.node_exists("theirs") and store.known_pools() == {OURS}

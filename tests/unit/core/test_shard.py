@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from fabriccap.core.facts import Pool
+from fabriccap.core.names import hashed_name
 from fabriccap.core.shard import MAX_SHARDS, UNSHARDED, Shard
 
 NODEGROUP = "eks.amazonaws.com/nodegroup"
@@ -85,3 +86,46 @@ def test_a_shard_that_cannot_be_is_refused_saying_why(index: int, count: int, pr
 def test_a_shard_says_which_it_is() -> None:
     assert str(Shard(index=1, count=4)) == "shard 1 of 4"
     assert str(UNSHARDED) == "unsharded"
+
+
+# -- which shard a FabricCapability is for (review 64-shard F1, F2)
+
+FABRICS = ["efa", "ib"]
+SECOND_OF_TWO = Shard(index=1, count=2)
+SECONDS = next(value for value in VALUES if SECOND_OF_TWO.owns_value(value))
+FIRSTS = next(value for value in VALUES if not SECOND_OF_TWO.owns_value(value))
+
+
+def holders(name: str, claimed: Pool | None, pools: list[Pool] | None = None) -> list[int]:
+    shards = [Shard(index=index, count=2) for index in range(2)]
+    return [shard.index for shard in shards if shard.owns_object(name, claimed, FABRICS, lambda: pools or [])]
+
+
+def test_an_object_is_the_shard_whose_pool_computes_its_name_whatever_its_annotations_say() -> None:
+    # A gate declared in Git: no annotations, the readable name of a pool of shard 1.
+    assert holders(f"efa-{SECONDS}", None) == [1]
+    # Annotations that name a pool of shard 0 (an edit, a restore): the name still decides.
+    assert holders(f"efa-{SECONDS}", Pool(NODEGROUP, FIRSTS)) == [1]
+    assert holders(f"efa-{FIRSTS}", Pool(NODEGROUP, SECONDS)) == [0]
+    assert UNSHARDED.owns_object(f"efa-{SECONDS}", Pool(NODEGROUP, FIRSTS), FABRICS, lambda: [])
+
+
+def test_a_hashed_name_is_looked_up_among_the_clusters_pools_and_only_when_needed() -> None:
+    # Not a DNS label: its name is hashed, and says nothing of its value.
+    pool = next(Pool(NODEGROUP, value.upper()) for value in VALUES if SECOND_OF_TWO.owns_value(value.upper()))
+    name = hashed_name("efa", pool.key, pool.value)
+    asked: list[Pool] = []
+
+    def pools() -> list[Pool]:
+        asked.append(pool)
+        return [Pool(NODEGROUP, "other"), pool]
+
+    # Its annotations explain it: the cluster's pools are not even asked for.
+    assert SECOND_OF_TWO.owns_object(name, pool, FABRICS, pools) and asked == []
+    # Without annotations (a gate in Git, or stripped), the pool among the cluster's that
+    # computes the name says whose it is: every shard sees every node's pool label.
+    assert holders(name, None, [Pool(NODEGROUP, "other"), pool]) == [1]
+    # A name no pool computes: its annotations, else shard 0 (which expires it if it is managed).
+    assert holders(name, None, [Pool(NODEGROUP, "other")]) == [0]
+    assert holders("not-a-fabric-name", Pool(NODEGROUP, SECONDS)) == [1]
+    assert holders("not-a-fabric-name", None) == [0]
