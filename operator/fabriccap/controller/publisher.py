@@ -970,10 +970,19 @@ class Publisher:
 
     async def finish_writes(self, timeout: float | None = None) -> None:
         """Wait for the writes in flight (a clean stop, before the Lease is released; tests).
-        Those still running after ``timeout`` are cancelled."""
+        Those still running after ``timeout`` are cancelled, the Events sent in the background
+        too: only a leader sends, and one left running landed after the Lease was released,
+        when another replica may lead (review 64-shard F8)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         await self.lanes.finish(timeout)
         if self._side_tasks:
-            await asyncio.wait(list(self._side_tasks), timeout=timeout)
+            tasks = list(self._side_tasks)
+            left = None if deadline is None else max(deadline - loop.time(), 0.0)
+            _, running = await asyncio.wait(tasks, timeout=left)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- Events
 

@@ -807,3 +807,22 @@ async def test_a_ready_label_set_by_hand_is_put_back() -> None:
         setup.publisher.observe_published(edited, deleted=False)  # its watch event
         await setup.publisher.reconcile_once()
         assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
+
+
+async def test_a_clean_stop_cancels_the_events_still_being_sent_before_the_lease_is_released() -> None:
+    # Only a leader sends: an Event left running after finish_writes landed once the Lease was
+    # released, when another replica may lead (review 64-shard F8).
+    landed: list[str] = []
+
+    async def slow_event() -> None:
+        await asyncio.sleep(WAIT_SECONDS)
+        landed.append("event")
+
+    async with publishing() as setup:
+        setup.add(healthy("p5-a", "n1"))
+        await start(setup)
+        setup.publisher._spawn(slow_event())
+        await setup.publisher.finish_writes(timeout=0.05)
+        assert not setup.publisher._side_tasks, "nothing of it still runs"
+        await asyncio.sleep(0.1)
+        assert landed == []
