@@ -665,11 +665,38 @@ def test_service_monitor_settings() -> None:
     # It still selects the Service where the release is.
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["fabriccap-system"]}
     (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["relabelings"] == [relabeling]
+    # The chart's own relabeling (the pod's shard) comes first, the release's after it.
+    assert endpoint["relabelings"] == [SHARD_RELABELING, relabeling]
     assert endpoint["metricRelabelings"] == [dropping]
     rule = one(docs, "PrometheusRule")
     assert rule["metadata"]["namespace"] == "monitoring"
     assert rule["metadata"]["labels"]["rules"] == "fabric"
+
+
+SHARD_RELABELING = {
+    "sourceLabels": ["__meta_kubernetes_pod_label_fabriccap_dev_shard"],
+    "regex": "(.+)",
+    "targetLabel": "shard",
+}
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_a_whole_shard_down_or_pending_is_alerted_on_per_shard(shards: int) -> None:
+    """Sharded, a shard whose pods all crash-loop or stay Pending while another is up fired no
+    alert: `up` had no shard, and the job's absent() was false (hostile review 64-shard F3).
+    The targets carry the pod's shard, and OperatorDown asks for each of the chart's N shards."""
+    docs = render(MONITORING_ON, {"sharding": {"shards": shards}}, namespace="platform")
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [SHARD_RELABELING]
+    # The pod label the relabeling reads is the one every shard's pods carry.
+    for deployment in of_kind(docs, "Deployment"):
+        assert alerts.SHARD_POD_LABEL in deployment["spec"]["template"]["metadata"]["labels"]
+    expected = alerts.rule_group(alerts.AlertSettings(shards=shards, namespace="platform"))
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == [expected]
+    (down,) = [rule for rule in rules(docs) if rule["alert"] == "FabricCapabilityOperatorDown"]
+    for shard in range(shards):
+        assert f'absent(up{{job="fabriccap",namespace="platform",shard="{shard}"}})' in down["expr"]
+    assert f'shard="{shards}"' not in down["expr"]
 
 
 def test_the_first_names_of_the_label_values_are_still_read() -> None:
