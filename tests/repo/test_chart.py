@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from fabriccap.configfile import load_config
-from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
 from fabriccap.controller.leader import lease_name
+from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
 from fabriccap.core.shard import MAX_SHARDS, Shard
 from fabriccap.observability import alerts
 from support.rendering import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one

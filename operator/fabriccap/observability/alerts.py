@@ -8,8 +8,9 @@ committed files differ from what this module renders. Regenerate them with::
     python -m fabriccap.alerts --out monitoring/
 
 Expressions and annotations are Prometheus text with ``@name`` placeholders (``@job``,
-``@for``, ``@stale_after``, ``@watch_stale_after``, ``@no_target``) filled in from ``AlertSettings``; ``@`` appears in neither
-these PromQL expressions nor Go templates, so it cannot collide with ``{{ $labels }}``.
+``@for``, ``@stale_after``, ``@watch_stale_after``, ``@no_target``) filled in from
+``AlertSettings``; ``@`` appears in neither these PromQL expressions nor Go templates, so it
+cannot collide with ``{{ $labels }}``.
 """
 
 from __future__ import annotations
