@@ -20,7 +20,9 @@ import pytest
 import yaml
 
 from fabriccap.configfile import load_config
+from fabriccap.controller.leader import lease_name
 from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
+from fabriccap.core.shard import MAX_SHARDS, Shard
 from fabriccap.observability import alerts
 from support.rendering import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one
 
@@ -359,6 +361,30 @@ def test_leader_election_role_is_in_the_release_namespace_for_its_lease_only() -
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
 
 
+@pytest.mark.parametrize("shards", [2, 3, MAX_SHARDS])
+def test_a_change_of_shards_leaves_the_old_pods_their_own_lease(shards: int) -> None:
+    """The Role named only the new count's Leases: `helm upgrade --set sharding.shards=3` from 2
+    cut the old pods of shards 0 and 1 (still `--shards=2`, until the rollout replaces them) off
+    their own Lease with a 403, and they stopped writing ~10 s later, long before the new pods
+    had listed (hostile review 64-shard F4). Shard I of the new split may renew its Lease under
+    every count; shards the new split does not have are deleted with their Deployments."""
+    (role,) = of_kind(render({"sharding": {"shards": shards}}, namespace="platform"), "Role")
+    (leases,) = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
+    expected = {
+        lease_name(Shard(index=index, count=count))
+        for index in range(shards)
+        for count in range(max(2, index + 1), MAX_SHARDS + 1)
+    }
+    assert len(leases) == len(set(leases))
+    assert set(leases) == expected
+    # From 2 to 3 and from 3 to 2: both sides of the rollout of a remaining shard renew.
+    assert {"fabriccap-leader-0-of-2", "fabriccap-leader-0-of-3", "fabriccap-leader-1-of-3"} <= set(leases)
+    # The chart's maximum is the operator's and the schema's.
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["sharding"]["properties"]["shards"]["maximum"] == MAX_SHARDS
+    assert f'define "fabriccap.maxShards" -}}}}{MAX_SHARDS}{{{{' in (CHART / "templates" / "_helpers.tpl").read_text()
+
+
 ONE_INSTALL_GUARD = """{{- include "fabriccap.refuseOtherInstall" (dict "top" . "deployments" .Values.deployments) }}
 """
 
@@ -423,8 +449,9 @@ def test_shards_are_one_deployment_budget_and_lease_each() -> None:
     budgets = of_kind(docs, "PodDisruptionBudget")
     assert [budget["spec"]["selector"] for budget in budgets] == [doc["spec"]["selector"] for doc in deployments]
     (role,) = of_kind(docs, "Role")
-    named = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
-    assert named == [[f"fabriccap-leader-{index}-of-3" for index in range(3)]]
+    (named,) = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
+    # Each shard's own Lease (and, for a change of shards, its Leases under the other counts).
+    assert {f"fabriccap-leader-{index}-of-3" for index in range(3)} <= set(named)
     # Unsharded, the one Deployment keeps its name and selector: an upgrade changes nothing.
     (single,) = of_kind(render({"sharding": {"shards": 1}}), "Deployment")
     assert single["metadata"]["name"] == "fabriccap"
@@ -555,7 +582,10 @@ def test_notes_name_the_leases_the_role_grants(shards: int, tmp_path: Path) -> N
     notes = result.stdout.partition("\nNOTES:\n")[2]
     (role,) = of_kind(render(values, namespace="fc"), "Role")
     (leases,) = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
-    assert set(re.findall(r"fabriccap-leader(?:-\d+-of-\d+)?(?![-\w])", notes)) == set(leases)
+    # The Leases the pods use now; the Role grants them (and, sharded, the other counts' too).
+    current = {lease_name(Shard(index=index, count=shards)) for index in range(shards)}
+    assert set(re.findall(r"fabriccap-leader(?:-\d+-of-\d+)?(?![-\w])", notes)) == current
+    assert current <= set(leases)
     assert f"{2 * shards} pods" in notes if shards > 1 else "2 replicas" in notes
 
 
@@ -665,11 +695,38 @@ def test_service_monitor_settings() -> None:
     # It still selects the Service where the release is.
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["fabriccap-system"]}
     (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["relabelings"] == [relabeling]
+    # The chart's own relabeling (the pod's shard) comes first, the release's after it.
+    assert endpoint["relabelings"] == [SHARD_RELABELING, relabeling]
     assert endpoint["metricRelabelings"] == [dropping]
     rule = one(docs, "PrometheusRule")
     assert rule["metadata"]["namespace"] == "monitoring"
     assert rule["metadata"]["labels"]["rules"] == "fabric"
+
+
+SHARD_RELABELING = {
+    "sourceLabels": ["__meta_kubernetes_pod_label_fabriccap_dev_shard"],
+    "regex": "(.+)",
+    "targetLabel": "shard",
+}
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_a_whole_shard_down_or_pending_is_alerted_on_per_shard(shards: int) -> None:
+    """Sharded, a shard whose pods all crash-loop or stay Pending while another is up fired no
+    alert: `up` had no shard, and the job's absent() was false (hostile review 64-shard F3).
+    The targets carry the pod's shard, and OperatorDown asks for each of the chart's N shards."""
+    docs = render(MONITORING_ON, {"sharding": {"shards": shards}}, namespace="platform")
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [SHARD_RELABELING]
+    # The pod label the relabeling reads is the one every shard's pods carry.
+    for deployment in of_kind(docs, "Deployment"):
+        assert alerts.SHARD_POD_LABEL in deployment["spec"]["template"]["metadata"]["labels"]
+    expected = alerts.rule_group(alerts.AlertSettings(shards=shards, namespace="platform"))
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == [expected]
+    (down,) = [rule for rule in rules(docs) if rule["alert"] == "FabricCapabilityOperatorDown"]
+    for shard in range(shards):
+        assert f'absent(up{{job="fabriccap",namespace="platform",shard="{shard}"}})' in down["expr"]
+    assert f'shard="{shards}"' not in down["expr"]
 
 
 def test_the_first_names_of_the_label_values_are_still_read() -> None:

@@ -236,3 +236,10 @@ httpGet:
   port: health
 {{ omit . "enabled" | toYaml }}
 {{- end -}}
+
+{{/*
+The largest sharding.shards: core/shard.py's MAX_SHARDS, which the values schema enforces too
+(tests/repo/test_chart.py checks all three agree). The leader-election Role names every
+shard's Lease under every count up to it.
+*/}}
+{{- define "fabriccap.maxShards" -}}64{{- end }}

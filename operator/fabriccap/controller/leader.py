@@ -153,6 +153,9 @@ class LeaderElector:
     _distrusted: tuple[str, float] | None = None  # the holder and duration last said to be too long
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
+    def __post_init__(self) -> None:
+        self.metrics.leader.set_function(self._leader_gauge)
+
     def write_window(self) -> float:
         """Seconds this replica may still write for; 0 when it must not write."""
         if not self.leading or self._renewed_at is None:
@@ -169,18 +172,21 @@ class LeaderElector:
                 # the count again.
                 await self.campaign_after.wait()
             while True:
+                self._step_down_if_window_closed()
+                budget = self._step_budget()
                 try:
-                    # Bounded as client-go bounds a renewal by its renew deadline: a GET that
-                    # hangs kept ``leading`` (and fabriccap_leader) up for its 60 s, past the
-                    # window, and tried nothing else meanwhile.
-                    async with asyncio.timeout(self.timings.renew_deadline):
+                    # Bounded as client-go bounds a renewal by its renew deadline, and while
+                    # leading by what is left of the write window: a GET that hangs kept
+                    # ``leading`` (and fabriccap_leader) up for its 60 s, and a step begun just
+                    # before the window closed kept it up for a whole renew deadline past it,
+                    # beyond the lease duration, while another replica could already lead.
+                    async with asyncio.timeout(budget):
                         await self._step()
                 except KubeError as error:
                     logger.warning("leader election: %s", error)
                 except TimeoutError:
-                    logger.warning("leader election: no answer within %.0fs", self.timings.renew_deadline)
-                if self.leading and self.write_window() <= 0:
-                    self._set_leading(False, "could not renew the lease within the renew deadline")
+                    logger.warning("leader election: no answer within %.1fs", budget)
+                self._step_down_if_window_closed()
                 self.attempted.set()
                 self._wake.clear()
                 # asyncio.timeout, not wait_for: see publisher.run (kopf counts stray tasks).
@@ -296,11 +302,31 @@ class LeaderElector:
                 )
                 await asyncio.sleep(delay)
 
+    def _step_budget(self) -> float:
+        """How long the next step may take: the renew deadline, and while leading no longer
+        than the write window has left (a step that renews opens a new window)."""
+        if not self.leading:
+            return self.timings.renew_deadline
+        return min(self.timings.renew_deadline, self.write_window())
+
+    def _step_down_if_window_closed(self) -> None:
+        if self.leading and self.write_window() <= 0:
+            self._set_leading(False, "could not renew the lease within the renew deadline")
+
+    def _leader_gauge(self) -> float:
+        """fabriccap_leader, read at scrape time: 1 only inside the write window. The loop steps
+        down when the window closes, but a scrape answered while the event loop is busy (the
+        exposition is served from its own thread) must not read 1 past it."""
+        return 1.0 if self.leading and self.write_window() > 0 else 0.0
+
     def _next_wait(self) -> float:
         """Retry with client-go's jitter (replicas that start together do not poll in lockstep),
         but a follower wakes exactly when the record it watches would expire: takeover then
-        comes a lease duration after the leader's last renewal (as the watch saw it)."""
+        comes a lease duration after the leader's last renewal (as the watch saw it), and a
+        leader wakes when its write window closes, to step down then and not at its next try."""
         wait = self.timings.retry_period * random.uniform(1.0, 1.2)
+        if self.leading:
+            return min(wait, self.write_window())
         if not self.leading and self._observed is not None and self._observed[0]:
             expires_in = self._observed_at + self.timings.lease_duration - self.clock()
             if 0 < expires_in < wait:
@@ -445,7 +471,6 @@ class LeaderElector:
 
     def _set_leading(self, leading: bool, why: str) -> None:
         self.leading = leading
-        self.metrics.leader.set(1 if leading else 0)
         if leading:
             logger.info("leading as %s (%s/%s): %s", self.identity, self.namespace, self.name, why)
         else:
@@ -456,7 +481,6 @@ class LeaderElector:
     async def _release(self) -> None:
         """Hand the Lease over at once on a clean stop (client-go's ReleaseOnCancel)."""
         self.leading = False
-        self.metrics.leader.set(0)
         with contextlib.suppress(KubeError, OSError, asyncio.CancelledError, TimeoutError):
             async with asyncio.timeout(RELEASE_SECONDS):
                 lease = await self._get()

@@ -8,8 +8,9 @@ committed files differ from what this module renders. Regenerate them with::
     python -m fabriccap.alerts --out monitoring/
 
 Expressions and annotations are Prometheus text with ``@name`` placeholders (``@job``,
-``@for``, ``@stale_after``, ``@watch_stale_after``) filled in from ``AlertSettings``; ``@`` appears in neither
-these PromQL expressions nor Go templates, so it cannot collide with ``{{ $labels }}``.
+``@for``, ``@stale_after``, ``@watch_stale_after``, ``@no_target``) filled in from
+``AlertSettings``; ``@`` appears in neither these PromQL expressions nor Go templates, so it
+cannot collide with ``{{ $labels }}``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ class AlertSettings:
     watch_stale_after_seconds: int = 300
     for_all: str | None = None  # one `for:` for every alert (tests use a few seconds)
     for_overrides: Mapping[str, str] = field(default_factory=dict)  # alert name -> `for:`
+    # Sharded (chart sharding.shards, run --shards): how many shards, and the namespace their
+    # targets are in. With more than one, "no target" is asked per shard (``no_target``).
+    shards: int = 1
+    namespace: str = ""
+    # What stands for "no target" instead (helm_rules: the chart fills it in once it knows the
+    # shard count and its namespace).
+    no_target_placeholder: str | None = None
 
     def for_duration(self, rule: AlertRule) -> str:
         return self.for_overrides.get(rule.name) or self.for_all or rule.for_
@@ -65,7 +73,31 @@ class AlertSettings:
 # Pool series are exported by every replica of the operator, each with its own `instance`
 # (and `pod`, under the Prometheus Operator). Pool alerts aggregate those away: two replicas
 # count once, and an operator restart (a new pod IP) does not reset a pool alert's `for:`.
-PER_POOL = "max without (instance, pod)"
+# Sharded, the targets also carry `shard` (the chart's ServiceMonitor): a change of the shard
+# count moves a pool to another shard, and that must not reset its `for:` either.
+PER_POOL = "max without (instance, pod, shard)"
+# The pod label the chart puts on every replica of a shard, and the target label the chart's
+# ServiceMonitor (and the relabeling in docs/observability.md) makes of it.
+SHARD_POD_LABEL = "fabriccap.dev/shard"
+SHARD_TARGET_LABEL = "shard"
+
+
+def shard_target(job: str, namespace: str, shard: str) -> str:
+    """The `up` series of one shard's targets, as OperatorDown asks for it when sharded."""
+    namespace_matcher = f',namespace="{namespace}"' if namespace else ""
+    return f'up{{job="{job}"{namespace_matcher},{SHARD_TARGET_LABEL}="{shard}"}}'
+
+
+def no_target(settings: AlertSettings) -> str:
+    """OperatorDown's "nothing scraped": unsharded, no target of the job at all; sharded, no
+    target of some shard (all its pods Pending, say, so not even up=0 exists for it), one
+    alert per such shard. Prometheus cannot count to N, but whoever renders the rules knows it."""
+    if settings.no_target_placeholder is not None:
+        return settings.no_target_placeholder
+    if settings.shards <= 1:
+        return f'absent(up{{job="{settings.job}"}})'
+    terms = (f"absent({shard_target(settings.job, settings.namespace, str(i))})" for i in range(settings.shards))
+    return "(" + " or ".join(terms) + ")"
 
 
 def pool_series(metric: str, matchers: str = "") -> str:
@@ -178,15 +210,17 @@ ALERTS: tuple[AlertRule, ...] = (
         # Down (every target's up is 0) or gone (no target discovered, e.g. the ServiceMonitor
         # selects nothing); both branches keep the `job` label for routing. Per namespace too:
         # every release's Service scrapes as one job (app.kubernetes.io/name), and a healthy
-        # release's max would hide a dead one (series without a namespace form one group).
-        expr='max by (job, namespace) (up{job="@job"}) == 0\nor\nabsent(up{job="@job"})',
+        # release's max would hide a dead one (series without a namespace form one group). And
+        # per shard: a shard whose replicas all crash-loop while another is up froze its pools
+        # silently. Unsharded targets carry no `shard`, so the groups are the same as before.
+        expr='max by (job, namespace, shard) (up{job="@job"}) == 0\nor\n@no_target',
         for_="10m",
         severity="critical",
         summary="The fabriccap operator is down or not scraped (job @job).",
         description=(
             'No target of the scrape job "@job" has been up for @for. FabricCapability status is frozen at'
             " its last value and the fabriccap_* metrics are gone, so gates that read the status may admit"
-            " pools whose nodes changed since."
+            " pools whose nodes changed since. Sharded, the label shard says whose pools are frozen."
         ),
         anchor="fabriccapabilityoperatordown",
     ),
@@ -281,7 +315,7 @@ ALERTS: tuple[AlertRule, ...] = (
     ),
     AlertRule(
         name="FabricRequestUnschedulable",
-        expr='max without (instance, pod) (fabriccap_unschedulable_fabric_pods{job="@job"}) > 0',
+        expr='max without (instance, pod, shard) (fabriccap_unschedulable_fabric_pods{job="@job"}) > 0',
         for_="10m",
         severity="warning",
         summary="{{ $value }} pod(s) request {{ $labels.fabric }} that no node can give them.",
@@ -302,6 +336,7 @@ class _Placeholders(string.Template):
 
 def _fill(text: str, rule: AlertRule, settings: AlertSettings) -> str:
     return _Placeholders(text).substitute(
+        no_target=no_target(settings),
         job=settings.job,
         stale_after=str(settings.stale_after_seconds),
         watch_stale_after=str(settings.watch_stale_after_seconds),
@@ -374,13 +409,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stale-after", type=int, default=AlertSettings.stale_after_seconds, metavar="SECONDS", dest="stale_after"
     )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=AlertSettings.shards,
+        metavar="N",
+        help="sharded (run --shards N): alert on each shard with no target; needs the `shard` target label",
+    )
+    parser.add_argument("--namespace", default="", help="the operator's namespace (sharded: its targets' namespace)")
     parser.add_argument("--for-all", metavar="DURATION", help="one `for:` for every alert")
     parser.add_argument(
         "--for", dest="overrides", action="append", default=[], type=_parse_override, metavar="ALERT=DURATION"
     )
     args = parser.parse_args(argv)
     settings = AlertSettings(
-        job=args.job, stale_after_seconds=args.stale_after, for_all=args.for_all, for_overrides=dict(args.overrides)
+        job=args.job,
+        stale_after_seconds=args.stale_after,
+        for_all=args.for_all,
+        for_overrides=dict(args.overrides),
+        shards=args.shards,
+        namespace=args.namespace,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,10 @@ FILE = "alerts.yaml"
 # Neither occurs in PromQL nor in Go templates; the chart replaces both literally.
 JOB_PLACEHOLDER = "__fabriccap_job__"
 FOR_PLACEHOLDER = "__fabriccap_for__"
+# OperatorDown's "no target": the chart knows the shard count and its namespace only at install.
+NO_TARGET_PLACEHOLDER = "__fabriccap_no_target__"
+SHARD_PLACEHOLDER = "__fabriccap_shard__"
+NAMESPACE_PLACEHOLDER = "__fabriccap_namespace__"
 # Keys of a rendered rule that chart_rules rewrites; any other (keep_firing_for, say) passes through.
 _HANDLED = {"alert", "for", "expr", "labels", "annotations"}
 
@@ -26,7 +30,9 @@ _HANDLED = {"alert", "for", "expr", "labels", "annotations"}
 def chart_rules() -> dict[str, Any]:
     """``{group, rules: [{alert, for, severity, expr, labels, annotations}]}`` with placeholders."""
     settings = alerts.AlertSettings(
-        job=JOB_PLACEHOLDER, for_overrides={rule.name: FOR_PLACEHOLDER for rule in alerts.ALERTS}
+        job=JOB_PLACEHOLDER,
+        for_overrides={rule.name: FOR_PLACEHOLDER for rule in alerts.ALERTS},
+        no_target_placeholder=NO_TARGET_PLACEHOLDER,
     )
     group = alerts.rule_group(settings)
     defaults = {rule.name: rule for rule in alerts.ALERTS}
@@ -45,11 +51,18 @@ def chart_rules() -> dict[str, Any]:
                 **{key: value for key, value in rendered.items() if key not in _HANDLED},
             }
         )
-    return {"group": group["name"], "rules": rules}
+    # Unsharded, the text itself; sharded, one term per shard, which templates/prometheusrule.yaml
+    # joins as alerts.no_target does (a test compares the two).
+    no_target = {
+        "unsharded": alerts.no_target(alerts.AlertSettings(job=JOB_PLACEHOLDER)),
+        "shard": f"absent({alerts.shard_target(JOB_PLACEHOLDER, NAMESPACE_PLACEHOLDER, SHARD_PLACEHOLDER)})",
+    }
+    return {"group": group["name"], "noTarget": no_target, "rules": rules}
 
 
 def rendered_files() -> dict[str, str]:
     header = generated_header(__name__) + (
-        f"# {JOB_PLACEHOLDER} and {FOR_PLACEHOLDER} are filled in by templates/prometheusrule.yaml.\n"
+        f"# {JOB_PLACEHOLDER}, {FOR_PLACEHOLDER} and {NO_TARGET_PLACEHOLDER} are filled in by"
+        " templates/prometheusrule.yaml.\n"
     )
     return {FILE: to_yaml(chart_rules(), header)}

@@ -19,6 +19,7 @@ from fabriccap.controller.ratelimit import BackoffPolicy
 from fabriccap.core.evaluate import evaluate
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap.kube.client import KubeClient
+from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import LEASES
 from support.fakeapi import FakeApi, WatchResponse, eventually, fake_api
 from support.publishing import healthy, publishing
@@ -663,3 +664,53 @@ async def test_a_lease_watch_refused_as_too_old_is_opened_again_at_the_most_rece
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def test_fabriccap_leader_reads_0_once_the_write_window_has_closed() -> None:
+    """The gauge was set when the elector stepped down, which waits for its step: a scrape
+    between the window's close and the step down (an event loop busy evaluating, a step that
+    hangs) read 1 while another replica could already lead (hostile review 64-shard F7)."""
+    async with two_replicas() as (_, a, clock_a, _, _):
+        await a._step()
+        assert a.metrics.registry.get_sample_value("fabriccap_leader") == 1
+        clock_a.now += a.timings.renew_deadline + 0.1  # no step ran meanwhile
+        assert a.write_window() == 0.0
+        assert a.metrics.registry.get_sample_value("fabriccap_leader") == 0
+
+
+async def test_leading_ends_when_the_write_window_closes_even_while_a_step_is_under_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Renewals that fail fast, then a GET that hangs: each step was bounded by the whole renew
+    deadline, so a step begun just before the window closed kept ``leading`` (and /healthz's
+    leader) True for up to a renew deadline past it, beyond the lease duration (hostile review
+    64-shard F7; timings scaled down 10x)."""
+    async with fake_api() as (api, client):
+        api.serve(LEASES_PATH, "Lease", [], "1")
+        timings = LeaseTimings(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+        a = LeaderElector(client, NAMESPACE, "a", OperatorMetrics(), timings=timings)
+        await a._step()
+        assert a.leading and a._renewed_at is not None
+        renewed_at = a._renewed_at
+
+        async def fails_then_hangs() -> None:
+            if a.clock() - renewed_at < 0.85:
+                raise KubeError("GET lease: 503 the server is busy", 503)
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(a, "_get", fails_then_hangs)
+        task = asyncio.create_task(a.run())
+        late: list[float] = []
+        try:
+            while a.leading and a.clock() - renewed_at < 3.0:
+                if a.write_window() <= 0:
+                    late.append(a.clock() - renewed_at - timings.renew_deadline)
+                await asyncio.sleep(0.01)
+            assert not a.leading
+            # Stepped down as the window closed (a scheduling tick late at most), not up to a
+            # renew deadline after it.
+            assert not late or max(late) < 0.1, late
+            assert a.metrics.registry.get_sample_value("fabriccap_leader") == 0
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

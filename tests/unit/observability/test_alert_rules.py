@@ -21,6 +21,7 @@ from fabriccap.observability import alerts, dashboard
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MONITORING = REPO_ROOT / "monitoring"
 RULES_TEST = REPO_ROOT / "tests" / "rules" / "alerts-test.yaml"
+SHARDED_RULES_TEST = REPO_ROOT / "tests" / "rules" / "sharded-alerts-test.yaml"
 RUNBOOK = REPO_ROOT / "docs" / "runbook.md"
 SPEC_ALERTS = {
     "FabricMixedRollout",
@@ -116,6 +117,30 @@ def test_promtool_test_rules() -> None:
     promtool = _promtool()
     result = _run(promtool, "test", "rules", str(RULES_TEST))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.prometheus
+def test_promtool_test_rules_rendered_for_two_shards(tmp_path: Path) -> None:
+    """A shard with no target at all (its pods Pending) while another is up (hostile review
+    64-shard F3): the rules as the chart renders them for 2 shards, next to their tests."""
+    promtool = _promtool()
+    assert alerts.main(["--out", str(tmp_path), "--shards", "2", "--namespace", "fc"]) == 0
+    shutil.copy(SHARDED_RULES_TEST, tmp_path / SHARDED_RULES_TEST.name)
+    result = _run(promtool, "test", "rules", str(tmp_path / SHARDED_RULES_TEST.name))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_unsharded_rules_ask_for_no_shard_and_sharded_ones_for_each() -> None:
+    """Unsharded targets carry no `shard`: grouping by it changes nothing, and "no target" is
+    the job's absent() as before."""
+    unsharded = {rule["alert"]: rule["expr"] for rule in alerts.rules_file()["groups"][0]["rules"]}
+    assert unsharded["FabricCapabilityOperatorDown"].endswith('\nabsent(up{job="fabriccap"})')
+    sharded = alerts.rules_file(alerts.AlertSettings(shards=3, namespace="fc"))["groups"][0]["rules"]
+    (down,) = [rule["expr"] for rule in sharded if rule["alert"] == "FabricCapabilityOperatorDown"]
+    assert down.endswith(
+        '(absent(up{job="fabriccap",namespace="fc",shard="0"}) or absent(up{job="fabriccap",namespace="fc",shard="1"})'
+        ' or absent(up{job="fabriccap",namespace="fc",shard="2"}))'
+    )
 
 
 @pytest.mark.prometheus
