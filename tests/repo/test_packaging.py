@@ -48,6 +48,7 @@ from support.rendering import (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
+BUILD_REQUIREMENTS = REPO_ROOT / "requirements-build.txt"
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 BOOTSTRAP = REPO_ROOT / "scripts" / "bootstrap.sh"
 CRD_SOURCE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -103,9 +104,27 @@ def test_dockerfile_installs_the_requirements_file_ci_installs() -> None:
     assert any(re.search(r"(^|\s)requirements\.txt(\s|$)", c) for c in _arguments(builder, "COPY"))
     assert re.search(r"pip install [^&]*-r requirements\.txt", runs), "the builder must install requirements.txt"
     # The package itself must not resolve dependencies on its own, around the pins.
-    assert re.search(r"pip install --no-deps \.", runs), "the package must be installed with --no-deps"
+    assert re.search(r"pip install --no-deps [^&]*\s\.(\s|$)", runs), "the package must be installed with --no-deps"
     # ...and CI installs the very same file (scripts/bootstrap.sh, run by `make test`).
     assert re.search(r"pip install [^\n]*-r requirements\.txt", BOOTSTRAP.read_text())
+
+
+def test_dockerfile_builds_the_product_with_the_pinned_backend() -> None:
+    """Not in an isolated build env, whose setuptools is PyPI's newest that day: the wheel's
+    metadata names it, so the image's digest would change with each setuptools release (hostile
+    review 64-boundary F1). requirements-build.txt pins it, by hash."""
+    builder = dockerfile_stages()[0]
+    runs = " && ".join(_arguments(builder, "RUN"))
+    assert any(re.search(r"(^|\s)requirements-build\.txt(\s|$)", c) for c in _arguments(builder, "COPY"))
+    assert re.search(r"pip install --no-deps --only-binary=:all: --require-hashes -r requirements-build\.txt", runs)
+    product = re.search(r"pip install ([^&]*)\s\.(\s|$)", runs)
+    assert product, "the builder must install the product (pip install ... .)"
+    assert {"--no-deps", "--no-build-isolation", "--check-build-dependencies"} <= set(product.group(1).split())
+    # Then the backend leaves with pip: neither reaches the final stage.
+    assert re.search(r"pip uninstall --yes pip setuptools", runs)
+    lines = [line for line in BUILD_REQUIREMENTS.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    # setuptools alone (it vendors its dependencies and has its own bdist_wheel), exactly.
+    assert len(lines) == 1 and re.fullmatch(r"setuptools==\d+(\.\d+)* --hash=sha256:[0-9a-f]{64}", lines[0]), lines
 
 
 def test_image_runs_as_numeric_non_root_user() -> None:
