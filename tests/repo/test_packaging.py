@@ -297,6 +297,31 @@ def test_the_rbac_docs_name_every_resource_the_cluster_role_grants() -> None:
         assert not missing, f"{where} does not name {missing}"
 
 
+# An install by the bare project name, from PyPI: pip, pipx, uv (options before the name allowed).
+PYPI_INSTALL = re.compile(r"\b(?:pipx?|uv\s+pip|uv\s+tool)\s+install\s+(?:-\S+\s+)*['\"]?fabriccap(?![\w./-])")
+
+
+def test_no_doc_installs_the_project_from_pypi() -> None:
+    """Nothing named fabriccap is published on PyPI, and the name is anyone's to register: a doc
+    that says `pip install fabriccap` fails today and runs a stranger's code tomorrow, on a machine
+    with cluster credentials (hostile review 64-boundary F3). The docs install from the repository."""
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "*.md"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=True,
+    ).stdout.split()
+    assert "docs/install.md" in tracked and "README.md" in tracked
+    found = [
+        f"{name}:{number}: {line.strip()}"
+        for name in tracked
+        for number, line in enumerate((REPO_ROOT / name).read_text().splitlines(), start=1)
+        if PYPI_INSTALL.search(line)
+    ]
+    assert not found, found
+
+
 def test_the_dashboard_component_moves_only_its_own_configmap(tmp_path: Path) -> None:
     """An overlay's own Grafana dashboards carry grafana_dashboard=1 too: the component puts its
     ConfigMap in fabriccap-system and leaves theirs where they are (hostile review 63-chart L2)."""
