@@ -12,10 +12,12 @@ The renderings are tests/support/rendering.py's.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -223,6 +225,45 @@ def test_pins_are_closed_under_dependencies() -> None:
             if canonicalize_name(requirement.name) not in pins:
                 missing.append(f"{name} -> {requirement}")
     assert not missing, f"unpinned transitive dependencies: {missing}"
+
+
+def _third_party_imports(package: Path) -> dict[str, str]:
+    """{top-level module: the first file importing it} for every absolute import in ``package``
+    that is neither the standard library nor the package itself (TYPE_CHECKING ones included:
+    harmless, but a type's module worth naming is one worth declaring)."""
+    imported: dict[str, str] = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.partition(".")[0]
+                if top not in sys.stdlib_module_names and top != package.name:
+                    imported.setdefault(top, str(path.relative_to(REPO_ROOT)))
+    return imported
+
+
+def test_the_product_imports_only_its_declared_dependencies() -> None:
+    """Every third-party module operator/fabriccap imports comes from a distribution
+    pyproject.toml declares: the wheel installs those and nothing else. The dev venv has the test
+    tools too (psutil, hypothesis, rich...), so an import of one passes every other check here and
+    the installed wheel dies at start; yarl was imported and never declared (hostile review
+    64-boundary F4)."""
+    declared = {
+        canonicalize_name(Requirement(line).name)
+        for line in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    }
+    distributions = metadata.packages_distributions()
+    undeclared = []
+    for module, where in sorted(_third_party_imports(REPO_ROOT / "operator" / "fabriccap").items()):
+        providers = {canonicalize_name(name) for name in distributions.get(module, [])}
+        if not providers & declared:
+            undeclared.append(f"{module} ({where}; from {sorted(providers) or 'no installed distribution'})")
+    assert not undeclared, f"imported by the product, not in [project].dependencies: {undeclared}"
 
 
 # ---------------------------------------------------------------------------------------------
