@@ -23,14 +23,19 @@ WORKDIR /src
 # dependency has a wheel for CPython 3.11 on manylinux, so no compiler is needed. --no-deps
 # plus `pip check`: requirements.txt must pin the whole closure, or the build fails here
 # instead of resolving an unpinned version.
-COPY requirements.txt ./
+# The build backend too, from requirements-build.txt (pinned, hash-checked): the product is
+# built with it and no isolated build env, whose setuptools would be PyPI's newest of the day,
+# recorded in the wheel's metadata and so in the image's digest.
+COPY requirements.txt requirements-build.txt ./
 RUN pip install --no-deps --only-binary=:all: -r requirements.txt \
+    && pip install --no-deps --only-binary=:all: --require-hashes -r requirements-build.txt \
     && pip check
 # build_backend.py (named by pyproject.toml) builds the product alone: operator/fabriccap_devtools,
 # the test bench, stays out of the wheel and so out of the image (tests/image checks it).
-COPY pyproject.toml setup.py build_backend.py README.md ./
+# LICENSE lands in the package's .dist-info/licenses/ (pyproject.toml's license-files).
+COPY pyproject.toml setup.py build_backend.py README.md LICENSE ./
 COPY operator/ ./operator/
-RUN pip install --no-deps . \
+RUN pip install --no-deps --no-build-isolation --check-build-dependencies . \
     && pip check \
     && python -m compileall -q /opt/fabriccap/lib \
     && pip uninstall --yes pip setuptools \

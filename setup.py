@@ -8,11 +8,15 @@ also gets the dev tools and their command.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from build_backend import WITH_DEVTOOLS
 from setuptools import find_packages, setup
 
-with_devtools = os.environ.get(WITH_DEVTOOLS) == "1"
+# An editable install of a tree without the dev tools (the unpacked sdist, which holds the
+# product alone) gets neither them nor a fabriccap-dev command that could not import them.
+devtools_present = (Path(__file__).resolve().parent / "operator" / "fabriccap_devtools" / "__init__.py").is_file()
+with_devtools = os.environ.get(WITH_DEVTOOLS) == "1" and devtools_present
 packages = ["fabriccap", "fabriccap.*"]
 # kubectl-fabriccap: kubectl runs it for `kubectl fabriccap ...` (a kubectl plugin, krew's convention).
 scripts = ["fabriccap = fabriccap.cli.commands:main", "kubectl-fabriccap = fabriccap.cli.commands:kubectl_main"]

@@ -12,10 +12,12 @@ The renderings are tests/support/rendering.py's.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -48,6 +50,7 @@ from support.rendering import (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
+BUILD_REQUIREMENTS = REPO_ROOT / "requirements-build.txt"
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 BOOTSTRAP = REPO_ROOT / "scripts" / "bootstrap.sh"
 CRD_SOURCE = REPO_ROOT / "crds" / "fabriccapabilities.yaml"
@@ -103,9 +106,27 @@ def test_dockerfile_installs_the_requirements_file_ci_installs() -> None:
     assert any(re.search(r"(^|\s)requirements\.txt(\s|$)", c) for c in _arguments(builder, "COPY"))
     assert re.search(r"pip install [^&]*-r requirements\.txt", runs), "the builder must install requirements.txt"
     # The package itself must not resolve dependencies on its own, around the pins.
-    assert re.search(r"pip install --no-deps \.", runs), "the package must be installed with --no-deps"
+    assert re.search(r"pip install --no-deps [^&]*\s\.(\s|$)", runs), "the package must be installed with --no-deps"
     # ...and CI installs the very same file (scripts/bootstrap.sh, run by `make test`).
     assert re.search(r"pip install [^\n]*-r requirements\.txt", BOOTSTRAP.read_text())
+
+
+def test_dockerfile_builds_the_product_with_the_pinned_backend() -> None:
+    """Not in an isolated build env, whose setuptools is PyPI's newest that day: the wheel's
+    metadata names it, so the image's digest would change with each setuptools release (hostile
+    review 64-boundary F1). requirements-build.txt pins it, by hash."""
+    builder = dockerfile_stages()[0]
+    runs = " && ".join(_arguments(builder, "RUN"))
+    assert any(re.search(r"(^|\s)requirements-build\.txt(\s|$)", c) for c in _arguments(builder, "COPY"))
+    assert re.search(r"pip install --no-deps --only-binary=:all: --require-hashes -r requirements-build\.txt", runs)
+    product = re.search(r"pip install ([^&]*)\s\.(\s|$)", runs)
+    assert product, "the builder must install the product (pip install ... .)"
+    assert {"--no-deps", "--no-build-isolation", "--check-build-dependencies"} <= set(product.group(1).split())
+    # Then the backend leaves with pip: neither reaches the final stage.
+    assert re.search(r"pip uninstall --yes pip setuptools", runs)
+    lines = [line for line in BUILD_REQUIREMENTS.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    # setuptools alone (it vendors its dependencies and has its own bdist_wheel), exactly.
+    assert len(lines) == 1 and re.fullmatch(r"setuptools==\d+(\.\d+)* --hash=sha256:[0-9a-f]{64}", lines[0]), lines
 
 
 def test_image_runs_as_numeric_non_root_user() -> None:
@@ -206,6 +227,45 @@ def test_pins_are_closed_under_dependencies() -> None:
     assert not missing, f"unpinned transitive dependencies: {missing}"
 
 
+def _third_party_imports(package: Path) -> dict[str, str]:
+    """{top-level module: the first file importing it} for every absolute import in ``package``
+    that is neither the standard library nor the package itself (TYPE_CHECKING ones included:
+    harmless, but a type's module worth naming is one worth declaring)."""
+    imported: dict[str, str] = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.partition(".")[0]
+                if top not in sys.stdlib_module_names and top != package.name:
+                    imported.setdefault(top, str(path.relative_to(REPO_ROOT)))
+    return imported
+
+
+def test_the_product_imports_only_its_declared_dependencies() -> None:
+    """Every third-party module operator/fabriccap imports comes from a distribution
+    pyproject.toml declares: the wheel installs those and nothing else. The dev venv has the test
+    tools too (psutil, hypothesis, rich...), so an import of one passes every other check here and
+    the installed wheel dies at start; yarl was imported and never declared (hostile review
+    64-boundary F4)."""
+    declared = {
+        canonicalize_name(Requirement(line).name)
+        for line in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    }
+    distributions = metadata.packages_distributions()
+    undeclared = []
+    for module, where in sorted(_third_party_imports(REPO_ROOT / "operator" / "fabriccap").items()):
+        providers = {canonicalize_name(name) for name in distributions.get(module, [])}
+        if not providers & declared:
+            undeclared.append(f"{module} ({where}; from {sorted(providers) or 'no installed distribution'})")
+    assert not undeclared, f"imported by the product, not in [project].dependencies: {undeclared}"
+
+
 # ---------------------------------------------------------------------------------------------
 # The chart on its own
 
@@ -276,6 +336,31 @@ def test_the_rbac_docs_name_every_resource_the_cluster_role_grants() -> None:
         words = re.sub(r"[`\s]+", " ", text).lower().replace(" ", "")
         missing = sorted(resource for resource in granted if resource.split("/")[-1] not in words)
         assert not missing, f"{where} does not name {missing}"
+
+
+# An install by the bare project name, from PyPI: pip, pipx, uv (options before the name allowed).
+PYPI_INSTALL = re.compile(r"\b(?:pipx?|uv\s+pip|uv\s+tool)\s+install\s+(?:-\S+\s+)*['\"]?fabriccap(?![\w./-])")
+
+
+def test_no_doc_installs_the_project_from_pypi() -> None:
+    """Nothing named fabriccap is published on PyPI, and the name is anyone's to register: a doc
+    that says `pip install fabriccap` fails today and runs a stranger's code tomorrow, on a machine
+    with cluster credentials (hostile review 64-boundary F3). The docs install from the repository."""
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "*.md"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=True,
+    ).stdout.split()
+    assert "docs/install.md" in tracked and "README.md" in tracked
+    found = [
+        f"{name}:{number}: {line.strip()}"
+        for name in tracked
+        for number, line in enumerate((REPO_ROOT / name).read_text().splitlines(), start=1)
+        if PYPI_INSTALL.search(line)
+    ]
+    assert not found, found
 
 
 def test_the_dashboard_component_moves_only_its_own_configmap(tmp_path: Path) -> None:
