@@ -191,9 +191,7 @@ def test_a_jobsets_job_is_told_its_pool_and_the_jobsets_change(
     assert "the pods counted are all of that JobSet's" in result["note"]
 
 
-def test_an_owner_in_the_middle_of_the_walk_counts_its_pods(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_owner_in_the_middle_of_the_walk_counts_its_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     deployment_ref = owner_reference("Deployment", "apps/v1", "serve")
     replica_set = {
         "apiVersion": "apps/v1",
