@@ -210,3 +210,25 @@ def test_an_owner_in_the_middle_of_the_walk_counts_its_pods(tmp_path: Path, caps
     result = explain_json(tmp_path, capsys, "replicaset/ml/serve-1", replica_set, deployment, pod)
     assert result["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"]
     assert result["change"] == "fabriccap explain deployments.apps/ml/serve"
+
+
+def test_a_long_template_pointer_is_cut_in_the_table_and_whole_in_the_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review 64-cli F7: a 3,000-character replica key made a 3,235-character table line.
+    replica = "Wor\x1b]0;PWN\x07\u202eker" + "K" * 3000
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "evil", "namespace": "ml"},
+        "spec": {"pytorchReplicaSpecs": {replica: {"template": template("p5", {"nvidia.com/gpu": "8"})}}},
+    }
+    snapshot = write_json(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": [*healthy_pool(), job]}
+    )
+    code, out, err = run(["explain", "pytorchjob/ml/evil", "-f", snapshot], capsys)
+    assert (code, err) == (0, "")
+    table, _, change = out.partition("\nChange: ")
+    assert max(len(line) for line in table.splitlines()) < 300
+    assert "/spec/pytorchReplicaSpecs/Wor\\x1b]0;PWN\\x07\\u202eker" in table and "\x1b" not in out
+    assert "K" * 3000 in change
