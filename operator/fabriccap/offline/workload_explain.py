@@ -17,7 +17,6 @@ from fabriccap.core.workload_kinds import WorkloadKind, find, group_of
 from fabriccap.offline.explain import pod_lines
 from fabriccap.offline.render import align
 
-
 # A template's pointer holds the object's own keys (a replica type's name), of any length: the
 # table's cell is cut to this, after its control characters are escaped (an escape is longer).
 # The Change line keeps the whole path: it is a command to copy.

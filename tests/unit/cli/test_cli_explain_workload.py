@@ -97,7 +97,7 @@ def test_a_trainjob_gets_a_merge_patch_of_its_resources_per_node(
 def test_a_job_that_selects_nothing_but_runs_on_the_pool_is_told_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job = {
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "train", "namespace": "ml", "uid": "u1"},
@@ -170,7 +170,7 @@ def test_a_pod_a_jobset_owns_is_told_its_pool_and_where_its_owner_sets_the_reque
 def test_a_jobsets_job_is_told_its_pool_and_the_jobsets_change(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job = {
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -193,7 +193,7 @@ def test_a_jobsets_job_is_told_its_pool_and_the_jobsets_change(
 
 def test_an_owner_in_the_middle_of_the_walk_counts_its_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     deployment_ref = owner_reference("Deployment", "apps/v1", "serve")
-    replica_set = {
+    replica_set: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
         "metadata": {"name": "serve-1", "namespace": "ml", "ownerReferences": [deployment_ref]},
@@ -217,7 +217,7 @@ def test_a_long_template_pointer_is_cut_in_the_table_and_whole_in_the_change(
 ) -> None:
     # Review 64-cli F7: a 3,000-character replica key made a 3,235-character table line.
     replica = "Wor\x1b]0;PWN\x07\u202eker" + "K" * 3000
-    job = {
+    job: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": "evil", "namespace": "ml"},
