@@ -36,6 +36,8 @@ CANNOT_READ = "cannot read: "
 MAX_SHOWN_PATH = 240
 MAX_ERROR_LINE = 1000
 ELIDED = " [...] "
+# What a refusal of a directory or a device adds, where standard input is an input.
+NOT_A_FILE_HINT = "; pass a file, a pipe, or - for standard input"
 
 
 class InputFileError(ValueError):
@@ -155,7 +157,7 @@ def input_chunks(path: str, limit: int, stdin: IO[bytes] | IO[str] | None = None
         raise InputFileError(source, f"{CANNOT_READ}{error.strerror or error}") from None
     kind = _kind(info.st_mode)
     if kind is not None:
-        raise InputFileError(source, f"is {kind}, not a file; pass a file, a pipe, or - for standard input")
+        raise InputFileError(source, f"is {kind}, not a file{NOT_A_FILE_HINT}")
     if stat.S_ISREG(info.st_mode) and info.st_size > limit:
         raise too_large(source, limit, hint)
     try:
@@ -167,7 +169,7 @@ def input_chunks(path: str, limit: int, stdin: IO[bytes] | IO[str] | None = None
         mode = os.fstat(descriptor).st_mode
         kind = _kind(mode)
         if kind is not None:  # replaced between stat and open
-            raise InputFileError(source, f"is {kind}, not a file; pass a file, a pipe, or - for standard input")
+            raise InputFileError(source, f"is {kind}, not a file{NOT_A_FILE_HINT}")
         chunks = _pipe_chunks(descriptor, source) if stat.S_ISFIFO(mode) else _descriptor_chunks(descriptor)
         yield from _capped(chunks, source, limit, hint)
     except OSError as error:

@@ -33,7 +33,7 @@ from fabriccap.core.workload_explain import WorkloadExplainError, explain_worklo
 from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.inputfile import bounded_line, size_text
 from fabriccap.kube.errors import KubeError
-from fabriccap.kube.kinds import snapshot_kubectl, snapshot_leave_out
+from fabriccap.kube.kinds import WATCHED_KINDS, snapshot_kubectl, snapshot_leave_out
 from fabriccap.offline.explain import (
     EXPLAIN_OUTPUTS,
     explain,
@@ -42,7 +42,7 @@ from fabriccap.offline.explain import (
     format_explain_output,
 )
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
-from fabriccap.offline.render import OUTPUTS, format_output
+from fabriccap.offline.render import OUTPUTS, WIDE_COLUMNS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 from fabriccap.offline.transport import (
     DEFAULT_MAX_LOG_BYTES,
@@ -61,6 +61,8 @@ from fabriccap.offline.workload_explain import (
 
 EXIT_OK, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
 CONFIG_FILE_KIND = f"a file or a pipe of at most {size_text(MAX_CONFIG_BYTES)}"
+# The kinds evaluate, explain and run read, as the help names them: from the one table of them.
+READ_KINDS = ", ".join(watched.kind for watched in WATCHED_KINDS)
 
 DESCRIPTION = """\
 fabriccap tells, per node pool, whether the pool's nodes really advertise a high-speed fabric
@@ -301,8 +303,8 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FILE",
         help="snapshot to read instead of the live cluster: JSON or YAML, a v1 List or single objects "
-        "(Nodes, Pods, DaemonSets, ResourceSlices; other kinds are ignored); repeatable; - for stdin "
-        "(default: none, read the live cluster)",
+        f"({READ_KINDS}; also the owners of pods, such as Jobs and JobSets, and ResourceClaimTemplates; "
+        "other kinds are ignored); repeatable; - for stdin (default: none, read the live cluster)",
     )
     parser.add_argument(
         "--config",
@@ -355,7 +357,7 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "--output",
         choices=OUTPUTS,
         default="table",
-        help="table (kubectl get's columns), wide (+RESOURCE, PLUGIN-READY, NO-FABRIC, TCP), json or yaml "
+        help=f"table (kubectl get's columns), wide (+{', '.join(WIDE_COLUMNS)}), json or yaml "
         "(a v1 List), name (fabriccapability.fabriccap.dev/NAME lines) (default: table)",
     )
     evaluate_parser.add_argument(
@@ -452,9 +454,11 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         commands,
         "run",
         "run the operator",
-        "Run the operator: watch Nodes, Pods, DaemonSets and ResourceSlices, publish the\n"
-        "FabricCapability objects, their Events and /metrics. Replicas elect a leader on a Lease\n"
-        "unless --standalone. An invalid --config exits 2 before touching the cluster.",
+        "Run the operator: watch those of the kinds the config uses of\n"
+        f"{READ_KINDS},\n"
+        "read the owners of pods, and publish the FabricCapability objects, their Events and\n"
+        "/metrics. Replicas elect a leader on a Lease unless --standalone.\n"
+        "An invalid --config exits 2 before touching the cluster.",
         "  fabriccap run --config config.yaml --kubeconfig ~/.kube/config --context dev --standalone",
     )
     run_parser.add_argument(

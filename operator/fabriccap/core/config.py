@@ -37,7 +37,7 @@ from pydantic import (
 
 from fabriccap.core.catalog import InstanceCatalog, InstanceType
 from fabriccap.core.cel import DEVICE_SELECTORS_MAX_SIZE, CompileError, compile_selector
-from fabriccap.core.documents import BoundedLoader, RefusedDocumentError, load_yaml_document
+from fabriccap.core.documents import RefusedDocumentError, UniqueKeyLoader, load_yaml_document
 from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity, shown_value
 from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
 
@@ -1051,23 +1051,11 @@ def default_config(catalogs: Iterable[InstanceCatalog] = ()) -> Config:
     return build_config({}, catalogs=catalogs)
 
 
-class _UniqueKeyLoader(BoundedLoader):
-    """YAML's last-key-wins is how a misplaced override goes unnoticed: refuse duplicates.
-    Keys that are not strings, aliases past the node budget, huge integers and unencodable
-    strings are refused by the bounded loader below it (fabriccap.core.documents)."""
-
-    def refuse_key(self, key: str, key_node: yaml.Node, seen: dict[str, yaml.Node]) -> None:
-        if key in seen:
-            raise RefusedDocumentError(
-                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})", key_node.start_mark
-            )
-
-
 def parse_config_text(text: str, source: str) -> Any:
     """The YAML document of a config file; syntax errors and what the loader refuses are
     ConfigErrors naming the line."""
     try:
-        return load_yaml_document(text, _UniqueKeyLoader)  # safe construction: no arbitrary objects
+        return load_yaml_document(text, UniqueKeyLoader)  # safe construction: no arbitrary objects
     except RecursionError:
         raise ConfigError(f"{source}: config is nested too deeply") from None
     except yaml.YAMLError as error:

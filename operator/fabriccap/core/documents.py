@@ -35,6 +35,8 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
+from fabriccap.core.text import clean_text
+
 if yaml.__with_libyaml__:
     from yaml._yaml import CParser
 
@@ -226,6 +228,41 @@ class BoundedLoader(Composer, SafeConstructor, Resolver):
         "tag:yaml.org,2002:int": construct_yaml_int,
         "tag:yaml.org,2002:float": construct_yaml_float,
     }
+
+
+def duplicate_key(key: str) -> str:
+    """The one rule for a key given twice in one mapping, in a config or a snapshot, YAML or
+    JSON: refused, never last-wins. A reader sees the first value; the tool would use the last
+    (a Node's ``efa: "0"`` then ``efa: "32"`` would be Ready), and a misplaced override goes
+    unnoticed. Hand edits and merges are where duplicates come from, and where this matters."""
+    return f"duplicate key {clean_text(key, 120)!r}"
+
+
+class UniqueKeyLoader(BoundedLoader):
+    """The bounded loader refusing duplicate keys (``duplicate_key``), with the lines of both."""
+
+    def refuse_key(self, key: str, key_node: Node, seen: dict[str, Node]) -> None:
+        if key in seen:
+            raise RefusedDocumentError(
+                f"{duplicate_key(key)} (first at line {seen[key].start_mark.line + 1})", key_node.start_mark
+            )
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object with a key given twice (``unique_keys``); the message is ``duplicate_key``'s."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` for the ``duplicate_key`` rule. json keeps no
+    line, so the refusal names the key only."""
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(f"{duplicate_key(key)} in a JSON object")
+            seen.add(key)
+    return mapping
 
 
 def load_yaml_documents(text: str, loader: type[BoundedLoader] = BoundedLoader) -> list[Any]:

@@ -22,12 +22,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, PoolCapability
 from fabriccap.core.explain import PodExplanation, pod_explanation
-from fabriccap.core.facts import WorkloadPodFacts, object_name, object_namespace
+from fabriccap.core.facts import ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.text import clean_text
-from fabriccap.core.workload_kinds import WorkloadKind, group_kind, group_of, kind_of, walk
-from fabriccap.core.workloads import NOT_USED_VERDICTS, nccl_uses, top_owner
+from fabriccap.core.workload_kinds import (
+    OWNER_LABELS,
+    UNKNOWN_REQUEST_FIELD,
+    WorkloadKind,
+    group_kind,
+    group_of,
+    kind_of,
+    walk,
+)
+from fabriccap.core.workloads import NOT_USED_VERDICTS, nccl_uses, owner_chain, top_owner
 
 NOTHING_TO_CHANGE = "nothing to change"
 # Kinds whose pod template cannot be changed once created: the patch is what to apply to the
@@ -200,10 +208,12 @@ def explain_workload(
 
     # Where its pods run now: pools of the nodes its pods are bound to.
     identity = (group_kind(group_of(api_version), kind.kind), namespace, name)
+    top = _top_of(identity, metadata, index)
+    counted_as = top if _pods_name_only(top, api_version, kind) else None
     running: dict[tuple[str, str], int] = {}
     own: list[WorkloadPodFacts] = []
     for pod in index.workload_pods.values():
-        if pod.node_name is None or pod.namespace != namespace or top_owner(pod, index)[0].key != identity:
+        if pod.node_name is None or not _is_own(pod, identity, metadata, counted_as, index):
             continue
         own.append(pod)
         for candidate in capabilities:
@@ -274,7 +284,9 @@ def explain_workload(
     # A template that selects no pool but whose pods run on a Ready one needs it just as much.
     if not needing and capability is not None and running:
         needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
-    if needing and ready and count:
+    if needing and ready and count and top is not None:
+        change, note = _change_on_owner(kind, namespace, name, top, resource, count)
+    elif needing and ready and count:
         target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
         if per_node is not None:
             patch: dict[str, Any] = {"limits": {resource: str(count)}}
@@ -302,6 +314,12 @@ def explain_workload(
             note = f"{immutable}; {note}" if note else immutable
     elif needing and capability is not None and not ready:
         note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
+    if counted_as is not None:
+        counted = (
+            f"its pods name only {counted_as.kind} {counted_as.namespace}/{counted_as.name}: "
+            f"the pods counted are all of that {counted_as.kind}'s"
+        )
+        note = f"{note}; {counted}" if note else counted
     pods = None
     if config.transport.enabled:
         pods = sorted(filter(None, (pod_explanation(pod, profile, index) for pod in own)), key=lambda pod: pod.name)
@@ -322,11 +340,83 @@ def explain_workload(
             f"{key}={value} ({pods} pod{'s' if pods != 1 else ''})" for (key, value), pods in sorted(running.items())
         ],
         templates=templates,
-        request_field=f"{kind.kind}: {kind.request_field}",
+        request_field=_request_field(kind, top),
         change=change,
         note=note,
         pods=pods,
     )
+
+
+def _top_of(identity: tuple[str, str, str], metadata: Mapping[str, Any], index: FactIndex) -> ObjectRef | None:
+    """The top-level owner of the explained object when it has one above it (a JobSet's Job, a
+    Job's Pod), as far as the snapshots or the cluster tell; None when the object is its own top.
+    A pod's is read as the pod's own owners are read for the pools (by the label that names its
+    workload, then up the owners); any other object's from its controller reference up."""
+    kind, namespace, name = identity
+    pod = index.workload_pods.get((namespace, name)) if kind == "Pod" else None
+    if pod is not None:
+        owner = top_owner(pod, index)[0]
+    elif (start := controller_owner(metadata, namespace)) is not None:
+        owner = owner_chain(start, index)[0][-1]
+    else:
+        return None
+    return None if owner.key == identity else owner
+
+
+def _pods_name_only(top: ObjectRef | None, api_version: str, kind: WorkloadKind) -> bool:
+    """Whether the explained object is a controller whose pods name its workload by a label (a
+    JobSet's batch Job, a LeaderWorkerSet's StatefulSet): their owners are read from that label,
+    so no pod's owners name this object, and its pods are known only as the workload's."""
+    route = OWNER_LABELS.get((group_of(api_version), kind.kind))
+    return top is not None and route is not None and top.group_kind == route[0].group_kind
+
+
+def _is_own(
+    pod: WorkloadPodFacts,
+    identity: tuple[str, str, str],
+    metadata: Mapping[str, Any],
+    counted_as: ObjectRef | None,
+    index: FactIndex,
+) -> bool:
+    """Whether ``pod`` is the explained object's: the pod itself (by name, and uid where both
+    tell one), or one whose owners, from its nearest to its top, include the object."""
+    kind, namespace, name = identity
+    if pod.namespace != namespace:
+        return False
+    if kind == "Pod":
+        uid = metadata.get("uid")
+        return pod.name == name and not (pod.uid and isinstance(uid, str) and uid and uid != pod.uid)
+    if counted_as is not None:
+        return top_owner(pod, index)[0].key == counted_as.key
+    return any(owner.key == identity for owner in owner_chain(pod.owner, index)[0])
+
+
+def _request_field(kind: WorkloadKind, top: ObjectRef | None) -> str:
+    if top is None:
+        return f"{kind.kind}: {kind.request_field}"
+    top_kind = kind_of(top.api_version, top.kind)
+    return f"{top.kind}: {top_kind.request_field if top_kind is not None else UNKNOWN_REQUEST_FIELD}"
+
+
+def _change_on_owner(
+    kind: WorkloadKind, namespace: str, name: str, top: ObjectRef, resource: str, count: int
+) -> tuple[str, str]:
+    """The change for an object a higher workload makes (a JobSet's Job or Pod): that owner
+    makes it again from its own template, so the request is set there, not on this object."""
+    top_kind = kind_of(top.api_version, top.kind)
+    shown = f"{top.kind} {top.namespace}/{top.name}"
+    if top_kind is not None:
+        query = shlex.quote(f"{_resource_of(top_kind)}/{top.namespace}/{top.name}")
+        change = f"fabriccap explain {query}"
+        where = f"{top_kind.request_field} ({change} prints the patch)"
+    else:
+        change = f"set {resource}: {count} in the pod template of {shown}"
+        where = UNKNOWN_REQUEST_FIELD
+    note = (
+        f"{kind.kind} {namespace}/{name} belongs to {shown}, which makes it from its own template: "
+        f"request {resource}: {count} next to each accelerator request in {shown}'s {where}"
+    )
+    return change, note
 
 
 def _not_used(pods: Sequence[PodExplanation], fabric: str, resource: str) -> str | None:

@@ -100,12 +100,13 @@ class LookupKey:
         return (group_kind(group_of(self.api_version), self.kind), self.namespace, self.name)
 
 
-def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, LookupKey | None]:
-    """The pod's top-level owner as far as known (with the uid its read told, where the pod
-    named it without one), and the lookup that would go one further."""
-    current = pod.owner
+def owner_chain(start: ObjectRef, index: FactIndex) -> tuple[list[ObjectRef], LookupKey | None]:
+    """``start`` and the owners above it, nearest first, as far as known, and the lookup that
+    would go one further."""
+    chain = [start]
     missing = None
     for _ in range(MAX_OWNER_DEPTH):
+        current = chain[-1]
         if current.group_kind not in OWNER_LOOKUP_KINDS:
             break
         if current.key not in index.owner_parents:
@@ -115,7 +116,15 @@ def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, Looku
         parent = index.owner_parents[current.key]
         if parent is None:
             break
-        current = parent
+        chain.append(parent)
+    return chain, missing
+
+
+def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, LookupKey | None]:
+    """The pod's top-level owner as far as known (with the uid its read told, where the pod
+    named it without one), and the lookup that would go one further."""
+    chain, missing = owner_chain(pod.owner, index)
+    current = chain[-1]
     uid = index.owner_uids.get(current.key) if not current.uid else None
     return (current._replace(uid=uid) if uid else current), missing
 

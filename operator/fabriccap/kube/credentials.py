@@ -29,12 +29,16 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from fabriccap.inputfile import NOT_A_FILE_HINT, InputFileError, read_input_file, shown_path
 from fabriccap.kube.errors import KubeError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # Exec credentials are refreshed this long before they expire.
 EXPIRY_MARGIN_SECONDS = 60.0
 TOKEN_FILE_REREAD_SECONDS = 60.0
+# A kubeconfig is kilobytes; one with a thousand clusters' certificates embedded is a few
+# megabytes. Past this it is no kubeconfig, and is not read into memory.
+MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -224,32 +228,68 @@ def _kubeconfig_paths(kubeconfig: str | None) -> list[Path]:
 
 
 def _named(documents: list[tuple[Path, dict[str, Any]]], section: str) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Merge a kubeconfig section across files: the first file to define a name wins."""
+    """Merge a kubeconfig section across files: the first file to define a name wins. A section
+    that is not a list, or an entry whose value is not a mapping, is refused (kubectl refuses
+    them too), not read as something else."""
     merged: dict[str, tuple[Path, dict[str, Any]]] = {}
+    field_name = section.removesuffix("s")
     for path, document in documents:
-        for entry in document.get(section) or []:
+        entries = document.get(section) or []
+        if not isinstance(entries, list):
+            raise KubeError(f"kubeconfig {shown_path(str(path))}: {section} is not a list")
+        for entry in entries:
             if isinstance(entry, Mapping) and entry.get("name") is not None:
-                merged.setdefault(str(entry["name"]), (path, dict(entry.get(section.removesuffix("s")) or {})))
+                value = entry.get(field_name) or {}
+                if not isinstance(value, Mapping):
+                    name = shown_path(str(entry["name"]))
+                    raise KubeError(f"kubeconfig {shown_path(str(path))}: {field_name} {name} is not a mapping")
+                merged.setdefault(str(entry["name"]), (path, dict(value)))
     return merged
+
+
+def _read_kubeconfig(path: Path) -> Any:
+    """One kubeconfig file's document, read as every file a user names is (inputfile): a FIFO
+    or ``<(sops -d kubeconfig)`` is read, a directory or a device is refused as what it is, and
+    no more than MAX_KUBECONFIG_BYTES is read."""
+    name = str(path)
+    shown = shown_path(name)
+    try:
+        # "-" is a file of that name here, not standard input (kubectl reads no kubeconfig there).
+        text = read_input_file(name if name != "-" else "./-", MAX_KUBECONFIG_BYTES).decode("utf-8")
+    except InputFileError as error:
+        # No "- for standard input" here: a kubeconfig is never read from there.
+        raise KubeError(f"kubeconfig {shown} is unreadable: {error.problem.removesuffix(NOT_A_FILE_HINT)}") from None
+    except UnicodeDecodeError:
+        raise KubeError(f"kubeconfig {shown} is unreadable: not a text file (not UTF-8)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise KubeError(f"kubeconfig {shown} is unreadable: {error}") from None
 
 
 def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
     paths = _kubeconfig_paths(kubeconfig)
-    shown = os.pathsep.join(str(path) for path in paths)
+    shown = os.pathsep.join(shown_path(str(path)) for path in paths)
     documents = []
     for path in paths:
-        if not path.is_file():
+        if not path.exists():
             if kubeconfig or len(paths) == 1:
-                raise KubeError(f"no Kubernetes cluster configured: kubeconfig {path} does not exist")
+                raise KubeError(f"no Kubernetes cluster configured: kubeconfig {shown_path(str(path))} does not exist")
             continue
-        try:
-            document = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as error:
-            raise KubeError(f"kubeconfig {path} is unreadable: {error}") from None
+        document = _read_kubeconfig(path)
         if isinstance(document, Mapping):
             documents.append((path, dict(document)))
     if not documents:
         raise KubeError(f"no Kubernetes cluster configured: no kubeconfig in {shown}")
+    try:
+        return _credentials(documents, shown, context)
+    except (TypeError, ValueError, AttributeError) as error:
+        # A field of a type no check above foresaw (a token that is a list): one line, never a
+        # traceback (SPEC: a config error is one ``error:`` line).
+        raise KubeError(f"kubeconfig {shown} is unusable: {type(error).__name__}: {error}") from None
+
+
+def _credentials(documents: list[tuple[Path, dict[str, Any]]], shown: str, context: str | None) -> Credentials:
     context_name = context or next((str(d["current-context"]) for _, d in documents if d.get("current-context")), None)
     contexts = _named(documents, "contexts")
     if context_name is None:
@@ -280,7 +320,7 @@ def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -
         exec_plugin=ExecPlugin(
             command=str(exec_entry["command"]),
             args=[str(arg) for arg in exec_entry.get("args") or []],
-            env={str(e["name"]): str(e["value"]) for e in exec_entry.get("env") or []},
+            env=_exec_env(exec_entry.get("env"), shown),
             api_version=str(exec_entry.get("apiVersion", "client.authentication.k8s.io/v1")),
             base_dir=user_path.parent,
         )
@@ -294,6 +334,17 @@ def load_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -
     if not credentials.server:
         raise KubeError(f"kubeconfig {shown}: cluster {cluster_name} has no server")
     return credentials
+
+
+def _exec_env(entries: Any, shown: str) -> dict[str, str]:
+    """An exec plugin's ``env``: a list of ``{name, value}``, as kubectl reads it."""
+    if entries is None:
+        return {}
+    if not isinstance(entries, list) or not all(
+        isinstance(e, Mapping) and "name" in e and "value" in e for e in entries
+    ):
+        raise KubeError(f"kubeconfig {shown}: an exec plugin's env is not a list of name and value")
+    return {str(e["name"]): str(e["value"]) for e in entries}
 
 
 def load_in_cluster() -> Credentials:

@@ -18,7 +18,15 @@ from typing import IO, Any
 
 import yaml
 
-from fabriccap.core.documents import RefusedDocumentError, load_yaml_documents, lone_surrogate_at, may_hold_surrogates
+from fabriccap.core.documents import (
+    DuplicateKeyError,
+    RefusedDocumentError,
+    UniqueKeyLoader,
+    load_yaml_documents,
+    lone_surrogate_at,
+    may_hold_surrogates,
+    unique_keys,
+)
 from fabriccap.core.facts import FactsError, FactsExtractor, IgnoredObjectError
 from fabriccap.core.index import FactIndex
 from fabriccap.core.workloads import learn_from_object
@@ -44,7 +52,7 @@ def _documents(text: str, source: str) -> list[Any]:
     # YAML on a 10,000-node snapshot.
     if stripped[0] in "{[":
         try:
-            return [_encodable(json.loads(text), text, source)]
+            return [_encodable(json.loads(text, object_pairs_hook=unique_keys), text, source)]
         except RecursionError:
             raise SnapshotError(f"{source}: JSON nested too deeply to be a Kubernetes object") from None
         except json.JSONDecodeError as error:
@@ -53,6 +61,8 @@ def _documents(text: str, source: str) -> list[Any]:
             json_error: json.JSONDecodeError | None = error
         except SnapshotError:
             raise
+        except DuplicateKeyError as error:
+            raise SnapshotError(f"{source}: {error}") from None
         except ValueError as error:  # e.g. an integer of thousands of digits (int-string limit)
             raise SnapshotError(f"{source}: unusable JSON value: {_first_line(error)}") from None
         else:  # pragma: no cover - returned above
@@ -62,7 +72,7 @@ def _documents(text: str, source: str) -> list[Any]:
     try:
         # Aliases, huge integers, unencodable strings and keys that are not strings are refused
         # as the document is composed (fabriccap.core.documents), before they cost anything.
-        return load_yaml_documents(text)
+        return load_yaml_documents(text, UniqueKeyLoader)
     except RecursionError:
         raise SnapshotError(f"{source}: YAML nested too deeply to be a Kubernetes object") from None
     except ValueError as error:  # yaml's int constructor hits the int-string limit as well

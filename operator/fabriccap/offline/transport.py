@@ -11,6 +11,7 @@ chunks, so a log of any size takes the parser's bounded memory; a size limit (ra
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from typing import BinaryIO
 
@@ -24,8 +25,9 @@ from fabriccap.core.transport import (
     network_of_line,
     readable_text,
     signature_for,
+    wide_decoder,
 )
-from fabriccap.inputfile import InputFileError, bounded_line, input_chunks
+from fabriccap.inputfile import InputFileError, bounded_line, input_chunks, shown_path
 from fabriccap.offline.render import align
 
 # A day of a chatty trainer's log; NCCL's choice is in its first seconds.
@@ -54,13 +56,63 @@ def read_logs(
     writers, the size limit), chunk by chunk into the parser. Raises LogInputError."""
     scanner = TransportScanner(signature)
     for path in paths:
+        head: bytearray | None = bytearray()  # the first SNIFF_BYTES, held until known to be a log
         try:
             for chunk in input_chunks(path, limit, stdin, hint=RAISE_THE_LIMIT):
-                scanner.feed(chunk)
+                if head is None:
+                    scanner.feed(chunk)
+                    continue
+                head += chunk
+                if len(head) >= SNIFF_BYTES:
+                    _refuse_what_is_no_log(bytes(head[:SNIFF_BYTES]), path)
+                    scanner.feed(bytes(head))
+                    head = None
+            if head:
+                _refuse_what_is_no_log(bytes(head), path)
+                scanner.feed(bytes(head))
         except InputFileError as error:
             raise LogInputError(bounded_line(str(error))) from None
         scanner.next_log()  # a last line without a newline ends with its file
     return scanner.finish()
+
+
+# What a log is judged by before it is read: its first bytes.
+SNIFF_BYTES = 4096
+# A compressed log (``kubectl logs`` saved and gzip'd, a CloudWatch or S3 export) read as text
+# holds no NCCL line, and "unknown" would send the user to re-run a job that logged all it
+# should: its first bytes say what it is, and which command reads it.
+COMPRESSED = (
+    (b"\x1f\x8b", "gzip-compressed", "zcat"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstdcat"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "xzcat"),
+    (b"BZh", "bzip2-compressed", "bzcat"),
+    (b"\x04\x22\x4d\x18", "lz4-compressed", "lz4cat"),
+    (b"PK\x03\x04", "zip archive", "unzip -p"),
+)
+# Past this share of bytes that no text log holds (invalid UTF-8, control characters other than
+# tab, line ends, escape and NUL), the first bytes are binary data. A Latin-1 log's accented
+# letters, ANSI colours and the NULs a truncated log file begins with stay well below it.
+MAX_BINARY_SHARE = 0.3
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x1b\x00")
+
+
+def _refuse_what_is_no_log(head: bytes, path: str) -> None:
+    """LogInputError when ``head``, a file's first bytes, is a compressed file or binary data."""
+    source = "<stdin>" if path == "-" else shown_path(path)
+    for magic, what, reader in COMPRESSED:
+        if head.startswith(magic):
+            shown = "FILE" if path == "-" else shlex.quote(source)
+            raise LogInputError(
+                bounded_line(
+                    f"{source}: a {what} file, not a log; decompress it ({reader} {shown} | fabriccap transport -f -)"
+                )
+            )
+    if wide_decoder(head) is not None:
+        return  # UTF-16: read as such
+    text = head.decode("utf-8", errors="replace")
+    strange = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and ord(c) not in _TEXT_CONTROLS) or c == "\x7f")
+    if text and strange / len(text) > MAX_BINARY_SHARE:
+        raise LogInputError(f"{source}: binary data, not a text log")
 
 
 def passes(report: TransportReport) -> bool:

@@ -11,11 +11,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fabriccap.core.text import clean_text, escape_controls
+from fabriccap.core.text import clean_text, cut, escape_controls
 from fabriccap.core.workload_explain import WorkloadExplanation
 from fabriccap.core.workload_kinds import WorkloadKind, find, group_of
 from fabriccap.offline.explain import pod_lines
 from fabriccap.offline.render import align
+
+# A template's pointer holds the object's own keys (a replica type's name), of any length: the
+# table's cell is cut to this, after its control characters are escaped (an escape is longer).
+# The Change line keeps the whole path: it is a command to copy.
+MAX_TEMPLATE_CELL = 120
 
 
 class WorkloadQueryError(ValueError):
@@ -71,7 +76,7 @@ def format_workload_explanation(explanation: WorkloadExplanation, output: str) -
         fabric = "claims" if template.claims else (template.fabric or "-")
         table.append(
             [
-                template.pointer or "/",
+                cut(escape_controls(template.pointer), MAX_TEMPLATE_CELL) or "/",
                 template.selects or "-",
                 accelerators,
                 fabric,

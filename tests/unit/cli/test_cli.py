@@ -350,6 +350,18 @@ def test_live_mode_missing_kubeconfig_flag(
     assert_one_line_error(result, "error: no Kubernetes cluster configured", missing)
 
 
+@pytest.mark.parametrize("command", [["evaluate"], ["explain", "p5"], ["explain", "job/ml/x"]])
+def test_a_kubeconfig_that_is_no_text_is_one_line(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review 64-cli F2: was a UnicodeDecodeError traceback and exit 1.
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    binary = tmp_path / "kubeconfig"
+    binary.write_bytes(b"\x89\xff\xfe\x00 not a kubeconfig")
+    result = run([*command, "--kubeconfig", str(binary)], capsys)
+    assert_one_line_error(result, str(binary), "not a text file (not UTF-8)")
+
+
 def _subprocess(argv: Sequence[str], env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
     completed = subprocess.run(
         [sys.executable, "-m", "fabriccap", *argv],

@@ -12,6 +12,7 @@ import pytest
 from fabriccap_devtools.world import NODEGROUP, owner_reference, workload_pod
 from support.builders import healthy_pool
 from support.cli import assert_one_line_error, run, write_json
+from support.nccl import REPO_ROOT
 
 EFA = "vpc.amazonaws.com/efa"
 
@@ -96,7 +97,7 @@ def test_a_trainjob_gets_a_merge_patch_of_its_resources_per_node(
 def test_a_job_that_selects_nothing_but_runs_on_the_pool_is_told_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job = {
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "train", "namespace": "ml", "uid": "u1"},
@@ -134,3 +135,100 @@ def test_a_volcano_job_is_not_found_as_a_batch_job(tmp_path: Path, capsys: pytes
 def test_an_unknown_kind_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snapshot = write_json(tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": healthy_pool()})
     assert_one_line_error(run(["explain", "widget/ml/x", "-f", snapshot], capsys), "widget is not a workload kind")
+
+
+# examples/eks-cluster.json: pod ml-training/bert-finetune-node-0-0-fvlvx runs on p5-training (Ready,
+# 32 EFA a node), requests 8 GPUs and no EFA, and is owned by Job bert-finetune-node-0 of JobSet
+# bert-finetune (review 64-cli F1).
+OWNED_POD = "pod/ml-training/bert-finetune-node-0-0-fvlvx"
+THE_JOBSETS_CHANGE = "fabriccap explain jobsets.jobset.x-k8s.io/ml-training/bert-finetune"
+
+
+def example_with(tmp_path: Path, *objects: Any) -> str:
+    cluster = json.loads((REPO_ROOT / "examples" / "eks-cluster.json").read_text())
+    cluster["items"] += objects
+    return write_json(tmp_path / "cluster.json", cluster)
+
+
+def test_a_pod_a_jobset_owns_is_told_its_pool_and_where_its_owner_sets_the_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = example_with(tmp_path)
+    code, out, err = run(["explain", OWNED_POD, "-f", snapshot, "--require-ready", "-o", "json"], capsys)
+    assert (code, err) == (0, "")
+    result = json.loads(out)
+    assert (result["pool"], result["ready"]) == ("eks.amazonaws.com/nodegroup=p5-training", True)
+    assert result["runsOn"] == ["eks.amazonaws.com/nodegroup=p5-training (1 pod)"]
+    # Not a patch of the pod: the JobSet would make it again without the request.
+    assert result["change"] == THE_JOBSETS_CHANGE
+    assert result["requestField"].startswith("JobSet: spec.replicatedJobs[]")
+    assert "belongs to JobSet ml-training/bert-finetune" in result["note"] and "efa: 32" in result["note"]
+    code, out, _ = run(["explain", "p5-training", "-f", snapshot], capsys)
+    assert code == 0 and "JobSet   bert-finetune   2      withoutFabric" in out
+
+
+def test_a_jobsets_job_is_told_its_pool_and_the_jobsets_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "bert-finetune-node-0",
+            "namespace": "ml-training",
+            "ownerReferences": [owner_reference("JobSet", "jobset.x-k8s.io/v1alpha2", "bert-finetune", "ml-training")],
+        },
+        "spec": {"template": template("unused", {"nvidia.com/gpu": "8"})},
+    }
+    del job["spec"]["template"]["spec"]["nodeSelector"]
+    code, out, err = run(
+        ["explain", "job/ml-training/bert-finetune-node-0", "-f", example_with(tmp_path, job), "-o", "json"], capsys
+    )
+    assert (code, err) == (0, "")
+    result = json.loads(out)
+    assert (result["pool"], result["ready"]) == ("eks.amazonaws.com/nodegroup=p5-training", True)
+    assert result["change"] == THE_JOBSETS_CHANGE
+    assert "the pods counted are all of that JobSet's" in result["note"]
+
+
+def test_an_owner_in_the_middle_of_the_walk_counts_its_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deployment_ref = owner_reference("Deployment", "apps/v1", "serve")
+    replica_set: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "serve-1", "namespace": "ml", "ownerReferences": [deployment_ref]},
+        "spec": {"template": template("unused", {"nvidia.com/gpu": "8"})},
+    }
+    del replica_set["spec"]["template"]["spec"]["nodeSelector"]
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serve", "namespace": "ml"},
+        "spec": {"template": replica_set["spec"]["template"]},
+    }
+    pod = workload_pod("n1", "serve-1-x", owner=owner_reference("ReplicaSet", "apps/v1", "serve-1"))
+    result = explain_json(tmp_path, capsys, "replicaset/ml/serve-1", replica_set, deployment, pod)
+    assert result["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"]
+    assert result["change"] == "fabriccap explain deployments.apps/ml/serve"
+
+
+def test_a_long_template_pointer_is_cut_in_the_table_and_whole_in_the_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review 64-cli F7: a 3,000-character replica key made a 3,235-character table line.
+    replica = "Wor\x1b]0;PWN\x07\u202eker" + "K" * 3000
+    job: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "evil", "namespace": "ml"},
+        "spec": {"pytorchReplicaSpecs": {replica: {"template": template("p5", {"nvidia.com/gpu": "8"})}}},
+    }
+    snapshot = write_json(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": [*healthy_pool(), job]}
+    )
+    code, out, err = run(["explain", "pytorchjob/ml/evil", "-f", snapshot], capsys)
+    assert (code, err) == (0, "")
+    table, _, change = out.partition("\nChange: ")
+    assert max(len(line) for line in table.splitlines()) < 300
+    assert "/spec/pytorchReplicaSpecs/Wor\\x1b]0;PWN\\x07\\u202eker" in table and "\x1b" not in out
+    assert "K" * 3000 in change

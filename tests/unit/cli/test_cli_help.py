@@ -112,3 +112,22 @@ def test_as_a_kubectl_plugin_the_help_says_kubectl_fabriccap(capsys: pytest.Capt
         cli.kubectl_main(["explain", "--help"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("usage: kubectl fabriccap explain ")
+
+
+def _help_of(command: str, dest: str) -> str:
+    action = next(action for action in COMMANDS[command]._actions if action.dest == dest)
+    return " ".join((action.help or "").split())
+
+
+def test_the_help_names_every_kind_read_and_every_wide_column() -> None:
+    # Review 64-cli F6: the help named four kinds and four wide columns of ten and six.
+    from fabriccap.kube.kinds import WATCHED_KINDS
+    from fabriccap.offline.render import WIDE_COLUMNS
+
+    for command in ("evaluate", "explain"):
+        files = _help_of(command, "files")
+        assert all(watched.kind in files for watched in WATCHED_KINDS), files
+        assert "owners of pods" in files
+    run_description = " ".join((COMMANDS["run"].description or "").split())
+    assert all(watched.kind in run_description for watched in WATCHED_KINDS), run_description
+    assert f"wide (+{', '.join(WIDE_COLUMNS)})" in _help_of("evaluate", "output")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -222,6 +224,29 @@ def test_a_file_name_with_escapes_is_shown_clean(tmp_path: Path) -> None:
 
 def test_a_directory(tmp_path: Path) -> None:
     one_error_line(fabriccap("transport", "-f", str(tmp_path)), "is a directory")
+
+
+# Review 64-cli F5: a compressed log or binary data was "unknown", exit 1, with the advice to
+# re-run the job with NCCL_DEBUG=INFO; it is bad input (exit 2) saying what it is.
+def test_a_gzipped_log_is_refused_with_how_to_read_it(tmp_path: Path) -> None:
+    packed = tmp_path / "job.log.gz"
+    packed.write_bytes(gzip.compress(SOCKET_LOG.read_bytes()))
+    one_error_line(fabriccap("transport", "-f", str(packed)), "a gzip-compressed file, not a log", "zcat")
+    one_error_line(fabriccap("transport", "-f", "-", stdin=packed.read_bytes()), "<stdin>: a gzip-compressed file")
+
+
+def test_binary_data_is_refused_as_no_text_log(tmp_path: Path) -> None:
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(random.Random(64).randbytes(2000))
+    one_error_line(fabriccap("transport", "-f", str(noise)), "binary data, not a text log")
+
+
+def test_a_log_that_begins_with_the_nuls_of_a_truncation_is_still_read(tmp_path: Path) -> None:
+    # copytruncate with a writer that does not append leaves NULs where the log was.
+    log = tmp_path / "truncated.log"
+    log.write_bytes(b"\x00" * 10_000 + SOCKET_LOG.read_bytes())
+    done = fabriccap("transport", "-f", str(log))
+    assert (done.returncode, done.stderr) == (1, "") and "VERDICT:  socket" in done.stdout
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])

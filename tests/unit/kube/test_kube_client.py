@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import stat
@@ -460,6 +461,76 @@ def test_kubeconfig_list_with_no_existing_file(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(KubeError, match="no Kubernetes cluster configured: no kubeconfig in") as caught:
         load_credentials()
     assert str(tmp_path / "y") in str(caught.value)
+
+
+# Review 64-cli F2: a kubeconfig of the wrong shape is one KubeError (one `error:` line), never
+# a UnicodeDecodeError, ValueError or TypeError traceback.
+MALFORMED_KUBECONFIGS = [
+    ("binary", b"\x89\xff\xfe\x00garbage", "not a text file (not UTF-8)"),
+    ("context-a-string", b'current-context: x\ncontexts: [{name: x, context: "str"}]\n', "context x is not a mapping"),
+    (
+        "clusters-an-int",
+        b"current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\nclusters: 5\n",
+        "clusters is not a list",
+    ),
+    (
+        "exec-env-of-ints",
+        b"current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        b"clusters: [{name: c, cluster: {server: 'https://a:1'}}]\n"
+        b"users: [{name: u, user: {exec: {command: /bin/true, env: [1]}}}]\n",
+        "env is not a list of name and value",
+    ),
+    (
+        "exec-args-an-int",  # no check foresees it: the backstop's one line
+        b"current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        b"clusters: [{name: c, cluster: {server: 'https://a:1'}}]\n"
+        b"users: [{name: u, user: {exec: {command: /bin/true, args: 5}}}]\n",
+        "is unusable",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [case[1:] for case in MALFORMED_KUBECONFIGS],
+    ids=[case[0] for case in MALFORMED_KUBECONFIGS],
+)
+def test_a_malformed_kubeconfig_is_one_kube_error(tmp_path: Path, content: bytes, problem: str) -> None:
+    config = tmp_path / "config"
+    config.write_bytes(content)
+    with pytest.raises(KubeError, match=re.escape(problem)):
+        load_kubeconfig(str(config))
+
+
+def test_a_kubeconfig_is_read_from_a_fifo_as_kubectl_reads_it(tmp_path: Path) -> None:
+    # `--kubeconfig <(sops -d kubeconfig)` (review 64-cli F3).
+    written = write_kubeconfig(tmp_path / "written")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = os.fork()
+    if writer == 0:  # the child writes the FIFO and leaves at once
+        try:
+            with open(fifo, "wb") as out:
+                out.write(written.read_bytes())
+        finally:
+            os._exit(0)
+    try:
+        assert load_kubeconfig(str(fifo)).server == "https://api.example:6443"
+    finally:
+        os.kill(writer, signal.SIGKILL)  # a writer nothing read from would wait forever
+        os.waitpid(writer, 0)
+
+
+def test_a_kubeconfig_that_is_a_directory_says_so(tmp_path: Path) -> None:
+    with pytest.raises(KubeError, match=r"is a directory, not a file$"):
+        load_kubeconfig(str(tmp_path))
+
+
+def test_a_kubeconfig_past_the_size_limit_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_kubeconfig(tmp_path / "config")
+    monkeypatch.setattr(kube, "MAX_KUBECONFIG_BYTES", 10)
+    with pytest.raises(KubeError, match="larger than the input limit of 10 bytes"):
+        load_kubeconfig(str(config))
 
 
 def test_no_current_context(tmp_path: Path) -> None:

@@ -112,6 +112,28 @@ def test_duplicate_keys_are_refused_and_merge_keys_merge(tmp_path: Path) -> None
         load_config(config)
 
 
+# Review 64-cli F4: a snapshot's duplicate key is refused by the config's rule, not last-wins
+# (a Node listing efa "0" then "32" came out Ready).
+def test_a_snapshots_duplicate_key_is_refused_in_json_and_yaml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    allocatable = '"allocatable": {"vpc.amazonaws.com/efa": "0", "vpc.amazonaws.com/efa": "32"}'
+    text = json.dumps(kube_list(healthy_pool())).replace('"allocatable": {', allocatable[:-1] + ", ", 1)
+    as_json = tmp_path / "cluster.json"
+    as_json.write_text(text)
+    assert_one_line_error(
+        run_guarded(["evaluate", "-f", str(as_json)], capsys),
+        str(as_json),
+        "duplicate key 'vpc.amazonaws.com/efa' in a JSON object",
+    )
+    as_yaml = tmp_path / "cluster.yaml"
+    as_yaml.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: a\n  name: b\n")
+    assert_one_line_error(
+        run_guarded(["evaluate", "-f", str(as_yaml)], capsys),
+        f"{as_yaml} at line 5: duplicate key 'name' (first at line 4)",
+    )
+
+
 # --- 18 (O4, O5): what is not a file is refused before it is read ------------------------------
 
 
