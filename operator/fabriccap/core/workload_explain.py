@@ -208,12 +208,12 @@ def explain_workload(
 
     # Where its pods run now: pools of the nodes its pods are bound to.
     identity = (group_kind(group_of(api_version), kind.kind), namespace, name)
-    top = _top_of(identity, metadata, index)
+    top = _top_of(kind, identity, metadata, index)
     counted_as = top if _pods_name_only(top, api_version, kind) else None
     running: dict[tuple[str, str], int] = {}
     own: list[WorkloadPodFacts] = []
     for pod in index.workload_pods.values():
-        if pod.node_name is None or not _is_own(pod, identity, metadata, counted_as, index):
+        if pod.node_name is None or not _is_own(pod, kind, identity, metadata, counted_as, index):
             continue
         own.append(pod)
         for candidate in capabilities:
@@ -347,13 +347,15 @@ def explain_workload(
     )
 
 
-def _top_of(identity: tuple[str, str, str], metadata: Mapping[str, Any], index: FactIndex) -> ObjectRef | None:
+def _top_of(
+    kind: WorkloadKind, identity: tuple[str, str, str], metadata: Mapping[str, Any], index: FactIndex
+) -> ObjectRef | None:
     """The top-level owner of the explained object when it has one above it (a JobSet's Job, a
     Job's Pod), as far as the snapshots or the cluster tell; None when the object is its own top.
     A pod's is read as the pod's own owners are read for the pools (by the label that names its
     workload, then up the owners); any other object's from its controller reference up."""
-    kind, namespace, name = identity
-    pod = index.workload_pods.get((namespace, name)) if kind == "Pod" else None
+    _, namespace, name = identity
+    pod = index.workload_pods.get((namespace, name)) if kind.is_its_own_pod else None
     if pod is not None:
         owner = top_owner(pod, index)[0]
     elif (start := controller_owner(metadata, namespace)) is not None:
@@ -373,6 +375,7 @@ def _pods_name_only(top: ObjectRef | None, api_version: str, kind: WorkloadKind)
 
 def _is_own(
     pod: WorkloadPodFacts,
+    kind: WorkloadKind,
     identity: tuple[str, str, str],
     metadata: Mapping[str, Any],
     counted_as: ObjectRef | None,
@@ -380,10 +383,10 @@ def _is_own(
 ) -> bool:
     """Whether ``pod`` is the explained object's: the pod itself (by name, and uid where both
     tell one), or one whose owners, from its nearest to its top, include the object."""
-    kind, namespace, name = identity
+    _, namespace, name = identity
     if pod.namespace != namespace:
         return False
-    if kind == "Pod":
+    if kind.is_its_own_pod:
         uid = metadata.get("uid")
         return pod.name == name and not (pod.uid and isinstance(uid, str) and uid and uid != pod.uid)
     if counted_as is not None:

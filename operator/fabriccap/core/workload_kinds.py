@@ -156,6 +156,12 @@ class WorkloadKind:
         return self.owner_label is not None
 
     @property
+    def is_its_own_pod(self) -> bool:
+        """The object is itself a pod (its one template path is the empty one): explaining it
+        means this pod, found by name, not the pods some owner walk leads to."""
+        return self.pod_templates == ("",)
+
+    @property
     def group_kind(self) -> str:
         """``Kind.group`` (``Job.batch``, ``Job.batch.volcano.sh``), ``Kind`` for the core group:
         the identity kubectl uses for a resource, and the one owner keys carry."""
