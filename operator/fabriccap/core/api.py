@@ -487,8 +487,10 @@ REASONS: tuple[ReasonMeaning, ...] = (
         ConditionType.STALLED,
         ConditionStatus.TRUE,
         Reason.HETEROGENEOUS_INSTANCE_TYPES,
-        "The pool mixes instance types with different known maxima, or types whose fabric traffic cannot"
-        " cross: it cannot become uniform as it is.",
+        "The pool mixes instance types with different known maxima whose nodes advertise different counts,"
+        " or types whose fabric traffic cannot cross: it cannot become uniform as it is. Types of different"
+        " maxima whose nodes all advertise one count are Ready and not Stalled (only MatchesInstanceType"
+        " reports the nodes below their type's maximum), so Ready and Stalled are never True together.",
         "Split the pool so that each has one instance type (or types of the same maximum).",
     ),
     ReasonMeaning(
