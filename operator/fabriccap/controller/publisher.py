@@ -635,9 +635,13 @@ class Publisher:
         # The ready label is what the admission policy selects pools by: one set by hand over a
         # pool that is not Ready (or taken down over one that is) stayed until the resync.
         relabelled = known is not None and known.labels.get(READY_LABEL) != current.labels.get(READY_LABEL)
+        # A spec edit bumps the generation: every gate reads the object as InProgress until a
+        # status of that generation is written, and nothing wrote one until the resync (review
+        # 64-observe F4). One small PATCH per spec edit.
+        behind = current.status.get("observedGeneration") != current.generation
         if (edited or forged) and state.written is not None and not self._overwritten(state, current):
             return
-        if edited or forged or relabelled or not current.owned:
+        if edited or forged or relabelled or behind or not current.owned:
             self.store.mark_pool(state.claim[1])  # edited by someone else: put our answer back
 
     def _in_shard(self, published: Published) -> bool:

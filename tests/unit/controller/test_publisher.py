@@ -886,6 +886,24 @@ async def test_a_ready_label_set_by_hand_is_put_back() -> None:
         assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
 
 
+async def test_a_spec_edit_has_its_status_written_for_the_new_generation_at_once() -> None:
+    """An edit of the spec (a note, a field a GitOps tool adds) bumps the generation: every gate
+    reads the object as InProgress until a status of that generation is written, and nothing
+    wrote one until the resync, up to 5 minutes later (review 64-observe F4)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        stored = setup.published()["efa-p5"]
+        assert stored["status"]["observedGeneration"] == 1
+        # What the API server does on a spec edit: the spec and the generation move, nothing else.
+        stored["spec"] = {"note": "gate for team B"}
+        stored["metadata"]["generation"] = 2
+        stored["metadata"]["resourceVersion"] = "5000"
+        setup.publisher.observe_published(copy.deepcopy(stored), deleted=False)  # its watch event
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 2
+
+
 async def test_a_clean_stop_cancels_the_events_still_being_sent_before_the_lease_is_released() -> None:
     # Only a leader sends: an Event left running after finish_writes landed once the Lease was
     # released, when another replica may lead (review 64-shard F8).
