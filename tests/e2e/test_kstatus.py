@@ -3,8 +3,9 @@
 Flux's health checks, cli-utils appliers and `kubectl wait`-style gates compute status with
 sigs.k8s.io/cli-utils' kstatus. gitops/kstatus-check is a tiny Go program around
 `status.Compute`; it is built once into the cache (keyed by a hash of its sources) and fed the
-objects the operator publishes for three pools: Ready (Current), a partial rollout
-(InProgress) and a pool of instance types without EFA (Stalled: Failed).
+objects the operator publishes for four pools: Ready (Current), a partial rollout
+(InProgress), a pool of instance types without EFA (Stalled: Failed), and a Ready pool of two
+instance types of different maxima at one count (Current: Ready and not Stalled).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def compute(kstatus: Path, obj: dict[str, Any]) -> tuple[str, str]:
 
 @dataclass
 class Pools:
-    """The three pools of this module, in one test world."""
+    """The four pools of this module, in one test world."""
 
     world: World
 
@@ -104,6 +105,10 @@ class Pools:
     @property
     def stalled(self) -> str:
         return self.world.pool("stalled")
+
+    @property
+    def mixed(self) -> str:
+        return self.world.pool("mixed")
 
     def fcap(self, pool: str) -> str:
         return f"efa-{pool}"
@@ -127,6 +132,9 @@ def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPath
             world.add_node("partial", index, efa=efa, plugin=True)
         # Stalled: g6.2xlarge GPU nodes (EFA maximum 0) that advertise nothing.
         world.add_pool("stalled", 2, plugin=False, instance_type="g6.2xlarge", efa=None, gpus=1)
+        # Ready across maxima: p5.48xlarge (32) and p5en.48xlarge (16), both advertising 16.
+        for index, instance_type in enumerate(("p5.48xlarge", "p5en.48xlarge")):
+            world.add_node("mixed", index, efa=16, plugin=True, instance_type=instance_type)
 
         # The Ready pool's FabricCapability is declared up front, as a GitOps tool applies a
         # gate object from Git (docs/gitops.md, Argo CD); the operator adopts it.
@@ -140,7 +148,7 @@ def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPath
             "apply", "--server-side", "--field-manager=argocd-controller", "-f", "-", input=json.dumps(declared)
         )
         operator.start()
-        expected = {pools.ready: "True", pools.partial: "False", pools.stalled: "False"}
+        expected = {pools.ready: "True", pools.partial: "False", pools.stalled: "False", pools.mixed: "True"}
 
         def settled() -> bool:
             for pool, ready in expected.items():
@@ -151,7 +159,7 @@ def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPath
                     return False
             return True
 
-        wait_until(settled, "the three FabricCapabilities", timeout=120)
+        wait_until(settled, "the four FabricCapabilities", timeout=120)
         yield pools
     finally:
         operator.stop()
@@ -196,6 +204,16 @@ def test_stalled_pool_is_failed(kstatus: Path, pools: Pools, cluster: E2ECluster
     assert compute(kstatus, obj) == ("Failed", stalled["message"])
 
 
+def test_ready_pool_of_different_maxima_is_current_not_failed(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
+    # Ready with Stalled=True made kstatus (and Flux) say Failed and Argo CD Degraded while
+    # kubectl wait and the ready label said go (review 64-observe F2).
+    obj = live(cluster, pools.fcap(pools.mixed))
+    assert condition(obj, "Ready")["reason"] == "UniformCapability"
+    assert condition(obj, "Stalled")["status"] == "False"
+    assert condition(obj, "MatchesInstanceType")["reason"] == "BelowInstanceMaximum"  # informational
+    assert compute(kstatus, obj) == ("Current", "Resource is Ready")
+
+
 def test_status_older_than_generation_is_in_progress(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
     obj = live(cluster, pools.fcap(pools.ready))
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
@@ -231,7 +249,7 @@ def argocd_health(argocd: Path, obj: dict[str, Any]) -> dict[str, Any]:
 def test_argocd_health_agrees_with_kstatus_on_live_objects(
     kstatus: Path, argocd: Path, pools: Pools, cluster: E2ECluster
 ) -> None:
-    for pool in (pools.ready, pools.partial, pools.stalled):
+    for pool in (pools.ready, pools.partial, pools.stalled, pools.mixed):
         obj = live(cluster, pools.fcap(pool))
         routes = argocd_health(argocd, obj)
         kstatus_status, kstatus_message = compute(kstatus, obj)
@@ -270,10 +288,11 @@ def test_an_object_no_one_has_written_a_status_for_is_in_progress(
 
 
 def test_kubectl_wait_gates_on_ready(pools: Pools, cluster: E2ECluster) -> None:
-    passed = cluster.run_kubectl(
-        "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pools.ready)}", "--timeout=30s", check=False
-    )
-    assert passed.returncode == 0, passed.stderr
+    for pool in (pools.ready, pools.mixed):
+        passed = cluster.run_kubectl(
+            "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pool)}", "--timeout=30s", check=False
+        )
+        assert passed.returncode == 0, passed.stderr
     for pool in (pools.partial, pools.stalled):
         blocked = cluster.run_kubectl(
             "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pool)}", "--timeout=2s", check=False
@@ -375,10 +394,12 @@ def holding_expressions(cluster: E2ECluster, fcap: str) -> set[str]:
 
 def test_flux_health_expressions_agree_with_kstatus(cel_policy: str, pools: Pools, cluster: E2ECluster) -> None:
     def probe() -> dict[str, set[str]] | None:
-        answers = {pool: holding_expressions(cluster, pools.fcap(pool)) for pool in (pools.ready, pools.stalled)}
+        answers = {
+            pool: holding_expressions(cluster, pools.fcap(pool)) for pool in (pools.ready, pools.stalled, pools.mixed)
+        }
         # Admission policies reach the apiserver's admission chain through an informer.
         return answers if answers[pools.ready] else None
 
     answers = wait_until(probe, f"policy {cel_policy} to take effect", timeout=30, interval=0.5)
-    assert answers == {pools.ready: {"current"}, pools.stalled: {"failed"}}
+    assert answers == {pools.ready: {"current"}, pools.stalled: {"failed"}, pools.mixed: {"current"}}
     assert holding_expressions(cluster, pools.fcap(pools.partial)) == set(), "a partial rollout is neither"

@@ -86,14 +86,22 @@ def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, A
         for condition in (previous or {}).get("conditions") or []
         if isinstance(condition, Mapping)
     }
+    conditions = [condition for condition in current.get("conditions") or [] if isinstance(condition, Mapping)]
+    ready_reason = next(
+        (condition.get("reason") for condition in conditions if condition.get("type") == ConditionType.READY), None
+    )
     events = []
-    for condition in current.get("conditions") or []:
+    for condition in conditions:
         kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
         if before.get(kind) == (status, reason):
             continue
-        if kind not in before and kind != ConditionType.READY:
-            continue  # a new object: its Ready condition tells the story, the rest is detail
         healthy = status == HEALTHY_STATUS.get(str(kind), ConditionStatus.TRUE)
+        if kind not in before and kind != ConditionType.READY and (healthy or reason == ready_reason):
+            # A condition that appears (a new object): its Ready condition tells the story, and
+            # one at its healthy status, or saying what Ready says, adds nothing. One that is
+            # not (Stalled=True beside a Ready=True, a count above the type's maximum) got no
+            # Event at all (review 64-observe F5).
+            continue
         events.append(
             EventSpec(
                 type="Normal" if healthy else "Warning",

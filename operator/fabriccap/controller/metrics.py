@@ -496,6 +496,13 @@ class OperatorMetrics:
             " replica with another config): a write war, reported and stopped.",
             registry=self.registry,
         )
+        self.status_writes_refused = Gauge(
+            "fabriccap_status_writes_refused",
+            "FabricCapabilities whose newest status the API server refused as invalid (400, 422: an admission"
+            " policy or webhook, most often): what they hold is older, or a summary with Ready=False"
+            " (StatusWriteRefused). Retried about a minute later, then up to every 5 minutes.",
+            registry=self.registry,
+        )
         self.name_conflicts = Gauge(
             "fabriccap_name_conflicts",
             "FabricCapability names claimed by more than one (fabric, pool): none of them is written.",

@@ -230,7 +230,11 @@ class ObjectState:
     # published is the record (at start, and after acquiring the Lease).
     written: dict[str, Any] | None = None
     retry: Retry = field(default_factory=Retry)  # failed writes in a row, and when to try again
-    refused: str | None = None  # fingerprint of a status refused as invalid: not sent again
+    # Fingerprint of the newest status refused as invalid (400, 422), and when it is sent again:
+    # a refusal is often an admission policy or webhook, not the status's fault, and the same
+    # bytes are accepted once it relents (review 64-observe F1), so it is retried, slowly.
+    refused: str | None = None
+    refused_retry: Retry = field(default_factory=Retry)
     conflict: str | None = None  # why it is not written: another pool claims the name
     foreign: ForeignWriter | None = None
     # The newest not-Ready status evaluated since the last write: a Ready one does not replace
@@ -259,11 +263,21 @@ class ObjectState:
         return (
             self.claim is None
             or bool(self.retry.failures)
+            or self.refused is not None
             or self.deferred is not None
             or self.recheck_at is not None
             or (self.events is not None and self.events.holding)
             or self.yielded
         )
+
+    def refusal_waits(self, fingerprint: str, now: float) -> bool:
+        """Whether the status of ``fingerprint`` was refused as invalid and its retry is not due yet."""
+        return self.refused == fingerprint and self.refused_retry.waiting(now)
+
+    def forget_refusal(self) -> None:
+        """What is to be written was written, or needs no write: no refusal holds it back."""
+        self.refused = None
+        self.refused_retry.forget()
 
     def limiter(self) -> EventLimiter:
         if self.events is None:

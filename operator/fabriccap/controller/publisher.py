@@ -209,6 +209,10 @@ class Publisher:
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
+        # Counted when scraped: a refusal, and its end, happen in write tasks after the round.
+        self.metrics.status_writes_refused.set_function(
+            lambda: sum(1 for state in self.objects.values() if state.refused is not None)
+        )
         if self.lookups is not None:
             self.lookups.falls_due = self._wake_in
         self.requests = Requests(self.client, self.field_manager)
@@ -402,6 +406,8 @@ class Publisher:
                 candidates.append(expiry)
             if state.retry.failures and state.refused is None:
                 candidates.append(state.retry.due - now)
+            if state.refused is not None and state.refused_retry.failures:
+                candidates.append(state.refused_retry.due - now)
             if state.deferred is not None:
                 candidates.append(state.budget.next_token(now, state.deferred))
             if state.recheck_at is not None:
@@ -435,6 +441,9 @@ class Publisher:
             due = False
             if state.retry.failures and state.refused is None and state.retry.due <= now:
                 due = True
+                state.empty_due = state.empty_due or state.claim is None
+            if state.refused is not None and state.refused_retry.failures and state.refused_retry.due <= now:
+                due = True  # a refused status is sent again (its write refuses it once more, or clears it)
                 state.empty_due = state.empty_due or state.claim is None
             if state.deferred is not None and state.budget.next_token(now, state.deferred) <= 0:
                 state.deferred, due = None, True
@@ -582,7 +591,7 @@ class Publisher:
         for state in self.objects.values():
             state.written = None
             state.retry.forget()
-            state.refused = None
+            state.forget_refusal()
             state.foreign = None
             state.empty_due = state.claim is None
         self._read_back = False
@@ -626,9 +635,13 @@ class Publisher:
         # The ready label is what the admission policy selects pools by: one set by hand over a
         # pool that is not Ready (or taken down over one that is) stayed until the resync.
         relabelled = known is not None and known.labels.get(READY_LABEL) != current.labels.get(READY_LABEL)
+        # A spec edit bumps the generation: every gate reads the object as InProgress until a
+        # status of that generation is written, and nothing wrote one until the resync (review
+        # 64-observe F4). One small PATCH per spec edit.
+        behind = current.status.get("observedGeneration") != current.generation
         if (edited or forged) and state.written is not None and not self._overwritten(state, current):
             return
-        if edited or forged or relabelled or not current.owned:
+        if edited or forged or relabelled or behind or not current.owned:
             self.store.mark_pool(state.claim[1])  # edited by someone else: put our answer back
 
     def _in_shard(self, published: Published) -> bool:
@@ -918,9 +931,10 @@ class Publisher:
             if intent is state.empty:
                 state.empty_due = False
             state.retry.forget()
+            state.forget_refusal()
             return True
-        if state.refused is not None and state.refused == fingerprint(intent.status):
-            return True  # refused as invalid; the same status would be refused again
+        if state.refusal_waits(fingerprint(intent.status), now):
+            return True  # refused as invalid: sent again when its backoff is over (``_fire_due``)
         if state.retry.waiting(now) or state.yielded:
             return True  # backing off (the loop comes back when it is due), or yielded
         lane = write_lane(None if published is None else published.status, intent.status)

@@ -33,7 +33,8 @@ once, as before.
 
 Errors. ``on_write_error`` is the one place that says what a failed write means, and
 ``ObjectWriter.failed`` what follows: a retry on the object's backoff (the loop is woken for
-it), or no retry until the status to write changes.
+it), or, for a status refused as invalid, a retry on a long backoff, with a summary that fails
+closed published meanwhile where the refused status is less Ready than what is published.
 
 Field manager. Every request names this install's field manager (``field_manager``), so an
 object's managedFields say who wrote its status last: how a write war is told from an edit.
@@ -56,7 +57,15 @@ from fabriccap.controller.events import EventRecorder, Outgoing, condition_event
 from fabriccap.controller.metrics import OperatorMetrics
 from fabriccap.controller.objects import Delete, Intent, Lane, ObjectState, Published, StatusWrite, WriteSlot
 from fabriccap.controller.ratelimit import BackoffPolicy, PacedLines
-from fabriccap.core.api import READY_LABEL, ConditionType, find_condition, too_large_status
+from fabriccap.core.api import (
+    READY_LABEL,
+    ConditionType,
+    Reason,
+    find_condition,
+    is_ready_status,
+    too_large_status,
+    write_refused_status,
+)
 from fabriccap.core.config import Config
 from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
@@ -76,6 +85,10 @@ URGENT_WRITES = LANE_WIDTHS[Lane.URGENT]
 # A failed write is tried again after 1 s, 2 s, 4 s ... (jittered), at most a minute apart: the
 # status is at most a minute late once the API server takes writes again.
 WRITE_BACKOFF = BackoffPolicy(base=1.0, cap=60.0)
+# A status refused as invalid (400, 422) is tried again after about a minute, then up to every 5
+# minutes: most such refusals are an admission policy or webhook that relents, after which the
+# same bytes are accepted; one that is the status's own fault costs a PATCH per 5 minutes.
+REFUSED_BACKOFF = BackoffPolicy(base=60.0, cap=300.0, jitter=0.2)
 # A write skipped because the Lease's window was nearly over is looked at again after this: by
 # then the elector has renewed (the write goes) or stepped down (a follower offers none).
 WINDOW_RECHECK_SECONDS = 1.0
@@ -93,7 +106,9 @@ class WriteErrorAction(Enum):
     """What a failed write means, and so what the publisher does next."""
 
     RETRY = "retry"  # try again on the object's backoff: 429, 5xx, 403, 409, no answer
-    REFUSED = "refused"  # 400, 422: the same status would be refused again; not before it changes
+    # 400, 422: an invalid status, or an admission policy or webhook denying it: tried again on
+    # the long REFUSED_BACKOFF, a summary that fails closed standing in meanwhile if it drops Ready.
+    REFUSED = "refused"
     # 413, or a 422/500 naming the size: a summary that fails closed stands in, and the full
     # status is tried again on the backoff (the pool's facts shrink as pods go).
     TOO_LARGE = "too large"
@@ -118,6 +133,18 @@ def on_write_error(error: KubeError) -> WriteErrorAction:
     # A 403 is retried too (RBAC fixed, a webhook relenting), visibly: each try counts in
     # fabriccap_status_writes_total{result="error"} and fabriccap_api_errors_total.
     return WriteErrorAction.RETRY
+
+
+def needs_summary(action: WriteErrorAction, existing: Published, intent: StatusWrite) -> bool:
+    """Whether a summary that fails closed stands in for the refused status of ``intent``: always
+    for one too large, and for one refused as invalid when it is less Ready than what the object
+    holds (it says Ready, the refused status not): else a Ready=True, its uniformCount and
+    recommendation stayed published while the pool broke, and every gate said go (review
+    64-observe F1). A summary is small and differs from what a policy refused, so it usually
+    passes; when it is refused too, that is one more refusal, retried on the same backoff."""
+    if action is WriteErrorAction.TOO_LARGE:
+        return True
+    return action is WriteErrorAction.REFUSED and is_ready_status(existing.status) and not intent.ready
 
 
 def config_digest(config: Config) -> str:
@@ -444,7 +471,7 @@ class ObjectWriter:
 
     async def _write(self, state: ObjectState, intent: StatusWrite) -> Rest | None:
         name, capability = state.name, intent.capability
-        if state.yielded or (state.refused is not None and state.refused == fingerprint(intent.status)):
+        if state.yielded or state.refusal_waits(fingerprint(intent.status), self.clock()):
             return None
         existing = state.published
         if existing is None:
@@ -532,7 +559,7 @@ class ObjectWriter:
     def _written(state: ObjectState, intent: StatusWrite) -> None:
         """All of ``intent`` is written: its object's failures and refusal are over."""
         state.retry.forget()
-        state.refused = None
+        state.forget_refusal()
         if intent is state.empty:
             state.empty_due = False
 
@@ -545,22 +572,27 @@ class ObjectWriter:
         try:
             return await self._patch_status(state, existing, previous, stamped)
         except KubeError as error:
-            if intent.capability is not None and on_write_error(error) is WriteErrorAction.TOO_LARGE:
+            if intent.capability is not None and needs_summary(on_write_error(error), existing, intent):
                 await self._publish_summary(state, intent.capability, error)
             raise  # a failure all the same: the full status is tried again on its backoff
 
     async def _publish_summary(self, state: ObjectState, capability: PoolCapability, refusal: KubeError) -> None:
-        """The API server refused the status as too large: publish a summary that fails closed
-        (``too_large_status``: Ready False, StatusTooLarge), its ready label lowered first, so
-        that no gate keeps reading the last status as current (reliability round 3, S2)."""
+        """The API server refused the status (``needs_summary``): publish a summary that fails
+        closed (``fail_closed_summary``: Ready False, StatusTooLarge or StatusWriteRefused), its
+        ready label lowered first, so that no gate keeps reading the last status as current
+        (reliability round 3, S2; review 64-observe F1)."""
         name = state.name
         existing = state.published
         assert existing is not None
+        too_large = on_write_error(refusal) is WriteErrorAction.TOO_LARGE
+        summary_status = too_large_status if too_large else write_refused_status
         logger.error(
-            "FabricCapability %s: the API server refused its status as too large (%s); publishing a summary"
-            " with Ready=False (StatusTooLarge) until the full status is accepted",
+            "FabricCapability %s: the API server refused its %s (%s); publishing a summary"
+            " with Ready=False (%s) until the full status is accepted",
             name,
+            "status as too large" if too_large else "newest status, which is not Ready",
             refusal,
+            Reason.STATUS_TOO_LARGE if too_large else Reason.STATUS_WRITE_REFUSED,
         )
         if existing.labels.get(READY_LABEL) != "false":
             if (timeout := self._timeout(state)) is None:
@@ -571,7 +603,7 @@ class ObjectWriter:
                 ),
                 held=existing.status,
             )
-        summary = too_large_status(capability.status, str(refusal)).to_json()
+        summary = summary_status(capability.status, str(refusal)).to_json()
         if strip_volatile(existing.status) == strip_volatile(summary):
             return
         previous = state.written if state.written is not None else existing.status
@@ -660,9 +692,13 @@ class ObjectWriter:
         action = on_write_error(error)
         if isinstance(intent, StatusWrite) and action is WriteErrorAction.REFUSED:
             refused = fingerprint(intent.status)
+            delay = state.refused_retry.failed(REFUSED_BACKOFF, self.clock())
             if state.refused != refused:
-                logger.error("%s; not retried until the status to write changes", error)
+                logger.error(
+                    "%s; retrying %s in %.0fs, or at once if the status to write changes", error, state.name, delay
+                )
             state.refused = refused
+            self.falls_due(state, delay)
             return
         if action is WriteErrorAction.GONE:
             if isinstance(intent, Delete):

@@ -434,7 +434,11 @@ def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
     stall = None
     if gate and all(node.maximum == 0 for node in gate):
         stall = Cause.TYPE_UNSUPPORTED
-    elif len(maxima) > 1:
+    elif len(maxima) > 1 and len(counts) > 1:
+        # Types of different maxima stall the pool only while their counts differ: all at one
+        # count (p5.48xlarge and p5en.48xlarge both at 16) is Ready, and Stalled=True there made
+        # kstatus, Flux and Argo CD fail a pool kubectl wait and the ready label pass (review
+        # 64-observe F2). MatchesInstanceType still reports the types below their maximum.
         stall = Cause.UNCOMMON_MAXIMUM
     elif isolation_conflict is not None:
         stall = Cause.ISOLATED

@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_NAME, MAX_NAMESPACE, cut
+from fabriccap.core.text import MAX_API_VERSION, MAX_KIND, MAX_NAME, MAX_NAMESPACE, clean_text, cut
 
 GROUP = "fabriccap.dev"
 VERSION = "v1alpha1"
@@ -85,6 +85,7 @@ class Reason(StrEnum):
     INSTANCE_TYPES_NOT_IN_CATALOG = "InstanceTypesNotInCatalog"
     REQUIREMENTS_NOT_EVALUATED = "RequirementsNotEvaluated"
     STATUS_TOO_LARGE = "StatusTooLarge"
+    STATUS_WRITE_REFUSED = "StatusWriteRefused"
 
 
 @dataclass(frozen=True)
@@ -384,6 +385,20 @@ REASONS: tuple[ReasonMeaning, ...] = (
     ReasonMeaning(
         ConditionType.READY,
         ConditionStatus.FALSE,
+        Reason.STATUS_WRITE_REFUSED,
+        "The API server refused the pool's newest status as invalid (400 or 422: most often an admission"
+        " policy or webhook denying updates of fabriccapabilities/status) while the object said Ready and"
+        " the newest status does not. The operator published this summary instead (as for StatusTooLarge),"
+        " so no gate keeps reading the old Ready. The message quotes the refusal. The full status is tried"
+        " again about a minute later, then up to every 5 minutes; fabriccap_status_writes_refused counts"
+        " such objects (alert FabricCapabilityStatusWriteRefused).",
+        "Find what refuses the write from the quoted refusal (`kubectl get validatingadmissionpolicies,"
+        "validatingwebhookconfigurations`) and let the operator's service account update"
+        " fabriccapabilities/status. Meanwhile `fabriccap explain` shows the pool as the operator computes it.",
+    ),
+    ReasonMeaning(
+        ConditionType.READY,
+        ConditionStatus.FALSE,
         Reason.DEVICE_PLUGIN_GAP,
         "Every node advertises the same N > 0, but some nodes have no Ready pod of the DaemonSet that serves"
         " them: what they advertise is not backed by a running plugin and may be stale.",
@@ -472,8 +487,10 @@ REASONS: tuple[ReasonMeaning, ...] = (
         ConditionType.STALLED,
         ConditionStatus.TRUE,
         Reason.HETEROGENEOUS_INSTANCE_TYPES,
-        "The pool mixes instance types with different known maxima, or types whose fabric traffic cannot"
-        " cross: it cannot become uniform as it is.",
+        "The pool mixes instance types with different known maxima whose nodes advertise different counts,"
+        " or types whose fabric traffic cannot cross: it cannot become uniform as it is. Types of different"
+        " maxima whose nodes all advertise one count are Ready and not Stalled (only MatchesInstanceType"
+        " reports the nodes below their type's maximum), so Ready and Stalled are never True together.",
         "Split the pool so that each has one instance type (or types of the same maximum).",
     ),
     ReasonMeaning(
@@ -785,16 +802,34 @@ MAX_REFUSAL_SHOWN = 300  # how much of the API server's refusal the summary's me
 
 
 def too_large_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapabilityStatus:
-    """What is published when the API server refuses ``status`` as too large: the pool's counts,
-    none of its lists, no ``uniformCount`` or ``recommendation``, and a Ready condition that is
-    False (``StatusTooLarge``) whatever the pool's state, quoting ``refusal``. Small whatever
-    ``status`` holds, and failing closed: a gate reading it never wires the fabric."""
+    """What is published when the API server refuses ``status`` as too large (``fail_closed_summary``)."""
+    return fail_closed_summary(
+        status,
+        Reason.STATUS_TOO_LARGE,
+        f"the API server refused this pool's full status as too large ({clean_text(refusal, MAX_REFUSAL_SHOWN)});"
+        " this summary stands in for it, and the full status is written again as soon as it is accepted",
+    )
+
+
+def write_refused_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapabilityStatus:
+    """What is published when the API server refuses ``status`` as invalid (400, 422: an admission
+    policy or webhook, most often) while what it holds says Ready and ``status`` does not
+    (``fail_closed_summary``): a Ready=True left in place would let gates wire a broken pool."""
+    return fail_closed_summary(
+        status,
+        Reason.STATUS_WRITE_REFUSED,
+        f"the API server refused this pool's newest status ({clean_text(refusal, MAX_REFUSAL_SHOWN)}), which is"
+        " not Ready; this summary stands in for it, and the full status is tried again until it is accepted",
+    )
+
+
+def fail_closed_summary(status: FabricCapabilityStatus, reason: Reason, message: str) -> FabricCapabilityStatus:
+    """A summary of ``status`` published in its place when the full one cannot be written: the
+    pool's counts, none of its lists, no ``uniformCount`` or ``recommendation``, and a Ready
+    condition that is False (``reason``) whatever the pool's state. Small whatever ``status``
+    holds, and failing closed: a gate reading it never wires the fabric."""
     gap = status.gap
     workloads = status.workloads
-    message = (
-        f"the API server refused this pool's full status as too large ({cut(refusal, MAX_REFUSAL_SHOWN)});"
-        " this summary stands in for it, and the full status is written again as soon as it is accepted"
-    )
     return FabricCapabilityStatus(
         fabric=status.fabric,
         resource_name=status.resource_name,
@@ -813,14 +848,7 @@ def too_large_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapa
             truncated=bool(gap.nodes) or gap.truncated,
         ),
         workloads=None if workloads is None else workloads.model_copy(update={"offenders": []}),
-        conditions=[
-            Condition(
-                type=ConditionType.READY,
-                status=ConditionStatus.FALSE,
-                reason=Reason.STATUS_TOO_LARGE,
-                message=message,
-            )
-        ],
+        conditions=[Condition(type=ConditionType.READY, status=ConditionStatus.FALSE, reason=reason, message=message)],
     )
 
 

@@ -327,6 +327,23 @@ ALERTS: tuple[AlertRule, ...] = (
         ),
         anchor="fabricrequestunschedulable",
     ),
+    AlertRule(
+        name="FabricCapabilityStatusWriteRefused",
+        # A refused status is retried after about a minute, then up to every 5 minutes: 10
+        # minutes is a refusal that outlived a few retries, not a webhook's brief hiccup.
+        expr='max without (instance, pod) (fabriccap_status_writes_refused{job="@job"}) > 0',
+        for_="10m",
+        severity="warning",
+        summary="The API server refuses the newest status of {{ $value }} FabricCapabilities.",
+        description=(
+            "The operator's status writes of {{ $value }} FabricCapabilities have been refused as invalid"
+            " (400 or 422) for 10 minutes: most often an admission policy or webhook denying updates of"
+            " fabriccapabilities/status. Those objects show an older status, or, where that said Ready and"
+            " the pool no longer is, a summary with Ready=False (StatusWriteRefused). The operator's log"
+            " quotes the refusal."
+        ),
+        anchor="fabriccapabilitystatuswriterefused",
+    ),
 )
 
 

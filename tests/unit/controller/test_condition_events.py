@@ -42,6 +42,27 @@ def test_a_reason_change_is_an_event_even_when_the_status_stays() -> None:
     assert condition_events(after, after) == []  # nothing changed: nothing said
 
 
+def test_a_new_objects_conditions_away_from_their_healthy_status_are_told() -> None:
+    # A new object: Ready tells the story, but a Stalled=True or an above-maximum count beside
+    # it got no Event at all (review 64-observe F5). Healthy ones, and those saying what Ready
+    # says, stay quiet.
+    new = status(
+        Homogeneous=("True", "UniformCount"),
+        MatchesInstanceType=("False", "AboveInstanceMaximum"),
+        Ready=("True", "UniformCapability"),
+        Stalled=("True", "HeterogeneousInstanceTypes"),
+    )
+    assert [(event.type, event.reason) for event in condition_events({"observedGeneration": 0}, new)] == [
+        ("Warning", "AboveInstanceMaximum"),
+        ("Normal", "UniformCapability"),
+        ("Warning", "HeterogeneousInstanceTypes"),
+    ]
+    partial = status(
+        Homogeneous=("False", "PartialRollout"), Ready=("False", "PartialRollout"), Stalled=("False", "NotStalled")
+    )
+    assert [(event.type, event.reason) for event in condition_events(None, partial)] == [("Warning", "PartialRollout")]
+
+
 def test_normal_is_each_conditions_healthy_status() -> None:
     before = status(Ready=("False", "MixedCounts"), Advertised=("False", "PartiallyAdvertised"), Stalled=("True", "X"))
     after = status(

@@ -205,23 +205,100 @@ async def test_a_failed_write_backs_off_for_that_object_then_retries() -> None:
         assert retry.failures == 0
 
 
-async def test_a_status_refused_as_invalid_is_not_retried_until_it_changes(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_status_refused_as_invalid_is_retried_on_a_long_backoff(caplog: pytest.LogCaptureFixture) -> None:
+    # An admission policy or webhook refuses with 422 and then relents: the same bytes are
+    # accepted. Never retrying them left the object behind until its status changed
+    # (review 64-observe F1).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        status_path = FABRIC_CAPABILITIES.status("efa-p5")
+        setup.api.write_failures[("PATCH", status_path)] = deque([422] * 2)
+        await start(setup)
+        state = setup.publisher.objects["efa-p5"]
+        refused = state.refused_retry
+        assert len(setup.api.writes("PATCH")) == 1 and refused.failures == 1
+        assert 45.0 <= refused.due - setup.clock.now <= 75.0  # about a minute: not the write backoff's 1 s
+        for _ in range(3):  # rounds before the backoff is over: the same status is not sent again
+            setup.clock.now += 10
+            setup.publisher._fire_due(setup.clock.now)
+            setup.store.mark_all()
+            await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("PATCH")) == 1
+        assert setup.gauge("fabriccap_status_writes_refused") == 1
+        setup.clock.now = refused.due
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        assert len(setup.api.writes("PATCH")) == 2 and refused.failures == 2  # refused again
+        assert 96.0 <= refused.due - setup.clock.now <= 144.0
+        refusals = [r for r in caplog.records if "or at once if the status to write changes" in r.getMessage()]
+        assert len(refusals) == 1  # logged once per object and status
+        setup.clock.now = refused.due  # the policy relented: accepted
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "True"
+        assert state.refused is None and refused.failures == 0
+        await setup.publisher.reconcile_once()
+        assert setup.gauge("fabriccap_status_writes_refused") == 0
+
+
+async def test_a_refused_status_is_capped_at_five_minutes_and_a_changed_one_goes_at_once() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         status_path = FABRIC_CAPABILITIES.status("efa-p5")
         setup.api.write_failures[("PATCH", status_path)] = deque([422] * 10)
         await start(setup)
-        for _ in range(5):  # resyncs and due timers: the same status is not sent again
-            setup.clock.now += 1000
+        refused = setup.publisher.objects["efa-p5"].refused_retry
+        for _ in range(6):
+            setup.clock.now = refused.due
             setup.publisher._fire_due(setup.clock.now)
-            setup.store.mark_all()
             await setup.publisher.reconcile_once()
-        assert len(setup.api.writes("PATCH")) == 1
-        refusals = [r for r in caplog.records if "not retried until the status to write changes" in r.getMessage()]
-        assert len(refusals) == 1  # logged once per object and status
-        setup.remove_node("b")  # the status changes: one new attempt
+        assert refused.failures == 7 and refused.due - setup.clock.now <= 300.0 * 1.2
+        setup.remove_node("b")  # the status changes: one new attempt, without waiting
         await setup.publisher.reconcile_once()
-        assert len(setup.api.writes("PATCH")) == 2
+        assert len(setup.api.writes("PATCH")) == 8
+
+
+async def test_a_refused_status_that_drops_ready_publishes_a_summary_that_fails_closed() -> None:
+    # The pool was Ready; a node stops advertising, and a policy refuses the new status: the
+    # published Ready=True (uniformCount 32, a recommendation) must not stay (review 64-observe F1).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "True"
+        status_path = FABRIC_CAPABILITIES.status("efa-p5")
+        setup.api.write_failures[("PATCH", status_path)] = deque([422])  # the full status only
+        setup.api.failure_messages[422] = 'admission webhook "deny.example.com" denied the request:\nfrozen\x1b[31m'
+        setup.add([node("b", pool="p5", efa=0)])
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "StatusWriteRefused")
+        assert "deny.example.com" in ready["message"] and "\n" not in ready["message"]
+        assert "\x1b" not in ready["message"]
+        assert "uniformCount" not in obj["status"] and "recommendation" not in obj["status"]
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
+        assert setup.gauge("fabriccap_status_writes_refused") == 1
+        # Accepted on the retry: the full, not-Ready status replaces the summary.
+        state = setup.publisher.objects["efa-p5"]
+        setup.clock.now = state.refused_retry.due
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        ready = next(c for c in setup.published()["efa-p5"]["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "False" and ready["reason"] not in ("StatusWriteRefused", "UniformCapability")
+
+
+async def test_a_refused_status_that_keeps_ready_publishes_no_summary() -> None:
+    # Only a refusal that would leave a wrong Ready=True in place is replaced by a summary.
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add(healthy("p5", "c"))
+        sent = len(setup.api.writes("PATCH"))
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert condition_status(obj["status"], "Ready") == "True" and obj["status"]["nodes"] == 2
+        assert len(setup.api.writes("PATCH")) == sent + 1  # the refused status, no summary
 
 
 async def test_an_object_claimed_by_another_pool_is_never_overwritten() -> None:
@@ -807,6 +884,24 @@ async def test_a_ready_label_set_by_hand_is_put_back() -> None:
         setup.publisher.observe_published(edited, deleted=False)  # its watch event
         await setup.publisher.reconcile_once()
         assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "false"
+
+
+async def test_a_spec_edit_has_its_status_written_for_the_new_generation_at_once() -> None:
+    """An edit of the spec (a note, a field a GitOps tool adds) bumps the generation: every gate
+    reads the object as InProgress until a status of that generation is written, and nothing
+    wrote one until the resync, up to 5 minutes later (review 64-observe F4)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        stored = setup.published()["efa-p5"]
+        assert stored["status"]["observedGeneration"] == 1
+        # What the API server does on a spec edit: the spec and the generation move, nothing else.
+        stored["spec"] = {"note": "gate for team B"}
+        stored["metadata"]["generation"] = 2
+        stored["metadata"]["resourceVersion"] = "5000"
+        setup.publisher.observe_published(copy.deepcopy(stored), deleted=False)  # its watch event
+        await setup.publisher.reconcile_once()
+        assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 2
 
 
 async def test_a_clean_stop_cancels_the_events_still_being_sent_before_the_lease_is_released() -> None:

@@ -300,11 +300,26 @@ def test_ready_reason_mirrors_homogeneous() -> None:
         # p4d/p4de with anything else: EFA traffic cannot cross, even at equal maxima.
         ([("p4d.24xlarge", 4), ("g7e.48xlarge", 4)], ("True", "HeterogeneousInstanceTypes")),
         ([("p4d.24xlarge", 4), ("m7i.48xlarge", 4)], ("True", "HeterogeneousInstanceTypes")),
+        # Different maxima at one count: Ready, so not Stalled (review 64-observe F2); only
+        # MatchesInstanceType says p5.48xlarge is below its maximum.
+        ([("p5.48xlarge", 16), ("p5en.48xlarge", 16)], ("False", "NotStalled")),
+        ([("g6e.24xlarge", 2), ("g6e.48xlarge", 2)], ("False", "NotStalled")),
     ],
 )
 def test_stalled(nodes: list[tuple[str | None, int]], expected: tuple[str, str]) -> None:
     bodies = [node(f"n{index}", instance_type=kind, efa=count) for index, (kind, count) in enumerate(nodes)]
     assert reason(only_status(bodies), "Stalled") == expected
+
+
+def test_a_ready_pool_of_different_maxima_is_not_stalled() -> None:
+    # p5.48xlarge (32) and p5en.48xlarge (16) both at 16: Ready with Stalled=True made kstatus
+    # and Flux say Failed and Argo CD Degraded while kubectl wait and the ready label said go
+    # (review 64-observe F2).
+    nodes = [node("n1", instance_type="p5.48xlarge", efa=16), node("n2", instance_type="p5en.48xlarge", efa=16)]
+    status = only_status([DS, *nodes, *plugin_pods(["n1", "n2"])])
+    assert reason(status, "Ready") == ("True", "UniformCapability")
+    assert reason(status, "Stalled") == ("False", "NotStalled")
+    assert reason(status, "MatchesInstanceType") == ("False", "BelowInstanceMaximum")
 
 
 def test_stalled_no_target_nodes_is_not_stalled() -> None:
@@ -316,7 +331,7 @@ def test_stalled_messages() -> None:
     status = only_status([node("n1", instance_type="g6e.xlarge", efa=0)])
     assert message(status, "Stalled").startswith("every node's instance type supports no vpc.amazonaws.com/efa")
     assert "g6e.xlarge" in message(status, "Stalled")
-    status = only_status([node("n1", instance_type="p5.48xlarge"), node("n2", instance_type="p5en.48xlarge")])
+    status = only_status([node("n1", instance_type="p5.48xlarge"), node("n2", instance_type="p5en.48xlarge", efa=16)])
     assert message(status, "Stalled") == (
         "the pool mixes instance types with different vpc.amazonaws.com/efa maxima: "
         "p5.48xlarge (32), p5en.48xlarge (16)"

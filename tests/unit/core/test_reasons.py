@@ -25,6 +25,7 @@ from fabriccap.core.api import (
     Reason,
     reason_meaning,
     too_large_status,
+    write_refused_status,
 )
 from fabriccap.core.evaluate import data_unavailable
 from fabriccap_devtools.world import ec2_node_class, node_pool
@@ -127,9 +128,14 @@ def world_statuses() -> list[dict[str, Any]]:
     statuses = [
         capability.status.to_json() for bodies in WORLDS.values() for capability in evaluate_bodies(bodies).capabilities
     ]
-    # What the publisher writes instead of a status the API server refused as too large.
+    # What the publisher writes instead of a status the API server refused as too large, or
+    # refused as invalid while it would drop a published Ready.
     (healthy,) = evaluate_bodies(healthy_pool()).capabilities
-    return [*statuses, too_large_status(healthy.status, "413 Request entity too large").to_json()]
+    return [
+        *statuses,
+        too_large_status(healthy.status, "413 Request entity too large").to_json(),
+        write_refused_status(healthy.status, "422 denied by policy").to_json(),
+    ]
 
 
 def failed_closed_statuses() -> list[dict[str, Any]]:

@@ -35,6 +35,10 @@ SPEC_ALERTS = {
     "FabricNotUsed",
     "FabricAdvertiserConflict",
 }
+# Shipped beyond the SPEC's list: a status write refused, so the object says less than the
+# operator knows (review 64-observe F1).
+MORE_ALERTS = {"FabricCapabilityStatusWriteRefused"}
+SHIPPED_ALERTS = SPEC_ALERTS | MORE_ALERTS
 
 
 def _promtool() -> str:
@@ -60,7 +64,7 @@ def test_both_renderings_carry_the_same_rules() -> None:
 
 def test_every_spec_alert_is_shipped_with_severity_annotations_and_a_runbook_section() -> None:
     rules = alerts.rules_file()["groups"][0]["rules"]
-    assert {rule["alert"] for rule in rules} == SPEC_ALERTS
+    assert {rule["alert"] for rule in rules} == SHIPPED_ALERTS
     # GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
     anchors = {
         re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
@@ -84,7 +88,7 @@ def test_for_durations_job_and_threshold_are_configurable() -> None:
     )
     rules = {rule["alert"]: rule for rule in alerts.rules_file(settings)["groups"][0]["rules"]}
     assert {name: rule["for"] for name, rule in rules.items()} == {
-        **dict.fromkeys(SPEC_ALERTS, "2s"),
+        **dict.fromkeys(SHIPPED_ALERTS, "2s"),
         "FabricCapabilityStale": "7s",
     }
     assert 'up{job="monitoring/fabriccap-metrics"}' in rules["FabricCapabilityOperatorDown"]["expr"]
@@ -109,7 +113,7 @@ def test_promtool_check_rules() -> None:
     promtool = _promtool()
     result = _run(promtool, "check", "rules", str(MONITORING / alerts.RULES_FILE))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(SPEC_ALERTS)} rules found" in result.stdout
+    assert f"SUCCESS: {len(SHIPPED_ALERTS)} rules found" in result.stdout
 
 
 @pytest.mark.prometheus
@@ -173,5 +177,5 @@ def test_promtool_rule_tests_cover_every_alert_firing_and_quiet() -> None:
     for case in suite["tests"]:
         for check in case["alert_rule_test"]:
             (fired if check["exp_alerts"] else quiet).add(check["alertname"])
-    assert fired == SPEC_ALERTS
-    assert quiet == SPEC_ALERTS
+    assert fired == SHIPPED_ALERTS
+    assert quiet == SHIPPED_ALERTS
