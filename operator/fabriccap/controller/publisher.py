@@ -651,7 +651,9 @@ class Publisher:
         if not shard.sharded:
             return True
         fabrics = [profile.name for profile in self.config.fabrics]
-        return shard.owns_object(published.name, published.claimed_by()[1], fabrics, self.store.known_pools)
+        return shard.owns_object(
+            published.name, published.claimed_by()[1], fabrics, lambda name: self.store.pool_computing(name, fabrics)
+        )
 
     def _let_go(self, name: str) -> None:
         """An object held as no pool's is another shard's after all (a pool of another shard that

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
 from fabriccap.core.facts import NodeFacts, Pool, WorkloadPodFacts
@@ -25,7 +25,7 @@ from fabriccap.core.index import (
     Table,
 )
 from fabriccap.core.karpenter_facts import NodeClaimFacts, NodePoolFacts
-from fabriccap.core.shard import UNSHARDED, Shard
+from fabriccap.core.shard import UNSHARDED, HashedNames, Shard
 from fabriccap.core.unlisted import UnlistedKeys
 
 FactsT = TypeVar("FactsT")
@@ -76,7 +76,12 @@ class FactStore(FactIndex):
         # the workload pods bound to them are not held either. Their pools, with the other
         # shards' NodePools, name the objects other shards answer for (``known_pools``).
         self.foreign_nodes: dict[str, Pool | None] = {}
+        self.foreign_pool_sizes: dict[Pool, int] = {}  # how many of those nodes each of their pools has
         self.foreign_node_pools: set[str] = set()
+        # Which known pool computes each hashed name (``pool_computing``): built at the first
+        # lookup, then kept as pools come and go, by the fabrics and NodePool key it was built with.
+        self._hashed_names: HashedNames | None = None
+        self._hashed_names_of: tuple[tuple[str, ...], str | None] | None = None
         # Set when a node of another shard's pool moves into one of this shard's (its pool
         # label changed): the pods bound to it were not held, so the Pod informer lists again.
         self.nodes_joined = Announcement()
@@ -167,18 +172,26 @@ class FactStore(FactIndex):
     # -- sharding: only the facts of this shard's pools are held (core.shard)
 
     def put(self, table: Table[Any, FactsT], facts: FactsT) -> bool:
+        key = table.key(facts)
+        concerned = self._pools_known_before(table, key, facts)
         if self.shard.sharded and not self._in_shard(table, facts):
-            return super().remove(table, table.key(facts))  # what it held moved to another shard
-        if table is NODE_POOL_FACTS:
-            self.foreign_node_pools.discard(cast(NodePoolFacts, facts).name)
-        return super().put(table, facts)
+            changed = super().remove(table, key)  # what it held moved to another shard
+        else:
+            if table is NODE_POOL_FACTS:
+                self.foreign_node_pools.discard(cast(NodePoolFacts, facts).name)
+            changed = super().put(table, facts)
+        self._pools_came_or_went(concerned)
+        return changed
 
     def remove(self, table: Table[Any, Any], key: Any) -> bool:
+        concerned = self._pools_known_before(table, key, None)
         if table is NODE_FACTS:
-            self.foreign_nodes.pop(key, None)  # deleted: no pod will be bound to it again
+            self._forget_foreign_node(key)  # deleted: no pod will be bound to it again
         elif table is NODE_POOL_FACTS:
             self.foreign_node_pools.discard(key)
-        return super().remove(table, key)
+        changed = super().remove(table, key)
+        self._pools_came_or_went(concerned)
+        return changed
 
     def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> UnlistedKeys[KeyT]:
         # Another shard's nodes and NodePools, too: one a fresh LIST does not name was deleted
@@ -199,10 +212,68 @@ class FactStore(FactIndex):
         node's pool label, and every NodePool): which shard a FabricCapability with a hashed
         name is for (``Shard.owns_object``)."""
         pools = set(self.pools())
-        pools.update(pool for pool in self.foreign_nodes.values() if pool is not None)
+        pools.update(self.foreign_pool_sizes)
         if self.node_pool_key is not None:
             pools.update(Pool(self.node_pool_key, name) for name in self.foreign_node_pools)
         return pools
+
+    def pool_computing(self, name: str, fabrics: Sequence[str]) -> Pool | None:
+        """The known pool that computes the hashed ``name`` under one of ``fabrics``, if any:
+        ``Shard.owns_object``'s lookup, from a memo kept as pools come and go (review 64a F1)."""
+        built_for = (tuple(fabrics), self.node_pool_key)
+        if self._hashed_names is None or self._hashed_names_of != built_for:
+            self._hashed_names = HashedNames(fabrics, self.known_pools())
+            self._hashed_names_of = built_for
+        return self._hashed_names.pool_computing(name)
+
+    def _pool_known(self, pool: Pool) -> bool:
+        """Whether ``pool`` is one of ``known_pools``, without building them."""
+        if pool in self.pool_members or pool in self.foreign_pool_sizes:
+            return True
+        return pool.key == self.node_pool_key and (
+            pool.value in self.node_pools or pool.value in self.foreign_node_pools
+        )
+
+    def _pools_known_before(self, table: Table[Any, Any], key: Any, facts: Any) -> dict[Pool, bool]:
+        """The pools a change of ``key`` in ``table`` to ``facts`` (None: removed) may make
+        appear or go, with whether each is known now; none while no memo needs them."""
+        if self._hashed_names is None:
+            return {}
+        if table is NODE_FACTS:
+            held = self.nodes.get(key)
+            previous = held.pool if held is not None else self.foreign_nodes.get(key)
+            pools = {previous, None if facts is None else cast(NodeFacts, facts).pool}
+        elif table is NODE_POOL_FACTS and self.node_pool_key is not None:
+            pools = {Pool(self.node_pool_key, key)}
+        else:
+            return {}
+        return {pool: self._pool_known(pool) for pool in pools if pool is not None}
+
+    def _pools_came_or_went(self, known_before: dict[Pool, bool]) -> None:
+        if self._hashed_names is None:
+            return
+        for pool, was_known in known_before.items():
+            if not was_known and self._pool_known(pool):
+                self._hashed_names.add(pool)
+            elif was_known and not self._pool_known(pool):
+                self._hashed_names.discard(pool)
+
+    def _remember_foreign_node(self, name: str, pool: Pool | None) -> None:
+        self._forget_foreign_node(name)
+        self.foreign_nodes[name] = pool
+        if pool is not None:
+            self.foreign_pool_sizes[pool] = self.foreign_pool_sizes.get(pool, 0) + 1
+
+    def _forget_foreign_node(self, name: str) -> bool:
+        """Forget a node of another shard's pool; whether it was one."""
+        if name not in self.foreign_nodes:
+            return False
+        pool = self.foreign_nodes.pop(name)
+        if pool is not None:
+            size = self.foreign_pool_sizes.pop(pool) - 1
+            if size:
+                self.foreign_pool_sizes[pool] = size
+        return True
 
     def _in_shard(self, table: Table[Any, Any], facts: Any) -> bool:
         """Whether ``facts`` are this shard's to hold. Every kind that belongs to a pool is
@@ -236,11 +307,10 @@ class FactStore(FactIndex):
 
     def _node_in_shard(self, node: NodeFacts) -> bool:
         if self.shard.owns(node.pool):
-            if node.name in self.foreign_nodes:
-                del self.foreign_nodes[node.name]
+            if self._forget_foreign_node(node.name):
                 self.nodes_joined.set()
             return True
-        self.foreign_nodes[node.name] = node.pool
+        self._remember_foreign_node(node.name, node.pool)
         # Workload pods listed before their node was: another shard's.
         for key in list(self.node_workload_pods.get(node.name, ())):
             super().remove(WORKLOAD_POD_FACTS, key)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fabriccap.controller.store import FactStore
@@ -18,12 +20,14 @@ from fabriccap.core.index import (
     DAEMON_SET_FACTS,
     NODE_CLAIM_FACTS,
     NODE_FACTS,
+    NODE_POOL_FACTS,
     PLUGIN_POD_FACTS,
     WORKLOAD_POD_FACTS,
     Table,
 )
-from fabriccap.core.karpenter_facts import NodeClaimFacts
+from fabriccap.core.karpenter_facts import NodeClaimFacts, NodePoolFacts
 from fabriccap.core.launchable import missing_nodes
+from fabriccap.core.names import hashed_name
 from fabriccap.core.shard import UNSHARDED, Shard
 from fabriccap_devtools import world
 from support.configs import default_config
@@ -284,3 +288,44 @@ def test_a_shard_knows_the_other_shards_nodes_exist_and_their_pools() -> None:
     assert store.known_pools() == {OURS, THEIRS}
     store.remove(NODE_FACTS, "theirs")
     assert not store.node_exists("theirs") and store.known_pools() == {OURS}
+
+
+def test_the_lookup_of_hashed_names_keeps_to_the_known_pools_as_they_come_and_go() -> None:
+    """``pool_computing`` answers from a memo (review 64a F1): built at the first lookup, then
+    kept by each change that makes a pool appear or go, on either shard's side."""
+    fabrics = ["efa", "ib"]
+    store = sharded()
+    karpenter = [Pool("karpenter.sh/nodepool", value) for value in VALUES[:6]]
+    universe = [OURS, THEIRS, *(Pool(TRAIN.key, value) for value in VALUES), *karpenter]
+
+    def agrees() -> bool:
+        known = store.known_pools()
+        return all(
+            store.pool_computing(hashed_name(fabric, pool.key, pool.value), fabrics)
+            == (pool if pool in known else None)
+            for pool in universe
+            for fabric in fabrics
+        )
+
+    assert agrees()  # built here, from OURS and THEIRS
+    other_theirs = next(
+        Pool(TRAIN.key, value) for value in VALUES if value != THEIRS.value and not FIRST_OF_TWO.owns_value(value)
+    )
+    steps: list[Callable[[], object]] = [
+        partial(store.put, NODE_FACTS, node("theirs-2", THEIRS)),  # a second node: nothing new
+        partial(store.put, NODE_FACTS, node("theirs", other_theirs)),  # one foreign pool to another
+        partial(store.put, NODE_FACTS, node("theirs-2", other_theirs)),  # THEIRS has no node left
+        partial(store.put, NODE_FACTS, node("ours", THEIRS)),  # ours moves out: OURS goes, THEIRS is back
+        partial(store.put, NODE_FACTS, node("theirs", OURS)),  # theirs moves in
+        partial(store.put, NODE_FACTS, node("loose", None)),
+        partial(store.remove, NODE_FACTS, "theirs-2"),
+        partial(listed_again, store, NODE_FACTS, None, {"theirs"}),  # "ours" and "loose" forgotten
+        *(partial(store.put, NODE_POOL_FACTS, NodePoolFacts(pool.value, 1, (), (), None)) for pool in karpenter),
+        partial(store.put, NODE_FACTS, node("karpentered", karpenter[0])),
+        *(partial(store.remove, NODE_POOL_FACTS, pool.value) for pool in karpenter),
+        partial(store.remove, NODE_FACTS, "theirs"),
+    ]
+    for number, step in enumerate(steps):
+        step()
+        assert agrees(), f"after step {number}"
+    assert store.known_pools() == {karpenter[0]}

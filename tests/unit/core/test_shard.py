@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from fabriccap.core.facts import Pool
 from fabriccap.core.names import hashed_name
-from fabriccap.core.shard import MAX_SHARDS, UNSHARDED, Shard
+from fabriccap.core.shard import MAX_SHARDS, UNSHARDED, HashedNames, Shard
 
 NODEGROUP = "eks.amazonaws.com/nodegroup"
 NODEPOOL = "karpenter.sh/nodepool"
@@ -98,7 +98,8 @@ FIRSTS = next(value for value in VALUES if not SECOND_OF_TWO.owns_value(value))
 
 def holders(name: str, claimed: Pool | None, pools: list[Pool] | None = None) -> list[int]:
     shards = [Shard(index=index, count=2) for index in range(2)]
-    return [shard.index for shard in shards if shard.owns_object(name, claimed, FABRICS, lambda: pools or [])]
+    lookup = HashedNames(FABRICS, pools or []).pool_computing
+    return [shard.index for shard in shards if shard.owns_object(name, claimed, FABRICS, lookup)]
 
 
 def test_an_object_is_the_shard_whose_pool_computes_its_name_whatever_its_annotations_say() -> None:
@@ -107,21 +108,21 @@ def test_an_object_is_the_shard_whose_pool_computes_its_name_whatever_its_annota
     # Annotations that name a pool of shard 0 (an edit, a restore): the name still decides.
     assert holders(f"efa-{SECONDS}", Pool(NODEGROUP, FIRSTS)) == [1]
     assert holders(f"efa-{FIRSTS}", Pool(NODEGROUP, SECONDS)) == [0]
-    assert UNSHARDED.owns_object(f"efa-{SECONDS}", Pool(NODEGROUP, FIRSTS), FABRICS, lambda: [])
+    assert UNSHARDED.owns_object(f"efa-{SECONDS}", Pool(NODEGROUP, FIRSTS), FABRICS, lambda name: None)
 
 
 def test_a_hashed_name_is_looked_up_among_the_clusters_pools_and_only_when_needed() -> None:
     # Not a DNS label: its name is hashed, and says nothing of its value.
     pool = next(Pool(NODEGROUP, value.upper()) for value in VALUES if SECOND_OF_TWO.owns_value(value.upper()))
     name = hashed_name("efa", pool.key, pool.value)
-    asked: list[Pool] = []
+    asked: list[str] = []
 
-    def pools() -> list[Pool]:
-        asked.append(pool)
-        return [Pool(NODEGROUP, "other"), pool]
+    def pool_computing(hashed: str) -> Pool | None:
+        asked.append(hashed)
+        return pool
 
     # Its annotations explain it: the cluster's pools are not even asked for.
-    assert SECOND_OF_TWO.owns_object(name, pool, FABRICS, pools) and asked == []
+    assert SECOND_OF_TWO.owns_object(name, pool, FABRICS, pool_computing) and asked == []
     # Without annotations (a gate in Git, or stripped), the pool among the cluster's that
     # computes the name says whose it is: every shard sees every node's pool label.
     assert holders(name, None, [Pool(NODEGROUP, "other"), pool]) == [1]
@@ -129,3 +130,16 @@ def test_a_hashed_name_is_looked_up_among_the_clusters_pools_and_only_when_neede
     assert holders(name, None, [Pool(NODEGROUP, "other")]) == [0]
     assert holders("not-a-fabric-name", Pool(NODEGROUP, SECONDS)) == [1]
     assert holders("not-a-fabric-name", None) == [0]
+
+
+def test_the_lookup_of_hashed_names_follows_the_pools_as_they_come_and_go() -> None:
+    pool, other = Pool(NODEGROUP, "P5_Training"), Pool(NODEPOOL, "P5_Training")
+    names = HashedNames(FABRICS, [pool])
+    assert [names.pool_computing(hashed_name(fabric, pool.key, pool.value)) for fabric in FABRICS] == [pool, pool]
+    # Same value, another key: another name, another pool.
+    assert names.pool_computing(hashed_name("efa", other.key, other.value)) is None
+    names.add(other)
+    assert names.pool_computing(hashed_name("efa", other.key, other.value)) == other
+    names.discard(pool)
+    assert names.pool_computing(hashed_name("efa", pool.key, pool.value)) is None
+    assert names.pool_computing(hashed_name("ib", other.key, other.value)) == other
