@@ -639,6 +639,10 @@ class Publisher:
         # status of that generation is written, and nothing wrote one until the resync (review
         # 64-observe F4). One small PATCH per spec edit.
         behind = current.status.get("observedGeneration") != current.generation
+        if current.claimed_by() != state.claim:
+            # Pool annotations (or the fabric label) stripped or changed by an edit: put back
+            # now, not at the pool's next evaluation or the resync (review 64a F2).
+            self.store.mark_pool(state.claim[1])
         if (edited or forged) and state.written is not None and not self._overwritten(state, current):
             return
         if edited or forged or relabelled or behind or not current.owned:

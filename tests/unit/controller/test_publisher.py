@@ -25,12 +25,19 @@ from fabriccap.controller.writes import (
     is_routine_change,
     write_lane,
 )
-from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, READY_LABEL, condition_status
+from fabriccap.core.api import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    POOL_KEY_ANNOTATION,
+    POOL_VALUE_ANNOTATION,
+    READY_LABEL,
+    condition_status,
+)
 from fabriccap.core.evaluate import Evaluation
 from fabriccap.kube.paths import CRD_NAME, FABRIC_CAPABILITIES
 from fabriccap.kube.unread import OwnWritesRule
 from fabriccap_devtools.world import workload_pod
-from support.builders import node, plugin_pods
+from support.builders import NODEGROUP, node, plugin_pods
 from support.fakeapi import WAIT_SECONDS, WatchResponse, event, eventually, expired, recorded_sleeps
 from support.publishing import FCAPS, GRACE, Lease, Setup, healthy, publishing, sending, start, writing
 
@@ -902,6 +909,24 @@ async def test_a_spec_edit_has_its_status_written_for_the_new_generation_at_once
         setup.publisher.observe_published(copy.deepcopy(stored), deleted=False)  # its watch event
         await setup.publisher.reconcile_once()
         assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 2
+
+
+async def test_pool_annotations_stripped_by_hand_are_put_back_at_the_edit() -> None:
+    """``kubectl annotate ... fabriccap.dev/pool-key- fabriccap.dev/pool-value-`` changed no
+    status and no ready label: nothing looked at the pool again until its facts changed or the
+    resync, so docs/install.md's "put back" was minutes late (review 64a F2)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        stripped = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.item("efa-p5"),
+            {"metadata": {"annotations": {POOL_KEY_ANNOTATION: None, POOL_VALUE_ANNOTATION: None}}},
+        )
+        assert POOL_VALUE_ANNOTATION not in stripped["metadata"].get("annotations", {})
+        setup.publisher.observe_published(stripped, deleted=False)  # its watch event
+        await setup.publisher.reconcile_once()
+        annotations = setup.published()["efa-p5"]["metadata"]["annotations"]
+        assert (annotations[POOL_KEY_ANNOTATION], annotations[POOL_VALUE_ANNOTATION]) == (NODEGROUP, "p5")
 
 
 async def test_a_clean_stop_cancels_the_events_still_being_sent_before_the_lease_is_released() -> None:

@@ -179,11 +179,17 @@ async def test_stripped_annotations_are_put_back_by_the_owning_shard_and_never_e
         await start(owner)
         stripped = stripped_of_its_pool(owner.published()[f"efa-{value}"])
         before = len(owner.api.requests)
-        # The owning shard sees the edit on its watch: the annotations are written back.
+        # The owning shard sees the edit on its watch: that alone has the annotations written
+        # back (no mark_all: the pool's facts did not change, and the resync is minutes away;
+        # review 64a F2).
         owner.publisher.observe_published(copy.deepcopy(stripped), deleted=False)
-        await settled(owner, rounds=1)
+        for _ in range(2):
+            owner.clock.now += 1
+            await owner.publisher.reconcile_once()
         after = [(method, path) for method, path, _, _ in owner.api.requests[before:] if method != "GET"]
         assert after == [("PATCH", f"{FCAPS}/efa-{value}")]
+        annotations = owner.published()[f"efa-{value}"]["metadata"]["annotations"]
+        assert (annotations[POOL_KEY_ANNOTATION], annotations[POOL_VALUE_ANNOTATION]) == (NODEGROUP, value)
     # Shard 0 finds it so (a restore, an Argo Replace=true sync): not its pool's, so not its own.
     async with publishing([stripped], shard=FIRST) as other:
         other.add(world)
