@@ -172,26 +172,36 @@ class FactStore(FactIndex):
     # -- sharding: only the facts of this shard's pools are held (core.shard)
 
     def put(self, table: Table[Any, FactsT], facts: FactsT) -> bool:
-        key = table.key(facts)
-        concerned = self._pools_known_before(table, key, facts)
-        if self.shard.sharded and not self._in_shard(table, facts):
-            changed = super().remove(table, key)  # what it held moved to another shard
-        else:
-            if table is NODE_POOL_FACTS:
-                self.foreign_node_pools.discard(cast(NodePoolFacts, facts).name)
-            changed = super().put(table, facts)
+        # Every listed and watched object comes through here: the hashed names' memo is kept
+        # only once a lookup built it (sharded, and an object its annotations do not explain).
+        if self._hashed_names is None:
+            return self._put_in_shard(table, facts)
+        concerned = self._pools_known_before(table, table.key(facts), facts)
+        changed = self._put_in_shard(table, facts)
         self._pools_came_or_went(concerned)
         return changed
 
+    def _put_in_shard(self, table: Table[Any, FactsT], facts: FactsT) -> bool:
+        if self.shard.sharded and not self._in_shard(table, facts):
+            return super().remove(table, table.key(facts))  # what it held moved to another shard
+        if table is NODE_POOL_FACTS:
+            self.foreign_node_pools.discard(cast(NodePoolFacts, facts).name)
+        return super().put(table, facts)
+
     def remove(self, table: Table[Any, Any], key: Any) -> bool:
+        if self._hashed_names is None:
+            return self._remove_held(table, key)
         concerned = self._pools_known_before(table, key, None)
+        changed = self._remove_held(table, key)
+        self._pools_came_or_went(concerned)
+        return changed
+
+    def _remove_held(self, table: Table[Any, Any], key: Any) -> bool:
         if table is NODE_FACTS:
             self._forget_foreign_node(key)  # deleted: no pod will be bound to it again
         elif table is NODE_POOL_FACTS:
             self.foreign_node_pools.discard(key)
-        changed = super().remove(table, key)
-        self._pools_came_or_went(concerned)
-        return changed
+        return super().remove(table, key)
 
     def unlisted(self, table: Table[KeyT, Any], namespace: str | None) -> UnlistedKeys[KeyT]:
         # Another shard's nodes and NodePools, too: one a fresh LIST does not name was deleted
@@ -236,9 +246,7 @@ class FactStore(FactIndex):
 
     def _pools_known_before(self, table: Table[Any, Any], key: Any, facts: Any) -> dict[Pool, bool]:
         """The pools a change of ``key`` in ``table`` to ``facts`` (None: removed) may make
-        appear or go, with whether each is known now; none while no memo needs them."""
-        if self._hashed_names is None:
-            return {}
+        appear or go, with whether each is known now (asked only while the memo is kept)."""
         if table is NODE_FACTS:
             held = self.nodes.get(key)
             previous = held.pool if held is not None else self.foreign_nodes.get(key)
