@@ -147,6 +147,40 @@ def test_unsharded_rules_ask_for_no_shard_and_sharded_ones_for_each() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        (["--shards", "0"], "'0' is not a shard count: 1 to 64"),
+        (["--shards", "-3"], "'-3' is not a shard count"),
+        (["--shards", "65", "--namespace", "fc"], "'65' is not a shard count: 1 to 64"),
+        (["--shards", "100000", "--namespace", "fc"], "'100000' is not a shard count"),
+        (["--shards", "two"], "'two' is not a shard count"),
+        (["--shards", "2", "--namespace", 'fc"}'], "is not a namespace (a DNS-1123 label"),
+        (["--shards", "2", "--namespace", "x" * 100_000], "is not a namespace"),
+        (["--shards", "2"], "--shards above 1 needs --namespace"),
+        (["--job", 'fc"} or vector(1)'], "is not a scrape job name PromQL can quote"),
+    ],
+)
+def test_the_generator_refuses_flags_that_make_wrong_rules_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], refused: str
+) -> None:
+    """--shards 0 or -3 quietly gave unsharded rules, 100000 a 6 MB rules file (run refuses
+    more than 64), --namespace 'fc"}' rules that do not parse, and --shards 2 without a
+    namespace let another namespace's release mask a Pending shard (hostile review 64b F7)."""
+    with pytest.raises(SystemExit) as exit_:
+        alerts.main(["--out", str(tmp_path), *flags])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and len(error) < 1_000
+    assert refused in error
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_the_generator_takes_a_podmonitor_job_and_the_largest_shard_count(tmp_path: Path) -> None:
+    assert alerts.main(["--out", str(tmp_path), "--job", "fc/fabriccap", "--shards", "64", "--namespace", "fc"]) == 0
+    assert 'absent(up{job="fc/fabriccap",namespace="fc",shard="63"})' in (tmp_path / alerts.RULES_FILE).read_text()
+
+
 @pytest.mark.prometheus
 def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     # promtool parses PromQL only inside rules: wrap each panel query in a recording rule,
