@@ -67,7 +67,7 @@ class AlertSettings:
     shards: int = 1
     namespace: str = ""
     # What stands for "no target" instead (helm_rules: the chart fills it in once it knows the
-    # shard count and its namespace).
+    # shard count, its namespace and whether its own ServiceMonitor, which adds `shard`, scrapes).
     no_target_placeholder: str | None = None
 
     def for_duration(self, rule: AlertRule) -> str:
