@@ -204,6 +204,64 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.prometheus
+def test_dashboard_pool_and_unpooled_panels_show_one_value_on_a_sharded_install(tmp_path: Path) -> None:
+    """The dashboard kept its own "max without (instance, pod)": on a 2-shard install scraped by
+    the chart's ServiceMonitor (target label `shard`) "Unpooled target nodes" showed shard 0's
+    count and shard 1's 0, and a pool exported by both shards during a change of `shards`
+    showed twice (hostile review 64b F3)."""
+    promtool = _promtool()
+    variables = {"$job": "fabriccap", "$cluster": "", "$fabric": ".+", "$pool": ".+"}
+
+    def panel_query(title: str) -> str:
+        (panel,) = [panel for panel in dashboard.dashboard()["panels"] if panel["title"] == title]
+        expr = str(panel["targets"][0]["expr"])
+        for variable, value in variables.items():
+            expr = expr.replace(variable, value)
+        return expr
+
+    target = 'job="fabriccap",namespace="fc"'
+    pool = 'fabric="efa",pool="p5",name="efa-p5"'
+    suite = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'fabriccap_unpooled_nodes{{{target},instance="a:8080",shard="0"}}', "values": "5x10"},
+                    {"series": f'fabriccap_unpooled_nodes{{{target},instance="b:8080",shard="1"}}', "values": "0x10"},
+                    # p5 moves from shard 1 to shard 0 (a change of `shards`): both export it.
+                    {
+                        "series": f'fabriccap_pool_ready{{{target},{pool},instance="a:8080",shard="0"}}',
+                        "values": "1x10",
+                    },
+                    {
+                        "series": f'fabriccap_pool_ready{{{target},{pool},instance="c:8080",shard="1"}}',
+                        "values": "1x10",
+                    },
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": panel_query("Unpooled target nodes"),
+                        "eval_time": "5m",
+                        "exp_samples": [{"labels": f"{{{target}}}", "value": 5}],
+                    },
+                    {
+                        "expr": panel_query("Pool readiness"),
+                        "eval_time": "5m",
+                        "exp_samples": [{"labels": f"{{{target},{pool}}}", "value": 1}],
+                    },
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "dashboard-sharded-test.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    result = _run(promtool, "test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_promtool_rule_tests_cover_every_alert_firing_and_quiet() -> None:
     suite = yaml.safe_load(RULES_TEST.read_text(encoding="utf-8"))
     fired: set[str] = set()
