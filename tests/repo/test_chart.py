@@ -729,6 +729,27 @@ def test_a_whole_shard_down_or_pending_is_alerted_on_per_shard(shards: int) -> N
     assert f'shard="{shards}"' not in down["expr"]
 
 
+@pytest.mark.parametrize(
+    "scrape",
+    [
+        {"serviceMonitor": {"enabled": False}, "prometheusRule": {"enabled": True, "job": "my-pods"}},
+        {"prometheusRule": {"enabled": True}},  # a PodMonitor or annotation scraping of the job
+    ],
+)
+def test_sharded_rules_for_a_scrape_not_the_charts_ask_for_the_job_not_each_shard(scrape: dict[str, Any]) -> None:
+    """Sharded, the PrometheusRule asked absent(up{…,shard="I"}) whatever scraped the targets:
+    a scrape without the ServiceMonitor's relabeling has no `shard`, and OperatorDown fired for
+    every shard, forever, on a healthy install (hostile review 64b F2). Without the chart's
+    ServiceMonitor the rules keep the job's absent(); grouping by `shard` stays, inert without it."""
+    docs = render(scrape, {"sharding": {"shards": 2}}, namespace="fc")
+    assert not of_kind(docs, "ServiceMonitor")
+    job = scrape["prometheusRule"].get("job", "fabriccap")
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == [alerts.rule_group(alerts.AlertSettings(job=job))]
+    (down,) = [rule for rule in rules(docs) if rule["alert"] == "FabricCapabilityOperatorDown"]
+    assert down["expr"].endswith(f'\nabsent(up{{job="{job}"}})')
+    assert 'shard="' not in down["expr"]
+
+
 def test_the_first_names_of_the_label_values_are_still_read() -> None:
     docs = render(MONITORING_ON, "serviceMonitor.labels.old=yes", "prometheusRule.labels.old=yes")
     assert one(docs, "ServiceMonitor")["metadata"]["labels"]["old"] == "yes"

@@ -37,6 +37,9 @@ class Lease:
     def write_window(self) -> float:
         return self.window if self.leading else 0.0
 
+    def holds_window(self) -> bool:
+        return self.write_window() > 0
+
 
 class Clock:
     """A monotonic clock that moves only when the test says so."""

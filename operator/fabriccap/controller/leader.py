@@ -157,10 +157,22 @@ class LeaderElector:
         self.metrics.leader.set_function(self._leader_gauge)
 
     def write_window(self) -> float:
-        """Seconds this replica may still write for; 0 when it must not write."""
-        if not self.leading or self._renewed_at is None:
+        """Seconds this replica may still write for; 0 when it must not write.
+
+        Read from the /metrics render's worker thread too (fabriccap_leader,
+        fabriccap_publishing): ``_renewed_at`` is read once, as a step down on the event loop
+        may set it to None between two reads (a TypeError failed the whole exposition)."""
+        renewed_at = self._renewed_at
+        if not self.leading or renewed_at is None:
             return 0.0
-        return max(self.timings.renew_deadline - (self.clock() - self._renewed_at), 0.0)
+        return max(self.timings.renew_deadline - (self.clock() - renewed_at), 0.0)
+
+    def holds_window(self) -> bool:
+        """Whether this replica leads now: it holds the Lease and is inside its write window.
+        The one truth of fabriccap_leader, /healthz's ``leader`` and ``fabriccap_publishing``.
+        ``leading`` alone stays True until the step under way ends (a renewal in flight when
+        the window closes may still succeed and continue the term); this does not."""
+        return self.write_window() > 0
 
     async def run(self) -> None:
         watcher = asyncio.create_task(self._watch_lease(), name="lease watch")
@@ -172,21 +184,26 @@ class LeaderElector:
                 # the count again.
                 await self.campaign_after.wait()
             while True:
-                self._step_down_if_window_closed()
-                budget = self._step_budget()
                 try:
-                    # Bounded as client-go bounds a renewal by its renew deadline, and while
-                    # leading by what is left of the write window: a GET that hangs kept
-                    # ``leading`` (and fabriccap_leader) up for its 60 s, and a step begun just
-                    # before the window closed kept it up for a whole renew deadline past it,
-                    # beyond the lease duration, while another replica could already lead.
-                    async with asyncio.timeout(budget):
+                    # Bounded as client-go bounds a renewal (leaderelection.go, renew: a
+                    # context.WithTimeout(RenewDeadline) per attempt), from the step's start and
+                    # not by what is left of the write window: against an API server that answers
+                    # in 3 s, a GET and a PUT begun 2 s after the last renewal end 1 s past the
+                    # window, and a step cut off there stepped the leader down, then took the
+                    # Lease back (a read-back of everything) every 15 s. The window closes the
+                    # writes meanwhile (write_window, holds_window), and a GET that hangs keeps
+                    # ``leading`` up for a renew deadline at most, not the client's 60 s.
+                    async with asyncio.timeout(self.timings.renew_deadline):
                         await self._step()
                 except KubeError as error:
                     logger.warning("leader election: %s", error)
                 except TimeoutError:
-                    logger.warning("leader election: no answer within %.1fs", budget)
-                self._step_down_if_window_closed()
+                    logger.warning("leader election: no answer within %.0fs", self.timings.renew_deadline)
+                # Only once the step has ended: a renewal of this replica's own record that
+                # succeeds after the window closed continues the term (nobody wrote the Lease
+                # between its GET and its PUT, so nobody else led), with no read-back.
+                if self.leading and self.write_window() <= 0:
+                    self._set_leading(False, "could not renew the lease within the renew deadline")
                 self.attempted.set()
                 self._wake.clear()
                 # asyncio.timeout, not wait_for: see publisher.run (kopf counts stray tasks).
@@ -302,31 +319,18 @@ class LeaderElector:
                 )
                 await asyncio.sleep(delay)
 
-    def _step_budget(self) -> float:
-        """How long the next step may take: the renew deadline, and while leading no longer
-        than the write window has left (a step that renews opens a new window)."""
-        if not self.leading:
-            return self.timings.renew_deadline
-        return min(self.timings.renew_deadline, self.write_window())
-
-    def _step_down_if_window_closed(self) -> None:
-        if self.leading and self.write_window() <= 0:
-            self._set_leading(False, "could not renew the lease within the renew deadline")
-
     def _leader_gauge(self) -> float:
-        """fabriccap_leader, read at scrape time: 1 only inside the write window. The loop steps
-        down when the window closes, but a scrape answered while the event loop is busy (the
-        exposition is served from its own thread) must not read 1 past it."""
-        return 1.0 if self.leading and self.write_window() > 0 else 0.0
+        """fabriccap_leader, read when the exposition is rendered: 1 only inside the write
+        window, whether or not the step under way has ended."""
+        return 1.0 if self.holds_window() else 0.0
 
     def _next_wait(self) -> float:
         """Retry with client-go's jitter (replicas that start together do not poll in lockstep),
         but a follower wakes exactly when the record it watches would expire: takeover then
-        comes a lease duration after the leader's last renewal (as the watch saw it), and a
-        leader wakes when its write window closes, to step down then and not at its next try."""
+        comes a lease duration after the leader's last renewal (as the watch saw it). A leader
+        does not wake at its window's close: the writes and fabriccap_leader stop then
+        (holds_window), and a renewal that succeeds at its next try continues its term."""
         wait = self.timings.retry_period * random.uniform(1.0, 1.2)
-        if self.leading:
-            return min(wait, self.write_window())
         if not self.leading and self._observed is not None and self._observed[0]:
             expires_in = self._observed_at + self.timings.lease_duration - self.clock()
             if 0 < expires_in < wait:
@@ -499,3 +503,6 @@ class AlwaysLeader:
 
     def write_window(self) -> float:
         return float("inf")
+
+    def holds_window(self) -> bool:
+        return True

@@ -19,7 +19,7 @@ import socket
 import time
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -581,6 +581,17 @@ class OperatorMetrics:
         yield generate_latest(self.registry)
         yield from self.pools.exposition()
 
+    def leadership(self) -> tuple[float, ...]:
+        """fabriccap_leader and fabriccap_publishing as a render now reads them (their functions
+        are the elector's and the publisher's): a held render that says otherwise is not served
+        (``SharedExposition``'s ``current``)."""
+        return tuple(
+            sample.value
+            for gauge in (self.leader, self.publishing)
+            for family in gauge.collect()
+            for sample in family.samples
+        )
+
     def families(self) -> Iterator[Metric]:
         """Every family: the pools' first (they were registered first), then the others."""
         yield from self.pool_registry.collect()
@@ -623,7 +634,13 @@ class SharedExposition:
 
     The render runs in a worker thread: at 1,000 pools it takes about 0.4 s, which on the event
     loop held every watch, write and /healthz answer (50 scrapers stalled the loop 29 s).
-    ``before_render`` runs on the loop first (clock-derived gauges such as watch freshness)."""
+    ``before_render`` runs on the loop first (clock-derived gauges such as watch freshness).
+
+    ``current`` is what a render must still say to be served (``OperatorMetrics.leadership``):
+    a held render is reused only while it is unchanged. A render is held for 5 times its
+    duration, seconds at thousands of pools, and one made inside the leader's write window
+    served fabriccap_leader 1 for that long after the window closed, while another replica
+    could already lead. A change of leadership (rare) makes the next scrape wait for a render."""
 
     def __init__(
         self,
@@ -631,11 +648,14 @@ class SharedExposition:
         before_render: Callable[[], None] = lambda: None,
         max_age: float = EXPOSITION_MAX_AGE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        current: Callable[[], Hashable] = lambda: None,
     ) -> None:
         self.render = render
         self.before_render = before_render
         self.max_age = max_age
         self.clock = clock
+        self.current = current
+        self._said: Hashable = None  # what ``current`` read when the held render began
         self.renders = 0
         self._body: bytes | None = None
         self._rendered_at = -math.inf
@@ -655,7 +675,11 @@ class SharedExposition:
             self._body = None
 
     async def get(self) -> bytes:
-        if self._body is not None and self.clock() - self._rendered_at < self._reuse_for():
+        if (
+            self._body is not None
+            and self.clock() - self._rendered_at < self._reuse_for()
+            and self.current() == self._said
+        ):
             return self._body
         if self._rendering is None:
             self._rendering = asyncio.create_task(self._render(), name="render /metrics")
@@ -666,9 +690,13 @@ class SharedExposition:
         try:
             started = self.clock()
             self.before_render()
+            # Read before the render: should it change while the render runs, the render may say
+            # either, and the next scrape renders again.
+            said = self.current()
             body = await asyncio.to_thread(self.render)
             self.renders += 1
             self._body, self._rendered_at, self._render_seconds = body, started, self.clock() - started
+            self._said = said
             # Let go of once no scrape may be served it: held from one scrape to the next (15 s
             # or more), it was 18 MB at 5,000 pools before it was gzip (0.8 MB now).
             asyncio.get_running_loop().call_later(self._reuse_for(), self._let_go, body)
@@ -780,7 +808,9 @@ async def start_metrics_server(
 
     /healthz is not here but on its own port (start_health_server), from its own handler, which
     never renders the exposition (and, with the render off the loop, never waits behind one)."""
-    shared = exposition or SharedExposition(metrics.exposition_gzip, before_render=before_scrape)
+    shared = exposition or SharedExposition(
+        metrics.exposition_gzip, before_render=before_scrape, current=metrics.leadership
+    )
     in_flight = 0
 
     async def serve_metrics(request: web.Request) -> web.StreamResponse:

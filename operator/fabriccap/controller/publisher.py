@@ -132,6 +132,11 @@ class WritePermit(Protocol):
 
     def write_window(self) -> float: ...
 
+    def holds_window(self) -> bool:
+        """Whether this replica leads now (``leading`` and inside its write window): what
+        fabriccap_leader, /healthz's ``leader`` and fabriccap_publishing all say."""
+        ...
+
 
 class DataFreshness(Protocol):
     """How current the watched data is, per kind (``informers.Freshness``)."""
@@ -148,6 +153,9 @@ class _Standalone:
 
     def write_window(self) -> float:
         return float("inf")
+
+    def holds_window(self) -> bool:
+        return True
 
 
 @dataclass
@@ -255,7 +263,7 @@ class Publisher:
     def publishing(self) -> bool:
         """Whether this replica writes now: it leads, inside its Lease's window, and has read
         back what is published since it acquired the Lease (``fabriccap_publishing``)."""
-        return self.leader.leading and self.leader.write_window() > 0 and self.loaded and not self._read_back
+        return self.leader.holds_window() and self.loaded and not self._read_back
 
     @property
     def workload_events_sent(self) -> set[str]:
@@ -1100,7 +1108,9 @@ class Publisher:
             "listed": self.store.listed.is_set(),
             "nodes": len(self.store.nodes),
             "published": sum(1 for state in self.objects.values() if state.published is not None),
-            "leader": self.leader.leading,
+            # The gauge's truth (fabriccap_leader): ``leading`` stays up until a step under way
+            # ends, past the window's close.
+            "leader": self.leader.holds_window(),
             "publishing": self.publishing,
             "secondsSinceEvaluation": since,
             "nameConflicts": sum(1 for state in self.objects.values() if state.conflict is not None),

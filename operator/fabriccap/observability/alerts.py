@@ -21,8 +21,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from fabriccap.core.names import is_dns_label
+from fabriccap.core.shard import MAX_SHARDS
+from fabriccap.core.text import clean_text
+from fabriccap.inputfile import bounded_line
 from fabriccap.observability.generated import generated_header
 from fabriccap.observability.generated import to_yaml as render_yaml
 
@@ -63,7 +67,7 @@ class AlertSettings:
     shards: int = 1
     namespace: str = ""
     # What stands for "no target" instead (helm_rules: the chart fills it in once it knows the
-    # shard count and its namespace).
+    # shard count, its namespace and whether its own ServiceMonitor, which adds `shard`, scrapes).
     no_target_placeholder: str | None = None
 
     def for_duration(self, rule: AlertRule) -> str:
@@ -419,33 +423,95 @@ def _parse_override(text: str) -> tuple[str, str]:
     return name, duration
 
 
+# A usage error: one line, as the fabriccap command's (cli.commands.EXIT_USAGE).
+EXIT_USAGE = 2
+# The most of a refused flag's value shown back in its error.
+MAX_SHOWN_VALUE = 100
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one ``error: …`` line, as the fabriccap command's (``CommandParser``)."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f" (see '{self.prog} --help')"
+        self.exit(EXIT_USAGE, f"error: {bounded_line(message + hint)}\n")
+
+
+def _shard_count(text: str) -> int:
+    """--shards: 1 to MAX_SHARDS, as ``fabriccap run --shards`` takes; 0 or -3 quietly gave
+    unsharded rules, and 100,000 a 6 MB rules file."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(
+            f"{clean_text(text, MAX_SHOWN_VALUE)!r} is not a shard count: 1 to {MAX_SHARDS}, as run --shards"
+        )
+    return count
+
+
+def _namespace(text: str) -> str:
+    """--namespace: a DNS-1123 label, as every namespace is; it is quoted into PromQL, and
+    'fc"}' gave rules that do not parse."""
+    if not is_dns_label(text):
+        raise argparse.ArgumentTypeError(
+            f"{clean_text(text, MAX_SHOWN_VALUE)!r} is not a namespace"
+            " (a DNS-1123 label: lowercase letters, digits, '-')"
+        )
+    return text
+
+
+def _job(text: str) -> str:
+    """--job: any label value PromQL quotes as it is (a PodMonitor's job is "namespace/name"),
+    so no quote, backslash or control character."""
+    if not text or '"' in text or "\\" in text or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{clean_text(text, MAX_SHOWN_VALUE)!r} is not a scrape job name PromQL can quote "
+            "(no quote, backslash or control character)"
+        )
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fabriccap.alerts", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m fabriccap.alerts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, metavar="DIR", help="directory to write the rule files into")
-    parser.add_argument("--job", default=AlertSettings.job, help="scrape job of the operator (default: %(default)s)")
+    parser.add_argument(
+        "--job", type=_job, default=AlertSettings.job, help="scrape job of the operator (default: %(default)s)"
+    )
     parser.add_argument(
         "--stale-after", type=int, default=AlertSettings.stale_after_seconds, metavar="SECONDS", dest="stale_after"
     )
     parser.add_argument(
         "--shards",
-        type=int,
+        type=_shard_count,
         default=AlertSettings.shards,
         metavar="N",
-        help="sharded (run --shards N): alert on each shard with no target; needs the `shard` target label",
+        help=f"sharded (run --shards N, 1 to {MAX_SHARDS}): alert on each shard with no target; needs the"
+        " `shard` target label and --namespace",
     )
-    parser.add_argument("--namespace", default="", help="the operator's namespace (sharded: its targets' namespace)")
+    parser.add_argument(
+        "--namespace",
+        type=_namespace,
+        default=None,
+        help="the operator's namespace (sharded: its targets' namespace; required with --shards above 1)",
+    )
     parser.add_argument("--for-all", metavar="DURATION", help="one `for:` for every alert")
     parser.add_argument(
         "--for", dest="overrides", action="append", default=[], type=_parse_override, metavar="ALERT=DURATION"
     )
     args = parser.parse_args(argv)
+    if args.shards > 1 and not args.namespace:
+        # Without it, another namespace's release scraped under the same job masks a shard
+        # whose pods are all Pending.
+        parser.error("--shards above 1 needs --namespace, the namespace of the operator's targets")
     settings = AlertSettings(
         job=args.job,
         stale_after_seconds=args.stale_after,
         for_all=args.for_all,
         for_overrides=dict(args.overrides),
         shards=args.shards,
-        namespace=args.namespace,
+        namespace=args.namespace or "",
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

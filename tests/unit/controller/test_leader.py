@@ -678,20 +678,25 @@ async def test_fabriccap_leader_reads_0_once_the_write_window_has_closed() -> No
         assert a.metrics.registry.get_sample_value("fabriccap_leader") == 0
 
 
-async def test_leading_ends_when_the_write_window_closes_even_while_a_step_is_under_way(
+async def test_fabriccap_leader_and_healthz_read_0_when_the_write_window_closes_even_while_a_step_is_under_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Renewals that fail fast, then a GET that hangs: each step was bounded by the whole renew
-    deadline, so a step begun just before the window closed kept ``leading`` (and /healthz's
-    leader) True for up to a renew deadline past it, beyond the lease duration (hostile review
-    64-shard F7; timings scaled down 10x)."""
-    async with fake_api() as (api, client):
-        api.serve(LEASES_PATH, "Lease", [], "1")
+    """Renewals that fail fast, then a GET that hangs: the gauge was set when the elector stepped
+    down, after its step, so a step begun just before the window closed kept fabriccap_leader
+    (and /healthz's leader) at 1 for up to a renew deadline past it, beyond the lease duration
+    (hostile review 64-shard F7). The step itself runs on, bounded by the renew deadline from
+    its start as client-go bounds it, and the elector steps down once it ends (hostile review
+    64b F1); what says "leader" follows the window (timings scaled down 10x)."""
+    async with publishing() as setup:
+        setup.api.serve(LEASES_PATH, "Lease", [], "1")
         timings = LeaseTimings(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
-        a = LeaderElector(client, NAMESPACE, "a", OperatorMetrics(), timings=timings)
+        a = LeaderElector(setup.publisher.client, NAMESPACE, "a", setup.metrics, timings=timings)
+        setup.publisher.leader = a
         await a._step()
         assert a.leading and a._renewed_at is not None
         renewed_at = a._renewed_at
+        stepped_down: list[float] = []
+        a.on_change = lambda leading: stepped_down.append(a.clock() - renewed_at)
 
         async def fails_then_hangs() -> None:
             if a.clock() - renewed_at < 0.85:
@@ -703,14 +708,101 @@ async def test_leading_ends_when_the_write_window_closes_even_while_a_step_is_un
         late: list[float] = []
         try:
             while a.leading and a.clock() - renewed_at < 3.0:
-                if a.write_window() <= 0:
+                if a.write_window() <= 0 and (
+                    setup.metrics.sample_value("fabriccap_leader") != 0 or setup.publisher.health()["leader"]
+                ):
                     late.append(a.clock() - renewed_at - timings.renew_deadline)
                 await asyncio.sleep(0.01)
-            assert not a.leading
-            # Stepped down as the window closed (a scheduling tick late at most), not up to a
-            # renew deadline after it.
-            assert not late or max(late) < 0.1, late
-            assert a.metrics.registry.get_sample_value("fabriccap_leader") == 0
+            assert not late, late
+            assert not a.leading and stepped_down == [pytest.approx(stepped_down[0])]
+            # The hanging step began before the window closed, and ended at its own deadline.
+            assert timings.renew_deadline < stepped_down[0] < 2 * timings.renew_deadline + 0.3
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_slow_but_working_api_server_keeps_the_leader_leading() -> None:
+    """Every Lease request answers, in 3 s (client-go's timings 15/10/2 s, scaled down 10x). Each
+    step was bounded by what was left of the write window, so a GET and a PUT begun 2 s after
+    the last renewal, 6 s long, were cut off 1 s before their end: the leader stepped down and
+    took the Lease back (a read-back of everything) every 15 s (hostile review 64b F1). Bounded
+    by the renew deadline from the step's start, as client-go bounds it, it keeps leading; its
+    writes pause only between the window's close and the renewal's answer."""
+    async with fake_api() as (api, client):
+        api.serve(LEASES_PATH, "Lease", [], "1")
+        timings = LeaseTimings(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+        changes: list[bool] = []
+        a = LeaderElector(client, NAMESPACE, "a", OperatorMetrics(), timings=timings, on_change=changes.append)
+        request = client.request
+
+        async def slow_request(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0.3)
+            return await request(*args, **kwargs)
+
+        client.request = slow_request  # type: ignore[method-assign]
+        task = asyncio.create_task(a.run())
+        try:
+            await eventually(lambda: a.leading, "acquired the lease")
+            started, renewals = a.clock(), 0
+            renewed_at = a._renewed_at
+            while a.clock() - started < 4.0:  # 40 s real: five renewals or more
+                if a._renewed_at != renewed_at:
+                    renewals, renewed_at = renewals + 1, a._renewed_at
+                await asyncio.sleep(0.01)
+            assert changes == [True], "one acquisition, no step down"
+            assert renewals >= 4
+            assert a.leading and holder(api) == "a"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_renewal_that_succeeds_after_the_window_closed_continues_the_term() -> None:
+    """The window closed while the renewal was in flight: the writes stopped, fabriccap_leader
+    read 0, but the PUT of this replica's own record succeeded, so nobody wrote the Lease and
+    nobody else led. It is the same term: no step down, no new acquisition (and its read-back)."""
+    async with two_replicas() as (api, a, clock_a, _, _):
+        changes: list[bool] = []
+        a.on_change = changes.append
+        await a._step()
+        acquired = api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["acquireTime"]
+        clock_a.now += a.timings.renew_deadline + 0.5  # the step's GET answered late
+        assert not a.holds_window() and a.metrics.sample_value("fabriccap_leader") == 0
+        await a._step()
+        assert a.holds_window() and a.metrics.sample_value("fabriccap_leader") == 1
+        assert changes == [True]
+        assert api.objects(LEASES_PATH)["fabriccap-leader"]["spec"]["acquireTime"] == acquired
+
+
+async def test_the_write_window_read_by_the_render_thread_survives_a_step_down_between_its_reads() -> None:
+    """write_window() read ``_renewed_at`` twice: a step down on the event loop between the two
+    reads (None) raised a TypeError in the /metrics render's thread, and the whole exposition
+    failed (hostile review 64b F5)."""
+    async with two_replicas() as (_, a, clock_a, _, _):
+        await a._step()
+
+        class StepsDownWhenRead(Clock):
+            def __call__(self) -> float:
+                a._set_leading(False, "the lease is held by b")  # what the loop does meanwhile
+                return clock_a.now
+
+        a.clock = StepsDownWhenRead()
+        assert a.write_window() in (0.0, a.timings.renew_deadline)
+        assert a.metrics.sample_value("fabriccap_leader") == 0
+
+
+async def test_healthz_says_leader_exactly_when_fabriccap_leader_does() -> None:
+    """/healthz reported ``leading``, the gauge ``leading`` and inside the window: after an
+    event loop stall over the window's close, /healthz answered leader true while the gauge and
+    the window read 0 (hostile review 64b F6). Both read holds_window()."""
+    async with publishing() as setup:
+        setup.api.serve(LEASES_PATH, "Lease", [], "1")
+        clock = Clock()
+        a = LeaderElector(setup.publisher.client, NAMESPACE, "a", setup.metrics, clock=clock)
+        setup.publisher.leader = a
+        await a._step()
+        assert setup.publisher.health()["leader"] is True and setup.metrics.sample_value("fabriccap_leader") == 1
+        clock.now += a.timings.renew_deadline + 0.1  # the loop stalled: no step ran, leading is still set
+        assert a.leading
+        assert setup.publisher.health()["leader"] is False and setup.metrics.sample_value("fabriccap_leader") == 0

@@ -195,6 +195,32 @@ async def test_a_slow_render_is_reused_for_longer() -> None:
     assert renders == [0.0, 10.0]
 
 
+async def test_a_held_render_is_not_served_once_the_leadership_it_says_has_changed() -> None:
+    """A render is held for 5 times its duration (seconds at thousands of pools): one made
+    inside the leader's write window served fabriccap_leader 1 for that long after the window
+    closed, while another replica could already lead (hostile review 64b F4). The held render
+    is served only while fabriccap_leader and fabriccap_publishing read as it did."""
+    clock = FakeClock()
+    metrics = OperatorMetrics()
+    leads = [True]
+    metrics.leader.set_function(lambda: 1.0 if leads[0] else 0.0)
+    metrics.publishing.set_function(lambda: 1.0 if leads[0] else 0.0)
+
+    def render() -> bytes:
+        clock.now += 2.0  # a render of 2 s: held for 10 s
+        return metrics.exposition()
+
+    shared = metrics_module.SharedExposition(render, max_age=1.0, clock=clock, current=metrics.leadership)
+    assert b"fabriccap_leader 1.0" in await shared.get()
+    clock.now = 3.0
+    assert b"fabriccap_leader 1.0" in await shared.get()
+    assert shared.renders == 1, "held while nothing changed"
+    leads[0] = False  # the write window closed
+    served = await shared.get()
+    assert b"fabriccap_leader 0.0" in served and b"fabriccap_publishing 0.0" in served
+    assert shared.renders == 2
+
+
 async def test_a_failed_render_fails_its_scrapes_and_the_next_one_renders_again() -> None:
     attempts: list[int] = []
 

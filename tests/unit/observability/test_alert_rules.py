@@ -147,6 +147,40 @@ def test_unsharded_rules_ask_for_no_shard_and_sharded_ones_for_each() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        (["--shards", "0"], "'0' is not a shard count: 1 to 64"),
+        (["--shards", "-3"], "'-3' is not a shard count"),
+        (["--shards", "65", "--namespace", "fc"], "'65' is not a shard count: 1 to 64"),
+        (["--shards", "100000", "--namespace", "fc"], "'100000' is not a shard count"),
+        (["--shards", "two"], "'two' is not a shard count"),
+        (["--shards", "2", "--namespace", 'fc"}'], "is not a namespace (a DNS-1123 label"),
+        (["--shards", "2", "--namespace", "x" * 100_000], "is not a namespace"),
+        (["--shards", "2"], "--shards above 1 needs --namespace"),
+        (["--job", 'fc"} or vector(1)'], "is not a scrape job name PromQL can quote"),
+    ],
+)
+def test_the_generator_refuses_flags_that_make_wrong_rules_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], refused: str
+) -> None:
+    """--shards 0 or -3 quietly gave unsharded rules, 100000 a 6 MB rules file (run refuses
+    more than 64), --namespace 'fc"}' rules that do not parse, and --shards 2 without a
+    namespace let another namespace's release mask a Pending shard (hostile review 64b F7)."""
+    with pytest.raises(SystemExit) as exit_:
+        alerts.main(["--out", str(tmp_path), *flags])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and len(error) < 1_000
+    assert refused in error
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_the_generator_takes_a_podmonitor_job_and_the_largest_shard_count(tmp_path: Path) -> None:
+    assert alerts.main(["--out", str(tmp_path), "--job", "fc/fabriccap", "--shards", "64", "--namespace", "fc"]) == 0
+    assert 'absent(up{job="fc/fabriccap",namespace="fc",shard="63"})' in (tmp_path / alerts.RULES_FILE).read_text()
+
+
 @pytest.mark.prometheus
 def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     # promtool parses PromQL only inside rules: wrap each panel query in a recording rule,
@@ -167,6 +201,64 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump(rules))
     result = _run(promtool, "check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.prometheus
+def test_dashboard_pool_and_unpooled_panels_show_one_value_on_a_sharded_install(tmp_path: Path) -> None:
+    """The dashboard kept its own "max without (instance, pod)": on a 2-shard install scraped by
+    the chart's ServiceMonitor (target label `shard`) "Unpooled target nodes" showed shard 0's
+    count and shard 1's 0, and a pool exported by both shards during a change of `shards`
+    showed twice (hostile review 64b F3)."""
+    promtool = _promtool()
+    variables = {"$job": "fabriccap", "$cluster": "", "$fabric": ".+", "$pool": ".+"}
+
+    def panel_query(title: str) -> str:
+        (panel,) = [panel for panel in dashboard.dashboard()["panels"] if panel["title"] == title]
+        expr = str(panel["targets"][0]["expr"])
+        for variable, value in variables.items():
+            expr = expr.replace(variable, value)
+        return expr
+
+    target = 'job="fabriccap",namespace="fc"'
+    pool = 'fabric="efa",pool="p5",name="efa-p5"'
+    suite = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'fabriccap_unpooled_nodes{{{target},instance="a:8080",shard="0"}}', "values": "5x10"},
+                    {"series": f'fabriccap_unpooled_nodes{{{target},instance="b:8080",shard="1"}}', "values": "0x10"},
+                    # p5 moves from shard 1 to shard 0 (a change of `shards`): both export it.
+                    {
+                        "series": f'fabriccap_pool_ready{{{target},{pool},instance="a:8080",shard="0"}}',
+                        "values": "1x10",
+                    },
+                    {
+                        "series": f'fabriccap_pool_ready{{{target},{pool},instance="c:8080",shard="1"}}',
+                        "values": "1x10",
+                    },
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": panel_query("Unpooled target nodes"),
+                        "eval_time": "5m",
+                        "exp_samples": [{"labels": f"{{{target}}}", "value": 5}],
+                    },
+                    {
+                        "expr": panel_query("Pool readiness"),
+                        "eval_time": "5m",
+                        "exp_samples": [{"labels": f"{{{target},{pool}}}", "value": 1}],
+                    },
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "dashboard-sharded-test.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    result = _run(promtool, "test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

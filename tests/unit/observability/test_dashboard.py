@@ -175,10 +175,11 @@ def test_multi_value_all_variables_use_dot_plus() -> None:
         assert variable["allValue"] == ".+", variable["name"]
 
 
-def test_pool_series_count_once_whatever_the_replicas() -> None:
+def test_pool_series_count_once_whatever_the_replicas_and_shards() -> None:
+    """As the alerts count them (one PER_POOL): sharded, the targets carry `shard` too."""
     for where, expr in QUERIES:
-        if where.startswith("panel") and "fabriccap_pool_" in expr:
-            assert expr.startswith("max without (instance, pod) ("), f"{where}: {expr}"
+        if where.startswith("panel") and ("fabriccap_pool_" in expr or "fabriccap_unpooled_" in expr):
+            assert expr.startswith("max without (instance, pod, shard) ("), f"{where}: {expr}"
 
 
 def test_panel_ids_are_unique_and_panels_fit_the_grid() -> None:
