@@ -198,9 +198,10 @@ class EventRecorder:
 
     async def record(
         self, involved: InvolvedObject, event: EventSpec, count: int = 1, first: str | None = None
-    ) -> None:
-        """An Event on a FabricCapability; ``count`` and ``first``: the occurrences it stands for."""
-        await self.emit(
+    ) -> bool:
+        """An Event on a FabricCapability; ``count`` and ``first``: the occurrences it stands for.
+        Whether nothing more is to be done for it (``emit``)."""
+        return await self.emit(
             CLUSTER_SCOPED_EVENTS_NAMESPACE,
             {"apiVersion": API_VERSION, "kind": KIND, "name": involved.name, "uid": involved.uid},
             event,
@@ -214,7 +215,10 @@ class EventRecorder:
         if key in self._warned:
             return
         self._warned.add(key)
-        await self.record(involved, EventSpec("Warning", reason, message))
+        if not await self.record(involved, EventSpec("Warning", reason, message)):
+            # Not sent, and a later try may be (no write window now, a 500, a 429): the next
+            # call tries again. Kept as sent, it was lost for the process's life (review 64d F1).
+            self._warned.discard(key)
 
     async def warn_workload(self, event: WorkloadEvent) -> bool:
         """A Warning on a workload's top-level owner, named after the problem: a restart that

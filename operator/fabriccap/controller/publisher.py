@@ -51,7 +51,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fabriccap.controller.events import EventRecorder, WorkloadEventOutbox
+from fabriccap.controller.events import EventRecorder, Outgoing, WorkloadEventOutbox
 from fabriccap.controller.expiry import Settle, expires_in, no_pool_write, settle
 from fabriccap.controller.lookups import LookupResolver
 from fabriccap.controller.metrics import OperatorMetrics
@@ -246,7 +246,13 @@ class Publisher:
         self.metrics.pools.fresh = self.fresh
         self.metrics.publishing.set_function(lambda: 1.0 if self.publishing else 0.0)
         if self.events is not None and self.outbox is None:
-            self.outbox = WorkloadEventOutbox(self.events, leading=lambda: self.leader.leading)
+            self.outbox = WorkloadEventOutbox(
+                # What the recorder's sends are gated by (the write window), not ``leading``,
+                # which stays up until the election's step ends: a send decided in that gap was
+                # refused, and what it carried was already taken off the queue (review 64d F1).
+                self.events,
+                leading=self.leader.holds_window,
+            )
         if self.outbox is not None:
             outbox = self.outbox
             outbox.referenced = self.store.owner_referenced
@@ -469,7 +475,7 @@ class Publisher:
                 state.empty_due = state.claim is None
             if due and state.claim is not None:
                 self.store.mark_pool(state.claim[1])
-            if state.events is not None and state.events.holding and self.leader.leading:
+            if state.events is not None and state.events.holding and self.leader.holds_window():
                 self._send_held_events(state, now)
             if not state.may_fall_due():
                 del self._timed[name]
@@ -915,7 +921,7 @@ class Publisher:
         if state.conflict != why:
             logger.error("name conflict: %s; neither is written until it is resolved", why)
         state.conflict = why
-        if self.events is not None and state.published is not None and self.leader.leading:
+        if self.events is not None and state.published is not None and self.leader.holds_window():
             self._spawn(self.events.warn_once(state.published, "NameConflict", why))
 
     # -- deciding what to write
@@ -1032,7 +1038,18 @@ class Publisher:
         if published is None or events is None:
             return
         for outgoing in due:
-            self._spawn(events.record(published, outgoing.event, outgoing.count, outgoing.first))
+            self._spawn(self._send_held_event(state, published, events, outgoing))
+
+    async def _send_held_event(
+        self, state: ObjectState, published: Published, events: EventRecorder, outgoing: Outgoing
+    ) -> None:
+        """A held Event, due: sent, or held again when a later try may send it (no write window
+        now, a 500): ``due`` took it off the queue, and a failed send lost it (review 64d F1)."""
+        if await events.record(published, outgoing.event, outgoing.count, outgoing.first):
+            return
+        if state.events is not None and self.objects.get(state.name) is state:
+            state.events.hold(outgoing)
+            self._falls_due(state, state.events.next_due(self.clock()) or MIN_WAKE_SECONDS)
 
     def _warned(self, key: str) -> bool:
         """Whether the workload problem ``key`` has had its Event (or has it queued)."""

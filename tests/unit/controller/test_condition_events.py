@@ -193,3 +193,38 @@ async def test_events_left_when_the_lease_window_closed_after_their_status_are_s
         await setup.publisher.finish_writes()
         assert setup.published()["efa-p5"]["metadata"]["labels"][READY_LABEL] == "true"
         assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]
+
+
+async def test_a_held_event_whose_send_finds_the_window_closed_is_held_again() -> None:
+    """A held Event taken off its queue to be sent while the window closed (the send decided,
+    the election's step still under way) was lost: it is held again, and the leader sends it
+    once renewed (review 64d F1)."""
+    lease = Lease()
+    async with publishing() as setup:
+        setup.publisher.leader = lease
+        setup.publisher.events = EventRecorder(setup.publisher.client, "test", window=lease.write_window)
+        requests = setup.publisher.requests
+        merge_patch = requests.merge_patch
+
+        async def window_closes_after_a_status(path: str, patch: Any, timeout: float) -> dict[str, Any]:
+            answer = await merge_patch(path, patch, timeout)
+            if path.endswith("/status"):
+                lease.window = 0.3  # under the half second a write needs
+            return answer
+
+        requests.merge_patch = window_closes_after_a_status  # type: ignore[method-assign]
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        await setup.publisher.finish_writes()
+        state = setup.publisher.objects["efa-p5"]
+        assert state.events is not None and state.events.holding and sent_events(setup) == []
+
+        lease.window = 0.0  # the send goes out in the gap: refused, for want of a window
+        setup.publisher._send_held_events(state, setup.clock.now + WINDOW_RECHECK_SECONDS)
+        await setup.publisher.finish_writes()
+        assert state.events.holding and sent_events(setup) == []
+
+        lease.window = 10.0
+        setup.publisher._send_held_events(state, setup.clock.now + 2 * WINDOW_RECHECK_SECONDS)
+        await setup.publisher.finish_writes()
+        assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import types
 from collections import deque
 
 import pytest
@@ -123,3 +124,18 @@ async def test_an_event_goes_only_inside_the_write_window_and_its_request_ends_w
         api.write_gates[("POST", ML_EVENTS)] = asyncio.Event()  # an API server that does not answer
         window[0] = 0.8
         assert not await asyncio.wait_for(recorder.warn_workload(event), 3.0)  # cut where the window ends
+
+
+async def test_a_warning_once_not_sent_for_want_of_a_write_window_is_sent_by_a_later_call() -> None:
+    """warn_once kept a warning as sent when the window was closed (a leader whose election step
+    was still under way): a later call, inside the renewed window, sent nothing (review 64d F1)."""
+    async with fake_api() as (api, client):
+        window = [0.0]
+        recorder = EventRecorder(client, "test", window=lambda: window[0])
+        involved = types.SimpleNamespace(name="efa-a", uid="u1", resource_version="1")
+        await recorder.warn_once(involved, "NameConflict", "two pools compute efa-a")
+        assert api.writes("POST") == []
+        window[0] = 9.0
+        await recorder.warn_once(involved, "NameConflict", "two pools compute efa-a")
+        await recorder.warn_once(involved, "NameConflict", "two pools compute efa-a")
+        assert [body["reason"] for _, _, body in api.writes("POST")] == ["NameConflict"]
