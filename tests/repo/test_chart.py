@@ -734,6 +734,8 @@ def test_a_whole_shard_down_or_pending_is_alerted_on_per_shard(shards: int) -> N
     [
         {"serviceMonitor": {"enabled": False}, "prometheusRule": {"enabled": True, "job": "my-pods"}},
         {"prometheusRule": {"enabled": True}},  # a PodMonitor or annotation scraping of the job
+        # The ServiceMonitor on, but the rules select another scrape's job (review 64d F2).
+        {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True, "job": "my-pods"}},
     ],
 )
 def test_sharded_rules_for_a_scrape_not_the_charts_ask_for_the_job_not_each_shard(scrape: dict[str, Any]) -> None:
@@ -742,7 +744,7 @@ def test_sharded_rules_for_a_scrape_not_the_charts_ask_for_the_job_not_each_shar
     every shard, forever, on a healthy install (hostile review 64b F2). Without the chart's
     ServiceMonitor the rules keep the job's absent(); grouping by `shard` stays, inert without it."""
     docs = render(scrape, {"sharding": {"shards": 2}}, namespace="fc")
-    assert not of_kind(docs, "ServiceMonitor")
+    assert len(of_kind(docs, "ServiceMonitor")) == int(scrape.get("serviceMonitor", {}).get("enabled", False))
     job = scrape["prometheusRule"].get("job", "fabriccap")
     assert one(docs, "PrometheusRule")["spec"]["groups"] == [alerts.rule_group(alerts.AlertSettings(job=job))]
     (down,) = [rule for rule in rules(docs) if rule["alert"] == "FabricCapabilityOperatorDown"]
