@@ -23,7 +23,7 @@ from fabriccap.configfile import load_config
 from fabriccap.controller.leader import lease_name
 from fabriccap.core.config import OLD_FIELD_NAMES, ConfigError, build_config, config_input_schema
 from fabriccap.core.shard import MAX_SHARDS, Shard
-from fabriccap.observability import alerts
+from fabriccap.observability import alerts, targets
 from support.rendering import CHART, RUN_TIMEOUT_SECONDS, Doc, helm_binary, of_kind, one
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -720,7 +720,7 @@ def test_a_whole_shard_down_or_pending_is_alerted_on_per_shard(shards: int) -> N
     assert endpoint["relabelings"] == [SHARD_RELABELING]
     # The pod label the relabeling reads is the one every shard's pods carry.
     for deployment in of_kind(docs, "Deployment"):
-        assert alerts.SHARD_POD_LABEL in deployment["spec"]["template"]["metadata"]["labels"]
+        assert targets.SHARD_POD_LABEL in deployment["spec"]["template"]["metadata"]["labels"]
     expected = alerts.rule_group(alerts.AlertSettings(shards=shards, namespace="platform"))
     assert one(docs, "PrometheusRule")["spec"]["groups"] == [expected]
     (down,) = [rule for rule in rules(docs) if rule["alert"] == "FabricCapabilityOperatorDown"]

@@ -379,10 +379,13 @@ class OperatorMetrics:
         PlatformCollector(registry=self.registry)
         if GC_COLLECTOR is not None:
             GCCollector(registry=self.registry)
+        # Exported only by the shard that counts them (shard 0; every replica unsharded): the
+        # others' constant 0 made a dashboard show a confident 0 while shard 0 was down
+        # (review 64d F4), where no series says that nobody counts.
         self.unpooled_nodes = Gauge(
             "fabriccap_unpooled_nodes",
             "Target nodes that carry none of the pool label keys (never published).",
-            registry=self.registry,
+            registry=self.registry if shard.keeps_unpooled else None,
         )
         self.watch_relists = Counter(
             "fabriccap_watch_relists",

@@ -29,6 +29,7 @@ from fabriccap.core.text import clean_text
 from fabriccap.inputfile import bounded_line
 from fabriccap.observability.generated import generated_header
 from fabriccap.observability.generated import to_yaml as render_yaml
+from fabriccap.observability.targets import PER_POOL, SHARD_TARGET_LABEL
 
 RUNBOOK_URL = "https://github.com/fabriccap/fabriccap/blob/main/docs/runbook.md"
 RULES_FILE = "fabriccap-alerts.rules.yaml"
@@ -72,18 +73,6 @@ class AlertSettings:
 
     def for_duration(self, rule: AlertRule) -> str:
         return self.for_overrides.get(rule.name) or self.for_all or rule.for_
-
-
-# Pool series are exported by every replica of the operator, each with its own `instance`
-# (and `pod`, under the Prometheus Operator). Pool alerts aggregate those away: two replicas
-# count once, and an operator restart (a new pod IP) does not reset a pool alert's `for:`.
-# Sharded, the targets also carry `shard` (the chart's ServiceMonitor): a change of the shard
-# count moves a pool to another shard, and that must not reset its `for:` either.
-PER_POOL = "max without (instance, pod, shard)"
-# The pod label the chart puts on every replica of a shard, and the target label the chart's
-# ServiceMonitor (and the relabeling in docs/observability.md) makes of it.
-SHARD_POD_LABEL = "fabriccap.dev/shard"
-SHARD_TARGET_LABEL = "shard"
 
 
 def shard_target(job: str, namespace: str, shard: str) -> str:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabriccap.observability import alerts
 from fabriccap.observability.generated import generated_header, to_yaml
+from fabriccap.observability.targets import PER_POOL
 
 UID = "fabriccap"
 DASHBOARD_FILE = "dashboard.json"
@@ -32,10 +32,9 @@ INSTALL = 'job=~"$job",cluster=~"$cluster"'
 # Every pool query carries these too, so the fabric/pool variables filter every pool panel.
 POOL = f'{INSTALL},fabric=~"$fabric",pool=~"$pool"'
 # Every replica of the operator exports the pool series (each with its own instance and
-# pod, and sharded its `shard`): one series per pool, whatever the number of replicas, as the
-# alerts take them. Sharded, every shard exports fabriccap_unpooled_nodes (0 but on shard 0),
-# and a pool moved by a change of `shards` is exported by two shards for a while.
-PER_POOL = alerts.PER_POOL
+# pod, and sharded its `shard`): panels take one series per pool, whatever the number of
+# replicas, with the alerts' PER_POOL (observability.targets). Sharded, a pool moved by a
+# change of `shards` is exported by two shards for a while.
 GRID_WIDTH = 24
 # Labels Prometheus (or the Prometheus Operator) adds to every target: noise in a table.
 TARGET_LABELS = ("job", "instance", "pod", "namespace", "service", "endpoint", "container", "cluster")

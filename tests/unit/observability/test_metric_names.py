@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fabriccap.controller.metrics import EXPOSITION_CHUNK_POOLS, OperatorMetrics
 from fabriccap.core.config import build_config
 from fabriccap.core.evaluate import PoolCapability
+from fabriccap.core.shard import Shard
 from fabriccap.observability import alerts, dashboard
 from fabriccap_devtools.world import ec2_node_class, node_pool
 from support.builders import daemon_set, evaluate_bodies, healthy_pool, node, plugin_pods
@@ -357,3 +358,13 @@ def test_the_pool_families_and_the_others_have_no_name_in_common() -> None:
     other_names = {family.name for family in metrics.registry.collect()}
     assert pool_names and other_names
     assert not pool_names & other_names
+
+
+def test_only_the_shard_that_counts_unpooled_nodes_exports_them() -> None:
+    """Shard 0 counts the nodes with no pool label; the others exported a constant 0, so a
+    panel of the sum read 0 with confidence while shard 0 was down (review 64d F4)."""
+    exported = {
+        str(shard): "fabriccap_unpooled_nodes " in OperatorMetrics(shard).exposition().decode()
+        for shard in (Shard(), Shard(index=0, count=2), Shard(index=1, count=2))
+    }
+    assert exported == {"unsharded": True, "shard 0 of 2": True, "shard 1 of 2": False}
