@@ -174,11 +174,12 @@ def _explain_workload(args: argparse.Namespace, kind: WorkloadKind, namespace: s
         config = load_config(args.config)
         extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
         if args.files:
-            keep = matches(kind, namespace, name)
+            held: set[tuple[str, str, str]] = set()
+            keep = matches(kind, namespace, name, held)
             facts = load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size, keep=keep, kept=kept)
             if not kept:
                 raise WorkloadQueryError(f"no {kind.kind} ({kind.api_version}) {namespace}/{name} in the snapshots")
-            explanation = explain_workload(config, evaluate_facts(config, facts), facts, kept[-1])
+            explanation = explain_workload(config, evaluate_facts(config, facts), facts, kept[-1], held)
         else:
             found = asyncio.run(
                 explain_workload_live(config, extractor, kind, namespace, name, args.kubeconfig, args.context)

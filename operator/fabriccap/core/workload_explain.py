@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,9 +25,11 @@ from fabriccap.core.explain import PodExplanation, pod_explanation
 from fabriccap.core.facts import ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
 from fabriccap.core.index import FactIndex
 from fabriccap.core.quantity import parse_quantity
+from fabriccap.core.references import is_object_name
 from fabriccap.core.text import clean_text
 from fabriccap.core.workload_kinds import (
     OWNER_LABELS,
+    TEMPLATE_RESOURCES,
     UNKNOWN_REQUEST_FIELD,
     WorkloadKind,
     group_kind,
@@ -35,7 +37,14 @@ from fabriccap.core.workload_kinds import (
     kind_of,
     walk,
 )
-from fabriccap.core.workloads import NOT_USED_VERDICTS, nccl_uses, owner_chain, top_owner
+from fabriccap.core.workloads import (
+    NOT_USED_VERDICTS,
+    OWNER_LOOKUP_KINDS,
+    nccl_uses,
+    owner_chain,
+    owner_loop,
+    top_owner,
+)
 
 NOTHING_TO_CHANGE = "nothing to change"
 # Kinds whose pod template cannot be changed once created: the patch is what to apply to the
@@ -190,8 +199,15 @@ def _resource_of(kind: WorkloadKind) -> str:
 
 
 def explain_workload(
-    config: Config, evaluation: Evaluation, index: FactIndex, body: Mapping[str, Any]
+    config: Config,
+    evaluation: Evaluation,
+    index: FactIndex,
+    body: Mapping[str, Any],
+    held: Collection[tuple[str, str, str]] | None = None,
 ) -> WorkloadExplanation:
+    """``held``: the keys (``ObjectRef.key``) of the workload objects the snapshots hold, so that
+    a change is never a command that would fail on them; None for a live read, where every owner
+    named is asked for by the command that names it."""
     api_version, kind_name = body.get("apiVersion"), body.get("kind")
     metadata = body.get("metadata")
     if not isinstance(api_version, str) or not isinstance(kind_name, str) or not isinstance(metadata, Mapping):
@@ -208,7 +224,9 @@ def explain_workload(
 
     # Where its pods run now: pools of the nodes its pods are bound to.
     identity = (group_kind(group_of(api_version), kind.kind), namespace, name)
-    top = _top_of(kind, identity, metadata, index)
+    owners = _owners_above(kind, identity, metadata, index)
+    looped = owner_loop(owners)
+    top = owners[-1] if owners and not looped else None
     counted_as = top if _pods_name_only(top, api_version, kind) else None
     running: dict[tuple[str, str], int] = {}
     own: list[WorkloadPodFacts] = []
@@ -284,8 +302,21 @@ def explain_workload(
     # A template that selects no pool but whose pods run on a Ready one needs it just as much.
     if not needing and capability is not None and running:
         needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
-    if needing and ready and count and top is not None:
-        change, note = _change_on_owner(kind, namespace, name, top, resource, count)
+    if needing and ready and count and looped:
+        round_once, seen = [f"{kind.kind} {namespace}/{name}"], {identity}
+        for owner in owners:  # once round the loop: up to the first owner named again
+            round_once.append(f"{owner.kind} {owner.namespace}/{owner.name}")
+            if owner.key in seen:
+                break
+            seen.add(owner.key)
+        change = f"none until the owner loop is fixed: {' → '.join(round_once)}"
+        note = (
+            f"the owners of {kind.kind} {namespace}/{name} name each other as controller, so none of them is the "
+            f"top one that makes it: fix their ownerReferences, then explain it again"
+        )
+    elif needing and ready and count and top is not None:
+        field = _request_field(kind, top, owners)
+        change, note = _change_on_owner(kind, namespace, name, top, field, resource, count, held)
     elif needing and ready and count:
         target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
         if per_node is not None:
@@ -340,29 +371,49 @@ def explain_workload(
             f"{key}={value} ({pods} pod{'s' if pods != 1 else ''})" for (key, value), pods in sorted(running.items())
         ],
         templates=templates,
-        request_field=_request_field(kind, top),
+        request_field=_request_field(kind, top, owners),
         change=change,
         note=note,
         pods=pods,
     )
 
 
-def _top_of(
+def _owners_above(
     kind: WorkloadKind, identity: tuple[str, str, str], metadata: Mapping[str, Any], index: FactIndex
-) -> ObjectRef | None:
-    """The top-level owner of the explained object when it has one above it (a JobSet's Job, a
-    Job's Pod), as far as the snapshots or the cluster tell; None when the object is its own top.
-    A pod's is read as the pod's own owners are read for the pools (by the label that names its
-    workload, then up the owners); any other object's from its controller reference up."""
+) -> list[ObjectRef]:
+    """The owners above the explained object, nearest first, as far as the snapshots or the
+    cluster tell (a JobSet's Job, a Job's Pod); empty when the object is its own top. A pod's are
+    read as the pod's own owners are read for the pools (by the label that names its workload,
+    then up the owners); any other object's from its controller reference up. An object a pod
+    controls (a LeaderWorkerSet's worker StatefulSet, controlled by its leader pod:
+    pod_controller.go:173) belongs to that pod's top owner, not to the pod, which makes nothing."""
     _, namespace, name = identity
     pod = index.workload_pods.get((namespace, name)) if kind.is_its_own_pod else None
     if pod is not None:
-        owner = top_owner(pod, index)[0]
-    elif (start := controller_owner(metadata, namespace)) is not None:
-        owner = owner_chain(start, index)[0][-1]
-    else:
+        return [] if pod.owner.key == identity else owner_chain(pod.owner, index)[0]
+    start = controller_owner(metadata, namespace)
+    if start is None:
+        return []
+    chain = owner_chain(start, index)[0]
+    controller = chain[-1]
+    if controller.group_kind != "Pod" or owner_loop(chain):
+        return chain
+    leader = index.workload_pods.get((controller.namespace, controller.name))
+    if leader is not None and leader.owner.key != controller.key:
+        return chain + owner_chain(leader.owner, index)[0]
+    labelled = _labelled_owner(kind, metadata, namespace)
+    return [*chain, labelled] if labelled is not None else chain
+
+
+def _labelled_owner(kind: WorkloadKind, metadata: Mapping[str, Any], namespace: str) -> ObjectRef | None:
+    """The workload the object's own label names, for a kind its pods are routed through by that
+    label (a LeaderWorkerSet's StatefulSet carries the LWS's name, as its pods do)."""
+    route = OWNER_LABELS.get((kind.group, kind.kind))
+    labels = metadata.get("labels")
+    named = labels.get(route[1].name_label) if route is not None and isinstance(labels, Mapping) else None
+    if route is None or not isinstance(named, str) or not is_object_name(named):
         return None
-    return None if owner.key == identity else owner
+    return ObjectRef.shared(route[0].api_version, route[0].kind, namespace, named, "")
 
 
 def _pods_name_only(top: ObjectRef | None, api_version: str, kind: WorkloadKind) -> bool:
@@ -394,27 +445,52 @@ def _is_own(
     return any(owner.key == identity for owner in owner_chain(pod.owner, index)[0])
 
 
-def _request_field(kind: WorkloadKind, top: ObjectRef | None) -> str:
+def _request_field(kind: WorkloadKind, top: ObjectRef | None, owners: Sequence[ObjectRef]) -> str:
     if top is None:
         return f"{kind.kind}: {kind.request_field}"
+    route = OWNER_LABELS.get((kind.group, kind.kind))
+    template = route[1].pod_controlled_template if route is not None else None
+    if (
+        route is not None
+        and template
+        and top.group_kind == route[0].group_kind
+        and any(o.group_kind == "Pod" for o in owners)
+    ):
+        # Its pods are made from the one template an object a pod controls is made from.
+        return f"{top.kind}: {template}.spec.{TEMPLATE_RESOURCES}"
     top_kind = kind_of(top.api_version, top.kind)
     return f"{top.kind}: {top_kind.request_field if top_kind is not None else UNKNOWN_REQUEST_FIELD}"
 
 
 def _change_on_owner(
-    kind: WorkloadKind, namespace: str, name: str, top: ObjectRef, resource: str, count: int
+    kind: WorkloadKind,
+    namespace: str,
+    name: str,
+    top: ObjectRef,
+    field: str,
+    resource: str,
+    count: int,
+    held: Collection[tuple[str, str, str]] | None,
 ) -> tuple[str, str]:
     """The change for an object a higher workload makes (a JobSet's Job or Pod): that owner
-    makes it again from its own template, so the request is set there, not on this object."""
+    makes it again from its own template, so the request is set there (``field``), not on this
+    object. An owner the snapshots do not hold is said to be missing, with the read that adds
+    it: its explain would fail on them."""
     top_kind = kind_of(top.api_version, top.kind)
     shown = f"{top.kind} {top.namespace}/{top.name}"
+    where = field.partition(": ")[2]
     if top_kind is not None:
-        query = shlex.quote(f"{_resource_of(top_kind)}/{top.namespace}/{top.name}")
-        change = f"fabriccap explain {query}"
-        where = f"{top_kind.request_field} ({change} prints the patch)"
+        command = f"fabriccap explain {shlex.quote(f'{_resource_of(top_kind)}/{top.namespace}/{top.name}')}"
+        change = command
+        if held is not None and top.key not in held:
+            # Its own owner, if it has one, is unknown too: the walk stopped at it for want of it.
+            also = " and what owns it" if top.group_kind in OWNER_LOOKUP_KINDS else ""
+            plural = _resource_of(top_kind)
+            read = f"kubectl get {plural} {shlex.quote(top.name)} -n {shlex.quote(top.namespace)} -o json"
+            change = f"{shown} is not in the snapshots: add it{also} ({read}), then {command}"
+        where = f"{where} ({command} prints the patch)"
     else:
         change = f"set {resource}: {count} in the pod template of {shown}"
-        where = UNKNOWN_REQUEST_FIELD
     note = (
         f"{kind.kind} {namespace}/{name} belongs to {shown}, which makes it from its own template: "
         f"request {resource}: {count} next to each accelerator request in {shown}'s {where}"

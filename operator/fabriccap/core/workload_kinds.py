@@ -114,6 +114,9 @@ class OwnerLabel:
     # pods it controls, tells a re-created workload from the one read before
     # (``WorkloadPodFacts.owner_generation``).
     namesake_controller: bool = False
+    # A controller of kind ``via`` that one of the workload's pods controls (a LeaderWorkerSet's
+    # worker StatefulSet, controlled by its leader pod) makes its pods from this template.
+    pod_controlled_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -265,7 +268,12 @@ LEADERWORKERSET = WorkloadKind(
     # leaderworkerset_controller.go:355 and :760); a worker StatefulSet is named after its
     # leader pod and controlled by it (pod_controller.go:173 and :187).
     read_for_owner=True,
-    owner_label=OwnerLabel(("apps", "StatefulSet"), "leaderworkerset.sigs.k8s.io/name", namesake_controller=True),
+    owner_label=OwnerLabel(
+        ("apps", "StatefulSet"),
+        "leaderworkerset.sigs.k8s.io/name",
+        namesake_controller=True,
+        pod_controlled_template="spec.leaderWorkerTemplate.workerTemplate",
+    ),
 )
 HYPERPOD_PYTORCHJOB = WorkloadKind(
     title="SageMaker HyperPod HyperPodPyTorchJob",

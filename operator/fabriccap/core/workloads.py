@@ -120,6 +120,13 @@ def owner_chain(start: ObjectRef, index: FactIndex) -> tuple[list[ObjectRef], Lo
     return chain, missing
 
 
+def owner_loop(chain: Sequence[ObjectRef]) -> bool:
+    """Whether an ``owner_chain`` names one owner twice: its owners go round a loop (Job a owned
+    by Job b owned by Job a), which the walk follows only until ``MAX_OWNER_DEPTH``, so the
+    owner it stops at is one of the loop, not a top."""
+    return len({owner.key for owner in chain}) < len(chain)
+
+
 def top_owner(pod: WorkloadPodFacts, index: FactIndex) -> tuple[ObjectRef, LookupKey | None]:
     """The pod's top-level owner as far as known (with the uid its read told, where the pod
     named it without one), and the lookup that would go one further."""

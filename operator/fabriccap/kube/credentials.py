@@ -317,15 +317,7 @@ def _credentials(documents: list[tuple[Path, dict[str, Any]]], shown: str, conte
         client_key_data=_file_or_data(user, "client-key", user_path.parent),
         username=user.get("username"),
         password=user.get("password"),
-        exec_plugin=ExecPlugin(
-            command=str(exec_entry["command"]),
-            args=[str(arg) for arg in exec_entry.get("args") or []],
-            env=_exec_env(exec_entry.get("env"), shown),
-            api_version=str(exec_entry.get("apiVersion", "client.authentication.k8s.io/v1")),
-            base_dir=user_path.parent,
-        )
-        if isinstance(exec_entry, Mapping) and exec_entry.get("command")
-        else None,
+        exec_plugin=_exec_plugin(exec_entry, user_name, user_path),
         proxy_url=check_proxy_url(str(cluster["proxy-url"]), f"kubeconfig {shown}")
         if cluster.get("proxy-url")
         else None,
@@ -336,15 +328,47 @@ def _credentials(documents: list[tuple[Path, dict[str, Any]]], shown: str, conte
     return credentials
 
 
-def _exec_env(entries: Any, shown: str) -> dict[str, str]:
-    """An exec plugin's ``env``: a list of ``{name, value}``, as kubectl reads it."""
-    if entries is None:
-        return {}
-    if not isinstance(entries, list) or not all(
-        isinstance(e, Mapping) and "name" in e and "value" in e for e in entries
+# An exec plugin's interactiveMode, as client-go's ExecConfig spells it. The plugin runs with no
+# terminal here, as under kubectl with none (``spec.interactive`` false).
+INTERACTIVE_MODES = frozenset({"Never", "IfAvailable", "Always"})
+
+
+def _exec_plugin(entry: Any, user: str, path: Path) -> ExecPlugin | None:
+    """A user's ``exec`` plugin, each field checked for the type client-go's ExecConfig gives it,
+    so a wrong one is said by its name and file rather than by the error reading it raised
+    (review 64c F9); None without one (or with no command, as before)."""
+    if entry is None:
+        return None
+    where = f"kubeconfig {shown_path(str(path))}: user {shown_path(user)}'s exec"
+    if not isinstance(entry, Mapping):
+        raise KubeError(f"{where} is not a mapping")
+    command, args, api_version = entry.get("command"), entry.get("args"), entry.get("apiVersion")
+    if command is not None and not isinstance(command, str):
+        raise KubeError(f"{where}.command is not a string")
+    if args is not None and not (isinstance(args, list) and all(isinstance(arg, str) for arg in args)):
+        raise KubeError(f"{where}.args is not a list of strings")
+    if api_version is not None and not isinstance(api_version, str):
+        raise KubeError(f"{where}.apiVersion is not a string")
+    mode = entry.get("interactiveMode")
+    if mode is not None and mode not in INTERACTIVE_MODES:
+        raise KubeError(f"{where}.interactiveMode is not one of {', '.join(sorted(INTERACTIVE_MODES))}")
+    env = entry.get("env")
+    if env is not None and not (
+        isinstance(env, list)
+        and all(
+            isinstance(e, Mapping) and isinstance(e.get("name"), str) and isinstance(e.get("value"), str) for e in env
+        )
     ):
-        raise KubeError(f"kubeconfig {shown}: an exec plugin's env is not a list of name and value")
-    return {str(e["name"]): str(e["value"]) for e in entries}
+        raise KubeError(f"{where}.env is not a list of name and value (strings)")
+    if not command:
+        return None
+    return ExecPlugin(
+        command=command,
+        args=list(args or []),
+        env={e["name"]: e["value"] for e in env or []},
+        api_version=api_version or "client.authentication.k8s.io/v1",
+        base_dir=path.parent,
+    )
 
 
 def load_in_cluster() -> Credentials:

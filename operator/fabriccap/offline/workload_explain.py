@@ -11,9 +11,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fabriccap.core.facts import object_name, object_namespace
 from fabriccap.core.text import clean_text, cut, escape_controls
 from fabriccap.core.workload_explain import WorkloadExplanation
-from fabriccap.core.workload_kinds import WorkloadKind, find, group_of
+from fabriccap.core.workload_kinds import WorkloadKind, find, group_kind, group_of, kind_of
 from fabriccap.offline.explain import pod_lines
 from fabriccap.offline.render import align
 
@@ -42,10 +43,19 @@ def parse_workload_query(query: str) -> tuple[WorkloadKind, str, str] | None:
     return kind, parts[1], parts[2]
 
 
-def matches(kind: WorkloadKind, namespace: str, name: str) -> Any:
+def matches(kind: WorkloadKind, namespace: str, name: str, held: set[tuple[str, str, str]] | None = None) -> Any:
+    """Whether a snapshot's object is the one explained; with ``held``, the key (``ObjectRef.key``)
+    of every workload object read is added to it, so that a change never names an owner the
+    snapshots lack as a command that would fail on them (review 64c F5)."""
+
     def keep(body: Mapping[str, Any]) -> bool:
         metadata = body.get("metadata")
         api_version = body.get("apiVersion")
+        if held is not None and isinstance(metadata, Mapping) and isinstance(api_version, str):
+            found = body.get("kind")
+            if isinstance(found, str) and kind_of(api_version, found) is not None:
+                namespace_of = object_namespace(metadata.get("namespace"))
+                held.add((group_kind(group_of(api_version), found), namespace_of, object_name(metadata.get("name"))))
         return (
             isinstance(metadata, Mapping)
             and isinstance(api_version, str)

@@ -159,8 +159,11 @@ def test_a_pod_a_jobset_owns_is_told_its_pool_and_where_its_owner_sets_the_reque
     result = json.loads(out)
     assert (result["pool"], result["ready"]) == ("eks.amazonaws.com/nodegroup=p5-training", True)
     assert result["runsOn"] == ["eks.amazonaws.com/nodegroup=p5-training (1 pod)"]
-    # Not a patch of the pod: the JobSet would make it again without the request.
-    assert result["change"] == THE_JOBSETS_CHANGE
+    # Not a patch of the pod: the JobSet would make it again without the request. The example
+    # lacks the JobSet, where its explain would fail: the change says so (review 64c F5).
+    assert result["change"].startswith("JobSet ml-training/bert-finetune is not in the snapshots: add it")
+    assert "kubectl get jobsets.jobset.x-k8s.io bert-finetune -n ml-training -o json" in result["change"]
+    assert result["change"].endswith(f"then {THE_JOBSETS_CHANGE}")
     assert result["requestField"].startswith("JobSet: spec.replicatedJobs[]")
     assert "belongs to JobSet ml-training/bert-finetune" in result["note"] and "efa: 32" in result["note"]
     code, out, _ = run(["explain", "p5-training", "-f", snapshot], capsys)
@@ -181,13 +184,17 @@ def test_a_jobsets_job_is_told_its_pool_and_the_jobsets_change(
         "spec": {"template": template("unused", {"nvidia.com/gpu": "8"})},
     }
     del job["spec"]["template"]["spec"]["nodeSelector"]
-    code, out, err = run(
-        ["explain", "job/ml-training/bert-finetune-node-0", "-f", example_with(tmp_path, job), "-o", "json"], capsys
-    )
+    the_jobset = jobset("bert-finetune", {"nvidia.com/gpu": "8"})
+    the_jobset["metadata"]["namespace"] = "ml-training"
+    snapshot = example_with(tmp_path, job, the_jobset)
+    code, out, err = run(["explain", "job/ml-training/bert-finetune-node-0", "-f", snapshot, "-o", "json"], capsys)
     assert (code, err) == (0, "")
     result = json.loads(out)
     assert (result["pool"], result["ready"]) == ("eks.amazonaws.com/nodegroup=p5-training", True)
     assert result["change"] == THE_JOBSETS_CHANGE
+    # The command it names works on the same snapshot (review 64c F5).
+    code, _, err = run([*THE_JOBSETS_CHANGE.split()[1:], "-f", snapshot], capsys)
+    assert (code, err) == (0, "")
     assert "the pods counted are all of that JobSet's" in result["note"]
 
 
@@ -232,3 +239,104 @@ def test_a_long_template_pointer_is_cut_in_the_table_and_whole_in_the_change(
     assert max(len(line) for line in table.splitlines()) < 300
     assert "/spec/pytorchReplicaSpecs/Wor\\x1b]0;PWN\\x07\\u202eker" in table and "\x1b" not in out
     assert "K" * 3000 in change
+
+
+def test_an_owner_the_snapshots_lack_is_named_as_missing_not_as_a_failing_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review 64c F5: a Deployment's pod, as `kubectl get pods,nodes -o json` gives it, sent the
+    # user to `fabriccap explain replicasets.apps/ml/serve-1`, which exits 2 on that snapshot.
+    pod = workload_pod("n1", "serve-1-x", owner=owner_reference("ReplicaSet", "apps/v1", "serve-1"))
+    snapshot = write_json(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": [*healthy_pool(), pod]}
+    )
+    code, out, err = run(["explain", "pod/ml/serve-1-x", "-f", snapshot, "-o", "json"], capsys)
+    assert (code, err) == (0, "")
+    change = json.loads(out)["change"]
+    assert change == (
+        "ReplicaSet ml/serve-1 is not in the snapshots: add it and what owns it "
+        "(kubectl get replicasets.apps serve-1 -n ml -o json), then fabriccap explain replicasets.apps/ml/serve-1"
+    )
+
+
+def batch_job(name: str, owner: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml", "ownerReferences": [owner_reference("Job", "batch/v1", owner)]},
+        "spec": {"template": template("unused", {"nvidia.com/gpu": "8"})},
+    }
+
+
+def test_an_owner_loop_is_said_rather_than_pointing_at_a_member_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review 64c F5: Job a owned by Job b owned by Job a sent each explain to the other.
+    pod = workload_pod("n1", "loop-pod", owner=owner_reference("Job", "batch/v1", "job-a"))
+    jobs = (batch_job("job-a", "job-b"), batch_job("job-b", "job-a"))
+    for target, loop in (
+        ("job/ml/job-a", "Job ml/job-a → Job ml/job-b → Job ml/job-a"),
+        ("job/ml/job-b", "Job ml/job-b → Job ml/job-a → Job ml/job-b"),
+        ("pod/ml/loop-pod", "Pod ml/loop-pod → Job ml/job-a → Job ml/job-b → Job ml/job-a"),
+    ):
+        result = explain_json(tmp_path, capsys, target, *jobs, pod)
+        assert result["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"]
+        assert result["change"] == f"none until the owner loop is fixed: {loop}"
+        assert "fix their ownerReferences" in result["note"]
+
+
+def leader_worker_set() -> list[dict[str, Any]]:
+    """A LeaderWorkerSet as lws v0.8.0 makes it: its leader StatefulSet ``lws`` (controlled by the
+    LWS), leader pod ``lws-0``, the worker StatefulSet ``lws-0`` controlled by the leader *pod*
+    (pod_controller.go:173/187), and worker pod ``lws-0-1``; every pod on pool p5."""
+    label = {"leaderworkerset.sigs.k8s.io/name": "lws"}
+    lws_template = template("p5", {"nvidia.com/gpu": "8"})
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "lws", "namespace": "ml", "uid": "uid-lws"},
+        "spec": {"leaderWorkerTemplate": {"size": 2, "leaderTemplate": lws_template, "workerTemplate": lws_template}},
+    }
+
+    def stateful_set(name: str, owner: dict[str, Any]) -> dict[str, Any]:
+        metadata = {"name": name, "namespace": "ml", "labels": label, "ownerReferences": [owner]}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": metadata,
+            "spec": {"template": lws_template},
+        }
+
+    def pod(name: str, node: str, stateful: str) -> dict[str, Any]:
+        made = workload_pod(node, name, owner=owner_reference("StatefulSet", "apps/v1", stateful))
+        made["metadata"]["labels"] = label
+        return made
+
+    return [
+        lws,
+        stateful_set("lws", owner_reference("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", "lws")),
+        stateful_set("lws-0", owner_reference("Pod", "v1", "lws-0")),
+        pod("lws-0", "n1", "lws"),
+        pod("lws-0-1", "n2", "lws-0"),
+    ]
+
+
+def test_a_leaderworkersets_worker_statefulset_is_told_the_lws_worker_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review 64c F4: its controller is the leader pod, which makes nothing from a template; it
+    # was named as the owner to change ("Pod: spec.containers[].resources", "Runs on: -").
+    result = explain_json(tmp_path, capsys, "statefulset/ml/lws-0", *leader_worker_set())
+    lws = "fabriccap explain leaderworkersets.leaderworkerset.x-k8s.io/ml/lws"
+    assert (
+        result["requestField"]
+        == "LeaderWorkerSet: spec.leaderWorkerTemplate.workerTemplate.spec.containers[].resources"
+    )
+    assert result["runsOn"] == [f"{NODEGROUP}=p5 (2 pods)"]
+    assert result["change"] == lws
+    assert "belongs to LeaderWorkerSet ml/lws" in result["note"]
+    # Without the leader pod in the snapshot, the StatefulSet's own label names the LWS.
+    without_leader = [o for o in leader_worker_set() if o["metadata"]["name"] != "lws-0" or o["kind"] != "Pod"]
+    result = explain_json(tmp_path, capsys, "statefulset/ml/lws-0", *without_leader)
+    assert result["requestField"].startswith("LeaderWorkerSet: spec.leaderWorkerTemplate.workerTemplate")
+    assert result["change"] == lws

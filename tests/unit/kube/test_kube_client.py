@@ -480,14 +480,45 @@ MALFORMED_KUBECONFIGS = [
         b"users: [{name: u, user: {exec: {command: /bin/true, env: [1]}}}]\n",
         "env is not a list of name and value",
     ),
-    (
-        "exec-args-an-int",  # no check foresees it: the backstop's one line
-        b"current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
-        b"clusters: [{name: c, cluster: {server: 'https://a:1'}}]\n"
-        b"users: [{name: u, user: {exec: {command: /bin/true, args: 5}}}]\n",
-        "is unusable",
-    ),
 ]
+# Review 64c F9: `exec: {command: 5, args: 7}` was "unusable: TypeError: 'int' object is not
+# iterable"; each exec field of the wrong type is named, with the user and the file.
+EXEC_KUBECONFIG = (
+    "current-context: x\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n"
+    "clusters: [{{name: c, cluster: {{server: 'https://a:1'}}}}]\n"
+    "users: [{{name: u, user: {{exec: {exec}}}}}]\n"
+)
+MISTYPED_EXEC_FIELDS = {
+    "{command: 5, args: 7}": "exec.command is not a string",
+    "{command: /bin/true, args: 7}": "exec.args is not a list of strings",
+    "{command: /bin/true, args: [a, [b]]}": "exec.args is not a list of strings",
+    "{command: /bin/true, env: [{name: A, value: 1}]}": "exec.env is not a list of name and value (strings)",
+    "{command: /bin/true, env: [{name: A}]}": "exec.env is not a list of name and value (strings)",
+    "{command: /bin/true, apiVersion: 1}": "exec.apiVersion is not a string",
+    "{command: /bin/true, interactiveMode: Sometimes}": "exec.interactiveMode is not one of Always, IfAvailable, Never",
+    "[/bin/true]": "exec is not a mapping",
+}
+
+
+def test_a_field_no_check_foresees_is_still_one_kube_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backstop: a TypeError or ValueError reading the kubeconfig is one line, not a traceback."""
+    config = tmp_path / "config"
+    config.write_text(EXEC_KUBECONFIG.format(exec="{command: /bin/true}"))
+
+    def unforeseen(*_: object) -> None:
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(kube, "_file_or_data", unforeseen)
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config} is unusable: TypeError: ")):
+        load_kubeconfig(str(config))
+
+
+@pytest.mark.parametrize(("exec_entry", "problem"), MISTYPED_EXEC_FIELDS.items(), ids=list(MISTYPED_EXEC_FIELDS))
+def test_a_mistyped_exec_field_is_named_with_its_user_and_file(tmp_path: Path, exec_entry: str, problem: str) -> None:
+    config = tmp_path / "config"
+    config.write_text(EXEC_KUBECONFIG.format(exec=exec_entry))
+    with pytest.raises(KubeError, match=re.escape(f"kubeconfig {config}: user u's {problem}")):
+        load_kubeconfig(str(config))
 
 
 @pytest.mark.parametrize(
