@@ -29,6 +29,7 @@ from fabriccap.core.references import is_object_name
 from fabriccap.core.text import clean_text
 from fabriccap.core.workload_kinds import (
     OWNER_LABELS,
+    POD,
     TEMPLATE_RESOURCES,
     UNKNOWN_REQUEST_FIELD,
     WorkloadKind,
@@ -454,7 +455,7 @@ def _request_field(kind: WorkloadKind, top: ObjectRef | None, owners: Sequence[O
         route is not None
         and template
         and top.group_kind == route[0].group_kind
-        and any(o.group_kind == "Pod" for o in owners)
+        and any(owner.group_kind == POD.group_kind for owner in owners)
     ):
         # Its pods are made from the one template an object a pod controls is made from.
         return f"{top.kind}: {template}.spec.{TEMPLATE_RESOURCES}"
