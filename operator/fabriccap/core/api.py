@@ -490,7 +490,9 @@ REASONS: tuple[ReasonMeaning, ...] = (
         "The pool mixes instance types with different known maxima whose nodes advertise different counts,"
         " or types whose fabric traffic cannot cross: it cannot become uniform as it is. Types of different"
         " maxima whose nodes all advertise one count are Ready and not Stalled (only MatchesInstanceType"
-        " reports the nodes below their type's maximum), so Ready and Stalled are never True together.",
+        " reports the nodes below their type's maximum), so Ready and Stalled are never True together. A"
+        " node still at 0 (its device plugin starting, as at each scale-up) counts for neither: the pool is"
+        " then a PartialRollout, not Stalled.",
         "Split the pool so that each has one instance type (or types of the same maximum).",
     ),
     ReasonMeaning(
