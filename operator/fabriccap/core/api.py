@@ -388,8 +388,10 @@ REASONS: tuple[ReasonMeaning, ...] = (
         Reason.STATUS_WRITE_REFUSED,
         "The API server refused the pool's newest status as invalid (400 or 422: most often an admission"
         " policy or webhook denying updates of fabriccapabilities/status) while the object said Ready and"
-        " the newest status does not. The operator published this summary instead (as for StatusTooLarge),"
-        " so no gate keeps reading the old Ready. The message quotes the refusal. The full status is tried"
+        " the newest status differs from it in what gates and jobs act on: Ready, uniformCount, the"
+        " recommendation or the number of nodes (a pool that broke, now offers another count, or lost its"
+        " nodes). The operator published this summary instead (as for StatusTooLarge), so no gate keeps"
+        " reading the old Ready. The message quotes the refusal. The full status is tried"
         " again about a minute later, then up to every 5 minutes; fabriccap_status_writes_refused counts"
         " such objects (alert FabricCapabilityStatusWriteRefused).",
         "Find what refuses the write from the quoted refusal (`kubectl get validatingadmissionpolicies,"
@@ -815,13 +817,15 @@ def too_large_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapa
 
 def write_refused_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapabilityStatus:
     """What is published when the API server refuses ``status`` as invalid (400, 422: an admission
-    policy or webhook, most often) while what it holds says Ready and ``status`` does not
-    (``fail_closed_summary``): a Ready=True left in place would let gates wire a broken pool."""
+    policy or webhook, most often) while what it holds says Ready and ``status`` says otherwise in
+    what users act on (``fail_closed_summary``): a Ready=True left in place would let gates wire a
+    pool that broke, or a job request a count its nodes no longer offer."""
     return fail_closed_summary(
         status,
         Reason.STATUS_WRITE_REFUSED,
-        f"the API server refused this pool's newest status ({clean_text(refusal, MAX_REFUSAL_SHOWN)}), which is"
-        " not Ready; this summary stands in for it, and the full status is tried again until it is accepted",
+        f"the API server refused this pool's newest status ({clean_text(refusal, MAX_REFUSAL_SHOWN)}), so the"
+        " Ready it held no longer holds; this summary stands in for it, and the full status is tried again"
+        " until it is accepted",
     )
 
 

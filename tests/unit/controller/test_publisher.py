@@ -294,18 +294,73 @@ async def test_a_refused_status_that_drops_ready_publishes_a_summary_that_fails_
         assert ready["status"] == "False" and ready["reason"] not in ("StatusWriteRefused", "UniformCapability")
 
 
-async def test_a_refused_status_that_keeps_ready_publishes_no_summary() -> None:
-    # Only a refusal that would leave a wrong Ready=True in place is replaced by a summary.
+def ready_of(obj: dict[str, Any]) -> tuple[str, str]:
+    ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+    return ready["status"], ready["reason"]
+
+
+async def test_a_refused_status_that_keeps_ready_but_halves_the_count_publishes_a_summary() -> None:
+    # The plugin is reconfigured: both nodes offer 16, still Ready. With the new status refused,
+    # uniformCount 32 and a recommendation of 32 stayed published under Ready=True, and a job
+    # that requested 32 stayed Pending (review 64-fixc F1).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add([node("a", pool="p5", efa=16), node("b", pool="p5", efa=16)])
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("False", "StatusWriteRefused")
+        assert "uniformCount" not in obj["status"] and "recommendation" not in obj["status"]
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
+        state = setup.publisher.objects["efa-p5"]
+        setup.clock.now = state.refused_retry.due  # accepted on the retry: Ready at 16
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("True", "UniformCapability") and obj["status"]["uniformCount"] == 16
+
+
+async def test_a_refused_status_of_another_node_count_publishes_a_summary() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
         setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
         setup.add(healthy("p5", "c"))
+        await setup.publisher.reconcile_once()
+        assert ready_of(setup.published()["efa-p5"]) == ("False", "StatusWriteRefused")
+
+
+async def test_a_refused_status_that_changes_only_the_workload_reports_publishes_no_summary() -> None:
+    # What no gate or job acts on: the older Ready stays, and only the refused status is sent.
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add([workload_pod("a", "tcp-only", efa=None)])
         sent = len(setup.api.writes("PATCH"))
         await setup.publisher.reconcile_once()
         obj = setup.published()["efa-p5"]
-        assert condition_status(obj["status"], "Ready") == "True" and obj["status"]["nodes"] == 2
+        assert ready_of(obj) == ("True", "UniformCapability") and obj["status"]["uniformCount"] == 32
         assert len(setup.api.writes("PATCH")) == sent + 1  # the refused status, no summary
+        assert setup.publisher.objects["efa-p5"].refused is not None
+
+
+async def test_the_refused_empty_state_of_an_object_no_pool_calls_for_publishes_a_summary() -> None:
+    # Published Ready by an earlier process; its pool is gone (no node left), and the empty
+    # state is refused: Ready=True with 2 nodes stayed for the whole grace period (review 64-fixc F1).
+    async with publishing() as before:
+        before.add(healthy("p5", "a", "b"))
+        await start(before)
+        ready = copy.deepcopy(before.api.collections[FCAPS].items[0])
+    async with publishing([ready]) as setup:
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.publisher.became_leader(True)  # reads what is published back: no pool calls for it
+        await start(setup)
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("False", "StatusWriteRefused")
+        assert obj["status"]["nodes"] == 0 and "uniformCount" not in obj["status"]
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
 
 
 async def test_an_object_claimed_by_another_pool_is_never_overwritten() -> None:
