@@ -150,6 +150,12 @@ class _Standalone:
         return float("inf")
 
 
+def _forget_failed_writes(state: ObjectState) -> None:
+    """``state``'s failed and refused writes are no longer this replica's to retry."""
+    state.retry.forget()
+    state.forget_refusal()
+
+
 @dataclass
 class Publisher:
     config: Config
@@ -210,8 +216,11 @@ class Publisher:
     def __post_init__(self) -> None:
         self.launched = self.clock()
         # Counted when scraped: a refusal, and its end, happen in write tasks after the round.
+        # Only a leader's refusals are current: a follower writes nothing, and the refusals a
+        # deposed leader kept held the alert firing after the new leader had written everything
+        # (review 64-fixc F2).
         self.metrics.status_writes_refused.set_function(
-            lambda: sum(1 for state in self.objects.values() if state.refused is not None)
+            lambda: sum(1 for state in self.objects.values() if state.refused is not None) if self.leader.leading else 0
         )
         if self.lookups is not None:
             self.lookups.falls_due = self._wake_in
@@ -436,9 +445,12 @@ class Publisher:
         pools are evaluated again), held Events (sent), yields whose other writer went quiet."""
         if self.lookups is not None:
             self.lookups.request(self.lookups.due())
+        following = not self.leader.leading
         for name in list(self._timed):
             state = self.objects[name]
             due = False
+            if following:
+                _forget_failed_writes(state)  # one that ended after this replica stepped down
             if state.retry.failures and state.refused is None and state.retry.due <= now:
                 due = True
                 state.empty_due = state.empty_due or state.claim is None
@@ -468,7 +480,10 @@ class Publisher:
 
     def became_leader(self, leading: bool) -> None:
         """A new leader reads everything back before its first write, then reconciles
-        everything: another replica may have led and written meanwhile."""
+        everything: another replica may have led and written meanwhile. A replica that steps
+        down forgets its failed and refused writes: it makes no retry, and each one kept its
+        pool due in every step, evaluated some 4 times a second for as long as it followed,
+        and its refusals in fabriccap_status_writes_refused (review 64-fixc F2)."""
         if leading:
             self._read_back = True
             self.store.mark_all()
@@ -481,6 +496,9 @@ class Publisher:
                 # Between two waits (loading what is published, after the last one ran out):
                 # the next one must not take a staleAfterSeconds either.
                 self._elected_between_waits = True
+        else:
+            for state in self.objects.values():
+                _forget_failed_writes(state)
 
     async def _wait_for_listing(self) -> None:
         """Wait for the first listing; while it does not come (RBAC revoked, the API server

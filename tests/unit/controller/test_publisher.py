@@ -443,6 +443,52 @@ async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
         assert "efa-p5" in setup.published()
 
 
+@pytest.mark.parametrize("code", [422, 500])
+async def test_a_replica_that_steps_down_keeps_no_failed_write(code: int) -> None:
+    # The leader's status write fails (refused, or a server error), then it loses the Lease. It
+    # kept the failure: fabriccap_status_writes_refused stayed 1 on it for good (the alert never
+    # resolved), and its pool fell due at every step, evaluated ~4 times a second for as long as
+    # it followed (review 64-fixc F2).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([code])
+        await start(setup)
+        state = setup.publisher.objects["efa-p5"]
+        assert state.refused is not None or state.retry.failures
+        assert setup.gauge("fabriccap_status_writes_refused") == (1 if code == 422 else 0)
+        setup.publisher.leader = Lease(leading=False)
+        setup.publisher.became_leader(False)
+        assert setup.gauge("fabriccap_status_writes_refused") == 0
+        setup.clock.now += 400  # the backoff would be over
+        setup.publisher._next_resync = setup.clock.now + 10_000
+        assert setup.publisher._next_deadline() is None
+        setup.store.changed.clear()
+        setup.publisher._fire_due(setup.clock.now)
+        assert not setup.store.changed.is_set()  # nothing to evaluate again
+        assert "efa-p5" not in setup.publisher._timed
+
+
+async def test_a_write_failing_after_the_step_down_is_not_retried_by_the_follower() -> None:
+    # A write on the wire when the Lease is lost ends after became_leader(False).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        lease = setup.publisher.leader = Lease()
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add([node("b", pool="p5", efa=0)])
+        setup.publisher.became_leader(False)  # told before the write ends
+        lease.leading = False
+        setup.publisher.leader = AlwaysLeader()  # the write itself still goes (its window was open)
+        await setup.publisher.reconcile_once()
+        setup.publisher.leader = lease
+        assert setup.publisher.objects["efa-p5"].refused is not None
+        assert setup.gauge("fabriccap_status_writes_refused") == 0  # a follower reports none
+        setup.clock.now += 400
+        setup.store.changed.clear()
+        setup.publisher._fire_due(setup.clock.now)
+        assert not setup.store.changed.is_set() and setup.publisher.objects["efa-p5"].refused is None
+
+
 async def start_unable_to_write(setup: Setup, lease: Lease) -> Lease:
     """Start with one pool under ``lease``, whose window is too short to write in: nothing is."""
     setup.publisher.leader = lease
