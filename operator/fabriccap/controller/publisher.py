@@ -635,6 +635,13 @@ class Publisher:
         state = self._state(name)
         known = state.published
         if known is not None and not current.is_newer_than(known):
+            # An echo of a write of this replica, or older. A spec edit that landed between the
+            # read and the status PATCH comes back in the PATCH's answer, a generation ahead of
+            # the status it stamped, and the edit's events are no newer than that answer: the
+            # newest version held is looked at here, else the status stayed a generation behind
+            # until the resync (review 64-fixc F6).
+            if self.loaded and state.claim is not None and known.behind:
+                self.store.mark_pool(state.claim[1])
             return
         state.published = current
         if not self.loaded:  # nothing is called for yet: load_published keeps the newest version
@@ -656,7 +663,7 @@ class Publisher:
         # A spec edit bumps the generation: every gate reads the object as InProgress until a
         # status of that generation is written, and nothing wrote one until the resync (review
         # 64-observe F4). One small PATCH per spec edit.
-        behind = current.status.get("observedGeneration") != current.generation
+        behind = current.behind
         if current.claimed_by() != state.claim:
             # Pool annotations (or the fabric label) stripped or changed by an edit: put back
             # now, not at the pool's next evaluation or the resync (review 64a F2).

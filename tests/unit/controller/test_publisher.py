@@ -1012,6 +1012,42 @@ async def test_a_spec_edit_has_its_status_written_for_the_new_generation_at_once
         assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 2
 
 
+async def test_a_spec_edit_racing_a_status_write_has_its_generation_written_at_once() -> None:
+    """A spec edit lands between the operator's read and its status PATCH: the PATCH stamps the
+    old generation, and its answer (generation 2, observedGeneration 1) is newer than the edit's
+    watch event, and as new as the write's own. Both were dropped as not newer, and the status
+    stayed a generation behind until the resync (review 64-fixc F6)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        stored = setup.api.collections[FCAPS].items[0]
+        write = setup.publisher.requests.merge_patch
+        events: list[dict[str, Any]] = []
+
+        async def edited_first(path: str, patch: Any, timeout: float) -> dict[str, Any]:
+            if path.endswith("/status") and not events:  # the edit reaches the server first
+                stored["spec"] = {"note": "gate for team B"}
+                stored["metadata"]["generation"] = 2
+                stored["metadata"]["resourceVersion"] = str(next(setup.api._versions))  # before the write's
+                events.append(copy.deepcopy(stored))
+            answer = await write(path, patch, timeout)
+            events.append(copy.deepcopy(answer))
+            return answer
+
+        setup.publisher.requests.merge_patch = edited_first  # type: ignore[method-assign]
+        setup.add(healthy("p5", "c"))  # a status to write
+        await setup.publisher.reconcile_once()
+        setup.publisher.requests.merge_patch = write  # type: ignore[method-assign]
+        assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 1
+        setup.store.changed.clear()
+        for obj in events:  # the watch delivers the edit, then the write, in order
+            setup.publisher.observe_published(obj, deleted=False)
+        assert setup.store.changed.is_set()
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 2
+
+
 async def test_pool_annotations_stripped_by_hand_are_put_back_at_the_edit() -> None:
     """``kubectl annotate ... fabriccap.dev/pool-key- fabriccap.dev/pool-value-`` changed no
     status and no ready label: nothing looked at the pool again until its facts changed or the
