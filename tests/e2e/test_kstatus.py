@@ -3,10 +3,10 @@
 Flux's health checks, cli-utils appliers and `kubectl wait`-style gates compute status with
 sigs.k8s.io/cli-utils' kstatus. gitops/kstatus-check is a tiny Go program around
 `status.Compute`; it is built once into the cache (keyed by a hash of its sources) and fed the
-objects the operator publishes for four pools: Ready (Current), a partial rollout
-(InProgress), a pool of instance types without EFA (Stalled: Failed), and a Ready pool of two
-instance types of different maxima at one count (Current: Ready and not Stalled).
-"""
+objects the operator publishes for five pools: Ready (Current), a partial rollout
+(InProgress), a pool of instance types without EFA (Stalled: Failed), a Ready pool of two
+instance types of different maxima at one count (Current: Ready and not Stalled), and that pool
+scaling up, a new node at 0 (InProgress: not Stalled)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def compute(kstatus: Path, obj: dict[str, Any]) -> tuple[str, str]:
 
 @dataclass
 class Pools:
-    """The four pools of this module, in one test world."""
+    """The five pools of this module, in one test world."""
 
     world: World
 
@@ -109,6 +109,10 @@ class Pools:
     @property
     def mixed(self) -> str:
         return self.world.pool("mixed")
+
+    @property
+    def scaling(self) -> str:
+        return self.world.pool("scaling")
 
     def fcap(self, pool: str) -> str:
         return f"efa-{pool}"
@@ -135,6 +139,10 @@ def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPath
         # Ready across maxima: p5.48xlarge (32) and p5en.48xlarge (16), both advertising 16.
         for index, instance_type in enumerate(("p5.48xlarge", "p5en.48xlarge")):
             world.add_node("mixed", index, efa=16, plugin=True, instance_type=instance_type)
+        # The same pool scaling up: a third node whose plugin has not started advertises 0.
+        for index, instance_type in enumerate(("p5.48xlarge", "p5en.48xlarge")):
+            world.add_node("scaling", index, efa=16, plugin=True, instance_type=instance_type)
+        world.add_node("scaling", 2, efa=0, instance_type="p5.48xlarge")
 
         # The Ready pool's FabricCapability is declared up front, as a GitOps tool applies a
         # gate object from Git (docs/gitops.md, Argo CD); the operator adopts it.
@@ -148,7 +156,13 @@ def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPath
             "apply", "--server-side", "--field-manager=argocd-controller", "-f", "-", input=json.dumps(declared)
         )
         operator.start()
-        expected = {pools.ready: "True", pools.partial: "False", pools.stalled: "False", pools.mixed: "True"}
+        expected = {
+            pools.ready: "True",
+            pools.partial: "False",
+            pools.stalled: "False",
+            pools.mixed: "True",
+            pools.scaling: "False",
+        }
 
         def settled() -> bool:
             for pool, ready in expected.items():
@@ -159,7 +173,7 @@ def pools(cluster: E2ECluster, kube: SyncKube, tmp_path_factory: pytest.TempPath
                     return False
             return True
 
-        wait_until(settled, "the four FabricCapabilities", timeout=120)
+        wait_until(settled, "the five FabricCapabilities", timeout=120)
         yield pools
     finally:
         operator.stop()
@@ -214,6 +228,18 @@ def test_ready_pool_of_different_maxima_is_current_not_failed(kstatus: Path, poo
     assert compute(kstatus, obj) == ("Current", "Resource is Ready")
 
 
+def test_pool_of_different_maxima_scaling_up_is_in_progress_not_failed(
+    kstatus: Path, pools: Pools, cluster: E2ECluster
+) -> None:
+    # A node that joins advertises 0 until its plugin starts: Stalled=True for that minute made
+    # kstatus (and Flux) say Failed and Argo CD Degraded at every scale-up (review 64-fixc F3).
+    obj = live(cluster, pools.fcap(pools.scaling))
+    ready = condition(obj, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "PartialRollout")
+    assert condition(obj, "Stalled")["status"] == "False"
+    assert compute(kstatus, obj) == ("InProgress", ready["message"])
+
+
 def test_status_older_than_generation_is_in_progress(kstatus: Path, pools: Pools, cluster: E2ECluster) -> None:
     obj = live(cluster, pools.fcap(pools.ready))
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
@@ -249,7 +275,7 @@ def argocd_health(argocd: Path, obj: dict[str, Any]) -> dict[str, Any]:
 def test_argocd_health_agrees_with_kstatus_on_live_objects(
     kstatus: Path, argocd: Path, pools: Pools, cluster: E2ECluster
 ) -> None:
-    for pool in (pools.ready, pools.partial, pools.stalled, pools.mixed):
+    for pool in (pools.ready, pools.partial, pools.stalled, pools.mixed, pools.scaling):
         obj = live(cluster, pools.fcap(pool))
         routes = argocd_health(argocd, obj)
         kstatus_status, kstatus_message = compute(kstatus, obj)
@@ -293,7 +319,7 @@ def test_kubectl_wait_gates_on_ready(pools: Pools, cluster: E2ECluster) -> None:
             "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pool)}", "--timeout=30s", check=False
         )
         assert passed.returncode == 0, passed.stderr
-    for pool in (pools.partial, pools.stalled):
+    for pool in (pools.partial, pools.stalled, pools.scaling):
         blocked = cluster.run_kubectl(
             "wait", "--for=condition=Ready", f"fcap/{pools.fcap(pool)}", "--timeout=2s", check=False
         )
@@ -403,3 +429,4 @@ def test_flux_health_expressions_agree_with_kstatus(cel_policy: str, pools: Pool
     answers = wait_until(probe, f"policy {cel_policy} to take effect", timeout=30, interval=0.5)
     assert answers == {pools.ready: {"current"}, pools.stalled: {"failed"}, pools.mixed: {"current"}}
     assert holding_expressions(cluster, pools.fcap(pools.partial)) == set(), "a partial rollout is neither"
+    assert holding_expressions(cluster, pools.fcap(pools.scaling)) == set(), "nor is a scale-up across maxima"

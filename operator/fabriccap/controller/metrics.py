@@ -503,7 +503,8 @@ class OperatorMetrics:
             "fabriccap_status_writes_refused",
             "FabricCapabilities whose newest status the API server refused as invalid (400, 422: an admission"
             " policy or webhook, most often): what they hold is older, or a summary with Ready=False"
-            " (StatusWriteRefused). Retried about a minute later, then up to every 5 minutes.",
+            " (StatusWriteRefused). Retried about a minute later, then up to every 5 minutes. Only the leader"
+            " counts them: 0 on a follower.",
             registry=self.registry,
         )
         self.name_conflicts = Gauge(

@@ -78,6 +78,14 @@ class Published:
     def owned(self) -> bool:
         return self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
 
+    @property
+    def behind(self) -> bool:
+        """Whether its status was written for another generation than its own (a spec edit
+        since): every gate reads the object as InProgress until one of this generation is. A
+        status not written yet (``core.api.status_written``: a create's, its write under way) is
+        not behind."""
+        return bool(self.status.get("conditions")) and self.status.get("observedGeneration") != self.generation
+
     def claimed_by(self) -> tuple[str | None, Pool | None]:
         """The (fabric, pool) this object says it is for, where it says so."""
         key, value = self.annotations.get(POOL_KEY_ANNOTATION), self.annotations.get(POOL_VALUE_ANNOTATION)

@@ -158,6 +158,12 @@ class _Standalone:
         return True
 
 
+def _forget_failed_writes(state: ObjectState) -> None:
+    """``state``'s failed and refused writes are no longer this replica's to retry."""
+    state.retry.forget()
+    state.forget_refusal()
+
+
 @dataclass
 class Publisher:
     config: Config
@@ -218,8 +224,11 @@ class Publisher:
     def __post_init__(self) -> None:
         self.launched = self.clock()
         # Counted when scraped: a refusal, and its end, happen in write tasks after the round.
+        # Only a leader's refusals are current: a follower writes nothing, and the refusals a
+        # deposed leader kept held the alert firing after the new leader had written everything
+        # (review 64-fixc F2).
         self.metrics.status_writes_refused.set_function(
-            lambda: sum(1 for state in self.objects.values() if state.refused is not None)
+            lambda: sum(1 for state in self.objects.values() if state.refused is not None) if self.leader.leading else 0
         )
         if self.lookups is not None:
             self.lookups.falls_due = self._wake_in
@@ -450,9 +459,12 @@ class Publisher:
         pools are evaluated again), held Events (sent), yields whose other writer went quiet."""
         if self.lookups is not None:
             self.lookups.request(self.lookups.due())
+        following = not self.leader.leading
         for name in list(self._timed):
             state = self.objects[name]
             due = False
+            if following:
+                _forget_failed_writes(state)  # one that ended after this replica stepped down
             if state.retry.failures and state.refused is None and state.retry.due <= now:
                 due = True
                 state.empty_due = state.empty_due or state.claim is None
@@ -482,7 +494,10 @@ class Publisher:
 
     def became_leader(self, leading: bool) -> None:
         """A new leader reads everything back before its first write, then reconciles
-        everything: another replica may have led and written meanwhile."""
+        everything: another replica may have led and written meanwhile. A replica that steps
+        down forgets its failed and refused writes: it makes no retry, and each one kept its
+        pool due in every step, evaluated some 4 times a second for as long as it followed,
+        and its refusals in fabriccap_status_writes_refused (review 64-fixc F2)."""
         if leading:
             self._read_back = True
             self.store.mark_all()
@@ -495,6 +510,9 @@ class Publisher:
                 # Between two waits (loading what is published, after the last one ran out):
                 # the next one must not take a staleAfterSeconds either.
                 self._elected_between_waits = True
+        else:
+            for state in self.objects.values():
+                _forget_failed_writes(state)
 
     async def _wait_for_listing(self) -> None:
         """Wait for the first listing; while it does not come (RBAC revoked, the API server
@@ -631,6 +649,13 @@ class Publisher:
         state = self._state(name)
         known = state.published
         if known is not None and not current.is_newer_than(known):
+            # An echo of a write of this replica, or older. A spec edit that landed between the
+            # read and the status PATCH comes back in the PATCH's answer, a generation ahead of
+            # the status it stamped, and the edit's events are no newer than that answer: the
+            # newest version held is looked at here, else the status stayed a generation behind
+            # until the resync (review 64-fixc F6).
+            if self.loaded and state.claim is not None and known.behind:
+                self.store.mark_pool(state.claim[1])
             return
         state.published = current
         if not self.loaded:  # nothing is called for yet: load_published keeps the newest version
@@ -652,7 +677,7 @@ class Publisher:
         # A spec edit bumps the generation: every gate reads the object as InProgress until a
         # status of that generation is written, and nothing wrote one until the resync (review
         # 64-observe F4). One small PATCH per spec edit.
-        behind = current.status.get("observedGeneration") != current.generation
+        behind = current.behind
         if current.claimed_by() != state.claim:
             # Pool annotations (or the fabric label) stripped or changed by an edit: put back
             # now, not at the pool's next evaluation or the resync (review 64a F2).

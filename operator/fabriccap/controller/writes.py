@@ -34,7 +34,8 @@ once, as before.
 Errors. ``on_write_error`` is the one place that says what a failed write means, and
 ``ObjectWriter.failed`` what follows: a retry on the object's backoff (the loop is woken for
 it), or, for a status refused as invalid, a retry on a long backoff, with a summary that fails
-closed published meanwhile where the refused status is less Ready than what is published.
+closed published meanwhile where what is published says Ready and the refused status differs
+from it in what users act on (``needs_summary``).
 
 Field manager. Every request names this install's field manager (``field_manager``), so an
 object's managedFields say who wrote its status last: how a write war is told from an edit.
@@ -60,14 +61,15 @@ from fabriccap.controller.ratelimit import BackoffPolicy, PacedLines
 from fabriccap.core.api import (
     READY_LABEL,
     ConditionType,
+    FabricCapabilityStatus,
     Reason,
+    condition_status,
     find_condition,
     is_ready_status,
     too_large_status,
     write_refused_status,
 )
 from fabriccap.core.config import Config
-from fabriccap.core.evaluate import PoolCapability
 from fabriccap.core.stamping import RFC3339, stamp_status, strip_volatile
 from fabriccap.core.workloads import problems_present
 from fabriccap.kube.client import KubeClient
@@ -107,7 +109,8 @@ class WriteErrorAction(Enum):
 
     RETRY = "retry"  # try again on the object's backoff: 429, 5xx, 403, 409, no answer
     # 400, 422: an invalid status, or an admission policy or webhook denying it: tried again on
-    # the long REFUSED_BACKOFF, a summary that fails closed standing in meanwhile if it drops Ready.
+    # the long REFUSED_BACKOFF, a summary that fails closed standing in meanwhile where the
+    # published Ready no longer holds (``needs_summary``).
     REFUSED = "refused"
     # 413, or a 422/500 naming the size: a summary that fails closed stands in, and the full
     # status is tried again on the backoff (the pool's facts shrink as pods go).
@@ -137,14 +140,33 @@ def on_write_error(error: KubeError) -> WriteErrorAction:
 
 def needs_summary(action: WriteErrorAction, existing: Published, intent: StatusWrite) -> bool:
     """Whether a summary that fails closed stands in for the refused status of ``intent``: always
-    for one too large, and for one refused as invalid when it is less Ready than what the object
-    holds (it says Ready, the refused status not): else a Ready=True, its uniformCount and
-    recommendation stayed published while the pool broke, and every gate said go (review
-    64-observe F1). A summary is small and differs from what a policy refused, so it usually
-    passes; when it is refused too, that is one more refusal, retried on the same backoff."""
+    for one too large, and for one refused as invalid while the object says Ready and the refused
+    status differs from it in anything a gate or a job acts on (``what_users_act_on``). That
+    Ready=True is no longer true: left in place, every gate said go while the pool broke (review
+    64-observe F1), or while it offered 16 per node where the published recommendation said 32,
+    or had no node left (review 64-fixc F1). A refusal of what nobody acts on (the workload
+    reports) leaves the older Ready in place. A summary is small and differs from what a policy
+    refused, so it usually passes; when it is refused too, that is one more refusal, retried on
+    the same backoff."""
     if action is WriteErrorAction.TOO_LARGE:
         return True
-    return action is WriteErrorAction.REFUSED and is_ready_status(existing.status) and not intent.ready
+    return (
+        action is WriteErrorAction.REFUSED
+        and is_ready_status(existing.status)
+        and what_users_act_on(existing.status) != what_users_act_on(intent.status)
+    )
+
+
+def what_users_act_on(status: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a status a gate or a job acts on: whether it is Ready (kubectl wait, kstatus,
+    Argo CD, the ready label), the count every node offers and the recommendation a job copies
+    its request from, and how many nodes the pool has."""
+    return (
+        condition_status(status, ConditionType.READY),
+        status.get("uniformCount"),
+        status.get("recommendation"),
+        status.get("nodes"),
+    )
 
 
 def config_digest(config: Config) -> str:
@@ -572,11 +594,11 @@ class ObjectWriter:
         try:
             return await self._patch_status(state, existing, previous, stamped)
         except KubeError as error:
-            if intent.capability is not None and needs_summary(on_write_error(error), existing, intent):
-                await self._publish_summary(state, intent.capability, error)
+            if needs_summary(on_write_error(error), existing, intent):
+                await self._publish_summary(state, intent, error)
             raise  # a failure all the same: the full status is tried again on its backoff
 
-    async def _publish_summary(self, state: ObjectState, capability: PoolCapability, refusal: KubeError) -> None:
+    async def _publish_summary(self, state: ObjectState, intent: StatusWrite, refusal: KubeError) -> None:
         """The API server refused the status (``needs_summary``): publish a summary that fails
         closed (``fail_closed_summary``: Ready False, StatusTooLarge or StatusWriteRefused), its
         ready label lowered first, so that no gate keeps reading the last status as current
@@ -590,7 +612,7 @@ class ObjectWriter:
             "FabricCapability %s: the API server refused its %s (%s); publishing a summary"
             " with Ready=False (%s) until the full status is accepted",
             name,
-            "status as too large" if too_large else "newest status, which is not Ready",
+            "status as too large" if too_large else "newest status, which the published Ready no longer matches",
             refusal,
             Reason.STATUS_TOO_LARGE if too_large else Reason.STATUS_WRITE_REFUSED,
         )
@@ -603,7 +625,11 @@ class ObjectWriter:
                 ),
                 held=existing.status,
             )
-        summary = summary_status(capability.status, str(refusal)).to_json()
+        # The evaluated status where a pool calls for the object; else (its empty state under the
+        # identity it claims: ``expiry.no_pool_write``) the status refused, which is one too.
+        capability = intent.capability
+        refused = capability.status if capability is not None else FabricCapabilityStatus.model_validate(intent.status)
+        summary = summary_status(refused, str(refusal)).to_json()
         if strip_volatile(existing.status) == strip_volatile(summary):
             return
         previous = state.written if state.written is not None else existing.status

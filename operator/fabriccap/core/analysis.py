@@ -434,10 +434,10 @@ def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
     stall = None
     if gate and all(node.maximum == 0 for node in gate):
         stall = Cause.TYPE_UNSUPPORTED
-    elif len(maxima) > 1 and len(counts) > 1:
-        # Types of different maxima stall the pool only while their counts differ: all at one
-        # count (p5.48xlarge and p5en.48xlarge both at 16) is Ready, and Stalled=True there made
-        # kstatus, Flux and Argo CD fail a pool kubectl wait and the ready label pass (review
+    elif len(maxima) > 1 and len(_settled_counts(gate)) > 1:
+        # Types of different maxima stall the pool only while their settled counts differ: all
+        # at one count (p5.48xlarge and p5en.48xlarge both at 16) is Ready, and Stalled=True there
+        # made kstatus, Flux and Argo CD fail a pool kubectl wait and the ready label pass (review
         # 64-observe F2). MatchesInstanceType still reports the types below their maximum.
         stall = Cause.UNCOMMON_MAXIMUM
     elif isolation_conflict is not None:
@@ -456,6 +456,15 @@ def _verdict(profile: FabricProfile, gate: Sequence[_Candidate]) -> _Verdict:
         request_forms=request_forms,
         form_sets=form_sets,
     )
+
+
+def _settled_counts(gate: Sequence[_Candidate]) -> set[int]:
+    """The counts the gate nodes have settled on: a node at 0 whose type may advertise more says
+    nothing of its count yet (its plugin starts, a minute at each scale-up). Judged by it, a
+    Ready pool of two maxima (all at 16) turned Stalled at every scale-up, and every GitOps gate
+    failed it for that minute; it is a PartialRollout, InProgress as in a pool of one type
+    (review 64-fixc F3). A type of maximum 0 never advertises: its 0 is settled."""
+    return {node.devices.count for node in gate if node.devices.count > 0 or node.maximum == 0}
 
 
 def _breaches(profile: FabricProfile, node: _Candidate, provider: PluginState, verdict: _Verdict) -> tuple[Breach, ...]:

@@ -388,8 +388,10 @@ REASONS: tuple[ReasonMeaning, ...] = (
         Reason.STATUS_WRITE_REFUSED,
         "The API server refused the pool's newest status as invalid (400 or 422: most often an admission"
         " policy or webhook denying updates of fabriccapabilities/status) while the object said Ready and"
-        " the newest status does not. The operator published this summary instead (as for StatusTooLarge),"
-        " so no gate keeps reading the old Ready. The message quotes the refusal. The full status is tried"
+        " the newest status differs from it in what gates and jobs act on: Ready, uniformCount, the"
+        " recommendation or the number of nodes (a pool that broke, now offers another count, or lost its"
+        " nodes). The operator published this summary instead (as for StatusTooLarge), so no gate keeps"
+        " reading the old Ready. The message quotes the refusal. The full status is tried"
         " again about a minute later, then up to every 5 minutes; fabriccap_status_writes_refused counts"
         " such objects (alert FabricCapabilityStatusWriteRefused).",
         "Find what refuses the write from the quoted refusal (`kubectl get validatingadmissionpolicies,"
@@ -490,7 +492,9 @@ REASONS: tuple[ReasonMeaning, ...] = (
         "The pool mixes instance types with different known maxima whose nodes advertise different counts,"
         " or types whose fabric traffic cannot cross: it cannot become uniform as it is. Types of different"
         " maxima whose nodes all advertise one count are Ready and not Stalled (only MatchesInstanceType"
-        " reports the nodes below their type's maximum), so Ready and Stalled are never True together.",
+        " reports the nodes below their type's maximum), so Ready and Stalled are never True together. A"
+        " node still at 0 (its device plugin starting, as at each scale-up) counts for neither: the pool is"
+        " then a PartialRollout, not Stalled.",
         "Split the pool so that each has one instance type (or types of the same maximum).",
     ),
     ReasonMeaning(
@@ -813,13 +817,15 @@ def too_large_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapa
 
 def write_refused_status(status: FabricCapabilityStatus, refusal: str) -> FabricCapabilityStatus:
     """What is published when the API server refuses ``status`` as invalid (400, 422: an admission
-    policy or webhook, most often) while what it holds says Ready and ``status`` does not
-    (``fail_closed_summary``): a Ready=True left in place would let gates wire a broken pool."""
+    policy or webhook, most often) while what it holds says Ready and ``status`` says otherwise in
+    what users act on (``fail_closed_summary``): a Ready=True left in place would let gates wire a
+    pool that broke, or a job request a count its nodes no longer offer."""
     return fail_closed_summary(
         status,
         Reason.STATUS_WRITE_REFUSED,
-        f"the API server refused this pool's newest status ({clean_text(refusal, MAX_REFUSAL_SHOWN)}), which is"
-        " not Ready; this summary stands in for it, and the full status is tried again until it is accepted",
+        f"the API server refused this pool's newest status ({clean_text(refusal, MAX_REFUSAL_SHOWN)}), so the"
+        " Ready it held no longer holds; this summary stands in for it, and the full status is tried again"
+        " until it is accepted",
     )
 
 

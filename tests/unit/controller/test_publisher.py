@@ -294,18 +294,73 @@ async def test_a_refused_status_that_drops_ready_publishes_a_summary_that_fails_
         assert ready["status"] == "False" and ready["reason"] not in ("StatusWriteRefused", "UniformCapability")
 
 
-async def test_a_refused_status_that_keeps_ready_publishes_no_summary() -> None:
-    # Only a refusal that would leave a wrong Ready=True in place is replaced by a summary.
+def ready_of(obj: dict[str, Any]) -> tuple[str, str]:
+    ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+    return ready["status"], ready["reason"]
+
+
+async def test_a_refused_status_that_keeps_ready_but_halves_the_count_publishes_a_summary() -> None:
+    # The plugin is reconfigured: both nodes offer 16, still Ready. With the new status refused,
+    # uniformCount 32 and a recommendation of 32 stayed published under Ready=True, and a job
+    # that requested 32 stayed Pending (review 64-fixc F1).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add([node("a", pool="p5", efa=16), node("b", pool="p5", efa=16)])
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("False", "StatusWriteRefused")
+        assert "uniformCount" not in obj["status"] and "recommendation" not in obj["status"]
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
+        state = setup.publisher.objects["efa-p5"]
+        setup.clock.now = state.refused_retry.due  # accepted on the retry: Ready at 16
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("True", "UniformCapability") and obj["status"]["uniformCount"] == 16
+
+
+async def test_a_refused_status_of_another_node_count_publishes_a_summary() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
         setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
         setup.add(healthy("p5", "c"))
+        await setup.publisher.reconcile_once()
+        assert ready_of(setup.published()["efa-p5"]) == ("False", "StatusWriteRefused")
+
+
+async def test_a_refused_status_that_changes_only_the_workload_reports_publishes_no_summary() -> None:
+    # What no gate or job acts on: the older Ready stays, and only the refused status is sent.
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add([workload_pod("a", "tcp-only", efa=None)])
         sent = len(setup.api.writes("PATCH"))
         await setup.publisher.reconcile_once()
         obj = setup.published()["efa-p5"]
-        assert condition_status(obj["status"], "Ready") == "True" and obj["status"]["nodes"] == 2
+        assert ready_of(obj) == ("True", "UniformCapability") and obj["status"]["uniformCount"] == 32
         assert len(setup.api.writes("PATCH")) == sent + 1  # the refused status, no summary
+        assert setup.publisher.objects["efa-p5"].refused is not None
+
+
+async def test_the_refused_empty_state_of_an_object_no_pool_calls_for_publishes_a_summary() -> None:
+    # Published Ready by an earlier process; its pool is gone (no node left), and the empty
+    # state is refused: Ready=True with 2 nodes stayed for the whole grace period (review 64-fixc F1).
+    async with publishing() as before:
+        before.add(healthy("p5", "a", "b"))
+        await start(before)
+        ready = copy.deepcopy(before.api.collections[FCAPS].items[0])
+    async with publishing([ready]) as setup:
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.publisher.became_leader(True)  # reads what is published back: no pool calls for it
+        await start(setup)
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("False", "StatusWriteRefused")
+        assert obj["status"]["nodes"] == 0 and "uniformCount" not in obj["status"]
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
 
 
 async def test_an_object_claimed_by_another_pool_is_never_overwritten() -> None:
@@ -386,6 +441,52 @@ async def test_a_follower_evaluates_and_exports_but_writes_nothing() -> None:
         setup.publisher.became_leader(True)
         await setup.publisher.reconcile_once()
         assert "efa-p5" in setup.published()
+
+
+@pytest.mark.parametrize("code", [422, 500])
+async def test_a_replica_that_steps_down_keeps_no_failed_write(code: int) -> None:
+    # The leader's status write fails (refused, or a server error), then it loses the Lease. It
+    # kept the failure: fabriccap_status_writes_refused stayed 1 on it for good (the alert never
+    # resolved), and its pool fell due at every step, evaluated ~4 times a second for as long as
+    # it followed (review 64-fixc F2).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([code])
+        await start(setup)
+        state = setup.publisher.objects["efa-p5"]
+        assert state.refused is not None or state.retry.failures
+        assert setup.gauge("fabriccap_status_writes_refused") == (1 if code == 422 else 0)
+        setup.publisher.leader = Lease(leading=False)
+        setup.publisher.became_leader(False)
+        assert setup.gauge("fabriccap_status_writes_refused") == 0
+        setup.clock.now += 400  # the backoff would be over
+        setup.publisher._next_resync = setup.clock.now + 10_000
+        assert setup.publisher._next_deadline() is None
+        setup.store.changed.clear()
+        setup.publisher._fire_due(setup.clock.now)
+        assert not setup.store.changed.is_set()  # nothing to evaluate again
+        assert "efa-p5" not in setup.publisher._timed
+
+
+async def test_a_write_failing_after_the_step_down_is_not_retried_by_the_follower() -> None:
+    # A write on the wire when the Lease is lost ends after became_leader(False).
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        lease = setup.publisher.leader = Lease()
+        setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
+        setup.add([node("b", pool="p5", efa=0)])
+        setup.publisher.became_leader(False)  # told before the write ends
+        lease.leading = False
+        setup.publisher.leader = AlwaysLeader()  # the write itself still goes (its window was open)
+        await setup.publisher.reconcile_once()
+        setup.publisher.leader = lease
+        assert setup.publisher.objects["efa-p5"].refused is not None
+        assert setup.gauge("fabriccap_status_writes_refused") == 0  # a follower reports none
+        setup.clock.now += 400
+        setup.store.changed.clear()
+        setup.publisher._fire_due(setup.clock.now)
+        assert not setup.store.changed.is_set() and setup.publisher.objects["efa-p5"].refused is None
 
 
 async def start_unable_to_write(setup: Setup, lease: Lease) -> Lease:
@@ -909,6 +1010,42 @@ async def test_a_spec_edit_has_its_status_written_for_the_new_generation_at_once
         setup.publisher.observe_published(copy.deepcopy(stored), deleted=False)  # its watch event
         await setup.publisher.reconcile_once()
         assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 2
+
+
+async def test_a_spec_edit_racing_a_status_write_has_its_generation_written_at_once() -> None:
+    """A spec edit lands between the operator's read and its status PATCH: the PATCH stamps the
+    old generation, and its answer (generation 2, observedGeneration 1) is newer than the edit's
+    watch event, and as new as the write's own. Both were dropped as not newer, and the status
+    stayed a generation behind until the resync (review 64-fixc F6)."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        stored = setup.api.collections[FCAPS].items[0]
+        write = setup.publisher.requests.merge_patch
+        events: list[dict[str, Any]] = []
+
+        async def edited_first(path: str, patch: Any, timeout: float) -> dict[str, Any]:
+            if path.endswith("/status") and not events:  # the edit reaches the server first
+                stored["spec"] = {"note": "gate for team B"}
+                stored["metadata"]["generation"] = 2
+                stored["metadata"]["resourceVersion"] = str(next(setup.api._versions))  # before the write's
+                events.append(copy.deepcopy(stored))
+            answer = await write(path, patch, timeout)
+            events.append(copy.deepcopy(answer))
+            return answer
+
+        setup.publisher.requests.merge_patch = edited_first  # type: ignore[method-assign]
+        setup.add(healthy("p5", "c"))  # a status to write
+        await setup.publisher.reconcile_once()
+        setup.publisher.requests.merge_patch = write  # type: ignore[method-assign]
+        assert setup.published()["efa-p5"]["status"]["observedGeneration"] == 1
+        setup.store.changed.clear()
+        for obj in events:  # the watch delivers the edit, then the write, in order
+            setup.publisher.observe_published(obj, deleted=False)
+        assert setup.store.changed.is_set()
+        await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 2
 
 
 async def test_pool_annotations_stripped_by_hand_are_put_back_at_the_edit() -> None:

@@ -304,6 +304,11 @@ def test_ready_reason_mirrors_homogeneous() -> None:
         # MatchesInstanceType says p5.48xlarge is below its maximum.
         ([("p5.48xlarge", 16), ("p5en.48xlarge", 16)], ("False", "NotStalled")),
         ([("g6e.24xlarge", 2), ("g6e.48xlarge", 2)], ("False", "NotStalled")),
+        # A node at 0 whose type may advertise more has no count yet (its plugin starts): a
+        # partial rollout, not Stalled (review 64-fixc F3). A type of maximum 0 has settled at 0.
+        ([("p5.48xlarge", 16), ("p5en.48xlarge", 16), ("p5.48xlarge", 0)], ("False", "NotStalled")),
+        ([("p5.48xlarge", 16), ("p5en.48xlarge", 0)], ("False", "NotStalled")),
+        ([("p5.48xlarge", 32), ("p5en.48xlarge", 16), ("p5en.48xlarge", 0)], ("True", "HeterogeneousInstanceTypes")),
     ],
 )
 def test_stalled(nodes: list[tuple[str | None, int]], expected: tuple[str, str]) -> None:
@@ -320,6 +325,19 @@ def test_a_ready_pool_of_different_maxima_is_not_stalled() -> None:
     assert reason(status, "Ready") == ("True", "UniformCapability")
     assert reason(status, "Stalled") == ("False", "NotStalled")
     assert reason(status, "MatchesInstanceType") == ("False", "BelowInstanceMaximum")
+
+
+def test_a_ready_pool_of_different_maxima_scaling_up_is_a_partial_rollout_not_stalled() -> None:
+    # The pool above gains a node whose plugin has not started (it advertises 0): a minute of
+    # Stalled=True at every scale-up made kstatus say Failed and Argo CD Degraded (review 64-fixc F3).
+    nodes = [
+        node("n1", instance_type="p5.48xlarge", efa=16),
+        node("n2", instance_type="p5en.48xlarge", efa=16),
+        node("n3", instance_type="p5.48xlarge", efa=0),
+    ]
+    status = only_status([DS, *nodes, *plugin_pods(["n1", "n2"])])
+    assert reason(status, "Ready") == ("False", "PartialRollout")
+    assert reason(status, "Stalled") == ("False", "NotStalled")
 
 
 def test_stalled_no_target_nodes_is_not_stalled() -> None:
