@@ -75,6 +75,7 @@ from fabriccap.controller.writes import (
     Requests,
     WriteLanes,
     fingerprint,
+    finish_by,
     labels_current,
     status_current,
     status_patch,
@@ -1032,16 +1033,10 @@ class Publisher:
         Those still running after ``timeout`` are cancelled, the Events sent in the background
         too: only a leader sends, and one left running landed after the Lease was released,
         when another replica may lead (review 64-shard F8)."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         await self.lanes.finish(timeout)
         if self._side_tasks:
-            tasks = list(self._side_tasks)
-            left = None if deadline is None else max(deadline - loop.time(), 0.0)
-            _, running = await asyncio.wait(tasks, timeout=left)
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await finish_by(list(self._side_tasks), deadline)
 
     # -- Events
 

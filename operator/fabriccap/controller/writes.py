@@ -118,6 +118,18 @@ class WriteErrorAction(Enum):
     GONE = "gone"  # 404: the object, or the CRD, went away: read everything back
 
 
+async def finish_by(tasks: list[asyncio.Task[Any]], deadline: float | None) -> bool:
+    """Wait for ``tasks`` until ``deadline`` (the loop's clock; None: for as long as they take),
+    cancel those still running then, and wait for them to end; whether any was cancelled. A
+    clean stop's one way to end what is in flight before the Lease is released."""
+    left = None if deadline is None else max(deadline - asyncio.get_running_loop().time(), 0.0)
+    _, running = await asyncio.wait(tasks, timeout=left)
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return bool(running)
+
+
 def is_too_large(error: KubeError) -> bool:
     """Whether the API server refused a write for its size."""
     if error.status == 413:
@@ -395,16 +407,9 @@ class WriteLanes:
     async def finish(self, timeout: float | None = None) -> None:
         """Wait for the writes in flight, and those their ends start (a clean stop, before the
         Lease is released; tests). Those still running after ``timeout`` are cancelled."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         while self._tasks:
-            tasks = list(self._tasks)
-            left = None if deadline is None else max(deadline - loop.time(), 0.0)
-            _, running = await asyncio.wait(tasks, timeout=left)
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if running:
+            if await finish_by(list(self._tasks), deadline):
                 return
 
 
