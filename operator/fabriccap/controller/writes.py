@@ -155,8 +155,8 @@ def needs_summary(action: WriteErrorAction, existing: Published, intent: StatusW
     for one too large, and for one refused as invalid while the object says Ready and the refused
     status differs from it in anything a gate or a job acts on (``what_users_act_on``). That
     Ready=True is no longer true: left in place, every gate said go while the pool broke (review
-    64-observe F1), or while it offered 16 per node where the published recommendation said 32,
-    or had no node left (review 64-fixc F1). A refusal of what nobody acts on (the workload
+    64-observe F1), or while it offered 16 per node where the published recommendation said 32
+    (review 64-fixc F1). A refusal of what nobody acts on (the workload
     reports) leaves the older Ready in place. A summary is small and differs from what a policy
     refused, so it usually passes; when it is refused too, that is one more refusal, retried on
     the same backoff."""
@@ -172,12 +172,13 @@ def needs_summary(action: WriteErrorAction, existing: Published, intent: StatusW
 def what_users_act_on(status: Mapping[str, Any]) -> tuple[Any, ...]:
     """What of a status a gate or a job acts on: whether it is Ready (kubectl wait, kstatus,
     Argo CD, the ready label), the count every node offers and the recommendation a job copies
-    its request from, and how many nodes the pool has."""
+    its request from. Not how many nodes there are: a node more or fewer at the same count
+    changes no gate's answer (a pool that lost them all is not Ready), and counting it turned
+    every scale-up or cordon during a refusal into Ready=False (review 64e)."""
     return (
         condition_status(status, ConditionType.READY),
         status.get("uniformCount"),
         status.get("recommendation"),
-        status.get("nodes"),
     )
 
 

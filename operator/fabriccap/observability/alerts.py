@@ -332,8 +332,8 @@ ALERTS: tuple[AlertRule, ...] = (
             "The operator's status writes of {{ $value }} FabricCapabilities have been refused as invalid"
             " (400 or 422) for 10 minutes: most often an admission policy or webhook denying updates of"
             " fabriccapabilities/status. Those objects show an older status, or, where that said Ready and"
-            " the refused one differs in what gates and jobs act on (Ready, the count, the recommendation,"
-            " the nodes), a summary with Ready=False (StatusWriteRefused). The operator's log"
+            " the refused one differs in what gates and jobs act on (Ready, the count, the"
+            " recommendation), a summary with Ready=False (StatusWriteRefused). The operator's log"
             " quotes the refusal."
         ),
         anchor="fabriccapabilitystatuswriterefused",

@@ -321,14 +321,18 @@ async def test_a_refused_status_that_keeps_ready_but_halves_the_count_publishes_
         assert ready_of(obj) == ("True", "UniformCapability") and obj["status"]["uniformCount"] == 16
 
 
-async def test_a_refused_status_of_another_node_count_publishes_a_summary() -> None:
+async def test_a_refused_status_of_one_node_more_at_the_same_count_publishes_no_summary() -> None:
+    # A scale-up during a refusal: every gate's answer (Ready, 32, the recommendation) holds for
+    # the new node too, so the older Ready stays rather than a summary lowering it (review 64e).
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
         setup.api.write_failures[("PATCH", FABRIC_CAPABILITIES.status("efa-p5"))] = deque([422])
         setup.add(healthy("p5", "c"))
         await setup.publisher.reconcile_once()
-        assert ready_of(setup.published()["efa-p5"]) == ("False", "StatusWriteRefused")
+        obj = setup.published()["efa-p5"]
+        assert ready_of(obj) == ("True", "UniformCapability") and obj["status"]["uniformCount"] == 32
+        assert setup.publisher.objects["efa-p5"].refused is not None
 
 
 async def test_a_refused_status_that_changes_only_the_workload_reports_publishes_no_summary() -> None:
