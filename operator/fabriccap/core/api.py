@@ -386,13 +386,14 @@ REASONS: tuple[ReasonMeaning, ...] = (
         ConditionType.READY,
         ConditionStatus.FALSE,
         Reason.STATUS_WRITE_REFUSED,
-        "The API server refused the pool's newest status as invalid (400 or 422: most often an admission"
-        " policy or webhook denying updates of fabriccapabilities/status) while the object said Ready and"
-        " the newest status differs from it in what gates and jobs act on: Ready, uniformCount or the"
-        " recommendation (a pool that broke, lost its nodes, or now offers another count). The operator"
-        " published this summary instead (as for StatusTooLarge), so no gate keeps reading the old Ready."
-        " The message quotes the refusal. The full status is tried again about a minute later, then up to every 5 minutes; fabriccap_status_writes_refused counts"
-        " such objects (alert FabricCapabilityStatusWriteRefused).",
+        "The API server refused the pool's newest status as invalid (400 or 422: most often an admission "
+        "policy or webhook denying updates of fabriccapabilities/status) while the object said Ready and the "
+        "newest status differs from it in what gates and jobs act on: Ready, uniformCount or the "
+        "recommendation (a pool that broke, lost its nodes, or now offers another count). The operator "
+        "published this summary instead (as for StatusTooLarge), so no gate keeps reading the old Ready. The "
+        "message quotes the refusal. The full status is tried again about a minute later, then up to every 5 "
+        "minutes; fabriccap_status_writes_refused counts such objects (alert "
+        "FabricCapabilityStatusWriteRefused).",
         "Find what refuses the write from the quoted refusal (`kubectl get validatingadmissionpolicies,"
         "validatingwebhookconfigurations`) and let the operator's service account update"
         " fabriccapabilities/status. Meanwhile `fabriccap explain` shows the pool as the operator computes it.",
