@@ -463,8 +463,16 @@ def _settled_counts(gate: Sequence[_Candidate]) -> set[int]:
     nothing of its count yet (its plugin starts, a minute at each scale-up). Judged by it, a
     Ready pool of two maxima (all at 16) turned Stalled at every scale-up, and every GitOps gate
     failed it for that minute; it is a PartialRollout, InProgress as in a pool of one type
-    (review 64-fixc F3). A type of maximum 0 never advertises: its 0 is settled."""
-    return {node.devices.count for node in gate if node.devices.count > 0 or node.maximum == 0}
+    (review 64-fixc F3). A type of maximum 0 never advertises: its 0 is settled. A node at 0 whose
+    type's maximum is below a count the other nodes advertise can never reach that count, so it is
+    taken as settled at its maximum: the stall is certain however its plugin fares (a p5en.48xlarge,
+    maximum 16, at 0 beside p5.48xlarge at 32; review 64e F2)."""
+    advertised = {node.devices.count for node in gate if node.devices.count > 0}
+    highest = max(advertised, default=0)
+    below_reach = {
+        node.maximum for node in gate if node.devices.count == 0 and node.maximum is not None and node.maximum < highest
+    }
+    return advertised | below_reach
 
 
 def _breaches(profile: FabricProfile, node: _Candidate, provider: PluginState, verdict: _Verdict) -> tuple[Breach, ...]:
