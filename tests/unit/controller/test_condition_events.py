@@ -272,3 +272,47 @@ async def test_a_held_event_whose_send_finds_the_window_closed_is_held_again() -
         setup.publisher._send_held_events(state, setup.clock.now + 2 * WINDOW_RECHECK_SECONDS)
         await setup.publisher.finish_writes()
         assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]
+
+
+async def test_a_follower_holding_an_event_does_not_wake_for_it_and_sends_it_once_it_leads_again() -> None:
+    """A held Event fell due at once (a deadline of 0) whatever the window, but only a leader
+    sends: a replica that stepped down holding one stepped 20 times a second for as long as it
+    followed (review 64e F3). It waits for the resync, and sends it once it leads again."""
+    lease = Lease()
+    async with publishing() as setup:
+        setup.publisher.leader = lease
+        setup.publisher.events = EventRecorder(setup.publisher.client, "test", window=lease.write_window)
+        requests = setup.publisher.requests
+        merge_patch = requests.merge_patch
+
+        async def window_closes_after_a_status(path: str, patch: Any, timeout: float) -> dict[str, Any]:
+            answer = await merge_patch(path, patch, timeout)
+            if path.endswith("/status"):
+                lease.window = 0.3  # under the half second a write needs
+            return answer
+
+        requests.merge_patch = window_closes_after_a_status  # type: ignore[method-assign]
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        await setup.publisher.finish_writes()
+        requests.merge_patch = merge_patch  # type: ignore[method-assign]
+        state = setup.publisher.objects["efa-p5"]
+        assert state.events is not None and state.events.holding
+
+        lease.leading = False
+        setup.publisher.became_leader(False)
+        publisher = setup.publisher
+        publisher._next_resync = setup.clock.now + 10_000
+        steps, start_time = 0, setup.clock.now
+        while setup.clock.now < start_time + 60 and steps < 2_000:  # as run() turns
+            if not setup.store.changed.is_set():
+                setup.clock.now += publisher._seconds_to_wait()
+            await publisher.step()
+            steps += 1
+        assert steps <= 3 and state.events.holding and sent_events(setup) == []
+
+        lease.leading, lease.window = True, 10.0
+        publisher.became_leader(True)
+        await publisher.step()
+        await publisher.finish_writes()
+        assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]
