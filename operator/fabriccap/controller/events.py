@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from fabriccap.controller.ratelimit import Backoff, BackoffPolicy, PacedLines
 from fabriccap.controller.window import write_timeout
+from fabriccap.core.analysis import explains_not_ready
 from fabriccap.core.api import API_VERSION, KIND, ConditionStatus, ConditionType, Reason
 from fabriccap.core.index import OwnerKey
 from fabriccap.core.ratelimit import TokenBucket
@@ -98,7 +99,7 @@ def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, A
         if before.get(kind) == (status, reason):
             continue
         healthy = status == HEALTHY_STATUS.get(str(kind), ConditionStatus.TRUE)
-        if kind not in before and not told_when_new(condition, healthy, ready):
+        if kind not in before and not told_when_new(condition, healthy, ready, current):
             continue
         events.append(
             EventSpec(
@@ -110,18 +111,22 @@ def condition_events(previous: Mapping[str, Any] | None, current: Mapping[str, A
     return events
 
 
-def told_when_new(condition: Mapping[str, Any], healthy: bool, ready: Mapping[str, Any]) -> bool:
+def told_when_new(
+    condition: Mapping[str, Any], healthy: bool, ready: Mapping[str, Any], pool_status: Mapping[str, Any]
+) -> bool:
     """Whether a condition of a new object gets an Event. Its Ready condition does: it tells the
     story. Another does only when it adds to it: away from its healthy status, not Unknown for
-    want of a node to judge (``NO_NODE_TO_JUDGE``), and not explained by Ready. A Ready=False is
-    judged from every other condition but Stalled (its reason is the first of them that fails),
-    so their abnormal states are its story; Stalled=True is not, for it says that Ready will not
-    come by waiting. A Ready=True explains no abnormal state.
+    want of a node to judge (``NO_NODE_TO_JUDGE``), and not explained by Ready: a Ready=True
+    explains no abnormal state, a Ready=False those it is judged from (``explains_not_ready``).
+    So Stalled=True is told (waiting will not make the pool Ready), and so are the informational
+    MatchesInstanceType=False BelowInstanceMaximum and Launchable on a pool with nodes.
 
     A pool created Stalled, or Ready with a count above its type's maximum, got no Event at all
     (review 64-observe F5); told every abnormal condition, a scaled-to-zero Ready pool got four
     Warnings and a first install without the device plugin three per pool, 15,000 at 5,000 pools
-    (review 64-fixc F7)."""
+    (review 64-fixc F7). Taking every condition but Stalled for what a Ready=False is judged from
+    left a pool created while it rolled out (its usual first status) without the Warning of
+    nodes below their type's maximum, which the same pool created Ready got (review 64e F4)."""
     kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
     if kind == ConditionType.READY:
         return True
@@ -129,7 +134,15 @@ def told_when_new(condition: Mapping[str, Any], healthy: bool, ready: Mapping[st
         return False
     if status == ConditionStatus.UNKNOWN and reason in NO_NODE_TO_JUDGE:
         return False
-    return ready.get("status") == ConditionStatus.TRUE or kind == ConditionType.STALLED
+    if ready.get("status") == ConditionStatus.TRUE:
+        return True
+    advertising = pool_status.get("advertisingNodes")
+    return not explains_not_ready(
+        str(kind),
+        reason,
+        ready_reason=ready.get("reason"),
+        advertising=advertising if isinstance(advertising, int) else 0,
+    )
 
 
 # client-go's EventCorrelator lets 25 Events through per object, then one per 5 minutes. A

@@ -71,6 +71,7 @@ from fabriccap.controller.store import FactStore
 from fabriccap.controller.window import write_timeout
 from fabriccap.controller.writes import (
     FIELD_MANAGER_PREFIX,
+    WINDOW_RECHECK_SECONDS,
     ObjectWriter,
     Requests,
     WriteLanes,
@@ -423,6 +424,7 @@ class Publisher:
         """Seconds until the next thing the loop scheduled falls due, if anything."""
         now = self.clock()
         grace = self.config.pool_grace_period_seconds
+        window, leading = self.leader.holds_window(), self.leader.leading
         candidates: list[float] = []
         for name in self._timed:
             state = self.objects[name]
@@ -437,7 +439,15 @@ class Publisher:
             if state.recheck_at is not None:
                 candidates.append(state.recheck_at - now)
             if state.events is not None and (held := state.events.next_due(now)) is not None:
-                candidates.append(held)
+                # Held Events go only with the window (_fire_due): a leader whose window closed
+                # looks again as its label recheck does; a follower not at all, for it cannot
+                # send them, and their deadline of 0 woke it 20 times a second for as long as it
+                # followed (review 64e F3). became_leader(True) marks everything, and the next
+                # step sees them due again.
+                if window:
+                    candidates.append(held)
+                elif leading:
+                    candidates.append(max(held, WINDOW_RECHECK_SECONDS))
             if state.yielded and state.foreign is not None:
                 candidates.append(state.foreign.last_seen + WAR_QUIET_SECONDS - now)
         if self.lookups is not None and (retry := self.lookups.next_retry()) is not None:

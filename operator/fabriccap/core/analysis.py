@@ -206,6 +206,30 @@ READY_INPUTS = (
 )
 
 
+def feeds_ready(condition: str, reason: str | None) -> bool:
+    """Whether Ready is judged from a node's breach of ``condition`` for ``reason``: the
+    READY_INPUTS, and a count above its type's maximum (never on purpose). A count below it is
+    informational: it never affects Ready (SPEC, MatchesInstanceType)."""
+    return condition in READY_INPUTS or reason == Reason.ABOVE_INSTANCE_MAXIMUM
+
+
+def explains_not_ready(condition: str, reason: str | None, *, ready_reason: str | None, advertising: int) -> bool:
+    """Whether a Ready=False (of ``ready_reason``, on a pool with ``advertising`` advertising
+    nodes) is judged from ``condition`` in this abnormal state, so that Ready's Event tells it.
+    Beyond ``feeds_ready``: below the maximum where no node advertises (every such node is at 0,
+    which is Advertised's story: a first install without the device plugin), and Launchable on
+    an empty gate set (Ready says NoTargetNodes with Launchable's message). Not Stalled (waiting
+    will not help), nor Launchable on a pool with nodes, nor below the maximum on a pool that
+    advertises: Ready is judged without them (review 64e F4)."""
+    if feeds_ready(condition, reason):
+        return True
+    if condition == ConditionType.MATCHES_INSTANCE_TYPE:
+        return advertising == 0
+    if condition == ConditionType.LAUNCHABLE:
+        return ready_reason == Reason.NO_TARGET_NODES
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class NodeAnalysis:
     """One target node as the evaluation judges it."""
@@ -241,7 +265,7 @@ class NodeAnalysis:
     @property
     def blocks_ready(self) -> bool:
         """It breaks a condition Ready needs, so it is (one of) the reason(s) the pool is not Ready."""
-        return any(breach.condition in READY_INPUTS or breach.cause is Cause.ABOVE_MAXIMUM for breach in self.breaches)
+        return any(feeds_ready(breach.condition, breach.reason) for breach in self.breaches)
 
     def breach(self, condition: ConditionType) -> Breach | None:
         return next((breach for breach in self.breaches if breach.condition == condition), None)
@@ -463,8 +487,16 @@ def _settled_counts(gate: Sequence[_Candidate]) -> set[int]:
     nothing of its count yet (its plugin starts, a minute at each scale-up). Judged by it, a
     Ready pool of two maxima (all at 16) turned Stalled at every scale-up, and every GitOps gate
     failed it for that minute; it is a PartialRollout, InProgress as in a pool of one type
-    (review 64-fixc F3). A type of maximum 0 never advertises: its 0 is settled."""
-    return {node.devices.count for node in gate if node.devices.count > 0 or node.maximum == 0}
+    (review 64-fixc F3). A type of maximum 0 never advertises: its 0 is settled. A node at 0 whose
+    type's maximum is below a count the other nodes advertise can never reach that count, so it is
+    taken as settled at its maximum: the stall is certain however its plugin fares (a p5en.48xlarge,
+    maximum 16, at 0 beside p5.48xlarge at 32; review 64e F2)."""
+    advertised = {node.devices.count for node in gate if node.devices.count > 0}
+    highest = max(advertised, default=0)
+    below_reach = {
+        node.maximum for node in gate if node.devices.count == 0 and node.maximum is not None and node.maximum < highest
+    }
+    return advertised | below_reach
 
 
 def _breaches(profile: FabricProfile, node: _Candidate, provider: PluginState, verdict: _Verdict) -> tuple[Breach, ...]:

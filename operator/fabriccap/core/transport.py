@@ -727,6 +727,11 @@ class TransportScanner:
             self._wide = None
         return self.report()
 
+    @property
+    def lines_read(self) -> int:
+        """The lines read as NCCL's so far (``TransportReport.lines_read`` at the end)."""
+        return self._lines_read
+
     # Lines to facts ---------------------------------------------------------------------
 
     def _read_line(self, raw: bytes) -> None:

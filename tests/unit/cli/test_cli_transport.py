@@ -269,6 +269,27 @@ def test_a_log_that_begins_with_the_nuls_of_a_truncation_is_still_read(tmp_path:
     assert (done.returncode, done.stderr) == (1, "") and "VERDICT:  socket" in done.stdout
 
 
+@pytest.mark.parametrize("hole", [30_000, 100_000], ids=["under the sniffed head", "past it"])
+def test_a_text_log_after_a_hole_of_nuls_without_nccl_lines_is_unknown_not_binary(tmp_path: Path, hole: int) -> None:
+    # The NULs a copytruncate leaves are a hole, not binary data: such a log without NCCL lines
+    # is "unknown" with the NCCL_DEBUG advice, as before 6019b7a, not exit 2 (review 64e F5).
+    log = tmp_path / "truncated.log"
+    log.write_bytes(b"\x00" * hole + b"".join(b"step %d loss 0.5\n" % n for n in range(2000)))
+    done = fabriccap("transport", "-f", str(log))
+    assert (done.returncode, done.stderr) == (1, ""), done
+    assert "VERDICT:  unknown" in done.stdout and "NCCL_DEBUG=INFO" in done.stdout
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["binary file first", "binary file last"])
+def test_a_binary_file_beside_a_good_log_is_named_not_read_as_nothing(tmp_path: Path, first: bool) -> None:
+    # Judged over the whole input, a core dump beside one node's good log was read as nothing
+    # and the job's verdict (fabric, exit 0) never said so (review 64e F5).
+    dump = tmp_path / "core.dump"
+    dump.write_bytes(random.Random(64).randbytes(200_000))
+    files = [str(dump), str(FABRIC_LOG)] if first else [str(FABRIC_LOG), str(dump)]
+    one_error_line(fabriccap("transport", "-f", files[0], "-f", files[1]), "core.dump: binary data, not a text log")
+
+
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
 def test_devices_are_refused_before_a_byte_is_read(device: str) -> None:
     one_error_line(fabriccap("transport", "-f", device, timeout=20), device, "character device, not a file")

@@ -19,16 +19,17 @@ from fabriccap.controller.objects import OBJECT_WRITE_BURST, OBJECT_WRITES_PER_S
 from fabriccap.controller.writes import LANE_WIDTHS, WINDOW_RECHECK_SECONDS
 from fabriccap.core.api import READY_LABEL, condition_status
 from fabriccap.kube.paths import EVENTS, FABRIC_CAPABILITIES
-from support.builders import node
+from support.builders import daemon_set, node, only_status, plugin_pods
 from support.publishing import Lease, Setup, healthy, publishing, start
 
 
-def status(**conditions: tuple[str, str]) -> dict[str, Any]:
+def status(advertising: int = 0, **conditions: tuple[str, str]) -> dict[str, Any]:
     return {
+        "advertisingNodes": advertising,
         "conditions": [
             {"type": kind, "status": state, "reason": reason, "message": f"{kind} says {reason}"}
             for kind, (state, reason) in conditions.items()
-        ]
+        ],
     }
 
 
@@ -105,6 +106,51 @@ def test_a_new_pool_created_stalled_says_so_beside_its_not_ready() -> None:
         ("Warning", "NotAdvertised"),
         ("Warning", "InstanceTypeUnsupported"),
     ]
+
+
+def test_a_new_pool_created_while_it_rolls_out_is_told_what_ready_is_not_judged_from() -> None:
+    # Nodes below their type's maximum never affect Ready, nor does Launchable on a pool with
+    # nodes: hidden behind a Ready=False, a pool created while it rolled out (its usual first
+    # status) was never told them, and the same pool created Ready was (review 64e F4).
+    new = status(
+        advertising=2,
+        DevicePluginReady=("True", "PluginReadyOnAllNodes"),
+        Advertised=("False", "NotAdvertised"),
+        Homogeneous=("False", "PartialRollout"),
+        MatchesInstanceType=("False", "BelowInstanceMaximum"),
+        Launchable=("False", "ProviderExcludesInstanceTypes"),
+        Ready=("False", "PartialRollout"),
+        Stalled=("False", "NotStalled"),
+    )
+    assert [(event.type, event.reason) for event in condition_events(None, new)] == [
+        ("Warning", "BelowInstanceMaximum"),
+        ("Warning", "ProviderExcludesInstanceTypes"),
+        ("Warning", "PartialRollout"),
+    ]
+    # A count above the maximum is what Ready is judged from; so is Launchable on an empty gate
+    # set, whose Ready says NoTargetNodes with Launchable's message.
+    above = status(advertising=2, MatchesInstanceType=("False", "AboveInstanceMaximum"), Ready=("False", "MixedCounts"))
+    assert [(event.type, event.reason) for event in condition_events(None, above)] == [("Warning", "MixedCounts")]
+    empty = status(Launchable=("False", "ProviderExcludesInstanceTypes"), Ready=("False", "NoTargetNodes"))
+    assert [(event.type, event.reason) for event in condition_events(None, empty)] == [("Warning", "NoTargetNodes")]
+
+
+def test_a_new_pools_events_do_not_depend_on_whether_it_was_created_rolling_out_or_ready() -> None:
+    # Real statuses: p5.48xlarge (maximum 32) and p5en.48xlarge at 16, with a third node at 0
+    # (its plugin starting), then at 16 (review 64e F4).
+    def pool(third: int) -> dict[str, Any]:
+        nodes = [
+            node("n1", instance_type="p5.48xlarge", efa=16),
+            node("n2", instance_type="p5en.48xlarge", efa=16),
+            node("n3", instance_type="p5.48xlarge", efa=third),
+        ]
+        advertising = [name for name, count in (("n1", 16), ("n2", 16), ("n3", third)) if count]
+        return only_status([daemon_set(), *nodes, *plugin_pods(advertising)]).model_dump(by_alias=True, mode="json")
+
+    for created in (pool(0), pool(16)):
+        assert ("Warning", "BelowInstanceMaximum") in [
+            (event.type, event.reason) for event in condition_events(None, created)
+        ]
 
 
 def test_normal_is_each_conditions_healthy_status() -> None:
@@ -271,4 +317,48 @@ async def test_a_held_event_whose_send_finds_the_window_closed_is_held_again() -
         lease.window = 10.0
         setup.publisher._send_held_events(state, setup.clock.now + 2 * WINDOW_RECHECK_SECONDS)
         await setup.publisher.finish_writes()
+        assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]
+
+
+async def test_a_follower_holding_an_event_does_not_wake_for_it_and_sends_it_once_it_leads_again() -> None:
+    """A held Event fell due at once (a deadline of 0) whatever the window, but only a leader
+    sends: a replica that stepped down holding one stepped 20 times a second for as long as it
+    followed (review 64e F3). It waits for the resync, and sends it once it leads again."""
+    lease = Lease()
+    async with publishing() as setup:
+        setup.publisher.leader = lease
+        setup.publisher.events = EventRecorder(setup.publisher.client, "test", window=lease.write_window)
+        requests = setup.publisher.requests
+        merge_patch = requests.merge_patch
+
+        async def window_closes_after_a_status(path: str, patch: Any, timeout: float) -> dict[str, Any]:
+            answer = await merge_patch(path, patch, timeout)
+            if path.endswith("/status"):
+                lease.window = 0.3  # under the half second a write needs
+            return answer
+
+        requests.merge_patch = window_closes_after_a_status  # type: ignore[method-assign]
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        await setup.publisher.finish_writes()
+        requests.merge_patch = merge_patch  # type: ignore[method-assign]
+        state = setup.publisher.objects["efa-p5"]
+        assert state.events is not None and state.events.holding
+
+        lease.leading = False
+        setup.publisher.became_leader(False)
+        publisher = setup.publisher
+        publisher._next_resync = setup.clock.now + 10_000
+        steps, start_time = 0, setup.clock.now
+        while setup.clock.now < start_time + 60 and steps < 2_000:  # as run() turns
+            if not setup.store.changed.is_set():
+                setup.clock.now += publisher._seconds_to_wait()
+            await publisher.step()
+            steps += 1
+        assert steps <= 3 and state.events.holding and sent_events(setup) == []
+
+        lease.leading, lease.window = True, 10.0
+        publisher.became_leader(True)
+        await publisher.step()
+        await publisher.finish_writes()
         assert [(event["reason"], event["count"]) for event in sent_events(setup)] == [("UniformCapability", 1)]

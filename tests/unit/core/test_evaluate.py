@@ -309,6 +309,11 @@ def test_ready_reason_mirrors_homogeneous() -> None:
         ([("p5.48xlarge", 16), ("p5en.48xlarge", 16), ("p5.48xlarge", 0)], ("False", "NotStalled")),
         ([("p5.48xlarge", 16), ("p5en.48xlarge", 0)], ("False", "NotStalled")),
         ([("p5.48xlarge", 32), ("p5en.48xlarge", 16), ("p5en.48xlarge", 0)], ("True", "HeterogeneousInstanceTypes")),
+        # ... but a node at 0 whose type's maximum is below a count already advertised can never
+        # reach it: the stall is certain, whether or not its plugin starts (review 64e F2).
+        ([("p5.48xlarge", 32), ("p5en.48xlarge", 0)], ("True", "HeterogeneousInstanceTypes")),
+        ([("p5.48xlarge", 32), ("p5.48xlarge", 32), ("p5en.48xlarge", 0)], ("True", "HeterogeneousInstanceTypes")),
+        ([("p5en.48xlarge", 16), ("p5en.48xlarge", 16), ("p5.48xlarge", 0)], ("False", "NotStalled")),
     ],
 )
 def test_stalled(nodes: list[tuple[str | None, int]], expected: tuple[str, str]) -> None:
@@ -338,6 +343,15 @@ def test_a_ready_pool_of_different_maxima_scaling_up_is_a_partial_rollout_not_st
     status = only_status([DS, *nodes, *plugin_pods(["n1", "n2"])])
     assert reason(status, "Ready") == ("False", "PartialRollout")
     assert reason(status, "Stalled") == ("False", "NotStalled")
+
+
+def test_a_node_at_zero_whose_type_cannot_reach_the_settled_count_stalls_the_pool() -> None:
+    # p5en.48xlarge (maximum 16) at 0, its plugin never started, beside p5.48xlarge at 32: it can
+    # never advertise 32, so waiting cannot make the pool Ready; InProgress hid that from every
+    # GitOps gate until its timeout (review 64e F2).
+    nodes = [node("n1", instance_type="p5.48xlarge", efa=32), node("n2", instance_type="p5en.48xlarge", efa=0)]
+    status = only_status([DS, *nodes, *plugin_pods(["n1"])])
+    assert reason(status, "Stalled") == ("True", "HeterogeneousInstanceTypes")
 
 
 def test_stalled_no_target_nodes_is_not_stalled() -> None:
