@@ -89,8 +89,7 @@ def read_logs(
         # (review 64e F5).
         if binary and scanner.lines_read == lines_before:
             raise LogInputError(bounded_line(f"{_shown_source(path)}: binary data, not a text log"))
-    report = scanner.finish()
-    return report
+    return scanner.finish()
 
 
 # What a log is judged by before it is read: its first bytes.

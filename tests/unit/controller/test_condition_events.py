@@ -33,6 +33,11 @@ def status(advertising: int = 0, **conditions: tuple[str, str]) -> dict[str, Any
     }
 
 
+def told(previous: dict[str, Any] | None, current: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (type, reason) of each Event ``condition_events`` gives for this change."""
+    return [(event.type, event.reason) for event in condition_events(previous, current)]
+
+
 def test_a_reason_change_is_an_event_even_when_the_status_stays() -> None:
     before = status(Ready=("False", "PartialRollout"), Homogeneous=("False", "PartialRollout"))
     after = status(Ready=("False", "MixedCounts"), Homogeneous=("False", "MixedCounts"))
@@ -53,7 +58,7 @@ def test_a_new_objects_conditions_away_from_their_healthy_status_are_told() -> N
         Ready=("True", "UniformCapability"),
         Stalled=("True", "HeterogeneousInstanceTypes"),
     )
-    assert [(event.type, event.reason) for event in condition_events({"observedGeneration": 0}, new)] == [
+    assert told({"observedGeneration": 0}, new) == [
         ("Warning", "AboveInstanceMaximum"),
         ("Normal", "UniformCapability"),
         ("Warning", "HeterogeneousInstanceTypes"),
@@ -61,7 +66,7 @@ def test_a_new_objects_conditions_away_from_their_healthy_status_are_told() -> N
     partial = status(
         Homogeneous=("False", "PartialRollout"), Ready=("False", "PartialRollout"), Stalled=("False", "NotStalled")
     )
-    assert [(event.type, event.reason) for event in condition_events(None, partial)] == [("Warning", "PartialRollout")]
+    assert told(None, partial) == [("Warning", "PartialRollout")]
 
 
 def test_a_new_ready_pool_scaled_to_zero_gets_no_warning() -> None:
@@ -76,7 +81,7 @@ def test_a_new_ready_pool_scaled_to_zero_gets_no_warning() -> None:
         Ready=("True", "UniformCapability"),
         Stalled=("False", "NotStalled"),
     )
-    assert [(event.type, event.reason) for event in condition_events(None, new)] == [("Normal", "UniformCapability")]
+    assert told(None, new) == [("Normal", "UniformCapability")]
 
 
 def test_a_new_pool_without_its_device_plugin_gets_one_warning() -> None:
@@ -91,7 +96,7 @@ def test_a_new_pool_without_its_device_plugin_gets_one_warning() -> None:
         Ready=("False", "NotAdvertised"),
         Stalled=("False", "NotStalled"),
     )
-    assert [(event.type, event.reason) for event in condition_events(None, new)] == [("Warning", "NotAdvertised")]
+    assert told(None, new) == [("Warning", "NotAdvertised")]
 
 
 def test_a_new_pool_created_stalled_says_so_beside_its_not_ready() -> None:
@@ -102,7 +107,7 @@ def test_a_new_pool_created_stalled_says_so_beside_its_not_ready() -> None:
         Ready=("False", "NotAdvertised"),
         Stalled=("True", "InstanceTypeUnsupported"),
     )
-    assert [(event.type, event.reason) for event in condition_events(None, new)] == [
+    assert told(None, new) == [
         ("Warning", "NotAdvertised"),
         ("Warning", "InstanceTypeUnsupported"),
     ]
@@ -122,7 +127,7 @@ def test_a_new_pool_created_while_it_rolls_out_is_told_what_ready_is_not_judged_
         Ready=("False", "PartialRollout"),
         Stalled=("False", "NotStalled"),
     )
-    assert [(event.type, event.reason) for event in condition_events(None, new)] == [
+    assert told(None, new) == [
         ("Warning", "BelowInstanceMaximum"),
         ("Warning", "ProviderExcludesInstanceTypes"),
         ("Warning", "PartialRollout"),
@@ -130,9 +135,9 @@ def test_a_new_pool_created_while_it_rolls_out_is_told_what_ready_is_not_judged_
     # A count above the maximum is what Ready is judged from; so is Launchable on an empty gate
     # set, whose Ready says NoTargetNodes with Launchable's message.
     above = status(advertising=2, MatchesInstanceType=("False", "AboveInstanceMaximum"), Ready=("False", "MixedCounts"))
-    assert [(event.type, event.reason) for event in condition_events(None, above)] == [("Warning", "MixedCounts")]
+    assert told(None, above) == [("Warning", "MixedCounts")]
     empty = status(Launchable=("False", "ProviderExcludesInstanceTypes"), Ready=("False", "NoTargetNodes"))
-    assert [(event.type, event.reason) for event in condition_events(None, empty)] == [("Warning", "NoTargetNodes")]
+    assert told(None, empty) == [("Warning", "NoTargetNodes")]
 
 
 def test_a_new_pools_events_do_not_depend_on_whether_it_was_created_rolling_out_or_ready() -> None:
@@ -148,9 +153,7 @@ def test_a_new_pools_events_do_not_depend_on_whether_it_was_created_rolling_out_
         return only_status([daemon_set(), *nodes, *plugin_pods(advertising)]).model_dump(by_alias=True, mode="json")
 
     for created in (pool(0), pool(16)):
-        assert ("Warning", "BelowInstanceMaximum") in [
-            (event.type, event.reason) for event in condition_events(None, created)
-        ]
+        assert ("Warning", "BelowInstanceMaximum") in told(None, created)
 
 
 def test_normal_is_each_conditions_healthy_status() -> None:
@@ -158,12 +161,12 @@ def test_normal_is_each_conditions_healthy_status() -> None:
     after = status(
         Ready=("True", "UniformCapability"), Advertised=("True", "AllNodesAdvertise"), Stalled=("False", "NotStalled")
     )
-    assert [(event.type, event.reason) for event in condition_events(before, after)] == [
+    assert told(before, after) == [
         ("Normal", "UniformCapability"),
         ("Normal", "AllNodesAdvertise"),
         ("Normal", "NotStalled"),  # Stalled is abnormal-true: False is its healthy status
     ]
-    assert [(event.type, event.reason) for event in condition_events(after, before)] == [
+    assert told(after, before) == [
         ("Warning", "MixedCounts"),
         ("Warning", "PartiallyAdvertised"),
         ("Warning", "X"),
