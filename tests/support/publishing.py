@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -107,6 +108,14 @@ async def start(setup: Setup) -> None:
     await setup.publisher.load_published()
     start_grace(setup)
     await setup.publisher.reconcile_once()
+
+
+def on_the_loops_own_time(setup: Setup) -> None:
+    """The publisher and its writer on the monotonic clock, for a test of the running loop.
+    Both, never one: a retry the writer timed on the test's Clock (1,000 s) and the loop
+    awaited on the monotonic one waited as long as the machine had been up for less than
+    that (a fresh machine: test_a_failed_status_write_is_retried_on_its_backoff...)."""
+    setup.publisher.clock = setup.publisher.writer.clock = time.monotonic
 
 
 def start_grace(setup: Setup) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from fabriccap.core.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, READY_LABEL, condition_reason, condition_status
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.fakeapi import eventually
-from support.publishing import FCAPS, GRACE, healthy, publishing, start, start_grace
+from support.publishing import FCAPS, GRACE, healthy, on_the_loops_own_time, publishing, start, start_grace
 
 POOL_LABELS = {"name": "efa-p5", "fabric": "efa", "pool": "p5"}
 
@@ -114,7 +114,7 @@ async def test_the_running_loop_overwrites_a_hand_made_object_without_waiting_fo
     """Its watch event is what wakes the loop: nothing else is due for an hour (the resync) or
     for the grace period."""
     async with publishing(resyncSeconds=3600, debounceSeconds=0.01) as setup:
-        setup.publisher.clock = time.monotonic
+        on_the_loops_own_time(setup)
         setup.store.listed.set()
         loop = asyncio.create_task(setup.publisher.run())
         try:

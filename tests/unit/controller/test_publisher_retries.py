@@ -18,7 +18,7 @@ from fabriccap.core.api import READY_LABEL, condition_status
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node
 from support.fakeapi import eventually
-from support.publishing import Setup, healthy, publishing, start
+from support.publishing import Setup, healthy, on_the_loops_own_time, publishing, start
 
 FAST_RETRIES = BackoffPolicy(base=0.05, cap=0.2)
 
@@ -47,7 +47,7 @@ async def test_a_failed_status_write_is_retried_on_its_backoff_not_at_the_next_r
     monkeypatch.setattr(writes, "WRITE_BACKOFF", FAST_RETRIES, raising=False)
     monkeypatch.setattr(publisher_module, "WRITE_BACKOFF", FAST_RETRIES, raising=False)
     async with publishing(resyncSeconds=3600, debounceSeconds=0) as setup:
-        setup.publisher.clock = setup.clock = __import__("time").monotonic  # the loop's own time
+        on_the_loops_own_time(setup)
         setup.add(healthy("p5", "a", "b"))
         async with running(setup):
             await eventually(lambda: "efa-p5" in setup.published(), "efa-p5 published")
