@@ -222,6 +222,9 @@ class ObjectState:
 
     name: str
     published: Published | None = None  # what the cluster holds, as last read or written
+    # The uid of the object the watch last saw deleted: a write's answer for it, handled after
+    # the DELETED event (two connections, in either order), is of an object that is gone.
+    deleted_uid: str | None = None
     claim: tuple[str, Pool] | None = None  # the (fabric, pool) the facts call for now
     # The claim as a Ready pool, for the FabricUnschedulable messages; None while its last
     # status is not Ready. Not the status itself: holding each pool's last status (with its
@@ -255,6 +258,19 @@ class ObjectState:
     deferred: int | None = None
     events: EventLimiter | None = None
     slot: WriteSlot | None = None
+
+    def answered(self, answer: Published) -> Published | None:
+        """A write's answer (or a read's) as what the cluster holds, unless the watch has
+        seen that object deleted since: then nothing is held, and the next round creates it
+        again. Taken as it came, the answer of a label PATCH that landed just before someone
+        deleted the object, read after the watch's DELETED event, kept the deleted object as
+        published and nothing recreated it until the relist, half an hour later (CI at fed11f1,
+        test_a_capability_deleted_by_someone_else_is_put_back)."""
+        if answer.uid and answer.uid == self.deleted_uid:
+            self.published, self.written = None, None
+            return None
+        self.published = answer
+        return answer
 
     @property
     def at_war(self) -> bool:

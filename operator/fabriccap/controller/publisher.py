@@ -614,7 +614,7 @@ class Publisher:
             if name not in listed:
                 state.published = None
             elif known is None or not known.is_newer_than(listed[name]):
-                state.published = listed[name]
+                state.answered(listed[name])  # not one the watch saw deleted while this listed
         for name, published in listed.items():
             if name not in self.objects:
                 self._state(name).published = published
@@ -647,10 +647,18 @@ class Publisher:
         if deleted:
             self._other_shards_ready.pop(name, None)
             state = self.objects.get(name)
-            if state is not None and state.published is not None:
-                state.published, state.written = None, None
-                if state.claim is not None:  # deleted by someone else while still called for
-                    self.store.mark_pool(state.claim[1])
+            if state is None:
+                return
+            # Remembered even while nothing is held: a create under way may have made just
+            # this object, and its answer may come after this event (``ObjectState.answered``).
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            held = state.published
+            if held is not None and held.uid and uid and held.uid != uid:
+                return  # an earlier object of that name, behind the one held (made since)
+            state.deleted_uid = uid or None
+            state.published, state.written = None, None
+            if state.claim is not None:  # deleted by someone else while still called for
+                self.store.mark_pool(state.claim[1])
             return
         current = Published.from_object(obj)
         if not self._in_shard(current):
@@ -783,7 +791,7 @@ class Publisher:
                 continue
             held = version_number(known.resource_version)
             if held is not None and held <= listed:
-                self.observe_published({"metadata": {"name": name}}, deleted=True)
+                self.observe_published({"metadata": {"name": name, "uid": known.uid}}, deleted=True)
 
     # -- one round
 

@@ -514,9 +514,10 @@ class ObjectWriter:
                     raise
                 await self._found(state, error)
                 return None
-            existing = state.published = Published.from_object(created)
             self.metrics.status_writes.labels(result="created").inc()
             logger.info("created FabricCapability %s", name)
+            if (existing := state.answered(Published.from_object(created))) is None:
+                return None  # deleted again already: the next round decides
         labels, annotations = metadata_before_status(existing, intent)
         if labels or annotations:
             if (timeout := self._timeout(state)) is None:
@@ -525,11 +526,10 @@ class ObjectWriter:
             patch: dict[str, Any] = {"labels": labels}
             if annotations:
                 patch["annotations"] = annotations
-            existing = state.published = Published.from_object(
-                await self.requests.merge_patch(FABRIC_CAPABILITIES.item(name), {"metadata": patch}, timeout),
-                held=existing.status,
-            )
+            answer = await self.requests.merge_patch(FABRIC_CAPABILITIES.item(name), {"metadata": patch}, timeout)
             logger.info("%s FabricCapability %s %s", "adopted" if adopted else "labelled", name, labels)
+            if (existing := state.answered(Published.from_object(answer, held=existing.status))) is None:
+                return None
         events: list[Outgoing] = []
         if not status_current(state, existing, intent.status):
             events = await self._write_status(state, existing, intent)
@@ -553,8 +553,8 @@ class ObjectWriter:
         if (timeout := self._timeout(state)) is None:
             return
         found = Published.from_object(await self.requests.read(FABRIC_CAPABILITIES.item(state.name), timeout))
-        if state.published is None or found.is_newer_than(state.published):
-            state.published = found
+        if (state.published is None or found.is_newer_than(state.published)) and state.answered(found) is None:
+            return
         self.found(state)
 
     async def _after_status(self, state: ObjectState, intent: StatusWrite, events: list[Outgoing]) -> None:
@@ -573,12 +573,11 @@ class ObjectWriter:
             if raises_ready_label(existing, intent):
                 if (timeout := self._timeout(state)) is None:
                     return
-                state.published = Published.from_object(
-                    await self.requests.merge_patch(
-                        FABRIC_CAPABILITIES.item(state.name), {"metadata": {"labels": {READY_LABEL: "true"}}}, timeout
-                    ),
-                    held=existing.status,
+                answer = await self.requests.merge_patch(
+                    FABRIC_CAPABILITIES.item(state.name), {"metadata": {"labels": {READY_LABEL: "true"}}}, timeout
                 )
+                if state.answered(Published.from_object(answer, held=existing.status)) is None:
+                    return
             self._written(state, intent)
         except KubeError as error:
             self.failed(state, intent, error)
@@ -625,12 +624,11 @@ class ObjectWriter:
         if existing.labels.get(READY_LABEL) != "false":
             if (timeout := self._timeout(state)) is None:
                 return
-            existing = state.published = Published.from_object(
-                await self.requests.merge_patch(
-                    FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "false"}}}, timeout
-                ),
-                held=existing.status,
+            answer = await self.requests.merge_patch(
+                FABRIC_CAPABILITIES.item(name), {"metadata": {"labels": {READY_LABEL: "false"}}}, timeout
             )
+            if (existing := state.answered(Published.from_object(answer, held=existing.status))) is None:
+                return
         # The evaluated status where a pool calls for the object; else (its empty state under the
         # identity it claims: ``expiry.no_pool_write``) the status refused, which is one too.
         capability = intent.capability
@@ -658,8 +656,10 @@ class ObjectWriter:
             ),
             held=stamped,
         )
-        state.published, state.written = written, written.status
         self.metrics.status_writes.labels(result="updated").inc()
+        if state.answered(written) is None:
+            return []  # deleted meanwhile: its Events would name nothing
+        state.written = written.status
         events: list[Outgoing] = []
         if self.events() is not None:
             now, wall = self.clock(), event_time()
