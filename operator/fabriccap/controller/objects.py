@@ -269,6 +269,11 @@ class ObjectState:
         if answer.uid and answer.uid == self.deleted_uid:
             self.published, self.written = None, None
             return None
+        held = self.published
+        if held is not None and held.uid == answer.uid and held.is_newer_than(answer):
+            # The watch told of a later version (someone's edit) before this answer was read:
+            # taken as it came, the answer hid the edit, and nothing put it back until the resync.
+            return held
         self.published = answer
         return answer
 

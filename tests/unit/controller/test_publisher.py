@@ -177,6 +177,33 @@ async def test_a_write_answered_after_the_watch_saw_its_object_deleted_does_not_
         assert len(setup.api.writes("POST")) == 2, obj
 
 
+async def test_an_edit_the_watch_told_of_before_the_status_write_was_answered_is_put_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        send = setup.publisher.requests.merge_patch
+        edits = 1
+
+        async def then_edited(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            nonlocal edits
+            answer = await send(path, body, timeout)
+            if path.endswith("/status") and edits:
+                edits -= 1
+                forged = await setup.publisher.client.merge_patch(path, {"status": {"nodes": 7}})
+                setup.publisher.observe_published(forged, deleted=False)
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_edited)
+        setup.remove_node("b")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the write to end")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the put-back to end")
+        assert setup.published()["efa-p5"]["status"]["nodes"] == 1
+
+
 async def test_a_late_deleted_event_of_an_earlier_object_of_that_name_leaves_the_newer_one_held() -> None:
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
