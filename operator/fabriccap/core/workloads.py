@@ -100,20 +100,35 @@ class LookupKey:
         return (group_kind(group_of(self.api_version), self.kind), self.namespace, self.name)
 
 
-def owner_chain(start: ObjectRef, index: FactIndex) -> tuple[list[ObjectRef], LookupKey | None]:
+def owner_chain(
+    start: ObjectRef, index: FactIndex, max_depth: int | None = MAX_OWNER_DEPTH
+) -> tuple[list[ObjectRef], LookupKey | None]:
     """``start`` and the owners above it, nearest first, as far as known, and the lookup that
-    would go one further."""
+    would go one further.
+
+    The walk ends at the top, at an owner not yet read, after ``max_depth`` owners above
+    ``start`` (the operator's bound: it reads a pod's owners that deep and no further, whatever
+    is above), or at the first owner named again: owner references can loop (Job a owned by Job
+    b owned by Job a), and that owner ends the chain so ``owner_loop`` tells it. Every step
+    names an owner the walk has not seen, of the finitely many the index knows, so even without
+    a bound (``explain``, which must name a loop of any length) the walk ends, in time linear in
+    the chain's length."""
     chain = [start]
+    seen: set[tuple[str, str, str]] = set()
     missing = None
-    for _ in range(MAX_OWNER_DEPTH):
+    while max_depth is None or len(chain) <= max_depth:
         current = chain[-1]
-        if current.group_kind not in OWNER_LOOKUP_KINDS:
+        key = current.key  # computed once a step: this walk runs for every pod of every round
+        if key in seen:
+            break  # named again: the chain ends with it, once round the loop
+        seen.add(key)
+        if key[0] not in OWNER_LOOKUP_KINDS:
             break
-        if current.key not in index.owner_parents:
-            generation = index.owner_generation(current.key)
+        if key not in index.owner_parents:
+            generation = index.owner_generation(key)
             missing = LookupKey(current.kind, current.namespace, current.name, current.api_version, generation)
             break
-        parent = index.owner_parents[current.key]
+        parent = index.owner_parents[key]
         if parent is None:
             break
         chain.append(parent)
@@ -121,9 +136,8 @@ def owner_chain(start: ObjectRef, index: FactIndex) -> tuple[list[ObjectRef], Lo
 
 
 def owner_loop(chain: Sequence[ObjectRef]) -> bool:
-    """Whether an ``owner_chain`` names one owner twice: its owners go round a loop (Job a owned
-    by Job b owned by Job a), which the walk follows only until ``MAX_OWNER_DEPTH``, so the
-    owner it stops at is one of the loop, not a top."""
+    """Whether an ``owner_chain`` names one owner twice: its owners go round a loop, and the
+    owner it ends at is one of the loop, not a top."""
     return len({owner.key for owner in chain}) < len(chain)
 
 

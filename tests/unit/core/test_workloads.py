@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -20,11 +21,14 @@ from fabriccap.core.text import MAX_MESSAGE
 from fabriccap.core.workload_kinds import UNKNOWN_REQUEST_FIELD, request_field
 from fabriccap.core.workloads import (
     FABRIC_NOT_REQUESTED,
+    MAX_OWNER_DEPTH,
     LookupKey,
     NotRequestedWording,
     ReadyPool,
     learn_from_object,
     learn_lookup,
+    owner_chain,
+    owner_loop,
     ready_count,
     request_classes_of,
     top_owner,
@@ -270,6 +274,41 @@ def test_a_job_owned_by_nothing_is_the_top_once_read() -> None:
         index, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain", "namespace": "ml"}}
     )
     assert top_owner(found, index) == (found.owner, None)
+
+
+def job_ref(name: str) -> ObjectRef:
+    return ObjectRef("batch/v1", "Job", "ml", name)
+
+
+def owned_jobs(parents: Mapping[str, str | None]) -> FactIndex:
+    """An index that read each Job of ``parents`` and found the Job named (or no owner)."""
+    index = FactIndex()
+    for name, parent in parents.items():
+        index.learn_owner(job_ref(name).key, job_ref(parent) if parent is not None else None)
+    return index
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 8, 1000])
+def test_the_owner_walk_ends_once_round_a_loop_of_any_length(length: int) -> None:
+    # Review 64e F1: a loop longer than the walk's bound looked like a chain.
+    index = owned_jobs({f"j{i}": f"j{(i + 1) % length}" for i in range(length)})
+    chain, missing = owner_chain(job_ref("j0"), index, None)
+    assert [owner.name for owner in chain] == [f"j{i}" for i in range(length)] + ["j0"]
+    assert owner_loop(chain) and missing is None
+    # The operator's walk stops at its bound, or once round a loop within it.
+    bounded, _ = owner_chain(job_ref("j0"), index)
+    assert len(bounded) == min(length + 1, MAX_OWNER_DEPTH + 1)
+    assert owner_loop(bounded) == (length <= MAX_OWNER_DEPTH)
+
+
+def test_an_unbounded_owner_walk_goes_to_the_top_or_the_owner_not_read() -> None:
+    chain = {f"j{i}": f"j{i + 1}" for i in range(9)}
+    index = owned_jobs({**chain, "j9": None})
+    assert owner_chain(job_ref("j0"), index, None) == ([job_ref(f"j{i}") for i in range(10)], None)
+    index = owned_jobs(chain)  # j9 not read
+    walked, missing = owner_chain(job_ref("j0"), index, None)
+    assert (len(walked), missing) == (10, LookupKey("Job", "ml", "j9", "batch/v1"))
+    assert not owner_loop(walked)
 
 
 # --- status.workloads ---------------------------------------------------------------------------
