@@ -23,10 +23,10 @@ from fabriccap.core.config import Config
 from fabriccap.core.evaluate import Evaluation, PoolCapability
 from fabriccap.core.explain import PodExplanation, pod_explanation
 from fabriccap.core.facts import ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
-from fabriccap.core.index import FactIndex
+from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.quantity import parse_quantity
 from fabriccap.core.references import is_object_name
-from fabriccap.core.text import clean_text
+from fabriccap.core.text import clean_text, first_named
 from fabriccap.core.workload_kinds import (
     OWNER_LABELS,
     POD,
@@ -39,6 +39,7 @@ from fabriccap.core.workload_kinds import (
     walk,
 )
 from fabriccap.core.workloads import (
+    MAX_OWNER_DEPTH,
     NOT_USED_VERDICTS,
     OWNER_LOOKUP_KINDS,
     nccl_uses,
@@ -55,6 +56,9 @@ NOTHING_TO_CHANGE = "nothing to change"
 # needs while suspended (jobset_webhook.go ValidateUpdate; not exercised here: no webhook runs
 # in the tests, where the API server alone accepts the patch).
 IMMUTABLE_TEMPLATES = frozenset({"Pod", "Job.batch", "TrainJob.trainer.kubeflow.org", "JobSet.jobset.x-k8s.io"})
+# An owner loop is named by its first this many objects, the others counted: a loop can be as
+# long as the cluster has objects, and each name up to 253 characters.
+MAX_LOOP_SHOWN = 12
 
 
 class WorkloadExplainError(ValueError):
@@ -231,8 +235,10 @@ def explain_workload(
     counted_as = top if _pods_name_only(top, api_version, kind) else None
     running: dict[tuple[str, str], int] = {}
     own: list[WorkloadPodFacts] = []
+    # The pods whose owners, however far up, include the object: one walk down from it.
+    under = index.pods_under(identity) if counted_as is None and not kind.is_its_own_pod else set()
     for pod in index.workload_pods.values():
-        if pod.node_name is None or not _is_own(pod, kind, identity, metadata, counted_as, index):
+        if pod.node_name is None or not _is_own(pod, kind, identity, metadata, counted_as, under, index):
             continue
         own.append(pod)
         for candidate in capabilities:
@@ -304,13 +310,9 @@ def explain_workload(
     if not needing and capability is not None and running:
         needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
     if needing and ready and count and looped:
-        round_once, seen = [f"{kind.kind} {namespace}/{name}"], {identity}
-        for owner in owners:  # once round the loop: up to the first owner named again
-            round_once.append(f"{owner.kind} {owner.namespace}/{owner.name}")
-            if owner.key in seen:
-                break
-            seen.add(owner.key)
-        change = f"none until the owner loop is fixed: {' → '.join(round_once)}"
+        change = (
+            f"none until the owner loop is fixed: {_round_once(f'{kind.kind} {namespace}/{name}', identity, owners)}"
+        )
         note = (
             f"the owners of {kind.kind} {namespace}/{name} name each other as controller, so none of them is the "
             f"top one that makes it: fix their ownerReferences, then explain it again"
@@ -346,6 +348,14 @@ def explain_workload(
             note = f"{immutable}; {note}" if note else immutable
     elif needing and capability is not None and not ready:
         note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
+    # The top its pods are reported under: the object itself when nothing owns it.
+    named_top = top if top is not None or looped else ObjectRef(api_version, kind.kind, namespace, name)
+    if named_top is not None and (below := _operator_top_below(own, named_top, index)) is not None:
+        deeper = (
+            f"the operator follows a pod's owners {MAX_OWNER_DEPTH} deep: its status names "
+            f"{below.kind} {below.namespace}/{below.name}, not {named_top.kind} {named_top.namespace}/{named_top.name}"
+        )
+        note = f"{note}; {deeper}" if note else deeper
     if counted_as is not None:
         counted = (
             f"its pods name only {counted_as.kind} {counted_as.namespace}/{counted_as.name}: "
@@ -391,17 +401,17 @@ def _owners_above(
     _, namespace, name = identity
     pod = index.workload_pods.get((namespace, name)) if kind.is_its_own_pod else None
     if pod is not None:
-        return [] if pod.owner.key == identity else owner_chain(pod.owner, index)[0]
+        return [] if pod.owner.key == identity else owner_chain(pod.owner, index, None)[0]
     start = controller_owner(metadata, namespace)
     if start is None:
         return []
-    chain = owner_chain(start, index)[0]
+    chain = owner_chain(start, index, None)[0]
     controller = chain[-1]
     if controller.group_kind != "Pod" or owner_loop(chain):
         return chain
     leader = index.workload_pods.get((controller.namespace, controller.name))
     if leader is not None and leader.owner.key != controller.key:
-        return chain + owner_chain(leader.owner, index)[0]
+        return chain + owner_chain(leader.owner, index, None)[0]
     labelled = _labelled_owner(kind, metadata, namespace)
     return [*chain, labelled] if labelled is not None else chain
 
@@ -431,10 +441,12 @@ def _is_own(
     identity: tuple[str, str, str],
     metadata: Mapping[str, Any],
     counted_as: ObjectRef | None,
+    under: Collection[NamespacedKey],
     index: FactIndex,
 ) -> bool:
     """Whether ``pod`` is the explained object's: the pod itself (by name, and uid where both
-    tell one), or one whose owners, from its nearest to its top, include the object."""
+    tell one), or one whose owners, from its nearest to its top, include the object (``under``:
+    ``FactIndex.pods_under`` the object, as deep as the chain goes, as ``_owners_above`` walks it)."""
     _, namespace, name = identity
     if pod.namespace != namespace:
         return False
@@ -443,7 +455,39 @@ def _is_own(
         return pod.name == name and not (pod.uid and isinstance(uid, str) and uid and uid != pod.uid)
     if counted_as is not None:
         return top_owner(pod, index)[0].key == counted_as.key
-    return any(owner.key == identity for owner in owner_chain(pod.owner, index)[0])
+    return (pod.namespace, pod.name) in under
+
+
+def _round_once(explained: str, identity: tuple[str, str, str], owners: Sequence[ObjectRef]) -> str:
+    """A looped chain of owners once round: from the explained object up to the first owner
+    named again, its first ``MAX_LOOP_SHOWN`` objects and the others counted (names are
+    cleaned where the facts are made)."""
+    members, seen = [explained], {identity}
+    closing = ""
+    for owner in owners:
+        shown = f"{owner.kind} {owner.namespace}/{owner.name}"
+        if owner.key in seen:
+            closing = shown
+            break
+        members.append(shown)
+        seen.add(owner.key)
+    return f"{first_named(members, MAX_LOOP_SHOWN, ' → ')} → {closing}"
+
+
+def _operator_top_below(own: Iterable[WorkloadPodFacts], top: ObjectRef, index: FactIndex) -> ObjectRef | None:
+    """The owner the operator names for one of the object's pods instead of ``top``, where the
+    chain is deeper than it walks (``MAX_OWNER_DEPTH``): the owner it stops at has ``top`` above
+    it. None when every pod's is ``top``, or differs for another reason."""
+    judged: dict[tuple[str, str, str], bool] = {}  # each owner the operator stops at, walked once
+    for pod in own:
+        stopped = top_owner(pod, index)[0]
+        if stopped.key == top.key:
+            continue
+        if stopped.key not in judged:
+            judged[stopped.key] = any(owner.key == top.key for owner in owner_chain(stopped, index, None)[0])
+        if judged[stopped.key]:
+            return stopped
+    return None
 
 
 def _request_field(kind: WorkloadKind, top: ObjectRef | None, owners: Sequence[ObjectRef]) -> str:

@@ -285,6 +285,87 @@ def test_an_owner_loop_is_said_rather_than_pointing_at_a_member_of_it(
         assert "fix their ownerReferences" in result["note"]
 
 
+def job_loop(length: int, name: str = "job") -> list[dict[str, Any]]:
+    """Jobs ``{name}-0`` owned by ``{name}-1`` ... owned by ``{name}-{length - 1}`` owned by ``{name}-0``."""
+    return [batch_job(f"{name}-{i}", f"{name}-{(i + 1) % length}") for i in range(length)]
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 8])
+def test_an_owner_loop_of_any_length_is_named_once_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], length: int
+) -> None:
+    # Review 64e F1: the walk went 4 owners up, so a loop of 5 or more looked like a chain whose
+    # top was one of the loop, and explain sent the user round it one command at a time.
+    pod = workload_pod("n1", "loop-pod", owner=owner_reference("Job", "batch/v1", "job-0"))
+    last = length - 1
+
+    def round_from(first: int) -> str:
+        return " → ".join(f"Job ml/job-{(first + step) % length}" for step in range(length + 1))
+
+    for target, loop in (
+        ("job/ml/job-0", round_from(0)),
+        (f"job/ml/job-{last}", round_from(last)),
+        ("pod/ml/loop-pod", f"Pod ml/loop-pod → {round_from(0)}"),
+    ):
+        result = explain_json(tmp_path, capsys, target, *job_loop(length), pod)
+        assert result["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"], target
+        assert result["change"] == f"none until the owner loop is fixed: {loop}", target
+        assert "fix their ownerReferences" in result["note"]
+
+
+def test_a_long_owner_loop_is_named_in_bounded_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Each name is cleaned where the facts are made; the loop shows its first owners and counts the rest.
+    name = "j" * 200
+    pod = workload_pod("n1", "loop-pod", owner=owner_reference("Job", "batch/v1", f"{name}-0"))
+    result = explain_json(tmp_path, capsys, "pod/ml/loop-pod", *job_loop(1000, name), pod)
+    change = result["change"]
+    assert change.startswith(f"none until the owner loop is fixed: Pod ml/loop-pod → Job ml/{name}-0 → ")
+    assert change.endswith(f" (+989 more) → Job ml/{name}-0")
+    assert len(change) < 4000
+
+
+def job_chain(length: int, *, top_held: bool = True) -> list[dict[str, Any]]:
+    """Jobs ``job-0`` owned by ``job-1`` ... owned by ``job-{length - 1}``, which no one owns
+    (or, without ``top_held``, owned by ``job-{length}``, which the snapshot lacks)."""
+    jobs = [batch_job(f"job-{i}", f"job-{i + 1}") for i in range(length)]
+    if top_held:
+        del jobs[-1]["metadata"]["ownerReferences"]
+    return jobs
+
+
+def test_an_owner_chain_deeper_than_the_operator_walks_is_followed_to_its_top_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review 64e F1: the walk stopped 4 owners up without a word and named job-4 as the top.
+    pod = workload_pod("n1", "deep-pod", owner=owner_reference("Job", "batch/v1", "job-0"))
+    result = explain_json(tmp_path, capsys, "pod/ml/deep-pod", *job_chain(7), pod)
+    assert result["change"] == "fabriccap explain jobs.batch/ml/job-6"
+    assert (
+        "the operator follows a pod's owners 4 deep: its status names Job ml/job-4, not Job ml/job-6"
+        in (result["note"])
+    )
+    top = explain_json(tmp_path, capsys, "job/ml/job-6", *job_chain(7), pod)
+    assert top["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"]
+    assert "its status names Job ml/job-4, not Job ml/job-6" in top["note"]
+    # Within the operator's depth, nothing is said of it.
+    shallow = explain_json(tmp_path, capsys, "pod/ml/deep-pod", *job_chain(5), pod)
+    assert shallow["change"] == "fabriccap explain jobs.batch/ml/job-4"
+    assert "the operator follows" not in shallow["note"]
+
+
+@pytest.mark.parametrize("length", [1, 6])
+def test_an_owner_missing_midway_is_named_at_any_depth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], length: int
+) -> None:
+    pod = workload_pod("n1", "deep-pod", owner=owner_reference("Job", "batch/v1", "job-0"))
+    result = explain_json(tmp_path, capsys, "pod/ml/deep-pod", *job_chain(length, top_held=False), pod)
+    missing = f"job-{length}"
+    assert result["change"] == (
+        f"Job ml/{missing} is not in the snapshots: add it and what owns it "
+        f"(kubectl get jobs.batch {missing} -n ml -o json), then fabriccap explain jobs.batch/ml/{missing}"
+    )
+
+
 def leader_worker_set() -> list[dict[str, Any]]:
     """A LeaderWorkerSet as lws v0.8.0 makes it: its leader StatefulSet ``lws`` (controlled by the
     LWS), leader pod ``lws-0``, the worker StatefulSet ``lws-0`` controlled by the leader *pod*
