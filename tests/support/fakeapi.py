@@ -265,6 +265,10 @@ class FakeApi:
             return status_response(404, f"{collection_path}/{name} not found")
         current = collection.items[index]
         if method == "DELETE":
+            # DeleteOptions' uid precondition, answered as the API server answers it (409).
+            wanted = ((body or {}).get("preconditions") or {}).get("uid")
+            if wanted is not None and wanted != current["metadata"].get("uid"):
+                return status_response(409, f"Precondition failed: UID in precondition: {wanted}")
             del collection.items[index]
             self._broadcast(
                 collection_path, "DELETED", {**current, "metadata": {**current["metadata"], "resourceVersion": version}}

@@ -69,10 +69,14 @@ class Published:
     def is_newer_than(self, other: Published) -> bool:
         # resourceVersions are opaque, but etcd-backed servers use increasing integers; a
         # watch event older than our own write must not be mistaken for someone's edit.
+        later = self.is_known_later_than(other)
+        return later if later is not None else self.resource_version != other.resource_version
+
+    def is_known_later_than(self, other: Published) -> bool | None:
+        """Whether this version comes after ``other``'s, of whichever object of the name (one
+        etcd revision numbers every object); None where a version is not a number (opaque)."""
         mine, theirs = version_number(self.resource_version), version_number(other.resource_version)
-        if mine is not None and theirs is not None:
-            return mine > theirs
-        return self.resource_version != other.resource_version
+        return None if mine is None or theirs is None else mine > theirs
 
     @property
     def owned(self) -> bool:
@@ -266,14 +270,15 @@ class ObjectState:
         deleted the object, read after the watch's DELETED event, kept the deleted object as
         published and nothing recreated it until the relist, half an hour later (CI at fed11f1,
         test_a_capability_deleted_by_someone_else_is_put_back)."""
+        held = self.published
+        if held is not None and held.is_known_later_than(answer):
+            # The watch told of a later version (someone's edit, or another object made under
+            # the name since) before this answer was read: taken as it came, the answer hid the
+            # edit until the resync, or dropped the successor (review 65-races F3).
+            return held
         if answer.uid and answer.uid == self.deleted_uid:
             self.published, self.written = None, None
             return None
-        held = self.published
-        if held is not None and held.uid == answer.uid and held.is_newer_than(answer):
-            # The watch told of a later version (someone's edit) before this answer was read:
-            # taken as it came, the answer hid the edit, and nothing put it back until the resync.
-            return held
         self.published = answer
         return answer
 

@@ -222,6 +222,9 @@ class Publisher:
     # Sharded: the other shards' Ready pools, from their published objects, by object name. Shard
     # 0 holds the pods no node took, and its FabricUnschedulable names where a request would fit.
     _other_shards_ready: dict[str, ReadyPool] = field(default_factory=dict)
+    # The names the watch told of while a LIST of ``_read_published`` was under way: its view of
+    # them is newer than the LIST's (review 65-races F4). None: no such LIST under way.
+    _told_while_listing: set[str] | None = None
 
     def __post_init__(self) -> None:
         self.launched = self.clock()
@@ -590,9 +593,11 @@ class Publisher:
     async def _read_published(self, retry: Retry) -> float | None:
         """One LIST of every FabricCapability, taken as what is published; on failure (logged,
         counted in ``retry``) the delay before the next try, else None."""
+        self._told_while_listing = set()
         try:
             items = [item async for item in self.client.list_items(FABRIC_CAPABILITIES.collection())]
         except KubeError as error:
+            self._told_while_listing = None
             delay = retry.failed(LOAD_BACKOFF, self.clock())
             if error.status == 404:
                 logger.error(
@@ -604,9 +609,12 @@ class Publisher:
         retry.forget()
         everything = [Published.from_object(item) for item in items]
         listed = {published.name: published for published in everything if self._in_shard(published)}
-        self._other_shards_ready.clear()
+        told, self._told_while_listing = self._told_while_listing or set(), None
+        # Another shard's pool the watch told of meanwhile (deleted, or no longer Ready) stays as
+        # the watch said: the LIST's older copy brought it back, and no later event corrected it.
+        self._other_shards_ready = {name: ready for name, ready in self._other_shards_ready.items() if name in told}
         for published in everything:
-            if not self._in_shard(published):
+            if not self._in_shard(published) and published.name not in told:
                 self._remember_other_shard(published)
         for name, state in self.objects.items():
             known = state.published
@@ -644,6 +652,8 @@ class Publisher:
     def observe_published(self, obj: dict[str, Any], deleted: bool) -> None:
         """A watch event on a FabricCapability: keep our view of the cluster current."""
         name = str((obj.get("metadata") or {}).get("name"))
+        if self._told_while_listing is not None:
+            self._told_while_listing.add(name)
         if deleted:
             self._other_shards_ready.pop(name, None)
             state = self.objects.get(name)
@@ -785,6 +795,9 @@ class Publisher:
         listed = version_number(version)
         if listed is None:
             return
+        # Another shard's pool deleted while the watch was down: no event will tell of it.
+        for name in [name for name in self._other_shards_ready if name not in names]:
+            del self._other_shards_ready[name]
         for name, state in list(self.objects.items()):
             known = state.published
             if known is None or name in names:

@@ -299,8 +299,11 @@ class Requests:
         self.answered(patched)
         return patched
 
-    async def delete(self, path: str, timeout: float) -> None:
-        await self.client.request("DELETE", path, timeout=timeout)
+    async def delete(self, path: str, uid: str, timeout: float) -> None:
+        """Delete the object at ``path`` if it is still the one with ``uid`` (where known): a
+        name deleted and made again meanwhile holds another object."""
+        body = {"preconditions": {"uid": uid}} if uid else None
+        await self.client.request("DELETE", path, body=body, timeout=timeout)
 
     async def read(self, path: str, timeout: float) -> dict[str, Any]:
         found: dict[str, Any] = await self.client.request("GET", path, timeout=timeout)
@@ -532,12 +535,14 @@ class ObjectWriter:
                 return None
         events: list[Outgoing] = []
         if not status_current(state, existing, intent.status):
-            events = await self._write_status(state, existing, intent)
-            if state.published is None:
-                # The object went while its status was being written (a read-back or the watch
-                # saw it deleted): the next round decides whether to create it again.
+            written = await self._write_status(state, existing, intent)
+            if written is None or state.published is None:
+                # Not written (the Lease's window closed: its recheck brings it back), or the
+                # object went while it was (a read-back or the watch saw it deleted): the next
+                # round decides. Taken as written, an emptied pool kept Ready=True for the grace
+                # period, and a ready label went up over Ready=False (review 65-races F1).
                 return None
-            existing = state.published
+            events, existing = written, state.published
         if not events and not raises_ready_label(existing, intent):
             self._written(state, intent)
             return None
@@ -584,14 +589,20 @@ class ObjectWriter:
 
     @staticmethod
     def _written(state: ObjectState, intent: StatusWrite) -> None:
-        """All of ``intent`` is written: its object's failures and refusal are over."""
+        """All of ``intent`` is written: its object's failures and refusal are over. The empty
+        state is due no more only if the object holds it now: someone's edit the watch told of
+        before the write's answer was read asked for it again (review 65-races F2)."""
         state.retry.forget()
         state.forget_refusal()
-        if intent is state.empty:
+        held = state.published
+        if intent is state.empty and held is not None and status_current(state, held, intent.status):
             state.empty_due = False
 
-    async def _write_status(self, state: ObjectState, existing: Published, intent: StatusWrite) -> list[Outgoing]:
-        """Write the intent's status; the Events it calls for, to send after it."""
+    async def _write_status(
+        self, state: ObjectState, existing: Published, intent: StatusWrite
+    ) -> list[Outgoing] | None:
+        """Write the intent's status; the Events it calls for, to send after it (None: not
+        written, for want of a write window)."""
         # Transition times carry over from what this process wrote; after a restart or a new
         # Lease, from what is published (the only record there is).
         previous = state.written if state.written is not None else existing.status
@@ -639,17 +650,18 @@ class ObjectWriter:
         previous = state.written if state.written is not None else existing.status
         stamped = stamp_status(summary, previous, existing.generation, datetime.now(UTC).strftime(RFC3339))
         events = await self._patch_status(state, existing, previous, stamped)
-        if state.published is not None:
+        if events and state.published is not None:
             await self._send_events(state.published, events)  # now: the write fails after this
 
     async def _patch_status(
         self, state: ObjectState, existing: Published, previous: dict[str, Any], stamped: dict[str, Any]
-    ) -> list[Outgoing]:
+    ) -> list[Outgoing] | None:
         """Write ``stamped`` over ``existing``'s status, and log it; the Events it calls for
-        (rate-limited per object), to send after it."""
+        (rate-limited per object), to send after it. None: not written, for want of a write
+        window (``_timeout`` asked for a recheck)."""
         name = state.name
         if (timeout := self._timeout(state)) is None:
-            return []
+            return None
         written = Published.from_object(
             await self.requests.merge_patch(
                 FABRIC_CAPABILITIES.status(name), status_patch(existing.status, stamped), timeout
@@ -708,11 +720,18 @@ class ObjectWriter:
         if (timeout := self._timeout(state)) is None:
             return
         try:
-            await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), timeout)
+            await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), existing.uid, timeout)
         except KubeError as error:
+            if error.status == 409:
+                # The uid precondition failed: the name holds another object now, made since by
+                # someone else. Not this deletion's to delete unseen: the watch tells of it, and
+                # the expiry judges it as any object no pool calls for.
+                logger.info("FabricCapability %s was replaced before its deletion; kept", state.name)
+                return
             if error.status != 404:
                 raise
-        state.published, state.written = None, None
+        if state.published is existing:  # else the watch told of a successor meanwhile: kept
+            state.published, state.written = None, None
         state.retry.forget()
         self.metrics.pools.remove_pool(state.name)
         self.metrics.status_writes.labels(result="deleted").inc()

@@ -1,0 +1,332 @@
+"""The publisher's writes against what the cluster tells it meanwhile: a write's answer and the
+watch's events come over two connections, in either order (review 65-races, each test its repro)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from fabriccap.controller.objects import ObjectState, Published
+from fabriccap.controller.writes import WINDOW_RECHECK_SECONDS
+from fabriccap.core.api import READY_LABEL, condition_reason, condition_status
+from fabriccap.core.shard import Shard
+from fabriccap.kube.paths import FABRIC_CAPABILITIES
+from support.builders import node, plugin_pods
+from support.fakeapi import eventually
+from support.publishing import GRACE, Lease, healthy, publishing, start, writing
+
+
+async def test_an_empty_state_skipped_at_the_window_edge_is_written_once_the_leader_renews(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ready pool loses its nodes. Its empty write lowers the ready label; the label PATCH
+    takes long (a slow API server: the renewal is late too), so the status PATCH finds the
+    window under MIN_WRITE_WINDOW_SECONDS and is skipped. The leader then renews."""
+    async with publishing() as setup:
+        lease = setup.publisher.leader = Lease()
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        assert condition_status(setup.published()["efa-p5"]["status"], "Ready") == "True"
+        send = setup.publisher.requests.merge_patch
+
+        async def slow_label(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            answer = await send(path, body, timeout)
+            if not path.endswith("/status"):
+                lease.window = 0.3  # the label's answer came late: the window nearly closed
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", slow_label)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", send)
+        lease.window = 10.0  # renewed: nobody calls became_leader
+        for _ in range(3):
+            setup.clock.now += WINDOW_RECHECK_SECONDS
+            setup.publisher._fire_due(setup.clock.now)
+            await setup.publisher.reconcile_once()
+        obj = setup.published()["efa-p5"]
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
+        status = obj["status"]
+        assert (condition_status(status, "Ready"), condition_reason(status, "Ready")) == ("False", "NoTargetNodes")
+
+
+async def test_even_a_round_of_everything_does_not_bring_the_skipped_empty_state_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with publishing() as setup:
+        lease = setup.publisher.leader = Lease()
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        send = setup.publisher.requests.merge_patch
+
+        async def slow_label(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            answer = await send(path, body, timeout)
+            if not path.endswith("/status"):
+                lease.window = 0.3
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", slow_label)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", send)
+        lease.window = 10.0
+        setup.clock.now += WINDOW_RECHECK_SECONDS
+        setup.publisher._fire_due(setup.clock.now)
+        setup.store.mark_all()  # the resync
+        await setup.publisher.reconcile_once()
+        setup.clock.now += GRACE - 5  # most of the grace period later: still Ready=True
+        setup.store.mark_all()
+        await setup.publisher.reconcile_once()
+        status = setup.published()["efa-p5"]["status"]
+        assert condition_status(status, "Ready") == "False", (
+            condition_status(status, "Ready"),
+            setup.publisher.objects["efa-p5"].empty_due,
+        )
+
+
+async def test_a_skipped_status_write_does_not_let_the_ready_label_go_up_over_the_old_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool turns Ready. Its status PATCH finds the window nearly closed and is skipped;
+    the leader renews before the rest of the write (the ready label raised) would run. The
+    label must never be up over a status that is not Ready, and the recheck writes both."""
+    async with publishing() as setup:
+        lease = setup.publisher.leader = Lease()
+        setup.add([node("a", pool="p5", efa=0), *plugin_pods(["a"])])
+        await start(setup)
+        obj = setup.published()["efa-p5"]
+        assert condition_status(obj["status"], "Ready") == "False"
+        assert obj["metadata"]["labels"][READY_LABEL] == "false"
+        perform = setup.publisher.lanes.perform
+        seen: list[tuple[str, str | None]] = []
+
+        def label_and_ready() -> tuple[str, str | None]:
+            obj = setup.published()["efa-p5"]
+            return obj["metadata"]["labels"][READY_LABEL], condition_status(obj["status"], "Ready")
+
+        async def window_closes_then_renews(state: Any, intent: Any) -> Any:
+            lease.window = 0.3  # at the status PATCH
+            rest = await perform(state, intent)
+            lease.window = 10.0  # renewed while the rest waited for its lane
+            if rest is None:
+                return None
+
+            async def then() -> None:
+                await rest()
+                seen.append(label_and_ready())
+
+            return then
+
+        monkeypatch.setattr(setup.publisher.lanes, "perform", window_closes_then_renews)
+        setup.add([node("a", pool="p5", efa=32)])
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the write to end")
+        seen.append(label_and_ready())
+        monkeypatch.setattr(setup.publisher.lanes, "perform", perform)
+        setup.clock.now += WINDOW_RECHECK_SECONDS  # the recheck the skip asked for
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the recheck's write to end")
+        assert [pair for pair in seen if pair == ("true", "False")] == [], seen
+        assert label_and_ready() == ("true", "True")
+
+
+async def other_shards_object() -> tuple[Any, dict[str, Any]]:
+    """(shard 0 of 2, a Ready object of shard 1's pool as published)."""
+    first, second = Shard(index=0, count=2), Shard(index=1, count=2)
+    theirs = next(f"p5-{number}" for number in range(40) if second.owns_value(f"p5-{number}"))
+    async with publishing() as whole:
+        whole.add([*healthy(theirs, "t1", "t2")])
+        await start(whole)
+        (obj,) = whole.published().values()
+    assert obj["metadata"]["labels"][READY_LABEL] == "true"
+    return first, obj
+
+
+async def test_a_relist_forgets_another_shards_object_deleted_while_the_watch_was_down() -> None:
+    first, theirs = await other_shards_object()
+    name = theirs["metadata"]["name"]
+    async with publishing(shard=first) as setup:
+        await start(setup)
+        setup.publisher.observe_published(copy.deepcopy(theirs), deleted=False)
+        assert name in setup.publisher._other_shards_ready
+        # The watch was down while it was deleted; its relist (at a later version) lacks it.
+        setup.publisher.forget_unlisted(set(), "999")
+        assert name not in setup.publisher._other_shards_ready, setup.publisher._other_shards_ready
+
+
+async def test_a_read_back_list_older_than_a_deleted_event_does_not_bring_another_shards_pool_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, theirs = await other_shards_object()
+    name = theirs["metadata"]["name"]
+    async with publishing([copy.deepcopy(theirs)], shard=first) as setup:
+        await start(setup)
+        assert name in setup.publisher._other_shards_ready
+        client = setup.publisher.client
+        list_items = client.list_items
+
+        async def deleted_while_listing(path: str, *args: Any, **kwargs: Any) -> Any:
+            items = [item async for item in list_items(path, *args, **kwargs)]  # the snapshot
+            await client.delete(FABRIC_CAPABILITIES.item(name))
+            setup.publisher.observe_published(copy.deepcopy(theirs), deleted=True)  # the watch, meanwhile
+            for item in items:
+                yield item
+
+        monkeypatch.setattr(client, "list_items", deleted_while_listing)
+        setup.publisher.became_leader(True)  # the Lease acquired again: read everything back
+        await setup.publisher.reconcile_once()
+        assert name not in setup.api.objects(FABRIC_CAPABILITIES.collection())
+        assert name not in setup.publisher._other_shards_ready, setup.publisher._other_shards_ready
+
+
+async def test_a_late_answer_for_a_deleted_object_does_not_drop_its_successor_the_watch_told_of(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Our status PATCH lands on A; someone replaces A (delete, create: kubectl replace --force,
+    a GitOps tool's replace) and the watch tells of both before the PATCH's answer is read."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        client = setup.publisher.client
+        send = setup.publisher.requests.merge_patch
+        successor: list[dict[str, Any]] = []
+
+        async def then_replaced(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            answer = await send(path, body, timeout)
+            if path.endswith("/status") and not successor:
+                gone = copy.deepcopy(setup.published()["efa-p5"])
+                await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
+                setup.publisher.observe_published(gone, deleted=True)
+                fresh = {key: gone[key] for key in ("apiVersion", "kind")}
+                fresh["metadata"] = {
+                    key: gone["metadata"][key] for key in ("name", "labels", "annotations") if key in gone["metadata"]
+                }
+                created = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+                successor.append(created)
+                setup.publisher.observe_published(copy.deepcopy(created), deleted=False)
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_replaced)
+        setup.remove_node("b")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the write to end")
+        held = setup.publisher.objects["efa-p5"].published
+        assert held is not None and held.uid == successor[0]["metadata"]["uid"], held
+
+
+async def test_an_object_replaced_during_its_empty_write_is_still_emptied_and_expired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        ready_status = copy.deepcopy(setup.published()["efa-p5"]["status"])
+        client = setup.publisher.client
+        send = setup.publisher.requests.merge_patch
+        done: list[bool] = []
+
+        async def then_replaced(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            answer = await send(path, body, timeout)
+            if path.endswith("/status") and not done:
+                done.append(True)
+                gone = copy.deepcopy(setup.published()["efa-p5"])
+                await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
+                setup.publisher.observe_published(gone, deleted=True)
+                fresh = {key: gone[key] for key in ("apiVersion", "kind")}
+                fresh["metadata"] = {key: gone["metadata"][key] for key in ("name", "labels", "annotations")}
+                fresh["metadata"]["labels"][READY_LABEL] = "true"
+                await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+                forged = await client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": ready_status})
+                setup.publisher.observe_published(copy.deepcopy(forged), deleted=False)
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_replaced)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        for _ in range(3):
+            await setup.publisher.reconcile_once()
+            await eventually(lambda: not writing(setup.publisher), "writes to end")
+        status = setup.published()["efa-p5"]["status"]
+        assert condition_status(status, "Ready") == "False", (
+            condition_status(status, "Ready"),
+            "efa-p5" in setup.publisher.objects,
+        )
+
+
+async def test_an_edit_told_of_before_the_empty_writes_answer_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """6d2ccda's case for an object no pool calls for: someone forges Ready=True over its empty
+    state just after the empty status PATCH lands, and the watch tells of it before the answer
+    is read."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        ready_status = copy.deepcopy(setup.published()["efa-p5"]["status"])
+        send = setup.publisher.requests.merge_patch
+        edits = 1
+
+        async def then_edited(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            nonlocal edits
+            answer = await send(path, body, timeout)
+            if path.endswith("/status") and edits:
+                edits -= 1
+                forged = await setup.publisher.client.merge_patch(path, {"status": ready_status})
+                setup.publisher.observe_published(forged, deleted=False)
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_edited)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        for _ in range(3):
+            await setup.publisher.reconcile_once()
+            await eventually(lambda: not writing(setup.publisher), "writes to end")
+        status = setup.published()["efa-p5"]["status"]
+        assert condition_status(status, "Ready") == "False", (
+            condition_status(status, "Ready"),
+            setup.publisher.objects["efa-p5"].empty_due,
+        )
+
+
+async def test_an_expired_object_replaced_before_its_delete_is_not_deleted_unseen() -> None:
+    """Its grace period ended, and someone made another object under the name before the
+    DELETE went: the DELETE names the uid it judged, so the successor is not deleted with it."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        client = setup.publisher.client
+        gone = copy.deepcopy(setup.published()["efa-p5"])
+        await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))  # the watch has not told of it yet
+        fresh = {key: gone[key] for key in ("apiVersion", "kind")}
+        fresh["metadata"] = {key: gone["metadata"][key] for key in ("name", "labels", "annotations")}
+        successor = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()  # emptied: the empty state goes to the successor
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        state = setup.publisher.objects["efa-p5"]
+        state.published = Published.from_object(gone)  # what this replica judged, as the watch lagged
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the deletion to end")
+        deletes = setup.api.writes("DELETE")
+        assert deletes and deletes[-1][2] == {"preconditions": {"uid": gone["metadata"]["uid"]}}
+        assert setup.published()["efa-p5"]["metadata"]["uid"] == successor["metadata"]["uid"]
+
+
+def test_an_answer_with_opaque_versions_is_taken_as_it_comes() -> None:
+    """resourceVersions are opaque outside etcd: where one is not a number, no order is known,
+    and the write's answer is what the cluster holds (not the held copy, forever)."""
+    state = ObjectState(name="efa-p5")
+    held = Published(name="efa-p5", generation=1, status={}, labels={}, annotations={}, resource_version="b", uid="u")
+    answer = Published(name="efa-p5", generation=1, status={}, labels={}, annotations={}, resource_version="a", uid="u")
+    state.published = held
+    assert state.answered(answer) is answer and state.published is answer
+    later = Published(name="efa-p5", generation=1, status={}, labels={}, annotations={}, resource_version="9", uid="u")
+    state.published = later
+    older = Published(name="efa-p5", generation=1, status={}, labels={}, annotations={}, resource_version="7", uid="u")
+    assert state.answered(older) is later and state.published is later
