@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from fabriccap_devtools.controlplane import relay
+from fabriccap_devtools.controlplane.processes import free_ports
 
 
 @pytest.mark.parametrize(
@@ -27,12 +28,6 @@ def test_parse_address_refuses_what_is_not_host_and_port(text: str) -> None:
         relay.parse_address(text)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Echoes everything, then says how much it got once the client half-closes."""
     total = 0
@@ -47,7 +42,7 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 @contextlib.asynccontextmanager
 async def _relayed(upstream_port: int) -> AsyncIterator[tuple[str, int]]:
-    listen = ("127.0.0.1", _free_port())
+    listen = ("127.0.0.1", free_ports(1)[0])
     task = asyncio.create_task(relay.relay(listen, ("127.0.0.1", upstream_port)))
     try:
         for _ in range(200):
@@ -79,14 +74,14 @@ async def test_bytes_pass_both_ways_and_a_half_close_reaches_the_upstream() -> N
 
 
 async def test_no_upstream_closes_the_client_connection() -> None:
-    async with _relayed(_free_port()) as listen:
+    async with _relayed(free_ports(1)[0]) as listen:
         reader, writer = await asyncio.open_connection(*listen)
         assert await asyncio.wait_for(reader.read(), 10) == b""
         writer.close()
 
 
 def test_wait_listening_stops_early_when_the_relay_is_gone() -> None:
-    assert relay.wait_listening(("127.0.0.1", _free_port()), 30.0, lambda: False) is False
+    assert relay.wait_listening(("127.0.0.1", free_ports(1)[0]), 30.0, lambda: False) is False
 
 
 def test_wait_listening_sees_a_listener() -> None:

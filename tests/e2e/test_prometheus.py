@@ -32,12 +32,12 @@ import yaml
 from fabriccap.observability.alerts import AlertSettings, rules_file
 from fabriccap.observability.dashboard import dashboard
 from fabriccap_devtools import world as fabriccap_world
+from fabriccap_devtools.controlplane.processes import free_ports
 from fabriccap_devtools.seeding import creatable
 from harness import (
     OperatorProcess,
     SyncKube,
     World,
-    free_port,
     pod_path,
     wait_until,
     write_config,
@@ -104,7 +104,7 @@ class PrometheusServer:
         (self.directory / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
 
     def start(self) -> None:
-        self.port = free_port()
+        (self.port,) = free_ports(1)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import ipaddress
 import json
+import math
 import os
 import ssl
 import subprocess
@@ -69,8 +70,10 @@ class Credentials:
     proxy_url: str | None = None
     source: str = ""
     _expires_at: float | None = field(default=None, repr=False)
-    _token_read_at: float = field(default=0.0, repr=False)
-    _exec_ran_at: float = field(default=0.0, repr=False)
+    # Never, not 0.0: the monotonic clock starts near 0 at boot, so on a node up for less than
+    # TOKEN_FILE_REREAD_SECONDS a token file never read counted as fresh (review 65-flaky F2).
+    _token_read_at: float = field(default=-math.inf, repr=False)
+    _exec_ran_at: float = field(default=-math.inf, repr=False)
     _refreshing: asyncio.Lock | None = field(default=None, repr=False)
     _refreshing_loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     # The environment's proxy for ``server``, as it was when first asked (server, proxy).

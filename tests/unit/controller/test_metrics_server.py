@@ -16,6 +16,7 @@ import pytest
 
 from fabriccap.controller import metrics as metrics_module
 from fabriccap.controller.metrics import OperatorMetrics, accepts_gzip, start_health_server, start_metrics_server
+from fabriccap_devtools.controlplane.processes import free_ports
 from support.bounded import hang_guard
 
 SCRAPERS = 20
@@ -23,12 +24,6 @@ SCRAPERS = 20
 # the event loop, and these turn that into a failure instead of a hang.
 RENDER_HOLD_SECONDS = 2.0
 HANG_SECONDS = 30.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class HeldRender:
@@ -69,7 +64,7 @@ async def test_concurrent_scrapes_share_one_render_while_healthz_answers() -> No
     metrics = OperatorMetrics()
     render = HeldRender(metrics.exposition_gzip)
     metrics.exposition_gzip = render  # type: ignore[method-assign]
-    port = free_port()
+    port = free_ports(1)[0]
     runner = await start_metrics_server(metrics, "127.0.0.1", port)
     url = f"http://127.0.0.1:{port}/metrics"
     try:
@@ -105,7 +100,7 @@ async def test_a_scraper_that_does_not_read_is_cut_off_and_frees_its_slot() -> N
     big = b"# padding\n" * (2 * 1024 * 1024)  # 20 MB: more than any socket buffer holds
     held = gzip.compress(big)  # the stalled client asks for no gzip: it is sent the 20 MB
     metrics.exposition_gzip = lambda: held  # type: ignore[method-assign]
-    port = free_port()
+    port = free_ports(1)[0]
     runner = await start_metrics_server(metrics, "127.0.0.1", port, max_concurrent=1, send_timeout=0.5)
     url = f"http://127.0.0.1:{port}/metrics"
     stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -284,7 +279,7 @@ async def test_metrics_are_gzipped_for_those_who_ask_and_plain_for_the_others() 
     plain = _ours(metrics.exposition())
     assert b'fabriccap_pool_nodes{fabric="efa",name="efa-p",pool="p"} 3.0' in plain
     assert _ours(gzip.decompress(metrics.exposition_gzip())) == plain
-    port = free_port()
+    port = free_ports(1)[0]
     runner = await start_metrics_server(metrics, "127.0.0.1", port)
     url = f"http://127.0.0.1:{port}/metrics"
     try:

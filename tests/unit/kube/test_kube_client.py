@@ -1056,3 +1056,17 @@ async def test_a_request_retried_after_a_401_keeps_its_one_timeout(
             with pytest.raises(KubeError, match="cannot reach"):
                 await client.request("GET", "/api/v1/nodes", timeout=1.0)
         assert len(api.requests) == 1  # the retry was cut by the one timeout
+
+
+@pytest.mark.parametrize("uptime", [30.0, 59.0, 61.0, 5000.0])
+async def test_a_token_file_is_read_before_the_first_request_whatever_the_machines_uptime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uptime: float
+) -> None:
+    # The monotonic clock starts near 0 at boot: on a node up for less than the re-read period,
+    # a token file never read counted as read, and the watches went out with no token (401s).
+    token = tmp_path / "token"
+    token.write_text("sa-token\n")
+    monkeypatch.setattr("time.monotonic", lambda: uptime)  # the clock credentials read
+    credentials = Credentials(server="https://10.0.0.1:443", token_file=token)  # as load_in_cluster builds it
+    await credentials.refresh_async()
+    assert credentials.headers() == {"Authorization": "Bearer sa-token"}
