@@ -27,6 +27,7 @@ from support.fakeapi import FakeApi, fake_api
 REPLICA_SETS = ApiResource.of("apps/v1", "replicasets", "ReplicaSet", namespaced=True)
 DEPLOYMENTS = ApiResource.of("apps/v1", "deployments", "Deployment", namespaced=True)
 JOBS = ApiResource.of("batch/v1", "jobs", "Job", namespaced=True)
+JOBSETS = ApiResource.of("jobset.x-k8s.io/v1alpha2", "jobsets", "JobSet", namespaced=True)
 POD_TEMPLATE = {
     "spec": {"containers": [{"name": "node", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
 }
@@ -44,7 +45,7 @@ def serve(api: FakeApi, *objects: dict[str, Any]) -> None:
     api.serve(PODS.collection(), "Pod", pods, "10")
     # Where the explained pod itself is read, by name.
     api.serve(PODS.collection("ml"), "Pod", [pod for pod in pods if pod["metadata"]["namespace"] == "ml"], "10")
-    for resource in (REPLICA_SETS, DEPLOYMENTS, JOBS):
+    for resource in (REPLICA_SETS, DEPLOYMENTS, JOBS, JOBSETS):
         api.serve(resource.collection("ml"), resource.kind, by_kind.pop(resource.kind, []), "10")
     assert not by_kind, f"no collection for {sorted(by_kind)}"
 
@@ -75,7 +76,7 @@ def deployment_pod(name: str = "serve-1-x", replica: str = "serve-1") -> dict[st
 def owner_gets(api: FakeApi) -> list[str]:
     """The paths of the owner reads sent (every request a GET: the CLI never writes)."""
     assert {method for method, *_ in api.requests} == {"GET"}
-    owner_paths = (REPLICA_SETS.collection("ml") + "/", DEPLOYMENTS.collection("ml") + "/", JOBS.collection("ml") + "/")
+    owner_paths = tuple(f"{r.collection('ml')}/" for r in (REPLICA_SETS, DEPLOYMENTS, JOBS, JOBSETS))
     return [path for _, path, _, _ in api.requests if path.startswith(owner_paths)]
 
 
@@ -111,6 +112,25 @@ async def test_a_deployment_counts_the_pods_of_its_replica_set(
         result = await run_explain(api, tmp_path, capsys, "deployment/ml/serve")
     assert result["runsOn"] == ["eks.amazonaws.com/nodegroup=p5 (1 pod)"]
     assert result["change"].startswith("kubectl patch deployments.apps serve -n ml --type json")
+
+
+async def test_a_jobsets_pod_is_told_the_jobset_not_its_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A pod without the JobSet controller's labels names only its Job: the Job's read tells the
+    # JobSet, and the JobSet's that nothing owns it.
+    job = batch_job("bert-node-0", None)
+    job["metadata"]["ownerReferences"] = [owner_reference("JobSet", "jobset.x-k8s.io/v1alpha2", "bert")]
+    the_jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "bert", "namespace": "ml"},
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": POD_TEMPLATE}}}]},
+    }
+    pod = workload_pod("n1", "bert-node-0-0-x", owner=owner_reference("Job", "batch/v1", "bert-node-0"))
+    async with fake_api() as (api, _client):
+        serve(api, job, the_jobset, pod)
+        result = await run_explain(api, tmp_path, capsys, "pod/ml/bert-node-0-0-x")
+        assert owner_gets(api) == [JOBS.item("bert-node-0", "ml"), JOBSETS.item("bert", "ml")]
+    assert result["change"] == "fabriccap explain jobsets.jobset.x-k8s.io/ml/bert"
 
 
 @pytest.mark.parametrize(
