@@ -12,13 +12,16 @@ import shlex
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fabriccap.kube.paths import ApiResource
+from fabriccap_devtools import world as fabric_world
 from fabriccap_devtools.gotools import GoToolError
+from fabriccap_devtools.seeding import creatable
 from fabriccap_devtools.workload_crds import JOBSET
 from harness import SyncKube, World, wait_until, write_config
 from test_admission_kinds import established
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 JOBSETS = ApiResource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
 NODEGROUP = "eks.amazonaws.com/nodegroup"
 EFA = "vpc.amazonaws.com/efa"
+GPU = "nvidia.com/gpu"
 
 
 def jobset(name: str, pool: str, limits: dict[str, str]) -> dict[str, Any]:
@@ -127,3 +131,116 @@ def test_kubectl_fabriccap_explains_a_live_jobset_with_the_patch_to_apply(
     finally:
         world.delete_objects()  # no operator runs: there are no FabricCapabilities to wait for
         kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+# ---------------------------------------------------------------------------------------------
+# A live explain reads the owners it needs. No controller-manager runs beside this API server:
+# the test makes the Deployment's ReplicaSet and pod itself, owned as the controllers own them.
+
+REPLICA_SETS = ApiResource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+DEPLOYMENTS = ApiResource("apps", "v1", "deployments", "Deployment", namespaced=True)
+PODS = ApiResource("", "v1", "pods", "Pod", namespaced=True)
+
+
+def controller_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+def apps_object(kind: str, name: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Deployment or ReplicaSet of one GPU pod (8 GPUs, no EFA), owned by ``owner`` if given."""
+    labels = {"app": name}
+    container = {"name": "node", "image": "registry.invalid/ml/serve:e2e", "resources": {"limits": {GPU: "8"}}}
+    metadata: dict[str, Any] = {"name": name, "labels": labels}
+    if owner is not None:
+        metadata["ownerReferences"] = [controller_reference(owner)]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+@pytest.fixture
+def live_namespace(cluster: E2ECluster, kube: SyncKube, tmp_path: Path) -> Iterator[tuple[str, World, Path]]:
+    """A namespace with a Ready pool of 2 nodes (plugin pods there), and a config for it."""
+    namespace = f"explain-{uuid.uuid4().hex[:6]}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    world = World(kube, namespace, prefix=namespace)
+    config = write_config(
+        tmp_path / "config.yaml", {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": [namespace]}}]}
+    )
+    try:
+        world.add_pool("p5", 2, plugin=True)
+        yield namespace, world, config
+    finally:
+        world.delete_objects()  # no operator runs: there are no FabricCapabilities to wait for
+        kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def bound_pod(world: World, namespace: str, name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """A pod of 8 GPUs on the pool's first node, controlled by ``owner``, as a ReplicaSet makes it."""
+    body = fabric_world.workload_pod(world.nodes[0], name, namespace=namespace, owner=owner, gpu=8)
+    body.pop("status")
+    return creatable(body)
+
+
+def explain_live(cluster: E2ECluster, config: Path, target: str) -> dict[str, Any]:
+    command = ["explain", target, "--kubeconfig", str(cluster.kubeconfig), "--config", str(config), "-o", "json"]
+    result = subprocess.run(
+        [sys.executable, "-m", "fabriccap", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def test_a_live_deployments_pod_is_named_under_the_deployment(
+    cluster: E2ECluster, kube: SyncKube, live_namespace: tuple[str, World, Path]
+) -> None:
+    namespace, world, config = live_namespace
+    made = kube.create(DEPLOYMENTS.collection(namespace), apps_object("Deployment", "serve"))
+    replica_set = kube.create(REPLICA_SETS.collection(namespace), apps_object("ReplicaSet", "serve-5d8f", made))
+    kube.create(
+        PODS.collection(namespace), bound_pod(world, namespace, "serve-5d8f-x2k4", controller_reference(replica_set))
+    )
+
+    pod = explain_live(cluster, config, f"pod/{namespace}/serve-5d8f-x2k4")
+    # Not the ReplicaSet, which the Deployment would make again without the request.
+    assert pod["change"] == f"fabriccap explain deployments.apps/{namespace}/serve"
+    assert f"belongs to Deployment {namespace}/serve" in pod["note"]
+    assert pod["requestField"].startswith("Deployment: ")
+    deployment = explain_live(cluster, config, f"deployment/{namespace}/serve")
+    assert deployment["runsOn"] == [f"{NODEGROUP}={world.pool('p5')} (1 pod)"]
+    assert deployment["change"].startswith(f"kubectl patch deployments.apps serve -n {namespace} --type json")
+
+
+def test_a_live_pods_owner_that_is_gone_is_said_with_why(
+    cluster: E2ECluster, kube: SyncKube, live_namespace: tuple[str, World, Path]
+) -> None:
+    namespace, world, config = live_namespace
+    # No garbage collector runs here: the pod outlives its ReplicaSet, as it does in a cluster
+    # between the owner's deletion and the collector's pass.
+    gone = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "gone-1", "uid": str(uuid.uuid4())}}
+    kube.create(PODS.collection(namespace), bound_pod(world, namespace, "gone-1-x", controller_reference(gone)))
+
+    pod = explain_live(cluster, config, f"pod/{namespace}/gone-1-x")
+    assert pod["change"] == (
+        f"ReplicaSet {namespace}/gone-1 could not be read (404 Not Found: it is gone), nor what owns it: "
+        f"once it can be, fabriccap explain replicasets.apps/{namespace}/gone-1"
+    )

@@ -42,6 +42,7 @@ from fabriccap.core.workloads import (
     MAX_OWNER_DEPTH,
     NOT_USED_VERDICTS,
     OWNER_LOOKUP_KINDS,
+    LookupKey,
     nccl_uses,
     owner_chain,
     owner_loop,
@@ -209,27 +210,21 @@ def explain_workload(
     index: FactIndex,
     body: Mapping[str, Any],
     held: Collection[tuple[str, str, str]] | None = None,
+    unread: Mapping[tuple[str, str, str], str] | None = None,
 ) -> WorkloadExplanation:
     """``held``: the keys (``ObjectRef.key``) of the workload objects the snapshots hold, so that
     a change is never a command that would fail on them; None for a live read, where every owner
-    named is asked for by the command that names it."""
-    api_version, kind_name = body.get("apiVersion"), body.get("kind")
-    metadata = body.get("metadata")
-    if not isinstance(api_version, str) or not isinstance(kind_name, str) or not isinstance(metadata, Mapping):
-        raise WorkloadExplainError("the object has no apiVersion, kind or metadata")
-    kind = kind_of(api_version, kind_name)
-    if kind is None:
-        shown = clean_text(f"{kind_name} ({api_version})", 120)
-        raise WorkloadExplainError(f"{shown} is not a workload kind fabriccap knows (docs/workloads.md)")
-    namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
+    named is asked for by the command that names it. ``unread``: live, the owners a read of
+    ``owner_reads`` did not tell, each with why (forbidden, gone, past the bound on reads)."""
+    api_version, kind, metadata, identity = _parsed(body)
+    _, namespace, name = identity
     profile = config.enabled_fabrics[0]
     resource, accelerators = profile.resource, sorted(profile.target_nodes.accelerator_resources)
     capabilities = [c for c in evaluation.capabilities if c.fabric == profile.name]
     pools = [(c.pool.key, c.pool.value) for c in capabilities]
 
     # Where its pods run now: pools of the nodes its pods are bound to.
-    identity = (group_kind(group_of(api_version), kind.kind), namespace, name)
-    owners = _owners_above(kind, identity, metadata, index)
+    owners = _owners_above(kind, identity, metadata, index)[0]
     looped = owner_loop(owners)
     top = owners[-1] if owners and not looped else None
     counted_as = top if _pods_name_only(top, api_version, kind) else None
@@ -319,7 +314,7 @@ def explain_workload(
         )
     elif needing and ready and count and top is not None:
         field = _request_field(kind, top, owners)
-        change, note = _change_on_owner(kind, namespace, name, top, field, resource, count, held)
+        change, note = _change_on_owner(kind, namespace, name, top, field, resource, count, held, unread or {})
     elif needing and ready and count:
         target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
         if per_node is not None:
@@ -356,6 +351,8 @@ def explain_workload(
             f"{below.kind} {below.namespace}/{below.name}, not {named_top.kind} {named_top.namespace}/{named_top.name}"
         )
         note = f"{note}; {deeper}" if note else deeper
+    if unread and not kind.is_its_own_pod and (uncounted := _uncounted(own, namespace, index, unread)) is not None:
+        note = f"{note}; {uncounted}" if note else uncounted
     if counted_as is not None:
         counted = (
             f"its pods name only {counted_as.kind} {counted_as.namespace}/{counted_as.name}: "
@@ -391,29 +388,69 @@ def explain_workload(
 
 def _owners_above(
     kind: WorkloadKind, identity: tuple[str, str, str], metadata: Mapping[str, Any], index: FactIndex
-) -> list[ObjectRef]:
+) -> tuple[list[ObjectRef], list[LookupKey]]:
     """The owners above the explained object, nearest first, as far as the snapshots or the
     cluster tell (a JobSet's Job, a Job's Pod); empty when the object is its own top. A pod's are
     read as the pod's own owners are read for the pools (by the label that names its workload,
     then up the owners); any other object's from its controller reference up. An object a pod
     controls (a LeaderWorkerSet's worker StatefulSet, controlled by its leader pod:
-    pod_controller.go:173) belongs to that pod's top owner, not to the pod, which makes nothing."""
+    pod_controller.go:173) belongs to that pod's top owner, not to the pod, which makes nothing.
+
+    With them, the owner read that would take the chain one further, if one would."""
     _, namespace, name = identity
     pod = index.workload_pods.get((namespace, name)) if kind.is_its_own_pod else None
     if pod is not None:
-        return [] if pod.owner.key == identity else owner_chain(pod.owner, index, None)[0]
+        if pod.owner.key == identity:
+            return [], []
+        chain, missing = owner_chain(pod.owner, index, None)
+        return chain, _listed(missing)
     start = controller_owner(metadata, namespace)
     if start is None:
-        return []
-    chain = owner_chain(start, index, None)[0]
+        return [], []
+    chain, missing = owner_chain(start, index, None)
     controller = chain[-1]
     if controller.group_kind != "Pod" or owner_loop(chain):
-        return chain
+        return chain, _listed(missing)
     leader = index.workload_pods.get((controller.namespace, controller.name))
     if leader is not None and leader.owner.key != controller.key:
-        return chain + owner_chain(leader.owner, index, None)[0]
+        above, missing = owner_chain(leader.owner, index, None)
+        return chain + above, _listed(missing)
     labelled = _labelled_owner(kind, metadata, namespace)
-    return [*chain, labelled] if labelled is not None else chain
+    return ([*chain, labelled] if labelled is not None else chain), []
+
+
+def _listed(missing: LookupKey | None) -> list[LookupKey]:
+    return [] if missing is None else [missing]
+
+
+def _parsed(body: Mapping[str, Any]) -> tuple[str, WorkloadKind, Mapping[str, Any], tuple[str, str, str]]:
+    """The explained object's apiVersion, row of the table, metadata and key (``ObjectRef.key``);
+    WorkloadExplainError when it is not an object of a kind the table knows."""
+    api_version, kind_name = body.get("apiVersion"), body.get("kind")
+    metadata = body.get("metadata")
+    if not isinstance(api_version, str) or not isinstance(kind_name, str) or not isinstance(metadata, Mapping):
+        raise WorkloadExplainError("the object has no apiVersion, kind or metadata")
+    kind = kind_of(api_version, kind_name)
+    if kind is None:
+        shown = clean_text(f"{kind_name} ({api_version})", 120)
+        raise WorkloadExplainError(f"{shown} is not a workload kind fabriccap knows (docs/workloads.md)")
+    namespace, name = object_namespace(metadata.get("namespace")), object_name(metadata.get("name"))
+    return api_version, kind, metadata, (group_kind(group_of(api_version), kind.kind), namespace, name)
+
+
+def owner_reads(body: Mapping[str, Any], index: FactIndex) -> tuple[list[LookupKey], list[LookupKey]]:
+    """The owner reads ``explain_workload`` of ``body`` lacks, as ``owner_chain`` names them: the
+    one that takes the object's own chain of owners one further, and those of the pods it may
+    count (its namespace's bound pods, those named after it first: a controller names its pods
+    after itself, so under a bound on reads they are the likeliest to be its own). A live explain
+    reads them, then asks again, until none is lacking."""
+    _, kind, metadata, identity = _parsed(body)
+    _, namespace, name = identity
+    own = _owners_above(kind, identity, metadata, index)[1]
+    bound = [pod for pod in index.workload_pods.values() if pod.namespace == namespace and pod.node_name is not None]
+    bound.sort(key=lambda pod: (not pod.name.startswith(f"{name}-"), pod.name))
+    pods = [missing for pod in bound if (missing := owner_chain(pod.owner, index, None)[1]) is not None]
+    return own, pods
 
 
 def _labelled_owner(kind: WorkloadKind, metadata: Mapping[str, Any], namespace: str) -> ObjectRef | None:
@@ -456,6 +493,23 @@ def _is_own(
     if counted_as is not None:
         return top_owner(pod, index)[0].key == counted_as.key
     return (pod.namespace, pod.name) in under
+
+
+def _uncounted(
+    own: Iterable[WorkloadPodFacts], namespace: str, index: FactIndex, unread: Mapping[tuple[str, str, str], str]
+) -> str | None:
+    """Said when pods of the namespace may be the object's but are not counted: their chain of
+    owners ends at one the live read could not read (the first such owner's why is shown)."""
+    counted = {(pod.namespace, pod.name) for pod in own}
+    reasons = [
+        unread[top.key]
+        for pod in index.workload_pods.values()
+        if pod.namespace == namespace and pod.node_name is not None and (pod.namespace, pod.name) not in counted
+        if (top := owner_chain(pod.owner, index, None)[0][-1]).key in unread
+    ]
+    if not reasons:
+        return None
+    return f"{len(reasons)} other pods of {namespace} are not counted: their owners could not be read ({reasons[0]})"
 
 
 def _round_once(explained: str, identity: tuple[str, str, str], owners: Sequence[ObjectRef]) -> str:
@@ -516,11 +570,13 @@ def _change_on_owner(
     resource: str,
     count: int,
     held: Collection[tuple[str, str, str]] | None,
+    unread: Mapping[tuple[str, str, str], str],
 ) -> tuple[str, str]:
     """The change for an object a higher workload makes (a JobSet's Job or Pod): that owner
     makes it again from its own template, so the request is set there (``field``), not on this
     object. An owner the snapshots do not hold is said to be missing, with the read that adds
-    it: its explain would fail on them."""
+    it: its explain would fail on them; one the live read could not read, with why: what owns
+    it, the object to change, is unknown."""
     top_kind = kind_of(top.api_version, top.kind)
     shown = f"{top.kind} {top.namespace}/{top.name}"
     where = field.partition(": ")[2]
@@ -533,6 +589,8 @@ def _change_on_owner(
             plural = _resource_of(top_kind)
             read = f"kubectl get {plural} {shlex.quote(top.name)} -n {shlex.quote(top.namespace)} -o json"
             change = f"{shown} is not in the snapshots: add it{also} ({read}), then {command}"
+        elif top.key in unread:
+            change = f"{shown} could not be read ({unread[top.key]}), nor what owns it: once it can be, {command}"
         where = f"{where} ({command} prints the patch)"
     else:
         change = f"set {resource}: {count} in the pod template of {shown}"

@@ -28,8 +28,9 @@ from fabriccap.core.index import FactIndex
 from fabriccap.core.text import escape_controls
 from fabriccap.core.transport import SIGNATURES
 from fabriccap.core.verdicts import combine
-from fabriccap.core.workload_explain import WorkloadExplanation, explain_workload
+from fabriccap.core.workload_explain import WorkloadExplanation, explain_workload, owner_reads
 from fabriccap.core.workload_kinds import WorkloadKind
+from fabriccap.offline.owners import OwnerReader
 from fabriccap.offline.pipeline import live_facts, live_object
 from fabriccap.offline.render import align
 
@@ -91,8 +92,10 @@ async def explain_workload_live(
     kubeconfig: str | None,
     context: str | None,
 ) -> WorkloadExplanation | None:
-    """``explain KIND/NAMESPACE/NAME`` of the live cluster (None when there is no such object);
-    with transport on, its pods' logs are read first, as ``explain_live`` reads a pool's."""
+    """``explain KIND/NAMESPACE/NAME`` of the live cluster (None when there is no such object).
+    The owners it lacks are read first (``offline.owners``): the object's own chain to its top
+    before its namespace's pods', so the bound on reads never cuts the chain for the pods' sake.
+    With transport on, its pods' logs are read then, as ``explain_live`` reads a pool's."""
     from fabriccap.kube.client import connect  # aiohttp only for a live read
 
     async with await connect(kubeconfig, context) as client:
@@ -100,11 +103,15 @@ async def explain_workload_live(
         body = await live_object(kind, namespace, name, client=client)
         if body is None:
             return None
-        explanation = explain_workload(config, evaluate(config, facts), facts, body)
+        owners = OwnerReader(client, facts, extractor.on_refused)
+        await owners.read_until_known(lambda: owner_reads(body, facts)[0])
+        await owners.read_until_known(lambda: [key for keys in owner_reads(body, facts) for key in keys])
+        unread = owners.unread
+        explanation = explain_workload(config, evaluate(config, facts), facts, body, unread=unread)
         if not explanation.pods:
             return explanation
         await read_pod_logs(client, config, facts, explanation.pods[:MAX_LIVE_READS])
-    return explain_workload(config, evaluate(config, facts), facts, body)
+    return explain_workload(config, evaluate(config, facts), facts, body, unread=unread)
 
 
 async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, pods: Sequence[PodExplanation]) -> None:
