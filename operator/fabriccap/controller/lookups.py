@@ -35,7 +35,7 @@ from fabriccap.core.references import RefusalHook
 from fabriccap.core.workloads import LookupKey, learn_lookup
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
-from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, lookup_accept, lookup_path
+from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, NO_FURTHER_OWNER_STATUSES, lookup_accept, lookup_path
 
 logger = logging.getLogger(__name__)
 
@@ -195,13 +195,8 @@ class LookupResolver:
         self._learn(key, None)
 
     def _failed(self, key: LookupKey, error: KubeError) -> None:
-        if error.status == 404:
-            # Gone, or a kind this cluster does not serve: the nearest known owner is the top.
-            self._retries.forget(key)
-            self._learn(key, None)
-            return
-        if error.status == 403:
-            if key.kind not in self._forbidden_kinds:
+        if error.status in NO_FURTHER_OWNER_STATUSES:
+            if error.status == 403 and key.kind not in self._forbidden_kinds:
                 self._forbidden_kinds.add(key.kind)
                 logger.warning(
                     "may not read %s objects (%s): workloads are reported by their nearest known owner",

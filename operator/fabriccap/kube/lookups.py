@@ -22,6 +22,9 @@ CLAIM_API_VERSION = "resource.k8s.io/v1"
 # is room for what the server adds (managedFields, status). A reply larger than that is not
 # an owner: it is an answer the operator must not hold in memory (reliability round 3, S4).
 MAX_LOOKUP_BYTES = 4 * 1024 * 1024
+# A lookup answered so has no further owner: the object is gone, or a kind this cluster does
+# not serve (404), or one the reader may not read (403). Its nearest known owner is the top.
+NO_FURTHER_OWNER_STATUSES = frozenset({403, 404})
 
 
 def lookup_path(key: LookupKey) -> str:

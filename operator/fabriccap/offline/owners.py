@@ -23,7 +23,7 @@ from fabriccap.core.references import RefusalHook
 from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import OWNER_LOOKUP_KINDS, LookupKey, learn_lookup
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
-from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, lookup_accept, lookup_path
+from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, NO_FURTHER_OWNER_STATUSES, lookup_accept, lookup_path
 
 if TYPE_CHECKING:
     from fabriccap.core.index import FactIndex
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 # which owner it stopped at and why.
 MAX_OWNER_READS = 64
 PARALLEL_OWNER_READS = 4
-# The statuses the operator, too, takes for "no further owner" (controller.lookups).
-NO_FURTHER_OWNER = frozenset({403, 404})
 MAX_REASON = 200
 
 OwnerKey = tuple[str, str, str]
@@ -83,7 +81,7 @@ class OwnerReader:
             return
         except KubeError as error:
             self.unread[key.owner_key] = _why(key, error)
-            if error.status in NO_FURTHER_OWNER:
+            if error.status in NO_FURTHER_OWNER_STATUSES:
                 learn_lookup(self.facts, key, None, self.refused)
             # Else nothing is learned: the chain ends at it as at an owner not yet read.
             return
