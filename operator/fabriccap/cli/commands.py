@@ -148,7 +148,7 @@ def _read_input(args: argparse.Namespace) -> tuple[Config, FactIndex]:
     extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
     if args.files:
         return config, load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
-    return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context))
+    return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context, lookups=True))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -70,12 +70,13 @@ def explain(config: Config, facts: FactIndex, query: str) -> PoolExplanation:
 async def explain_live(
     config: Config, extractor: FactsExtractor, query: str, kubeconfig: str | None, context: str | None
 ) -> PoolExplanation:
-    """``explain`` of the live cluster; with transport on, the pool's pods' logs are read first
-    (the first ``MAX_LIVE_READS`` by name), as the operator reads them, so their verdicts show."""
+    """``explain`` of the live cluster, its owners and claims read as ``evaluate`` reads them
+    (``pipeline.read_lookups``); with transport on, the pool's pods' logs are read then (the
+    first ``MAX_LIVE_READS`` by name), as the operator reads them, so their verdicts show."""
     from fabriccap.kube.client import connect  # aiohttp only for a live read
 
     async with await connect(kubeconfig, context) as client:
-        facts = await live_facts(extractor, client=client)
+        facts = await live_facts(extractor, client=client, lookups=True)
         explanation = explain(config, facts, query)
         if not explanation.pods:
             return explanation

@@ -1,4 +1,4 @@
-"""The owners a live ``fabriccap explain KIND/NAMESPACE/NAME`` reads, as the operator reads them.
+"""The owners a live ``fabriccap explain`` or ``evaluate`` reads, as the operator reads them.
 
 A live read lists pods, not their owners: without them a Deployment's pod would be told its
 ReplicaSet is the top, and a JobSet's pod its Job. Each owner ``owner_chain`` lacks is read
@@ -7,8 +7,10 @@ the index by ``learn_lookup``, the function the operator's resolver puts its ans
 one rule for what an owner's read means. Unlike the operator, nothing is retried: an owner that
 cannot be read ends its chain, and why is kept for the explanation to say.
 
-Bounded: at most ``MAX_OWNER_READS`` distinct reads an explain, ``PARALLEL_OWNER_READS`` at a
-time, each within the client's timeout. A loop of owners ends the walk by itself
+Bounded: at most ``MAX_OWNER_READS`` distinct reads for one workload's explain, and
+``MAX_CLUSTER_READS`` for a whole cluster's (``offline.pipeline.read_lookups``: the owners and
+claims of every pod the operator would read them for), a few at a time, each within the
+client's timeout. A loop of owners ends the walk by itself
 (``owner_chain`` stops at the first owner named again), so asking again terminates too.
 """
 
@@ -19,11 +21,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
 from fabriccap.core.text import clean_text
-from fabriccap.core.workloads import OWNER_LOOKUP_KINDS, LookupKey, learn_lookup
+from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey, learn_lookup
 from fabriccap.kube.errors import KubeError, ResponseTooLargeError
-from fabriccap.kube.lookups import MAX_LOOKUP_BYTES, NO_FURTHER_OWNER_STATUSES, lookup_accept, lookup_path
+from fabriccap.kube.lookups import (
+    CLAIM_API_VERSION,
+    MAX_LOOKUP_BYTES,
+    NO_FURTHER_OWNER_STATUSES,
+    lookup_accept,
+    lookup_path,
+)
 
 if TYPE_CHECKING:
     from fabriccap.core.index import FactIndex
@@ -33,9 +42,17 @@ if TYPE_CHECKING:
 # which owner it stopped at and why.
 MAX_OWNER_READS = 64
 PARALLEL_OWNER_READS = 4
+# A whole cluster's owners and claims: the operator reads them 8 at a time
+# (controller.lookups.PARALLEL_LOOKUPS) with no cap, in the background; a user waits, so at most
+# this many (at a few milliseconds each, seconds), and what was left unread is said.
+MAX_CLUSTER_READS = 2000
+PARALLEL_CLUSTER_READS = 8
 MAX_REASON = 200
+# Lines that say what a whole cluster's read left unread: the commonest reasons, then the rest.
+MAX_UNREAD_LINES = 5
 
 OwnerKey = tuple[str, str, str]
+CLAIM_API_GROUP = CLAIM_API_VERSION.partition("/")[0]
 
 
 @dataclass
@@ -47,9 +64,16 @@ class OwnerReader:
     refused: RefusalHook | None = None
     max_reads: int = MAX_OWNER_READS
     parallel: int = PARALLEL_OWNER_READS
+    # Said of each read the bound leaves out (the default: ``explain``'s).
+    bound: str = ""
     # Why each owner read could not tell its owner, by the owner's key (``ObjectRef.key``).
     unread: dict[OwnerKey, str] = field(default_factory=dict)
+    # The same, by lookup (owners and claims): what ``unread_lines`` counts.
+    unread_lookups: dict[LookupKey, str] = field(default_factory=dict)
     _asked: set[LookupKey] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.bound = self.bound or f"explain reads at most {self.max_reads} owners"
 
     async def read_until_known(self, wanted: Callable[[], Sequence[LookupKey]]) -> None:
         """Read what ``wanted`` names, ask it again, and so on until it names nothing not read
@@ -59,7 +83,7 @@ class OwnerReader:
             room = self.max_reads - len(self._asked)
             if room <= 0:
                 for key in fresh:
-                    self.unread.setdefault(key.owner_key, f"explain reads at most {self.max_reads} owners")
+                    self._unread(key, self.bound, keep=True)
                 return
             batch = fresh[:room]
             self._asked.update(batch)
@@ -76,26 +100,67 @@ class OwnerReader:
             async with slots:
                 body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
         except ResponseTooLargeError:
-            self.unread[key.owner_key] = f"its answer is larger than {MAX_LOOKUP_BYTES} bytes"
+            self._unread(key, f"its answer is larger than {MAX_LOOKUP_BYTES} bytes")
             learn_lookup(self.facts, key, None, self.refused)
             return
         except KubeError as error:
-            self.unread[key.owner_key] = _why(key, error)
+            self._unread(key, _why(key, error))
             if error.status in NO_FURTHER_OWNER_STATUSES:
                 learn_lookup(self.facts, key, None, self.refused)
             # Else nothing is learned: the chain ends at it as at an owner not yet read.
             return
         if not isinstance(body, dict):
-            self.unread[key.owner_key] = "its answer is not an object"
+            self._unread(key, "its answer is not an object")
             return
         learn_lookup(self.facts, key, body, self.refused)
+
+    def _unread(self, key: LookupKey, why: str, keep: bool = False) -> None:
+        """Record why ``key``'s read told nothing (``keep``: unless a reason is known already)."""
+        if keep:
+            self.unread.setdefault(key.owner_key, why)
+            self.unread_lookups.setdefault(key, why)
+        else:
+            self.unread[key.owner_key] = why
+            self.unread_lookups[key] = why
+
+    def unread_lines(self) -> list[str]:
+        """What a whole cluster's read left unread, one line per reason (the commonest first,
+        at most ``MAX_UNREAD_LINES``), and what that does to the answer."""
+        by_reason: dict[str, list[LookupKey]] = {}
+        for key, why in self.unread_lookups.items():
+            by_reason.setdefault(why, []).append(key)
+        ranked = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
+        lines = [_unread_line(why, keys, self.facts) for why, keys in ranked[:MAX_UNREAD_LINES]]
+        rest = [key for _, keys in ranked[MAX_UNREAD_LINES:] for key in keys]
+        if rest:
+            lines.append(_unread_line(f"{len(ranked) - MAX_UNREAD_LINES} other reasons", rest, self.facts))
+        return lines
+
+
+def _unread_line(why: str, keys: Sequence[LookupKey], facts: FactIndex) -> str:
+    """``keys`` were not read for ``why``: how many, and what stands in for each answer (the
+    operator's, where the answer is final: an owner's 403 or 404, a claim's)."""
+    owners = sum(1 for key in keys if not key.is_claim)
+    claims = [ClaimRef(key.kind, key.namespace, key.name) for key in keys if key.is_claim]
+    judged = sum(1 for claim in claims if claim in facts.claim_classes)
+    parts = []
+    if owners:
+        parts.append(f"{owners} owners: their workloads are named by the nearest owner read")
+    if judged:
+        parts.append(f"{judged} claims: their pods are judged as claiming no device class")
+    if len(claims) > judged:
+        parts.append(f"{len(claims) - judged} claims: their pods are not counted")
+    return f"not read ({clean_text(why, MAX_REASON)}): {'; '.join(parts)}"
 
 
 def _why(key: LookupKey, error: KubeError) -> str:
     """One line: why the read of ``key`` told nothing, and for a 403 what to grant."""
     if error.status == 403:
-        row = OWNER_LOOKUP_KINDS[key.owner_key[0]]  # lookup_path read only a row's kind
-        resource = f"{row.plural}.{row.group}" if row.group else row.plural
+        if key.is_claim:
+            resource = f"{CLAIM_LOOKUP_KINDS[key.kind]}.{CLAIM_API_GROUP}"
+        else:
+            row = OWNER_LOOKUP_KINDS[key.owner_key[0]]  # lookup_path read only a row's kind
+            resource = f"{row.plural}.{row.group}" if row.group else row.plural
         return f"403 Forbidden: grant get on {resource} in namespace {key.namespace}"
     if error.status == 404:
         return "404 Not Found: it is gone"

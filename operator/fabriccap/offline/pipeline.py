@@ -22,6 +22,7 @@ from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WatchedKind, kinds_for
 from fabriccap.kube.lookups import MAX_LOOKUP_BYTES
 from fabriccap.kube.paths import ApiResource
+from fabriccap.offline.owners import MAX_CLUSTER_READS, PARALLEL_CLUSTER_READS, OwnerReader
 from fabriccap.offline.snapshot import add_bodies
 
 if TYPE_CHECKING:
@@ -35,16 +36,50 @@ async def live_facts(
     kubeconfig: str | None = None,
     context: str | None = None,
     client: KubeClient | None = None,
+    *,
+    lookups: bool = False,
 ) -> FactIndex:
     """Facts read from the cluster, kind by kind, in the scopes the operator watches (through
-    ``client`` when given, which stays open; else a connection of its own)."""
+    ``client`` when given, which stays open; else a connection of its own). With ``lookups``,
+    the owners and claims the operator would read for them too (``read_lookups``): what
+    ``evaluate`` and a pool's ``explain`` answer is then what the operator publishes."""
     # Imported here: aiohttp costs start-up time that snapshot evaluation does not need.
     from fabriccap.kube.client import connect
 
     if client is not None:
-        return await _read_facts(extractor, client)
+        return await _read_live(extractor, client, lookups)
     async with await connect(kubeconfig, context) as own:
-        return await _read_facts(extractor, own)
+        return await _read_live(extractor, own, lookups)
+
+
+async def _read_live(extractor: FactsExtractor, client: KubeClient, lookups: bool) -> FactIndex:
+    facts = await _read_facts(extractor, client)
+    if lookups:
+        await read_lookups(extractor, client, facts)
+    return facts
+
+
+async def read_lookups(extractor: FactsExtractor, client: KubeClient, facts: FactIndex) -> None:
+    """Read the owners and claims the operator would read for ``facts``: those the evaluation
+    names (``Evaluation.lookups``, what the operator's publisher hands its resolver, of the pods
+    that request the fabric or an accelerator), again until it names none not read, at most
+    ``MAX_CLUSTER_READS``. What was not read is said on stderr; the evaluation then names a
+    workload by its nearest owner read, as the operator does until its read succeeds."""
+    config = extractor.config
+    if not config.workloads.enabled:
+        return  # the operator has no resolver then (controller.main)
+    reader = OwnerReader(
+        client,
+        facts,
+        extractor.on_refused,
+        max_reads=MAX_CLUSTER_READS,
+        parallel=PARALLEL_CLUSTER_READS,
+        bound=f"a live read reads at most {MAX_CLUSTER_READS} owners and claims",
+    )
+    # Sorted: which reads a cut leaves out is the same from one run to the next.
+    await reader.read_until_known(lambda: sorted(evaluate(config, facts).lookups))
+    for line in reader.unread_lines():
+        logger.warning("%s", line)
 
 
 async def _read_facts(extractor: FactsExtractor, client: KubeClient) -> FactIndex:

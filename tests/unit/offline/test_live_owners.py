@@ -240,3 +240,103 @@ async def test_reads_go_a_few_at_a_time() -> None:
     await reader.read_until_known(lambda: [key for key in keys if key.owner_key not in facts.owner_parents])
     assert client.most == 4
     assert all(facts.owner_parents[key.owner_key] is None for key in keys)
+
+
+# -- A live ``fabriccap evaluate`` (and a pool's ``explain``) reads the owners the operator reads
+
+
+async def run_evaluate(
+    api: FakeApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The status of the pool's EFA object, and the `warning:` lines on stderr."""
+    kubeconfig = write_kubeconfig(tmp_path, api.url)
+    code = await asyncio.to_thread(main, ["evaluate", "--kubeconfig", str(kubeconfig), "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "error" not in err, err
+    (status,) = [
+        capability["status"] for capability in json.loads(out)["items"] if capability["status"]["fabric"] == "efa"
+    ]
+    return status, err.splitlines()
+
+
+def offenders(status: dict[str, Any]) -> list[tuple[str, str, int]]:
+    return [(entry["kind"], entry["name"], entry["pods"]) for entry in status["workloads"]["offenders"]]
+
+
+async def test_a_live_evaluate_reports_a_deployments_pod_under_the_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with fake_api() as (api, _client):
+        serve(api, replica_set(), deployment(), deployment_pod())
+        status, _ = await run_evaluate(api, tmp_path, capsys)
+        assert owner_gets(api) == [REPLICA_SETS.item("serve-1", "ml")]
+        assert (REPLICA_SETS.item("serve-1", "ml"), METADATA_ONLY) in api.accepts
+    assert offenders(status) == [("Deployment", "serve", 1)]
+    assert status["workloads"]["withoutFabric"] == {"pods": 1, "workloads": 1}
+
+
+async def test_a_live_pool_explain_reports_a_deployments_pod_under_the_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with fake_api() as (api, _client):
+        serve(api, replica_set(), deployment(), deployment_pod())
+        result = await run_explain(api, tmp_path, capsys, "eks.amazonaws.com/nodegroup=p5")
+        assert owner_gets(api) == [REPLICA_SETS.item("serve-1", "ml")]
+    assert offenders(result["status"]) == [("Deployment", "serve", 1)]
+
+
+async def test_a_live_evaluate_reads_at_most_its_bound_and_says_what_it_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fabriccap.offline.pipeline.MAX_CLUSTER_READS", 2)
+    names = ["a", "b", "c"]
+    objects = [
+        *(replica_set(f"{name}-1", owner=name) for name in names),
+        *(deployment(name) for name in names),
+        *(deployment_pod(f"{name}-1-x", f"{name}-1") for name in names),
+    ]
+    async with fake_api() as (api, _client):
+        serve(api, *objects)
+        status, warnings = await run_evaluate(api, tmp_path, capsys)
+        # The first two by name are read; the third is not, and is named by what its pod names.
+        assert owner_gets(api) == [REPLICA_SETS.item("a-1", "ml"), REPLICA_SETS.item("b-1", "ml")]
+    assert offenders(status) == [("Deployment", "a", 1), ("Deployment", "b", 1), ("ReplicaSet", "c-1", 1)]
+    assert [line for line in warnings if "not read" in line] == [
+        "warning: not read (a live read reads at most 2 owners and claims): "
+        "1 owners: their workloads are named by the nearest owner read"
+    ]
+
+
+async def test_a_live_evaluate_forbidden_an_owner_names_the_nearest_and_says_what_to_grant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with fake_api() as (api, _client):
+        serve(api, replica_set(), deployment(), deployment_pod())
+        api.get_failures[REPLICA_SETS.item("serve-1", "ml")] = deque([403])
+        status, warnings = await run_evaluate(api, tmp_path, capsys)
+        # Read once: a 403 is an answer, as the operator takes it (no further owner).
+        assert owner_gets(api) == [REPLICA_SETS.item("serve-1", "ml")]
+    assert offenders(status) == [("ReplicaSet", "serve-1", 1)]
+    assert [line for line in warnings if "not read" in line] == [
+        "warning: not read (403 Forbidden: grant get on replicasets.apps in namespace ml): "
+        "1 owners: their workloads are named by the nearest owner read"
+    ]
+
+
+async def test_a_forbidden_claim_template_says_what_to_grant() -> None:
+    """The operator reads a pod's ResourceClaimTemplate as it reads an owner: so does a live
+    evaluate, and a 403 on it says which resource to grant, as an owner's does."""
+    templates = ApiResource.of("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True)
+    facts = facts_of(healthy_pool(), build_config({}))
+    key = LookupKey("ResourceClaimTemplate", "ml", "efa", "resource.k8s.io/v1")
+    async with fake_api() as (api, client):
+        api.get_failures[templates.item("efa", "ml")] = deque([403])
+        reader = OwnerReader(client, facts)
+        await reader.read_until_known(lambda: [key])
+    assert reader.unread_lookups == {
+        key: "403 Forbidden: grant get on resourceclaimtemplates.resource.k8s.io in namespace ml"
+    }
+    assert reader.unread_lines() == [
+        "not read (403 Forbidden: grant get on resourceclaimtemplates.resource.k8s.io in namespace ml): "
+        "1 claims: their pods are judged as claiming no device class"
+    ]
