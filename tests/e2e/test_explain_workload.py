@@ -244,3 +244,35 @@ def test_a_live_pods_owner_that_is_gone_is_said_with_why(
         f"ReplicaSet {namespace}/gone-1 could not be read (404 Not Found: it is gone), nor what owns it: "
         f"once it can be, fabriccap explain replicasets.apps/{namespace}/gone-1"
     )
+
+
+def test_a_live_evaluate_names_a_deployments_pod_under_the_deployment(
+    cluster: E2ECluster, kube: SyncKube, live_namespace: tuple[str, World, Path]
+) -> None:
+    """`fabriccap evaluate` of the live cluster reads the owners the operator reads: its
+    `workloads` name the Deployment, as the running operator's status does, not its ReplicaSet."""
+    namespace, world, config = live_namespace
+    made = kube.create(DEPLOYMENTS.collection(namespace), apps_object("Deployment", "serve"))
+    replica_set = kube.create(REPLICA_SETS.collection(namespace), apps_object("ReplicaSet", "serve-5d8f", made))
+    kube.create(
+        PODS.collection(namespace), bound_pod(world, namespace, "serve-5d8f-x2k4", controller_reference(replica_set))
+    )
+
+    command = ["evaluate", "--kubeconfig", str(cluster.kubeconfig), "--config", str(config), "-o", "json"]
+    result = subprocess.run(
+        [sys.executable, "-m", "fabriccap", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "not read" not in result.stderr, result.stderr
+    (status,) = [
+        item["status"]
+        for item in json.loads(result.stdout)["items"]
+        if item["status"]["pool"]["value"] == world.pool("p5") and item["status"]["fabric"] == "efa"
+    ]
+    offenders = [(entry["namespace"], entry["kind"], entry["name"]) for entry in status["workloads"]["offenders"]]
+    assert offenders == [(namespace, "Deployment", "serve")]
