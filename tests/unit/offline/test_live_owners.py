@@ -1,7 +1,9 @@
 """A live ``fabriccap explain KIND/NS/NAME`` reads the owners it needs, as the operator reads them
 (one metadata GET each, answers put in the index by ``learn_lookup``), bounded: a Deployment's
 pod is told the Deployment, not its ReplicaSet; an owner that is forbidden or gone is said, with
-why; a loop and a chain longer than the bound end the reads. Through a fake API server."""
+why; a loop and a chain longer than the bound end the reads. A live ``evaluate`` and a pool's
+``explain`` read the owners the operator would, bounded too, and say what they left unread.
+Through a fake API server."""
 
 from __future__ import annotations
 
