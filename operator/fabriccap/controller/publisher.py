@@ -597,7 +597,6 @@ class Publisher:
         try:
             items = [item async for item in self.client.list_items(FABRIC_CAPABILITIES.collection())]
         except KubeError as error:
-            self._told_while_listing = None
             delay = retry.failed(LOAD_BACKOFF, self.clock())
             if error.status == 404:
                 logger.error(
@@ -606,10 +605,11 @@ class Publisher:
             else:
                 logger.error("cannot list FabricCapabilities: %s; retrying in %.0fs", error, delay)
             return delay
+        finally:  # failed, cancelled or done: no LIST is under way now
+            told, self._told_while_listing = self._told_while_listing or set(), None
         retry.forget()
         everything = [Published.from_object(item) for item in items]
         listed = {published.name: published for published in everything if self._in_shard(published)}
-        told, self._told_while_listing = self._told_while_listing or set(), None
         # Another shard's pool the watch told of meanwhile (deleted, or no longer Ready) stays as
         # the watch said: the LIST's older copy brought it back, and no later event corrected it.
         self._other_shards_ready = {name: ready for name, ready in self._other_shards_ready.items() if name in told}
@@ -1056,6 +1056,10 @@ class Publisher:
         if state.claim is not None:
             if again:
                 self.store.mark_pool(state.claim[1])
+        elif state.recheck_at is not None:
+            # Skipped for want of a write window: its recheck wakes the loop. A round now would
+            # offer it again, be skipped again, at debounce speed (review 65-fixes F2).
+            return
         elif state.empty_due or state.published is None or state.absent_since is not None:
             self.store.changed.set()
 

@@ -536,11 +536,12 @@ class ObjectWriter:
         events: list[Outgoing] = []
         if not status_current(state, existing, intent.status):
             written = await self._write_status(state, existing, intent)
-            if written is None or state.published is None:
+            if written is None or state.published is None or state.published.uid != existing.uid:
                 # Not written (the Lease's window closed: its recheck brings it back), or the
-                # object went while it was (a read-back or the watch saw it deleted): the next
-                # round decides. Taken as written, an emptied pool kept Ready=True for the grace
-                # period, and a ready label went up over Ready=False (review 65-races F1).
+                # object went or was replaced while it was (a read-back or the watch told): the
+                # next round decides. Taken as written, an emptied pool kept Ready=True for the
+                # grace period, a ready label went up over Ready=False (review 65-races F1), and
+                # over a successor's status not yet written (review 65-fixes F1).
                 return None
             events, existing = written, state.published
         if not events and not raises_ready_label(existing, intent):
@@ -669,8 +670,9 @@ class ObjectWriter:
             held=stamped,
         )
         self.metrics.status_writes.labels(result="updated").inc()
-        if state.answered(written) is None:
-            return []  # deleted meanwhile: its Events would name nothing
+        kept = state.answered(written)
+        if kept is None or kept.uid != written.uid:
+            return []  # deleted or replaced meanwhile: its Events would name another object
         state.written = written.status
         events: list[Outgoing] = []
         if self.events() is not None:
@@ -730,7 +732,10 @@ class ObjectWriter:
                 return
             if error.status != 404:
                 raise
-        if state.published is existing:  # else the watch told of a successor meanwhile: kept
+        held = state.published
+        # Forgotten, unless the watch told of a successor meanwhile (another uid): kept. A newer
+        # version of this object (terminating, held by a finalizer) is the deletion taking.
+        if held is None or held.uid == existing.uid:
             state.published, state.written = None, None
         state.retry.forget()
         self.metrics.pools.remove_pool(state.name)

@@ -3,6 +3,7 @@ watch's events come over two connections, in either order (review 65-races, each
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -12,10 +13,11 @@ from fabriccap.controller.objects import ObjectState, Published
 from fabriccap.controller.writes import WINDOW_RECHECK_SECONDS
 from fabriccap.core.api import READY_LABEL, condition_reason, condition_status
 from fabriccap.core.shard import Shard
+from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node, plugin_pods
 from support.fakeapi import eventually
-from support.publishing import GRACE, Lease, healthy, publishing, start, writing
+from support.publishing import GRACE, Lease, Setup, healthy, publishing, start, writing
 
 
 async def test_an_empty_state_skipped_at_the_window_edge_is_written_once_the_leader_renews(
@@ -330,3 +332,229 @@ def test_an_answer_with_opaque_versions_is_taken_as_it_comes() -> None:
     state.published = later
     older = Published(name="efa-p5", generation=1, status={}, labels={}, annotations={}, resource_version="7", uid="u")
     assert state.answered(older) is later and state.published is later
+
+
+# Review 65-fixes: what the fixes above must not break, and what they broke at first.
+
+
+def status_patches(setup: Setup) -> int:
+    return sum(1 for method, path, _, _ in setup.api.requests if method == "PATCH" and path.endswith("/status"))
+
+
+async def settle_rounds(setup: Setup, rounds: int, step: float = 2.0) -> None:
+    for _ in range(rounds):
+        setup.clock.now += step
+        setup.publisher._fire_due(setup.clock.now)
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "writes to end")
+
+
+async def test_quiet_cluster_an_emptied_pool_is_written_once() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        before = status_patches(setup)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        await settle_rounds(setup, 6)
+        status = setup.published()["efa-p5"]["status"]
+        assert condition_reason(status, "Ready") == "NoTargetNodes"
+        assert status_patches(setup) - before == 1
+        assert setup.publisher.objects["efa-p5"].empty_due is False
+
+
+async def test_quiet_cluster_an_object_no_pool_calls_for_is_written_once() -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        forged = copy.deepcopy(setup.published()["efa-p5"])
+    # the same object, served to a new replica whose cluster has no such pool
+    async with publishing([forged]) as setup:
+        await start(setup)
+        setup.publisher.became_leader(True)  # as the elector does: read back, then every round
+        before = status_patches(setup)
+        await settle_rounds(setup, 6)
+        status = setup.published()["efa-p5"]["status"]
+        assert condition_reason(status, "Ready") == "NoTargetNodes"
+        assert status_patches(setup) - before == 1
+        assert setup.publisher.objects["efa-p5"].empty_due is False
+
+
+async def test_an_expired_object_held_by_a_finalizer_is_deleted_once_not_every_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The expiry's DELETE of an object that carries a finalizer (a backup or GitOps tool's):
+    the API server sets deletionTimestamp and answers 200; the watch's MODIFIED (the object
+    terminating) is read before the DELETE's answer. The object stays until the finalizer
+    goes; the operator has asked for its deletion already."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        client = setup.publisher.client
+        deletes: list[str] = []
+
+        async def delete_with_finalizer(path: str, *args: Any) -> None:
+            deletes.append(path)
+            # What kube-apiserver does with a finalizer present: deletionTimestamp set, MODIFIED.
+            terminating = await client.merge_patch(
+                path, {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}}
+            )
+            setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)  # the watch, first
+
+        monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        setup.clock.now += GRACE + 1
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the deletion to end")
+        assert len(deletes) == 1
+        await settle_rounds(setup, 5)
+        assert len(deletes) == 1, f"{len(deletes)} DELETEs over 6 rounds"
+
+
+async def test_an_expired_object_held_by_a_finalizer_does_not_keep_the_loop_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As above, with nothing else changing in the cluster: the rounds the publisher's own
+    ``_write_ended`` asks for (``store.changed``) are the only ones. Bounded at 20."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        client = setup.publisher.client
+        deletes: list[str] = []
+
+        async def delete_with_finalizer(path: str, *args: Any) -> None:
+            deletes.append(path)
+            if len(deletes) == 1:
+                terminating = await client.merge_patch(
+                    path,
+                    {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
+                )
+                setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)  # the watch, first
+            # a DELETE of an object already terminating changes nothing: no event (kube-apiserver 1.35)
+
+        monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
+        setup.remove_node("a")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+        setup.clock.now += GRACE + 1
+        rounds = 0
+        setup.store.changed.set()
+        while setup.store.changed.is_set() and rounds < 20:  # what Publisher.run's loop does, bounded
+            setup.store.changed.clear()
+            rounds += 1
+            setup.clock.now += 0.2  # the debounce
+            await setup.publisher.reconcile_once()
+            await eventually(lambda: not writing(setup.publisher), "writes to end")
+        assert (rounds, len(deletes)) == (2, 1), (rounds, len(deletes))
+
+
+async def rounds_while_the_read_back_fails(monkeypatch: pytest.MonkeyPatch, ready: bool) -> tuple[int, int]:
+    """A new leader whose read-back LIST of FabricCapabilities fails (a 5xx, a LIST timing out
+    on a loaded API server) while a pool loses its nodes: the rounds the publisher asks for
+    itself (``store.changed``), nothing else changing. Bounded at 30."""
+    async with publishing() as setup:
+        setup.add([node("a", pool="p5", efa=32 if ready else 0), *plugin_pods(["a"])])
+        await start(setup)
+        obj = setup.published()["efa-p5"]
+        assert obj["metadata"]["labels"][READY_LABEL] == ("true" if ready else "false")
+        client = setup.publisher.client
+
+        async def failing(path: str, *args: Any, **kwargs: Any) -> Any:
+            raise KubeError("the server was unable to return a response in the time allotted", 504)
+            yield  # an async generator
+
+        monkeypatch.setattr(client, "list_items", failing)
+        setup.publisher.became_leader(True)
+        setup.remove_node("a")
+        rounds, submitted = 0, 0
+        submit = setup.publisher.lanes.submit
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            nonlocal submitted
+            submitted += 1
+            return submit(*args, **kwargs)
+
+        monkeypatch.setattr(setup.publisher.lanes, "submit", counting)
+        setup.store.changed.set()
+        while setup.store.changed.is_set() and rounds < 30:  # Publisher.run's loop, bounded
+            setup.store.changed.clear()
+            rounds += 1
+            setup.clock.now += 0.2  # the debounce; the read-back's backoff (1 s, doubling) not over
+            await setup.publisher.reconcile_once()
+            await eventually(lambda: not writing(setup.publisher), "writes to end")
+        return rounds, submitted
+
+
+async def test_a_not_ready_pool_emptied_while_the_read_back_fails_does_not_spin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rounds, submitted = await rounds_while_the_read_back_fails(monkeypatch, ready=False)
+    assert rounds <= 2, (rounds, submitted)  # skipped writes wait for their recheck, not every round
+
+
+async def test_a_ready_pool_emptied_while_the_read_back_fails_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    rounds, submitted = await rounds_while_the_read_back_fails(monkeypatch, ready=True)
+    assert rounds <= 2, (rounds, submitted)  # skipped writes wait for their recheck, not every round
+
+
+async def test_a_successor_told_of_before_the_answer_does_not_get_the_ready_label_over_its_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Our status PATCH (a Ready pool's counts) lands on A; A is replaced by B, declared in Git
+    without a status or the ready label (kubectl replace --force, a GitOps replace), and the
+    watch tells of both before the PATCH's answer is read. The ready label must not go up on B
+    while B's status does not say Ready."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a", "b"))
+        await start(setup)
+        client = setup.publisher.client
+        send = setup.publisher.requests.merge_patch
+        replaced: list[bool] = []
+        seen: list[tuple[str | None, str | None]] = []
+
+        async def then_replaced(path: str, body: Any, timeout: float) -> dict[str, Any]:
+            answer = await send(path, body, timeout)
+            if path.endswith("/status") and not replaced:
+                replaced.append(True)
+                gone = copy.deepcopy(setup.published()["efa-p5"])
+                await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
+                setup.publisher.observe_published(gone, deleted=True)
+                fresh = {key: gone[key] for key in ("apiVersion", "kind")}
+                labels = {k: v for k, v in gone["metadata"]["labels"].items() if k != READY_LABEL}
+                fresh["metadata"] = {"name": "efa-p5", "labels": labels, "annotations": gone["metadata"]["annotations"]}
+                created = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+                setup.publisher.observe_published(copy.deepcopy(created), deleted=False)
+            elif not path.endswith("/status") and replaced:
+                obj = setup.published()["efa-p5"]
+                seen.append(
+                    (obj["metadata"]["labels"].get(READY_LABEL), condition_status(obj.get("status") or {}, "Ready"))
+                )
+            return answer
+
+        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_replaced)
+        setup.remove_node("b")
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "the write to end")
+        # the label PATCHes sent to B, each with what B held once it landed: (ready label, Ready)
+        assert [pair for pair in seen if pair[0] == "true" and pair[1] != "True"] == [], seen
+
+
+async def test_a_cancelled_read_back_leaves_no_listing_window_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with publishing() as setup:
+        await start(setup)
+        client = setup.publisher.client
+
+        async def hangs(path: str, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(3600)
+            yield {}
+
+        monkeypatch.setattr(client, "list_items", hangs)
+        task = asyncio.ensure_future(setup.publisher.load_published())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert setup.publisher._told_while_listing is None, setup.publisher._told_while_listing
