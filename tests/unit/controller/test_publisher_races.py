@@ -20,6 +20,41 @@ from support.fakeapi import eventually
 from support.publishing import GRACE, Lease, Setup, healthy, publishing, start, writing
 
 
+async def replaced(setup: Setup, ready_label: str | None, told: bool = True) -> dict[str, Any]:
+    """Someone deletes efa-p5 and declares it again (``kubectl replace --force``, a GitOps
+    replace): the same name, labels and annotations, no status, the ready label as given (None:
+    none). ``told``: the watch tells of both. The successor, as created."""
+    client = setup.publisher.client
+    gone = copy.deepcopy(setup.published()["efa-p5"])
+    await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
+    if told:
+        setup.publisher.observe_published(gone, deleted=True)
+    metadata = gone["metadata"]
+    labels = {key: value for key, value in metadata["labels"].items() if key != READY_LABEL}
+    if ready_label is not None:
+        labels[READY_LABEL] = ready_label
+    fresh = {
+        "apiVersion": gone["apiVersion"],
+        "kind": gone["kind"],
+        "metadata": {"name": metadata["name"], "labels": labels, "annotations": metadata["annotations"]},
+    }
+    created: dict[str, Any] = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+    if told:
+        setup.publisher.observe_published(copy.deepcopy(created), deleted=False)
+    return created
+
+
+async def emptied_and_settled(setup: Setup) -> str | None:
+    """efa-p5's pool loses its node; its empty write, then three rounds: its Ready status then."""
+    setup.remove_node("a")
+    await setup.publisher.reconcile_once()
+    await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+    for _ in range(3):
+        await setup.publisher.reconcile_once()
+        await eventually(lambda: not writing(setup.publisher), "writes to end")
+    return condition_status(setup.published()["efa-p5"]["status"], "Ready")
+
+
 async def test_an_empty_state_skipped_at_the_window_edge_is_written_once_the_leader_renews(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -194,23 +229,13 @@ async def test_a_late_answer_for_a_deleted_object_does_not_drop_its_successor_th
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
-        client = setup.publisher.client
         send = setup.publisher.requests.merge_patch
         successor: list[dict[str, Any]] = []
 
         async def then_replaced(path: str, body: Any, timeout: float) -> dict[str, Any]:
             answer = await send(path, body, timeout)
             if path.endswith("/status") and not successor:
-                gone = copy.deepcopy(setup.published()["efa-p5"])
-                await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
-                setup.publisher.observe_published(gone, deleted=True)
-                fresh = {key: gone[key] for key in ("apiVersion", "kind")}
-                fresh["metadata"] = {
-                    key: gone["metadata"][key] for key in ("name", "labels", "annotations") if key in gone["metadata"]
-                }
-                created = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
-                successor.append(created)
-                setup.publisher.observe_published(copy.deepcopy(created), deleted=False)
+                successor.append(await replaced(setup, ready_label="true"))
             return answer
 
         monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_replaced)
@@ -236,29 +261,13 @@ async def test_an_object_replaced_during_its_empty_write_is_still_emptied_and_ex
             answer = await send(path, body, timeout)
             if path.endswith("/status") and not done:
                 done.append(True)
-                gone = copy.deepcopy(setup.published()["efa-p5"])
-                await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
-                setup.publisher.observe_published(gone, deleted=True)
-                fresh = {key: gone[key] for key in ("apiVersion", "kind")}
-                fresh["metadata"] = {key: gone["metadata"][key] for key in ("name", "labels", "annotations")}
-                fresh["metadata"]["labels"][READY_LABEL] = "true"
-                await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+                await replaced(setup, ready_label="true")
                 forged = await client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": ready_status})
                 setup.publisher.observe_published(copy.deepcopy(forged), deleted=False)
             return answer
 
         monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_replaced)
-        setup.remove_node("a")
-        await setup.publisher.reconcile_once()
-        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
-        for _ in range(3):
-            await setup.publisher.reconcile_once()
-            await eventually(lambda: not writing(setup.publisher), "writes to end")
-        status = setup.published()["efa-p5"]["status"]
-        assert condition_status(status, "Ready") == "False", (
-            condition_status(status, "Ready"),
-            "efa-p5" in setup.publisher.objects,
-        )
+        assert await emptied_and_settled(setup) == "False", "efa-p5" in setup.publisher.objects
 
 
 async def test_an_edit_told_of_before_the_empty_writes_answer_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -282,17 +291,7 @@ async def test_an_edit_told_of_before_the_empty_writes_answer_is_put_back(monkey
             return answer
 
         monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_edited)
-        setup.remove_node("a")
-        await setup.publisher.reconcile_once()
-        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
-        for _ in range(3):
-            await setup.publisher.reconcile_once()
-            await eventually(lambda: not writing(setup.publisher), "writes to end")
-        status = setup.published()["efa-p5"]["status"]
-        assert condition_status(status, "Ready") == "False", (
-            condition_status(status, "Ready"),
-            setup.publisher.objects["efa-p5"].empty_due,
-        )
+        assert await emptied_and_settled(setup) == "False", setup.publisher.objects["efa-p5"].empty_due
 
 
 async def test_an_expired_object_replaced_before_its_delete_is_not_deleted_unseen() -> None:
@@ -301,12 +300,8 @@ async def test_an_expired_object_replaced_before_its_delete_is_not_deleted_unsee
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
         await start(setup)
-        client = setup.publisher.client
         gone = copy.deepcopy(setup.published()["efa-p5"])
-        await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))  # the watch has not told of it yet
-        fresh = {key: gone[key] for key in ("apiVersion", "kind")}
-        fresh["metadata"] = {key: gone["metadata"][key] for key in ("name", "labels", "annotations")}
-        successor = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
+        successor = await replaced(setup, ready_label="true", told=False)  # the watch lags
         setup.remove_node("a")
         await setup.publisher.reconcile_once()  # emptied: the empty state goes to the successor
         await eventually(lambda: not writing(setup.publisher), "the empty write to end")
@@ -510,24 +505,16 @@ async def test_a_successor_told_of_before_the_answer_does_not_get_the_ready_labe
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
-        client = setup.publisher.client
         send = setup.publisher.requests.merge_patch
-        replaced: list[bool] = []
+        done: list[bool] = []
         seen: list[tuple[str | None, str | None]] = []
 
         async def then_replaced(path: str, body: Any, timeout: float) -> dict[str, Any]:
             answer = await send(path, body, timeout)
-            if path.endswith("/status") and not replaced:
-                replaced.append(True)
-                gone = copy.deepcopy(setup.published()["efa-p5"])
-                await client.delete(FABRIC_CAPABILITIES.item("efa-p5"))
-                setup.publisher.observe_published(gone, deleted=True)
-                fresh = {key: gone[key] for key in ("apiVersion", "kind")}
-                labels = {k: v for k, v in gone["metadata"]["labels"].items() if k != READY_LABEL}
-                fresh["metadata"] = {"name": "efa-p5", "labels": labels, "annotations": gone["metadata"]["annotations"]}
-                created = await client.create(FABRIC_CAPABILITIES.collection(), fresh)
-                setup.publisher.observe_published(copy.deepcopy(created), deleted=False)
-            elif not path.endswith("/status") and replaced:
+            if path.endswith("/status") and not done:
+                done.append(True)
+                await replaced(setup, ready_label=None)  # declared in Git: no ready label
+            elif not path.endswith("/status") and done:
                 obj = setup.published()["efa-p5"]
                 seen.append(
                     (obj["metadata"]["labels"].get(READY_LABEL), condition_status(obj.get("status") or {}, "Ready"))
