@@ -48,6 +48,12 @@ PARALLEL_OWNER_READS = 4
 MAX_CLUSTER_READS = 2000
 PARALLEL_CLUSTER_READS = 8
 MAX_REASON = 200
+# A user waits: each read gets this long (the client's own default is 60 s), and all of one
+# command's reads together ``max_seconds`` (review 65-fixesb F2: 2,000 reads 8 at a time on a
+# slow server were hours). What is left then is said unread, for that.
+READ_TIMEOUT_SECONDS = 10.0
+MAX_OWNER_READ_SECONDS = 30.0
+MAX_CLUSTER_READ_SECONDS = 120.0
 # Lines that say what a whole cluster's read left unread: the commonest reasons, then the rest.
 MAX_UNREAD_LINES = 5
 
@@ -66,24 +72,33 @@ class OwnerReader:
     parallel: int = PARALLEL_OWNER_READS
     # Said of each read the bound leaves out (the default: ``explain``'s).
     bound: str = ""
+    max_seconds: float = MAX_OWNER_READ_SECONDS
+    read_timeout: float = READ_TIMEOUT_SECONDS
     # Why each owner read could not tell its owner, by the owner's key (``ObjectRef.key``).
     unread: dict[OwnerKey, str] = field(default_factory=dict)
     # The same, by lookup (owners and claims): what ``unread_lines`` counts.
     unread_lookups: dict[LookupKey, str] = field(default_factory=dict)
     _asked: set[LookupKey] = field(default_factory=set)
+    _deadline: float | None = None  # the event loop's time the reads end by, from the first call
 
     def __post_init__(self) -> None:
         self.bound = self.bound or f"explain reads at most {self.max_reads} owners"
 
     async def read_until_known(self, wanted: Callable[[], Sequence[LookupKey]]) -> None:
         """Read what ``wanted`` names, ask it again, and so on until it names nothing not read
-        yet, or the bound is reached (the reads then wanted are said unread, for it)."""
+        yet, or a bound is reached, in reads or in time (the reads then wanted are said unread,
+        for it). Both bounds are shared by every call."""
+        loop = asyncio.get_running_loop()
+        if self._deadline is None:
+            self._deadline = loop.time() + self.max_seconds
         slots = asyncio.Semaphore(self.parallel)
         while fresh := list(dict.fromkeys(key for key in wanted() if key not in self._asked)):
             room = self.max_reads - len(self._asked)
-            if room <= 0:
+            out_of_time = loop.time() >= self._deadline
+            if room <= 0 or out_of_time:
+                why = f"not read within {self.max_seconds:.3g} s" if out_of_time else self.bound
                 for key in fresh:
-                    self._unread(key, self.bound, keep=True)
+                    self._unread(key, why, keep=True)
                 return
             batch = fresh[:room]
             self._asked.update(batch)
@@ -98,7 +113,20 @@ class OwnerReader:
             return
         try:
             async with slots:
-                body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
+                loop = asyncio.get_running_loop()
+                left = (self._deadline if self._deadline is not None else loop.time()) - loop.time()
+                seconds = min(self.read_timeout, left)
+                if seconds <= 0:
+                    self._unread(key, f"not read within {self.max_seconds:.3g} s")
+                    return
+                async with asyncio.timeout(seconds):
+                    body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
+        except TimeoutError:
+            if seconds < self.read_timeout:  # cut by the reads' deadline, not the read's own bound
+                self._unread(key, f"not read within {self.max_seconds:.3g} s")
+            else:
+                self._unread(key, f"no answer within {seconds:.3g} s")
+            return
         except ResponseTooLargeError:
             self._unread(key, f"its answer is larger than {MAX_LOOKUP_BYTES} bytes")
             learn_lookup(self.facts, key, None, self.refused)
@@ -164,4 +192,8 @@ def _why(key: LookupKey, error: KubeError) -> str:
         return f"403 Forbidden: grant get on {resource} in namespace {key.namespace}"
     if error.status == 404:
         return "404 Not Found: it is gone"
-    return clean_text(str(error), MAX_REASON)
+    # Without the request's path: what failed is named by the line's count, and one reason for
+    # a 500 on every read is one line, not one per owner (review 65-fixesb F3).
+    text = str(error)
+    request, said, rest = text.partition(": ")
+    return clean_text(rest if said and request.startswith("GET ") else text, MAX_REASON)

@@ -22,7 +22,7 @@ from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WatchedKind, kinds_for
 from fabriccap.kube.lookups import MAX_LOOKUP_BYTES
 from fabriccap.kube.paths import ApiResource
-from fabriccap.offline.owners import MAX_CLUSTER_READS, PARALLEL_CLUSTER_READS, OwnerReader
+from fabriccap.offline.owners import MAX_CLUSTER_READ_SECONDS, MAX_CLUSTER_READS, PARALLEL_CLUSTER_READS, OwnerReader
 from fabriccap.offline.snapshot import add_bodies
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ async def read_lookups(extractor: FactsExtractor, client: KubeClient, facts: Fac
         facts,
         extractor.on_refused,
         max_reads=MAX_CLUSTER_READS,
+        max_seconds=MAX_CLUSTER_READ_SECONDS,
         parallel=PARALLEL_CLUSTER_READS,
         bound=f"a live read reads at most {MAX_CLUSTER_READS} owners and claims",
     )

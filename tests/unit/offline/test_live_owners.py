@@ -18,6 +18,7 @@ import pytest
 from fabriccap.cli.commands import main
 from fabriccap.core.config import build_config
 from fabriccap.core.workloads import LookupKey
+from fabriccap.kube.errors import KubeError
 from fabriccap.kube.media import METADATA_ONLY
 from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource
 from fabriccap.offline.owners import MAX_OWNER_READS, OwnerReader
@@ -341,4 +342,44 @@ async def test_a_forbidden_claim_template_says_what_to_grant() -> None:
     assert reader.unread_lines() == [
         "not read (403 Forbidden: grant get on resourceclaimtemplates.resource.k8s.io in namespace ml): "
         "1 claims: their pods are judged as claiming no device class"
+    ]
+
+
+class SlowClient:
+    """An API server that answers each GET after ``delay`` seconds, or answers 500 at once."""
+
+    def __init__(self, delay: float, fail: bool = False) -> None:
+        self.delay, self.fail, self.sent = delay, fail, 0
+
+    async def get(self, path: str, **_: Any) -> dict[str, Any]:
+        self.sent += 1
+        if self.fail:
+            raise KubeError(f"GET {path}: 500 Internal Server Error: etcdserver: request timed out", 500)
+        await asyncio.sleep(self.delay)
+        return {"metadata": {"name": path.rpartition("/")[2]}}
+
+
+async def test_a_slow_api_server_holds_the_reads_no_longer_than_their_bounds() -> None:
+    # Review 65-fixesb F2: each read had the client's 60 s and all of them no bound in time, so
+    # 2,000 reads 8 at a time on a slow server were hours of a user's wait.
+    facts = facts_of(healthy_pool(), build_config({}))
+    client = SlowClient(delay=30.0)
+    reader = OwnerReader(client, facts, parallel=2, read_timeout=0.05, max_seconds=0.3)  # type: ignore[arg-type]
+    keys = [LookupKey("Job", "ml", f"job-{i}", "batch/v1") for i in range(40)]
+    started = asyncio.get_running_loop().time()
+    await reader.read_until_known(lambda: keys)
+    assert asyncio.get_running_loop().time() - started < 5.0
+    assert set(reader.unread.values()) <= {"no answer within 0.05 s", "not read within 0.3 s"}
+    assert len(reader.unread) == 40 and "not read within 0.3 s" in reader.unread.values()
+    assert client.sent < 40  # the reads past the deadline were never sent
+
+
+async def test_one_failure_on_every_read_is_one_line_not_one_per_owner() -> None:
+    # Review 65-fixesb F3: the reason named each request's path, so ten 500s were ten reasons.
+    facts = facts_of(healthy_pool(), build_config({}))
+    reader = OwnerReader(SlowClient(delay=0.0, fail=True), facts)  # type: ignore[arg-type]
+    await reader.read_until_known(lambda: [LookupKey("Job", "ml", f"job-{i}", "batch/v1") for i in range(10)])
+    assert reader.unread_lines() == [
+        "not read (500 Internal Server Error: etcdserver: request timed out): "
+        "10 owners: their workloads are named by the nearest owner read"
     ]
