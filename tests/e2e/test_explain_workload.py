@@ -195,10 +195,11 @@ def bound_pod(world: World, namespace: str, name: str, owner: dict[str, Any]) ->
     return creatable(body)
 
 
-def explain_live(cluster: E2ECluster, config: Path, target: str) -> dict[str, Any]:
-    command = ["explain", target, "--kubeconfig", str(cluster.kubeconfig), "--config", str(config), "-o", "json"]
+def live_json(cluster: E2ECluster, config: Path, *command: str) -> tuple[dict[str, Any], str]:
+    """``fabriccap COMMAND… -o json`` of the live cluster, which must exit 0: (its JSON, stderr)."""
+    arguments = [*command, "--kubeconfig", str(cluster.kubeconfig), "--config", str(config), "-o", "json"]
     result = subprocess.run(
-        [sys.executable, "-m", "fabriccap", *command],
+        [sys.executable, "-m", "fabriccap", *arguments],
         capture_output=True,
         text=True,
         timeout=120,
@@ -207,18 +208,28 @@ def explain_live(cluster: E2ECluster, config: Path, target: str) -> dict[str, An
     )
     assert result.returncode == 0, result.stderr
     found: dict[str, Any] = json.loads(result.stdout)
-    return found
+    return found, result.stderr
+
+
+def explain_live(cluster: E2ECluster, config: Path, target: str) -> dict[str, Any]:
+    return live_json(cluster, config, "explain", target)[0]
+
+
+def deployment_with_pod(kube: SyncKube, world: World, namespace: str) -> None:
+    """Deployment serve, its ReplicaSet serve-5d8f and their pod serve-5d8f-x2k4 on a p5 node,
+    owned as the controllers own them (none runs here)."""
+    made = kube.create(DEPLOYMENTS.collection(namespace), apps_object("Deployment", "serve"))
+    replica_set = kube.create(REPLICA_SETS.collection(namespace), apps_object("ReplicaSet", "serve-5d8f", made))
+    kube.create(
+        PODS.collection(namespace), bound_pod(world, namespace, "serve-5d8f-x2k4", controller_reference(replica_set))
+    )
 
 
 def test_a_live_deployments_pod_is_named_under_the_deployment(
     cluster: E2ECluster, kube: SyncKube, live_namespace: tuple[str, World, Path]
 ) -> None:
     namespace, world, config = live_namespace
-    made = kube.create(DEPLOYMENTS.collection(namespace), apps_object("Deployment", "serve"))
-    replica_set = kube.create(REPLICA_SETS.collection(namespace), apps_object("ReplicaSet", "serve-5d8f", made))
-    kube.create(
-        PODS.collection(namespace), bound_pod(world, namespace, "serve-5d8f-x2k4", controller_reference(replica_set))
-    )
+    deployment_with_pod(kube, world, namespace)
 
     pod = explain_live(cluster, config, f"pod/{namespace}/serve-5d8f-x2k4")
     # Not the ReplicaSet, which the Deployment would make again without the request.
@@ -252,26 +263,13 @@ def test_a_live_evaluate_names_a_deployments_pod_under_the_deployment(
     """`fabriccap evaluate` of the live cluster reads the owners the operator reads: its
     `workloads` name the Deployment, as the running operator's status does, not its ReplicaSet."""
     namespace, world, config = live_namespace
-    made = kube.create(DEPLOYMENTS.collection(namespace), apps_object("Deployment", "serve"))
-    replica_set = kube.create(REPLICA_SETS.collection(namespace), apps_object("ReplicaSet", "serve-5d8f", made))
-    kube.create(
-        PODS.collection(namespace), bound_pod(world, namespace, "serve-5d8f-x2k4", controller_reference(replica_set))
-    )
+    deployment_with_pod(kube, world, namespace)
 
-    command = ["evaluate", "--kubeconfig", str(cluster.kubeconfig), "--config", str(config), "-o", "json"]
-    result = subprocess.run(
-        [sys.executable, "-m", "fabriccap", *command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "not read" not in result.stderr, result.stderr
+    evaluated, stderr = live_json(cluster, config, "evaluate")
+    assert "not read" not in stderr, stderr
     (status,) = [
         item["status"]
-        for item in json.loads(result.stdout)["items"]
+        for item in evaluated["items"]
         if item["status"]["pool"]["value"] == world.pool("p5") and item["status"]["fabric"] == "efa"
     ]
     offenders = [(entry["namespace"], entry["kind"], entry["name"]) for entry in status["workloads"]["offenders"]]

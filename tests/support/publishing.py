@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, overload
@@ -108,6 +108,25 @@ async def start(setup: Setup) -> None:
     await setup.publisher.load_published()
     start_grace(setup)
     await setup.publisher.reconcile_once()
+
+
+def edited_just_after_our_status_write(setup: Setup, status: dict[str, Any]) -> Callable[..., Awaitable[Any]]:
+    """A ``Requests.merge_patch`` (to set with monkeypatch) under which someone writes ``status``
+    over the object just after this process's next status PATCH lands, and the watch tells of it
+    before the PATCH's answer is read (two connections: either order)."""
+    send = setup.publisher.requests.merge_patch
+    edits = 1
+
+    async def then_edited(path: str, body: Any, timeout: float) -> dict[str, Any]:
+        nonlocal edits
+        answer = await send(path, body, timeout)
+        if path.endswith("/status") and edits:
+            edits -= 1
+            forged = await setup.publisher.client.merge_patch(path, {"status": status})
+            setup.publisher.observe_published(forged, deleted=False)
+        return answer
+
+    return then_edited
 
 
 def on_the_loops_own_time(setup: Setup) -> None:

@@ -102,9 +102,9 @@ class OwnerReader:
                 return
             batch = fresh[:room]
             self._asked.update(batch)
-            await asyncio.gather(*(self._read(key, slots) for key in batch))
+            await asyncio.gather(*(self._read(key, slots, self._deadline) for key in batch))
 
-    async def _read(self, key: LookupKey, slots: asyncio.Semaphore) -> None:
+    async def _read(self, key: LookupKey, slots: asyncio.Semaphore, deadline: float) -> None:
         try:
             path = lookup_path(key)
         except ValueError:
@@ -114,8 +114,7 @@ class OwnerReader:
         try:
             async with slots:
                 loop = asyncio.get_running_loop()
-                left = (self._deadline if self._deadline is not None else loop.time()) - loop.time()
-                seconds = min(self.read_timeout, left)
+                seconds = min(self.read_timeout, deadline - loop.time())
                 if seconds <= 0:
                     self._unread(key, f"not read within {self.max_seconds:.3g} s")
                     return

@@ -39,7 +39,18 @@ from fabriccap.kube.unread import OwnWritesRule
 from fabriccap_devtools.world import workload_pod
 from support.builders import NODEGROUP, node, plugin_pods
 from support.fakeapi import WAIT_SECONDS, WatchResponse, event, eventually, expired, recorded_sleeps
-from support.publishing import FCAPS, GRACE, Lease, Setup, healthy, publishing, sending, start, writing
+from support.publishing import (
+    FCAPS,
+    GRACE,
+    Lease,
+    Setup,
+    edited_just_after_our_status_write,
+    healthy,
+    publishing,
+    sending,
+    start,
+    writing,
+)
 
 
 async def test_a_new_pool_is_created_then_its_status_written() -> None:
@@ -183,19 +194,9 @@ async def test_an_edit_the_watch_told_of_before_the_status_write_was_answered_is
     async with publishing() as setup:
         setup.add(healthy("p5", "a", "b"))
         await start(setup)
-        send = setup.publisher.requests.merge_patch
-        edits = 1
-
-        async def then_edited(path: str, body: Any, timeout: float) -> dict[str, Any]:
-            nonlocal edits
-            answer = await send(path, body, timeout)
-            if path.endswith("/status") and edits:
-                edits -= 1
-                forged = await setup.publisher.client.merge_patch(path, {"status": {"nodes": 7}})
-                setup.publisher.observe_published(forged, deleted=False)
-            return answer
-
-        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_edited)
+        monkeypatch.setattr(
+            setup.publisher.requests, "merge_patch", edited_just_after_our_status_write(setup, {"nodes": 7})
+        )
         setup.remove_node("b")
         await setup.publisher.reconcile_once()
         await eventually(lambda: not writing(setup.publisher), "the write to end")

@@ -17,7 +17,16 @@ from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from support.builders import node, plugin_pods
 from support.fakeapi import eventually
-from support.publishing import GRACE, Lease, Setup, healthy, publishing, start, writing
+from support.publishing import (
+    GRACE,
+    Lease,
+    Setup,
+    edited_just_after_our_status_write,
+    healthy,
+    publishing,
+    start,
+    writing,
+)
 
 
 async def replaced(setup: Setup, ready_label: str | None, told: bool = True) -> dict[str, Any]:
@@ -278,19 +287,9 @@ async def test_an_edit_told_of_before_the_empty_writes_answer_is_put_back(monkey
         setup.add(healthy("p5", "a"))
         await start(setup)
         ready_status = copy.deepcopy(setup.published()["efa-p5"]["status"])
-        send = setup.publisher.requests.merge_patch
-        edits = 1
-
-        async def then_edited(path: str, body: Any, timeout: float) -> dict[str, Any]:
-            nonlocal edits
-            answer = await send(path, body, timeout)
-            if path.endswith("/status") and edits:
-                edits -= 1
-                forged = await setup.publisher.client.merge_patch(path, {"status": ready_status})
-                setup.publisher.observe_published(forged, deleted=False)
-            return answer
-
-        monkeypatch.setattr(setup.publisher.requests, "merge_patch", then_edited)
+        monkeypatch.setattr(
+            setup.publisher.requests, "merge_patch", edited_just_after_our_status_write(setup, ready_status)
+        )
         assert await emptied_and_settled(setup) == "False", setup.publisher.objects["efa-p5"].empty_due
 
 
@@ -376,6 +375,27 @@ async def test_quiet_cluster_an_object_no_pool_calls_for_is_written_once() -> No
         assert setup.publisher.objects["efa-p5"].empty_due is False
 
 
+def terminating_on_delete(setup: Setup, monkeypatch: pytest.MonkeyPatch, every_time: bool) -> list[str]:
+    """The expiry's DELETE meets a finalizer (a backup or GitOps tool's): kube-apiserver sets
+    deletionTimestamp and answers 200, and the watch's MODIFIED (terminating) is read before the
+    answer; ``every_time``: at each DELETE, else at the first only (a DELETE of an object
+    terminating already changes nothing: no event, kube-apiserver 1.35). The DELETEs' paths."""
+    client = setup.publisher.client
+    deletes: list[str] = []
+
+    async def delete_with_finalizer(path: str, *args: Any) -> None:
+        deletes.append(path)
+        if every_time or len(deletes) == 1:
+            terminating = await client.merge_patch(
+                path,
+                {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
+            )
+            setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)  # the watch, first
+
+    monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
+    return deletes
+
+
 async def test_an_expired_object_held_by_a_finalizer_is_deleted_once_not_every_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -386,18 +406,7 @@ async def test_an_expired_object_held_by_a_finalizer_is_deleted_once_not_every_r
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
         await start(setup)
-        client = setup.publisher.client
-        deletes: list[str] = []
-
-        async def delete_with_finalizer(path: str, *args: Any) -> None:
-            deletes.append(path)
-            # What kube-apiserver does with a finalizer present: deletionTimestamp set, MODIFIED.
-            terminating = await client.merge_patch(
-                path, {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}}
-            )
-            setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)  # the watch, first
-
-        monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
+        deletes = terminating_on_delete(setup, monkeypatch, every_time=True)
         setup.remove_node("a")
         await setup.publisher.reconcile_once()
         await eventually(lambda: not writing(setup.publisher), "the empty write to end")
@@ -417,20 +426,7 @@ async def test_an_expired_object_held_by_a_finalizer_does_not_keep_the_loop_busy
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
         await start(setup)
-        client = setup.publisher.client
-        deletes: list[str] = []
-
-        async def delete_with_finalizer(path: str, *args: Any) -> None:
-            deletes.append(path)
-            if len(deletes) == 1:
-                terminating = await client.merge_patch(
-                    path,
-                    {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
-                )
-                setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)  # the watch, first
-            # a DELETE of an object already terminating changes nothing: no event (kube-apiserver 1.35)
-
-        monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
+        deletes = terminating_on_delete(setup, monkeypatch, every_time=False)
         setup.remove_node("a")
         await setup.publisher.reconcile_once()
         await eventually(lambda: not writing(setup.publisher), "the empty write to end")
