@@ -7,7 +7,8 @@ passed on it. An object no pool calls for at all (made by hand with a forged Rea
 left over from a pool that went while the operator was down) is overwritten the same way, its
 message saying that there is no such pool. Either is deleted once the grace period
 (``poolGracePeriodSeconds``) has passed, if it is labelled as managed by fabriccap; an object
-that is not is never written or deleted.
+that is not is never written or deleted. An object whose deletion a finalizer holds up
+(terminating) is deleted once: the watch's DELETED ends it, when the finalizer goes.
 
 Deletions go through the write lanes (``writes``), a few at a time: 5,000 pools that lost
 their nodes at once were deleted inline, one after another, and another pool's change waited
@@ -43,7 +44,11 @@ def settle(state: ObjectState, now: float, grace: float) -> Settle:
         return Settle.FORGET
     if state.absent_since is None:
         return Settle.KEEP
-    if now - state.absent_since >= grace:
+    # A terminating object is being deleted already (a finalizer holds it): a DELETE changes
+    # nothing, and sent after each grace period it was one more request for the same deletion
+    # (review 65-fixes F1). Its empty state is still written: a forged Ready=True held by a
+    # finalizer must not pass ``kubectl wait`` until the finalizer goes.
+    if now - state.absent_since >= grace and not state.published.terminating:
         if not state.published.owned:
             return Settle.KEEP if state.kept_unmanaged else Settle.UNMANAGED
         return Settle.DELETE
@@ -58,6 +63,8 @@ def expires_in(state: ObjectState, now: float, grace: float) -> float | None:
         return None
     if not state.published.owned and state.kept_unmanaged:
         return None  # kept, and said so: nothing falls due
+    if state.published.terminating:
+        return None  # its deletion is under way: nothing of ours falls due
     return state.absent_since + grace - now
 
 

@@ -65,6 +65,9 @@ class Published:
     # The field managers whose write of a status field is the newest the object records
     # (managedFields; several when they wrote in the same second). Empty: the server keeps none.
     status_writers: frozenset[str] = frozenset()
+    # Its deletion has been asked for and a finalizer holds it (metadata.deletionTimestamp): it
+    # goes once the finalizer's controller lets it go, and a DELETE now changes nothing.
+    terminating: bool = False
 
     def is_newer_than(self, other: Published) -> bool:
         # resourceVersions are opaque, but etcd-backed servers use increasing integers; a
@@ -115,6 +118,7 @@ class Published:
             resource_version=str(metadata.get("resourceVersion") or ""),
             uid=str(metadata.get("uid") or ""),
             status_writers=_newest_status_writers(metadata.get("managedFields")),
+            terminating=bool(metadata.get("deletionTimestamp")),
         )
 
 

@@ -299,11 +299,12 @@ class Requests:
         self.answered(patched)
         return patched
 
-    async def delete(self, path: str, uid: str, timeout: float) -> None:
+    async def delete(self, path: str, uid: str, timeout: float) -> Any:
         """Delete the object at ``path`` if it is still the one with ``uid`` (where known): a
-        name deleted and made again meanwhile holds another object."""
+        name deleted and made again meanwhile holds another object. The answer: the object as
+        deleted, terminating if a finalizer holds it (or a Status)."""
         body = {"preconditions": {"uid": uid}} if uid else None
-        await self.client.request("DELETE", path, body=body, timeout=timeout)
+        return await self.client.request("DELETE", path, body=body, timeout=timeout)
 
     async def read(self, path: str, timeout: float) -> dict[str, Any]:
         found: dict[str, Any] = await self.client.request("GET", path, timeout=timeout)
@@ -721,8 +722,9 @@ class ObjectWriter:
             return
         if (timeout := self._timeout(state)) is None:
             return
+        answer: Any = None
         try:
-            await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), existing.uid, timeout)
+            answer = await self.requests.delete(FABRIC_CAPABILITIES.item(state.name), existing.uid, timeout)
         except KubeError as error:
             if error.status == 409:
                 # The uid precondition failed: the name holds another object now, made since by
@@ -732,10 +734,15 @@ class ObjectWriter:
                 return
             if error.status != 404:
                 raise
-        held = state.published
-        # Forgotten, unless the watch told of a successor meanwhile (another uid): kept. A newer
-        # version of this object (terminating, held by a finalizer) is the deletion taking.
-        if held is None or held.uid == existing.uid:
+        deleted = _terminating(answer, existing.uid)
+        if deleted is not None:
+            # A finalizer holds it: held as terminating (never deleted again: ``expiry.settle``)
+            # until the watch's DELETED. Forgotten here, the watch's MODIFIED read after this
+            # made it a new object of no pool, deleted once more a grace period later.
+            state.answered(Published.from_object(deleted, held=existing.status))
+        elif (held := state.published) is None or (held.uid == existing.uid and not held.terminating):
+            # Forgotten, unless the watch told of a successor meanwhile (another uid), or of this
+            # object terminating (a finalizer): kept, until the watch tells of its end.
             state.published, state.written = None, None
         state.retry.forget()
         self.metrics.pools.remove_pool(state.name)
@@ -775,3 +782,11 @@ class ObjectWriter:
                 self._failure_lines.aside(held, "writes"),
             )
         self.falls_due(state, delay)
+
+
+def _terminating(answer: Any, uid: str) -> dict[str, Any] | None:
+    """A DELETE's answer, if it is the object with ``uid`` (where known) left terminating."""
+    metadata = answer.get("metadata") if isinstance(answer, dict) else None  # a Status has no deletionTimestamp
+    if not isinstance(metadata, dict) or not metadata.get("deletionTimestamp"):
+        return None
+    return answer if not uid or metadata.get("uid") == uid else None

@@ -442,6 +442,86 @@ async def test_an_expired_object_held_by_a_finalizer_does_not_keep_the_loop_busy
         assert (rounds, len(deletes)) == (2, 1), (rounds, len(deletes))
 
 
+def terminating_in_the_answer(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The expiry's DELETE meets a finalizer, and kube-apiserver's answer (the object, its
+    deletionTimestamp set) is read before the watch's MODIFIED, which the test tells after. The
+    answers, in order."""
+    client = setup.publisher.client
+    answers: list[dict[str, Any]] = []
+
+    async def delete_with_finalizer(path: str, *args: Any) -> dict[str, Any]:
+        terminating: dict[str, Any] = await client.merge_patch(
+            path,
+            {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
+        )
+        answers.append(copy.deepcopy(terminating))
+        return terminating
+
+    monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
+    return answers
+
+
+async def expire(setup: Setup) -> None:
+    """efa-p5's pool loses its node, its empty state is written, and its grace period passes."""
+    setup.remove_node("a")
+    await setup.publisher.reconcile_once()
+    await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+    setup.clock.now += GRACE + 1
+    await setup.publisher.reconcile_once()
+    await eventually(lambda: not writing(setup.publisher), "the deletion to end")
+
+
+async def test_an_object_held_by_a_finalizer_whose_modified_comes_after_the_deletes_answer_is_deleted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review 65-fixes F1, left out at stop 65: the watch's MODIFIED (terminating) read after the
+    DELETE's answer made the object a new one of no pool, deleted again a grace period later.
+    The object is held as terminating until the watch's DELETED, then forgotten."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        answers = terminating_in_the_answer(setup, monkeypatch)
+        await expire(setup)
+        assert len(answers) == 1
+        setup.publisher.observe_published(copy.deepcopy(answers[0]), deleted=False)  # the watch, after
+        for _ in range(3):  # three more grace periods
+            setup.clock.now += GRACE + 1
+            await settle_rounds(setup, 2)
+        assert len(answers) == 1, f"{len(answers)} DELETEs of one terminating object"
+        held = setup.publisher.objects["efa-p5"].published
+        assert held is not None and held.terminating
+        setup.publisher.observe_published(copy.deepcopy(answers[0]), deleted=True)  # the finalizer went
+        await settle_rounds(setup, 1)
+        assert "efa-p5" not in setup.publisher.objects
+
+
+async def test_a_terminating_object_no_pool_calls_for_is_emptied_but_not_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An object of ours, Ready=True, that someone deleted while a finalizer holds it, read by a
+    replica whose cluster has no such pool: its Ready=True would pass ``kubectl wait`` for as
+    long as the finalizer stays, so its empty state is written; the DELETE is asked for already,
+    so none is sent, however many grace periods pass."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        held = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.item("efa-p5"),
+            {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
+        )
+    assert condition_status(held["status"], "Ready") == "True"
+    async with publishing([held]) as setup:
+        answers = terminating_in_the_answer(setup, monkeypatch)
+        await start(setup)
+        setup.publisher.became_leader(True)
+        await settle_rounds(setup, 2)
+        assert condition_reason(setup.published()["efa-p5"]["status"], "Ready") == "NoTargetNodes"
+        for _ in range(3):
+            setup.clock.now += GRACE + 1
+            await settle_rounds(setup, 2)
+        assert answers == [], "a DELETE of an object terminating already"
+
+
 async def rounds_while_the_read_back_fails(monkeypatch: pytest.MonkeyPatch, ready: bool) -> tuple[int, int]:
     """A new leader whose read-back LIST of FabricCapabilities fails (a 5xx, a LIST timing out
     on a loaded API server) while a pool loses its nodes: the rounds the publisher asks for
