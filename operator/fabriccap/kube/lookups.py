@@ -27,6 +27,13 @@ MAX_LOOKUP_BYTES = 4 * 1024 * 1024
 NO_FURTHER_OWNER_STATUSES = frozenset({403, 404})
 
 
+def may_answer_if_asked_again(status: int | None) -> bool:
+    """Whether a lookup that failed so may be answered if asked again soon: no answer at all
+    (None: refused, cut, timed out), priority and fairness shedding load (429), or the server's
+    own failure (5xx). Any other status (403, 404, 400, 401, ...) is the answer it will give."""
+    return status is None or status == 429 or status >= 500
+
+
 def lookup_path(key: LookupKey) -> str:
     """The GET path of ``key``'s object, in ``key.namespace``; ValueError for a key that names
     no object an API server could hold."""

@@ -4,8 +4,11 @@ A live read lists pods, not their owners: without them a Deployment's pod would 
 ReplicaSet is the top, and a JobSet's pod its Job. Each owner ``owner_chain`` lacks is read
 with one GET of its metadata (``kube.lookups``, the operator's path and media type) and put in
 the index by ``learn_lookup``, the function the operator's resolver puts its answers in with:
-one rule for what an owner's read means. Unlike the operator, nothing is retried: an owner that
-cannot be read ends its chain, and why is kept for the explanation to say.
+one rule for what an owner's read means. A read the server may answer if asked again (a 429, a
+5xx, a cut connection: ``kube.lookups.may_answer_if_asked_again``) is asked up to
+again after each of ``RETRY_PAUSES_SECONDS``; the operator retries for as long as it runs, but a
+user waits. An owner that still cannot be read ends its chain, and why is kept for the
+explanation to say.
 
 Bounded: at most ``MAX_OWNER_READS`` distinct reads for one workload's explain, and
 ``MAX_CLUSTER_READS`` for a whole cluster's (``offline.pipeline.read_lookups``: the owners and
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
@@ -32,6 +35,7 @@ from fabriccap.kube.lookups import (
     NO_FURTHER_OWNER_STATUSES,
     lookup_accept,
     lookup_path,
+    may_answer_if_asked_again,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +60,10 @@ MAX_OWNER_READ_SECONDS = 30.0
 MAX_CLUSTER_READ_SECONDS = 120.0
 # Lines that say what a whole cluster's read left unread: the commonest reasons, then the rest.
 MAX_UNREAD_LINES = 5
+# A read that failed for a cause that passes (one API server replica restarting behind the load
+# balancer, a short 429 burst) is asked again after each of these pauses: a single 503 left an
+# owner unread, and the explanation named the ReplicaSet, not the Deployment.
+RETRY_PAUSES_SECONDS = (0.5, 1.5)
 
 OwnerKey = tuple[str, str, str]
 CLAIM_API_GROUP = CLAIM_API_VERSION.partition("/")[0]
@@ -74,6 +82,7 @@ class OwnerReader:
     bound: str = ""
     max_seconds: float = MAX_OWNER_READ_SECONDS
     read_timeout: float = READ_TIMEOUT_SECONDS
+    retry_pauses: tuple[float, ...] = RETRY_PAUSES_SECONDS
     # Why each owner read could not tell its owner, by the owner's key (``ObjectRef.key``).
     unread: dict[OwnerKey, str] = field(default_factory=dict)
     # The same, by lookup (owners and claims): what ``unread_lines`` counts.
@@ -112,19 +121,12 @@ class OwnerReader:
             learn_lookup(self.facts, key, None, self.refused)
             return
         try:
-            async with slots:
-                loop = asyncio.get_running_loop()
-                seconds = min(self.read_timeout, deadline - loop.time())
-                if seconds <= 0:
-                    self._unread(key, f"not read within {self.max_seconds:.3g} s")
-                    return
-                async with asyncio.timeout(seconds):
-                    body = await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
+            body = await self._get(key, path, slots, deadline)
         except TimeoutError:
-            if seconds < self.read_timeout:  # cut by the reads' deadline, not the read's own bound
+            if asyncio.get_running_loop().time() >= deadline:  # the reads' deadline, not the read's own bound
                 self._unread(key, f"not read within {self.max_seconds:.3g} s")
             else:
-                self._unread(key, f"no answer within {seconds:.3g} s")
+                self._unread(key, f"no answer within {self.read_timeout:.3g} s")
             return
         except ResponseTooLargeError:
             self._unread(key, f"its answer is larger than {MAX_LOOKUP_BYTES} bytes")
@@ -140,6 +142,29 @@ class OwnerReader:
             self._unread(key, "its answer is not an object")
             return
         learn_lookup(self.facts, key, body, self.refused)
+
+    async def _get(self, key: LookupKey, path: str, slots: asyncio.Semaphore, deadline: float) -> Any:
+        """One owner's metadata, asked again after a failure that may pass, while the reads'
+        deadline allows; each attempt takes a slot, and its pause before the next holds none.
+        Raises what the last attempt raised; TimeoutError when out of time."""
+        loop = asyncio.get_running_loop()
+        for attempt in range(len(self.retry_pauses) + 1):
+            try:
+                async with slots:
+                    seconds = min(self.read_timeout, deadline - loop.time())
+                    if seconds <= 0:
+                        raise TimeoutError
+                    async with asyncio.timeout(seconds):
+                        return await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
+            except KubeError as error:
+                last = attempt == len(self.retry_pauses)
+                if last or isinstance(error, ResponseTooLargeError) or not may_answer_if_asked_again(error.status):
+                    raise
+                pause = self.retry_pauses[attempt]
+                if loop.time() + pause >= deadline:
+                    raise
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _unread(self, key: LookupKey, why: str, keep: bool = False) -> None:
         """Record why ``key``'s read told nothing (``keep``: unless a reason is known already)."""

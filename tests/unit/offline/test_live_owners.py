@@ -383,3 +383,51 @@ async def test_one_failure_on_every_read_is_one_line_not_one_per_owner() -> None
         "not read (500 Internal Server Error: etcdserver: request timed out): "
         "10 owners: their workloads are named by the nearest owner read"
     ]
+
+
+async def test_an_owner_read_that_meets_a_passing_failure_is_asked_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Left out at stop 65: nothing was retried, so one 503 (an API server replica restarting
+    # behind the load balancer) and one 429 left the ReplicaSet unread and named it the top.
+    async with fake_api() as (api, _client):
+        serve(api, replica_set(), deployment(), deployment_pod())
+        api.get_failures[REPLICA_SETS.item("serve-1", "ml")] = deque([503, 429])
+        result = await run_explain(api, tmp_path, capsys, "pod/ml/serve-1-x")
+        assert owner_gets(api) == [REPLICA_SETS.item("serve-1", "ml")] * 3
+    assert result["change"] == "fabriccap explain deployments.apps/ml/serve"
+
+
+class FailingClient:
+    """An API server that answers every GET with ``status``."""
+
+    def __init__(self, status: int | None) -> None:
+        self.status, self.sent = status, 0
+
+    async def get(self, path: str, **_: Any) -> dict[str, Any]:
+        self.sent += 1
+        raise KubeError(f"GET {path}: {self.status} scripted", self.status)
+
+
+@pytest.mark.parametrize(("status", "sent"), [(500, 3), (503, 3), (429, 3), (None, 3), (403, 1), (404, 1), (400, 1)])
+async def test_only_a_failure_that_may_pass_is_asked_again_and_at_most_twice(status: int | None, sent: int) -> None:
+    facts = facts_of(healthy_pool(), build_config({}))
+    client = FailingClient(status)
+    reader = OwnerReader(client, facts, retry_pauses=(0.01, 0.01))  # type: ignore[arg-type]
+    key = LookupKey("ReplicaSet", "ml", "serve-1", "apps/v1")
+    await reader.read_until_known(lambda: [key])
+    assert client.sent == sent
+    assert key in reader.unread_lookups
+
+
+async def test_a_retry_waits_without_its_slot_and_never_past_the_deadline() -> None:
+    # Four reads, one slot: a read's pause before asking again leaves the slot to the others,
+    # and a pause that would end past the reads' deadline is not taken.
+    facts = facts_of(healthy_pool(), build_config({}))
+    client = FailingClient(503)
+    reader = OwnerReader(client, facts, parallel=1, max_seconds=0.5, retry_pauses=(0.2, 5.0))  # type: ignore[arg-type]
+    keys = [LookupKey("ReplicaSet", "ml", f"rs-{i}", "apps/v1") for i in range(4)]
+    started = asyncio.get_running_loop().time()
+    await reader.read_until_known(lambda: keys)
+    assert asyncio.get_running_loop().time() - started < 0.5 + 0.2
+    assert client.sent == 8  # each read twice: the second pause (5 s) would pass the deadline
