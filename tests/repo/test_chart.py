@@ -465,10 +465,10 @@ def test_shards_are_one_deployment_budget_and_lease_each() -> None:
 # The pod
 
 
-def test_probes_use_healthz_and_are_configurable() -> None:
+def test_probes_use_healthz_readiness_readyz_and_are_configurable() -> None:
     operator = container(render())
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert operator[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert operator[probe]["httpGet"] == {"path": path, "port": "health"}
         assert "enabled" not in operator[probe]
     operator = container(render("startupProbe.enabled=false", "readinessProbe.periodSeconds=3"))
     assert "startupProbe" not in operator

@@ -590,8 +590,8 @@ def test_deployment_agrees(kustomized: list[Doc], templated: list[Doc]) -> None:
         assert "--standalone" not in container["args"]
         downward = {env["name"]: env["valueFrom"]["fieldRef"]["fieldPath"] for env in container["env"]}
         assert downward == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
-        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+        for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            assert container[probe]["httpGet"] == {"path": path, "port": "health"}, probe
         spec = _pod_spec(docs)
         assert {v["name"]: set(v) - {"name"} for v in spec["volumes"]} == {"config": {"configMap"}, "tmp": {"emptyDir"}}
         config_map = one(docs, "ConfigMap", spec["volumes"][0]["configMap"]["name"])

@@ -229,12 +229,15 @@ The alert rules select it; FabricCapabilityOperatorDown would fire forever on an
 {{- .Values.prometheusRule.job | default (include "fabriccap.name" .) -}}
 {{- end -}}
 
-{{/* A probe of /healthz on the health port, from a probe value without its `enabled`. */}}
+{{/*
+A probe of `path` on the health port, from a probe value (`probe`) without its `enabled`:
+/healthz for startup and liveness, /readyz (healthy, and the cluster listed) for readiness.
+*/}}
 {{- define "fabriccap.probe" -}}
 httpGet:
-  path: /healthz
+  path: {{ .path }}
   port: health
-{{ omit . "enabled" | toYaml }}
+{{ omit .probe "enabled" | toYaml }}
 {{- end -}}
 
 {{/*

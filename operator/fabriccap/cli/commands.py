@@ -469,7 +469,11 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=8080, metavar="N", help="port of /metrics; 0 turns it off (default: 8080)"
     )
     run_parser.add_argument(
-        "--health-port", type=int, default=8081, metavar="N", help="port of /healthz; 0 turns it off (default: 8081)"
+        "--health-port",
+        type=int,
+        default=8081,
+        metavar="N",
+        help="port of /healthz and /readyz; 0 turns it off (default: 8081)",
     )
     run_parser.add_argument(
         "--metrics-bind-address",

@@ -89,6 +89,15 @@ def health_report(publisher: Publisher, freshness: Freshness) -> dict[str, Any]:
     return report
 
 
+def not_ready(publisher: Publisher) -> str | None:
+    """Why this replica could not lead yet (/readyz answers 503 with it), or None: it campaigns
+    only once it has listed the cluster, so until then it cannot take over from a replica a
+    rolling update would terminate."""
+    if publisher.store.listed.is_set():
+        return None
+    return f"the first listing of the cluster is under way ({publisher.clock() - publisher.launched:.0f}s)"
+
+
 @dataclass
 class OperatorOptions:
     config: Config
@@ -188,7 +197,10 @@ async def operate(options: OperatorOptions, stop_flag: asyncio.Event | None = No
     if options.health_port:
         servers.append(
             await start_health_server(
-                lambda: health_report(publisher, freshness), options.health_bind_address, options.health_port
+                lambda: health_report(publisher, freshness),
+                options.health_bind_address,
+                options.health_port,
+                not_ready=lambda: not_ready(publisher),
             )
         )
     logger.info(

@@ -11,7 +11,6 @@ import asyncio
 import gzip
 import importlib.metadata
 import ipaddress
-import json
 import logging
 import math
 import platform
@@ -781,20 +780,42 @@ async def _serve(app: web.Application, address: str, port: int) -> web.AppRunner
     return runner
 
 
-async def start_health_server(report: Callable[[], Mapping[str, Any]], host: str, port: int) -> web.AppRunner:
+async def start_health_server(
+    report: Callable[[], Mapping[str, Any]],
+    host: str,
+    port: int,
+    not_ready: Callable[[], str | None] = lambda: None,
+) -> web.AppRunner:
     """Serve /healthz: ``{"fabriccap": report()}`` with 200, or the reason ``report`` raised with
     500 (the kubelet restarts the pod; its Event shows the body). Computed per request: it only
-    reads counters, and never waits behind a /metrics render."""
+    reads counters, and never waits behind a /metrics render.
 
-    async def serve_health(_: web.Request) -> web.Response:
+    And /readyz: /healthz's answer, but 503 with ``not_ready()``'s reason while it gives one (a
+    replica that has not listed the cluster yet). The readiness probe reads it, so a rolling
+    update terminates an old pod only once a new one could lead: with /healthz, both new pods
+    were Ready before they had listed, and nothing was published for the listing's length."""
+
+    def health() -> web.Response | dict[str, Any]:
         try:
-            body = {"fabriccap": dict(report())}
+            return {"fabriccap": dict(report())}
         except Exception as error:  # any failure of the report is a failed probe, with its reason
             return web.Response(status=500, text=clean_text(error, MAX_MESSAGE) + "\n")
-        return web.Response(text=json.dumps(body), content_type="application/json")
+
+    async def serve_health(_: web.Request) -> web.Response:
+        body = health()
+        return body if isinstance(body, web.Response) else web.json_response(body)
+
+    async def serve_ready(_: web.Request) -> web.Response:
+        body = health()
+        if isinstance(body, web.Response):
+            return body
+        if (why := not_ready()) is not None:
+            return web.Response(status=503, text=clean_text(why, MAX_MESSAGE) + "\n")
+        return web.json_response(body)
 
     app = web.Application()
     app.router.add_get("/healthz", serve_health)
+    app.router.add_get("/readyz", serve_ready)
     return await _serve(app, host, port)
 
 

@@ -77,7 +77,7 @@ def _resource_list() -> Schema:
     )
 
 
-def _probe(success_threshold: bool) -> Schema:
+def _probe(path: str, success_threshold: bool) -> Schema:
     properties: dict[str, Schema] = {
         "enabled": BOOLEAN,
         "initialDelaySeconds": {"type": "integer", "minimum": 0},
@@ -87,7 +87,7 @@ def _probe(success_threshold: bool) -> Schema:
     }
     if success_threshold:  # Kubernetes requires 1 for liveness and startup probes
         properties["successThreshold"] = {"type": "integer", "minimum": 1}
-    return _object(properties, "an HTTP probe of /healthz on the health port")
+    return _object(properties, f"an HTTP probe of {path} on the health port")
 
 
 def _alert_settings() -> Schema:
@@ -142,9 +142,11 @@ def values_schema() -> Schema:
             "the spec of the PodDisruptionBudget; maxUnavailable: null for none ({} merges over the default and"
             " keeps it); a minAvailable replaces maxUnavailable",
         ),
-        "startupProbe": _probe(success_threshold=False),
-        "livenessProbe": _probe(success_threshold=False),
-        "readinessProbe": _probe(success_threshold=True),
+        "startupProbe": _probe("/healthz", success_threshold=False),
+        "livenessProbe": _probe("/healthz", success_threshold=False),
+        "readinessProbe": _probe(
+            "/readyz (/healthz's answer, 503 until the cluster is listed)", success_threshold=True
+        ),
         "nodeSelector": STRING_MAP,
         "tolerations": KUBE_OBJECTS,
         "affinity": KUBE_OBJECT,

@@ -25,6 +25,7 @@ from fabriccap.controller.metrics import (
     start_metrics_server,
 )
 from support.bounded import hang_guard
+from support.publishing import publishing
 
 HANG_SECONDS = 30.0
 REQUEST_SECONDS = 5.0
@@ -151,3 +152,51 @@ def test_bind_address_flags_refuse_anything_else(given: str, capsys: pytest.Capt
         build_parser().parse_args(["run", f"--health-bind-address={given}"])
     assert exited.value.code == 2
     assert "--health-bind-address: invalid bind_address value" in capsys.readouterr().err
+
+
+async def _answers(runner: Any, path: str) -> tuple[int, str]:
+    timeout = aiohttp.ClientTimeout(total=REQUEST_SECONDS)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(f"http://127.0.0.1:{_port(runner)}{path}") as response,
+    ):
+        return response.status, await response.text()
+
+
+async def test_readyz_is_503_until_the_cluster_is_listed_and_healthz_is_200_throughout() -> None:
+    """A replica that has not listed cannot lead (it campaigns only then): the readiness probe
+    reads /readyz, so a rolling update keeps an old pod until a new one could take over. With
+    /healthz, both new pods were Ready before listing and nothing was published meanwhile."""
+    async with publishing() as setup:
+        publisher = setup.publisher
+        publisher.store.listed.clear()
+        with hang_guard(HANG_SECONDS):
+            runner = await start_health_server(
+                lambda: {"listed": publisher.store.listed.is_set()},
+                "127.0.0.1",
+                0,
+                not_ready=lambda: main_module.not_ready(publisher),
+            )
+            try:
+                before = await _answers(runner, "/readyz"), await _answers(runner, "/healthz")
+                publisher.store.listed.set()
+                after = await _answers(runner, "/readyz")
+            finally:
+                await runner.cleanup()
+    (ready_status, ready_text), (health_status, _) = before
+    assert (ready_status, health_status) == (503, 200)
+    assert ready_text.startswith("the first listing of the cluster is under way (")
+    assert after == (200, '{"fabriccap": {"listed": true}}')
+
+
+async def test_readyz_fails_as_healthz_does_when_the_replica_is_unhealthy() -> None:
+    def stale() -> Mapping[str, Any]:
+        raise RuntimeError("watch data is stale: nodes 300s")
+
+    with hang_guard(HANG_SECONDS):
+        runner = await start_health_server(stale, "127.0.0.1", 0, not_ready=lambda: None)
+        try:
+            answer = await _answers(runner, "/readyz")
+        finally:
+            await runner.cleanup()
+    assert answer == (500, "watch data is stale: nodes 300s\n")
