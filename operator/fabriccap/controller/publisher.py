@@ -944,7 +944,11 @@ class Publisher:
         self._release_claim(state)
         state.conflict, state.unready_seen, state.recheck_at = None, None, None
         state.absent_since = now - self.config.pool_grace_period_seconds
-        state.empty, state.empty_due = None, False
+        # Deleted at once, without its empty state first; but an object a finalizer holds
+        # already is never deleted again (``expiry.settle``): its empty state is written instead,
+        # or it kept Ready=True and its claim on the pool for as long as the finalizer stayed.
+        terminating = state.published is not None and state.published.terminating
+        state.empty, state.empty_due = None, terminating
         self.metrics.pools.remove_pool(name)
 
     def _settle_absent(self, now: float) -> None:

@@ -740,6 +740,10 @@ class ObjectWriter:
             # until the watch's DELETED. Forgotten here, the watch's MODIFIED read after this
             # made it a new object of no pool, deleted once more a grace period later.
             state.answered(Published.from_object(deleted, held=existing.status))
+            # Its status may not be the empty state (a renamed pool's object is deleted without
+            # it; an edit may have put Ready=True back just before): the watch's events for this
+            # version are echoes now, so nothing else would write it (review 66a F1, F2).
+            state.empty_due = True
         elif (held := state.published) is None or (held.uid == existing.uid and not held.terminating):
             # Forgotten, unless the watch told of a successor meanwhile (another uid), or of this
             # object terminating (a finalizer): kept, until the watch tells of its end.

@@ -25,7 +25,7 @@ from yarl import URL
 from fabriccap import __version__
 from fabriccap.core.text import clean_text
 from fabriccap.kube.credentials import Credentials, load_credentials_async
-from fabriccap.kube.errors import KubeError, ResponseTooLargeError, WatchLineError
+from fabriccap.kube.errors import KubeError, ResponseTooLargeError, UnreachableError, WatchLineError
 from fabriccap.kube.exchanges import ConnectionPool, MalformedAnswerError
 from fabriccap.kube.media import JSON, MERGE_PATCH
 from fabriccap.kube.paths import DEFAULT_PAGE_SIZE, LEASES
@@ -384,7 +384,7 @@ class KubeClient:
     def _unreachable(self, method: str, error: BaseException) -> KubeError:
         """A request that got no answer, counted as one (HTTP status 0)."""
         self._failed(method, 0)
-        return KubeError(f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}")
+        return UnreachableError(f"cannot reach the Kubernetes API at {self.server}: {error or type(error).__name__}")
 
     async def request(
         self,

@@ -11,6 +11,10 @@ class KubeError(RuntimeError):
         self.status = status
 
 
+class UnreachableError(KubeError):
+    """A request that got no answer at all: refused, cut, or timed out (HTTP status none)."""
+
+
 class WatchLineError(KubeError):
     """A watch line that is not JSON at all (or too long to be an object): the stream is
     garbled, so it is ended and resumed from the last good resourceVersion. ``cause`` is short

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fabriccap.core.references import is_api_version, is_object_name
 from fabriccap.core.text import clean_text
 from fabriccap.core.workloads import CLAIM_LOOKUP_KINDS, OWNER_LOOKUP_KINDS, LookupKey
+from fabriccap.kube.errors import KubeError, UnreachableError
 from fabriccap.kube.media import JSON, METADATA_ONLY
 from fabriccap.kube.paths import ApiResource
 
@@ -27,11 +28,13 @@ MAX_LOOKUP_BYTES = 4 * 1024 * 1024
 NO_FURTHER_OWNER_STATUSES = frozenset({403, 404})
 
 
-def may_answer_if_asked_again(status: int | None) -> bool:
+def may_answer_if_asked_again(error: KubeError) -> bool:
     """Whether a lookup that failed so may be answered if asked again soon: no answer at all
-    (None: refused, cut, timed out), priority and fairness shedding load (429), or the server's
-    own failure (5xx). Any other status (403, 404, 400, 401, ...) is the answer it will give."""
-    return status is None or status == 429 or status >= 500
+    (refused, cut, timed out), priority and fairness shedding load (429), or the server's own
+    failure (5xx). Any other answer (403, 404, 400, a 200 that is not JSON, ...) is the one it
+    will give again; so is a request this client refuses to send."""
+    status = error.status
+    return isinstance(error, UnreachableError) or (status is not None and (status == 429 or status >= 500))
 
 
 def lookup_path(key: LookupKey) -> str:

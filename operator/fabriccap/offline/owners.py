@@ -5,8 +5,8 @@ ReplicaSet is the top, and a JobSet's pod its Job. Each owner ``owner_chain`` la
 with one GET of its metadata (``kube.lookups``, the operator's path and media type) and put in
 the index by ``learn_lookup``, the function the operator's resolver puts its answers in with:
 one rule for what an owner's read means. A read the server may answer if asked again (a 429, a
-5xx, a cut connection: ``kube.lookups.may_answer_if_asked_again``) is asked up to
-again after each of ``RETRY_PAUSES_SECONDS``; the operator retries for as long as it runs, but a
+5xx, a cut connection: ``kube.lookups.may_answer_if_asked_again``) is asked again after each of
+``RETRY_PAUSES_SECONDS``; the operator retries for as long as it runs, but a
 user waits. An owner that still cannot be read ends its chain, and why is kept for the
 explanation to say.
 
@@ -158,7 +158,7 @@ class OwnerReader:
                         return await self.client.get(path, max_body_bytes=MAX_LOOKUP_BYTES, accept=lookup_accept(key))
             except KubeError as error:
                 last = attempt == len(self.retry_pauses)
-                if last or isinstance(error, ResponseTooLargeError) or not may_answer_if_asked_again(error.status):
+                if last or isinstance(error, ResponseTooLargeError) or not may_answer_if_asked_again(error):
                     raise
                 pause = self.retry_pauses[attempt]
                 if loop.time() + pause >= deadline:

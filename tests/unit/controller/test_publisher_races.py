@@ -522,6 +522,128 @@ async def test_a_terminating_object_no_pool_calls_for_is_emptied_but_not_deleted
         assert answers == [], "a DELETE of an object terminating already"
 
 
+def ready_and_label(obj: dict[str, Any]) -> tuple[str | None, str | None]:
+    return condition_status(obj["status"], "Ready"), obj["metadata"]["labels"].get(READY_LABEL)
+
+
+async def rename_efa_gpu(setup: Setup) -> None:
+    """A Karpenter NodePool named like the node group ``gpu`` comes: both pools take hashed
+    names, and ``efa-gpu`` is the old object of the node group's pool, deleted at once."""
+    setup.add([node("k1", pool="gpu", pool_key="karpenter.sh/nodepool", efa=32), *plugin_pods(["k1"])])
+    await settle_rounds(setup, 1)
+
+
+@pytest.mark.parametrize("modified_first", [False, True])
+async def test_a_renamed_pools_object_held_by_a_finalizer_does_not_stay_ready(
+    monkeypatch: pytest.MonkeyPatch, modified_first: bool
+) -> None:
+    """Review 66a F1: a renamed pool's old object is deleted without its empty state first. Its
+    DELETE met a finalizer and, the answer read before the watch's MODIFIED, it kept Ready=True,
+    the ready label and its claim on the pool for as long as the finalizer stayed, the pool no
+    longer Ready meanwhile (``kubectl wait`` on the old name passed)."""
+    async with publishing() as setup:
+        setup.add(healthy("gpu", "a"))
+        await start(setup)
+        answers = terminating_in_the_answer(setup, monkeypatch)
+        if modified_first:
+            answer = setup.publisher.requests.delete
+
+            async def told_then_answered(path: str, *args: Any) -> Any:
+                terminating = await answer(path, *args)
+                setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)
+                return terminating
+
+            monkeypatch.setattr(setup.publisher.requests, "delete", told_then_answered)
+        await rename_efa_gpu(setup)
+        assert len(answers) == 1
+        if not modified_first:
+            setup.publisher.observe_published(copy.deepcopy(answers[0]), deleted=False)  # the watch, after
+        setup.add([node("a", pool="gpu", efa=0)])  # the node group's pool is no longer Ready
+        await settle_rounds(setup, 3)
+        old = setup.published()["efa-gpu"]
+        assert old["metadata"].get("deletionTimestamp")
+        assert ready_and_label(old) == ("False", "false")
+        assert condition_reason(old["status"], "Ready") == "NoTargetNodes"
+        assert len(answers) == 1
+
+
+async def test_an_object_terminating_already_when_its_pool_is_renamed_is_emptied() -> None:
+    """Review 66a F1's variant: no DELETE is due for it (terminating), and ``_renamed`` left no
+    empty state due either."""
+    async with publishing() as setup:
+        setup.add(healthy("gpu", "a"))
+        await start(setup)
+        held = await setup.publisher.client.merge_patch(
+            FABRIC_CAPABILITIES.item("efa-gpu"),
+            {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
+        )
+        setup.publisher.observe_published(copy.deepcopy(held), deleted=False)
+        await rename_efa_gpu(setup)
+        setup.add([node("a", pool="gpu", efa=0)])
+        await settle_rounds(setup, 3)
+        assert ready_and_label(setup.published()["efa-gpu"]) == ("False", "false")
+
+
+@pytest.mark.parametrize("answer_first", [True, False])
+async def test_a_forged_ready_just_before_the_delete_does_not_stay_on_the_terminating_object(
+    monkeypatch: pytest.MonkeyPatch, answer_first: bool
+) -> None:
+    """Review 66a F2: after the grace period someone puts Ready=True back just before the
+    expiry's DELETE, which meets a finalizer. Read after the DELETE's answer, the forge's and
+    the deletion's MODIFIED events were echoes of the version held, and the forge stayed."""
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        ready_status = copy.deepcopy(setup.published()["efa-p5"]["status"])
+        client = setup.publisher.client
+        events: list[dict[str, Any]] = []
+
+        async def forged_then_deleted(path: str, *args: Any) -> dict[str, Any]:
+            forged = await client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": ready_status})
+            terminating: dict[str, Any] = await client.merge_patch(
+                path,
+                {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
+            )
+            events.extend([copy.deepcopy(forged), copy.deepcopy(terminating)])
+            if not answer_first:
+                for event in events:
+                    setup.publisher.observe_published(copy.deepcopy(event), deleted=False)
+            return terminating
+
+        monkeypatch.setattr(setup.publisher.requests, "delete", forged_then_deleted)
+        await expire(setup)
+        assert len(events) == 2
+        if answer_first:
+            for event in events:
+                setup.publisher.observe_published(copy.deepcopy(event), deleted=False)
+        await settle_rounds(setup, 4)
+        obj = setup.published()["efa-p5"]
+        assert obj["metadata"].get("deletionTimestamp")
+        assert condition_reason(obj["status"], "Ready") == "NoTargetNodes"
+
+
+async def test_a_terminating_object_whose_pool_comes_back_is_made_again_once_it_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with publishing() as setup:
+        setup.add(healthy("p5", "a"))
+        await start(setup)
+        answers = terminating_in_the_answer(setup, monkeypatch)
+        await expire(setup)
+        setup.publisher.observe_published(copy.deepcopy(answers[0]), deleted=False)
+        setup.add(healthy("p5", "a"))  # the pool comes back while the finalizer holds its object
+        await settle_rounds(setup, 3)
+        held = setup.published()["efa-p5"]
+        assert held["metadata"].get("deletionTimestamp") and ready_and_label(held) == ("True", "true")
+        await setup.publisher.client.delete(FABRIC_CAPABILITIES.item("efa-p5"))  # the finalizer went
+        setup.publisher.observe_published(copy.deepcopy(held), deleted=True)
+        await settle_rounds(setup, 3)
+        made = setup.published()["efa-p5"]
+        assert not made["metadata"].get("deletionTimestamp") and made["metadata"]["uid"] != held["metadata"]["uid"]
+        assert ready_and_label(made) == ("True", "true")
+        assert len(answers) == 1
+
+
 async def rounds_while_the_read_back_fails(monkeypatch: pytest.MonkeyPatch, ready: bool) -> tuple[int, int]:
     """A new leader whose read-back LIST of FabricCapabilities fails (a 5xx, a LIST timing out
     on a loaded API server) while a pool loses its nodes: the rounds the publisher asks for

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from fabriccap.cli.commands import main
 from fabriccap.core.config import build_config
 from fabriccap.core.workloads import LookupKey
-from fabriccap.kube.errors import KubeError
+from fabriccap.kube.errors import KubeError, UnreachableError
+from fabriccap.kube.lookups import lookup_path
 from fabriccap.kube.media import METADATA_ONLY
 from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource
 from fabriccap.offline.owners import MAX_OWNER_READS, OwnerReader
@@ -399,13 +401,15 @@ async def test_an_owner_read_that_meets_a_passing_failure_is_asked_again(
 
 
 class FailingClient:
-    """An API server that answers every GET with ``status``."""
+    """An API server that answers every GET with ``status`` (None: no answer at all)."""
 
     def __init__(self, status: int | None) -> None:
         self.status, self.sent = status, 0
 
     async def get(self, path: str, **_: Any) -> dict[str, Any]:
         self.sent += 1
+        if self.status is None:
+            raise UnreachableError("cannot reach the Kubernetes API at https://127.0.0.1:1: Connection reset by peer")
         raise KubeError(f"GET {path}: {self.status} scripted", self.status)
 
 
@@ -431,3 +435,25 @@ async def test_a_retry_waits_without_its_slot_and_never_past_the_deadline() -> N
     await reader.read_until_known(lambda: keys)
     assert asyncio.get_running_loop().time() - started < 0.5 + 0.2
     assert client.sent == 8  # each read twice: the second pause (5 s) would pass the deadline
+
+
+async def test_a_garbled_answer_is_an_answer_and_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review 66a F3: the real client raises a 200 that is not JSON (a proxy's login page) with
+    # no status, as it does a request that got no answer; both were asked again.
+    key = LookupKey("ReplicaSet", "ml", "serve-1", "apps/v1")
+    path = lookup_path(key)
+    hits: list[str] = []
+    handle = FakeApi.handle
+
+    async def login_page(self: FakeApi, request: web.Request) -> Any:
+        if request.path == path:
+            hits.append(request.path)
+            return web.Response(body=b"<html>login</html>", status=200, content_type="text/html")
+        return await handle(self, request)
+
+    monkeypatch.setattr(FakeApi, "handle", login_page)
+    async with fake_api() as (_api, client):
+        reader = OwnerReader(client, facts_of(healthy_pool(), build_config({})), retry_pauses=(0.01, 0.01))
+        await reader.read_until_known(lambda: [key])
+    assert hits == [path]
+    assert "the answer is not JSON" in reader.unread_lookups[key]
