@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fabriccap.controller.metrics import EXPOSITION_MAX_AGE_SECONDS
-from fabriccap.core.api import status_written
+from fabriccap.core.api import READY_LABEL, status_written
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
 from fabriccap_devtools.controlplane import LocalControlPlane
 from fabriccap_devtools.world import KARPENTER
@@ -476,6 +476,42 @@ def test_emptied_pool_is_deleted_after_the_grace_period_not_before(scenario: Sce
         f"{name}'s series to be removed",
         timeout=10,
     )
+
+
+def test_an_emptied_pools_object_held_by_a_finalizer_is_deleted_once_and_stays_not_ready(scenario: Scenario) -> None:
+    """A backup or GitOps tool's finalizer on a FabricCapability: the expiry's DELETE leaves it
+    terminating. The operator asks once (the DELETE counter moves by one over four grace
+    periods), keeps its status at NoTargetNodes and its ready label down, and the object goes
+    when the finalizer does."""
+    nodes = scenario.add_pool("held", 1)
+    scenario.wait_ready("held", "True", "UniformCapability", nodes=1)
+    path = FABRIC_CAPABILITIES.item(scenario.fcap_name("held"))
+    scenario.kube.patch(path, {"metadata": {"finalizers": ["example.com/keep"]}})
+    try:
+
+        def deletes() -> float:
+            return scenario.operator.metrics().get("fabriccap_status_writes_total", result="deleted") or 0.0
+
+        before = deletes()
+        for node in nodes:
+            scenario.delete_node(node)
+        wait_until(
+            lambda: (obj := scenario.fcap("held")) is not None and obj["metadata"].get("deletionTimestamp"),
+            "the expiry's DELETE to leave the object terminating",
+            timeout=GRACE_SECONDS + 15,
+        )
+        time.sleep(3 * GRACE_SECONDS)  # three more grace periods
+        held = scenario.fcap("held")
+        assert held is not None
+        ready = next(c for c in held["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "NoTargetNodes")
+        assert held["metadata"]["labels"][READY_LABEL] == "false"
+        wait_until(lambda: deletes() == before + 1, "one DELETE counted", timeout=10)
+        time.sleep(EXPOSITION_MAX_AGE_SECONDS + 1.0)  # a second DELETE would be counted by now
+        assert deletes() == before + 1, f"{deletes() - before:.0f} DELETEs of one terminating object"
+    finally:
+        scenario.kube.patch(path, {"metadata": {"finalizers": None}})
+    wait_until(lambda: scenario.fcap("held") is None, "the object to go with its finalizer", timeout=10)
 
 
 def test_healthz_reports_the_evaluation_loop(scenario: Scenario) -> None:
