@@ -90,9 +90,10 @@ def health_report(publisher: Publisher, freshness: Freshness) -> dict[str, Any]:
 
 
 def not_ready(publisher: Publisher) -> str | None:
-    """Why this replica could not lead yet (/readyz answers 503 with it), or None: it campaigns
-    only once it has listed the cluster, so until then it cannot take over from a replica a
-    rolling update would terminate."""
+    """Why this replica could not take over yet (/readyz answers 503 with it), or None. It
+    campaigns once it has listed the cluster (or, past ``staleAfterSeconds`` without a listing,
+    only to fail the published objects closed): until then it cannot publish in the place of
+    a replica a rolling update would terminate."""
     if publisher.store.listed.is_set():
         return None
     return f"the first listing of the cluster is under way ({publisher.clock() - publisher.launched:.0f}s)"

@@ -787,8 +787,9 @@ async def start_health_server(
     not_ready: Callable[[], str | None] = lambda: None,
 ) -> web.AppRunner:
     """Serve /healthz: ``{"fabriccap": report()}`` with 200, or the reason ``report`` raised with
-    500 (the kubelet restarts the pod; its Event shows the body). Computed per request: it only
-    reads counters, and never waits behind a /metrics render.
+    500 (the kubelet restarts the pod; its Event names only the status code: the body is for
+    curl). Computed per request: it only reads counters, and never waits behind a /metrics
+    render.
 
     And /readyz: /healthz's answer, but 503 with ``not_ready()``'s reason while it gives one (a
     replica that has not listed the cluster yet). The readiness probe reads it, so a rolling
