@@ -375,6 +375,21 @@ async def test_quiet_cluster_an_object_no_pool_calls_for_is_written_once() -> No
         assert setup.publisher.objects["efa-p5"].empty_due is False
 
 
+# What kube-apiserver makes of a DELETE of an object that carries a finalizer (a backup or GitOps
+# tool's): terminating, until the finalizer goes.
+HELD_BY_A_FINALIZER = {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}}
+
+
+async def expire(setup: Setup) -> None:
+    """efa-p5's pool loses its node, its empty state is written, and its grace period passes."""
+    setup.remove_node("a")
+    await setup.publisher.reconcile_once()
+    await eventually(lambda: not writing(setup.publisher), "the empty write to end")
+    setup.clock.now += GRACE + 1
+    await setup.publisher.reconcile_once()
+    await eventually(lambda: not writing(setup.publisher), "the deletion to end")
+
+
 def terminating_on_delete(setup: Setup, monkeypatch: pytest.MonkeyPatch, every_time: bool) -> list[str]:
     """The expiry's DELETE meets a finalizer (a backup or GitOps tool's): kube-apiserver sets
     deletionTimestamp and answers 200, and the watch's MODIFIED (terminating) is read before the
@@ -386,10 +401,7 @@ def terminating_on_delete(setup: Setup, monkeypatch: pytest.MonkeyPatch, every_t
     async def delete_with_finalizer(path: str, *args: Any) -> None:
         deletes.append(path)
         if every_time or len(deletes) == 1:
-            terminating = await client.merge_patch(
-                path,
-                {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
-            )
+            terminating = await client.merge_patch(path, HELD_BY_A_FINALIZER)
             setup.publisher.observe_published(copy.deepcopy(terminating), deleted=False)  # the watch, first
 
     monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
@@ -407,12 +419,7 @@ async def test_an_expired_object_held_by_a_finalizer_is_deleted_once_not_every_r
         setup.add(healthy("p5", "a"))
         await start(setup)
         deletes = terminating_on_delete(setup, monkeypatch, every_time=True)
-        setup.remove_node("a")
-        await setup.publisher.reconcile_once()
-        await eventually(lambda: not writing(setup.publisher), "the empty write to end")
-        setup.clock.now += GRACE + 1
-        await setup.publisher.reconcile_once()
-        await eventually(lambda: not writing(setup.publisher), "the deletion to end")
+        await expire(setup)
         assert len(deletes) == 1
         await settle_rounds(setup, 5)
         assert len(deletes) == 1, f"{len(deletes)} DELETEs over 6 rounds"
@@ -450,25 +457,12 @@ def terminating_in_the_answer(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> 
     answers: list[dict[str, Any]] = []
 
     async def delete_with_finalizer(path: str, *args: Any) -> dict[str, Any]:
-        terminating: dict[str, Any] = await client.merge_patch(
-            path,
-            {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
-        )
+        terminating: dict[str, Any] = await client.merge_patch(path, HELD_BY_A_FINALIZER)
         answers.append(copy.deepcopy(terminating))
         return terminating
 
     monkeypatch.setattr(setup.publisher.requests, "delete", delete_with_finalizer)
     return answers
-
-
-async def expire(setup: Setup) -> None:
-    """efa-p5's pool loses its node, its empty state is written, and its grace period passes."""
-    setup.remove_node("a")
-    await setup.publisher.reconcile_once()
-    await eventually(lambda: not writing(setup.publisher), "the empty write to end")
-    setup.clock.now += GRACE + 1
-    await setup.publisher.reconcile_once()
-    await eventually(lambda: not writing(setup.publisher), "the deletion to end")
 
 
 async def test_an_object_held_by_a_finalizer_whose_modified_comes_after_the_deletes_answer_is_deleted_once(
@@ -505,10 +499,7 @@ async def test_a_terminating_object_no_pool_calls_for_is_emptied_but_not_deleted
     async with publishing() as setup:
         setup.add(healthy("p5", "a"))
         await start(setup)
-        held = await setup.publisher.client.merge_patch(
-            FABRIC_CAPABILITIES.item("efa-p5"),
-            {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
-        )
+        held = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.item("efa-p5"), HELD_BY_A_FINALIZER)
     assert condition_status(held["status"], "Ready") == "True"
     async with publishing([held]) as setup:
         answers = terminating_in_the_answer(setup, monkeypatch)
@@ -573,10 +564,7 @@ async def test_an_object_terminating_already_when_its_pool_is_renamed_is_emptied
     async with publishing() as setup:
         setup.add(healthy("gpu", "a"))
         await start(setup)
-        held = await setup.publisher.client.merge_patch(
-            FABRIC_CAPABILITIES.item("efa-gpu"),
-            {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
-        )
+        held = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.item("efa-gpu"), HELD_BY_A_FINALIZER)
         setup.publisher.observe_published(copy.deepcopy(held), deleted=False)
         await rename_efa_gpu(setup)
         setup.add([node("a", pool="gpu", efa=0)])
@@ -600,10 +588,7 @@ async def test_a_forged_ready_just_before_the_delete_does_not_stay_on_the_termin
 
         async def forged_then_deleted(path: str, *args: Any) -> dict[str, Any]:
             forged = await client.merge_patch(FABRIC_CAPABILITIES.status("efa-p5"), {"status": ready_status})
-            terminating: dict[str, Any] = await client.merge_patch(
-                path,
-                {"metadata": {"deletionTimestamp": "2026-12-07T00:00:00Z", "finalizers": ["example.com/keep"]}},
-            )
+            terminating: dict[str, Any] = await client.merge_patch(path, HELD_BY_A_FINALIZER)
             events.extend([copy.deepcopy(forged), copy.deepcopy(terminating)])
             if not answer_first:
                 for event in events:
