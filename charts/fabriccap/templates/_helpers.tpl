@@ -39,14 +39,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 Refuses a config that enables no fabric, or names one fabric twice (the operator would exit 2
-on it at start). Mirrors operator/fabriccap/core/config.py: without `fabrics` the built-in efa
-profile is on; `enabled` defaults to true.
+on it at start). The fabrics as operator/fabriccap/core/config.py reads them
+(`fabriccap.fabrics`, generated with the admission policy: without `fabrics`, the built-in
+profiles); `enabled` defaults to true.
 */}}
 {{- define "fabriccap.checkFabrics" -}}
-{{- $fabrics := list (dict "name" "efa") -}}
-{{- if hasKey .Values.config "fabrics" -}}
-{{- $fabrics = .Values.config.fabrics -}}
-{{- end -}}
+{{- $fabrics := include "fabriccap.fabrics" . | fromJsonArray -}}
 {{- $enabled := 0 -}}
 {{- $names := dict -}}
 {{- range $fabrics -}}

@@ -422,6 +422,10 @@ _CHART_GATE = (
 # The policy's accelerator resources in the chart: from the config value the operator's ConfigMap
 # is rendered from, so its warning and the operator's withoutFabric count the same resources.
 ACCELERATORS_TEMPLATE = "fabriccap.acceleratorResources"
+# The config's fabrics as core.config's ``build_config`` reads them (without ``fabrics``, the
+# built-in profiles as they are), as a JSON list: what the accelerators' list and the chart's
+# check of the config (``fabriccap.checkFabrics``) both start from.
+FABRICS_TEMPLATE = "fabriccap.fabrics"
 
 
 def _chart_accelerators() -> str:
@@ -452,7 +456,7 @@ def _chart_accelerators() -> str:
     profile_own = f'get (get $builtins (toString .name) | default dict) "{new}" | default {go_list(field.default)}'
     own = "".join(f'{{{{- else if hasKey $given "{name}" }}}}{{{{- $own = get $given "{name}" }}}}\n' for name in old)
     return (
-        f'{{{{- define "{ACCELERATORS_TEMPLATE}" -}}}}\n'
+        f'{{{{- define "{FABRICS_TEMPLATE}" -}}}}\n'
         f"{{{{- $builtins := dict {builtins} }}}}\n"
         "{{- $config := .Values.config | default dict }}\n"
         "{{- $fabrics := list }}\n"
@@ -462,6 +466,11 @@ def _chart_accelerators() -> str:
         '{{- range $name, $profile := $builtins }}{{ $fabrics = append $fabrics (dict "name" $name "enabled" '
         "$profile.enabled) }}{{ end }}\n"
         "{{- end }}\n"
+        "{{- toJson $fabrics }}\n"
+        "{{- end }}\n"
+        f'{{{{- define "{ACCELERATORS_TEMPLATE}" -}}}}\n'
+        f"{{{{- $builtins := dict {builtins} }}}}\n"
+        f'{{{{- $fabrics := include "{FABRICS_TEMPLATE}" . | fromJsonArray }}}}\n'
         "{{- $resources := list }}\n"
         "{{- range $fabrics }}\n"
         '{{- if or (not (hasKey . "enabled")) .enabled }}\n'
