@@ -778,6 +778,60 @@ class CompileError(ValueError):
     """A selector the scheduler would not run (or that could run away here); one line."""
 
 
+# What Kubernetes' "stored expressions" CEL environment, which the scheduler compiles selectors
+# in, declares beyond what is evaluated here (k8s.io/apiserver@v0.35.4 pkg/cel/environment/
+# base.go: library.URLs, Regex, Lists, IP, CIDR, Format, ext.Sets, TwoVarComprehensions, and
+# CrossTypeNumericComparisons), by the name cel-cpp's checker reports. A selector that uses one
+# compiles on the API server and runs in the scheduler: here it selects nothing (fail closed),
+# and its message says that is this evaluator's limit, not an error in the class.
+KUBERNETES_CEL_NOT_EVALUATED = {
+    **dict.fromkeys(("find", "findAll"), "the regex library"),
+    **dict.fromkeys(("isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"), "the lists library"),
+    **dict.fromkeys(("sets",), "the sets extension"),
+    **dict.fromkeys(
+        (
+            "ip",
+            "isIP",
+            "family",
+            "isUnspecified",
+            "isLoopback",
+            "isLinkLocalMulticast",
+            "isLinkLocalUnicast",
+            "isGlobalUnicast",
+            "isCanonical",
+        ),
+        "the IP library",
+    ),
+    **dict.fromkeys(("cidr", "isCIDR", "containsIP", "containsCIDR", "masked", "prefixLength"), "the CIDR library"),
+    **dict.fromkeys(
+        ("url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"),
+        "the URL library",
+    ),
+    **dict.fromkeys(("format", "validate"), "the format library"),
+    **dict.fromkeys(("transformList", "transformMap", "transformMapEntry", "existsOne"), "two-variable comprehensions"),
+}
+_UNDECLARED = re.compile(r"undeclared reference to '([\w.]+)'|no matching overload for '([^']+)' applied to '\((.*)\)'")
+# all(k, v, ...) and exists(k, v, ...): cel-cpp's checker reads them as calls naming an undeclared k.
+_TWO_VARIABLE_MACRO = re.compile(r"\.\s*(?:all|exists|existsOne|exists_one)\s*\(\s*\w+\s*,\s*\w+\s*,")
+_MIXED_NUMBERS = re.compile(r"\b(?:int|uint)\b.*\bdouble\b|\bdouble\b.*\b(?:int|uint)\b")
+_COMPARISONS = {"_<_", "_<=_", "_>_", "_>=_"}
+
+
+def _not_evaluated_here(expression: str, message: str) -> str | None:
+    """Which part of Kubernetes' CEL a compile error names, if it names one evaluated nowhere
+    here: then the class is valid to the API server and the scheduler."""
+    found = _UNDECLARED.search(message)
+    if found is None:
+        return None
+    if found.group(1) and _TWO_VARIABLE_MACRO.search(expression):
+        return "two-variable comprehensions"
+    name, overload, arguments = found.group(1) or found.group(2), found.group(2), found.group(3) or ""
+    if overload in _COMPARISONS and _MIXED_NUMBERS.search(arguments):
+        return "cross-type numeric comparisons"
+    head = name.partition(".")[0]
+    return KUBERNETES_CEL_NOT_EVALUATED.get(name) or KUBERNETES_CEL_NOT_EVALUATED.get(head)
+
+
 @dataclass(frozen=True, eq=False)
 class Selector:
     """One compiled CEL selector."""
@@ -812,7 +866,12 @@ def compile_selector(expression: str, max_cost: int = CEL_SELECTOR_EXPRESSION_MA
         try:
             program = environment().compile(expression)
         except RuntimeError as error:
-            raise CompileError(f"compile error: {one_line(_first_line_of(error))}") from None
+            said = one_line(_first_line_of(error))
+            if (library := _not_evaluated_here(expression, said)) is not None:
+                raise CompileError(
+                    f"uses {library} of Kubernetes' CEL, which fabriccap does not evaluate (the scheduler does): {said}"
+                ) from None
+            raise CompileError(f"compile error: {said}") from None
     result = program.return_type()
     if result not in (cel.Type.BOOL, cel.Type.DYN):
         raise CompileError(f"must evaluate to bool, not {one_line(result.name().lower(), 40)}")

@@ -95,6 +95,40 @@ def test_what_does_not_compile_says_why_in_one_line(expression: str, problem: st
     assert "\n" not in str(raised.value) and len(str(raised.value)) <= 220
 
 
+@pytest.mark.parametrize(
+    ("expression", "library"),
+    [
+        ('device.attributes["dra.net"].ifName.find("^eth") == "eth"', "the regex library"),
+        ('sets.contains(["efa", "ena"], [device.attributes["dra.net"].kind])', "the sets extension"),
+        ('["a", "b"].indexOf(device.driver) >= 0', "the lists library"),
+        ('cidr("10.0.0.0/8").containsIP(device.attributes["dra.net"].ipv4)', "the CIDR library"),
+        ('isIP(device.attributes["dra.net"].ipv4)', "the IP library"),
+        ('url("https://x").getHost() == device.driver', "the URL library"),
+        ('device.attributes["dra.net"].all(k, v, k != "")', "two-variable comprehensions"),
+        ('device.capacity["dra.net"]["bandwidth"].asApproximateFloat() > 100', "cross-type numeric comparisons"),
+    ],
+)
+def test_a_kubernetes_cel_function_not_evaluated_here_is_said_as_such(expression: str, library: str) -> None:
+    """Review 66c F2: the API server stores these and the scheduler runs them (k8s.io/apiserver
+    pkg/cel/environment/base.go); here the class selects nothing, and the message said
+    "compile error", which docs/dra.md said only a snapshot or a copy could hold."""
+    with pytest.raises(cel.CompileError) as raised:
+        cel.compile_selector(expression)
+    assert str(raised.value).startswith(
+        f"uses {library} of Kubernetes' CEL, which fabriccap does not evaluate (the scheduler does): "
+    ), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ['device.attributes["dra.net"].all(k, k == "a") && zz', '1 > "a"', 'device.attributes["dra.net"].kind.fnd("x")'],
+)
+def test_an_error_in_the_class_is_still_a_compile_error(expression: str) -> None:
+    with pytest.raises(cel.CompileError) as raised:
+        cel.compile_selector(expression)
+    assert str(raised.value).startswith("compile error: "), str(raised.value)
+
+
 def nested_loops(length: int, depth: int) -> str:
     body = "true"
     for level in range(depth):
