@@ -42,7 +42,7 @@ from fabriccap.offline.explain import (
     format_explain_output,
 )
 from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
-from fabriccap.offline.render import OUTPUTS, WIDE_COLUMNS, format_output
+from fabriccap.offline.render import NO_RESOURCES, OUTPUTS, TABLE_OUTPUTS, WIDE_COLUMNS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 from fabriccap.offline.transport import (
     DEFAULT_MAX_LOG_BYTES,
@@ -158,9 +158,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except (ConfigError, SnapshotError, KubeError) as error:
         return _fail(str(error))
     evaluation = evaluate_facts(config, facts)
-    text = format_output(evaluation_objects(evaluation), args.output)
+    objects = evaluation_objects(evaluation)
+    text = format_output(objects, args.output)
     if text:  # -o name of nothing prints nothing, as kubectl does
         print(text)
+    elif not objects and args.output in TABLE_OUTPUTS:
+        print(NO_RESOURCES, file=sys.stderr)
     if args.require_ready:
         return EXIT_OK if all_ready(evaluation) else EXIT_NOT_READY
     return EXIT_OK

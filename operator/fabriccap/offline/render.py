@@ -22,6 +22,7 @@ def _cell(value: Any) -> str:
 TABLE_COLUMNS: tuple[str, ...] = ("NAME", "FABRIC", "POOL", "NODES", "ADVERTISING", "COUNT", "GAP", "READY", "REASON")
 WIDE_COLUMNS: tuple[str, ...] = ("RESOURCE", "PLUGIN-READY", "NO-FABRIC", "NODEPOOL", "LAUNCHED-WITHOUT", "TCP")
 OUTPUTS: tuple[str, ...] = ("table", "wide", "json", "yaml", "name")
+TABLE_OUTPUTS: tuple[str, ...] = ("table", "wide")
 
 
 def table_rows(objects: Sequence[dict[str, Any]], wide: bool = False) -> list[list[str]]:
@@ -52,9 +53,13 @@ def table_rows(objects: Sequence[dict[str, Any]], wide: bool = False) -> list[li
     return rows
 
 
+# Said on stderr, as kubectl says it: stdout stays what a script would parse (nothing).
+NO_RESOURCES = "No resources found"
+
+
 def format_table(objects: Sequence[dict[str, Any]], wide: bool = False) -> str:
     if not objects:
-        return "No resources found"
+        return ""
     header = [*TABLE_COLUMNS, *(WIDE_COLUMNS if wide else ())]
     return align([header, *table_rows(objects, wide)])
 
