@@ -39,6 +39,7 @@ from fabriccap.core.catalog import InstanceCatalog, InstanceType
 from fabriccap.core.cel import DEVICE_SELECTORS_MAX_SIZE, CompileError, compile_selector
 from fabriccap.core.documents import RefusedDocumentError, UniqueKeyLoader, load_yaml_document
 from fabriccap.core.quantity import QUANTITY_PATTERN, parse_quantity, shown_value
+from fabriccap.core.text import clean_text
 from fabriccap.core.upstream import AWS_DRANET_DEVICE_CLASS
 
 DEFAULT_POOL_LABELS: tuple[str, ...] = (
@@ -120,6 +121,12 @@ class _Model(BaseModel):
                 if rename.new in result:
                     raise ValueError(f"give {rename.new} or its old name {rename.old}, not both")
                 value = result.pop(rename.old)
+                if rename.single_item and isinstance(value, list | tuple | Mapping):
+                    # Wrapped as one item, a list was reported at ``{new}.0``, a field the user
+                    # did not write, for an item that was valid (review 66d F7).
+                    raise ValueError(
+                        f"{rename.old} takes one value (the old form of {rename.new}); for several, give {rename.new}"
+                    )
                 result[rename.new] = [value] if rename.single_item else value
         return result
 
@@ -1018,12 +1025,27 @@ def _merge_with_builtin(raw_fabric: Any) -> Any:
     return raw_fabric
 
 
-def _format_validation_error(error: ValidationError, source: str) -> str:
+def _format_validation_error(error: ValidationError, source: str, document: Mapping[str, Any]) -> str:
     first = error.errors()[0]
     location = ".".join(str(part) for part in first["loc"]) or "(top level)"
     message = first["msg"].removeprefix("Value error, ")
     more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{source}: invalid config at {location}: {message}{more}"
+    return f"{source}: invalid config at {location}: {message}{_not_a_builtin(first, document)}{more}"
+
+
+def _not_a_builtin(first: Any, document: Mapping[str, Any]) -> str:
+    """Why a fabric lacks a field it must give: its name is no built-in profile's (``efaa``
+    for ``efa``), so nothing filled it in. Before, "fabrics.0.resource: Field required" named a
+    field the user had not written and left the typo unsaid (review 66d F7)."""
+    loc = first["loc"]
+    if first["type"] != "missing" or len(loc) != 3 or loc[0] != "fabrics" or not isinstance(loc[1], int):
+        return ""
+    fabric = document["fabrics"][loc[1]]
+    name = fabric.get("name") if isinstance(fabric, Mapping) else None
+    if not isinstance(name, str) or name in BUILTIN_PROFILES:
+        return ""
+    builtins = ", ".join(BUILTIN_PROFILES)
+    return f" ({clean_text(name, 40)!r} is not a built-in profile ({builtins}), so it gives every field itself)"
 
 
 def build_config(raw: Any, source: str = "config", catalogs: Iterable[InstanceCatalog] = ()) -> Config:
@@ -1043,7 +1065,7 @@ def build_config(raw: Any, source: str = "config", catalogs: Iterable[InstanceCa
     try:
         config = Config.model_validate(document)
     except ValidationError as error:
-        raise ConfigError(_format_validation_error(error, source)) from None
+        raise ConfigError(_format_validation_error(error, source, document)) from None
     return config.with_catalogs(catalogs)
 
 

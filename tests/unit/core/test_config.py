@@ -233,6 +233,18 @@ def test_custom_fabric_and_pool_labels() -> None:
             "fabrics.0.devicePlugin.namespaces",
             "at least 1",
         ),
+        # Review 66d F7: the error named namespaces.0, a field the user had not written.
+        (
+            {"fabrics": [{"name": "efa", "devicePlugin": {"namespace": ["a", "b"]}}]},
+            "fabrics.0.devicePlugin",
+            "namespace takes one value (the old form of namespaces); for several, give namespaces",
+        ),
+        # Review 66d F7: "resource: Field required" left the typo of a built-in's name unsaid.
+        (
+            {"fabrics": [{"name": "efaa"}]},
+            "fabrics.0.resource",
+            "Field required ('efaa' is not a built-in profile (efa, aks-rdma), so it gives every field itself)",
+        ),
         (
             {"fabrics": [{"name": "efa", "devicePlugin": {"namespaces": ["a", "a"]}}]},
             "fabrics.0.devicePlugin.namespaces",
