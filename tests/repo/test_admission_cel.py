@@ -15,6 +15,8 @@ first time. Without Go the tests skip on a laptop and fail under CI=true.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import re
@@ -41,9 +43,11 @@ from fabriccap.core.workload_kinds import (
 )
 from fabriccap.observability.admission import (
     ACCELERATORS_VARIABLE,
+    FABRIC_REQUESTS_VARIABLE,
     OLDEST_KUBERNETES,
     POLICY_NAME,
     accelerator_resources,
+    fabric_requests,
     policy_yaml,
 )
 from fabriccap_devtools.celcheck import (
@@ -142,6 +146,10 @@ def test_a_server_creates_policies_with_the_environment_of_the_minor_before_its_
 
 POOL_KEY, POOL = "eks.amazonaws.com/nodegroup", "p5"
 EFA = "vpc.amazonaws.com/efa"
+EFA_CLASS = "efa.networking.k8s.aws"  # the built-in profile's DeviceClass (aws-dranet's chart)
+# The class's implicit extended resource (KEP-5004 DRAExtendedResource), which the scheduler
+# serves from the class's devices.
+EFA_CLASS_RESOURCE = f"deviceclass.resource.kubernetes.io/{EFA_CLASS}"
 GPU = {"nvidia.com/gpu": "8"}
 GPU_EFA = {**GPU, EFA: "32"}
 # What the operator writes for a Ready pool of nodes advertising 32 (the fields the policy reads).
@@ -258,6 +266,44 @@ def test_a_trainer_v2_1_trainjob_is_warned_where_its_override_chooses_the_pool(c
         f"request {EFA}: 32 per node in TrainJob: spec.trainer.resourcesPerNode: TrainJob tcp selects pool {POOL}"
     )
     assert said["efa"] is None and said["launcher"] is None
+
+
+def dra_pool(request: Request) -> Request:
+    """``request`` against the params of a Ready pool whose nodes advertise EFA through DRA
+    only: the recommendation is a ResourceClaimTemplate of the fabric's class."""
+    params = copy.deepcopy(PARAMS)
+    claim = {"deviceClassName": EFA_CLASS, "allocationMode": "ExactCount", "count": 32}
+    template = {"spec": {"devices": {"requests": [{"name": "efa", "exactly": claim}]}}}
+    params["status"]["recommendation"] = {"resourceClaimTemplate": template, "env": []}
+    return dataclasses.replace(request, params=params)
+
+
+def test_the_fabric_classs_implicit_resource_is_asking_for_the_fabric(checker: Path) -> None:
+    """A pod asking for the fabric DeviceClass's implicit resource gets the class's devices
+    (DRAExtendedResource) and the operator counts it in requestingFabric
+    (core.workloads ``fabric_request_resources``): it is not warned about TCP, whether the pool's
+    recommendation is the extended resource or a claim; another class's implicit resource, or one
+    only a plain init container asks for, is no request of the fabric."""
+    implicit = {**GPU, EFA_CLASS_RESOURCE: "32"}
+    other_class = {**GPU, "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"}
+    in_init = pod_spec(GPU, initContainers=[container("check", {EFA_CLASS_RESOURCE: "32"})])
+    said = told(
+        job("implicit", pod_spec(implicit)),
+        dra_pool(job("implicit-on-dra", pod_spec(implicit))),
+        job("other-class", pod_spec(other_class)),
+        job("implicit-in-init", in_init),
+    )
+    assert {name for name, warning in said.items() if warning} == {"other-class", "implicit-in-init"}
+
+
+def test_a_trainjob_asking_for_the_implicit_resource_is_not_warned(checker: Path) -> None:
+    """The same for a TrainJob's resourcesPerNode."""
+    spec = {
+        "runtimeRef": {"name": "torch-distributed"},
+        "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {**GPU, EFA_CLASS_RESOURCE: "32"}}},
+        "podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {POOL_KEY: POOL}}}],
+    }
+    assert told(request(TRAINJOB, "implicit", spec)) == {"implicit": None}
 
 
 def test_a_warning_names_the_template_that_offends(checker: Path) -> None:
@@ -409,3 +455,74 @@ def test_an_accelerator_that_is_no_resource_name_fails_the_install() -> None:
     assert result.returncode != 0
     assert "config.fabrics[].targetNodes.acceleratorResources" in result.stderr
     assert "is not an extended resource name" in result.stderr
+
+
+# -- the chart's fabric requests: its config's -------------------------------------------------------
+
+
+def fabric_requests_of(policy: dict[str, Any]) -> str:
+    (variable,) = (v for v in policy["spec"]["variables"] if v["name"] == FABRIC_REQUESTS_VARIABLE)
+    expression = variable["expression"]
+    assert isinstance(expression, str)
+    return expression
+
+
+def operators_fabric_requests(*values: str) -> str:
+    """The CEL list of each fabric with what asks for it, for the operator the chart deploys."""
+    config_map = one(render_helm(*values), "ConfigMap", "fabriccap-config")
+    pairs = fabric_requests(parse_config(config_map["data"]["config.yaml"], "configmap"))
+    return "[" + ", ".join(f"['{name}', '{resource}']" for name, resource in pairs) + "]"
+
+
+@pytest.mark.parametrize(
+    "fabrics",
+    [
+        pytest.param(None, id="no-fabrics-the-built-in-profiles"),
+        pytest.param([{"name": "efa"}], id="efa"),
+        pytest.param([{"name": "efa", "sources": ["devicePlugin"]}], id="efa-without-dra"),
+        pytest.param([{"name": "efa", "dra": {"deviceClassNames": ["efa.example.com", EFA_CLASS]}}], id="two-classes"),
+        pytest.param([{"name": "efa", "dra": {"deviceClassName": "efa.example.com"}}], id="old-field-name"),
+        pytest.param([{"name": "efa", "dra": {"drivers": ["dra.net"]}}], id="efa-other-dra-field"),
+        pytest.param([{"name": "efa", "enabled": False}, {"name": "aks-rdma"}], id="aks-rdma-listed-is-on"),
+        pytest.param(
+            [
+                {"name": "efa", "resource": "example.com/efa"},
+                {
+                    "name": "ib",
+                    "resource": "example.com/ib",
+                    "sources": ["dra"],
+                    "devicePlugin": {"daemonSetNames": ["ib-plugin"]},
+                    "dra": {"deviceClassNames": ["ib.example.com"]},
+                },
+                {"name": "roce", "resource": "example.com/roce", "devicePlugin": {"daemonSetNames": ["roce-plugin"]}},
+            ],
+            id="own-profiles-default-and-given",
+        ),
+    ],
+)
+def test_the_charts_policy_counts_the_fabric_requests_the_operator_counts(
+    fabrics: list[dict[str, Any]] | None,
+) -> None:
+    """The chart defaults its config value's fabrics as the operator defaults its config file:
+    what the policy takes as asking for a fabric is what the operator's requestingFabric counts."""
+    values = (f"config.fabrics={json.dumps(fabrics)}",)
+    assert fabric_requests_of(chart_policy(*values)) == operators_fabric_requests(*values)
+
+
+@pytest.mark.parametrize(
+    ("fabric", "field"),
+    [
+        ({"name": "efa", "resource": "example.com/efa'] || true || ['x"}, "config.fabrics[].resource"),
+        ({"name": "efa", "dra": {"deviceClassNames": ["a'] || true || ['x"]}}, "config.fabrics[].dra.deviceClassNames"),
+        ({"name": "ib'] || true || ['x", "resource": "example.com/ib"}, "config.fabrics[].name"),
+    ],
+    ids=["resource", "device-class", "fabric-name"],
+)
+def test_a_fabric_request_that_is_no_name_fails_the_install(fabric: dict[str, Any], field: str) -> None:
+    """The fabric requests go into the policy's CEL too: a value the operator would refuse stops
+    the render, even with the values schema skipped."""
+    args = [helm_binary(), "template", "t", str(CHART), "--skip-schema-validation"]
+    args += ["--set-json", f"config.fabrics={json.dumps([fabric])}"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, check=False)
+    assert result.returncode != 0
+    assert f"{field}: " in result.stderr

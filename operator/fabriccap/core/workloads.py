@@ -177,17 +177,21 @@ def claims_fabric(
     return False, unknown
 
 
+def fabric_request_resources(profile: FabricProfile) -> tuple[str, ...]:
+    """The extended resources a request of which asks for the fabric: the profile's resource and,
+    where it uses DRA, each fabric DeviceClass's implicit one (KEP-5004:
+    ``deviceclass.resource.kubernetes.io/<class>``, which the scheduler serves from the class's
+    devices). The admission policy's warning reads the same list (observability.admission)."""
+    implicit = (implicit_resource(name) for name in profile.dra.device_class_names)
+    return (profile.resource, *(implicit if profile.uses(Source.DRA) else ()))
+
+
 def requests_fabric(pod: WorkloadPodFacts, profile: FabricProfile) -> bool:
-    """Whether the pod asks for the fabric as an extended resource: the profile's resource, or a
-    fabric DeviceClass's implicit one (KEP-5004: ``deviceclass.resource.kubernetes.io/<class>``),
+    """Whether the pod asks for the fabric as an extended resource (``fabric_request_resources``)
     in an app container or a sidecar. One only a plain init container asks for (a preflight
     check) is reserved by the scheduler, but the trainer holds none of it and NCCL uses sockets
     (``WorkloadPodFacts.requested_by_app``)."""
-    if pod.requested_by_app(profile.resource):
-        return True
-    return profile.uses(Source.DRA) and any(
-        pod.requested_by_app(implicit_resource(name)) for name in profile.dra.device_class_names
-    )
+    return any(pod.requested_by_app(resource) for resource in fabric_request_resources(profile))
 
 
 @dataclass(frozen=True, slots=True)

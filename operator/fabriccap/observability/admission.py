@@ -28,7 +28,11 @@ compiles it as that server does): a list in a list is searched with nested ``exi
 Written by ``make generate`` and shipped as a kustomize component and in the chart. The
 accelerator resources are the enabled profiles' (what the operator's ``withoutFabric`` counts),
 in one variable: the component's are the built-in config's, the chart's are rendered from its
-``config`` value (``_chart_accelerators``), the values the operator's ConfigMap is made of.
+``config`` value (``_chart_accelerators``), the values the operator's ConfigMap is made of. What
+asks for a fabric (its resource, or a fabric DeviceClass's implicit resource: core.workloads
+``fabric_request_resources``, what ``requestingFabric`` counts) comes the same way, each enabled
+fabric's in one variable (``_chart_fabric_requests`` in the chart), the params' ``status.fabric``
+picking the pool's.
 """
 
 from __future__ import annotations
@@ -41,12 +45,16 @@ from fabriccap.core.config import (
     BUILTIN_PROFILES,
     OLD_FIELD_NAMES,
     Config,
+    DraSettings,
     FabricProfile,
+    Source,
     TargetNodes,
     config_input_schema,
     default_config,
 )
+from fabriccap.core.selection import IMPLICIT_RESOURCE_PREFIX
 from fabriccap.core.workload_kinds import ADMITTED, TEMPLATE_RESOURCES, Step, WorkloadKind, parse_path
+from fabriccap.core.workloads import fabric_request_resources
 from fabriccap.observability.generated import generated_header, to_yaml
 
 POLICY_NAME = "fabriccap-fabric-request"
@@ -56,6 +64,10 @@ POLICY_NAME = "fabriccap-fabric-request"
 OLDEST_KUBERNETES = "1.30"
 ACCELERATORS_VARIABLE = "accelerators"
 _ACCELERATORS = f"variables.{ACCELERATORS_VARIABLE}"
+FABRIC_REQUESTS_VARIABLE = "fabricRequests"
+# What asks for the params' fabric: its resourceName and the rest of what the operator counts.
+FABRIC_RESOURCES_VARIABLE = "fabricResources"
+_FABRIC_RESOURCES = f"variables.{FABRIC_RESOURCES_VARIABLE}"
 _CLAIM = "params.status.recommendation.resourceClaimTemplate.spec.devices.requests[0].exactly"
 HEADER = generated_header(__name__)
 # Said for a kind whose CEL key is not in the table (cannot happen: every rule comes from it).
@@ -72,6 +84,19 @@ def accelerator_resources(config: Config) -> list[str]:
     return sorted(
         {resource for fabric in config.enabled_fabrics for resource in fabric.target_nodes.accelerator_resources}
     )
+
+
+def fabric_requests(config: Config) -> list[tuple[str, str]]:
+    """Every enabled profile's name with each resource a request of which asks for its fabric
+    (core.workloads ``fabric_request_resources``, what the operator's ``requestingFabric``
+    counts), in the config's order."""
+    return [
+        (fabric.name, resource) for fabric in config.enabled_fabrics for resource in fabric_request_resources(fabric)
+    ]
+
+
+def _cel_pairs(pairs: list[tuple[str, str]]) -> str:
+    return "[" + ", ".join(f"['{name}', '{resource}']" for name, resource in pairs) + "]"
 
 
 def resource_key(kind: WorkloadKind) -> str:
@@ -190,8 +215,9 @@ def _where_variable() -> str:
 
 
 def _offends() -> Callable[[str], str]:
-    """CEL, for a pod spec: it selects the params' pool and uses an accelerator, but neither the
-    fabric's resource nor any claim (a claim may be the fabric's: not judged)."""
+    """CEL, for a pod spec: it selects the params' pool and uses an accelerator, but neither a
+    resource that asks for the fabric (the fabric's, or its DeviceClass's implicit one: what the
+    operator counts) nor any claim (a claim may be the fabric's: not judged)."""
 
     def containers_ask(spec: str, test: str) -> str:
         # The job's containers and its native sidecars (init containers with restartPolicy
@@ -209,7 +235,7 @@ def _offends() -> Callable[[str], str]:
             f"{_selects(spec)} && size({spec}.?resourceClaims.orValue([])) == 0 && "
             + containers_ask(spec, f"{_ACCELERATORS}.exists(a, {_asks('c.?resources', 'a')})")
             + " && !"
-            + containers_ask(spec, _asks("c.?resources", "variables.fabric"))
+            + containers_ask(spec, f"{_FABRIC_RESOURCES}.exists(f, {_asks('c.?resources', 'f')})")
         )
 
     return test
@@ -237,7 +263,7 @@ def _per_node_variables() -> list[dict[str, str]]:
             f"(variables.resource == '{resource_key(kind)}' && "
             f"({some_pod_spec(kind.selector_templates, _selects)}) && "
             f"{_ACCELERATORS}.exists(a, {_asks(resources, 'a')}) && "
-            f"!({_asks(resources, 'variables.fabric')}))"
+            f"!{_FABRIC_RESOURCES}.exists(f, {_asks(resources, 'f')}))"
         )
     return [{"name": "perNodeOffends", "expression": " || ".join(branches) or "false"}]
 
@@ -290,6 +316,16 @@ def policy(config: Config, failure_policy: str = "Ignore") -> dict[str, Any]:
                 {"name": "poolKey", "expression": "params.?status.?pool.?key.orValue('')"},
                 {"name": "poolValue", "expression": "params.?status.?pool.?value.orValue('')"},
                 {"name": "fabric", "expression": "params.?status.?resourceName.orValue('')"},
+                # The enabled profiles' names, each with a resource whose request asks for its
+                # fabric (the chart's from its config value), and of them the params' fabric's.
+                {"name": FABRIC_REQUESTS_VARIABLE, "expression": _cel_pairs(fabric_requests(config))},
+                {
+                    "name": FABRIC_RESOURCES_VARIABLE,
+                    "expression": (
+                        f"[variables.fabric] + variables.{FABRIC_REQUESTS_VARIABLE}.filter(p, "
+                        "p[0] == params.?status.?fabric.orValue('') && p[1] != variables.fabric).map(p, p[1])"
+                    ),
+                },
                 {
                     # Whether a pod template of the object offends (_offends).
                     "name": "offends",
@@ -375,12 +411,15 @@ def chart_template(config: Config | None = None) -> str:
     objects[1]["spec"]["policyName"] = "@POLICY_NAME@"
     (accelerators,) = (v for v in objects[0]["spec"]["variables"] if v["name"] == ACCELERATORS_VARIABLE)
     accelerators["expression"] = "@ACCELERATORS@"
+    (requests,) = (v for v in objects[0]["spec"]["variables"] if v["name"] == FABRIC_REQUESTS_VARIABLE)
+    requests["expression"] = "@FABRIC_REQUESTS@"
     parts = []
     for obj in objects:
         spec = (
             _indented({"spec": obj["spec"]}, 0)
             .replace("@POLICY_NAME@", CHART_NAME)
             .replace("'@ACCELERATORS@'", f'{{{{ include "{ACCELERATORS_TEMPLATE}" . | quote }}}}')
+            .replace("'@FABRIC_REQUESTS@'", f'{{{{ include "{FABRIC_REQUESTS_TEMPLATE}" . | quote }}}}')
         )
         parts.append(
             f"apiVersion: {obj['apiVersion']}\n"
@@ -396,6 +435,7 @@ def chart_template(config: Config | None = None) -> str:
         + " */ -}}\n"
         + _CHART_GATE
         + _chart_accelerators()
+        + _chart_fabric_requests()
         + f'{{{{- if and .Values.admissionPolicy.enabled (include "{SERVED_TEMPLATE}" .) }}}}\n'
         + "---\n".join(parts)
         + "{{- end }}\n"
@@ -487,5 +527,81 @@ def _chart_accelerators() -> str:
         "{{- end }}\n"
         "{{- end -}}\n"
         "[{{ range $i, $resource := $resources | uniq | sortAlpha }}{{ if $i }}, {{ end }}'{{ $resource }}'{{ end }}]\n"
+        "{{- end }}\n"
+    )
+
+
+# The policy's fabric requests in the chart: from the same config value, so a pod the operator
+# counts as requesting the fabric is not warned that it will use TCP.
+FABRIC_REQUESTS_TEMPLATE = "fabriccap.fabricRequests"
+
+
+def _chart_fabric_requests() -> str:
+    """A template rendering the CEL list ``fabric_requests`` gives for the chart's ``config``
+    value: each enabled fabric's resource and, where its sources include dra, each of its
+    DeviceClasses' implicit resources, defaulted as ``_chart_accelerators`` defaults a fabric (a
+    built-in profile's fields unless given; ``deviceClassName: X`` read as ``[X]``). Written from
+    core.config's tables; tests/repo/test_admission_cel.py renders configs against
+    ``fabric_requests``. A name that is not one the operator takes fails the install: it goes
+    into CEL text."""
+
+    def go_list(values: Any) -> str:
+        return "(list" + "".join(f' "{value}"' for value in values) + ")"
+
+    sources = FabricProfile.model_fields["sources"]
+    dra = FabricProfile.model_fields["dra"].alias or "dra"
+    classes = DraSettings.model_fields["device_class_names"].alias
+    assert classes
+    (old,) = [rename.old for rename in OLD_FIELD_NAMES if rename.model is DraSettings and rename.new == classes]
+    builtins = " ".join(
+        f'"{name}" (dict "resource" "{profile["resource"]}" "sources" {go_list(profile.get("sources", ()))} '
+        f'"classes" {go_list(profile.get(dra, {}).get(classes, ()))})'
+        for name, profile in BUILTIN_PROFILES.items()
+    )
+    default_sources = go_list(source.value for source in sources.default)
+    schema = config_input_schema()["$defs"]
+    fabric_name = schema[FabricProfile.__name__]["properties"]["name"]
+    resource = schema[FabricProfile.__name__]["properties"]["resource"]
+    class_name = schema[DraSettings.__name__]["properties"][classes]["items"]
+
+    def is_name(item: dict[str, Any]) -> str:
+        return f'(and (kindIs "string" .) (le (len .) {item["maxLength"]}) (regexMatch `{item["pattern"]}` .))'
+
+    def check(item: dict[str, Any], field: str, what: str) -> str:
+        return (
+            f"{{{{- if not {is_name(item)} }}}}\n"
+            f'{{{{- fail (printf "config.fabrics[].{field}: %q is not {what}" (toString . | trunc 80)) }}}}\n'
+            "{{- end }}\n"
+        )
+
+    return (
+        f'{{{{- define "{FABRIC_REQUESTS_TEMPLATE}" -}}}}\n'
+        f"{{{{- $builtins := dict {builtins} }}}}\n"
+        f'{{{{- $fabrics := include "{FABRICS_TEMPLATE}" . | fromJsonArray }}}}\n'
+        "{{- $pairs := list }}\n"
+        "{{- range $fabrics }}\n"
+        '{{- if or (not (hasKey . "enabled")) .enabled }}\n'
+        "{{- with .name }}\n" + check(fabric_name, "name", "a fabric name") + "{{- end }}\n"
+        "{{- $builtin := get $builtins (toString .name) | default dict }}\n"
+        '{{- $resource := get $builtin "resource" }}{{ if hasKey . "resource" }}{{ $resource = .resource }}{{ end }}\n'
+        f'{{{{- $sources := get $builtin "sources" | default {default_sources} }}}}'
+        '{{ if hasKey . "sources" }}{{ $sources = .sources }}{{ end }}\n'
+        f'{{{{- $dra := get . "{dra}" | default dict }}}}\n'
+        '{{- $classes := get $builtin "classes" | default list }}\n'
+        f'{{{{- if hasKey $dra "{classes}" }}}}{{{{ $classes = get $dra "{classes}" }}}}'
+        f'{{{{ else if hasKey $dra "{old}" }}}}{{{{ $classes = list (get $dra "{old}") }}}}{{{{ end }}}}\n'
+        "{{- with $resource }}\n" + check(resource, "resource", "an extended resource name") + "{{- end }}\n"
+        "{{- $pairs = append $pairs (list .name $resource) }}\n"
+        f'{{{{- if has "{Source.DRA.value}" $sources }}}}\n'
+        "{{- $name := .name }}\n"
+        "{{- range $classes }}\n"
+        + check(class_name, f"{dra}.{classes}", "a DeviceClass name")
+        + f'{{{{- $pairs = append $pairs (list $name (printf "{IMPLICIT_RESOURCE_PREFIX}%s" .)) }}}}\n'
+        "{{- end }}\n"
+        "{{- end }}\n"
+        "{{- end }}\n"
+        "{{- end -}}\n"
+        "[{{ range $i, $pair := $pairs }}{{ if $i }}, {{ end }}"
+        "['{{ index $pair 0 }}', '{{ index $pair 1 }}']{{ end }}]\n"
         "{{- end }}\n"
     )

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from fabriccap.core.config import build_config, default_config
 from fabriccap.core.workload_kinds import ADMITTED, VOLCANO_JOB
-from fabriccap.observability.admission import ACCELERATORS_VARIABLE, policy, resource_key, some_template
+from fabriccap.observability.admission import (
+    ACCELERATORS_VARIABLE,
+    FABRIC_REQUESTS_VARIABLE,
+    policy,
+    resource_key,
+    some_template,
+)
 
 
 def test_every_admitted_kind_has_a_rule_and_a_branch() -> None:
@@ -64,3 +70,28 @@ def test_the_accelerators_are_one_variable_of_the_enabled_profiles() -> None:
     assert "nvidia.com/gpu" not in variables["offends"] + variables["perNodeOffends"]
     assert f"variables.{ACCELERATORS_VARIABLE}.exists(" in variables["offends"]
     assert f"variables.{ACCELERATORS_VARIABLE}.exists(" in variables["perNodeOffends"]
+
+
+def test_what_asks_for_a_fabric_is_one_variable_of_the_enabled_profiles() -> None:
+    """Each enabled fabric with each resource that asks for it (its resource, and where it uses
+    DRA its classes' implicit resources), in one variable the chart renders from its config."""
+    config = build_config(
+        {
+            "fabrics": [
+                {"name": "efa", "dra": {"deviceClassNames": ["efa.networking.k8s.aws", "efa.example.com"]}},
+                {"name": "aks-rdma"},
+            ]
+        }
+    )
+    variables = policy(config)["spec"]["variables"]
+    # docs/workloads.md patches the component's at /spec/variables/5.
+    assert variables[5]["name"] == FABRIC_REQUESTS_VARIABLE
+    assert variables[5]["expression"] == (
+        "[['efa', 'vpc.amazonaws.com/efa'], "
+        "['efa', 'deviceclass.resource.kubernetes.io/efa.networking.k8s.aws'], "
+        "['efa', 'deviceclass.resource.kubernetes.io/efa.example.com'], "
+        "['aks-rdma', 'rdma/hca_shared_devices_a']]"
+    )
+    by_name = {variable["name"]: variable["expression"] for variable in variables}
+    assert "variables.fabricResources.exists(" in by_name["offends"]
+    assert "variables.fabricResources.exists(" in by_name["perNodeOffends"]
