@@ -355,6 +355,9 @@ class SliceFacts:
     # Why the slice cannot be read (its pool then counts as no devices); the node is known,
     # so the pool's message can say why instead of showing a bare 0.
     problem: str | None = None
+    # An unreadable slice whose spec.pool.name could not be read: ``pool`` only names it, and
+    # the slice may belong to any pool of its driver (core.index).
+    pool_unknown: bool = False
     # The generation this slice had before the update that lowered it (core.index): counted as
     # the scheduler counts it, and said.
     went_back_from: int | None = None
@@ -920,6 +923,7 @@ class FactsExtractor:
                 node_name=node_name,
                 devices=(),
                 problem=f"ResourceSlice {name}: {error}",
+                pool_unknown=not isinstance(pool_name, str) or not pool_name,
                 resource_version=version,
                 read_with=signature,
             )
