@@ -13,13 +13,17 @@ A node running DRANET beside NVIDIA's GPU DRA driver (DRANET's own EKS ``gpu-efa
 keeps its EFA devices while the GPU driver's pool is republished. The slices are DRANET's
 (``fabriccap_devtools.world``); the GPU driver's device is named as NVIDIA's driver names a GPU
 (``gpu-<index>``, attribute ``type: gpu``).
+
+Beside them, the claim side: an ``adminAccess`` request (KEP-5018) may be given devices other
+claims hold (allocator_stable.go allocateDevice checks ``allocatedDevices`` only for a request
+without admin access), so it takes none, and is not the pod's use of the fabric.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fabriccap.core.facts import FactsExtractor
+from fabriccap.core.facts import FactsExtractor, claim_request_classes
 from fabriccap.core.index import DraDevices, FactIndex
 from fabriccap.offline.snapshot import add_bodies
 from support.builders import allocated_claim, dra_pool, facts_of, message, node, only_status, reason, resource_slice
@@ -146,3 +150,31 @@ def test_devices_a_claim_holds_of_a_skipped_pool_do_not_count_but_those_of_other
     assert (incomplete.count, incomplete.allocated, incomplete.seen) == (0, 0, 16)
     beside_gpu = dra(resource_slice("n1", efa=12), resource_slice("n1", efa=0, driver=GPU_DRIVER, slice_count=2), claim)
     assert (beside_gpu.count, beside_gpu.allocated) == (16, 4)
+
+
+# --- adminAccess requests ---------------------------------------------------------------------------
+
+ADMIN_EFA = {"name": "efa", "exactly": {"deviceClassName": EFA_CLASS, "adminAccess": True, "allocationMode": "All"}}
+GPU = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}
+ADMIN_EFA_RESULT = {
+    "request": "efa",
+    "driver": "dra.net",
+    "pool": "n1",
+    "device": "pci-0000-10-1b-0",
+    "adminAccess": True,
+}
+GPU_RESULT = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}
+
+
+def test_an_admin_access_request_is_not_the_fabric_alone_or_beside_another_request() -> None:
+    """An adminAccess request (KEP-5018, a monitoring agent's) watches devices others may hold
+    and takes none: the pod does not use the fabric through it, whether its claim also holds a
+    GPU or not, allocated or not (a claim template reads as an unallocated claim)."""
+    alone = {"devices": {"requests": [ADMIN_EFA]}}
+    with_gpu = {"devices": {"requests": [ADMIN_EFA, GPU]}}
+    allocated_alone = {"allocation": {"devices": {"results": [ADMIN_EFA_RESULT]}}}
+    allocated_with_gpu = {"allocation": {"devices": {"results": [ADMIN_EFA_RESULT, GPU_RESULT]}}}
+    assert claim_request_classes(alone, None) == ()
+    assert claim_request_classes(alone, allocated_alone) == ()
+    assert claim_request_classes(with_gpu, None) == (("gpu", "gpu.nvidia.com"),)
+    assert claim_request_classes(with_gpu, allocated_with_gpu) == (("gpu", "gpu.nvidia.com"),)
