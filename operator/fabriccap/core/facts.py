@@ -355,6 +355,9 @@ class SliceFacts:
     # Why the slice cannot be read (its pool then counts as no devices); the node is known,
     # so the pool's message can say why instead of showing a bare 0.
     problem: str | None = None
+    # An unreadable slice whose spec.pool.name could not be read: ``pool`` only names it, and
+    # the slice may belong to any pool of its driver (core.index).
+    pool_unknown: bool = False
     # The generation this slice had before the update that lowered it (core.index): counted as
     # the scheduler counts it, and said.
     went_back_from: int | None = None
@@ -394,7 +397,7 @@ class ClaimFacts:
     # writes it for a node's own devices); None when it names no single node.
     node_name: str | None
     devices: tuple[AllocatedDevice, ...]
-    # Every class its requests name (spec.devices.requests).
+    # Every class its requests name (spec.devices.requests), adminAccess requests' aside.
     device_classes: frozenset[str] = frozenset()
     # (request, DeviceClass) of the requests that give its pod devices (``claim_request_classes``):
     # what ``FactIndex.learn_claim`` keeps while a workload pod names the claim.
@@ -920,6 +923,7 @@ class FactsExtractor:
                 node_name=node_name,
                 devices=(),
                 problem=f"ResourceSlice {name}: {error}",
+                pool_unknown=not isinstance(pool_name, str) or not pool_name,
                 resource_version=version,
                 read_with=signature,
             )
@@ -1429,7 +1433,12 @@ def _count(value: Any, what: str) -> int:
 
 def _request_classes(spec: Mapping[str, Any]) -> dict[str, str]:
     """Request name -> the DeviceClass it names, from a claim's spec.devices.requests; a
-    firstAvailable subrequest is ``request/subrequest``, as an allocation result names it."""
+    firstAvailable subrequest is ``request/subrequest``, as an allocation result names it.
+
+    A request with ``adminAccess: true`` is left out, as its allocation results are
+    (``_allocated_devices``): it watches devices that other claims may hold (a monitoring
+    agent's) and takes none, so it does not give the pod the fabric, before allocation or
+    after, whatever the claim's other requests are."""
     devices = spec.get("devices")
     requests = devices.get("requests") if isinstance(devices, MAPPINGS) else None
     classes: dict[str, str] = {}
@@ -1437,7 +1446,11 @@ def _request_classes(spec: Mapping[str, Any]) -> dict[str, str]:
         if not isinstance(request, MAPPINGS) or not isinstance(request.get("name"), str):
             continue
         exactly = request.get("exactly")
-        if isinstance(exactly, MAPPINGS) and isinstance(exactly.get("deviceClassName"), str):
+        if (
+            isinstance(exactly, MAPPINGS)
+            and isinstance(exactly.get("deviceClassName"), str)
+            and exactly.get("adminAccess") is not True
+        ):
             classes[request["name"]] = exactly["deviceClassName"]
         for alternative in request.get("firstAvailable") or []:
             if (
@@ -1456,7 +1469,7 @@ def claim_request_classes(spec: Any, status: Any) -> tuple[tuple[str, str], ...]
     ``firstAvailable`` request that prefers the fabric and falls back to a plain NIC holds the
     fabric only if the scheduler chose the fabric's subrequest. Before, every class its
     requests name, since any of them may be chosen; so too while its allocation records no
-    device that says which."""
+    device that says which. An adminAccess request gives none (``_request_classes``)."""
     classes_by_request = _request_classes(spec) if isinstance(spec, MAPPINGS) else {}
     allocation = status.get("allocation") if isinstance(status, MAPPINGS) else None
     return _held_request_classes(classes_by_request, list(_allocated_devices(classes_by_request, allocation)))

@@ -99,7 +99,9 @@ class DraDevices:
     not be counted."""
 
     count: int
-    # An incomplete or unreadable driver pool: the node counts as not advertising, and why.
+    # Why driver pools that hold the fabric's devices, or may hold them, are not counted
+    # (incomplete, invalid, unreadable); the other pools still count, as the scheduler
+    # allocates from them.
     problem: str | None = None
     # Devices of the fabric in the slices present, complete or not, and in its claims: a node
     # with some is a target node of the fabric even while its pool is incomplete.
@@ -658,10 +660,16 @@ class FactIndex:
         that the driver no longer publishes (DRANET drops an interface it moved into a pod).
 
         Per driver pool, only the latest generation counts (a driver republishing its pool
-        bumps it, and the scheduler ignores older slices), and only once all
-        ``resourceSliceCount`` slices of that generation are in: a partly published pool counts
-        as no devices, so the node fails closed. Two drivers may name their pools alike: a pool
-        is a (driver, name) pair.
+        bumps it, and the scheduler ignores older slices), and only once it is complete: as
+        many slices of that generation as each of them says in ``resourceSliceCount``. Two
+        drivers may name their pools alike: a pool is a (driver, name) pair.
+
+        A pool that is incomplete, invalid or unreadable counts as no devices, and only that
+        pool: kube-scheduler skips it and allocates from the node's other pools
+        (k8s.io/dynamic-resource-allocation structured/internal/stable/allocator_stable.go,
+        allocateOne: ``if pool.IsIncomplete || pool.IsInvalid { continue }``, "there might be
+        available devices in other pools"). Why is the node's ``problem`` when the pool holds
+        the fabric's devices or may hold them, and a note when it holds none of them.
         """
         slice_names = self.node_slices.get(node_name, ())
         claim_keys = self.node_claims.get(node_name, ())
@@ -671,6 +679,10 @@ class FactIndex:
         for name in slice_names:
             facts = self.slices[name]
             pools.setdefault((facts.driver, facts.pool), []).append(facts)
+        # A slice that cannot be read far enough to name its pool may belong to any pool of its
+        # driver on the node, the fabric's included: none of that driver's pools counts (its
+        # devices cannot be another driver's, so the other drivers' pools still do).
+        unplaced = {facts.driver for members in pools.values() for facts in members if facts.pool_unknown}
         count, seen, problems = 0, 0, []
         # A pool's note of the devices DeviceTaintRules taint stands as its (driver, pool) key
         # until the devices allocated and no longer published have added theirs.
@@ -678,13 +690,16 @@ class FactIndex:
         rule_tainted: dict[tuple[str, str], dict[str, int]] = {}
         errors: list[ClassError] = []
         published: dict[tuple[str, str], set[str]] = {}
+        skipped: set[tuple[str, str]] = set()
         for (driver, pool), members in sorted(pools.items()):
             # The pool name was cleaned when the slice was read; the driver is kept as written
             # (claims name it), so it is cleaned here, where it reaches a message.
             label = f"driver {clean_text(driver, MAX_DRIVER_NAME)} pool {pool}"
             unreadable = sorted(member.problem for member in members if member.problem)
             if unreadable:
+                # What the slice holds is not known: it may hold the fabric's devices.
                 problems.extend(unreadable)
+                skipped.add((driver, pool))
                 continue
             latest = max(member.generation for member in members)
             current = [member for member in members if member.generation == latest]
@@ -724,26 +739,18 @@ class FactIndex:
             # A tainted device, or one of another class, is still the fabric's: its node is a
             # target node that advertises less.
             seen += devices + tainted + elsewhere
-            duplicate = _duplicate_device(member.device_names for member in current)
-            if duplicate is not None:
-                # The scheduler marks such a pool invalid and fails every allocation that
-                # reaches it (k8s.io/dynamic-resource-allocation structured/internal/stable/
-                # pools_stable.go, poolIsInvalid: "duplicate device name %s"; allocator
-                # allocateOne: "pool %s is invalid"): none of its devices can be had.
-                shown = clean_text(duplicate, MAX_DEVICE_NAME)
-                problems.append(f"{label} is invalid: duplicate device name {shown}")
-                continue
-            expected = max(member.slice_count for member in current)
-            if len(current) < expected:
-                present = f"{len(current)} of {expected} ResourceSlices"
-                problems.append(f"{label} has {present} of generation {latest}")
-                continue
             counter_sets = [counter_set for member in current for counter_set in member.counter_sets]
-            invalid = invalid_counters(counter_sets, (ref for member in current for ref in member.counter_references))
-            if invalid is not None:
-                # The scheduler marks the pool invalid, as for a duplicate device name
-                # (structured/internal/incubating/pools_incubating.go, buildPool).
-                problems.append(f"{label} is invalid: {invalid}")
+            problem = _pool_problem(label, latest, current, counter_sets, driver in unplaced)
+            if problem is not None:
+                skipped.add((driver, pool))
+                # A device a class failed on may be the fabric's.
+                holds_fabric = devices + tainted + elsewhere > 0 or any(
+                    member.count_of(fabric).errors for member in current
+                )
+                if holds_fabric:
+                    problems.append(problem)
+                else:
+                    notes.append(f"{problem}: not counted, as the scheduler skips it; it holds no {fabric} device")
                 continue
             drawing = sum(len(member.count_of(fabric).demands) for member in current)
             if drawing:
@@ -756,7 +763,12 @@ class FactIndex:
                     )
                 devices -= drawing - at_once
             count += devices
-        allocated, unpublished_tainted = self._allocated_unpublished(claim_keys, frozenset(classes), published)
+        allocated, held_back, unpublished_tainted = self._allocated_unpublished(
+            claim_keys,
+            frozenset(classes),
+            published,
+            lambda driver, pool: (driver, pool) in skipped or driver in unplaced,
+        )
         for key, by_rule in sorted(unpublished_tainted.items()):
             if key not in rule_tainted:
                 notes.append(key)
@@ -764,13 +776,11 @@ class FactIndex:
             for rule_name, rule_devices in by_rule.items():
                 into[rule_name] = into.get(rule_name, 0) + rule_devices
             seen += sum(by_rule.values())
-        seen += allocated
+        seen += allocated + held_back
         said = tuple(
             note if isinstance(note, str) else self._rule_tainted_note(*note, rule_tainted[note]) for note in notes
         )
-        if problems:
-            return DraDevices(0, "; ".join(problems), seen, 0, said, tuple(errors))
-        return DraDevices(count + allocated, None, seen, allocated, said, tuple(errors))
+        return DraDevices(count + allocated, "; ".join(problems) or None, seen, allocated, said, tuple(errors))
 
     def _rule_tainted_note(self, driver: str, pool: str, by_rule: Mapping[str, int]) -> str:
         """One pool's note of the devices DeviceTaintRules keep from the count (``by_rule``:
@@ -811,14 +821,20 @@ class FactIndex:
         return at_once
 
     def _allocated_unpublished(
-        self, claim_keys: Iterable[NamespacedKey], classes: frozenset[str], published: dict[tuple[str, str], set[str]]
-    ) -> tuple[int, dict[tuple[str, str], dict[str, int]]]:
+        self,
+        claim_keys: Iterable[NamespacedKey],
+        classes: frozenset[str],
+        published: dict[tuple[str, str], set[str]],
+        skipped: Callable[[str, str], bool],
+    ) -> tuple[int, int, dict[tuple[str, str], dict[str, int]]]:
         """Devices of ``classes`` allocated to the node's claims that its slices no longer list
-        (each once, however many claims share it): how many count, and per (driver, pool) per
-        rule those a DeviceTaintRule taints. A rule matches such a device by the driver, pool
-        and name its allocation result gives, as it would in a slice (KEP-5055: "allocated
-        devices where a DeviceTaintRule causes eviction when there is no ResourceSlice"), so
-        none of them counts while a job holds it either."""
+        (each once, however many claims share it): how many count, how many do not because
+        their (driver, pool) is ``skipped`` (its pool is incomplete, invalid or unreadable, so
+        none of its devices counts), and per (driver, pool) per rule those a DeviceTaintRule
+        taints. A rule matches such a device by the driver, pool and name its allocation result
+        gives, as it would in a slice (KEP-5055: "allocated devices where a DeviceTaintRule
+        causes eviction when there is no ResourceSlice"), so none of them counts while a job
+        holds it either."""
         unpublished = set()
         for key in claim_keys:
             for device in self.claims[key].devices:
@@ -827,10 +843,13 @@ class FactIndex:
                 ):
                     unpublished.add((device.driver, device.pool, device.device))
         rules = self.class_view().taint_rules
-        counted = 0
+        counted, held_back = 0, 0
         tainted: dict[tuple[str, str], dict[str, int]] = {}
         of_pool: dict[tuple[str, str], SliceRules | None] = {}  # gathered once per (driver, pool)
         for driver, pool, name in unpublished:
+            if skipped(driver, pool):
+                held_back += 1
+                continue
             if (driver, pool) not in of_pool:
                 of_pool[(driver, pool)] = rules.for_slice(driver, pool)
             pool_rules = of_pool[(driver, pool)]
@@ -840,7 +859,7 @@ class FactIndex:
             else:
                 by_rule = tainted.setdefault((driver, pool), {})
                 by_rule[rule.name] = by_rule.get(rule.name, 0) + 1
-        return counted, tainted
+        return counted, held_back, tainted
 
     # -- DeviceClasses
 
@@ -941,6 +960,42 @@ NODE_CLASS_FACTS: Table[str, NodeClassFacts] = Table("ec2nodeclasses", False, _n
 DEVICE_CLASS_FACTS: Table[str, DeviceClassFacts] = Table("deviceclasses", False, _name, FactIndex._device_class_changed)
 TAINT_RULE_FACTS: Table[str, TaintRuleFacts] = Table("devicetaintrules", False, _name, FactIndex._taint_rule_changed)
 CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _namespaced, FactIndex._claim_changed)
+
+
+def _pool_problem(
+    label: str, generation: int, current: list[SliceFacts], counter_sets: list[CounterSet], unplaced: bool
+) -> str | None:
+    """Why the scheduler skips a pool whose slices of its latest ``generation`` are
+    ``current`` (``label`` names it); None when it counts. ``unplaced``: a slice of its driver
+    on the node names no pool it can be told from (``FactIndex.dra_devices``)."""
+    duplicate = _duplicate_device(member.device_names for member in current)
+    if duplicate is not None:
+        # The scheduler marks such a pool invalid and skips it (k8s.io/dynamic-resource-
+        # allocation structured/internal/stable/pools_stable.go, poolIsInvalid: "duplicate
+        # device name %s"; allocator_stable.go allocateOne: continue).
+        return f"{label} is invalid: duplicate device name {clean_text(duplicate, MAX_DEVICE_NAME)}"
+    # Complete only with exactly as many slices as each says (pools_stable.go GatherPools:
+    # ``IsIncomplete = len(pool.Slices) != pool.Slices[0].Spec.Pool.ResourceSliceCount``; the
+    # incubating allocator compares every slice): more slices than the count, or slices that
+    # disagree on it, are incomplete too; with a disagreement the scheduler's verdict depends
+    # on the order it lists them, so none is taken.
+    said = sorted({member.slice_count for member in current})
+    present = len(current)
+    slices = f"{label} has {present} ResourceSlices of generation {generation}"
+    if len(said) > 1:
+        return f"{slices} that disagree on resourceSliceCount ({', '.join(map(str, said))})"
+    if present < said[0]:
+        return f"{label} has {present} of {said[0]} ResourceSlices of generation {generation}"
+    if present > said[0]:
+        return f"{slices}, more than its resourceSliceCount {said[0]}"
+    invalid = invalid_counters(counter_sets, (ref for member in current for ref in member.counter_references))
+    if invalid is not None:
+        # Invalid to the scheduler, as for a duplicate device name
+        # (structured/internal/incubating/pools_incubating.go, buildPool).
+        return f"{label} is invalid: {invalid}"
+    if unplaced:
+        return f"{label} not counted: a ResourceSlice of its driver whose pool cannot be read may belong to it"
+    return None
 
 
 def _duplicate_device(slices: Iterable[tuple[str, ...]]) -> str | None:

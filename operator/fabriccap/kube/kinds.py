@@ -295,7 +295,7 @@ def _slice_problems(facts: SliceFacts) -> tuple[Problem, ...]:
         problems.append(
             Problem(
                 logging.ERROR,
-                f"{facts.problem}; node {facts.node_name} counts as not advertising through it",
+                f"{facts.problem}; its pool is not counted on node {facts.node_name}",
                 input_error=facts.problem,
             )
         )

@@ -761,8 +761,7 @@ async def test_malformed_and_unusable_slices_are_logged_once_and_the_watch_goes_
             ),
             (
                 "ERROR",
-                "ResourceSlice broken: spec.pool.generation 'x' is not a count; "
-                "node n2 counts as not advertising through it",
+                "ResourceSlice broken: spec.pool.generation 'x' is not a count; its pool is not counted on node n2",
             ),
             # As the scheduler evaluates the aws-dranet class on it: an error, not a skip.
             (
