@@ -141,6 +141,9 @@ class PoolCapability:
     fabric: str
     pool: Pool
     status_json: dict[str, Any]
+    # The pool offers the fabric (_PoolMemo.offers): what withoutFabric is judged against, and
+    # what ``fabriccap explain`` tells a workload to ask for only where it holds.
+    offers_fabric: bool = False
 
     @property
     def status(self) -> FabricCapabilityStatus:
@@ -1222,7 +1225,11 @@ def evaluate(
                 # Under the name its object was published with: that object shows it at once.
                 old = given.get((profile.name, pool)) if preview else given.pop((profile.name, pool), None)
                 name = old or capability_name(profile.name, pool.key, pool.value, fabric_names)
-                emptied.append(PoolCapability(name=name, fabric=profile.name, pool=pool, status_json=side.status))
+                emptied.append(
+                    PoolCapability(
+                        name=name, fabric=profile.name, pool=pool, status_json=side.status, offers_fabric=side.offers
+                    )
+                )
         # A pool renamed by another's coming or going is published again under its new name,
         # and its old object goes at once: one pool, one object.
         for pool in sorted(present - set(sides)) if named_again else ():
@@ -1252,7 +1259,9 @@ def evaluate(
                 parts["workloads"] = found.status.to_json()
                 lookups |= found.lookups
             status = status_with(side.status, **parts) if parts else side.status
-            capability = PoolCapability(name=naming.name, fabric=profile.name, pool=pool, status_json=status)
+            capability = PoolCapability(
+                name=naming.name, fabric=profile.name, pool=pool, status_json=status, offers_fabric=side.offers
+            )
             capabilities.append(capability)
             if found is not None and not preview and (found.without_fabric or found.not_used):
                 # Events are built from the model, made only for a problem not yet recorded, and

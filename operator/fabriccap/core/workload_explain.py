@@ -5,9 +5,12 @@ The workload's pod templates are found with the table's paths (core.workload_kin
 paths the admission policy reads, and judged the same way: a template selects a pool by a
 ``nodeSelector`` on the pool's key or by a required node affinity whose every term has ``key
 In [value]``; it needs the fabric when it requests an accelerator and neither the fabric nor a
-claim. The change is a JSON patch (RFC 6902) that adds the fabric's count next to each
-accelerator request, or for a kind that carries per-node resources itself (a TrainJob) a merge
-patch of those; "nothing to change" otherwise.
+claim, on a pool that offers the fabric (the operator's ``withoutFabric`` rule). The change gives
+each such pod the pool's count per node (``resourcesPerNode``), or its share of it when the pod
+takes part of a node's accelerators, split over its accelerator containers; it lowers a request
+above the count to it. It is a JSON patch (RFC 6902), or for a kind that carries per-node
+resources itself a merge patch of those; for a kind whose pod template cannot change in place,
+the paths and values to set in the manifest; "nothing to change" otherwise.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabriccap.core.config import Config
+from fabriccap.core.config import Config, FabricProfile
 from fabriccap.core.evaluate import Evaluation, PoolCapability
 from fabriccap.core.explain import PodExplanation, pod_explanation
 from fabriccap.core.facts import ObjectRef, WorkloadPodFacts, controller_owner, object_name, object_namespace
@@ -179,25 +183,161 @@ def _offers(capability: PoolCapability | None, resource: str) -> str:
     return f"{resource} not Ready ({reason}): kubectl describe fcap {capability.name}"
 
 
-def _patch_ops(
-    template_pointer: str, spec: Mapping[str, Any], accelerators: Sequence[str], resource: str, count: str
-) -> list[dict[str, Any]]:
-    """Add ``resource: count`` to the limits of each container that requests an accelerator
-    (an extended resource's request defaults to its limit), creating what is missing."""
-    escaped = resource.replace("~", "~0").replace("/", "~1")
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """One value the change gives the fabric's resource: in ``part`` (limits or requests) of the
+    container whose resources are at the JSON pointer ``base`` (``resources``: what they are now)."""
+
+    base: str
+    resources: Mapping[str, Any] | None
+    part: str
+    value: int
+
+
+def _amount(container: Mapping[str, Any], resource: str) -> int:
+    """What a container requests of ``resource``, as a whole number (0: none, or not a quantity)."""
+    requested = _requested(container, resource)
+    try:
+        return parse_quantity(requested) if requested is not None else 0
+    except ValueError:
+        return 0
+
+
+def _split(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` in whole parts proportional to ``weights`` (all > 0), summing exactly to it:
+    what rounding down leaves goes to the first."""
+    whole = sum(weights)
+    parts = [total * weight // whole for weight in weights]
+    parts[0] += total - sum(parts)
+    return parts
+
+
+def node_accelerators(
+    profile: FabricProfile, capability: PoolCapability, index: FactIndex, accelerators: Sequence[str]
+) -> dict[str, int]:
+    """What one node of the pool carries of each accelerator resource, when its nodes agree: their
+    allocatable; with no accelerator node (an empty NodePool), the catalog's count for every type
+    it may launch with the fabric, when those agree. Empty when not known (nodes that differ, a
+    type the catalog lacks): a pod is then taken to take the node."""
+    carried = {
+        tuple(node.allocatable_of(a) for a in accelerators)
+        for node in index.members(capability.pool)
+        if any(node.allocatable_of(a) > 0 for a in accelerators)
+    }
+    if not carried:
+        launchable = capability.status.launchable
+        types = (
+            [profile.catalog_type(t.name) for t in launchable.instance_types if t.max_count > 0]
+            if launchable is not None
+            else []
+        )
+        if types and all(t is not None for t in types):
+            carried = {tuple(t.resources.get(a, 0) for a in accelerators) for t in types if t is not None}
+    if len(carried) != 1:
+        return {}
+    (counts,) = carried
+    return {a: n for a, n in zip(accelerators, counts, strict=True) if n > 0}
+
+
+def pod_share(count: int, asked: Mapping[str, int], carried: Mapping[str, int]) -> int:
+    """What one pod that asks ``asked`` of the accelerators should request of the fabric on a
+    pool whose nodes get ``count`` each (recommendation.resourcesPerNode) and carry ``carried``
+    accelerators: all of it when the pod takes a node's accelerators, or their number is not
+    known; else its share, ``count`` x the pod's part of the accelerators, rounded down and at
+    least 1. So the pods that fill a node together never ask it for more than it has (a 1-GPU
+    pod on an 8-GPU node of 32 asks 4, and eight of them fit), and a pod never asks for more
+    than ``count``."""
+    if not carried or any(carried.get(a, 0) <= 0 for a in asked):
+        return count
+    share = max(count * amount // carried[a] for a, amount in asked.items())
+    return max(1, min(count, share))
+
+
+def _settings_to_add(
+    template_pointer: str, spec: Mapping[str, Any], accelerators: Sequence[str], total: int
+) -> list[_Setting]:
+    """``total`` of the fabric for the pod, on the containers that request an accelerator, in
+    proportion to what they request of them (an extended resource's request defaults to its
+    limit, so it goes in the limits)."""
+    asking = [
+        (index, container, weight)
+        for index, container in _containers(spec)
+        if (weight := sum(_amount(container, a) for a in accelerators)) > 0
+    ]
+    if not asking:
+        return []
+    parts = _split(total, [weight for _, _, weight in asking])
+    return [
+        _Setting(f"{template_pointer}/spec/containers/{index}/resources", _resources(container), "limits", part)
+        for (index, container, _), part in zip(asking, parts, strict=True)
+        if part > 0
+    ]
+
+
+def _settings_to_lower(
+    asking: Sequence[tuple[str, Mapping[str, Any] | None, int]], resource: str, total: int
+) -> list[_Setting]:
+    """A pod's request of ``resource`` lowered to ``total``: ``asking`` holds the resources that
+    request it (their JSON pointer, what they are, how much they request), and ``total`` is split
+    over them in proportion, in every part (limits, requests) that names it: an extended
+    resource's request and limit must be equal."""
+    if not asking:
+        return []
+    parts = _split(total, [weight for _, _, weight in asking])
+    return [
+        _Setting(base, resources, part_name, part)
+        for (base, resources, _), part in zip(asking, parts, strict=True)
+        for part_name in ("limits", "requests")
+        if resources is not None and isinstance(values := resources.get(part_name), Mapping) and resource in values
+    ]
+
+
+def _resources(container: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    resources = container.get("resources")
+    return resources if isinstance(resources, Mapping) else None
+
+
+def _escaped(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _patch_ops(settings: Sequence[_Setting], resource: str) -> list[dict[str, Any]]:
+    """The JSON patch (RFC 6902) of ``settings``, creating what is missing (an ``add`` of a
+    member that exists replaces its value)."""
     ops: list[dict[str, Any]] = []
-    for index, container in _containers(spec):
-        if not any(_requested(container, a) for a in accelerators):
-            continue
-        base = f"{template_pointer}/spec/containers/{index}/resources"
-        resources = container.get("resources")
-        if isinstance(resources, Mapping) and isinstance(resources.get("limits"), Mapping):
-            ops.append({"op": "add", "path": f"{base}/limits/{escaped}", "value": count})
-        elif isinstance(resources, Mapping):
-            ops.append({"op": "add", "path": f"{base}/limits", "value": {resource: count}})
+    for setting in settings:
+        value = str(setting.value)
+        if setting.resources is not None and isinstance(setting.resources.get(setting.part), Mapping):
+            ops.append({"op": "add", "path": f"{setting.base}/{setting.part}/{_escaped(resource)}", "value": value})
+        elif setting.resources is not None:
+            ops.append({"op": "add", "path": f"{setting.base}/{setting.part}", "value": {resource: value}})
         else:
-            ops.append({"op": "add", "path": base, "value": {"limits": {resource: count}}})
+            ops.append({"op": "add", "path": setting.base, "value": {setting.part: {resource: value}}})
     return ops
+
+
+def _manifest_path(pointer: str) -> str:
+    """A JSON pointer as a path in a manifest: ``spec.replicatedJobs[0].template``; a key that is
+    not a plain name is quoted (``limits["vpc.amazonaws.com/efa"]``)."""
+    path = ""
+    for raw in pointer.split("/")[1:]:
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if key.isdigit():
+            path += f"[{key}]"
+        elif key.replace("_", "").replace("-", "").isalnum():
+            path += f".{key}" if path else key
+        else:
+            path += f"[{json.dumps(key)}]"
+    return path
+
+
+def _manifest_edit(settings: Sequence[_Setting], resource: str) -> str:
+    """``settings`` as what to set in the manifest, each path with its value."""
+    shown = (
+        f"{_manifest_path(f'{setting.base}/{setting.part}/{_escaped(resource)}')}: {json.dumps(str(setting.value))}"
+        for setting in settings
+    )
+    return "in the manifest, set " + ", ".join(shown)
 
 
 def _resource_of(kind: WorkloadKind) -> str:
@@ -250,10 +390,12 @@ def explain_workload(
             if isinstance(spec, Mapping):
                 specs.append((pointer, spec))
     per_node = kind.resources_per_node
-    per_node_resources: Mapping[str, Any] = {}
-    if per_node is not None:
+    per_node_pointer = "/" + per_node.replace(".", "/") if per_node is not None else None
+    per_node_resources: Mapping[str, Any] | None = None
+    if per_node is not None and per_node_pointer is not None:
         found = [value for _, value in walk(body, per_node)]
-        per_node_resources = found[0] if found else {}
+        per_node_resources = found[0] if found and isinstance(found[0], Mapping) else None
+        as_container = {"resources": per_node_resources or {}}
         selection_specs = [
             spec
             for path in kind.selector_templates
@@ -261,33 +403,30 @@ def explain_workload(
             if isinstance(spec := template.get("spec"), Mapping)
         ]
         selected = next((hit for spec in selection_specs if (hit := selected_pool(spec, pools))), None)
-        asked = {a: v for a in accelerators if (v := _requested({"resources": per_node_resources}, a))}
-        fabric = _requested({"resources": per_node_resources}, resource)
+        asked = {a: str(n) for a in accelerators if (n := _amount(as_container, a))}
+        fabric = _amount(as_container, resource)
         templates.append(
             TemplateView(
-                pointer="/" + per_node.replace(".", "/"),
+                pointer=per_node_pointer,
                 selects=f"{selected[0]}={selected[1]}" if selected else None,
                 accelerators=asked,
-                fabric=fabric,
+                fabric=str(fabric) if fabric else None,
                 needs_fabric=bool(selected and asked and not fabric),
             )
         )
         chosen = selected
     for pointer, spec in specs:
         selected = selected_pool(spec, pools)
-        asked = {}
-        for _, container in _containers(spec):
-            for a in accelerators:
-                if (value := _requested(container, a)) is not None:
-                    asked.setdefault(a, value)
-        fabric = next((v for _, c in _containers(spec) if (v := _requested(c, resource)) is not None), None)
+        # The pod's totals: what its containers request together is what a node must give it.
+        asked = {a: str(n) for a in accelerators if (n := sum(_amount(c, a) for _, c in _containers(spec)))}
+        fabric = sum(_amount(c, resource) for _, c in _containers(spec))
         claims = bool(spec.get("resourceClaims"))
         templates.append(
             TemplateView(
                 pointer=pointer,
                 selects=f"{selected[0]}={selected[1]}" if selected else None,
                 accelerators=asked,
-                fabric=fabric,
+                fabric=str(fabric) if fabric else None,
                 claims=claims,
                 needs_fabric=bool(selected and asked and not fabric and not claims),
             )
@@ -298,13 +437,57 @@ def explain_workload(
     capability = next((c for c in capabilities if (c.pool.key, c.pool.value) == chosen), None)
     count = _count_of(capability) if capability is not None else None
     ready = capability is not None and capability.status.is_ready
+    unoffered = capability is not None and not capability.offers_fabric
+    if unoffered:
+        # The operator's withoutFabric rule: where the pool cannot offer the fabric, no pod needs it.
+        templates = [t.model_copy(update={"needs_fabric": False}) for t in templates]
 
     change, note = NOTHING_TO_CHANGE, None
     needing = [t for t in templates if t.needs_fabric]
     # A template that selects no pool but whose pods run on a Ready one needs it just as much.
     if not needing and capability is not None and running:
         needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
-    if needing and ready and count and looped:
+    # Pods that ask a node for more of the fabric than it has stay Pending for good.
+    too_much = [t for t in templates if ready and count and t.fabric and not t.claims and int(t.fabric) > count]
+    settings: list[_Setting] = []
+    shares: list[str] = []
+    if ready and count:
+        carried = node_accelerators(profile, capability, index, accelerators) if capability is not None else {}
+        by_pointer = dict(specs)
+        for view in needing:
+            asked_counts = {a: int(n) for a, n in view.accelerators.items()}
+            share = pod_share(count, asked_counts, carried)
+            if share < count:
+                shares.append(_share_said(view, carried, count, share))
+            if view.pointer == per_node_pointer:
+                settings.append(_Setting(view.pointer, per_node_resources, "limits", share))
+            else:
+                settings += _settings_to_add(view.pointer, by_pointer[view.pointer], accelerators, share)
+        for view in too_much:
+            if view.pointer == per_node_pointer:
+                settings += _settings_to_lower([(view.pointer, per_node_resources, 1)], resource, count)
+            else:
+                spec = by_pointer[view.pointer]
+                asking = [
+                    (f"{view.pointer}/spec/containers/{i}/resources", _resources(c), weight)
+                    for i, c in _containers(spec)
+                    if (weight := _amount(c, resource)) > 0
+                ]
+                settings += _settings_to_lower(asking, resource, count)
+    if unoffered and capability is not None and any(t.accelerators or t.fabric for t in templates):
+        # The operator's withoutFabric rule: no request of the fabric can be met here, so none is
+        # advised; a request already made keeps its pods Pending.
+        if any(t.fabric for t in templates):
+            change = (
+                f"none on this pool: its pods request {resource}, which its nodes cannot give, so they stay "
+                f"Pending; run it on a pool that offers {resource}, or drop the request"
+            )
+        note = (
+            f"no node of pool {chosen[0] if chosen else '?'}={chosen[1] if chosen else '?'} advertises {resource}, "
+            f"and neither its instance types nor its NodePool can give it (kubectl describe fcap {capability.name}): "
+            f"to use {resource}, run it on a pool of instance types that have it"
+        )
+    elif settings and looped:
         change = (
             f"none until the owner loop is fixed: {_round_once(f'{kind.kind} {namespace}/{name}', identity, owners)}"
         )
@@ -312,37 +495,40 @@ def explain_workload(
             f"the owners of {kind.kind} {namespace}/{name} name each other as controller, so none of them is the "
             f"top one that makes it: fix their ownerReferences, then explain it again"
         )
-    elif needing and ready and count and top is not None:
+    elif settings and count and top is not None:
         field = _request_field(kind, top, owners)
         change, note = _change_on_owner(kind, namespace, name, top, field, resource, count, held, unread or {})
-    elif needing and ready and count:
+    elif settings and count:
         target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
-        if per_node is not None:
-            patch: dict[str, Any] = {"limits": {resource: str(count)}}
-            for part in reversed(per_node.split(".")):
-                patch = {part: patch}
-            change = f"kubectl patch {target} --type merge -p {shlex.quote(json.dumps(patch, separators=(',', ':')))}"
-            note = (
+        notes: list[str] = []
+        if identity[0] in IMMUTABLE_TEMPLATES:
+            change = _manifest_edit(settings, resource)
+            notes.append(
+                f"{kind.kind}'s pod template cannot be changed in place: "
+                "make this change to the manifest and create it again"
+            )
+        elif per_node is not None:
+            change = f"kubectl patch {target} --type merge -p {shlex.quote(_merge_patch(per_node, settings, resource))}"
+        else:
+            ops = _patch_ops(settings, resource)
+            change = f"kubectl patch {target} --type json -p {shlex.quote(json.dumps(ops, separators=(',', ':')))}"
+        if too_much:
+            notes.append(
+                f"its pods request {max(int(t.fabric or 0) for t in too_much)} {resource}, more than the {count} "
+                f"a node of the pool has, so they stay Pending: the change lowers it to {count}"
+            )
+        notes += shares
+        if per_node is not None and needing:
+            notes.append(
                 f"Trainer v2.3 and later keep the runtime's requests that resourcesPerNode does not name: if runtime "
                 f"{clean_text(str((body.get('spec') or {}).get('runtimeRef', {}).get('name', '?')), 80)} already "
                 f"requests {resource}, nothing needs to change"
             )
-        else:
-            by_pointer = dict(specs)
-            ops = [
-                op
-                for view in needing
-                for op in _patch_ops(view.pointer, by_pointer[view.pointer], accelerators, resource, str(count))
-            ]
-            change = f"kubectl patch {target} --type json -p {shlex.quote(json.dumps(ops, separators=(',', ':')))}"
-        if identity[0] in IMMUTABLE_TEMPLATES:
-            immutable = (
-                f"{kind.kind}'s pod template cannot be changed in place: "
-                "make this change to the manifest and create it again"
-            )
-            note = f"{immutable}; {note}" if note else immutable
+        note = "; ".join(notes) or None
     elif needing and capability is not None and not ready:
         note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
+    elif capability is None and (most := max((int(t.fabric) for t in templates if t.fabric), default=0)):
+        change, note = _beyond_every_pool(capabilities, resource, most) or (change, note)
     # The top its pods are reported under: the object itself when nothing owns it.
     named_top = top if top is not None or looped else ObjectRef(api_version, kind.kind, namespace, name)
     if named_top is not None and (below := _operator_top_below(own, named_top, index)) is not None:
@@ -384,6 +570,37 @@ def explain_workload(
         note=note,
         pods=pods,
     )
+
+
+def _share_said(view: TemplateView, carried: Mapping[str, int], count: int, share: int) -> str:
+    asked = ", ".join(f"{n} of {carried.get(a, 0)} {a}" for a, n in view.accelerators.items())
+    return (
+        f"a pod of {view.pointer or '/'} takes {asked} of a node: it requests its share, {share} of the {count} "
+        "per node, so the pods that fill a node fit it together"
+    )
+
+
+def _merge_patch(per_node: str, settings: Sequence[_Setting], resource: str) -> str:
+    """``settings`` of a kind's per-node resources (``per_node``, dotted) as a merge patch."""
+    patch: dict[str, Any] = {}
+    for setting in settings:
+        patch.setdefault(setting.part, {})[resource] = str(setting.value)
+    for part in reversed(per_node.split(".")):
+        patch = {part: patch}
+    return json.dumps(patch, separators=(",", ":"))
+
+
+def _beyond_every_pool(capabilities: Sequence[PoolCapability], resource: str, asked: int) -> tuple[str, str] | None:
+    """For a workload on no pool that requests ``asked`` of the fabric per pod: when no Ready pool
+    has that many per node, what to do (its pods stay Pending); None when some pool has."""
+    offered = [(c, n) for c in capabilities if c.is_ready and (n := _count_of(c))]
+    if any(n >= asked for _, n in offered):
+        return None
+    change = f"none: no pool offers {resource}: {asked} per node"
+    if offered:
+        best, most = max(offered, key=lambda item: (item[1], item[0].name))
+        change += f"; the most a Ready pool offers is {most} (FabricCapability {best.name}): request {most} there"
+    return change, f"its pods request {asked} {resource}, more than any node has, so they stay Pending"
 
 
 def _owners_above(
@@ -593,10 +810,11 @@ def _change_on_owner(
             change = f"{shown} could not be read ({unread[top.key]}), nor what owns it: once it can be, {command}"
         where = f"{where} ({command} prints the patch)"
     else:
-        change = f"set {resource}: {count} in the pod template of {shown}"
+        change = f"set {resource} in the pod template of {shown}, as the note says"
     note = (
         f"{kind.kind} {namespace}/{name} belongs to {shown}, which makes it from its own template: "
-        f"request {resource}: {count} next to each accelerator request in {shown}'s {where}"
+        f"request {resource} in {shown}'s {where}: {count} per pod that takes a node's accelerators, its share of "
+        f"{count} for one that takes part of them, split over its accelerator containers"
     )
     return change, note
 

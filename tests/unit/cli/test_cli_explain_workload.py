@@ -50,15 +50,16 @@ def explain_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
     return result
 
 
-def test_a_jobset_that_forgets_efa_gets_the_json_patch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_jobset_that_forgets_efa_is_told_what_to_set_in_its_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JobSet's template cannot be patched in place (its webhook refuses it): the change is the
+    path and value to set in the manifest, not a kubectl patch (review 66d F5)."""
     result = explain_json(tmp_path, capsys, "jobset/ml/bert", jobset("bert", {"nvidia.com/gpu": "8"}, affinity=True))
     assert (result["pool"], result["ready"]) == (f"{NODEGROUP}=p5", True)
-    limits = "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/resources/limits"
-    ops = [{"op": "add", "path": f"{limits}/vpc.amazonaws.com~1efa", "value": "32"}]
     assert result["change"] == (
-        "kubectl patch jobsets.jobset.x-k8s.io bert -n ml --type json -p '"
-        + json.dumps(ops, separators=(",", ":"))
-        + "'"
+        "in the manifest, set spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
+        '.resources.limits["vpc.amazonaws.com/efa"]: "32"'
     )
     assert "cannot be changed in place" in result["note"]
 
@@ -70,7 +71,7 @@ def test_a_jobset_that_asks_for_efa_has_nothing_to_change(tmp_path: Path, capsys
     assert result["change"] == "nothing to change" and "note" not in result
 
 
-def test_a_trainjob_gets_a_merge_patch_of_its_resources_per_node(
+def test_a_trainjob_is_told_what_to_set_in_its_resources_per_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     node = {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {NODEGROUP: "p5"}}}}}}
@@ -87,10 +88,11 @@ def test_a_trainjob_gets_a_merge_patch_of_its_resources_per_node(
         },
     }
     result = explain_json(tmp_path, capsys, "trainjob/ml/bert", trainjob)
-    assert result["change"] == (
-        """kubectl patch trainjobs.trainer.kubeflow.org bert -n ml --type merge -p """
-        """'{"spec":{"trainer":{"resourcesPerNode":{"limits":{"vpc.amazonaws.com/efa":"32"}}}}}'"""
+    # spec.trainer is immutable (Trainer v2.3.0's CRD): the manifest is what changes.
+    assert (
+        result["change"] == 'in the manifest, set spec.trainer.resourcesPerNode.limits["vpc.amazonaws.com/efa"]: "32"'
     )
+    assert "cannot be changed in place" in result["note"]
     assert "runtime torch-distributed already requests" in result["note"]
 
 
@@ -112,7 +114,10 @@ def test_a_job_that_selects_nothing_but_runs_on_the_pool_is_told_too(
     pod = workload_pod("n1", "train-0", owner=owner_reference("Job", "batch/v1", "train"))
     result = explain_json(tmp_path, capsys, "job/ml/train", job, pod)
     assert result["runsOn"] == [f"{NODEGROUP}=p5 (1 pod)"]
-    assert '"path":"/spec/template/spec/containers/0/resources/limits/vpc.amazonaws.com~1efa"' in result["change"]
+    assert (
+        result["change"]
+        == 'in the manifest, set spec.template.spec.containers[0].resources.limits["vpc.amazonaws.com/efa"]: "32"'
+    )
 
 
 def test_a_volcano_job_is_not_found_as_a_batch_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,7 +170,10 @@ def test_a_pod_a_jobset_owns_is_told_its_pool_and_where_its_owner_sets_the_reque
     assert "kubectl get jobsets.jobset.x-k8s.io bert-finetune -n ml-training -o json" in result["change"]
     assert result["change"].endswith(f"then {THE_JOBSETS_CHANGE}")
     assert result["requestField"].startswith("JobSet: spec.replicatedJobs[]")
-    assert "belongs to JobSet ml-training/bert-finetune" in result["note"] and "efa: 32" in result["note"]
+    assert (
+        "belongs to JobSet ml-training/bert-finetune" in result["note"]
+        and "32 per pod that takes a node's accelerators" in result["note"]
+    )
     code, out, _ = run(["explain", "p5-training", "-f", snapshot], capsys)
     assert code == 0 and "JobSet   bert-finetune   2      withoutFabric" in out
 
