@@ -41,7 +41,13 @@ from fabriccap.offline.explain import (
     explain_workload_live,
     format_explain_output,
 )
-from fabriccap.offline.pipeline import all_ready, evaluate_facts, evaluation_objects, live_facts
+from fabriccap.offline.pipeline import (
+    NO_LOGS_IN_A_SNAPSHOT,
+    all_ready,
+    evaluate_facts,
+    evaluation_objects,
+    live_facts,
+)
 from fabriccap.offline.render import NO_RESOURCES, OUTPUTS, TABLE_OUTPUTS, WIDE_COLUMNS, format_output
 from fabriccap.offline.snapshot import DEFAULT_MAX_INPUT_BYTES, SnapshotError, load_snapshots
 from fabriccap.offline.transport import (
@@ -140,25 +146,30 @@ def _log_to_stderr() -> None:
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
 
 
-def _read_input(args: argparse.Namespace) -> tuple[Config, FactIndex]:
-    """The config and the facts: from ``-f`` snapshots, else one read of the live cluster.
-    Raises ConfigError, SnapshotError or KubeError with a message naming what failed."""
+def _read_input(args: argparse.Namespace, logs: bool = False) -> tuple[Config, FactIndex]:
+    """The config and the facts: from ``-f`` snapshots, else one read of the live cluster (with
+    ``logs``, the pods' logs the operator reads too, transport on). Raises ConfigError,
+    SnapshotError or KubeError with a message naming what failed."""
     config = load_config(args.config)
     # An owner reference naming no possible object: one `warning:` line per cause.
     extractor = FactsExtractor(config, on_refused=OncePerCause(logging.getLogger("fabriccap.references").warning))
     if args.files:
         return config, load_snapshots(args.files, extractor, max_input_bytes=args.max_input_size)
-    return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context, lookups=True))
+    return config, asyncio.run(live_facts(extractor, args.kubeconfig, args.context, lookups=True, logs=logs))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     _log_to_stderr()
     try:
-        config, facts = _read_input(args)
+        config, facts = _read_input(args, logs=True)
     except (ConfigError, SnapshotError, KubeError) as error:
         return _fail(str(error))
+    # A snapshot holds no logs: its transport counts would read as an answer (0 sockets).
+    logs_missing = config.transport.enabled and bool(args.files)
+    if logs_missing:
+        logging.getLogger(__name__).warning("%s", NO_LOGS_IN_A_SNAPSHOT)
     evaluation = evaluate_facts(config, facts)
-    objects = evaluation_objects(evaluation)
+    objects = evaluation_objects(evaluation, logs=not logs_missing)
     text = format_output(objects, args.output)
     if text:  # -o name of nothing prints nothing, as kubectl does
         print(text)
@@ -349,7 +360,10 @@ def build_parser(prog: str = "fabriccap") -> argparse.ArgumentParser:
         "evaluate",
         "compute the FabricCapability objects once, from snapshots or the live cluster",
         "Compute the FabricCapability objects the operator would publish, once, with the operator's own\n"
-        "evaluation. Exit codes: 0 done; 1 with --require-ready when no pool exists or one is not Ready;\n"
+        "evaluation. With transport on in the config, live, the logs the operator reads are read too\n"
+        "(get on pods/log; bounded, what is left unread is said on stderr and stays unknown); a snapshot\n"
+        "has no logs, so status.workloads.transport is left out.\n"
+        "Exit codes: 0 done; 1 with --require-ready when no pool exists or one is not Ready;\n"
         "2 on a usage, input or config error (one 'error: ...' line on stderr, nothing on stdout).",
         f"  {snapshot_kubectl()} | fabriccap evaluate -f - -o wide\n"
         f"  # {snapshot_leave_out()}\n"

@@ -47,7 +47,7 @@ from fabriccap.core.facts import ContainerRun, WorkloadPodFacts
 from fabriccap.core.index import NamespacedKey
 from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.transport import SIGNATURES
-from fabriccap.core.verdicts import ContainerRead, combine, read_failure_reason
+from fabriccap.core.verdicts import ContainerRead, combine, log_is_read, read_failure_reason
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.logs import ReadOutcome, ReadResult, read_container_log, take_token
 
@@ -164,12 +164,12 @@ class LogReader:
 
     @staticmethod
     def _wanted(facts: WorkloadPodFacts) -> bool:
-        """A pod that requests the fabric or an accelerator (a resource some profile cares
-        about, or a claim). One whose accelerator containers (facts.containers) all stopped
-        stays known, its runs stopped: the kubelet restarts a crashed container through a
-        waiting state (CrashLoopBackOff), and the new run must replace the old run's verdict
-        when it starts, as any restart does, not keep it until its first read."""
-        return bool(facts.requests) or bool(facts.claims)
+        """A pod whose logs are read (``core.verdicts.log_is_read``). One whose accelerator
+        containers (facts.containers) all stopped stays known, its runs stopped: the kubelet
+        restarts a crashed container through a waiting state (CrashLoopBackOff), and the new run
+        must replace the old run's verdict when it starts, as any restart does, not keep it
+        until its first read."""
+        return log_is_read(facts)
 
     def _new_run(self, key: RunKey, container: ContainerRun) -> _Run:
         now = self.wall()

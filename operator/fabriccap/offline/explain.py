@@ -7,9 +7,7 @@ The facts are read and evaluated exactly as ``fabriccap evaluate`` reads and eva
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +24,9 @@ from fabriccap.core.explain import (
 from fabriccap.core.facts import FactsExtractor
 from fabriccap.core.index import FactIndex
 from fabriccap.core.text import escape_controls
-from fabriccap.core.transport import SIGNATURES
-from fabriccap.core.verdicts import combine
 from fabriccap.core.workload_explain import WorkloadExplanation, explain_workload, owner_reads
 from fabriccap.core.workload_kinds import WorkloadKind
+from fabriccap.offline.logs import PodLogReads
 from fabriccap.offline.owners import OwnerReader
 from fabriccap.offline.pipeline import live_facts, live_object
 from fabriccap.offline.render import align
@@ -72,7 +69,8 @@ async def explain_live(
 ) -> PoolExplanation:
     """``explain`` of the live cluster, its owners and claims read as ``evaluate`` reads them
     (``pipeline.read_lookups``); with transport on, the pool's pods' logs are read then (the
-    first ``MAX_LIVE_READS`` by name), as the operator reads them, so their verdicts show."""
+    first ``MAX_LIVE_READS`` by name, ``read_pod_logs``), as the operator reads them, so their
+    verdicts show."""
     from fabriccap.kube.client import connect  # aiohttp only for a live read
 
     async with await connect(kubeconfig, context) as client:
@@ -80,7 +78,7 @@ async def explain_live(
         explanation = explain(config, facts, query)
         if not explanation.pods:
             return explanation
-        await read_pod_logs(client, config, facts, explanation.pods[:MAX_LIVE_READS])
+        await read_pod_logs(client, config, facts, explanation.pods)
     return explain(config, facts, query)
 
 
@@ -111,35 +109,17 @@ async def explain_workload_live(
         explanation = explain_workload(config, evaluate(config, facts), facts, body, unread=unread)
         if not explanation.pods:
             return explanation
-        await read_pod_logs(client, config, facts, explanation.pods[:MAX_LIVE_READS])
+        await read_pod_logs(client, config, facts, explanation.pods)
     return explain_workload(config, evaluate(config, facts), facts, body, unread=unread)
 
 
 async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, pods: Sequence[PodExplanation]) -> None:
-    """Read the accelerator containers' logs of ``pods`` once, at the config's concurrency and
-    rate, and keep each pod's verdicts in ``facts``."""
-    from fabriccap.core.ratelimit import TokenBucket
-    from fabriccap.kube.logs import read_container_log, take_token
-
-    settings = config.transport
-    fabrics = [profile.name for profile in config.enabled_fabrics if profile.name in SIGNATURES]
-    bucket = TokenBucket(settings.reads_per_second, max(1.0, settings.reads_per_second))
-    slots = asyncio.Semaphore(settings.max_concurrent_reads)
-
-    async def read_one(namespace: str, name: str, container: str) -> Any:
-        async with slots:
-            await take_token(bucket, time.monotonic)
-            outcome = await read_container_log(client, namespace, name, container, fabrics, settings.max_bytes)
-            return outcome.read
-
-    for pod in pods:
-        namespace, _, name = pod.name.partition("/")
-        facts_of_pod = facts.workload_pods.get((namespace, name))
-        if facts_of_pod is None:
-            continue
-        reads = await asyncio.gather(*(read_one(namespace, name, run.name) for run in facts_of_pod.containers))
-        unread = [None] * facts_of_pod.unread_containers  # past the cap: never fabric
-        facts.put_transport((namespace, name), combine(facts_of_pod.uid, fabrics, [*reads, *unread]))
+    """Read the accelerator containers' logs of ``pods`` once (the first ``MAX_LIVE_READS``),
+    bounded as a live evaluate's reads (``offline.logs``), and keep each pod's verdicts in
+    ``facts``; a pod left unread shows why."""
+    keys = [(namespace, name) for namespace, _, name in (pod.name.partition("/") for pod in pods)]
+    bound = f"explain reads at most {MAX_LIVE_READS} pods' logs"
+    await PodLogReads(client, config, facts, max_pods=MAX_LIVE_READS, bound=bound).read(keys)
 
 
 def explanation_object(explanation: PoolExplanation) -> dict[str, Any]:

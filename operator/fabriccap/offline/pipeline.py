@@ -22,6 +22,7 @@ from fabriccap.kube.errors import KubeError
 from fabriccap.kube.kinds import WatchedKind, kinds_for
 from fabriccap.kube.lookups import MAX_LOOKUP_BYTES
 from fabriccap.kube.paths import ApiResource
+from fabriccap.offline.logs import read_cluster_logs
 from fabriccap.offline.owners import MAX_CLUSTER_READ_SECONDS, MAX_CLUSTER_READS, PARALLEL_CLUSTER_READS, OwnerReader
 from fabriccap.offline.snapshot import add_bodies
 
@@ -38,25 +39,39 @@ async def live_facts(
     client: KubeClient | None = None,
     *,
     lookups: bool = False,
+    logs: bool = False,
 ) -> FactIndex:
     """Facts read from the cluster, kind by kind, in the scopes the operator watches (through
     ``client`` when given, which stays open; else a connection of its own). With ``lookups``,
     the owners and claims the operator would read for them too (``read_lookups``): what
-    ``evaluate`` and a pool's ``explain`` answer is then what the operator publishes."""
+    ``evaluate`` and a pool's ``explain`` answer is then what the operator publishes. With
+    ``logs`` and transport on, the pods' logs the operator would read (``read_logs``)."""
     # Imported here: aiohttp costs start-up time that snapshot evaluation does not need.
     from fabriccap.kube.client import connect
 
     if client is not None:
-        return await _read_live(extractor, client, lookups)
+        return await _read_live(extractor, client, lookups, logs)
     async with await connect(kubeconfig, context) as own:
-        return await _read_live(extractor, own, lookups)
+        return await _read_live(extractor, own, lookups, logs)
 
 
-async def _read_live(extractor: FactsExtractor, client: KubeClient, lookups: bool) -> FactIndex:
+async def _read_live(extractor: FactsExtractor, client: KubeClient, lookups: bool, logs: bool) -> FactIndex:
     facts = await _read_facts(extractor, client)
     if lookups:
         await read_lookups(extractor, client, facts)
+    if logs:
+        await read_logs(extractor.config, client, facts)
     return facts
+
+
+async def read_logs(config: Config, client: KubeClient, facts: FactIndex) -> None:
+    """With transport on, read the pods' logs the operator would read (``offline.logs``), so
+    ``status.workloads.transport`` and its ``FabricNotUsed`` offenders are what it publishes.
+    What was not read is said on stderr, and those pods are ``unknown`` with why."""
+    if not config.transport.enabled:
+        return  # the operator has no log reader then (controller.main)
+    for line in await read_cluster_logs(client, config, facts):
+        logger.warning("%s", line)
 
 
 async def read_lookups(extractor: FactsExtractor, client: KubeClient, facts: FactIndex) -> None:
@@ -169,12 +184,24 @@ def evaluate_facts(config: Config, facts: FactIndex) -> Evaluation:
     return evaluate(config, facts)
 
 
-def evaluation_objects(evaluation: Evaluation, now: str | None = None) -> list[dict[str, Any]]:
-    """The objects as a fresh operator would publish them (generation 1, transitions now)."""
+# Said on stderr when a snapshot is evaluated with transport on.
+NO_LOGS_IN_A_SNAPSHOT = (
+    "transport is on in the config, but a snapshot holds no pod logs: status.workloads.transport is left out"
+    " (the TCP column is blank) and no FabricNotUsed offender can be found; evaluate the live cluster"
+    " (no -f) to read the logs the operator reads"
+)
+
+
+def evaluation_objects(evaluation: Evaluation, now: str | None = None, logs: bool = True) -> list[dict[str, Any]]:
+    """The objects as a fresh operator would publish them (generation 1, transitions now).
+    Without ``logs`` (a snapshot: none were read), no ``status.workloads.transport``: its
+    counts would be every pod ``unknown`` and ``0`` sockets, which reads as an answer."""
     timestamp = now or datetime.now(UTC).strftime(RFC3339)
     objects = []
     for capability in evaluation.capabilities:
         obj = capability.to_object()
+        if not logs:
+            (obj["status"].get("workloads") or {}).pop("transport", None)
         obj["metadata"]["generation"] = 1
         obj["status"] = stamp_status(obj["status"], None, generation=1, now=timestamp)
         objects.append(obj)

@@ -1,7 +1,8 @@
-"""``fabriccap explain`` with transport on: each pod of the pool (or of the workload, for
-``explain KIND/NS/NAME``) that requests the fabric or an accelerator, with what its NCCL chose
-and the line of its log that shows it. From a snapshot the logs are not there (said so); live,
-the pods' logs are read through a fake API server, the same streamed read the operator does."""
+"""``fabriccap explain`` and ``evaluate`` with transport on: each pod of the pool (or of the
+workload, for ``explain KIND/NS/NAME``) that requests the fabric or an accelerator, with what its
+NCCL chose and the line of its log that shows it. From a snapshot the logs are not there (said
+so, and ``evaluate`` leaves ``status.workloads.transport`` out); live, the pods' logs are read
+through a fake API server, the same streamed read the operator does, bounded (review 66d F4)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.core.workload_explain import NOTHING_TO_CHANGE, explain_workload
 from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource, pod_log
 from fabriccap.offline.explain import explain, format_explain_output
+from fabriccap.offline.logs import PodLogReads, cluster_log_pods
 from fabriccap.offline.workload_explain import format_workload_explanation
 from fabriccap_devtools.world import NODEGROUP, owner_reference, workload_pod
 from support.builders import facts_of, healthy_pool
-from support.cli import write_kubeconfig
+from support.cli import run, write_json, write_kubeconfig
 from support.fakeapi import LogScript, fake_api
 from support.nccl import corpus_log
 
@@ -209,3 +211,164 @@ async def test_live_explain_reads_the_pools_logs(tmp_path: Path, capsys: pytest.
     assert listed["ml/bert-0"]["transport"] == "socket" and "via NET/Socket" in listed["ml/bert-0"]["evidence"]
     assert listed["ml/gpu-only"]["transport"] == "unknown"
     assert listed["ml/gpu-only"]["reason"].startswith('403 Forbidden: pods "gpu-only" is forbidden')
+
+
+# -- A live ``fabriccap evaluate`` reads the logs the operator reads (review 66d F4)
+
+JOBS = ApiResource.of("batch/v1", "jobs", "Job", namespaced=True).collection("ml")
+
+
+async def run_live_evaluate(
+    api: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str = "json"
+) -> tuple[str, list[str]]:
+    """The pool, its pods and bert's Job served, bert-0's log socket and gpu-only's refused:
+    ``evaluate`` of it, live with transport on; its stdout and its stderr's lines."""
+    serve_pool(api, healthy_pool(), pods())
+    api.serve(JOBS, "Job", [bert_job()], "10")
+    kubeconfig, config = script_logs(api, tmp_path)
+    argv = ["evaluate", "--kubeconfig", str(kubeconfig), "--config", str(config), "-o", output]
+    code = await asyncio.to_thread(main, argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out, err.splitlines()
+
+
+def efa_cell(table: str, column: str) -> str:
+    """The cell of ``column`` in the efa row of a ``-o wide`` table, by the header's offsets
+    (an empty cell leaves no word to count)."""
+    header, *rows = table.splitlines()
+    (row,) = [row for row in rows if row.split()[1] == "efa"]
+    start = header.index(column)
+    following = header.find("   ", start + len(column))
+    end = len(row) if following < 0 else next(i for i in range(following, len(header)) if header[i] != " ")
+    return row[start:end].strip()
+
+
+def efa_status(out: str) -> dict[str, Any]:
+    (status,) = [item["status"] for item in json.loads(out)["items"] if item["status"]["fabric"] == "efa"]
+    return dict(status)
+
+
+async def test_a_live_evaluate_reads_the_logs_the_operator_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bert-0 requests EFA and its NCCL uses sockets: FabricNotUsed, as the operator publishes it
+    (it printed every pod unknown, readErrors [] and no offender: no log was read)."""
+    async with fake_api() as (api, _client):
+        out, warnings = await run_live_evaluate(api, tmp_path, capsys)
+        # The operator's rule: the pods that request the fabric or an accelerator (not cpu).
+        assert [path for path, _ in api.log_reads] == [pod_log("ml", "bert-0"), pod_log("ml", "gpu-only")]
+    transport = efa_status(out)["workloads"]["transport"]
+    assert transport["socket"] == {"pods": 1, "workloads": 1, "requestingFabricPods": 1}
+    assert transport["unknown"]["pods"] == 1
+    assert [error["pods"] for error in transport["readErrors"]] == [1]
+    assert transport["readErrors"][0]["reason"].startswith('403 Forbidden: pods "gpu-only" is forbidden')
+    offenders = efa_status(out)["workloads"]["offenders"]
+    assert [(entry["kind"], entry["name"], entry["problem"]) for entry in offenders if entry["kind"] == "Job"] == [
+        ("Job", "bert", "FabricNotUsed")
+    ]
+    assert [line for line in warnings if "not read" in line] == [
+        "warning: not read (403 Forbidden: grant get on pods/log (the chart's transport.enabled)): 1 pods' logs:"
+        " their transport is unknown (status.workloads.transport.readErrors), not counted as sockets or the fabric"
+    ]
+
+
+async def test_a_live_evaluates_tcp_column_counts_the_pods_on_sockets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with fake_api() as (api, _client):
+        out, _ = await run_live_evaluate(api, tmp_path, capsys, output="wide")
+    assert efa_cell(out, "TCP") == "1"
+
+
+async def test_a_live_evaluate_reads_at_most_its_bound_and_says_what_it_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fabriccap.offline.logs.MAX_CLUSTER_LOG_PODS", 1)
+    async with fake_api() as (api, _client):
+        out, warnings = await run_live_evaluate(api, tmp_path, capsys)
+        assert [path for path, _ in api.log_reads] == [pod_log("ml", "bert-0")]  # the first by name
+    transport = efa_status(out)["workloads"]["transport"]
+    assert transport["unknown"]["pods"] == 1
+    assert transport["readErrors"] == [{"reason": "a live evaluate reads at most 1 pods' logs", "pods": 1}]
+    assert [line for line in warnings if "not read" in line] == [
+        "warning: not read (a live evaluate reads at most 1 pods' logs): 1 pods' logs: their transport is unknown"
+        " (status.workloads.transport.readErrors), not counted as sockets or the fabric"
+    ]
+
+
+async def test_a_live_evaluate_without_transport_reads_no_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with fake_api() as (api, _client):
+        serve_pool(api, healthy_pool(), pods())
+        api.serve(JOBS, "Job", [bert_job()], "10")
+        kubeconfig = write_kubeconfig(tmp_path, api.url)
+        code = await asyncio.to_thread(main, ["evaluate", "--kubeconfig", str(kubeconfig), "-o", "json"])
+        assert api.log_reads == []
+    out, err = capsys.readouterr()
+    assert code == 0 and "transport" not in err and "not read" not in err
+    assert "transport" not in efa_status(out)["workloads"]
+
+
+async def test_log_reads_end_within_their_bounds_in_time() -> None:
+    """A kubelet that sends nothing holds a read ``read_timeout``, and all of them ``max_seconds``:
+    those pods are unknown, with why (the operator's own read would wait 60 s each)."""
+    # 4 at a time (maxConcurrentReads): two rounds of 0.2 s, then a third cut at 0.5 s.
+    names = [f"silent-{number:02}" for number in range(12)]
+    bodies = [workload_pod("n1", name, efa=32) for name in names]
+    index = facts_of([*healthy_pool(), *bodies], ON)
+    async with fake_api() as (api, client):
+        for name in names:
+            api.logs[pod_log("ml", name)] = LogScript(silent=True)
+        reads = PodLogReads(client, ON, index, max_pods=20, bound="-", read_timeout=0.2, max_seconds=0.5)
+        started = asyncio.get_running_loop().time()
+        await reads.read(cluster_log_pods(index))
+        assert asyncio.get_running_loop().time() - started < 3.0
+    assert set(reads.unread) == {("ml", name) for name in names}
+    assert set(reads.unread.values()) == {"no answer within 0.2 s", "not read within 0.5 s"}
+    for name in names:
+        (verdict,) = index.transport[("ml", name)].verdicts
+        assert verdict.verdict is Verdict.UNKNOWN
+    assert [line.partition(")")[0] for line in reads.unread_lines()] == [
+        "not read (no answer within 0.2 s",
+        "not read (not read within 0.5 s",
+    ]
+
+
+def test_a_snapshot_with_transport_on_claims_no_tcp_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A snapshot has no logs: no transport block (its every pod unknown and 0 sockets read as an
+    answer), the TCP column blank as kubectl prints a field not there, and stderr says why."""
+    snapshot = write_json(tmp_path / "cluster.json", {"kind": "List", "items": [*healthy_pool(), *pods()]})
+    config = tmp_path / "config.yaml"
+    config.write_text("transport: {enabled: true}\n")
+    code, out, err = run(["evaluate", "-f", snapshot, "--config", str(config), "-o", "json"], capsys)
+    assert code == 0
+    assert "transport" not in efa_status(out)["workloads"]
+    assert err.splitlines() == [
+        "warning: transport is on in the config, but a snapshot holds no pod logs: status.workloads.transport is"
+        " left out (the TCP column is blank) and no FabricNotUsed offender can be found; evaluate the live"
+        " cluster (no -f) to read the logs the operator reads"
+    ]
+    code, out, _ = run(["evaluate", "-f", snapshot, "--config", str(config), "-o", "wide"], capsys)
+    assert efa_cell(out, "TCP") == "" and efa_cell(out, "NO-FABRIC") == "1"
+    code, out, err = run(["evaluate", "-f", snapshot, "-o", "json"], capsys)
+    assert err == ""  # transport off: nothing to say
+
+
+async def test_a_live_explain_says_which_pods_its_bound_left_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its bound a pod was shown as from a snapshot ('a snapshot has no logs'): live, why."""
+    monkeypatch.setattr("fabriccap.offline.explain.MAX_LIVE_READS", 1)
+    async with fake_api() as (api, _client):
+        serve_pool(api, healthy_pool(), pods())
+        kubeconfig, config = script_logs(api, tmp_path)
+        code = await asyncio.to_thread(
+            main, ["explain", "p5", "--kubeconfig", str(kubeconfig), "--config", str(config), "-o", "json"]
+        )
+        assert [path for path, _ in api.log_reads] == [pod_log("ml", "bert-0")]
+    assert code == 0
+    listed = {pod["name"]: pod for pod in json.loads(capsys.readouterr().out)["pods"]}
+    assert listed["ml/gpu-only"]["read"] is True
+    assert listed["ml/gpu-only"]["reason"] == "explain reads at most 1 pods' logs"
