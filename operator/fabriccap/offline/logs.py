@@ -29,7 +29,7 @@ from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.text import clean_text
 from fabriccap.core.transport import SIGNATURES
 from fabriccap.core.verdicts import REASON_CHARS, ContainerRead, combine, log_is_read
-from fabriccap.offline.owners import MAX_CLUSTER_READ_SECONDS, MAX_REASON, MAX_UNREAD_LINES
+from fabriccap.offline.owners import MAX_CLUSTER_READ_SECONDS, MAX_REASON, commonest_reasons
 
 if TYPE_CHECKING:
     from fabriccap.core.ratelimit import TokenBucket
@@ -131,16 +131,8 @@ class PodLogReads:
 
     def unread_lines(self) -> list[str]:
         """What was left unread, one line per reason (the commonest first, at most
-        ``MAX_UNREAD_LINES``), and what that does to the answer."""
-        by_reason: dict[str, int] = {}
-        for why in self.unread.values():
-            by_reason[why] = by_reason.get(why, 0) + 1
-        ranked = sorted(by_reason.items(), key=lambda item: (-item[1], item[0]))
-        lines = [_unread_line(why, pods) for why, pods in ranked[:MAX_UNREAD_LINES]]
-        rest = sum(pods for _, pods in ranked[MAX_UNREAD_LINES:])
-        if rest:
-            lines.append(_unread_line(f"{len(ranked) - MAX_UNREAD_LINES} other reasons", rest))
-        return lines
+        ``offline.owners.MAX_UNREAD_LINES``), and what that does to the answer."""
+        return [_unread_line(why, len(pods)) for why, pods in commonest_reasons(self.unread)]
 
 
 def _why(outcome: ReadOutcome) -> str | None:

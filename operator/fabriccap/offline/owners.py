@@ -20,9 +20,9 @@ client's timeout. A loop of owners ends the walk by itself
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fabriccap.core.facts import ClaimRef
 from fabriccap.core.references import RefusalHook
@@ -66,6 +66,7 @@ MAX_UNREAD_LINES = 5
 RETRY_PAUSES_SECONDS = (0.5, 1.5)
 
 OwnerKey = tuple[str, str, str]
+K = TypeVar("K")
 CLAIM_API_GROUP = CLAIM_API_VERSION.partition("/")[0]
 
 
@@ -178,15 +179,19 @@ class OwnerReader:
     def unread_lines(self) -> list[str]:
         """What a whole cluster's read left unread, one line per reason (the commonest first,
         at most ``MAX_UNREAD_LINES``), and what that does to the answer."""
-        by_reason: dict[str, list[LookupKey]] = {}
-        for key, why in self.unread_lookups.items():
-            by_reason.setdefault(why, []).append(key)
-        ranked = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
-        lines = [_unread_line(why, keys, self.facts) for why, keys in ranked[:MAX_UNREAD_LINES]]
-        rest = [key for _, keys in ranked[MAX_UNREAD_LINES:] for key in keys]
-        if rest:
-            lines.append(_unread_line(f"{len(ranked) - MAX_UNREAD_LINES} other reasons", rest, self.facts))
-        return lines
+        return [_unread_line(why, keys, self.facts) for why, keys in commonest_reasons(self.unread_lookups)]
+
+
+def commonest_reasons(unread: Mapping[K, str]) -> list[tuple[str, list[K]]]:
+    """What a live read left unread (``unread``: why, by what), grouped by reason: the commonest
+    first, at most ``MAX_UNREAD_LINES``, then the rest together as "N other reasons"; what
+    stderr says, one line each, whatever was read (owners, claims, logs)."""
+    by_reason: dict[str, list[K]] = {}
+    for key, why in unread.items():
+        by_reason.setdefault(why, []).append(key)
+    ranked = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
+    rest = [key for _, keys in ranked[MAX_UNREAD_LINES:] for key in keys]
+    return ranked[:MAX_UNREAD_LINES] + ([(f"{len(ranked) - MAX_UNREAD_LINES} other reasons", rest)] if rest else [])
 
 
 def _unread_line(why: str, keys: Sequence[LookupKey], facts: FactIndex) -> str:
