@@ -781,17 +781,19 @@ class CompileError(ValueError):
 # What Kubernetes' "stored expressions" CEL environment, which the scheduler compiles selectors
 # in, declares beyond what is evaluated here (k8s.io/apiserver@v0.35.4 pkg/cel/environment/
 # base.go: library.URLs, Regex, Lists, IP, CIDR, Format, ext.Sets, TwoVarComprehensions, and
-# CrossTypeNumericComparisons), by the name cel-cpp's checker reports. A selector that uses one
-# compiles on the API server and runs in the scheduler: here it selects nothing (fail closed),
-# and its message says that is this evaluator's limit, not an error in the class.
-KUBERNETES_CEL_NOT_EVALUATED = {
-    **dict.fromkeys(("find", "findAll"), "the regex library"),
-    **dict.fromkeys(("isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"), "the lists library"),
-    **dict.fromkeys(("sets",), "the sets extension"),
+# CrossTypeNumericComparisons). A selector that uses one compiles on the API server and runs in
+# the scheduler: here it selects nothing (fail closed), and its message says that is this
+# evaluator's limit, not an error in the class. Each name with the form it is called in there
+# (``member``: ``x.name(``; ``global``: ``name(``; ``namespace``: ``name.f(``), so a bare
+# identifier or a call of another form (``max > 3``, ``min(1, 2)``) stays a compile error.
+_MEMBER, _GLOBAL, _NAMESPACE = r"\.\s*{}\s*\(", r"(?<![\w.]){}\s*\(", r"(?<![\w.]){}\s*\.\s*\w+\s*\("
+KUBERNETES_CEL_NOT_EVALUATED: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("find", "findAll"), ("the regex library", _MEMBER)),
+    **dict.fromkeys(("isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"), ("the lists library", _MEMBER)),
+    "sets": ("the sets extension", _NAMESPACE),
+    **dict.fromkeys(("ip", "isIP"), ("the IP library", _GLOBAL)),
     **dict.fromkeys(
         (
-            "ip",
-            "isIP",
             "family",
             "isUnspecified",
             "isLoopback",
@@ -800,36 +802,68 @@ KUBERNETES_CEL_NOT_EVALUATED = {
             "isGlobalUnicast",
             "isCanonical",
         ),
-        "the IP library",
+        ("the IP library", _MEMBER),
     ),
-    **dict.fromkeys(("cidr", "isCIDR", "containsIP", "containsCIDR", "masked", "prefixLength"), "the CIDR library"),
+    **dict.fromkeys(("cidr", "isCIDR"), ("the CIDR library", _GLOBAL)),
+    **dict.fromkeys(("containsIP", "containsCIDR", "masked", "prefixLength"), ("the CIDR library", _MEMBER)),
+    **dict.fromkeys(("url", "isURL"), ("the URL library", _GLOBAL)),
     **dict.fromkeys(
-        ("url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"),
-        "the URL library",
+        ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"), ("the URL library", _MEMBER)
     ),
-    **dict.fromkeys(("format", "validate"), "the format library"),
-    **dict.fromkeys(("transformList", "transformMap", "transformMapEntry", "existsOne"), "two-variable comprehensions"),
+    "format": ("the format library", _NAMESPACE),
+    "validate": ("the format library", _MEMBER),
+    **dict.fromkeys(
+        ("transformList", "transformMap", "transformMapEntry", "existsOne"), ("two-variable comprehensions", _MEMBER)
+    ),
 }
-_UNDECLARED = re.compile(r"undeclared reference to '([\w.]+)'|no matching overload for '([^']+)' applied to '\((.*)\)'")
-# all(k, v, ...) and exists(k, v, ...): cel-cpp's checker reads them as calls naming an undeclared k.
-_TWO_VARIABLE_MACRO = re.compile(r"\.\s*(?:all|exists|existsOne|exists_one)\s*\(\s*\w+\s*,\s*\w+\s*,")
-_MIXED_NUMBERS = re.compile(r"\b(?:int|uint)\b.*\bdouble\b|\bdouble\b.*\b(?:int|uint)\b")
+# Overloads the lists library adds to a name the strings extension declares for strings.
+_LIST_OVERLOADS = {"indexOf", "lastIndexOf"}
+_UNDECLARED = re.compile(r"undeclared reference to '([\w.]+)'")
+_UNCHECKED_OVERLOAD = re.compile(r"no matching overload for '([^']+)' applied to '\((.*)\)'")
+# all(k, v, ...) and exists(k, v, ...): cel-cpp's checker reads them as calls naming an
+# undeclared k (or v); the names are the macro's own first two arguments.
+_TWO_VARIABLE_MACRO = re.compile(r"\.\s*(?:all|exists|existsOne|exists_one)\s*\(\s*(\w+)\s*,\s*(\w+)\s*,")
+_TWO_VARIABLE_MACRO_NAMES = {"all", "exists", "existsOne", "exists_one"}
+_NUMBERS = {"int", "uint", "double"}
+_ERROR_LINE = re.compile(r"ERROR: <input>:(\d+:\d+: .*)")
+
+
+def _not_evaluated_anywhere_here(expression: str, error: Exception) -> str | None:
+    """The part of Kubernetes' CEL a selector uses that is evaluated nowhere here, when every
+    error the checker reports comes from such a part; None when any is a compile error of its
+    own (a typo beside a two-variable comprehension is a typo)."""
+    lines = _ERROR_LINE.findall(str(error)) or [_first_line_of(error)]
+    found = [_not_evaluated_here(expression, line) for line in lines]
+    return found[0] if all(found) else None
+
+
 _COMPARISONS = {"_<_", "_<=_", "_>_", "_>=_"}
 
 
 def _not_evaluated_here(expression: str, message: str) -> str | None:
     """Which part of Kubernetes' CEL a compile error names, if it names one evaluated nowhere
-    here: then the class is valid to the API server and the scheduler."""
-    found = _UNDECLARED.search(message)
-    if found is None:
+    here, called as Kubernetes' CEL calls it: then the class is valid to the API server and the
+    scheduler. None for anything else (a typo, a wrong operand): a compile error."""
+    if (undeclared := _UNDECLARED.search(message)) is not None:
+        name = undeclared.group(1)
+        macros = _TWO_VARIABLE_MACRO.findall(expression)
+        if any(name in pair for pair in macros) or (macros and name in _TWO_VARIABLE_MACRO_NAMES):
+            return "two-variable comprehensions"
+        known = KUBERNETES_CEL_NOT_EVALUATED.get(name)
+        if known is not None and re.search(known[1].format(re.escape(name)), expression):
+            return known[0]
+        # A namespace's function (``contains`` of ``sets.contains(``) is reported apart from it.
+        for namespace, (library, form) in KUBERNETES_CEL_NOT_EVALUATED.items():
+            if form == _NAMESPACE and re.search(rf"(?<![\w.]){namespace}\s*\.\s*{re.escape(name)}\s*\(", expression):
+                return library
         return None
-    if found.group(1) and _TWO_VARIABLE_MACRO.search(expression):
-        return "two-variable comprehensions"
-    name, overload, arguments = found.group(1) or found.group(2), found.group(2), found.group(3) or ""
-    if overload in _COMPARISONS and _MIXED_NUMBERS.search(arguments):
-        return "cross-type numeric comparisons"
-    head = name.partition(".")[0]
-    return KUBERNETES_CEL_NOT_EVALUATED.get(name) or KUBERNETES_CEL_NOT_EVALUATED.get(head)
+    if (overload := _UNCHECKED_OVERLOAD.search(message)) is not None:
+        name, arguments = overload.group(1), [a.strip() for a in overload.group(2).split(",")]
+        if name in _COMPARISONS and set(arguments) <= _NUMBERS and "double" in arguments and len(set(arguments)) == 2:
+            return "cross-type numeric comparisons"
+        if name in _LIST_OVERLOADS and arguments[0].startswith("list("):
+            return KUBERNETES_CEL_NOT_EVALUATED[name][0]
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -867,9 +901,10 @@ def compile_selector(expression: str, max_cost: int = CEL_SELECTOR_EXPRESSION_MA
             program = environment().compile(expression)
         except RuntimeError as error:
             said = one_line(_first_line_of(error))
-            if (library := _not_evaluated_here(expression, said)) is not None:
+            if (library := _not_evaluated_anywhere_here(expression, error)) is not None:
                 raise CompileError(
-                    f"uses {library} of Kubernetes' CEL, which fabriccap does not evaluate (the scheduler does): {said}"
+                    f"uses {library} of Kubernetes' CEL, which fabriccap does not evaluate"
+                    f" (the scheduler does, if the class is valid): {said}"
                 ) from None
             raise CompileError(f"compile error: {said}") from None
     result = program.return_type()

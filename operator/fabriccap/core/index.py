@@ -691,6 +691,10 @@ class FactIndex:
         errors: list[ClassError] = []
         published: dict[tuple[str, str], set[str]] = {}
         skipped: set[tuple[str, str]] = set()
+        # Skipped pools, decided once the claims are read: (driver, pool) -> why, whether its
+        # slices hold the fabric's devices (or may), and whether the scheduler skips it too.
+        judged: dict[tuple[str, str], tuple[str, bool, bool]] = {}
+        shown: list[str] = []  # why pools that hold the fabric's devices are not counted
         for (driver, pool), members in sorted(pools.items()):
             # The pool name was cleaned when the slice was read; the driver is kept as written
             # (claims name it), so it is cleaned here, where it reaches a message.
@@ -699,6 +703,7 @@ class FactIndex:
             if unreadable:
                 # What the slice holds is not known: it may hold the fabric's devices.
                 problems.extend(unreadable)
+                shown.extend(unreadable)
                 skipped.add((driver, pool))
                 continue
             latest = max(member.generation for member in members)
@@ -740,17 +745,13 @@ class FactIndex:
             # target node that advertises less.
             seen += devices + tainted + elsewhere
             counter_sets = [counter_set for member in current for counter_set in member.counter_sets]
-            problem = _pool_problem(label, latest, current, counter_sets, driver in unplaced)
-            if problem is not None:
+            found = _pool_problem(label, latest, current, counter_sets, driver in unplaced)
+            if found is not None:
                 skipped.add((driver, pool))
                 # A device a class failed on may be the fabric's.
-                holds_fabric = devices + tainted + elsewhere > 0 or any(
-                    member.count_of(fabric).errors for member in current
-                )
-                if holds_fabric:
-                    problems.append(problem)
-                else:
-                    notes.append(f"{problem}: not counted, as the scheduler skips it; it holds no {fabric} device")
+                errors_on = any(member.count_of(fabric).errors for member in current)
+                in_slices = devices + tainted + elsewhere > 0 or errors_on
+                judged[(driver, pool)] = (*found, in_slices)
                 continue
             drawing = sum(len(member.count_of(fabric).demands) for member in current)
             if drawing:
@@ -769,6 +770,19 @@ class FactIndex:
             published,
             lambda driver, pool: (driver, pool) in skipped or driver in unplaced,
         )
+        for key, (problem, scheduler_skips, in_slices) in judged.items():
+            why = f"{problem}: not counted, as the scheduler skips it" if scheduler_skips else problem
+            # Its devices a claim holds count as the fabric's too (DRANET moved them into a
+            # pod): "it holds no efa device" was said of a pool whose every device a job held.
+            if in_slices or held_back.get(key, 0):
+                problems.append(problem)
+                shown.append(why)
+            else:
+                notes.append(f"{why}; it holds no {fabric} device")
+        if count + allocated > 0:
+            # The node still counts (another pool's devices): the pool skipped is said in every
+            # message, Ready=True's too; a node that counts none says it as why (``problem``).
+            notes.extend(shown)
         for key, by_rule in sorted(unpublished_tainted.items()):
             if key not in rule_tainted:
                 notes.append(key)
@@ -776,7 +790,7 @@ class FactIndex:
             for rule_name, rule_devices in by_rule.items():
                 into[rule_name] = into.get(rule_name, 0) + rule_devices
             seen += sum(by_rule.values())
-        seen += allocated + held_back
+        seen += allocated + sum(held_back.values())
         said = tuple(
             note if isinstance(note, str) else self._rule_tainted_note(*note, rule_tainted[note]) for note in notes
         )
@@ -826,10 +840,10 @@ class FactIndex:
         classes: frozenset[str],
         published: dict[tuple[str, str], set[str]],
         skipped: Callable[[str, str], bool],
-    ) -> tuple[int, int, dict[tuple[str, str], dict[str, int]]]:
+    ) -> tuple[int, dict[tuple[str, str], int], dict[tuple[str, str], dict[str, int]]]:
         """Devices of ``classes`` allocated to the node's claims that its slices no longer list
-        (each once, however many claims share it): how many count, how many do not because
-        their (driver, pool) is ``skipped`` (its pool is incomplete, invalid or unreadable, so
+        (each once, however many claims share it): how many count, how many of each (driver,
+        pool) do not because it is ``skipped`` (its pool is incomplete, invalid or unreadable, so
         none of its devices counts), and per (driver, pool) per rule those a DeviceTaintRule
         taints. A rule matches such a device by the driver, pool and name its allocation result
         gives, as it would in a slice (KEP-5055: "allocated devices where a DeviceTaintRule
@@ -843,12 +857,13 @@ class FactIndex:
                 ):
                     unpublished.add((device.driver, device.pool, device.device))
         rules = self.class_view().taint_rules
-        counted, held_back = 0, 0
+        counted = 0
+        held_back: dict[tuple[str, str], int] = {}
         tainted: dict[tuple[str, str], dict[str, int]] = {}
         of_pool: dict[tuple[str, str], SliceRules | None] = {}  # gathered once per (driver, pool)
         for driver, pool, name in unpublished:
             if skipped(driver, pool):
-                held_back += 1
+                held_back[(driver, pool)] = held_back.get((driver, pool), 0) + 1
                 continue
             if (driver, pool) not in of_pool:
                 of_pool[(driver, pool)] = rules.for_slice(driver, pool)
@@ -964,10 +979,23 @@ CLAIM_FACTS: Table[NamespacedKey, ClaimFacts] = Table("resourceclaims", True, _n
 
 def _pool_problem(
     label: str, generation: int, current: list[SliceFacts], counter_sets: list[CounterSet], unplaced: bool
+) -> tuple[str, bool] | None:
+    """Why a pool whose slices of its latest ``generation`` are ``current`` (``label`` names it)
+    is not counted, and whether the scheduler skips it too; None when it counts. ``unplaced``: a
+    slice of its driver on the node names no pool it can be told from (``FactIndex.dra_devices``):
+    the scheduler reads such a pool, fabriccap cannot tell what is in it."""
+    problem = _skipped_by_the_scheduler(label, generation, current, counter_sets)
+    if problem is not None:
+        return problem, True
+    if unplaced:
+        return f"{label} not counted: a ResourceSlice of its driver whose pool cannot be read may belong to it", False
+    return None
+
+
+def _skipped_by_the_scheduler(
+    label: str, generation: int, current: list[SliceFacts], counter_sets: list[CounterSet]
 ) -> str | None:
-    """Why the scheduler skips a pool whose slices of its latest ``generation`` are
-    ``current`` (``label`` names it); None when it counts. ``unplaced``: a slice of its driver
-    on the node names no pool it can be told from (``FactIndex.dra_devices``)."""
+    """Why the scheduler skips the pool (incomplete or invalid), or None."""
     duplicate = _duplicate_device(member.device_names for member in current)
     if duplicate is not None:
         # The scheduler marks such a pool invalid and skips it (k8s.io/dynamic-resource-
@@ -993,8 +1021,6 @@ def _pool_problem(
         # Invalid to the scheduler, as for a duplicate device name
         # (structured/internal/incubating/pools_incubating.go, buildPool).
         return f"{label} is invalid: {invalid}"
-    if unplaced:
-        return f"{label} not counted: a ResourceSlice of its driver whose pool cannot be read may belong to it"
     return None
 
 

@@ -135,8 +135,8 @@ def test_a_slice_whose_pool_cannot_be_read_skips_every_pool_of_its_driver() -> N
     devices = read_as_the_operator(resource_slice("n1", efa=32), nameless, gpu)
     assert (devices.count, devices.seen) == (0, 32)
     assert devices.problem == (
-        "driver dra.net pool n1 not counted: a ResourceSlice of its driver whose pool cannot be read may"
-        " belong to it; ResourceSlice n1-nameless: spec.pool.name is missing"
+        "ResourceSlice n1-nameless: spec.pool.name is missing; driver dra.net pool n1 not counted: a"
+        " ResourceSlice of its driver whose pool cannot be read may belong to it"
     )
     assert devices.notes == ()
 
@@ -178,3 +178,38 @@ def test_an_admin_access_request_is_not_the_fabric_alone_or_beside_another_reque
     assert claim_request_classes(alone, allocated_alone) == ()
     assert claim_request_classes(with_gpu, None) == (("gpu", "gpu.nvidia.com"),)
     assert claim_request_classes(with_gpu, allocated_with_gpu) == (("gpu", "gpu.nvidia.com"),)
+
+
+def test_a_skipped_pool_holding_the_fabrics_devices_is_said_even_when_every_node_counts_the_same() -> None:
+    """Review 66e F1: d2's second DRANET pool (8 EFA devices) is mid-republish (1 of 2 slices):
+    skipped, while both nodes count 32 from their complete pools, so the pool is Ready. The
+    skipped pool was said only in a failing condition's message, never in Ready=True's; a GPU
+    pool's skip (a note) was, so the case that mattered was the one hidden."""
+    bodies = dra_pool(count=32, nodes=2)
+    bodies.append(resource_slice("d2", efa=8, pool="d2-extra", slice_count=2, part=5, name="d2-extra"))
+    status = only_status(bodies)
+    assert reason(status, "Ready") == ("True", "UniformCapability"), message(status, "Ready")
+    assert "driver dra.net pool d2-extra has 1 of 2 ResourceSlices of generation 1" in message(status, "Ready")
+
+
+def test_a_skipped_pool_whose_fabric_devices_a_job_holds_is_not_said_to_hold_none() -> None:
+    """Review 66e F2: DRANET moved its 4 interfaces into a pod (the claim holds them; the slice
+    lists none) while its pool is mid-republish. The 4 are not counted, as the scheduler skips
+    the pool; the node said "it holds no efa device" and named no problem for its 0."""
+    efa = [f"pci-0000-{0x10 + index:02x}-1b-0" for index in range(100, 104)]
+    devices = dra(resource_slice("n1", efa=0, slice_count=2), allocated_claim("n1", efa, name="c"))
+    assert (devices.count, devices.seen) == (0, 4)
+    assert devices.problem == "driver dra.net pool n1 has 1 of 2 ResourceSlices of generation 1"
+    assert not any("holds no" in note for note in devices.notes), devices.notes
+
+
+def test_a_pool_skipped_for_a_nameless_slice_is_not_said_to_be_skipped_by_the_scheduler() -> None:
+    """Review 66e F4: the GPU driver's pool is complete and valid to kube-scheduler; only
+    fabriccap cannot tell whether a slice it cannot read belongs to it."""
+    nameless = resource_slice("n1", efa=0, driver=GPU_DRIVER, name="n1-gpu-nameless")
+    del nameless["spec"]["pool"]["name"]
+    gpu = resource_slice("n1", efa=0, driver=GPU_DRIVER, name="n1-gpu")
+    devices = read_as_the_operator(resource_slice("n1", efa=32), nameless, gpu)
+    assert devices.count == 32
+    assert not any("as the scheduler skips it" in note for note in devices.notes), devices.notes
+    assert any(note.startswith(f"driver {GPU_DRIVER} pool n1 not counted: ") for note in devices.notes), devices.notes
