@@ -28,7 +28,7 @@ from fabriccap.core.workload_explain import WorkloadExplanation, explain_workloa
 from fabriccap.core.workload_kinds import WorkloadKind
 from fabriccap.offline.logs import PodLogReads
 from fabriccap.offline.owners import OwnerReader
-from fabriccap.offline.pipeline import live_facts, live_object
+from fabriccap.offline.pipeline import drop_unread_transport, live_facts, live_object
 from fabriccap.offline.render import align
 
 if TYPE_CHECKING:
@@ -124,8 +124,14 @@ async def read_pod_logs(client: KubeClient, config: Config, facts: FactIndex, po
 
 def explanation_object(explanation: PoolExplanation) -> dict[str, Any]:
     """``-o json``: the per-node view, and the status ``evaluate`` computes for the pool
-    (without generations or transition times: no object was written)."""
-    return explanation.to_json()
+    (without generations or transition times: no object was written); without its transport
+    block when no pod's log was read (a snapshot), as ``evaluate -f`` prints it."""
+    obj = explanation.to_json()
+    if explanation.pods and not any(pod.read for pod in explanation.pods):
+        status = obj.get("status")
+        if isinstance(status, dict):
+            drop_unread_transport(status)
+    return obj
 
 
 def _cell(value: object) -> str:

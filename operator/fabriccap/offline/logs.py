@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from fabriccap.core.config import Config
 from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.text import clean_text
-from fabriccap.core.transport import SIGNATURES
+from fabriccap.core.transport import SIGNATURES, Verdict
 from fabriccap.core.verdicts import REASON_CHARS, ContainerRead, combine, log_is_read
 from fabriccap.offline.owners import MAX_CLUSTER_READ_SECONDS, MAX_REASON, commonest_reasons
 
@@ -90,10 +90,13 @@ class PodLogReads:
             )
             reads: list[ContainerRead | None] = [read for read, _ in outcomes]
             reads += [None] * pod.unread_containers  # past the cap: never fabric
+            transport = combine(pod.uid, fabrics, reads)
             why = next((why for _, why in outcomes if why), None)
-            if why is not None:
+            # Said unread only when that left its verdict unknown: another container's log
+            # that shows sockets makes the pod's verdict sockets, counted (review 66f F6).
+            if why is not None and all(entry.verdict is Verdict.UNKNOWN for entry in transport.verdicts):
                 self.unread[key] = why
-            self.facts.put_transport(key, combine(pod.uid, fabrics, reads))
+            self.facts.put_transport(key, transport)
 
         await asyncio.gather(*(read_pod(key) for key in pods[: self.max_pods]))
         for key in pods[self.max_pods :]:

@@ -192,6 +192,15 @@ NO_LOGS_IN_A_SNAPSHOT = (
 )
 
 
+def drop_unread_transport(status: dict[str, Any]) -> None:
+    """Take ``status.workloads.transport`` out of a status computed without reading any log (a
+    snapshot): its counts would be every pod ``unknown`` and ``0`` sockets, which reads as an
+    answer. ``evaluate`` and ``explain`` print such a status alike (review 66f F7)."""
+    workloads = status.get("workloads")
+    if isinstance(workloads, dict):
+        workloads.pop("transport", None)
+
+
 def evaluation_objects(evaluation: Evaluation, now: str | None = None, logs: bool = True) -> list[dict[str, Any]]:
     """The objects as a fresh operator would publish them (generation 1, transitions now).
     Without ``logs`` (a snapshot: none were read), no ``status.workloads.transport``: its
@@ -201,7 +210,7 @@ def evaluation_objects(evaluation: Evaluation, now: str | None = None, logs: boo
     for capability in evaluation.capabilities:
         obj = capability.to_object()
         if not logs:
-            (obj["status"].get("workloads") or {}).pop("transport", None)
+            drop_unread_transport(obj["status"])
         obj["metadata"]["generation"] = 1
         obj["status"] = stamp_status(obj["status"], None, generation=1, now=timestamp)
         objects.append(obj)

@@ -7,7 +7,10 @@ through a fake API server, the same streamed read the operator does, bounded (re
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from fabriccap.core.explain import PodExplanation
 from fabriccap.core.transport import Verdict
 from fabriccap.core.verdicts import FabricVerdict, PodTransport
 from fabriccap.core.workload_explain import NOTHING_TO_CHANGE, explain_workload
+from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import DAEMON_SETS, NODES, PODS, ApiResource, pod_log
 from fabriccap.offline.explain import explain, format_explain_output
 from fabriccap.offline.logs import PodLogReads, cluster_log_pods
@@ -28,9 +32,10 @@ from fabriccap_devtools.world import NODEGROUP, owner_reference, workload_pod
 from support.builders import facts_of, healthy_pool
 from support.cli import run, write_json, write_kubeconfig
 from support.fakeapi import LogScript, fake_api
-from support.nccl import corpus_log
+from support.nccl import REPO_ROOT, corpus_log
 
 ON = build_config({"transport": {"enabled": True}})
+EXAMPLE = REPO_ROOT / "examples" / "eks-cluster.json"
 SOCKET_LINE = "ip-10-0-0-1:41:52 [0] NCCL INFO Using network Socket"
 EFA = "vpc.amazonaws.com/efa"
 
@@ -372,3 +377,48 @@ async def test_a_live_explain_says_which_pods_its_bound_left_unread(
     listed = {pod["name"]: pod for pod in json.loads(capsys.readouterr().out)["pods"]}
     assert listed["ml/gpu-only"]["read"] is True
     assert listed["ml/gpu-only"]["reason"] == "explain reads at most 1 pods' logs"
+
+
+class SocketsAndRefused:
+    """Container ``node``'s log shows NCCL on sockets (a real log of the corpus); ``node2``'s read
+    is refused (403)."""
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, params: Any, **_: Any) -> AsyncIterator[AsyncIterator[bytes]]:
+        if params["container"] == "node2":
+            raise KubeError('pods "two" is forbidden', status=403)
+        body = corpus_log("nccl-tests-166-channels-socket.log")
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield body if isinstance(body, bytes) else body.encode()
+
+        yield chunks()
+
+
+async def test_a_pod_one_of_whose_logs_shows_sockets_is_not_said_unread() -> None:
+    """Review 66f F6: one container's log proves sockets and the other's read is refused: the
+    pod is judged by what was read (sockets, counted in TCP), and stderr said its transport was
+    unknown, "not counted as sockets"."""
+    on = build_config({"transport": {"enabled": True}})
+    pod = workload_pod("n1", "two", efa=32)
+    second = copy.deepcopy(pod["spec"]["containers"][0]) | {"name": "node2"}
+    pod["spec"]["containers"].append(second)
+    pod["status"]["containerStatuses"].append(copy.deepcopy(pod["status"]["containerStatuses"][0]) | {"name": "node2"})
+    index = facts_of([*healthy_pool(), pod], on)
+    reads = PodLogReads(SocketsAndRefused(), on, index, max_pods=20, bound="-")  # type: ignore[arg-type]
+    await reads.read(cluster_log_pods(index))
+    (verdict,) = index.transport[("ml", "two")].verdicts
+    assert verdict.verdict is Verdict.SOCKET
+    assert reads.unread_lines() == []
+
+
+def test_explain_of_a_snapshot_prints_no_transport_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 66f F7: with transport on, ``evaluate -f`` leaves ``status.workloads.transport``
+    out (no log was read: 0 sockets would read as an answer); ``explain -f -o json`` of the same
+    pool printed it, 0 sockets."""
+    config = tmp_path / "config.yaml"
+    config.write_text("transport: {enabled: true}\n")
+    code, out, err = run(["explain", "p5-training", "-f", str(EXAMPLE), "--config", str(config), "-o", "json"], capsys)
+    assert code == 0, err
+    workloads = json.loads(out)["status"]["workloads"]
+    assert "transport" not in workloads and workloads["requestingFabric"]["pods"] > 0
