@@ -7,10 +7,12 @@ paths the admission policy reads, and judged the same way: a template selects a 
 In [value]``; it needs the fabric when it requests an accelerator and neither the fabric nor a
 claim, on a pool that offers the fabric (the operator's ``withoutFabric`` rule). The change gives
 each such pod the pool's count per node (``resourcesPerNode``), or its share of it when the pod
-takes part of a node's accelerators, split over its accelerator containers; it lowers a request
-above the count to it. It is a JSON patch (RFC 6902), or for a kind that carries per-node
-resources itself a merge patch of those; for a kind whose pod template cannot change in place,
-the paths and values to set in the manifest; "nothing to change" otherwise.
+takes part of a node's accelerators, split over its accelerator containers (a shared resource's
+1 to each of them); it lowers a request above the count to it. On a pool that offers the fabric
+only through DRA it is the claim FabricNotRequested names (``recommended_claim``). It is a
+JSON patch (RFC 6902), or for a kind that carries per-node resources itself a merge patch of
+those; for a kind whose pod template cannot change in place, the paths and values to set in the
+manifest; "nothing to change" otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fabriccap.core.api import ExactDeviceRequest
 from fabriccap.core.config import Config, FabricProfile
 from fabriccap.core.evaluate import Evaluation, PoolCapability
 from fabriccap.core.explain import PodExplanation, pod_explanation
@@ -47,9 +50,11 @@ from fabriccap.core.workloads import (
     NOT_USED_VERDICTS,
     OWNER_LOOKUP_KINDS,
     LookupKey,
+    claim_words,
     nccl_uses,
     owner_chain,
     owner_loop,
+    recommended_claim,
     top_owner,
 )
 
@@ -161,23 +166,33 @@ def _term_selects(term: Any, key: str, value: str) -> bool:
 
 
 def _count_of(capability: PoolCapability) -> int | None:
+    """The extended resource's count the pool's recommendation gives (``resourcesPerNode``): a
+    node's, or for a shared resource each pod's 1. None where it recommends none: not Ready, or
+    the fabric is offered only through DRA (``recommended_claim``), where no node advertises the
+    extended resource and a pod that asks for it stays Pending."""
     status = capability.status
     recommendation = status.recommendation
     if recommendation is not None and recommendation.resources_per_node:
         amount = recommendation.resources_per_node.get(status.resource_name)
         if amount is not None:
             return parse_quantity(amount)
-    return status.uniform_count
+    return None
 
 
-def _offers(capability: PoolCapability | None, resource: str) -> str:
+def _offers(capability: PoolCapability | None, resource: str, shared: bool) -> str:
     if capability is None:
         return f"no pool of {resource} that this workload selects or runs on"
     status = capability.status
     count = _count_of(capability)
     ready = status.condition("Ready")
     if status.is_ready:
-        per_node = f"{resource}: {count} per node" if count else resource
+        claim = recommended_claim(status)
+        if claim is not None:
+            per_node = claim_words(claim)
+        elif shared and count:
+            per_node = f"{resource}: {count} per pod, shared by up to {status.uniform_count} pods per node"
+        else:
+            per_node = f"{resource}: {count} per node" if count else resource
         return f"{per_node}, Ready ({status.nodes} nodes now)"
     reason = ready.reason if ready is not None else "NotReady"
     return f"{resource} not Ready ({reason}): kubectl describe fcap {capability.name}"
@@ -212,13 +227,24 @@ def _split(total: int, weights: Sequence[int]) -> list[int]:
     return parts
 
 
+@dataclass(frozen=True, slots=True)
+class NodeAccelerators:
+    """What a node of the pool carries of each accelerator resource (``counts``: the most any
+    of its accelerator nodes carries; empty when not known), and whether its nodes differ."""
+
+    counts: Mapping[str, int]
+    differ: bool = False
+
+
 def node_accelerators(
     profile: FabricProfile, capability: PoolCapability, index: FactIndex, accelerators: Sequence[str]
-) -> dict[str, int]:
-    """What one node of the pool carries of each accelerator resource, when its nodes agree: their
-    allocatable; with no accelerator node (an empty NodePool), the catalog's count for every type
-    it may launch with the fabric, when those agree. Empty when not known (nodes that differ, a
-    type the catalog lacks): a pod is then taken to take the node."""
+) -> NodeAccelerators:
+    """What a node of the pool carries of each accelerator resource: the most its accelerator
+    nodes' allocatable holds; with no accelerator node (an empty NodePool), the most the catalog
+    gives a type it may launch with the fabric. The most, not the commonest, when they differ (a
+    GPU lost to an Xid: 7 of 8): a share of the most is a share of no more on every node, so the
+    pods that fill any node never ask it for more of the fabric than it has. Empty when not known
+    (a type the catalog lacks): a pod is then taken to take the node."""
     carried = {
         tuple(node.allocatable_of(a) for a in accelerators)
         for node in index.members(capability.pool)
@@ -233,10 +259,10 @@ def node_accelerators(
         )
         if types and all(t is not None for t in types):
             carried = {tuple(t.resources.get(a, 0) for a in accelerators) for t in types if t is not None}
-    if len(carried) != 1:
-        return {}
-    (counts,) = carried
-    return {a: n for a, n in zip(accelerators, counts, strict=True) if n > 0}
+    if not carried:
+        return NodeAccelerators({})
+    most = {a: n for i, a in enumerate(accelerators) if (n := max(counts[i] for counts in carried)) > 0}
+    return NodeAccelerators(most, differ=len(carried) > 1)
 
 
 def pod_share(count: int, asked: Mapping[str, int], carried: Mapping[str, int]) -> int:
@@ -253,12 +279,27 @@ def pod_share(count: int, asked: Mapping[str, int], carried: Mapping[str, int]) 
     return max(1, min(count, share))
 
 
+def _settings_of(base: str, resources: Mapping[str, Any] | None, resource: str, value: int) -> list[_Setting]:
+    """``value`` of ``resource`` for the resources at ``base``: in the limits, and in the
+    requests too where they name it (an explicit ``"0"`` as well): an extended resource's request
+    must equal its limit, and one left out defaults to it."""
+    requests = resources.get("requests") if resources is not None else None
+    named = isinstance(requests, Mapping) and resource in requests
+    return [_Setting(base, resources, part, value) for part in ("limits", *(("requests",) if named else ()))]
+
+
 def _settings_to_add(
-    template_pointer: str, spec: Mapping[str, Any], accelerators: Sequence[str], total: int
+    template_pointer: str,
+    spec: Mapping[str, Any],
+    accelerators: Sequence[str],
+    resource: str,
+    total: int,
+    shared: bool,
 ) -> list[_Setting]:
     """``total`` of the fabric for the pod, on the containers that request an accelerator, in
-    proportion to what they request of them (an extended resource's request defaults to its
-    limit, so it goes in the limits)."""
+    proportion to what they request of them. For a shared resource ``total`` is what each of
+    them asks (the recommendation's 1): it counts the pods that may share a node's devices, not
+    the devices, and its device plugin gives them only to a container that requests it."""
     asking = [
         (index, container, weight)
         for index, container in _containers(spec)
@@ -266,11 +307,14 @@ def _settings_to_add(
     ]
     if not asking:
         return []
-    parts = _split(total, [weight for _, _, weight in asking])
+    parts = [total] * len(asking) if shared else _split(total, [weight for _, _, weight in asking])
     return [
-        _Setting(f"{template_pointer}/spec/containers/{index}/resources", _resources(container), "limits", part)
+        setting
         for (index, container, _), part in zip(asking, parts, strict=True)
         if part > 0
+        for setting in _settings_of(
+            f"{template_pointer}/spec/containers/{index}/resources", _resources(container), resource, part
+        )
     ]
 
 
@@ -279,16 +323,14 @@ def _settings_to_lower(
 ) -> list[_Setting]:
     """A pod's request of ``resource`` lowered to ``total``: ``asking`` holds the resources that
     request it (their JSON pointer, what they are, how much they request), and ``total`` is split
-    over them in proportion, in every part (limits, requests) that names it: an extended
-    resource's request and limit must be equal."""
+    over them in proportion."""
     if not asking:
         return []
     parts = _split(total, [weight for _, _, weight in asking])
     return [
-        _Setting(base, resources, part_name, part)
+        setting
         for (base, resources, _), part in zip(asking, parts, strict=True)
-        for part_name in ("limits", "requests")
-        if resources is not None and isinstance(values := resources.get(part_name), Mapping) and resource in values
+        for setting in _settings_of(base, resources, resource, part)
     ]
 
 
@@ -437,6 +479,8 @@ def explain_workload(
     capability = next((c for c in capabilities if (c.pool.key, c.pool.value) == chosen), None)
     count = _count_of(capability) if capability is not None else None
     ready = capability is not None and capability.status.is_ready
+    # Where the pool offers the fabric only through DRA, a claim is asked for, not the resource.
+    claim = recommended_claim(capability.status) if capability is not None and ready else None
     unoffered = capability is not None and not capability.offers_fabric
     if unoffered:
         # The operator's withoutFabric rule: where the pool cannot offer the fabric, no pod needs it.
@@ -447,22 +491,34 @@ def explain_workload(
     # A template that selects no pool but whose pods run on a Ready one needs it just as much.
     if not needing and capability is not None and running:
         needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
-    # Pods that ask a node for more of the fabric than it has stay Pending for good.
-    too_much = [t for t in templates if ready and count and t.fabric and not t.claims and int(t.fabric) > count]
+    # On a pool that offers it only through DRA, a request of the extended resource stays Pending.
+    claimed_instead = claim is not None and bool(needing or [t for t in templates if t.fabric and not t.claims])
+    # Pods that ask a node for more of the fabric than it has stay Pending for good. A shared
+    # resource's count is what each pod asks, not what a node has: asking more still schedules.
+    too_much = [
+        t
+        for t in templates
+        if ready and count and not profile.shared and t.fabric and not t.claims and int(t.fabric) > count
+    ]
     settings: list[_Setting] = []
     shares: list[str] = []
     if ready and count:
-        carried = node_accelerators(profile, capability, index, accelerators) if capability is not None else {}
+        carried = (
+            node_accelerators(profile, capability, index, accelerators)
+            if capability is not None
+            else NodeAccelerators({})
+        )
         by_pointer = dict(specs)
         for view in needing:
             asked_counts = {a: int(n) for a, n in view.accelerators.items()}
-            share = pod_share(count, asked_counts, carried)
-            if share < count:
-                shares.append(_share_said(view, carried, count, share))
+            share = count if profile.shared else pod_share(count, asked_counts, carried.counts)
+            if (said := _share_said(view, carried, count, share, profile.shared)) is not None:
+                shares.append(said)
             if view.pointer == per_node_pointer:
-                settings.append(_Setting(view.pointer, per_node_resources, "limits", share))
+                settings += _settings_of(view.pointer, per_node_resources, resource, share)
             else:
-                settings += _settings_to_add(view.pointer, by_pointer[view.pointer], accelerators, share)
+                spec = by_pointer[view.pointer]
+                settings += _settings_to_add(view.pointer, spec, accelerators, resource, share, profile.shared)
         for view in too_much:
             if view.pointer == per_node_pointer:
                 settings += _settings_to_lower([(view.pointer, per_node_resources, 1)], resource, count)
@@ -474,6 +530,7 @@ def explain_workload(
                     if (weight := _amount(c, resource)) > 0
                 ]
                 settings += _settings_to_lower(asking, resource, count)
+    advised = bool(settings) or claimed_instead
     if unoffered and capability is not None and any(t.accelerators or t.fabric for t in templates):
         # The operator's withoutFabric rule: no request of the fabric can be met here, so none is
         # advised; a request already made keeps its pods Pending.
@@ -487,7 +544,7 @@ def explain_workload(
             f"and neither its instance types nor its NodePool can give it (kubectl describe fcap {capability.name}): "
             f"to use {resource}, run it on a pool of instance types that have it"
         )
-    elif settings and looped:
+    elif advised and looped:
         change = (
             f"none until the owner loop is fixed: {_round_once(f'{kind.kind} {namespace}/{name}', identity, owners)}"
         )
@@ -495,9 +552,22 @@ def explain_workload(
             f"the owners of {kind.kind} {namespace}/{name} name each other as controller, so none of them is the "
             f"top one that makes it: fix their ownerReferences, then explain it again"
         )
-    elif settings and count and top is not None:
+    elif advised and top is not None:
         field = _request_field(kind, top, owners)
-        change, note = _change_on_owner(kind, namespace, name, top, field, resource, count, held, unread or {})
+        if claim is not None:
+            request = (claim_words(claim), "")
+        elif profile.shared:
+            request = (resource, f": {count} in each accelerator container (a shared resource)")
+        else:
+            request = (
+                resource,
+                f": {count} per pod that takes a node's accelerators, its share of {count} for one that takes part "
+                "of them, split over its accelerator containers",
+            )
+        change, note = _change_on_owner(kind, namespace, name, top, field, request, held, unread or {})
+    elif claimed_instead and claim is not None and capability is not None:
+        pending = max((int(t.fabric) for t in templates if t.fabric and not t.claims), default=0)
+        change, note = _claim_change(claim, capability, resource, pending)
     elif settings and count:
         target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
         notes: list[str] = []
@@ -527,7 +597,11 @@ def explain_workload(
         note = "; ".join(notes) or None
     elif needing and capability is not None and not ready:
         note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
-    elif capability is None and (most := max((int(t.fabric) for t in templates if t.fabric), default=0)):
+    elif (
+        capability is None
+        and not profile.shared
+        and (most := max((int(t.fabric) for t in templates if t.fabric), default=0))
+    ):
         change, note = _beyond_every_pool(capabilities, resource, most) or (change, note)
     # The top its pods are reported under: the object itself when nothing owns it.
     named_top = top if top is not None or looped else ObjectRef(api_version, kind.kind, namespace, name)
@@ -560,7 +634,7 @@ def explain_workload(
         capability=capability.name if capability is not None else None,
         pool=f"{chosen[0]}={chosen[1]}" if chosen else None,
         ready=ready,
-        offers=_offers(capability, resource),
+        offers=_offers(capability, resource, profile.shared),
         runs_on=[
             f"{key}={value} ({pods} pod{'s' if pods != 1 else ''})" for (key, value), pods in sorted(running.items())
         ],
@@ -572,12 +646,52 @@ def explain_workload(
     )
 
 
-def _share_said(view: TemplateView, carried: Mapping[str, int], count: int, share: int) -> str:
-    asked = ", ".join(f"{n} of {carried.get(a, 0)} {a}" for a, n in view.accelerators.items())
+def _share_said(
+    view: TemplateView,
+    carried: NodeAccelerators,
+    count: int,
+    share: int,
+    shared: bool,
+) -> str | None:
+    """The note on what a pod of ``view`` is told to ask (``share`` of the ``count`` per node), when
+    it is not simply the count: its share, or the count because how many accelerators a node
+    carries is not known; None otherwise (and for a shared resource, where every pod asks the
+    count)."""
+    where = view.pointer or "/"
+    if shared:
+        return None
+    if not carried.counts:
+        return (
+            f"how many accelerators a node of the pool carries is not known: a pod of {where} is taken to take a "
+            f"node's and requests all {count}"
+        )
+    if share >= count:
+        return None
+    parts = ", ".join(f"{n} of {carried.counts.get(a, 0)} {a}" for a, n in view.accelerators.items())
+    most = " (the most one of the pool's nodes carries: they differ)" if carried.differ else ""
     return (
-        f"a pod of {view.pointer or '/'} takes {asked} of a node: it requests its share, {share} of the {count} "
-        "per node, so the pods that fill a node fit it together"
+        f"a pod of {where} takes {parts} of a node{most}: it requests its share, {share} of the {count} per node "
+        "that FabricNotRequested and the admission warning name, so the pods that fill a node fit it together"
     )
+
+
+def _claim_change(claim: ExactDeviceRequest, capability: PoolCapability, resource: str, asked: int) -> tuple[str, str]:
+    """The change on a pool that offers the fabric only through DRA (``recommended_claim``): a
+    claim of its DeviceClass, as FabricNotRequested and the admission warning say; ``asked``: what
+    its pods request of the extended resource, which no node advertises (0: none)."""
+    change = (
+        f"request {claim_words(claim)}: create a ResourceClaimTemplate with the pool's spec (kubectl get fcap "
+        f"{capability.name} -o jsonpath='{{.status.recommendation.resourceClaimTemplate}}'), and name it in the pod "
+        "template's spec.resourceClaims and in its accelerator containers' resources.claims"
+    )
+    pool = capability.pool
+    note = (
+        f"pool {pool.key}={pool.value} offers {resource} only through DRA: no node advertises the extended "
+        f"resource {resource}, so a pod that requests it stays Pending"
+    )
+    if asked:
+        note += f"; its pods request {asked} {resource}: drop that request"
+    return change, note
 
 
 def _merge_patch(per_node: str, settings: Sequence[_Setting], resource: str) -> str:
@@ -784,16 +898,17 @@ def _change_on_owner(
     name: str,
     top: ObjectRef,
     field: str,
-    resource: str,
-    count: int,
+    request: tuple[str, str],
     held: Collection[tuple[str, str, str]] | None,
     unread: Mapping[tuple[str, str, str], str],
 ) -> tuple[str, str]:
     """The change for an object a higher workload makes (a JobSet's Job or Pod): that owner
     makes it again from its own template, so the request is set there (``field``), not on this
-    object. An owner the snapshots do not hold is said to be missing, with the read that adds
-    it: its explain would fail on them; one the live read could not read, with why: what owns
-    it, the object to change, is unknown."""
+    object. ``request``: what to request, and how much of it (said after where). An owner the
+    snapshots do not hold is said to be missing, with the read that adds it: its explain would
+    fail on them; one the live read could not read, with why: what owns it, the object to
+    change, is unknown."""
+    what, amount = request
     top_kind = kind_of(top.api_version, top.kind)
     shown = f"{top.kind} {top.namespace}/{top.name}"
     where = field.partition(": ")[2]
@@ -808,13 +923,12 @@ def _change_on_owner(
             change = f"{shown} is not in the snapshots: add it{also} ({read}), then {command}"
         elif top.key in unread:
             change = f"{shown} could not be read ({unread[top.key]}), nor what owns it: once it can be, {command}"
-        where = f"{where} ({command} prints the patch)"
+        where = f"{where} ({command} prints the change)"
     else:
-        change = f"set {resource} in the pod template of {shown}, as the note says"
+        change = f"set {what} in the pod template of {shown}, as the note says"
     note = (
         f"{kind.kind} {namespace}/{name} belongs to {shown}, which makes it from its own template: "
-        f"request {resource} in {shown}'s {where}: {count} per pod that takes a node's accelerators, its share of "
-        f"{count} for one that takes part of them, split over its accelerator containers"
+        f"request {what} in {shown}'s {where}{amount}"
     )
     return change, note
 

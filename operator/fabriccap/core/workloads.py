@@ -477,6 +477,23 @@ def _event_key(reason: str, owner: ObjectRef, *parts: str) -> str:
     return hashlib.sha256(problem.encode(errors="replace")).hexdigest()[:EVENT_KEY_LENGTH]
 
 
+def recommended_claim(status: FabricCapabilityStatus) -> api.ExactDeviceRequest | None:
+    """The ResourceClaim a workload asks for on the pool instead of the extended resource: the
+    recommendation's template where the extended resource schedules on no node of it (no
+    ``resourcesPerNode``: the pool offers the fabric only through DRA). The admission policy's
+    ``request`` variable is this rule in CEL."""
+    recommendation = status.recommendation
+    if recommendation is None or recommendation.resources_per_node or recommendation.resource_claim_template is None:
+        return None
+    (device_request,) = recommendation.resource_claim_template.spec.devices.requests
+    return device_request.exactly
+
+
+def claim_words(exactly: api.ExactDeviceRequest) -> str:
+    """A recommended claim, as FabricNotRequested and the admission warning say it."""
+    return f"a ResourceClaim of DeviceClass {exactly.device_class_name} for {exactly.count} devices per node"
+
+
 def _per_node_request(profile: FabricProfile, status: FabricCapabilityStatus) -> str:
     """What to ask for on this pool, in words."""
     recommendation = status.recommendation
@@ -487,10 +504,8 @@ def _per_node_request(profile: FabricProfile, status: FabricCapabilityStatus) ->
         if recommendation.resource_claim_template is not None:
             request += f", or a ResourceClaim of DeviceClass {profile.dra.device_class_name} for {amount} devices"
         return request
-    if recommendation is not None and recommendation.resource_claim_template is not None:
-        (device_request,) = recommendation.resource_claim_template.spec.devices.requests
-        exactly = device_request.exactly
-        return f"a ResourceClaim of DeviceClass {exactly.device_class_name} for {exactly.count} devices per node"
+    if (claim := recommended_claim(status)) is not None:
+        return claim_words(claim)
     return f"{profile.resource}{f': {count}' if count else ''} per node"
 
 

@@ -6,11 +6,19 @@ g6-inference, g6.2xlarge nodes whose EFA maximum is 0, Stalled InstanceTypeUnsup
   takes part of a node's accelerators, split over its accelerator containers;
 - F2: no advice to request the fabric where the operator's withoutFabric rule says the pool does
   not offer it;
-- F3: a request above what a node has is lowered to it, or said to be beyond every pool."""
+- F3: a request above what a node has is lowered to it, or said to be beyond every pool.
+
+And review 66f: a resource the container names already (an explicit "0") is set in limits and
+requests alike (F1); a pool that offers the fabric only through DRA (p5-dranet) is told to claim
+it, as FabricNotRequested and the admission warning say, never to request the extended resource
+(F2); a shared fabric (aks-rdma) is asked 1 by each accelerator container, never lowered (F3);
+nodes that differ in accelerators (one GPU lost) take the share of the most (F4); the note says
+the share is of the per-node count the Event names (F5)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +29,22 @@ from support.cli import run, write_json
 from support.nccl import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "eks-cluster.json"
+# The AKS example: 3 ndv5 nodes of 8 GPUs, rdma/hca_shared_devices_a: 1k (rdmaHcaMax), shared.
+AKS = (
+    "--config",
+    str(REPO_ROOT / "examples" / "config-aks.yaml"),
+    "-f",
+    str(REPO_ROOT / "examples" / "aks-ndv5-rdma.yaml"),
+)
+AGENTPOOL = "kubernetes.azure.com/agentpool"
 EFA = "vpc.amazonaws.com/efa"
 GPU = "nvidia.com/gpu"
+RDMA = "rdma/hca_shared_devices_a"
 
 
-def deployment(name: str, pool: str, containers: list[dict[str, str]]) -> dict[str, Any]:
-    """A Deployment in ``ml`` that selects ``pool``, one container per entry of ``containers``
-    (its limits)."""
+def deployment(name: str, pool: str, containers: list[dict[str, str]], key: str = NODEGROUP) -> dict[str, Any]:
+    """A Deployment in ``ml`` that selects ``pool`` (by ``key``), one container per entry of
+    ``containers`` (its limits)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -37,7 +54,7 @@ def deployment(name: str, pool: str, containers: list[dict[str, str]]) -> dict[s
             "template": {
                 "metadata": {"labels": {"app": name}},
                 "spec": {
-                    "nodeSelector": {NODEGROUP: pool},
+                    "nodeSelector": {key: pool},
                     "containers": [
                         {"name": f"c{i}", "image": "x", "resources": {"limits": limits}}
                         for i, limits in enumerate(containers)
@@ -48,10 +65,16 @@ def deployment(name: str, pool: str, containers: list[dict[str, str]]) -> dict[s
     }
 
 
-def explain(tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, *objects: Any) -> dict[str, Any]:
-    """``fabriccap explain TARGET -f examples/eks-cluster.json -f <objects> -o json``."""
+def explain(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    *objects: Any,
+    cluster: Sequence[str] = ("-f", str(EXAMPLE)),
+) -> dict[str, Any]:
+    """``fabriccap explain TARGET <cluster> -f <objects> -o json`` (cluster: the EKS example)."""
     extra = write_json(tmp_path / "w.json", {"apiVersion": "v1", "kind": "List", "items": list(objects)})
-    code, out, err = run(["explain", target, "-f", str(EXAMPLE), "-f", extra, "-o", "json"], capsys)
+    code, out, err = run(["explain", target, *cluster, "-f", extra, "-o", "json"], capsys)
     assert code == 0, err
     result: dict[str, Any] = json.loads(out)
     return result
@@ -96,6 +119,8 @@ def test_a_pod_of_part_of_a_node_asks_its_share(tmp_path: Path, capsys: pytest.C
     result = explain(tmp_path, capsys, "deployment/ml/one-gpu", deployment("one-gpu", "p5-training", [{GPU: "1"}]))
     assert patch_of(result["change"]) == [{"op": "add", "path": efa_path(0), "value": "4"}]
     assert "1 of 8 nvidia.com/gpu" in result["note"] and "4 of the 32 per node" in result["note"]
+    # The Event and the admission warning say "32 per node": the note ties the two (66f F5).
+    assert "32 per node that FabricNotRequested and the admission warning name" in result["note"]
 
 
 def test_no_advice_to_request_the_fabric_on_a_pool_that_cannot_offer_it(
@@ -145,3 +170,111 @@ def test_a_request_beyond_every_pool_says_so(capsys: pytest.CaptureFixture[str])
         "none: no pool offers vpc.amazonaws.com/efa: 64 per node; the most a Ready pool offers is 32"
         " (FabricCapability efa-p5-training): request 32 there"
     )
+
+
+def test_an_explicit_zero_is_set_in_limits_and_requests_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chart's ``efa: "0"`` (``| default 0``) in limits and requests: the patch sets 32 in both.
+    32 in the limits alone is refused by the API server ("must be equal to
+    vpc.amazonaws.com/efa limit of 32")."""
+    zero = deployment("zero", "p5-training", [{GPU: "8", EFA: "0"}])
+    zero["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {GPU: "8", EFA: "0"}
+    result = explain(tmp_path, capsys, "deployment/ml/zero", zero)
+    requests = "/spec/template/spec/containers/0/resources/requests/vpc.amazonaws.com~1efa"
+    assert patch_of(result["change"]) == [
+        {"op": "add", "path": efa_path(0), "value": "32"},
+        {"op": "add", "path": requests, "value": "32"},
+    ]
+
+
+def test_a_trainjobs_explicit_zero_is_set_in_limits_and_requests_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same in a TrainJob's resourcesPerNode (a manifest change: its spec.trainer is kept)."""
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "t", "namespace": "ml", "uid": "uid-t"},
+        "spec": {
+            "runtimeRef": {"name": "torch"},
+            "trainer": {"resourcesPerNode": {"limits": {GPU: "8"}, "requests": {EFA: "0"}}},
+            "podTemplateOverrides": [
+                {"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {NODEGROUP: "p5-training"}}}
+            ],
+        },
+    }
+    result = explain(tmp_path, capsys, "trainjob/ml/t", trainjob)
+    assert result["change"] == (
+        'in the manifest, set spec.trainer.resourcesPerNode.limits["vpc.amazonaws.com/efa"]: "32", '
+        'spec.trainer.resourcesPerNode.requests["vpc.amazonaws.com/efa"]: "32"'
+    )
+
+
+def test_a_dra_only_pool_is_told_to_claim_the_fabric(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """p5-dranet offers EFA only through ResourceSlices: no node has vpc.amazonaws.com/efa in its
+    allocatable, and its recommendation is only a resourceClaimTemplate. The change is the claim
+    FabricNotRequested and the admission warning name, not the extended resource (Pending)."""
+    result = explain(tmp_path, capsys, "deployment/ml/dra", deployment("dra", "p5-dranet", [{GPU: "8"}]))
+    claim = "a ResourceClaim of DeviceClass efa.networking.k8s.aws for 32 devices per node"
+    assert result["change"].startswith(f"request {claim}: create a ResourceClaimTemplate"), result["change"]
+    assert EFA not in result["change"] and "efa~1" not in result["change"]
+    assert result["offers"].startswith(claim)
+
+
+def test_a_request_of_the_extended_resource_on_a_dra_only_pool_is_not_lowered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """64 EFA on p5-dranet stays Pending whatever the number: it is told to claim instead, not to
+    lower the request to 32 (also Pending)."""
+    big = deployment("dra-big", "p5-dranet", [{GPU: "8", EFA: "64"}])
+    result = explain(tmp_path, capsys, "deployment/ml/dra-big", big)
+    assert result["change"].startswith("request a ResourceClaim of DeviceClass efa.networking.k8s.aws")
+    assert "lowers" not in result["note"]
+    assert "its pods request 64 vpc.amazonaws.com/efa: drop that request" in result["note"]
+
+
+def test_a_shared_fabric_is_asked_one_in_each_accelerator_container(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """aks-rdma counts pods that may share a node's HCAs (1k a node), each asking 1; its device
+    plugin mounts them only in a container that requests it: two 4-GPU containers ask 1 each,
+    not 1 and 0."""
+    two = deployment("two", "ndv5", [{GPU: "4"}] * 2, key=AGENTPOOL)
+    result = explain(tmp_path, capsys, "deployment/ml/two", two, cluster=AKS)
+    rdma = "rdma~1hca_shared_devices_a"
+    assert patch_of(result["change"]) == [
+        {"op": "add", "path": f"/spec/template/spec/containers/{i}/resources/limits/{rdma}", "value": "1"}
+        for i in (0, 1)
+    ]
+    assert result["offers"].startswith(f"{RDMA}: 1 per pod, shared by up to 1000 pods per node")
+
+
+def test_a_shared_fabric_request_above_one_is_not_lowered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pod asking 2 of the 1k a node shares schedules: not "Pending", nothing to lower; nor is
+    it beyond every pool when it selects none."""
+    asks_two = deployment("two", "ndv5", [{GPU: "8", RDMA: "2"}], key=AGENTPOOL)
+    result = explain(tmp_path, capsys, "deployment/ml/two", asks_two, cluster=AKS)
+    assert result["change"] == "nothing to change"
+    assert "Pending" not in (result.get("note") or "")
+    elsewhere = deployment("elsewhere", "none-such", [{GPU: "8", RDMA: "2"}], key=AGENTPOOL)
+    result = explain(tmp_path, capsys, "deployment/ml/elsewhere", elsewhere, cluster=AKS)
+    assert result["change"] == "nothing to change"
+
+
+def test_a_node_short_of_a_gpu_leaves_the_share_of_the_most(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One p5-training node reports 7 allocatable GPUs (one lost to an Xid): a 1-GPU pod still asks
+    its share of the most a node carries, 4 of 32 (7 of them fit the short node: 28), not all 32,
+    and the note says the nodes differ."""
+    cluster = json.loads(EXAMPLE.read_text())
+    (short,) = [
+        item
+        for item in cluster["items"]
+        if item["kind"] == "Node" and item["metadata"]["name"].startswith("ip-10-0-16-110")
+    ]
+    short["status"]["allocatable"][GPU] = "7"
+    degraded = write_json(tmp_path / "degraded.json", cluster)
+    one = deployment("one", "p5-training", [{GPU: "1"}])
+    result = explain(tmp_path, capsys, "deployment/ml/one", one, cluster=("-f", degraded))
+    assert patch_of(result["change"]) == [{"op": "add", "path": efa_path(0), "value": "4"}]
+    assert "the most one of the pool's nodes carries: they differ" in result["note"]
