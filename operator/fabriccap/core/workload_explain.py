@@ -9,7 +9,8 @@ claim, on a pool that offers the fabric (the operator's ``withoutFabric`` rule).
 each such pod the pool's count per node (``resourcesPerNode``), or its share of it when the pod
 takes part of a node's accelerators, split over its accelerator containers (a shared resource's
 1 to each of them); it lowers a request above the count to it. On a pool that offers the fabric
-only through DRA it is the claim FabricNotRequested names (``recommended_claim``). It is a
+only through DRA it is the claim FabricNotRequested names (``recommended_claim``), of the
+pod's share of a node's devices as above (a ResourceClaimTemplate makes a claim per pod). It is a
 JSON patch (RFC 6902), or for a kind that carries per-node resources itself a merge patch of
 those; for a kind whose pod template cannot change in place, the paths and values to set in the
 manifest; "nothing to change" otherwise.
@@ -190,7 +191,10 @@ def _offers(capability: PoolCapability | None, resource: str, shared: bool) -> s
         if claim is not None:
             per_node = claim_words(claim)
         elif shared and count:
-            per_node = f"{resource}: {count} per pod, shared by up to {status.uniform_count} pods per node"
+            per_node = (
+                f"{resource}: {count} per accelerator container, shared by up to {status.uniform_count} "
+                "containers per node"
+            )
         else:
             per_node = f"{resource}: {count} per node" if count else resource
         return f"{per_node}, Ready ({status.nodes} nodes now)"
@@ -298,12 +302,14 @@ def _settings_to_add(
 ) -> list[_Setting]:
     """``total`` of the fabric for the pod, on the containers that request an accelerator, in
     proportion to what they request of them. For a shared resource ``total`` is what each of
-    them asks (the recommendation's 1): it counts the pods that may share a node's devices, not
-    the devices, and its device plugin gives them only to a container that requests it."""
+    them asks (the recommendation's 1): it counts the requests that may share a node's devices,
+    not the devices, and its device plugin gives them only to a container that requests it; one
+    that requests it already keeps what it asks."""
     asking = [
         (index, container, weight)
         for index, container in _containers(spec)
         if (weight := sum(_amount(container, a) for a in accelerators)) > 0
+        and not (shared and _amount(container, resource) > 0)
     ]
     if not asking:
         return []
@@ -426,6 +432,8 @@ def explain_workload(
     templates: list[TemplateView] = []
     chosen: tuple[str, str] | None = None
     specs: list[tuple[str, Mapping[str, Any]]] = []
+    # By template pointer: whether a container that requests an accelerator lacks the fabric.
+    unasked: dict[str, bool] = {}
     for path in kind.pod_templates:
         for pointer, template in walk(body, path):
             spec = template.get("spec")
@@ -447,13 +455,14 @@ def explain_workload(
         selected = next((hit for spec in selection_specs if (hit := selected_pool(spec, pools))), None)
         asked = {a: str(n) for a in accelerators if (n := _amount(as_container, a))}
         fabric = _amount(as_container, resource)
+        unasked[per_node_pointer] = not fabric
         templates.append(
             TemplateView(
                 pointer=per_node_pointer,
                 selects=f"{selected[0]}={selected[1]}" if selected else None,
                 accelerators=asked,
                 fabric=str(fabric) if fabric else None,
-                needs_fabric=bool(selected and asked and not fabric),
+                needs_fabric=bool(selected and asked and unasked[per_node_pointer]),
             )
         )
         chosen = selected
@@ -463,6 +472,14 @@ def explain_workload(
         asked = {a: str(n) for a in accelerators if (n := sum(_amount(c, a) for _, c in _containers(spec)))}
         fabric = sum(_amount(c, resource) for _, c in _containers(spec))
         claims = bool(spec.get("resourceClaims"))
+        # A shared resource's devices go only to a container that requests it: each accelerator
+        # container needs its own, whatever the others ask. Any other resource is the pod's.
+        if profile.shared:
+            unasked[pointer] = any(
+                _amount(c, resource) == 0 for _, c in _containers(spec) if any(_amount(c, a) for a in accelerators)
+            )
+        else:
+            unasked[pointer] = not fabric
         templates.append(
             TemplateView(
                 pointer=pointer,
@@ -470,7 +487,7 @@ def explain_workload(
                 accelerators=asked,
                 fabric=str(fabric) if fabric else None,
                 claims=claims,
-                needs_fabric=bool(selected and asked and not fabric and not claims),
+                needs_fabric=bool(selected and asked and unasked[pointer] and not claims),
             )
         )
         chosen = chosen or selected
@@ -490,7 +507,7 @@ def explain_workload(
     needing = [t for t in templates if t.needs_fabric]
     # A template that selects no pool but whose pods run on a Ready one needs it just as much.
     if not needing and capability is not None and running:
-        needing = [t for t in templates if t.accelerators and not t.fabric and not t.claims]
+        needing = [t for t in templates if t.accelerators and unasked[t.pointer] and not t.claims]
     # On a pool that offers it only through DRA, a request of the extended resource stays Pending.
     claimed_instead = claim is not None and bool(needing or [t for t in templates if t.fabric and not t.claims])
     # Pods that ask a node for more of the fabric than it has stay Pending for good. A shared
@@ -567,16 +584,52 @@ def explain_workload(
         change, note = _change_on_owner(kind, namespace, name, top, field, request, held, unread or {})
     elif claimed_instead and claim is not None and capability is not None:
         pending = max((int(t.fabric) for t in templates if t.fabric and not t.claims), default=0)
-        change, note = _claim_change(claim, capability, resource, pending)
+        carried = node_accelerators(profile, capability, index, accelerators)
+        # A ResourceClaimTemplate makes one claim per pod: a pod that takes part of a node's
+        # accelerators claims its share of the node's devices, as it would request the resource.
+        claim_shares: dict[str, int] = {}
+        claim_said: list[str] = []
+        for view in templates:
+            if view.claims or not (view in needing or view.fabric):
+                continue
+            asked_counts = {a: int(n) for a, n in view.accelerators.items()}
+            share = pod_share(claim.count, asked_counts, carried.counts) if asked_counts else claim.count
+            claim_shares[view.pointer] = share
+            if asked_counts and (said := _share_said(view, carried, claim.count, share, profile.shared)) is not None:
+                claim_said.append(said)
+        edited = "the manifest"
+        if per_node is not None:
+            runtime = _runtime_name(body)
+            edited = f"runtime {runtime}"
+            where = (
+                f"name it in the node pod template of the TrainJob's runtime {runtime} (its "
+                "spec.template.spec.replicatedJobs[name=node].template.spec.template.spec.resourceClaims) and in its "
+                "accelerator containers' resources.claims: a TrainJob has no pod template of its own"
+            )
+        else:
+            where = (
+                "name it in the pod template's spec.resourceClaims and in its accelerator containers' resources.claims"
+            )
+        change, dra_only = _claim_change(claim, capability, resource, pending, claim_shares, where)
+        recreate = _recreate_note(kind, identity, edited)
+        note = "; ".join(
+            [
+                *([recreate] if recreate is not None else []),
+                dra_only,
+                *claim_said,
+                *(
+                    [_runtime_note(body, f"claims DeviceClass {claim.device_class_name}")]
+                    if per_node is not None
+                    else []
+                ),
+            ]
+        )
     elif settings and count:
         target = f"{_resource_of(kind)} {shlex.quote(name)}" + (f" -n {shlex.quote(namespace)}" if namespace else "")
         notes: list[str] = []
-        if identity[0] in IMMUTABLE_TEMPLATES:
+        if (recreate := _recreate_note(kind, identity)) is not None:
             change = _manifest_edit(settings, resource)
-            notes.append(
-                f"{kind.kind}'s pod template cannot be changed in place: "
-                "make this change to the manifest and create it again"
-            )
+            notes.append(recreate)
         elif per_node is not None:
             change = f"kubectl patch {target} --type merge -p {shlex.quote(_merge_patch(per_node, settings, resource))}"
         else:
@@ -589,11 +642,7 @@ def explain_workload(
             )
         notes += shares
         if per_node is not None and needing:
-            notes.append(
-                f"Trainer v2.3 and later keep the runtime's requests that resourcesPerNode does not name: if runtime "
-                f"{clean_text(str((body.get('spec') or {}).get('runtimeRef', {}).get('name', '?')), 80)} already "
-                f"requests {resource}, nothing needs to change"
-            )
+            notes.append(_runtime_note(body, f"requests {resource}"))
         note = "; ".join(notes) or None
     elif needing and capability is not None and not ready:
         note = f"the pool is not Ready: fix it first (kubectl describe fcap {capability.name}), then request {resource}"
@@ -675,15 +724,65 @@ def _share_said(
     )
 
 
-def _claim_change(claim: ExactDeviceRequest, capability: PoolCapability, resource: str, asked: int) -> tuple[str, str]:
-    """The change on a pool that offers the fabric only through DRA (``recommended_claim``): a
-    claim of its DeviceClass, as FabricNotRequested and the admission warning say; ``asked``: what
-    its pods request of the extended resource, which no node advertises (0: none)."""
-    change = (
-        f"request {claim_words(claim)}: create a ResourceClaimTemplate with the pool's spec (kubectl get fcap "
-        f"{capability.name} -o jsonpath='{{.status.recommendation.resourceClaimTemplate}}'), and name it in the pod "
-        "template's spec.resourceClaims and in its accelerator containers' resources.claims"
+def _recreate_note(kind: WorkloadKind, identity: tuple[str, str, str], edited: str = "the manifest") -> str | None:
+    """For a kind whose pod template cannot change in place (``IMMUTABLE_TEMPLATES``), that the
+    change is made to ``edited`` (its manifest, or a TrainJob's runtime, whose template is read
+    when the TrainJob is created) and the object created again; None for any other kind."""
+    if identity[0] not in IMMUTABLE_TEMPLATES:
+        return None
+    return f"{kind.kind}'s pod template cannot be changed in place: make this change to {edited} and create it again"
+
+
+def _runtime_name(body: Mapping[str, Any]) -> str:
+    """The name of a TrainJob's runtime (``spec.runtimeRef.name``), for the words; "?" if none."""
+    spec = body.get("spec")
+    ref = spec.get("runtimeRef") if isinstance(spec, Mapping) else None
+    return clean_text(str(ref.get("name", "?") if isinstance(ref, Mapping) else "?"), 80)
+
+
+def _runtime_note(body: Mapping[str, Any], already: str) -> str:
+    """For a TrainJob: that a runtime which ``already`` (``requests RESOURCE``, ``claims
+    DeviceClass X``) gives its pods the fabric, and Trainer v2.3 keeps it."""
+    return (
+        "Trainer v2.3 and later keep the runtime's requests that resourcesPerNode does not name: if runtime "
+        f"{_runtime_name(body)} already {already}, nothing needs to change"
     )
+
+
+def _claim_change(
+    claim: ExactDeviceRequest,
+    capability: PoolCapability,
+    resource: str,
+    asked: int,
+    shares: Mapping[str, int],
+    where: str,
+) -> tuple[str, str]:
+    """The change on a pool that offers the fabric only through DRA (``recommended_claim``): a
+    claim of its DeviceClass, as FabricNotRequested and the admission warning say, named as
+    ``where`` says; ``asked``: what its pods request of the extended resource, which no node
+    advertises (0: none). ``shares``: what a pod of each template (by pointer) claims, its share
+    of the ``count`` per node (``pod_share``): a ResourceClaimTemplate makes a claim per pod."""
+    spec = (
+        f"the pool's spec (kubectl get fcap {capability.name} -o "
+        "jsonpath='{.status.recommendation.resourceClaimTemplate}')"
+    )
+    counts = set(shares.values())
+    if counts <= {claim.count}:
+        change = f"request {claim_words(claim)}: create a ResourceClaimTemplate with {spec}, and {where}"
+    elif len(counts) == 1:
+        (share,) = counts
+        change = (
+            f"request a ResourceClaim of DeviceClass {claim.device_class_name} for {share} devices per pod (a "
+            f"ResourceClaimTemplate makes a claim for each pod): create a "
+            f"ResourceClaimTemplate with {spec} and its exactly.count set to {share}, and {where}"
+        )
+    else:
+        each = ", ".join(f"{n} for a pod of {pointer or '/'}" for pointer, n in shares.items())
+        change = (
+            f"request a ResourceClaim of DeviceClass {claim.device_class_name} for each pod's share of the "
+            f"{claim.count} devices per node ({each}): create a ResourceClaimTemplate for each with {spec} and its "
+            f"exactly.count set to that share, and {where}"
+        )
     pool = capability.pool
     note = (
         f"pool {pool.key}={pool.value} offers {resource} only through DRA: no node advertises the extended "

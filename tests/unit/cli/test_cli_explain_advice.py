@@ -13,7 +13,12 @@ requests alike (F1); a pool that offers the fabric only through DRA (p5-dranet) 
 it, as FabricNotRequested and the admission warning say, never to request the extended resource
 (F2); a shared fabric (aks-rdma) is asked 1 by each accelerator container, never lowered (F3);
 nodes that differ in accelerators (one GPU lost) take the share of the most (F4); the note says
-the share is of the per-node count the Event names (F5)."""
+the share is of the per-node count the Event names (F5).
+
+And review 66g: a pod's claim on a DRA-only pool is its share of the devices a node has, as its
+request of the resource would be (F1); the claim change on a kind that cannot change in place
+says to create it again (F2), and a TrainJob's names its runtime's template (F3); a shared
+fabric is asked by each accelerator container that lacks it, whatever the others ask (F4)."""
 
 from __future__ import annotations
 
@@ -247,7 +252,7 @@ def test_a_shared_fabric_is_asked_one_in_each_accelerator_container(
         {"op": "add", "path": f"/spec/template/spec/containers/{i}/resources/limits/{rdma}", "value": "1"}
         for i in (0, 1)
     ]
-    assert result["offers"].startswith(f"{RDMA}: 1 per pod, shared by up to 1000 pods per node")
+    assert result["offers"].startswith(f"{RDMA}: 1 per accelerator container, shared by up to 1000 containers per node")
 
 
 def test_a_shared_fabric_request_above_one_is_not_lowered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -278,3 +283,114 @@ def test_a_node_short_of_a_gpu_leaves_the_share_of_the_most(tmp_path: Path, caps
     result = explain(tmp_path, capsys, "deployment/ml/one", one, cluster=("-f", degraded))
     assert patch_of(result["change"]) == [{"op": "add", "path": efa_path(0), "value": "4"}]
     assert "the most one of the pool's nodes carries: they differ" in result["note"]
+
+
+def test_a_dra_claim_of_a_pod_of_part_of_a_node_is_its_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """66g F1: a ResourceClaimTemplate makes a claim for each pod; 32 devices for a 1-GPU pod on
+    p5-dranet (8 GPUs, 32 EFA devices a node) would fit one pod a node. It claims its share, 4,
+    as its request of the resource would be, and the note ties it to the 32 per node the Event
+    names."""
+    one = deployment("one-dra", "p5-dranet", [{GPU: "1"}])
+    result = explain(tmp_path, capsys, "deployment/ml/one-dra", one)
+    assert result["change"].startswith(
+        "request a ResourceClaim of DeviceClass efa.networking.k8s.aws for 4 devices per pod"
+    ), result["change"]
+    assert "its exactly.count set to 4" in result["change"]
+    assert "32 devices" not in result["change"]
+    assert "1 of 8 nvidia.com/gpu" in result["note"]
+    assert "4 of the 32 per node that FabricNotRequested and the admission warning name" in result["note"]
+
+
+@pytest.mark.parametrize(
+    ("target", "workload"),
+    [
+        (
+            "job/ml/jdra",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "jdra", "namespace": "ml", "uid": "uid-jdra"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "nodeSelector": {NODEGROUP: "p5-dranet"},
+                            "containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "8"}}}],
+                        }
+                    }
+                },
+            },
+        ),
+        (
+            "pod/ml/pdra",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "pdra", "namespace": "ml", "uid": "uid-pdra"},
+                "spec": {
+                    "nodeSelector": {NODEGROUP: "p5-dranet"},
+                    "containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "8"}}}],
+                },
+            },
+        ),
+    ],
+)
+def test_a_claim_change_on_a_template_fixed_at_creation_says_create_it_again(
+    target: str, workload: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """66g F2: a Pod's and a Job's pod template cannot take spec.resourceClaims once created: the
+    claim change says so, as the change of the resource does."""
+    result = explain(tmp_path, capsys, target, workload)
+    assert result["change"].startswith("request a ResourceClaim of DeviceClass efa.networking.k8s.aws")
+    assert result["note"].startswith(
+        f"{workload['kind']}'s pod template cannot be changed in place: "
+        "make this change to the manifest and create it again; "
+    ), result["note"]
+
+
+def test_a_trainjobs_claim_goes_in_its_runtimes_template(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """66g F3: a TrainJob has no pod template: its pods' resourceClaims come from its runtime's
+    node template, which the change names; the Trainer runtime note stays."""
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tjdra", "namespace": "ml", "uid": "uid-tjdra"},
+        "spec": {
+            "runtimeRef": {"name": "torch"},
+            "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {GPU: "8"}}},
+            "podTemplateOverrides": [
+                {"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {NODEGROUP: "p5-dranet"}}}
+            ],
+        },
+    }
+    result = explain(tmp_path, capsys, "trainjob/ml/tjdra", trainjob)
+    change, note = result["change"], result["note"]
+    assert "pod template's spec.resourceClaims" not in change
+    assert (
+        "name it in the node pod template of the TrainJob's runtime torch (its "
+        "spec.template.spec.replicatedJobs[name=node].template.spec.template.spec.resourceClaims)"
+    ) in change
+    assert "make this change to runtime torch and create it again" in note
+    assert "if runtime torch already claims DeviceClass efa.networking.k8s.aws, nothing needs to change" in note
+
+
+def test_a_shared_fabric_is_asked_by_each_accelerator_container_that_lacks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """66g F4: the device plugin mounts the HCAs only in a container that requests them: where one
+    accelerator container asks (1, or 2) and the other none, the other gets 1 and the first keeps
+    what it asks."""
+    for asked in ("1", "2"):
+        half = deployment("half", "ndv5", [{GPU: "4", RDMA: asked}, {GPU: "4"}], key=AGENTPOOL)
+        result = explain(tmp_path, capsys, "deployment/ml/half", half, cluster=AKS)
+        assert patch_of(result["change"]) == [
+            {
+                "op": "add",
+                "path": "/spec/template/spec/containers/1/resources/limits/rdma~1hca_shared_devices_a",
+                "value": "1",
+            }
+        ], result["change"]
+    both = deployment("both", "ndv5", [{GPU: "4", RDMA: "1"}, {GPU: "4", RDMA: "1"}], key=AGENTPOOL)
+    assert explain(tmp_path, capsys, "deployment/ml/both", both, cluster=AKS)["change"] == "nothing to change"
