@@ -47,7 +47,8 @@ from fabriccap.core.facts import ContainerRun, WorkloadPodFacts
 from fabriccap.core.index import NamespacedKey
 from fabriccap.core.ratelimit import TokenBucket
 from fabriccap.core.transport import SIGNATURES
-from fabriccap.core.verdicts import ContainerRead, combine, log_is_read, read_failure_reason
+from fabriccap.core.verdicts import ContainerRead, combine, read_failure_reason
+from fabriccap.core.workloads import log_is_read
 from fabriccap.kube.client import KubeClient
 from fabriccap.kube.logs import ReadOutcome, ReadResult, read_container_log, take_token
 
@@ -164,7 +165,7 @@ class LogReader:
 
     @staticmethod
     def _wanted(facts: WorkloadPodFacts) -> bool:
-        """A pod whose logs are read (``core.verdicts.log_is_read``). One whose accelerator
+        """A pod whose logs are read (``core.workloads.log_is_read``). One whose accelerator
         containers (facts.containers) all stopped stays known, its runs stopped: the kubelet
         restarts a crashed container through a waiting state (CrashLoopBackOff), and the new run
         must replace the old run's verdict when it starts, as any restart does, not keep it

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fabriccap.core.api import MAX_READ_ERROR_REASON
 from fabriccap.core.transport import (
@@ -27,20 +26,9 @@ from fabriccap.core.transport import (
     provider_of_line,
 )
 
-if TYPE_CHECKING:
-    from fabriccap.core.facts import WorkloadPodFacts
-
 # A failed read's reason, as the status and explain show it: the HTTP status and the start of
 # the API server's message (which names the pod, the kubelet or the RBAC rule, never the log).
 REASON_CHARS = MAX_READ_ERROR_REASON
-
-
-def log_is_read(pod: WorkloadPodFacts) -> bool:
-    """Whether the operator reads ``pod``'s logs (``controller.logreader``, and a live
-    ``fabriccap evaluate``): it requests the fabric or an accelerator (a resource some profile
-    cares about, or a claim). Only its running accelerator containers (``pod.containers``) are
-    read: a pod none of whose runs yet has nothing to read."""
-    return bool(pod.requests) or bool(pod.claims)
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,14 @@ def fabric_request_resources(profile: FabricProfile) -> tuple[str, ...]:
     return (profile.resource, *(implicit if profile.uses(Source.DRA) else ()))
 
 
+def log_is_read(pod: WorkloadPodFacts) -> bool:
+    """Whether the operator reads ``pod``'s logs (``controller.logreader``, and a live
+    ``fabriccap evaluate``): it requests the fabric or an accelerator (a resource some profile
+    cares about, or a claim). Only its running accelerator containers (``pod.containers``) are
+    read: a pod none of whose runs yet has nothing to read."""
+    return bool(pod.requests) or bool(pod.claims)
+
+
 def requests_fabric(pod: WorkloadPodFacts, profile: FabricProfile) -> bool:
     """Whether the pod asks for the fabric as an extended resource (``fabric_request_resources``)
     in an app container or a sidecar. One only a plain init container asks for (a preflight

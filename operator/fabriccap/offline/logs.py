@@ -2,7 +2,7 @@
 
 With transport on (config.transport), the operator reads the beginning of each running
 accelerator container's log of the pods that request the fabric or an accelerator
-(``core.verdicts.log_is_read``) and publishes what NCCL chose (docs/transport.md). A live
+(``core.workloads.log_is_read``) and publishes what NCCL chose (docs/transport.md). A live
 ``evaluate`` reads the same pods' logs once (``cluster_log_pods``), and ``explain`` its pool's
 or workload's pods', through the operator's one read (``kube.logs.read_container_log``), at the
 config's ``maxConcurrentReads`` and ``readsPerSecond``; each pod's verdicts go in the index by
@@ -28,7 +28,8 @@ from fabriccap.core.config import Config
 from fabriccap.core.index import FactIndex, NamespacedKey
 from fabriccap.core.text import clean_text
 from fabriccap.core.transport import SIGNATURES, Verdict
-from fabriccap.core.verdicts import REASON_CHARS, ContainerRead, combine, log_is_read
+from fabriccap.core.verdicts import REASON_CHARS, ContainerRead, combine
+from fabriccap.core.workloads import log_is_read
 from fabriccap.offline.owners import MAX_CLUSTER_READ_SECONDS, MAX_REASON, commonest_reasons
 
 if TYPE_CHECKING:
