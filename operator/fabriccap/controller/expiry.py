@@ -24,7 +24,7 @@ from typing import Any
 from fabriccap.controller.objects import ObjectState, Published, StatusWrite
 from fabriccap.core.api import PoolRef
 from fabriccap.core.config import FabricProfile
-from fabriccap.core.evaluate import NO_SUCH_POOL_MESSAGE, empty_status
+from fabriccap.core.evaluate import NO_SUCH_POOL_MESSAGE, NO_SUCH_POOL_TERMINATING_MESSAGE, empty_status
 
 
 class Settle(Enum):
@@ -83,7 +83,8 @@ def no_pool_write(published: Published, profiles: Iterable[FabricProfile]) -> St
         if claimed_pool is not None
         else PoolRef(key=_text(shown_pool.get("key")), value=_text(shown_pool.get("value")))
     )
-    empty = empty_status(fabric, resource, pool, [], message=NO_SUCH_POOL_MESSAGE)
+    message = NO_SUCH_POOL_TERMINATING_MESSAGE if published.terminating else NO_SUCH_POOL_MESSAGE
+    empty = empty_status(fabric, resource, pool, [], message=message)
     return StatusWrite(capability=None, status=empty.to_json(), create=False)
 
 

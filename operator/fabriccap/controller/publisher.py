@@ -974,7 +974,9 @@ class Publisher:
                 logger.warning("FabricCapability %s has no target node but is not managed by fabriccap; kept", name)
                 state.kept_unmanaged = True
             elif action is Settle.EMPTY and state.published is not None:
-                if state.empty is None:
+                if state.empty is None or state.empty.capability is None:
+                    # Made from what is held now: an object that became terminating since is
+                    # not told of a deletion still to come (``no_pool_write``).
                     state.empty = no_pool_write(state.published, self.config.enabled_fabrics)
                 self._offer(state, state.empty)
 

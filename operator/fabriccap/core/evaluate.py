@@ -245,7 +245,11 @@ class _Notes:
     devices were selected where that needs saying."""
 
     mixed: str  # " (advertised through device plugin on 2 nodes, DRA driver on 1 node)"
-    uncounted: str  # "; unusable quantity on n4 (...)"
+    # "; unusable quantity on n4 (...)": the nodes that count none, beside ``selection`` (whose
+    # notes name the problems of nodes that still count); ``uncounted_all``: every node's, for a
+    # message that does not print ``selection``.
+    uncounted: str
+    uncounted_all: str = ""
     selection: str = ""  # "; DeviceClass X selector #0 failed on ..."
 
 
@@ -258,16 +262,17 @@ def _notes(analysis: PoolAnalysis, by_source: Sequence[SourceCount]) -> _Notes:
         mixed = f" (advertised through {spread})"
     # Devices a node reports that cannot be counted count as 0: say why, or a user sees
     # "0 on n4" while kubectl shows a number (or a ResourceSlice).
-    uncounted = ""
+    # A node that still counts devices (another driver pool's) says its problem among the
+    # selection notes already (``FactIndex.dra_devices``): beside them, it was said twice.
+    uncounted, uncounted_all = "", ""
     for source in analysis.sources_read:
-        listed = [
-            f"{node.name} ({reading.problem})"
-            for node in analysis.gate
-            if (reading := node.devices.readings.get(source)) is not None and reading.problem
-        ]
-        if listed:
+        readings = [(node, node.devices.readings.get(source)) for node in analysis.gate]
+        troubled = [(node, reading) for node, reading in readings if reading is not None and reading.problem]
+        if listed := [f"{node.name} ({reading.problem})" for node, reading in troubled if not reading.devices]:
             uncounted += f"; {SOURCES[source].problem} on {_named(listed)}"
-    return _Notes(mixed, uncounted, _selection_notes(analysis))
+        if listed := [f"{node.name} ({reading.problem})" for node, reading in troubled]:
+            uncounted_all += f"; {SOURCES[source].problem} on {_named(listed)}"
+    return _Notes(mixed, uncounted, uncounted_all, _selection_notes(analysis))
 
 
 def _selection_notes(analysis: PoolAnalysis) -> str:
@@ -493,6 +498,12 @@ NO_SUCH_POOL_MESSAGE = (
     "no such pool: no pool of the operator's configuration has a target node under this object's name"
     " (made by hand, or left over); an object managed by fabriccap is deleted after the grace period"
 )
+# The same, of an object whose deletion a finalizer holds up: no further deletion comes from the
+# operator, so the message does not promise one (review 66h F2).
+NO_SUCH_POOL_TERMINATING_MESSAGE = (
+    "no such pool: no pool of the operator's configuration has a target node under this object's name;"
+    " its deletion was asked for, and a finalizer (metadata.finalizers) holds it until its controller lets it go"
+)
 
 
 def _no_target_nodes(condition_type: ConditionType, message: str = NO_TARGET_NODES_MESSAGE) -> Condition:
@@ -684,7 +695,7 @@ def _homogeneous_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
             kind,
             ConditionStatus.FALSE,
             reason,
-            f"{subject} differs across {total} nodes ({spread}); 0 on {offenders}{notes.uncounted}",
+            f"{subject} differs across {total} nodes ({spread}); 0 on {offenders}{notes.uncounted_all}",
         )
     # Name the nodes outside the most common count: they are the likely odd ones out.
     return _condition(
@@ -693,7 +704,7 @@ def _homogeneous_condition(analysis: PoolAnalysis, notes: _Notes) -> Condition:
         reason,
         f"{subject} differs across {total} nodes ({spread}); not {analysis.typical_count} on {offenders}"
         + notes.mixed
-        + notes.uncounted,
+        + notes.uncounted_all,
     )
 
 

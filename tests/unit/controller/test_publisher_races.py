@@ -12,6 +12,7 @@ import pytest
 from fabriccap.controller.objects import ObjectState, Published
 from fabriccap.controller.writes import WINDOW_RECHECK_SECONDS
 from fabriccap.core.api import READY_LABEL, condition_reason, condition_status
+from fabriccap.core.evaluate import NO_SUCH_POOL_TERMINATING_MESSAGE
 from fabriccap.core.shard import Shard
 from fabriccap.kube.errors import KubeError
 from fabriccap.kube.paths import FABRIC_CAPABILITIES
@@ -627,6 +628,21 @@ async def test_a_terminating_object_whose_pool_comes_back_is_made_again_once_it_
         assert not made["metadata"].get("deletionTimestamp") and made["metadata"]["uid"] != held["metadata"]["uid"]
         assert ready_and_label(made) == ("True", "true")
         assert len(answers) == 1
+
+
+async def test_a_terminating_object_of_no_pool_is_not_told_of_a_deletion_still_to_come() -> None:
+    """Review 66h F2: a renamed pool's old object, held by a finalizer: the operator sends no
+    DELETE, and its empty state said it "is deleted after the grace period", ten grace periods on."""
+    async with publishing() as setup:
+        setup.add(healthy("gpu", "a"))
+        await start(setup)
+        held = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.item("efa-gpu"), HELD_BY_A_FINALIZER)
+        setup.publisher.observe_published(copy.deepcopy(held), deleted=False)
+        await rename_efa_gpu(setup)
+        setup.clock.now += 10 * GRACE
+        await settle_rounds(setup, 3)
+        (ready,) = (c for c in setup.published()["efa-gpu"]["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["reason"], ready["message"]) == ("NoTargetNodes", NO_SUCH_POOL_TERMINATING_MESSAGE)
 
 
 async def rounds_while_the_read_back_fails(monkeypatch: pytest.MonkeyPatch, ready: bool) -> tuple[int, int]:

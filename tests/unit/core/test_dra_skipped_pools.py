@@ -213,3 +213,20 @@ def test_a_pool_skipped_for_a_nameless_slice_is_not_said_to_be_skipped_by_the_sc
     assert devices.count == 32
     assert not any("as the scheduler skips it" in note for note in devices.notes), devices.notes
     assert any(note.startswith(f"driver {GPU_DRIVER} pool n1 not counted: ") for note in devices.notes), devices.notes
+
+
+def test_a_skipped_fabric_pool_is_said_once_in_each_message() -> None:
+    """Review 66h F1: with a node at 0 (its only pool incomplete) and another still counting
+    while one of its pools is skipped, Advertised named the skipped pool twice: among the nodes'
+    uncounted devices and among the notes."""
+    bodies = [
+        body
+        for body in dra_pool(count=32, nodes=3)
+        if not (body.get("kind") == "ResourceSlice" and body["spec"].get("nodeName") == "d3")
+    ]
+    bodies.append(resource_slice("d3", efa=32, slice_count=2, name="d3-half"))
+    bodies.append(resource_slice("d2", efa=8, pool="d2-extra", slice_count=2, part=5, name="d2-extra"))
+    status = only_status(bodies)
+    for kind in ("Ready", "Advertised"):
+        assert message(status, kind).count("pool d2-extra has 1 of 2") == 1, message(status, kind)
+    assert "d3 (driver dra.net pool d3 has 1 of 2 ResourceSlices of generation 1)" in message(status, "Advertised")
