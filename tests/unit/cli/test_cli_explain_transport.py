@@ -273,9 +273,16 @@ async def test_a_live_evaluate_reads_the_logs_the_operator_reads(
         ("Job", "bert", "FabricNotUsed")
     ]
     assert [line for line in warnings if "not read" in line] == [
-        "warning: not read (403 Forbidden: grant get on pods/log (the chart's transport.enabled)): 1 pods' logs:"
-        " their transport is unknown (status.workloads.transport.readErrors), not counted as sockets or the fabric"
+        one_pods_log_not_read("403 Forbidden: grant get on pods/log (the chart's transport.enabled)")
     ]
+
+
+def one_pods_log_not_read(why: str) -> str:
+    """The stderr line of a live evaluate that left one pod's log unread for ``why``."""
+    return (
+        f"warning: not read ({why}): 1 pods' logs: their transport is unknown"
+        " (status.workloads.transport.readErrors), not counted as sockets or the fabric"
+    )
 
 
 async def test_a_live_evaluates_tcp_column_counts_the_pods_on_sockets(
@@ -297,8 +304,7 @@ async def test_a_live_evaluate_reads_at_most_its_bound_and_says_what_it_left(
     assert transport["unknown"]["pods"] == 1
     assert transport["readErrors"] == [{"reason": "a live evaluate reads at most 1 pods' logs", "pods": 1}]
     assert [line for line in warnings if "not read" in line] == [
-        "warning: not read (a live evaluate reads at most 1 pods' logs): 1 pods' logs: their transport is unknown"
-        " (status.workloads.transport.readErrors), not counted as sockets or the fabric"
+        one_pods_log_not_read("a live evaluate reads at most 1 pods' logs")
     ]
 
 

@@ -525,6 +525,14 @@ async def rename_efa_gpu(setup: Setup) -> None:
     await settle_rounds(setup, 1)
 
 
+async def held_then_renamed(setup: Setup) -> None:
+    """Someone deletes efa-gpu and a finalizer holds it (the watch tells of it); then its pool is
+    renamed (``rename_efa_gpu``): no DELETE is due for it, it is terminating already."""
+    held = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.item("efa-gpu"), HELD_BY_A_FINALIZER)
+    setup.publisher.observe_published(copy.deepcopy(held), deleted=False)
+    await rename_efa_gpu(setup)
+
+
 @pytest.mark.parametrize("modified_first", [False, True])
 async def test_a_renamed_pools_object_held_by_a_finalizer_does_not_stay_ready(
     monkeypatch: pytest.MonkeyPatch, modified_first: bool
@@ -565,9 +573,7 @@ async def test_an_object_terminating_already_when_its_pool_is_renamed_is_emptied
     async with publishing() as setup:
         setup.add(healthy("gpu", "a"))
         await start(setup)
-        held = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.item("efa-gpu"), HELD_BY_A_FINALIZER)
-        setup.publisher.observe_published(copy.deepcopy(held), deleted=False)
-        await rename_efa_gpu(setup)
+        await held_then_renamed(setup)
         setup.add([node("a", pool="gpu", efa=0)])
         await settle_rounds(setup, 3)
         assert ready_and_label(setup.published()["efa-gpu"]) == ("False", "false")
@@ -636,9 +642,7 @@ async def test_a_terminating_object_of_no_pool_is_not_told_of_a_deletion_still_t
     async with publishing() as setup:
         setup.add(healthy("gpu", "a"))
         await start(setup)
-        held = await setup.publisher.client.merge_patch(FABRIC_CAPABILITIES.item("efa-gpu"), HELD_BY_A_FINALIZER)
-        setup.publisher.observe_published(copy.deepcopy(held), deleted=False)
-        await rename_efa_gpu(setup)
+        await held_then_renamed(setup)
         setup.clock.now += 10 * GRACE
         await settle_rounds(setup, 3)
         (ready,) = (c for c in setup.published()["efa-gpu"]["status"]["conditions"] if c["type"] == "Ready")
